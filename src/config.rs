@@ -1,0 +1,476 @@
+//! Configuration from the environment (12-factor), parsed once at start-up into strong types.
+//!
+//! Every variable, its default and its meaning is listed in `config/mail-worker.env.example`.
+//! A bad value stops start-up with a [`ConfigError`] naming the variable and what is wrong.
+
+use std::{fmt, num::NonZeroU32, time::Duration};
+
+use url::Url;
+
+use crate::rate_limit::RateLimits;
+
+/// A variable that is set but cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{var}: {problem} (got {value:?})")]
+pub struct ConfigError {
+    /// The environment variable's name, e.g. `MAIL_RATE_LIMIT_PER_MINUTE`.
+    pub var: &'static str,
+    /// The offending value (never a secret: secret-bearing URLs are redacted).
+    pub value: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// How log lines are written (`LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line (default).
+    Json,
+    /// Human-readable, coloured lines.
+    Pretty,
+}
+
+/// The whole effective configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/mail_worker`.
+    pub database_url: Url,
+    /// `REDIS_URL`, default `redis://127.0.0.1:6379`: the job queue (and the limiter unless
+    /// `MAIL_RATE_LIMIT_REDIS_URL` is set).
+    pub redis_url: Url,
+    /// The limiter's settings.
+    pub rate_limit: RateLimitConfig,
+    /// `MAIL_DEFER_SPREAD_MAX_MS`, default 30,000 ms: the upper bound (exclusive) of the
+    /// per-message spread added to a deferral.
+    pub defer_spread_max: Duration,
+    /// `MAIL_MAX_ATTEMPTS`, default 8: transient failures before a message ends `ERROR`.
+    pub max_attempts: NonZeroU32,
+    /// Worker, scheduler and queue settings.
+    pub worker: WorkerConfig,
+    /// Microsoft Graph endpoints.
+    pub graph: GraphConfig,
+    /// `SENDGRID_API_BASE_URL`, default `https://api.sendgrid.com`.
+    pub sendgrid_api_base_url: Url,
+    /// `HTTP_TIMEOUT_MS`, default 30,000 ms: the whole-request deadline of every provider call.
+    pub http_timeout: Duration,
+    /// `SHUTDOWN_GRACE_MS`, default 30,000 ms: how long in-flight sends may finish after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// `LOG_FORMAT`, `json` (default) or `pretty`.
+    pub log_format: LogFormat,
+    /// `RUST_LOG`, default `info`.
+    pub log_filter: String,
+}
+
+/// The limiter's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`.
+    pub redis_url: Url,
+    /// `MAIL_RATE_LIMIT_PER_MINUTE` (default 25 messages per mailbox per UTC minute) and
+    /// `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (default 9,000 recipients per mailbox per UTC day).
+    /// Both sit a little under Exchange Online's 30/min and 10,000/day
+    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+    pub defaults: RateLimits,
+    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`, default 250 ms: the deadline of one limiter call
+    /// before it fails open.
+    pub redis_timeout: Duration,
+    /// `MAIL_RATE_LIMIT_KEY_PREFIX`, default `mail:rl`.
+    pub key_prefix: String,
+}
+
+/// Worker, scheduler and queue settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// `WORKER_CONCURRENCY`, default 16: sends in flight per process.
+    pub concurrency: NonZeroU32,
+    /// `SCHEDULER_INTERVAL_MS`, default 1,000 ms: how often due messages are claimed.
+    pub scheduler_interval: Duration,
+    /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows claimed per tick.
+    pub scheduler_batch_size: NonZeroU32,
+    /// `QUEUE_NAME`, default `mail-worker:send-message`: the apalis-redis namespace.
+    pub queue_name: String,
+    /// `QUEUE_LEASE_MS`, default 300,000 ms: a row `QUEUED` longer than this is rescheduled.
+    pub queue_lease: Duration,
+    /// `SEND_LEASE_MS`, default 600,000 ms (must exceed `HTTP_TIMEOUT_MS`): a row `SENDING`
+    /// longer than this is rescheduled (`mail.send.outcomeUnknown`).
+    pub send_lease: Duration,
+    /// `WORKER_POLL_INTERVAL_MS`, default 200 ms: how often the worker polls the queue.
+    pub poll_interval: Duration,
+}
+
+/// Microsoft Graph endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphConfig {
+    /// `GRAPH_API_BASE_URL`, default `https://graph.microsoft.com/v1.0`.
+    pub api_base_url: Url,
+    /// `GRAPH_LOGIN_BASE_URL`, default `https://login.microsoftonline.com`.
+    pub login_base_url: Url,
+    /// `GRAPH_SAVE_TO_SENT_ITEMS`, default `true`.
+    pub save_to_sent_items: bool,
+}
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// The first variable that is set to an unusable value.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass a map). Empty values count as unset.
+    ///
+    /// # Errors
+    /// The first variable that is set to an unusable value.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(&lookup);
+        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", &["redis", "rediss"])?;
+        let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
+        let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
+        if send_lease <= http_timeout {
+            return Err(env.error(
+                "SEND_LEASE_MS",
+                "must be greater than HTTP_TIMEOUT_MS, or a slow send would be retried while it is still running",
+            ));
+        }
+        Ok(Self {
+            database_url: env.url(
+                "DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5432/mail_worker",
+                &["postgres", "postgresql"],
+            )?,
+            rate_limit: RateLimitConfig {
+                redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
+                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", &["redis", "rediss"])?,
+                    None => redis_url.clone(),
+                },
+                defaults: RateLimits {
+                    per_minute: env.positive("MAIL_RATE_LIMIT_PER_MINUTE", 25)?,
+                    recipients_per_day: env.positive("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", 9_000)?,
+                },
+                redis_timeout: env.millis("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", 250)?,
+                key_prefix: env.text("MAIL_RATE_LIMIT_KEY_PREFIX", "mail:rl")?,
+            },
+            redis_url,
+            defer_spread_max: env.millis("MAIL_DEFER_SPREAD_MAX_MS", 30_000)?,
+            max_attempts: env.positive("MAIL_MAX_ATTEMPTS", 8)?,
+            worker: WorkerConfig {
+                concurrency: env.positive("WORKER_CONCURRENCY", 16)?,
+                scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 1_000)?,
+                scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
+                queue_name: env.text("QUEUE_NAME", "mail-worker:send-message")?,
+                queue_lease: env.millis("QUEUE_LEASE_MS", 300_000)?,
+                send_lease,
+                poll_interval: env.millis("WORKER_POLL_INTERVAL_MS", 200)?,
+            },
+            graph: GraphConfig {
+                api_base_url: env.url(
+                    "GRAPH_API_BASE_URL",
+                    "https://graph.microsoft.com/v1.0",
+                    &["http", "https"],
+                )?,
+                login_base_url: env.url(
+                    "GRAPH_LOGIN_BASE_URL",
+                    "https://login.microsoftonline.com",
+                    &["http", "https"],
+                )?,
+                save_to_sent_items: env.bool("GRAPH_SAVE_TO_SENT_ITEMS", true)?,
+            },
+            sendgrid_api_base_url: env.url(
+                "SENDGRID_API_BASE_URL",
+                "https://api.sendgrid.com",
+                &["http", "https"],
+            )?,
+            http_timeout,
+            shutdown_grace: env.millis("SHUTDOWN_GRACE_MS", 30_000)?,
+            log_format: match env.get("LOG_FORMAT").as_deref() {
+                None | Some("json") => LogFormat::Json,
+                Some("pretty") => LogFormat::Pretty,
+                Some(_) => return Err(env.error("LOG_FORMAT", "must be `json` or `pretty`")),
+            },
+            log_filter: env.get("RUST_LOG").unwrap_or_else(|| "info".into()),
+        })
+    }
+
+    /// The effective configuration as `NAME=value` lines, in the env file's order, with
+    /// passwords in URLs replaced by `***`. This is what `mail-worker check-config` prints.
+    pub fn redacted_lines(&self) -> Vec<String> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        vec![
+            format!("DATABASE_URL={}", redact_url(&self.database_url)),
+            format!("REDIS_URL={}", redact_url(&self.redis_url)),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_URL={}",
+                redact_url(&self.rate_limit.redis_url)
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_PER_MINUTE={}",
+                self.rate_limit.defaults.per_minute
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={}",
+                self.rate_limit.defaults.recipients_per_day
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS={}",
+                ms(self.rate_limit.redis_timeout)
+            ),
+            format!("MAIL_RATE_LIMIT_KEY_PREFIX={}", self.rate_limit.key_prefix),
+            format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
+            format!("MAIL_MAX_ATTEMPTS={}", self.max_attempts),
+            format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
+            format!("WORKER_POLL_INTERVAL_MS={}", ms(self.worker.poll_interval)),
+            format!("SCHEDULER_INTERVAL_MS={}", ms(self.worker.scheduler_interval)),
+            format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
+            format!("QUEUE_NAME={}", self.worker.queue_name),
+            format!("QUEUE_LEASE_MS={}", ms(self.worker.queue_lease)),
+            format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
+            format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
+            format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
+            format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
+            format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
+            format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
+            format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),
+            format!(
+                "LOG_FORMAT={}",
+                match self.log_format {
+                    LogFormat::Json => "json",
+                    LogFormat::Pretty => "pretty",
+                }
+            ),
+            format!("RUST_LOG={}", self.log_filter),
+        ]
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.redacted_lines()).finish()
+    }
+}
+
+/// `url` with its password (if any) replaced by `***`, for logs and `check-config`.
+pub fn redact_url(url: &Url) -> String {
+    let mut url = url.clone();
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    url.to_string()
+}
+
+struct Env<'a, F: Fn(&str) -> Option<String>>(&'a F);
+
+impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
+    fn get(&self, var: &str) -> Option<String> {
+        (self.0)(var).filter(|v| !v.trim().is_empty())
+    }
+
+    fn error(&self, var: &'static str, problem: &str) -> ConfigError {
+        let raw = self.get(var).unwrap_or_default();
+        let value = match Url::parse(&raw) {
+            Ok(url) => redact_url(&url),
+            Err(_) => raw,
+        };
+        ConfigError {
+            var,
+            value,
+            problem: problem.to_owned(),
+        }
+    }
+
+    fn text(&self, var: &'static str, default: &str) -> Result<String, ConfigError> {
+        Ok(self.get(var).unwrap_or_else(|| default.to_owned()))
+    }
+
+    fn positive(&self, var: &'static str, default: u32) -> Result<NonZeroU32, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(NonZeroU32::new(default).expect("defaults are positive"));
+        };
+        raw.trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(NonZeroU32::new)
+            .ok_or_else(|| self.error(var, "must be a whole number from 1 to 4294967295"))
+    }
+
+    fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(Duration::from_millis(default));
+        };
+        match raw.trim().parse::<u64>() {
+            Ok(0) => Err(self.error(var, "must be a positive number of milliseconds, not 0")),
+            Ok(ms) => Ok(Duration::from_millis(ms)),
+            Err(_) => Err(self.error(var, "must be a whole number of milliseconds")),
+        }
+    }
+
+    fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(var).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None => Ok(default),
+            Some("true" | "1" | "yes") => Ok(true),
+            Some("false" | "0" | "no") => Ok(false),
+            Some(_) => Err(self.error(var, "must be `true` or `false`")),
+        }
+    }
+
+    fn url(
+        &self,
+        var: &'static str,
+        default: &str,
+        schemes: &[&str],
+    ) -> Result<Url, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        let url = Url::parse(raw.trim())
+            .map_err(|e| self.error(var, &format!("is not a URL ({e})")))?;
+        if !schemes.contains(&url.scheme()) {
+            return Err(self.error(
+                var,
+                &format!("must use one of the schemes {}", schemes.join(", ")),
+            ));
+        }
+        Ok(url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_match_the_documented_table() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(
+            c.database_url.as_str(),
+            "postgres://postgres@127.0.0.1:5432/mail_worker"
+        );
+        assert_eq!(c.redis_url.as_str(), "redis://127.0.0.1:6379");
+        assert_eq!(c.rate_limit.redis_url, c.redis_url);
+        assert_eq!(c.rate_limit.defaults.per_minute.get(), 25);
+        assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 9000);
+        assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(250));
+        assert_eq!(c.rate_limit.key_prefix, "mail:rl");
+        assert_eq!(c.defer_spread_max, Duration::from_millis(30_000));
+        assert_eq!(c.max_attempts.get(), 8);
+        assert_eq!(c.worker.concurrency.get(), 16);
+        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(1000));
+        assert_eq!(c.worker.scheduler_batch_size.get(), 100);
+        assert_eq!(c.worker.queue_name, "mail-worker:send-message");
+        assert_eq!(c.worker.queue_lease, Duration::from_secs(300));
+        assert_eq!(c.worker.send_lease, Duration::from_secs(600));
+        assert_eq!(
+            c.graph.api_base_url.as_str(),
+            "https://graph.microsoft.com/v1.0"
+        );
+        assert_eq!(
+            c.graph.login_base_url.as_str(),
+            "https://login.microsoftonline.com/"
+        );
+        assert!(c.graph.save_to_sent_items);
+        assert_eq!(c.sendgrid_api_base_url.as_str(), "https://api.sendgrid.com/");
+        assert_eq!(c.http_timeout, Duration::from_secs(30));
+        assert_eq!(c.shutdown_grace, Duration::from_secs(30));
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.log_filter, "info");
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let c = parse(&[
+            ("DATABASE_URL", "postgres://u:pw@db:5433/x"),
+            ("REDIS_URL", "redis://q:6380"),
+            ("MAIL_RATE_LIMIT_REDIS_URL", "redis://rl:6381"),
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "10"),
+            ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "500"),
+            ("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", "100"),
+            ("MAIL_RATE_LIMIT_KEY_PREFIX", "t:rl"),
+            ("MAIL_DEFER_SPREAD_MAX_MS", "5000"),
+            ("MAIL_MAX_ATTEMPTS", "3"),
+            ("WORKER_CONCURRENCY", "64"),
+            ("WORKER_POLL_INTERVAL_MS", "50"),
+            ("SCHEDULER_INTERVAL_MS", "250"),
+            ("SCHEDULER_BATCH_SIZE", "20"),
+            ("QUEUE_NAME", "q"),
+            ("QUEUE_LEASE_MS", "1000"),
+            ("SEND_LEASE_MS", "60000"),
+            ("GRAPH_API_BASE_URL", "http://127.0.0.1:9/v1.0"),
+            ("GRAPH_LOGIN_BASE_URL", "http://127.0.0.1:9"),
+            ("GRAPH_SAVE_TO_SENT_ITEMS", "false"),
+            ("SENDGRID_API_BASE_URL", "http://127.0.0.1:8"),
+            ("HTTP_TIMEOUT_MS", "5000"),
+            ("SHUTDOWN_GRACE_MS", "2000"),
+            ("LOG_FORMAT", "pretty"),
+            ("RUST_LOG", "debug"),
+        ])
+        .unwrap();
+        assert_eq!(c.database_url.port(), Some(5433));
+        assert_eq!(c.redis_url.host_str(), Some("q"));
+        assert_eq!(c.rate_limit.redis_url.host_str(), Some("rl"));
+        assert_eq!(c.rate_limit.defaults.per_minute.get(), 10);
+        assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 500);
+        assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
+        assert_eq!(c.rate_limit.key_prefix, "t:rl");
+        assert_eq!(c.defer_spread_max, Duration::from_millis(5000));
+        assert_eq!(c.max_attempts.get(), 3);
+        assert_eq!(c.worker.concurrency.get(), 64);
+        assert_eq!(c.worker.poll_interval, Duration::from_millis(50));
+        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
+        assert_eq!(c.worker.scheduler_batch_size.get(), 20);
+        assert_eq!(c.worker.queue_name, "q");
+        assert_eq!(c.worker.queue_lease, Duration::from_secs(1));
+        assert_eq!(c.worker.send_lease, Duration::from_secs(60));
+        assert_eq!(c.graph.api_base_url.port(), Some(9));
+        assert!(!c.graph.save_to_sent_items);
+        assert_eq!(c.sendgrid_api_base_url.port(), Some(8));
+        assert_eq!(c.http_timeout, Duration::from_secs(5));
+        assert_eq!(c.shutdown_grace, Duration::from_secs(2));
+        assert_eq!(c.log_format, LogFormat::Pretty);
+        assert_eq!(c.log_filter, "debug");
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, value, needle) in [
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "abc", "whole number"),
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "0", "whole number"),
+            ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "-5", "whole number"),
+            ("WORKER_CONCURRENCY", "1.5", "whole number"),
+            ("SCHEDULER_INTERVAL_MS", "0", "not 0"),
+            ("HTTP_TIMEOUT_MS", "soon", "milliseconds"),
+            ("GRAPH_SAVE_TO_SENT_ITEMS", "maybe", "true"),
+            ("LOG_FORMAT", "xml", "json"),
+            ("REDIS_URL", "http://x", "schemes"),
+            ("DATABASE_URL", "not a url", "not a URL"),
+            ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var);
+            let text = err.to_string();
+            assert!(text.starts_with(var), "{text}");
+            assert!(text.contains(needle), "{var}={value}: {text}");
+        }
+    }
+
+    #[test]
+    fn redacted_lines_hide_url_passwords() {
+        let c = parse(&[
+            ("DATABASE_URL", "postgres://app:hunter2@db/x"),
+            ("REDIS_URL", "redis://:s3cret@cache:6379"),
+        ])
+        .unwrap();
+        let text = c.redacted_lines().join("\n");
+        assert!(!text.contains("hunter2") && !text.contains("s3cret"), "{text}");
+        assert!(text.contains("DATABASE_URL=postgres://app:***@db/x"), "{text}");
+        assert!(!format!("{c:?}").contains("hunter2"));
+        let err = parse(&[("DATABASE_URL", "mysql://app:hunter2@db/x")]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+}

@@ -1,0 +1,17 @@
+//! Domain types shared by every layer: addresses, messages, senders, statuses, secrets.
+//!
+//! Types here hold data as producers wrote it (a recipient address is not validated on the way
+//! in: a bad one must end as `ERROR` with a reason, not be dropped). Validation against Graph's
+//! rules happens in [`crate::mailer::validate`].
+
+mod mailbox;
+mod message;
+mod secret;
+mod sender;
+mod status;
+
+pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
+pub use message::{Attachment, BodyContentType, Header, OutgoingMail, Recipient};
+pub use secret::{SecretError, SecretRef};
+pub use sender::{GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantTransport};
+pub use status::{MessageStatus, UnknownStatus};

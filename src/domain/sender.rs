@@ -1,0 +1,132 @@
+//! Who sends: a tenant (Graph or SendGrid) or a system mailbox (always Graph).
+
+use std::{fmt, num::NonZeroU32, str::FromStr};
+
+use uuid::Uuid;
+
+use super::{MailboxAddress, SecretRef};
+
+/// `tenants.mail_provider`: `microsoft-graph` or `sendgrid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MailProvider {
+    /// Microsoft Graph `sendMail`, wrapped by our limiter.
+    MicrosoftGraph,
+    /// SendGrid v3 `mail/send`, not wrapped.
+    SendGrid,
+}
+
+impl MailProvider {
+    /// The column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MicrosoftGraph => "microsoft-graph",
+            Self::SendGrid => "sendgrid",
+        }
+    }
+}
+
+impl fmt::Display for MailProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MailProvider {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "microsoft-graph" => Ok(Self::MicrosoftGraph),
+            "sendgrid" => Ok(Self::SendGrid),
+            other => Err(format!(
+                "unknown mail provider {other:?} (expected microsoft-graph or sendgrid)"
+            )),
+        }
+    }
+}
+
+/// An Entra ID app registration allowed to send for a mailbox (application `Mail.Send`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphCredentials {
+    /// Directory (tenant) id or verified domain, e.g. `contoso.example`.
+    pub graph_tenant_id: String,
+    /// Application (client) id.
+    pub client_id: String,
+    /// The client secret's value, or a reference `env:NAME` / `file:/path`.
+    pub client_secret: SecretRef,
+}
+
+impl PartialEq for SecretRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw() == other.raw()
+    }
+}
+impl Eq for SecretRef {}
+
+/// How a tenant sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantTransport {
+    /// Microsoft Graph with these credentials.
+    Graph(GraphCredentials),
+    /// SendGrid with this API key (or reference).
+    SendGrid {
+        /// The API key or a reference to it.
+        api_key: SecretRef,
+    },
+}
+
+/// A row of `tenants`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// `tenants.id`.
+    pub id: Uuid,
+    /// `tenants.name`, unique, e.g. `northwind`.
+    pub name: String,
+    /// The `From` mailbox.
+    pub sender_address: MailboxAddress,
+    /// Provider and credentials.
+    pub transport: TenantTransport,
+}
+
+impl Tenant {
+    /// The tenant's provider.
+    pub fn provider(&self) -> MailProvider {
+        match self.transport {
+            TenantTransport::Graph(_) => MailProvider::MicrosoftGraph,
+            TenantTransport::SendGrid { .. } => MailProvider::SendGrid,
+        }
+    }
+}
+
+/// A row of `system_mailboxes`: a platform mailbox that always sends through Graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemMailbox {
+    /// `system_mailboxes.id`.
+    pub id: Uuid,
+    /// The mailbox, lower-case.
+    pub address: MailboxAddress,
+    /// The app that sends for it.
+    pub graph: GraphCredentials,
+    /// Override of `MAIL_RATE_LIMIT_PER_MINUTE` (messages per UTC minute); `None` = default.
+    pub rate_limit_per_minute: Option<NonZeroU32>,
+    /// Override of `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (recipients per UTC day); `None` = default.
+    pub rate_limit_recipients_per_day: Option<NonZeroU32>,
+}
+
+/// The sender of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sender {
+    /// A tenant's own sender.
+    Tenant(Tenant),
+    /// A system mailbox.
+    SystemMailbox(SystemMailbox),
+}
+
+impl Sender {
+    /// The `From` mailbox.
+    pub fn mailbox(&self) -> &MailboxAddress {
+        match self {
+            Self::Tenant(t) => &t.sender_address,
+            Self::SystemMailbox(m) => &m.address,
+        }
+    }
+}

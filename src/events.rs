@@ -1,0 +1,42 @@
+//! Stable event names: the `event` field of every JSON log line. Dashboards and alerts key on
+//! these strings, so they never change once released.
+
+/// A message was accepted by the provider (`202`). Fields: `message.id`, `mailbox`, `recipients`, `duration_ms`.
+pub const MAIL_SENT: &str = "mail.sent";
+/// Our limiter denied a send; the message was rescheduled. Fields: `message.id`, `mailbox`,
+/// `reason` (`minute`|`day`), `retry_after_ms`, `spread_ms`, `scheduled_on`.
+pub const MAIL_RATE_LIMIT_DEFERRED: &str = "mail.rateLimit.deferred";
+/// The limiter's Redis failed or timed out; the send went ahead unlimited (fail-open). Warn.
+pub const MAIL_RATE_LIMIT_REDIS_ERROR: &str = "mail.rateLimit.redisError";
+/// The limiter's script failed for a reason that is not connectivity (a bug). Error.
+pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
+/// A reservation was given back because the inner send failed.
+pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
+/// The provider answered 429/503/504; the message was rescheduled.
+pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
+/// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
+pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
+/// The message ended in `ERROR`; `error` says what a person must do.
+pub const MAIL_FAILED: &str = "mail.failed";
+/// A `SENDING` row outlived its lease; it is rescheduled (it may have been sent: at-least-once).
+pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
+/// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.
+pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
+/// The scheduler claimed due messages and pushed jobs. Fields: `claimed`.
+pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
+/// A duplicate job delivery found its message no longer `QUEUED`; nothing was done.
+pub const WORKER_DUPLICATE_JOB: &str = "worker.duplicateJob";
+/// A Graph access token was fetched. Fields: `graph.tenant_id`, `client_id`, `expires_in_s`.
+pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
+/// The token endpoint refused the app's credentials.
+pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
+/// The daemon started. Fields: `worker`, `concurrency`.
+pub const DAEMON_STARTED: &str = "daemon.started";
+/// Shutdown was requested (SIGTERM/SIGINT); in-flight sends are finishing.
+pub const DAEMON_STOPPING: &str = "daemon.stopping";
+/// The daemon stopped. Fields: `reason`.
+pub const DAEMON_STOPPED: &str = "daemon.stopped";
+/// Migrations were applied.
+pub const DB_MIGRATED: &str = "db.migrated";
+/// graph-sim accepted or refused a request.
+pub const SIM_REQUEST: &str = "sim.request";

@@ -1,0 +1,31 @@
+//! Logging: one JSON object per line (or `pretty` for humans), filtered by `RUST_LOG`.
+//!
+//! Every outcome log line carries an `event` field from [`crate::events`] and dotted field names
+//! (`message.id`, `mailbox`, `retry_after_ms`). Never log secrets, tokens, bodies or full
+//! recipient addresses: use [`crate::domain::mask_address`].
+
+use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+
+use crate::config::LogFormat;
+
+/// Installs the global subscriber, writing to stderr. `filter` is a `RUST_LOG` directive
+/// (default `info`). Calling it twice is harmless (the second call is ignored).
+pub fn init(format: LogFormat, filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter);
+    let _ = match format {
+        LogFormat::Json => registry
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+        LogFormat::Pretty => registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .try_init(),
+    };
+}
