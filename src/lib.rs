@@ -22,5 +22,7 @@ pub mod events;
 pub mod graph_sim;
 pub mod mailer;
 pub mod rate_limit;
+pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod worker;

@@ -94,3 +94,5 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     MIGRATOR.run(&pool).await?;
     Ok(pool)
 }
+pub mod messages;
+pub mod senders;

@@ -1,0 +1,335 @@
+//! `MailProviderService`: sends one claimed message through its sender's mailer and writes
+//! the outcome to PostgreSQL — sent, deferred (rate limit or provider throttling, with the
+//! per-message spread), retried with backoff (transient), or failed with a reason a person
+//! can act on. It knows nothing of Redis or Lua: it sees only [`Mailer`] and [`MailError`].
+
+use std::{
+    hash::Hasher,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    clock::Clock,
+    domain::{MailboxAddress, Sender, SystemMailbox, Tenant},
+    events,
+    mailer::{MailError, Mailer},
+    store::{
+        StoreError,
+        messages::{self, Reschedule, SenderRef, StoredMessage},
+        senders,
+    },
+};
+
+/// Where the service gets a sender's mailer: the [`crate::mailer::factory::MailerFactory`] in
+/// production, stubs in tests.
+#[async_trait::async_trait]
+pub trait MailerSource: Send + Sync {
+    /// The mailer of a tenant's sender.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] when the tenant's settings cannot make a mailer.
+    async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError>;
+    /// The mailer of a system mailbox (rate-limited with its own limits).
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] when the mailbox's settings cannot make a mailer.
+    async fn mailer_for_system_mailbox(
+        &self,
+        mailbox: &SystemMailbox,
+    ) -> Result<Arc<dyn Mailer>, MailError>;
+}
+
+/// The per-message spread in ms: FNV-1a 64-bit over the UTF-8 bytes of the id's canonical
+/// lower-case hyphenated form (no terminator byte), modulo `max_ms`. Deterministic, so the
+/// same message always gets the same extra delay and 200 messages denied in the same second
+/// resume spread over `max_ms` instead of all at once. `max_ms = 0` gives 0.
+pub fn spread_ms(id: Uuid, max_ms: u64) -> u64 {
+    if max_ms == 0 {
+        return 0;
+    }
+    let mut hasher = fnv::FnvHasher::default();
+    // `Hasher::write` hashes exactly these bytes (`Hash for str` would add a 0xff terminator).
+    hasher.write(id.hyphenated().to_string().as_bytes());
+    hasher.finish() % max_ms
+}
+
+/// Exponential backoff with jitter for transient failures and throttling without
+/// `Retry-After`: 5 s × 2^(n−1), capped at 15 min, then a uniformly random 50–100 % of that.
+pub fn backoff(n: u32) -> Duration {
+    let base_ms = 5_000u64.saturating_mul(1u64 << n.saturating_sub(1).min(20));
+    let capped = base_ms.min(15 * 60 * 1000);
+    let jittered = rand::rng().random_range(capped / 2..=capped);
+    Duration::from_millis(jittered)
+}
+
+/// What happened to one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Accepted by the provider; the row is `SENT`.
+    Sent,
+    /// Back to `SCHEDULED` until `until` (rate limit, throttling or a transient failure).
+    Deferred {
+        /// The new `scheduled_on`.
+        until: DateTime<Utc>,
+        /// Why, e.g. `rate limit (minute)`.
+        reason: String,
+    },
+    /// The row is `ERROR` with this `last_error`.
+    Failed {
+        /// What a person must do.
+        reason: String,
+    },
+    /// The row was no longer `SENDING` when the outcome was written (a lease recovery took
+    /// it); nothing was written.
+    Superseded,
+}
+
+/// Settings of [`MailProviderService`].
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceSettings {
+    /// `MAIL_DEFER_SPREAD_MAX_MS`.
+    pub defer_spread_max: Duration,
+    /// `MAIL_MAX_ATTEMPTS`: transient failures before `ERROR`.
+    pub max_attempts: u32,
+}
+
+/// Sends claimed messages and records their outcomes.
+pub struct MailProviderService {
+    pool: PgPool,
+    mailers: Arc<dyn MailerSource>,
+    clock: Arc<dyn Clock>,
+    settings: ServiceSettings,
+}
+
+impl std::fmt::Debug for MailProviderService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MailProviderService")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MailProviderService {
+    /// A service writing to `pool`, resolving mailers through `mailers`.
+    pub fn new(
+        pool: PgPool,
+        mailers: Arc<dyn MailerSource>,
+        clock: Arc<dyn Clock>,
+        settings: ServiceSettings,
+    ) -> Self {
+        Self {
+            pool,
+            mailers,
+            clock,
+            settings,
+        }
+    }
+
+    /// Sends `message` (already `SENDING`) and writes the outcome.
+    ///
+    /// # Errors
+    /// Only infrastructure trouble (PostgreSQL); mail problems are outcomes.
+    pub async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
+        let sender = match message.sender {
+            SenderRef::Tenant(id) => senders::tenant_by_id(&self.pool, id)
+                .await?
+                .map(Sender::Tenant),
+            SenderRef::SystemMailbox(id) => senders::system_mailbox_by_id(&self.pool, id)
+                .await?
+                .map(Sender::SystemMailbox),
+        };
+        let Some(sender) = sender else {
+            return self
+                .fail(
+                    message.id,
+                    None,
+                    "unknown sender: the message's tenant or system mailbox no longer exists"
+                        .into(),
+                )
+                .await;
+        };
+        let mailbox = sender.mailbox().clone();
+        let mail = match message.outgoing(mailbox.clone()) {
+            Ok(mail) => mail,
+            Err(problem) => return self.fail(message.id, Some(&mailbox), problem).await,
+        };
+        let mailer = match &sender {
+            Sender::Tenant(t) => self.mailers.mailer_for_tenant(t).await,
+            Sender::SystemMailbox(m) => self.mailers.mailer_for_system_mailbox(m).await,
+        };
+        let started = Instant::now();
+        let result = match mailer {
+            Ok(mailer) => mailer.send(&mail).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(_) => {
+                if !messages::mark_sent(&self.pool, message.id).await? {
+                    return Ok(SendOutcome::Superseded);
+                }
+                tracing::info!(
+                    event = events::MAIL_SENT,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    recipients = mail.recipient_count(),
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "mail sent"
+                );
+                Ok(SendOutcome::Sent)
+            }
+            Err(error) => self.handle_error(message, &mailbox, error).await,
+        }
+    }
+
+    async fn handle_error(
+        &self,
+        message: &StoredMessage,
+        mailbox: &MailboxAddress,
+        error: MailError,
+    ) -> Result<SendOutcome, StoreError> {
+        let now = self.clock.now();
+        let spread = Duration::from_millis(spread_ms(
+            message.id,
+            self.settings.defer_spread_max.as_millis() as u64,
+        ));
+        match error {
+            MailError::RateLimitExceeded {
+                reason,
+                retry_after,
+            } => {
+                let until = at(now, retry_after + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .await?;
+                tracing::info!(
+                    event = events::MAIL_RATE_LIMIT_DEFERRED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    reason = reason.as_str(),
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    "mail deferred by the rate limiter"
+                );
+                Ok(outcome)
+            }
+            MailError::Throttled { retry_after } => {
+                let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
+                let until = at(now, wait + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_GRAPH_THROTTLED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
+                    backoff_ms = wait.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    "provider throttled; mail deferred"
+                );
+                Ok(outcome)
+            }
+            MailError::Transient(ref why) => {
+                let attempts = message.attempts.max(0) as u32;
+                if attempts >= self.settings.max_attempts {
+                    let reason = format!("gave up after {attempts} attempts; last error: {why}");
+                    return self.fail(message.id, Some(mailbox), reason).await;
+                }
+                let wait = backoff(attempts);
+                let until = at(now, wait);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Retry, &error)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_RETRY_SCHEDULED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    attempts,
+                    backoff_ms = wait.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    error = %why,
+                    "transient failure; mail will be retried"
+                );
+                Ok(outcome)
+            }
+            MailError::Permanent { .. }
+            | MailError::Unauthorized(_)
+            | MailError::Misconfigured(_) => {
+                self.fail(message.id, Some(mailbox), error.to_string())
+                    .await
+            }
+        }
+    }
+
+    async fn reschedule(
+        &self,
+        id: Uuid,
+        until: DateTime<Utc>,
+        kind: Reschedule,
+        error: &MailError,
+    ) -> Result<SendOutcome, StoreError> {
+        let reason = error.to_string();
+        if !messages::reschedule(&self.pool, id, until, kind, &reason).await? {
+            return Ok(SendOutcome::Superseded);
+        }
+        Ok(SendOutcome::Deferred { until, reason })
+    }
+
+    async fn fail(
+        &self,
+        id: Uuid,
+        mailbox: Option<&MailboxAddress>,
+        reason: String,
+    ) -> Result<SendOutcome, StoreError> {
+        if !messages::mark_error(&self.pool, id, &reason).await? {
+            return Ok(SendOutcome::Superseded);
+        }
+        tracing::error!(
+            event = events::MAIL_FAILED,
+            message.id = %id,
+            mailbox = mailbox.map(|m| m.as_str()),
+            error = %reason,
+            "mail failed permanently"
+        );
+        Ok(SendOutcome::Failed { reason })
+    }
+}
+
+fn at(now: DateTime<Utc>, after: Duration) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_matches_the_documented_test_vectors() {
+        let zero = Uuid::parse_str("00000000-0000-0000-0000-000000000000").unwrap();
+        let other = Uuid::parse_str("6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b").unwrap();
+        assert_eq!(spread_ms(zero, 30_000), 19_089);
+        assert_eq!(spread_ms(other, 30_000), 12_407);
+        assert_eq!(spread_ms(other, 0), 0);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        for n in 1..=30 {
+            let d = backoff(n).as_millis() as u64;
+            let full = (5_000u64 << (n - 1).min(20)).min(900_000);
+            assert!(
+                d >= full / 2 && d <= full,
+                "n={n}: {d} not in [{}, {full}]",
+                full / 2
+            );
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! `messages` and `message_attachments`: inserting a campaign, claiming due rows, the
+//! status transitions of one send, lease recovery and the status report.
+//!
+//! Transitions: `SCHEDULED → QUEUED` ([`claim_due`] + [`mark_queued`]), `QUEUED → SENDING`
+//! ([`start_sending`], which also makes duplicate job deliveries harmless), `SENDING → SENT |
+//! ERROR | SCHEDULED` ([`mark_sent`], [`mark_error`], [`reschedule`]), and back to `SCHEDULED`
+//! from stale `QUEUED` / `SENDING` rows ([`recover_stale_queued`], [`recover_stale_sending`]).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgPool, Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::domain::{Attachment, BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient};
+
+/// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SenderRef {
+    /// `messages.tenant_id`.
+    Tenant(Uuid),
+    /// `messages.system_mailbox_id`.
+    SystemMailbox(Uuid),
+}
+
+/// A message to insert (what `mail-worker enqueue` or a producer writes).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// `messages.id`; re-inserting the same id is a no-op.
+    pub id: Uuid,
+    /// Its sender.
+    pub sender: SenderRef,
+    /// `To`.
+    pub to: Vec<Recipient>,
+    /// `Cc`.
+    pub cc: Vec<Recipient>,
+    /// `Bcc`.
+    pub bcc: Vec<Recipient>,
+    /// Subject.
+    pub subject: String,
+    /// Body format.
+    pub body_content_type: BodyContentType,
+    /// Body.
+    pub body: String,
+    /// Custom headers.
+    pub headers: Vec<Header>,
+    /// Attachments.
+    pub attachments: Vec<Attachment>,
+    /// When to send; `None` = now.
+    pub scheduled_on: Option<DateTime<Utc>>,
+}
+
+/// Inserts `messages` in one transaction, skipping ids that already exist. Returns how many
+/// were new.
+///
+/// # Errors
+/// Database errors; nothing is inserted then.
+pub async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await?;
+    let mut inserted = 0;
+    for m in messages {
+        let (tenant, mailbox) = match m.sender {
+            SenderRef::Tenant(id) => (Some(id), None),
+            SenderRef::SystemMailbox(id) => (None, Some(id)),
+        };
+        let done = sqlx::query(
+            "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
+                 bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now())) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(m.id)
+        .bind(tenant)
+        .bind(mailbox)
+        .bind(sqlx::types::Json(&m.to))
+        .bind(sqlx::types::Json(&m.cc))
+        .bind(sqlx::types::Json(&m.bcc))
+        .bind(&m.subject)
+        .bind(m.body_content_type.as_str())
+        .bind(&m.body)
+        .bind(sqlx::types::Json(&m.headers))
+        .bind(m.scheduled_on)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            continue;
+        }
+        inserted += 1;
+        for (position, a) in m.attachments.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(m.id)
+            .bind(position as i32)
+            .bind(&a.name)
+            .bind(&a.content_type)
+            .bind(&a.content)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(inserted)
+}
+
+/// Locks up to `limit` due `SCHEDULED` rows (oldest `scheduled_on` first) with
+/// `FOR UPDATE SKIP LOCKED`, so replicas never claim the same row. Call [`mark_queued`] in the
+/// same transaction after the jobs were pushed.
+///
+/// # Errors
+/// Database errors.
+pub async fn claim_due(
+    tx: &mut Transaction<'_, Postgres>,
+    limit: i64,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= now() \
+         ORDER BY scheduled_on LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Marks claimed rows `QUEUED` (`queued_at = now()`).
+///
+/// # Errors
+/// Database errors.
+pub async fn mark_queued(
+    tx: &mut Transaction<'_, Postgres>,
+    ids: &[Uuid],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE messages SET status = 'QUEUED', queued_at = now(), updated_at = now() \
+         WHERE id = ANY($1)",
+    )
+    .bind(ids)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// How many rows are `QUEUED` (on the queue, not yet started), across all replicas.
+///
+/// # Errors
+/// Database errors.
+pub async fn count_queued(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'QUEUED'")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// A message row as loaded for sending. Recipient and header lists stay JSON until
+/// [`StoredMessage::outgoing`]: a producer's malformed list fails that one message, not the
+/// worker.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    /// `id`.
+    pub id: Uuid,
+    /// The sender.
+    pub sender: SenderRef,
+    /// `to_recipients`.
+    pub to: Value,
+    /// `cc_recipients`.
+    pub cc: Value,
+    /// `bcc_recipients`.
+    pub bcc: Value,
+    /// `subject`.
+    pub subject: String,
+    /// `body_content_type`.
+    pub body_content_type: String,
+    /// `body`.
+    pub body: String,
+    /// `headers`.
+    pub headers: Value,
+    /// Attachments in `position` order.
+    pub attachments: Vec<Attachment>,
+    /// `attempts`, including the one now starting.
+    pub attempts: i32,
+    /// `deferrals` so far.
+    pub deferrals: i32,
+}
+
+impl StoredMessage {
+    /// Builds the mail to send from `from`.
+    ///
+    /// # Errors
+    /// A sentence naming the column that does not hold what it should.
+    pub fn outgoing(&self, from: MailboxAddress) -> Result<OutgoingMail, String> {
+        fn list<T: serde::de::DeserializeOwned>(column: &str, v: &Value) -> Result<Vec<T>, String> {
+            serde_json::from_value(v.clone())
+                .map_err(|e| format!("messages.{column} is not a valid list: {e}"))
+        }
+        Ok(OutgoingMail {
+            id: self.id,
+            from,
+            to: list("to_recipients", &self.to)?,
+            cc: list("cc_recipients", &self.cc)?,
+            bcc: list("bcc_recipients", &self.bcc)?,
+            subject: self.subject.clone(),
+            body_content_type: BodyContentType::parse(&self.body_content_type).ok_or_else(
+                || {
+                    format!(
+                        "messages.body_content_type {:?} is not text or html",
+                        self.body_content_type
+                    )
+                },
+            )?,
+            body: self.body.clone(),
+            headers: list("headers", &self.headers)?,
+            attachments: self.attachments.clone(),
+        })
+    }
+}
+
+/// `QUEUED → SENDING` (`attempts + 1`, `sending_at = now()`), atomically: returns `None` when
+/// the row is not `QUEUED` (a duplicate job delivery, or a row recovered meanwhile).
+///
+/// # Errors
+/// Database errors.
+pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessage>, StoreError> {
+    let Some(row) = sqlx::query(
+        "UPDATE messages SET status = 'SENDING', attempts = attempts + 1, sending_at = now(), \
+             updated_at = now() \
+         WHERE id = $1 AND status = 'QUEUED' \
+         RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
+             subject, body_content_type, body, headers, attempts, deferrals",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let attachments = sqlx::query(
+        "SELECT name, content_type, content FROM message_attachments \
+         WHERE message_id = $1 ORDER BY position",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(Attachment {
+            name: r.try_get("name")?,
+            content_type: r.try_get("content_type")?,
+            content: r.try_get("content")?,
+        })
+    })
+    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let sender = match (
+        row.try_get::<Option<Uuid>, _>("tenant_id")?,
+        row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
+    ) {
+        (Some(t), None) => SenderRef::Tenant(t),
+        (None, Some(m)) => SenderRef::SystemMailbox(m),
+        _ => {
+            return Err(StoreError::BadRow {
+                table: "messages",
+                problem: format!("message {id} has not exactly one sender"),
+            });
+        }
+    };
+    Ok(Some(StoredMessage {
+        id,
+        sender,
+        to: row.try_get("to_recipients")?,
+        cc: row.try_get("cc_recipients")?,
+        bcc: row.try_get("bcc_recipients")?,
+        subject: row.try_get("subject")?,
+        body_content_type: row.try_get("body_content_type")?,
+        body: row.try_get("body")?,
+        headers: row.try_get("headers")?,
+        attachments,
+        attempts: row.try_get("attempts")?,
+        deferrals: row.try_get("deferrals")?,
+    }))
+}
+
+/// `SENDING → SENT` (`sent_at = now()`). Returns whether the row was `SENDING`.
+///
+/// # Errors
+/// Database errors.
+pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE messages SET status = 'SENT', sent_at = now(), last_error = NULL, updated_at = now() \
+         WHERE id = $1 AND status = 'SENDING'",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// `SENDING → ERROR` with `last_error`. Returns whether the row was `SENDING`.
+///
+/// # Errors
+/// Database errors.
+pub async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE messages SET status = 'ERROR', last_error = $2, updated_at = now() \
+         WHERE id = $1 AND status = 'SENDING'",
+    )
+    .bind(id)
+    .bind(error)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Why a message goes back to `SCHEDULED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reschedule {
+    /// A rate-limit deferral or provider throttling: `deferrals + 1`, the attempt is given
+    /// back (`attempts - 1`).
+    Deferral,
+    /// A transient failure: the attempt stays charged.
+    Retry,
+}
+
+/// `SENDING → SCHEDULED` at `scheduled_on`, recording `last_error`. Returns whether the row
+/// was `SENDING`.
+///
+/// # Errors
+/// Database errors.
+pub async fn reschedule(
+    pool: &PgPool,
+    id: Uuid,
+    scheduled_on: DateTime<Utc>,
+    kind: Reschedule,
+    last_error: &str,
+) -> Result<bool, StoreError> {
+    let deferral = kind == Reschedule::Deferral;
+    let done = sqlx::query(
+        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = $2, last_error = $3, \
+             deferrals = deferrals + CASE WHEN $4 THEN 1 ELSE 0 END, \
+             attempts = greatest(attempts - CASE WHEN $4 THEN 1 ELSE 0 END, 0), \
+             updated_at = now() \
+         WHERE id = $1 AND status = 'SENDING'",
+    )
+    .bind(id)
+    .bind(scheduled_on)
+    .bind(last_error)
+    .bind(deferral)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {
+    sqlx::postgres::types::PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: lease.as_micros() as i64,
+    }
+}
+
+/// Rows `QUEUED` for longer than `lease` (their job was lost) back to `SCHEDULED`, due now.
+/// Returns their ids.
+///
+/// # Errors
+/// Database errors.
+pub async fn recover_stale_queued(pool: &PgPool, lease: Duration) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), updated_at = now(), \
+             last_error = 'queue lease expired: the job was lost, rescheduled' \
+         WHERE status = 'QUEUED' AND queued_at < now() - $1 RETURNING id",
+    )
+    .bind(lease_interval(lease))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
+/// back to `SCHEDULED`, due now. Delivery is at-least-once: such a message may be sent twice.
+/// Returns their ids.
+///
+/// # Errors
+/// Database errors.
+pub async fn recover_stale_sending(
+    pool: &PgPool,
+    lease: Duration,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), updated_at = now(), \
+             last_error = 'send lease expired: outcome unknown, rescheduled' \
+         WHERE status = 'SENDING' AND sending_at < now() - $1 RETURNING id",
+    )
+    .bind(lease_interval(lease))
+    .fetch_all(pool)
+    .await?)
+}

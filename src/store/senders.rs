@@ -1,0 +1,227 @@
+//! `tenants` and `system_mailboxes`: read fresh per message (so an admin's change applies on
+//! the next one), upserted by `mail-worker senders import`, limits set by `mailbox set-limits`.
+
+use std::num::NonZeroU32;
+
+use sqlx::{PgPool, Row, postgres::PgRow};
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::domain::{
+    GraphCredentials, MailProvider, MailboxAddress, SecretRef, SystemMailbox, Tenant,
+    TenantTransport,
+};
+
+const TENANT_COLUMNS: &str = "id, name, mail_provider, sender_address, graph_tenant_id, \
+     graph_client_id, graph_client_secret, sendgrid_api_key";
+const MAILBOX_COLUMNS: &str = "id, address, graph_tenant_id, graph_client_id, \
+     graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day";
+
+fn bad(table: &'static str, problem: impl Into<String>) -> StoreError {
+    StoreError::BadRow {
+        table,
+        problem: problem.into(),
+    }
+}
+
+fn tenant_from_row(row: &PgRow) -> Result<Tenant, StoreError> {
+    let name: String = row.try_get("name")?;
+    let provider: MailProvider = row
+        .try_get::<String, _>("mail_provider")?
+        .parse()
+        .map_err(|e: String| bad("tenants", format!("tenant {name}: {e}")))?;
+    let sender: String = row.try_get("sender_address")?;
+    let sender_address = MailboxAddress::parse(&sender)
+        .map_err(|e| bad("tenants", format!("tenant {name}: sender_address {e}")))?;
+    let transport = match provider {
+        MailProvider::MicrosoftGraph => TenantTransport::Graph(GraphCredentials {
+            graph_tenant_id: row.try_get("graph_tenant_id")?,
+            client_id: row.try_get("graph_client_id")?,
+            client_secret: SecretRef::new(row.try_get::<String, _>("graph_client_secret")?),
+        }),
+        MailProvider::SendGrid => TenantTransport::SendGrid {
+            api_key: SecretRef::new(row.try_get::<String, _>("sendgrid_api_key")?),
+        },
+    };
+    Ok(Tenant {
+        id: row.try_get("id")?,
+        name,
+        sender_address,
+        transport,
+    })
+}
+
+fn positive(row: &PgRow, column: &str) -> Result<Option<NonZeroU32>, StoreError> {
+    Ok(row
+        .try_get::<Option<i32>, _>(column)?
+        .and_then(|v| u32::try_from(v).ok())
+        .and_then(NonZeroU32::new))
+}
+
+fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
+    let raw: String = row.try_get("address")?;
+    Ok(SystemMailbox {
+        id: row.try_get("id")?,
+        address: MailboxAddress::parse(&raw).map_err(|e| bad("system_mailboxes", e.to_string()))?,
+        graph: GraphCredentials {
+            graph_tenant_id: row.try_get("graph_tenant_id")?,
+            client_id: row.try_get("graph_client_id")?,
+            client_secret: SecretRef::new(row.try_get::<String, _>("graph_client_secret")?),
+        },
+        rate_limit_per_minute: positive(row, "rate_limit_per_minute")?,
+        rate_limit_recipients_per_day: positive(row, "rate_limit_recipients_per_day")?,
+    })
+}
+
+/// The tenant with this id, if any.
+///
+/// # Errors
+/// Database errors, or a row the code cannot use.
+pub async fn tenant_by_id(pool: &PgPool, id: Uuid) -> Result<Option<Tenant>, StoreError> {
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(tenant_from_row).transpose()
+}
+
+/// The system mailbox with this id, if any.
+///
+/// # Errors
+/// Database errors, or a row the code cannot use.
+pub async fn system_mailbox_by_id(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<SystemMailbox>, StoreError> {
+    let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes WHERE id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(mailbox_from_row).transpose()
+}
+
+/// Name → id of every tenant, and address → id of every system mailbox (for `enqueue`).
+///
+/// # Errors
+/// Database errors.
+pub async fn sender_ids(
+    pool: &PgPool,
+) -> Result<
+    (
+        std::collections::HashMap<String, Uuid>,
+        std::collections::HashMap<String, Uuid>,
+    ),
+    StoreError,
+> {
+    let tenants = sqlx::query_as::<_, (String, Uuid)>("SELECT name, id FROM tenants")
+        .fetch_all(pool)
+        .await?;
+    let mailboxes = sqlx::query_as::<_, (String, Uuid)>("SELECT address, id FROM system_mailboxes")
+        .fetch_all(pool)
+        .await?;
+    Ok((
+        tenants.into_iter().collect(),
+        mailboxes.into_iter().collect(),
+    ))
+}
+
+/// Inserts or updates (by `name`) a tenant; returns its id.
+///
+/// # Errors
+/// Database errors (including the provider/credentials check).
+pub async fn upsert_tenant(
+    pool: &PgPool,
+    name: &str,
+    sender_address: &MailboxAddress,
+    transport: &TenantTransport,
+) -> Result<Uuid, StoreError> {
+    let (provider, graph, sendgrid) = match transport {
+        TenantTransport::Graph(g) => (MailProvider::MicrosoftGraph, Some(g), None),
+        TenantTransport::SendGrid { api_key } => (MailProvider::SendGrid, None, Some(api_key)),
+    };
+    let id = sqlx::query_scalar(
+        "INSERT INTO tenants (name, mail_provider, sender_address, graph_tenant_id, \
+             graph_client_id, graph_client_secret, sendgrid_api_key) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (name) DO UPDATE SET mail_provider = EXCLUDED.mail_provider, \
+             sender_address = EXCLUDED.sender_address, graph_tenant_id = EXCLUDED.graph_tenant_id, \
+             graph_client_id = EXCLUDED.graph_client_id, \
+             graph_client_secret = EXCLUDED.graph_client_secret, \
+             sendgrid_api_key = EXCLUDED.sendgrid_api_key, updated_at = now() \
+         RETURNING id",
+    )
+    .bind(name)
+    .bind(provider.as_str())
+    .bind(sender_address.as_str())
+    .bind(graph.map(|g| g.graph_tenant_id.as_str()))
+    .bind(graph.map(|g| g.client_id.as_str()))
+    .bind(graph.map(|g| g.client_secret.raw()))
+    .bind(sendgrid.map(|k| k.raw()))
+    .fetch_one(pool)
+    .await?;
+    Ok(id)
+}
+
+/// Inserts or updates (by `address`) a system mailbox, limits included; returns its id.
+///
+/// # Errors
+/// Database errors.
+pub async fn upsert_system_mailbox(
+    pool: &PgPool,
+    address: &MailboxAddress,
+    graph: &GraphCredentials,
+    per_minute: Option<NonZeroU32>,
+    recipients_per_day: Option<NonZeroU32>,
+) -> Result<Uuid, StoreError> {
+    let id = sqlx::query_scalar(
+        "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, \
+             graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (address) DO UPDATE SET graph_tenant_id = EXCLUDED.graph_tenant_id, \
+             graph_client_id = EXCLUDED.graph_client_id, \
+             graph_client_secret = EXCLUDED.graph_client_secret, \
+             rate_limit_per_minute = EXCLUDED.rate_limit_per_minute, \
+             rate_limit_recipients_per_day = EXCLUDED.rate_limit_recipients_per_day, \
+             updated_at = now() \
+         RETURNING id",
+    )
+    .bind(address.as_str())
+    .bind(&graph.graph_tenant_id)
+    .bind(&graph.client_id)
+    .bind(graph.client_secret.raw())
+    .bind(per_minute.map(|v| v.get() as i32))
+    .bind(recipients_per_day.map(|v| v.get() as i32))
+    .fetch_one(pool)
+    .await?;
+    Ok(id)
+}
+
+/// Sets (or, with `None`, clears) a system mailbox's rate-limit overrides — what the admin
+/// UI does. The next message from that mailbox uses them; no restart.
+///
+/// # Errors
+/// [`StoreError::NotFound`] naming the address when no such mailbox exists.
+pub async fn set_limits(
+    pool: &PgPool,
+    address: &MailboxAddress,
+    per_minute: Option<NonZeroU32>,
+    recipients_per_day: Option<NonZeroU32>,
+) -> Result<(), StoreError> {
+    let done = sqlx::query(
+        "UPDATE system_mailboxes SET rate_limit_per_minute = $2, \
+             rate_limit_recipients_per_day = $3, updated_at = now() WHERE address = $1",
+    )
+    .bind(address.as_str())
+    .bind(per_minute.map(|v| v.get() as i32))
+    .bind(recipients_per_day.map(|v| v.get() as i32))
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!(
+            "no system mailbox {address} (import it with `mail-worker senders import`)"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! Lease recovery — no message is lost or stuck: `QUEUED` rows older than `QUEUE_LEASE_MS`
+//! (the queue lost their job) and `SENDING` rows older than `SEND_LEASE_MS` (a replica died
+//! mid-send; `mail.send.outcomeUnknown`) go back to `SCHEDULED`.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+use crate::{
+    config::WorkerConfig,
+    events,
+    store::{StoreError, messages},
+};
+
+/// Runs both recoveries once; returns `(queued, sending)` rows rescheduled.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn recover_once(
+    pool: &PgPool,
+    config: &WorkerConfig,
+) -> Result<(usize, usize), StoreError> {
+    let queued = messages::recover_stale_queued(pool, config.queue_lease).await?;
+    for id in &queued {
+        tracing::warn!(event = events::MAIL_QUEUE_LEASE_EXPIRED, message.id = %id, "QUEUED past its lease; rescheduled");
+    }
+    let sending = messages::recover_stale_sending(pool, config.send_lease).await?;
+    for id in &sending {
+        tracing::warn!(
+            event = events::MAIL_SEND_OUTCOME_UNKNOWN,
+            message.id = %id,
+            "SENDING past its lease; rescheduled (it may have been sent: delivery is at-least-once)"
+        );
+    }
+    Ok((queued.len(), sending.len()))
+}
+
+/// How often recovery runs: a tenth of the shorter lease, between 1 s and 30 s.
+pub fn interval(config: &WorkerConfig) -> Duration {
+    (config.queue_lease.min(config.send_lease) / 10)
+        .clamp(Duration::from_secs(1), Duration::from_secs(30))
+}
+
+/// Recovers periodically until `stop` turns true. Failures are logged and retried.
+pub async fn run_loop(pool: PgPool, config: WorkerConfig, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(interval(&config));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = recover_once(&pool, &config).await {
+            tracing::warn!(error = %e, "lease recovery failed; retrying next tick");
+        }
+    }
+}
