@@ -1,10 +1,18 @@
 //! The `mail-worker` command line: subcommands and what each does.
 
-use std::process::ExitCode;
+use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
 
-use clap::{Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use sqlx::PgPool;
 
-use crate::{config::Config, events, store};
+use crate::{
+    config::Config,
+    domain::MailboxAddress,
+    events,
+    import::{self, campaign::SenderDirectory},
+    store::{self, report, senders},
+};
 
 /// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a
 /// distributed per-mailbox rate limiter in Redis. Configured by environment variables
@@ -26,6 +34,57 @@ pub enum Command {
     CheckConfig,
     /// Run the daemon: claim loop, worker and lease recovery, until SIGTERM/SIGINT.
     Run,
+    /// Manage senders (tenants and system mailboxes).
+    #[command(subcommand)]
+    Senders(SendersCommand),
+    /// Manage a system mailbox's settings.
+    #[command(subcommand)]
+    Mailbox(MailboxCommand),
+    /// Insert the messages of a JSONL campaign file (idempotent on `id`); reports every bad
+    /// line with its number and exits non-zero if there was one.
+    Enqueue {
+        /// One JSON message per line.
+        file: PathBuf,
+    },
+    /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `mail-worker senders …`
+#[derive(Debug, Subcommand)]
+pub enum SendersCommand {
+    /// Upsert tenants and system mailboxes from a JSON file (format of senders.json).
+    Import {
+        /// The senders file.
+        file: PathBuf,
+    },
+}
+
+/// `mail-worker mailbox …`
+#[derive(Debug, Subcommand)]
+pub enum MailboxCommand {
+    /// Set (or clear) a system mailbox's rate-limit overrides; applies to its next message.
+    SetLimits(SetLimits),
+}
+
+/// Arguments of `mailbox set-limits`.
+#[derive(Debug, Args)]
+pub struct SetLimits {
+    /// The system mailbox's address.
+    pub address: String,
+    /// Messages per UTC minute.
+    #[arg(long, conflicts_with = "clear")]
+    pub per_minute: Option<NonZeroU32>,
+    /// Recipients per UTC day.
+    #[arg(long, conflicts_with = "clear")]
+    pub recipients_per_day: Option<NonZeroU32>,
+    /// Remove both overrides (back to the defaults).
+    #[arg(long)]
+    pub clear: bool,
 }
 
 /// Runs `cli` with `config`; returns the process exit code.
@@ -45,8 +104,127 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run => {
-            anyhow::bail!("`run` arrives with the worker issue")
+        Command::Run => anyhow::bail!("`run` is wired up once the limiter and mailers land"),
+        Command::Senders(SendersCommand::Import { file }) => {
+            let pool = store::migrate(&config.database_url).await?;
+            let text = read(&file)?;
+            let parsed =
+                import::senders::parse(&text).with_context(|| file.display().to_string())?;
+            let report = import::senders::import(&pool, &parsed).await?;
+            println!(
+                "imported {} tenants and {} system mailboxes from {}",
+                report.tenants,
+                report.system_mailboxes,
+                file.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mailbox(MailboxCommand::SetLimits(args)) => {
+            if !args.clear && args.per_minute.is_none() && args.recipients_per_day.is_none() {
+                anyhow::bail!("give --per-minute and/or --recipients-per-day, or --clear");
+            }
+            let address = MailboxAddress::parse(&args.address)?;
+            let pool = store::connect(&config.database_url, 2).await?;
+            senders::set_limits(&pool, &address, args.per_minute, args.recipients_per_day).await?;
+            println!(
+                "{address}: per minute {}, recipients per day {}",
+                args.per_minute.map_or("default".into(), |v| v.to_string()),
+                args.recipients_per_day
+                    .map_or("default".into(), |v| v.to_string())
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Enqueue { file } => {
+            let pool = store::migrate(&config.database_url).await?;
+            let text = read(&file)?;
+            let (inserted, total, bad) = enqueue(&pool, &text).await?;
+            for entry in &bad {
+                eprintln!("{}:{entry}", file.display());
+            }
+            println!(
+                "{inserted} messages inserted, {} already present, {} bad lines",
+                total - inserted as usize,
+                bad.len()
+            );
+            Ok(if bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Status { json } => {
+            let pool = store::connect(&config.database_url, 2).await?;
+            let rows = report::by_sender(&pool).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print!("{}", status_table(&rows));
+            }
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn read(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Parses a campaign file and inserts its good lines. Returns `(inserted, good lines, bad
+/// lines)`.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn enqueue(
+    pool: &PgPool,
+    text: &str,
+) -> anyhow::Result<(u64, usize, Vec<import::BadEntry>)> {
+    let (tenants, system_mailboxes) = senders::sender_ids(pool).await?;
+    let directory = SenderDirectory {
+        tenants,
+        system_mailboxes,
+    };
+    let (good, bad) = import::campaign::parse(text, &directory);
+    let mut inserted = 0;
+    for chunk in good.chunks(500) {
+        inserted += store::messages::insert(pool, chunk).await?;
+    }
+    Ok((inserted, good.len(), bad))
+}
+
+/// The status report as a fixed-width table.
+pub fn status_table(rows: &[report::SenderStatus]) -> String {
+    let mut out = format!(
+        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+        "mailbox",
+        "sender",
+        "SCHEDULED",
+        "QUEUED",
+        "SENDING",
+        "SENT",
+        "ERROR",
+        "deferrals",
+        "oldest due",
+        "next scheduled"
+    );
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("-".to_owned(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S").to_string()
+        })
+    };
+    for r in rows {
+        out.push_str(&format!(
+            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+            r.mailbox,
+            r.kind,
+            r.scheduled,
+            r.queued,
+            r.sending,
+            r.sent,
+            r.error,
+            r.deferrals,
+            time(r.oldest_due),
+            time(r.next_scheduled)
+        ));
+    }
+    out
 }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod domain;
 pub mod events;
 pub mod graph_sim;
+pub mod import;
 pub mod mailer;
 pub mod rate_limit;
 pub mod service;

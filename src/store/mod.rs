@@ -95,4 +95,5 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     Ok(pool)
 }
 pub mod messages;
+pub mod report;
 pub mod senders;

@@ -1,0 +1,104 @@
+//! The status report (`mail-worker status`, the demo's table): counts by status per sender.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgPool, Row};
+
+use super::StoreError;
+
+/// One sender's line of the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SenderStatus {
+    /// The sending mailbox (lower-case).
+    pub mailbox: String,
+    /// `tenant <name>` or `system mailbox`.
+    pub kind: String,
+    /// Rows `SCHEDULED`.
+    pub scheduled: i64,
+    /// Rows `QUEUED`.
+    pub queued: i64,
+    /// Rows `SENDING`.
+    pub sending: i64,
+    /// Rows `SENT`.
+    pub sent: i64,
+    /// Rows `ERROR`.
+    pub error: i64,
+    /// Sum of `deferrals` over all its rows.
+    pub deferrals: i64,
+    /// The oldest `scheduled_on` of a due `SCHEDULED` row (a backlog's age).
+    pub oldest_due: Option<DateTime<Utc>>,
+    /// The earliest future `scheduled_on`.
+    pub next_scheduled: Option<DateTime<Utc>>,
+}
+
+/// One line per sender that has messages, ordered by mailbox.
+///
+/// # Errors
+/// Database errors.
+pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT coalesce(t.sender_address, s.address) AS mailbox, \
+             CASE WHEN t.id IS NOT NULL THEN 'tenant ' || t.name ELSE 'system mailbox' END AS kind, \
+             count(*) FILTER (WHERE m.status = 'SCHEDULED') AS scheduled, \
+             count(*) FILTER (WHERE m.status = 'QUEUED') AS queued, \
+             count(*) FILTER (WHERE m.status = 'SENDING') AS sending, \
+             count(*) FILTER (WHERE m.status = 'SENT') AS sent, \
+             count(*) FILTER (WHERE m.status = 'ERROR') AS error, \
+             coalesce(sum(m.deferrals), 0)::bigint AS deferrals, \
+             min(m.scheduled_on) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on <= now()) AS oldest_due, \
+             min(m.scheduled_on) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on > now()) AS next_scheduled \
+         FROM messages m \
+         LEFT JOIN tenants t ON t.id = m.tenant_id \
+         LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(SenderStatus {
+                mailbox: r.try_get("mailbox")?,
+                kind: r.try_get("kind")?,
+                scheduled: r.try_get("scheduled")?,
+                queued: r.try_get("queued")?,
+                sending: r.try_get("sending")?,
+                sent: r.try_get("sent")?,
+                error: r.try_get("error")?,
+                deferrals: r.try_get("deferrals")?,
+                oldest_due: r.try_get("oldest_due")?,
+                next_scheduled: r.try_get("next_scheduled")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
+}
+
+/// How many rows still need work now: `QUEUED`, `SENDING`, or `SCHEDULED` and due by `horizon`.
+///
+/// # Errors
+/// Database errors.
+pub async fn unfinished(pool: &PgPool, horizon: DateTime<Utc>) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE status IN ('QUEUED', 'SENDING') \
+             OR (status = 'SCHEDULED' AND scheduled_on <= $1)",
+    )
+    .bind(horizon)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// `ERROR` rows grouped by `last_error`'s first 120 characters: `(mailbox, reason, count)`.
+///
+/// # Errors
+/// Database errors.
+pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT coalesce(t.sender_address, s.address), left(coalesce(m.last_error, ''), 120), count(*) \
+         FROM messages m \
+         LEFT JOIN tenants t ON t.id = m.tenant_id \
+         LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+         WHERE m.status = 'ERROR' GROUP BY 1, 2 ORDER BY 1, 3 DESC",
+    )
+    .fetch_all(pool)
+    .await?)
+}

@@ -1,0 +1,126 @@
+//! `senders import`, `enqueue` and `mailbox set-limits` against a real database and the shared
+//! realistic campaign.
+
+use std::num::NonZeroU32;
+
+use mail_worker::{domain::MailboxAddress, import, store::senders};
+
+use crate::helpers::TestDb;
+
+pub const SENDERS: &str = "../shared/data/senders.json";
+pub const CAMPAIGN: &str = "../shared/data/campaign-invitations.jsonl";
+
+pub async fn import_shared_senders(db: &TestDb) {
+    let text = std::fs::read_to_string(SENDERS).expect("../shared/data/senders.json");
+    let file = import::senders::parse(&text).unwrap();
+    let report = import::senders::import(&db.pool, &file).await.unwrap();
+    assert_eq!((report.tenants, report.system_mailboxes), (3, 3));
+}
+
+#[tokio::test]
+async fn senders_import_is_idempotent_and_keeps_secret_references() {
+    let db = TestDb::new().await;
+    import_shared_senders(&db).await;
+    import_shared_senders(&db).await;
+    let (tenants, mailboxes) = senders::sender_ids(&db.pool).await.unwrap();
+    assert_eq!(tenants.len(), 3);
+    assert_eq!(mailboxes.len(), 3);
+    let events = senders::system_mailbox_by_id(&db.pool, mailboxes["events@contoso.example"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(events.rate_limit_per_minute.map(NonZeroU32::get), Some(20));
+    assert_eq!(
+        events.rate_limit_recipients_per_day.map(NonZeroU32::get),
+        Some(5000)
+    );
+    assert_eq!(
+        events.graph.client_secret.describe(),
+        "env:CONTOSO_GRAPH_SECRET"
+    );
+    let adatum = senders::tenant_by_id(&db.pool, tenants["adatum"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        adatum.provider(),
+        mail_worker::domain::MailProvider::SendGrid
+    );
+}
+
+#[tokio::test]
+async fn a_senders_file_with_bad_entries_names_them_and_writes_nothing() {
+    let db = TestDb::new().await;
+    let file = import::senders::parse(
+        r#"{"systemMailboxes":[{"address":"not-an-address","graphTenantId":"t","clientId":"c","clientSecret":"s","rateLimitPerMinute":0}],
+            "tenants":[{"name":"x","provider":"smtp","sender":"a@x.example"},{"name":"ok","provider":"sendgrid","sender":"a@ok.example","sendgridApiKey":"env:K"}]}"#,
+    )
+    .unwrap();
+    let err = import::senders::import(&db.pool, &file)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("systemMailboxes[0]: address"), "{err}");
+    assert!(err.contains("tenants[0]: provider"), "{err}");
+    let (tenants, _) = senders::sender_ids(&db.pool).await.unwrap();
+    assert!(tenants.is_empty(), "nothing written: {tenants:?}");
+}
+
+#[tokio::test]
+async fn the_whole_campaign_enqueues_once_with_its_attachments() {
+    let db = TestDb::new().await;
+    import_shared_senders(&db).await;
+    let text = std::fs::read_to_string(CAMPAIGN).unwrap();
+    let attachments_in_file: usize = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["attachments"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    assert_eq!((inserted, good, bad.len()), (2000, 2000, 0), "{bad:?}");
+    let (again, _, _) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    assert_eq!(again, 0, "re-running the same file inserts nothing");
+    let (rows, stored_attachments, future): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM message_attachments), \
+                (SELECT count(*) FROM messages WHERE scheduled_on > '2026-12-01T00:00:00Z')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 2000);
+    assert_eq!(stored_attachments as usize, attachments_in_file);
+    assert_eq!(future, 209);
+}
+
+#[tokio::test]
+async fn set_limits_overrides_and_clears_and_names_an_unknown_mailbox() {
+    let db = TestDb::new().await;
+    import_shared_senders(&db).await;
+    let address = MailboxAddress::parse("noreply@contoso.example").unwrap();
+    senders::set_limits(&db.pool, &address, NonZeroU32::new(7), None)
+        .await
+        .unwrap();
+    let (_, ids) = senders::sender_ids(&db.pool).await.unwrap();
+    let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.rate_limit_per_minute.map(NonZeroU32::get), Some(7));
+    assert_eq!(m.rate_limit_recipients_per_day, None);
+    senders::set_limits(&db.pool, &address, None, None)
+        .await
+        .unwrap();
+    let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.rate_limit_per_minute, None);
+    let unknown = MailboxAddress::parse("nobody@contoso.example").unwrap();
+    let err = senders::set_limits(&db.pool, &unknown, NonZeroU32::new(1), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("nobody@contoso.example"), "{err}");
+}
