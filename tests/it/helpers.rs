@@ -51,3 +51,44 @@ impl TestDb {
 pub fn redis_prefix() -> String {
     unique("test:")
 }
+
+/// A TCP forwarder to `target` that can be cut, to simulate a Redis that goes away.
+pub struct TcpProxy {
+    /// `127.0.0.1:<port>` to connect to instead of `target`.
+    pub addr: std::net::SocketAddr,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl TcpProxy {
+    /// Starts forwarding every accepted connection to `target`.
+    pub async fn start(target: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let inner = tasks.clone();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let pipe = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                inner.lock().unwrap().push(pipe);
+            }
+        });
+        tasks.lock().unwrap().push(acceptor);
+        Self { addr, tasks }
+    }
+
+    /// A `redis://` URL through the proxy.
+    pub fn redis_url(&self) -> Url {
+        Url::parse(&format!("redis://{}", self.addr)).unwrap()
+    }
+
+    /// Closes the listener and every forwarded connection.
+    pub fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}

@@ -3,4 +3,5 @@
 
 mod helpers;
 mod import;
+mod service;
 mod store;

@@ -1,0 +1,390 @@
+//! MailProviderService, the claim step, the job handler and lease recovery, with a scripted
+//! mailer (no HTTP) against real PostgreSQL and Redis.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use chrono::{TimeZone, Utc};
+use mail_worker::{
+    clock::ManualClock,
+    domain::{OutgoingMail, SystemMailbox, Tenant},
+    mailer::{MailError, Mailer, SendReceipt},
+    rate_limit::DenyReason,
+    service::{MailProviderService, MailerSource, SendOutcome, ServiceSettings, spread_ms},
+    worker::{claim, handler::Handler, queue, queue::SendMessageJob, recovery},
+};
+use uuid::Uuid;
+
+use crate::helpers::TestDb;
+
+/// A mailer answering from a script (then `Ok`), recording what it was asked to send.
+#[derive(Debug, Default)]
+pub struct ScriptedMailer {
+    script: Mutex<VecDeque<Result<SendReceipt, MailError>>>,
+    pub sent: Mutex<Vec<Uuid>>,
+}
+
+impl ScriptedMailer {
+    pub fn with(answers: Vec<Result<SendReceipt, MailError>>) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::new(answers.into()),
+            sent: Mutex::default(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Mailer for ScriptedMailer {
+    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+        self.sent.lock().unwrap().push(mail.id);
+        self.script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Ok(SendReceipt::default()))
+    }
+}
+
+struct Source(Arc<ScriptedMailer>);
+
+#[async_trait::async_trait]
+impl MailerSource for Source {
+    async fn mailer_for_tenant(&self, _: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
+        Ok(self.0.clone())
+    }
+    async fn mailer_for_system_mailbox(
+        &self,
+        _: &SystemMailbox,
+    ) -> Result<Arc<dyn Mailer>, MailError> {
+        Ok(self.0.clone())
+    }
+}
+
+pub struct Harness {
+    pub db: TestDb,
+    pub clock: ManualClock,
+    pub mailer: Arc<ScriptedMailer>,
+    pub handler: Handler,
+    pub mailbox_id: Uuid,
+}
+
+impl Harness {
+    pub async fn new(answers: Vec<Result<SendReceipt, MailError>>) -> Self {
+        let db = TestDb::new().await;
+        let mailbox_id: Uuid = sqlx::query_scalar(
+            "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
+             VALUES ('ops@contoso.example', 'contoso.example', 'c', 'env:S') RETURNING id",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap());
+        let mailer = ScriptedMailer::with(answers);
+        let service = MailProviderService::new(
+            db.pool.clone(),
+            Arc::new(Source(mailer.clone())),
+            Arc::new(clock.clone()),
+            ServiceSettings {
+                defer_spread_max: Duration::from_millis(30_000),
+                max_attempts: 3,
+            },
+        );
+        let handler = Handler::new(db.pool.clone(), Arc::new(service));
+        Self {
+            db,
+            clock,
+            mailer,
+            handler,
+            mailbox_id,
+        }
+    }
+
+    /// Inserts `n` due messages (status `QUEUED` when `queued`), returning their ids.
+    pub async fn insert(&self, n: usize, status: &str) -> Vec<Uuid> {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            let id = Uuid::new_v4();
+            sqlx::query(
+                "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
+                 VALUES ($1, $2, '[{\"address\":\"a@example.org\"}]', 's', 'b', $3, now())",
+            )
+            .bind(id)
+            .bind(self.mailbox_id)
+            .bind(status)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+            ids.push(id);
+        }
+        ids
+    }
+
+    pub async fn row(&self, id: Uuid) -> (String, i32, i32, Option<String>, chrono::DateTime<Utc>) {
+        sqlx::query_as("SELECT status, attempts, deferrals, last_error, scheduled_on FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    pub async fn process(&self, id: Uuid) -> Option<SendOutcome> {
+        self.handler
+            .process(SendMessageJob { message_id: id })
+            .await
+            .unwrap()
+    }
+
+    /// Puts a rescheduled row back to `QUEUED` (what the claim loop would do).
+    pub async fn requeue(&self, id: Uuid) {
+        sqlx::query("UPDATE messages SET status = 'QUEUED', queued_at = now() WHERE id = $1")
+            .bind(id)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
+    let h = Harness::new(vec![]).await;
+    let id = h.insert(1, "QUEUED").await[0];
+    assert_eq!(h.process(id).await, Some(SendOutcome::Sent));
+    assert_eq!(h.process(id).await, None, "a duplicate delivery is ignored");
+    let (status, attempts, deferrals, last_error, _) = h.row(id).await;
+    assert_eq!(
+        (status.as_str(), attempts, deferrals, last_error),
+        ("SENT", 1, 0, None)
+    );
+    assert_eq!(h.mailer.sent.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_an_attempt() {
+    let h = Harness::new(vec![Err(MailError::RateLimitExceeded {
+        reason: DenyReason::Minute,
+        retry_after: Duration::from_millis(42_000),
+    })])
+    .await;
+    let id = h.insert(1, "QUEUED").await[0];
+    let now = h.clock.now_for_test();
+    let outcome = h.process(id).await.unwrap();
+    let expected = now + chrono::Duration::milliseconds(42_000 + spread_ms(id, 30_000) as i64);
+    assert!(
+        matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
+        "{outcome:?}"
+    );
+    let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
+    assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
+    assert_eq!(scheduled_on, expected);
+}
+
+#[tokio::test]
+async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
+    let h = Harness::new(vec![
+        Err(MailError::Throttled {
+            retry_after: Some(Duration::from_secs(120)),
+        }),
+        Err(MailError::Throttled { retry_after: None }),
+    ])
+    .await;
+    let id = h.insert(1, "QUEUED").await[0];
+    let now = h.clock.now_for_test();
+    h.process(id).await.unwrap();
+    let (_, attempts, deferrals, _, scheduled_on) = h.row(id).await;
+    assert_eq!((attempts, deferrals), (0, 1));
+    assert!(
+        scheduled_on >= now + chrono::Duration::seconds(120),
+        "{scheduled_on}"
+    );
+    h.requeue(id).await;
+    h.process(id).await.unwrap();
+    let (status, _, deferrals, _, scheduled_on) = h.row(id).await;
+    assert_eq!((status.as_str(), deferrals), ("SCHEDULED", 2));
+    // Second deferral without Retry-After: backoff(2) = 5–10 s, plus a spread under 30 s.
+    let wait = (scheduled_on - now).num_milliseconds();
+    assert!((5_000..40_000).contains(&wait), "{wait} ms");
+}
+
+#[tokio::test]
+async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attempts() {
+    let err = || Err(MailError::Transient("HTTP 502 from Graph".into()));
+    let h = Harness::new(vec![err(), err(), err()]).await;
+    let id = h.insert(1, "QUEUED").await[0];
+    for attempt in 1..=2 {
+        let outcome = h.process(id).await.unwrap();
+        assert!(
+            matches!(outcome, SendOutcome::Deferred { .. }),
+            "attempt {attempt}: {outcome:?}"
+        );
+        let (status, attempts, deferrals, _, _) = h.row(id).await;
+        assert_eq!(
+            (status.as_str(), attempts, deferrals),
+            ("SCHEDULED", attempt, 0)
+        );
+        h.requeue(id).await;
+    }
+    let outcome = h.process(id).await.unwrap();
+    let (status, attempts, _, last_error, _) = h.row(id).await;
+    assert_eq!((status.as_str(), attempts), ("ERROR", 3));
+    let last_error = last_error.unwrap();
+    assert!(
+        last_error.contains("gave up after 3 attempts") && last_error.contains("HTTP 502"),
+        "{last_error}"
+    );
+    assert_eq!(outcome, SendOutcome::Failed { reason: last_error });
+}
+
+#[tokio::test]
+async fn permanent_failures_end_in_error_with_the_providers_code() {
+    let h = Harness::new(vec![Err(MailError::Permanent {
+        code: "ErrorInvalidRecipients".into(),
+        message: "At least one recipient is not valid.".into(),
+    })])
+    .await;
+    let id = h.insert(1, "QUEUED").await[0];
+    h.process(id).await.unwrap();
+    let (status, _, _, last_error, _) = h.row(id).await;
+    assert_eq!(status, "ERROR");
+    assert_eq!(
+        last_error.unwrap(),
+        "ErrorInvalidRecipients: At least one recipient is not valid."
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_recipient_list_fails_that_message_only() {
+    let h = Harness::new(vec![]).await;
+    let id = h.insert(1, "QUEUED").await[0];
+    sqlx::query(
+        "UPDATE messages SET to_recipients = '[\"just-a-string@example.org\"]' WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&h.db.pool)
+    .await
+    .unwrap();
+    h.process(id).await.unwrap();
+    let (status, _, _, last_error, _) = h.row(id).await;
+    assert_eq!(status, "ERROR");
+    assert!(last_error.unwrap().contains("messages.to_recipients"));
+    assert!(h.mailer.sent.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn two_replicas_claiming_at_once_never_claim_the_same_row() {
+    let h = Harness::new(vec![]).await;
+    let ids = h.insert(150, "SCHEDULED").await;
+    let name = crate::helpers::redis_prefix();
+    let mut q1 = queue::open(&crate::helpers::redis_url(), &name, 16)
+        .await
+        .unwrap();
+    let mut q2 = q1.clone();
+    let (p1, p2) = (h.db.pool.clone(), h.db.pool.clone());
+    // batch 100, concurrency 100 → cap 200 QUEUED: both may claim.
+    let (a, b) = tokio::join!(
+        async move { claim::claim_once(&p1, &mut q1, 100, 100).await.unwrap() },
+        async move { claim::claim_once(&p2, &mut q2, 100, 100).await.unwrap() },
+    );
+    assert_eq!(a + b, 150, "every due row claimed exactly once ({a} + {b})");
+    let queued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE status = 'QUEUED' AND queued_at IS NOT NULL",
+    )
+    .fetch_one(&h.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(queued, ids.len() as i64);
+}
+
+#[tokio::test]
+async fn claiming_respects_the_cap_on_queued_messages_and_skips_future_rows() {
+    let h = Harness::new(vec![]).await;
+    h.insert(50, "SCHEDULED").await;
+    let future = h.insert(1, "SCHEDULED").await[0];
+    sqlx::query("UPDATE messages SET scheduled_on = now() + interval '1 hour' WHERE id = $1")
+        .bind(future)
+        .execute(&h.db.pool)
+        .await
+        .unwrap();
+    let mut q = queue::open(
+        &crate::helpers::redis_url(),
+        &crate::helpers::redis_prefix(),
+        4,
+    )
+    .await
+    .unwrap();
+    // concurrency 4 → at most 2 × 4 = 8 QUEUED.
+    assert_eq!(
+        claim::claim_once(&h.db.pool, &mut q, 100, 4).await.unwrap(),
+        8
+    );
+    assert_eq!(
+        claim::claim_once(&h.db.pool, &mut q, 100, 4).await.unwrap(),
+        0,
+        "cap reached"
+    );
+    let (status, ..) = h.row(future).await;
+    assert_eq!(status, "SCHEDULED");
+}
+
+#[tokio::test]
+async fn a_failed_push_leaves_the_rows_scheduled() {
+    let h = Harness::new(vec![]).await;
+    let ids = h.insert(3, "SCHEDULED").await;
+    let proxy = crate::helpers::TcpProxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let mut q = queue::open(&proxy.redis_url(), &crate::helpers::redis_prefix(), 4)
+        .await
+        .unwrap();
+    proxy.cut();
+    let err = claim::claim_once(&h.db.pool, &mut q, 100, 4)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, claim::ClaimError::Push(_)), "{err}");
+    for id in ids {
+        let (status, ..) = h.row(id).await;
+        assert_eq!(status, "SCHEDULED");
+    }
+}
+
+#[tokio::test]
+async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
+    let h = Harness::new(vec![]).await;
+    let queued = h.insert(2, "QUEUED").await;
+    let sending = h.insert(1, "SENDING").await;
+    let fresh = h.insert(1, "QUEUED").await[0];
+    sqlx::query("UPDATE messages SET queued_at = now() - interval '10 minutes' WHERE id = ANY($1)")
+        .bind(&queued)
+        .execute(&h.db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE messages SET sending_at = now() - interval '20 minutes' WHERE id = ANY($1)",
+    )
+    .bind(&sending)
+    .execute(&h.db.pool)
+    .await
+    .unwrap();
+    let config = mail_worker::config::Config::from_lookup(|_| None)
+        .unwrap()
+        .worker;
+    assert_eq!(
+        recovery::recover_once(&h.db.pool, &config).await.unwrap(),
+        (2, 1)
+    );
+    for id in queued.iter().chain(&sending) {
+        assert_eq!(h.row(*id).await.0, "SCHEDULED");
+    }
+    assert_eq!(
+        h.row(fresh).await.0,
+        "QUEUED",
+        "a fresh lease is left alone"
+    );
+    assert!(
+        h.row(sending[0])
+            .await
+            .3
+            .unwrap()
+            .contains("outcome unknown")
+    );
+}
