@@ -84,15 +84,24 @@ pub async fn create_database_if_missing(url: &Url) -> Result<bool, StoreError> {
     }
 }
 
-/// Creates the database if needed and applies pending migrations. Idempotent.
+/// Creates the database if needed, applies pending migrations (idempotent; sqlx serialises
+/// concurrent runs with an advisory lock) and returns a pool of at most `max_connections`.
+///
+/// # Errors
+/// Connection or migration failures.
+pub async fn prepare(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
+    create_database_if_missing(url).await?;
+    let pool = connect(url, max_connections).await?;
+    MIGRATOR.run(&pool).await?;
+    Ok(pool)
+}
+
+/// [`prepare`] with a small pool, for one-shot commands.
 ///
 /// # Errors
 /// Connection or migration failures.
 pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
-    create_database_if_missing(url).await?;
-    let pool = connect(url, 4).await?;
-    MIGRATOR.run(&pool).await?;
-    Ok(pool)
+    prepare(url, 4).await
 }
 pub mod messages;
 pub mod report;
