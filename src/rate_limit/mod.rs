@@ -5,9 +5,17 @@
 //! Layout: `limiter.rs` (the Redis client, fail-open), `keys.rs` (key formats and bucket
 //! arithmetic); the scripts are `lua/check_and_reserve.lua` and `lua/release.lua`.
 
+pub mod keys;
+mod limiter;
+mod log_throttle;
+
 use std::{fmt, num::NonZeroU32, time::Duration};
 
 use chrono::{DateTime, Utc};
+
+pub use limiter::{
+    CHECK_AND_RESERVE_LUA, MailRateLimiter, RELEASE_LUA, RateLimitSetupError, RedisCallError,
+};
 
 use crate::domain::MailboxAddress;
 
@@ -103,6 +111,13 @@ pub enum RateLimitError {
         recipients: u32,
         /// The mailbox's day limit.
         recipients_per_day: u32,
+    },
+    /// The message has no recipients at all (To + Cc + Bcc = 0). Graph refuses such a message
+    /// and there is nothing to count, so it fails permanently, without touching Redis.
+    #[error("message from mailbox {mailbox} has no recipients (To + Cc + Bcc is 0)")]
+    NoRecipients {
+        /// The mailbox.
+        mailbox: MailboxAddress,
     },
 }
 
