@@ -309,6 +309,10 @@ impl MailRateLimiter {
     }
 
     /// Writes the bounded `redisError` (warn) or `scriptError` (error) line for a failed call.
+    /// Fields: `operation` (`check_and_reserve` | `release`), `mailbox`, `error.kind` (see
+    /// [`RedisCallError::kind`]), `error.message` (with its causes), `deadline_ms` (warn only)
+    /// and `suppressed`: lines of the same event left unwritten since the previous one (at most
+    /// one line per second per limiter).
     fn log_failure(
         &self,
         operation: &'static str,
@@ -328,7 +332,7 @@ impl MailRateLimiter {
                     error.message = %message,
                     deadline_ms,
                     suppressed,
-                    "rate limiter's Redis failed; failing open (lines in the last second beyond this one are counted in `suppressed` of the next)"
+                    "rate limiter's Redis failed; sending without a reservation (fail-open)"
                 );
             }
         } else if let Some(suppressed) = self.script_error_log.admit(Instant::now()) {
@@ -339,7 +343,7 @@ impl MailRateLimiter {
                 error.kind = %kind,
                 error.message = %message,
                 suppressed,
-                "rate limiter's script failed (a bug to fix); failing open"
+                "rate limiter's script failed (a bug to fix); sending without a reservation (fail-open)"
             );
         }
     }
