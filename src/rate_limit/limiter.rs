@@ -354,6 +354,10 @@ impl RateLimiter for MailRateLimiter {
     /// of 0 is [`RateLimitError::NoRecipients`] (Graph refuses such a message, and the script's
     /// contract requires at least 1); more than `limits.recipients_per_day` is
     /// [`RateLimitError::RecipientsExceedDayLimit`].
+    ///
+    /// On a deadline the script may still have run in Redis after we stopped waiting: that
+    /// reservation stays counted although the caller got an uncounted one (over-counting by one
+    /// message, the safe side), and it expires with the bucket's TTL.
     async fn check_and_reserve(
         &self,
         mailbox: &MailboxAddress,

@@ -3,7 +3,12 @@
 //! `release` when the send fails, and fail-open when Redis is unreachable.
 //!
 //! Layout: `limiter.rs` (the Redis client, fail-open), `keys.rs` (key formats and bucket
-//! arithmetic); the scripts are `lua/check_and_reserve.lua` and `lua/release.lua`.
+//! arithmetic), `log_throttle.rs` (one fail-open line per second); the scripts are
+//! `lua/check_and_reserve.lua` and `lua/release.lua`.
+//!
+//! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
+//! failure never reaches the caller as an error, only as an uncounted [`Reservation`] and a
+//! bounded `mail.rateLimit.redisError` (warn) or `mail.rateLimit.scriptError` (error) line.
 
 pub mod keys;
 mod limiter;
@@ -129,7 +134,8 @@ pub trait RateLimiter: Send + Sync + 'static {
     /// uncounted) when Redis is unreachable or slow.
     ///
     /// # Errors
-    /// [`RateLimitError::RecipientsExceedDayLimit`] without touching Redis.
+    /// [`RateLimitError::RecipientsExceedDayLimit`] or [`RateLimitError::NoRecipients`],
+    /// without touching Redis.
     fn check_and_reserve(
         &self,
         mailbox: &MailboxAddress,

@@ -883,20 +883,22 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
     );
 
     gate.open(true);
+    // The first call after the port opens may still be waiting on a dial that was refused.
     let mut calls_until_counted = 0;
-    let mut counted_total = 0;
-    for _ in 0..20 {
+    loop {
         calls_until_counted += 1;
+        assert!(
+            calls_until_counted <= 20,
+            "never counted again after 20 calls"
+        );
         let decision = limiter
             .check_and_reserve(&mailbox(), 1, big, now)
             .await
             .unwrap();
         if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
-            counted_total += 1;
             break;
         }
     }
-    assert_eq!(counted_total, 1, "never counted again after 20 calls");
     for _ in 0..5 {
         counted(
             &limiter
