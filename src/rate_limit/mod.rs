@@ -3,11 +3,24 @@
 //! `release` when the send fails, and fail-open when Redis is unreachable.
 //!
 //! Layout: `limiter.rs` (the Redis client, fail-open), `keys.rs` (key formats and bucket
-//! arithmetic); the scripts are `lua/check_and_reserve.lua` and `lua/release.lua`.
+//! arithmetic), `log_throttle.rs` (one fail-open line per second); the scripts are
+//! `lua/check_and_reserve.lua` and `lua/release.lua`.
+//!
+//! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
+//! failure never reaches the caller as an error, only as an uncounted [`Reservation`] and a
+//! bounded `mail.rateLimit.redisError` (warn) or `mail.rateLimit.scriptError` (error) line.
+
+pub mod keys;
+mod limiter;
+mod log_throttle;
 
 use std::{fmt, num::NonZeroU32, time::Duration};
 
 use chrono::{DateTime, Utc};
+
+pub use limiter::{
+    CHECK_AND_RESERVE_LUA, MailRateLimiter, RELEASE_LUA, RateLimitSetupError, RedisCallError,
+};
 
 use crate::domain::MailboxAddress;
 
@@ -104,6 +117,13 @@ pub enum RateLimitError {
         /// The mailbox's day limit.
         recipients_per_day: u32,
     },
+    /// The message has no recipients at all (To + Cc + Bcc = 0). Graph refuses such a message
+    /// and there is nothing to count, so it fails permanently, without touching Redis.
+    #[error("message from mailbox {mailbox} has no recipients (To + Cc + Bcc is 0)")]
+    NoRecipients {
+        /// The mailbox.
+        mailbox: MailboxAddress,
+    },
 }
 
 /// What the rate-limited decorator needs from a limiter; [`MailRateLimiter`] is the real one,
@@ -114,7 +134,8 @@ pub trait RateLimiter: Send + Sync + 'static {
     /// uncounted) when Redis is unreachable or slow.
     ///
     /// # Errors
-    /// [`RateLimitError::RecipientsExceedDayLimit`] without touching Redis.
+    /// [`RateLimitError::RecipientsExceedDayLimit`] or [`RateLimitError::NoRecipients`],
+    /// without touching Redis.
     fn check_and_reserve(
         &self,
         mailbox: &MailboxAddress,

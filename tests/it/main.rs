@@ -3,5 +3,6 @@
 
 mod helpers;
 mod import;
+mod rate_limit;
 mod service;
 mod store;
