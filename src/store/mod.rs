@@ -84,6 +84,26 @@ pub async fn create_database_if_missing(url: &Url) -> Result<bool, StoreError> {
     }
 }
 
+/// Drops the database named in `url` if it exists (the demo recreates its own each run),
+/// disconnecting its sessions.
+///
+/// # Errors
+/// [`StoreError::NoDatabaseName`], or the server's error.
+pub async fn drop_database_if_exists(url: &Url) -> Result<(), StoreError> {
+    let name = url.path().trim_start_matches('/');
+    if name.is_empty() {
+        return Err(StoreError::NoDatabaseName);
+    }
+    let mut admin_url = url.clone();
+    admin_url.set_path("/postgres");
+    let mut conn = PgConnection::connect_with(&options(&admin_url)?).await?;
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")))
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
 /// Creates the database if needed, applies pending migrations (idempotent; sqlx serialises
 /// concurrent runs with an advisory lock) and returns a pool of at most `max_connections`.
 ///

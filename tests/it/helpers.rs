@@ -92,3 +92,47 @@ impl TcpProxy {
         }
     }
 }
+
+static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct LogSink;
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs (once) a global JSON subscriber that records every log line of this test binary,
+/// in the product's format. Tests filter the lines by their own message ids or mailboxes.
+pub fn capture_logs() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+        let _ = tracing_subscriber::registry()
+            .with(EnvFilter::new("info"))
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false)
+                    .with_writer(|| LogSink),
+            )
+            .try_init();
+    });
+}
+
+/// Every captured log line that contains `needle`, parsed.
+pub fn logs_containing(needle: &str) -> Vec<serde_json::Value> {
+    let bytes = LOGS.lock().unwrap().clone();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
