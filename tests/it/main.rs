@@ -2,4 +2,5 @@
 //! Redis on 127.0.0.1 (start them with `scripts/services.sh`) and graph-sim in-process.
 
 mod helpers;
+mod mailer;
 mod store;
