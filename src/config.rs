@@ -146,7 +146,8 @@ impl Config {
                 },
                 defaults: RateLimits {
                     per_minute: env.positive("MAIL_RATE_LIMIT_PER_MINUTE", 25)?,
-                    recipients_per_day: env.positive("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", 9_000)?,
+                    recipients_per_day: env
+                        .positive("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", 9_000)?,
                 },
                 redis_timeout: env.millis("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", 250)?,
                 key_prefix: env.text("MAIL_RATE_LIMIT_KEY_PREFIX", "mail:rl")?,
@@ -220,7 +221,10 @@ impl Config {
             format!("MAIL_MAX_ATTEMPTS={}", self.max_attempts),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
             format!("WORKER_POLL_INTERVAL_MS={}", ms(self.worker.poll_interval)),
-            format!("SCHEDULER_INTERVAL_MS={}", ms(self.worker.scheduler_interval)),
+            format!(
+                "SCHEDULER_INTERVAL_MS={}",
+                ms(self.worker.scheduler_interval)
+            ),
             format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
             format!("QUEUE_NAME={}", self.worker.queue_name),
             format!("QUEUE_LEASE_MS={}", ms(self.worker.queue_lease)),
@@ -305,7 +309,11 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
     }
 
     fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
-        match self.get(var).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        match self
+            .get(var)
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref()
+        {
             None => Ok(default),
             Some("true" | "1" | "yes") => Ok(true),
             Some("false" | "0" | "no") => Ok(false),
@@ -313,15 +321,10 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         }
     }
 
-    fn url(
-        &self,
-        var: &'static str,
-        default: &str,
-        schemes: &[&str],
-    ) -> Result<Url, ConfigError> {
+    fn url(&self, var: &'static str, default: &str, schemes: &[&str]) -> Result<Url, ConfigError> {
         let raw = self.get(var).unwrap_or_else(|| default.to_owned());
-        let url = Url::parse(raw.trim())
-            .map_err(|e| self.error(var, &format!("is not a URL ({e})")))?;
+        let url =
+            Url::parse(raw.trim()).map_err(|e| self.error(var, &format!("is not a URL ({e})")))?;
         if !schemes.contains(&url.scheme()) {
             return Err(self.error(
                 var,
@@ -375,7 +378,10 @@ mod tests {
             "https://login.microsoftonline.com/"
         );
         assert!(c.graph.save_to_sent_items);
-        assert_eq!(c.sendgrid_api_base_url.as_str(), "https://api.sendgrid.com/");
+        assert_eq!(
+            c.sendgrid_api_base_url.as_str(),
+            "https://api.sendgrid.com/"
+        );
         assert_eq!(c.http_timeout, Duration::from_secs(30));
         assert_eq!(c.shutdown_grace, Duration::from_secs(30));
         assert_eq!(c.log_format, LogFormat::Json);
@@ -467,8 +473,14 @@ mod tests {
         ])
         .unwrap();
         let text = c.redacted_lines().join("\n");
-        assert!(!text.contains("hunter2") && !text.contains("s3cret"), "{text}");
-        assert!(text.contains("DATABASE_URL=postgres://app:***@db/x"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("s3cret"),
+            "{text}"
+        );
+        assert!(
+            text.contains("DATABASE_URL=postgres://app:***@db/x"),
+            "{text}"
+        );
         assert!(!format!("{c:?}").contains("hunter2"));
         let err = parse(&[("DATABASE_URL", "mysql://app:hunter2@db/x")]).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");

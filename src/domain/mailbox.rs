@@ -77,7 +77,13 @@ mod tests {
 
     #[test]
     fn bad_mailboxes_are_rejected_by_name() {
-        for raw in ["", "no-at-sign", "a@b@c", "a@example.org; b@example.org", "<a@b.c>"] {
+        for raw in [
+            "",
+            "no-at-sign",
+            "a@b@c",
+            "a@example.org; b@example.org",
+            "<a@b.c>",
+        ] {
             let err = MailboxAddress::parse(raw).unwrap_err();
             assert_eq!(err.value, raw);
         }

@@ -111,13 +111,18 @@ mod tests {
         let r = SecretRef::new("env:X_SECRET");
         assert_eq!(r.resolve_with(env).unwrap().expose_secret(), "s3cret");
         let lit = SecretRef::new("plain-value");
-        assert_eq!(lit.resolve_with(env).unwrap().expose_secret(), "plain-value");
+        assert_eq!(
+            lit.resolve_with(env).unwrap().expose_secret(),
+            "plain-value"
+        );
         assert!(!format!("{lit:?}").contains("plain-value"));
     }
 
     #[test]
     fn unresolvable_references_name_the_reference() {
-        let err = SecretRef::new("env:NOPE").resolve_with(|_| None).unwrap_err();
+        let err = SecretRef::new("env:NOPE")
+            .resolve_with(|_| None)
+            .unwrap_err();
         assert_eq!(err, SecretError::MissingEnv("NOPE".into()));
         assert!(err.to_string().contains("env:NOPE"));
         let err = SecretRef::new("file:/nonexistent/x").resolve().unwrap_err();

@@ -20,7 +20,10 @@ pub fn redis_url() -> Url {
 
 /// A unique name fragment: `t<12 hex>`.
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }
 
 /// A fresh, migrated database of its own.

@@ -9,7 +9,10 @@ async fn migrations_apply_to_a_fresh_database_and_a_second_run_is_a_noop() {
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(applied as usize, mail_worker::store::MIGRATOR.iter().count());
+    assert_eq!(
+        applied as usize,
+        mail_worker::store::MIGRATOR.iter().count()
+    );
     mail_worker::store::migrate(&db.url).await.unwrap();
     let again: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
         .fetch_one(&db.pool)
@@ -23,18 +26,41 @@ async fn migrations_apply_to_a_fresh_database_and_a_second_run_is_a_noop() {
     .await
     .unwrap();
     for expected in [
-        "id", "tenant_id", "system_mailbox_id", "to_recipients", "cc_recipients",
-        "bcc_recipients", "subject", "body_content_type", "body", "headers", "status",
-        "scheduled_on", "attempts", "deferrals", "last_error", "queued_at", "sending_at",
-        "sent_at", "created_at", "updated_at",
+        "id",
+        "tenant_id",
+        "system_mailbox_id",
+        "to_recipients",
+        "cc_recipients",
+        "bcc_recipients",
+        "subject",
+        "body_content_type",
+        "body",
+        "headers",
+        "status",
+        "scheduled_on",
+        "attempts",
+        "deferrals",
+        "last_error",
+        "queued_at",
+        "sending_at",
+        "sent_at",
+        "created_at",
+        "updated_at",
     ] {
-        assert!(columns.iter().any(|c| c == expected), "messages.{expected} missing: {columns:?}");
+        assert!(
+            columns.iter().any(|c| c == expected),
+            "messages.{expected} missing: {columns:?}"
+        );
     }
-    let partial: String = sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_due'")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert!(partial.contains("(scheduled_on)") && partial.contains("'SCHEDULED'"), "{partial}");
+    let partial: String =
+        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_due'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        partial.contains("(scheduled_on)") && partial.contains("'SCHEDULED'"),
+        "{partial}"
+    );
 }
 
 async fn sender_ids(db: &TestDb) -> (uuid::Uuid, uuid::Uuid) {
@@ -66,24 +92,64 @@ async fn checks_reject_both_or_neither_sender_unknown_status_and_non_positive_li
     let (tenant, mailbox) = sender_ids(&db).await;
     let insert = "INSERT INTO messages (id, tenant_id, system_mailbox_id, status) VALUES (gen_random_uuid(), $1, $2, $3)";
 
-    let both = sqlx::query(insert).bind(Some(tenant)).bind(Some(mailbox)).bind("SCHEDULED").execute(&db.pool).await;
-    assert_eq!(constraint_of(both.unwrap_err()), "messages_exactly_one_sender");
-    let neither = sqlx::query(insert).bind(None::<uuid::Uuid>).bind(None::<uuid::Uuid>).bind("SCHEDULED").execute(&db.pool).await;
-    assert_eq!(constraint_of(neither.unwrap_err()), "messages_exactly_one_sender");
-    let status = sqlx::query(insert).bind(Some(tenant)).bind(None::<uuid::Uuid>).bind("PENDING").execute(&db.pool).await;
+    let both = sqlx::query(insert)
+        .bind(Some(tenant))
+        .bind(Some(mailbox))
+        .bind("SCHEDULED")
+        .execute(&db.pool)
+        .await;
+    assert_eq!(
+        constraint_of(both.unwrap_err()),
+        "messages_exactly_one_sender"
+    );
+    let neither = sqlx::query(insert)
+        .bind(None::<uuid::Uuid>)
+        .bind(None::<uuid::Uuid>)
+        .bind("SCHEDULED")
+        .execute(&db.pool)
+        .await;
+    assert_eq!(
+        constraint_of(neither.unwrap_err()),
+        "messages_exactly_one_sender"
+    );
+    let status = sqlx::query(insert)
+        .bind(Some(tenant))
+        .bind(None::<uuid::Uuid>)
+        .bind("PENDING")
+        .execute(&db.pool)
+        .await;
     assert_eq!(constraint_of(status.unwrap_err()), "messages_status_check");
-    let ok = sqlx::query(insert).bind(None::<uuid::Uuid>).bind(Some(mailbox)).bind("SCHEDULED").execute(&db.pool).await;
+    let ok = sqlx::query(insert)
+        .bind(None::<uuid::Uuid>)
+        .bind(Some(mailbox))
+        .bind("SCHEDULED")
+        .execute(&db.pool)
+        .await;
     assert_eq!(ok.unwrap().rows_affected(), 1);
 
-    for (column, value) in [("rate_limit_per_minute", 0), ("rate_limit_recipients_per_day", -1)] {
+    for (column, value) in [
+        ("rate_limit_per_minute", 0),
+        ("rate_limit_recipients_per_day", -1),
+    ] {
         let sql = format!("UPDATE system_mailboxes SET {column} = $1 WHERE id = $2");
-        let err = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(value).bind(mailbox).execute(&db.pool).await.unwrap_err();
-        assert_eq!(constraint_of(err), format!("system_mailboxes_{column}_check"));
+        let err = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(value)
+            .bind(mailbox)
+            .execute(&db.pool)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            constraint_of(err),
+            format!("system_mailboxes_{column}_check")
+        );
     }
     let graph_without_secret = sqlx::query(
         "INSERT INTO tenants (name, mail_provider, sender_address, graph_tenant_id, graph_client_id) VALUES ('g', 'microsoft-graph', 'a@g.example', 'g', 'c')",
     )
     .execute(&db.pool)
     .await;
-    assert_eq!(constraint_of(graph_without_secret.unwrap_err()), "tenants_credentials_match_provider");
+    assert_eq!(
+        constraint_of(graph_without_secret.unwrap_err()),
+        "tenants_credentials_match_provider"
+    );
 }
