@@ -2,9 +2,22 @@
 //! (`sendgrid.rs`), the rate-limited decorator (`rate_limited.rs`) and the config-hash
 //! factory (`factory.rs`). Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
 
+pub mod factory;
+pub mod graph;
+pub mod http;
+pub mod rate_limited;
+pub mod redact;
+pub mod sendgrid;
+pub mod validate;
+
 use std::time::Duration;
 
 use crate::{domain::OutgoingMail, rate_limit::DenyReason};
+
+pub use factory::MailerFactory;
+pub use graph::MicrosoftGraphMailer;
+pub use rate_limited::RateLimitedGraphMailer;
+pub use sendgrid::SendGridMailer;
 
 /// Sends one message through one provider for one sender. Used as `Arc<dyn Mailer>`.
 #[async_trait::async_trait]

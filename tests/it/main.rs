@@ -3,6 +3,7 @@
 
 mod helpers;
 mod import;
+mod mailer;
 mod rate_limit;
 mod service;
 mod store;

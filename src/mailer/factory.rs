@@ -1,0 +1,279 @@
+//! `MailerFactory`: the mailer for a tenant or system mailbox, cached under a stable digest of
+//! its whole configuration, so a changed limit or a rotated secret yields a new mailer on the
+//! next message without a restart. Every Graph mailer is wrapped by the rate limiter; SendGrid
+//! is not. One HTTP client, one token cache and one limiter are shared by all mailers.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use secrecy::SecretString;
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::{
+    clock::Clock,
+    config::{Config, GraphConfig},
+    domain::{GraphCredentials, MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
+    mailer::{
+        MailError, Mailer,
+        graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
+        http::build_http_client,
+        rate_limited::RateLimitedGraphMailer,
+        sendgrid::SendGridMailer,
+    },
+    rate_limit::{RateLimiter, RateLimits},
+};
+
+/// The most mailers kept at once; one per distinct sender configuration.
+pub const MAX_CACHED_MAILERS: u64 = 10_000;
+
+/// A mailer not used for this long is dropped from the cache (a changed configuration leaves
+/// its old mailer behind until then): 1 hour.
+pub const MAILER_IDLE: Duration = Duration::from_secs(3600);
+
+type ConfigDigest = [u8; 32];
+
+/// A mailer's whole configuration, secrets resolved.
+enum MailerSpec {
+    Graph {
+        mailbox: MailboxAddress,
+        app: GraphApp,
+        limits: RateLimits,
+    },
+    SendGrid {
+        from: MailboxAddress,
+        api_key: SecretString,
+    },
+}
+
+/// Builds and caches mailers. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct MailerFactory<L: RateLimiter> {
+    http: reqwest::Client,
+    graph: GraphConfig,
+    sendgrid_api_base_url: Url,
+    defaults: RateLimits,
+    limiter: Arc<L>,
+    clock: Arc<dyn Clock>,
+    tokens: Arc<GraphTokenCache>,
+    mailers: moka::future::Cache<ConfigDigest, Arc<dyn Mailer>>,
+}
+
+impl<L: RateLimiter> fmt::Debug for MailerFactory<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MailerFactory")
+            .field("graph", &self.graph)
+            .field(
+                "sendgrid_api_base_url",
+                &self.sendgrid_api_base_url.as_str(),
+            )
+            .field("defaults", &self.defaults)
+            .field("cached_mailers", &self.mailers.entry_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: RateLimiter> MailerFactory<L> {
+    /// A factory for `config`'s endpoints (`GRAPH_API_BASE_URL`, `GRAPH_LOGIN_BASE_URL`,
+    /// `GRAPH_SAVE_TO_SENT_ITEMS`, `SENDGRID_API_BASE_URL`), default limits
+    /// (`MAIL_RATE_LIMIT_PER_MINUTE`, `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`) and one shared HTTP
+    /// client with `HTTP_TIMEOUT_MS` that never follows redirects (as `oauth2` requires).
+    /// The cache holds at most [`MAX_CACHED_MAILERS`] mailers, each dropped after
+    /// [`MAILER_IDLE`] unused.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] when the HTTP client cannot be built.
+    pub fn new(config: &Config, limiter: Arc<L>, clock: Arc<dyn Clock>) -> Result<Self, MailError> {
+        let http = build_http_client(config.http_timeout)?;
+        Ok(Self {
+            tokens: Arc::new(GraphTokenCache::new(http.clone(), Arc::clone(&clock))),
+            http,
+            graph: config.graph.clone(),
+            sendgrid_api_base_url: config.sendgrid_api_base_url.clone(),
+            defaults: config.rate_limit.defaults,
+            limiter,
+            clock,
+            mailers: moka::future::Cache::builder()
+                .max_capacity(MAX_CACHED_MAILERS)
+                .time_to_idle(MAILER_IDLE)
+                .build(),
+        })
+    }
+
+    /// The tenant's mailer: Graph (wrapped by the limiter, default limits) or SendGrid
+    /// (unwrapped). The same configuration returns the same `Arc`.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    pub async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
+        let spec = match &tenant.transport {
+            TenantTransport::Graph(credentials) => MailerSpec::Graph {
+                mailbox: tenant.sender_address.clone(),
+                app: self.app(
+                    credentials,
+                    &format!("tenant {}'s Graph client secret", tenant.name),
+                )?,
+                limits: self.defaults,
+            },
+            TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
+                from: tenant.sender_address.clone(),
+                api_key: api_key.resolve().map_err(|e| {
+                    MailError::Misconfigured(format!(
+                        "tenant {}'s SendGrid API key: {e}",
+                        tenant.name
+                    ))
+                })?,
+            },
+        };
+        self.mailer(spec).await
+    }
+
+    /// The system mailbox's Graph mailer, wrapped by the limiter with [`Self::limits_for`].
+    /// The same configuration returns the same `Arc`.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    pub async fn mailer_for_system_mailbox(
+        &self,
+        mailbox: &SystemMailbox,
+    ) -> Result<Arc<dyn Mailer>, MailError> {
+        let spec = MailerSpec::Graph {
+            mailbox: mailbox.address.clone(),
+            app: self.app(
+                &mailbox.graph,
+                &format!("system mailbox {}'s Graph client secret", mailbox.address),
+            )?,
+            limits: self.limits_for(mailbox),
+        };
+        self.mailer(spec).await
+    }
+
+    /// [`Self::mailer_for_tenant`] or [`Self::mailer_for_system_mailbox`], by sender.
+    ///
+    /// # Errors
+    /// As those.
+    pub async fn mailer_for(&self, sender: &Sender) -> Result<Arc<dyn Mailer>, MailError> {
+        match sender {
+            Sender::Tenant(tenant) => self.mailer_for_tenant(tenant).await,
+            Sender::SystemMailbox(mailbox) => self.mailer_for_system_mailbox(mailbox).await,
+        }
+    }
+
+    /// A system mailbox's budget: its `rate_limit_per_minute` / `rate_limit_recipients_per_day`
+    /// where set, else the defaults.
+    pub fn limits_for(&self, mailbox: &SystemMailbox) -> RateLimits {
+        RateLimits {
+            per_minute: mailbox
+                .rate_limit_per_minute
+                .unwrap_or(self.defaults.per_minute),
+            recipients_per_day: mailbox
+                .rate_limit_recipients_per_day
+                .unwrap_or(self.defaults.recipients_per_day),
+        }
+    }
+
+    /// The budget of tenant Graph mailers (and of system mailboxes without overrides).
+    pub fn default_limits(&self) -> RateLimits {
+        self.defaults
+    }
+
+    /// The shared HTTP client.
+    pub fn http_client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The shared Graph token cache.
+    pub fn token_cache(&self) -> &Arc<GraphTokenCache> {
+        &self.tokens
+    }
+
+    fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
+        let client_secret = credentials
+            .client_secret
+            .resolve()
+            .map_err(|e| MailError::Misconfigured(format!("{what}: {e}")))?;
+        Ok(GraphApp {
+            login_base_url: self.graph.login_base_url.clone(),
+            graph_tenant_id: credentials.graph_tenant_id.clone(),
+            client_id: credentials.client_id.clone(),
+            client_secret,
+            scope: graph_scope(&self.graph.api_base_url),
+        })
+    }
+
+    async fn mailer(&self, spec: MailerSpec) -> Result<Arc<dyn Mailer>, MailError> {
+        let key = self.digest(&spec);
+        self.mailers
+            .try_get_with(key, self.build(spec))
+            .await
+            .map_err(|e| (*e).clone())
+    }
+
+    async fn build(&self, spec: MailerSpec) -> Result<Arc<dyn Mailer>, MailError> {
+        match spec {
+            MailerSpec::Graph {
+                mailbox,
+                app,
+                limits,
+            } => {
+                let tokens = self.tokens.source(app)?;
+                let graph = MicrosoftGraphMailer::new(
+                    self.http.clone(),
+                    &self.graph.api_base_url,
+                    mailbox,
+                    self.graph.save_to_sent_items,
+                    tokens,
+                    Arc::clone(&self.clock),
+                )?;
+                Ok(Arc::new(RateLimitedGraphMailer::new(
+                    graph,
+                    Arc::clone(&self.limiter),
+                    limits,
+                    Arc::clone(&self.clock),
+                )))
+            }
+            MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(SendGridMailer::new(
+                self.http.clone(),
+                &self.sendgrid_api_base_url,
+                from,
+                api_key,
+                Arc::clone(&self.clock),
+            )?)),
+        }
+    }
+
+    /// SHA-256 over every field that shapes the mailer, each length-prefixed so no two
+    /// configurations encode alike; secrets enter only as their fingerprint.
+    fn digest(&self, spec: &MailerSpec) -> ConfigDigest {
+        let mut hash = Sha256::new();
+        let mut field = |value: &[u8]| {
+            hash.update((value.len() as u64).to_be_bytes());
+            hash.update(value);
+        };
+        field(b"mail-worker mailer config v1");
+        match spec {
+            MailerSpec::Graph {
+                mailbox,
+                app,
+                limits,
+            } => {
+                field(b"microsoft-graph");
+                field(mailbox.as_str().as_bytes());
+                field(self.graph.api_base_url.as_str().as_bytes());
+                field(app.login_base_url.as_str().as_bytes());
+                field(&[u8::from(self.graph.save_to_sent_items)]);
+                field(app.graph_tenant_id.as_bytes());
+                field(app.client_id.as_bytes());
+                field(token::secret_fingerprint(&app.client_secret).as_bytes());
+                field(app.scope.as_bytes());
+                field(&limits.per_minute.get().to_be_bytes());
+                field(&limits.recipients_per_day.get().to_be_bytes());
+            }
+            MailerSpec::SendGrid { from, api_key } => {
+                field(b"sendgrid");
+                field(from.as_str().as_bytes());
+                field(self.sendgrid_api_base_url.as_str().as_bytes());
+                field(token::secret_fingerprint(api_key).as_bytes());
+            }
+        }
+        hash.finalize().into()
+    }
+}

@@ -1,0 +1,279 @@
+//! Graph `sendMail` answers → what to do next. This is the ONE place a Graph HTTP status
+//! becomes a [`MailError`]:
+//!
+//! | Graph answer                                   | verdict                                              |
+//! | ---------------------------------------------- | ---------------------------------------------------- |
+//! | `202` (any 2xx), with or without `Retry-After` | sent; never resent (`request-id` → provider id)      |
+//! | `429`, `503`, `504`                            | `Throttled { retry_after }` from `Retry-After`       |
+//! | `401` (`InvalidAuthenticationToken`)           | refresh the token once and resend; second → `Unauthorized` |
+//! | `400`, `403`, `404`, `413`, other 4xx but 408  | `Permanent { code: Graph's code, message }`          |
+//! | `408`, other 5xx, 1xx/3xx                      | `Transient`                                          |
+//! | timeout, connection error, broken answer       | `Transient`                                          |
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use crate::{
+    domain::MailboxAddress,
+    mailer::{MailError, SendReceipt, http::describe_transport_error, redact::scrub_provider_text},
+};
+
+use super::retry_after::parse_retry_after;
+
+/// The parts of a Graph answer the mapping reads.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpAnswer {
+    /// HTTP status code.
+    pub status: u16,
+    /// The `Retry-After` header, if any and if it is text.
+    pub retry_after: Option<String>,
+    /// The `request-id` header Graph sets on every answer.
+    pub request_id: Option<String>,
+    /// The body (Graph's `{"error":{"code","message"}}` on failures).
+    pub body: Vec<u8>,
+}
+
+/// What the mailer does with an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Accepted: stop, never resend.
+    Sent(SendReceipt),
+    /// 401: Graph did not accept the message or its token. Refresh the token and resend once;
+    /// if this happens again, fail with the enclosed error.
+    TokenRejected(MailError),
+    /// Stop with this error.
+    Failed(MailError),
+}
+
+#[derive(Deserialize)]
+struct GraphErrorBody {
+    error: GraphError,
+}
+
+#[derive(Deserialize)]
+struct GraphError {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// Maps one `sendMail` attempt's outcome (see the module table). `now` dates an HTTP-date
+/// `Retry-After`. Messages name the mailbox, Graph's code and its message with addresses masked.
+pub(crate) fn interpret(
+    outcome: Result<HttpAnswer, reqwest::Error>,
+    mailbox: &MailboxAddress,
+    now: DateTime<Utc>,
+) -> Verdict {
+    let answer = match outcome {
+        Ok(answer) => answer,
+        Err(error) => {
+            return Verdict::Failed(MailError::Transient(describe_transport_error(
+                &format!("Graph sendMail for mailbox {mailbox}"),
+                &error,
+            )));
+        }
+    };
+    let status = answer.status;
+    if (200..300).contains(&status) {
+        return Verdict::Sent(SendReceipt {
+            provider_id: answer.request_id,
+        });
+    }
+    let (code, message) = graph_error(&answer.body);
+    let described = |fallback: &str| {
+        let code = code.clone().unwrap_or_else(|| fallback.to_owned());
+        let message = message
+            .clone()
+            .unwrap_or_else(|| format!("Graph answered HTTP {status} without an error body"));
+        (code, message)
+    };
+    match status {
+        429 | 503 | 504 => Verdict::Failed(MailError::Throttled {
+            retry_after: parse_retry_after(answer.retry_after.as_deref(), now),
+        }),
+        401 => {
+            let (code, message) = described("InvalidAuthenticationToken");
+            Verdict::TokenRejected(MailError::Unauthorized(format!(
+                "Graph refused the access token for mailbox {mailbox} twice: {code}: {message}"
+            )))
+        }
+        408 => Verdict::Failed(MailError::Transient(format!(
+            "Graph sendMail for mailbox {mailbox} answered 408 Request Timeout"
+        ))),
+        400..=499 => {
+            let fallback = match status {
+                400 => "BadRequest",
+                403 => "Forbidden",
+                404 => "NotFound",
+                413 => "ErrorMessageSizeExceeded",
+                _ => "ClientError",
+            };
+            let (code, message) = described(fallback);
+            Verdict::Failed(MailError::Permanent {
+                code,
+                message: format!("Graph refused the message (HTTP {status}): {message}"),
+            })
+        }
+        500..=599 => {
+            let (code, message) = described("ServerError");
+            Verdict::Failed(MailError::Transient(format!(
+                "Graph sendMail for mailbox {mailbox} answered {status}: {code}: {message}"
+            )))
+        }
+        _ => Verdict::Failed(MailError::Transient(format!(
+            "Graph sendMail for mailbox {mailbox} answered unexpected HTTP {status}"
+        ))),
+    }
+}
+
+/// Graph's `error.code` and scrubbed `error.message`, when the body is Graph's error JSON.
+fn graph_error(body: &[u8]) -> (Option<String>, Option<String>) {
+    match serde_json::from_slice::<GraphErrorBody>(body) {
+        Ok(GraphErrorBody { error }) => (
+            Some(error.code)
+                .map(|c| scrub_provider_text(&c))
+                .filter(|c| !c.is_empty()),
+            Some(scrub_provider_text(&error.message)).filter(|m| !m.is_empty()),
+        ),
+        Err(_) => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use std::time::Duration;
+
+    fn mailbox() -> MailboxAddress {
+        MailboxAddress::parse("events@contoso.example").unwrap()
+    }
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
+    }
+
+    fn answer(status: u16, retry_after: Option<&str>, body: &str) -> Verdict {
+        interpret(
+            Ok(HttpAnswer {
+                status,
+                retry_after: retry_after.map(str::to_owned),
+                request_id: Some("req-1".into()),
+                body: body.as_bytes().to_vec(),
+            }),
+            &mailbox(),
+            now(),
+        )
+    }
+
+    fn graph_body(code: &str, message: &str) -> String {
+        serde_json::json!({"error": {"code": code, "message": message}}).to_string()
+    }
+
+    #[test]
+    fn accepted_answers_are_sent_even_with_retry_after() {
+        let sent = Verdict::Sent(SendReceipt {
+            provider_id: Some("req-1".into()),
+        });
+        assert_eq!(answer(202, None, ""), sent);
+        assert_eq!(answer(202, Some("30"), ""), sent);
+        assert_eq!(answer(200, None, "{}"), sent);
+    }
+
+    #[test]
+    fn throttling_statuses_carry_the_parsed_retry_after() {
+        for status in [429, 503, 504] {
+            assert_eq!(
+                answer(status, Some("2.128"), ""),
+                Verdict::Failed(MailError::Throttled {
+                    retry_after: Some(Duration::from_secs(3))
+                }),
+                "{status}"
+            );
+            assert_eq!(
+                answer(status, Some("Sat, 01 Mar 2025 12:01:00 GMT"), ""),
+                Verdict::Failed(MailError::Throttled {
+                    retry_after: Some(Duration::from_secs(60))
+                })
+            );
+            assert_eq!(
+                answer(status, None, ""),
+                Verdict::Failed(MailError::Throttled { retry_after: None })
+            );
+        }
+    }
+
+    #[test]
+    fn a_401_asks_for_a_token_refresh() {
+        let verdict = answer(
+            401,
+            None,
+            &graph_body("InvalidAuthenticationToken", "Access token has expired."),
+        );
+        assert_eq!(
+            verdict,
+            Verdict::TokenRejected(MailError::Unauthorized(
+                "Graph refused the access token for mailbox events@contoso.example twice: InvalidAuthenticationToken: Access token has expired.".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn client_errors_are_permanent_with_graphs_code_and_masked_message() {
+        for (status, code) in [
+            (400, "ErrorInvalidRecipients"),
+            (400, "InvalidInternetMessageHeader"),
+            (403, "ErrorAccessDenied"),
+            (403, "ErrorSendAsDenied"),
+            (404, "ErrorInvalidUser"),
+            (404, "MailboxNotEnabledForRESTAPI"),
+            (413, "ErrorMessageSizeExceeded"),
+        ] {
+            let verdict = answer(
+                status,
+                None,
+                &graph_body(
+                    code,
+                    "Recipient 'lotte.jansen@example.com' is not resolved.",
+                ),
+            );
+            assert_eq!(
+                verdict,
+                Verdict::Failed(MailError::Permanent {
+                    code: code.into(),
+                    message: format!(
+                        "Graph refused the message (HTTP {status}): Recipient 'l***@example.com' is not resolved."
+                    ),
+                })
+            );
+        }
+        assert_eq!(
+            answer(413, None, "<html>too large</html>"),
+            Verdict::Failed(MailError::Permanent {
+                code: "ErrorMessageSizeExceeded".into(),
+                message: "Graph refused the message (HTTP 413): Graph answered HTTP 413 without an error body".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn server_errors_and_request_timeouts_are_transient() {
+        for status in [500, 502, 408, 302] {
+            let verdict = answer(status, Some("5"), "");
+            assert!(
+                matches!(verdict, Verdict::Failed(MailError::Transient(_))),
+                "{status}: {verdict:?}"
+            );
+        }
+        let Verdict::Failed(MailError::Transient(text)) =
+            answer(500, None, &graph_body("generalException", "boom"))
+        else {
+            panic!()
+        };
+        assert_eq!(
+            text,
+            "Graph sendMail for mailbox events@contoso.example answered 500: generalException: boom"
+        );
+    }
+}

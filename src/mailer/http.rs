@@ -1,0 +1,44 @@
+//! The one HTTP client every provider call (Graph tokens, Graph `sendMail`, SendGrid) shares,
+//! and how a transport failure is described without leaking URLs or bodies.
+
+use std::{error::Error as _, time::Duration};
+
+use super::MailError;
+
+/// Builds the shared client: `timeout` (`HTTP_TIMEOUT_MS`) is the whole-request deadline, and
+/// redirects are never followed — the `oauth2` crate requires that of its HTTP client (a
+/// redirected token request could carry the client secret elsewhere), and neither Graph's
+/// `sendMail` nor SendGrid's `mail/send` redirects.
+///
+/// # Errors
+/// [`MailError::Misconfigured`] when the TLS backend cannot be initialised.
+pub fn build_http_client(timeout: Duration) -> Result<reqwest::Client, MailError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("mail-worker/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| MailError::Misconfigured(format!("cannot build the HTTP client: {e}")))
+}
+
+/// `what` plus the kind of transport failure (`timed out`, `connection failed`, …) and its
+/// cause chain, with the request URL removed (it names the sending mailbox and tenant).
+pub(crate) fn describe_transport_error(what: &str, error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else if error.is_body() || error.is_decode() {
+        "failed while reading the answer"
+    } else {
+        "failed"
+    };
+    let mut text = format!("{what} {kind}");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
