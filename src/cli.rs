@@ -104,7 +104,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run => anyhow::bail!("`run` is wired up once the limiter and mailers land"),
+        Command::Run => crate::daemon::run(config).await,
         Command::Senders(SendersCommand::Import { file }) => {
             let pool = store::migrate(&config.database_url).await?;
             let text = read(&file)?;

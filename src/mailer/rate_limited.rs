@@ -100,6 +100,13 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                     ),
                 });
             }
+            // `validate` already refused it; kept for exhaustiveness.
+            Err(e @ RateLimitError::NoRecipients { .. }) => {
+                return Err(MailError::Permanent {
+                    code: crate::mailer::validate::CODE_NO_RECIPIENTS.to_owned(),
+                    message: e.to_string(),
+                });
+            }
         };
         match self.inner.send(mail).await {
             Ok(receipt) => Ok(receipt),
