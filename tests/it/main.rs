@@ -3,3 +3,4 @@
 
 mod helpers;
 mod store;
+mod graph_sim;
