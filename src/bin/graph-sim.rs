@@ -11,9 +11,7 @@ use clap::Parser;
 use mail_worker::{
     config::LogFormat,
     events,
-    graph_sim::{
-        CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox,
-    },
+    graph_sim::{CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox},
     telemetry,
 };
 
@@ -76,7 +74,12 @@ struct Args {
     #[arg(long, value_name = "S")]
     token_lifetime_s: Option<u64>,
     /// Log format: json (one object per line) or pretty.
-    #[arg(long, value_name = "FORMAT", env = "LOG_FORMAT", default_value = "json")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        env = "LOG_FORMAT",
+        default_value = "json"
+    )]
     log_format: String,
 }
 

@@ -134,7 +134,9 @@ pub(crate) async fn token(
                         tenant_id: tenant.clone(),
                         client_id: client.to_owned(),
                         expires_at: now
-                            + chrono::Duration::seconds(i64::try_from(lifetime).unwrap_or(i64::MAX / 1_000_000)),
+                            + chrono::Duration::seconds(
+                                i64::try_from(lifetime).unwrap_or(i64::MAX / 1_000_000),
+                            ),
                     },
                 );
             }
@@ -311,9 +313,17 @@ fn form_decode(s: &str) -> String {
 /// `401 InvalidAuthenticationToken`, with Graph's messages: "Access token is empty." (missing),
 /// "CompactToken parsing failed with error code: 80049217" (unknown), "Lifetime validation
 /// failed, the token is expired." (expired).
-pub(crate) fn authenticate(state: &SimState, headers: &HeaderMap, now: DateTime<Utc>) -> Result<TokenOwner, GraphError> {
+pub(crate) fn authenticate(
+    state: &SimState,
+    headers: &HeaderMap,
+    now: DateTime<Utc>,
+) -> Result<TokenOwner, GraphError> {
     let unauthorized = |message: &str| {
-        GraphError::new(StatusCode::UNAUTHORIZED, "InvalidAuthenticationToken", message)
+        GraphError::new(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationToken",
+            message,
+        )
     };
     let token = headers
         .get(header::AUTHORIZATION)
@@ -330,7 +340,9 @@ pub(crate) fn authenticate(state: &SimState, headers: &HeaderMap, now: DateTime<
         .cloned()
         .ok_or_else(|| unauthorized("CompactToken parsing failed with error code: 80049217"))?;
     if now >= issued.expires_at {
-        return Err(unauthorized("Lifetime validation failed, the token is expired."));
+        return Err(unauthorized(
+            "Lifetime validation failed, the token is expired.",
+        ));
     }
     Ok(TokenOwner {
         tenant_id: issued.tenant_id,
@@ -345,11 +357,31 @@ mod tests {
     #[test]
     fn graph_and_local_default_scopes_are_accepted_and_others_not() {
         let origin = "http://127.0.0.1:4000";
-        assert!(scope_accepted("https://graph.microsoft.com/.default", origin, None));
-        assert!(scope_accepted("http://127.0.0.1:4000/.default", origin, None));
-        assert!(scope_accepted("http://graph-sim:8025/.default", origin, Some("graph-sim:8025")));
-        assert!(!scope_accepted("https://graph.microsoft.com/Mail.Send", origin, None));
-        assert!(!scope_accepted("http://127.0.0.1:4001/.default", origin, None));
+        assert!(scope_accepted(
+            "https://graph.microsoft.com/.default",
+            origin,
+            None
+        ));
+        assert!(scope_accepted(
+            "http://127.0.0.1:4000/.default",
+            origin,
+            None
+        ));
+        assert!(scope_accepted(
+            "http://graph-sim:8025/.default",
+            origin,
+            Some("graph-sim:8025")
+        ));
+        assert!(!scope_accepted(
+            "https://graph.microsoft.com/Mail.Send",
+            origin,
+            None
+        ));
+        assert!(!scope_accepted(
+            "http://127.0.0.1:4001/.default",
+            origin,
+            None
+        ));
         assert!(!scope_accepted(
             "https://graph.microsoft.com/.default openid",
             origin,
@@ -363,7 +395,10 @@ mod tests {
         let secret: String = url::form_urlencoded::byte_serialize(b"s3:cr&t+~").collect();
         let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"));
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, format!("Basic {encoded}").parse().unwrap());
+        headers.insert(
+            header::AUTHORIZATION,
+            format!("Basic {encoded}").parse().unwrap(),
+        );
         assert_eq!(
             basic_credentials(&headers),
             Some(("my app".to_owned(), "s3:cr&t+~".to_owned()))

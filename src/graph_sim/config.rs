@@ -154,7 +154,8 @@ impl SimConfig {
         client_id: impl Into<String>,
         client_secret: impl Into<String>,
     ) -> Self {
-        self.apps.push(SimApp::new(tenant_id, client_id, client_secret));
+        self.apps
+            .push(SimApp::new(tenant_id, client_id, client_secret));
         self
     }
 
@@ -208,8 +209,7 @@ impl SimConfig {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_json_str(&text)
-            .map_err(|e| SimError::Config(format!("{}: {e}", path.display())))
+        Self::from_json_str(&text).map_err(|e| SimError::Config(format!("{}: {e}", path.display())))
     }
 
     /// Checks the configuration and resolves every mailbox (lower-cased address, id).
@@ -220,7 +220,9 @@ impl SimConfig {
     /// limit or token lifetime.
     pub(crate) fn resolve(&self) -> Result<Vec<ResolvedMailbox>, SimError> {
         if self.token_lifetime_s == 0 {
-            return Err(SimError::Config("token_lifetime_s must be at least 1".into()));
+            return Err(SimError::Config(
+                "token_lifetime_s must be at least 1".into(),
+            ));
         }
         let mut client_ids = std::collections::HashSet::new();
         for app in &self.apps {
@@ -251,7 +253,8 @@ impl SimConfig {
             }
             for client_id in &mailbox.apps {
                 let known = self.apps.iter().any(|a| {
-                    &a.client_id == client_id && a.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id)
+                    &a.client_id == client_id
+                        && a.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id)
                 });
                 if !known {
                     return Err(SimError::Config(format!(
@@ -421,8 +424,14 @@ impl MailboxLimits {
             ("concurrent_requests", u64::from(self.concurrent_requests)),
             ("messages_per_minute", u64::from(self.messages_per_minute)),
             ("recipients_per_day", self.recipients_per_day),
-            ("requests_per_10_minutes", u64::from(self.requests_per_10_minutes)),
-            ("recipients_per_message", u64::from(self.recipients_per_message)),
+            (
+                "requests_per_10_minutes",
+                u64::from(self.requests_per_10_minutes),
+            ),
+            (
+                "recipients_per_message",
+                u64::from(self.recipients_per_message),
+            ),
         ]
         .into_iter()
         .find(|(_, v)| *v == 0);
@@ -461,7 +470,10 @@ mod tests {
         assert_eq!(resolved[0].address.as_str(), "events@contoso.example");
         assert_eq!(resolved[0].limits, MailboxLimits::default());
         assert_eq!(resolved[2].limits.messages_per_minute, 10);
-        assert_eq!(resolved[2].limits.minute_overflow, MinuteOverflow::AcceptDelayed);
+        assert_eq!(
+            resolved[2].limits.minute_overflow,
+            MinuteOverflow::AcceptDelayed
+        );
         assert_eq!(resolved[2].limits.recipients_per_day, 10_000);
     }
 
@@ -502,7 +514,10 @@ mod tests {
             (r#"{"token_lifetime_s":0}"#, "token_lifetime_s"),
         ];
         for (json, expected) in cases {
-            let err = SimConfig::from_json_str(json).unwrap().resolve().unwrap_err();
+            let err = SimConfig::from_json_str(json)
+                .unwrap()
+                .resolve()
+                .unwrap_err();
             assert!(err.to_string().contains(expected), "{json}: {err}");
         }
         let err = SimConfig::from_json_str(r#"{"mailbox":[]}"#).unwrap_err();

@@ -262,7 +262,8 @@ mod tests {
 
     #[test]
     fn scripted_answers_read_from_json_as_documented() {
-        let a: ScriptedAnswer = serde_json::from_str(r#"{"status":429,"retry_after":"2.128"}"#).unwrap();
+        let a: ScriptedAnswer =
+            serde_json::from_str(r#"{"status":429,"retry_after":"2.128"}"#).unwrap();
         assert_eq!(a, ScriptedAnswer::throttled("2.128"));
         let b: ScriptedAnswer = serde_json::from_str(r#"{"status":504,"deliver":true}"#).unwrap();
         assert_eq!(b, ScriptedAnswer::gateway_timeout_after_delivery());
@@ -279,15 +280,30 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         let a = ScriptedAnswer::status(429).with_retry_after_date(at);
-        assert_eq!(a.retry_after.as_deref(), Some("Sun, 06 Nov 1994 08:49:37 GMT"));
+        assert_eq!(
+            a.retry_after.as_deref(),
+            Some("Sun, 06 Nov 1994 08:49:37 GMT")
+        );
     }
 
     #[test]
     fn impossible_faults_are_refused() {
         assert!(ScriptedAnswer::status(99).check().is_err());
-        assert!(ScriptedAnswer::status(429).with_retry_after("a\nb").check().is_err());
+        assert!(
+            ScriptedAnswer::status(429)
+                .with_retry_after("a\nb")
+                .check()
+                .is_err()
+        );
         assert!(Latency::Uniform(5, 1).check().is_err());
-        assert!(TokenFault { status: 200, ..TokenFault::unavailable() }.check().is_err());
+        assert!(
+            TokenFault {
+                status: 200,
+                ..TokenFault::unavailable()
+            }
+            .check()
+            .is_err()
+        );
     }
 
     #[test]

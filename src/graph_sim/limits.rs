@@ -72,7 +72,12 @@ impl MailboxWindows {
     ///
     /// # Errors
     /// The ms until the oldest counted request ages out.
-    pub(crate) fn check_request(&mut self, client_id: &str, now: i64, limit: u32) -> Result<(), i64> {
+    pub(crate) fn check_request(
+        &mut self,
+        client_id: &str,
+        now: i64,
+        limit: u32,
+    ) -> Result<(), i64> {
         let window = self.requests.entry(client_id.to_owned()).or_default();
         while window.front().is_some_and(|&t| t + TEN_MINUTES_MS <= now) {
             window.pop_front();
@@ -88,7 +93,12 @@ impl MailboxWindows {
 
     /// Checks one message of `recipients` recipients against the day then the minute limit and
     /// records it when it is accepted (delayed or not).
-    pub(crate) fn check_send(&mut self, now: i64, recipients: u32, limits: &MailboxLimits) -> SendVerdict {
+    pub(crate) fn check_send(
+        &mut self,
+        now: i64,
+        recipients: u32,
+        limits: &MailboxLimits,
+    ) -> SendVerdict {
         self.prune(now);
         let wanted = u64::from(recipients);
         if self.recipients_sum + wanted > limits.recipients_per_day {
@@ -184,10 +194,15 @@ mod tests {
         // At 30.5 s the oldest (0 s) leaves the window at 60 s: 29.5 s to go.
         assert_eq!(
             w.check_send(30_500, 1, &l),
-            SendVerdict::RefuseMinute { retry_after_ms: 29_500 }
+            SendVerdict::RefuseMinute {
+                retry_after_ms: 29_500
+            }
         );
         assert_eq!(retry_after_secs(29_500), 30);
-        assert_eq!(w.check_send(59_999, 1, &l), SendVerdict::RefuseMinute { retry_after_ms: 1 });
+        assert_eq!(
+            w.check_send(59_999, 1, &l),
+            SendVerdict::RefuseMinute { retry_after_ms: 1 }
+        );
         assert_eq!(w.check_send(60_000, 1, &l), SendVerdict::Accept);
         assert_eq!(w.max_in_rolling_60s, 30);
         assert_eq!(w.messages_last_60s(60_000), 30);
@@ -215,7 +230,9 @@ mod tests {
         // 1,000 used; 300 more must wait until the first 600 leave at 24 h.
         assert_eq!(
             w.check_send(7_200_000, 300, &l),
-            SendVerdict::RefuseDay { retry_after_ms: Some(DAY_MS - 7_200_000) }
+            SendVerdict::RefuseDay {
+                retry_after_ms: Some(DAY_MS - 7_200_000)
+            }
         );
         assert_eq!(w.recipients_last_24h(DAY_MS - 1), 1_000);
         assert_eq!(w.recipients_last_24h(DAY_MS), 400);
@@ -223,7 +240,9 @@ mod tests {
         // A message larger than the whole day never fits.
         assert_eq!(
             w.check_send(DAY_MS, 1_001, &l),
-            SendVerdict::RefuseDay { retry_after_ms: None }
+            SendVerdict::RefuseDay {
+                retry_after_ms: None
+            }
         );
     }
 

@@ -105,7 +105,9 @@ pub struct GraphSim {
 
 impl std::fmt::Debug for GraphSim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GraphSim").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("GraphSim")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -120,8 +122,13 @@ impl GraphSim {
         let listen = config
             .listen
             .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-        let bind_error = |source| SimError::Bind { addr: listen, source };
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(bind_error)?;
+        let bind_error = |source| SimError::Bind {
+            addr: listen,
+            source,
+        };
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let state = Arc::new(SimState::new(config, mailboxes, addr));
         let router = server::router(Arc::clone(&state));
@@ -219,7 +226,8 @@ impl GraphSim {
         target: Target,
         answers: impl IntoIterator<Item = ScriptedAnswer>,
     ) -> Result<(), SimError> {
-        self.state.push_script(&target, answers.into_iter().collect())
+        self.state
+            .push_script(&target, answers.into_iter().collect())
     }
 
     /// Sets the latency added to `target`'s sendMail requests ([`Latency::None`] clears it; a
@@ -236,7 +244,10 @@ impl GraphSim {
     ///
     /// # Errors
     /// [`SimError::InvalidFault`] for a status outside 400–599; nothing is appended then.
-    pub fn push_token_faults(&self, faults: impl IntoIterator<Item = TokenFault>) -> Result<(), SimError> {
+    pub fn push_token_faults(
+        &self,
+        faults: impl IntoIterator<Item = TokenFault>,
+    ) -> Result<(), SimError> {
         self.state.push_token_faults(faults.into_iter().collect())
     }
 

@@ -105,7 +105,10 @@ pub(crate) async fn send_mail(
     };
     let (status, code, retry_after) = match &reply {
         Reply::Error(e) => (e.status, Some(e.code.clone()), e.retry_after.clone()),
-        Reply::Success { status, retry_after } => (*status, None, retry_after.clone()),
+        Reply::Success {
+            status,
+            retry_after,
+        } => (*status, None, retry_after.clone()),
     };
     tracing::info!(
         event = events::SIM_REQUEST,
@@ -121,7 +124,10 @@ pub(crate) async fn send_mail(
         "graph-sim answered sendMail"
     );
     match reply {
-        Reply::Success { status, retry_after } => wire::accepted(status, &ids, retry_after.as_deref()),
+        Reply::Success {
+            status,
+            retry_after,
+        } => wire::accepted(status, &ids, retry_after.as_deref()),
         Reply::Error(e) => {
             let unauthorized = e.status == StatusCode::UNAUTHORIZED;
             let mut response = e.into_response(&ids, state.now());
@@ -139,8 +145,12 @@ pub(crate) async fn send_mail(
 }
 
 fn throttled(message: impl Into<String>, retry_after_ms: i64) -> GraphError {
-    GraphError::new(StatusCode::TOO_MANY_REQUESTS, "ApplicationThrottled", message)
-        .with_retry_after_secs(retry_after_secs(retry_after_ms))
+    GraphError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "ApplicationThrottled",
+        message,
+    )
+    .with_retry_after_secs(retry_after_secs(retry_after_ms))
 }
 
 fn scripted_error(answer: &ScriptedAnswer) -> GraphError {
@@ -217,9 +227,9 @@ async fn process(
                 1_000,
             ));
         }
-        if let Err(wait_ms) = b
-            .windows
-            .check_request(&owner.client_id, now_ms, limits.requests_per_10_minutes)
+        if let Err(wait_ms) =
+            b.windows
+                .check_request(&owner.client_id, now_ms, limits.requests_per_10_minutes)
         {
             b.refused.request_quota += 1;
             return Reply::Error(throttled(
@@ -242,7 +252,10 @@ async fn process(
 
     let delay = {
         let inner = state.lock();
-        inner.boxes[idx].latency.unwrap_or(inner.global_latency).sample()
+        inner.boxes[idx]
+            .latency
+            .unwrap_or(inner.global_latency)
+            .sample()
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -286,7 +299,9 @@ async fn process(
     let received_at = state.now();
     let now_ms = received_at.timestamp_millis();
     let mut inner = state.lock();
-    let verdict = inner.boxes[idx].windows.check_send(now_ms, recipients, limits);
+    let verdict = inner.boxes[idx]
+        .windows
+        .check_send(now_ms, recipients, limits);
     let delayed = match verdict {
         SendVerdict::Accept => false,
         SendVerdict::AcceptDelayed => true,
@@ -355,7 +370,11 @@ async fn process(
     }
 }
 
-async fn read_body(state: &SimState, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, GraphError> {
+async fn read_body(
+    state: &SimState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<axum::body::Bytes, GraphError> {
     let limit = state.max_request_bytes;
     let too_large = || {
         let size = if limit == DEFAULT_MAX_REQUEST_BYTES {
@@ -373,12 +392,19 @@ async fn read_body(state: &SimState, headers: &HeaderMap, body: Body) -> Result<
     let mime = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/plain"));
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/plain")
+        });
     if mime {
         use base64::Engine as _;
         let text = String::from_utf8_lossy(&bytes);
         return Err(
-            if base64::engine::general_purpose::STANDARD.decode(text.trim()).is_err() {
+            if base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .is_err()
+            {
                 GraphError::new(
                     StatusCode::BAD_REQUEST,
                     "ErrorMimeContentInvalidBase64String",

@@ -86,15 +86,26 @@ pub(crate) struct MailboxRuntime {
 }
 
 impl SimState {
-    pub(crate) fn new(config: SimConfig, mailboxes: Vec<ResolvedMailbox>, addr: SocketAddr) -> Self {
+    pub(crate) fn new(
+        config: SimConfig,
+        mailboxes: Vec<ResolvedMailbox>,
+        addr: SocketAddr,
+    ) -> Self {
         let by_address = mailboxes
             .iter()
             .enumerate()
             .map(|(i, m)| (m.address.as_str().to_owned(), i))
             .collect();
-        let by_id = mailboxes.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+        let by_id = mailboxes
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id, i))
+            .collect();
         let inner = Inner {
-            boxes: mailboxes.iter().map(|_| MailboxRuntime::default()).collect(),
+            boxes: mailboxes
+                .iter()
+                .map(|_| MailboxRuntime::default())
+                .collect(),
             ..Inner::default()
         };
         Self {
@@ -125,7 +136,11 @@ impl SimState {
         self.by_address
             .get(&user.to_lowercase())
             .copied()
-            .or_else(|| Uuid::parse_str(user).ok().and_then(|id| self.by_id.get(&id).copied()))
+            .or_else(|| {
+                Uuid::parse_str(user)
+                    .ok()
+                    .and_then(|id| self.by_id.get(&id).copied())
+            })
     }
 
     fn target_box(&self, target: &Target) -> Result<Option<usize>, SimError> {
@@ -138,7 +153,11 @@ impl SimState {
         }
     }
 
-    pub(crate) fn push_script(&self, target: &Target, answers: Vec<ScriptedAnswer>) -> Result<(), SimError> {
+    pub(crate) fn push_script(
+        &self,
+        target: &Target,
+        answers: Vec<ScriptedAnswer>,
+    ) -> Result<(), SimError> {
         answers.iter().try_for_each(ScriptedAnswer::check)?;
         let idx = self.target_box(target)?;
         let mut inner = self.lock();
@@ -248,7 +267,11 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         .with_state(state)
 }
 
-async fn me(State(state): State<Arc<SimState>>, Path(_action): Path<String>, headers: HeaderMap) -> Response {
+async fn me(
+    State(state): State<Arc<SimState>>,
+    Path(_action): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     GraphError::new(
         StatusCode::BAD_REQUEST,
         "BadRequest",
@@ -305,7 +328,10 @@ struct ScriptRequest {
     answers: Vec<ScriptedAnswer>,
 }
 
-async fn admin_script(State(state): State<Arc<SimState>>, Json(req): Json<ScriptRequest>) -> Response {
+async fn admin_script(
+    State(state): State<Arc<SimState>>,
+    Json(req): Json<ScriptRequest>,
+) -> Response {
     admin_answer(state.push_script(&target_of(req.mailbox), req.answers))
 }
 
@@ -317,7 +343,10 @@ struct LatencyRequest {
     latency: Latency,
 }
 
-async fn admin_latency(State(state): State<Arc<SimState>>, Json(req): Json<LatencyRequest>) -> Response {
+async fn admin_latency(
+    State(state): State<Arc<SimState>>,
+    Json(req): Json<LatencyRequest>,
+) -> Response {
     admin_answer(state.set_latency(&target_of(req.mailbox), req.latency))
 }
 
@@ -345,8 +374,14 @@ mod tests {
 
     #[test]
     fn an_unspecified_listen_address_is_reached_through_loopback() {
-        assert_eq!(origin_of("0.0.0.0:8025".parse().unwrap()), "http://127.0.0.1:8025");
-        assert_eq!(origin_of("127.0.0.1:9".parse().unwrap()), "http://127.0.0.1:9");
+        assert_eq!(
+            origin_of("0.0.0.0:8025".parse().unwrap()),
+            "http://127.0.0.1:8025"
+        );
+        assert_eq!(
+            origin_of("127.0.0.1:9".parse().unwrap()),
+            "http://127.0.0.1:9"
+        );
         assert_eq!(origin_of("[::]:9".parse().unwrap()), "http://[::1]:9");
     }
 }

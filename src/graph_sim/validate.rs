@@ -83,7 +83,10 @@ const FILE_ATTACHMENT: &str = "#microsoft.graph.fileAttachment";
 ///
 /// # Errors
 /// The [`GraphError`] Graph would answer (see the module doc).
-pub(crate) fn parse_send_mail(bytes: &[u8], max_recipients: u32) -> Result<ParsedMessage, GraphError> {
+pub(crate) fn parse_send_mail(
+    bytes: &[u8],
+    max_recipients: u32,
+) -> Result<ParsedMessage, GraphError> {
     let root: Value = serde_json::from_slice(bytes).map_err(|_| unreadable())?;
     let Value::Object(root) = root else {
         return Err(unreadable());
@@ -115,7 +118,11 @@ pub(crate) fn parse_send_mail(bytes: &[u8], max_recipients: u32) -> Result<Parse
         Some(other) => return Err(not_an_object(other)),
     };
     for key in message.keys() {
-        if !is_annotation(key) && !MESSAGE_PROPERTIES.iter().any(|p| p.eq_ignore_ascii_case(key)) {
+        if !is_annotation(key)
+            && !MESSAGE_PROPERTIES
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(key))
+        {
             return Err(GraphError::body_read(format!(
                 "The property '{key}' does not exist on type 'microsoft.graph.message'. Make sure to only use property names that are defined by the type or mark the type as open type."
             )));
@@ -229,7 +236,10 @@ fn optional_string(object: &Map<String, Value>, name: &str) -> Result<Option<Str
     }
 }
 
-fn optional_array<'a>(object: &'a Map<String, Value>, name: &str) -> Result<&'a [Value], GraphError> {
+fn optional_array<'a>(
+    object: &'a Map<String, Value>,
+    name: &str,
+) -> Result<&'a [Value], GraphError> {
     match get(object, name) {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(items)) => Ok(items),
@@ -245,7 +255,9 @@ fn parse_body(message: &Map<String, Value>) -> Result<(String, usize), GraphErro
     };
     let content_type = match optional_string(body, "contentType")? {
         None => "text".to_owned(),
-        Some(t) if t.eq_ignore_ascii_case("text") || t.eq_ignore_ascii_case("html") => t.to_ascii_lowercase(),
+        Some(t) if t.eq_ignore_ascii_case("text") || t.eq_ignore_ascii_case("html") => {
+            t.to_ascii_lowercase()
+        }
         Some(t) => return Err(wrong_type(&Value::String(t), "microsoft.graph.bodyType")),
     };
     let content = optional_string(body, "content")?;
@@ -285,12 +297,15 @@ fn parse_headers(message: &Map<String, Value>) -> Result<Vec<RecordedHeader>, Gr
         };
         let name = optional_string(header, "name")?.unwrap_or_default();
         let value = optional_string(header, "value")?.unwrap_or_default();
-        let prefixed = name.len() > 2 && name.is_char_boundary(2) && name[..2].eq_ignore_ascii_case("x-");
+        let prefixed =
+            name.len() > 2 && name.is_char_boundary(2) && name[..2].eq_ignore_ascii_case("x-");
         if !prefixed {
             return Err(GraphError::new(
                 StatusCode::BAD_REQUEST,
                 "InvalidInternetMessageHeader",
-                format!("The internet message header name '{name}' should start with 'x-' or 'X-'."),
+                format!(
+                    "The internet message header name '{name}' should start with 'x-' or 'X-'."
+                ),
             ));
         }
         out.push(RecordedHeader { name, value });
@@ -390,7 +405,13 @@ mod tests {
         assert_eq!(m.body_content_type, "html");
         assert_eq!(m.body_bytes, 9);
         assert_eq!(m.recipient_count(), 4);
-        assert_eq!(m.headers, vec![RecordedHeader { name: "X-Campaign-Id".into(), value: "c-42".into() }]);
+        assert_eq!(
+            m.headers,
+            vec![RecordedHeader {
+                name: "X-Campaign-Id".into(),
+                value: "c-42".into()
+            }]
+        );
         assert_eq!((m.attachment_count, m.attachment_bytes), (1, 5));
         assert!(!m.save_to_sent_items);
         assert_eq!(parse(minimal()).unwrap().body_bytes, "héllo".len());
@@ -398,11 +419,19 @@ mod tests {
 
     #[test]
     fn each_broken_part_gets_graphs_code() {
-        assert_eq!(parse_send_mail(b"{not json", 500).unwrap_err().code, "BadRequest");
-        assert_eq!(code(json!({})), "ErrorInvalidParameter");
-        assert_eq!(code(json!({"message": {"toRecipients": []}})), "ErrorInvalidRecipients");
         assert_eq!(
-            code(json!({"message": {"toRecipients": [{"emailAddress": {"address": "not an address"}}]}})),
+            parse_send_mail(b"{not json", 500).unwrap_err().code,
+            "BadRequest"
+        );
+        assert_eq!(code(json!({})), "ErrorInvalidParameter");
+        assert_eq!(
+            code(json!({"message": {"toRecipients": []}})),
+            "ErrorInvalidRecipients"
+        );
+        assert_eq!(
+            code(
+                json!({"message": {"toRecipients": [{"emailAddress": {"address": "not an address"}}]}})
+            ),
             "ErrorInvalidRecipients"
         );
         assert_eq!(
@@ -425,7 +454,8 @@ mod tests {
         m["saveToSentItem"] = json!(true);
         assert_eq!(code(m), "RequestBodyRead");
         let mut m = minimal();
-        m["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment", "contentBytes": "%%%"}]);
+        m["message"]["attachments"] =
+            json!([{"@odata.type": "#microsoft.graph.fileAttachment", "contentBytes": "%%%"}]);
         assert_eq!(code(m), "RequestBodyRead");
         let mut m = minimal();
         m["message"]["attachments"] = json!([{"name": "x", "contentBytes": "aGk="}]);
@@ -450,7 +480,8 @@ mod tests {
     fn annotations_and_x_headers_in_any_case_are_accepted() {
         let mut m = minimal();
         m["@odata.context"] = json!("x");
-        m["message"]["internetMessageHeaders"] = json!([{"name": "x-lower", "value": "1"}, {"name": "X-Upper", "value": "2"}]);
+        m["message"]["internetMessageHeaders"] =
+            json!([{"name": "x-lower", "value": "1"}, {"name": "X-Upper", "value": "2"}]);
         assert_eq!(parse(m).unwrap().headers.len(), 2);
     }
 }

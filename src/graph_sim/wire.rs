@@ -89,7 +89,11 @@ impl GraphError {
 
 /// Adds `request-id`, `client-request-id` and (when given) `Retry-After` to a Graph answer.
 pub(crate) fn graph_headers(headers: &mut HeaderMap, ids: &RequestIds, retry_after: Option<&str>) {
-    insert(headers, HeaderName::from_static("request-id"), &ids.request_id);
+    insert(
+        headers,
+        HeaderName::from_static("request-id"),
+        &ids.request_id,
+    );
     insert(
         headers,
         HeaderName::from_static("client-request-id"),
@@ -107,7 +111,11 @@ fn insert(headers: &mut HeaderMap, name: HeaderName, value: &str) {
 }
 
 /// A `202 Accepted` with an empty body and Graph's headers.
-pub(crate) fn accepted(status: StatusCode, ids: &RequestIds, retry_after: Option<&str>) -> Response {
+pub(crate) fn accepted(
+    status: StatusCode,
+    ids: &RequestIds,
+    retry_after: Option<&str>,
+) -> Response {
     let mut response = status.into_response();
     graph_headers(response.headers_mut(), ids, retry_after);
     response
@@ -126,7 +134,12 @@ pub(crate) struct EntraError {
 }
 
 impl EntraError {
-    pub(crate) fn new(status: StatusCode, error: &str, code: u32, description: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        status: StatusCode,
+        error: &str,
+        code: u32,
+        description: impl Into<String>,
+    ) -> Self {
         Self {
             status,
             error: error.to_owned(),
@@ -159,8 +172,19 @@ impl EntraError {
 
 /// Entra ID's token answer headers: no caching, `x-ms-request-id`, `client-request-id`.
 pub(crate) fn entra_headers(headers: &mut HeaderMap, trace_id: &str, correlation_id: &str) {
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store, no-cache"));
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store, no-cache"),
+    );
     headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-    insert(headers, HeaderName::from_static("x-ms-request-id"), trace_id);
-    insert(headers, HeaderName::from_static("client-request-id"), correlation_id);
+    insert(
+        headers,
+        HeaderName::from_static("x-ms-request-id"),
+        trace_id,
+    );
+    insert(
+        headers,
+        HeaderName::from_static("client-request-id"),
+        correlation_id,
+    );
 }

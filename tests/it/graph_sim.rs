@@ -50,7 +50,12 @@ async fn start() -> (GraphSim, ManualClock) {
     start_with(MailboxLimits::default()).await
 }
 
-async fn token_request(http: &Client, sim: &GraphSim, tenant: &str, form: &[(&str, &str)]) -> Response {
+async fn token_request(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    form: &[(&str, &str)],
+) -> Response {
     http.post(sim.token_url(tenant))
         .form(form)
         .send()
@@ -58,7 +63,13 @@ async fn token_request(http: &Client, sim: &GraphSim, tenant: &str, form: &[(&st
         .expect("token request")
 }
 
-async fn token_for(http: &Client, sim: &GraphSim, tenant: &str, client: &str, secret: &str) -> String {
+async fn token_for(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    client: &str,
+    secret: &str,
+) -> String {
     let response = token_request(
         http,
         sim,
@@ -98,7 +109,13 @@ fn message(n: usize) -> Value {
     })
 }
 
-async fn send_as(http: &Client, sim: &GraphSim, token: &str, mailbox: &str, body: &Value) -> Response {
+async fn send_as(
+    http: &Client,
+    sim: &GraphSim,
+    token: &str,
+    mailbox: &str,
+    body: &Value,
+) -> Response {
     http.post(format!("{}/users/{mailbox}/sendMail", sim.graph_base_url()))
         .bearer_auth(token)
         .json(body)
@@ -119,7 +136,14 @@ async fn refusal(response: Response) -> (StatusCode, Option<String>, String) {
     let status = response.status();
     let ra = retry_after(&response);
     let body: Value = response.json().await.expect("a JSON error body");
-    (status, ra, body["error"]["code"].as_str().unwrap_or_default().to_owned())
+    (
+        status,
+        ra,
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }
 
 async fn entra_error(response: Response) -> (StatusCode, Value) {
@@ -131,9 +155,15 @@ fn assert_entra_shape(body: &Value, error: &str, code: u64) {
     assert_eq!(body["error"], error, "{body}");
     assert_eq!(body["error_codes"], json!([code]), "{body}");
     let description = body["error_description"].as_str().unwrap();
-    assert!(description.starts_with(&format!("AADSTS{code}: ")), "{description}");
+    assert!(
+        description.starts_with(&format!("AADSTS{code}: ")),
+        "{description}"
+    );
     for field in ["timestamp", "trace_id", "correlation_id", "error_uri"] {
-        assert!(body[field].as_str().is_some_and(|s| !s.is_empty()), "{field} in {body}");
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{field} in {body}"
+        );
     }
 }
 
@@ -165,14 +195,19 @@ async fn token_endpoint_issues_a_bearer_token_for_the_graph_default_scope() {
         assert_eq!(body["ext_expires_in"], 3599);
         assert!(body["access_token"].as_str().unwrap().len() > 40);
     }
-    assert_eq!(sim.graph_scope(), format!("http://127.0.0.1:{}/.default", sim.local_addr().port()));
+    assert_eq!(
+        sim.graph_scope(),
+        format!("http://127.0.0.1:{}/.default", sim.local_addr().port())
+    );
 }
 
 #[tokio::test]
 async fn token_lifetime_is_configurable() {
-    let sim = GraphSim::start(config_with(MailboxLimits::default()).with_token_lifetime(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let sim = GraphSim::start(
+        config_with(MailboxLimits::default()).with_token_lifetime(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     let response = token_request(
         &Client::new(),
         &sim,
@@ -207,7 +242,12 @@ async fn wrong_secret_is_refused_with_aadsts7000215() {
     let (status, body) = entra_error(response).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_entra_shape(&body, "invalid_client", 7000215);
-    assert!(body["error_description"].as_str().unwrap().contains("Invalid client secret provided"));
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid client secret provided")
+    );
     assert_eq!(body["correlation_id"], "corr-123");
     // Entra's timestamp format: `2025-03-03 12:00:00Z`.
     assert_eq!(body["timestamp"], "2025-03-03 12:00:00Z");
@@ -260,7 +300,10 @@ async fn unknown_tenant_is_refused_with_aadsts90002() {
 #[tokio::test]
 async fn a_scope_other_than_graph_default_is_refused_with_aadsts70011() {
     let (sim, _) = start().await;
-    for scope in ["https://graph.microsoft.com/Mail.Send", "http://127.0.0.1:1/.default"] {
+    for scope in [
+        "https://graph.microsoft.com/Mail.Send",
+        "http://127.0.0.1:1/.default",
+    ] {
         let response = token_request(
             &Client::new(),
             &sim,
@@ -331,7 +374,8 @@ async fn client_secret_in_basic_auth_is_accepted_as_the_oauth2_crate_sends_it() 
 #[tokio::test]
 async fn scripted_token_faults_answer_once_each_in_order() {
     let (sim, _) = start().await;
-    sim.push_token_faults([TokenFault::unavailable(), TokenFault::server_error()]).unwrap();
+    sim.push_token_faults([TokenFault::unavailable(), TokenFault::server_error()])
+        .unwrap();
     let http = Client::new();
     let form = [
         ("grant_type", "client_credentials"),
@@ -345,7 +389,10 @@ async fn scripted_token_faults_answer_once_each_in_order() {
     let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_entra_shape(&body, "server_error", 50000);
-    assert_eq!(token_request(&http, &sim, TENANT, &form).await.status(), StatusCode::OK);
+    assert_eq!(
+        token_request(&http, &sim, TENANT, &form).await.status(),
+        StatusCode::OK
+    );
     assert_eq!(sim.token_requests(CLIENT), 3);
 }
 
@@ -359,7 +406,10 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     let token = token(&http, &sim).await;
     let response = send_as(&http, &sim, &token, MAILBOX, &message(3)).await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let request_id = response.headers()["request-id"].to_str().unwrap().to_owned();
+    let request_id = response.headers()["request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(retry_after(&response).is_none());
     assert_eq!(response.bytes().await.unwrap().len(), 0);
 
@@ -373,7 +423,10 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     assert_eq!(m.received_at, t0());
     assert_eq!(m.received_at_ms, t0().timestamp_millis());
     assert_eq!(m.recipient_count, 3);
-    assert_eq!(m.to, vec!["r0@example.org", "r1@example.org", "r2@example.org"]);
+    assert_eq!(
+        m.to,
+        vec!["r0@example.org", "r1@example.org", "r2@example.org"]
+    );
     assert_eq!(m.header("x-campaign-id"), Some("c-42"));
     assert_eq!(m.subject.as_deref(), Some("Spring event"));
     assert_eq!(m.body_content_type, "html");
@@ -409,20 +462,35 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
     let url = format!("{}/users/{MAILBOX}/sendMail", sim.graph_base_url());
     let missing = http.post(&url).json(&message(1)).send().await.unwrap();
     assert!(missing.headers().contains_key("www-authenticate"));
-    assert_eq!(refusal(missing).await, (StatusCode::UNAUTHORIZED, None, "InvalidAuthenticationToken".into()));
+    assert_eq!(
+        refusal(missing).await,
+        (
+            StatusCode::UNAUTHORIZED,
+            None,
+            "InvalidAuthenticationToken".into()
+        )
+    );
     let unknown = send_as(&http, &sim, "not-a-token", MAILBOX, &message(1)).await;
     assert_eq!(refusal(unknown).await.2, "InvalidAuthenticationToken");
 
     let token = token(&http, &sim).await;
     clock.advance(Duration::from_secs(3598));
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
     clock.advance(Duration::from_secs(1)); // 3599 s: expired
     let expired = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
     let status = expired.status();
     let body: Value = expired.json().await.unwrap();
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["error"]["code"], "InvalidAuthenticationToken");
-    assert_eq!(body["error"]["message"], "Lifetime validation failed, the token is expired.");
+    assert_eq!(
+        body["error"]["message"],
+        "Lifetime validation failed, the token is expired."
+    );
     assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.auth, 3);
 }
 
@@ -440,10 +508,20 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
     let http = Client::new();
     let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     let response = send_as(&http, &sim, &other, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(response).await, (StatusCode::FORBIDDEN, None, "ErrorAccessDenied".into()));
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::FORBIDDEN, None, "ErrorAccessDenied".into())
+    );
     // Same tenant, but not an app the mailbox allows.
     let second = token_for(&http, &sim, TENANT, "second-app", "second-secret").await;
-    let response = send_as(&http, &sim, &second, "restricted@contoso.example", &message(1)).await;
+    let response = send_as(
+        &http,
+        &sim,
+        &second,
+        "restricted@contoso.example",
+        &message(1),
+    )
+    .await;
     assert_eq!(refusal(response).await.2, "ErrorAccessDenied");
     assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.auth, 1);
     assert!(sim.messages().is_empty());
@@ -455,7 +533,10 @@ async fn an_unknown_mailbox_gets_404_error_invalid_user() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     let response = send_as(&http, &sim, &token, "nobody@contoso.example", &message(1)).await;
-    assert_eq!(refusal(response).await, (StatusCode::NOT_FOUND, None, "ErrorInvalidUser".into()));
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::NOT_FOUND, None, "ErrorInvalidUser".into())
+    );
     assert_eq!(sim.stats().unknown_mailbox_requests, 1);
 }
 
@@ -466,13 +547,27 @@ async fn invalid_recipients_get_400_error_invalid_recipients() {
     let token = token(&http, &sim).await;
     let bad_syntax = json!({"message": {"toRecipients": [{"emailAddress": {"address": "lotte at example.org"}}]}});
     let none = json!({"message": {"subject": "x", "toRecipients": []}});
-    let too_many = json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
+    let too_many =
+        json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
     for body in [bad_syntax, none, too_many] {
         let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-        assert_eq!(refusal(response).await, (StatusCode::BAD_REQUEST, None, "ErrorInvalidRecipients".into()));
+        assert_eq!(
+            refusal(response).await,
+            (
+                StatusCode::BAD_REQUEST,
+                None,
+                "ErrorInvalidRecipients".into()
+            )
+        );
     }
-    let exactly_500 = json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &exactly_500).await.status(), StatusCode::ACCEPTED);
+    let exactly_500 =
+        json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &exactly_500)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
     assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
 }
 
@@ -482,9 +577,17 @@ async fn a_header_without_x_prefix_gets_400_invalid_internet_message_header() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     let mut body = message(1);
-    body["message"]["internetMessageHeaders"] = json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
+    body["message"]["internetMessageHeaders"] =
+        json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
     let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(refusal(response).await, (StatusCode::BAD_REQUEST, None, "InvalidInternetMessageHeader".into()));
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::BAD_REQUEST,
+            None,
+            "InvalidInternetMessageHeader".into()
+        )
+    );
 }
 
 #[tokio::test]
@@ -496,9 +599,15 @@ async fn attachments_need_valid_base64_content_bytes() {
     body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
         "name": "a.pdf", "contentType": "application/pdf", "contentBytes": "not base64!"}]);
     let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(refusal(response).await, (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into()));
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+    );
     body["message"]["attachments"][0]["contentBytes"] = json!("JVBERi0xLjQK"); // "%PDF-1.4\n"
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &body).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
+        StatusCode::ACCEPTED
+    );
     let m = &sim.messages()[0];
     assert_eq!((m.attachment_count, m.attachment_bytes), (1, 9));
 }
@@ -511,11 +620,18 @@ async fn body_content_type_must_be_text_or_html_in_any_case() {
     let mut body = message(1);
     for ok in ["text", "HTML", "Html"] {
         body["message"]["body"]["contentType"] = json!(ok);
-        assert_eq!(send_as(&http, &sim, &token, MAILBOX, &body).await.status(), StatusCode::ACCEPTED, "{ok}");
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
+            StatusCode::ACCEPTED,
+            "{ok}"
+        );
     }
     body["message"]["body"]["contentType"] = json!("markdown");
     let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(refusal(response).await, (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into()));
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+    );
 }
 
 #[tokio::test]
@@ -532,11 +648,21 @@ async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
     // Just under 4 MB (4,194,304 bytes) is accepted: more than axum's 2 MB default.
     let under = with_attachment(4_190_000);
     assert!(under.to_string().len() < 4_194_304);
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &under).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &under).await.status(),
+        StatusCode::ACCEPTED
+    );
     assert_eq!(sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
     let over = with_attachment(4_200_000);
     let response = send_as(&http, &sim, &token, MAILBOX, &over).await;
-    assert_eq!(refusal(response).await, (StatusCode::PAYLOAD_TOO_LARGE, None, "RequestEntityTooLarge".into()));
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            "RequestEntityTooLarge".into()
+        )
+    );
     assert_eq!(sim.messages().len(), 1);
 }
 
@@ -551,14 +677,26 @@ async fn every_error_has_graphs_body_shape_and_request_id_header() {
         .send()
         .await
         .unwrap();
-    let request_id = response.headers()["request-id"].to_str().unwrap().to_owned();
+    let request_id = response.headers()["request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(response.headers()["client-request-id"], "my-client-id-1");
     let body: Value = response.json().await.unwrap();
     let error = body["error"].as_object().unwrap();
-    assert_eq!(error.keys().collect::<Vec<_>>(), vec!["code", "innerError", "message"]);
+    assert_eq!(
+        error.keys().collect::<Vec<_>>(),
+        vec!["code", "innerError", "message"]
+    );
     assert_eq!(body["error"]["innerError"]["date"], "2025-03-03T12:00:00");
-    assert_eq!(body["error"]["innerError"]["request-id"], request_id.as_str());
-    assert_eq!(body["error"]["innerError"]["client-request-id"], "my-client-id-1");
+    assert_eq!(
+        body["error"]["innerError"]["request-id"],
+        request_id.as_str()
+    );
+    assert_eq!(
+        body["error"]["innerError"]["client-request-id"],
+        "my-client-id-1"
+    );
     assert_eq!(body["error"]["message"], "Access token is empty.");
 }
 
@@ -574,18 +712,23 @@ async fn me_send_mail_is_refused_for_app_only_tokens() {
         .send()
         .await
         .unwrap();
-    assert_eq!(refusal(response).await, (StatusCode::BAD_REQUEST, None, "BadRequest".into()));
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Exchange's limits
 
 #[tokio::test]
-async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled() {
+async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled()
+ {
     let (sim, _) = start().await;
     let http = Client::new();
     let token = token(&http, &sim).await;
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500)).unwrap();
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
+        .unwrap();
     let body = message(1);
     let requests = (0..5).map(|_| async {
         let started = Instant::now();
@@ -596,16 +739,28 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
         (status, ra, text, started.elapsed())
     });
     let answers = futures::future::join_all(requests).await;
-    let accepted: Vec<_> = answers.iter().filter(|a| a.0 == StatusCode::ACCEPTED).collect();
-    let throttled: Vec<_> = answers.iter().filter(|a| a.0 == StatusCode::TOO_MANY_REQUESTS).collect();
+    let accepted: Vec<_> = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::ACCEPTED)
+        .collect();
+    let throttled: Vec<_> = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
     assert_eq!(accepted.len(), 4, "{answers:?}");
     assert_eq!(throttled.len(), 1, "{answers:?}");
     let (_, ra, text, elapsed) = throttled[0];
     let body: Value = serde_json::from_str(text).unwrap();
     assert_eq!(body["error"]["code"], "ApplicationThrottled");
-    assert_eq!(body["error"]["message"], "Application is over its MailboxConcurrency limit.");
+    assert_eq!(
+        body["error"]["message"],
+        "Application is over its MailboxConcurrency limit."
+    );
     assert_eq!(ra.as_deref(), Some("1"));
-    assert!(*elapsed < Duration::from_millis(1_500), "refused without waiting: {elapsed:?}");
+    assert!(
+        *elapsed < Duration::from_millis(1_500),
+        "refused without waiting: {elapsed:?}"
+    );
     assert!(accepted.iter().all(|a| a.3 >= Duration::from_millis(1_500)));
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.max_concurrent, 4);
@@ -625,19 +780,36 @@ async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
     }
     // 12:00:30 — the 31st within 60 s of the first (12:00:00), which ages out at 12:01:00.
     let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(response).await, (StatusCode::TOO_MANY_REQUESTS, Some("30".into()), "ApplicationThrottled".into()));
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("30".into()),
+            "ApplicationThrottled".into()
+        )
+    );
     clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
     let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
     assert_eq!(retry_after(&response).as_deref(), Some("1"));
     clock.advance(Duration::from_millis(500)); // 12:01:00
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 31);
     assert_eq!(stats.refused.minute, 2);
     assert_eq!(stats.max_in_rolling_60s, 30);
     // The other mailbox has its own budget.
     let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    assert_eq!(send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
 }
 
 #[tokio::test]
@@ -654,14 +826,18 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
     }
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
-    assert_eq!((stats.accepted, stats.delayed, stats.refused.minute), (31, 1, 0));
+    assert_eq!(
+        (stats.accepted, stats.delayed, stats.refused.minute),
+        (31, 1, 0)
+    );
     let delayed: Vec<bool> = sim.messages().iter().map(|m| m.delayed).collect();
     assert_eq!(delayed.iter().filter(|d| **d).count(), 1);
     assert!(delayed[30]);
 }
 
 #[tokio::test]
-async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out() {
+async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
+{
     let (sim, clock) = start().await;
     let http = Client::new();
     let mut token = token(&http, &sim).await;
@@ -675,12 +851,24 @@ async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_u
     let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::TOO_MANY_REQUESTS, Some("85200".into()), "ErrorSubmissionQuotaExceeded".into())
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("85200".into()),
+            "ErrorSubmissionQuotaExceeded".into()
+        )
     );
-    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h, 10_000);
+    assert_eq!(
+        sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
+        10_000
+    );
     clock.set(t0() + chrono::Duration::hours(24));
     token = self::token(&http, &sim).await; // the first one expired meanwhile
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.recipients_last_24h, 9_501);
     assert_eq!(stats.refused.day, 1);
@@ -696,12 +884,24 @@ async fn the_10_minute_request_quota_per_app_gets_429_application_throttled() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     for _ in 0..3 {
-        assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &message(1))
+                .await
+                .status(),
+            StatusCode::ACCEPTED
+        );
         clock.advance(Duration::from_secs(1));
     }
     // 12:00:03; the first request (12:00:00) ages out at 12:10:00.
     let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(response).await, (StatusCode::TOO_MANY_REQUESTS, Some("597".into()), "ApplicationThrottled".into()));
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("597".into()),
+            "ApplicationThrottled".into()
+        )
+    );
     assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota, 1);
 }
 
@@ -717,7 +917,12 @@ async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
     clock.set(t0() + chrono::Duration::seconds(40));
     for _ in 0..40 {
         // 12:00:40 … 12:01:19
-        assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(2)).await.status(), StatusCode::ACCEPTED);
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &message(2))
+                .await
+                .status(),
+            StatusCode::ACCEPTED
+        );
         clock.advance(Duration::from_secs(1));
     }
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
@@ -749,14 +954,35 @@ async fn scripted_answers_are_served_in_order_for_their_mailbox() {
     .unwrap();
     let body = message(1);
     let send = || send_as(&http, &sim, &token, MAILBOX, &body);
-    assert_eq!(refusal(send().await).await, (StatusCode::SERVICE_UNAVAILABLE, None, "ErrorServerBusy".into()));
-    assert_eq!(refusal(send().await).await, (StatusCode::TOO_MANY_REQUESTS, Some("2.128".into()), "ApplicationThrottled".into()));
     assert_eq!(
         refusal(send().await).await,
-        (StatusCode::TOO_MANY_REQUESTS, Some("Mon, 03 Mar 2025 12:00:02 GMT".into()), "ApplicationThrottled".into())
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "ErrorServerBusy".into()
+        )
+    );
+    assert_eq!(
+        refusal(send().await).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("2.128".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    assert_eq!(
+        refusal(send().await).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Mon, 03 Mar 2025 12:00:02 GMT".into()),
+            "ApplicationThrottled".into()
+        )
     );
     assert_eq!(sim.messages().len(), 0, "no message recorded yet");
-    assert_eq!(refusal(send().await).await, (StatusCode::GATEWAY_TIMEOUT, None, "UnknownError".into()));
+    assert_eq!(
+        refusal(send().await).await,
+        (StatusCode::GATEWAY_TIMEOUT, None, "UnknownError".into())
+    );
     assert_eq!(sim.messages().len(), 1, "the 504 was delivered anyway");
     let accepted = send().await;
     assert_eq!(accepted.status(), StatusCode::ACCEPTED);
@@ -766,7 +992,14 @@ async fn scripted_answers_are_served_in_order_for_their_mailbox() {
     let statuses: Vec<u16> = sim.messages().iter().map(|m| m.answered_status).collect();
     assert_eq!(statuses, vec![504, 202, 202, 202]);
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
-    assert_eq!((stats.refused.scripted, stats.scripted_answers, stats.accepted), (3, 5, 4));
+    assert_eq!(
+        (
+            stats.refused.scripted,
+            stats.scripted_answers,
+            stats.accepted
+        ),
+        (3, 5, 4)
+    );
 }
 
 trait NowPlus {
@@ -786,18 +1019,52 @@ async fn a_global_script_applies_to_any_mailbox_without_its_own() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    sim.push_script(Target::Global, [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)]).unwrap();
-    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")]).unwrap();
+    sim.push_script(
+        Target::Global,
+        [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
+    )
+    .unwrap();
+    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
+        .unwrap();
     // The mailbox's own script first, then the global one.
     let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(r).await, (StatusCode::TOO_MANY_REQUESTS, Some("3".into()), "ApplicationThrottled".into()));
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("3".into()),
+            "ApplicationThrottled".into()
+        )
+    );
     let r = send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await;
-    assert_eq!(refusal(r).await, (StatusCode::SERVICE_UNAVAILABLE, None, "ErrorServerBusy".into()));
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "ErrorServerBusy".into()
+        )
+    );
     let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(r).await, (StatusCode::INTERNAL_SERVER_ERROR, None, "ErrorInternalServerError".into()));
-    assert_eq!(send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            "ErrorInternalServerError".into()
+        )
+    );
+    assert_eq!(
+        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
     assert!(matches!(
-        sim.push_script(Target::mailbox("nobody@contoso.example"), [ScriptedAnswer::unavailable()]),
+        sim.push_script(
+            Target::mailbox("nobody@contoso.example"),
+            [ScriptedAnswer::unavailable()]
+        ),
         Err(mail_worker::graph_sim::SimError::UnknownMailbox(_))
     ));
 }
@@ -809,18 +1076,29 @@ async fn added_latency_delays_answers_fixed_or_uniform() {
     let token = token(&http, &sim).await;
     let timed = || async {
         let started = Instant::now();
-        let status = send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status();
+        let status = send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status();
         assert_eq!(status, StatusCode::ACCEPTED);
         started.elapsed()
     };
-    sim.set_latency(Target::Global, Latency::Fixed(300)).unwrap();
+    sim.set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
     assert!(timed().await >= Duration::from_millis(300));
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150)).unwrap();
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
+        .unwrap();
     let elapsed = timed().await;
     assert!(elapsed >= Duration::from_millis(100), "{elapsed:?}");
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::None).unwrap();
-    assert!(timed().await < Duration::from_millis(300), "the mailbox's own setting wins");
-    assert!(sim.set_latency(Target::Global, Latency::Uniform(5, 1)).is_err());
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::None)
+        .unwrap();
+    assert!(
+        timed().await < Duration::from_millis(300),
+        "the mailbox's own setting wins"
+    );
+    assert!(
+        sim.set_latency(Target::Global, Latency::Uniform(5, 1))
+            .is_err()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -832,49 +1110,118 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
     let http = Client::new();
     let admin = |path: &str| format!("{}_sim/{path}", sim.login_base_url());
     let token = token(&http, &sim).await;
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(2)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(2))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
 
     let script = json!({"mailbox": MAILBOX, "answers": [{"status": 429, "retry_after": "2.128"}]});
-    let r = http.post(admin("script")).json(&script).send().await.unwrap();
+    let r = http
+        .post(admin("script"))
+        .json(&script)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
     let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(refusal(r).await, (StatusCode::TOO_MANY_REQUESTS, Some("2.128".into()), "ApplicationThrottled".into()));
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("2.128".into()),
+            "ApplicationThrottled".into()
+        )
+    );
 
     let bad = json!({"latency": {"uniform": [5, 1]}});
     let r = http.post(admin("latency")).json(&bad).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let r = http.post(admin("latency")).json(&json!({"mailbox": MAILBOX, "latency": {"fixed": 1}})).send().await.unwrap();
+    let r = http
+        .post(admin("latency"))
+        .json(&json!({"mailbox": MAILBOX, "latency": {"fixed": 1}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
 
     let faults = json!({"faults": [{"status": 503, "error": "temporarily_unavailable", "error_code": 50000, "description": "Down."}]});
-    assert_eq!(http.post(admin("token-faults")).json(&faults).send().await.unwrap().status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        http.post(admin("token-faults"))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NO_CONTENT
+    );
     let r = token_request(
         &http,
         &sim,
         TENANT,
-        &[("grant_type", "client_credentials"), ("client_id", CLIENT), ("client_secret", SECRET), ("scope", GRAPH_SCOPE)],
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", SECRET),
+            ("scope", GRAPH_SCOPE),
+        ],
     )
     .await;
     let (status, body) = entra_error(r).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(body["error_description"].as_str().unwrap().starts_with("AADSTS50000: Down."));
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .starts_with("AADSTS50000: Down.")
+    );
 
-    let messages: Vec<RecordedMessage> = http.get(admin("messages")).send().await.unwrap().json().await.unwrap();
+    let messages: Vec<RecordedMessage> = http
+        .get(admin("messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(messages, sim.messages());
     assert_eq!(messages.len(), 1);
-    let stats: SimStats = http.get(admin("stats")).send().await.unwrap().json().await.unwrap();
+    let stats: SimStats = http
+        .get(admin("stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats, sim.stats());
     let mine = stats.mailbox(MAILBOX).unwrap();
-    assert_eq!((mine.accepted, mine.refused.scripted, mine.recipients_last_24h), (1, 1, 2));
+    assert_eq!(
+        (
+            mine.accepted,
+            mine.refused.scripted,
+            mine.recipients_last_24h
+        ),
+        (1, 1, 2)
+    );
     assert_eq!(stats.token_requests.get(CLIENT), Some(&2));
 
-    assert_eq!(http.post(admin("reset")).send().await.unwrap().status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        http.post(admin("reset")).send().await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
     let stats = sim.stats();
     assert_eq!(stats.total_accepted(), 0);
     assert!(sim.messages().is_empty());
     assert_eq!(stats.mailbox(MAILBOX).unwrap().recipients_last_24h, 0);
     // Tokens survive a reset.
-    assert_eq!(send_as(&http, &sim, &token, MAILBOX, &message(1)).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
 }
 
 #[tokio::test]
@@ -885,7 +1232,10 @@ async fn an_unknown_path_gets_graphs_bad_request() {
         .send()
         .await
         .unwrap();
-    assert_eq!(refusal(r).await, (StatusCode::BAD_REQUEST, None, "BadRequest".into()));
+    assert_eq!(
+        refusal(r).await,
+        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -918,12 +1268,18 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
         .args([
-            "--listen", "127.0.0.1:0",
-            "--mailbox", "quick@contoso.example",
-            "--tenant-id", TENANT,
-            "--client-id", CLIENT,
-            "--client-secret", SECRET,
-            "--messages-per-minute", "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--mailbox",
+            "quick@contoso.example",
+            "--tenant-id",
+            TENANT,
+            "--client-id",
+            CLIENT,
+            "--client-secret",
+            SECRET,
+            "--messages-per-minute",
+            "1",
         ])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
@@ -936,9 +1292,15 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let graph_base = first.strip_prefix("GRAPH_API_BASE_URL=").expect("first line names the Graph URL");
+    let graph_base = first
+        .strip_prefix("GRAPH_API_BASE_URL=")
+        .expect("first line names the Graph URL");
     let login = lines.next_line().await.unwrap().unwrap();
-    let login = login.strip_prefix("GRAPH_LOGIN_BASE_URL=").unwrap().trim_end_matches('/').to_owned();
+    let login = login
+        .strip_prefix("GRAPH_LOGIN_BASE_URL=")
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
 
     let http = Client::new();
     let body: Value = http
@@ -963,13 +1325,24 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
             .send()
     };
     assert_eq!(send().await.unwrap().status(), StatusCode::ACCEPTED);
-    assert_eq!(send().await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS, "--messages-per-minute 1");
+    assert_eq!(
+        send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "--messages-per-minute 1"
+    );
 
     let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let mut last = String::new();
-    while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap() {
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+    {
         last = line;
     }
     let status = child.wait().await.unwrap();
