@@ -40,3 +40,7 @@ pub const DAEMON_STOPPED: &str = "daemon.stopped";
 pub const DB_MIGRATED: &str = "db.migrated";
 /// graph-sim accepted or refused a request.
 pub const SIM_REQUEST: &str = "sim.request";
+/// graph-sim started listening. Fields: `listen`, `graph_base_url`, `mailboxes`.
+pub const SIM_STARTED: &str = "sim.started";
+/// graph-sim stopped. Fields: `reason`, `accepted`.
+pub const SIM_STOPPED: &str = "sim.stopped";

@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod daemon;
 pub mod domain;
 pub mod events;

@@ -1,0 +1,163 @@
+//! What graph-sim recorded: every accepted message and per-mailbox statistics, served by
+//! `GET /_sim/messages` and `GET /_sim/stats` and returned in process. All types are serde
+//! round-trippable, so clients can read the admin API's JSON back into them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// One message graph-sim accepted (answered `202`, or a scripted delivering answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedMessage {
+    /// graph-sim's id for the record.
+    pub id: Uuid,
+    /// The `request-id` header of the answer.
+    pub request_id: String,
+    /// The sending mailbox (lower-case address).
+    pub mailbox: String,
+    /// The sending mailbox's Graph user id.
+    pub mailbox_id: Uuid,
+    /// The app whose token sent it.
+    pub client_id: String,
+    /// When it was received, by the sim's clock.
+    pub received_at: DateTime<Utc>,
+    /// The same in ms since the Unix epoch.
+    pub received_at_ms: i64,
+    /// `message.subject`, if any.
+    pub subject: Option<String>,
+    /// `toRecipients` addresses, as sent.
+    pub to: Vec<String>,
+    /// `ccRecipients` addresses, as sent.
+    pub cc: Vec<String>,
+    /// `bccRecipients` addresses, as sent.
+    pub bcc: Vec<String>,
+    /// To + Cc + Bcc.
+    pub recipient_count: u32,
+    /// `internetMessageHeaders`, in order.
+    pub headers: Vec<RecordedHeader>,
+    /// `message.body.contentType`, normalised to `text` or `html`.
+    pub body_content_type: String,
+    /// Bytes of `message.body.content` (UTF-8).
+    pub body_bytes: usize,
+    /// Bytes of the whole request body.
+    pub request_bytes: usize,
+    /// Number of file attachments.
+    pub attachment_count: u32,
+    /// Decoded bytes of all attachments.
+    pub attachment_bytes: usize,
+    /// `saveToSentItems` (default `true`).
+    pub save_to_sent_items: bool,
+    /// Accepted beyond the per-minute limit in `accept_delayed` mode (Exchange would queue it).
+    pub delayed: bool,
+    /// The HTTP status answered (202, or a scripted delivering answer such as 504).
+    pub answered_status: u16,
+}
+
+impl RecordedMessage {
+    /// The value of the first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str())
+    }
+}
+
+/// One `internetMessageHeaders` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedHeader {
+    /// Its name, as sent (starts with `x-` or `X-`).
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// Requests refused, by cause.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedCounts {
+    /// `429 ApplicationThrottled`: over the concurrent-requests limit.
+    pub concurrency: u64,
+    /// `429`: over the messages-per-rolling-60 s limit.
+    pub minute: u64,
+    /// `429 ErrorSubmissionQuotaExceeded`: over the recipients-per-rolling-24 h limit.
+    pub day: u64,
+    /// `429 ApplicationThrottled`: over the requests-per-10-minutes limit.
+    pub request_quota: u64,
+    /// `401`/`403`: a missing, unknown or expired token, or one of another tenant or app.
+    pub auth: u64,
+    /// `400`/`413`: the body failed validation.
+    pub validation: u64,
+    /// A scripted non-2xx answer given instead of processing the message.
+    pub scripted: u64,
+}
+
+impl RefusedCounts {
+    /// All refusals.
+    pub fn total(&self) -> u64 {
+        self.concurrency
+            + self.minute
+            + self.day
+            + self.request_quota
+            + self.auth
+            + self.validation
+            + self.scripted
+    }
+}
+
+/// One mailbox's statistics since start (or the last reset).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxStats {
+    /// The mailbox (lower-case address).
+    pub mailbox: String,
+    /// Its Graph user id.
+    pub mailbox_id: Uuid,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Messages recorded (including delayed ones and scripted delivering answers).
+    pub accepted: u64,
+    /// Of those, accepted beyond the minute limit in `accept_delayed` mode.
+    pub delayed: u64,
+    /// Requests refused, by cause.
+    pub refused: RefusedCounts,
+    /// Scripted answers used (delivering or not).
+    pub scripted_answers: u64,
+    /// The most messages seen in any rolling 60 s.
+    pub max_in_rolling_60s: u32,
+    /// The most messages seen in one UTC minute.
+    pub max_in_utc_minute: u32,
+    /// The most sendMail requests seen in flight at once (all apps together).
+    pub max_concurrent: u32,
+    /// Messages in the last 60 s, at the time of the snapshot.
+    pub messages_last_60s: u32,
+    /// Recipients in the last 24 h, at the time of the snapshot.
+    pub recipients_last_24h: u64,
+}
+
+/// A snapshot of every mailbox's statistics and the token endpoint's request counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimStats {
+    /// When the snapshot was taken, by the sim's clock.
+    pub at: DateTime<Utc>,
+    /// One entry per configured mailbox, in config order.
+    pub mailboxes: Vec<MailboxStats>,
+    /// Token requests per client id (every request naming it, successful or not).
+    pub token_requests: BTreeMap<String, u64>,
+    /// sendMail requests for a mailbox that does not exist.
+    pub unknown_mailbox_requests: u64,
+}
+
+impl SimStats {
+    /// The statistics of `address` (case-insensitive).
+    pub fn mailbox(&self, address: &str) -> Option<&MailboxStats> {
+        self.mailboxes
+            .iter()
+            .find(|m| m.mailbox.eq_ignore_ascii_case(address))
+    }
+
+    /// Messages accepted across all mailboxes.
+    pub fn total_accepted(&self) -> u64 {
+        self.mailboxes.iter().map(|m| m.accepted).sum()
+    }
+}
