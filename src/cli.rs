@@ -46,6 +46,9 @@ pub enum Command {
         /// One JSON message per line.
         file: PathBuf,
     },
+    /// Run a campaign end to end on this machine against graph-sim (in process), with its own
+    /// database and Redis keys, and print a per-mailbox report. Logs go to mail-worker-demo.log.
+    Demo(crate::demo::DemoArgs),
     /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
     Status {
         /// Print JSON instead of a table.
@@ -147,6 +150,20 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 bad.len()
             );
             Ok(if bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Demo(args) => {
+            let json = args.json;
+            let report = crate::demo::run(config, args).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", crate::demo::render(&report));
+            }
+            Ok(if report.finished {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

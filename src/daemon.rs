@@ -42,9 +42,8 @@ pub fn build_service(
     pool: PgPool,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<MailProviderService>> {
-    let limiter = Arc::new(
-        MailRateLimiter::new(&config.rate_limit).context("building the rate limiter")?,
-    );
+    let limiter =
+        Arc::new(MailRateLimiter::new(&config.rate_limit).context("building the rate limiter")?);
     let factory =
         MailerFactory::new(config, limiter, clock.clone()).context("building the mailers")?;
     Ok(Arc::new(MailProviderService::new(

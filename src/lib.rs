@@ -17,8 +17,8 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod demo;
 pub mod daemon;
+pub mod demo;
 pub mod domain;
 pub mod events;
 pub mod graph_sim;

@@ -11,6 +11,15 @@ use crate::config::LogFormat;
 /// Installs the global subscriber, writing to stderr. `filter` is a `RUST_LOG` directive
 /// (default `info`). Calling it twice is harmless (the second call is ignored).
 pub fn init(format: LogFormat, filter: &str) {
+    init_with_writer(format, filter, std::io::stderr);
+}
+
+/// Like [`init`], writing to `writer` (the demo logs to a file so the progress bar stays
+/// readable).
+pub fn init_with_writer<W>(format: LogFormat, filter: &str, writer: W)
+where
+    W: for<'a> fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
     let _ = match format {
@@ -21,11 +30,11 @@ pub fn init(format: LogFormat, filter: &str) {
                     .flatten_event(true)
                     .with_current_span(false)
                     .with_span_list(false)
-                    .with_writer(std::io::stderr),
+                    .with_writer(writer),
             )
             .try_init(),
         LogFormat::Pretty => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(fmt::layer().with_ansi(false).with_writer(writer))
             .try_init(),
     };
 }

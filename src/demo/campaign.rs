@@ -25,8 +25,14 @@ pub fn demo_senders() -> SendersFile {
 }
 
 const NAMES: [&str; 8] = [
-    "Lotte Jansen", "Daan El Amrani", "Jürgen Smit", "Zoë de Vries", "Mohammed Müller",
-    "Ana-María Visser", "Thijs Bakker", "Noor Ö'Connor",
+    "Lotte Jansen",
+    "Daan El Amrani",
+    "Jürgen Smit",
+    "Zoë de Vries",
+    "Mohammed Müller",
+    "Ana-María Visser",
+    "Thijs Bakker",
+    "Noor Ö'Connor",
 ];
 
 /// `per_sender` invitation messages for every sender of `file` (one recipient each).
@@ -35,7 +41,11 @@ pub fn generate(file: &SendersFile, per_sender: usize) -> String {
         .system_mailboxes
         .iter()
         .map(|m| serde_json::json!({ "systemMailbox": m.address }))
-        .chain(file.tenants.iter().map(|t| serde_json::json!({ "tenant": t.name })));
+        .chain(
+            file.tenants
+                .iter()
+                .map(|t| serde_json::json!({ "tenant": t.name })),
+        );
     let mut out = String::new();
     for (s, sender) in senders.enumerate() {
         for i in 0..per_sender {

@@ -69,6 +69,9 @@ pub struct MailboxReport {
     pub scheduled_later: i64,
     /// Deferrals (rate limit + throttling) over all its messages.
     pub deferrals: i64,
+    /// Messages the provider stand-in accepted (graph-sim or the SendGrid stand-in): equal to
+    /// `sent` when nothing was sent twice.
+    pub provider_accepted: u64,
     /// Our limit (messages per UTC minute); `None` for SendGrid.
     pub limit_per_minute: Option<u32>,
     /// The most messages graph-sim accepted in one UTC minute.
@@ -111,10 +114,12 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     // Senders and campaign.
     let (senders_file, campaign_text) = match (&args.senders, &args.campaign) {
         (Some(s), c) => {
-            let text = std::fs::read_to_string(s).with_context(|| format!("cannot read {}", s.display()))?;
+            let text = std::fs::read_to_string(s)
+                .with_context(|| format!("cannot read {}", s.display()))?;
             let file = import::senders::parse(&text)?;
             let campaign = match c {
-                Some(c) => std::fs::read_to_string(c).with_context(|| format!("cannot read {}", c.display()))?,
+                Some(c) => std::fs::read_to_string(c)
+                    .with_context(|| format!("cannot read {}", c.display()))?,
                 None => campaign::generate(&file, args.messages_per_mailbox),
             };
             (file, campaign)
@@ -130,7 +135,10 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     // The stand-ins.
     let sim = GraphSim::start(sim_config(&senders_file)).await?;
     let sendgrid = sendgrid_sim::SendGridSim::start(
-        senders_file.tenants.iter().filter_map(|t| t.sendgrid_api_key.clone()),
+        senders_file
+            .tenants
+            .iter()
+            .filter_map(|t| t.sendgrid_api_key.clone()),
     )
     .await?;
     config.graph.api_base_url = sim.graph_base_url();
@@ -160,7 +168,17 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     let finished = watcher.await.unwrap_or(false);
     let elapsed_s = started.elapsed().as_secs_f64();
 
-    let report = build_report(&pool, &config, &senders_file, &sim, inserted as usize, bad_lines, elapsed_s, finished).await?;
+    let report = build_report(
+        &pool,
+        &config,
+        &senders_file,
+        (&sim, &sendgrid.accepted()),
+        inserted as usize,
+        bad_lines,
+        elapsed_s,
+        finished,
+    )
+    .await?;
     drop(sendgrid);
     sim.shutdown().await?;
     Ok(report)
@@ -169,13 +187,19 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 /// Replaces `env:NAME` secrets that are not set (and `file:` ones) with literal values, so
 /// the stand-ins and the worker agree on them without touching the process environment.
 fn with_literal_secrets(mut file: SendersFile) -> anyhow::Result<SendersFile> {
-    let resolve = |raw: &str| -> anyhow::Result<String> {
+    // One generated value per variable name, so mailboxes sharing an app share its secret.
+    let mut generated: BTreeMap<String, String> = BTreeMap::new();
+    let mut resolve = |raw: &str| -> anyhow::Result<String> {
         let secret = SecretRef::new(raw);
         match secret.resolve() {
             Ok(value) => Ok(value.expose_secret().to_owned()),
-            Err(crate::domain::SecretError::MissingEnv(name)) => {
-                Ok(format!("demo-{}-{}", name.to_lowercase(), &uuid::Uuid::new_v4().simple().to_string()[..12]))
-            }
+            Err(crate::domain::SecretError::MissingEnv(name)) => Ok(generated
+                .entry(name.clone())
+                .or_insert_with(|| {
+                    let random = uuid::Uuid::new_v4().simple().to_string();
+                    format!("demo-{}-{}", name.to_lowercase(), &random[..12])
+                })
+                .clone()),
             Err(e) => Err(e.into()),
         }
     };
@@ -206,10 +230,18 @@ fn sim_config(file: &SendersFile) -> SimConfig {
         config.with_mailbox(SimMailbox::new(address.to_lowercase(), tenant))
     };
     for m in &file.system_mailboxes {
-        config = add(config, &m.graph_tenant_id, &m.client_id, &m.client_secret, &m.address);
+        config = add(
+            config,
+            &m.graph_tenant_id,
+            &m.client_id,
+            &m.client_secret,
+            &m.address,
+        );
     }
     for t in &file.tenants {
-        if let (Some(tenant), Some(client), Some(secret)) = (&t.graph_tenant_id, &t.client_id, &t.client_secret) {
+        if let (Some(tenant), Some(client), Some(secret)) =
+            (&t.graph_tenant_id, &t.client_id, &t.client_secret)
+        {
             config = add(config, tenant, client, secret, &t.sender);
         }
     }
@@ -232,13 +264,17 @@ async fn watch_progress(
     );
     let finished = loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let Ok(rows) = report::by_sender(&pool).await else { continue };
+        let Ok(rows) = report::by_sender(&pool).await else {
+            continue;
+        };
         let sent: i64 = rows.iter().map(|r| r.sent).sum();
         let error: i64 = rows.iter().map(|r| r.error).sum();
         let deferrals: i64 = rows.iter().map(|r| r.deferrals).sum();
         let in_flight: i64 = rows.iter().map(|r| r.queued + r.sending).sum();
         bar.set_position((sent + error) as u64);
-        bar.set_message(format!("sent {sent}, error {error}, in flight {in_flight}, deferrals {deferrals}"));
+        bar.set_message(format!(
+            "sent {sent}, error {error}, in flight {in_flight}, deferrals {deferrals}"
+        ));
         match report::unfinished(&pool, chrono::Utc::now()).await {
             Ok(0) => break true,
             _ if Instant::now() >= deadline => break false,
@@ -255,7 +291,7 @@ async fn build_report(
     pool: &PgPool,
     config: &Config,
     senders: &SendersFile,
-    sim: &GraphSim,
+    (sim, sendgrid_accepted): (&GraphSim, &BTreeMap<String, u64>),
     messages: usize,
     bad_lines: Vec<String>,
     elapsed_s: f64,
@@ -286,6 +322,10 @@ async fn build_report(
             provider: if graph { "microsoft-graph" } else { "sendgrid" }.into(),
             sent: row.sent,
             error: row.error,
+            provider_accepted: sim_stats
+                .map(|s| s.accepted)
+                .or_else(|| sendgrid_accepted.get(&row.mailbox).copied())
+                .unwrap_or(0),
             scheduled_later: row.scheduled,
             deferrals: row.deferrals,
             limit_per_minute: limit,
@@ -322,30 +362,58 @@ pub fn render(report: &DemoReport) -> String {
         "\n{} messages in {:.0} s{}\n\n",
         report.messages,
         report.elapsed_s,
-        if report.finished { "" } else { " (timed out: some messages are not done)" }
+        if report.finished {
+            ""
+        } else {
+            " (timed out: some messages are not done)"
+        }
     ));
     out.push_str(&format!(
-        "{:<30} {:<16} {:>5} {:>6} {:>6} {:>9} {:>13} {:>10} {:>22}\n",
-        "mailbox", "provider", "sent", "error", "later", "deferrals", "max/UTC min", "max/60 s", "Graph 429 (conc/min/day)"
+        "{:<30} {:<16} {:>5} {:>8} {:>6} {:>6} {:>9} {:>13} {:>10} {:>22}\n",
+        "mailbox",
+        "provider",
+        "sent",
+        "accepted",
+        "error",
+        "later",
+        "deferrals",
+        "max/UTC min",
+        "max/60 s",
+        "Graph 429 (conc/min/day)"
     ));
     for m in &report.mailboxes {
         let per_min = match (m.max_sent_in_utc_minute, m.limit_per_minute) {
             (Some(max), Some(limit)) => format!("{max} / {limit}"),
             _ => "-".into(),
         };
-        let rolling = m.max_sent_in_rolling_60s.map_or("-".into(), |v| format!("{v} / 30"));
+        let rolling = m
+            .max_sent_in_rolling_60s
+            .map_or("-".into(), |v| format!("{v} / 30"));
         let throttled = m.graph_429.as_ref().map_or("-".into(), |c| {
             format!("{}/{}/{}", c["concurrency"], c["minute"], c["day"])
         });
         out.push_str(&format!(
-            "{:<30} {:<16} {:>5} {:>6} {:>6} {:>9} {:>13} {:>10} {:>22}\n",
-            m.mailbox, m.provider, m.sent, m.error, m.scheduled_later, m.deferrals, per_min, rolling, throttled
+            "{:<30} {:<16} {:>5} {:>8} {:>6} {:>6} {:>9} {:>13} {:>10} {:>22}\n",
+            m.mailbox,
+            m.provider,
+            m.sent,
+            m.provider_accepted,
+            m.error,
+            m.scheduled_later,
+            m.deferrals,
+            per_min,
+            rolling,
+            throttled
         ));
     }
     let errors: Vec<_> = report
         .mailboxes
         .iter()
-        .flat_map(|m| m.errors_by_reason.iter().map(move |(r, n)| (m.mailbox.as_str(), r, n)))
+        .flat_map(|m| {
+            m.errors_by_reason
+                .iter()
+                .map(move |(r, n)| (m.mailbox.as_str(), r, n))
+        })
         .collect();
     if !errors.is_empty() {
         out.push_str("\nerrors by reason:\n");
@@ -354,7 +422,10 @@ pub fn render(report: &DemoReport) -> String {
         }
     }
     if !report.bad_lines.is_empty() {
-        out.push_str(&format!("\n{} campaign lines were refused:\n", report.bad_lines.len()));
+        out.push_str(&format!(
+            "\n{} campaign lines were refused:\n",
+            report.bad_lines.len()
+        ));
         for line in &report.bad_lines {
             out.push_str(&format!("  {line}\n"));
         }

@@ -56,7 +56,11 @@ impl SendGridSim {
 
     /// Messages accepted per `from` address.
     pub fn accepted(&self) -> BTreeMap<String, u64> {
-        self.inner.accepted.lock().expect("sendgrid sim lock").clone()
+        self.inner
+            .accepted
+            .lock()
+            .expect("sendgrid sim lock")
+            .clone()
     }
 }
 

@@ -221,22 +221,35 @@ impl StoredMessage {
 /// `QUEUED → SENDING` (`attempts + 1`, `sending_at = now()`), atomically: returns `None` when
 /// the row is not `QUEUED` (a duplicate job delivery, or a row recovered meanwhile).
 ///
+/// The row is locked first (`SELECT … FOR UPDATE`) in its own statement: a job can arrive
+/// while the claiming transaction that pushed it has not committed yet, and a plain
+/// `UPDATE … WHERE status = 'QUEUED'` would judge the row by its old `SCHEDULED` version and
+/// skip it without waiting — losing the job until `QUEUE_LEASE_MS`. Locking waits for that
+/// commit; the `UPDATE` then sees `QUEUED`.
+///
 /// # Errors
 /// Database errors.
 pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessage>, StoreError> {
-    let Some(row) = sqlx::query(
+    let mut tx = pool.begin().await?;
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM messages WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if status.as_deref() != Some("QUEUED") {
+        return Ok(None);
+    }
+    let row = sqlx::query(
         "UPDATE messages SET status = 'SENDING', attempts = attempts + 1, sending_at = now(), \
              updated_at = now() \
-         WHERE id = $1 AND status = 'QUEUED' \
+         WHERE id = $1 \
          RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
              subject, body_content_type, body, headers, attempts, deferrals",
     )
     .bind(id)
-    .fetch_optional(pool)
-    .await?
-    else {
-        return Ok(None);
-    };
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
     let attachments = sqlx::query(
         "SELECT name, content_type, content FROM message_attachments \
          WHERE message_id = $1 ORDER BY position",

@@ -98,9 +98,11 @@ pub async fn drop_database_if_exists(url: &Url) -> Result<(), StoreError> {
     admin_url.set_path("/postgres");
     let mut conn = PgConnection::connect_with(&options(&admin_url)?).await?;
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")))
-        .execute(&mut conn)
-        .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"
+    )))
+    .execute(&mut conn)
+    .await?;
     Ok(())
 }
 

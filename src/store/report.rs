@@ -73,14 +73,17 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
         .map_err(StoreError::from)
 }
 
-/// How many rows still need work now: `QUEUED`, `SENDING`, or `SCHEDULED` and due by `horizon`.
+/// How many rows are still in progress: `QUEUED`, `SENDING`, or `SCHEDULED` and either due by
+/// `horizon` or already tried (deferred or retried). Rows never tried and scheduled after
+/// `horizon` (a producer's future `scheduledOn`) do not count.
 ///
 /// # Errors
 /// Database errors.
 pub async fn unfinished(pool: &PgPool, horizon: DateTime<Utc>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM messages WHERE status IN ('QUEUED', 'SENDING') \
-             OR (status = 'SCHEDULED' AND scheduled_on <= $1)",
+             OR (status = 'SCHEDULED' \
+                 AND (scheduled_on <= $1 OR deferrals > 0 OR attempts > 0))",
     )
     .bind(horizon)
     .fetch_one(pool)
