@@ -102,9 +102,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckConfig => {
-            for line in config.redacted_lines() {
-                println!("{line}");
-            }
+            out(&(config.redacted_lines().join("\n") + "\n"));
             Ok(ExitCode::SUCCESS)
         }
         Command::Run => crate::daemon::run(config).await,
@@ -114,12 +112,12 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             let parsed =
                 import::senders::parse(&text).with_context(|| file.display().to_string())?;
             let report = import::senders::import(&pool, &parsed).await?;
-            println!(
-                "imported {} tenants and {} system mailboxes from {}",
+            out(&format!(
+                "imported {} tenants and {} system mailboxes from {}\n",
                 report.tenants,
                 report.system_mailboxes,
                 file.display()
-            );
+            ));
             Ok(ExitCode::SUCCESS)
         }
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
@@ -129,12 +127,12 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             let address = MailboxAddress::parse(&args.address)?;
             let pool = store::connect(&config.database_url, 2).await?;
             senders::set_limits(&pool, &address, args.per_minute, args.recipients_per_day).await?;
-            println!(
-                "{address}: per minute {}, recipients per day {}",
+            out(&format!(
+                "{address}: per minute {}, recipients per day {}\n",
                 args.per_minute.map_or("default".into(), |v| v.to_string()),
                 args.recipients_per_day
                     .map_or("default".into(), |v| v.to_string())
-            );
+            ));
             Ok(ExitCode::SUCCESS)
         }
         Command::Enqueue { file } => {
@@ -144,11 +142,11 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }
-            println!(
-                "{inserted} messages inserted, {} already present, {} bad lines",
+            out(&format!(
+                "{inserted} messages inserted, {} already present, {} bad lines\n",
                 total - inserted as usize,
                 bad.len()
-            );
+            ));
             Ok(if bad.is_empty() {
                 ExitCode::SUCCESS
             } else {
@@ -159,9 +157,9 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             let json = args.json;
             let report = crate::demo::run(config, args).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                out(&(serde_json::to_string_pretty(&report)? + "\n"));
             } else {
-                print!("{}", crate::demo::render(&report));
+                out(&crate::demo::render(&report));
             }
             Ok(if report.finished {
                 ExitCode::SUCCESS
@@ -173,13 +171,19 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             let pool = store::connect(&config.database_url, 2).await?;
             let rows = report::by_sender(&pool).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                out(&(serde_json::to_string_pretty(&rows)? + "\n"));
             } else {
-                print!("{}", status_table(&rows));
+                out(&status_table(&rows));
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Writes to stdout; a closed pipe (`mail-worker status | head`) is not an error.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
