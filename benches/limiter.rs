@@ -68,6 +68,11 @@ struct Args {
     /// Calls in flight, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 16, 64])]
     in_flight: Vec<usize>,
+    /// Give each task its own limiter (its own connection), as redis-benchmark gives each
+    /// client one, instead of one limiter per process as the daemon has. A control: it shows
+    /// what one multiplexed connection is worth.
+    #[arg(long)]
+    connection_per_task: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -191,6 +196,8 @@ struct Report {
     per_minute: u32,
     recipients_per_day: u32,
     redis_timeout_ms: u64,
+    /// Ours used one limiter (one connection) per task instead of one per process.
+    connection_per_task: bool,
     script_sha1: String,
     cells: Vec<Cell>,
 }
@@ -250,8 +257,15 @@ async fn run(args: Args) -> ExitCode {
 
     machine.print();
     println!(
-        "limiter round trip: {} run(s) × {} s per measurement, in flight {:?}, prefix {base}",
-        args.runs, args.seconds, args.in_flight
+        "limiter round trip: {} run(s) × {} s per measurement, in flight {:?}, {}, prefix {base}",
+        args.runs,
+        args.seconds,
+        args.in_flight,
+        if args.connection_per_task {
+            "ours: one limiter (connection) per task"
+        } else {
+            "ours: one limiter (one multiplexed connection) per process"
+        }
     );
     println!();
 
@@ -292,8 +306,15 @@ async fn run(args: Args) -> ExitCode {
             // Alternate which side goes first, so neither always meets a warmer (or busier)
             // machine.
             let (ours, ceiling) = if run % 2 == 0 {
-                let ours =
-                    measure_ours(&url, &ours_prefix, &mailboxes, cell.in_flight, duration).await;
+                let ours = measure_ours(
+                    &url,
+                    &ours_prefix,
+                    &mailboxes,
+                    cell.in_flight,
+                    duration,
+                    args.connection_per_task,
+                )
+                .await;
                 let requests =
                     requests_for(ceiling_rate[index].unwrap_or(ours.per_second), duration);
                 let ceiling = measure_ceiling(&ceiling, requests, &mut conn).await;
@@ -302,8 +323,15 @@ async fn run(args: Args) -> ExitCode {
                 let rate = ceiling_rate[index].unwrap_or(1_000.0);
                 let ceiling =
                     measure_ceiling(&ceiling, requests_for(rate, duration), &mut conn).await;
-                let ours =
-                    measure_ours(&url, &ours_prefix, &mailboxes, cell.in_flight, duration).await;
+                let ours = measure_ours(
+                    &url,
+                    &ours_prefix,
+                    &mailboxes,
+                    cell.in_flight,
+                    duration,
+                    args.connection_per_task,
+                )
+                .await;
                 (ours, ceiling)
             };
             for (side, prefix) in [("ours", &ours_prefix), ("ceiling", &ceiling_prefix)] {
@@ -426,13 +454,14 @@ async fn run(args: Args) -> ExitCode {
         per_minute: PER_MINUTE,
         recipients_per_day: RECIPIENTS_PER_DAY,
         redis_timeout_ms: u64::try_from(REDIS_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+        connection_per_task: args.connection_per_task,
         script_sha1: sha,
         cells,
     };
-    let name = if args.smoke {
-        "limiter-smoke"
-    } else {
-        "limiter"
+    let name = match (args.smoke, args.connection_per_task) {
+        (true, _) => "limiter-smoke",
+        (false, true) => "limiter-connection-per-task",
+        (false, false) => "limiter",
     };
     let path = support::write_json(name, &report);
     println!("results: {}", path.display());
@@ -457,15 +486,18 @@ fn requests_for(per_second: f64, duration: Duration) -> u64 {
     n.max(200)
 }
 
-/// Ours: one `MailRateLimiter` (one multiplexed connection, as in the daemon) and `in_flight`
-/// tasks calling `check_and_reserve` back to back for `duration`, after a warm-up of a tenth of
-/// that (at least 50 ms) whose calls are not counted. Mailboxes are taken round robin.
+/// Ours: one `MailRateLimiter` (one multiplexed connection, as in the daemon) — or, with
+/// `--connection-per-task`, one per task, as redis-benchmark has one connection per client —
+/// and `in_flight` tasks calling `check_and_reserve` back to back for `duration`, after a
+/// warm-up of a tenth of that (at least 50 ms) whose calls are not counted. Mailboxes are taken
+/// round robin.
 async fn measure_ours(
     url: &url::Url,
     prefix: &str,
     mailboxes: &Arc<[MailboxAddress]>,
     in_flight: usize,
     duration: Duration,
+    connection_per_task: bool,
 ) -> Measurement {
     let config = RateLimitConfig {
         redis_url: url.clone(),
@@ -473,16 +505,21 @@ async fn measure_ours(
         redis_timeout: REDIS_TIMEOUT,
         key_prefix: prefix.to_owned(),
     };
-    let limiter =
-        Arc::new(MailRateLimiter::new(&config).unwrap_or_else(|e| support::fail(&e.to_string())));
-    if let Err(e) = limiter.ping().await {
-        support::fail(&format!("the limiter cannot reach Redis: {e}"));
+    let mut limiters = Vec::new();
+    for _ in 0..if connection_per_task { in_flight } else { 1 } {
+        let limiter = Arc::new(
+            MailRateLimiter::new(&config).unwrap_or_else(|e| support::fail(&e.to_string())),
+        );
+        if let Err(e) = limiter.ping().await {
+            support::fail(&format!("the limiter cannot reach Redis: {e}"));
+        }
+        limiters.push(limiter);
     }
     let next = Arc::new(AtomicUsize::new(0));
     let warm_up = (duration / 10).max(Duration::from_millis(50));
-    drive(&limiter, mailboxes, &next, in_flight, warm_up).await;
+    drive(&limiters, mailboxes, &next, in_flight, warm_up).await;
     let started = Instant::now();
-    let (mut latencies, tally) = drive(&limiter, mailboxes, &next, in_flight, duration).await;
+    let (mut latencies, tally) = drive(&limiters, mailboxes, &next, in_flight, duration).await;
     let seconds = started.elapsed().as_secs_f64();
     latencies.sort_unstable();
     let calls = latencies.len() as u64;
@@ -499,10 +536,10 @@ async fn measure_ours(
     }
 }
 
-/// `in_flight` tasks calling back to back until `duration` has passed; every call's latency
-/// (ns) and what the calls answered.
+/// `in_flight` tasks calling back to back until `duration` has passed (task `i` on
+/// `limiters[i % len]`); every call's latency (ns) and what the calls answered.
 async fn drive(
-    limiter: &Arc<MailRateLimiter>,
+    limiters: &[Arc<MailRateLimiter>],
     mailboxes: &Arc<[MailboxAddress]>,
     next: &Arc<AtomicUsize>,
     in_flight: usize,
@@ -510,8 +547,8 @@ async fn drive(
 ) -> (Vec<u64>, Tally) {
     let end = Instant::now() + duration;
     let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
-            let limiter = limiter.clone();
+        .map(|i| {
+            let limiter = limiters[i % limiters.len()].clone();
             let mailboxes = mailboxes.clone();
             let next = next.clone();
             tokio::spawn(async move {
