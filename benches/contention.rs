@@ -47,6 +47,9 @@ const MAILBOX: &str = "contended@bench.example";
 const RECIPIENTS_PER_DAY: u32 = 9_000;
 /// The limiter's call deadline, as in production: 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long after a bucket's end (real time) the parent reads its counters: 500 ms, more than
+/// the limiter's deadline, so no call of that bucket is still on its way.
+const COUNTER_GRACE: Duration = Duration::from_millis(500);
 /// Time the children get to start and dial Redis before the common start: 2 s.
 const START_MARGIN: TimeDelta = TimeDelta::seconds(2);
 /// With the real clock, a start with fewer than this many seconds left in its UTC minute moves
@@ -139,7 +142,7 @@ struct BucketRow {
     /// UTC minute, `YYYY-MM-DD HH:MM` (virtual with a speedup).
     minute: String,
     limit: u32,
-    /// The limiter's minute counter in Redis after the run.
+    /// The limiter's minute counter in Redis, read 0.5 s after the bucket ended.
     lua_counter: u64,
     /// Reservations each process was granted, in process order.
     lua_per_process: Vec<u64>,
@@ -147,7 +150,7 @@ struct BucketRow {
     /// Calls each process made in the bucket, in process order.
     lua_attempts_per_process: Vec<u64>,
     lua_fail_open: u64,
-    /// GET-then-INCR's minute counter in Redis after the run.
+    /// GET-then-INCR's minute counter in Redis, read 0.5 s after the bucket ended.
     naive_counter: u64,
     naive_per_process: Vec<u64>,
     naive_attempts: u64,
@@ -288,6 +291,30 @@ async fn parent(args: Args) -> ExitCode {
             .unwrap_or_else(|e| support::fail(&format!("cannot start a child process: {e}")));
         children.push(child);
     }
+    // Redis's own counters, the ground truth: each bucket's read just after it ends — a
+    // minute key lives only 120 s after its last reservation, so reading them all at the end
+    // of a 3-minute run would find the first one gone. The grace covers calls still in flight
+    // at the boundary (they are bounded by the limiter's 250 ms deadline).
+    let mut conn = support::redis_connection(&url).await;
+    let lua_prefix = format!("{prefix}:lua");
+    let naive_prefix = format!("{prefix}:naive");
+    let mut counters = Vec::new();
+    for m in 0..args.minutes {
+        let minute = first_bucket + TimeDelta::minutes(i64::from(m));
+        tokio::time::sleep(clock.real_wait_until(minute + TimeDelta::minutes(1)) + COUNTER_GRACE)
+            .await;
+        let mut read = async |p: &str| -> u64 {
+            let counter: Option<u64> = conn
+                .get(keys::minute_key(p, &mailbox(), minute))
+                .await
+                .unwrap_or_else(|e| support::fail(&format!("cannot read a counter: {e}")));
+            counter.unwrap_or(0)
+        };
+        let lua = read(&lua_prefix).await;
+        let naive = read(&naive_prefix).await;
+        counters.push((lua, naive));
+    }
+
     let mut reports = Vec::new();
     for child in children {
         let output = child
@@ -307,23 +334,10 @@ async fn parent(args: Args) -> ExitCode {
     }
     let real_seconds = (Utc::now() - clock.real_origin).as_seconds_f64();
 
-    // Redis's own counters, the ground truth, then the clean-up.
-    let mut conn = support::redis_connection(&url).await;
-    let lua_prefix = format!("{prefix}:lua");
-    let naive_prefix = format!("{prefix}:naive");
     let mut rows = Vec::new();
-    for m in 0..args.minutes {
+    for (m, (lua_counter, naive_counter)) in (0..args.minutes).zip(counters) {
         let minute = first_bucket + TimeDelta::minutes(i64::from(m));
         let bucket = bucket_of(minute);
-        let counter = |p: &str| keys::minute_key(p, &mailbox(), minute);
-        let lua_counter: Option<u64> = conn
-            .get(counter(&lua_prefix))
-            .await
-            .unwrap_or_else(|e| support::fail(&format!("cannot read a counter: {e}")));
-        let naive_counter: Option<u64> = conn
-            .get(counter(&naive_prefix))
-            .await
-            .unwrap_or_else(|e| support::fail(&format!("cannot read a counter: {e}")));
         let mut lua = BucketTally::default();
         let mut naive = BucketTally::default();
         let mut lua_per_process = Vec::new();
@@ -338,11 +352,10 @@ async fn parent(args: Args) -> ExitCode {
             lua_attempts_per_process.push(l.attempts);
             naive_per_process.push(n.reserved);
         }
-        let naive_counter = naive_counter.unwrap_or(0);
         rows.push(BucketRow {
             minute: minute.format("%Y-%m-%d %H:%M").to_string(),
             limit: args.limit,
-            lua_counter: lua_counter.unwrap_or(0),
+            lua_counter,
             lua_per_process,
             lua_attempts: lua.attempts,
             lua_attempts_per_process,
