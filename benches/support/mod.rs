@@ -101,6 +101,9 @@ pub struct Machine {
     pub redis_server: String,
     /// The first line of `psql --version`.
     pub psql: String,
+    /// `SHOW server_version` of the PostgreSQL at `DATABASE_URL` (default
+    /// `postgres://postgres@127.0.0.1:5432/postgres`).
+    pub postgres_server: String,
     /// The first line of `rustc --version`.
     pub rustc: String,
     /// The Cargo profile the benchmark was built with (`release` under `cargo bench`, `debug`
@@ -127,6 +130,7 @@ impl Machine {
                 .unwrap_or_else(|_| "unknown".into()),
             redis_server: tool_version("redis-server", "--version"),
             psql: tool_version("psql", "--version"),
+            postgres_server: postgres_server_version(),
             rustc: tool_version("rustc", "--version"),
             build: if cfg!(debug_assertions) {
                 "debug"
@@ -144,7 +148,10 @@ impl Machine {
             self.cores, self.cpu_model, self.load_average
         );
         println!("         {}", self.redis_server);
-        println!("         {}", self.psql);
+        println!(
+            "         {}; PostgreSQL server {}",
+            self.psql, self.postgres_server
+        );
         println!("         {}, {} build", self.rustc, self.build);
         if self.build == "debug" {
             println!("         (debug build: a smoke run, the figures mean nothing)");
@@ -162,6 +169,19 @@ fn tool_version(program: &str, arg: &str) -> String {
             .to_owned(),
         Ok(out) => format!("unavailable ({program} exited with {})", out.status),
         Err(e) => format!("unavailable ({program}: {e})"),
+    }
+}
+
+fn postgres_server_version() -> String {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    match Command::new("psql")
+        .args([url.as_str(), "-X", "-A", "-t", "-c", "SHOW server_version"])
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        Ok(out) => format!("unavailable (psql exited with {})", out.status),
+        Err(e) => format!("unavailable (psql: {e})"),
     }
 }
 
