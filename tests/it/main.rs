@@ -6,5 +6,6 @@ mod helpers;
 mod import;
 mod mailer;
 mod rate_limit;
+mod real_campaign;
 mod service;
 mod store;

@@ -394,14 +394,26 @@ async fn a_job_that_outruns_its_claims_commit_waits_for_it_and_is_sent() {
     let h = Harness::new(vec![]).await;
     let id = h.insert(1, "SCHEDULED").await[0];
     let mut tx = h.db.pool.begin().await.unwrap();
-    let claimed = mail_worker::store::messages::claim_due(&mut tx, 10).await.unwrap();
+    let claimed = mail_worker::store::messages::claim_due(&mut tx, 10)
+        .await
+        .unwrap();
     assert_eq!(claimed, vec![id]);
-    mail_worker::store::messages::mark_queued(&mut tx, &claimed).await.unwrap();
+    mail_worker::store::messages::mark_queued(&mut tx, &claimed)
+        .await
+        .unwrap();
     // The job is on the queue and a worker takes it before the claim commits.
     let handler = h.handler.clone();
-    let job = tokio::spawn(async move { handler.process(SendMessageJob { message_id: id }).await.unwrap() });
+    let job = tokio::spawn(async move {
+        handler
+            .process(SendMessageJob { message_id: id })
+            .await
+            .unwrap()
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!job.is_finished(), "the handler waits for the claim's row lock");
+    assert!(
+        !job.is_finished(),
+        "the handler waits for the claim's row lock"
+    );
     tx.commit().await.unwrap();
     assert_eq!(job.await.unwrap(), Some(SendOutcome::Sent));
     assert_eq!(h.row(id).await.0, "SENT");
