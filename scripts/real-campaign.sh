@@ -340,6 +340,19 @@ table "SELECT cause, count(*) FILTER (WHERE extract(second FROM at) < 5) AS in_f
               count(*) FILTER (WHERE extract(second FROM at) >= 55) AS in_last_5_s,
               min(at) AS first, max(at) AS last
        FROM real_refusals GROUP BY 1 ORDER BY 1"
+echo "  $REAL_MAILBOX minute by minute (sends accepted, their seconds, refusals by cause):"
+table "SELECT to_char(minute, 'HH24:MI') AS utc_minute, coalesce(sends, 0) AS sends,
+              first_s, last_s, coalesce(minute_refusals, 0) AS refused_minute,
+              coalesce(concurrency_refusals, 0) AS refused_concurrency
+       FROM (SELECT date_trunc('minute', received_at) AS minute, count(*) AS sends,
+                    min(extract(second FROM received_at))::int AS first_s,
+                    max(extract(second FROM received_at))::int AS last_s
+             FROM real_records WHERE mailbox = '$REAL_MAILBOX' GROUP BY 1) s
+       FULL JOIN (SELECT date_trunc('minute', at) AS minute,
+                         count(*) FILTER (WHERE cause = 'minute') AS minute_refusals,
+                         count(*) FILTER (WHERE cause = 'concurrency') AS concurrency_refusals
+                  FROM real_refusals WHERE mailbox = '$REAL_MAILBOX' GROUP BY 1) f USING (minute)
+       ORDER BY minute"
 echo "  final status of refused messages:"
 table "SELECT m.status, count(DISTINCT m.id) AS messages FROM real_refusals f
        JOIN messages m ON m.id::text = f.message_id GROUP BY 1 ORDER BY 1"

@@ -1,7 +1,8 @@
 //! The `graph-sim` binary: a Microsoft Graph stand-in (token endpoint, sendMail, Exchange's
 //! limits, fault injection) to run beside `mail-worker` for a dry run of a campaign.
 //!
-//! Prints `GRAPH_API_BASE_URL=…` and `GRAPH_LOGIN_BASE_URL=…` on stdout when listening, logs JSON
+//! Prints `GRAPH_API_BASE_URL=…` and `GRAPH_LOGIN_BASE_URL=…` (and with `--sendgrid-listen`,
+//! `SENDGRID_API_BASE_URL=…`) on stdout when listening, logs JSON
 //! lines on stderr, and on SIGINT/SIGTERM prints the final statistics as one JSON object on
 //! stdout. The config file format is in `graph-sim --help` ([`CONFIG_FILE_HELP`]).
 
@@ -218,10 +219,10 @@ async fn main() -> ExitCode {
         None => None,
     };
     println!("GRAPH_API_BASE_URL={}", sim.graph_base_url());
+    println!("GRAPH_LOGIN_BASE_URL={}", sim.login_base_url());
     if let Some(sendgrid) = &sendgrid {
         println!("SENDGRID_API_BASE_URL={}", sendgrid.base_url());
     }
-    println!("GRAPH_LOGIN_BASE_URL={}", sim.login_base_url());
     println!(
         "# graph-sim: stats at {}_sim/stats, messages at {}_sim/messages; SIGINT/SIGTERM prints the final stats",
         sim.login_base_url(),
