@@ -22,10 +22,17 @@ pub struct RecordedMessage {
     pub mailbox_id: Uuid,
     /// The app whose token sent it.
     pub client_id: String,
-    /// When it was received, by the sim's clock.
+    /// When it was received, by the sim's clock: after any added latency, when the limits were
+    /// checked and the message accepted (the time `max_in_utc_minute` and the rolling windows
+    /// count).
     pub received_at: DateTime<Utc>,
     /// The same in ms since the Unix epoch.
     pub received_at_ms: i64,
+    /// When the request reached sendMail, by the sim's clock, in ms since the Unix epoch: before
+    /// the added latency, so it is the moment the client sent (minus transit). `received_at_ms
+    /// - arrived_at_ms` is the simulated processing time.
+    #[serde(default)]
+    pub arrived_at_ms: i64,
     /// `message.subject`, if any.
     pub subject: Option<String>,
     /// `toRecipients` addresses, as sent.

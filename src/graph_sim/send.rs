@@ -92,10 +92,20 @@ pub(crate) async fn send_mail(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = if action.eq_ignore_ascii_case("sendMail") {
-        process(&state, &user, &headers, body, &ids, &mut seen).await
+        process(
+            &state,
+            &user,
+            &headers,
+            body,
+            &ids,
+            arrived_at_ms,
+            &mut seen,
+        )
+        .await
     } else {
         Reply::Error(GraphError::new(
             StatusCode::BAD_REQUEST,
@@ -179,6 +189,7 @@ async fn process(
     headers: &HeaderMap,
     body: Body,
     ids: &RequestIds,
+    arrived_at_ms: i64,
     seen: &mut Seen,
 ) -> Reply {
     let idx = state.resolve_mailbox(user);
@@ -367,6 +378,7 @@ async fn process(
         client_id: owner.client_id,
         received_at,
         received_at_ms: now_ms,
+        arrived_at_ms,
         subject: message.subject,
         to: message.to,
         cc: message.cc,

@@ -1330,6 +1330,27 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
 }
 
 #[tokio::test]
+async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_latency() {
+    let sim = GraphSim::start(config_with(MailboxLimits::default()))
+        .await
+        .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    sim.set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
+    let before = Utc::now().timestamp_millis();
+    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
+    let after = Utc::now().timestamp_millis();
+    let m = &sim.messages()[0];
+    assert!(
+        before <= m.arrived_at_ms && m.received_at_ms <= after,
+        "{m:?}"
+    );
+    let processing = m.received_at_ms - m.arrived_at_ms;
+    assert!((300..1_000).contains(&processing), "{processing} ms");
+}
+
+#[tokio::test]
 async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))

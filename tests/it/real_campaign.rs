@@ -370,18 +370,27 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         "the providers received exactly the SENT messages"
     );
 
-    // The most sends in one UTC minute, per Graph mailbox, against our limit.
-    let mut per_minute: BTreeMap<(String, i64), u32> = BTreeMap::new();
-    for m in &graph_messages {
-        *per_minute
-            .entry((m.mailbox.clone(), m.received_at_ms.div_euclid(60_000)))
-            .or_default() += 1;
-    }
-    let mut max_per_minute: BTreeMap<String, u32> = BTreeMap::new();
-    for ((mailbox, _), n) in per_minute {
-        let max = max_per_minute.entry(mailbox).or_default();
-        *max = (*max).max(n);
-    }
+    // The most sends in one UTC minute, per Graph mailbox, against our limit: by the minute each
+    // request reached graph-sim (when we sent it). By the minute graph-sim accepted it, after its
+    // 50–150 ms processing time, a send from a minute's last moments can count in the next one:
+    // reported, not asserted.
+    let max_in_minute = |at: fn(&mail_worker::graph_sim::RecordedMessage) -> i64| {
+        let mut per_minute: BTreeMap<(String, i64), u32> = BTreeMap::new();
+        for m in &graph_messages {
+            *per_minute
+                .entry((m.mailbox.clone(), at(m).div_euclid(60_000)))
+                .or_default() += 1;
+        }
+        let mut max: BTreeMap<String, u32> = BTreeMap::new();
+        for ((mailbox, _), n) in per_minute {
+            let e = max.entry(mailbox).or_default();
+            *e = (*e).max(n);
+        }
+        max
+    };
+    let max_per_minute = max_in_minute(|m| m.arrived_at_ms);
+    let max_accepted_per_minute = max_in_minute(|m| m.received_at_ms);
+    assert_eq!(max_per_minute.len(), 5, "five Graph mailboxes sent");
     for (mailbox, max) in &max_per_minute {
         assert!(
             *max <= limit_of(mailbox),
@@ -437,7 +446,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     let deferrals: i32 = rows.iter().map(|r| r.4).sum();
     eprintln!(
         "real campaign slice: {SLICE_LINES} lines drained in {drained_s:.1} s; (SENT, ERROR, later) {expected:?}; \
-         deferrals {deferrals}; max per UTC minute {max_per_minute:?}; \
+         deferrals {deferrals}; max sent per UTC minute {max_per_minute:?}; \
+         max accepted per UTC minute {max_accepted_per_minute:?}; \
          graph-sim refusals (count, seconds of the minute) {by_cause:?}; duplicates 0"
     );
     sim.shutdown().await.unwrap();
