@@ -89,11 +89,40 @@ export DATABASE_URL REDIS_URL
 export MAIL_RATE_LIMIT_KEY_PREFIX=$PREFIX:rl QUEUE_NAME=$PREFIX:send-message
 export MAIL_RATE_LIMIT_PER_MINUTE=$FAST_PER_MINUTE WORKER_CONCURRENCY
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-info} SHUTDOWN_GRACE_MS=${SHUTDOWN_GRACE_MS:-15000}
-psql_real() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 "$@"; }
+# psql (-c or -f, never stdin); a refused connection (exit 2, e.g. "too many
+# clients" on a shared server) is retried for up to a minute.
+psql_at() { # URL, psql arguments
+  local url=$1 rc
+  shift
+  for _ in $(seq 1 30); do
+    rc=0
+    psql "$url" -X -q -v ON_ERROR_STOP=1 "$@" </dev/null || rc=$?
+    [ "$rc" -ne 2 ] && return "$rc"
+    echo "psql could not connect; retrying in 2 s" >&2
+    sleep 2
+  done
+  return "$rc"
+}
+psql_real() { psql_at "$DATABASE_URL" "$@"; }
+# A one-shot `mail-worker` command (all idempotent), retried while PostgreSQL refuses
+# connections; its stderr goes to $MW_STDERR (default: this script's stderr).
+mw() {
+  local rc err
+  err=$(mktemp)
+  for _ in $(seq 1 30); do
+    rc=0
+    "$MW" "$@" 2>"$err" || rc=$?
+    grep -q 'too many clients\|Connection refused\|pool timed out' "$err" || break
+    echo "mail-worker $1: database unavailable; retrying in 2 s" >&2
+    sleep 2
+  done
+  cat "$err" >>"${MW_STDERR:-/dev/stderr}"
+  rm -f "$err"
+  return "$rc"
+}
 
 say "fresh state: database $DB_NAME, Redis keys $PREFIX:*"
-psql "$PG_URL/postgres" -X -q -v ON_ERROR_STOP=1 \
-  -c "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)"
+psql_at "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)"
 redis-cli -u "$REDIS_URL" --scan --pattern "$PREFIX:*" | while read -r key; do
   redis-cli -u "$REDIS_URL" DEL "$key" >/dev/null
 done
@@ -152,14 +181,14 @@ if [ "$SIM_LATENCY_MS" != 0 ]; then
 fi
 
 say "senders, limits, campaign"
-"$MW" migrate >/dev/null
-"$MW" senders import "$SENDERS"
+mw migrate >/dev/null
+mw senders import "$SENDERS"
 while IFS=$'\t' read -r address per_day; do
   if [ "$address" = "$REAL_MAILBOX" ]; then per_minute=$REAL_PER_MINUTE; else per_minute=$FAST_PER_MINUTE; fi
-  "$MW" mailbox set-limits "$address" --per-minute "$per_minute" ${per_day:+--recipients-per-day "$per_day"}
+  mw mailbox set-limits "$address" --per-minute "$per_minute" ${per_day:+--recipients-per-day "$per_day"}
 done < <(jq -r '.systemMailboxes[] | [(.address | ascii_downcase), (.rateLimitRecipientsPerDay // "" | tostring)] | @tsv' "$SENDERS")
 set +e
-RUST_LOG=warn "$MW" enqueue "$CAMPAIGN" 2>"$OUT/enqueue-bad-lines.txt"
+RUST_LOG=warn MW_STDERR="$OUT/enqueue-bad-lines.txt" mw enqueue "$CAMPAIGN"
 ENQUEUE_RC=$?
 set -e
 [ "$ENQUEUE_RC" -eq 0 ] || echo "enqueue reported bad lines (kept going; see $OUT/enqueue-bad-lines.txt)"
@@ -238,7 +267,7 @@ jq -r --arg now "$now_iso" '
     elif ([.headers[]? | .name | select(test("^[xX]-.") | not)] | length > 0) then "non-x- header"
     else "good" end)] | @csv' "$CAMPAIGN" >"$OUT/expected.csv"
 
-psql_real >/dev/null <<SQL
+cat >"$OUT/load.sql" <<SQL
 DROP TABLE IF EXISTS real_records, real_refusals, real_expected;
 CREATE TABLE real_records (provider text, mailbox text, message_id text, received_at timestamptz,
                            arrived_ms bigint);
@@ -258,6 +287,7 @@ CREATE VIEW real_messages AS
   LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id
   LEFT JOIN tenants t ON t.id = m.tenant_id;
 SQL
+psql_real -f "$OUT/load.sql" >/dev/null
 q() { psql_real -At -c "$1"; }
 table() { psql_real -P footer=off -c "$1"; }
 
