@@ -1,7 +1,8 @@
 //! The `graph-sim` binary: a Microsoft Graph stand-in (token endpoint, sendMail, Exchange's
 //! limits, fault injection) to run beside `mail-worker` for a dry run of a campaign.
 //!
-//! Prints `GRAPH_API_BASE_URL=…` and `GRAPH_LOGIN_BASE_URL=…` on stdout when listening, logs JSON
+//! Prints `GRAPH_API_BASE_URL=…` and `GRAPH_LOGIN_BASE_URL=…` (and with `--sendgrid-listen`,
+//! `SENDGRID_API_BASE_URL=…`) on stdout when listening, logs JSON
 //! lines on stderr, and on SIGINT/SIGTERM prints the final statistics as one JSON object on
 //! stdout. The config file format is in `graph-sim --help` ([`CONFIG_FILE_HELP`]).
 
@@ -10,6 +11,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 use clap::Parser;
 use mail_worker::{
     config::LogFormat,
+    demo::sendgrid_sim::SendGridSim,
     events,
     graph_sim::{CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox},
     telemetry,
@@ -22,8 +24,11 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:8025";
 ///
 /// Serves POST /{tenant}/oauth2/v2.0/token (client credentials) and
 /// POST /v1.0/users/{id|userPrincipalName}/sendMail, plus an admin API:
-/// GET /_sim/stats, GET /_sim/messages, POST /_sim/script, /_sim/latency, /_sim/token-faults,
-/// /_sim/reset. Without --config and --mailbox it serves one mailbox, events@contoso.example.
+/// GET /_sim/stats, GET /_sim/messages, GET /_sim/refusals, POST /_sim/script, /_sim/latency,
+/// /_sim/token-faults, /_sim/reset. Without --config and --mailbox it serves one mailbox,
+/// events@contoso.example. With --sendgrid-listen it also serves a SendGrid stand-in
+/// (POST /v3/mail/send, GET /_sim/messages) on that address, for senders whose provider is
+/// SendGrid.
 #[derive(Debug, Parser)]
 #[command(name = "graph-sim", version, after_long_help = after_help())]
 struct Args {
@@ -73,6 +78,19 @@ struct Args {
     /// Lifetime of issued tokens, s [default: the file's, else 3599].
     #[arg(long, value_name = "S")]
     token_lifetime_s: Option<u64>,
+    /// Also serve a SendGrid stand-in (POST /v3/mail/send) on this address (port 0 = any free
+    /// port); prints SENDGRID_API_BASE_URL=… when listening.
+    #[arg(long, value_name = "ADDR", requires = "sendgrid_keys")]
+    sendgrid_listen: Option<SocketAddr>,
+    /// API keys the SendGrid stand-in accepts (comma-separated or repeated).
+    #[arg(
+        long = "sendgrid-key",
+        value_name = "KEY",
+        env = "GRAPH_SIM_SENDGRID_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    sendgrid_keys: Vec<String>,
     /// Log format: json (one object per line) or pretty.
     #[arg(
         long,
@@ -190,8 +208,21 @@ async fn main() -> ExitCode {
             return ExitCode::from(78);
         }
     };
+    let sendgrid = match args.sendgrid_listen {
+        Some(listen) => match SendGridSim::start_on(listen, args.sendgrid_keys.clone()).await {
+            Ok(sendgrid) => Some(sendgrid),
+            Err(e) => {
+                eprintln!("graph-sim: the SendGrid stand-in cannot listen on {listen}: {e}");
+                return ExitCode::from(78);
+            }
+        },
+        None => None,
+    };
     println!("GRAPH_API_BASE_URL={}", sim.graph_base_url());
     println!("GRAPH_LOGIN_BASE_URL={}", sim.login_base_url());
+    if let Some(sendgrid) = &sendgrid {
+        println!("SENDGRID_API_BASE_URL={}", sendgrid.base_url());
+    }
     println!(
         "# graph-sim: stats at {}_sim/stats, messages at {}_sim/messages; SIGINT/SIGTERM prints the final stats",
         sim.login_base_url(),
@@ -207,6 +238,7 @@ async fn main() -> ExitCode {
     let reason = stop_signal().await;
     let stats = sim.stats();
     let result = sim.shutdown().await;
+    drop(sendgrid);
     tracing::info!(
         event = events::SIM_STOPPED,
         reason,

@@ -5,7 +5,7 @@
 //! message is `SENT` or `ERROR`, shows live progress, and ends with a per-mailbox report.
 
 mod campaign;
-mod sendgrid_sim;
+pub mod sendgrid_sim;
 
 use std::{
     collections::BTreeMap,

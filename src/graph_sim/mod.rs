@@ -56,7 +56,10 @@ pub use config::{
     MinuteOverflow, SimApp, SimConfig, SimMailbox,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
-pub use records::{MailboxStats, RecordedHeader, RecordedMessage, RefusedCounts, SimStats};
+pub use records::{
+    MailboxStats, RecordedHeader, RecordedMessage, RecordedRefusal, RefusalCause, RefusedCounts,
+    SimStats,
+};
 
 use server::SimState;
 
@@ -193,6 +196,12 @@ impl GraphSim {
     /// Every message accepted so far, oldest first.
     pub fn messages(&self) -> Vec<RecordedMessage> {
         self.state.messages()
+    }
+
+    /// Every throttling refusal (`429` for concurrency, request quota, day or minute) so far,
+    /// oldest first.
+    pub fn refusals(&self) -> Vec<RecordedRefusal> {
+        self.state.refusals()
     }
 
     /// A snapshot of every mailbox's statistics.

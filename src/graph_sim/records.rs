@@ -1,6 +1,7 @@
-//! What graph-sim recorded: every accepted message and per-mailbox statistics, served by
-//! `GET /_sim/messages` and `GET /_sim/stats` and returned in process. All types are serde
-//! round-trippable, so clients can read the admin API's JSON back into them.
+//! What graph-sim recorded: every accepted message, every throttling refusal and per-mailbox
+//! statistics, served by `GET /_sim/messages`, `GET /_sim/refusals` and `GET /_sim/stats` and
+//! returned in process. All types are serde round-trippable, so clients can read the admin
+//! API's JSON back into them.
 
 use std::collections::BTreeMap;
 
@@ -21,10 +22,17 @@ pub struct RecordedMessage {
     pub mailbox_id: Uuid,
     /// The app whose token sent it.
     pub client_id: String,
-    /// When it was received, by the sim's clock.
+    /// When it was received, by the sim's clock: after any added latency, when the limits were
+    /// checked and the message accepted (the time `max_in_utc_minute` and the rolling windows
+    /// count).
     pub received_at: DateTime<Utc>,
     /// The same in ms since the Unix epoch.
     pub received_at_ms: i64,
+    /// When the request reached sendMail, by the sim's clock, in ms since the Unix epoch: before
+    /// the added latency, so it is the moment the client sent (minus transit). `received_at_ms
+    /// - arrived_at_ms` is the simulated processing time.
+    #[serde(default)]
+    pub arrived_at_ms: i64,
     /// `message.subject`, if any.
     pub subject: Option<String>,
     /// `toRecipients` addresses, as sent.
@@ -53,6 +61,10 @@ pub struct RecordedMessage {
     pub delayed: bool,
     /// The HTTP status answered (202, or a scripted delivering answer such as 504).
     pub answered_status: u16,
+    /// The request's `client-request-id` header, if the client sent one (mail-worker sends its
+    /// `messages.id` there, so duplicates can be found by message id).
+    #[serde(default)]
+    pub client_request_id: Option<String>,
 }
 
 impl RecordedMessage {
@@ -72,6 +84,52 @@ pub struct RecordedHeader {
     pub name: String,
     /// Its value.
     pub value: String,
+}
+
+/// Why graph-sim throttled a sendMail request (a `429`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalCause {
+    /// Over `concurrent_requests` in flight for the app and mailbox.
+    Concurrency,
+    /// Over `requests_per_10_minutes` for the app and mailbox.
+    RequestQuota,
+    /// Over `recipients_per_day` in the rolling 24 h.
+    Day,
+    /// Over `messages_per_minute` in the rolling 60 s.
+    Minute,
+}
+
+impl RefusalCause {
+    /// Its snake_case name, as in the JSON (`concurrency`, `request_quota`, `day`, `minute`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Concurrency => "concurrency",
+            Self::RequestQuota => "request_quota",
+            Self::Day => "day",
+            Self::Minute => "minute",
+        }
+    }
+}
+
+/// One throttling refusal (`429`) graph-sim answered, served by `GET /_sim/refusals`: when, for
+/// which mailbox and cause, and for which client request (mail-worker's message id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedRefusal {
+    /// When it was refused, by the sim's clock.
+    pub at: DateTime<Utc>,
+    /// The same in ms since the Unix epoch.
+    pub at_ms: i64,
+    /// The mailbox (lower-case address).
+    pub mailbox: String,
+    /// The app whose token sent the request.
+    pub client_id: String,
+    /// Why.
+    pub cause: RefusalCause,
+    /// The `Retry-After` answered, in whole seconds (`None` when none was given).
+    pub retry_after_s: Option<u64>,
+    /// The request's `client-request-id` header, if the client sent one.
+    pub client_request_id: Option<String>,
 }
 
 /// Requests refused, by cause.

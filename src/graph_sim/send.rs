@@ -41,7 +41,7 @@ use super::{
     config::DEFAULT_MAX_REQUEST_BYTES,
     faults::ScriptedAnswer,
     limits::{SendVerdict, retry_after_secs},
-    records::RecordedMessage,
+    records::{RecordedMessage, RecordedRefusal, RefusalCause},
     server::SimState,
     validate::parse_send_mail,
     wire::{self, GraphError, RequestIds},
@@ -92,10 +92,20 @@ pub(crate) async fn send_mail(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = if action.eq_ignore_ascii_case("sendMail") {
-        process(&state, &user, &headers, body, &ids, &mut seen).await
+        process(
+            &state,
+            &user,
+            &headers,
+            body,
+            &ids,
+            arrived_at_ms,
+            &mut seen,
+        )
+        .await
     } else {
         Reply::Error(GraphError::new(
             StatusCode::BAD_REQUEST,
@@ -179,6 +189,7 @@ async fn process(
     headers: &HeaderMap,
     body: Body,
     ids: &RequestIds,
+    arrived_at_ms: i64,
     seen: &mut Seen,
 ) -> Reply {
     let idx = state.resolve_mailbox(user);
@@ -214,6 +225,24 @@ async fn process(
         ));
     }
 
+    let client_request_id = headers
+        .get("client-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let refusal = |cause: RefusalCause, e: &GraphError| {
+        let at = state.now();
+        RecordedRefusal {
+            at,
+            at_ms: at.timestamp_millis(),
+            mailbox: mailbox.address.to_string(),
+            client_id: owner.client_id.clone(),
+            cause,
+            retry_after_s: e.retry_after.as_deref().and_then(|v| v.parse().ok()),
+            client_request_id: client_request_id.clone(),
+        }
+    };
+
     // Concurrency slot and request quota, under one lock.
     let _slot = {
         let now_ms = state.now().timestamp_millis();
@@ -222,23 +251,24 @@ async fn process(
         let mine = b.in_flight.get(&owner.client_id).copied().unwrap_or(0);
         if mine >= limits.concurrent_requests {
             b.refused.concurrency += 1;
-            return Reply::Error(throttled(
-                "Application is over its MailboxConcurrency limit.",
-                1_000,
-            ));
+            let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
+            inner.record_refusal(refusal(RefusalCause::Concurrency, &e));
+            return Reply::Error(e);
         }
         if let Err(wait_ms) =
             b.windows
                 .check_request(&owner.client_id, now_ms, limits.requests_per_10_minutes)
         {
             b.refused.request_quota += 1;
-            return Reply::Error(throttled(
+            let e = throttled(
                 format!(
                     "Application is over its MailboxRequests limit of {} requests in 10 minutes.",
                     limits.requests_per_10_minutes
                 ),
                 wait_ms,
-            ));
+            );
+            inner.record_refusal(refusal(RefusalCause::RequestQuota, &e));
+            return Reply::Error(e);
         }
         *b.in_flight.entry(owner.client_id.clone()).or_default() += 1;
         b.in_flight_total += 1;
@@ -318,17 +348,20 @@ async fn process(
             if let Some(ms) = retry_after_ms {
                 e = e.with_retry_after_secs(retry_after_secs(ms));
             }
+            inner.record_refusal(refusal(RefusalCause::Day, &e));
             return Reply::Error(e);
         }
         SendVerdict::RefuseMinute { retry_after_ms } => {
             inner.boxes[idx].refused.minute += 1;
-            return Reply::Error(throttled(
+            let e = throttled(
                 format!(
                     "Mailbox is over its limit of {} messages in any 60 seconds. Exchange Online would queue the excess; graph-sim refuses it so the overshoot is visible.",
                     limits.messages_per_minute
                 ),
                 retry_after_ms,
-            ));
+            );
+            inner.record_refusal(refusal(RefusalCause::Minute, &e));
+            return Reply::Error(e);
         }
     };
     let b = &mut inner.boxes[idx];
@@ -345,6 +378,7 @@ async fn process(
         client_id: owner.client_id,
         received_at,
         received_at_ms: now_ms,
+        arrived_at_ms,
         subject: message.subject,
         to: message.to,
         cc: message.cc,
@@ -359,6 +393,7 @@ async fn process(
         save_to_sent_items: message.save_to_sent_items,
         delayed,
         answered_status,
+        client_request_id: client_request_id.clone(),
     });
     drop(inner);
     match &scripted {

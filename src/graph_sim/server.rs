@@ -3,7 +3,8 @@
 //! Routes:
 //! - `POST /{tenant}/oauth2/v2.0/token` — Entra ID client credentials ([`super::auth`]);
 //! - `POST /v1.0/users/{id | userPrincipalName}/sendMail` — Graph sendMail ([`super::send`]);
-//! - `GET /_sim/messages`, `GET /_sim/stats` — what was recorded ([`super::records`]);
+//! - `GET /_sim/messages`, `GET /_sim/stats`, `GET /_sim/refusals` — what was recorded
+//!   ([`super::records`]);
 //! - `POST /_sim/script` `{"mailbox"?: "…", "answers": [ScriptedAnswer…]}`,
 //!   `POST /_sim/latency` `{"mailbox"?: "…", "latency": "none" | {"fixed": ms} | {"uniform": [min, max]}}`,
 //!   `POST /_sim/token-faults` `{"faults": [TokenFault…]}`, `POST /_sim/reset` — fault injection
@@ -34,7 +35,7 @@ use super::{
     config::{ResolvedMailbox, SimApp, SimConfig},
     faults::{Latency, ScriptedAnswer, Target, TokenFault},
     limits::MailboxWindows,
-    records::{MailboxStats, RecordedMessage, RefusedCounts, SimStats},
+    records::{MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimStats},
     send,
     wire::{GraphError, RequestIds},
 };
@@ -66,7 +67,16 @@ pub(crate) struct Inner {
     /// Parallel to [`SimState::mailboxes`].
     pub boxes: Vec<MailboxRuntime>,
     pub messages: Vec<RecordedMessage>,
+    /// Every throttling refusal (`429`), oldest first.
+    pub refusals: Vec<RecordedRefusal>,
     pub unknown_mailbox_requests: u64,
+}
+
+impl Inner {
+    /// Keeps `refusal` for `GET /_sim/refusals`.
+    pub(crate) fn record_refusal(&mut self, refusal: RecordedRefusal) {
+        self.refusals.push(refusal);
+    }
 }
 
 /// One mailbox's moving parts.
@@ -193,6 +203,7 @@ impl SimState {
         inner.global_script.clear();
         inner.global_latency = Latency::None;
         inner.messages.clear();
+        inner.refusals.clear();
         inner.unknown_mailbox_requests = 0;
         for b in &mut inner.boxes {
             *b = MailboxRuntime {
@@ -205,6 +216,10 @@ impl SimState {
 
     pub(crate) fn messages(&self) -> Vec<RecordedMessage> {
         self.lock().messages.clone()
+    }
+
+    pub(crate) fn refusals(&self) -> Vec<RecordedRefusal> {
+        self.lock().refusals.clone()
     }
 
     pub(crate) fn stats(&self) -> SimStats {
@@ -259,6 +274,7 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         .route("/v1.0/me/{action}", post(me))
         .route("/_sim/messages", get(admin_messages))
         .route("/_sim/stats", get(admin_stats))
+        .route("/_sim/refusals", get(admin_refusals))
         .route("/_sim/script", post(admin_script))
         .route("/_sim/latency", post(admin_latency))
         .route("/_sim/token-faults", post(admin_token_faults))
@@ -299,6 +315,10 @@ async fn not_found(State(state): State<Arc<SimState>>, uri: Uri, headers: Header
 
 async fn admin_messages(State(state): State<Arc<SimState>>) -> Json<Vec<RecordedMessage>> {
     Json(state.messages())
+}
+
+async fn admin_refusals(State(state): State<Arc<SimState>>) -> Json<Vec<RecordedRefusal>> {
+    Json(state.refusals())
 }
 
 async fn admin_stats(State(state): State<Arc<SimState>>) -> Json<SimStats> {

@@ -105,7 +105,7 @@ fn check_recipient(field: &str, index: usize, recipient: &Recipient) -> Result<(
         CODE_INVALID_RECIPIENT,
         format!(
             "{field}[{index}] ({}) is not one valid email address{}",
-            mask_address(raw),
+            mask_each(raw),
             if single {
                 ""
             } else {
@@ -113,6 +113,15 @@ fn check_recipient(field: &str, index: usize, recipient: &Recipient) -> Result<(
             }
         ),
     ))
+}
+
+/// Masks every `,`/`;`-separated part of `raw` on its own, so no address of a multi-address
+/// entry reaches `last_error` or a log in full.
+fn mask_each(raw: &str) -> String {
+    raw.split([',', ';'])
+        .map(mask_address)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn permanent(code: &str, message: String) -> MailError {
@@ -182,7 +191,26 @@ pub(crate) mod tests {
             assert_eq!(code, CODE_INVALID_RECIPIENT);
             assert!(message.contains("own entry"), "{message}");
             assert!(!message.contains("a@example.org"), "{message}");
+            assert!(!message.contains("b@example.org"), "{message}");
         }
+    }
+
+    #[test]
+    fn every_address_of_a_multi_address_entry_is_masked() {
+        // Line 312 of the shared campaign: the second address used to reach last_error and the
+        // mail.failed log in full.
+        let mut m = mail();
+        m.to = vec![rcpt(
+            "ylmaz3679@EXAMPLE.COM; oconnor.bakker1470@sub.dept.example.net",
+        )];
+        let err = validate(&m).unwrap_err();
+        assert_eq!(
+            err,
+            MailError::Permanent {
+                code: CODE_INVALID_RECIPIENT.into(),
+                message: "to[0] (y***@EXAMPLE.COM; o***@sub.dept.example.net) is not one valid email address; put each recipient in its own entry".into()
+            }
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use mail_worker::{
     clock::ManualClock,
     graph_sim::{
-        GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, ScriptedAnswer,
-        SimConfig, SimMailbox, SimStats, Target, TokenFault,
+        GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
+        RefusalCause, ScriptedAnswer, SimConfig, SimMailbox, SimStats, Target, TokenFault,
     },
 };
 use reqwest::{Client, Response, StatusCode};
@@ -1240,6 +1240,192 @@ async fn an_unknown_path_gets_graphs_bad_request() {
 
 // ---------------------------------------------------------------------------------------------
 // The binary
+
+async fn send_with_id(http: &Client, sim: &GraphSim, token: &str, id: &str, n: usize) -> u16 {
+    http.post(format!("{}/users/{MAILBOX}/sendMail", sim.graph_base_url()))
+        .bearer_auth(token)
+        .header("client-request-id", id)
+        .json(&message(n))
+        .send()
+        .await
+        .expect("sendMail request")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
+    let (sim, clock) = start_with(MailboxLimits {
+        concurrent_requests: 1,
+        messages_per_minute: 2,
+        recipients_per_day: 10,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    clock.advance(Duration::from_secs(7)); // 12:00:07
+    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
+    assert_eq!(send_with_id(&http, &sim, &token, "m-2", 1).await, 202);
+    clock.advance(Duration::from_secs(5)); // 12:00:12
+    assert_eq!(send_with_id(&http, &sim, &token, "m-3", 1).await, 429);
+    assert_eq!(send_with_id(&http, &sim, &token, "m-4", 9).await, 429);
+    // Two at once against a concurrency limit of 1: the slow one holds the slot.
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
+        .unwrap();
+    let (a, b) = tokio::join!(send_with_id(&http, &sim, &token, "m-5", 1), async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        send_with_id(&http, &sim, &token, "m-6", 1).await
+    });
+    assert_eq!(
+        (a, b),
+        (429, 429),
+        "m-5 is over the minute limit once it has the slot"
+    );
+
+    let refusals = sim.refusals();
+    let seen: Vec<(RefusalCause, Option<&str>, Option<u64>, i64)> = refusals
+        .iter()
+        .map(|r| {
+            (
+                r.cause,
+                r.client_request_id.as_deref(),
+                r.retry_after_s,
+                r.at_ms - t0().timestamp_millis(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (RefusalCause::Minute, Some("m-3"), Some(55), 12_000),
+            // 2 of 10 recipients used at 12:00:07; 9 more fit when those age out, 24 h later.
+            (RefusalCause::Day, Some("m-4"), Some(86_395), 12_000),
+            (RefusalCause::Concurrency, Some("m-6"), Some(1), 12_000),
+            (RefusalCause::Minute, Some("m-5"), Some(55), 12_000),
+        ]
+    );
+    assert!(
+        refusals
+            .iter()
+            .all(|r| r.mailbox == MAILBOX && r.client_id == CLIENT)
+    );
+    let over_http: Vec<RecordedRefusal> = http
+        .get(format!("{}_sim/refusals", sim.login_base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(over_http, refusals);
+    let ids: Vec<Option<String>> = sim
+        .messages()
+        .into_iter()
+        .map(|m| m.client_request_id)
+        .collect();
+    assert_eq!(ids, vec![Some("m-1".to_owned()), Some("m-2".to_owned())]);
+    sim.reset();
+    assert!(sim.refusals().is_empty());
+}
+
+#[tokio::test]
+async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_latency() {
+    let sim = GraphSim::start(config_with(MailboxLimits::default()))
+        .await
+        .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    sim.set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
+    let before = Utc::now().timestamp_millis();
+    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
+    let after = Utc::now().timestamp_millis();
+    let m = &sim.messages()[0];
+    assert!(
+        before <= m.arrived_at_ms && m.received_at_ms <= after,
+        "{m:?}"
+    );
+    let processing = m.received_at_ms - m.arrived_at_ms;
+    assert!((300..1_000).contains(&processing), "{processing} ms");
+}
+
+#[tokio::test]
+async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--sendgrid-listen",
+            "127.0.0.1:0",
+        ])
+        .env("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut sendgrid = None;
+    for _ in 0..3 {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Some(url) = line.strip_prefix("SENDGRID_API_BASE_URL=") {
+            sendgrid = Some(url.trim_end_matches('/').to_owned());
+        }
+    }
+    let sendgrid = sendgrid.expect("the third line names the SendGrid URL");
+    let http = Client::new();
+    let send = |key: &'static str| {
+        http.post(format!("{sendgrid}/v3/mail/send"))
+            .bearer_auth(key)
+            .json(&json!({
+                "personalizations": [{"to": [{"email": "a@example.org"}], "bcc": [{"email": "b@example.org"}]}],
+                "from": {"email": "News@Adatum.example"},
+                "subject": "s",
+                "content": [{"type": "text/plain", "value": "b"}],
+                "custom_args": {"mail_worker_message_id": "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"}
+            }))
+            .send()
+    };
+    assert_eq!(
+        send("sg-key-2").await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        send("nope").await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let records: Value = http
+        .get(format!("{sendgrid}/_sim/messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0]["message_id"],
+        "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"
+    );
+    assert_eq!(records[0]["from"], "news@adatum.example");
+    assert_eq!(records[0]["recipient_count"], 2);
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().await.unwrap().success());
+}
 
 #[tokio::test]
 async fn graph_sim_binary_documents_its_config_file_in_help() {

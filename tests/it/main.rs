@@ -9,5 +9,6 @@ mod helpers;
 mod import;
 mod mailer;
 mod rate_limit;
+mod real_campaign;
 mod service;
 mod store;
