@@ -54,9 +54,9 @@ impl<'de> serde::Deserialize<'de> for MailboxAddress {
 }
 
 /// Masks a recipient address for logs: `lotte.jansen@example.com` → `l***@example.com`.
-/// Strings without `@` become `***`.
+/// Only the part after the last `@` is kept; strings without `@` become `***`.
 pub fn mask_address(address: &str) -> String {
-    match address.trim().split_once('@') {
+    match address.trim().rsplit_once('@') {
         Some((local, domain)) => {
             let first: String = local.chars().take(1).collect();
             format!("{first}***@{domain}")
@@ -93,5 +93,6 @@ mod tests {
     fn masking_keeps_only_the_first_letter_and_domain() {
         assert_eq!(mask_address("lotte.jansen@example.com"), "l***@example.com");
         assert_eq!(mask_address("garbage"), "***");
+        assert_eq!(mask_address("a@b@c@example.net"), "a***@example.net");
     }
 }

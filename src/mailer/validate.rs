@@ -222,7 +222,7 @@ pub(crate) mod tests {
             err,
             MailError::Permanent {
                 code: CODE_INVALID_RECIPIENT.into(),
-                message: "bcc[1] (l***@@example.com) is not one valid email address".into()
+                message: "bcc[1] (l***@example.com) is not one valid email address".into()
             }
         );
         for raw in ["", "nobody", "<a@b.example>", "a b@example.org"] {
