@@ -126,12 +126,20 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             }
             let address = MailboxAddress::parse(&args.address)?;
             let pool = store::connect(&config.database_url, 2).await?;
-            senders::set_limits(&pool, &address, args.per_minute, args.recipients_per_day).await?;
+            let change = if args.clear {
+                senders::LimitsChange::Clear
+            } else {
+                senders::LimitsChange::Set {
+                    per_minute: args.per_minute,
+                    recipients_per_day: args.recipients_per_day,
+                }
+            };
+            let (per_minute, per_day) = senders::set_limits(&pool, &address, change).await?;
+            let show = |v: Option<NonZeroU32>| v.map_or("default".into(), |v| v.to_string());
             out(&format!(
                 "{address}: per minute {}, recipients per day {}\n",
-                args.per_minute.map_or("default".into(), |v| v.to_string()),
-                args.recipients_per_day
-                    .map_or("default".into(), |v| v.to_string())
+                show(per_minute),
+                show(per_day)
             ));
             Ok(ExitCode::SUCCESS)
         }

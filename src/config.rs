@@ -124,7 +124,8 @@ impl Config {
     /// The first variable that is set to an unusable value.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let env = Env(&lookup);
-        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", &["redis", "rediss"])?;
+        // TLS (`rediss://`) is not compiled in: refuse it here rather than at first use.
+        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", &["redis"])?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
         if send_lease <= http_timeout {
@@ -141,7 +142,7 @@ impl Config {
             )?,
             rate_limit: RateLimitConfig {
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
-                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", &["redis", "rediss"])?,
+                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", &["redis"])?,
                     None => redis_url.clone(),
                 },
                 defaults: RateLimits {
@@ -253,13 +254,42 @@ impl fmt::Debug for Config {
     }
 }
 
-/// `url` with its password (if any) replaced by `***`, for logs and `check-config`.
+/// `url` with its password (if any) replaced by `***`, for logs and `check-config`: the
+/// userinfo password and a `password` query parameter.
 pub fn redact_url(url: &Url) -> String {
     let mut url = url.clone();
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
     }
+    if url
+        .query_pairs()
+        .any(|(k, _)| k.eq_ignore_ascii_case("password"))
+    {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k.eq_ignore_ascii_case("password") {
+                    "***".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
     url.to_string()
+}
+
+/// A string that failed to parse as a URL, with anything between `://` and the last `@`
+/// (where a password would be) replaced by `***`.
+fn redact_unparsed(raw: &str) -> String {
+    match (raw.find("://"), raw.rfind('@')) {
+        (Some(start), Some(at)) if at > start + 3 => {
+            format!("{}***{}", &raw[..start + 3], &raw[at..])
+        }
+        _ => raw.to_owned(),
+    }
 }
 
 struct Env<'a, F: Fn(&str) -> Option<String>>(&'a F);
@@ -273,7 +303,7 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         let raw = self.get(var).unwrap_or_default();
         let value = match Url::parse(&raw) {
             Ok(url) => redact_url(&url),
-            Err(_) => raw,
+            Err(_) => redact_unparsed(&raw),
         };
         ConfigError {
             var,
@@ -484,5 +514,11 @@ mod tests {
         assert!(!format!("{c:?}").contains("hunter2"));
         let err = parse(&[("DATABASE_URL", "mysql://app:hunter2@db/x")]).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = parse(&[("DATABASE_URL", "postgres://app:hunter2@db:54x2/mail")]).unwrap_err();
+        assert_eq!(err.value, "postgres://***@db:54x2/mail");
+        let c = parse(&[("DATABASE_URL", "postgres://db/x?user=app&password=hunter2")]).unwrap();
+        assert!(!c.redacted_lines().join("\n").contains("hunter2"));
+        let err = parse(&[("REDIS_URL", "rediss://cache:6380")]).unwrap_err();
+        assert_eq!(err.var, "REDIS_URL");
     }
 }

@@ -20,7 +20,14 @@ pub fn init_with_writer<W>(format: LogFormat, filter: &str, writer: W)
 where
     W: for<'a> fmt::MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut env_filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    if !filter.contains("sqlx") {
+        // PostgreSQL's NOTICEs ("relation _sqlx_migrations already exists") are not events.
+        if let Ok(directive) = "sqlx::postgres::notice=warn".parse() {
+            env_filter = env_filter.add_directive(directive);
+        }
+    }
+    let filter = env_filter;
     let registry = tracing_subscriber::registry().with(filter);
     let _ = match format {
         LogFormat::Json => registry

@@ -326,7 +326,7 @@ async fn build_report(
                 .map(|s| s.accepted)
                 .or_else(|| sendgrid_accepted.get(&row.mailbox).copied())
                 .unwrap_or(0),
-            scheduled_later: row.scheduled,
+            scheduled_later: row.scheduled_later,
             deferrals: row.deferrals,
             limit_per_minute: limit,
             max_sent_in_utc_minute: sim_stats.map(|s| s.max_in_utc_minute),

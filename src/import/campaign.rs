@@ -91,7 +91,13 @@ pub fn parse_line(
         location: format!("line {number}"),
         reason,
     };
-    let line: Line = serde_json::from_str(text).map_err(|e| bad(format!("not a message: {e}")))?;
+    // serde quotes offending values, which may be addresses: mask them.
+    let line: Line = serde_json::from_str(text).map_err(|e| {
+        bad(format!(
+            "not a message: {}",
+            crate::mailer::redact::scrub_provider_text(&e.to_string())
+        ))
+    })?;
     let id = Uuid::parse_str(line.id.trim())
         .map_err(|e| bad(format!("id {:?} is not a UUID: {e}", line.id)))?;
     let sender = match (&line.tenant, &line.system_mailbox) {
@@ -214,6 +220,7 @@ mod tests {
             r#"{"id":"6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b","systemMailbox":"Events@Contoso.example","to":[{"address":"a@example.org","name":"A"}],"subject":"s","body":{"contentType":"HTML","content":"<p>x</p>"},"headers":[{"name":"Campaign-Id","value":"c"}],"attachments":[{"name":"i.ics","contentType":"text/calendar","contentBase64":"QkVHSU4="}],"scheduledOn":"2026-12-01T15:55:00Z"}"#,
             "",
             "not json",
+            r#"{"id":"00000000-0000-0000-0000-000000000009","tenant":"northwind","to":"jane.private@customer.example","body":{"contentType":"text","content":"x"}}"#,
             r#"{"id":"nope","tenant":"northwind","to":[{"address":"a@example.org"}],"body":{"contentType":"text","content":"x"}}"#,
             r#"{"id":"00000000-0000-0000-0000-000000000001","tenant":"contoso","to":[{"address":"a@example.org"}],"body":{"contentType":"text","content":"x"}}"#,
             r#"{"id":"00000000-0000-0000-0000-000000000002","tenant":"northwind","to":[],"body":{"contentType":"text","content":"x"}}"#,
@@ -240,9 +247,16 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "line 3", "line 4", "line 5", "line 6", "line 7", "line 8", "line 9"
+                "line 3", "line 4", "line 5", "line 6", "line 7", "line 8", "line 9", "line 10"
             ]
         );
+        assert!(
+            bad[1].reason.contains("j***@customer.example"),
+            "{}",
+            bad[1]
+        );
+        assert!(!bad[1].reason.contains("jane.private"), "{}", bad[1]);
+        let bad: Vec<_> = bad.into_iter().filter(|b| b.location != "line 4").collect();
         assert!(bad[1].reason.contains("not a UUID"), "{}", bad[1]);
         assert!(
             bad[2].reason.contains("tenant \"contoso\" is unknown"),

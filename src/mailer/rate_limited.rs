@@ -22,8 +22,16 @@ pub const CODE_RECIPIENTS_EXCEED_DAY_LIMIT: &str = "RecipientsExceedDayLimit";
 /// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
 /// - [`RateLimitError::RecipientsExceedDayLimit`] → [`MailError::Permanent`] with code
 ///   [`CODE_RECIPIENTS_EXCEED_DAY_LIMIT`];
-/// - allowed → `inner.send`; on any error the reservation is released exactly once (event
-///   `mail.rateLimit.released`) and the error returned; on success the reservation is kept.
+/// - allowed → `inner.send`; on success the reservation is kept (that budget was used); on
+///   [`MailError::Throttled`] it is kept too (see below); on any other error it is released
+///   exactly once (event `mail.rateLimit.released`) and the error returned.
+///
+/// Why a provider's 429/503 keeps the reservation: the mailbox is over Exchange's limit right
+/// now (its rolling 60 s window or its 4 concurrent requests). Giving the slot back would let
+/// the next queued message go out at once into the same refusal, and again, turning our minute
+/// budget into a retry loop against the provider — measured before this rule: 707 minute 429s
+/// in 50 s for one mailbox. Keeping it means at most `per_minute` attempts per UTC minute,
+/// refused or not.
 pub struct RateLimitedGraphMailer<M: Mailer, L: RateLimiter> {
     inner: M,
     limiter: Arc<L>,
@@ -110,6 +118,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         };
         match self.inner.send(mail).await {
             Ok(receipt) => Ok(receipt),
+            Err(error @ MailError::Throttled { .. }) => Err(error),
             Err(error) => {
                 self.limiter.release(&reservation).await;
                 tracing::info!(
@@ -294,12 +303,27 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn provider_throttling_keeps_the_reservation() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let throttled = MailError::Throttled {
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        let mailer = wrap(
+            StubMailer::answering(vec![Err(throttled.clone())]),
+            &limiter,
+        );
+        assert_eq!(mailer.send(&mail()).await, Err(throttled));
+        assert_eq!(mailer.inner().calls(), 1);
+        assert!(
+            limiter.releases().is_empty(),
+            "a 429 keeps the slot it used"
+        );
+    }
+
+    #[tokio::test]
     async fn an_inner_failure_releases_exactly_once_and_returns_the_error() {
         let errors = [
             MailError::Transient("boom".into()),
-            MailError::Throttled {
-                retry_after: Some(Duration::from_secs(3)),
-            },
             MailError::Unauthorized("no".into()),
             MailError::Permanent {
                 code: "ErrorInvalidRecipients".into(),

@@ -15,6 +15,8 @@ pub struct SenderStatus {
     pub kind: String,
     /// Rows `SCHEDULED`.
     pub scheduled: i64,
+    /// Of those, never tried and not due yet (a producer's future `scheduledOn`).
+    pub scheduled_later: i64,
     /// Rows `QUEUED`.
     pub queued: i64,
     /// Rows `SENDING`.
@@ -40,6 +42,8 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
         "SELECT coalesce(t.sender_address, s.address) AS mailbox, \
              CASE WHEN t.id IS NOT NULL THEN 'tenant ' || t.name ELSE 'system mailbox' END AS kind, \
              count(*) FILTER (WHERE m.status = 'SCHEDULED') AS scheduled, \
+             count(*) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on > now() \
+                 AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
              count(*) FILTER (WHERE m.status = 'QUEUED') AS queued, \
              count(*) FILTER (WHERE m.status = 'SENDING') AS sending, \
              count(*) FILTER (WHERE m.status = 'SENT') AS sent, \
@@ -60,6 +64,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
                 mailbox: r.try_get("mailbox")?,
                 kind: r.try_get("kind")?,
                 scheduled: r.try_get("scheduled")?,
+                scheduled_later: r.try_get("scheduled_later")?,
                 queued: r.try_get("queued")?,
                 sending: r.try_get("sending")?,
                 sent: r.try_get("sent")?,

@@ -198,30 +198,61 @@ pub async fn upsert_system_mailbox(
     Ok(id)
 }
 
-/// Sets (or, with `None`, clears) a system mailbox's rate-limit overrides — what the admin
-/// UI does. The next message from that mailbox uses them; no restart.
+/// A change to a system mailbox's rate-limit overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitsChange {
+    /// Set the given overrides; a `None` leaves that override as it is.
+    Set {
+        /// Messages per UTC minute.
+        per_minute: Option<NonZeroU32>,
+        /// Recipients per UTC day.
+        recipients_per_day: Option<NonZeroU32>,
+    },
+    /// Remove both overrides (back to the defaults).
+    Clear,
+}
+
+/// Changes a system mailbox's rate-limit overrides — what the admin UI does. The next message
+/// from that mailbox uses them; no restart. Returns the overrides now in force.
 ///
 /// # Errors
-/// [`StoreError::NotFound`] naming the address when no such mailbox exists.
+/// [`StoreError::NotFound`] naming the address when no such system mailbox exists.
 pub async fn set_limits(
     pool: &PgPool,
     address: &MailboxAddress,
-    per_minute: Option<NonZeroU32>,
-    recipients_per_day: Option<NonZeroU32>,
-) -> Result<(), StoreError> {
-    let done = sqlx::query(
-        "UPDATE system_mailboxes SET rate_limit_per_minute = $2, \
-             rate_limit_recipients_per_day = $3, updated_at = now() WHERE address = $1",
+    change: LimitsChange,
+) -> Result<(Option<NonZeroU32>, Option<NonZeroU32>), StoreError> {
+    let (clear, per_minute, per_day) = match change {
+        LimitsChange::Set {
+            per_minute,
+            recipients_per_day,
+        } => (false, per_minute, recipients_per_day),
+        LimitsChange::Clear => (true, None, None),
+    };
+    let row: Option<(Option<i32>, Option<i32>)> = sqlx::query_as(
+        "UPDATE system_mailboxes SET \
+             rate_limit_per_minute = CASE WHEN $4 THEN NULL ELSE coalesce($2, rate_limit_per_minute) END, \
+             rate_limit_recipients_per_day = \
+                 CASE WHEN $4 THEN NULL ELSE coalesce($3, rate_limit_recipients_per_day) END, \
+             updated_at = now() \
+         WHERE address = $1 \
+         RETURNING rate_limit_per_minute, rate_limit_recipients_per_day",
     )
     .bind(address.as_str())
-    .bind(per_minute.map(|v| v.get() as i32))
-    .bind(recipients_per_day.map(|v| v.get() as i32))
-    .execute(pool)
+    .bind(per_minute.map(|v| v.get().min(i32::MAX as u32) as i32))
+    .bind(per_day.map(|v| v.get().min(i32::MAX as u32) as i32))
+    .bind(clear)
+    .fetch_optional(pool)
     .await?;
-    if done.rows_affected() == 0 {
+    let Some((m, d)) = row else {
         return Err(StoreError::NotFound(format!(
-            "no system mailbox {address} (import it with `mail-worker senders import`)"
+            "no system mailbox {address} (system mailboxes come from `mail-worker senders import`; \
+             tenant senders always use the default limits)"
         )));
-    }
-    Ok(())
+    };
+    let positive = |v: Option<i32>| {
+        v.and_then(|v| u32::try_from(v).ok())
+            .and_then(NonZeroU32::new)
+    };
+    Ok((positive(m), positive(d)))
 }

@@ -140,7 +140,7 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     );
     assert_eq!(
         text(&limits.stdout).trim(),
-        "events@contoso.example: per minute 12, recipients per day default"
+        "events@contoso.example: per minute 12, recipients per day 5000"
     );
     let unknown = mail_worker(
         &["mailbox", "set-limits", "x@contoso.example", "--clear"],

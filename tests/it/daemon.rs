@@ -239,14 +239,13 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
     assert_eq!(world.count("SENT").await, 5);
 
     // What `mail-worker mailbox set-limits mb0@contoso.example --per-minute 3` does.
-    senders::set_limits(
-        &world.db.pool,
-        &world.mailboxes[0].0,
-        NonZeroU32::new(3),
-        None,
-    )
-    .await
-    .unwrap();
+    let change = senders::LimitsChange::Set {
+        per_minute: NonZeroU32::new(3),
+        recipients_per_day: None,
+    };
+    senders::set_limits(&world.db.pool, &world.mailboxes[0].0, change)
+        .await
+        .unwrap();
     clock.set(noon() + chrono::Duration::seconds(60));
     let next = world.insert(0, 10, "QUEUED").await;
     process_all(&handler, &next).await;

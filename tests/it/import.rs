@@ -96,30 +96,52 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
 }
 
 #[tokio::test]
-async fn set_limits_overrides_and_clears_and_names_an_unknown_mailbox() {
+async fn set_limits_overrides_keeps_omitted_ones_clears_and_names_an_unknown_mailbox() {
     let db = TestDb::new().await;
     import_shared_senders(&db).await;
     let address = MailboxAddress::parse("noreply@contoso.example").unwrap();
-    senders::set_limits(&db.pool, &address, NonZeroU32::new(7), None)
+    let set = |per_minute, recipients_per_day| senders::LimitsChange::Set {
+        per_minute,
+        recipients_per_day,
+    };
+    senders::set_limits(
+        &db.pool,
+        &address,
+        set(NonZeroU32::new(7), NonZeroU32::new(500)),
+    )
+    .await
+    .unwrap();
+    let now = senders::set_limits(&db.pool, &address, set(NonZeroU32::new(9), None))
         .await
         .unwrap();
+    assert_eq!(
+        now,
+        (NonZeroU32::new(9), NonZeroU32::new(500)),
+        "an omitted override is kept"
+    );
     let (_, ids) = senders::sender_ids(&db.pool).await.unwrap();
     let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(m.rate_limit_per_minute.map(NonZeroU32::get), Some(7));
-    assert_eq!(m.rate_limit_recipients_per_day, None);
-    senders::set_limits(&db.pool, &address, None, None)
+    assert_eq!(m.rate_limit_per_minute.map(NonZeroU32::get), Some(9));
+    assert_eq!(
+        m.rate_limit_recipients_per_day.map(NonZeroU32::get),
+        Some(500)
+    );
+    senders::set_limits(&db.pool, &address, senders::LimitsChange::Clear)
         .await
         .unwrap();
     let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(m.rate_limit_per_minute, None);
+    assert_eq!(
+        (m.rate_limit_per_minute, m.rate_limit_recipients_per_day),
+        (None, None)
+    );
     let unknown = MailboxAddress::parse("nobody@contoso.example").unwrap();
-    let err = senders::set_limits(&db.pool, &unknown, NonZeroU32::new(1), None)
+    let err = senders::set_limits(&db.pool, &unknown, set(NonZeroU32::new(1), None))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("nobody@contoso.example"), "{err}");

@@ -206,7 +206,11 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         let address = MailboxAddress::parse(&m.address).unwrap();
         let per_minute = NonZeroU32::new(limit_of(address.as_str()));
         let per_day = m.rate_limit_recipients_per_day.and_then(NonZeroU32::new);
-        senders::set_limits(&db.pool, &address, per_minute, per_day)
+        let change = senders::LimitsChange::Set {
+            per_minute,
+            recipients_per_day: per_day,
+        };
+        senders::set_limits(&db.pool, &address, change)
             .await
             .unwrap();
     }
