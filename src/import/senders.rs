@@ -192,6 +192,22 @@ fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
             Err(e) => bad.push(e),
         }
     }
+    // A name or address given twice would silently overwrite the first entry.
+    let mut seen = std::collections::HashMap::new();
+    for (i, entry) in good.iter().enumerate() {
+        let key = match entry {
+            Validated::Mailbox(address, ..) => format!("mailbox {address}"),
+            Validated::Tenant(name, ..) => format!("tenant {name}"),
+        };
+        if let Some(first) = seen.insert(key.clone(), i) {
+            seen.insert(key.clone(), first);
+            bad.push(BadEntry {
+                location: key,
+                reason: "appears more than once; give each tenant name and mailbox address once"
+                    .into(),
+            });
+        }
+    }
     if bad.is_empty() { Ok(good) } else { Err(bad) }
 }
 

@@ -67,6 +67,30 @@ async fn a_senders_file_with_bad_entries_names_them_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_senders_file_naming_a_mailbox_twice_is_refused() {
+    let db = TestDb::new().await;
+    let entry = |address: &str| {
+        format!(
+            r#"{{"address":"{address}","graphTenantId":"t","clientId":"c","clientSecret":"env:S"}}"#
+        )
+    };
+    let file = import::senders::parse(&format!(
+        r#"{{"systemMailboxes":[{},{}]}}"#,
+        entry("ops@contoso.example"),
+        entry("OPS@contoso.example")
+    ))
+    .unwrap();
+    let err = import::senders::import(&db.pool, &file)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mailbox ops@contoso.example: appears more than once"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn the_whole_campaign_enqueues_once_with_its_attachments() {
     let db = TestDb::new().await;
     import_shared_senders(&db).await;
