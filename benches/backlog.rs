@@ -159,6 +159,10 @@ struct Report {
     graph_sim_max_in_utc_minute: u32,
     graph_sim_max_in_rolling_60s: u32,
     graph_sim_refused: u64,
+    /// graph-sim's refusals by cause (concurrency = over 4 requests in flight).
+    graph_sim_refused_by_cause: mail_worker::graph_sim::RefusedCounts,
+    /// The most sendMail requests graph-sim saw in flight for the mailbox.
+    graph_sim_max_concurrent: u32,
     status_at_end: std::collections::BTreeMap<String, i64>,
     daemon_exit: DaemonExit,
     snapshots: Vec<Snapshot>,
@@ -413,8 +417,11 @@ async fn run(args: Args) -> ExitCode {
     let max_minute = box_stats.map_or(0, |b| b.max_in_utc_minute);
     let max_rolling = box_stats.map_or(0, |b| b.max_in_rolling_60s);
     println!(
-        "graph-sim: {sent} accepted, at most {max_minute} in one UTC minute and {max_rolling} in a rolling 60 s (Exchange: 30), {} refused; the daemon logged {released} release(s), {throttled} Graph throttling(s), {error_lines} error line(s); it used {:.2} s CPU ({}), peak RSS {} MiB, exit {}",
+        "graph-sim: {sent} accepted, at most {max_minute} in one UTC minute and {max_rolling} in a rolling 60 s (Exchange: 30), at most {} requests in flight (Exchange: 4), {} refused ({} over the concurrency limit, {} over the rolling minute); the daemon logged {released} release(s), {throttled} Graph throttling(s), {error_lines} error line(s); it used {:.2} s CPU ({}), peak RSS {} MiB, exit {}",
+        box_stats.map_or(0, |b| b.max_concurrent),
         box_stats.map_or(0, |b| b.refused.total()),
+        box_stats.map_or(0, |b| b.refused.concurrency),
+        box_stats.map_or(0, |b| b.refused.minute),
         exit.cpu_s,
         exit.source,
         exit.max_rss_kib / 1024,
@@ -464,6 +471,8 @@ async fn run(args: Args) -> ExitCode {
         graph_sim_max_in_utc_minute: max_minute,
         graph_sim_max_in_rolling_60s: max_rolling,
         graph_sim_refused: box_stats.map_or(0, |b| b.refused.total()),
+        graph_sim_refused_by_cause: box_stats.map(|b| b.refused.clone()).unwrap_or_default(),
+        graph_sim_max_concurrent: box_stats.map_or(0, |b| b.max_concurrent),
         status_at_end,
         daemon_exit: exit,
         snapshots,

@@ -140,7 +140,8 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> ExitCode {
     let machine = Machine::describe();
     machine.print();
-    let private = (!args.shared_postgres).then(|| PrivatePostgres::start(args.max_connections));
+    let private =
+        (!args.shared_postgres).then(|| PrivatePostgres::start(args.max_connections, &[]));
     let server = private
         .as_ref()
         .map_or_else(daemon::shared_postgres, |p| p.url.clone());
@@ -190,7 +191,7 @@ async fn run(args: Args) -> ExitCode {
             scenarios.iter().rev().collect()
         };
         for scenario in order {
-            let r = e2e::run_once(&world, scenario, run, label, None).await;
+            let r = e2e::run_once(&world, scenario, run, label, e2e::Extras::default()).await;
             eprintln!(
                 "run {}/{} {}: {} sent in {:.1} s = {:.0}/s; daemons {:.2} s CPU, postgres {:.2} s, redis {:.2} s, graph-sim+harness {:.2} s; peak RSS {:.0} MiB; {} PG connections; {} refused; {} warn / {} error lines",
                 run + 1,

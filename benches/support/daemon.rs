@@ -828,8 +828,9 @@ pub struct PrivatePostgres {
 }
 
 impl PrivatePostgres {
-    /// `initdb` + `pg_ctl start` with `max_connections`; takes a few seconds.
-    pub fn start(max_connections: u32) -> Self {
+    /// `initdb` + `pg_ctl start` with `max_connections` and `settings` (`name=value`, e.g.
+    /// `shared_preload_libraries=pg_stat_statements`); takes a few seconds.
+    pub fn start(max_connections: u32, settings: &[&str]) -> Self {
         let bin = postgres_bin_dir();
         let as_postgres = std::process::Command::new("id")
             .arg("-u")
@@ -879,8 +880,12 @@ impl PrivatePostgres {
                 .arg(dir.join("server.log"))
                 .args(["-w", "-t", "60", "-o"])
                 .arg(format!(
-                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections={max_connections}",
-                    dir.display()
+                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections={max_connections}{}",
+                    dir.display(),
+                    settings
+                        .iter()
+                        .map(|s| format!(" -c {s}"))
+                        .collect::<String>()
                 ))
                 .arg("start"),
             "pg_ctl start",

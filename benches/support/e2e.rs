@@ -61,6 +61,15 @@ impl World {
         }
     }
 
+    /// `CREATE EXTENSION pg_stat_statements` in the benchmark database (the server must load
+    /// it: `shared_preload_libraries`).
+    pub async fn enable_statements(&self) {
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .execute(&self.db.pool)
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot create pg_stat_statements: {e}")));
+    }
+
     /// Drops the database and stops graph-sim.
     pub async fn close(self) {
         if let Err(e) = self.sim.shutdown().await {
@@ -178,18 +187,46 @@ pub struct RunResult {
     pub status_at_end: BTreeMap<String, i64>,
     /// The perf data file, if one was recorded.
     pub perf_data: Option<PathBuf>,
+    /// The daemon's statements, if asked for.
+    pub statements: Vec<Statement>,
+}
+
+/// Extra measurements of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Record a `perf` profile of the first daemon into this file, from its start to the
+    /// last send.
+    pub perf_data: Option<PathBuf>,
+    /// Read `pg_stat_statements` (reset before the daemons start; the extension must be
+    /// loaded: see [`World::enable_statements`]).
+    pub statements: bool,
+}
+
+/// One statement's share of a run, from `pg_stat_statements`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Statement {
+    /// The normalised text (`$1` for constants), whitespace collapsed.
+    pub query: String,
+    /// Executions.
+    pub calls: i64,
+    /// Executions per message sent.
+    pub calls_per_message: f64,
+    /// Execution time inside PostgreSQL per message sent, µs (planning not included).
+    pub exec_us_per_message: f64,
+    /// Mean execution time, µs.
+    pub mean_exec_us: f64,
 }
 
 /// Runs `scenario` once on `world`: fresh messages, a fresh private Redis, fresh queue and key
-/// prefix, `daemons` × `mail-worker run`; when `perf_data` is given, `perf record` samples the
-/// first daemon (`cpu-clock`, 999 Hz, DWARF call graphs) from its start to the last send.
+/// prefix, `daemons` × `mail-worker run`, and the `extras` asked for.
 pub async fn run_once(
     world: &World,
     scenario: &Scenario,
     run: usize,
     label: &str,
-    perf_data: Option<PathBuf>,
+    extras: Extras,
 ) -> RunResult {
+    let perf_data = extras.perf_data;
     let db = &world.db;
     // Fresh messages, written on a set-up pool that is closed before the measurement.
     let setup = db.setup_pool().await;
@@ -224,6 +261,12 @@ pub async fn run_once(
             format!("bench:e2e:{}:rl", &tag[..12]),
         );
 
+    if extras.statements {
+        sqlx::query("SELECT pg_stat_statements_reset()")
+            .execute(&db.pool)
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot reset pg_stat_statements: {e}")));
+    }
     let mut daemons = Vec::new();
     for d in 0..scenario.daemons {
         let log = daemon::results_path(&format!("{label}-daemon{}.log", d + 1));
@@ -280,6 +323,11 @@ pub async fn run_once(
     let redis_cpu = redis.cpu_seconds();
     let harness_cpu = daemon::cpu_seconds(me).unwrap_or(0.0) - harness_cpu_before;
 
+    let statements = if extras.statements {
+        statements(db, sent).await
+    } else {
+        Vec::new()
+    };
     let mut exits = Vec::new();
     let logs: Vec<PathBuf> = daemons.iter().map(|d| d.log.clone()).collect();
     for d in daemons {
@@ -345,7 +393,32 @@ pub async fn run_once(
         error_lines,
         status_at_end: db.status_counts().await,
         perf_data,
+        statements,
     }
+}
+
+/// The daemon's statements from `pg_stat_statements` (the harness's own — those reading
+/// `pg_stat_*` views, the reset — left out), most execution time first.
+async fn statements(db: &BenchDb, sent: i64) -> Vec<Statement> {
+    let rows: Vec<(String, i64, f64)> = sqlx::query_as(
+        "SELECT query, calls, total_exec_time FROM pg_stat_statements \
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND query NOT LIKE '%pg_stat%' \
+         ORDER BY total_exec_time DESC",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap_or_else(|e| fail(&format!("cannot read pg_stat_statements: {e}")));
+    let per = sent.max(1) as f64;
+    rows.into_iter()
+        .map(|(query, calls, total_ms)| Statement {
+            query: query.split_whitespace().collect::<Vec<_>>().join(" "),
+            calls,
+            calls_per_message: calls as f64 / per,
+            exec_us_per_message: total_ms * 1_000.0 / per,
+            mean_exec_us: total_ms * 1_000.0 / calls.max(1) as f64,
+        })
+        .collect()
 }
 
 /// Per-message wall phases from PostgreSQL's timestamps and graph-sim's records (matched by
@@ -420,11 +493,12 @@ async fn phases(world: &World) -> Vec<Phase> {
 }
 
 /// `perf record` of `pid`: software `cpu-clock` events (this VM has no hardware counters),
-/// 999 Hz, DWARF call graphs (the release build keeps no frame pointers) of 16 KiB stacks.
+/// 999 Hz, DWARF call graphs (the release build keeps no frame pointers) from 32 KiB of stack
+/// per sample (about 30 frames; ~33 MB per second of daemon CPU).
 fn start_perf(pid: u32, out: &PathBuf) -> tokio::process::Child {
     let child = tokio::process::Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-F", "999"])
-        .args(["--call-graph", "dwarf,16384", "-p"])
+        .args(["--call-graph", "dwarf,32768", "-p"])
         .arg(pid.to_string())
         .arg("-o")
         .arg(out)
