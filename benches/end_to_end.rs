@@ -193,13 +193,16 @@ async fn run(args: Args) -> ExitCode {
         for scenario in order {
             let r = e2e::run_once(&world, scenario, run, label, e2e::Extras::default()).await;
             eprintln!(
-                "run {}/{} {}: {} sent in {:.1} s = {:.0}/s; daemons {:.2} s CPU, postgres {:.2} s, redis {:.2} s, graph-sim+harness {:.2} s; peak RSS {:.0} MiB; {} PG connections; {} refused; {} warn / {} error lines",
+                "run {}/{} {}: {} sent in {:.1} s = {:.0}/s; {} claims of {:.0} messages on average (max {}); daemons {:.2} s CPU, postgres {:.2} s, redis {:.2} s, graph-sim+harness {:.2} s; peak RSS {:.0} MiB; {} PG connections; {} refused; {} warn / {} error lines",
                 run + 1,
                 args.runs,
                 scenario.name(),
                 r.sent,
                 r.window_s,
                 r.sends_per_s,
+                r.claim_batches,
+                r.mean_claim_batch,
+                r.max_claim_batch,
                 r.cpu.daemons,
                 r.cpu.postgres,
                 r.cpu.redis,

@@ -189,6 +189,13 @@ pub struct RunResult {
     pub perf_data: Option<PathBuf>,
     /// The daemon's statements, if asked for.
     pub statements: Vec<Statement>,
+    /// Claim transactions that claimed something (distinct `queued_at`: `now()` of the
+    /// claiming transaction).
+    pub claim_batches: i64,
+    /// Messages per claim transaction, mean.
+    pub mean_claim_batch: f64,
+    /// Messages in the largest claim transaction.
+    pub max_claim_batch: i64,
 }
 
 /// Extra measurements of one run.
@@ -348,6 +355,13 @@ pub async fn run_once(
         _ => f64::NAN,
     };
     let phases = phases(world).await;
+    let (claim_batches, mean_claim_batch, max_claim_batch): (i64, f64, i64) = sqlx::query_as(
+        "SELECT count(*), coalesce(avg(n), 0)::float8, coalesce(max(n), 0) \
+         FROM (SELECT count(*) AS n FROM messages WHERE queued_at IS NOT NULL GROUP BY queued_at) b",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap_or((0, 0.0, 0));
     let stats = world.sim.stats();
     let mut warn_lines = 0;
     let mut error_lines = 0;
@@ -394,6 +408,9 @@ pub async fn run_once(
         status_at_end: db.status_counts().await,
         perf_data,
         statements,
+        claim_batches,
+        mean_claim_batch,
+        max_claim_batch,
     }
 }
 
@@ -421,12 +438,15 @@ async fn statements(db: &BenchDb, sent: i64) -> Vec<Statement> {
         .collect()
 }
 
+/// `subject, queued_at, sending_at, sent_at` of one sent message.
+type TimestampRow = (String, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
+
 /// Per-message wall phases from PostgreSQL's timestamps and graph-sim's records (matched by
 /// subject): `queued_at` is the claim transaction's start, `sending_at` the handler's
 /// `start_sending`, graph-sim's `received_at` the moment it accepted the message (after its
 /// added latency), `sent_at` the `mark_sent` update.
 async fn phases(world: &World) -> Vec<Phase> {
-    let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+    let rows: Vec<TimestampRow> = sqlx::query_as(
         "SELECT subject, queued_at, sending_at, sent_at FROM messages \
          WHERE status = 'SENT' AND queued_at IS NOT NULL AND sending_at IS NOT NULL",
     )

@@ -10,6 +10,7 @@
 
 pub mod daemon;
 pub mod e2e;
+pub mod perf;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
