@@ -8,7 +8,7 @@
 //! ```text
 //! cargo bench --bench profile                               # 3 runs + 1 profiled run, ~4 min
 //! cargo bench --bench profile -- --scheduler-interval-ms 100
-//! cargo test  --bench profile -- --smoke                    # 100 messages, ~15 s
+//! cargo test  --bench profile -- --smoke                    # 100 messages, ~8 s
 //! ```
 //!
 //! The CPU split comes from `--runs` unprofiled runs (medians); the profile from one more run
@@ -61,8 +61,8 @@ struct Args {
     /// Use the local PostgreSQL server instead of a private cluster (see `end_to_end`).
     #[arg(long)]
     shared_postgres: bool,
-    /// A smoke run for CI: 100 messages over 20 mailboxes, `WORKER_CONCURRENCY` 16, 1 run + 1
-    /// profiled run when perf works.
+    /// A smoke run for CI: 100 messages over 20 mailboxes, `WORKER_CONCURRENCY` 16, claims
+    /// every 100 ms, 1 run + 1 profiled run when perf works.
     #[arg(long)]
     smoke: bool,
     /// Passed by `cargo bench`; ignored.
@@ -133,6 +133,7 @@ fn main() -> ExitCode {
         args.concurrency = 16;
         args.runs = 1;
         args.top = 10;
+        args.scheduler_interval_ms = 100;
     }
     if args.messages == 0 || args.mailboxes == 0 || args.runs == 0 || args.concurrency == 0 {
         support::fail("every count must be positive");
