@@ -3,9 +3,14 @@
 //! and a scaled clock shared by several processes.
 //!
 //! Every benchmark target under `benches/` (`harness = false`) declares `mod support;` and
-//! uses what it needs; the daemon benchmarks still to come (backlog drain, end to end, profile —
-//! see BENCHMARKS.md) are meant to build on the same pieces.
+//! uses what it needs; the daemon benchmarks (backlog drain, end to end, profile — see
+//! BENCHMARKS.md) add [`daemon`]: private Redis servers, a benchmark database, graph-sim and the
+//! `mail-worker` binary as a child process.
 #![allow(dead_code)] // each benchmark target uses a different part of this module
+
+pub mod daemon;
+pub mod e2e;
+pub mod perf;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
@@ -21,10 +26,36 @@ pub fn redis_url() -> url::Url {
     url::Url::parse(&raw).unwrap_or_else(|e| fail(&format!("REDIS_URL {raw:?} is not a URL: {e}")))
 }
 
-/// Prints `message` to stderr and exits with status 2 (the benchmark could not run).
+/// Prints `message` to stderr, stops the child processes still registered with
+/// [`register_child`] and exits with status 2 (the benchmark could not run).
 pub fn fail(message: &str) -> ! {
     eprintln!("benchmark error: {message}");
+    let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
+    for (pid, signal) in children {
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status();
+    }
     std::process::exit(2)
+}
+
+/// Processes this benchmark started (servers, daemons) with the signal that stops each:
+/// `std::process::exit` runs no destructors, so [`fail`] stops them by their ids.
+static CHILDREN: std::sync::Mutex<Vec<(u32, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers a child process for [`fail`] to stop with `signal` (`TERM`, `INT`, `KILL`).
+pub fn register_child(pid: u32, signal: &'static str) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.push((pid, signal));
+    }
+}
+
+/// Forgets a child process that was stopped.
+pub fn unregister_child(pid: u32) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.retain(|(p, _)| *p != pid);
+    }
 }
 
 /// Logs the limiter's own warnings (fail-open lines) to stderr, so a benchmark that hits them
