@@ -42,3 +42,25 @@ pub(crate) fn describe_transport_error(what: &str, error: &reqwest::Error) -> St
     }
     text
 }
+
+/// The value of header `name` of `response`, if present and ASCII.
+pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The body of a non-2xx `response` (for the provider's error code and message); empty for a
+/// success or a body that cannot be read (the status then speaks for itself).
+pub async fn error_body(response: reqwest::Response) -> Vec<u8> {
+    if response.status().is_success() {
+        return Vec::new();
+    }
+    response
+        .bytes()
+        .await
+        .map(|b| b.to_vec())
+        .unwrap_or_default()
+}

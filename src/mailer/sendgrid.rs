@@ -207,29 +207,12 @@ impl Mailer for SendGridMailer {
             .send()
             .await;
         let answer = match outcome {
-            Ok(response) => {
-                let header = |name: &str| {
-                    response
-                        .headers()
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_owned)
-                };
-                let mut answer = SendGridAnswer {
-                    status: response.status().as_u16(),
-                    message_id: header("x-message-id"),
-                    rate_limit_reset: header("x-ratelimit-reset"),
-                    body: Vec::new(),
-                };
-                if !response.status().is_success() {
-                    answer.body = response
-                        .bytes()
-                        .await
-                        .map(|b| b.to_vec())
-                        .unwrap_or_default();
-                }
-                Ok(answer)
-            }
+            Ok(response) => Ok(SendGridAnswer {
+                status: response.status().as_u16(),
+                message_id: crate::mailer::http::header(&response, "x-message-id"),
+                rate_limit_reset: crate::mailer::http::header(&response, "x-ratelimit-reset"),
+                body: crate::mailer::http::error_body(response).await,
+            }),
             Err(error) => Err(error),
         };
         interpret(answer, self.clock.now())

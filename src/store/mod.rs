@@ -53,28 +53,40 @@ pub async fn connect(url: &Url, max_connections: u32) -> Result<PgPool, StoreErr
         .await?)
 }
 
-/// Creates the database named in `url` if it does not exist (connecting to the server's
-/// `postgres` database to do so). Returns whether it was created.
-///
-/// # Errors
-/// [`StoreError::NoDatabaseName`], or the server's error.
-pub async fn create_database_if_missing(url: &Url) -> Result<bool, StoreError> {
+/// The database name of `url`, and a connection to the same server's `postgres` database
+/// (where databases are created and dropped).
+async fn admin_connection(url: &Url) -> Result<(String, PgConnection), StoreError> {
     let name = url.path().trim_start_matches('/');
     if name.is_empty() {
         return Err(StoreError::NoDatabaseName);
     }
     let mut admin_url = url.clone();
     admin_url.set_path("/postgres");
-    let mut conn = PgConnection::connect_with(&options(&admin_url)?).await?;
+    let conn = PgConnection::connect_with(&options(&admin_url)?).await?;
+    Ok((name.to_owned(), conn))
+}
+
+/// `name` as a double-quoted SQL identifier.
+fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Creates the database named in `url` if it does not exist (connecting to the server's
+/// `postgres` database to do so). Returns whether it was created.
+///
+/// # Errors
+/// [`StoreError::NoDatabaseName`], or the server's error.
+pub async fn create_database_if_missing(url: &Url) -> Result<bool, StoreError> {
+    let (name, mut conn) = admin_connection(url).await?;
     let exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
+            .bind(&name)
             .fetch_one(&mut conn)
             .await?;
     if exists {
         return Ok(false);
     }
-    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let quoted = quote_identifier(&name);
     let create = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")));
     match create.execute(&mut conn).await {
         Ok(_) => Ok(true),
@@ -90,14 +102,8 @@ pub async fn create_database_if_missing(url: &Url) -> Result<bool, StoreError> {
 /// # Errors
 /// [`StoreError::NoDatabaseName`], or the server's error.
 pub async fn drop_database_if_exists(url: &Url) -> Result<(), StoreError> {
-    let name = url.path().trim_start_matches('/');
-    if name.is_empty() {
-        return Err(StoreError::NoDatabaseName);
-    }
-    let mut admin_url = url.clone();
-    admin_url.set_path("/postgres");
-    let mut conn = PgConnection::connect_with(&options(&admin_url)?).await?;
-    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let (name, mut conn) = admin_connection(url).await?;
+    let quoted = quote_identifier(&name);
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"
     )))

@@ -115,28 +115,12 @@ impl MicrosoftGraphMailer {
             .body(body)
             .send()
             .await?;
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let mut answer = HttpAnswer {
+        Ok(HttpAnswer {
             status: response.status().as_u16(),
-            retry_after: header(RETRY_AFTER.as_str()),
-            request_id: header("request-id"),
-            body: Vec::new(),
-        };
-        if !response.status().is_success() {
-            // A body that cannot be read leaves the status to speak for itself.
-            answer.body = response
-                .bytes()
-                .await
-                .map(|b| b.to_vec())
-                .unwrap_or_default();
-        }
-        Ok(answer)
+            retry_after: crate::mailer::http::header(&response, RETRY_AFTER.as_str()),
+            request_id: crate::mailer::http::header(&response, "request-id"),
+            body: crate::mailer::http::error_body(response).await,
+        })
     }
 }
 
