@@ -464,17 +464,20 @@ mod tests {
             SimConfig::from_json_str(include_str!("../../config/graph-sim.example.json")).unwrap();
         assert_eq!(config.listen, Some("127.0.0.1:8025".parse().unwrap()));
         assert_eq!(config.token_lifetime_s, 3599);
-        assert_eq!(config.apps.len(), 2);
+        assert_eq!(config.apps.len(), 3);
         let resolved = config.resolve().unwrap();
-        assert_eq!(resolved.len(), 3);
+        assert_eq!(resolved.len(), 6);
         assert_eq!(resolved[0].address.as_str(), "events@contoso.example");
         assert_eq!(resolved[0].limits, MailboxLimits::default());
-        assert_eq!(resolved[2].limits.messages_per_minute, 10);
+        assert_eq!(resolved[1].limits, MailboxLimits::default());
+        assert_eq!(resolved[4].address.as_str(), "hello@northwind.example");
+        assert_eq!(resolved[4].limits.recipients_per_day, 10_000);
+        assert_eq!(resolved[5].limits.messages_per_minute, 10);
         assert_eq!(
-            resolved[2].limits.minute_overflow,
+            resolved[5].limits.minute_overflow,
             MinuteOverflow::AcceptDelayed
         );
-        assert_eq!(resolved[2].limits.recipients_per_day, 10_000);
+        assert_eq!(resolved[5].limits.recipients_per_day, 10_000);
     }
 
     #[test]

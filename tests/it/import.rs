@@ -1,5 +1,5 @@
-//! `senders import`, `enqueue` and `mailbox set-limits` against a real database and the shared
-//! realistic campaign.
+//! `senders import`, `enqueue` and `mailbox set-limits` against a real database and the
+//! realistic campaign shipped in `examples/` (a slice of a real export, with its faults).
 
 use std::num::NonZeroU32;
 
@@ -7,11 +7,33 @@ use mail_worker::{domain::MailboxAddress, import, store::senders};
 
 use crate::helpers::TestDb;
 
-pub const SENDERS: &str = "../shared/data/senders.json";
-pub const CAMPAIGN: &str = "../shared/data/campaign-invitations.jsonl";
+pub const SENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/senders.json");
+pub const CAMPAIGN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/campaign.jsonl");
+/// Lines (messages) in `examples/campaign.jsonl`.
+pub const CAMPAIGN_LINES: usize = 400;
+
+/// The example campaign with every `scheduledOn` moved to `now + 1 day`, so "later" messages
+/// stay later whatever the day the tests run; returns the text and how many lines have one.
+pub fn campaign_scheduled_from_now() -> (String, usize) {
+    let later = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    let mut scheduled = 0;
+    let text = std::fs::read_to_string(CAMPAIGN)
+        .expect(CAMPAIGN)
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v.get("scheduledOn").is_some() {
+                v["scheduledOn"] = serde_json::Value::String(later.clone());
+                scheduled += 1;
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    (text, scheduled)
+}
 
 pub async fn import_shared_senders(db: &TestDb) {
-    let text = std::fs::read_to_string(SENDERS).expect("../shared/data/senders.json");
+    let text = std::fs::read_to_string(SENDERS).expect(SENDERS);
     let file = import::senders::parse(&text).unwrap();
     let report = import::senders::import(&db.pool, &file).await.unwrap();
     assert_eq!((report.tenants, report.system_mailboxes), (3, 3));
@@ -94,7 +116,7 @@ async fn a_senders_file_naming_a_mailbox_twice_is_refused() {
 async fn the_whole_campaign_enqueues_once_with_its_attachments() {
     let db = TestDb::new().await;
     import_shared_senders(&db).await;
-    let text = std::fs::read_to_string(CAMPAIGN).unwrap();
+    let (text, scheduled_later) = campaign_scheduled_from_now();
     let attachments_in_file: usize = text
         .lines()
         .map(|l| {
@@ -104,19 +126,24 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
         })
         .sum();
     let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
-    assert_eq!((inserted, good, bad.len()), (2000, 2000, 0), "{bad:?}");
+    assert_eq!(
+        (inserted as usize, good, bad.len()),
+        (CAMPAIGN_LINES, CAMPAIGN_LINES, 0),
+        "{bad:?}"
+    );
     let (again, _, _) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
     assert_eq!(again, 0, "re-running the same file inserts nothing");
     let (rows, stored_attachments, future): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM message_attachments), \
-                (SELECT count(*) FROM messages WHERE scheduled_on > '2026-12-01T00:00:00Z')",
+                (SELECT count(*) FROM messages WHERE scheduled_on > now() + interval '12 hours')",
     )
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(rows, 2000);
+    assert_eq!(rows as usize, CAMPAIGN_LINES);
     assert_eq!(stored_attachments as usize, attachments_in_file);
-    assert_eq!(future, 209);
+    assert_eq!(future as usize, scheduled_later);
+    assert_eq!(scheduled_later, 46, "the example's lines with a scheduledOn");
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! The real campaign, reduced for CI: the first 360 lines of `../shared/data/campaign-invitations.jsonl`
-//! with `../shared/data/senders.json` through TWO daemons at once (`worker::run`, as `mail-worker
+//! The real campaign, reduced for CI: the first 360 lines of `examples/campaign.jsonl` (the
+//! first 400 lines of a real export) with `examples/senders.json` through TWO daemons at once (`worker::run`, as `mail-worker
 //! run` does) against graph-sim and the SendGrid stand-in, in process. Every mailbox's limits are
 //! raised except `monitor@contoso.example`, which keeps the real ones (ours 25 a minute; graph-sim
 //! 30 in any rolling 60 s and 4 concurrent requests). `scripts/real-campaign.sh` runs the whole
