@@ -35,7 +35,7 @@ use mail_worker::{
     clock::Clock,
     config::RateLimitConfig,
     domain::MailboxAddress,
-    rate_limit::{Decision, MailRateLimiter, RateLimiter, RateLimits, keys},
+    rate_limit::{Algorithm, Ask, Decision, MailRateLimiter, RateLimiter, RateLimits, keys},
 };
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
@@ -501,10 +501,14 @@ async fn child(args: Args) -> ExitCode {
     let url = support::redis_url();
     let limiter = Arc::new(
         MailRateLimiter::new(&RateLimitConfig {
+            algorithm: Algorithm::FixedWindow,
             redis_url: url.clone(),
             defaults: limits(args.limit),
             redis_timeout: REDIS_TIMEOUT,
             key_prefix: format!("{prefix}:lua"),
+            max_in_flight: std::num::NonZeroU32::MAX,
+            lease: Duration::from_secs(40),
+            fail_open_replicas: std::num::NonZeroU32::MIN,
         })
         .unwrap_or_else(|e| support::fail(&e.to_string())),
     );
@@ -531,10 +535,15 @@ async fn child(args: Args) -> ExitCode {
                 }
                 let tally = buckets.entry(bucket_of(now)).or_default();
                 tally.attempts += 1;
-                match limiter
-                    .check_and_reserve(&mailbox, 1, limits(limit), now)
-                    .await
-                {
+                let ask = Ask {
+                    message_id: uuid::Uuid::new_v4(),
+                    mailbox: &mailbox,
+                    tenant: "contoso.example",
+                    recipients: 1,
+                    limits: limits(limit),
+                    tenant_budget: None,
+                };
+                match limiter.check_and_reserve(&ask, now).await {
                     Ok(Decision::Allowed(r)) if r.is_counted() => tally.reserved += 1,
                     Ok(Decision::Allowed(_)) => tally.fail_open += 1,
                     Ok(Decision::Denied { .. }) => tally.denied += 1,

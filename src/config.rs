@@ -7,7 +7,8 @@ use std::{fmt, num::NonZeroU32, time::Duration};
 
 use url::Url;
 
-use crate::rate_limit::RateLimits;
+pub use crate::rate_limit::RateLimitConfig;
+use crate::rate_limit::{Algorithm, RateLimits};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -59,23 +60,6 @@ pub struct Config {
     pub log_format: LogFormat,
     /// `RUST_LOG`, default `info`.
     pub log_filter: String,
-}
-
-/// The limiter's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitConfig {
-    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`.
-    pub redis_url: Url,
-    /// `MAIL_RATE_LIMIT_PER_MINUTE` (default 25 messages per mailbox per UTC minute) and
-    /// `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (default 9,000 recipients per mailbox per UTC day).
-    /// Both sit a little under Exchange Online's 30/min and 10,000/day
-    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
-    pub defaults: RateLimits,
-    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`, default 250 ms: the deadline of one limiter call
-    /// before it fails open.
-    pub redis_timeout: Duration,
-    /// `MAIL_RATE_LIMIT_KEY_PREFIX`, default `mail:rl`.
-    pub key_prefix: String,
 }
 
 /// Worker, scheduler and queue settings.
@@ -141,6 +125,15 @@ impl Config {
                 &["postgres", "postgresql"],
             )?,
             rate_limit: RateLimitConfig {
+                algorithm: match env.get("MAIL_RATE_LIMIT_ALGORITHM") {
+                    None => Algorithm::default(),
+                    Some(text) => text.parse().map_err(|problem: String| {
+                        env.error("MAIL_RATE_LIMIT_ALGORITHM", &problem)
+                    })?,
+                },
+                max_in_flight: env.positive("MAIL_MAILBOX_MAX_IN_FLIGHT", 3)?,
+                lease: http_timeout + Duration::from_secs(10),
+                fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
                     Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", &["redis"])?,
                     None => redis_url.clone(),
@@ -201,6 +194,7 @@ impl Config {
         vec![
             format!("DATABASE_URL={}", redact_url(&self.database_url)),
             format!("REDIS_URL={}", redact_url(&self.redis_url)),
+            format!("MAIL_RATE_LIMIT_ALGORITHM={}", self.rate_limit.algorithm),
             format!(
                 "MAIL_RATE_LIMIT_REDIS_URL={}",
                 redact_url(&self.rate_limit.redis_url)
@@ -218,6 +212,14 @@ impl Config {
                 ms(self.rate_limit.redis_timeout)
             ),
             format!("MAIL_RATE_LIMIT_KEY_PREFIX={}", self.rate_limit.key_prefix),
+            format!(
+                "MAIL_MAILBOX_MAX_IN_FLIGHT={}",
+                self.rate_limit.max_in_flight
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS={}",
+                self.rate_limit.fail_open_replicas
+            ),
             format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
             format!("MAIL_MAX_ATTEMPTS={}", self.max_attempts),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),

@@ -42,8 +42,11 @@ pub fn build_service(
     pool: PgPool,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<MailProviderService>> {
-    let limiter =
-        Arc::new(MailRateLimiter::new(&config.rate_limit).context("building the rate limiter")?);
+    let limiter = Arc::new(
+        MailRateLimiter::new(&config.rate_limit)
+            .context("building the rate limiter")?
+            .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone()))),
+    );
     let factory =
         MailerFactory::new(config, limiter, clock.clone()).context("building the mailers")?;
     Ok(Arc::new(MailProviderService::new(

@@ -12,6 +12,13 @@ pub const MAIL_RATE_LIMIT_REDIS_ERROR: &str = "mail.rateLimit.redisError";
 pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.
 pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
+/// A mailbox's `paced` budgets were rebuilt from PostgreSQL's send history (info).
+pub const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
+/// The limiter's Redis answered `MOVED`: it is a cluster node, and the limiter now follows the
+/// cluster (info, once).
+pub const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
+/// A provider's `Retry-After` now holds every message of a mailbox, on every replica (info).
+pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.

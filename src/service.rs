@@ -19,6 +19,7 @@ use crate::{
     domain::{MailboxAddress, Sender, SystemMailbox, Tenant},
     events,
     mailer::{MailError, Mailer},
+    rate_limit::DenyReason,
     store::{
         StoreError,
         messages::{self, Reschedule, SenderRef, StoredMessage},
@@ -194,15 +195,27 @@ impl MailProviderService {
         error: MailError,
     ) -> Result<SendOutcome, StoreError> {
         let now = self.clock.now();
-        let spread = Duration::from_millis(spread_ms(
-            message.id,
-            self.settings.defer_spread_max.as_millis() as u64,
-        ));
+        let spread_max = self.settings.defer_spread_max.as_millis() as u64;
+        let spread = Duration::from_millis(spread_ms(message.id, spread_max));
         match error {
             MailError::RateLimitExceeded {
                 reason,
                 retry_after,
+                booked,
             } => {
+                // A booked slot is kept exactly: the slots already spread the messages, and a
+                // spread on top would break the pacing. An unbooked short wait (in flight) is
+                // spread within its own length.
+                let spread = if booked {
+                    Duration::ZERO
+                } else if reason == DenyReason::InFlight {
+                    Duration::from_millis(spread_ms(
+                        message.id,
+                        spread_max.min(retry_after.as_millis() as u64),
+                    ))
+                } else {
+                    spread
+                };
                 let until = at(now, retry_after + spread);
                 let outcome = self
                     .reschedule(message.id, until, Reschedule::Deferral, &error)
@@ -237,7 +250,7 @@ impl MailProviderService {
                 );
                 Ok(outcome)
             }
-            MailError::Transient(ref why) => {
+            MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
                 if attempts >= self.settings.max_attempts {
                     let reason = format!("gave up after {attempts} attempts; last error: {why}");

@@ -214,6 +214,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 app,
                 limits,
             } => {
+                let tenant = app.graph_tenant_id.clone();
                 let tokens = self.tokens.source(app)?;
                 let graph = MicrosoftGraphMailer::new(
                     self.http.clone(),
@@ -223,12 +224,15 @@ impl<L: RateLimiter> MailerFactory<L> {
                     tokens,
                     Arc::clone(&self.clock),
                 )?;
-                Ok(Arc::new(RateLimitedGraphMailer::new(
-                    graph,
-                    Arc::clone(&self.limiter),
-                    limits,
-                    Arc::clone(&self.clock),
-                )))
+                Ok(Arc::new(
+                    RateLimitedGraphMailer::new(
+                        graph,
+                        Arc::clone(&self.limiter),
+                        limits,
+                        Arc::clone(&self.clock),
+                    )
+                    .with_tenant(&tenant, None),
+                ))
             }
             MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(SendGridMailer::new(
                 self.http.clone(),

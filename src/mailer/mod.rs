@@ -40,13 +40,15 @@ pub struct SendReceipt {
 /// Why a send did not happen, phrased as what to do next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MailError {
-    /// Our limiter refused: defer by `retry_after` (+ spread). Not a failure.
+    /// Our limiter refused: defer by `retry_after` (+ spread unless `booked`). Not a failure.
     #[error("mail rate limit exceeded ({reason}); retry after {} ms", retry_after.as_millis())]
     RateLimitExceeded {
-        /// The spent budget.
+        /// The budget that refused.
         reason: DenyReason,
-        /// Time until it resets.
+        /// Time until the message may go.
         retry_after: Duration,
+        /// A slot at `now + retry_after` is booked for this message: come back exactly then.
+        booked: bool,
     },
     /// The provider throttled (HTTP 429/503/504): defer by `retry_after`, or back off
     /// exponentially when the provider gave none.
@@ -55,9 +57,15 @@ pub enum MailError {
         /// The provider's `Retry-After`, parsed.
         retry_after: Option<Duration>,
     },
-    /// A 5xx, timeout or connection error: retry with backoff, up to `MAIL_MAX_ATTEMPTS`.
+    /// The request surely did not reach the provider (a connect error, 408, token trouble):
+    /// retry with backoff, up to `MAIL_MAX_ATTEMPTS`.
     #[error("transient failure: {0}")]
     Transient(String),
+    /// The request was written but its outcome is unknown (a timeout or reset while waiting
+    /// for the answer, a 5xx): the provider may have delivered it. Retried like
+    /// [`Self::Transient`], but the limiter keeps its budget counted.
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
     /// The message itself is bad (Graph `ErrorInvalidRecipients`, a non-`x-` header, too large):
     /// never retry.
     #[error("{code}: {message}")]
@@ -80,7 +88,10 @@ impl MailError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::RateLimitExceeded { .. } | Self::Throttled { .. } | Self::Transient(_)
+            Self::RateLimitExceeded { .. }
+                | Self::Throttled { .. }
+                | Self::Transient(_)
+                | Self::OutcomeUnknown(_)
         )
     }
 

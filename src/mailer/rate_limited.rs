@@ -1,6 +1,6 @@
 //! `RateLimitedGraphMailer`: the decorator that reserves a place in the sending mailbox's
-//! minute and day budgets before the inner Graph mailer sends, and gives it back when the send
-//! fails. Wrapper anatomy as in tower: `new`, `inner`, `into_inner`; same [`Mailer`] interface.
+//! budgets before the inner Graph mailer sends, and ends the reservation with the request's
+//! outcome. Wrapper anatomy as in tower: `new`, `inner`, `into_inner`; same [`Mailer`] interface.
 
 use std::{fmt, sync::Arc};
 
@@ -9,33 +9,39 @@ use crate::{
     domain::OutgoingMail,
     events,
     mailer::{MailError, Mailer, SendReceipt, validate::validate},
-    rate_limit::{Decision, RateLimitError, RateLimiter, RateLimits},
+    rate_limit::{Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, TenantBudget},
 };
 
 /// `Permanent.code` when a message's recipients alone exceed the mailbox's day budget.
 pub const CODE_RECIPIENTS_EXCEED_DAY_LIMIT: &str = "RecipientsExceedDayLimit";
+/// `Permanent.code` when a message's external recipients alone exceed its tenant's day budget.
+pub const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
+    "ExternalRecipientsExceedTenantLimit";
 
 /// Wraps `inner` with the limiter, for one mailbox budget (`limits`).
 ///
-/// `send`: validate locally (a bad message costs no budget) → `check_and_reserve(mail.from,
-/// To + Cc + Bcc, limits, clock.now())`:
+/// `send`: validate locally (a bad message costs no budget) → `check_and_reserve`:
 /// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
-/// - [`RateLimitError::RecipientsExceedDayLimit`] → [`MailError::Permanent`] with code
-///   [`CODE_RECIPIENTS_EXCEED_DAY_LIMIT`];
-/// - allowed → `inner.send`; on success the reservation is kept (that budget was used); on
-///   [`MailError::Throttled`] it is kept too (see below); on any other error it is released
-///   exactly once (event `mail.rateLimit.released`) and the error returned.
+/// - a message that can never fit → [`MailError::Permanent`] naming both numbers;
+/// - allowed → `inner.send`, then [`RateLimiter::release`] with the outcome:
+///   - sent → [`Outcome::Done`]: the budget was used;
+///   - [`MailError::Throttled`] (429/503/504) → `Done`, and a `Retry-After` becomes the
+///     mailbox's cooldown for every replica ([`RateLimiter::cooldown`]);
+///   - [`MailError::OutcomeUnknown`] (a timeout, reset or 5xx after the request was written:
+///     Graph may have delivered it) → `Done`: the budget stays counted;
+///   - any other error (connect failure, local refusal, a 4xx refusal) → [`Outcome::Unsent`]:
+///     the budget is given back (event `mail.rateLimit.released`).
 ///
 /// Why a provider's 429/503 keeps the reservation: the mailbox is over Exchange's limit right
-/// now (its rolling 60 s window or its 4 concurrent requests). Giving the slot back would let
-/// the next queued message go out at once into the same refusal, and again, turning our minute
-/// budget into a retry loop against the provider — measured before this rule: 707 minute 429s
-/// in 50 s for one mailbox. Keeping it means at most `per_minute` attempts per UTC minute,
-/// refused or not.
+/// now. Giving the slot back would let the next queued message go out at once into the same
+/// refusal, turning our budget into a retry loop against the provider — measured before this
+/// rule: 707 minute 429s in 50 s for one mailbox.
 pub struct RateLimitedGraphMailer<M: Mailer, L: RateLimiter> {
     inner: M,
     limiter: Arc<L>,
     limits: RateLimits,
+    tenant: String,
+    tenant_budget: Option<TenantBudget>,
     clock: Arc<dyn Clock>,
 }
 
@@ -43,6 +49,8 @@ impl<M: Mailer, L: RateLimiter> fmt::Debug for RateLimitedGraphMailer<M, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitedGraphMailer")
             .field("limits", &self.limits)
+            .field("tenant", &self.tenant)
+            .field("tenant_budget", &self.tenant_budget)
             .field("inner", &self.inner)
             .finish_non_exhaustive()
     }
@@ -50,14 +58,26 @@ impl<M: Mailer, L: RateLimiter> fmt::Debug for RateLimitedGraphMailer<M, L> {
 
 impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
     /// Wraps `inner`; `limiter` is the process's shared limiter, `limits` this mailbox's budget,
-    /// `clock` the time the limiter buckets by.
+    /// `clock` the time the limiter decides by. The mailbox's Graph tenant defaults to its
+    /// domain; set it with [`Self::with_tenant`].
     pub fn new(inner: M, limiter: Arc<L>, limits: RateLimits, clock: Arc<dyn Clock>) -> Self {
         Self {
             inner,
             limiter,
             limits,
+            tenant: String::new(),
+            tenant_budget: None,
             clock,
         }
+    }
+
+    /// The mailbox's Graph tenant (the `paced` keys' hash tag) and, when configured, the
+    /// tenant's external-recipient budget.
+    #[must_use]
+    pub fn with_tenant(mut self, tenant: &str, budget: Option<TenantBudget>) -> Self {
+        self.tenant = tenant.to_lowercase();
+        self.tenant_budget = budget;
+        self
     }
 
     /// The wrapped mailer.
@@ -74,26 +94,47 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
     pub fn limits(&self) -> RateLimits {
         self.limits
     }
+
+    fn ask<'a>(&'a self, mail: &'a OutgoingMail) -> Ask<'a> {
+        let tenant = if self.tenant.is_empty() {
+            mail.from.as_str().rsplit('@').next().unwrap_or_default()
+        } else {
+            &self.tenant
+        };
+        Ask {
+            message_id: mail.id,
+            mailbox: &mail.from,
+            tenant,
+            recipients: mail.recipient_count(),
+            limits: self.limits,
+            tenant_budget: self.tenant_budget.as_ref().map(|budget| {
+                let addresses = mail.to.iter().chain(&mail.cc).chain(&mail.bcc);
+                (
+                    budget.external_count(addresses.map(|r| r.address.as_str())),
+                    budget.external_recipients_per_day,
+                )
+            }),
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
         validate(mail)?;
-        let recipients = mail.recipient_count();
-        let decision = self
-            .limiter
-            .check_and_reserve(&mail.from, recipients, self.limits, self.clock.now())
-            .await;
+        let ask = self.ask(mail);
+        let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;
         let reservation = match decision {
             Ok(Decision::Allowed(reservation)) => reservation,
             Ok(Decision::Denied {
                 reason,
                 retry_after,
+                booked,
             }) => {
                 return Err(MailError::RateLimitExceeded {
                     reason,
                     retry_after,
+                    booked,
                 });
             }
             Err(RateLimitError::RecipientsExceedDayLimit {
@@ -108,6 +149,15 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                     ),
                 });
             }
+            Err(RateLimitError::ExternalRecipientsExceedTenantLimit { external, per_day }) => {
+                return Err(MailError::Permanent {
+                    code: CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT.to_owned(),
+                    message: format!(
+                        "the message has {external} external recipients but tenant {} may send to at most {per_day} external recipients per day; split it into smaller messages",
+                        ask.tenant
+                    ),
+                });
+            }
             // `validate` already refused it; kept for exhaustiveness.
             Err(e @ RateLimitError::NoRecipients { .. }) => {
                 return Err(MailError::Permanent {
@@ -116,23 +166,33 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 });
             }
         };
-        match self.inner.send(mail).await {
-            Ok(receipt) => Ok(receipt),
-            Err(error @ MailError::Throttled { .. }) => Err(error),
+        let result = self.inner.send(mail).await;
+        match &result {
+            Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
+                self.limiter.release(&reservation, Outcome::Done).await;
+            }
+            Err(MailError::Throttled { retry_after }) => {
+                self.limiter.release(&reservation, Outcome::Done).await;
+                if let Some(wait) = retry_after {
+                    let now = self.clock.now();
+                    let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
+                    self.limiter.cooldown(&ask, until, now).await;
+                }
+            }
             Err(error) => {
-                self.limiter.release(&reservation).await;
+                self.limiter.release(&reservation, Outcome::Unsent).await;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_RELEASED,
                     message.id = %mail.id,
                     mailbox = %mail.from,
-                    recipients,
+                    recipients = ask.recipients,
                     counted = reservation.is_counted(),
                     error = %error,
-                    "gave the reservation back because the send failed"
+                    "gave the reservation back because the request surely did not reach the provider"
                 );
-                Err(error)
             }
         }
+        result
     }
 }
 
@@ -143,7 +203,7 @@ pub(crate) mod tests {
         clock::ManualClock,
         domain::{MailboxAddress, Recipient},
         mailer::validate::tests::mail,
-        rate_limit::{DenyReason, Reservation},
+        rate_limit::{Counted, DenyReason, Reservation},
     };
     use chrono::{DateTime, TimeZone, Utc};
     use std::{
@@ -171,7 +231,8 @@ pub(crate) mod tests {
     pub(crate) struct FakeLimiter {
         pub script: Mutex<VecDeque<Result<Decision, RateLimitError>>>,
         pub checks: Mutex<Vec<Check>>,
-        pub releases: Mutex<Vec<Reservation>>,
+        pub releases: Mutex<Vec<(Reservation, Outcome)>>,
+        pub cooldowns: Mutex<Vec<(MailboxAddress, DateTime<Utc>)>>,
     }
 
     impl FakeLimiter {
@@ -184,7 +245,7 @@ pub(crate) mod tests {
         pub fn checks(&self) -> Vec<Check> {
             self.checks.lock().unwrap().clone()
         }
-        pub fn releases(&self) -> Vec<Reservation> {
+        pub fn releases(&self) -> Vec<(Reservation, Outcome)> {
             self.releases.lock().unwrap().clone()
         }
     }
@@ -192,29 +253,38 @@ pub(crate) mod tests {
     impl RateLimiter for FakeLimiter {
         async fn check_and_reserve(
             &self,
-            mailbox: &MailboxAddress,
-            recipients: u32,
-            limits: RateLimits,
+            ask: &Ask<'_>,
             now: DateTime<Utc>,
         ) -> Result<Decision, RateLimitError> {
+            let mailbox = ask.mailbox;
             self.checks.lock().unwrap().push(Check {
                 mailbox: mailbox.clone(),
-                recipients,
-                limits,
+                recipients: ask.recipients,
+                limits: ask.limits,
                 now,
             });
             let scripted = self.script.lock().unwrap().pop_front();
             scripted.unwrap_or_else(|| {
                 Ok(Decision::Allowed(Reservation {
                     mailbox: mailbox.clone(),
-                    recipients,
-                    keys: Some((format!("m:{mailbox}"), format!("d:{mailbox}"))),
+                    recipients: ask.recipients,
+                    counted: Counted::FixedWindow(format!("m:{mailbox}"), format!("d:{mailbox}")),
                 }))
             })
         }
 
-        async fn release(&self, reservation: &Reservation) {
-            self.releases.lock().unwrap().push(reservation.clone());
+        async fn release(&self, reservation: &Reservation, outcome: Outcome) {
+            self.releases
+                .lock()
+                .unwrap()
+                .push((reservation.clone(), outcome));
+        }
+
+        async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, _now: DateTime<Utc>) {
+            self.cooldowns
+                .lock()
+                .unwrap()
+                .push((ask.mailbox.clone(), until));
         }
     }
 
@@ -287,6 +357,7 @@ pub(crate) mod tests {
         let limiter = Arc::new(FakeLimiter::scripted(vec![Ok(Decision::Denied {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(29_500),
+            booked: true,
         })]));
         let mailer = wrap(StubMailer::default(), &limiter);
         let result = mailer.send(&mail()).await;
@@ -294,7 +365,8 @@ pub(crate) mod tests {
             result,
             Err(MailError::RateLimitExceeded {
                 reason: DenyReason::Minute,
-                retry_after: Duration::from_millis(29_500)
+                retry_after: Duration::from_millis(29_500),
+                booked: true,
             })
         );
         assert_eq!(mailer.inner().calls(), 0);
@@ -314,10 +386,27 @@ pub(crate) mod tests {
         );
         assert_eq!(mailer.send(&mail()).await, Err(throttled));
         assert_eq!(mailer.inner().calls(), 1);
-        assert!(
-            limiter.releases().is_empty(),
-            "a 429 keeps the slot it used"
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1);
+        assert_eq!(releases[0].1, Outcome::Done, "a 429 keeps the slot it used");
+        let cooldowns = limiter.cooldowns.lock().unwrap().clone();
+        assert_eq!(
+            cooldowns,
+            [(mail().from, at() + chrono::Duration::seconds(3))],
+            "its Retry-After holds the whole mailbox"
         );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_outcome_keeps_the_budget() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let unknown = MailError::OutcomeUnknown("timed out after the request was sent".into());
+        let mailer = wrap(StubMailer::answering(vec![Err(unknown.clone())]), &limiter);
+        assert_eq!(mailer.send(&mail()).await, Err(unknown));
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1);
+        assert_eq!(releases[0].1, Outcome::Done, "Graph may have delivered it");
+        assert!(limiter.cooldowns.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
@@ -338,9 +427,10 @@ pub(crate) mod tests {
             assert_eq!(mailer.inner().calls(), 1);
             let releases = limiter.releases();
             assert_eq!(releases.len(), 1, "{error:?}");
-            assert_eq!(releases[0].mailbox, m.from);
-            assert_eq!(releases[0].recipients, 1);
-            assert!(releases[0].is_counted());
+            assert_eq!(releases[0].1, Outcome::Unsent, "{error:?}");
+            assert_eq!(releases[0].0.mailbox, m.from);
+            assert_eq!(releases[0].0.recipients, 1);
+            assert!(releases[0].0.is_counted());
         }
     }
 
@@ -350,7 +440,9 @@ pub(crate) mod tests {
         let mailer = wrap(StubMailer::default(), &limiter);
         let receipt = mailer.send(&mail()).await.unwrap();
         assert_eq!(receipt.provider_id.as_deref(), Some("stub"));
-        assert!(limiter.releases().is_empty());
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1, "the lease ends with the request");
+        assert_eq!(releases[0].1, Outcome::Done, "the budget stays used");
         let checks = limiter.checks();
         assert_eq!(checks.len(), 1);
         assert_eq!(checks[0].mailbox.as_str(), "events@contoso.example");

@@ -1,55 +1,216 @@
 //! The distributed per-mailbox rate limiter: one atomic Lua `check_and_reserve` per Graph send
-//! against the mailbox's UTC-minute (messages) and UTC-day (recipients) counters in Redis, a
-//! `release` when the send fails, and fail-open when Redis is unreachable.
+//! in Redis, a `release` when the request ends, a shared cooldown after a provider's
+//! `Retry-After`, and a bounded fail-open when Redis is unreachable.
 //!
-//! Layout: `limiter.rs` (the Redis client, fail-open), `keys.rs` (key formats and bucket
-//! arithmetic), `log_throttle.rs` (one fail-open line per second); the scripts are
-//! `lua/check_and_reserve.lua` and `lua/release.lua`.
+//! Two algorithms sit behind the one [`RateLimiter`] contract, chosen by
+//! `MAIL_RATE_LIMIT_ALGORITHM`:
+//! - [`Algorithm::Paced`] (`paced`, the default, `paced/`): rolling 60 s and 24 h windows, sends
+//!   paced evenly across the minute, a booked slot for every message that does not fit now (so
+//!   a backlog of B messages costs O(B) decisions), in-flight leases per mailbox, a cooldown
+//!   shared by every replica, an optional tenant budget for external recipients;
+//! - [`Algorithm::FixedWindow`] (`fixed-window`, `fixed_window/`): the design note's UTC-minute
+//!   and UTC-day counters, byte for byte — the baseline benchmarks compare against.
+//!
+//! Layout: `limiter.rs` ([`MailRateLimiter`]: dispatch, fail-open, seeding), `redis.rs` (the
+//! limiter's own connection, standalone or Redis Cluster, with deadlines), `local.rs` (the
+//! in-process pacer used while failing open), `log_throttle.rs`, and one folder per algorithm
+//! with its keys; the scripts live in `lua/<algorithm>/`.
 //!
 //! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
-//! failure never reaches the caller as an error, only as an uncounted [`Reservation`] and a
-//! bounded `mail.rateLimit.redisError` (warn) or `mail.rateLimit.scriptError` (error) line.
+//! failure never reaches the caller as an error, only as a locally paced, uncounted
+//! [`Reservation`] and a bounded `mail.rateLimit.redisError` (warn) or
+//! `mail.rateLimit.scriptError` (error) line.
 
-pub mod keys;
+mod connection;
+pub mod fixed_window;
 mod limiter;
+mod local;
 mod log_throttle;
+pub mod paced;
 
-use std::{fmt, num::NonZeroU32, time::Duration};
+use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
+use url::Url;
+use uuid::Uuid;
 
-pub use limiter::{
-    CHECK_AND_RESERVE_LUA, MailRateLimiter, RELEASE_LUA, RateLimitSetupError, RedisCallError,
-};
+pub use connection::{RateLimitSetupError, RedisCallError};
+pub use fixed_window::keys;
+pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
+
+/// `lua/fixed_window/check_and_reserve.lua` (the design note's script, unchanged).
+pub const CHECK_AND_RESERVE_LUA: &str = fixed_window::CHECK_AND_RESERVE_LUA;
+/// `lua/fixed_window/release.lua`.
+pub const RELEASE_LUA: &str = fixed_window::RELEASE_LUA;
 
 use crate::domain::MailboxAddress;
+
+/// Which algorithm the limiter runs (`MAIL_RATE_LIMIT_ALGORITHM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// `paced` (default): rolling windows, booked slots, in-flight leases, cooldown.
+    #[default]
+    Paced,
+    /// `fixed-window`: the design note's UTC-minute and UTC-day counters.
+    FixedWindow,
+}
+
+impl Algorithm {
+    /// `paced` or `fixed-window`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Paced => "paced",
+            Self::FixedWindow => "fixed-window",
+        }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "paced" => Ok(Self::Paced),
+            "fixed-window" => Ok(Self::FixedWindow),
+            _ => Err("must be `paced` or `fixed-window`".into()),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The limiter's settings (the `MAIL_RATE_LIMIT_*` and `MAIL_MAILBOX_*` variables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// `MAIL_RATE_LIMIT_ALGORITHM`, default `paced`.
+    pub algorithm: Algorithm,
+    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`. A standalone Redis or any node of a
+    /// Redis Cluster (detected from its first `MOVED` answer).
+    pub redis_url: Url,
+    /// `MAIL_RATE_LIMIT_PER_MINUTE` (default 25 messages per mailbox per minute) and
+    /// `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (default 9,000 recipients per mailbox per day).
+    /// Both sit a little under Exchange Online's 30 messages a minute and 10,000 recipients per
+    /// rolling 24 h (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>,
+    /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+    pub defaults: RateLimits,
+    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`, default 250 ms: the deadline of one limiter call
+    /// before it fails open.
+    pub redis_timeout: Duration,
+    /// `MAIL_RATE_LIMIT_KEY_PREFIX`, default `mail:rl`.
+    pub key_prefix: String,
+    /// `MAIL_MAILBOX_MAX_IN_FLIGHT`, default 3 (`paced` only): requests in flight per mailbox
+    /// across every replica. Graph allows 4 concurrent requests per app and mailbox
+    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+    pub max_in_flight: NonZeroU32,
+    /// How long an in-flight lease lives when its worker never releases it (killed): the HTTP
+    /// timeout (`HTTP_TIMEOUT_MS`) plus 10 s.
+    pub lease: Duration,
+    /// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, default 1: while the limiter's Redis is unreachable
+    /// each process paces each mailbox at its limit divided by this (set it to the replica
+    /// count).
+    pub fail_open_replicas: NonZeroU32,
+}
 
 /// One mailbox's budget, passed with every call so an override applies on the next message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RateLimits {
-    /// Messages per mailbox per UTC minute (default 25, under Exchange's 30 per minute).
+    /// Messages per mailbox per minute (`paced`: any 60 s; `fixed-window`: per UTC minute).
+    /// Default 25, under Exchange's 30 per minute.
     pub per_minute: NonZeroU32,
-    /// Recipients (To + Cc + Bcc) per mailbox per UTC day (default 9,000, under Exchange's
-    /// 10,000 per 24 h). Source: <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>.
+    /// Recipients (To + Cc + Bcc) per mailbox per day (`paced`: any 24 h; `fixed-window`: per
+    /// UTC day). Default 9,000, under Exchange's 10,000 per rolling 24 h.
+    /// Source: <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>.
     pub recipients_per_day: NonZeroU32,
+}
+
+/// A tenant's outbound budget for recipients outside its accepted domains: Exchange Online's
+/// tenant external recipient rate limit (TERRL), counted over a rolling 24 h for the whole
+/// tenant; going over it blocks external mail for every user of the tenant.
+/// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantBudget {
+    /// External recipients per rolling 24 h for the whole tenant.
+    pub external_recipients_per_day: NonZeroU32,
+    /// Domains of the tenant (lower case); every other recipient domain is external.
+    pub accepted_domains: Vec<String>,
+}
+
+impl TenantBudget {
+    /// How many of `addresses` are outside the accepted domains (a subdomain of an accepted
+    /// domain is not accepted unless listed: the safe reading).
+    pub fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
+        let external = addresses
+            .into_iter()
+            .filter(|address| {
+                let domain = address.rsplit('@').next().unwrap_or_default();
+                !self
+                    .accepted_domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(domain))
+            })
+            .count();
+        u32::try_from(external).unwrap_or(u32::MAX)
+    }
+}
+
+/// What one send asks of the limiter.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// `messages.id`: a booked slot belongs to it.
+    pub message_id: Uuid,
+    /// The sending mailbox.
+    pub mailbox: &'a MailboxAddress,
+    /// The Graph tenant the mailbox belongs to (`paced` keys share it as their hash tag, so
+    /// the tenant budget is decided in the same atomic call).
+    pub tenant: &'a str,
+    /// To + Cc + Bcc.
+    pub recipients: u32,
+    /// The mailbox's budget.
+    pub limits: RateLimits,
+    /// The tenant's external budget and how many of the recipients count against it.
+    pub tenant_budget: Option<(u32, NonZeroU32)>,
 }
 
 /// Which budget refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DenyReason {
-    /// The UTC minute's message budget is spent.
+    /// The minute's message budget is spent (`paced`: the next slot of the pacing).
     Minute,
-    /// The UTC day's recipient budget cannot take this message.
+    /// The day's recipient budget cannot take this message now.
     Day,
+    /// The tenant's external-recipient budget cannot take this message now.
+    Tenant,
+    /// The provider asked this mailbox to wait (`Retry-After`), seen by any replica.
+    Cooldown,
+    /// The mailbox already has its maximum of requests in flight.
+    InFlight,
 }
 
 impl DenyReason {
-    /// `minute` or `day`, as in the Lua reply and the `reason` log field.
+    /// `minute`, `day`, `tenant`, `cooldown` or `in_flight`, as in the Lua reply and the
+    /// `reason` log field.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Minute => "minute",
             Self::Day => "day",
+            Self::Tenant => "tenant",
+            Self::Cooldown => "cooldown",
+            Self::InFlight => "in_flight",
         }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "minute" => Self::Minute,
+            "day" => Self::Day,
+            "tenant" => Self::Tenant,
+            "cooldown" => Self::Cooldown,
+            "in_flight" => Self::InFlight,
+            _ => return None,
+        })
     }
 }
 
@@ -59,16 +220,37 @@ impl fmt::Display for DenyReason {
     }
 }
 
-/// What a reservation took, so [`RateLimiter::release`] can give exactly that back to the same
-/// buckets. An *uncounted* reservation (made while failing open) releases nothing.
+/// What a reservation took, so [`RateLimiter::release`] gives exactly that back. An
+/// *uncounted* reservation (made while failing open) releases nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     /// The mailbox.
     pub mailbox: MailboxAddress,
-    /// Recipients taken from the day bucket.
+    /// Recipients taken from the day budget.
     pub recipients: u32,
-    /// `(minute key, day key)` the reservation incremented; `None` when it was made fail-open.
-    pub keys: Option<(String, String)>,
+    /// Where it was counted.
+    pub counted: Counted,
+}
+
+/// Where a [`Reservation`] was counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    /// Nowhere: made while failing open.
+    No,
+    /// `fixed-window`: the `(minute key, day key)` it incremented.
+    FixedWindow(String, String),
+    /// `paced`: the mailbox's keys, the message, the reservation's time (ms) and the external
+    /// recipients counted against the tenant.
+    Paced {
+        /// The mailbox's keys.
+        keys: Box<paced::keys::PacedKeys>,
+        /// The message holding the in-flight lease.
+        message_id: Uuid,
+        /// When it was counted (ms since the epoch).
+        at_ms: i64,
+        /// External recipients counted against the tenant.
+        external: u32,
+    },
 }
 
 impl Reservation {
@@ -77,28 +259,42 @@ impl Reservation {
         Self {
             mailbox,
             recipients,
-            keys: None,
+            counted: Counted::No,
         }
     }
 
     /// Whether Redis counted it.
     pub fn is_counted(&self) -> bool {
-        self.keys.is_some()
+        self.counted != Counted::No
     }
 }
 
 /// The limiter's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Send now; keep the reservation if the send succeeds, release it if not.
+    /// Send now; then [`RateLimiter::release`] it with the request's outcome.
     Allowed(Reservation),
-    /// Do not send; try again after `retry_after` (ms to the next UTC minute or day).
+    /// Do not send now; come back after `retry_after`.
     Denied {
-        /// Which budget is spent.
+        /// Which budget refused.
         reason: DenyReason,
-        /// Time until that budget resets.
+        /// How long to wait.
         retry_after: Duration,
+        /// Whether a slot at `now + retry_after` is now booked for this message (`paced`): it
+        /// must come back then, not later by a spread (the slot already spreads the messages).
+        booked: bool,
     },
+}
+
+/// How the request of an allowed reservation ended, for [`RateLimiter::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The provider accepted it, or may have (timeout, reset, 5xx after the request was
+    /// written, throttled): the budget stays used; only the in-flight lease is freed.
+    Done,
+    /// The request surely never reached the provider (connect error, local refusal, 4xx
+    /// refusal): the budget is given back too.
+    Unsent,
 }
 
 /// Failures a caller must act on. Redis trouble is *not* here: the limiter fails open.
@@ -117,6 +313,16 @@ pub enum RateLimitError {
         /// The mailbox's day limit.
         recipients_per_day: u32,
     },
+    /// The message alone has more external recipients than its tenant may send in a day.
+    #[error(
+        "message has {external} external recipients but its tenant may send to at most {per_day} external recipients per day"
+    )]
+    ExternalRecipientsExceedTenantLimit {
+        /// External recipients of the message.
+        external: u32,
+        /// The tenant's day limit.
+        per_day: u32,
+    },
     /// The message has no recipients at all (To + Cc + Bcc = 0). Graph refuses such a message
     /// and there is nothing to count, so it fails permanently, without touching Redis.
     #[error("message from mailbox {mailbox} has no recipients (To + Cc + Bcc is 0)")]
@@ -129,22 +335,115 @@ pub enum RateLimitError {
 /// What the rate-limited decorator needs from a limiter; [`MailRateLimiter`] is the real one,
 /// tests use fakes.
 pub trait RateLimiter: Send + Sync + 'static {
-    /// Atomically reserves one message and `recipients` recipients in `mailbox`'s buckets for
-    /// the UTC minute and day of `now`, or says which budget is spent. Fails open (allowed,
+    /// Atomically reserves one message and its recipients in the mailbox's budgets at `now`,
+    /// or says which budget refused and when to come back. Fails open (allowed, locally paced,
     /// uncounted) when Redis is unreachable or slow.
     ///
     /// # Errors
-    /// [`RateLimitError::RecipientsExceedDayLimit`] or [`RateLimitError::NoRecipients`],
-    /// without touching Redis.
+    /// [`RateLimitError`] for a message that can never fit, without touching Redis.
     fn check_and_reserve(
         &self,
-        mailbox: &MailboxAddress,
-        recipients: u32,
-        limits: RateLimits,
+        ask: &Ask<'_>,
         now: DateTime<Utc>,
     ) -> impl Future<Output = Result<Decision, RateLimitError>> + Send;
 
-    /// Gives back what `reservation` took, in the buckets it took it from. Never fails: a
-    /// Redis error is logged and the counters expire with their TTLs.
-    fn release(&self, reservation: &Reservation) -> impl Future<Output = ()> + Send;
+    /// Ends the request of `reservation`: frees its in-flight lease and, for
+    /// [`Outcome::Unsent`], gives its budget back. Never fails: a Redis error is logged and the
+    /// lease expires by itself.
+    fn release(
+        &self,
+        reservation: &Reservation,
+        outcome: Outcome,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Holds every message of `ask.mailbox` until `until` (a provider's `Retry-After`), for
+    /// every replica. A no-op for `fixed-window`.
+    fn cooldown(
+        &self,
+        ask: &Ask<'_>,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// Validates what no budget can ever hold; shared by every algorithm.
+pub(crate) fn never_fits(ask: &Ask<'_>) -> Result<(), RateLimitError> {
+    if ask.recipients == 0 {
+        return Err(RateLimitError::NoRecipients {
+            mailbox: ask.mailbox.clone(),
+        });
+    }
+    if ask.recipients > ask.limits.recipients_per_day.get() {
+        return Err(RateLimitError::RecipientsExceedDayLimit {
+            mailbox: ask.mailbox.clone(),
+            recipients: ask.recipients,
+            recipients_per_day: ask.limits.recipients_per_day.get(),
+        });
+    }
+    if let Some((external, per_day)) = ask.tenant_budget
+        && external > per_day.get()
+    {
+        return Err(RateLimitError::ExternalRecipientsExceedTenantLimit {
+            external,
+            per_day: per_day.get(),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn epoch_ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// A script's status text.
+pub(crate) fn text(value: &::redis::Value) -> Option<&str> {
+    match value {
+        ::redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        ::redis::Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithms_parse_by_their_env_names() {
+        assert_eq!("paced".parse(), Ok(Algorithm::Paced));
+        assert_eq!("fixed-window".parse(), Ok(Algorithm::FixedWindow));
+        assert!("gcra".parse::<Algorithm>().is_err());
+        assert_eq!(Algorithm::default().as_str(), "paced");
+    }
+
+    #[test]
+    fn external_recipients_are_those_outside_the_accepted_domains() {
+        let budget = TenantBudget {
+            external_recipients_per_day: NonZeroU32::new(100).unwrap(),
+            accepted_domains: vec!["contoso.example".into()],
+        };
+        assert_eq!(
+            budget.external_count([
+                "a@contoso.example",
+                "b@CONTOSO.example",
+                "c@sub.contoso.example",
+                "d@example.com"
+            ]),
+            2
+        );
+    }
+
+    #[test]
+    fn deny_reasons_round_trip_through_their_lua_names() {
+        for reason in [
+            DenyReason::Minute,
+            DenyReason::Day,
+            DenyReason::Tenant,
+            DenyReason::Cooldown,
+            DenyReason::InFlight,
+        ] {
+            assert_eq!(DenyReason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(DenyReason::parse("hour"), None);
+    }
 }

@@ -14,7 +14,9 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::domain::{Attachment, BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient};
+use crate::domain::{
+    Attachment, BodyContentType, Header, MailboxAddress, MessageStatus, OutgoingMail, Recipient,
+};
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,7 +108,7 @@ pub async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, Store
     Ok(inserted)
 }
 
-/// Locks up to `limit` due `SCHEDULED` rows (oldest `scheduled_on` first) with
+/// Locks up to `limit` due `SCHEDULED` rows, fairly across senders (each sender's oldest first), with
 /// `FOR UPDATE SKIP LOCKED`, so replicas never claim the same row. Call [`mark_queued`] in the
 /// same transaction after the jobs were pushed.
 ///
@@ -116,11 +118,38 @@ pub async fn claim_due(
     tx: &mut Transaction<'_, Postgres>,
     limit: i64,
 ) -> Result<Vec<Uuid>, StoreError> {
+    // Fair across senders: the senders with due rows, longest-waiting first, each get an equal
+    // share of the batch (their oldest due rows), so one mailbox's backlog never delays another
+    // mailbox's due mail. `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
+    // at once without waiting on each other or taking the same row.
+    let senders: i64 = sqlx::query_scalar(
+        "SELECT count(DISTINCT coalesce(system_mailbox_id, tenant_id)) FROM messages \
+         WHERE status = $1 AND scheduled_on <= now()",
+    )
+    .bind(MessageStatus::Scheduled.as_str())
+    .fetch_one(&mut **tx)
+    .await?;
+    if senders == 0 {
+        return Ok(Vec::new());
+    }
+    let share = (limit + senders - 1) / senders;
     Ok(sqlx::query_scalar(
-        "SELECT id FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= now() \
-         ORDER BY scheduled_on LIMIT $1 FOR UPDATE SKIP LOCKED",
+        "SELECT claimed.id FROM ( \
+             SELECT coalesce(system_mailbox_id, tenant_id) AS sender, min(scheduled_on) AS oldest \
+             FROM messages WHERE status = $3 AND scheduled_on <= now() \
+             GROUP BY 1 ORDER BY 2 \
+         ) due \
+         CROSS JOIN LATERAL ( \
+             SELECT id FROM messages \
+             WHERE coalesce(system_mailbox_id, tenant_id) = due.sender \
+               AND status = $3 AND scheduled_on <= now() \
+             ORDER BY scheduled_on LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ) claimed \
+         LIMIT $1",
     )
     .bind(limit)
+    .bind(share)
+    .bind(MessageStatus::Scheduled.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }

@@ -75,6 +75,9 @@ impl World {
         config.redis_url = helpers::redis_url();
         config.rate_limit.redis_url = helpers::redis_url();
         config.rate_limit.key_prefix = helpers::redis_prefix();
+        // These tests pin the design note's behaviour (UTC minutes, spread); the paced
+        // algorithm has its own tests (budgets.rs).
+        config.rate_limit.algorithm = mail_worker::rate_limit::Algorithm::FixedWindow;
         config.worker.queue_name = helpers::redis_prefix();
         config.graph.api_base_url = sim.graph_base_url();
         config.graph.login_base_url = sim.login_base_url();
@@ -434,6 +437,10 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
         .env("DATABASE_URL", config.database_url.as_str())
         .env("REDIS_URL", config.redis_url.as_str())
         .env("MAIL_RATE_LIMIT_KEY_PREFIX", &config.rate_limit.key_prefix)
+        .env(
+            "MAIL_RATE_LIMIT_ALGORITHM",
+            config.rate_limit.algorithm.as_str(),
+        )
         .env("QUEUE_NAME", &config.worker.queue_name)
         .env("GRAPH_API_BASE_URL", config.graph.api_base_url.as_str())
         .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())

@@ -136,3 +136,35 @@ pub fn logs_containing(needle: &str) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// `check_and_reserve` in the design note's shape (mailbox, recipients, limits, now) for tests
+/// of one mailbox: a fresh message id per call, Graph tenant `contoso.example`, no tenant budget.
+pub trait LimiterExt: mail_worker::rate_limit::RateLimiter {
+    fn check<'a>(
+        &'a self,
+        mailbox: &'a mail_worker::domain::MailboxAddress,
+        recipients: u32,
+        limits: mail_worker::rate_limit::RateLimits,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> impl Future<
+        Output = Result<mail_worker::rate_limit::Decision, mail_worker::rate_limit::RateLimitError>,
+    > + Send
+    + 'a {
+        async move {
+            self.check_and_reserve(
+                &mail_worker::rate_limit::Ask {
+                    message_id: uuid::Uuid::new_v4(),
+                    mailbox,
+                    tenant: "contoso.example",
+                    recipients,
+                    limits,
+                    tenant_budget: None,
+                },
+                now,
+            )
+            .await
+        }
+    }
+}
+
+impl<L: mail_worker::rate_limit::RateLimiter> LimiterExt for L {}

@@ -22,7 +22,10 @@ use mail_worker::{
         Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{MailError, Mailer, MailerFactory},
-    rate_limit::{Decision, DenyReason, RateLimitError, RateLimiter, RateLimits, Reservation},
+    rate_limit::{
+        Ask, Counted, Decision, DenyReason, Outcome, RateLimitError, RateLimiter, RateLimits,
+        Reservation,
+    },
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -67,28 +70,31 @@ impl FakeLimiter {
 impl RateLimiter for FakeLimiter {
     async fn check_and_reserve(
         &self,
-        mailbox: &MailboxAddress,
-        recipients: u32,
-        limits: RateLimits,
+        ask: &Ask<'_>,
         _now: DateTime<Utc>,
     ) -> Result<Decision, RateLimitError> {
         self.checks
             .lock()
             .unwrap()
-            .push((mailbox.clone(), recipients, limits));
+            .push((ask.mailbox.clone(), ask.recipients, ask.limits));
         let scripted = self.script.lock().unwrap().pop_front();
         scripted.unwrap_or_else(|| {
             Ok(Decision::Allowed(Reservation {
-                mailbox: mailbox.clone(),
-                recipients,
-                keys: Some(("m".into(), "d".into())),
+                mailbox: ask.mailbox.clone(),
+                recipients: ask.recipients,
+                counted: Counted::FixedWindow("m".into(), "d".into()),
             }))
         })
     }
 
-    async fn release(&self, _reservation: &Reservation) {
-        self.releases.fetch_add(1, Ordering::SeqCst);
+    /// Counts the reservations given back (the request surely never reached the provider).
+    async fn release(&self, _reservation: &Reservation, outcome: Outcome) {
+        if outcome == Outcome::Unsent {
+            self.releases.fetch_add(1, Ordering::SeqCst);
+        }
     }
+
+    async fn cooldown(&self, _ask: &Ask<'_>, _until: DateTime<Utc>, _now: DateTime<Utc>) {}
 }
 
 /// One wiremock server standing in for login.microsoftonline.com, graph.microsoft.com and
@@ -497,7 +503,7 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
 }
 
 #[tokio::test]
-async fn other_server_errors_are_transient_after_one_post() {
+async fn other_server_errors_are_outcome_unknown_after_one_post() {
     for status in [500, 502] {
         let rig = Rig::new().await;
         rig.token_endpoint(3599, Duration::ZERO).await;
@@ -506,16 +512,21 @@ async fn other_server_errors_are_transient_after_one_post() {
         let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
         assert_eq!(
             err,
-            MailError::Transient(format!(
+            MailError::OutcomeUnknown(format!(
                 "Graph sendMail for mailbox events@contoso.example answered {status}: generalException: oops"
             ))
         );
         assert_eq!(rig.count(SEND_PATH).await, 1);
+        assert_eq!(
+            rig.limiter.releases(),
+            0,
+            "Graph may have delivered it: budget kept"
+        );
     }
 }
 
 #[tokio::test]
-async fn a_send_slower_than_http_timeout_ms_is_transient() {
+async fn a_send_slower_than_http_timeout_ms_is_outcome_unknown() {
     let rig = Rig::with(&[("HTTP_TIMEOUT_MS", "300".into())]).await;
     rig.token_endpoint(3599, Duration::ZERO).await;
     rig.send_answers(
@@ -526,11 +537,16 @@ async fn a_send_slower_than_http_timeout_ms_is_transient() {
     let started = std::time::Instant::now();
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
     let took = started.elapsed();
-    let MailError::Transient(text) = &err else {
+    let MailError::OutcomeUnknown(text) = &err else {
         panic!("{err:?}")
     };
     assert!(text.contains("timed out"), "{text}");
     assert!(took < Duration::from_secs(2), "gave up after {took:?}");
+    assert_eq!(
+        rig.limiter.releases(),
+        0,
+        "the request was written: budget kept"
+    );
     assert_eq!(rig.count(SEND_PATH).await, 1);
     assert_clean(&err);
 }
@@ -689,13 +705,15 @@ async fn a_limiter_denial_makes_no_http_request() {
     rig.limiter.then(Ok(Decision::Denied {
         reason: DenyReason::Day,
         retry_after: Duration::from_secs(3600),
+        booked: false,
     }));
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
     assert_eq!(
         err,
         MailError::RateLimitExceeded {
             reason: DenyReason::Day,
-            retry_after: Duration::from_secs(3600)
+            retry_after: Duration::from_secs(3600),
+            booked: false,
         }
     );
     assert!(rig.server.received_requests().await.unwrap().is_empty());

@@ -20,8 +20,8 @@ use mail_worker::{
     domain::MailboxAddress,
     events,
     rate_limit::{
-        Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter, RateLimits,
-        Reservation, keys,
+        Algorithm, Counted, Decision, DenyReason, MailRateLimiter, Outcome, RateLimitError,
+        RateLimiter, RateLimits, Reservation, keys,
     },
 };
 use redis::AsyncCommands;
@@ -34,7 +34,7 @@ use tokio::{
 use tracing_subscriber::{Layer, layer::SubscriberExt};
 use url::Url;
 
-use crate::helpers::{redis_prefix, redis_url};
+use crate::helpers::{LimiterExt, redis_prefix, redis_url};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -42,10 +42,14 @@ use crate::helpers::{redis_prefix, redis_url};
 
 fn config(url: &Url, prefix: &str, timeout: Duration) -> RateLimitConfig {
     RateLimitConfig {
+        algorithm: Algorithm::FixedWindow,
         redis_url: url.clone(),
         defaults: limits(25, 9_000),
         redis_timeout: timeout,
         key_prefix: prefix.to_owned(),
+        max_in_flight: NonZeroU32::new(3).unwrap(),
+        lease: Duration::from_secs(40),
+        fail_open_replicas: NonZeroU32::new(1).unwrap(),
     }
 }
 
@@ -356,6 +360,7 @@ where
                 reason: DenyReason::Day,
                 ..
             } => tally.denied_day += 1,
+            other @ Decision::Denied { .. } => panic!("fixed-window never says {other:?}"),
         }
     }
     tally
@@ -376,6 +381,7 @@ async fn get_then_incr(
         return Decision::Denied {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(keys::ms_left_in_minute(now)),
+            booked: false,
         };
     }
     let _: i64 = conn.incr(&minute_key, 1).await.unwrap();
@@ -385,7 +391,7 @@ async fn get_then_incr(
     Decision::Allowed(Reservation {
         mailbox: mailbox(),
         recipients: 1,
-        keys: Some((minute_key, day_key)),
+        counted: Counted::FixedWindow(minute_key, day_key),
     })
 }
 
@@ -405,7 +411,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
     }
     let tally = race(limiters, move |limiter: MailRateLimiter| async move {
         limiter
-            .check_and_reserve(&mailbox(), 1, limits(30, 10_000), now)
+            .check(&mailbox(), 1, limits(30, 10_000), now)
             .await
             .unwrap()
     })
@@ -462,31 +468,19 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
     let limiter = real_limiter(&prefix);
     let now = at(18, 30, 15, 250);
     let day = limits(25, 100);
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 60, day, now)
-            .await
-            .unwrap(),
-    );
-    let denied = limiter
-        .check_and_reserve(&mailbox(), 50, day, now)
-        .await
-        .unwrap();
+    counted(&limiter.check(&mailbox(), 60, day, now).await.unwrap());
+    let denied = limiter.check(&mailbox(), 50, day, now).await.unwrap();
     let to_midnight = Duration::from_millis(((5 * 60 + 29) * 60 + 44) * 1000 + 750);
     assert_eq!(
         denied,
         Decision::Denied {
             reason: DenyReason::Day,
-            retry_after: to_midnight
+            retry_after: to_midnight,
+            booked: false,
         }
     );
     // 60 + 40 fills the day exactly: allowed.
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 40, day, now)
-            .await
-            .unwrap(),
-    );
+    counted(&limiter.check(&mailbox(), 40, day, now).await.unwrap());
     let mut conn = redis().await;
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
@@ -502,37 +496,23 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
     let one = limits(1, 9_000);
     let before = at(12, 0, 59, 999);
     let after = at(12, 1, 0, 0);
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, one, before)
-            .await
-            .unwrap(),
-    );
+    counted(&limiter.check(&mailbox(), 1, one, before).await.unwrap());
     assert_eq!(
-        limiter
-            .check_and_reserve(&mailbox(), 1, one, before)
-            .await
-            .unwrap(),
+        limiter.check(&mailbox(), 1, one, before).await.unwrap(),
         Decision::Denied {
             reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(1)
+            retry_after: Duration::from_millis(1),
+            booked: false,
         }
     );
     // 12:01:00.000 is a new bucket: allowed, then denied for a whole minute.
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, one, after)
-            .await
-            .unwrap(),
-    );
+    counted(&limiter.check(&mailbox(), 1, one, after).await.unwrap());
     assert_eq!(
-        limiter
-            .check_and_reserve(&mailbox(), 1, one, after)
-            .await
-            .unwrap(),
+        limiter.check(&mailbox(), 1, one, after).await.unwrap(),
         Decision::Denied {
             reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(60_000)
+            retry_after: Duration::from_millis(60_000),
+            booked: false,
         }
     );
     let mut conn = redis().await;
@@ -557,13 +537,13 @@ async fn the_minute_budget_is_checked_before_the_day_budget() {
     let now = at(9, 15, 0, 0);
     counted(
         &limiter
-            .check_and_reserve(&mailbox(), 10, limits(1, 10), now)
+            .check(&mailbox(), 10, limits(1, 10), now)
             .await
             .unwrap(),
     );
     // Both budgets are spent; the minute one is reported.
     let denied = limiter
-        .check_and_reserve(&mailbox(), 10, limits(1, 10), now)
+        .check(&mailbox(), 10, limits(1, 10), now)
         .await
         .unwrap();
     assert!(
@@ -586,19 +566,19 @@ async fn changed_limits_apply_on_the_very_next_call() {
     for _ in 0..2 {
         counted(
             &limiter
-                .check_and_reserve(&mailbox(), 1, limits(2, 9_000), now)
+                .check(&mailbox(), 1, limits(2, 9_000), now)
                 .await
                 .unwrap(),
         );
     }
     let denied = limiter
-        .check_and_reserve(&mailbox(), 1, limits(2, 9_000), now)
+        .check(&mailbox(), 1, limits(2, 9_000), now)
         .await
         .unwrap();
     assert!(matches!(denied, Decision::Denied { .. }), "{denied:?}");
     counted(
         &limiter
-            .check_and_reserve(&mailbox(), 1, limits(3, 9_000), now)
+            .check(&mailbox(), 1, limits(3, 9_000), now)
             .await
             .unwrap(),
     );
@@ -611,7 +591,7 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
     let now = at(12, 0, 0, 0);
     counted(
         &limiter
-            .check_and_reserve(&mailbox(), 3, limits(25, 9_000), now)
+            .check(&mailbox(), 3, limits(25, 9_000), now)
             .await
             .unwrap(),
     );
@@ -642,29 +622,29 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
     let mut conn = redis().await;
     let first = counted(
         &limiter
-            .check_and_reserve(&mailbox(), 3, limits(25, 100), now)
+            .check(&mailbox(), 3, limits(25, 100), now)
             .await
             .unwrap(),
     );
     let second = counted(
         &limiter
-            .check_and_reserve(&mailbox(), 4, limits(25, 100), now)
+            .check(&mailbox(), 4, limits(25, 100), now)
             .await
             .unwrap(),
     );
     assert_eq!(counter(&mut conn, &minute_key).await, Some(2));
     assert_eq!(counter(&mut conn, &day_key).await, Some(7));
 
-    limiter.release(&second).await;
+    limiter.release(&second, Outcome::Unsent).await;
     assert_eq!(counter(&mut conn, &minute_key).await, Some(1));
     assert_eq!(counter(&mut conn, &day_key).await, Some(3));
 
-    limiter.release(&first).await;
+    limiter.release(&first, Outcome::Unsent).await;
     assert_eq!(counter(&mut conn, &minute_key).await, Some(0));
     assert_eq!(counter(&mut conn, &day_key).await, Some(0));
 
-    limiter.release(&first).await;
-    limiter.release(&second).await;
+    limiter.release(&first, Outcome::Unsent).await;
+    limiter.release(&second, Outcome::Unsent).await;
     assert_eq!(counter(&mut conn, &minute_key).await, Some(0));
     assert_eq!(counter(&mut conn, &day_key).await, Some(0));
     // The TTLs survive the releases.
@@ -673,7 +653,7 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
 
     // An expired bucket is not re-created by a late release.
     let _: () = conn.del(&[&minute_key, &day_key]).await.unwrap();
-    limiter.release(&first).await;
+    limiter.release(&first, Outcome::Unsent).await;
     let exists: i64 = conn.exists(&[&minute_key, &day_key]).await.unwrap();
     assert_eq!(exists, 0);
 }
@@ -687,17 +667,17 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
     let mut conn = redis().await;
     let old = counted(
         &limiter
-            .check_and_reserve(&mailbox(), 2, limits(25, 9_000), reserved_at)
+            .check(&mailbox(), 2, limits(25, 9_000), reserved_at)
             .await
             .unwrap(),
     );
     counted(
         &limiter
-            .check_and_reserve(&mailbox(), 5, limits(25, 9_000), later)
+            .check(&mailbox(), 5, limits(25, 9_000), later)
             .await
             .unwrap(),
     );
-    limiter.release(&old).await;
+    limiter.release(&old, Outcome::Unsent).await;
     assert_eq!(
         counter(
             &mut conn,
@@ -732,7 +712,7 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
     .unwrap();
     let started = Instant::now();
     let err = limiter
-        .check_and_reserve(&mailbox(), 101, limits(25, 100), at(12, 0, 0, 0))
+        .check(&mailbox(), 101, limits(25, 100), at(12, 0, 0, 0))
         .await
         .unwrap_err();
     assert_eq!(
@@ -746,7 +726,7 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
     let text = err.to_string();
     assert!(text.contains("101") && text.contains("100"), "{text}");
     let none = limiter
-        .check_and_reserve(&mailbox(), 0, limits(25, 100), at(12, 0, 0, 0))
+        .check(&mailbox(), 0, limits(25, 100), at(12, 0, 0, 0))
         .await
         .unwrap_err();
     assert_eq!(none, RateLimitError::NoRecipients { mailbox: mailbox() });
@@ -774,7 +754,7 @@ async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
     for _ in 0..20 {
         let started = Instant::now();
         let decision = limiter
-            .check_and_reserve(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
+            .check(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
             .await
             .unwrap();
         let took = started.elapsed();
@@ -782,7 +762,7 @@ async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
         assert!(took < deadline, "fail-open took {took:?}");
         times.push(took);
         if let Decision::Allowed(reservation) = decision {
-            limiter.release(&reservation).await; // a no-op
+            limiter.release(&reservation, Outcome::Unsent).await; // a no-op
         }
     }
     let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
@@ -808,7 +788,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     for _ in 0..8 {
         let started = Instant::now();
         let decision = limiter
-            .check_and_reserve(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
+            .check(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
             .await
             .unwrap();
         let took = started.elapsed();
@@ -847,7 +827,7 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
     let sender = mailbox();
     let started = Instant::now();
     let decisions = futures::future::join_all(
-        (0..1000).map(|_| limiter.check_and_reserve(&sender, 1, limits(25, 9_000), now)),
+        (0..1000).map(|_| limiter.check(&sender, 1, limits(25, 9_000), now)),
     )
     .await;
     let took = started.elapsed();
@@ -875,12 +855,7 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
     );
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    assert_uncounted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap(),
-    );
+    assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
 
     gate.open(true);
     // The first call after the port opens may still be waiting on a dial that was refused.
@@ -891,21 +866,13 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
             calls_until_counted <= 20,
             "never counted again after 20 calls"
         );
-        let decision = limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap();
+        let decision = limiter.check(&mailbox(), 1, big, now).await.unwrap();
         if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
             break;
         }
     }
     for _ in 0..5 {
-        counted(
-            &limiter
-                .check_and_reserve(&mailbox(), 1, big, now)
-                .await
-                .unwrap(),
-        );
+        counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
     }
     let mut conn = redis().await;
     assert_eq!(
@@ -923,21 +890,13 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
         MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    assert_uncounted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap(),
-    );
+    assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
     gate.set_relay(true);
     let mut calls = 0;
     loop {
         calls += 1;
         assert!(calls <= 20, "never counted again after 20 calls");
-        let decision = limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap();
+        let decision = limiter.check(&mailbox(), 1, big, now).await.unwrap();
         if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
             break;
         }
@@ -959,30 +918,15 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
         MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap(),
-    );
+    counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
     let dialled = gate.accepted();
 
     // The relayed connection goes silent (no FIN, no RST); new connections still work.
     gate.blackhole_existing();
     for _ in 0..3 {
-        assert_uncounted(
-            &limiter
-                .check_and_reserve(&mailbox(), 1, big, now)
-                .await
-                .unwrap(),
-        );
+        assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
     }
-    counted(
-        &limiter
-            .check_and_reserve(&mailbox(), 1, big, now)
-            .await
-            .unwrap(),
-    );
+    counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
     // One fresh connection (two if the machine was too busy to finish the first dial within
     // the 100 ms connect timeout): no reconnect storm.
     let fresh = gate.accepted() - dialled;
@@ -1002,7 +946,7 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
 
     assert_uncounted(
         &limiter
-            .check_and_reserve(&mailbox(), 1, limits(25, 9_000), now)
+            .check(&mailbox(), 1, limits(25, 9_000), now)
             .await
             .unwrap(),
     );
@@ -1036,12 +980,7 @@ async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
     let mut times = Vec::with_capacity(1000);
     for _ in 0..1000 {
         let started = Instant::now();
-        counted(
-            &limiter
-                .check_and_reserve(&mailbox(), 1, big, now)
-                .await
-                .unwrap(),
-        );
+        counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
         times.push(started.elapsed());
     }
     let mut conn = redis().await;

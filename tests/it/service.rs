@@ -166,6 +166,7 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
     let h = Harness::new(vec![Err(MailError::RateLimitExceeded {
         reason: DenyReason::Minute,
         retry_after: Duration::from_millis(42_000),
+        booked: false,
     })])
     .await;
     let id = h.insert(1, "QUEUED").await[0];

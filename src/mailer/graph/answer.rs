@@ -7,8 +7,10 @@
 //! | `429`, `503`, `504`                            | `Throttled { retry_after }` from `Retry-After`       |
 //! | `401` (`InvalidAuthenticationToken`)           | refresh the token once and resend; second → `Unauthorized` |
 //! | `400`, `403`, `404`, `413`, other 4xx but 408  | `Permanent { code: Graph's code, message }`          |
-//! | `408`, other 5xx, 1xx/3xx                      | `Transient`                                          |
-//! | timeout, connection error, broken answer       | `Transient`                                          |
+//! | `408`, 1xx/3xx                                 | `Transient`                                          |
+//! | other 5xx                                      | `OutcomeUnknown` (Graph may have delivered it)       |
+//! | connection error (connect failed)              | `Transient`                                          |
+//! | timeout, reset, broken answer                  | `OutcomeUnknown`                                     |
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -68,10 +70,15 @@ pub(crate) fn interpret(
     let answer = match outcome {
         Ok(answer) => answer,
         Err(error) => {
-            return Verdict::Failed(MailError::Transient(describe_transport_error(
-                &format!("Graph sendMail for mailbox {mailbox}"),
-                &error,
-            )));
+            let text =
+                describe_transport_error(&format!("Graph sendMail for mailbox {mailbox}"), &error);
+            // Only a failed connect proves the request never reached Graph; a timeout or reset
+            // after it was written may follow a delivery.
+            return Verdict::Failed(if error.is_connect() {
+                MailError::Transient(text)
+            } else {
+                MailError::OutcomeUnknown(text)
+            });
         }
     };
     let status = answer.status;
@@ -117,7 +124,7 @@ pub(crate) fn interpret(
         }
         500..=599 => {
             let (code, message) = described("ServerError");
-            Verdict::Failed(MailError::Transient(format!(
+            Verdict::Failed(MailError::OutcomeUnknown(format!(
                 "Graph sendMail for mailbox {mailbox} answered {status}: {code}: {message}"
             )))
         }
@@ -258,15 +265,22 @@ mod tests {
     }
 
     #[test]
-    fn server_errors_and_request_timeouts_are_transient() {
-        for status in [500, 502, 408, 302] {
+    fn server_errors_are_outcome_unknown_and_request_timeouts_transient() {
+        for status in [408, 302] {
             let verdict = answer(status, Some("5"), "");
             assert!(
                 matches!(verdict, Verdict::Failed(MailError::Transient(_))),
                 "{status}: {verdict:?}"
             );
         }
-        let Verdict::Failed(MailError::Transient(text)) =
+        for status in [500, 502] {
+            let verdict = answer(status, Some("5"), "");
+            assert!(
+                matches!(verdict, Verdict::Failed(MailError::OutcomeUnknown(_))),
+                "{status}: {verdict:?}"
+            );
+        }
+        let Verdict::Failed(MailError::OutcomeUnknown(text)) =
             answer(500, None, &graph_body("generalException", "boom"))
         else {
             panic!()

@@ -1,4 +1,4 @@
-//! The limiter's Redis key formats and UTC bucket arithmetic (a contract: benchmarks, tests and
+//! The `fixed-window` keys and UTC bucket arithmetic (a contract: benchmarks, tests and
 //! operators read counters through these builders).
 //!
 //! ```text
@@ -16,11 +16,11 @@ use chrono::{DateTime, Utc};
 use crate::domain::MailboxAddress;
 
 /// Seconds a minute key lives after its last reservation: 120 s, so a bucket outlives its
-/// minute by one more minute and then disappears by itself. Mirrors `lua/check_and_reserve.lua`.
+/// minute by one more minute and then disappears by itself. Mirrors `lua/fixed_window/check_and_reserve.lua`.
 pub const MINUTE_KEY_TTL_SECS: u64 = 120;
 
 /// Seconds a day key lives after its last reservation: 26 h (93,600 s), a UTC day plus two hours
-/// of slack. Mirrors `lua/check_and_reserve.lua`.
+/// of slack. Mirrors `lua/fixed_window/check_and_reserve.lua`.
 pub const DAY_KEY_TTL_SECS: u64 = 26 * 60 * 60;
 
 const MS_PER_MINUTE: i64 = 60_000;
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn ttls_match_the_lua_script() {
-        let lua = include_str!("../../lua/check_and_reserve.lua");
+        let lua = include_str!("../../../lua/fixed_window/check_and_reserve.lua");
         assert_eq!(MINUTE_KEY_TTL_SECS, 120);
         assert_eq!(DAY_KEY_TTL_SECS, 93_600);
         assert!(lua.contains("local MINUTE_TTL_S = 120\n"), "{lua}");

@@ -1,0 +1,38 @@
+-- KEYS[1] mailbox state (hash)            KEYS[4] reservations of the last 60 s (zset)
+-- KEYS[5] requests in flight (zset)       KEYS[6] tenant state (hash)
+-- (KEYS[2], KEYS[3], KEYS[7] as in check_and_reserve.lua; passed so every call names one slot)
+-- ARGV[1] message id   ARGV[2] "done" | "unsent"   ARGV[3] the reservation's time (ms)
+-- ARGV[4] recipients   ARGV[5] external recipients counted against the tenant
+-- Returns {requests still in flight, mailbox recipients in the 24 h window}
+--
+-- Ends one allowed request. "done" (sent, or outcome unknown: it may have been delivered) frees
+-- the in-flight lease and keeps every budget. "unsent" (the request surely never reached the
+-- provider) also gives back the recipients and the 60 s reservation. The pacing slot is not
+-- given back (the next message simply finds it in the past). Never goes below zero.
+
+local id = ARGV[1]
+local mode = ARGV[2]
+local at = tonumber(ARGV[3])
+local recipients = tonumber(ARGV[4])
+local external = tonumber(ARGV[5])
+if not (at and recipients and external) or (mode ~= 'done' and mode ~= 'unsent') then
+  return redis.error_reply('ERR paced release: bad ARGV (see the header)')
+end
+
+redis.call('ZREM', KEYS[5], id)
+if mode == 'unsent' then
+  redis.call('ZREM', KEYS[4], id .. ':' .. at)
+  local function take_back(state, amount)
+    if amount <= 0 then return end
+    local field = 'd:' .. math.floor(at / 60000)
+    local have = tonumber(redis.call('HGET', state, field) or '0')
+    local back = math.min(have, amount)
+    if back > 0 then
+      redis.call('HINCRBY', state, field, -back)
+      redis.call('HINCRBY', state, 'total', -back)
+    end
+  end
+  take_back(KEYS[1], recipients)
+  take_back(KEYS[6], external)
+end
+return {redis.call('ZCARD', KEYS[5]), tonumber(redis.call('HGET', KEYS[1], 'total') or '0')}

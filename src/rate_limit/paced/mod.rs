@@ -1,0 +1,240 @@
+//! `paced` (the default): per mailbox, rolling windows — at most L messages in any 60 s and at
+//! most D recipients in any 24 h — with the minute's sends paced evenly (GCRA's virtual
+//! scheduling), a booked slot for every message that does not fit now, in-flight leases, and a
+//! cooldown shared by every replica. Scripts in `lua/paced/`, keys in [`keys`].
+//!
+//! A message that does not fit is told the earliest time at which every budget has room after
+//! every message already waiting, and that slot is kept for it: when it returns it is allowed
+//! without a second check of the budgets. So a backlog of B messages costs about 2B decisions
+//! (booking, then the send) instead of one per message per minute. A booking never used (the
+//! message failed, was cancelled or got stuck) is dropped [`BOOKING_GRACE`] after its slot and
+//! its recipients are given back.
+
+pub mod keys;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use redis::{Script, Value};
+
+use self::keys::PacedKeys;
+use super::{
+    Ask, Counted, Decision, DenyReason, Reservation,
+    connection::{RedisCallError, RedisConn},
+    epoch_ms,
+};
+
+/// `lua/paced/check_and_reserve.lua` (contract in its header).
+pub const CHECK_AND_RESERVE_LUA: &str = include_str!("../../../lua/paced/check_and_reserve.lua");
+/// `lua/paced/release.lua`.
+pub const RELEASE_LUA: &str = include_str!("../../../lua/paced/release.lua");
+/// `lua/paced/cooldown.lua`.
+pub const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.lua");
+/// `lua/paced/seed.lua`.
+pub const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
+
+/// How late a send may run after its slot (claim interval, queue, worker) without the rolling
+/// 60 s window ever holding more than L sends: slots are spaced (60 s + this) / L apart. 1 s,
+/// the default `SCHEDULER_INTERVAL_MS`; it costs 1/60 of the minute budget.
+pub const PACING_ALLOWANCE: Duration = Duration::from_secs(1);
+
+/// A booking not used this long after its slot is dropped and its recipients given back:
+/// 15 min (longer than a claim, a queue lease and a worker's retries of a slow Redis).
+pub const BOOKING_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// The slot spacing for `per_minute`, as the script computes it.
+pub fn spacing_ms(per_minute: u32) -> u64 {
+    (60_000 + PACING_ALLOWANCE.as_millis() as u64).div_ceil(u64::from(per_minute.max(1)))
+}
+
+/// What the check script said.
+pub(crate) enum Checked {
+    Decided(Decision),
+    /// The mailbox has no state: seed it, then ask again.
+    NeedsSeed,
+}
+
+/// The `paced` scripts and settings.
+pub(crate) struct Paced {
+    check: Script,
+    release: Script,
+    cooldown: Script,
+    seed: Script,
+    max_in_flight: u32,
+    lease: Duration,
+}
+
+impl Paced {
+    pub(crate) fn new(max_in_flight: u32, lease: Duration) -> Self {
+        Self {
+            check: Script::new(CHECK_AND_RESERVE_LUA),
+            release: Script::new(RELEASE_LUA),
+            cooldown: Script::new(COOLDOWN_LUA),
+            seed: Script::new(SEED_LUA),
+            max_in_flight,
+            lease,
+        }
+    }
+
+    pub(crate) async fn check_and_reserve(
+        &self,
+        redis: &RedisConn,
+        prefix: &str,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Checked, RedisCallError> {
+        let keys = PacedKeys::new(prefix, ask.tenant, ask.mailbox);
+        let (external, tenant_per_day) = ask
+            .tenant_budget
+            .map_or((0, 0), |(external, per_day)| (external, per_day.get()));
+        let now_ms = epoch_ms(now);
+        let args = [
+            now_ms.to_string(),
+            ask.message_id.to_string(),
+            ask.limits.per_minute.to_string(),
+            ask.limits.recipients_per_day.to_string(),
+            ask.recipients.to_string(),
+            external.min(ask.recipients).to_string(),
+            tenant_per_day.to_string(),
+            self.max_in_flight.to_string(),
+            (self.lease.as_millis() as u64).to_string(),
+            (PACING_ALLOWANCE.as_millis() as u64).to_string(),
+            (BOOKING_GRACE.as_millis() as u64).to_string(),
+        ];
+        let reply = redis.eval(&self.check, &keys.all(), &args).await?;
+        let unexpected = || RedisCallError::UnexpectedReply {
+            script: "paced/check_and_reserve.lua",
+            reply: format!("{reply:?}"),
+        };
+        let Value::Array(items) = &reply else {
+            return Err(unexpected());
+        };
+        Ok(match items.as_slice() {
+            [Value::Int(1), Value::Int(slot), reason] if super::text(reason) == Some("ok") => {
+                let _ = slot;
+                Checked::Decided(Decision::Allowed(Reservation {
+                    mailbox: ask.mailbox.clone(),
+                    recipients: ask.recipients,
+                    counted: Counted::Paced {
+                        keys: Box::new(keys),
+                        message_id: ask.message_id,
+                        at_ms: now_ms,
+                        external: if tenant_per_day > 0 { external } else { 0 },
+                    },
+                }))
+            }
+            [Value::Int(0), Value::Int(ms), reason] => {
+                let reason = super::text(reason)
+                    .and_then(DenyReason::parse)
+                    .ok_or_else(unexpected)?;
+                let ms = u64::try_from(*ms).map_err(|_| unexpected())?;
+                Checked::Decided(Decision::Denied {
+                    reason,
+                    retry_after: Duration::from_millis(ms),
+                    booked: reason != DenyReason::InFlight,
+                })
+            }
+            [Value::Int(-1), Value::Int(0), reason] if super::text(reason) == Some("seed") => {
+                Checked::NeedsSeed
+            }
+            _ => return Err(unexpected()),
+        })
+    }
+
+    /// Seeds the mailbox from `history` (sent at, recipients); returns whether this call
+    /// seeded it (false: another replica was first).
+    pub(crate) async fn seed(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        per_minute: u32,
+        history: &[(DateTime<Utc>, u32)],
+        now: DateTime<Utc>,
+    ) -> Result<bool, RedisCallError> {
+        let mut args = vec![
+            epoch_ms(now).to_string(),
+            spacing_ms(per_minute).to_string(),
+        ];
+        for (at, recipients) in history {
+            args.push(epoch_ms(*at).to_string());
+            args.push(recipients.to_string());
+        }
+        match redis.eval(&self.seed, &keys.all(), &args).await? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(RedisCallError::UnexpectedReply {
+                script: "paced/seed.lua",
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Ends a request; returns (requests still in flight, recipients in the 24 h window).
+    pub(crate) async fn release(
+        &self,
+        redis: &RedisConn,
+        (keys, message_id, at_ms, external): (&PacedKeys, uuid::Uuid, i64, u32),
+        recipients: u32,
+        unsent: bool,
+    ) -> Result<(i64, i64), RedisCallError> {
+        let args = [
+            message_id.to_string(),
+            if unsent { "unsent" } else { "done" }.to_owned(),
+            at_ms.to_string(),
+            recipients.to_string(),
+            external.to_string(),
+        ];
+        let reply = redis.eval(&self.release, &keys.all(), &args).await?;
+        if let Value::Array(items) = &reply
+            && let [Value::Int(in_flight), Value::Int(total)] = items.as_slice()
+        {
+            return Ok((*in_flight, *total));
+        }
+        Err(RedisCallError::UnexpectedReply {
+            script: "paced/release.lua",
+            reply: format!("{reply:?}"),
+        })
+    }
+
+    /// Sets the mailbox's cooldown; returns the cooldown in force (ms), 0 when not seeded.
+    pub(crate) async fn cooldown(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<i64, RedisCallError> {
+        let args = [epoch_ms(now).to_string(), epoch_ms(until).to_string()];
+        match redis.eval(&self.cooldown, &keys.all(), &args).await? {
+            Value::Int(n) => Ok(n),
+            other => Err(RedisCallError::UnexpectedReply {
+                script: "paced/cooldown.lua",
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_leave_room_for_a_late_send() {
+        assert_eq!(spacing_ms(25), 2_440);
+        assert_eq!(spacing_ms(10), 6_100);
+        assert_eq!(spacing_ms(30), 2_034);
+        // L slots spaced this far apart span more than 60 s + the allowance.
+        for l in [1u32, 7, 25, 30, 1_000] {
+            assert!(u64::from(l) * spacing_ms(l) >= 61_000, "{l}");
+        }
+    }
+
+    #[test]
+    fn every_script_opens_with_its_contract() {
+        for lua in [CHECK_AND_RESERVE_LUA, RELEASE_LUA, COOLDOWN_LUA, SEED_LUA] {
+            assert!(lua.starts_with("-- KEYS[1]"), "{lua}");
+            assert!(lua.lines().take(16).any(|l| l.starts_with("-- ARGV[1]")));
+            assert!(lua.lines().take(16).any(|l| l.contains("Returns")));
+        }
+    }
+}

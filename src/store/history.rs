@@ -1,0 +1,57 @@
+//! The send history the limiter rebuilds a mailbox's budgets from when its Redis comes back
+//! empty ([`crate::rate_limit::SendHistory`]): what each mailbox sent in the last 24 h.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::{
+    domain::{MailboxAddress, MessageStatus},
+    rate_limit::{SendHistory, SentRecord},
+};
+
+/// [`SendHistory`] over the `messages` table.
+#[derive(Debug, Clone)]
+pub struct PgSendHistory {
+    pool: PgPool,
+}
+
+impl PgSendHistory {
+    /// History read from `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait::async_trait]
+impl SendHistory for PgSendHistory {
+    async fn sent_since(
+        &self,
+        mailbox: &MailboxAddress,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SentRecord>, String> {
+        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(
+            "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
+                    + jsonb_array_length(m.cc_recipients) \
+                    + jsonb_array_length(m.bcc_recipients))::int4 \
+             FROM messages m \
+             LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+             LEFT JOIN tenants t ON t.id = m.tenant_id \
+             WHERE m.status = $1 AND m.sent_at > $2 \
+               AND coalesce(s.address, t.sender_address) = $3 \
+             ORDER BY m.sent_at",
+        )
+        .bind(MessageStatus::Sent.as_str())
+        .bind(since)
+        .bind(mailbox.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| format!("reading the send history of {mailbox}: {e}"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(sent_at, recipients)| SentRecord {
+                sent_at,
+                recipients: u32::try_from(recipients).unwrap_or(0),
+            })
+            .collect())
+    }
+}
