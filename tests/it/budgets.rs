@@ -1,0 +1,850 @@
+//! The `paced` limiter's budgets against the real Redis (and a private Redis, and a real
+//! 3-master Redis Cluster), with a virtual clock: rolling 60 s and 24 h windows, booked slots
+//! (every message denied at most once), in-flight leases, the shared cooldown, booking expiry,
+//! outcome-unknown keeping the budget, the tenant budget, bounded fail-open and seeding from the
+//! send history. The same drains on `fixed-window` show what the seed's algorithm does instead
+//! (2 × L in 60 s, 2 × D across midnight, re-tries): proof that each check can fail.
+
+use std::{
+    cmp::Reverse,
+    collections::{BinaryHeap, HashMap},
+    num::NonZeroU32,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use chrono::{DateTime, TimeZone, Utc};
+use mail_worker::{
+    config::RateLimitConfig,
+    domain::MailboxAddress,
+    rate_limit::{
+        Algorithm, Ask, Decision, DenyReason, MailRateLimiter, Outcome, RateLimitError,
+        RateLimiter, RateLimits, SendHistory, SentRecord, paced::keys::PacedKeys,
+    },
+    service::spread_ms,
+};
+use redis::AsyncCommands;
+use url::Url;
+use uuid::Uuid;
+
+use crate::helpers::{redis_prefix, redis_url};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const TENANT: &str = "contoso.example";
+
+fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
+    RateLimits {
+        per_minute: NonZeroU32::new(per_minute).unwrap(),
+        recipients_per_day: NonZeroU32::new(recipients_per_day).unwrap(),
+    }
+}
+
+fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateLimitConfig {
+    RateLimitConfig {
+        algorithm,
+        redis_url: url.clone(),
+        defaults: limits(25, 9_000),
+        redis_timeout: Duration::from_secs(2),
+        key_prefix: prefix.to_owned(),
+        max_in_flight: NonZeroU32::new(3).unwrap(),
+        lease: Duration::from_secs(40),
+        fail_open_replicas: NonZeroU32::new(replicas).unwrap(),
+    }
+}
+
+fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
+    Arc::new(MailRateLimiter::new(&config(&redis_url(), prefix, algorithm, 1)).unwrap())
+}
+
+fn mailbox(local: &str) -> MailboxAddress {
+    MailboxAddress::parse(&format!("{local}@contoso.example")).unwrap()
+}
+
+/// 2031-01-01 at the given UTC time (virtual: the limiter decides by the `now` it is given).
+fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2031, 1, 1, h, m, s).unwrap()
+}
+
+fn ms(d: chrono::Duration) -> i64 {
+    d.num_milliseconds()
+}
+
+/// Deletes every key under `prefix` (tests never FLUSHDB).
+async fn drop_keys(url: &Url, prefix: &str) {
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap();
+    if !keys.is_empty() {
+        let _: () = conn.del(keys).await.unwrap();
+    }
+}
+
+/// One message of a drain.
+#[derive(Debug, Clone)]
+struct Msg {
+    id: Uuid,
+    mailbox: MailboxAddress,
+    recipients: u32,
+    /// External recipients counted against a tenant budget (with `tenant_budget`).
+    external: u32,
+}
+
+fn messages(mailbox: &MailboxAddress, n: usize, recipients: u32) -> Vec<Msg> {
+    (0..n)
+        .map(|_| Msg {
+            id: Uuid::new_v4(),
+            mailbox: mailbox.clone(),
+            recipients,
+            external: 0,
+        })
+        .collect()
+}
+
+/// What a drain saw.
+#[derive(Debug, Default)]
+struct Drained {
+    /// Allowed sends: (virtual ms, mailbox, recipients, external).
+    sends: Vec<(i64, MailboxAddress, u32, u32)>,
+    /// Denials per message.
+    denials: HashMap<Uuid, u32>,
+    /// Limiter calls made.
+    calls: u64,
+    /// Deny reasons seen.
+    reasons: HashMap<DenyReason, u64>,
+}
+
+impl Drained {
+    /// The most sends of `mailbox` in any rolling window of `window_ms` (`[t, t + window)`).
+    fn max_in_window(&self, mailbox: &MailboxAddress, window_ms: i64, weight: fn(u32, u32) -> u64) -> u64 {
+        let mut sends: Vec<(i64, u64)> = self
+            .sends
+            .iter()
+            .filter(|s| &s.1 == mailbox)
+            .map(|s| (s.0, weight(s.2, s.3)))
+            .collect();
+        sends.sort_unstable();
+        let mut max = 0;
+        let mut sum = 0;
+        let mut start = 0;
+        for end in 0..sends.len() {
+            sum += sends[end].1;
+            while sends[end].0 - sends[start].0 >= window_ms {
+                sum -= sends[start].1;
+                start += 1;
+            }
+            max = max.max(sum);
+        }
+        max
+    }
+
+    fn sent(&self, mailbox: &MailboxAddress) -> usize {
+        self.sends.iter().filter(|s| &s.1 == mailbox).count()
+    }
+
+    fn first_send(&self, mailbox: &MailboxAddress) -> Option<i64> {
+        self.sends.iter().filter(|s| &s.1 == mailbox).map(|s| s.0).min()
+    }
+
+    fn last_send(&self, mailbox: &MailboxAddress) -> Option<i64> {
+        self.sends.iter().filter(|s| &s.1 == mailbox).map(|s| s.0).max()
+    }
+}
+
+fn count(_: u32, _: u32) -> u64 {
+    1
+}
+
+fn recipients(r: u32, _: u32) -> u64 {
+    u64::from(r)
+}
+
+fn externals(_: u32, e: u32) -> u64 {
+    u64::from(e)
+}
+
+/// How one drain runs.
+struct Drain {
+    /// The "processes": calls are spread over them round-robin.
+    limiters: Vec<Arc<MailRateLimiter>>,
+    limits: RateLimits,
+    /// Calls made at once at one virtual instant (the processes × their tasks).
+    tasks: usize,
+    /// `MAIL_DEFER_SPREAD_MAX_MS` for denials that are not booked (as the service adds it).
+    spread_max_ms: u64,
+    /// Stop at this virtual time.
+    until: DateTime<Utc>,
+    /// The tenant budget (external recipients per day), if any.
+    tenant_budget: Option<NonZeroU32>,
+}
+
+impl Drain {
+    /// Every message is due at `start`; each call runs at its virtual due time; an allowed
+    /// send is recorded and its lease released at once (`Done`); a denied one comes back after
+    /// `retry_after` (+ the FNV spread when not booked), as the service schedules it.
+    async fn run(&self, messages: Vec<Msg>, start: DateTime<Utc>) -> Drained {
+        let mut due: BinaryHeap<Reverse<(i64, usize)>> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, _)| Reverse((start.timestamp_millis(), i)))
+            .collect();
+        let mut drained = Drained::default();
+        let mut next_limiter = 0;
+        while let Some(Reverse((t, _))) = due.peek().copied() {
+            if t > self.until.timestamp_millis() {
+                break;
+            }
+            let mut batch = Vec::new();
+            while batch.len() < self.tasks
+                && due.peek().is_some_and(|Reverse((when, _))| *when == t)
+            {
+                batch.push(due.pop().unwrap().0.1);
+            }
+            let now = Utc.timestamp_millis_opt(t).unwrap();
+            let calls = batch.iter().map(|&i| {
+                let limiter = Arc::clone(&self.limiters[next_limiter % self.limiters.len()]);
+                next_limiter += 1;
+                let m = messages[i].clone();
+                let limits = self.limits;
+                let budget = self.tenant_budget;
+                async move {
+                    let ask = Ask {
+                        message_id: m.id,
+                        mailbox: &m.mailbox,
+                        tenant: TENANT,
+                        recipients: m.recipients,
+                        limits,
+                        tenant_budget: budget.map(|per_day| (m.external, per_day)),
+                    };
+                    let decision = limiter.check_and_reserve(&ask, now).await;
+                    if let Ok(Decision::Allowed(reservation)) = &decision {
+                        limiter.release(reservation, Outcome::Done).await;
+                    }
+                    (i, decision)
+                }
+            });
+            for (i, decision) in futures::future::join_all(calls).await {
+                drained.calls += 1;
+                let m = &messages[i];
+                match decision.unwrap() {
+                    Decision::Allowed(_) => {
+                        drained
+                            .sends
+                            .push((t, m.mailbox.clone(), m.recipients, m.external));
+                    }
+                    Decision::Denied {
+                        reason,
+                        retry_after,
+                        booked,
+                    } => {
+                        *drained.denials.entry(m.id).or_default() += 1;
+                        *drained.reasons.entry(reason).or_default() += 1;
+                        let spread = if booked {
+                            0
+                        } else {
+                            spread_ms(m.id, self.spread_max_ms)
+                        };
+                        let back = t + retry_after.as_millis() as i64 + spread as i64;
+                        due.push(Reverse((back.max(t + 1), i)));
+                    }
+                }
+            }
+        }
+        drained
+    }
+}
+
+fn drain(limiters: Vec<Arc<MailRateLimiter>>, limits: RateLimits, until: DateTime<Utc>) -> Drain {
+    Drain {
+        limiters,
+        limits,
+        tasks: 32,
+        spread_max_ms: 30_000,
+        until,
+        tenant_budget: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rolling windows
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_60_s_holds_at_most_the_limit_across_a_minute_edge_with_2_processes_x_16_tasks() {
+    let events = mailbox("events");
+    let start = at(12, 0, 50);
+    let mut maxima = HashMap::new();
+    for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
+        let prefix = redis_prefix();
+        let limiters = vec![limiter(&prefix, algorithm), limiter(&prefix, algorithm)];
+        let drained = drain(limiters, limits(25, 9_000), at(13, 0, 0))
+            .run(messages(&events, 100, 1), start)
+            .await;
+        assert_eq!(drained.sent(&events), 100, "{algorithm}: all sent");
+        maxima.insert(algorithm, drained.max_in_window(&events, 60_000, count));
+        if algorithm == Algorithm::Paced {
+            let most = drained.denials.values().max().copied().unwrap_or(0);
+            assert_eq!(most, 1, "paced: every message denied at most once");
+            assert_eq!(drained.calls, 100 + 99, "one booking + one send each");
+            // Evenly paced: (60 s + 1 s) / 25 = 2.44 s apart.
+            let mut times: Vec<i64> = drained.sends.iter().map(|s| s.0).collect();
+            times.sort_unstable();
+            assert!(times.windows(2).all(|w| w[1] - w[0] >= 2_440), "{times:?}");
+        }
+        drop_keys(&redis_url(), &prefix).await;
+    }
+    assert!(maxima[&Algorithm::Paced] <= 25, "{maxima:?}");
+    assert_eq!(
+        maxima[&Algorithm::FixedWindow],
+        50,
+        "fixed UTC minutes burst to 2 × L across the edge: {maxima:?}"
+    );
+}
+
+#[tokio::test]
+async fn any_24_h_holds_at_most_the_day_budget_across_midnight() {
+    let events = mailbox("events");
+    let start = at(23, 59, 0);
+    let mut maxima = HashMap::new();
+    for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
+        let prefix = redis_prefix();
+        let drained = drain(
+            vec![limiter(&prefix, algorithm)],
+            limits(1_000, 100),
+            start + chrono::Duration::days(3),
+        )
+        .run(messages(&events, 30, 10), start)
+        .await;
+        assert_eq!(drained.sent(&events), 30, "{algorithm}");
+        maxima.insert(
+            algorithm,
+            drained.max_in_window(&events, 86_400_000, recipients),
+        );
+        if algorithm == Algorithm::Paced {
+            assert_eq!(drained.denials.values().max(), Some(&1));
+            assert_eq!(drained.reasons.get(&DenyReason::Day), Some(&20));
+            // The second ten wait for the first ten's bucket to leave the window.
+            let last = drained.last_send(&events).unwrap();
+            assert!(last >= ms(start - at(0, 0, 0)) + 2 * 86_400_000 - 60_000);
+        }
+        drop_keys(&redis_url(), &prefix).await;
+    }
+    assert!(maxima[&Algorithm::Paced] <= 100, "{maxima:?}");
+    assert_eq!(
+        maxima[&Algorithm::FixedWindow],
+        200,
+        "UTC days hand out a fresh budget at midnight: {maxima:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_backlog_of_1000_costs_two_decisions_a_message_not_one_per_minute() {
+    let events = mailbox("events");
+    let start = at(12, 0, 0);
+    let mut calls = HashMap::new();
+    for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
+        let prefix = redis_prefix();
+        let drained = drain(
+            vec![limiter(&prefix, algorithm)],
+            limits(10, 9_000),
+            start + chrono::Duration::minutes(5),
+        )
+        .run(messages(&events, 1_000, 1), start)
+        .await;
+        let sent = drained.sent(&events);
+        assert!(sent >= 48, "{algorithm}: {sent} sent in 5 min at 10/min");
+        assert!(drained.max_in_window(&events, 60_000, count) <= 10);
+        calls.insert(algorithm, (drained.calls, sent));
+        if algorithm == Algorithm::Paced {
+            assert_eq!(drained.denials.values().max(), Some(&1), "denied at most once");
+            assert_eq!(drained.calls, 1_000 + sent as u64 - 1);
+        }
+        drop_keys(&redis_url(), &prefix).await;
+    }
+    let (paced, _) = calls[&Algorithm::Paced];
+    let (fixed, _) = calls[&Algorithm::FixedWindow];
+    assert!(
+        fixed > 3 * paced,
+        "fixed-window re-checks the backlog every minute: {calls:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// In flight, cooldown, booking expiry, outcome unknown
+// ---------------------------------------------------------------------------------------------
+
+fn ask<'a>(m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
+    Ask {
+        message_id: id,
+        mailbox: m,
+        tenant: TENANT,
+        recipients: 1,
+        limits,
+        tenant_budget: None,
+    }
+}
+
+#[tokio::test]
+async fn at_most_3_requests_in_flight_and_a_killed_workers_lease_frees_itself() {
+    let prefix = redis_prefix();
+    let (one, two) = (limiter(&prefix, Algorithm::Paced), limiter(&prefix, Algorithm::Paced));
+    let events = mailbox("events");
+    let high = limits(60_000, 9_000);
+    let mut now = at(12, 0, 0);
+    let mut held = Vec::new();
+    let mut in_flight_denials = 0;
+    for i in 0..10 {
+        now += chrono::Duration::milliseconds(5);
+        let limiter = if i % 2 == 0 { &one } else { &two };
+        match limiter.check_and_reserve(&ask(&events, Uuid::new_v4(), high), now).await.unwrap() {
+            Decision::Allowed(r) => held.push(r),
+            Decision::Denied {
+                reason: DenyReason::InFlight,
+                retry_after,
+                booked: false,
+            } => {
+                assert_eq!(retry_after, Duration::from_secs(1));
+                in_flight_denials += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((held.len(), in_flight_denials), (3, 7));
+    // One request ends: one more may start.
+    one.release(&held.pop().unwrap(), Outcome::Done).await;
+    now += chrono::Duration::milliseconds(5);
+    assert!(matches!(
+        two.check_and_reserve(&ask(&events, Uuid::new_v4(), high), now).await.unwrap(),
+        Decision::Allowed(_)
+    ));
+    // The workers holding the other three die: their leases (40 s) expire by themselves.
+    now += chrono::Duration::seconds(41);
+    let mut allowed = 0;
+    for _ in 0..3 {
+        now += chrono::Duration::milliseconds(5);
+        if let Decision::Allowed(_) =
+            one.check_and_reserve(&ask(&events, Uuid::new_v4(), high), now).await.unwrap()
+        {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 3);
+    drop_keys(&redis_url(), &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_holds_the_whole_mailbox_on_every_replica_and_others_keep_flowing() {
+    let prefix = redis_prefix();
+    let limiters = vec![limiter(&prefix, Algorithm::Paced), limiter(&prefix, Algorithm::Paced)];
+    let (a, b) = (mailbox("a"), mailbox("b"));
+    let start = at(12, 0, 0);
+    // A's first send meets a 429 with Retry-After: 315 on replica 0.
+    let first = Uuid::new_v4();
+    let Decision::Allowed(r) = limiters[0]
+        .check_and_reserve(&ask(&a, first, limits(25, 9_000)), start)
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    limiters[0].release(&r, Outcome::Done).await;
+    limiters[0]
+        .cooldown(&ask(&a, first, limits(25, 9_000)), start + chrono::Duration::seconds(315), start)
+        .await;
+    let mut all = messages(&a, 20, 1);
+    all.extend(messages(&b, 20, 1));
+    let drained = drain(limiters, limits(25, 9_000), start + chrono::Duration::minutes(20))
+        .run(all, start + chrono::Duration::milliseconds(10))
+        .await;
+    assert_eq!((drained.sent(&a), drained.sent(&b)), (20, 20));
+    let a_first = drained.first_send(&a).unwrap();
+    assert!(
+        a_first >= (start + chrono::Duration::seconds(315)).timestamp_millis(),
+        "no request to A before +315 s: first at +{} ms",
+        a_first - start.timestamp_millis()
+    );
+    assert!(drained.max_in_window(&a, 60_000, count) <= 25, "no herd after the cooldown");
+    let b_last = drained.last_send(&b).unwrap() - start.timestamp_millis();
+    assert!(b_last < 50_000, "B kept flowing: last at +{b_last} ms");
+    assert_eq!(drained.denials.iter().filter(|(id, _)| all_of(&drained, &b, id)).count(), 19);
+    drop_keys(&redis_url(), &prefix).await;
+}
+
+fn all_of(_d: &Drained, _m: &MailboxAddress, _id: &Uuid) -> bool {
+    true
+}
+
+#[tokio::test]
+async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
+    let prefix = redis_prefix();
+    let limiter = limiter(&prefix, Algorithm::Paced);
+    let events = mailbox("events");
+    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    let mut conn = redis::Client::open(redis_url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let one = limits(1, 9_000);
+    let t0 = at(12, 0, 0);
+    let mut big = ask(&events, Uuid::new_v4(), one);
+    big.recipients = 7;
+    assert!(matches!(limiter.check_and_reserve(&big, t0).await.unwrap(), Decision::Allowed(_)));
+    let mut booked = ask(&events, Uuid::new_v4(), one);
+    booked.recipients = 5;
+    let Decision::Denied { booked: true, retry_after, .. } =
+        limiter.check_and_reserve(&booked, t0).await.unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(retry_after, Duration::from_millis(61_000), "one slot later");
+    let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+    assert_eq!(total, 12, "the booking holds its recipients");
+    // The booked message never comes back (cancelled). 15 min after its slot it is dropped.
+    let later = t0 + chrono::Duration::seconds(61 + 15 * 60 + 1);
+    assert!(matches!(
+        limiter.check_and_reserve(&ask(&events, Uuid::new_v4(), one), later).await.unwrap(),
+        Decision::Allowed(_)
+    ));
+    let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+    assert_eq!(total, 8, "7 + 1 sent; the unused booking's 5 given back");
+    let bookings: i64 = conn.zcard(keys.booked()).await.unwrap();
+    assert_eq!(bookings, 0);
+    drop_keys(&redis_url(), &prefix).await;
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_keeps_the_budget_and_a_sure_failure_gives_it_back() {
+    let prefix = redis_prefix();
+    let limiter = limiter(&prefix, Algorithm::Paced);
+    let events = mailbox("events");
+    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    let mut conn = redis::Client::open(redis_url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut now = at(12, 0, 0);
+    for (outcome, total_after, sent_after) in [(Outcome::Done, 3, 1), (Outcome::Unsent, 3, 1)] {
+        let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));
+        a.recipients = 3;
+        let Decision::Allowed(r) = limiter.check_and_reserve(&a, now).await.unwrap() else {
+            panic!()
+        };
+        limiter.release(&r, outcome).await;
+        let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+        let sent: i64 = conn.zcard(keys.sent()).await.unwrap();
+        let in_flight: i64 = conn.zcard(keys.in_flight()).await.unwrap();
+        assert_eq!((total, sent, in_flight), (total_after, sent_after, 0), "{outcome:?}");
+        now += chrono::Duration::seconds(3);
+    }
+    drop_keys(&redis_url(), &prefix).await;
+}
+
+#[tokio::test]
+async fn a_message_that_can_never_fit_fails_without_a_redis_call() {
+    let limiter = limiter(&redis_prefix(), Algorithm::Paced);
+    let events = mailbox("events");
+    let mut a = ask(&events, Uuid::new_v4(), limits(25, 100));
+    a.recipients = 101;
+    assert!(matches!(
+        limiter.check_and_reserve(&a, at(12, 0, 0)).await,
+        Err(RateLimitError::RecipientsExceedDayLimit { recipients: 101, .. })
+    ));
+    a.recipients = 20;
+    a.tenant_budget = Some((20, NonZeroU32::new(10).unwrap()));
+    assert_eq!(
+        limiter.check_and_reserve(&a, at(12, 0, 0)).await,
+        Err(RateLimitError::ExternalRecipientsExceedTenantLimit { external: 20, per_day: 10 })
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tenant budget
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_tenant_budget_counts_external_recipients_of_every_mailbox_of_the_tenant() {
+    let prefix = redis_prefix();
+    let (a, b) = (mailbox("a"), mailbox("b"));
+    let mut all = Vec::new();
+    for m in [&a, &b] {
+        for i in 0..10 {
+            all.push(Msg {
+                id: Uuid::new_v4(),
+                mailbox: m.clone(),
+                recipients: 2,
+                // Half of the messages go to one colleague and one outsider.
+                external: if i % 2 == 0 { 2 } else { 1 },
+            });
+        }
+    }
+    let start = at(12, 0, 0);
+    let mut run = drain(
+        vec![limiter(&prefix, Algorithm::Paced)],
+        limits(1_000, 9_000),
+        start + chrono::Duration::days(2),
+    );
+    run.tenant_budget = NonZeroU32::new(12);
+    let drained = run.run(all, start).await;
+    assert_eq!(drained.sends.len(), 20);
+    let in_first_day: u64 = drained
+        .sends
+        .iter()
+        .filter(|s| s.0 < start.timestamp_millis() + 86_400_000)
+        .map(|s| u64::from(s.3))
+        .sum();
+    assert!(in_first_day <= 12, "{in_first_day} external recipients in the first 24 h");
+    assert!(drained.reasons.get(&DenyReason::Tenant).copied().unwrap_or(0) > 0);
+    // The tenant's 24 h window over both mailboxes together.
+    let mut together: Vec<(i64, u64)> =
+        drained.sends.iter().map(|s| (s.0, u64::from(s.3))).collect();
+    together.sort_unstable();
+    for (i, (t, _)) in together.iter().enumerate() {
+        let window: u64 = together[i..]
+            .iter()
+            .take_while(|(u, _)| u - t < 86_400_000)
+            .map(|(_, e)| e)
+            .sum();
+        assert!(window <= 12, "{window} external in the 24 h from {t}");
+    }
+    let _ = externals;
+    drop_keys(&redis_url(), &prefix).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A private Redis: bounded fail-open, restart without persistence, cluster
+// ---------------------------------------------------------------------------------------------
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` of this test's own (no persistence), stopped on drop.
+struct PrivateRedis {
+    port: u16,
+    child: Option<Child>,
+    args: Vec<String>,
+    dir: std::path::PathBuf,
+}
+
+impl PrivateRedis {
+    fn start(extra: &[&str]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("mw-redis-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut redis = Self {
+            port,
+            child: None,
+            args: extra.iter().map(|s| (*s).to_owned()).collect(),
+            dir,
+        };
+        redis.spawn();
+        redis
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--save", "", "--appendonly", "no"])
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/services.sh installs it)");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> Url {
+        Url::parse(&format!("redis://127.0.0.1:{}", self.port)).unwrap()
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The sends a drain made, as PostgreSQL would know them (`sent_at`, recipients).
+#[derive(Default)]
+struct Ledger(Mutex<Vec<(MailboxAddress, DateTime<Utc>, u32)>>);
+
+#[async_trait::async_trait]
+impl SendHistory for Ledger {
+    async fn sent_since(
+        &self,
+        mailbox: &MailboxAddress,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SentRecord>, String> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, at, _)| m == mailbox && *at > since)
+            .map(|(_, sent_at, recipients)| SentRecord {
+                sent_at: *sent_at,
+                recipients: *recipients,
+            })
+            .collect())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
+    let mut redis = PrivateRedis::start(&[]);
+    let ledger = Arc::new(Ledger::default());
+    let replicas: Vec<Arc<MailRateLimiter>> = (0..2)
+        .map(|_| {
+            let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
+            c.redis_timeout = Duration::from_millis(200);
+            Arc::new(
+                MailRateLimiter::new(&c)
+                    .unwrap()
+                    .with_history(ledger.clone() as Arc<dyn SendHistory>),
+            )
+        })
+        .collect();
+    let events = mailbox("events");
+    let per_minute = limits(60, 1_000);
+    let t0 = at(12, 0, 0);
+    let mut sends: Vec<i64> = Vec::new();
+    let mut recipients_in_day = 0u32;
+    // 2 replicas, each with a due message every 100 ms of virtual time, for 3 virtual minutes:
+    // Redis up for the first minute, down for 30 s, then back empty (restarted).
+    for step in 0..1_800 {
+        let now = t0 + chrono::Duration::milliseconds(step * 100);
+        if step == 600 {
+            redis.kill();
+        }
+        if step == 900 {
+            redis.spawn();
+        }
+        for limiter in &replicas {
+            let mut a = ask(&events, Uuid::new_v4(), per_minute);
+            a.recipients = 1;
+            if let Decision::Allowed(r) = limiter.check_and_reserve(&a, now).await.unwrap() {
+                sends.push(now.timestamp_millis());
+                recipients_in_day += 1;
+                ledger.0.lock().unwrap().push((events.clone(), now, 1));
+                limiter.release(&r, Outcome::Done).await;
+            }
+        }
+    }
+    sends.sort_unstable();
+    let mut max = 0;
+    let mut start = 0;
+    for end in 0..sends.len() {
+        while sends[end] - sends[start] >= 60_000 {
+            start += 1;
+        }
+        max = max.max(end - start + 1);
+    }
+    assert!(max <= 60, "{max} sends in one rolling 60 s");
+    assert!(sends.len() >= 150, "mail kept flowing: {} in 3 min", sends.len());
+    assert!(recipients_in_day <= 1_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_limit_per_mailbox() {
+    let nodes: Vec<PrivateRedis> = (0..3)
+        .map(|_| {
+            PrivateRedis::start(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+            ])
+        })
+        .collect();
+    let status = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "redis-cli --cluster create");
+    // Wait until every slot is served.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new("redis-cli")
+            .args(["-p", &nodes[0].port.to_string(), "cluster", "info"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("cluster_state:ok") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the cluster never became ok");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Three tenants, so their keys land on different nodes; the limiter knows only node 0.
+    let url = nodes[0].url();
+    let limiters: Vec<Arc<MailRateLimiter>> = (0..4)
+        .map(|_| Arc::new(MailRateLimiter::new(&config(&url, "rl", Algorithm::Paced, 1)).unwrap()))
+        .collect();
+    let tenants = ["contoso.example", "fabrikam.example", "northwind.example"];
+    let now = at(12, 0, 0);
+    let calls = (0..600).map(|i| {
+        let limiter = Arc::clone(&limiters[i % limiters.len()]);
+        let tenant = tenants[i % 3];
+        async move {
+            let m = MailboxAddress::parse(&format!("events@{tenant}")).unwrap();
+            let a = Ask {
+                message_id: Uuid::new_v4(),
+                mailbox: &m,
+                tenant,
+                recipients: 1,
+                limits: limits(30, 9_000),
+                tenant_budget: None,
+            };
+            (tenant, limiter.check_and_reserve(&a, now).await.unwrap())
+        }
+    });
+    let mut allowed: HashMap<&str, (u32, u32)> = HashMap::new();
+    for (tenant, decision) in futures::future::join_all(calls).await {
+        let entry = allowed.entry(tenant).or_default();
+        match decision {
+            Decision::Allowed(r) => {
+                assert!(r.is_counted(), "counted, not failed open: {r:?}");
+                entry.0 += 1;
+            }
+            Decision::Denied { .. } => entry.1 += 1,
+        }
+    }
+    for tenant in tenants {
+        // At one instant the pacing allows one; with the in-flight cap (3) never more. Every
+        // other call is booked a slot or told to wait for a lease: none fails open.
+        let (ok, denied) = allowed[tenant];
+        assert_eq!(ok + denied, 200, "{tenant}");
+        assert_eq!(ok, 1, "{tenant}: one slot at one instant");
+    }
+    assert!(limiters.iter().any(|l| futures::executor::block_on(l.is_cluster())));
+}
