@@ -5,12 +5,12 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
+use graph_sim::{GraphSim, MailboxLimits, ScriptedAnswer, SimConfig, SimMailbox, Target};
 use mail_worker::{
     clock::{Clock, ManualClock, SystemClock},
     config::Config,
     daemon,
     domain::{GraphCredentials, MailboxAddress, SecretRef},
-    graph_sim::{GraphSim, MailboxLimits, ScriptedAnswer, SimConfig, SimMailbox, Target},
     service::{SendOutcome, spread_ms},
     store::senders,
     worker::{self, handler::Handler, queue::SendMessageJob},
@@ -422,10 +422,7 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
     let world = World::new(1, 1_000, 64, None).await;
     world
         .sim
-        .set_latency(
-            Target::Global,
-            mail_worker::graph_sim::Latency::Fixed(1_500),
-        )
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
         .unwrap();
     world.insert(0, 30, "SCHEDULED").await;
     let config = &world.config;

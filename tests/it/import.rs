@@ -125,13 +125,20 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
                 .map_or(0, Vec::len)
         })
         .sum();
-    let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let mail_worker::import::Enqueued {
+        inserted,
+        good,
+        bad,
+    } = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
     assert_eq!(
         (inserted as usize, good, bad.len()),
         (CAMPAIGN_LINES, CAMPAIGN_LINES, 0),
         "{bad:?}"
     );
-    let (again, _, _) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let again = mail_worker::import::enqueue(&db.pool, &text)
+        .await
+        .unwrap()
+        .inserted;
     assert_eq!(again, 0, "re-running the same file inserts nothing");
     let (rows, stored_attachments, future): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM message_attachments), \
@@ -143,7 +150,10 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
     assert_eq!(rows as usize, CAMPAIGN_LINES);
     assert_eq!(stored_attachments as usize, attachments_in_file);
     assert_eq!(future as usize, scheduled_later);
-    assert_eq!(scheduled_later, 46, "the example's lines with a scheduledOn");
+    assert_eq!(
+        scheduled_later, 46,
+        "the example's lines with a scheduledOn"
+    );
 }
 
 #[tokio::test]

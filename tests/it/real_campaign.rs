@@ -20,13 +20,13 @@ use std::{
 };
 
 use chrono::{DateTime, Timelike, Utc};
+use graph_sim::sendgrid::SendGridSim;
+use graph_sim::{GraphSim, Latency, MailboxLimits, SimConfig, SimMailbox, Target};
 use mail_worker::{
     clock::SystemClock,
     config::Config,
     daemon,
-    demo::sendgrid_sim::SendGridSim,
     domain::MailboxAddress,
-    graph_sim::{GraphSim, Latency, MailboxLimits, SimConfig, SimMailbox, Target},
     import::{self, senders::SendersFile},
     store::{self, report, senders},
     worker,
@@ -214,7 +214,11 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
             .await
             .unwrap();
     }
-    let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let mail_worker::import::Enqueued {
+        inserted,
+        good,
+        bad,
+    } = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
     assert_eq!(
         (inserted, good, bad.len()),
         (SLICE_LINES as u64, SLICE_LINES, 0)
@@ -378,7 +382,7 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     // request reached graph-sim (when we sent it). By the minute graph-sim accepted it, after its
     // 50–150 ms processing time, a send from a minute's last moments can count in the next one:
     // reported, not asserted.
-    let max_in_minute = |at: fn(&mail_worker::graph_sim::RecordedMessage) -> i64| {
+    let max_in_minute = |at: fn(&graph_sim::RecordedMessage) -> i64| {
         let mut per_minute: BTreeMap<(String, i64), u32> = BTreeMap::new();
         for m in &graph_messages {
             *per_minute

@@ -16,7 +16,7 @@
 //! `redis://127.0.0.1:6379`) and `redis-benchmark` on `PATH` (Debian's `redis-tools`). Keys go
 //! under a fresh `bench:limiter:<hex>` prefix and are deleted after each measurement.
 
-mod support;
+use mail_worker_bench as support;
 
 use std::{
     num::NonZeroU32,

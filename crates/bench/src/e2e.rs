@@ -13,14 +13,12 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use mail_worker::{
-    domain::MailboxAddress,
-    graph_sim::{GraphSim, Latency, Target},
-};
+use graph_sim::{GraphSim, Latency, Target};
+use mail_worker::domain::MailboxAddress;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{
+use crate::{
     daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
     fail, median,
 };
@@ -528,7 +526,7 @@ fn start_perf(pid: u32, out: &PathBuf) -> tokio::process::Child {
         .spawn()
         .unwrap_or_else(|e| fail(&format!("cannot start perf: {e}")));
     if let Some(pid) = child.id() {
-        super::register_child(pid, "INT");
+        crate::register_child(pid, "INT");
     }
     child
 }
@@ -540,7 +538,7 @@ async fn stop_perf(mut child: tokio::process::Child) {
             .arg("-INT")
             .arg(pid.to_string())
             .status();
-        super::unregister_child(pid);
+        crate::unregister_child(pid);
     }
     if tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await

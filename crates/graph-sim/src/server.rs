@@ -39,7 +39,7 @@ use super::{
     send,
     wire::{GraphError, RequestIds},
 };
-use crate::clock::{Clock, SystemClock};
+use mail_worker::clock::{Clock, SystemClock};
 
 /// Everything the handlers share. Immutable config beside one mutex over the moving parts; the
 /// mutex is never held across an `.await`.

@@ -19,7 +19,7 @@
 //! Exit status 1 when a bucket of the real limiter holds more than the limit (its atomicity
 //! failed), 2 when the benchmark could not run; never for slowness.
 
-mod support;
+use mail_worker_bench as support;
 
 use std::{
     collections::BTreeMap,

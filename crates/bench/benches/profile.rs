@@ -17,7 +17,7 @@
 //! skipped with a note. Results: `bench-results/profile.json` (`profile-smoke.json`), the
 //! perf data in `bench-results/profile.perf.data` (`perf report -i …` to browse).
 
-mod support;
+use mail_worker_bench as support;
 
 use std::{collections::BTreeMap, path::Path, process::ExitCode, time::Duration};
 

@@ -1,11 +1,10 @@
-//! `mail-worker demo`: a campaign end to end on this machine. Against the local PostgreSQL and
+//! The demo (`cargo demo`, the `mail-worker-demo` binary): a campaign end to end on this machine. Against the local PostgreSQL and
 //! Redis (its own database `mail_worker_demo`, recreated each run, and its own key prefix and
 //! queue), it starts graph-sim (and a SendGrid stand-in) in process with Exchange Online's
 //! limits, registers the senders, enqueues the campaign, runs the real worker until every due
 //! message is `SENT` or `ERROR`, shows live progress, and ends with a per-mailbox report.
 
 mod campaign;
-pub mod sendgrid_sim;
 
 use std::{
     collections::BTreeMap,
@@ -19,18 +18,18 @@ use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::{
+use graph_sim::{GraphSim, SimConfig, SimMailbox, sendgrid::SendGridSim};
+use mail_worker::{
     clock::SystemClock,
     config::Config,
     daemon,
     domain::SecretRef,
-    graph_sim::{GraphSim, SimConfig, SimMailbox},
     import::{self, senders::SendersFile},
     store::{self, report},
     worker,
 };
 
-/// Options of `mail-worker demo`.
+/// Options of the demo (`cargo demo -- --help`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
     /// A campaign JSONL file instead of the generated one (format of
@@ -134,7 +133,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
     // The stand-ins.
     let sim = GraphSim::start(sim_config(&senders_file)).await?;
-    let sendgrid = sendgrid_sim::SendGridSim::start(
+    let sendgrid = SendGridSim::start(
         senders_file
             .tenants
             .iter()
@@ -147,7 +146,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
     let pool = store::prepare(&config.database_url, config.worker.concurrency.get() + 4).await?;
     import::senders::import(&pool, &senders_file).await?;
-    let (inserted, _, bad) = crate::cli::enqueue(&pool, &campaign_text).await?;
+    let import::Enqueued { inserted, bad, .. } = import::enqueue(&pool, &campaign_text).await?;
     let bad_lines: Vec<String> = bad.iter().map(ToString::to_string).collect();
 
     // The real worker, until every due message is done.
@@ -193,7 +192,7 @@ fn with_literal_secrets(mut file: SendersFile) -> anyhow::Result<SendersFile> {
         let secret = SecretRef::new(raw);
         match secret.resolve() {
             Ok(value) => Ok(value.expose_secret().to_owned()),
-            Err(crate::domain::SecretError::MissingEnv(name)) => Ok(generated
+            Err(mail_worker::domain::SecretError::MissingEnv(name)) => Ok(generated
                 .entry(name.clone())
                 .or_insert_with(|| {
                     let random = uuid::Uuid::new_v4().simple().to_string();

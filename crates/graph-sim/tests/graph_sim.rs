@@ -5,13 +5,11 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
-use mail_worker::{
-    clock::ManualClock,
-    graph_sim::{
-        GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
-        RefusalCause, ScriptedAnswer, SimConfig, SimMailbox, SimStats, Target, TokenFault,
-    },
+use graph_sim::{
+    GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
+    RefusalCause, ScriptedAnswer, SimConfig, SimMailbox, SimStats, Target, TokenFault,
 };
+use mail_worker::clock::ManualClock;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -1065,7 +1063,7 @@ async fn a_global_script_applies_to_any_mailbox_without_its_own() {
             Target::mailbox("nobody@contoso.example"),
             [ScriptedAnswer::unavailable()]
         ),
-        Err(mail_worker::graph_sim::SimError::UnknownMailbox(_))
+        Err(graph_sim::SimError::UnknownMailbox(_))
     ));
 }
 

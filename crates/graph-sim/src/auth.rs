@@ -39,7 +39,7 @@ use super::{
     server::SimState,
     wire::{EntraError, GraphError, entra_headers},
 };
-use crate::events;
+use mail_worker::events;
 
 /// The scope every Graph app-only token asks for.
 pub const GRAPH_DEFAULT_SCOPE: &str = "https://graph.microsoft.com/.default";

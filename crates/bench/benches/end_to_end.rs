@@ -22,7 +22,7 @@
 //! Exit status 1 when a run did not send everything before its timeout or graph-sim refused a
 //! request; 2 when the benchmark could not run.
 
-mod support;
+use mail_worker_bench as support;
 
 use std::{process::ExitCode, time::Duration};
 

@@ -1,7 +1,7 @@
 //! The demo's default senders and a generated campaign in the JSONL format of
 //! `mail-worker enqueue`.
 
-use crate::import::senders::{SendersFile, SystemMailboxEntry};
+use mail_worker::import::senders::{SendersFile, SystemMailboxEntry};
 
 /// Three system mailboxes of one Contoso app: two on the default limits, one with an admin's
 /// override of 20 messages per minute.

@@ -1,15 +1,31 @@
-//! The benchmark harness (`benches/support`): its percentiles, medians, number formatting,
+//! The benchmark harness (this package's library, imported by the benchmarks as `support`): its percentiles, medians, number formatting,
 //! scaled clock and Redis clean-up, tested here because the benchmark targets run without
 //! libtest.
 
-#[path = "../../benches/support/mod.rs"]
-mod support;
+use mail_worker_bench as support;
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use mail_worker::clock::Clock;
 use redis::AsyncCommands;
+use url::Url;
 
-use crate::helpers::{redis_prefix, redis_url};
+/// The PostgreSQL server of the tests (`TEST_DATABASE_URL`, default the local one).
+fn server_url() -> Url {
+    let raw = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    Url::parse(&raw).expect("TEST_DATABASE_URL is a URL")
+}
+
+/// The Redis of the tests (`TEST_REDIS_URL`, default `redis://127.0.0.1:6379`).
+fn redis_url() -> Url {
+    let raw = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    Url::parse(&raw).expect("TEST_REDIS_URL is a URL")
+}
+
+/// A key prefix of this test's own (`test:<12 hex>`), deleted by the test that uses it.
+fn redis_prefix() -> String {
+    format!("test:{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
 
 #[test]
 fn percentiles_are_the_sample_at_the_nearest_rank() {
@@ -312,7 +328,7 @@ async fn a_private_redis_counts_only_the_commands_sent_to_it() {
 
 #[tokio::test]
 async fn a_settled_setup_pool_has_published_its_row_writes() {
-    let db = support::daemon::BenchDb::create(&crate::helpers::server_url(), "test").await;
+    let db = support::daemon::BenchDb::create(&server_url(), "test").await;
     let setup = db.setup_pool().await;
     let mailboxes = support::daemon::add_mailboxes(&setup, "settle", 2).await;
     let ids: Vec<_> = mailboxes.iter().map(|(_, id)| *id).collect();

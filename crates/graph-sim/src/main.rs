@@ -9,13 +9,11 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::Parser;
-use mail_worker::{
-    config::LogFormat,
-    demo::sendgrid_sim::SendGridSim,
-    events,
-    graph_sim::{CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox},
-    telemetry,
+use graph_sim::{
+    CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox,
+    sendgrid::SendGridSim,
 };
+use mail_worker::{config::LogFormat, events, telemetry};
 
 /// The default listen address.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8025";

@@ -2,11 +2,11 @@
 //! a plain-text results table, the JSON results file, Redis key prefixes and their clean-up,
 //! and a scaled clock shared by several processes.
 //!
-//! Every benchmark target under `benches/` (`harness = false`) declares `mod support;` and
-//! uses what it needs; the daemon benchmarks (backlog drain, end to end, profile — see
+//! The library of the `mail-worker-bench` package: every benchmark target under `benches/`
+//! (`harness = false`) imports it as `use mail_worker_bench as support;` and uses what it needs,
+//! and `tests/harness.rs` tests it (the benchmark targets run without libtest); the daemon benchmarks (backlog drain, end to end, profile — see
 //! BENCHMARKS.md) add [`daemon`]: private Redis servers, a benchmark database, graph-sim and the
 //! `mail-worker` binary as a child process.
-#![allow(dead_code)] // each benchmark target uses a different part of this module
 
 pub mod daemon;
 pub mod e2e;
@@ -294,10 +294,15 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// Writes `value` as pretty JSON to `<crate root>/bench-results/<name>.json` (gitignored) and
+/// `bench-results/` at the workspace root (gitignored), where every benchmark writes.
+pub fn results_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench-results"))
+}
+
+/// Writes `value` as pretty JSON to `<workspace root>/bench-results/<name>.json` (gitignored) and
 /// returns the path.
 pub fn write_json(name: &str, value: &impl Serialize) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench-results");
+    let dir = results_dir();
     let path = dir.join(format!("{name}.json"));
     let written = std::fs::create_dir_all(&dir).and_then(|()| {
         let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;

@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::SimError;
-use crate::{clock::Clock, domain::MailboxAddress};
+use mail_worker::{clock::Clock, domain::MailboxAddress};
 
 /// The config file format, as printed by `graph-sim --help`.
 pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
@@ -178,7 +178,7 @@ impl SimConfig {
     }
 
     /// Uses `clock` for every window and token expiry (tests pass a
-    /// [`crate::clock::ManualClock`]).
+    /// [`mail_worker::clock::ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -461,7 +461,8 @@ mod tests {
     #[test]
     fn the_example_file_parses_with_microsofts_defaults_filled_in() {
         let config =
-            SimConfig::from_json_str(include_str!("../../config/graph-sim.example.json")).unwrap();
+            SimConfig::from_json_str(include_str!("../../../config/graph-sim.example.json"))
+                .unwrap();
         assert_eq!(config.listen, Some("127.0.0.1:8025".parse().unwrap()));
         assert_eq!(config.token_lifetime_s, 3599);
         assert_eq!(config.apps.len(), 3);

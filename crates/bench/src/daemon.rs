@@ -14,9 +14,9 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
+use graph_sim::{GraphSim, SimConfig, SimMailbox};
 use mail_worker::{
     domain::{GraphCredentials, MailboxAddress, SecretRef},
-    graph_sim::{GraphSim, SimConfig, SimMailbox},
     store::{self, senders},
 };
 use serde::Serialize;
@@ -27,7 +27,7 @@ use sqlx::{
 use url::Url;
 use uuid::Uuid;
 
-use super::fail;
+use crate::fail;
 
 /// The Entra tenant of every benchmark mailbox (graph-sim's and the database's).
 pub const TENANT: &str = "contoso.example";
@@ -36,9 +36,18 @@ pub const CLIENT_ID: &str = "b3c0a1e2-5d4f-4a6b-9c8d-7e6f5a4b3c2d";
 /// Its secret, stored as a literal in `system_mailboxes.graph_client_secret` and given to
 /// graph-sim: a benchmark value, not a real credential.
 pub const CLIENT_SECRET: &str = "bench-sim-secret";
-/// The `mail-worker` binary of the same build as the benchmark (Cargo sets this for benchmark
-/// targets: the release binary under `cargo bench`, the debug one under `cargo test --bench`).
-pub const MAIL_WORKER: &str = env!("CARGO_BIN_EXE_mail-worker");
+/// The daemon binary of the same build as the benchmark: `bench-mail-worker` (the `mail-worker`
+/// binary's own entry point, built by this package: Cargo builds a package's binaries for its
+/// benchmarks) beside the running benchmark's `deps/` folder — the release build under
+/// `cargo bench`, the debug one under `cargo test --bench`.
+pub static MAIL_WORKER: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|e| fail(&format!("cannot find this benchmark's binary: {e}")));
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|profile_dir| profile_dir.join("bench-mail-worker"))
+        .unwrap_or_else(|| fail(&format!("no build folder above {}", exe.display())))
+});
 /// GNU time, for the daemon's CPU time and peak RSS (`-v`); without it the figures come from
 /// `/proc`.
 pub const GNU_TIME: &str = "/usr/bin/time";
@@ -196,7 +205,7 @@ impl PrivateRedis {
                     "cannot start redis-server (redis-server package): {e}"
                 ))
             });
-        super::register_child(child.id(), "KILL");
+        crate::register_child(child.id(), "KILL");
         let url = Url::parse(&format!("redis://127.0.0.1:{port}"))
             .unwrap_or_else(|e| fail(&format!("bad Redis URL: {e}")));
         let client = redis::Client::open(url.as_str())
@@ -269,7 +278,7 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        super::unregister_child(self.child.id());
+        crate::unregister_child(self.child.id());
     }
 }
 
@@ -639,10 +648,10 @@ impl Daemon {
         let mut command = match &time_report {
             Some(report) => {
                 let mut c = tokio::process::Command::new(GNU_TIME);
-                c.arg("-v").arg("-o").arg(report).arg(MAIL_WORKER);
+                c.arg("-v").arg("-o").arg(report).arg(&*MAIL_WORKER);
                 c
             }
-            None => tokio::process::Command::new(MAIL_WORKER),
+            None => tokio::process::Command::new(&*MAIL_WORKER),
         };
         command
             .arg("run")
@@ -656,7 +665,7 @@ impl Daemon {
         let started = Instant::now();
         let child = command
             .spawn()
-            .unwrap_or_else(|e| fail(&format!("cannot start {MAIL_WORKER}: {e}")));
+            .unwrap_or_else(|e| fail(&format!("cannot start {}: {e}", MAIL_WORKER.display())));
         let outer = child.id().unwrap_or(0);
         let pid = if timed {
             // GNU time forks the daemon at once; find it by its parent id.
@@ -673,7 +682,7 @@ impl Daemon {
         } else {
             outer
         };
-        super::register_child(pid, "KILL");
+        crate::register_child(pid, "KILL");
         Self {
             child,
             pid,
@@ -716,7 +725,7 @@ impl Daemon {
                 "killed after the stop timeout".into()
             }
         };
-        super::unregister_child(self.pid);
+        crate::unregister_child(self.pid);
         match self
             .time_report
             .as_ref()
@@ -804,9 +813,9 @@ pub fn read_log(path: &Path) -> Vec<LogLine> {
         .collect()
 }
 
-/// `<crate root>/bench-results/<file>` (the directory is created), for daemon logs.
+/// `<workspace root>/bench-results/<file>` (the directory is created), for daemon logs.
 pub fn results_path(file: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench-results");
+    let dir = crate::results_dir();
     if let Err(e) = std::fs::create_dir_all(&dir) {
         fail(&format!("cannot create {}: {e}", dir.display()));
     }
@@ -894,7 +903,7 @@ impl PrivatePostgres {
             .ok()
             .and_then(|s| s.lines().next()?.trim().parse().ok())
             .unwrap_or_else(|| fail("the private PostgreSQL wrote no postmaster.pid"));
-        super::register_child(pid, "INT");
+        crate::register_child(pid, "INT");
         pg.pid = pid;
         pg.url = Url::parse(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
             .unwrap_or_else(|e| fail(&e.to_string()));
@@ -924,7 +933,7 @@ impl Drop for PrivatePostgres {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
-            super::unregister_child(self.pid);
+            crate::unregister_child(self.pid);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -46,7 +46,7 @@ use super::{
     validate::parse_send_mail,
     wire::{self, GraphError, RequestIds},
 };
-use crate::events;
+use mail_worker::events;
 
 /// How the request ends.
 enum Reply {

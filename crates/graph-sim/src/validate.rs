@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::{records::RecordedHeader, wire::GraphError};
-use crate::domain::MailboxAddress;
+use mail_worker::domain::MailboxAddress;
 
 /// The parts of a valid sendMail body that graph-sim records.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,8 @@
 //! - token errors: <https://learn.microsoft.com/entra/identity-platform/reference-error-codes>.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), mail_worker::graph_sim::SimError> {
-//! use mail_worker::graph_sim::{GraphSim, ScriptedAnswer, SimConfig, SimMailbox, Target};
+//! # async fn demo() -> Result<(), graph_sim::SimError> {
+//! use graph_sim::{GraphSim, ScriptedAnswer, SimConfig, SimMailbox, Target};
 //! let sim = GraphSim::start(
 //!     SimConfig::new()
 //!         .with_app("contoso.example", "app-1", "s3cret")
@@ -37,6 +37,7 @@ pub mod faults;
 pub mod limits;
 pub mod records;
 pub mod send;
+pub mod sendgrid;
 mod server;
 pub mod validate;
 mod wire;

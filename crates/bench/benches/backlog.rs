@@ -22,7 +22,7 @@
 //! Exit status 1 when graph-sim saw more than the limit in one UTC minute (the limiter failed)
 //! or nothing was sent at all, 2 when the benchmark could not run; never for slowness.
 
-mod support;
+use mail_worker_bench as support;
 
 use std::{
     process::ExitCode,
@@ -160,7 +160,7 @@ struct Report {
     graph_sim_max_in_rolling_60s: u32,
     graph_sim_refused: u64,
     /// graph-sim's refusals by cause (concurrency = over 4 requests in flight).
-    graph_sim_refused_by_cause: mail_worker::graph_sim::RefusedCounts,
+    graph_sim_refused_by_cause: graph_sim::RefusedCounts,
     /// The most sendMail requests graph-sim saw in flight for the mailbox.
     graph_sim_max_concurrent: u32,
     status_at_end: std::collections::BTreeMap<String, i64>,
