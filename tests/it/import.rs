@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 
 use mail_worker::{domain::MailboxAddress, import, store::senders};
 
-use crate::helpers::TestDb;
+use crate::support::TestDb;
 
 pub const SENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/senders.json");
 pub const CAMPAIGN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/campaign.jsonl");

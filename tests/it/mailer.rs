@@ -4,10 +4,10 @@
 //! config-hash cache, and local validation costing no request.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     num::NonZeroU32,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
@@ -22,7 +22,7 @@ use mail_worker::{
         Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{MailError, Mailer, MailerFactory},
-    rate_limit::{Decision, DenyReason, RateLimitError, RateLimiter, RateLimits, Reservation},
+    rate_limit::{Decision, DenyReason},
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -31,7 +31,7 @@ use wiremock::{
     matchers::{header, method, path},
 };
 
-use crate::helpers::unique;
+use crate::support::{doubles::FakeLimiter, unique};
 
 const SECRET: &str = "s3cret-value-Q~abc";
 const GRAPH_TENANT: &str = "contoso.example";
@@ -43,53 +43,6 @@ const RECIPIENT: &str = "lotte.jansen@example.com";
 // ---------------------------------------------------------------------------------------------
 // Fakes and fixtures
 // ---------------------------------------------------------------------------------------------
-
-/// A limiter that answers from a script (allowing when empty) and records every call.
-#[derive(Default)]
-struct FakeLimiter {
-    script: Mutex<VecDeque<Result<Decision, RateLimitError>>>,
-    checks: Mutex<Vec<(MailboxAddress, u32, RateLimits)>>,
-    releases: AtomicUsize,
-}
-
-impl FakeLimiter {
-    fn checks(&self) -> Vec<(MailboxAddress, u32, RateLimits)> {
-        self.checks.lock().unwrap().clone()
-    }
-    fn releases(&self) -> usize {
-        self.releases.load(Ordering::SeqCst)
-    }
-    fn then(&self, answer: Result<Decision, RateLimitError>) {
-        self.script.lock().unwrap().push_back(answer);
-    }
-}
-
-impl RateLimiter for FakeLimiter {
-    async fn check_and_reserve(
-        &self,
-        mailbox: &MailboxAddress,
-        recipients: u32,
-        limits: RateLimits,
-        _now: DateTime<Utc>,
-    ) -> Result<Decision, RateLimitError> {
-        self.checks
-            .lock()
-            .unwrap()
-            .push((mailbox.clone(), recipients, limits));
-        let scripted = self.script.lock().unwrap().pop_front();
-        scripted.unwrap_or_else(|| {
-            Ok(Decision::Allowed(Reservation {
-                mailbox: mailbox.clone(),
-                recipients,
-                keys: Some(("m".into(), "d".into())),
-            }))
-        })
-    }
-
-    async fn release(&self, _reservation: &Reservation) {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 /// One wiremock server standing in for login.microsoftonline.com, graph.microsoft.com and
 /// api.sendgrid.com, plus a factory pointed at it.

@@ -3,10 +3,10 @@
 
 mod cli;
 mod daemon;
-mod helpers;
 mod import;
 mod mailer;
 mod rate_limit;
 mod real_campaign;
 mod service;
 mod store;
+mod support;

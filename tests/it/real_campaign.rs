@@ -34,8 +34,12 @@ use mail_worker::{
 use uuid::Uuid;
 
 use crate::{
-    helpers::{TestDb, capture_logs, logs_containing, redis_prefix},
     import::{CAMPAIGN, SENDERS},
+    support::{
+        TestDb, TestKeys,
+        logs::{capture_logs, logs_containing},
+        wait_until,
+    },
 };
 
 /// Lines of the shared campaign in the slice.
@@ -188,7 +192,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
  {
     capture_logs();
     let db = TestDb::new().await;
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let (text, lines, mut senders_file) = slice();
     let sendgrid_keys = with_test_secrets(&mut senders_file);
 
@@ -264,22 +269,19 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     // future scheduledOn). Polling: these are real daemons, not a tick helper.
     let started = Instant::now();
     let watch = async {
-        loop {
-            let unfinished = report::unfinished(&db.pool, Utc::now()).await.unwrap();
-            if unfinished == 0 {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(150),
-                "{unfinished} messages unfinished after 150 s"
-            );
-            assert_eq!(
-                stopped.load(Ordering::SeqCst),
-                0,
-                "a daemon stopped on its own"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait_until(
+            Duration::from_secs(150),
+            "every message of the slice finished",
+            async || {
+                assert_eq!(
+                    stopped.load(Ordering::SeqCst),
+                    0,
+                    "a daemon stopped on its own"
+                );
+                report::unfinished(&db.pool, Utc::now()).await.unwrap() == 0
+            },
+        )
+        .await;
         let drained_s = started.elapsed().as_secs_f64();
         stop_tx.send(true).unwrap();
         drained_s
