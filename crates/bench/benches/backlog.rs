@@ -5,9 +5,9 @@
 //! use = sent / (limit × minutes).
 //!
 //! ```text
-//! cargo bench --bench backlog                  # 1,000 messages, 5 UTC minutes (6 min wall)
-//! cargo bench --bench backlog -- --minutes 10  # longer
-//! cargo test  --bench backlog -- --smoke       # 50 messages, until each was tried once (~5 s)
+//! cargo bench -p mail-worker-bench --bench backlog                  # 1,000 messages, 5 UTC minutes (6 min wall)
+//! cargo bench -p mail-worker-bench --bench backlog -- --minutes 10  # longer
+//! cargo test -p mail-worker-bench --bench backlog -- --smoke       # 50 messages, until each was tried once (~5 s)
 //! ```
 //!
 //! The daemon runs with the production defaults (`WORKER_CONCURRENCY` 16, claims every 1 s,

@@ -4,9 +4,9 @@
 //! only, as the contrast) lets through.
 //!
 //! ```text
-//! cargo bench --bench contention               # real clock, 3 UTC minutes (2–3 minutes)
-//! cargo bench --bench contention -- --quick    # clock 60× faster: 3 virtual minutes in ~3 s
-//! cargo test  --bench contention -- --smoke    # the same as --quick in the debug build, for CI
+//! cargo bench -p mail-worker-bench --bench contention               # real clock, 3 UTC minutes (2–3 minutes)
+//! cargo bench -p mail-worker-bench --bench contention -- --quick    # clock 60× faster: 3 virtual minutes in ~3 s
+//! cargo test -p mail-worker-bench --bench contention -- --smoke    # the same as --quick in the debug build, for CI
 //! ```
 //!
 //! The parent process starts `--processes` copies of this binary (`--child`), which agree on a

@@ -5,10 +5,10 @@
 //! latency (64 / 20 ms = 3,200 sends/s per daemon) and the claim loop's batch / interval.
 //!
 //! ```text
-//! cargo bench --bench end_to_end                       # 3 runs × 4 scenarios, ~6 minutes
-//! cargo bench --bench end_to_end -- --runs 5
-//! cargo bench --bench end_to_end -- --scheduler-interval-ms 1000   # production defaults only
-//! cargo test  --bench end_to_end -- --smoke            # 100 messages, 1 run (~7 s)
+//! cargo bench -p mail-worker-bench --bench end_to_end                       # 3 runs × 4 scenarios, ~6 minutes
+//! cargo bench -p mail-worker-bench --bench end_to_end -- --runs 5
+//! cargo bench -p mail-worker-bench --bench end_to_end -- --scheduler-interval-ms 1000   # production defaults only
+//! cargo test -p mail-worker-bench --bench end_to_end -- --smoke            # 100 messages, 1 run (~7 s)
 //! ```
 //!
 //! Scenarios: 1 and 2 daemons × `SCHEDULER_INTERVAL_MS` 1,000 (the default) and 100; every

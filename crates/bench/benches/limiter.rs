@@ -5,10 +5,10 @@
 //! `lua/check_and_reserve.lua` with the same keys, arguments and in-flight count.
 //!
 //! ```text
-//! cargo bench --bench limiter                # 5 runs × 2 s per measurement, about 3 minutes
-//! cargo bench --bench limiter -- --smoke     # one short run (a few seconds)
-//! cargo test  --bench limiter -- --smoke     # the same in the debug build, for CI
-//! cargo bench --bench limiter -- --connection-per-task   # control: a connection per task
+//! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, about 3 minutes
+//! cargo bench -p mail-worker-bench --bench limiter -- --smoke     # one short run (a few seconds)
+//! cargo test -p mail-worker-bench --bench limiter -- --smoke     # the same in the debug build, for CI
+//! cargo bench -p mail-worker-bench --bench limiter -- --connection-per-task   # control: a connection per task
 //! ```
 //!
 //! Prints a table of medians over the runs and writes `bench-results/limiter.json`

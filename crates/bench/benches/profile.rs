@@ -6,9 +6,9 @@
 //! a message from PostgreSQL's and graph-sim's timestamps.
 //!
 //! ```text
-//! cargo bench --bench profile                               # 3 runs + 1 profiled run, ~4 min
-//! cargo bench --bench profile -- --scheduler-interval-ms 100
-//! cargo test  --bench profile -- --smoke                    # 100 messages, ~8 s
+//! cargo bench -p mail-worker-bench --bench profile                               # 3 runs + 1 profiled run, ~4 min
+//! cargo bench -p mail-worker-bench --bench profile -- --scheduler-interval-ms 100
+//! cargo test -p mail-worker-bench --bench profile -- --smoke                    # 100 messages, ~8 s
 //! ```
 //!
 //! The CPU split comes from `--runs` unprofiled runs (medians); the profile from one more run
