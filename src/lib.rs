@@ -19,7 +19,8 @@
 //! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
 //! Graph and SendGrid stand-in, library + `graph-sim` binary), `crates/demo` (the demo,
 //! `cargo demo`), `crates/bench` (the benchmark lab and its harness, a library). This crate
-//! depends on none of them except as a dev-dependency (`graph-sim`, for `tests/it`).
+//! depends on none of them except as dev-dependencies (`graph-sim` and the bench lab's
+//! `unlink_prefix`, for `tests/it`).
 //!
 //! Where this departs from `CONVENTIONS.md` (the anchors' habits), and why:
 //! - *One crate with bins `mail-worker` and `graph-sim`* → a workspace of four crates

@@ -37,18 +37,23 @@ async fn process_all(handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
     set.join_all().await
 }
 
-#[tokio::test]
-async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with_spread() {
-    capture_logs();
+/// One mailbox at our limit of 10 a minute, graph-sim and the real handler on a manual clock
+/// at noon.
+async fn ten_a_minute_on_a_manual_clock() -> (ManualClock, TestApp, Handler) {
     let clock = ManualClock::new(noon());
     let world = TestApp::builder()
-        .mailboxes(1)
         .per_minute(10)
-        .sim_concurrency(64)
         .sim_clock(clock.clone())
         .spawn()
         .await;
     let handler = world.real_handler(Arc::new(clock.clone()));
+    (clock, world, handler)
+}
+
+#[tokio::test]
+async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with_spread() {
+    capture_logs();
+    let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
     let ids = world.insert(0, 40, "QUEUED").await;
 
     let outcomes = process_all(&handler, &ids).await;
@@ -100,15 +105,7 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
 
 #[tokio::test]
 async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
-    let clock = ManualClock::new(noon());
-    let world = TestApp::builder()
-        .mailboxes(1)
-        .per_minute(10)
-        .sim_concurrency(64)
-        .sim_clock(clock.clone())
-        .spawn()
-        .await;
-    let handler = world.real_handler(Arc::new(clock.clone()));
+    let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
     let first = world.insert(0, 5, "QUEUED").await;
     process_all(&handler, &first).await;
     assert_eq!(world.count("SENT").await, 5);
@@ -135,12 +132,7 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
 #[tokio::test]
 async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_error_logged() {
     capture_logs();
-    let mut world = TestApp::builder()
-        .mailboxes(1)
-        .per_minute(10)
-        .sim_concurrency(64)
-        .spawn()
-        .await;
+    let mut world = TestApp::builder().per_minute(10).spawn().await;
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -174,12 +166,7 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
 
 #[tokio::test]
 async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
-    let world = TestApp::builder()
-        .mailboxes(1)
-        .per_minute(25)
-        .sim_concurrency(64)
-        .spawn()
-        .await;
+    let world = TestApp::builder().per_minute(25).spawn().await;
     let handler = world.real_handler(Arc::new(SystemClock));
     world
         .sim
@@ -313,12 +300,7 @@ async fn two_replicas_send_every_message_exactly_once() {
 
 #[tokio::test]
 async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
-    let world = TestApp::builder()
-        .mailboxes(1)
-        .per_minute(1_000)
-        .sim_concurrency(64)
-        .spawn()
-        .await;
+    let world = TestApp::builder().per_minute(1_000).spawn().await;
     world
         .sim
         .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))

@@ -125,11 +125,8 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
                 .map_or(0, Vec::len)
         })
         .sum();
-    let mail_worker::import::Enqueued {
-        inserted,
-        good,
-        bad,
-    } = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted as usize, good, bad.len()),
         (CAMPAIGN_LINES, CAMPAIGN_LINES, 0),

@@ -219,11 +219,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
             .await
             .unwrap();
     }
-    let mail_worker::import::Enqueued {
-        inserted,
-        good,
-        bad,
-    } = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted, good, bad.len()),
         (SLICE_LINES as u64, SLICE_LINES, 0)

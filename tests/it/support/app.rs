@@ -103,7 +103,8 @@ impl Drop for DropDatabase {
     }
 }
 
-/// A fresh Redis key prefix `test:<random>`; every key under it (and the queue's entry in
+/// A fresh Redis key prefix `test:<random>`; every key under it (`<prefix>:…`, deleted with the
+/// bench lab's `unlink_prefix`) (and the queue's entry in
 /// apalis' queue list) is deleted on drop. Never `FLUSHDB`.
 pub struct TestKeys {
     /// The prefix; every key of this test starts with it.
@@ -149,25 +150,7 @@ async fn delete_keys(prefix: &str) -> redis::RedisResult<()> {
     let mut conn = redis::Client::open(redis_url().as_str())?
         .get_multiplexed_async_connection()
         .await?;
-    let pattern = format!("{prefix}*");
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await?;
-        if !keys.is_empty() {
-            let _: () = conn.unlink(keys).await?;
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    mail_worker_bench::unlink_prefix(&mut conn, prefix).await?;
     let listed: Vec<String> = conn.zrange(APALIS_QUEUES, 0, -1).await?;
     let ours: Vec<&String> = listed.iter().filter(|q| q.starts_with(prefix)).collect();
     if !ours.is_empty() {
