@@ -3,7 +3,7 @@
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bins
+RUN cargo build --release --locked -p mail-worker -p graph-sim --bins
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -4,13 +4,11 @@ use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use sqlx::PgPool;
 
 use crate::{
     config::Config,
     domain::MailboxAddress,
-    events,
-    import::{self, campaign::SenderDirectory},
+    events, import,
     store::{self, report, senders},
 };
 
@@ -46,9 +44,6 @@ pub enum Command {
         /// One JSON message per line.
         file: PathBuf,
     },
-    /// Run a campaign end to end on this machine against graph-sim (in process), with its own
-    /// database and Redis keys, and print a per-mailbox report. Logs go to mail-worker-demo.log.
-    Demo(crate::demo::DemoArgs),
     /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
     Status {
         /// Print JSON instead of a table.
@@ -88,6 +83,28 @@ pub struct SetLimits {
     /// Remove both overrides (back to the defaults).
     #[arg(long)]
     pub clear: bool,
+}
+
+/// The `mail-worker` binary's whole life: parse the command line, read the config (a bad value
+/// exits 78, `EX_CONFIG`), set up JSON logging, run the command, and report why it exited.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("mail-worker: bad configuration: {e}");
+            return ExitCode::from(78); // EX_CONFIG
+        }
+    };
+    crate::telemetry::init(config.log_format, &config.log_filter);
+    match execute(cli, config).await {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "mail-worker failed");
+            eprintln!("mail-worker: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Runs `cli` with `config`; returns the process exit code.
@@ -146,7 +163,11 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
         Command::Enqueue { file } => {
             let pool = store::migrate(&config.database_url).await?;
             let text = read(&file)?;
-            let (inserted, total, bad) = enqueue(&pool, &text).await?;
+            let import::Enqueued {
+                inserted,
+                good: total,
+                bad,
+            } = import::enqueue(&pool, &text).await?;
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }
@@ -156,20 +177,6 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 bad.len()
             ));
             Ok(if bad.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        Command::Demo(args) => {
-            let json = args.json;
-            let report = crate::demo::run(config, args).await?;
-            if json {
-                out(&(serde_json::to_string_pretty(&report)? + "\n"));
-            } else {
-                out(&crate::demo::render(&report));
-            }
-            Ok(if report.finished {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -196,28 +203,6 @@ fn out(text: &str) {
 
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// Parses a campaign file and inserts its good lines. Returns `(inserted, good lines, bad
-/// lines)`.
-///
-/// # Errors
-/// PostgreSQL errors.
-pub async fn enqueue(
-    pool: &PgPool,
-    text: &str,
-) -> anyhow::Result<(u64, usize, Vec<import::BadEntry>)> {
-    let (tenants, system_mailboxes) = senders::sender_ids(pool).await?;
-    let directory = SenderDirectory {
-        tenants,
-        system_mailboxes,
-    };
-    let (good, bad) = import::campaign::parse(text, &directory);
-    let mut inserted = 0;
-    for chunk in good.chunks(500) {
-        inserted += store::messages::insert(pool, chunk).await?;
-    }
-    Ok((inserted, good.len(), bad))
 }
 
 /// The status report as a fixed-width table.

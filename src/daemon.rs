@@ -10,28 +10,13 @@ use sqlx::PgPool;
 use crate::{
     clock::{Clock, SystemClock},
     config::Config,
-    domain::{SystemMailbox, Tenant},
     events,
-    mailer::{MailError, Mailer, factory::MailerFactory},
-    rate_limit::{MailRateLimiter, RateLimiter},
-    service::{MailProviderService, MailerSource, ServiceSettings},
+    mailer::factory::MailerFactory,
+    rate_limit::MailRateLimiter,
+    service::{MailProviderService, ServiceSettings},
     store,
     worker::{self, DaemonSettings},
 };
-
-#[async_trait::async_trait]
-impl<L: RateLimiter> MailerSource for MailerFactory<L> {
-    async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
-        MailerFactory::mailer_for_tenant(self, tenant).await
-    }
-
-    async fn mailer_for_system_mailbox(
-        &self,
-        mailbox: &SystemMailbox,
-    ) -> Result<Arc<dyn Mailer>, MailError> {
-        MailerFactory::mailer_for_system_mailbox(self, mailbox).await
-    }
-}
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service.
 ///

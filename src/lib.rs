@@ -11,17 +11,38 @@
 //!       → mailer::graph (OAuth2 + sendMail) | mailer::sendgrid
 //! ```
 //!
-//! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`telemetry`] and
-//! [`events`] (JSON logs), [`clock`], [`graph_sim`] (the Microsoft Graph stand-in) and [`cli`].
+//! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
+//! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
+//! [`daemon`] (the composition root) and [`cli`] (the binary's commands, [`cli::main`]).
+//!
+//! This crate is the product only: the library and the `mail-worker` binary, what runs in
+//! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
+//! Graph and SendGrid stand-in, library + `graph-sim` binary), `crates/demo` (the demo,
+//! `cargo demo`), `crates/bench` (the benchmark lab and its harness, a library). This crate
+//! depends on none of them except as dev-dependencies (`graph-sim` and the bench lab's
+//! `unlink_prefix`, for `tests/it`).
+//!
+//! Where this departs from `CONVENTIONS.md` (the anchors' habits), and why:
+//! - *One crate with bins `mail-worker` and `graph-sim`* → a workspace of four crates
+//!   (crates.io's `crates/*` habit): the stand-in needs axum, the demo needs the stand-in in
+//!   process and a progress bar, the benchmarks need both; in one package these would be
+//!   dependencies of the daemon. Here `cargo tree -e normal -p mail-worker` shows what ships.
+//! - *`graph_sim/` in `src/`* → `crates/graph-sim`, for the same reason; its HTTP tests live with
+//!   it (`crates/graph-sim/tests`).
+//! - *Tests: one integration binary with a `spawn_app()` helper* — kept (`tests/it`, harness in
+//!   `tests/it/support`), plus one small test binary per other crate for what that crate owns.
+//!   Clean-up goes further than zero2prod's (which leaves its databases behind): `TestApp`
+//!   drops its database and Redis keys in `Drop`.
+//! - *`anyhow` only in `main.rs` and tests* — [`cli`] and [`daemon`] still return
+//!   `anyhow::Result`: they are the binary's top level, moved into the library so that
+//!   `bench-mail-worker` (the benchmarks' daemon) runs the same entry point.
 
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
-pub mod demo;
 pub mod domain;
 pub mod events;
-pub mod graph_sim;
 pub mod import;
 pub mod mailer;
 pub mod rate_limit;

@@ -4,6 +4,10 @@
 pub mod campaign;
 pub mod senders;
 
+use sqlx::PgPool;
+
+use crate::store;
+
 /// One unusable input line or entry, by position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{location}: {reason}")]
@@ -12,4 +16,38 @@ pub struct BadEntry {
     pub location: String,
     /// What is wrong, naming the field.
     pub reason: String,
+}
+
+/// What [`enqueue`] did with a campaign file.
+#[derive(Debug)]
+pub struct Enqueued {
+    /// Messages inserted (a message whose id is already stored is not inserted again).
+    pub inserted: u64,
+    /// Lines that became a message (inserted or already present).
+    pub good: usize,
+    /// Lines that could not become a message, with their line numbers.
+    pub bad: Vec<BadEntry>,
+}
+
+/// Parses a campaign file (JSONL, [`campaign`]) against the stored senders and inserts its good
+/// lines, 500 to a statement (`mail-worker enqueue`, the demo).
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn enqueue(pool: &PgPool, text: &str) -> Result<Enqueued, store::StoreError> {
+    let (tenants, system_mailboxes) = store::senders::sender_ids(pool).await?;
+    let directory = campaign::SenderDirectory {
+        tenants,
+        system_mailboxes,
+    };
+    let (good, bad) = campaign::parse(text, &directory);
+    let mut inserted = 0;
+    for chunk in good.chunks(500) {
+        inserted += store::messages::insert(pool, chunk).await?;
+    }
+    Ok(Enqueued {
+        inserted,
+        good: good.len(),
+        bad,
+    })
 }

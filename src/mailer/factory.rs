@@ -21,6 +21,7 @@ use crate::{
         sendgrid::SendGridMailer,
     },
     rate_limit::{RateLimiter, RateLimits},
+    service::MailerSource,
 };
 
 /// The most mailers kept at once; one per distinct sender configuration.
@@ -279,5 +280,20 @@ impl<L: RateLimiter> MailerFactory<L> {
             }
         }
         hash.finalize().into()
+    }
+}
+
+/// The service gets its mailers from the factory (the seam tests replace with a scripted one).
+#[async_trait::async_trait]
+impl<L: RateLimiter> MailerSource for MailerFactory<L> {
+    async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
+        MailerFactory::mailer_for_tenant(self, tenant).await
+    }
+
+    async fn mailer_for_system_mailbox(
+        &self,
+        mailbox: &SystemMailbox,
+    ) -> Result<Arc<dyn Mailer>, MailError> {
+        MailerFactory::mailer_for_system_mailbox(self, mailbox).await
     }
 }

@@ -227,15 +227,20 @@ impl RedisConn {
         Ok(link)
     }
 
-    /// Replaces the link with a cluster client seeded with the configured node.
+    /// Replaces the link with a cluster client seeded with the configured node (once: calls
+    /// that got `MOVED` at the same time share the first one's client).
     async fn switch_to_cluster(&self) -> Result<Link, RedisError> {
+        let mut slot = self.link.write().await;
+        if let Some(link @ Link::Cluster(_)) = slot.as_ref() {
+            return Ok(link.clone());
+        }
         let cluster = ClusterClient::builder(vec![self.client.get_connection_info().clone()])
             .connection_timeout(CONNECT_TIMEOUT.min(self.deadline))
             .response_timeout(self.deadline)
             .retries(1)
             .build()?;
         let link = Link::Cluster(cluster.get_async_connection().await?);
-        *self.link.write().await = Some(link.clone());
+        *slot = Some(link.clone());
         tracing::info!(
             event = crate::events::MAIL_RATE_LIMIT_CLUSTER,
             "the limiter's Redis is a cluster node; following the cluster from now on"

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use crate::helpers::TestDb;
+use crate::support::TestDb;
 
 fn mail_worker(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mail-worker"))
@@ -69,7 +69,7 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         )
     );
 
-    let dir = std::env::temp_dir().join(crate::helpers::unique("mw-cli-"));
+    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("campaign.jsonl");
     let good = |id: &str| {
@@ -152,8 +152,8 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
 
 #[tokio::test]
 async fn migrate_twice_is_idempotent() {
-    let mut url = crate::helpers::server_url();
-    url.set_path(&format!("/{}", crate::helpers::unique("mw_cli_")));
+    let url = crate::support::TestDb::reserve();
+    let _dropped_at_the_end = crate::support::app::DropDatabase(url.clone());
     for _ in 0..2 {
         let out = mail_worker(&["migrate"], &[("DATABASE_URL", url.as_str())]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -4,157 +4,23 @@
 
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::Utc;
+use graph_sim::{ScriptedAnswer, Target};
 use mail_worker::{
     clock::{Clock, ManualClock, SystemClock},
-    config::Config,
     daemon,
-    domain::{GraphCredentials, MailboxAddress, SecretRef},
-    graph_sim::{GraphSim, MailboxLimits, ScriptedAnswer, SimConfig, SimMailbox, Target},
     service::{SendOutcome, spread_ms},
     store::senders,
     worker::{self, handler::Handler, queue::SendMessageJob},
 };
 use uuid::Uuid;
 
-use crate::helpers::{self, TestDb};
-
-const TENANT: &str = "contoso.example";
-const CLIENT: &str = "11111111-1111-4111-8111-111111111111";
-const SECRET: &str = "e2e-secret";
-
-/// A test world: a database, graph-sim and a config pointing at both.
-struct World {
-    db: TestDb,
-    sim: GraphSim,
-    config: Config,
-    mailboxes: Vec<(MailboxAddress, Uuid)>,
-}
-
-impl World {
-    /// `n` system mailboxes `mbN@contoso.example` with our limit `per_minute`, graph-sim with
-    /// Exchange's limits but `sim_concurrency` concurrent requests, and `clock` for the sim.
-    async fn new(
-        n: usize,
-        per_minute: u32,
-        sim_concurrency: u32,
-        clock: Option<ManualClock>,
-    ) -> Self {
-        let db = TestDb::new().await;
-        let mut sim_config = SimConfig::new().with_app(TENANT, CLIENT, SECRET);
-        if let Some(clock) = clock {
-            sim_config = sim_config.with_clock(clock);
-        }
-        let mut mailboxes = Vec::new();
-        for i in 0..n {
-            let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
-            sim_config = sim_config.with_mailbox(
-                SimMailbox::new(address.as_str(), TENANT).with_limits(MailboxLimits {
-                    concurrent_requests: sim_concurrency,
-                    ..MailboxLimits::default()
-                }),
-            );
-            let id = senders::upsert_system_mailbox(
-                &db.pool,
-                &address,
-                &GraphCredentials {
-                    graph_tenant_id: TENANT.into(),
-                    client_id: CLIENT.into(),
-                    client_secret: SecretRef::new(SECRET),
-                },
-                NonZeroU32::new(per_minute),
-                None,
-            )
-            .await
-            .unwrap();
-            mailboxes.push((address, id));
-        }
-        let sim = GraphSim::start(sim_config).await.unwrap();
-        let mut config = Config::from_lookup(|_| None).unwrap();
-        config.database_url = db.url.clone();
-        config.redis_url = helpers::redis_url();
-        config.rate_limit.redis_url = helpers::redis_url();
-        config.rate_limit.key_prefix = helpers::redis_prefix();
-        // These tests pin the design note's behaviour (UTC minutes, spread); the paced
-        // algorithm has its own tests (budgets.rs).
-        config.rate_limit.algorithm = mail_worker::rate_limit::Algorithm::FixedWindow;
-        config.worker.queue_name = helpers::redis_prefix();
-        config.graph.api_base_url = sim.graph_base_url();
-        config.graph.login_base_url = sim.login_base_url();
-        config.http_timeout = Duration::from_secs(10);
-        Self {
-            db,
-            sim,
-            config,
-            mailboxes,
-        }
-    }
-
-    fn handler(&self, clock: Arc<dyn Clock>) -> Handler {
-        let service = daemon::build_service(&self.config, self.db.pool.clone(), clock).unwrap();
-        Handler::new(self.db.pool.clone(), service)
-    }
-
-    /// Inserts `n` messages for mailbox `i` with status `status`; the subject is the id.
-    async fn insert(&self, mailbox: usize, n: usize, status: &str) -> Vec<Uuid> {
-        let mut ids = Vec::new();
-        for k in 0..n {
-            let id = Uuid::new_v4();
-            sqlx::query(
-                "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
-                 VALUES ($1, $2, $3, $4, '<p>hi</p>', $5, now())",
-            )
-            .bind(id)
-            .bind(self.mailboxes[mailbox].1)
-            .bind(serde_json::json!([{ "address": format!("guest{k}@example.org"), "name": "Gäst" }]))
-            .bind(id.to_string())
-            .bind(status)
-            .execute(&self.db.pool)
-            .await
-            .unwrap();
-            ids.push(id);
-        }
-        ids
-    }
-
-    async fn status_of(&self, id: Uuid) -> (String, Option<String>, DateTime<Utc>) {
-        sqlx::query_as("SELECT status, last_error, scheduled_on FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_one(&self.db.pool)
-            .await
-            .unwrap()
-    }
-
-    async fn count(&self, status: &str) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = $1")
-            .bind(status)
-            .fetch_one(&self.db.pool)
-            .await
-            .unwrap()
-    }
-
-    /// `SCHEDULED` rows due by `at` back to `QUEUED` (what the claim loop does), returning them.
-    async fn requeue_due(&self, at: DateTime<Utc>) -> Vec<Uuid> {
-        sqlx::query_scalar(
-            "UPDATE messages SET status = 'QUEUED', queued_at = now() \
-             WHERE status = 'SCHEDULED' AND scheduled_on <= $1 RETURNING id",
-        )
-        .bind(at)
-        .fetch_all(&self.db.pool)
-        .await
-        .unwrap()
-    }
-
-    /// Sends per UTC minute (`HH:MM`) as graph-sim recorded them.
-    fn sends_per_minute(&self) -> BTreeMap<String, usize> {
-        let mut per = BTreeMap::new();
-        for m in self.sim.messages() {
-            *per.entry(m.received_at.format("%H:%M").to_string())
-                .or_default() += 1;
-        }
-        per
-    }
-}
+use crate::support::{
+    TestApp,
+    app::noon,
+    logs::{capture_logs, logs_containing},
+    wait_until,
+};
 
 async fn process_all(handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
     let mut set = tokio::task::JoinSet::new();
@@ -171,18 +37,23 @@ async fn process_all(handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
     set.join_all().await
 }
 
-fn noon() -> DateTime<Utc> {
-    // A fixed start of a UTC minute; the limiter's keys carry the date, so runs never collide
-    // with each other thanks to the random key prefix.
-    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
+/// One mailbox at our limit of 10 a minute, graph-sim and the real handler on a manual clock
+/// at noon.
+async fn ten_a_minute_on_a_manual_clock() -> (ManualClock, TestApp, Handler) {
+    let clock = ManualClock::new(noon());
+    let world = TestApp::builder()
+        .per_minute(10)
+        .sim_clock(clock.clone())
+        .spawn()
+        .await;
+    let handler = world.real_handler(Arc::new(clock.clone()));
+    (clock, world, handler)
 }
 
 #[tokio::test]
 async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with_spread() {
-    helpers::capture_logs();
-    let clock = ManualClock::new(noon());
-    let world = World::new(1, 10, 64, Some(clock.clone())).await;
-    let handler = world.handler(Arc::new(clock.clone()));
+    capture_logs();
+    let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
     let ids = world.insert(0, 40, "QUEUED").await;
 
     let outcomes = process_all(&handler, &ids).await;
@@ -200,7 +71,7 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
                 off <= 1_000,
                 "{id}: scheduled_on {scheduled_on}, expected {expected}"
             );
-            let logged = helpers::logs_containing(&id.to_string());
+            let logged = logs_containing(&id.to_string());
             let event = logged
                 .iter()
                 .find(|l| l["event"] == "mail.rateLimit.deferred")
@@ -234,9 +105,7 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
 
 #[tokio::test]
 async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
-    let clock = ManualClock::new(noon());
-    let world = World::new(1, 10, 64, Some(clock.clone())).await;
-    let handler = world.handler(Arc::new(clock.clone()));
+    let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
     let first = world.insert(0, 5, "QUEUED").await;
     process_all(&handler, &first).await;
     assert_eq!(world.count("SENT").await, 5);
@@ -262,15 +131,15 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
 
 #[tokio::test]
 async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_error_logged() {
-    helpers::capture_logs();
-    let mut world = World::new(1, 10, 64, None).await;
+    capture_logs();
+    let mut world = TestApp::builder().per_minute(10).spawn().await;
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     world.config.rate_limit.redis_url =
         url::Url::parse(&format!("redis://127.0.0.1:{closed}")).unwrap();
-    let handler = world.handler(Arc::new(SystemClock));
+    let handler = world.real_handler(Arc::new(SystemClock));
     let ids = world.insert(0, 12, "QUEUED").await;
     let started = std::time::Instant::now();
     let outcomes = process_all(&handler, &ids).await;
@@ -288,7 +157,7 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
         "{:?}",
         started.elapsed()
     );
-    let warned = helpers::logs_containing("mb0@contoso.example")
+    let warned = logs_containing("mb0@contoso.example")
         .into_iter()
         .filter(|l| l["event"] == "mail.rateLimit.redisError" && l["level"] == "WARN")
         .count();
@@ -297,8 +166,8 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
 
 #[tokio::test]
 async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
-    let world = World::new(1, 25, 64, None).await;
-    let handler = world.handler(Arc::new(SystemClock));
+    let world = TestApp::builder().per_minute(25).spawn().await;
+    let handler = world.real_handler(Arc::new(SystemClock));
     world
         .sim
         .push_script(
@@ -353,7 +222,12 @@ async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
 
 #[tokio::test]
 async fn two_replicas_send_every_message_exactly_once() {
-    let world = World::new(10, 1_000, 4, None).await;
+    let world = TestApp::builder()
+        .mailboxes(10)
+        .per_minute(1_000)
+        .sim_concurrency(4)
+        .spawn()
+        .await;
     let mut ids = Vec::new();
     for mailbox in 0..10 {
         ids.extend(world.insert(mailbox, 20, "SCHEDULED").await);
@@ -381,18 +255,22 @@ async fn two_replicas_send_every_message_exactly_once() {
     let stopper = {
         let stop_tx = stop_tx.clone();
         async move {
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            // Until every message is SENT; then both replicas are told to stop (past the
+            // deadline too: the count below then says what is missing).
+            let all_sent = async || {
                 let left: i64 =
                     sqlx::query_scalar("SELECT count(*) FROM messages WHERE status <> 'SENT'")
                         .fetch_one(&pool)
                         .await
                         .unwrap();
-                if left == 0 || std::time::Instant::now() > deadline {
-                    break;
-                }
-            }
+                left == 0
+            };
+            let within = Duration::from_secs(60);
+            let _ = tokio::time::timeout(
+                within,
+                wait_until(within * 2, "every message SENT", all_sent),
+            )
+            .await;
             let _ = stop_tx.send(());
         }
     };
@@ -422,13 +300,10 @@ async fn two_replicas_send_every_message_exactly_once() {
 
 #[tokio::test]
 async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
-    let world = World::new(1, 1_000, 64, None).await;
+    let world = TestApp::builder().per_minute(1_000).spawn().await;
     world
         .sim
-        .set_latency(
-            Target::Global,
-            mail_worker::graph_sim::Latency::Fixed(1_500),
-        )
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
         .unwrap();
     world.insert(0, 30, "SCHEDULED").await;
     let config = &world.config;
@@ -453,14 +328,12 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
         .spawn()
         .unwrap();
     // Wait until sends are in flight.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while world.count("SENDING").await == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing started SENDING"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(30),
+        "nothing started SENDING",
+        async || world.count("SENDING").await > 0,
+    )
+    .await;
     let in_flight = world.count("SENDING").await;
     let pid = child.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")

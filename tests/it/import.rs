@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 
 use mail_worker::{domain::MailboxAddress, import, store::senders};
 
-use crate::helpers::TestDb;
+use crate::support::TestDb;
 
 pub const SENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/senders.json");
 pub const CAMPAIGN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/campaign.jsonl");
@@ -125,13 +125,17 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
                 .map_or(0, Vec::len)
         })
         .sum();
-    let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted as usize, good, bad.len()),
         (CAMPAIGN_LINES, CAMPAIGN_LINES, 0),
         "{bad:?}"
     );
-    let (again, _, _) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let again = mail_worker::import::enqueue(&db.pool, &text)
+        .await
+        .unwrap()
+        .inserted;
     assert_eq!(again, 0, "re-running the same file inserts nothing");
     let (rows, stored_attachments, future): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM message_attachments), \

@@ -4,10 +4,10 @@
 //! config-hash cache, and local validation costing no request.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     num::NonZeroU32,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
@@ -22,10 +22,7 @@ use mail_worker::{
         Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{MailError, Mailer, MailerFactory},
-    rate_limit::{
-        Ask, Counted, Decision, DenyReason, Outcome, RateLimitError, RateLimiter, RateLimits,
-        Reservation,
-    },
+    rate_limit::{Decision, DenyReason},
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -34,7 +31,7 @@ use wiremock::{
     matchers::{header, method, path},
 };
 
-use crate::helpers::unique;
+use crate::support::{doubles::FakeLimiter, unique};
 
 const SECRET: &str = "s3cret-value-Q~abc";
 const GRAPH_TENANT: &str = "contoso.example";
@@ -46,56 +43,6 @@ const RECIPIENT: &str = "lotte.jansen@example.com";
 // ---------------------------------------------------------------------------------------------
 // Fakes and fixtures
 // ---------------------------------------------------------------------------------------------
-
-/// A limiter that answers from a script (allowing when empty) and records every call.
-#[derive(Default)]
-struct FakeLimiter {
-    script: Mutex<VecDeque<Result<Decision, RateLimitError>>>,
-    checks: Mutex<Vec<(MailboxAddress, u32, RateLimits)>>,
-    releases: AtomicUsize,
-}
-
-impl FakeLimiter {
-    fn checks(&self) -> Vec<(MailboxAddress, u32, RateLimits)> {
-        self.checks.lock().unwrap().clone()
-    }
-    fn releases(&self) -> usize {
-        self.releases.load(Ordering::SeqCst)
-    }
-    fn then(&self, answer: Result<Decision, RateLimitError>) {
-        self.script.lock().unwrap().push_back(answer);
-    }
-}
-
-impl RateLimiter for FakeLimiter {
-    async fn check_and_reserve(
-        &self,
-        ask: &Ask<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Decision, RateLimitError> {
-        self.checks
-            .lock()
-            .unwrap()
-            .push((ask.mailbox.clone(), ask.recipients, ask.limits));
-        let scripted = self.script.lock().unwrap().pop_front();
-        scripted.unwrap_or_else(|| {
-            Ok(Decision::Allowed(Reservation {
-                mailbox: ask.mailbox.clone(),
-                recipients: ask.recipients,
-                counted: Counted::FixedWindow("m".into(), "d".into()),
-            }))
-        })
-    }
-
-    /// Counts the reservations given back (the request surely never reached the provider).
-    async fn release(&self, _reservation: &Reservation, outcome: Outcome) {
-        if outcome == Outcome::Unsent {
-            self.releases.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    async fn cooldown(&self, _ask: &Ask<'_>, _until: DateTime<Utc>, _now: DateTime<Utc>) {}
-}
 
 /// One wiremock server standing in for login.microsoftonline.com, graph.microsoft.com and
 /// api.sendgrid.com, plus a factory pointed at it.

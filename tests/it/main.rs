@@ -1,14 +1,13 @@
 //! The integration tests: one binary, one module per area, against the real PostgreSQL and
 //! Redis on 127.0.0.1 (start them with `scripts/services.sh`) and graph-sim in-process.
 
-mod bench_support;
+mod budgets;
 mod cli;
 mod daemon;
-mod graph_sim;
-mod helpers;
 mod import;
 mod mailer;
 mod rate_limit;
 mod real_campaign;
 mod service;
 mod store;
+mod support;

@@ -3,14 +3,9 @@
 //! fail-open against a closed port, a frozen listener and a silently dead connection.
 
 use std::{
-    collections::BTreeMap,
     future::Future,
-    net::SocketAddr,
     num::NonZeroU32,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -25,16 +20,10 @@ use mail_worker::{
     },
 };
 use redis::AsyncCommands;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpSocket, TcpStream},
-    sync::Barrier,
-    task::JoinHandle,
-};
-use tracing_subscriber::{Layer, layer::SubscriberExt};
+use tokio::sync::Barrier;
 use url::Url;
 
-use crate::helpers::{LimiterExt, redis_prefix, redis_url};
+use crate::support::{LimiterExt, TestKeys, logs::Capture, proxy::Gate, redis_url, unique};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -124,199 +113,6 @@ fn median(samples: &mut [Duration]) -> Duration {
     samples[samples.len() / 2]
 }
 
-// ------------------------------------ log capture --------------------------------------------
-
-/// One captured log event: its level and fields as text.
-#[derive(Debug, Clone)]
-struct Captured {
-    level: tracing::Level,
-    fields: BTreeMap<String, String>,
-}
-
-impl Captured {
-    fn field(&self, name: &str) -> &str {
-        self.fields.get(name).map_or("", String::as_str)
-    }
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Captured>>>);
-
-impl Capture {
-    /// Captures every event logged on this thread until the guard drops (tests using it run on
-    /// the current-thread runtime, so the limiter's code runs on this thread).
-    fn install() -> (Self, tracing::subscriber::DefaultGuard) {
-        let capture = Self::default();
-        let guard =
-            tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-        (capture, guard)
-    }
-
-    fn with_event(&self, event: &str) -> Vec<Captured> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.field("event") == event)
-            .cloned()
-            .collect()
-    }
-}
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(Captured {
-            level: *event.metadata().level(),
-            fields,
-        });
-    }
-}
-
-// ------------------------------------ a TCP gate ---------------------------------------------
-
-/// A loopback port in front of the real Redis that a test can keep closed, open as a listener
-/// that accepts and never answers (frozen), open as a relay to Redis, or use to blackhole the
-/// connections it already relays (a peer that vanished without a FIN or RST).
-struct Gate {
-    addr: SocketAddr,
-    shared: Arc<GateShared>,
-    accept: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Default)]
-struct GateShared {
-    relay: AtomicBool,
-    epoch: AtomicU64,
-    accepted: AtomicUsize,
-    held: Mutex<Vec<TcpStream>>,
-}
-
-impl Gate {
-    /// A port nothing listens on (yet): connections are refused.
-    async fn closed() -> Self {
-        let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
-        Self {
-            addr,
-            shared: Arc::default(),
-            accept: Mutex::new(None),
-        }
-    }
-
-    /// A listener that accepts and never answers.
-    async fn frozen() -> Self {
-        let gate = Self::closed().await;
-        gate.open(false);
-        gate
-    }
-
-    /// Starts listening; `relay` says whether new connections reach Redis or are held mute.
-    fn open(&self, relay: bool) {
-        self.shared.relay.store(relay, Ordering::SeqCst);
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_reuseaddr(true).unwrap();
-        socket.bind(self.addr).unwrap();
-        let listener = socket.listen(1024).unwrap();
-        let shared = self.shared.clone();
-        let upstream = redis_addr();
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
-                if shared.relay.load(Ordering::SeqCst) {
-                    tokio::spawn(relay_to(client, upstream.clone(), shared.clone()));
-                } else {
-                    shared.held.lock().unwrap().push(client);
-                }
-            }
-        });
-        *self.accept.lock().unwrap() = Some(task);
-    }
-
-    /// New connections reach Redis (or are held mute).
-    fn set_relay(&self, relay: bool) {
-        self.shared.relay.store(relay, Ordering::SeqCst);
-    }
-
-    /// Connections relayed so far stop carrying bytes in either direction but stay open.
-    fn blackhole_existing(&self) {
-        self.shared.epoch.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn accepted(&self) -> usize {
-        self.shared.accepted.load(Ordering::SeqCst)
-    }
-
-    fn url(&self) -> Url {
-        Url::parse(&format!("redis://{}", self.addr)).unwrap()
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        if let Some(task) = self.accept.lock().unwrap().take() {
-            task.abort();
-        }
-    }
-}
-
-fn redis_addr() -> String {
-    let url = redis_url();
-    format!(
-        "{}:{}",
-        url.host_str().unwrap_or("127.0.0.1"),
-        url.port().unwrap_or(6379)
-    )
-}
-
-async fn relay_to(client: TcpStream, upstream: String, shared: Arc<GateShared>) {
-    let epoch = shared.epoch.load(Ordering::SeqCst);
-    let Ok(server) = TcpStream::connect(upstream).await else {
-        return;
-    };
-    let (client_read, client_write) = client.into_split();
-    let (server_read, server_write) = server.into_split();
-    tokio::join!(
-        pump(client_read, server_write, shared.clone(), epoch),
-        pump(server_read, client_write, shared, epoch),
-    );
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    shared: Arc<GateShared>,
-    epoch: u64,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if shared.epoch.load(Ordering::SeqCst) != epoch {
-            // Blackholed: swallow everything from now on, keep both sockets open.
-            std::future::pending::<()>().await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
-
 // ------------------------------------ the race harness ---------------------------------------
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -401,7 +197,8 @@ async fn get_then_incr(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_30() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let now = at(12, 0, 30, 0);
     let mut limiters = Vec::new();
     for _ in 0..200 {
@@ -434,7 +231,8 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let now = at(12, 0, 30, 0);
     let client = redis::Client::open(redis_url().as_str()).unwrap();
     let mut connections = Vec::new();
@@ -464,7 +262,8 @@ async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
 
 #[tokio::test]
 async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_midnight() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(18, 30, 15, 250);
     let day = limits(25, 100);
@@ -491,7 +290,8 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
 
 #[tokio::test]
 async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_edge() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let one = limits(1, 9_000);
     let before = at(12, 0, 59, 999);
@@ -532,7 +332,8 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
 
 #[tokio::test]
 async fn the_minute_budget_is_checked_before_the_day_budget() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(9, 15, 0, 0);
     counted(
@@ -560,7 +361,8 @@ async fn the_minute_budget_is_checked_before_the_day_budget() {
 
 #[tokio::test]
 async fn changed_limits_apply_on_the_very_next_call() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(8, 0, 0, 0);
     for _ in 0..2 {
@@ -586,7 +388,8 @@ async fn changed_limits_apply_on_the_very_next_call() {
 
 #[tokio::test]
 async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 0, 0);
     counted(
@@ -614,7 +417,8 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
 
 #[tokio::test]
 async fn release_restores_both_counters_and_a_second_release_never_goes_below_zero() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 10, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
@@ -660,7 +464,8 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
 
 #[tokio::test]
 async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let reserved_at = at(12, 0, 59, 0);
     let later = at(12, 1, 2, 0);
@@ -706,7 +511,7 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
     let gate = Gate::frozen().await;
     let limiter = MailRateLimiter::new(&config(
         &gate.url(),
-        &redis_prefix(),
+        &unique("test:"),
         Duration::from_millis(200),
     ))
     .unwrap();
@@ -737,7 +542,7 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
         started.elapsed()
     );
     assert_eq!(gate.accepted(), 0, "no connection may be made");
-    assert!(capture.0.lock().unwrap().is_empty());
+    assert!(capture.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -749,7 +554,7 @@ async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::closed().await;
     let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &redis_prefix(), deadline)).unwrap();
+    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
     let mut times = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
@@ -783,7 +588,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::frozen().await;
     let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &redis_prefix(), deadline)).unwrap();
+    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
     let mut times = Vec::new();
     for _ in 0..8 {
         let started = Instant::now();
@@ -819,7 +624,7 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
     let gate = Gate::closed().await;
     let limiter = MailRateLimiter::new(&config(
         &gate.url(),
-        &redis_prefix(),
+        &unique("test:"),
         Duration::from_millis(200),
     ))
     .unwrap();
@@ -842,7 +647,8 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
 
 #[tokio::test]
 async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let gate = Gate::closed().await;
     // Built while "Redis" is down: must not fail or wait.
     let built = Instant::now();
@@ -884,7 +690,8 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
 
 #[tokio::test]
 async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let gate = Gate::frozen().await;
     let limiter =
         MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
@@ -911,7 +718,8 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
 
 #[tokio::test]
 async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let gate = Gate::closed().await;
     gate.open(true);
     let limiter =
@@ -936,7 +744,8 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
 #[tokio::test]
 async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let (capture, _guard) = Capture::install();
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 0, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
@@ -972,7 +781,8 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     warm(&limiter).await;
     let now = at(12, 0, 0, 0);

@@ -20,13 +20,13 @@ use std::{
 };
 
 use chrono::{DateTime, Timelike, Utc};
+use graph_sim::sendgrid::SendGridSim;
+use graph_sim::{GraphSim, Latency, MailboxLimits, SimConfig, SimMailbox, Target};
 use mail_worker::{
     clock::SystemClock,
     config::Config,
     daemon,
-    demo::sendgrid_sim::SendGridSim,
     domain::MailboxAddress,
-    graph_sim::{GraphSim, Latency, MailboxLimits, SimConfig, SimMailbox, Target},
     import::{self, senders::SendersFile},
     store::{self, report, senders},
     worker,
@@ -34,8 +34,12 @@ use mail_worker::{
 use uuid::Uuid;
 
 use crate::{
-    helpers::{TestDb, capture_logs, logs_containing, redis_prefix},
     import::{CAMPAIGN, SENDERS},
+    support::{
+        TestDb, TestKeys,
+        logs::{capture_logs, logs_containing},
+        wait_until,
+    },
 };
 
 /// Lines of the shared campaign in the slice.
@@ -188,7 +192,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
  {
     capture_logs();
     let db = TestDb::new().await;
-    let prefix = redis_prefix();
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
     let (text, lines, mut senders_file) = slice();
     let sendgrid_keys = with_test_secrets(&mut senders_file);
 
@@ -214,7 +219,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
             .await
             .unwrap();
     }
-    let (inserted, good, bad) = mail_worker::cli::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted, good, bad.len()),
         (SLICE_LINES as u64, SLICE_LINES, 0)
@@ -260,22 +266,19 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     // future scheduledOn). Polling: these are real daemons, not a tick helper.
     let started = Instant::now();
     let watch = async {
-        loop {
-            let unfinished = report::unfinished(&db.pool, Utc::now()).await.unwrap();
-            if unfinished == 0 {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(150),
-                "{unfinished} messages unfinished after 150 s"
-            );
-            assert_eq!(
-                stopped.load(Ordering::SeqCst),
-                0,
-                "a daemon stopped on its own"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait_until(
+            Duration::from_secs(150),
+            "every message of the slice finished",
+            async || {
+                assert_eq!(
+                    stopped.load(Ordering::SeqCst),
+                    0,
+                    "a daemon stopped on its own"
+                );
+                report::unfinished(&db.pool, Utc::now()).await.unwrap() == 0
+            },
+        )
+        .await;
         let drained_s = started.elapsed().as_secs_f64();
         stop_tx.send(true).unwrap();
         drained_s
@@ -378,7 +381,7 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     // request reached graph-sim (when we sent it). By the minute graph-sim accepted it, after its
     // 50–150 ms processing time, a send from a minute's last moments can count in the next one:
     // reported, not asserted.
-    let max_in_minute = |at: fn(&mail_worker::graph_sim::RecordedMessage) -> i64| {
+    let max_in_minute = |at: fn(&graph_sim::RecordedMessage) -> i64| {
         let mut per_minute: BTreeMap<(String, i64), u32> = BTreeMap::new();
         for m in &graph_messages {
             *per_minute

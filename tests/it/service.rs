@@ -1,156 +1,21 @@
 //! MailProviderService, the claim step, the job handler and lease recovery, with a scripted
 //! mailer (no HTTP) against real PostgreSQL and Redis.
 
-use std::{
-    collections::VecDeque,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
 use mail_worker::{
-    clock::ManualClock,
-    domain::{OutgoingMail, SystemMailbox, Tenant},
-    mailer::{MailError, Mailer, SendReceipt},
+    mailer::MailError,
     rate_limit::DenyReason,
-    service::{MailProviderService, MailerSource, SendOutcome, ServiceSettings, spread_ms},
-    worker::{claim, handler::Handler, queue, queue::SendMessageJob, recovery},
+    service::{SendOutcome, spread_ms},
+    worker::{claim, queue, queue::SendMessageJob, recovery},
 };
-use uuid::Uuid;
 
-use crate::helpers::TestDb;
-
-/// A mailer answering from a script (then `Ok`), recording what it was asked to send.
-#[derive(Debug, Default)]
-pub struct ScriptedMailer {
-    script: Mutex<VecDeque<Result<SendReceipt, MailError>>>,
-    pub sent: Mutex<Vec<Uuid>>,
-}
-
-impl ScriptedMailer {
-    pub fn with(answers: Vec<Result<SendReceipt, MailError>>) -> Arc<Self> {
-        Arc::new(Self {
-            script: Mutex::new(answers.into()),
-            sent: Mutex::default(),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Mailer for ScriptedMailer {
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        self.sent.lock().unwrap().push(mail.id);
-        self.script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Ok(SendReceipt::default()))
-    }
-}
-
-struct Source(Arc<ScriptedMailer>);
-
-#[async_trait::async_trait]
-impl MailerSource for Source {
-    async fn mailer_for_tenant(&self, _: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
-        Ok(self.0.clone())
-    }
-    async fn mailer_for_system_mailbox(
-        &self,
-        _: &SystemMailbox,
-    ) -> Result<Arc<dyn Mailer>, MailError> {
-        Ok(self.0.clone())
-    }
-}
-
-pub struct Harness {
-    pub db: TestDb,
-    pub clock: ManualClock,
-    pub mailer: Arc<ScriptedMailer>,
-    pub handler: Handler,
-    pub mailbox_id: Uuid,
-}
-
-impl Harness {
-    pub async fn new(answers: Vec<Result<SendReceipt, MailError>>) -> Self {
-        let db = TestDb::new().await;
-        let mailbox_id: Uuid = sqlx::query_scalar(
-            "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
-             VALUES ('ops@contoso.example', 'contoso.example', 'c', 'env:S') RETURNING id",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-        let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap());
-        let mailer = ScriptedMailer::with(answers);
-        let service = MailProviderService::new(
-            db.pool.clone(),
-            Arc::new(Source(mailer.clone())),
-            Arc::new(clock.clone()),
-            ServiceSettings {
-                defer_spread_max: Duration::from_millis(30_000),
-                max_attempts: 3,
-            },
-        );
-        let handler = Handler::new(db.pool.clone(), Arc::new(service));
-        Self {
-            db,
-            clock,
-            mailer,
-            handler,
-            mailbox_id,
-        }
-    }
-
-    /// Inserts `n` due messages (status `QUEUED` when `queued`), returning their ids.
-    pub async fn insert(&self, n: usize, status: &str) -> Vec<Uuid> {
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            let id = Uuid::new_v4();
-            sqlx::query(
-                "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
-                 VALUES ($1, $2, '[{\"address\":\"a@example.org\"}]', 's', 'b', $3, now())",
-            )
-            .bind(id)
-            .bind(self.mailbox_id)
-            .bind(status)
-            .execute(&self.db.pool)
-            .await
-            .unwrap();
-            ids.push(id);
-        }
-        ids
-    }
-
-    pub async fn row(&self, id: Uuid) -> (String, i32, i32, Option<String>, chrono::DateTime<Utc>) {
-        sqlx::query_as("SELECT status, attempts, deferrals, last_error, scheduled_on FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_one(&self.db.pool)
-            .await
-            .unwrap()
-    }
-
-    pub async fn process(&self, id: Uuid) -> Option<SendOutcome> {
-        self.handler
-            .process(SendMessageJob { message_id: id })
-            .await
-            .unwrap()
-    }
-
-    /// Puts a rescheduled row back to `QUEUED` (what the claim loop would do).
-    pub async fn requeue(&self, id: Uuid) {
-        sqlx::query("UPDATE messages SET status = 'QUEUED', queued_at = now() WHERE id = $1")
-            .bind(id)
-            .execute(&self.db.pool)
-            .await
-            .unwrap();
-    }
-}
+use crate::support::{TestApp, proxy::Gate, redis_url, spawn_app, wait_until};
 
 #[tokio::test]
 async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
-    let h = Harness::new(vec![]).await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = spawn_app().await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     assert_eq!(h.process(id).await, Some(SendOutcome::Sent));
     assert_eq!(h.process(id).await, None, "a duplicate delivery is ignored");
     let (status, attempts, deferrals, last_error, _) = h.row(id).await;
@@ -162,14 +27,39 @@ async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
 }
 
 #[tokio::test]
+async fn a_booked_slot_is_kept_exactly_without_a_spread() {
+    let h = TestApp::builder()
+        .script(vec![Err(MailError::RateLimitExceeded {
+            reason: DenyReason::Minute,
+            retry_after: Duration::from_millis(42_000),
+            booked: true,
+        })])
+        .spawn()
+        .await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
+    let now = h.clock.now_for_test();
+    let outcome = h.process(id).await.unwrap();
+    let expected = now + chrono::Duration::milliseconds(42_000);
+    assert!(
+        matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
+        "{outcome:?}"
+    );
+    let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
+    assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
+    assert_eq!(scheduled_on, expected);
+}
+
+#[tokio::test]
 async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_an_attempt() {
-    let h = Harness::new(vec![Err(MailError::RateLimitExceeded {
-        reason: DenyReason::Minute,
-        retry_after: Duration::from_millis(42_000),
-        booked: false,
-    })])
-    .await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = TestApp::builder()
+        .script(vec![Err(MailError::RateLimitExceeded {
+            reason: DenyReason::Minute,
+            retry_after: Duration::from_millis(42_000),
+            booked: false,
+        })])
+        .spawn()
+        .await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     let now = h.clock.now_for_test();
     let outcome = h.process(id).await.unwrap();
     let expected = now + chrono::Duration::milliseconds(42_000 + spread_ms(id, 30_000) as i64);
@@ -184,14 +74,16 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
 
 #[tokio::test]
 async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
-    let h = Harness::new(vec![
-        Err(MailError::Throttled {
-            retry_after: Some(Duration::from_secs(120)),
-        }),
-        Err(MailError::Throttled { retry_after: None }),
-    ])
-    .await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = TestApp::builder()
+        .script(vec![
+            Err(MailError::Throttled {
+                retry_after: Some(Duration::from_secs(120)),
+            }),
+            Err(MailError::Throttled { retry_after: None }),
+        ])
+        .spawn()
+        .await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     let now = h.clock.now_for_test();
     h.process(id).await.unwrap();
     let (_, attempts, deferrals, _, scheduled_on) = h.row(id).await;
@@ -212,8 +104,8 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
 #[tokio::test]
 async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attempts() {
     let err = || Err(MailError::Transient("HTTP 502 from Graph".into()));
-    let h = Harness::new(vec![err(), err(), err()]).await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = TestApp::builder().script(vec![err(), err(), err()]).await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     for attempt in 1..=2 {
         let outcome = h.process(id).await.unwrap();
         assert!(
@@ -240,12 +132,14 @@ async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attem
 
 #[tokio::test]
 async fn permanent_failures_end_in_error_with_the_providers_code() {
-    let h = Harness::new(vec![Err(MailError::Permanent {
-        code: "ErrorInvalidRecipients".into(),
-        message: "At least one recipient is not valid.".into(),
-    })])
-    .await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = TestApp::builder()
+        .script(vec![Err(MailError::Permanent {
+            code: "ErrorInvalidRecipients".into(),
+            message: "At least one recipient is not valid.".into(),
+        })])
+        .spawn()
+        .await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     h.process(id).await.unwrap();
     let (status, _, _, last_error, _) = h.row(id).await;
     assert_eq!(status, "ERROR");
@@ -257,8 +151,8 @@ async fn permanent_failures_end_in_error_with_the_providers_code() {
 
 #[tokio::test]
 async fn a_malformed_recipient_list_fails_that_message_only() {
-    let h = Harness::new(vec![]).await;
-    let id = h.insert(1, "QUEUED").await[0];
+    let h = spawn_app().await;
+    let id = h.insert(0, 1, "QUEUED").await[0];
     sqlx::query(
         "UPDATE messages SET to_recipients = '[\"just-a-string@example.org\"]' WHERE id = $1",
     )
@@ -275,12 +169,10 @@ async fn a_malformed_recipient_list_fails_that_message_only() {
 
 #[tokio::test]
 async fn two_replicas_claiming_at_once_never_claim_the_same_row() {
-    let h = Harness::new(vec![]).await;
-    let ids = h.insert(150, "SCHEDULED").await;
-    let name = crate::helpers::redis_prefix();
-    let mut q1 = queue::open(&crate::helpers::redis_url(), &name, 16)
-        .await
-        .unwrap();
+    let h = spawn_app().await;
+    let ids = h.insert(0, 150, "SCHEDULED").await;
+    let name = h.keys.sub("claim");
+    let mut q1 = queue::open(&redis_url(), &name, 16).await.unwrap();
     let mut q2 = q1.clone();
     let (p1, p2) = (h.db.pool.clone(), h.db.pool.clone());
     // batch 100, concurrency 100 → cap 200 QUEUED: both may claim.
@@ -300,21 +192,17 @@ async fn two_replicas_claiming_at_once_never_claim_the_same_row() {
 
 #[tokio::test]
 async fn claiming_respects_the_cap_on_queued_messages_and_skips_future_rows() {
-    let h = Harness::new(vec![]).await;
-    h.insert(50, "SCHEDULED").await;
-    let future = h.insert(1, "SCHEDULED").await[0];
+    let h = spawn_app().await;
+    h.insert(0, 50, "SCHEDULED").await;
+    let future = h.insert(0, 1, "SCHEDULED").await[0];
     sqlx::query("UPDATE messages SET scheduled_on = now() + interval '1 hour' WHERE id = $1")
         .bind(future)
         .execute(&h.db.pool)
         .await
         .unwrap();
-    let mut q = queue::open(
-        &crate::helpers::redis_url(),
-        &crate::helpers::redis_prefix(),
-        4,
-    )
-    .await
-    .unwrap();
+    let mut q = queue::open(&redis_url(), &h.keys.sub("claim"), 4)
+        .await
+        .unwrap();
     // concurrency 4 → at most 2 × 4 = 8 QUEUED.
     assert_eq!(
         claim::claim_once(&h.db.pool, &mut q, 100, 4).await.unwrap(),
@@ -331,10 +219,10 @@ async fn claiming_respects_the_cap_on_queued_messages_and_skips_future_rows() {
 
 #[tokio::test]
 async fn a_failed_push_leaves_the_rows_scheduled() {
-    let h = Harness::new(vec![]).await;
-    let ids = h.insert(3, "SCHEDULED").await;
-    let proxy = crate::helpers::TcpProxy::start("127.0.0.1:6379".parse().unwrap()).await;
-    let mut q = queue::open(&proxy.redis_url(), &crate::helpers::redis_prefix(), 4)
+    let h = spawn_app().await;
+    let ids = h.insert(0, 3, "SCHEDULED").await;
+    let proxy = Gate::relaying().await;
+    let mut q = queue::open(&proxy.url(), &h.keys.sub("claim"), 4)
         .await
         .unwrap();
     proxy.cut();
@@ -350,10 +238,10 @@ async fn a_failed_push_leaves_the_rows_scheduled() {
 
 #[tokio::test]
 async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
-    let h = Harness::new(vec![]).await;
-    let queued = h.insert(2, "QUEUED").await;
-    let sending = h.insert(1, "SENDING").await;
-    let fresh = h.insert(1, "QUEUED").await[0];
+    let h = spawn_app().await;
+    let queued = h.insert(0, 2, "QUEUED").await;
+    let sending = h.insert(0, 1, "SENDING").await;
+    let fresh = h.insert(0, 1, "QUEUED").await[0];
     sqlx::query("UPDATE messages SET queued_at = now() - interval '10 minutes' WHERE id = ANY($1)")
         .bind(&queued)
         .execute(&h.db.pool)
@@ -392,8 +280,8 @@ async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
 
 #[tokio::test]
 async fn a_job_that_outruns_its_claims_commit_waits_for_it_and_is_sent() {
-    let h = Harness::new(vec![]).await;
-    let id = h.insert(1, "SCHEDULED").await[0];
+    let h = spawn_app().await;
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     let mut tx = h.db.pool.begin().await.unwrap();
     let claimed = mail_worker::store::messages::claim_due(&mut tx, 10)
         .await
@@ -410,7 +298,22 @@ async fn a_job_that_outruns_its_claims_commit_waits_for_it_and_is_sent() {
             .await
             .unwrap()
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Until its backend waits on the claim's row lock.
+    wait_until(
+        Duration::from_secs(10),
+        "the handler waits on a lock",
+        async || {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&h.db.pool)
+            .await
+            .unwrap();
+            waiting > 0
+        },
+    )
+    .await;
     assert!(
         !job.is_finished(),
         "the handler waits for the claim's row lock"

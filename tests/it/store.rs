@@ -1,6 +1,6 @@
 //! The schema: migrations and the checks producers rely on.
 
-use crate::helpers::TestDb;
+use crate::support::TestDb;
 
 #[tokio::test]
 async fn migrations_apply_to_a_fresh_database_and_a_second_run_is_a_noop() {

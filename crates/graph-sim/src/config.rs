@@ -1,0 +1,538 @@
+//! graph-sim's configuration: apps, mailboxes and their limits, built in code or read from JSON.
+//!
+//! # JSON file format
+//!
+//! ```json
+//! {
+//!   "listen": "127.0.0.1:8025",
+//!   "token_lifetime_s": 3599,
+//!   "max_request_bytes": 4194304,
+//!   "apps": [
+//!     { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret" }
+//!   ],
+//!   "mailboxes": [
+//!     {
+//!       "address": "events@contoso.example",
+//!       "tenant_id": "contoso.example",
+//!       "id": "2f9a4f61-3c6b-4d1e-9a57-6c1f0e0b7d11",
+//!       "apps": ["app-1"],
+//!       "limits": {
+//!         "concurrent_requests": 4,
+//!         "messages_per_minute": 30,
+//!         "recipients_per_day": 10000,
+//!         "requests_per_10_minutes": 10000,
+//!         "recipients_per_message": 500,
+//!         "minute_overflow": "refuse"
+//!       }
+//!     }
+//!   ]
+//! }
+//! ```
+//!
+//! Every field except `apps[*]` and `mailboxes[*].address` / `tenant_id` is optional and
+//! defaults to the value shown. `id` defaults to a fresh UUID; `apps` (client ids allowed to send
+//! for the mailbox) defaults to every app of the mailbox's tenant; `limits` fields default one by
+//! one. `minute_overflow` is `refuse` (answer 429) or `accept_delayed` (answer 202 and count the
+//! message as delayed, as Exchange would queue it). See [`CONFIG_FILE_HELP`] for the same text
+//! as printed by `graph-sim --help`, and `config/graph-sim.example.json` for a full example.
+
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::SimError;
+use mail_worker::{clock::Clock, domain::MailboxAddress};
+
+/// The config file format, as printed by `graph-sim --help`.
+pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
+  {
+    "listen": "127.0.0.1:8025",          optional; --listen wins; default 127.0.0.1:8025
+    "token_lifetime_s": 3599,            optional; expires_in of issued tokens (s)
+    "max_request_bytes": 4194304,        optional; larger sendMail bodies get 413 (bytes)
+    "apps": [                            Entra ID app registrations (client credentials)
+      { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret" }
+    ],
+    "mailboxes": [
+      { "address": "events@contoso.example",   case-insensitive userPrincipalName
+        "tenant_id": "contoso.example",        the tenant owning the mailbox
+        "id": "2f9a4f61-...",                  optional; default a random UUID
+        "apps": ["app-1"],                     optional; default every app of the tenant
+        "limits": {                            optional, field by field; defaults:
+          "concurrent_requests": 4,            in flight per app and mailbox
+          "messages_per_minute": 30,           in any rolling 60 s
+          "recipients_per_day": 10000,         To+Cc+Bcc in any rolling 24 h
+          "requests_per_10_minutes": 10000,    per app and mailbox, rolling 10 min
+          "recipients_per_message": 500,       To+Cc+Bcc of one message
+          "minute_overflow": "refuse"          or "accept_delayed" (202, counted delayed)
+        } }
+    ]
+  }
+Defaults are Microsoft's: https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits
+and https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits
+"#;
+
+/// The default token lifetime: 3599 s, what Entra ID answers for client credentials
+/// (<https://learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow>).
+pub const DEFAULT_TOKEN_LIFETIME_S: u64 = 3599;
+
+/// The largest sendMail request body Graph takes: 4 MB (4,194,304 bytes); larger attachments
+/// need an upload session (<https://learn.microsoft.com/graph/api/user-sendmail>,
+/// <https://learn.microsoft.com/graph/outlook-large-attachments>).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The whole simulator configuration. Build it in code ([`SimConfig::new`] and the `with_*`
+/// methods) or read it from JSON ([`SimConfig::from_json_file`]; format in the module doc).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Where to listen; `None` = `127.0.0.1:0` in process (a free port).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    /// `expires_in` of issued tokens, in seconds (default 3599).
+    #[serde(default = "default_token_lifetime_s")]
+    pub token_lifetime_s: u64,
+    /// The largest sendMail body accepted, in bytes (default 4 MB); larger ones get 413.
+    #[serde(default = "default_max_request_bytes")]
+    pub max_request_bytes: usize,
+    /// App registrations that may get tokens.
+    #[serde(default)]
+    pub apps: Vec<SimApp>,
+    /// Mailboxes that may be sent from.
+    #[serde(default)]
+    pub mailboxes: Vec<SimMailbox>,
+    /// The clock of every window and token expiry; `None` = the system clock.
+    #[serde(skip)]
+    pub clock: Option<Arc<dyn Clock>>,
+}
+
+fn default_token_lifetime_s() -> u64 {
+    DEFAULT_TOKEN_LIFETIME_S
+}
+
+fn default_max_request_bytes() -> usize {
+    DEFAULT_MAX_REQUEST_BYTES
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            token_lifetime_s: DEFAULT_TOKEN_LIFETIME_S,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            apps: Vec::new(),
+            mailboxes: Vec::new(),
+            clock: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SimConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimConfig")
+            .field("listen", &self.listen)
+            .field("token_lifetime_s", &self.token_lifetime_s)
+            .field("max_request_bytes", &self.max_request_bytes)
+            .field("apps", &self.apps)
+            .field("mailboxes", &self.mailboxes)
+            .field("clock", &self.clock.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+impl SimConfig {
+    /// An empty configuration: no apps, no mailboxes, default lifetime and body limit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an app registration of `tenant_id` with `client_id` / `client_secret`.
+    pub fn with_app(
+        mut self,
+        tenant_id: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+    ) -> Self {
+        self.apps
+            .push(SimApp::new(tenant_id, client_id, client_secret));
+        self
+    }
+
+    /// Adds a mailbox.
+    pub fn with_mailbox(mut self, mailbox: SimMailbox) -> Self {
+        self.mailboxes.push(mailbox);
+        self
+    }
+
+    /// Sets the lifetime of issued tokens (whole seconds; default 3599 s).
+    pub fn with_token_lifetime(mut self, lifetime: Duration) -> Self {
+        self.token_lifetime_s = lifetime.as_secs();
+        self
+    }
+
+    /// Sets the listen address (default `127.0.0.1:0`).
+    pub fn with_listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = Some(addr);
+        self
+    }
+
+    /// Uses `clock` for every window and token expiry (tests pass a
+    /// [`mail_worker::clock::ManualClock`]).
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Sets the largest accepted sendMail body (bytes).
+    pub fn with_max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_bytes = bytes;
+        self
+    }
+
+    /// Parses the JSON format of the module doc.
+    ///
+    /// # Errors
+    /// [`SimError::Config`] when the JSON does not match the format.
+    pub fn from_json_str(json: &str) -> Result<Self, SimError> {
+        serde_json::from_str(json).map_err(|e| SimError::Config(format!("bad config JSON: {e}")))
+    }
+
+    /// Reads and parses a JSON config file.
+    ///
+    /// # Errors
+    /// [`SimError::ReadConfig`] when the file cannot be read, [`SimError::Config`] when its
+    /// content does not match the format.
+    pub fn from_json_file(path: impl AsRef<Path>) -> Result<Self, SimError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| SimError::ReadConfig {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_json_str(&text).map_err(|e| SimError::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// Checks the configuration and resolves every mailbox (lower-cased address, id).
+    ///
+    /// # Errors
+    /// [`SimError::Config`] naming the first problem: a bad or duplicate mailbox address or id,
+    /// a duplicate client id, a mailbox app that does not exist in the mailbox's tenant, a zero
+    /// limit or token lifetime.
+    pub(crate) fn resolve(&self) -> Result<Vec<ResolvedMailbox>, SimError> {
+        if self.token_lifetime_s == 0 {
+            return Err(SimError::Config(
+                "token_lifetime_s must be at least 1".into(),
+            ));
+        }
+        let mut client_ids = std::collections::HashSet::new();
+        for app in &self.apps {
+            if app.client_id.trim().is_empty() || app.tenant_id.trim().is_empty() {
+                return Err(SimError::Config(
+                    "every app needs a tenant_id and a client_id".into(),
+                ));
+            }
+            if !client_ids.insert(app.client_id.clone()) {
+                return Err(SimError::Config(format!(
+                    "client_id {:?} appears twice",
+                    app.client_id
+                )));
+            }
+        }
+        let mut seen_addresses = std::collections::HashSet::new();
+        let mut seen_ids = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(self.mailboxes.len());
+        for mailbox in &self.mailboxes {
+            let address = MailboxAddress::parse(&mailbox.address)
+                .map_err(|e| SimError::Config(format!("mailbox: {e}")))?;
+            if !seen_addresses.insert(address.clone()) {
+                return Err(SimError::Config(format!("mailbox {address} appears twice")));
+            }
+            let id = mailbox.id.unwrap_or_else(Uuid::new_v4);
+            if !seen_ids.insert(id) {
+                return Err(SimError::Config(format!("mailbox id {id} appears twice")));
+            }
+            for client_id in &mailbox.apps {
+                let known = self.apps.iter().any(|a| {
+                    &a.client_id == client_id
+                        && a.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id)
+                });
+                if !known {
+                    return Err(SimError::Config(format!(
+                        "mailbox {address}: app {client_id:?} is not an app of tenant {:?}",
+                        mailbox.tenant_id
+                    )));
+                }
+            }
+            mailbox.limits.check(&address)?;
+            out.push(ResolvedMailbox {
+                address,
+                id,
+                tenant_id: mailbox.tenant_id.clone(),
+                apps: mailbox.apps.clone(),
+                limits: mailbox.limits.clone(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// An Entra ID app registration allowed to get tokens (client credentials with a secret).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimApp {
+    /// Its tenant (directory) id or domain, as used in the token URL; compared
+    /// case-insensitively.
+    pub tenant_id: String,
+    /// Application (client) id.
+    pub client_id: String,
+    /// The secret's value.
+    pub client_secret: SecretString,
+}
+
+impl SimApp {
+    /// An app of `tenant_id`.
+    pub fn new(
+        tenant_id: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+    ) -> Self {
+        Self {
+            tenant_id: tenant_id.into(),
+            client_id: client_id.into(),
+            client_secret: SecretString::from(client_secret.into()),
+        }
+    }
+}
+
+impl std::fmt::Debug for SimApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimApp")
+            .field("tenant_id", &self.tenant_id)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// A mailbox that may be sent from, and its limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimMailbox {
+    /// Its SMTP address / userPrincipalName (case-insensitive).
+    pub address: String,
+    /// The tenant that owns it; only tokens of this tenant may send.
+    pub tenant_id: String,
+    /// Its Graph user id; `None` = a random UUID at start.
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    /// Client ids allowed to send for it; empty = every app of its tenant.
+    #[serde(default)]
+    pub apps: Vec<String>,
+    /// Its limits (Microsoft's defaults).
+    #[serde(default)]
+    pub limits: MailboxLimits,
+}
+
+impl SimMailbox {
+    /// A mailbox of `tenant_id` with Microsoft's default limits.
+    pub fn new(address: impl Into<String>, tenant_id: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            tenant_id: tenant_id.into(),
+            id: None,
+            apps: Vec::new(),
+            limits: MailboxLimits::default(),
+        }
+    }
+
+    /// Sets its limits.
+    pub fn with_limits(mut self, limits: MailboxLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets its Graph user id.
+    pub fn with_id(mut self, id: Uuid) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Restricts sending to these client ids.
+    pub fn with_apps<I, S>(mut self, client_ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.apps = client_ids.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// What graph-sim does with a message beyond the per-minute limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MinuteOverflow {
+    /// Answer `429` with `Retry-After`, so overshoot is visible (default).
+    #[default]
+    Refuse,
+    /// Answer `202` and count the message as delayed: Exchange queues the excess and delivers it
+    /// later ("throttled and successively carried over to the following minutes",
+    /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+    AcceptDelayed,
+}
+
+/// One mailbox's limits. Defaults are Microsoft's:
+/// - `concurrent_requests` 4 and `requests_per_10_minutes` 10,000, per app ID and mailbox
+///   (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>);
+/// - `messages_per_minute` 30, `recipients_per_day` 10,000 and `recipients_per_message` 500,
+///   per mailbox (Exchange Online sending limits,
+///   <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MailboxLimits {
+    /// Requests in flight per app and mailbox (default 4); one more gets `429
+    /// ApplicationThrottled` "Application is over its MailboxConcurrency limit.".
+    pub concurrent_requests: u32,
+    /// Messages in any rolling 60 s (default 30).
+    pub messages_per_minute: u32,
+    /// Recipients (To+Cc+Bcc) in any rolling 24 h (default 10,000).
+    pub recipients_per_day: u64,
+    /// Requests per app and mailbox in any rolling 10 min (default 10,000).
+    pub requests_per_10_minutes: u32,
+    /// Recipients (To+Cc+Bcc) of one message (default 500).
+    pub recipients_per_message: u32,
+    /// Refuse (default) or accept-and-count-as-delayed beyond `messages_per_minute`.
+    pub minute_overflow: MinuteOverflow,
+}
+
+impl Default for MailboxLimits {
+    fn default() -> Self {
+        Self {
+            concurrent_requests: 4,
+            messages_per_minute: 30,
+            recipients_per_day: 10_000,
+            requests_per_10_minutes: 10_000,
+            recipients_per_message: 500,
+            minute_overflow: MinuteOverflow::Refuse,
+        }
+    }
+}
+
+impl MailboxLimits {
+    fn check(&self, address: &MailboxAddress) -> Result<(), SimError> {
+        let zero = [
+            ("concurrent_requests", u64::from(self.concurrent_requests)),
+            ("messages_per_minute", u64::from(self.messages_per_minute)),
+            ("recipients_per_day", self.recipients_per_day),
+            (
+                "requests_per_10_minutes",
+                u64::from(self.requests_per_10_minutes),
+            ),
+            (
+                "recipients_per_message",
+                u64::from(self.recipients_per_message),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == 0);
+        match zero {
+            Some((name, _)) => Err(SimError::Config(format!(
+                "mailbox {address}: limits.{name} must be at least 1"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A checked mailbox.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedMailbox {
+    pub address: MailboxAddress,
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub apps: Vec<String>,
+    pub limits: MailboxLimits,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_parses_with_microsofts_defaults_filled_in() {
+        let config =
+            SimConfig::from_json_str(include_str!("../../../config/graph-sim.example.json"))
+                .unwrap();
+        assert_eq!(config.listen, Some("127.0.0.1:8025".parse().unwrap()));
+        assert_eq!(config.token_lifetime_s, 3599);
+        assert_eq!(config.apps.len(), 3);
+        let resolved = config.resolve().unwrap();
+        assert_eq!(resolved.len(), 6);
+        assert_eq!(resolved[0].address.as_str(), "events@contoso.example");
+        assert_eq!(resolved[0].limits, MailboxLimits::default());
+        assert_eq!(resolved[1].limits, MailboxLimits::default());
+        assert_eq!(resolved[4].address.as_str(), "hello@northwind.example");
+        assert_eq!(resolved[4].limits.recipients_per_day, 10_000);
+        assert_eq!(resolved[5].limits.messages_per_minute, 10);
+        assert_eq!(
+            resolved[5].limits.minute_overflow,
+            MinuteOverflow::AcceptDelayed
+        );
+        assert_eq!(resolved[5].limits.recipients_per_day, 10_000);
+    }
+
+    #[test]
+    fn a_partial_limits_object_keeps_the_other_defaults() {
+        let config = SimConfig::from_json_str(
+            r#"{"apps":[{"tenant_id":"t","client_id":"c","client_secret":"s"}],
+                "mailboxes":[{"address":"A@B.example","tenant_id":"t","limits":{"messages_per_minute":5}}]}"#,
+        )
+        .unwrap();
+        let mailbox = &config.resolve().unwrap()[0];
+        assert_eq!(mailbox.address.as_str(), "a@b.example");
+        assert_eq!(mailbox.limits.messages_per_minute, 5);
+        assert_eq!(mailbox.limits.concurrent_requests, 4);
+        assert_eq!(config.token_lifetime_s, 3599);
+        assert_eq!(config.max_request_bytes, 4_194_304);
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_by_name() {
+        let cases = [
+            (
+                r#"{"mailboxes":[{"address":"not-an-address","tenant_id":"t"}]}"#,
+                "not a mailbox address",
+            ),
+            (
+                r#"{"mailboxes":[{"address":"a@b.example","tenant_id":"t"},{"address":"A@b.example","tenant_id":"t"}]}"#,
+                "appears twice",
+            ),
+            (
+                r#"{"mailboxes":[{"address":"a@b.example","tenant_id":"t","apps":["nope"]}]}"#,
+                "is not an app of tenant",
+            ),
+            (
+                r#"{"mailboxes":[{"address":"a@b.example","tenant_id":"t","limits":{"messages_per_minute":0}}]}"#,
+                "limits.messages_per_minute must be at least 1",
+            ),
+            (r#"{"token_lifetime_s":0}"#, "token_lifetime_s"),
+        ];
+        for (json, expected) in cases {
+            let err = SimConfig::from_json_str(json)
+                .unwrap()
+                .resolve()
+                .unwrap_err();
+            assert!(err.to_string().contains(expected), "{json}: {err}");
+        }
+        let err = SimConfig::from_json_str(r#"{"mailbox":[]}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `mailbox`"), "{err}");
+    }
+
+    #[test]
+    fn debug_never_prints_a_secret() {
+        let config = SimConfig::new().with_app("t", "c", "very-secret-value");
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("very-secret-value"), "{printed}");
+        assert!(printed.contains("[redacted]"));
+    }
+}

@@ -1,0 +1,293 @@
+//! graph-sim: a Microsoft Graph stand-in that speaks Graph's wire format and enforces Exchange's
+//! limits, for tests, the demo and capacity planning. Runs as the `graph-sim` binary or in
+//! process ([`GraphSim::start`]).
+//!
+//! It serves Entra ID's client-credentials token endpoint ([`auth`]) and Graph's `sendMail`
+//! ([`send`]), validates bodies as Graph does ([`validate`]), enforces per-mailbox limits with
+//! Microsoft's defaults over rolling windows on an injectable clock ([`limits`]), injects faults
+//! ([`faults`]) and records what it accepted ([`records`]). Sources of the behaviour and numbers:
+//! - sendMail: <https://learn.microsoft.com/graph/api/user-sendmail>;
+//! - error shape: <https://learn.microsoft.com/graph/errors>;
+//! - Outlook service limits (4 concurrent requests, 10,000 requests per 10 minutes, per app and
+//!   mailbox): <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>;
+//! - Exchange Online sending limits (30 messages a minute, 10,000 recipients a day, 500
+//!   recipients a message):
+//!   <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>;
+//! - token errors: <https://learn.microsoft.com/entra/identity-platform/reference-error-codes>.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), graph_sim::SimError> {
+//! use graph_sim::{GraphSim, ScriptedAnswer, SimConfig, SimMailbox, Target};
+//! let sim = GraphSim::start(
+//!     SimConfig::new()
+//!         .with_app("contoso.example", "app-1", "s3cret")
+//!         .with_mailbox(SimMailbox::new("events@contoso.example", "contoso.example")),
+//! )
+//! .await?;
+//! // Point the worker at sim.graph_base_url() / sim.login_base_url(); then:
+//! sim.push_script(Target::Global, [ScriptedAnswer::throttled("2.128")])?;
+//! println!("{}", serde_json::to_string(&sim.stats()).unwrap_or_default());
+//! sim.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod config;
+pub mod faults;
+pub mod limits;
+pub mod records;
+pub mod send;
+pub mod sendgrid;
+mod server;
+pub mod validate;
+mod wire;
+
+use std::{
+    net::{Ipv4Addr, SocketAddr},
+    sync::Arc,
+};
+
+use tokio::{sync::oneshot, task::JoinHandle};
+use url::Url;
+use uuid::Uuid;
+
+pub use auth::GRAPH_DEFAULT_SCOPE;
+pub use config::{
+    CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TOKEN_LIFETIME_S, MailboxLimits,
+    MinuteOverflow, SimApp, SimConfig, SimMailbox,
+};
+pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
+pub use records::{
+    MailboxStats, RecordedHeader, RecordedMessage, RecordedRefusal, RefusalCause, RefusedCounts,
+    SimStats,
+};
+
+use server::SimState;
+
+/// graph-sim's errors (configuration, listening, fault injection).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The configuration is unusable; the message names the field.
+    #[error("graph-sim config: {0}")]
+    Config(String),
+    /// The config file could not be read.
+    #[error("cannot read graph-sim config {path}: {source}")]
+    ReadConfig {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listen address could not be bound.
+    #[error("graph-sim cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A fault named a mailbox that is not configured.
+    #[error("graph-sim has no mailbox {0:?}")]
+    UnknownMailbox(String),
+    /// A fault that cannot be served (status out of range, bad header value, min > max).
+    #[error("graph-sim: invalid fault: {0}")]
+    InvalidFault(String),
+    /// The HTTP server stopped with an error.
+    #[error("graph-sim server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// A running graph-sim: serves in the background until [`GraphSim::shutdown`] or drop.
+pub struct GraphSim {
+    state: Arc<SimState>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl std::fmt::Debug for GraphSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphSim")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GraphSim {
+    /// Checks `config`, binds `config.listen` (default `127.0.0.1:0`, a free port) and serves in
+    /// the background on the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`SimError::Config`] for a bad configuration, [`SimError::Bind`] when the address is taken.
+    pub async fn start(config: SimConfig) -> Result<Self, SimError> {
+        let mailboxes = config.resolve()?;
+        let listen = config
+            .listen
+            .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+        let bind_error = |source| SimError::Bind {
+            addr: listen,
+            source,
+        };
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(bind_error)?;
+        let addr = listener.local_addr().map_err(bind_error)?;
+        let state = Arc::new(SimState::new(config, mailboxes, addr));
+        let router = server::router(Arc::clone(&state));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Self {
+            state,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn origin(&self) -> Url {
+        Url::parse(&self.state.origin).unwrap_or_else(|_| unreachable!("origin is http://ip:port"))
+    }
+
+    /// Graph's base URL, `http://127.0.0.1:PORT/v1.0` (for `GRAPH_API_BASE_URL`).
+    pub fn graph_base_url(&self) -> Url {
+        let mut url = self.origin();
+        url.set_path("/v1.0");
+        url
+    }
+
+    /// The login base URL, `http://127.0.0.1:PORT/` (for `GRAPH_LOGIN_BASE_URL`); tokens are at
+    /// `{login}/{tenant}/oauth2/v2.0/token`.
+    pub fn login_base_url(&self) -> Url {
+        self.origin()
+    }
+
+    /// The token URL of `tenant`.
+    pub fn token_url(&self, tenant: &str) -> Url {
+        let mut url = self.origin();
+        url.set_path(&format!("/{tenant}/oauth2/v2.0/token"));
+        url
+    }
+
+    /// The scope a client derives from [`GraphSim::graph_base_url`]'s origin,
+    /// `http://127.0.0.1:PORT/.default` (accepted beside [`GRAPH_DEFAULT_SCOPE`]).
+    pub fn graph_scope(&self) -> String {
+        format!("{}/.default", self.state.origin)
+    }
+
+    /// The Graph user id of `address` (case-insensitive).
+    pub fn mailbox_id(&self, address: &str) -> Option<Uuid> {
+        self.state
+            .resolve_mailbox(address)
+            .map(|i| self.state.mailboxes[i].id)
+    }
+
+    /// Every message accepted so far, oldest first.
+    pub fn messages(&self) -> Vec<RecordedMessage> {
+        self.state.messages()
+    }
+
+    /// Every throttling refusal (`429` for concurrency, request quota, day or minute) so far,
+    /// oldest first.
+    pub fn refusals(&self) -> Vec<RecordedRefusal> {
+        self.state.refusals()
+    }
+
+    /// A snapshot of every mailbox's statistics.
+    pub fn stats(&self) -> SimStats {
+        self.state.stats()
+    }
+
+    /// The statistics of one mailbox (case-insensitive address).
+    pub fn mailbox_stats(&self, address: &str) -> Option<MailboxStats> {
+        self.stats().mailbox(address).cloned()
+    }
+
+    /// Token requests naming `client_id` so far (successful or not).
+    pub fn token_requests(&self, client_id: &str) -> u64 {
+        self.state
+            .lock()
+            .token_requests
+            .get(client_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Appends scripted answers for `target`'s next sendMail requests (a mailbox's own script is
+    /// used before the global one).
+    ///
+    /// # Errors
+    /// [`SimError::UnknownMailbox`], or [`SimError::InvalidFault`] for an answer that cannot be
+    /// served; nothing is appended then.
+    pub fn push_script(
+        &self,
+        target: Target,
+        answers: impl IntoIterator<Item = ScriptedAnswer>,
+    ) -> Result<(), SimError> {
+        self.state
+            .push_script(&target, answers.into_iter().collect())
+    }
+
+    /// Sets the latency added to `target`'s sendMail requests ([`Latency::None`] clears it; a
+    /// mailbox's own setting replaces the global one).
+    ///
+    /// # Errors
+    /// [`SimError::UnknownMailbox`], or [`SimError::InvalidFault`] for `Uniform(min, max)` with
+    /// `min > max`.
+    pub fn set_latency(&self, target: Target, latency: Latency) -> Result<(), SimError> {
+        self.state.set_latency(&target, latency)
+    }
+
+    /// Appends token endpoint failures, used by the next token requests (one each).
+    ///
+    /// # Errors
+    /// [`SimError::InvalidFault`] for a status outside 400–599; nothing is appended then.
+    pub fn push_token_faults(
+        &self,
+        faults: impl IntoIterator<Item = TokenFault>,
+    ) -> Result<(), SimError> {
+        self.state.push_token_faults(faults.into_iter().collect())
+    }
+
+    /// Forgets records, windows, statistics and faults (issued tokens stay valid).
+    pub fn reset(&self) {
+        self.state.reset();
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, and waits for the server.
+    ///
+    /// # Errors
+    /// [`SimError::Serve`] when the server had failed.
+    pub async fn shutdown(mut self) -> Result<(), SimError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => match task.await {
+                Ok(result) => result.map_err(SimError::Serve),
+                Err(join) => Err(SimError::Serve(std::io::Error::other(join))),
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for GraphSim {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! `POST /v1.0/users/{id | userPrincipalName}/sendMail`
+//! (<https://learn.microsoft.com/graph/api/user-sendmail>): authentication, mailbox lookup,
+//! Outlook's per-app-and-mailbox limits, fault injection, validation, Exchange's sending limits,
+//! and the record of what was accepted.
+//!
+//! In order; the first that fails answers:
+//! 1. bearer token missing, unknown or expired → `401 InvalidAuthenticationToken`;
+//! 2. unknown mailbox → `404 ErrorInvalidUser`;
+//! 3. token of a tenant that does not own the mailbox, or an app not allowed for it →
+//!    `403 ErrorAccessDenied`;
+//! 4. more than `concurrent_requests` in flight for this app and mailbox → `429
+//!    ApplicationThrottled` "Application is over its MailboxConcurrency limit.", `Retry-After: 1`;
+//! 5. more than `requests_per_10_minutes` for this app and mailbox → `429 ApplicationThrottled`
+//!    with `Retry-After` until the oldest request ages out (4 and 5:
+//!    <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>);
+//! 6. added latency (the request keeps its concurrency slot meanwhile);
+//! 7. a scripted answer that does not deliver → that answer;
+//! 8. body over `max_request_bytes` → `413 RequestEntityTooLarge`; a MIME (`text/plain`) body →
+//!    `400`/`501`; invalid JSON body → `400` (see [`super::validate`]);
+//! 9. recipients over `recipients_per_day` in the rolling 24 h → `429
+//!    ErrorSubmissionQuotaExceeded` with `Retry-After` until enough recipients age out (the
+//!    status is ours: Microsoft documents the quota, not the HTTP answer);
+//! 10. messages over `messages_per_minute` in the rolling 60 s → `429 ApplicationThrottled` with
+//!     `Retry-After` until the oldest message ages out, or in `accept_delayed` mode `202` counted
+//!     as delayed (9 and 10: Exchange Online sending limits,
+//!     <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>);
+//! 11. recorded; `202 Accepted` with an empty body, or the scripted delivering answer.
+
+use std::{sync::Arc, time::Instant};
+
+use axum::{
+    body::Body,
+    extract::{Path, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::Response,
+};
+use uuid::Uuid;
+
+use super::{
+    auth::authenticate,
+    config::DEFAULT_MAX_REQUEST_BYTES,
+    faults::ScriptedAnswer,
+    limits::{SendVerdict, retry_after_secs},
+    records::{RecordedMessage, RecordedRefusal, RefusalCause},
+    server::SimState,
+    validate::parse_send_mail,
+    wire::{self, GraphError, RequestIds},
+};
+use mail_worker::events;
+
+/// How the request ends.
+enum Reply {
+    Error(GraphError),
+    Success {
+        status: StatusCode,
+        retry_after: Option<String>,
+    },
+}
+
+/// What the log line says about the request.
+#[derive(Default)]
+struct Seen {
+    mailbox: Option<String>,
+    client_id: Option<String>,
+    recipients: Option<u32>,
+}
+
+/// Gives back a concurrency slot when the request ends, however it ends (also when the client
+/// goes away and the handler future is dropped).
+struct Slot {
+    state: Arc<SimState>,
+    idx: usize,
+    client_id: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut inner = self.state.lock();
+        let b = &mut inner.boxes[self.idx];
+        if let Some(n) = b.in_flight.get_mut(&self.client_id) {
+            *n = n.saturating_sub(1);
+        }
+        b.in_flight_total = b.in_flight_total.saturating_sub(1);
+    }
+}
+
+/// The sendMail handler (any case of `sendMail` in the last segment).
+pub(crate) async fn send_mail(
+    State(state): State<Arc<SimState>>,
+    Path((user, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let arrived_at_ms = state.now().timestamp_millis();
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = if action.eq_ignore_ascii_case("sendMail") {
+        process(
+            &state,
+            &user,
+            &headers,
+            body,
+            &ids,
+            arrived_at_ms,
+            &mut seen,
+        )
+        .await
+    } else {
+        Reply::Error(GraphError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("Resource not found for the segment '{action}'."),
+        ))
+    };
+    let (status, code, retry_after) = match &reply {
+        Reply::Error(e) => (e.status, Some(e.code.clone()), e.retry_after.clone()),
+        Reply::Success {
+            status,
+            retry_after,
+        } => (*status, None, retry_after.clone()),
+    };
+    tracing::info!(
+        event = events::SIM_REQUEST,
+        sim.route = "sendMail",
+        mailbox = seen.mailbox.as_deref().unwrap_or("unknown"),
+        client_id = seen.client_id.as_deref().unwrap_or(""),
+        http.status = status.as_u16(),
+        graph.code = code.as_deref().unwrap_or(""),
+        retry_after = retry_after.as_deref().unwrap_or(""),
+        recipients = seen.recipients.unwrap_or(0),
+        request_id = %ids.request_id,
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "graph-sim answered sendMail"
+    );
+    match reply {
+        Reply::Success {
+            status,
+            retry_after,
+        } => wire::accepted(status, &ids, retry_after.as_deref()),
+        Reply::Error(e) => {
+            let unauthorized = e.status == StatusCode::UNAUTHORIZED;
+            let mut response = e.into_response(&ids, state.now());
+            if unauthorized {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(
+                        "Bearer realm=\"\", authorization_uri=\"https://login.microsoftonline.com/common/oauth2/authorize\", client_id=\"00000003-0000-0000-c000-000000000000\"",
+                    ),
+                );
+            }
+            response
+        }
+    }
+}
+
+fn throttled(message: impl Into<String>, retry_after_ms: i64) -> GraphError {
+    GraphError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "ApplicationThrottled",
+        message,
+    )
+    .with_retry_after_secs(retry_after_secs(retry_after_ms))
+}
+
+fn scripted_error(answer: &ScriptedAnswer) -> GraphError {
+    GraphError {
+        status: StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        code: answer.error_code(),
+        message: answer.error_message(),
+        retry_after: answer.retry_after.clone(),
+    }
+}
+
+fn scripted_reply(answer: &ScriptedAnswer) -> Reply {
+    if (200..300).contains(&answer.status) {
+        Reply::Success {
+            status: StatusCode::from_u16(answer.status).unwrap_or(StatusCode::ACCEPTED),
+            retry_after: answer.retry_after.clone(),
+        }
+    } else {
+        Reply::Error(scripted_error(answer))
+    }
+}
+
+async fn process(
+    state: &Arc<SimState>,
+    user: &str,
+    headers: &HeaderMap,
+    body: Body,
+    ids: &RequestIds,
+    arrived_at_ms: i64,
+    seen: &mut Seen,
+) -> Reply {
+    let idx = state.resolve_mailbox(user);
+    let owner = match authenticate(state, headers, state.now()) {
+        Ok(owner) => owner,
+        Err(e) => {
+            if let Some(i) = idx {
+                state.lock().boxes[i].refused.auth += 1;
+            }
+            return Reply::Error(e);
+        }
+    };
+    seen.client_id = Some(owner.client_id.clone());
+    let Some(idx) = idx else {
+        state.lock().unknown_mailbox_requests += 1;
+        return Reply::Error(GraphError::new(
+            StatusCode::NOT_FOUND,
+            "ErrorInvalidUser",
+            format!("The requested user '{user}' is invalid."),
+        ));
+    };
+    let mailbox = &state.mailboxes[idx];
+    let limits = &mailbox.limits;
+    seen.mailbox = Some(mailbox.address.to_string());
+    let allowed = owner.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id)
+        && (mailbox.apps.is_empty() || mailbox.apps.contains(&owner.client_id));
+    if !allowed {
+        state.lock().boxes[idx].refused.auth += 1;
+        return Reply::Error(GraphError::new(
+            StatusCode::FORBIDDEN,
+            "ErrorAccessDenied",
+            "Access is denied. Check credentials and try again.",
+        ));
+    }
+
+    let client_request_id = headers
+        .get("client-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let refusal = |cause: RefusalCause, e: &GraphError| {
+        let at = state.now();
+        RecordedRefusal {
+            at,
+            at_ms: at.timestamp_millis(),
+            mailbox: mailbox.address.to_string(),
+            client_id: owner.client_id.clone(),
+            cause,
+            retry_after_s: e.retry_after.as_deref().and_then(|v| v.parse().ok()),
+            client_request_id: client_request_id.clone(),
+        }
+    };
+
+    // Concurrency slot and request quota, under one lock.
+    let _slot = {
+        let now_ms = state.now().timestamp_millis();
+        let mut inner = state.lock();
+        let b = &mut inner.boxes[idx];
+        let mine = b.in_flight.get(&owner.client_id).copied().unwrap_or(0);
+        if mine >= limits.concurrent_requests {
+            b.refused.concurrency += 1;
+            let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
+            inner.record_refusal(refusal(RefusalCause::Concurrency, &e));
+            return Reply::Error(e);
+        }
+        if let Err(wait_ms) =
+            b.windows
+                .check_request(&owner.client_id, now_ms, limits.requests_per_10_minutes)
+        {
+            b.refused.request_quota += 1;
+            let e = throttled(
+                format!(
+                    "Application is over its MailboxRequests limit of {} requests in 10 minutes.",
+                    limits.requests_per_10_minutes
+                ),
+                wait_ms,
+            );
+            inner.record_refusal(refusal(RefusalCause::RequestQuota, &e));
+            return Reply::Error(e);
+        }
+        *b.in_flight.entry(owner.client_id.clone()).or_default() += 1;
+        b.in_flight_total += 1;
+        b.max_concurrent = b.max_concurrent.max(b.in_flight_total);
+        Slot {
+            state: Arc::clone(state),
+            idx,
+            client_id: owner.client_id.clone(),
+        }
+    };
+
+    let delay = {
+        let inner = state.lock();
+        inner.boxes[idx]
+            .latency
+            .unwrap_or(inner.global_latency)
+            .sample()
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+
+    let scripted = {
+        let mut inner = state.lock();
+        let answer = inner.boxes[idx]
+            .script
+            .pop_front()
+            .or_else(|| inner.global_script.pop_front());
+        if answer.is_some() {
+            inner.boxes[idx].scripted_answers += 1;
+        }
+        answer
+    };
+    if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
+        if !(200..300).contains(&answer.status) {
+            state.lock().boxes[idx].refused.scripted += 1;
+        }
+        return scripted_reply(answer);
+    }
+
+    let bytes = match read_body(state, headers, body).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            state.lock().boxes[idx].refused.validation += 1;
+            return Reply::Error(e);
+        }
+    };
+    let message = match parse_send_mail(&bytes, limits.recipients_per_message) {
+        Ok(m) => m,
+        Err(e) => {
+            state.lock().boxes[idx].refused.validation += 1;
+            return Reply::Error(e);
+        }
+    };
+    let recipients = message.recipient_count();
+    seen.recipients = Some(recipients);
+
+    let received_at = state.now();
+    let now_ms = received_at.timestamp_millis();
+    let mut inner = state.lock();
+    let verdict = inner.boxes[idx]
+        .windows
+        .check_send(now_ms, recipients, limits);
+    let delayed = match verdict {
+        SendVerdict::Accept => false,
+        SendVerdict::AcceptDelayed => true,
+        SendVerdict::RefuseDay { retry_after_ms } => {
+            inner.boxes[idx].refused.day += 1;
+            let mut e = GraphError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "ErrorSubmissionQuotaExceeded",
+                format!(
+                    "The message can't be submitted because the sender's submission quota was exceeded: at most {} recipients in 24 hours.",
+                    limits.recipients_per_day
+                ),
+            );
+            if let Some(ms) = retry_after_ms {
+                e = e.with_retry_after_secs(retry_after_secs(ms));
+            }
+            inner.record_refusal(refusal(RefusalCause::Day, &e));
+            return Reply::Error(e);
+        }
+        SendVerdict::RefuseMinute { retry_after_ms } => {
+            inner.boxes[idx].refused.minute += 1;
+            let e = throttled(
+                format!(
+                    "Mailbox is over its limit of {} messages in any 60 seconds. Exchange Online would queue the excess; graph-sim refuses it so the overshoot is visible.",
+                    limits.messages_per_minute
+                ),
+                retry_after_ms,
+            );
+            inner.record_refusal(refusal(RefusalCause::Minute, &e));
+            return Reply::Error(e);
+        }
+    };
+    let b = &mut inner.boxes[idx];
+    b.accepted += 1;
+    if delayed {
+        b.delayed += 1;
+    }
+    let answered_status = scripted.as_ref().map_or(202, |a| a.status);
+    inner.messages.push(RecordedMessage {
+        id: Uuid::new_v4(),
+        request_id: ids.request_id.clone(),
+        mailbox: mailbox.address.to_string(),
+        mailbox_id: mailbox.id,
+        client_id: owner.client_id,
+        received_at,
+        received_at_ms: now_ms,
+        arrived_at_ms,
+        subject: message.subject,
+        to: message.to,
+        cc: message.cc,
+        bcc: message.bcc,
+        recipient_count: recipients,
+        headers: message.headers,
+        body_content_type: message.body_content_type,
+        body_bytes: message.body_bytes,
+        request_bytes: bytes.len(),
+        attachment_count: message.attachment_count,
+        attachment_bytes: message.attachment_bytes,
+        save_to_sent_items: message.save_to_sent_items,
+        delayed,
+        answered_status,
+        client_request_id: client_request_id.clone(),
+    });
+    drop(inner);
+    match &scripted {
+        Some(answer) => scripted_reply(answer),
+        None => Reply::Success {
+            status: StatusCode::ACCEPTED,
+            retry_after: None,
+        },
+    }
+}
+
+async fn read_body(
+    state: &SimState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<axum::body::Bytes, GraphError> {
+    let limit = state.max_request_bytes;
+    let too_large = || {
+        let size = if limit == DEFAULT_MAX_REQUEST_BYTES {
+            "4MB".to_owned()
+        } else {
+            format!("{limit} bytes")
+        };
+        GraphError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("The maximum request length supported is {size}."),
+        )
+    };
+    let bytes = read_limited(body, limit).await.ok_or_else(too_large)?;
+    let mime = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/plain")
+        });
+    if mime {
+        use base64::Engine as _;
+        let text = String::from_utf8_lossy(&bytes);
+        return Err(
+            if base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .is_err()
+            {
+                GraphError::new(
+                    StatusCode::BAD_REQUEST,
+                    "ErrorMimeContentInvalidBase64String",
+                    "Invalid base64 string for MIME content.",
+                )
+            } else {
+                GraphError::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "NotImplemented",
+                    "graph-sim does not simulate MIME sendMail; send the JSON form.",
+                )
+            },
+        );
+    }
+    Ok(bytes)
+}
+
+/// Reads at most `limit` bytes; `None` when the body is larger (or broken). An oversized body is
+/// drained (up to 8 × `limit`) before the answer, so the client finishes writing and reads our
+/// `413` instead of a reset connection.
+async fn read_limited(body: Body, limit: usize) -> Option<axum::body::Bytes> {
+    use futures::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        seen += chunk.len();
+        if seen > limit.saturating_mul(8) {
+            return None;
+        }
+        if seen <= limit {
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    (seen <= limit).then(|| axum::body::Bytes::from(buf))
+}

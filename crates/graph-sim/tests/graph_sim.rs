@@ -1,0 +1,1537 @@
+//! graph-sim, over HTTP with reqwest against an in-process server on port 0 (and the binary):
+//! one test per behaviour of the token endpoint, sendMail, Exchange's limits, fault injection,
+//! records and the admin API, asserting status, `Retry-After` and the error body's `code`.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeZone, Utc};
+use graph_sim::{
+    GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
+    RefusalCause, ScriptedAnswer, SimConfig, SimMailbox, SimStats, Target, TokenFault,
+};
+use mail_worker::clock::ManualClock;
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{Value, json};
+
+const TENANT: &str = "contoso.example";
+const CLIENT: &str = "app-contoso";
+const SECRET: &str = "s3cret-contoso";
+const MAILBOX: &str = "events@contoso.example";
+const OTHER_TENANT: &str = "fabrikam.example";
+const OTHER_CLIENT: &str = "app-fabrikam";
+const OTHER_SECRET: &str = "s3cret-fabrikam";
+const OTHER_MAILBOX: &str = "news@fabrikam.example";
+const GRAPH_SCOPE: &str = "https://graph.microsoft.com/.default";
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 3, 3, 12, 0, 0).unwrap()
+}
+
+fn config_with(limits: MailboxLimits) -> SimConfig {
+    SimConfig::new()
+        .with_app(TENANT, CLIENT, SECRET)
+        .with_app(OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET)
+        .with_mailbox(SimMailbox::new(MAILBOX, TENANT).with_limits(limits))
+        .with_mailbox(SimMailbox::new(OTHER_MAILBOX, OTHER_TENANT))
+}
+
+/// Two tenants with an app and a mailbox each, Microsoft's default limits, a manual clock.
+async fn start_with(limits: MailboxLimits) -> (GraphSim, ManualClock) {
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(config_with(limits).with_clock(clock.clone()))
+        .await
+        .expect("graph-sim starts");
+    (sim, clock)
+}
+
+async fn start() -> (GraphSim, ManualClock) {
+    start_with(MailboxLimits::default()).await
+}
+
+async fn token_request(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    form: &[(&str, &str)],
+) -> Response {
+    http.post(sim.token_url(tenant))
+        .form(form)
+        .send()
+        .await
+        .expect("token request")
+}
+
+async fn token_for(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    client: &str,
+    secret: &str,
+) -> String {
+    let response = token_request(
+        http,
+        sim,
+        tenant,
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", client),
+            ("client_secret", secret),
+            ("scope", GRAPH_SCOPE),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    body["access_token"].as_str().unwrap().to_owned()
+}
+
+async fn token(http: &Client, sim: &GraphSim) -> String {
+    token_for(http, sim, TENANT, CLIENT, SECRET).await
+}
+
+fn recipients(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| json!({"emailAddress": {"address": format!("r{i}@example.org"), "name": format!("R {i}")}}))
+        .collect()
+}
+
+fn message(n: usize) -> Value {
+    json!({
+        "message": {
+            "subject": "Spring event",
+            "body": {"contentType": "HTML", "content": "<p>Welcome</p>"},
+            "toRecipients": recipients(n),
+            "internetMessageHeaders": [{"name": "X-Campaign-Id", "value": "c-42"}]
+        },
+        "saveToSentItems": false
+    })
+}
+
+async fn send_as(
+    http: &Client,
+    sim: &GraphSim,
+    token: &str,
+    mailbox: &str,
+    body: &Value,
+) -> Response {
+    http.post(format!("{}/users/{mailbox}/sendMail", sim.graph_base_url()))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .expect("sendMail request")
+}
+
+fn retry_after(response: &Response) -> Option<String> {
+    response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// Status, `Retry-After`, and the error body's `error.code`.
+async fn refusal(response: Response) -> (StatusCode, Option<String>, String) {
+    let status = response.status();
+    let ra = retry_after(&response);
+    let body: Value = response.json().await.expect("a JSON error body");
+    (
+        status,
+        ra,
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+async fn entra_error(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    (status, response.json().await.expect("a JSON token error"))
+}
+
+fn assert_entra_shape(body: &Value, error: &str, code: u64) {
+    assert_eq!(body["error"], error, "{body}");
+    assert_eq!(body["error_codes"], json!([code]), "{body}");
+    let description = body["error_description"].as_str().unwrap();
+    assert!(
+        description.starts_with(&format!("AADSTS{code}: ")),
+        "{description}"
+    );
+    for field in ["timestamp", "trace_id", "correlation_id", "error_uri"] {
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{field} in {body}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token endpoint
+
+#[tokio::test]
+async fn token_endpoint_issues_a_bearer_token_for_the_graph_default_scope() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    for scope in [GRAPH_SCOPE.to_owned(), sim.graph_scope()] {
+        let response = token_request(
+            &http,
+            &sim,
+            TENANT,
+            &[
+                ("grant_type", "client_credentials"),
+                ("client_id", CLIENT),
+                ("client_secret", SECRET),
+                ("scope", &scope),
+            ],
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::OK, "{scope}");
+        assert_eq!(response.headers()["cache-control"], "no-store, no-cache");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["token_type"], "Bearer");
+        assert_eq!(body["expires_in"], 3599);
+        assert_eq!(body["ext_expires_in"], 3599);
+        assert!(body["access_token"].as_str().unwrap().len() > 40);
+    }
+    assert_eq!(
+        sim.graph_scope(),
+        format!("http://127.0.0.1:{}/.default", sim.local_addr().port())
+    );
+}
+
+#[tokio::test]
+async fn token_lifetime_is_configurable() {
+    let sim = GraphSim::start(
+        config_with(MailboxLimits::default()).with_token_lifetime(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let response = token_request(
+        &Client::new(),
+        &sim,
+        TENANT,
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", SECRET),
+            ("scope", GRAPH_SCOPE),
+        ],
+    )
+    .await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["expires_in"], 60);
+}
+
+#[tokio::test]
+async fn wrong_secret_is_refused_with_aadsts7000215() {
+    let (sim, _) = start().await;
+    let response = Client::new()
+        .post(sim.token_url(TENANT))
+        .header("client-request-id", "corr-123")
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", "wrong"),
+            ("scope", GRAPH_SCOPE),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = entra_error(response).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_entra_shape(&body, "invalid_client", 7000215);
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid client secret provided")
+    );
+    assert_eq!(body["correlation_id"], "corr-123");
+    // Entra's timestamp format: `2025-03-03 12:00:00Z`.
+    assert_eq!(body["timestamp"], "2025-03-03 12:00:00Z");
+}
+
+#[tokio::test]
+async fn unknown_client_is_refused_with_aadsts700016() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    // Unknown anywhere, and known only in another tenant.
+    for client in ["no-such-app", OTHER_CLIENT] {
+        let response = token_request(
+            &http,
+            &sim,
+            TENANT,
+            &[
+                ("grant_type", "client_credentials"),
+                ("client_id", client),
+                ("client_secret", OTHER_SECRET),
+                ("scope", GRAPH_SCOPE),
+            ],
+        )
+        .await;
+        let (status, body) = entra_error(response).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{client}");
+        assert_entra_shape(&body, "unauthorized_client", 700016);
+    }
+}
+
+#[tokio::test]
+async fn unknown_tenant_is_refused_with_aadsts90002() {
+    let (sim, _) = start().await;
+    let response = token_request(
+        &Client::new(),
+        &sim,
+        "nowhere.example",
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", SECRET),
+            ("scope", GRAPH_SCOPE),
+        ],
+    )
+    .await;
+    let (status, body) = entra_error(response).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_entra_shape(&body, "invalid_request", 90002);
+}
+
+#[tokio::test]
+async fn a_scope_other_than_graph_default_is_refused_with_aadsts70011() {
+    let (sim, _) = start().await;
+    for scope in [
+        "https://graph.microsoft.com/Mail.Send",
+        "http://127.0.0.1:1/.default",
+    ] {
+        let response = token_request(
+            &Client::new(),
+            &sim,
+            TENANT,
+            &[
+                ("grant_type", "client_credentials"),
+                ("client_id", CLIENT),
+                ("client_secret", SECRET),
+                ("scope", scope),
+            ],
+        )
+        .await;
+        let (status, body) = entra_error(response).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{scope}");
+        assert_entra_shape(&body, "invalid_scope", 70011);
+    }
+}
+
+#[tokio::test]
+async fn token_requests_are_counted_per_app_including_refused_ones() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    token(&http, &sim).await;
+    token(&http, &sim).await;
+    token_request(
+        &http,
+        &sim,
+        TENANT,
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", "wrong"),
+            ("scope", GRAPH_SCOPE),
+        ],
+    )
+    .await;
+    token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    assert_eq!(sim.token_requests(CLIENT), 3);
+    assert_eq!(sim.token_requests(OTHER_CLIENT), 1);
+    assert_eq!(sim.token_requests("never-asked"), 0);
+    assert_eq!(sim.stats().token_requests.get(CLIENT), Some(&3));
+}
+
+#[tokio::test]
+async fn client_secret_in_basic_auth_is_accepted_as_the_oauth2_crate_sends_it() {
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(
+        SimConfig::new()
+            .with_app(TENANT, "app with space", "se:cr&t+")
+            .with_mailbox(SimMailbox::new(MAILBOX, TENANT))
+            .with_clock(clock),
+    )
+    .await
+    .unwrap();
+    let id: String = url::form_urlencoded::byte_serialize(b"app with space").collect();
+    let secret: String = url::form_urlencoded::byte_serialize(b"se:cr&t+").collect();
+    let response = Client::new()
+        .post(sim.token_url(TENANT))
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials"), ("scope", GRAPH_SCOPE)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(sim.token_requests("app with space"), 1);
+}
+
+#[tokio::test]
+async fn scripted_token_faults_answer_once_each_in_order() {
+    let (sim, _) = start().await;
+    sim.push_token_faults([TokenFault::unavailable(), TokenFault::server_error()])
+        .unwrap();
+    let http = Client::new();
+    let form = [
+        ("grant_type", "client_credentials"),
+        ("client_id", CLIENT),
+        ("client_secret", SECRET),
+        ("scope", GRAPH_SCOPE),
+    ];
+    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_entra_shape(&body, "temporarily_unavailable", 50000);
+    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_entra_shape(&body, "server_error", 50000);
+    assert_eq!(
+        token_request(&http, &sim, TENANT, &form).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(sim.token_requests(CLIENT), 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sendMail
+
+#[tokio::test]
+async fn a_valid_message_is_accepted_with_202_and_recorded() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let response = send_as(&http, &sim, &token, MAILBOX, &message(3)).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let request_id = response.headers()["request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(retry_after(&response).is_none());
+    assert_eq!(response.bytes().await.unwrap().len(), 0);
+
+    let messages = sim.messages();
+    assert_eq!(messages.len(), 1);
+    let m = &messages[0];
+    assert_eq!(m.mailbox, MAILBOX);
+    assert_eq!(Some(m.mailbox_id), sim.mailbox_id(MAILBOX));
+    assert_eq!(m.client_id, CLIENT);
+    assert_eq!(m.request_id, request_id);
+    assert_eq!(m.received_at, t0());
+    assert_eq!(m.received_at_ms, t0().timestamp_millis());
+    assert_eq!(m.recipient_count, 3);
+    assert_eq!(
+        m.to,
+        vec!["r0@example.org", "r1@example.org", "r2@example.org"]
+    );
+    assert_eq!(m.header("x-campaign-id"), Some("c-42"));
+    assert_eq!(m.subject.as_deref(), Some("Spring event"));
+    assert_eq!(m.body_content_type, "html");
+    assert_eq!(m.body_bytes, "<p>Welcome</p>".len());
+    assert_eq!(m.request_bytes, message(3).to_string().len());
+    assert!(!m.save_to_sent_items);
+    assert!(!m.delayed);
+    assert_eq!(m.answered_status, 202);
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.accepted, 1);
+    assert_eq!(stats.recipients_last_24h, 3);
+    assert_eq!(stats.refused.total(), 0);
+}
+
+#[tokio::test]
+async fn mailboxes_are_found_by_id_and_by_upn_in_any_case() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let id = sim.mailbox_id(MAILBOX).unwrap().to_string();
+    for user in ["Events@Contoso.Example", id.as_str()] {
+        let response = send_as(&http, &sim, &token, user, &message(1)).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "{user}");
+    }
+    let mailboxes: Vec<String> = sim.messages().into_iter().map(|m| m.mailbox).collect();
+    assert_eq!(mailboxes, vec![MAILBOX, MAILBOX]);
+}
+
+#[tokio::test]
+async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token() {
+    let (sim, clock) = start().await;
+    let http = Client::new();
+    let url = format!("{}/users/{MAILBOX}/sendMail", sim.graph_base_url());
+    let missing = http.post(&url).json(&message(1)).send().await.unwrap();
+    assert!(missing.headers().contains_key("www-authenticate"));
+    assert_eq!(
+        refusal(missing).await,
+        (
+            StatusCode::UNAUTHORIZED,
+            None,
+            "InvalidAuthenticationToken".into()
+        )
+    );
+    let unknown = send_as(&http, &sim, "not-a-token", MAILBOX, &message(1)).await;
+    assert_eq!(refusal(unknown).await.2, "InvalidAuthenticationToken");
+
+    let token = token(&http, &sim).await;
+    clock.advance(Duration::from_secs(3598));
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    clock.advance(Duration::from_secs(1)); // 3599 s: expired
+    let expired = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let status = expired.status();
+    let body: Value = expired.json().await.unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"]["code"], "InvalidAuthenticationToken");
+    assert_eq!(
+        body["error"]["message"],
+        "Lifetime validation failed, the token is expired."
+    );
+    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.auth, 3);
+}
+
+#[tokio::test]
+async fn a_token_of_another_tenant_gets_403_error_access_denied() {
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(
+        config_with(MailboxLimits::default())
+            .with_app(TENANT, "second-app", "second-secret")
+            .with_mailbox(SimMailbox::new("restricted@contoso.example", TENANT).with_apps([CLIENT]))
+            .with_clock(clock),
+    )
+    .await
+    .unwrap();
+    let http = Client::new();
+    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    let response = send_as(&http, &sim, &other, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::FORBIDDEN, None, "ErrorAccessDenied".into())
+    );
+    // Same tenant, but not an app the mailbox allows.
+    let second = token_for(&http, &sim, TENANT, "second-app", "second-secret").await;
+    let response = send_as(
+        &http,
+        &sim,
+        &second,
+        "restricted@contoso.example",
+        &message(1),
+    )
+    .await;
+    assert_eq!(refusal(response).await.2, "ErrorAccessDenied");
+    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.auth, 1);
+    assert!(sim.messages().is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_mailbox_gets_404_error_invalid_user() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let response = send_as(&http, &sim, &token, "nobody@contoso.example", &message(1)).await;
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::NOT_FOUND, None, "ErrorInvalidUser".into())
+    );
+    assert_eq!(sim.stats().unknown_mailbox_requests, 1);
+}
+
+#[tokio::test]
+async fn invalid_recipients_get_400_error_invalid_recipients() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let bad_syntax = json!({"message": {"toRecipients": [{"emailAddress": {"address": "lotte at example.org"}}]}});
+    let none = json!({"message": {"subject": "x", "toRecipients": []}});
+    let too_many =
+        json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
+    for body in [bad_syntax, none, too_many] {
+        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+        assert_eq!(
+            refusal(response).await,
+            (
+                StatusCode::BAD_REQUEST,
+                None,
+                "ErrorInvalidRecipients".into()
+            )
+        );
+    }
+    let exactly_500 =
+        json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &exactly_500)
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
+}
+
+#[tokio::test]
+async fn a_header_without_x_prefix_gets_400_invalid_internet_message_header() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let mut body = message(1);
+    body["message"]["internetMessageHeaders"] =
+        json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
+    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::BAD_REQUEST,
+            None,
+            "InvalidInternetMessageHeader".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn attachments_need_valid_base64_content_bytes() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let mut body = message(1);
+    body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
+        "name": "a.pdf", "contentType": "application/pdf", "contentBytes": "not base64!"}]);
+    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+    );
+    body["message"]["attachments"][0]["contentBytes"] = json!("JVBERi0xLjQK"); // "%PDF-1.4\n"
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
+        StatusCode::ACCEPTED
+    );
+    let m = &sim.messages()[0];
+    assert_eq!((m.attachment_count, m.attachment_bytes), (1, 9));
+}
+
+#[tokio::test]
+async fn body_content_type_must_be_text_or_html_in_any_case() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let mut body = message(1);
+    for ok in ["text", "HTML", "Html"] {
+        body["message"]["body"]["contentType"] = json!(ok);
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
+            StatusCode::ACCEPTED,
+            "{ok}"
+        );
+    }
+    body["message"]["body"]["contentType"] = json!("markdown");
+    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let with_attachment = |base64_len: usize| {
+        let mut body = message(1);
+        body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
+            "name": "big.bin", "contentBytes": "A".repeat(base64_len)}]);
+        body
+    };
+    // Just under 4 MB (4,194,304 bytes) is accepted: more than axum's 2 MB default.
+    let under = with_attachment(4_190_000);
+    assert!(under.to_string().len() < 4_194_304);
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &under).await.status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
+    let over = with_attachment(4_200_000);
+    let response = send_as(&http, &sim, &token, MAILBOX, &over).await;
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            "RequestEntityTooLarge".into()
+        )
+    );
+    assert_eq!(sim.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn every_error_has_graphs_body_shape_and_request_id_header() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let response = http
+        .post(format!("{}/users/{MAILBOX}/sendMail", sim.graph_base_url()))
+        .header("client-request-id", "my-client-id-1")
+        .json(&message(1))
+        .send()
+        .await
+        .unwrap();
+    let request_id = response.headers()["request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(response.headers()["client-request-id"], "my-client-id-1");
+    let body: Value = response.json().await.unwrap();
+    let error = body["error"].as_object().unwrap();
+    assert_eq!(
+        error.keys().collect::<Vec<_>>(),
+        vec!["code", "innerError", "message"]
+    );
+    assert_eq!(body["error"]["innerError"]["date"], "2025-03-03T12:00:00");
+    assert_eq!(
+        body["error"]["innerError"]["request-id"],
+        request_id.as_str()
+    );
+    assert_eq!(
+        body["error"]["innerError"]["client-request-id"],
+        "my-client-id-1"
+    );
+    assert_eq!(body["error"]["message"], "Access token is empty.");
+}
+
+#[tokio::test]
+async fn me_send_mail_is_refused_for_app_only_tokens() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let response = http
+        .post(format!("{}/me/sendMail", sim.graph_base_url()))
+        .bearer_auth(token)
+        .json(&message(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refusal(response).await,
+        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchange's limits
+
+#[tokio::test]
+async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled()
+ {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
+        .unwrap();
+    let body = message(1);
+    let requests = (0..5).map(|_| async {
+        let started = Instant::now();
+        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+        let status = response.status();
+        let ra = retry_after(&response);
+        let text = response.text().await.unwrap();
+        (status, ra, text, started.elapsed())
+    });
+    let answers = futures::future::join_all(requests).await;
+    let accepted: Vec<_> = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::ACCEPTED)
+        .collect();
+    let throttled: Vec<_> = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert_eq!(accepted.len(), 4, "{answers:?}");
+    assert_eq!(throttled.len(), 1, "{answers:?}");
+    let (_, ra, text, elapsed) = throttled[0];
+    let body: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(body["error"]["code"], "ApplicationThrottled");
+    assert_eq!(
+        body["error"]["message"],
+        "Application is over its MailboxConcurrency limit."
+    );
+    assert_eq!(ra.as_deref(), Some("1"));
+    assert!(
+        *elapsed < Duration::from_millis(1_500),
+        "refused without waiting: {elapsed:?}"
+    );
+    assert!(accepted.iter().all(|a| a.3 >= Duration::from_millis(1_500)));
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.max_concurrent, 4);
+    assert_eq!(stats.refused.concurrency, 1);
+    assert_eq!(stats.accepted, 4);
+}
+
+#[tokio::test]
+async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
+    let (sim, clock) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    for i in 0..30 {
+        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
+        clock.advance(Duration::from_secs(1));
+    }
+    // 12:00:30 — the 31st within 60 s of the first (12:00:00), which ages out at 12:01:00.
+    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("30".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
+    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(retry_after(&response).as_deref(), Some("1"));
+    clock.advance(Duration::from_millis(500)); // 12:01:00
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.accepted, 31);
+    assert_eq!(stats.refused.minute, 2);
+    assert_eq!(stats.max_in_rolling_60s, 30);
+    // The other mailbox has its own budget.
+    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    assert_eq!(
+        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+}
+
+#[tokio::test]
+async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
+    let (sim, _) = start_with(MailboxLimits {
+        minute_overflow: MinuteOverflow::AcceptDelayed,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    for i in 0..31 {
+        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
+    }
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(
+        (stats.accepted, stats.delayed, stats.refused.minute),
+        (31, 1, 0)
+    );
+    let delayed: Vec<bool> = sim.messages().iter().map(|m| m.delayed).collect();
+    assert_eq!(delayed.iter().filter(|d| **d).count(), 1);
+    assert!(delayed[30]);
+}
+
+#[tokio::test]
+async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
+{
+    let (sim, clock) = start().await;
+    let http = Client::new();
+    let mut token = token(&http, &sim).await;
+    let big = message(500);
+    for i in 0..20 {
+        let response = send_as(&http, &sim, &token, MAILBOX, &big).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
+        clock.advance(Duration::from_secs(60));
+    }
+    // 12:20: 10,000 recipients used; the first 500 leave at 12:00 tomorrow, 23 h 40 min away.
+    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("85200".into()),
+            "ErrorSubmissionQuotaExceeded".into()
+        )
+    );
+    assert_eq!(
+        sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
+        10_000
+    );
+    clock.set(t0() + chrono::Duration::hours(24));
+    token = self::token(&http, &sim).await; // the first one expired meanwhile
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.recipients_last_24h, 9_501);
+    assert_eq!(stats.refused.day, 1);
+}
+
+#[tokio::test]
+async fn the_10_minute_request_quota_per_app_gets_429_application_throttled() {
+    let (sim, clock) = start_with(MailboxLimits {
+        requests_per_10_minutes: 3,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    for _ in 0..3 {
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &message(1))
+                .await
+                .status(),
+            StatusCode::ACCEPTED
+        );
+        clock.advance(Duration::from_secs(1));
+    }
+    // 12:00:03; the first request (12:00:00) ages out at 12:10:00.
+    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(response).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("597".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota, 1);
+}
+
+#[tokio::test]
+async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
+    let (sim, clock) = start_with(MailboxLimits {
+        messages_per_minute: 100,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    clock.set(t0() + chrono::Duration::seconds(40));
+    for _ in 0..40 {
+        // 12:00:40 … 12:01:19
+        assert_eq!(
+            send_as(&http, &sim, &token, MAILBOX, &message(2))
+                .await
+                .status(),
+            StatusCode::ACCEPTED
+        );
+        clock.advance(Duration::from_secs(1));
+    }
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.max_in_utc_minute, 20);
+    assert_eq!(stats.max_in_rolling_60s, 40);
+    assert_eq!(stats.messages_last_60s, 40);
+    assert_eq!(stats.recipients_last_24h, 80);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fault injection
+
+#[tokio::test]
+async fn scripted_answers_are_served_in_order_for_their_mailbox() {
+    let (sim, clock) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let at = clock.now_plus(Duration::from_secs(2));
+    sim.push_script(
+        Target::mailbox(MAILBOX),
+        [
+            ScriptedAnswer::unavailable(),
+            ScriptedAnswer::throttled("2.128"),
+            ScriptedAnswer::status(429).with_retry_after_date(at),
+            ScriptedAnswer::gateway_timeout_after_delivery(),
+            ScriptedAnswer::accepted_with_retry_after("7"),
+        ],
+    )
+    .unwrap();
+    let body = message(1);
+    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    assert_eq!(
+        refusal(send().await).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "ErrorServerBusy".into()
+        )
+    );
+    assert_eq!(
+        refusal(send().await).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("2.128".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    assert_eq!(
+        refusal(send().await).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Mon, 03 Mar 2025 12:00:02 GMT".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    assert_eq!(sim.messages().len(), 0, "no message recorded yet");
+    assert_eq!(
+        refusal(send().await).await,
+        (StatusCode::GATEWAY_TIMEOUT, None, "UnknownError".into())
+    );
+    assert_eq!(sim.messages().len(), 1, "the 504 was delivered anyway");
+    let accepted = send().await;
+    assert_eq!(accepted.status(), StatusCode::ACCEPTED);
+    assert_eq!(retry_after(&accepted).as_deref(), Some("7"));
+    assert_eq!(send().await.status(), StatusCode::ACCEPTED);
+    assert!(retry_after(&send().await).is_none(), "script used up");
+    let statuses: Vec<u16> = sim.messages().iter().map(|m| m.answered_status).collect();
+    assert_eq!(statuses, vec![504, 202, 202, 202]);
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(
+        (
+            stats.refused.scripted,
+            stats.scripted_answers,
+            stats.accepted
+        ),
+        (3, 5, 4)
+    );
+}
+
+trait NowPlus {
+    fn now_plus(&self, by: Duration) -> DateTime<Utc>;
+}
+
+impl NowPlus for ManualClock {
+    fn now_plus(&self, by: Duration) -> DateTime<Utc> {
+        use mail_worker::clock::Clock;
+        self.now() + chrono::Duration::from_std(by).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_global_script_applies_to_any_mailbox_without_its_own() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    sim.push_script(
+        Target::Global,
+        [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
+    )
+    .unwrap();
+    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
+        .unwrap();
+    // The mailbox's own script first, then the global one.
+    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("3".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    let r = send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "ErrorServerBusy".into()
+        )
+    );
+    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            "ErrorInternalServerError".into()
+        )
+    );
+    assert_eq!(
+        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    assert!(matches!(
+        sim.push_script(
+            Target::mailbox("nobody@contoso.example"),
+            [ScriptedAnswer::unavailable()]
+        ),
+        Err(graph_sim::SimError::UnknownMailbox(_))
+    ));
+}
+
+#[tokio::test]
+async fn added_latency_delays_answers_fixed_or_uniform() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let timed = || async {
+        let started = Instant::now();
+        let status = send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status();
+        assert_eq!(status, StatusCode::ACCEPTED);
+        started.elapsed()
+    };
+    sim.set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
+    assert!(timed().await >= Duration::from_millis(300));
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
+        .unwrap();
+    let elapsed = timed().await;
+    assert!(elapsed >= Duration::from_millis(100), "{elapsed:?}");
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::None)
+        .unwrap();
+    assert!(
+        timed().await < Duration::from_millis(300),
+        "the mailbox's own setting wins"
+    );
+    assert!(
+        sim.set_latency(Target::Global, Latency::Uniform(5, 1))
+            .is_err()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admin API
+
+#[tokio::test]
+async fn the_admin_api_serves_stats_messages_and_takes_faults() {
+    let (sim, _) = start().await;
+    let http = Client::new();
+    let admin = |path: &str| format!("{}_sim/{path}", sim.login_base_url());
+    let token = token(&http, &sim).await;
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(2))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+
+    let script = json!({"mailbox": MAILBOX, "answers": [{"status": 429, "retry_after": "2.128"}]});
+    let r = http
+        .post(admin("script"))
+        .json(&script)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    assert_eq!(
+        refusal(r).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("2.128".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+
+    let bad = json!({"latency": {"uniform": [5, 1]}});
+    let r = http.post(admin("latency")).json(&bad).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = http
+        .post(admin("latency"))
+        .json(&json!({"mailbox": MAILBOX, "latency": {"fixed": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+
+    let faults = json!({"faults": [{"status": 503, "error": "temporarily_unavailable", "error_code": 50000, "description": "Down."}]});
+    assert_eq!(
+        http.post(admin("token-faults"))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NO_CONTENT
+    );
+    let r = token_request(
+        &http,
+        &sim,
+        TENANT,
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", SECRET),
+            ("scope", GRAPH_SCOPE),
+        ],
+    )
+    .await;
+    let (status, body) = entra_error(r).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .starts_with("AADSTS50000: Down.")
+    );
+
+    let messages: Vec<RecordedMessage> = http
+        .get(admin("messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(messages, sim.messages());
+    assert_eq!(messages.len(), 1);
+    let stats: SimStats = http
+        .get(admin("stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats, sim.stats());
+    let mine = stats.mailbox(MAILBOX).unwrap();
+    assert_eq!(
+        (
+            mine.accepted,
+            mine.refused.scripted,
+            mine.recipients_last_24h
+        ),
+        (1, 1, 2)
+    );
+    assert_eq!(stats.token_requests.get(CLIENT), Some(&2));
+
+    assert_eq!(
+        http.post(admin("reset")).send().await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
+    let stats = sim.stats();
+    assert_eq!(stats.total_accepted(), 0);
+    assert!(sim.messages().is_empty());
+    assert_eq!(stats.mailbox(MAILBOX).unwrap().recipients_last_24h, 0);
+    // Tokens survive a reset.
+    assert_eq!(
+        send_as(&http, &sim, &token, MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_path_gets_graphs_bad_request() {
+    let (sim, _) = start().await;
+    let r = Client::new()
+        .get(format!("{}/users", sim.graph_base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refusal(r).await,
+        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary
+
+async fn send_with_id(http: &Client, sim: &GraphSim, token: &str, id: &str, n: usize) -> u16 {
+    http.post(format!("{}/users/{MAILBOX}/sendMail", sim.graph_base_url()))
+        .bearer_auth(token)
+        .header("client-request-id", id)
+        .json(&message(n))
+        .send()
+        .await
+        .expect("sendMail request")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
+    let (sim, clock) = start_with(MailboxLimits {
+        concurrent_requests: 1,
+        messages_per_minute: 2,
+        recipients_per_day: 10,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    clock.advance(Duration::from_secs(7)); // 12:00:07
+    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
+    assert_eq!(send_with_id(&http, &sim, &token, "m-2", 1).await, 202);
+    clock.advance(Duration::from_secs(5)); // 12:00:12
+    assert_eq!(send_with_id(&http, &sim, &token, "m-3", 1).await, 429);
+    assert_eq!(send_with_id(&http, &sim, &token, "m-4", 9).await, 429);
+    // Two at once against a concurrency limit of 1: the slow one holds the slot.
+    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
+        .unwrap();
+    let (a, b) = tokio::join!(send_with_id(&http, &sim, &token, "m-5", 1), async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        send_with_id(&http, &sim, &token, "m-6", 1).await
+    });
+    assert_eq!(
+        (a, b),
+        (429, 429),
+        "m-5 is over the minute limit once it has the slot"
+    );
+
+    let refusals = sim.refusals();
+    let seen: Vec<(RefusalCause, Option<&str>, Option<u64>, i64)> = refusals
+        .iter()
+        .map(|r| {
+            (
+                r.cause,
+                r.client_request_id.as_deref(),
+                r.retry_after_s,
+                r.at_ms - t0().timestamp_millis(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (RefusalCause::Minute, Some("m-3"), Some(55), 12_000),
+            // 2 of 10 recipients used at 12:00:07; 9 more fit when those age out, 24 h later.
+            (RefusalCause::Day, Some("m-4"), Some(86_395), 12_000),
+            (RefusalCause::Concurrency, Some("m-6"), Some(1), 12_000),
+            (RefusalCause::Minute, Some("m-5"), Some(55), 12_000),
+        ]
+    );
+    assert!(
+        refusals
+            .iter()
+            .all(|r| r.mailbox == MAILBOX && r.client_id == CLIENT)
+    );
+    let over_http: Vec<RecordedRefusal> = http
+        .get(format!("{}_sim/refusals", sim.login_base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(over_http, refusals);
+    let ids: Vec<Option<String>> = sim
+        .messages()
+        .into_iter()
+        .map(|m| m.client_request_id)
+        .collect();
+    assert_eq!(ids, vec![Some("m-1".to_owned()), Some("m-2".to_owned())]);
+    sim.reset();
+    assert!(sim.refusals().is_empty());
+}
+
+#[tokio::test]
+async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_latency() {
+    let sim = GraphSim::start(config_with(MailboxLimits::default()))
+        .await
+        .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    sim.set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
+    let before = Utc::now().timestamp_millis();
+    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
+    let after = Utc::now().timestamp_millis();
+    let m = &sim.messages()[0];
+    assert!(
+        before <= m.arrived_at_ms && m.received_at_ms <= after,
+        "{m:?}"
+    );
+    let processing = m.received_at_ms - m.arrived_at_ms;
+    assert!((300..1_000).contains(&processing), "{processing} ms");
+}
+
+#[tokio::test]
+async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--sendgrid-listen",
+            "127.0.0.1:0",
+        ])
+        .env("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut sendgrid = None;
+    for _ in 0..3 {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Some(url) = line.strip_prefix("SENDGRID_API_BASE_URL=") {
+            sendgrid = Some(url.trim_end_matches('/').to_owned());
+        }
+    }
+    let sendgrid = sendgrid.expect("the third line names the SendGrid URL");
+    let http = Client::new();
+    let send = |key: &'static str| {
+        http.post(format!("{sendgrid}/v3/mail/send"))
+            .bearer_auth(key)
+            .json(&json!({
+                "personalizations": [{"to": [{"email": "a@example.org"}], "bcc": [{"email": "b@example.org"}]}],
+                "from": {"email": "News@Adatum.example"},
+                "subject": "s",
+                "content": [{"type": "text/plain", "value": "b"}],
+                "custom_args": {"mail_worker_message_id": "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"}
+            }))
+            .send()
+    };
+    assert_eq!(
+        send("sg-key-2").await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        send("nope").await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let records: Value = http
+        .get(format!("{sendgrid}/_sim/messages"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0]["message_id"],
+        "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"
+    );
+    assert_eq!(records[0]["from"], "news@adatum.example");
+    assert_eq!(records[0]["recipient_count"], 2);
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().await.unwrap().success());
+}
+
+#[tokio::test]
+async fn graph_sim_binary_documents_its_config_file_in_help() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .arg("--help")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "CONFIG FILE",
+        "\"mailboxes\"",
+        "\"minute_overflow\": \"refuse\"",
+        "\"recipients_per_day\": 10000",
+        "--mailbox <ADDRESS>",
+        "--listen <ADDR>",
+        "learn.microsoft.com/graph/throttling-limits",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}");
+    }
+}
+
+#[tokio::test]
+async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--mailbox",
+            "quick@contoso.example",
+            "--tenant-id",
+            TENANT,
+            "--client-id",
+            CLIENT,
+            "--client-secret",
+            SECRET,
+            "--messages-per-minute",
+            "1",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let graph_base = first
+        .strip_prefix("GRAPH_API_BASE_URL=")
+        .expect("first line names the Graph URL");
+    let login = lines.next_line().await.unwrap().unwrap();
+    let login = login
+        .strip_prefix("GRAPH_LOGIN_BASE_URL=")
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+
+    let http = Client::new();
+    let body: Value = http
+        .post(format!("{login}/{TENANT}/oauth2/v2.0/token"))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", CLIENT),
+            ("client_secret", SECRET),
+            ("scope", &format!("{login}/.default")),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = body["access_token"].as_str().unwrap();
+    let send = || {
+        http.post(format!("{graph_base}/users/quick@contoso.example/sendMail"))
+            .bearer_auth(token)
+            .json(&message(1))
+            .send()
+    };
+    assert_eq!(send().await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "--messages-per-minute 1"
+    );
+
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut last = String::new();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        last = line;
+    }
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "{status:?}");
+    let stats: SimStats = serde_json::from_str(&last).expect("the last line is the stats JSON");
+    let quick = stats.mailbox("quick@contoso.example").unwrap();
+    assert_eq!((quick.accepted, quick.refused.minute), (1, 1));
+}

@@ -1,0 +1,424 @@
+//! `spawn_app()` and [`TestApp`] (zero2prod's `tests/api/helpers.rs`): what one test runs
+//! against, and the guards that drop what it made — [`TestDb`] (a fresh migrated database) and
+//! [`TestKeys`] (a fresh Redis key prefix) — when the test ends, also when it panics.
+
+use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
+
+use chrono::{DateTime, TimeZone, Utc};
+use graph_sim::{GraphSim, MailboxLimits, SimConfig, SimMailbox};
+use mail_worker::{
+    clock::{Clock, ManualClock},
+    config::Config,
+    daemon,
+    domain::{GraphCredentials, MailboxAddress, SecretRef},
+    mailer::{MailError, SendReceipt},
+    rate_limit::Algorithm,
+    service::{MailProviderService, SendOutcome, ServiceSettings},
+    store::{self, senders},
+    worker::{handler::Handler, queue::SendMessageJob},
+};
+use sqlx::PgPool;
+use url::Url;
+use uuid::Uuid;
+
+use super::{
+    doubles::{ScriptedMailer, ScriptedSource},
+    redis_url, server_url, unique,
+};
+
+/// The tenant of the test mailboxes, in graph-sim and in the database.
+pub const TENANT: &str = "contoso.example";
+/// The app registration's client id.
+pub const CLIENT: &str = "11111111-1111-4111-8111-111111111111";
+/// Its secret (a literal in `system_mailboxes.graph_client_secret`).
+pub const SECRET: &str = "e2e-secret";
+
+/// 2026-11-30 12:00:00 UTC: where the manual clocks start.
+pub fn noon() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
+}
+
+/// Runs `cleanup` to completion on a thread of its own with its own runtime: `Drop` cannot
+/// `.await`, and may run while the test's runtime is panicking or shutting down.
+fn block_on_own_thread<F>(cleanup: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let done = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for clean-up")
+            .block_on(cleanup);
+    })
+    .join();
+    if done.is_err() && !std::thread::panicking() {
+        panic!("test clean-up failed");
+    }
+}
+
+/// A fresh, migrated database `mw_test_<random>`, dropped (`WITH (FORCE)`) on drop.
+pub struct TestDb {
+    /// Its URL.
+    pub url: Url,
+    /// A pool on it.
+    pub pool: PgPool,
+}
+
+impl TestDb {
+    /// Creates and migrates `mw_test_<random>`.
+    pub async fn new() -> Self {
+        let url = Self::reserve();
+        let pool = store::migrate(&url)
+            .await
+            .expect("migrate a fresh test database");
+        Self { url, pool }
+    }
+
+    /// A URL for a database of this test that does not exist yet (for a command that creates
+    /// it); wrap it with [`DropDatabase`] to drop it at the end.
+    pub fn reserve() -> Url {
+        let mut url = server_url();
+        url.set_path(&format!("/{}", unique("mw_test_")));
+        url
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        drop(DropDatabase(self.url.clone()));
+    }
+}
+
+/// Drops the database at its URL, if it exists, on drop.
+pub struct DropDatabase(pub Url);
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let url = self.0.clone();
+        block_on_own_thread(async move {
+            if let Err(e) = store::drop_database_if_exists(&url).await {
+                eprintln!("cannot drop test database {}: {e}", url.path());
+            }
+        });
+    }
+}
+
+/// A fresh Redis key prefix `test:<random>`; every key under it (`<prefix>:…`, deleted with the
+/// bench lab's `unlink_prefix`) (and the queue's entry in
+/// apalis' queue list) is deleted on drop. Never `FLUSHDB`.
+pub struct TestKeys {
+    /// The prefix; every key of this test starts with it.
+    pub prefix: String,
+}
+
+impl Default for TestKeys {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestKeys {
+    /// A prefix of its own.
+    pub fn new() -> Self {
+        Self {
+            prefix: unique("test:"),
+        }
+    }
+
+    /// `<prefix>:<name>`: a key prefix or queue name under this test's prefix.
+    pub fn sub(&self, name: &str) -> String {
+        format!("{}:{name}", self.prefix)
+    }
+}
+
+impl Drop for TestKeys {
+    fn drop(&mut self) {
+        let prefix = self.prefix.clone();
+        block_on_own_thread(async move {
+            if let Err(e) = delete_keys(&prefix).await {
+                eprintln!("cannot delete the test keys {prefix}*: {e}");
+            }
+        });
+    }
+}
+
+/// apalis-redis lists every queue's workers key in this sorted set.
+const APALIS_QUEUES: &str = "core:apalis:queues:list";
+
+async fn delete_keys(prefix: &str) -> redis::RedisResult<()> {
+    use redis::AsyncCommands;
+    let mut conn = redis::Client::open(redis_url().as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    mail_worker_bench::unlink_prefix(&mut conn, prefix).await?;
+    let listed: Vec<String> = conn.zrange(APALIS_QUEUES, 0, -1).await?;
+    let ours: Vec<&String> = listed.iter().filter(|q| q.starts_with(prefix)).collect();
+    if !ours.is_empty() {
+        let _: () = conn.zrem(APALIS_QUEUES, ours).await?;
+    }
+    Ok(())
+}
+
+/// What one test runs against: its own database and Redis keys, graph-sim (on port 0, in
+/// process) with system mailboxes `mbN@contoso.example` registered in both, a config pointing at
+/// all of them, and the daemon's parts in process: [`TestApp::real_handler`] (the real service
+/// stack against graph-sim) and [`TestApp::handler`] (the service with [`ScriptedMailer`], no
+/// HTTP, on [`TestApp::clock`]). Dropping it drops the database and the keys.
+pub struct TestApp {
+    /// The database (a guard: dropped with the app).
+    pub db: TestDb,
+    /// The key prefix (a guard): the limiter's keys are `<prefix>:rl…`, the queue `<prefix>:q`.
+    pub keys: TestKeys,
+    /// graph-sim.
+    pub sim: GraphSim,
+    /// The daemon's config: this database, Redis with this prefix, graph-sim.
+    pub config: Config,
+    /// The system mailboxes, by index: address and id.
+    pub mailboxes: Vec<(MailboxAddress, Uuid)>,
+    /// The scripted mailer behind [`TestApp::handler`] (answers `Ok` once its script is empty).
+    pub mailer: Arc<ScriptedMailer>,
+    /// The manual clock of [`TestApp::handler`], at [`noon`].
+    pub clock: ManualClock,
+    /// The job handler with the scripted mailer (30 s spread, 3 attempts).
+    pub handler: Handler,
+}
+
+/// How to build a [`TestApp`]: `spawn_app()` is the default (one mailbox, our limit 25 a minute,
+/// graph-sim with Exchange's limits but 64 concurrent requests, on the real clock).
+pub struct Builder {
+    mailboxes: usize,
+    per_minute: u32,
+    sim_concurrency: u32,
+    sim_clock: Option<ManualClock>,
+    script: Vec<Result<SendReceipt, MailError>>,
+    algorithm: Algorithm,
+}
+
+/// A [`TestApp`] with the defaults of [`Builder`].
+pub async fn spawn_app() -> TestApp {
+    TestApp::builder().spawn().await
+}
+
+impl Builder {
+    /// `n` system mailboxes `mb0…mb<n-1>@contoso.example`.
+    pub fn mailboxes(mut self, n: usize) -> Self {
+        self.mailboxes = n;
+        self
+    }
+
+    /// Our limit (messages per UTC minute) of every mailbox.
+    pub fn per_minute(mut self, per_minute: u32) -> Self {
+        self.per_minute = per_minute;
+        self
+    }
+
+    /// graph-sim's concurrent requests per mailbox (Exchange: 4).
+    pub fn sim_concurrency(mut self, concurrent_requests: u32) -> Self {
+        self.sim_concurrency = concurrent_requests;
+        self
+    }
+
+    /// graph-sim on this clock instead of the real one.
+    pub fn sim_clock(mut self, clock: ManualClock) -> Self {
+        self.sim_clock = Some(clock);
+        self
+    }
+
+    /// The limiter's algorithm (default `fixed-window`: the daemon tests pin the design
+    /// note's behaviour; `budgets.rs` runs `paced`).
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The scripted mailer's answers, in order (then `Ok`).
+    pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
+        self.script = answers;
+        self
+    }
+
+    /// Creates the database and the prefix, starts graph-sim, registers the mailboxes.
+    pub async fn spawn(self) -> TestApp {
+        let db = TestDb::new().await;
+        let keys = TestKeys::new();
+        let mut sim_config = SimConfig::new().with_app(TENANT, CLIENT, SECRET);
+        if let Some(clock) = self.sim_clock {
+            sim_config = sim_config.with_clock(clock);
+        }
+        let mut mailboxes = Vec::new();
+        for i in 0..self.mailboxes {
+            let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
+            sim_config = sim_config.with_mailbox(
+                SimMailbox::new(address.as_str(), TENANT).with_limits(MailboxLimits {
+                    concurrent_requests: self.sim_concurrency,
+                    ..MailboxLimits::default()
+                }),
+            );
+            let id = senders::upsert_system_mailbox(
+                &db.pool,
+                &address,
+                &GraphCredentials {
+                    graph_tenant_id: TENANT.into(),
+                    client_id: CLIENT.into(),
+                    client_secret: SecretRef::new(SECRET),
+                },
+                NonZeroU32::new(self.per_minute),
+                None,
+            )
+            .await
+            .unwrap();
+            mailboxes.push((address, id));
+        }
+        let sim = GraphSim::start(sim_config).await.unwrap();
+        let mut config = Config::from_lookup(|_| None).unwrap();
+        config.database_url = db.url.clone();
+        config.redis_url = redis_url();
+        config.rate_limit.redis_url = redis_url();
+        config.rate_limit.key_prefix = keys.sub("rl");
+        config.rate_limit.algorithm = self.algorithm;
+        config.worker.queue_name = keys.sub("q");
+        config.graph.api_base_url = sim.graph_base_url();
+        config.graph.login_base_url = sim.login_base_url();
+        config.http_timeout = Duration::from_secs(10);
+        let clock = ManualClock::new(noon());
+        let mailer = ScriptedMailer::with(self.script);
+        let service = MailProviderService::new(
+            db.pool.clone(),
+            Arc::new(ScriptedSource(mailer.clone())),
+            Arc::new(clock.clone()),
+            ServiceSettings {
+                defer_spread_max: Duration::from_millis(30_000),
+                max_attempts: 3,
+            },
+        );
+        let handler = Handler::new(db.pool.clone(), Arc::new(service));
+        TestApp {
+            db,
+            keys,
+            sim,
+            config,
+            mailboxes,
+            mailer,
+            clock,
+            handler,
+        }
+    }
+}
+
+/// `TestApp::builder().script(…).await`: a builder spawns when awaited.
+impl std::future::IntoFuture for Builder {
+    type Output = TestApp;
+    type IntoFuture = std::pin::Pin<Box<dyn Future<Output = TestApp>>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.spawn())
+    }
+}
+
+impl TestApp {
+    /// A [`Builder`] with the defaults of `spawn_app()`.
+    pub fn builder() -> Builder {
+        Builder {
+            mailboxes: 1,
+            per_minute: 25,
+            sim_concurrency: 64,
+            sim_clock: None,
+            script: Vec::new(),
+            algorithm: Algorithm::FixedWindow,
+        }
+    }
+
+    /// The job handler over the real service stack (MailerFactory → RateLimitedGraphMailer →
+    /// MicrosoftGraphMailer, the real limiter on Redis) against graph-sim, on `clock`.
+    pub fn real_handler(&self, clock: Arc<dyn Clock>) -> Handler {
+        let service = daemon::build_service(&self.config, self.db.pool.clone(), clock).unwrap();
+        Handler::new(self.db.pool.clone(), service)
+    }
+
+    /// Runs one job through [`TestApp::handler`] (the scripted mailer).
+    pub async fn process(&self, id: Uuid) -> Option<SendOutcome> {
+        self.handler
+            .process(SendMessageJob { message_id: id })
+            .await
+            .unwrap()
+    }
+
+    /// Inserts `n` due messages for mailbox `mailbox` with status `status`, returning their ids;
+    /// the subject is the id.
+    pub async fn insert(&self, mailbox: usize, n: usize, status: &str) -> Vec<Uuid> {
+        let mut ids = Vec::new();
+        for k in 0..n {
+            let id = Uuid::new_v4();
+            sqlx::query(
+                "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
+                 VALUES ($1, $2, $3, $4, '<p>hi</p>', $5, now())",
+            )
+            .bind(id)
+            .bind(self.mailboxes[mailbox].1)
+            .bind(serde_json::json!([{ "address": format!("guest{k}@example.org"), "name": "Gäst" }]))
+            .bind(id.to_string())
+            .bind(status)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+            ids.push(id);
+        }
+        ids
+    }
+
+    /// `(status, attempts, deferrals, last_error, scheduled_on)` of a message.
+    pub async fn row(&self, id: Uuid) -> (String, i32, i32, Option<String>, DateTime<Utc>) {
+        sqlx::query_as("SELECT status, attempts, deferrals, last_error, scheduled_on FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// `(status, last_error, scheduled_on)` of a message.
+    pub async fn status_of(&self, id: Uuid) -> (String, Option<String>, DateTime<Utc>) {
+        let (status, _, _, last_error, scheduled_on) = self.row(id).await;
+        (status, last_error, scheduled_on)
+    }
+
+    /// How many messages have `status`.
+    pub async fn count(&self, status: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = $1")
+            .bind(status)
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Puts a rescheduled row back to `QUEUED` (what the claim loop would do).
+    pub async fn requeue(&self, id: Uuid) {
+        sqlx::query("UPDATE messages SET status = 'QUEUED', queued_at = now() WHERE id = $1")
+            .bind(id)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+    }
+
+    /// `SCHEDULED` rows due by `at` back to `QUEUED` (what the claim loop does), returning them.
+    pub async fn requeue_due(&self, at: DateTime<Utc>) -> Vec<Uuid> {
+        sqlx::query_scalar(
+            "UPDATE messages SET status = 'QUEUED', queued_at = now() \
+             WHERE status = 'SCHEDULED' AND scheduled_on <= $1 RETURNING id",
+        )
+        .bind(at)
+        .fetch_all(&self.db.pool)
+        .await
+        .unwrap()
+    }
+
+    /// Sends per UTC minute (`HH:MM`) as graph-sim recorded them.
+    pub fn sends_per_minute(&self) -> BTreeMap<String, usize> {
+        let mut per = BTreeMap::new();
+        for m in self.sim.messages() {
+            *per.entry(m.received_at.format("%H:%M").to_string())
+                .or_default() += 1;
+        }
+        per
+    }
+}

@@ -1,0 +1,85 @@
+//! The integration tests' harness, one place each: [`app`] (`spawn_app()` → [`TestApp`]: a fresh
+//! database, a fresh Redis key prefix and queue, graph-sim on port 0 and the daemon's parts in
+//! process, all dropped when the test ends, also when it fails), [`doubles`] (the fake limiter
+//! and the scripted mailer), [`proxy`] (a TCP gate in front of Redis), [`logs`] (log capture in
+//! the product's JSON format) and [`wait_until`] (wait on a condition with a deadline, not a
+//! sleep).
+#![allow(dead_code)] // each test module uses a different part
+
+pub mod app;
+pub mod doubles;
+pub mod logs;
+pub mod proxy;
+
+use std::time::Duration;
+
+use url::Url;
+
+pub use app::{TestApp, TestDb, TestKeys, spawn_app};
+
+/// The PostgreSQL server tests use (`TEST_DATABASE_URL`, default the local one); each test gets
+/// its own database on it.
+pub fn server_url() -> Url {
+    let raw = std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    Url::parse(&raw).expect("TEST_DATABASE_URL is a URL")
+}
+
+/// The Redis tests use (`TEST_REDIS_URL`, default `redis://127.0.0.1:6379`).
+pub fn redis_url() -> Url {
+    let raw = std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    Url::parse(&raw).expect("TEST_REDIS_URL is a URL")
+}
+
+/// A unique name: `prefix` and 12 hex digits.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Waits until `condition` holds, checking every 20 ms; panics naming `what` if it still does
+/// not hold after `within`. Instead of sleeping "long enough".
+pub async fn wait_until(within: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !condition().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {within:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `check_and_reserve` in the design note's shape (mailbox, recipients, limits, now) for tests
+/// of one mailbox: a fresh message id per call, Graph tenant `contoso.example`, no tenant budget.
+pub trait LimiterExt: mail_worker::rate_limit::RateLimiter {
+    fn check<'a>(
+        &'a self,
+        mailbox: &'a mail_worker::domain::MailboxAddress,
+        recipients: u32,
+        limits: mail_worker::rate_limit::RateLimits,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> impl Future<
+        Output = Result<mail_worker::rate_limit::Decision, mail_worker::rate_limit::RateLimitError>,
+    > + Send
+    + 'a {
+        async move {
+            self.check_and_reserve(
+                &mail_worker::rate_limit::Ask {
+                    message_id: uuid::Uuid::new_v4(),
+                    mailbox,
+                    tenant: "contoso.example",
+                    recipients,
+                    limits,
+                    tenant_budget: None,
+                },
+                now,
+            )
+            .await
+        }
+    }
+}
+
+impl<L: mail_worker::rate_limit::RateLimiter> LimiterExt for L {}
