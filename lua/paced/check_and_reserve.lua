@@ -28,7 +28,7 @@
 local BUCKET_MS = 60000
 local DAY_MS = 86400000
 local KEY_TTL_MS = DAY_MS + 3600000
-local IN_FLIGHT_RETRY_MS = 1000
+local IN_FLIGHT_RETRY_MS = 250
 local EXPIRE_PER_CALL = 20
 
 local now = tonumber(ARGV[1])

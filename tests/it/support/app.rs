@@ -190,6 +190,7 @@ pub struct Builder {
     mailboxes: usize,
     per_minute: u32,
     sim_concurrency: u32,
+    sim_per_minute: Option<u32>,
     sim_clock: Option<ManualClock>,
     script: Vec<Result<SendReceipt, MailError>>,
     algorithm: Algorithm,
@@ -216,6 +217,12 @@ impl Builder {
     /// graph-sim's concurrent requests per mailbox (Exchange: 4).
     pub fn sim_concurrency(mut self, concurrent_requests: u32) -> Self {
         self.sim_concurrency = concurrent_requests;
+        self
+    }
+
+    /// graph-sim's messages per rolling 60 s per mailbox (Exchange: 30).
+    pub fn sim_per_minute(mut self, messages_per_minute: u32) -> Self {
+        self.sim_per_minute = Some(messages_per_minute);
         self
     }
 
@@ -252,6 +259,9 @@ impl Builder {
             sim_config = sim_config.with_mailbox(
                 SimMailbox::new(address.as_str(), TENANT).with_limits(MailboxLimits {
                     concurrent_requests: self.sim_concurrency,
+                    messages_per_minute: self
+                        .sim_per_minute
+                        .unwrap_or(MailboxLimits::default().messages_per_minute),
                     ..MailboxLimits::default()
                 }),
             );
@@ -323,6 +333,7 @@ impl TestApp {
             mailboxes: 1,
             per_minute: 25,
             sim_concurrency: 64,
+            sim_per_minute: None,
             sim_clock: None,
             script: Vec::new(),
             algorithm: Algorithm::FixedWindow,
