@@ -145,8 +145,9 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::Enqueue { file } => {
             let pool = store::migrate(&config.database_url).await?;
-            let text = read(&file)?;
-            let (inserted, total, bad) = enqueue(&pool, &text).await?;
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let (inserted, total, bad) = enqueue(&pool, &bytes).await?;
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }
@@ -198,26 +199,22 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Parses a campaign file and inserts its good lines. Returns `(inserted, good lines, bad
-/// lines)`.
+/// Parses a campaign file (its bytes: a line that is not UTF-8 costs only itself) and inserts
+/// its good lines. Returns `(inserted, good lines stored or already present, bad lines)`.
 ///
 /// # Errors
-/// PostgreSQL errors.
+/// PostgreSQL errors other than refusing one row (see [`import::campaign::enqueue`]).
 pub async fn enqueue(
     pool: &PgPool,
-    text: &str,
+    bytes: impl AsRef<[u8]>,
 ) -> anyhow::Result<(u64, usize, Vec<import::BadEntry>)> {
     let (tenants, system_mailboxes) = senders::sender_ids(pool).await?;
     let directory = SenderDirectory {
         tenants,
         system_mailboxes,
     };
-    let (good, bad) = import::campaign::parse(text, &directory);
-    let mut inserted = 0;
-    for chunk in good.chunks(500) {
-        inserted += store::messages::insert(pool, chunk).await?;
-    }
-    Ok((inserted, good.len(), bad))
+    let report = import::campaign::enqueue(pool, bytes.as_ref(), &directory).await?;
+    Ok((report.inserted, report.stored, report.bad))
 }
 
 /// The status report as a fixed-width table.

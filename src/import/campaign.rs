@@ -1,5 +1,6 @@
 //! A campaign file: one JSON message per line (the format of
-//! `shared/data/campaign-invitations.jsonl`):
+//! `shared/data/campaign-invitations.jsonl`; every field and refusal is listed in
+//! `docs/file-formats.md`):
 //!
 //! ```json
 //! {"id": "<uuid>", "systemMailbox": "events@contoso.example" | "tenant": "northwind",
@@ -10,22 +11,31 @@
 //!  "scheduledOn": "2026-12-01T15:55:00Z"}
 //! ```
 //!
-//! A line that cannot become a message (bad JSON, bad id, unknown or ambiguous sender, no
-//! recipients, bad body type, bad base64, bad `scheduledOn`) is reported with its line number.
-//! Recipient addresses and header names are *not* judged here: a message Graph would refuse
-//! is stored and ends `ERROR` with Graph's reason when sent, never silently dropped.
+//! The file is read **line by line as bytes**: one bad line never costs another. A line that
+//! cannot become a message is reported with its line number (and its id when one can be read)
+//! and skipped: not UTF-8, not JSON, not a message, a bad id, an unknown or ambiguous sender, no
+//! recipients, a bad body type, bad base64, a bad `scheduledOn`, a NUL character anywhere
+//! (PostgreSQL cannot store one), or a size Graph certainly refuses. Recipient addresses and
+//! header names are *not* judged here: a message Graph would refuse is stored and ends `ERROR`
+//! with the reason when sent, never silently dropped. Recipient domains written in Unicode are
+//! converted to punycode (IDNA, UTS #46) so the stored address is what Graph is sent.
 
 use std::collections::HashMap;
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::BadEntry;
 use crate::{
     domain::{Attachment, BodyContentType, Header, MailboxAddress, Recipient},
-    store::messages::{NewMessage, SenderRef},
+    mailer::validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
+    store::{
+        StoreError,
+        messages::{self, NewMessage, SenderRef},
+    },
 };
 
 #[derive(Debug, Deserialize)]
@@ -78,28 +88,131 @@ pub struct SenderDirectory {
     pub system_mailboxes: HashMap<String, Uuid>,
 }
 
+/// Every string field of a line with its JSON path, for the NUL check.
+fn string_fields(line: &Line) -> Vec<(String, &str)> {
+    let mut fields: Vec<(String, &str)> = vec![("id".into(), &line.id)];
+    if let Some(t) = &line.tenant {
+        fields.push(("tenant".into(), t));
+    }
+    if let Some(m) = &line.system_mailbox {
+        fields.push(("systemMailbox".into(), m));
+    }
+    for (list, name) in [(&line.to, "to"), (&line.cc, "cc"), (&line.bcc, "bcc")] {
+        for (i, r) in list.iter().enumerate() {
+            fields.push((format!("{name}[{i}].address"), &r.address));
+            if let Some(n) = &r.name {
+                fields.push((format!("{name}[{i}].name"), n));
+            }
+        }
+    }
+    fields.push(("subject".into(), &line.subject));
+    fields.push(("body.contentType".into(), &line.body.content_type));
+    fields.push(("body.content".into(), &line.body.content));
+    for (i, h) in line.headers.iter().enumerate() {
+        fields.push((format!("headers[{i}].name"), &h.name));
+        fields.push((format!("headers[{i}].value"), &h.value));
+    }
+    for (i, a) in line.attachments.iter().enumerate() {
+        fields.push((format!("attachments[{i}].name"), &a.name));
+        if let Some(c) = &a.content_type {
+            fields.push((format!("attachments[{i}].contentType"), c));
+        }
+        fields.push((format!("attachments[{i}].contentBase64"), &a.content_base64));
+    }
+    if let Some(s) = &line.scheduled_on {
+        fields.push(("scheduledOn".into(), s));
+    }
+    fields
+}
+
+/// `local@Bücher.example` → `local@xn--bcher-kva.example`. An ASCII address, or one whose
+/// domain IDNA cannot convert, is returned unchanged (send-time validation judges it).
+fn punycode_domain(address: &str) -> String {
+    let trimmed = address.trim();
+    match trimmed.rsplit_once('@') {
+        Some((local, domain)) if !domain.is_ascii() => match idna::domain_to_ascii(domain) {
+            Ok(ascii) if !ascii.is_empty() => format!("{local}@{ascii}"),
+            _ => address.to_owned(),
+        },
+        _ => address.to_owned(),
+    }
+}
+
+/// The id of a line that is not a message, when its `id` is a UUID (for the report).
+fn readable_id(text: &str) -> Option<Uuid> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    Uuid::parse_str(value.get("id")?.as_str()?.trim()).ok()
+}
+
+/// Parses one line's bytes (1-based `number`, without its line break) into a message. A line
+/// that is not UTF-8 is refused naming the first bad byte's column; see [`parse_line`].
+///
+/// # Errors
+/// [`BadEntry`] naming the line, the id when one can be read, and the field.
+pub fn parse_line_bytes(
+    number: usize,
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> Result<NewMessage, BadEntry> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_line(number, text, senders),
+        Err(e) => {
+            let id = readable_id(&String::from_utf8_lossy(bytes));
+            Err(BadEntry {
+                location: format!("line {number}"),
+                reason: format!(
+                    "{}is not valid UTF-8 (invalid byte 0x{:02X} at column {}); the line was skipped",
+                    id.map(|id| format!("id {id}: ")).unwrap_or_default(),
+                    bytes[e.valid_up_to()],
+                    e.valid_up_to() + 1
+                ),
+            })
+        }
+    }
+}
+
 /// Parses one line (1-based `number`) into a message.
 ///
 /// # Errors
-/// [`BadEntry`] naming the line and the field.
+/// [`BadEntry`] naming the line, the id when one can be read, and the field.
 pub fn parse_line(
     number: usize,
     text: &str,
     senders: &SenderDirectory,
 ) -> Result<NewMessage, BadEntry> {
-    let bad = |reason: String| BadEntry {
-        location: format!("line {number}"),
-        reason,
-    };
+    let location = format!("line {number}");
     // serde quotes offending values, which may be addresses: mask them.
-    let line: Line = serde_json::from_str(text).map_err(|e| {
-        bad(format!(
-            "not a message: {}",
+    let line: Line = serde_json::from_str(text).map_err(|e| BadEntry {
+        location: location.clone(),
+        reason: format!(
+            "{}not a message: {}",
+            readable_id(text)
+                .map(|id| format!("id {id}: "))
+                .unwrap_or_default(),
             crate::mailer::redact::scrub_provider_text(&e.to_string())
-        ))
+        ),
     })?;
-    let id = Uuid::parse_str(line.id.trim())
-        .map_err(|e| bad(format!("id {:?} is not a UUID: {e}", line.id)))?;
+    let id = Uuid::parse_str(line.id.trim()).ok();
+    let bad = |reason: String| BadEntry {
+        location: location.clone(),
+        reason: match id {
+            Some(id) => format!("id {id}: {reason}"),
+            None => reason,
+        },
+    };
+    // PostgreSQL stores neither a NUL in text nor \u0000 in jsonb: refuse the line, not the batch.
+    if let Some((field, _)) = string_fields(&line)
+        .into_iter()
+        .find(|(_, value)| value.contains('\0'))
+    {
+        return Err(bad(format!(
+            "{field} contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it"
+        )));
+    }
+    let Some(id) = id else {
+        let e = Uuid::parse_str(line.id.trim()).unwrap_err();
+        return Err(bad(format!("id {:?} is not a UUID: {e}", line.id)));
+    };
     let sender = match (&line.tenant, &line.system_mailbox) {
         (Some(t), None) => SenderRef::Tenant(*senders.tenants.get(t.trim()).ok_or_else(|| {
             bad(format!(
@@ -135,6 +248,20 @@ pub fn parse_line(
             line.body.content_type
         ))
     })?;
+    // A lower bound of the sendMail JSON: the body, the subject and the base64 of every
+    // attachment appear in it at least once. Over MAX_REQUEST_BYTES, Graph certainly refuses.
+    let least_request_bytes = line.body.content.len()
+        + line.subject.len()
+        + line
+            .attachments
+            .iter()
+            .map(|a| a.content_base64.trim().len())
+            .sum::<usize>();
+    if least_request_bytes > MAX_REQUEST_BYTES {
+        return Err(bad(format!(
+            "body, subject and attachments take {least_request_bytes} bytes; Graph refuses sendMail requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-sendmail)"
+        )));
+    }
     let attachments = line
         .attachments
         .into_iter()
@@ -152,6 +279,12 @@ pub fn parse_line(
             })
         })
         .collect::<Result<Vec<_>, BadEntry>>()?;
+    let attachment_bytes: usize = attachments.iter().map(|a| a.content.len()).sum();
+    if attachment_bytes > MAX_INLINE_ATTACHMENT_BYTES {
+        return Err(bad(format!(
+            "attachments total {attachment_bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline (https://learn.microsoft.com/graph/outlook-large-attachments)"
+        )));
+    }
     let scheduled_on = line
         .scheduled_on
         .map(|raw| {
@@ -160,12 +293,20 @@ pub fn parse_line(
                 .map_err(|e| bad(format!("scheduledOn {raw:?} is not an RFC 3339 time: {e}")))
         })
         .transpose()?;
+    let ascii = |list: Vec<Recipient>| -> Vec<Recipient> {
+        list.into_iter()
+            .map(|r| Recipient {
+                address: punycode_domain(&r.address),
+                name: r.name,
+            })
+            .collect()
+    };
     Ok(NewMessage {
         id,
         sender,
-        to: line.to,
-        cc: line.cc,
-        bcc: line.bcc,
+        to: ascii(line.to),
+        cc: ascii(line.cc),
+        bcc: ascii(line.bcc),
         subject: line.subject,
         body_content_type,
         body: line.body.content,
@@ -175,32 +316,121 @@ pub fn parse_line(
     })
 }
 
-/// Parses a whole file: the good messages, and every bad line. Blank lines are skipped; an id
-/// repeated within the file is a bad line (the first one wins).
-pub fn parse(text: &str, senders: &SenderDirectory) -> (Vec<NewMessage>, Vec<BadEntry>) {
-    let mut good: Vec<NewMessage> = Vec::new();
+/// The lines of `bytes`: split at `\n`, a trailing `\r` removed, a leading UTF-8 byte-order
+/// mark ignored; numbered from 1.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    bytes
+        .split(|b| *b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+}
+
+/// Parses a whole file's bytes: the good messages with their line numbers, and every bad line.
+/// Blank lines are skipped; an id repeated within the file is a bad line (the first one wins).
+pub fn parse_bytes(
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> (Vec<(usize, NewMessage)>, Vec<BadEntry>) {
+    let mut good: Vec<(usize, NewMessage)> = Vec::new();
     let mut bad = Vec::new();
     let mut seen = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    for (number, line) in lines(bytes) {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match parse_line(i + 1, line, senders) {
+        match parse_line_bytes(number, line, senders) {
             Ok(m) => {
-                if let Some(first) = seen.insert(m.id, i + 1) {
+                if let Some(first) = seen.insert(m.id, number) {
                     seen.insert(m.id, first);
                     bad.push(BadEntry {
-                        location: format!("line {}", i + 1),
+                        location: format!("line {number}"),
                         reason: format!("id {} repeats line {first}", m.id),
                     });
                 } else {
-                    good.push(m);
+                    good.push((number, m));
                 }
             }
             Err(e) => bad.push(e),
         }
     }
     (good, bad)
+}
+
+/// [`parse_bytes`] of a text, without the line numbers.
+pub fn parse(text: &str, senders: &SenderDirectory) -> (Vec<NewMessage>, Vec<BadEntry>) {
+    let (good, bad) = parse_bytes(text.as_bytes(), senders);
+    (good.into_iter().map(|(_, m)| m).collect(), bad)
+}
+
+/// What [`enqueue`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnqueueReport {
+    /// Rows newly inserted.
+    pub inserted: u64,
+    /// Good lines stored now or already present (`inserted` ≤ `stored`).
+    pub stored: usize,
+    /// Every line not stored, by line number, in file order.
+    pub bad: Vec<BadEntry>,
+}
+
+/// How many lines are inserted in one transaction.
+pub const INSERT_CHUNK: usize = 500;
+
+/// Parses `bytes` and inserts every good line, [`INSERT_CHUNK`] per transaction. A chunk that
+/// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
+/// (with its id); lines are validated before any insert, so this is a last resort.
+///
+/// # Errors
+/// PostgreSQL trouble other than refusing a row (a lost connection, …).
+pub async fn enqueue(
+    pool: &PgPool,
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> Result<EnqueueReport, StoreError> {
+    let (good, mut bad) = parse_bytes(bytes, senders);
+    let mut report = EnqueueReport::default();
+    for chunk in good.chunks(INSERT_CHUNK) {
+        let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
+        match messages::insert(pool, &messages).await {
+            Ok(n) => {
+                report.inserted += n;
+                report.stored += chunk.len();
+            }
+            Err(StoreError::Database(sqlx::Error::Database(_))) => {
+                for (number, m) in chunk {
+                    match messages::insert(pool, std::slice::from_ref(m)).await {
+                        Ok(n) => {
+                            report.inserted += n;
+                            report.stored += 1;
+                        }
+                        Err(StoreError::Database(sqlx::Error::Database(e))) => {
+                            bad.push(BadEntry {
+                                location: format!("line {number}"),
+                                reason: format!(
+                                    "id {}: PostgreSQL refused the row: {}",
+                                    m.id,
+                                    crate::mailer::redact::scrub_provider_text(e.message())
+                                ),
+                            });
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    bad.sort_by_key(|b| line_number(&b.location));
+    report.bad = bad;
+    Ok(report)
+}
+
+fn line_number(location: &str) -> usize {
+    location
+        .strip_prefix("line ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

@@ -143,7 +143,10 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
     assert_eq!(rows as usize, CAMPAIGN_LINES);
     assert_eq!(stored_attachments as usize, attachments_in_file);
     assert_eq!(future as usize, scheduled_later);
-    assert_eq!(scheduled_later, 46, "the example's lines with a scheduledOn");
+    assert_eq!(
+        scheduled_later, 46,
+        "the example's lines with a scheduledOn"
+    );
 }
 
 #[tokio::test]
