@@ -176,7 +176,8 @@ fn check_headers(headers: &[Header]) -> Result<(), MailError> {
     }
     let mut total = 0;
     for (index, header) in headers.iter().enumerate() {
-        let name = header.name.trim();
+        // The name is sent as written: judge it untrimmed (`"x-a\r"` must not pass as `x-a`).
+        let name = header.name.as_str();
         if !is_field_name(name) {
             return Err(permanent(
                 CODE_INVALID_HEADER,
@@ -470,5 +471,132 @@ pub(crate) mod tests {
                 .contains("upload sessions, which are not supported yet"),
             "{err}"
         );
+    }
+
+    fn header(name: &str, value: &str) -> Header {
+        Header {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn cr_lf_and_control_characters_are_refused_where_they_would_split_a_header() {
+        for subject in [
+            "Hi\r\nBcc: x@example.org",
+            "Hi\nthere",
+            "a\u{0}b",
+            "a\u{7f}",
+            "a\u{2028}b",
+        ] {
+            let mut m = mail();
+            m.subject = subject.into();
+            assert_eq!(code(validate(&m)), CODE_CONTROL_CHARACTER, "{subject:?}");
+        }
+        let mut m = mail();
+        m.subject = "Tab\tis fine, and so is ünïcødé 🎉".into();
+        assert_eq!(validate(&m), Ok(()));
+        let mut m = mail();
+        m.to[0].name = Some("Lotte\r\nBcc: x@example.org".into());
+        let err = validate(&m).unwrap_err();
+        assert_eq!(code(Err(err.clone())), CODE_CONTROL_CHARACTER);
+        assert!(err.to_string().contains("to[0].name"), "{err}");
+        assert!(err.to_string().contains("U+000D"), "{err}");
+        for (name, value) in [
+            ("x-a\r\nBcc", "v"),
+            ("x-a b", "v"),
+            ("x-a:b", "v"),
+            ("x-\u{e9}", "v"),
+            ("x-a", "v\r\nBcc: x@example.org"),
+            ("x-a", "v\u{0}"),
+        ] {
+            let mut m = mail();
+            m.headers = vec![header(name, value)];
+            assert_eq!(
+                code(validate(&m)),
+                CODE_INVALID_HEADER,
+                "{name:?}: {value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn at_most_five_headers_within_the_length_limits() {
+        let mut m = mail();
+        m.headers = (0..MAX_HEADERS)
+            .map(|i| header(&format!("x-h{i}"), "v"))
+            .collect();
+        assert_eq!(validate(&m), Ok(()), "exactly 5 is allowed");
+        m.headers.push(header("x-h5", "v"));
+        let err = validate(&m).unwrap_err();
+        assert_eq!(code(Err(err.clone())), CODE_INVALID_HEADER_COLLECTION);
+        assert!(err.to_string().contains("at most 5"), "{err}");
+
+        let mut m = mail();
+        m.headers = vec![header("x-long", &"v".repeat(MAX_HEADER_LINE - 8))];
+        assert_eq!(validate(&m), Ok(()), "a 998-character line is allowed");
+        m.headers[0].value.push('v');
+        assert!(validate(&m).unwrap_err().to_string().contains("998"));
+
+        let mut m = mail();
+        m.headers = (0..4)
+            .map(|i| header(&format!("x-h{i}"), &"v".repeat(900)))
+            .collect();
+        assert_eq!(validate(&m), Ok(()), "4 × 904 = 3,616 bytes is allowed");
+        m.headers[0].value.push('v');
+        let err = validate(&m).unwrap_err();
+        assert_eq!(code(Err(err.clone())), CODE_INVALID_HEADER_COLLECTION);
+        assert!(err.to_string().contains("3617 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_request_over_four_megabytes_is_refused_before_any_request() {
+        let mut m = mail();
+        m.body = "a".repeat(MAX_REQUEST_BYTES);
+        let err = validate(&m).unwrap_err();
+        assert_eq!(code(Err(err.clone())), CODE_REQUEST_TOO_LARGE);
+        assert!(err.to_string().contains("4194304"), "{err}");
+        assert!(err.to_string().contains("user-sendmail"), "{err}");
+        // Escaping counts: 700,000 control-free quotes are 1.4 MB of JSON, fine.
+        m.body = "\"".repeat(700_000);
+        assert_eq!(validate(&m), Ok(()));
+        // A body that fits only before escaping does not.
+        m.body = "\u{1}".repeat(MAX_REQUEST_BYTES / 6 + 1);
+        assert_eq!(code(validate(&m)), CODE_REQUEST_TOO_LARGE);
+    }
+
+    #[test]
+    fn non_ascii_addresses_are_refused_naming_punycode() {
+        let mut m = mail();
+        m.to = vec![rcpt("jos\u{e9}@b\u{fc}cher.example")];
+        let err = validate(&m).unwrap_err();
+        assert_eq!(code(Err(err.clone())), CODE_INVALID_RECIPIENT);
+        assert!(err.to_string().contains("punycode"), "{err}");
+        assert!(!err.to_string().contains("jos\u{e9}"), "{err}");
+        m.to = vec![rcpt("jose@xn--bcher-kva.example")];
+        assert_eq!(validate(&m), Ok(()));
+    }
+
+    proptest::proptest! {
+        /// Whatever the subject, header and display name, a message validate() passes has no
+        /// CR or LF in any of them.
+        #[test]
+        fn a_passed_message_has_no_line_break_in_a_header(
+            subject in "\\PC{0,20}[\r\n]?\\PC{0,5}",
+            name in "x-[!-~]{0,5}[\r\n ]?[!-~]{0,5}",
+            value in "\\PC{0,10}[\r\n]?",
+            display in "\\PC{0,10}[\r\n]?",
+        ) {
+            let mut m = mail();
+            m.subject = subject;
+            m.headers = vec![header(&name, &value)];
+            m.to[0].name = Some(display);
+            if validate(&m).is_ok() {
+                let crlf = |s: &str| s.contains(['\r', '\n']);
+                proptest::prop_assert!(!crlf(&m.subject));
+                proptest::prop_assert!(!crlf(&m.headers[0].name) && !crlf(&m.headers[0].value));
+                proptest::prop_assert!(!crlf(m.to[0].name.as_deref().unwrap_or_default()));
+            }
+        }
     }
 }
