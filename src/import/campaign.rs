@@ -138,6 +138,11 @@ fn punycode_domain(address: &str) -> String {
     }
 }
 
+/// ` (id <uuid>)` when the line's id could be read, for the end of a reason.
+fn id_suffix(id: Option<Uuid>) -> String {
+    id.map(|id| format!(" (id {id})")).unwrap_or_default()
+}
+
 /// The id of a line that is not a message, when its `id` is a UUID (for the report).
 fn readable_id(text: &str) -> Option<Uuid> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
@@ -161,10 +166,10 @@ pub fn parse_line_bytes(
             Err(BadEntry {
                 location: format!("line {number}"),
                 reason: format!(
-                    "{}is not valid UTF-8 (invalid byte 0x{:02X} at column {}); the line was skipped",
-                    id.map(|id| format!("id {id}: ")).unwrap_or_default(),
+                    "is not valid UTF-8 (invalid byte 0x{:02X} at column {}); the line was skipped{}",
                     bytes[e.valid_up_to()],
-                    e.valid_up_to() + 1
+                    e.valid_up_to() + 1,
+                    id_suffix(id)
                 ),
             })
         }
@@ -185,20 +190,15 @@ pub fn parse_line(
     let line: Line = serde_json::from_str(text).map_err(|e| BadEntry {
         location: location.clone(),
         reason: format!(
-            "{}not a message: {}",
-            readable_id(text)
-                .map(|id| format!("id {id}: "))
-                .unwrap_or_default(),
-            crate::mailer::redact::scrub_provider_text(&e.to_string())
+            "not a message: {}{}",
+            crate::mailer::redact::scrub_provider_text(&e.to_string()),
+            id_suffix(readable_id(text))
         ),
     })?;
     let id = Uuid::parse_str(line.id.trim()).ok();
     let bad = |reason: String| BadEntry {
         location: location.clone(),
-        reason: match id {
-            Some(id) => format!("id {id}: {reason}"),
-            None => reason,
-        },
+        reason: format!("{reason}{}", id_suffix(id)),
     };
     // PostgreSQL stores neither a NUL in text nor \u0000 in jsonb: refuse the line, not the batch.
     if let Some((field, _)) = string_fields(&line)
@@ -408,9 +408,9 @@ pub async fn enqueue(
                             bad.push(BadEntry {
                                 location: format!("line {number}"),
                                 reason: format!(
-                                    "id {}: PostgreSQL refused the row: {}",
-                                    m.id,
-                                    crate::mailer::redact::scrub_provider_text(e.message())
+                                    "PostgreSQL refused the row: {} (id {})",
+                                    crate::mailer::redact::scrub_provider_text(e.message()),
+                                    m.id
                                 ),
                             });
                         }
