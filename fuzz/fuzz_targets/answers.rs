@@ -5,7 +5,9 @@
 
 use chrono::TimeZone;
 use libfuzzer_sys::fuzz_target;
-use mail_worker::mailer::{MailError, graph::retry_after::fuzz_graph_answer, sendgrid::fuzz_interpret};
+use mail_worker::mailer::{
+    MailError, graph::retry_after::fuzz_graph_answer, sendgrid::fuzz_interpret,
+};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
@@ -15,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let rest = &data[2..];
     // `header\nheader\nbody`
     let mut parts = rest.splitn(3, |b| *b == b'\n');
-    let header = |p: Option<&[u8]>| p.and_then(|p| std::str::from_utf8(p).ok()).map(str::to_owned);
+    let header = |p: Option<&[u8]>| {
+        p.and_then(|p| std::str::from_utf8(p).ok())
+            .map(str::to_owned)
+    };
     let first = header(parts.next());
     let second = header(parts.next());
     let body = parts.next().unwrap_or_default().to_vec();

@@ -509,3 +509,58 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<String> {
+        match check(text) {
+            Err(ImportError::BadEntries(e)) => e.iter().map(ToString::to_string).collect(),
+            other => panic!("expected bad entries, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn shape_and_value_errors_are_reported_together_at_their_paths() {
+        let found = errors(
+            r#"{"systemMailboxes":[{"address":"a@x.example","graphTenantId":"x.example","clientId":7,"clientSecret":"env:A"}],
+                "tenants":[{"name":"t","provider":"sendgrid","sender":"nope","sendgridApiKey":"file:relative"}, 3]}"#,
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(
+            found[0].starts_with("systemMailboxes[0].clientId: must be a string, got a number")
+        );
+        assert!(
+            found.iter().any(|e| e.starts_with("tenants[0].sender:")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("tenants[0].sendgridApiKey:")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("tenants[1]: must be an object")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_literal_secret_is_never_quoted_in_an_error() {
+        let found = errors(
+            r#"{"tenants":[{"name":"t","provider":"sendgrid","sender":"a@t.example","sendgridApiKey":"https://hunter2@x"}]}"#,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(!found[0].contains("hunter2"), "{found:?}");
+    }
+
+    #[test]
+    fn the_example_file_is_clean() {
+        let text = include_str!("../../examples/senders.json");
+        assert!(check(text).is_ok());
+    }
+}
