@@ -162,12 +162,13 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::Enqueue { file } => {
             let pool = store::migrate(&config.database_url).await?;
-            let text = read(&file)?;
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let import::Enqueued {
                 inserted,
                 good: total,
                 bad,
-            } = import::enqueue(&pool, &text).await?;
+            } = import::enqueue(&pool, &bytes).await?;
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }

@@ -159,23 +159,14 @@ impl Config {
                 poll_interval: env.millis("WORKER_POLL_INTERVAL_MS", 200)?,
             },
             graph: GraphConfig {
-                api_base_url: env.url(
-                    "GRAPH_API_BASE_URL",
-                    "https://graph.microsoft.com/v1.0",
-                    &["http", "https"],
-                )?,
-                login_base_url: env.url(
-                    "GRAPH_LOGIN_BASE_URL",
-                    "https://login.microsoftonline.com",
-                    &["http", "https"],
-                )?,
+                api_base_url: env
+                    .provider_url("GRAPH_API_BASE_URL", "https://graph.microsoft.com/v1.0")?,
+                login_base_url: env
+                    .provider_url("GRAPH_LOGIN_BASE_URL", "https://login.microsoftonline.com")?,
                 save_to_sent_items: env.bool("GRAPH_SAVE_TO_SENT_ITEMS", true)?,
             },
-            sendgrid_api_base_url: env.url(
-                "SENDGRID_API_BASE_URL",
-                "https://api.sendgrid.com",
-                &["http", "https"],
-            )?,
+            sendgrid_api_base_url: env
+                .provider_url("SENDGRID_API_BASE_URL", "https://api.sendgrid.com")?,
             http_timeout,
             shutdown_grace: env.millis("SHUTDOWN_GRACE_MS", 30_000)?,
             log_format: match env.get("LOG_FORMAT").as_deref() {
@@ -294,6 +285,20 @@ fn redact_unparsed(raw: &str) -> String {
     }
 }
 
+/// Whether `url`'s host is loopback: 127.0.0.0/8, `::1` or `localhost` (and `*.localhost`,
+/// RFC 6761 §6.3).
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        None => false,
+    }
+}
+
 struct Env<'a, F: Fn(&str) -> Option<String>>(&'a F);
 
 impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
@@ -351,6 +356,23 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             Some("false" | "0" | "no") => Ok(false),
             Some(_) => Err(self.error(var, "must be `true` or `false`")),
         }
+    }
+
+    /// A provider base URL: `https://`, or `http://` only to a loopback host (127.0.0.0/8,
+    /// `::1`, `localhost`: a stand-in on this machine). Credentials and tokens cross these
+    /// URLs, so cleartext to any other host is refused.
+    fn provider_url(&self, var: &'static str, default: &str) -> Result<Url, ConfigError> {
+        let url = self.url(var, default, &["http", "https"])?;
+        if url.scheme() == "http" && !is_loopback(&url) {
+            return Err(self.error(
+                var,
+                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost), because client secrets, API keys and tokens cross it",
+            ));
+        }
+        if url.host().is_none() {
+            return Err(self.error(var, "must name a host"));
+        }
+        Ok(url)
     }
 
     fn url(&self, var: &'static str, default: &str, schemes: &[&str]) -> Result<Url, ConfigError> {
@@ -494,6 +516,40 @@ mod tests {
             let text = err.to_string();
             assert!(text.starts_with(var), "{text}");
             assert!(text.contains(needle), "{var}={value}: {text}");
+        }
+    }
+
+    #[test]
+    fn provider_urls_must_be_https_except_to_loopback() {
+        for var in [
+            "GRAPH_API_BASE_URL",
+            "GRAPH_LOGIN_BASE_URL",
+            "SENDGRID_API_BASE_URL",
+        ] {
+            for bad in [
+                "http://graph.microsoft.com/v1.0",
+                "http://10.0.0.5:8080",
+                "http://localhost.evil.example",
+                "http://[::2]:80",
+                "ftp://127.0.0.1",
+            ] {
+                let err = parse(&[(var, bad)]).unwrap_err();
+                assert_eq!(err.var, var, "{bad}");
+                assert!(err.to_string().starts_with(var), "{err}");
+            }
+            let err = parse(&[(var, "http://graph.example")]).unwrap_err();
+            assert!(err.problem.contains("https://"), "{err}");
+            for good in [
+                "https://graph.example",
+                "http://127.0.0.1:9",
+                "http://127.8.9.10",
+                "http://[::1]:8080",
+                "http://localhost:3000",
+                "http://LOCALHOST",
+                "http://sim.localhost:1",
+            ] {
+                assert!(parse(&[(var, good)]).is_ok(), "{var}={good}");
+            }
         }
     }
 

@@ -95,4 +95,39 @@ mod tests {
         assert_eq!(mask_address("garbage"), "***");
         assert_eq!(mask_address("a@b@c@example.net"), "a***@example.net");
     }
+
+    proptest::proptest! {
+        /// Masking never reveals the local part: the output is the local part's first
+        /// character, `***@`, and the part after the last `@` — nothing else of the local part.
+        #[test]
+        fn masking_never_reveals_the_local_part(
+            local in "[^@\\s]{1,30}",
+            domain in "[a-z0-9.-]{1,30}",
+        ) {
+            let masked = mask_address(&format!("{local}@{domain}"));
+            let first: String = local.chars().take(1).collect();
+            proptest::prop_assert_eq!(&masked, &format!("{first}***@{domain}"));
+            let hidden: String = local.chars().skip(1).collect();
+            if hidden.chars().count() >= 2 {
+                proptest::prop_assert!(!masked[..masked.len() - domain.len()].contains(&hidden));
+            }
+        }
+
+        /// Any text without `@` is fully hidden.
+        #[test]
+        fn text_without_an_at_sign_is_fully_hidden(text in "[^@]{0,40}") {
+            proptest::prop_assert_eq!(mask_address(&text), "***");
+        }
+
+        /// parse ∘ display = id for a parsed address.
+        #[test]
+        fn a_displayed_mailbox_parses_back_to_itself(
+            local in "[a-zA-Z0-9._%+-]{1,20}",
+            domain in "[a-zA-Z0-9-]{1,15}\\.[a-z]{2,6}",
+        ) {
+            if let Ok(m) = MailboxAddress::parse(&format!("{local}@{domain}")) {
+                proptest::prop_assert_eq!(MailboxAddress::parse(&m.to_string()), Ok(m));
+            }
+        }
+    }
 }

@@ -1,5 +1,10 @@
 //! Secret columns: either the secret itself or a reference `env:NAME` / `file:/path`,
 //! resolved at use. Neither the value nor a resolved secret is ever printed.
+//!
+//! [`SecretRef::check`] is what the senders import accepts: `env:NAME` with `NAME` a valid
+//! environment variable name, `file:/absolute/path`, or a literal that does not look like a
+//! reference or URL (`file:http://…`, `http://…`, `Env:X`, `vault:…` are refused: they would
+//! otherwise be sent to Entra ID or SendGrid as the secret itself).
 
 use std::fmt;
 
@@ -27,12 +32,78 @@ pub enum SecretError {
     /// An empty column.
     #[error("secret is empty")]
     Empty,
+    /// A value that is neither a valid reference nor a plausible literal (see
+    /// [`SecretRef::check`]). The text says what is wrong without quoting a literal.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// Whether `name` is a portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`
+/// (POSIX.1-2017 §8.1).
+pub fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 impl SecretRef {
     /// Wraps a column value.
     pub fn new(raw: impl Into<String>) -> Self {
         Self(SecretString::from(raw.into()))
+    }
+
+    /// Checks a column value before it is stored:
+    /// - `env:NAME` — `NAME` must be a valid environment variable name ([`is_env_name`]);
+    /// - `file:/absolute/path` — the path must be absolute, not a URL (`file://host/…`,
+    ///   `file:http://…` are refused), without control characters;
+    /// - anything else is a literal secret: not empty, no whitespace or control characters, and
+    ///   not starting like a URL or reference (`scheme:` — `http://…`, `Env:NAME`, `vault:x`).
+    ///
+    /// # Errors
+    /// [`SecretError::Malformed`] or [`SecretError::Empty`]; a literal's value is never quoted.
+    pub fn check(raw: &str) -> Result<(), SecretError> {
+        let malformed = |text: String| Err(SecretError::Malformed(text));
+        if raw.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        if let Some(name) = raw.strip_prefix("env:") {
+            if is_env_name(name) {
+                return Ok(());
+            }
+            return malformed(format!(
+                "env:{} is not a valid reference: the name must be letters, digits and _ and not start with a digit",
+                name.escape_debug()
+            ));
+        }
+        if let Some(path) = raw.strip_prefix("file:") {
+            if path.starts_with('/') && !path.starts_with("//") && !path.contains(char::is_control)
+            {
+                return Ok(());
+            }
+            return malformed(format!(
+                "file:{} is not a valid reference: write file:/absolute/path (not a URL)",
+                path.escape_debug()
+            ));
+        }
+        if let Some((scheme, _)) = raw.split_once(':') {
+            let looks_like_scheme = !scheme.is_empty()
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+            if looks_like_scheme {
+                return malformed(format!(
+                    "a literal secret may not start with `{}:` (a URL or reference); references are env:NAME or file:/absolute/path",
+                    scheme.escape_debug()
+                ));
+            }
+        }
+        if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return malformed(
+                "a literal secret may not contain whitespace or control characters".into(),
+            );
+        }
+        Ok(())
     }
 
     /// The stored value, for writing it back to the database.
@@ -116,6 +187,40 @@ mod tests {
             "plain-value"
         );
         assert!(!format!("{lit:?}").contains("plain-value"));
+    }
+
+    #[test]
+    fn check_accepts_references_and_literals_and_refuses_lookalikes() {
+        for good in [
+            "env:CONTOSO_GRAPH_SECRET",
+            "env:_x1",
+            "file:/run/secrets/graph",
+            "abc8Q~x.y_z-1",
+            "SG.aaaa.bbbb",
+        ] {
+            assert_eq!(SecretRef::check(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "env:",
+            "env:1X",
+            "env:A-B",
+            "env:A B",
+            "file:",
+            "file:relative/path",
+            "file:http://evil.example/x",
+            "file://host/x",
+            "http://evil.example/secret",
+            "https://x",
+            "Env:X",
+            "vault:kv/x",
+            "has space",
+            "tab\there",
+        ] {
+            assert!(SecretRef::check(bad).is_err(), "{bad:?}");
+        }
+        let err = SecretRef::check("https://user:hunter2@x").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]

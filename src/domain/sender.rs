@@ -55,6 +55,51 @@ pub struct GraphCredentials {
     pub client_secret: SecretRef,
 }
 
+impl GraphCredentials {
+    /// Checks a `graphTenantId`: a directory (tenant) id as a hyphenated GUID
+    /// (`9d6b1c1e-0000-4000-8000-00000000abcd`) or a domain name of two or more labels
+    /// (`contoso.onmicrosoft.com`, `contoso.example`): letters, digits and `-`, each label 1–63
+    /// characters not starting or ending with `-`, at most 253 in all. It becomes a path segment
+    /// of the token URL (<https://learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow>),
+    /// so anything else (`http://…`, `a/b`, spaces) is refused.
+    ///
+    /// # Errors
+    /// What is wrong, quoting the value (a tenant id is not secret).
+    pub fn check_tenant_id(raw: &str) -> Result<(), String> {
+        let value = raw.trim();
+        let guid = value.len() == 36
+            && value.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            });
+        if guid || is_domain_name(value) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{:?} is neither a tenant GUID nor a domain name (e.g. contoso.onmicrosoft.com)",
+                value.chars().take(100).collect::<String>()
+            ))
+        }
+    }
+}
+
+/// A DNS name of two or more LDH labels (RFC 1123 §2.1), the last not all digits.
+fn is_domain_name(value: &str) -> bool {
+    let name = value.strip_suffix('.').unwrap_or(value);
+    let labels: Vec<&str> = name.split('.').collect();
+    name.len() <= 253
+        && labels.len() >= 2
+        && labels.iter().all(|l| {
+            (1..=63).contains(&l.len())
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && !labels
+            .last()
+            .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl PartialEq for SecretRef {
     fn eq(&self, other: &Self) -> bool {
         self.raw() == other.raw()
@@ -127,6 +172,37 @@ impl Sender {
         match self {
             Self::Tenant(t) => &t.sender_address,
             Self::SystemMailbox(m) => &m.address,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_ids_are_guids_or_domain_names() {
+        for good in [
+            "9d6b1c1e-0000-4000-8000-00000000abcd",
+            "contoso.example",
+            "contoso.onmicrosoft.com",
+            "a-b.c1.example.",
+        ] {
+            assert_eq!(GraphCredentials::check_tenant_id(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "t",
+            "http://evil.example",
+            "contoso.example/../x",
+            "a b.example",
+            "-a.example",
+            "a..example",
+            "10.0.0.1",
+            "9d6b1c1e00004000800000000000abcd",
+            "{9d6b1c1e-0000-4000-8000-00000000abcd}",
+        ] {
+            assert!(GraphCredentials::check_tenant_id(bad).is_err(), "{bad:?}");
         }
     }
 }

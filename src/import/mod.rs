@@ -29,25 +29,26 @@ pub struct Enqueued {
     pub bad: Vec<BadEntry>,
 }
 
-/// Parses a campaign file (JSONL, [`campaign`]) against the stored senders and inserts its good
-/// lines, 500 to a statement (`mail-worker enqueue`, the demo).
+/// Parses a campaign file (JSONL, [`campaign`]; its bytes, so a line that is not UTF-8 costs
+/// only itself) against the stored senders and inserts its good lines (`mail-worker enqueue`,
+/// the demo). A chunk PostgreSQL refuses is retried line by line, so only the refused line is
+/// lost, and named.
 ///
 /// # Errors
-/// PostgreSQL errors.
-pub async fn enqueue(pool: &PgPool, text: &str) -> Result<Enqueued, store::StoreError> {
+/// PostgreSQL errors other than refusing one row (see [`campaign::enqueue`]).
+pub async fn enqueue(
+    pool: &PgPool,
+    bytes: impl AsRef<[u8]>,
+) -> Result<Enqueued, store::StoreError> {
     let (tenants, system_mailboxes) = store::senders::sender_ids(pool).await?;
     let directory = campaign::SenderDirectory {
         tenants,
         system_mailboxes,
     };
-    let (good, bad) = campaign::parse(text, &directory);
-    let mut inserted = 0;
-    for chunk in good.chunks(500) {
-        inserted += store::messages::insert(pool, chunk).await?;
-    }
+    let report = campaign::enqueue(pool, bytes.as_ref(), &directory).await?;
     Ok(Enqueued {
-        inserted,
-        good: good.len(),
-        bad,
+        inserted: report.inserted,
+        good: report.stored,
+        bad: report.bad,
     })
 }

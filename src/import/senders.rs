@@ -10,12 +10,18 @@
 //!       "sendgridApiKey": "env:ADATUM_SENDGRID_KEY" } ] }
 //! ```
 //!
-//! Secrets may be values or references `env:NAME` / `file:/path`; references are stored as
-//! they are and resolved when a mailer is built.
+//! Secrets may be values or references `env:NAME` / `file:/absolute/path`; references are
+//! stored as they are and resolved when a mailer is built.
+//!
+//! The import is all-or-nothing, and reports **every** error of the file at once, each at its
+//! JSON path (`tenants[2].clientSecret: …`): a wrong type, an unknown or missing field, a bad
+//! address, tenant id, secret reference or limit, a name or address given twice. Every field
+//! and refusal is listed in `docs/file-formats.md`.
 
 use std::num::NonZeroU32;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use sqlx::PgPool;
 
 use super::BadEntry;
@@ -25,7 +31,7 @@ use crate::{
 };
 
 /// The whole file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendersFile {
     /// Platform mailboxes (always Microsoft Graph).
@@ -37,7 +43,7 @@ pub struct SendersFile {
 }
 
 /// One `systemMailboxes[]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SystemMailboxEntry {
     /// The mailbox address.
@@ -57,7 +63,7 @@ pub struct SystemMailboxEntry {
 }
 
 /// One `tenants[]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantEntry {
     /// Unique tenant name (what campaign lines' `tenant` refers to).
@@ -89,38 +95,6 @@ pub struct ImportReport {
     pub system_mailboxes: usize,
 }
 
-fn required(value: &Option<String>, location: &str, field: &str) -> Result<String, BadEntry> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| BadEntry {
-            location: location.to_owned(),
-            reason: format!("{field} is required"),
-        })
-}
-
-fn limit(value: Option<u32>, location: &str, field: &str) -> Result<Option<NonZeroU32>, BadEntry> {
-    match value {
-        None => Ok(None),
-        Some(v) => NonZeroU32::new(v)
-            .filter(|v| v.get() <= i32::MAX as u32)
-            .map(Some)
-            .ok_or_else(|| BadEntry {
-                location: location.to_owned(),
-                reason: format!("{field} must be a positive whole number, got {v}"),
-            }),
-    }
-}
-
-fn mailbox(raw: &str, location: &str, field: &str) -> Result<MailboxAddress, BadEntry> {
-    MailboxAddress::parse(raw).map_err(|e| BadEntry {
-        location: location.to_owned(),
-        reason: format!("{field}: {e}"),
-    })
-}
-
 /// A validated entry, ready to write.
 enum Validated {
     Mailbox(
@@ -132,83 +106,343 @@ enum Validated {
     Tenant(String, MailboxAddress, TenantTransport),
 }
 
-fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
+/// Collects every error of a file, each at its JSON path.
+#[derive(Default)]
+struct Checker {
+    errors: Vec<BadEntry>,
+}
+
+impl Checker {
+    fn fail(&mut self, location: String, reason: impl Into<String>) {
+        self.errors.push(BadEntry {
+            location,
+            reason: reason.into(),
+        });
+    }
+
+    /// Refuses every key of `object` not in `known`.
+    fn known_keys(&mut self, object: &Map<String, Value>, at: &str, known: &[&str]) {
+        for key in object.keys() {
+            if !known.contains(&key.as_str()) {
+                self.fail(
+                    format!("{at}.{}", key.escape_debug()),
+                    format!("unknown field; expected one of {}", known.join(", ")),
+                );
+            }
+        }
+    }
+
+    /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
+    /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
+    fn string(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+        required: bool,
+    ) -> Option<String> {
+        let path = format!("{at}.{field}");
+        match object.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.fail(path, "is required");
+                }
+                None
+            }
+            Some(Value::String(raw)) => {
+                let value = raw.trim();
+                if value.is_empty() {
+                    if required {
+                        self.fail(path, "is required (it is empty)");
+                    }
+                    None
+                } else if value.contains(char::is_control) {
+                    self.fail(path, "contains a control character (CR, LF, NUL, …)");
+                    None
+                } else {
+                    Some(value.to_owned())
+                }
+            }
+            Some(other) => {
+                self.fail(path, format!("must be a string, got {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    fn mailbox(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+    ) -> Option<MailboxAddress> {
+        let raw = self.string(object, at, field, true)?;
+        match MailboxAddress::parse(&raw) {
+            Ok(address) => Some(address),
+            Err(e) => {
+                self.fail(format!("{at}.{field}"), e.to_string());
+                None
+            }
+        }
+    }
+
+    fn tenant_id(&mut self, object: &Map<String, Value>, at: &str) -> Option<String> {
+        let raw = self.string(object, at, "graphTenantId", true)?;
+        match GraphCredentials::check_tenant_id(&raw) {
+            Ok(()) => Some(raw),
+            Err(e) => {
+                self.fail(format!("{at}.graphTenantId"), e);
+                None
+            }
+        }
+    }
+
+    fn secret(&mut self, object: &Map<String, Value>, at: &str, field: &str) -> Option<SecretRef> {
+        let path = format!("{at}.{field}");
+        // Not `string()`: its messages could not quote a literal, but this one must not either.
+        match object.get(field) {
+            None | Some(Value::Null) => {
+                self.fail(path, "is required");
+                None
+            }
+            Some(Value::String(raw)) => match SecretRef::check(raw.trim()) {
+                Ok(()) => Some(SecretRef::new(raw.trim())),
+                Err(e) => {
+                    self.fail(path, e.to_string());
+                    None
+                }
+            },
+            Some(other) => {
+                self.fail(path, format!("must be a string, got {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    fn limit(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+    ) -> Result<Option<NonZeroU32>, ()> {
+        match object.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => match value
+                .as_u64()
+                .filter(|v| *v <= i32::MAX as u64)
+                .and_then(|v| NonZeroU32::new(v as u32))
+            {
+                Some(v) => Ok(Some(v)),
+                None => {
+                    self.fail(
+                        format!("{at}.{field}"),
+                        format!(
+                            "must be a positive whole number up to {}, got {}",
+                            i32::MAX,
+                            short(value)
+                        ),
+                    );
+                    Err(())
+                }
+            },
+        }
+    }
+
+    fn entries<'v>(
+        &mut self,
+        root: &'v Map<String, Value>,
+        field: &str,
+    ) -> Vec<(String, &'v Map<String, Value>)> {
+        match root.get(field) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let at = format!("{field}[{i}]");
+                    match item {
+                        Value::Object(object) => Some((at, object)),
+                        other => {
+                            self.fail(at, format!("must be an object, got {}", kind(other)));
+                            None
+                        }
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                self.fail(
+                    field.to_owned(),
+                    format!("must be an array, got {}", kind(other)),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for an error message, cut to 40 characters (limits are not secret).
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 40 {
+        format!("{}…", text.chars().take(40).collect::<String>())
+    } else {
+        text
+    }
+}
+
+const MAILBOX_FIELDS: &[&str] = &[
+    "address",
+    "graphTenantId",
+    "clientId",
+    "clientSecret",
+    "rateLimitPerMinute",
+    "rateLimitRecipientsPerDay",
+];
+const TENANT_FIELDS: &[&str] = &[
+    "name",
+    "provider",
+    "sender",
+    "graphTenantId",
+    "clientId",
+    "clientSecret",
+    "sendgridApiKey",
+];
+
+/// Checks a whole senders document, collecting every error with its JSON path.
+fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
+    let mut check = Checker::default();
+    let Value::Object(root) = root else {
+        check.fail(
+            "(file)".into(),
+            format!(
+                "must be an object with systemMailboxes and tenants, got {}",
+                kind(root)
+            ),
+        );
+        return Err(check.errors);
+    };
+    check.known_keys(root, "(file)", &["systemMailboxes", "tenants"]);
     let mut good = Vec::new();
-    let mut bad = Vec::new();
-    for (i, m) in file.system_mailboxes.iter().enumerate() {
-        let at = format!("systemMailboxes[{i}]");
-        let entry = (|| {
-            Ok(Validated::Mailbox(
-                mailbox(&m.address, &at, "address")?,
-                GraphCredentials {
-                    graph_tenant_id: required(
-                        &Some(m.graph_tenant_id.clone()),
-                        &at,
-                        "graphTenantId",
-                    )?,
-                    client_id: required(&Some(m.client_id.clone()), &at, "clientId")?,
-                    client_secret: SecretRef::new(required(
-                        &Some(m.client_secret.clone()),
-                        &at,
-                        "clientSecret",
-                    )?),
-                },
-                limit(m.rate_limit_per_minute, &at, "rateLimitPerMinute")?,
-                limit(
-                    m.rate_limit_recipients_per_day,
-                    &at,
-                    "rateLimitRecipientsPerDay",
-                )?,
-            ))
-        })();
-        match entry {
-            Ok(v) => good.push(v),
-            Err(e) => bad.push(e),
-        }
-    }
-    for (i, t) in file.tenants.iter().enumerate() {
-        let at = format!("tenants[{i}]");
-        let entry = (|| {
-            let name = required(&Some(t.name.clone()), &at, "name")?;
-            let sender = mailbox(&t.sender, &at, "sender")?;
-            let provider: MailProvider = t.provider.parse().map_err(|e| BadEntry {
-                location: at.clone(),
-                reason: format!("provider: {e}"),
-            })?;
-            let transport = match provider {
-                MailProvider::MicrosoftGraph => TenantTransport::Graph(GraphCredentials {
-                    graph_tenant_id: required(&t.graph_tenant_id, &at, "graphTenantId")?,
-                    client_id: required(&t.client_id, &at, "clientId")?,
-                    client_secret: SecretRef::new(required(&t.client_secret, &at, "clientSecret")?),
-                }),
-                MailProvider::SendGrid => TenantTransport::SendGrid {
-                    api_key: SecretRef::new(required(&t.sendgrid_api_key, &at, "sendgridApiKey")?),
-                },
-            };
-            Ok(Validated::Tenant(name, sender, transport))
-        })();
-        match entry {
-            Ok(v) => good.push(v),
-            Err(e) => bad.push(e),
-        }
-    }
     // A name or address given twice would silently overwrite the first entry.
-    let mut seen = std::collections::HashMap::new();
-    for (i, entry) in good.iter().enumerate() {
-        let key = match entry {
-            Validated::Mailbox(address, ..) => format!("mailbox {address}"),
-            Validated::Tenant(name, ..) => format!("tenant {name}"),
-        };
-        if let Some(first) = seen.insert(key.clone(), i) {
-            seen.insert(key.clone(), first);
-            bad.push(BadEntry {
-                location: key,
-                reason: "appears more than once; give each tenant name and mailbox address once"
-                    .into(),
-            });
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut once = |check: &mut Checker, key: String, at: String| {
+        if let Some(first) = seen.get(&key) {
+            check.fail(
+                at,
+                format!(
+                    "{key}: appears more than once (first at {first}); give each tenant name and mailbox address once"
+                ),
+            );
+        } else {
+            seen.insert(key, at);
+        }
+    };
+    for (at, m) in check.entries(root, "systemMailboxes") {
+        check.known_keys(m, &at, MAILBOX_FIELDS);
+        let errors = check.errors.len();
+        let address = check.mailbox(m, &at, "address");
+        if let Some(a) = &address {
+            once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
+        }
+        let graph_tenant_id = check.tenant_id(m, &at);
+        let client_id = check.string(m, &at, "clientId", true);
+        let client_secret = check.secret(m, &at, "clientSecret");
+        let per_minute = check.limit(m, &at, "rateLimitPerMinute");
+        let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
+        if let (
+            Some(address),
+            Some(graph_tenant_id),
+            Some(client_id),
+            Some(client_secret),
+            Ok(per_minute),
+            Ok(per_day),
+        ) = (
+            address,
+            graph_tenant_id,
+            client_id,
+            client_secret,
+            per_minute,
+            per_day,
+        ) && check.errors.len() == errors
+        {
+            good.push(Validated::Mailbox(
+                address,
+                GraphCredentials {
+                    graph_tenant_id,
+                    client_id,
+                    client_secret,
+                },
+                per_minute,
+                per_day,
+            ));
         }
     }
-    if bad.is_empty() { Ok(good) } else { Err(bad) }
+    for (at, t) in check.entries(root, "tenants") {
+        check.known_keys(t, &at, TENANT_FIELDS);
+        let errors = check.errors.len();
+        let name = check.string(t, &at, "name", true);
+        if let Some(n) = &name {
+            once(&mut check, format!("tenant {n}"), format!("{at}.name"));
+        }
+        let sender = check.mailbox(t, &at, "sender");
+        let provider =
+            check
+                .string(t, &at, "provider", true)
+                .and_then(|p| match p.parse::<MailProvider>() {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        check.fail(format!("{at}.provider"), e);
+                        None
+                    }
+                });
+        let transport = match provider {
+            Some(MailProvider::MicrosoftGraph) => {
+                let graph_tenant_id = check.tenant_id(t, &at);
+                let client_id = check.string(t, &at, "clientId", true);
+                let client_secret = check.secret(t, &at, "clientSecret");
+                match (graph_tenant_id, client_id, client_secret) {
+                    (Some(graph_tenant_id), Some(client_id), Some(client_secret)) => {
+                        Some(TenantTransport::Graph(GraphCredentials {
+                            graph_tenant_id,
+                            client_id,
+                            client_secret,
+                        }))
+                    }
+                    _ => None,
+                }
+            }
+            Some(MailProvider::SendGrid) => check
+                .secret(t, &at, "sendgridApiKey")
+                .map(|api_key| TenantTransport::SendGrid { api_key }),
+            None => None,
+        };
+        if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
+            && check.errors.len() == errors
+        {
+            good.push(Validated::Tenant(name, sender, transport));
+        }
+    }
+    if check.errors.is_empty() {
+        Ok(good)
+    } else {
+        Err(check.errors)
+    }
+}
+
+fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
+    // Serialising plain strings and numbers cannot fail.
+    validate_value(&serde_json::to_value(file).unwrap_or(Value::Null))
 }
 
 /// Why an import did not happen.
@@ -225,12 +459,32 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
-/// Parses a senders file's text.
+/// Parses a senders file's text. Values that are merely bad (an address, a tenant id, a
+/// secret, a limit) are left to [`import`]; a file that is not of the expected shape is refused
+/// here with every error it has (shape and value alike), each at its JSON path.
 ///
 /// # Errors
-/// [`ImportError::Parse`] with serde's line/column.
+/// [`ImportError::Parse`] with serde's line/column when the text is not JSON;
+/// [`ImportError::BadEntries`] when it is not of the expected shape.
 pub fn parse(text: &str) -> Result<SendersFile, ImportError> {
-    serde_json::from_str(text).map_err(|e| ImportError::Parse(e.to_string()))
+    let value: Value = serde_json::from_str(text).map_err(|e| ImportError::Parse(e.to_string()))?;
+    match SendersFile::deserialize(&value) {
+        Ok(file) => Ok(file),
+        Err(e) => match validate_value(&value) {
+            Err(errors) => Err(ImportError::BadEntries(errors)),
+            Ok(_) => Err(ImportError::Parse(e.to_string())),
+        },
+    }
+}
+
+/// Parses and validates a senders file's text without writing anything: every error at once.
+///
+/// # Errors
+/// As [`parse`], and [`ImportError::BadEntries`] for every bad value.
+pub fn check(text: &str) -> Result<SendersFile, ImportError> {
+    let file = parse(text)?;
+    validate(&file).map_err(ImportError::BadEntries)?;
+    Ok(file)
 }
 
 /// Validates every entry, then upserts them all (tenants by `name`, mailboxes by `address`).
@@ -254,4 +508,59 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<String> {
+        match check(text) {
+            Err(ImportError::BadEntries(e)) => e.iter().map(ToString::to_string).collect(),
+            other => panic!("expected bad entries, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn shape_and_value_errors_are_reported_together_at_their_paths() {
+        let found = errors(
+            r#"{"systemMailboxes":[{"address":"a@x.example","graphTenantId":"x.example","clientId":7,"clientSecret":"env:A"}],
+                "tenants":[{"name":"t","provider":"sendgrid","sender":"nope","sendgridApiKey":"file:relative"}, 3]}"#,
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(
+            found[0].starts_with("systemMailboxes[0].clientId: must be a string, got a number")
+        );
+        assert!(
+            found.iter().any(|e| e.starts_with("tenants[0].sender:")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("tenants[0].sendgridApiKey:")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("tenants[1]: must be an object")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_literal_secret_is_never_quoted_in_an_error() {
+        let found = errors(
+            r#"{"tenants":[{"name":"t","provider":"sendgrid","sender":"a@t.example","sendgridApiKey":"https://hunter2@x"}]}"#,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(!found[0].contains("hunter2"), "{found:?}");
+    }
+
+    #[test]
+    fn the_example_file_is_clean() {
+        let text = include_str!("../../examples/senders.json");
+        assert!(check(text).is_ok());
+    }
 }

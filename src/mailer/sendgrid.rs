@@ -307,6 +307,28 @@ fn errors_text(body: &[u8]) -> String {
     }
 }
 
+/// The fuzz target's door to [`interpret`] (`fuzz/fuzz_targets/answers.rs`); only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_interpret(
+    status: u16,
+    message_id: Option<String>,
+    rate_limit_reset: Option<String>,
+    body: Vec<u8>,
+    now: DateTime<Utc>,
+) -> Result<SendReceipt, MailError> {
+    interpret(
+        Ok(SendGridAnswer {
+            status,
+            message_id,
+            rate_limit_reset,
+            body,
+        }),
+        now,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,8 +82,8 @@ async fn a_senders_file_with_bad_entries_names_them_and_writes_nothing() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("systemMailboxes[0]: address"), "{err}");
-    assert!(err.contains("tenants[0]: provider"), "{err}");
+    assert!(err.contains("systemMailboxes[0].address"), "{err}");
+    assert!(err.contains("tenants[0].provider"), "{err}");
     let (tenants, _) = senders::sender_ids(&db.pool).await.unwrap();
     assert!(tenants.is_empty(), "nothing written: {tenants:?}");
 }

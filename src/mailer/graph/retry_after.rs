@@ -54,6 +54,36 @@ fn parse_http_date(value: &str) -> Option<DateTime<Utc>> {
     None
 }
 
+/// The fuzz target's door to the (private) Graph answer mapping, `answer::interpret`
+/// (`fuzz/fuzz_targets/answers.rs`): `Ok(request-id)` when sent, `Err` otherwise; a 401 is
+/// reported as its second-time error. Only with the `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_graph_answer(
+    status: u16,
+    retry_after: Option<String>,
+    request_id: Option<String>,
+    body: Vec<u8>,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, crate::mailer::MailError> {
+    use super::answer::{HttpAnswer, Verdict, interpret};
+    let mailbox = crate::domain::MailboxAddress::parse("fuzz@contoso.example")
+        .map_err(|e| crate::mailer::MailError::Misconfigured(e.to_string()))?;
+    match interpret(
+        Ok(HttpAnswer {
+            status,
+            retry_after,
+            request_id,
+            body,
+        }),
+        &mailbox,
+        now,
+    ) {
+        Verdict::Sent(receipt) => Ok(receipt.provider_id),
+        Verdict::TokenRejected(e) | Verdict::Failed(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +136,24 @@ mod tests {
             parse_retry_after(Some("Wed, 21 Oct 2015 07:28:10 GMT"), now),
             Some(Duration::from_millis(9_750))
         );
+    }
+
+    proptest::proptest! {
+        /// parse ∘ render = id: whole seconds and an IMF-fixdate (RFC 9110 §5.6.7) rendered
+        /// from a delay parse back to that delay.
+        #[test]
+        fn a_rendered_retry_after_parses_back_to_its_delay(seconds in 0u64..10_000_000) {
+            let expected = Some(Duration::from_secs(seconds));
+            proptest::prop_assert_eq!(parse_retry_after(Some(&seconds.to_string()), now()), expected);
+            let at = now() + chrono::Duration::seconds(seconds as i64);
+            let date = at.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+            proptest::prop_assert_eq!(parse_retry_after(Some(&date), now()), expected);
+        }
+
+        /// Arbitrary text never panics, and a parsed delay is never negative.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,40}") {
+            let _ = parse_retry_after(Some(&text), now());
+        }
     }
 }
