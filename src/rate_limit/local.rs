@@ -111,7 +111,7 @@ mod tests {
                 allowed += 1;
             }
         }
-        // 60 a minute shared by 2 replicas, spaced (60 s + 1 s) / 60 × 2 apart: 30 in 60 s.
+        // 60 a minute shared by 2 replicas, spaced (60 s + 2 s) / 60 × 2 apart: 30 in 60 s.
         assert_eq!(allowed, 30);
         assert!(matches!(
             pacer.decide(&ask(&other), t0),
