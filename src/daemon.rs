@@ -66,8 +66,37 @@ pub async fn run_until(
     let pool = store::prepare(&config.database_url, config.worker.concurrency.get() + 4)
         .await
         .context("preparing the database")?;
+    refuse_a_cluster_for_the_queue(&config.redis_url).await?;
     let service = build_service(&config, pool.clone(), Arc::new(SystemClock))?;
     worker::run(pool, service, daemon_settings(&config), shutdown).await?;
+    Ok(())
+}
+
+/// The queue (apalis-redis) keeps each job across several keys with no common hash tag, so on
+/// a Redis Cluster its scripts fail with `CROSSSLOT`. Say so at start-up instead. (The limiter
+/// is fine on a cluster: point `MAIL_RATE_LIMIT_REDIS_URL` at it.) A Redis that cannot be
+/// reached is left to the queue's own reconnects.
+async fn refuse_a_cluster_for_the_queue(url: &url::Url) -> anyhow::Result<()> {
+    let Ok(client) = redis::Client::open(url.as_str()) else {
+        return Ok(());
+    };
+    let info = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("INFO")
+            .arg("cluster")
+            .query_async::<String>(&mut conn)
+            .await
+    })
+    .await;
+    if let Ok(Ok(info)) = info
+        && info.contains("cluster_enabled:1")
+    {
+        anyhow::bail!(
+            "REDIS_URL ({}): this is a Redis Cluster node, but the job queue needs a standalone (or Sentinel-managed) Redis; \
+             a cluster can serve the rate limiter (MAIL_RATE_LIMIT_REDIS_URL)",
+            crate::config::redact_url(url)
+        );
+    }
     Ok(())
 }
 
