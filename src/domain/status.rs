@@ -18,6 +18,30 @@ pub enum MessageStatus {
     Error,
 }
 
+/// A [`MessageStatus`] as an SQL literal (`'SCHEDULED'`), for `concat!` into a query: queries
+/// name a status through the enum's variant, and still as a constant in the SQL text, so
+/// PostgreSQL matches the partial indexes whose predicate names it (a bound parameter would
+/// not). `sql_status!(Scheduled)` is `"'SCHEDULED'"`; a unit test keeps it equal to
+/// [`MessageStatus::as_str`].
+macro_rules! sql_status {
+    (Scheduled) => {
+        "'SCHEDULED'"
+    };
+    (Queued) => {
+        "'QUEUED'"
+    };
+    (Sending) => {
+        "'SENDING'"
+    };
+    (Sent) => {
+        "'SENT'"
+    };
+    (Error) => {
+        "'ERROR'"
+    };
+}
+pub(crate) use sql_status;
+
 /// A status string that is not one of the five.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown message status {0:?}")]
@@ -58,5 +82,23 @@ impl FromStr for MessageStatus {
 impl fmt::Display for MessageStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_literals_spell_the_statuses() {
+        for (literal, status) in [
+            (sql_status!(Scheduled), MessageStatus::Scheduled),
+            (sql_status!(Queued), MessageStatus::Queued),
+            (sql_status!(Sending), MessageStatus::Sending),
+            (sql_status!(Sent), MessageStatus::Sent),
+            (sql_status!(Error), MessageStatus::Error),
+        ] {
+            assert_eq!(literal, format!("'{status}'"));
+        }
     }
 }

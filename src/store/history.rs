@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::{
-    domain::{MailboxAddress, MessageStatus},
+    domain::{MailboxAddress, sql_status},
     rate_limit::{SendHistory, SentRecord},
 };
 
@@ -29,18 +29,19 @@ impl SendHistory for PgSendHistory {
         mailbox: &MailboxAddress,
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
-        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(
+        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(concat!(
             "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
                     + jsonb_array_length(m.cc_recipients) \
                     + jsonb_array_length(m.bcc_recipients))::int4 \
              FROM messages m \
              LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
              LEFT JOIN tenants t ON t.id = m.tenant_id \
-             WHERE m.status = $1 AND m.sent_at > $2 \
-               AND coalesce(s.address, t.sender_address) = $3 \
-             ORDER BY m.sent_at",
-        )
-        .bind(MessageStatus::Sent.as_str())
+             WHERE m.status = ",
+            sql_status!(Sent),
+            " AND m.sent_at > $1 \
+               AND coalesce(s.address, t.sender_address) = $2 \
+             ORDER BY m.sent_at"
+        ))
         .bind(since)
         .bind(mailbox.as_str())
         .fetch_all(&self.pool)

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::domain::{
     Attachment, BodyContentType, Header, MailboxAddress, MessageStatus, OutgoingMail, Recipient,
+    sql_status,
 };
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
@@ -122,34 +123,38 @@ pub async fn claim_due(
     // share of the batch (their oldest due rows), so one mailbox's backlog never delays another
     // mailbox's due mail. `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
     // at once without waiting on each other or taking the same row.
-    let senders: i64 = sqlx::query_scalar(
+    let senders: i64 = sqlx::query_scalar(concat!(
         "SELECT count(DISTINCT coalesce(system_mailbox_id, tenant_id)) FROM messages \
-         WHERE status = $1 AND scheduled_on <= now()",
-    )
-    .bind(MessageStatus::Scheduled.as_str())
+         WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now()"
+    ))
     .fetch_one(&mut **tx)
     .await?;
     if senders == 0 {
         return Ok(Vec::new());
     }
     let share = (limit + senders - 1) / senders;
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar(concat!(
         "SELECT claimed.id FROM ( \
              SELECT coalesce(system_mailbox_id, tenant_id) AS sender, min(scheduled_on) AS oldest \
-             FROM messages WHERE status = $3 AND scheduled_on <= now() \
+             FROM messages WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() \
              GROUP BY 1 ORDER BY 2 \
          ) due \
          CROSS JOIN LATERAL ( \
              SELECT id FROM messages \
              WHERE coalesce(system_mailbox_id, tenant_id) = due.sender \
-               AND status = $3 AND scheduled_on <= now() \
+               AND status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() \
              ORDER BY scheduled_on LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) claimed \
-         LIMIT $1",
-    )
+         LIMIT $1"
+    ))
     .bind(limit)
     .bind(share)
-    .bind(MessageStatus::Scheduled.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -162,10 +167,12 @@ pub async fn mark_queued(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[Uuid],
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE messages SET status = 'QUEUED', queued_at = now(), updated_at = now() \
-         WHERE id = ANY($1)",
-    )
+    sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Queued),
+        ", queued_at = now(), updated_at = now() \
+         WHERE id = ANY($1)"
+    ))
     .bind(ids)
     .execute(&mut **tx)
     .await?;
@@ -177,11 +184,12 @@ pub async fn mark_queued(
 /// # Errors
 /// Database errors.
 pub async fn count_queued(pool: &PgPool) -> Result<i64, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'QUEUED'")
-            .fetch_one(pool)
-            .await?,
-    )
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT count(*) FROM messages WHERE status = ",
+        sql_status!(Queued)
+    ))
+    .fetch_one(pool)
+    .await?)
 }
 
 /// A message row as loaded for sending. Recipient and header lists stay JSON until
@@ -265,16 +273,18 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-    if status.as_deref() != Some("QUEUED") {
+    if status.as_deref() != Some(MessageStatus::Queued.as_str()) {
         return Ok(None);
     }
-    let row = sqlx::query(
-        "UPDATE messages SET status = 'SENDING', attempts = attempts + 1, sending_at = now(), \
+    let row = sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Sending),
+        ", attempts = attempts + 1, sending_at = now(), \
              updated_at = now() \
          WHERE id = $1 \
          RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
-             subject, body_content_type, body, headers, attempts, deferrals",
-    )
+             subject, body_content_type, body, headers, attempts, deferrals"
+    ))
     .bind(id)
     .fetch_one(&mut *tx)
     .await?;
@@ -329,10 +339,13 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
 /// # Errors
 /// Database errors.
 pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "UPDATE messages SET status = 'SENT', sent_at = now(), last_error = NULL, updated_at = now() \
-         WHERE id = $1 AND status = 'SENDING'",
-    )
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Sent),
+        ", sent_at = now(), last_error = NULL, updated_at = now() \
+         WHERE id = $1 AND status = ",
+        sql_status!(Sending)
+    ))
     .bind(id)
     .execute(pool)
     .await?;
@@ -344,10 +357,13 @@ pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
 /// # Errors
 /// Database errors.
 pub async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "UPDATE messages SET status = 'ERROR', last_error = $2, updated_at = now() \
-         WHERE id = $1 AND status = 'SENDING'",
-    )
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Error),
+        ", last_error = $2, updated_at = now() \
+         WHERE id = $1 AND status = ",
+        sql_status!(Sending)
+    ))
     .bind(id)
     .bind(error)
     .execute(pool)
@@ -378,13 +394,16 @@ pub async fn reschedule(
     last_error: &str,
 ) -> Result<bool, StoreError> {
     let deferral = kind == Reschedule::Deferral;
-    let done = sqlx::query(
-        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = $2, last_error = $3, \
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = $2, last_error = $3, \
              deferrals = deferrals + CASE WHEN $4 THEN 1 ELSE 0 END, \
              attempts = greatest(attempts - CASE WHEN $4 THEN 1 ELSE 0 END, 0), \
              updated_at = now() \
-         WHERE id = $1 AND status = 'SENDING'",
-    )
+         WHERE id = $1 AND status = ",
+        sql_status!(Sending)
+    ))
     .bind(id)
     .bind(scheduled_on)
     .bind(last_error)
@@ -408,11 +427,15 @@ fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {
 /// # Errors
 /// Database errors.
 pub async fn recover_stale_queued(pool: &PgPool, lease: Duration) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(
-        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), updated_at = now(), \
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = now(), updated_at = now(), \
              last_error = 'queue lease expired: the job was lost, rescheduled' \
-         WHERE status = 'QUEUED' AND queued_at < now() - $1 RETURNING id",
-    )
+         WHERE status = ",
+        sql_status!(Queued),
+        " AND queued_at < now() - $1 RETURNING id"
+    ))
     .bind(lease_interval(lease))
     .fetch_all(pool)
     .await?)
@@ -428,11 +451,15 @@ pub async fn recover_stale_sending(
     pool: &PgPool,
     lease: Duration,
 ) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(
-        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), updated_at = now(), \
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = now(), updated_at = now(), \
              last_error = 'send lease expired: outcome unknown, rescheduled' \
-         WHERE status = 'SENDING' AND sending_at < now() - $1 RETURNING id",
-    )
+         WHERE status = ",
+        sql_status!(Sending),
+        " AND sending_at < now() - $1 RETURNING id"
+    ))
     .bind(lease_interval(lease))
     .fetch_all(pool)
     .await?)

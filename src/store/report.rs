@@ -5,6 +5,7 @@ use serde::Serialize;
 use sqlx::{PgPool, Row};
 
 use super::StoreError;
+use crate::domain::sql_status;
 
 /// One sender's line of the report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -39,22 +40,22 @@ pub struct SenderStatus {
 /// Database errors.
 pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
     let rows = sqlx::query(
-        "SELECT coalesce(t.sender_address, s.address) AS mailbox, \
+        concat!("SELECT coalesce(t.sender_address, s.address) AS mailbox, \
              CASE WHEN t.id IS NOT NULL THEN 'tenant ' || t.name ELSE 'system mailbox' END AS kind, \
-             count(*) FILTER (WHERE m.status = 'SCHEDULED') AS scheduled, \
-             count(*) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on > now() \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), ") AS scheduled, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on > now() \
                  AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
-             count(*) FILTER (WHERE m.status = 'QUEUED') AS queued, \
-             count(*) FILTER (WHERE m.status = 'SENDING') AS sending, \
-             count(*) FILTER (WHERE m.status = 'SENT') AS sent, \
-             count(*) FILTER (WHERE m.status = 'ERROR') AS error, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Queued), ") AS queued, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Sending), ") AS sending, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Sent), ") AS sent, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Error), ") AS error, \
              coalesce(sum(m.deferrals), 0)::bigint AS deferrals, \
-             min(m.scheduled_on) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on <= now()) AS oldest_due, \
-             min(m.scheduled_on) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on > now()) AS next_scheduled \
+             min(m.scheduled_on) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on <= now()) AS oldest_due, \
+             min(m.scheduled_on) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on > now()) AS next_scheduled \
          FROM messages m \
          LEFT JOIN tenants t ON t.id = m.tenant_id \
          LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
-         GROUP BY 1, 2 ORDER BY 1, 2",
+         GROUP BY 1, 2 ORDER BY 1, 2"),
     )
     .fetch_all(pool)
     .await?;
@@ -85,11 +86,17 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
 /// # Errors
 /// Database errors.
 pub async fn unfinished(pool: &PgPool, horizon: DateTime<Utc>) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM messages WHERE status IN ('QUEUED', 'SENDING') \
-             OR (status = 'SCHEDULED' \
-                 AND (scheduled_on <= $1 OR deferrals > 0 OR attempts > 0))",
-    )
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT count(*) FROM messages WHERE status IN (",
+        sql_status!(Queued),
+        ", ",
+        sql_status!(Sending),
+        ") \
+             OR (status = ",
+        sql_status!(Scheduled),
+        " \
+                 AND (scheduled_on <= $1 OR deferrals > 0 OR attempts > 0))"
+    ))
     .bind(horizon)
     .fetch_one(pool)
     .await?)
@@ -101,11 +108,11 @@ pub async fn unfinished(pool: &PgPool, horizon: DateTime<Utc>) -> Result<i64, St
 /// Database errors.
 pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT coalesce(t.sender_address, s.address), left(coalesce(m.last_error, ''), 120), count(*) \
+        concat!("SELECT coalesce(t.sender_address, s.address), left(coalesce(m.last_error, ''), 120), count(*) \
          FROM messages m \
          LEFT JOIN tenants t ON t.id = m.tenant_id \
          LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
-         WHERE m.status = 'ERROR' GROUP BY 1, 2 ORDER BY 1, 3 DESC",
+         WHERE m.status = ", sql_status!(Error), " GROUP BY 1, 2 ORDER BY 1, 3 DESC"),
     )
     .fetch_all(pool)
     .await?)
