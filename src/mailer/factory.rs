@@ -12,7 +12,7 @@ use url::Url;
 use crate::{
     clock::Clock,
     config::{Config, GraphConfig},
-    domain::{GraphCredentials, MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
+    domain::{GraphCredentials, MailboxAddress, SystemMailbox, Tenant, TenantTransport},
     mailer::{
         MailError, Mailer,
         graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
@@ -145,17 +145,6 @@ impl<L: RateLimiter> MailerFactory<L> {
             limits: self.limits_for(mailbox),
         };
         self.mailer(spec).await
-    }
-
-    /// [`Self::mailer_for_tenant`] or [`Self::mailer_for_system_mailbox`], by sender.
-    ///
-    /// # Errors
-    /// As those.
-    pub async fn mailer_for(&self, sender: &Sender) -> Result<Arc<dyn Mailer>, MailError> {
-        match sender {
-            Sender::Tenant(tenant) => self.mailer_for_tenant(tenant).await,
-            Sender::SystemMailbox(mailbox) => self.mailer_for_system_mailbox(mailbox).await,
-        }
     }
 
     /// A system mailbox's budget: its `rate_limit_per_minute` / `rate_limit_recipients_per_day`

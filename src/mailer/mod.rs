@@ -82,25 +82,3 @@ pub enum MailError {
     #[error("misconfigured: {0}")]
     Misconfigured(String),
 }
-
-impl MailError {
-    /// Whether a later attempt may succeed (rate limits, throttling, transient trouble).
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::RateLimitExceeded { .. }
-                | Self::Throttled { .. }
-                | Self::Transient(_)
-                | Self::OutcomeUnknown(_)
-        )
-    }
-
-    /// The delay the limiter or provider asked for, if any.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::RateLimitExceeded { retry_after, .. } => Some(*retry_after),
-            Self::Throttled { retry_after } => *retry_after,
-            _ => None,
-        }
-    }
-}

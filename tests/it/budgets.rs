@@ -1104,3 +1104,48 @@ async fn another_mailboxs_mail_goes_out_within_seconds_behind_a_1000_message_bac
         0
     );
 }
+
+#[tokio::test]
+async fn the_send_history_is_what_postgresql_knows_was_sent_in_the_last_24_h() {
+    use mail_worker::store::history::PgSendHistory;
+    let app = crate::support::spawn_app().await;
+    let ids = app.insert(0, 4, "SENT").await;
+    // Two sent 1 h ago (one of them to 3 recipients), one 25 h ago, one never (still ERROR).
+    for (id, ago_h, extra_cc) in [(ids[0], 1, 2), (ids[1], 1, 0), (ids[2], 25, 0)] {
+        sqlx::query(
+            "UPDATE messages SET sent_at = now() - make_interval(hours => $2), \
+             cc_recipients = (SELECT coalesce(jsonb_agg(jsonb_build_object('address', 'cc' || g || '@example.org')), '[]') \
+                              FROM generate_series(1, $3) g) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(ago_h)
+        .bind(extra_cc)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query("UPDATE messages SET status = 'ERROR', sent_at = NULL WHERE id = $1")
+        .bind(ids[3])
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    let history = PgSendHistory::new(app.db.pool.clone());
+    let mailbox = &app.mailboxes[0].0;
+    let mut sent = history
+        .sent_since(mailbox, Utc::now() - chrono::Duration::hours(24))
+        .await
+        .unwrap();
+    sent.sort_by_key(|r| r.recipients);
+    assert_eq!(
+        sent.iter().map(|r| r.recipients).collect::<Vec<_>>(),
+        [1, 3]
+    );
+    let other = MailboxAddress::parse("nobody@contoso.example").unwrap();
+    assert!(
+        history
+            .sent_since(&other, Utc::now() - chrono::Duration::hours(24))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
