@@ -271,35 +271,60 @@ fn drain(limiters: Vec<Arc<MailRateLimiter>>, limits: RateLimits, until: DateTim
 // Rolling windows
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn any_60_s_holds_at_most_the_limit_across_a_minute_edge_with_2_processes_x_16_tasks() {
+/// The same drain on both algorithms (`processes` limiters each, fresh keys): one mailbox's
+/// `n` messages of `recipients` each, all due at `start`, until `until`.
+async fn drain_both(
+    processes: usize,
+    limits: RateLimits,
+    (n, recipients): (usize, u32),
+    start: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> HashMap<Algorithm, Drained> {
     let events = mailbox("events");
-    let start = at(12, 0, 50);
-    let mut maxima = HashMap::new();
+    let mut drained = HashMap::new();
     for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
         let keys = TestKeys::new();
         let prefix = keys.sub("rl");
-        let limiters = vec![limiter(&prefix, algorithm), limiter(&prefix, algorithm)];
-        let drained = drain(limiters, limits(25, 9_000), at(13, 0, 0))
-            .run(messages(&events, 100, 1), start)
+        let limiters = (0..processes)
+            .map(|_| limiter(&prefix, algorithm))
+            .collect();
+        let run = drain(limiters, limits, until)
+            .run(messages(&events, n, recipients), start)
             .await;
-        assert_eq!(drained.sent(&events), 100, "{algorithm}: all sent");
-        maxima.insert(algorithm, drained.max_in_window(&events, 60_000, count));
-        if algorithm == Algorithm::Paced {
-            let most = drained.denials.values().max().copied().unwrap_or(0);
-            assert_eq!(most, 1, "paced: every message denied at most once");
-            assert_eq!(drained.calls, 100 + 99, "one booking + one send each");
-            // Evenly paced: (60 s + 2 s) / 25 = 2.48 s apart.
-            let mut times: Vec<i64> = drained.sends.iter().map(|s| s.0).collect();
-            times.sort_unstable();
-            assert!(times.windows(2).all(|w| w[1] - w[0] >= 2_480), "{times:?}");
-        }
+        drained.insert(algorithm, run);
     }
-    assert!(maxima[&Algorithm::Paced] <= 25, "{maxima:?}");
+    drained
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_60_s_holds_at_most_the_limit_across_a_minute_edge_with_2_processes_x_16_tasks() {
+    let events = mailbox("events");
+    let runs = drain_both(2, limits(25, 9_000), (100, 1), at(12, 0, 50), at(13, 0, 0)).await;
+    let maxima: HashMap<_, _> = runs
+        .iter()
+        .map(|(a, d)| {
+            (
+                *a,
+                (d.sent(&events), d.max_in_window(&events, 60_000, count)),
+            )
+        })
+        .collect();
+    let paced = &runs[&Algorithm::Paced];
     assert_eq!(
-        maxima[&Algorithm::FixedWindow],
-        50,
-        "fixed UTC minutes burst to 2 × L across the edge: {maxima:?}"
+        paced.denials.values().max(),
+        Some(&1),
+        "denied at most once"
+    );
+    assert_eq!(paced.calls, 100 + 99, "one booking + one send each");
+    // Evenly paced: (60 s + 2 s) / 25 = 2.48 s apart.
+    let mut times: Vec<i64> = paced.sends.iter().map(|s| s.0).collect();
+    times.sort_unstable();
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 2_480), "{times:?}");
+    assert!(maxima[&Algorithm::Paced].1 <= 25, "{maxima:?}");
+    assert_eq!(
+        (maxima[&Algorithm::Paced].0, maxima[&Algorithm::FixedWindow]),
+        (100, (100, 50)),
+        "all sent; fixed UTC minutes burst to 2 × L across the edge"
     );
 }
 
@@ -307,43 +332,45 @@ async fn any_60_s_holds_at_most_the_limit_across_a_minute_edge_with_2_processes_
 async fn any_24_h_holds_at_most_the_day_budget_across_midnight() {
     let events = mailbox("events");
     let start = at(23, 59, 0);
-    let mut maxima = HashMap::new();
-    for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
-        let keys = TestKeys::new();
-        let prefix = keys.sub("rl");
-        let drained = drain(
-            vec![limiter(&prefix, algorithm)],
-            limits(1_000, 100),
-            start + chrono::Duration::days(3),
-        )
-        .run(messages(&events, 30, 10), start)
-        .await;
-        assert_eq!(drained.sent(&events), 30, "{algorithm}");
-        maxima.insert(
-            algorithm,
-            drained.max_in_window(&events, 86_400_000, recipients),
-        );
-        if algorithm == Algorithm::Paced {
-            assert_eq!(
-                drained.denials.values().max(),
-                Some(&1),
-                "denied at most once"
-            );
-            assert!(
-                drained.reasons.contains_key(&DenyReason::Day),
-                "{:?}",
-                drained.reasons
-            );
-            // The second ten wait for the first ten's bucket to leave the window.
-            let last = drained.last_send(&events).unwrap();
-            assert!(last >= ms(start - at(0, 0, 0)) + 2 * 86_400_000 - 60_000);
-        }
-    }
-    assert!(maxima[&Algorithm::Paced] <= 100, "{maxima:?}");
+    let runs = drain_both(
+        1,
+        limits(1_000, 100),
+        (30, 10),
+        start,
+        start + chrono::Duration::days(3),
+    )
+    .await;
+    let maxima: HashMap<_, _> = runs
+        .iter()
+        .map(|(a, d)| {
+            (
+                *a,
+                (
+                    d.sent(&events),
+                    d.max_in_window(&events, 86_400_000, recipients),
+                ),
+            )
+        })
+        .collect();
+    let paced = &runs[&Algorithm::Paced];
     assert_eq!(
-        maxima[&Algorithm::FixedWindow],
-        200,
-        "UTC days hand out a fresh budget at midnight: {maxima:?}"
+        paced.denials.values().max(),
+        Some(&1),
+        "denied at most once"
+    );
+    assert!(
+        paced.reasons.contains_key(&DenyReason::Day),
+        "{:?}",
+        paced.reasons
+    );
+    // The second ten wait for the first ten's bucket to leave the window.
+    let last = paced.last_send(&events).unwrap();
+    assert!(last >= ms(start - at(0, 0, 0)) + 2 * 86_400_000 - 60_000);
+    assert!(maxima[&Algorithm::Paced].1 <= 100, "{maxima:?}");
+    assert_eq!(
+        (maxima[&Algorithm::Paced].0, maxima[&Algorithm::FixedWindow]),
+        (30, (30, 200)),
+        "all sent; UTC days hand out a fresh budget at midnight"
     );
 }
 
@@ -351,35 +378,31 @@ async fn any_24_h_holds_at_most_the_day_budget_across_midnight() {
 async fn a_backlog_of_1000_costs_two_decisions_a_message_not_one_per_minute() {
     let events = mailbox("events");
     let start = at(12, 0, 0);
-    let mut calls = HashMap::new();
-    for algorithm in [Algorithm::Paced, Algorithm::FixedWindow] {
-        let keys = TestKeys::new();
-        let prefix = keys.sub("rl");
-        let drained = drain(
-            vec![limiter(&prefix, algorithm)],
-            limits(10, 9_000),
-            start + chrono::Duration::minutes(5),
-        )
-        .run(messages(&events, 1_000, 1), start)
-        .await;
-        let sent = drained.sent(&events);
+    let runs = drain_both(
+        1,
+        limits(10, 9_000),
+        (1_000, 1),
+        start,
+        start + chrono::Duration::minutes(5),
+    )
+    .await;
+    for (algorithm, run) in &runs {
+        let sent = run.sent(&events);
         assert!(sent >= 48, "{algorithm}: {sent} sent in 5 min at 10/min");
-        assert!(drained.max_in_window(&events, 60_000, count) <= 10);
-        calls.insert(algorithm, (drained.calls, sent));
-        if algorithm == Algorithm::Paced {
-            assert_eq!(
-                drained.denials.values().max(),
-                Some(&1),
-                "denied at most once"
-            );
-            assert_eq!(drained.calls, 1_000 + sent as u64 - 1);
-        }
+        assert!(run.max_in_window(&events, 60_000, count) <= 10);
     }
-    let (paced, _) = calls[&Algorithm::Paced];
-    let (fixed, _) = calls[&Algorithm::FixedWindow];
+    let paced = &runs[&Algorithm::Paced];
+    assert_eq!(
+        paced.denials.values().max(),
+        Some(&1),
+        "denied at most once"
+    );
+    assert_eq!(paced.calls, 1_000 + paced.sent(&events) as u64 - 1);
+    let fixed = runs[&Algorithm::FixedWindow].calls;
     assert!(
-        fixed > 3 * paced,
-        "fixed-window re-checks the backlog every minute: {calls:?}"
+        fixed > 3 * paced.calls,
+        "fixed-window re-checks the backlog every minute: {fixed} calls against {}",
+        paced.calls
     );
 }
 

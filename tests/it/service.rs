@@ -27,49 +27,34 @@ async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
 }
 
 #[tokio::test]
-async fn a_booked_slot_is_kept_exactly_without_a_spread() {
-    let h = TestApp::builder()
-        .script(vec![Err(MailError::RateLimitExceeded {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(42_000),
-            booked: true,
-        })])
-        .spawn()
-        .await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
-    let now = h.clock.now_for_test();
-    let outcome = h.process(id).await.unwrap();
-    let expected = now + chrono::Duration::milliseconds(42_000);
-    assert!(
-        matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
-        "{outcome:?}"
-    );
-    let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
-    assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
-    assert_eq!(scheduled_on, expected);
-}
-
-#[tokio::test]
 async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_an_attempt() {
-    let h = TestApp::builder()
-        .script(vec![Err(MailError::RateLimitExceeded {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(42_000),
-            booked: false,
-        })])
-        .spawn()
-        .await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
-    let now = h.clock.now_for_test();
-    let outcome = h.process(id).await.unwrap();
-    let expected = now + chrono::Duration::milliseconds(42_000 + spread_ms(id, 30_000) as i64);
-    assert!(
-        matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
-        "{outcome:?}"
-    );
-    let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
-    assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
-    assert_eq!(scheduled_on, expected);
+    // Unbooked (fixed-window): retry_after + the FNV spread. Booked (paced): exactly the slot.
+    for booked in [false, true] {
+        let h = TestApp::builder()
+            .script(vec![Err(MailError::RateLimitExceeded {
+                reason: DenyReason::Minute,
+                retry_after: Duration::from_millis(42_000),
+                booked,
+            })])
+            .spawn()
+            .await;
+        let id = h.insert(0, 1, "QUEUED").await[0];
+        let now = h.clock.now_for_test();
+        let outcome = h.process(id).await.unwrap();
+        let spread = if booked {
+            0
+        } else {
+            spread_ms(id, 30_000) as i64
+        };
+        let expected = now + chrono::Duration::milliseconds(42_000 + spread);
+        assert!(
+            matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
+            "booked {booked}: {outcome:?}"
+        );
+        let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
+        assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
+        assert_eq!(scheduled_on, expected);
+    }
 }
 
 #[tokio::test]
