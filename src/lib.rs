@@ -13,7 +13,8 @@
 //!
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
 //! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
-//! [`daemon`] (the composition root) and [`cli`] (the binary's commands, [`cli::main`]).
+//! [`daemon`] (the composition root), [`ops`] (metrics, health and readiness on
+//! `METRICS_LISTEN`) and [`cli`] (the binary's commands, [`cli::main`]).
 //!
 //! This crate is the product only: the library and the `mail-worker` binary, what runs in
 //! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
@@ -45,6 +46,7 @@ pub mod domain;
 pub mod events;
 pub mod import;
 pub mod mailer;
+pub mod ops;
 pub mod rate_limit;
 pub mod service;
 pub mod store;

@@ -110,3 +110,15 @@ pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)
     .fetch_all(pool)
     .await?)
 }
+
+/// Rows per status, across every sender: one `GROUP BY` (the `mail_worker_messages` gauge).
+///
+/// # Errors
+/// Database errors.
+pub async fn count_by_status(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT status, count(*) FROM messages GROUP BY status")
+            .fetch_all(pool)
+            .await?,
+    )
+}
