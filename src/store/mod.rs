@@ -223,6 +223,7 @@ pub async fn prepare(url: &Url, max_connections: u32) -> Result<PgPool, StoreErr
 pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     prepare(url, 4).await
 }
+pub mod admin;
 pub mod history;
 pub mod messages;
 pub mod report;

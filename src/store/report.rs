@@ -17,6 +17,9 @@ pub struct SenderStatus {
     pub scheduled: i64,
     /// Of those, never tried and not due yet (a producer's future `scheduledOn`).
     pub scheduled_later: i64,
+    /// Of the `SCHEDULED` rows, those waiting because their sender is paused (credentials
+    /// missing or refused; `last_error` starts with `sender paused: `).
+    pub paused: i64,
     /// Rows `QUEUED`.
     pub queued: i64,
     /// Rows `SENDING`.
@@ -44,6 +47,8 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
              count(*) FILTER (WHERE m.status = 'SCHEDULED') AS scheduled, \
              count(*) FILTER (WHERE m.status = 'SCHEDULED' AND m.scheduled_on > now() \
                  AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
+             count(*) FILTER (WHERE m.status = 'SCHEDULED' \
+                 AND starts_with(coalesce(m.last_error, ''), 'sender paused: ')) AS paused, \
              count(*) FILTER (WHERE m.status = 'QUEUED') AS queued, \
              count(*) FILTER (WHERE m.status = 'SENDING') AS sending, \
              count(*) FILTER (WHERE m.status = 'SENT') AS sent, \
@@ -65,6 +70,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
                 kind: r.try_get("kind")?,
                 scheduled: r.try_get("scheduled")?,
                 scheduled_later: r.try_get("scheduled_later")?,
+                paused: r.try_get("paused")?,
                 queued: r.try_get("queued")?,
                 sending: r.try_get("sending")?,
                 sent: r.try_get("sent")?,
