@@ -130,6 +130,16 @@ pub enum Command {
     /// Retry or cancel messages, by filter (instead of SQL).
     #[command(subcommand)]
     Messages(MessagesCommand),
+    /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
+    /// image's `HEALTHCHECK` (it has no curl).
+    Probe {
+        /// Where the daemon listens; default `METRICS_LISTEN` with 0.0.0.0 read as 127.0.0.1.
+        #[arg(long)]
+        addr: Option<std::net::SocketAddr>,
+        /// `/healthz` (liveness) or `/readyz` (readiness).
+        #[arg(long, default_value = "/healthz")]
+        path: String,
+    },
     /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
     Status {
         /// Print JSON instead of a table.
@@ -368,6 +378,31 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 });
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Probe { addr, path } => {
+            let mut addr = addr
+                .or(config.metrics_listen)
+                .context("METRICS_LISTEN is off: nothing to probe")?;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let url = format!("http://{addr}{path}");
+            let client = reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(3))
+                .build()?;
+            let answer = client
+                .get(&url)
+                .send()
+                .await
+                .with_context(|| format!("METRICS_LISTEN ({addr}): no answer"))?;
+            let status = answer.status();
+            let body = answer.text().await.unwrap_or_default();
+            out(&format!("{status} {body}\n"));
+            Ok(if status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Status { json } => {
             let pool = store::open(&config.database_url, 2).await?;

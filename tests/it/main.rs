@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod import;
 mod mailer;
+mod ops;
 mod rate_limit;
 mod real_campaign;
 mod service;
