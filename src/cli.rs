@@ -17,34 +17,174 @@ use crate::{
 /// Every environment variable of the daemon: `(name, --flag, default, meaning)`. `run --help`
 /// lists them (clap's `env` support: a flag overrides its variable).
 pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
-    ("DATABASE_URL", "database-url", "postgres://postgres@127.0.0.1:5432/mail_worker", "PostgreSQL (created only by `mail-worker migrate`)"),
-    ("REDIS_URL", "redis-url", "redis://127.0.0.1:6379", "the job queue, and the limiter unless MAIL_RATE_LIMIT_REDIS_URL is set"),
-    ("MAIL_RATE_LIMIT_REDIS_URL", "rate-limit-redis-url", "REDIS_URL", "the limiter's own Redis"),
-    ("MAIL_RATE_LIMIT_ALGORITHM", "rate-limit-algorithm", "paced", "`paced` or `fixed-window`"),
-    ("MAIL_RATE_LIMIT_PER_MINUTE", "rate-limit-per-minute", "25", "messages per mailbox per minute"),
-    ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "rate-limit-recipients-per-day", "9000", "recipients per mailbox per day"),
-    ("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", "rate-limit-redis-timeout-ms", "250", "limiter deadline; past it the send goes ahead (fail-open)"),
-    ("MAIL_RATE_LIMIT_KEY_PREFIX", "rate-limit-key-prefix", "mail:rl", "the limiter's Redis key prefix"),
-    ("MAIL_MAILBOX_MAX_IN_FLIGHT", "mailbox-max-in-flight", "3", "requests in flight per mailbox, all replicas (paced)"),
-    ("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", "rate-limit-fail-open-replicas", "1", "replicas sharing a mailbox's budget while failing open"),
-    ("MAIL_DEFER_SPREAD_MAX_MS", "defer-spread-max-ms", "30000", "deferral spread: FNV-1a(message id) mod this"),
-    ("MAIL_RETRY_FOR", "retry-for", "24h", "how long transient failures are retried before ERROR"),
-    ("MAIL_MAX_ATTEMPTS", "max-attempts", "none", "an extra cap on transient attempts"),
-    ("WORKER_CONCURRENCY", "worker-concurrency", "16", "sends in flight per replica"),
-    ("WORKER_POLL_INTERVAL_MS", "worker-poll-interval-ms", "200", "how often the worker polls the queue"),
-    ("SCHEDULER_INTERVAL_MS", "scheduler-interval-ms", "1000", "how often each replica claims due messages"),
-    ("SCHEDULER_BATCH_SIZE", "scheduler-batch-size", "100", "most rows claimed per tick"),
-    ("QUEUE_NAME", "queue-name", "mail-worker:send-message", "apalis-redis queue"),
-    ("QUEUE_LEASE_MS", "queue-lease-ms", "300000", "a QUEUED row older than this is rescheduled"),
-    ("SEND_LEASE_MS", "send-lease-ms", "600000", "a SENDING row older than this is rescheduled"),
-    ("GRAPH_API_BASE_URL", "graph-api-base-url", "https://graph.microsoft.com/v1.0", "Microsoft Graph"),
-    ("GRAPH_LOGIN_BASE_URL", "graph-login-base-url", "https://login.microsoftonline.com", "Entra ID token endpoint"),
-    ("GRAPH_SAVE_TO_SENT_ITEMS", "graph-save-to-sent-items", "true", "saveToSentItems"),
-    ("SENDGRID_API_BASE_URL", "sendgrid-api-base-url", "https://api.sendgrid.com", "SendGrid v3"),
-    ("HTTP_TIMEOUT_MS", "http-timeout-ms", "30000", "whole-request deadline of provider calls"),
-    ("SHUTDOWN_GRACE_MS", "shutdown-grace-ms", "30000", "time for in-flight sends after SIGTERM"),
-    ("METRICS_LISTEN", "metrics-listen", "0.0.0.0:9184", "/metrics, /healthz, /readyz; `off` disables"),
-    ("METRICS_REFRESH_MS", "metrics-refresh-ms", "15000", "how often mail_worker_messages is re-read"),
+    (
+        "DATABASE_URL",
+        "database-url",
+        "postgres://postgres@127.0.0.1:5432/mail_worker",
+        "PostgreSQL (created only by `mail-worker migrate`)",
+    ),
+    (
+        "REDIS_URL",
+        "redis-url",
+        "redis://127.0.0.1:6379",
+        "the job queue, and the limiter unless MAIL_RATE_LIMIT_REDIS_URL is set",
+    ),
+    (
+        "MAIL_RATE_LIMIT_REDIS_URL",
+        "rate-limit-redis-url",
+        "REDIS_URL",
+        "the limiter's own Redis",
+    ),
+    (
+        "MAIL_RATE_LIMIT_ALGORITHM",
+        "rate-limit-algorithm",
+        "paced",
+        "`paced` or `fixed-window`",
+    ),
+    (
+        "MAIL_RATE_LIMIT_PER_MINUTE",
+        "rate-limit-per-minute",
+        "25",
+        "messages per mailbox per minute",
+    ),
+    (
+        "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
+        "rate-limit-recipients-per-day",
+        "9000",
+        "recipients per mailbox per day",
+    ),
+    (
+        "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",
+        "rate-limit-redis-timeout-ms",
+        "250",
+        "limiter deadline; past it the send goes ahead (fail-open)",
+    ),
+    (
+        "MAIL_RATE_LIMIT_KEY_PREFIX",
+        "rate-limit-key-prefix",
+        "mail:rl",
+        "the limiter's Redis key prefix",
+    ),
+    (
+        "MAIL_MAILBOX_MAX_IN_FLIGHT",
+        "mailbox-max-in-flight",
+        "3",
+        "requests in flight per mailbox, all replicas (paced)",
+    ),
+    (
+        "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS",
+        "rate-limit-fail-open-replicas",
+        "1",
+        "replicas sharing a mailbox's budget while failing open",
+    ),
+    (
+        "MAIL_DEFER_SPREAD_MAX_MS",
+        "defer-spread-max-ms",
+        "30000",
+        "deferral spread: FNV-1a(message id) mod this",
+    ),
+    (
+        "MAIL_RETRY_FOR",
+        "retry-for",
+        "24h",
+        "how long transient failures are retried before ERROR",
+    ),
+    (
+        "MAIL_MAX_ATTEMPTS",
+        "max-attempts",
+        "none",
+        "an extra cap on transient attempts",
+    ),
+    (
+        "WORKER_CONCURRENCY",
+        "worker-concurrency",
+        "16",
+        "sends in flight per replica",
+    ),
+    (
+        "WORKER_POLL_INTERVAL_MS",
+        "worker-poll-interval-ms",
+        "200",
+        "how often the worker polls the queue",
+    ),
+    (
+        "SCHEDULER_INTERVAL_MS",
+        "scheduler-interval-ms",
+        "1000",
+        "how often each replica claims due messages",
+    ),
+    (
+        "SCHEDULER_BATCH_SIZE",
+        "scheduler-batch-size",
+        "100",
+        "most rows claimed per tick",
+    ),
+    (
+        "QUEUE_NAME",
+        "queue-name",
+        "mail-worker:send-message",
+        "apalis-redis queue",
+    ),
+    (
+        "QUEUE_LEASE_MS",
+        "queue-lease-ms",
+        "300000",
+        "a QUEUED row older than this is rescheduled",
+    ),
+    (
+        "SEND_LEASE_MS",
+        "send-lease-ms",
+        "600000",
+        "a SENDING row older than this is rescheduled",
+    ),
+    (
+        "GRAPH_API_BASE_URL",
+        "graph-api-base-url",
+        "https://graph.microsoft.com/v1.0",
+        "Microsoft Graph",
+    ),
+    (
+        "GRAPH_LOGIN_BASE_URL",
+        "graph-login-base-url",
+        "https://login.microsoftonline.com",
+        "Entra ID token endpoint",
+    ),
+    (
+        "GRAPH_SAVE_TO_SENT_ITEMS",
+        "graph-save-to-sent-items",
+        "true",
+        "saveToSentItems",
+    ),
+    (
+        "SENDGRID_API_BASE_URL",
+        "sendgrid-api-base-url",
+        "https://api.sendgrid.com",
+        "SendGrid v3",
+    ),
+    (
+        "HTTP_TIMEOUT_MS",
+        "http-timeout-ms",
+        "30000",
+        "whole-request deadline of provider calls",
+    ),
+    (
+        "SHUTDOWN_GRACE_MS",
+        "shutdown-grace-ms",
+        "30000",
+        "time for in-flight sends after SIGTERM",
+    ),
+    (
+        "METRICS_LISTEN",
+        "metrics-listen",
+        "0.0.0.0:9184",
+        "/metrics, /healthz, /readyz; `off` disables",
+    ),
+    (
+        "METRICS_REFRESH_MS",
+        "metrics-refresh-ms",
+        "15000",
+        "how often mail_worker_messages is re-read",
+    ),
     ("LOG_FORMAT", "log-format", "json", "`json` or `pretty`"),
     ("RUST_LOG", "log", "info", "log filter"),
 ];
@@ -250,7 +390,11 @@ pub async fn main() -> ExitCode {
             // Once: the daemon's as a JSON log line (its stderr is a log stream), a command's
             // as a plain line.
             if daemon {
-                tracing::error!(event = events::DAEMON_STOPPED, error = format!("{e:#}"), "mail-worker failed");
+                tracing::error!(
+                    event = events::DAEMON_STOPPED,
+                    error = format!("{e:#}"),
+                    "mail-worker failed"
+                );
             } else {
                 eprintln!("mail-worker: {e:#}");
             }
@@ -355,7 +499,11 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 status: match &args.status {
                     None => None,
                     Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(
-                        |_| anyhow::anyhow!("--status {s}: not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"),
+                        |_| {
+                            anyhow::anyhow!(
+                                "--status {s}: not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"
+                            )
+                        },
                     )?),
                 },
                 error_like: args.error_like.clone(),
@@ -372,9 +520,15 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             } else {
                 let verb = if retry { "retried" } else { "cancelled" };
                 out(&if changed.dry_run {
-                    format!("{} messages match; dry run: nothing {verb}\n", changed.matched)
+                    format!(
+                        "{} messages match; dry run: nothing {verb}\n",
+                        changed.matched
+                    )
                 } else {
-                    format!("{} messages {verb} ({} matched)\n", changed.changed, changed.matched)
+                    format!(
+                        "{} messages {verb} ({} matched)\n",
+                        changed.changed, changed.matched
+                    )
                 });
             }
             Ok(ExitCode::SUCCESS)
@@ -460,7 +614,9 @@ pub async fn mailbox_usage(
     address: &MailboxAddress,
 ) -> anyhow::Result<MailboxUsage> {
     let sender = senders::by_address(pool, address).await?.ok_or_else(|| {
-        anyhow::anyhow!("no system mailbox or tenant sender {address} (see `mail-worker senders import`)")
+        anyhow::anyhow!(
+            "no system mailbox or tenant sender {address} (see `mail-worker senders import`)"
+        )
     })?;
     let defaults = config.rate_limit.defaults;
     let source = |o: bool| if o { "override" } else { "default" };
@@ -517,7 +673,11 @@ pub async fn mailbox_usage(
     Ok(MailboxUsage {
         mailbox: address.to_string(),
         sender: kind,
-        provider: if tenant.is_some() { "graph" } else { "sendgrid" },
+        provider: if tenant.is_some() {
+            "graph"
+        } else {
+            "sendgrid"
+        },
         limits,
         limiter,
         limiter_error,
@@ -528,7 +688,9 @@ pub async fn mailbox_usage(
 /// `mailbox usage` as lines.
 pub fn usage_text(u: &MailboxUsage) -> String {
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("-".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+        t.map_or("-".to_owned(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+        })
     };
     let mut out = format!(
         "mailbox             {} ({}, {})\nlimits              {} per minute ({}), {} recipients per day ({})\n",

@@ -251,7 +251,7 @@ impl Config {
                 self.max_attempts
                     .map_or_else(|| "none".to_owned(), |n| n.to_string())
             ),
-            format!("MAIL_RETRY_FOR={}ms", ms(self.retry_for)),
+            format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
             format!(
                 "METRICS_LISTEN={}",
                 self.metrics_listen
@@ -284,6 +284,22 @@ impl Config {
             format!("RUST_LOG={}", self.log_filter),
         ]
     }
+}
+
+/// `d` in the largest unit that shows it exactly: `24h`, `90m`, `1500ms`.
+fn with_unit(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % per == 0 {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
 }
 
 impl fmt::Debug for Config {
@@ -382,9 +398,7 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             return Ok(default);
         };
         let raw = raw.trim();
-        let split = raw
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(raw.len());
+        let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
         let (number, unit) = raw.split_at(split);
         let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
         let n: u64 = number.parse().map_err(|_| self.error(var, problem))?;

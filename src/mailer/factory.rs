@@ -154,12 +154,14 @@ impl<L: RateLimiter> MailerFactory<L> {
             },
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
-                api_key: api_key.resolve_with(|n| (self.secret_env)(n)).map_err(|e| {
-                    MailError::Misconfigured(format!(
-                        "tenant {}'s SendGrid API key: {e}",
-                        tenant.name
-                    ))
-                })?,
+                api_key: api_key
+                    .resolve_with(|n| (self.secret_env)(n))
+                    .map_err(|e| {
+                        MailError::Misconfigured(format!(
+                            "tenant {}'s SendGrid API key: {e}",
+                            tenant.name
+                        ))
+                    })?,
             },
         })
     }
@@ -359,12 +361,17 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
 
 /// Counts every request of the provider mailer it wraps
 /// (`mail_worker_provider_requests_total{provider,status}`, `mail_worker_provider_seconds`):
-/// inside the rate limiter, so a denial is not a request.
-#[derive(Debug)]
+/// inside the rate limiter, so a denial is not a request. Its `Debug` is the inner mailer's.
 pub struct Metered<M: Mailer> {
     inner: M,
     provider: &'static str,
     metrics: Arc<Metrics>,
+}
+
+impl<M: Mailer> fmt::Debug for Metered<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
 }
 
 impl<M: Mailer> Metered<M> {

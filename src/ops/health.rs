@@ -172,11 +172,7 @@ impl Readiness {
 
     async fn postgresql(&self) -> Check {
         let started = Instant::now();
-        match tokio::time::timeout(
-            CHECK_TIMEOUT,
-            sqlx::query("SELECT 1").execute(&self.pool),
-        )
-        .await
+        match tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(&self.pool)).await
         {
             Ok(Ok(_)) => ok(Some(started.elapsed())),
             Ok(Err(e)) => failed(e.to_string()),

@@ -186,8 +186,9 @@ impl Metrics {
             "Provider send requests by provider and result class",
             provider_requests.clone(),
         );
-        let provider_seconds =
-            Family::<ProviderLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let provider_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         registry.register(
             "mail_worker_provider_seconds",
             "Duration of one provider send request, seconds",

@@ -15,7 +15,7 @@ use axum::{
 };
 use tokio::net::TcpListener;
 
-pub use health::{Liveness, ReadyReport, Readiness};
+pub use health::{Liveness, Readiness, ReadyReport};
 pub use metrics::Metrics;
 
 /// What the endpoints read.

@@ -15,7 +15,8 @@ pub struct LimiterUsage {
     pub algorithm: &'static str,
     /// `paced`: reservations in the last 60 s; `fixed-window`: in the current UTC minute.
     pub sent_last_minute: u64,
-    /// `paced`: recipients in the rolling 24 h; `fixed-window`: in the current UTC day.
+    /// `paced`: recipients in the rolling 24 h, booked slots included (a booking holds its
+    /// recipients); `fixed-window`: in the current UTC day.
     pub recipients_last_day: u64,
     /// Requests in flight (unexpired leases; `paced` only, else 0).
     pub in_flight: u64,

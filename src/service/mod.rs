@@ -286,7 +286,12 @@ impl MailProviderService {
             }
             Ok(_) | Err(_) => {
                 if let Some((paused_mailbox, reason)) = self.pauses.succeeded(sender_id) {
-                    self.log_resumed(&paused_mailbox, &reason, "a probe got past the credentials", 0);
+                    self.log_resumed(
+                        &paused_mailbox,
+                        &reason,
+                        "a probe got past the credentials",
+                        0,
+                    );
                     messages::resume_paused(&self.pool, sender_id, PAUSED_PREFIX).await?;
                 }
             }
@@ -397,10 +402,14 @@ impl MailProviderService {
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
-                let age = (now - message.first_attempt_at).to_std().unwrap_or_default();
+                let age = (now - message.first_attempt_at)
+                    .to_std()
+                    .unwrap_or_default();
                 if attempts >= self.settings.max_attempts || age >= self.settings.retry_for {
                     let reason = if attempts >= self.settings.max_attempts {
-                        format!("gave up after {attempts} attempts (MAIL_MAX_ATTEMPTS); last error: {why}")
+                        format!(
+                            "gave up after {attempts} attempts (MAIL_MAX_ATTEMPTS); last error: {why}"
+                        )
                     } else {
                         format!(
                             "gave up after {} of transient failures ({attempts} attempts, MAIL_RETRY_FOR); last error: {why}",

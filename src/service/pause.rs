@@ -115,7 +115,8 @@ impl SenderPauses {
             Err(poisoned) => poisoned.into_inner(),
         };
         let at = |level: u32| {
-            now + chrono::Duration::from_std(probe_interval(level)).unwrap_or(chrono::TimeDelta::MAX)
+            now + chrono::Duration::from_std(probe_interval(level))
+                .unwrap_or(chrono::TimeDelta::MAX)
         };
         match pauses.get_mut(&sender) {
             Some(pause) if pause.fingerprint == fingerprint => {
@@ -218,7 +219,9 @@ mod tests {
         assert_eq!(again.level, 1);
         // Before the probe: wait.
         let soon = t0() + chrono::Duration::seconds(1);
-        assert!(matches!(pauses.admit(id, "a", soon), Admit::Wait { until, .. } if until == first.until));
+        assert!(
+            matches!(pauses.admit(id, "a", soon), Admit::Wait { until, .. } if until == first.until)
+        );
         // At the probe: one goes, the next waits.
         let later = t0() + chrono::Duration::seconds(6);
         assert_eq!(pauses.admit(id, "a", later), Admit::Go { resumed: None });

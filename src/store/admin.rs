@@ -62,14 +62,22 @@ async fn select(
         .await?)
 }
 
-fn statuses(filter: &MessageFilter, allowed: &[MessageStatus], default: MessageStatus) -> Result<Vec<&'static str>, StoreError> {
+fn statuses(
+    filter: &MessageFilter,
+    allowed: &[MessageStatus],
+    default: MessageStatus,
+) -> Result<Vec<&'static str>, StoreError> {
     match filter.status {
         None => Ok(vec![default.as_str()]),
         Some(s) if allowed.contains(&s) => Ok(vec![s.as_str()]),
         Some(s) => Err(StoreError::NotFound(format!(
             "--status {} is not accepted here (accepted: {})",
             s.as_str(),
-            allowed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            allowed
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -93,7 +101,11 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
 ///
 /// # Errors
 /// Database errors; a `--status` other than `ERROR`/`SCHEDULED`.
-pub async fn retry(pool: &PgPool, filter: &MessageFilter, dry_run: bool) -> Result<Changed, StoreError> {
+pub async fn retry(
+    pool: &PgPool,
+    filter: &MessageFilter,
+    dry_run: bool,
+) -> Result<Changed, StoreError> {
     let statuses = statuses(
         filter,
         &[MessageStatus::Error, MessageStatus::Scheduled],
@@ -123,7 +135,11 @@ pub async fn retry(pool: &PgPool, filter: &MessageFilter, dry_run: bool) -> Resu
 ///
 /// # Errors
 /// Database errors; a `--status` other than `SCHEDULED`/`QUEUED`.
-pub async fn cancel(pool: &PgPool, filter: &MessageFilter, dry_run: bool) -> Result<Changed, StoreError> {
+pub async fn cancel(
+    pool: &PgPool,
+    filter: &MessageFilter,
+    dry_run: bool,
+) -> Result<Changed, StoreError> {
     let statuses = statuses(
         filter,
         &[MessageStatus::Scheduled, MessageStatus::Queued],

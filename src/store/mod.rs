@@ -44,7 +44,9 @@ pub enum StoreError {
         reason: String,
     },
     /// The database named in `DATABASE_URL` does not exist.
-    #[error("DATABASE_URL names database {0:?}, which does not exist: run `mail-worker migrate` to create it")]
+    #[error(
+        "DATABASE_URL names database {0:?}, which does not exist: run `mail-worker migrate` to create it"
+    )]
     MissingDatabase(String),
     /// The database exists but its schema is missing or behind.
     #[error("database {name:?} {problem}: run `mail-worker migrate`")]
@@ -98,6 +100,14 @@ fn options(url: &Url) -> Result<PgConnectOptions, StoreError> {
 /// # Errors
 /// The connection error.
 pub async fn connect(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
+    // One direct attempt first: the pool would retry a refused connection until its acquire
+    // timeout and then report only the timeout.
+    PgConnection::connect_with(&options(url)?)
+        .await
+        .map_err(|e| connect_error(url, e))?
+        .close()
+        .await
+        .map_err(|e| connect_error(url, e))?;
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(std::time::Duration::from_secs(10))

@@ -116,9 +116,13 @@ pub async fn by_address(
         .fetch_optional(pool)
         .await?
     {
-        return Ok(Some(crate::domain::Sender::SystemMailbox(mailbox_from_row(&row)?)));
+        return Ok(Some(crate::domain::Sender::SystemMailbox(
+            mailbox_from_row(&row)?,
+        )));
     }
-    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE lower(sender_address) = $1 ORDER BY name LIMIT 1");
+    let sql = format!(
+        "SELECT {TENANT_COLUMNS} FROM tenants WHERE lower(sender_address) = $1 ORDER BY name LIMIT 1"
+    );
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(address.as_str())
         .fetch_optional(pool)

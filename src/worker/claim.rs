@@ -101,9 +101,9 @@ pub async fn run_loop_observed(
             Ok(claimed) => {
                 observers.metrics.claimed(claimed as u64);
                 tracing::debug!(
-                event = events::SCHEDULER_CLAIMED,
-                claimed,
-                "claimed due messages"
+                    event = events::SCHEDULER_CLAIMED,
+                    claimed,
+                    "claimed due messages"
                 );
             }
             Err(e) => {

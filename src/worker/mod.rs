@@ -147,8 +147,8 @@ pub async fn run_observed(
         stop_rx.clone(),
     ));
 
-    let handler = handler::Handler::new(pool.clone(), service)
-        .with_metrics(Arc::clone(&observers.metrics));
+    let handler =
+        handler::Handler::new(pool.clone(), service).with_metrics(Arc::clone(&observers.metrics));
     let mut retry = QUEUE_RETRY_MIN;
     let mut outage_since: Option<std::time::Instant> = None;
     let mut first = true;

@@ -4,6 +4,7 @@
 mod budgets;
 mod cli;
 mod daemon;
+mod deploy;
 mod import;
 mod mailer;
 mod ops;

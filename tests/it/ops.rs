@@ -83,12 +83,28 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
     })
     .await;
     assert_eq!(ids.len(), 12);
-    assert_eq!(world.sim.messages().len(), 12, "graph-sim accepted each once");
+    assert_eq!(
+        world.sim.messages().len(),
+        12,
+        "graph-sim accepted each once"
+    );
     for (line, value) in [
-        ("mail_worker_sends_total{provider=\"graph\",outcome=\"sent\"}", 12.0),
-        ("mail_worker_provider_requests_total{provider=\"graph\",status=\"accepted\"}", 12.0),
-        ("mail_worker_provider_seconds_count{provider=\"graph\"}", 12.0),
-        ("mail_worker_rate_limit_decisions_total{decision=\"allowed\"}", 12.0),
+        (
+            "mail_worker_sends_total{provider=\"graph\",outcome=\"sent\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_provider_requests_total{provider=\"graph\",status=\"accepted\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_provider_seconds_count{provider=\"graph\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_rate_limit_decisions_total{decision=\"allowed\"}",
+            12.0,
+        ),
         ("mail_worker_rate_limit_seconds_count", 12.0),
         ("mail_worker_claimed_total", 12.0),
         ("mail_worker_in_flight", 0.0),
@@ -125,11 +141,15 @@ async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_
         .await;
         pg.stop();
         let mut body = String::new();
-        wait_until(Duration::from_secs(10), "503 while PostgreSQL is down", async || {
-            let (code, text) = get(d, "/readyz").await;
-            body = text;
-            code == 503
-        })
+        wait_until(
+            Duration::from_secs(10),
+            "503 while PostgreSQL is down",
+            async || {
+                let (code, text) = get(d, "/readyz").await;
+                body = text;
+                code == 503
+            },
+        )
         .await;
         let report = ready(&body);
         assert_eq!(report["ready"], false, "{body}");
@@ -158,11 +178,15 @@ async fn a_port_in_use_stops_start_up_naming_metrics_listen() {
         .err()
         .expect("start-up fails");
     let text = format!("{err:#}");
-    assert!(text.starts_with(&format!("METRICS_LISTEN ({addr}): ")), "{text}");
+    assert!(
+        text.starts_with(&format!("METRICS_LISTEN ({addr}): ")),
+        "{text}"
+    );
 }
 
 #[tokio::test]
-async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_without_a_restart() {
+async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_without_a_restart()
+{
     capture_logs();
     let world = TestApp::builder().spawn().await;
     let var = crate::support::unique("MW_TEST_SECRET_").to_uppercase();
@@ -176,7 +200,9 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
     let env: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let lookup = Arc::clone(&env);
     let options = Options {
-        secret_env: Some(Arc::new(move |name| lookup.lock().unwrap().get(name).cloned())),
+        secret_env: Some(Arc::new(move |name| {
+            lookup.lock().unwrap().get(name).cloned()
+        })),
         ..Options::default()
     };
     let paused_rows = "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND deferrals > 0 \
@@ -197,13 +223,19 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
         assert!(last_error.unwrap().contains(&format!("env:{var}")));
         let metrics = get(d, "/metrics").await.1;
         assert_eq!(
-            sample(&metrics, "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"),
+            sample(
+                &metrics,
+                "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"
+            ),
             Some(1.0),
             "{metrics}"
         );
         assert!(
-            sample(&metrics, "mail_worker_sends_total{provider=\"graph\",outcome=\"paused\"}")
-                .is_some_and(|n| n >= 10.0)
+            sample(
+                &metrics,
+                "mail_worker_sends_total{provider=\"graph\",outcome=\"paused\"}"
+            )
+            .is_some_and(|n| n >= 10.0)
         );
 
         env.lock()
@@ -215,7 +247,10 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
         .await;
         let metrics = get(d, "/metrics").await.1;
         assert_eq!(
-            sample(&metrics, "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"),
+            sample(
+                &metrics,
+                "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"
+            ),
             Some(0.0)
         );
     })
@@ -226,7 +261,11 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
         .into_iter()
         .filter(|l| l["event"] == "mail.sender.paused")
         .collect();
-    assert_eq!(paused.len(), 1, "paused logged once per state change: {paused:?}");
+    assert_eq!(
+        paused.len(),
+        1,
+        "paused logged once per state change: {paused:?}"
+    );
     assert_eq!(paused[0]["level"], "ERROR");
     assert_eq!(paused[0]["mailbox"], "mb0@contoso.example");
 }
@@ -247,21 +286,29 @@ async fn a_queue_outage_keeps_the_daemon_up_not_ready_and_it_resumes_when_redis_
         gate.cut();
         // Redis "comes back empty": the queue's keys (and its worker registration) are gone.
         let mut conn = mail_worker_bench::redis_connection(&redis_url()).await;
-        mail_worker_bench::unlink_prefix(&mut conn, &queue).await.unwrap();
+        mail_worker_bench::unlink_prefix(&mut conn, &queue)
+            .await
+            .unwrap();
         let mut body = String::new();
-        wait_until(Duration::from_secs(20), "not ready during the outage", async || {
-            let (code, text) = get(d, "/readyz").await;
-            body = text;
-            code == 503
-        })
+        wait_until(
+            Duration::from_secs(20),
+            "not ready during the outage",
+            async || {
+                let (code, text) = get(d, "/readyz").await;
+                body = text;
+                code == 503
+            },
+        )
         .await;
         assert!(body.contains("queue_redis"), "{body}");
         assert_eq!(get(d, "/healthz").await.0, 200, "alive during the outage");
         world.insert(0, 5, "SCHEDULED").await;
         gate.open(true);
-        wait_until(Duration::from_secs(30), "the other 5 SENT after Redis is back", async || {
-            world.count("SENT").await == 10
-        })
+        wait_until(
+            Duration::from_secs(30),
+            "the other 5 SENT after Redis is back",
+            async || world.count("SENT").await == 10,
+        )
         .await;
         wait_until(Duration::from_secs(10), "ready again", async || {
             get(d, "/readyz").await.0 == 200
