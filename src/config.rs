@@ -295,7 +295,7 @@ fn with_unit(d: Duration) -> String {
         ("m", 60_000),
         ("s", 1_000),
     ] {
-        if ms % per == 0 {
+        if ms.is_multiple_of(per) {
             return format!("{}{unit}", ms / per);
         }
     }

@@ -30,6 +30,9 @@ pub struct LimiterUsage {
     pub keys: Vec<String>,
 }
 
+/// `tat`, `cool` and `total` of the `paced` state hash.
+type StateFields = (Option<i64>, Option<i64>, Option<u64>);
+
 fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
     Utc.timestamp_millis_opt(ms).single()
 }
@@ -69,29 +72,25 @@ pub async fn read_usage(
         }
         Algorithm::Paced => {
             let keys = PacedKeys::new(&config.key_prefix, tenant, mailbox);
-            let ((tat, cool, total), sent, in_flight, booked): (
-                (Option<i64>, Option<i64>, Option<u64>),
-                u64,
-                u64,
-                u64,
-            ) = redis::pipe()
-                .cmd("HMGET")
-                .arg(keys.state())
-                .arg("tat")
-                .arg("cool")
-                .arg("total")
-                .cmd("ZCOUNT")
-                .arg(keys.sent())
-                .arg(format!("({}", now_ms - 60_000))
-                .arg("+inf")
-                .cmd("ZCOUNT")
-                .arg(keys.in_flight())
-                .arg(format!("({now_ms}"))
-                .arg("+inf")
-                .cmd("ZCARD")
-                .arg(keys.booked())
-                .query_async(&mut conn)
-                .await?;
+            let ((tat, cool, total), sent, in_flight, booked): (StateFields, u64, u64, u64) =
+                redis::pipe()
+                    .cmd("HMGET")
+                    .arg(keys.state())
+                    .arg("tat")
+                    .arg("cool")
+                    .arg("total")
+                    .cmd("ZCOUNT")
+                    .arg(keys.sent())
+                    .arg(format!("({}", now_ms - 60_000))
+                    .arg("+inf")
+                    .cmd("ZCOUNT")
+                    .arg(keys.in_flight())
+                    .arg(format!("({now_ms}"))
+                    .arg("+inf")
+                    .cmd("ZCARD")
+                    .arg(keys.booked())
+                    .query_async(&mut conn)
+                    .await?;
             Ok(LimiterUsage {
                 algorithm: Algorithm::Paced.as_str(),
                 sent_last_minute: sent,
