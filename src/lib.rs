@@ -25,9 +25,10 @@
 //!
 //! Where this departs from `CONVENTIONS.md` (the anchors' habits), and why:
 //! - *One crate with bins `mail-worker` and `graph-sim`* → a workspace of four crates
-//!   (crates.io's `crates/*` habit): the stand-in needs axum, the demo needs the stand-in in
-//!   process and a progress bar, the benchmarks need both; in one package these would be
-//!   dependencies of the daemon. Here `cargo tree -e normal -p mail-worker` shows what ships.
+//!   (crates.io's `crates/*` habit): the demo needs the stand-in in process and a progress bar,
+//!   the benchmarks need both; in one package these would be dependencies of the daemon. Here
+//!   `cargo tree -e normal -p mail-worker` shows what ships (axum included since [`ops`]: the
+//!   metrics and health listener).
 //! - *`graph_sim/` in `src/`* → `crates/graph-sim`, for the same reason; its HTTP tests live with
 //!   it (`crates/graph-sim/tests`).
 //! - *Tests: one integration binary with a `spawn_app()` helper* — kept (`tests/it`, harness in
