@@ -221,6 +221,18 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
         let (_, attempts, _, last_error, _) = world.row(ids[0]).await;
         assert_eq!(attempts, 0, "a paused try is not an attempt");
         assert!(last_error.unwrap().contains(&format!("env:{var}")));
+        // `status` and `mailbox usage` show it.
+        let status = mail_worker::store::report::by_sender(&world.db.pool)
+            .await
+            .unwrap();
+        assert_eq!((status[0].scheduled, status[0].paused), (10, 10));
+        let usage =
+            mail_worker::cli::mailbox_usage(&world.config, &world.db.pool, &world.mailboxes[0].0)
+                .await
+                .unwrap();
+        assert_eq!(usage.messages.paused, 10);
+        let reason = usage.messages.paused_reason.unwrap();
+        assert!(reason.contains(&format!("env:{var}")), "{reason}");
         let metrics = get(d, "/metrics").await.1;
         assert_eq!(
             sample(
@@ -317,4 +329,63 @@ async fn a_queue_outage_keeps_the_daemon_up_not_ready_and_it_resumes_when_redis_
     })
     .await;
     assert_eq!(world.sim.messages().len(), 10, "nothing lost or sent twice");
+}
+
+#[tokio::test]
+async fn a_daemon_started_while_the_queue_is_down_waits_not_ready_and_then_sends() {
+    let world = TestApp::builder().spawn().await;
+    let gate = Gate::closed().await;
+    let mut config = fast(world.config.clone());
+    config.redis_url = gate.url();
+    world.insert(0, 4, "SCHEDULED").await;
+    with_daemon(config, Options::default(), async |d| {
+        let (code, body) = get(d, "/readyz").await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("queue_worker"), "{body}");
+        assert_eq!(get(d, "/healthz").await.0, 200);
+        assert_eq!(world.count("SENT").await, 0);
+        gate.open(true);
+        wait_until(
+            Duration::from_secs(30),
+            "all 4 SENT once the queue is up",
+            async || world.count("SENT").await == 4,
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(world.sim.messages().len(), 4);
+}
+
+#[tokio::test]
+async fn a_frozen_queue_redis_is_survived_and_sending_resumes_when_it_answers_again() {
+    let world = TestApp::builder().spawn().await;
+    let gate = Gate::relaying().await;
+    let mut config = fast(world.config.clone());
+    config.redis_url = gate.url();
+    with_daemon(config, Options::default(), async |d| {
+        world.insert(0, 3, "SCHEDULED").await;
+        wait_until(Duration::from_secs(30), "first 3 SENT", async || {
+            world.count("SENT").await == 3
+        })
+        .await;
+        // Frozen: connections stay open but carry nothing; new ones are accepted and ignored.
+        gate.set_relay(false);
+        gate.blackhole_existing();
+        wait_until(
+            Duration::from_secs(20),
+            "not ready while frozen",
+            async || get(d, "/readyz").await.0 == 503,
+        )
+        .await;
+        world.insert(0, 3, "SCHEDULED").await;
+        gate.set_relay(true);
+        wait_until(
+            Duration::from_secs(60),
+            "the other 3 SENT after the freeze",
+            async || world.count("SENT").await == 6,
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(world.sim.messages().len(), 6, "nothing lost or sent twice");
 }
