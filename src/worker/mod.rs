@@ -156,15 +156,20 @@ pub async fn run_observed(
         if *stop_rx.borrow() {
             break;
         }
-        observers
-            .liveness
-            .beat("queue", QUEUE_RETRY_MAX * 3 + settings.shutdown_grace);
-        let opened = queue::open(
-            &settings.redis_url,
-            &settings.worker.queue_name,
-            concurrency,
+        let allowance = QUEUE_RETRY_MAX * 3 + settings.shutdown_grace;
+        observers.liveness.beat("queue", allowance);
+        // Bounded: a frozen Redis must not hold the loop (and its heartbeat) forever.
+        let opened = tokio::time::timeout(
+            QUEUE_RETRY_MAX,
+            queue::open(
+                &settings.redis_url,
+                &settings.worker.queue_name,
+                concurrency,
+            ),
         )
-        .await;
+        .await
+        .map_err(|_| format!("no answer within {} s", QUEUE_RETRY_MAX.as_secs()))
+        .and_then(|r| r.map_err(|e| e.to_string()));
         let error = match opened {
             Ok(queue) => {
                 let _ = queue_tx.send(Some(queue.clone()));
@@ -206,6 +211,8 @@ pub async fn run_observed(
                         tracing::warn!(event = events::DAEMON_STOPPED, "shutdown grace elapsed with sends in flight; their rows will be recovered after SEND_LEASE_MS");
                         Ok(())
                     }
+                    // The queue loop is alive while the worker runs: keep beating.
+                    () = beat_forever(&observers.liveness, allowance) => Ok(()),
                 };
                 observers.queue_up.store(false, Ordering::SeqCst);
                 if *stop_rx.borrow() {
@@ -216,7 +223,7 @@ pub async fn run_observed(
                     Err(e) => e,
                 }
             }
-            Err(e) => e.to_string(),
+            Err(e) => e,
         };
         if outage_since.is_none() {
             outage_since = Some(std::time::Instant::now());
@@ -246,6 +253,14 @@ pub async fn run_observed(
         "daemon stopped"
     );
     Ok(())
+}
+
+/// Beats `queue` every [`QUEUE_RETRY_MAX`], never completing.
+async fn beat_forever(liveness: &Liveness, allowance: Duration) {
+    loop {
+        liveness.beat("queue", allowance);
+        tokio::time::sleep(QUEUE_RETRY_MAX).await;
+    }
 }
 
 /// Completes `grace` after `stop` turned true.
