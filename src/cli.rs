@@ -3,14 +3,236 @@
 use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, parser::ValueSource};
+use serde::Serialize;
 
 use crate::{
     config::Config,
-    domain::MailboxAddress,
+    domain::{MailboxAddress, MessageStatus, Sender, TenantTransport},
     events, import,
-    store::{self, report, senders},
+    rate_limit::usage::{LimiterUsage, read_usage},
+    store::{self, admin, report, senders},
 };
+
+/// Every environment variable of the daemon: `(name, --flag, default, meaning)`. `run --help`
+/// lists them (clap's `env` support: a flag overrides its variable).
+pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
+    (
+        "DATABASE_URL",
+        "database-url",
+        "postgres://postgres@127.0.0.1:5432/mail_worker",
+        "PostgreSQL (created only by `mail-worker migrate`)",
+    ),
+    (
+        "REDIS_URL",
+        "redis-url",
+        "redis://127.0.0.1:6379",
+        "the job queue, and the limiter unless MAIL_RATE_LIMIT_REDIS_URL is set",
+    ),
+    (
+        "MAIL_RATE_LIMIT_REDIS_URL",
+        "rate-limit-redis-url",
+        "REDIS_URL",
+        "the limiter's own Redis",
+    ),
+    (
+        "MAIL_RATE_LIMIT_ALGORITHM",
+        "rate-limit-algorithm",
+        "paced",
+        "`paced` or `fixed-window`",
+    ),
+    (
+        "MAIL_RATE_LIMIT_PER_MINUTE",
+        "rate-limit-per-minute",
+        "25",
+        "messages per mailbox per minute",
+    ),
+    (
+        "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
+        "rate-limit-recipients-per-day",
+        "9000",
+        "recipients per mailbox per day",
+    ),
+    (
+        "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",
+        "rate-limit-redis-timeout-ms",
+        "250",
+        "limiter deadline; past it the send goes ahead (fail-open)",
+    ),
+    (
+        "MAIL_RATE_LIMIT_KEY_PREFIX",
+        "rate-limit-key-prefix",
+        "mail:rl",
+        "the limiter's Redis key prefix",
+    ),
+    (
+        "MAIL_MAILBOX_MAX_IN_FLIGHT",
+        "mailbox-max-in-flight",
+        "3",
+        "requests in flight per mailbox, all replicas (paced)",
+    ),
+    (
+        "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS",
+        "rate-limit-fail-open-replicas",
+        "1",
+        "replicas sharing a mailbox's budget while failing open",
+    ),
+    (
+        "MAIL_DEFER_SPREAD_MAX_MS",
+        "defer-spread-max-ms",
+        "30000",
+        "deferral spread: FNV-1a(message id) mod this",
+    ),
+    (
+        "MAIL_RETRY_FOR",
+        "retry-for",
+        "24h",
+        "how long transient failures are retried before ERROR",
+    ),
+    (
+        "MAIL_MAX_ATTEMPTS",
+        "max-attempts",
+        "none",
+        "an extra cap on transient attempts",
+    ),
+    (
+        "WORKER_CONCURRENCY",
+        "worker-concurrency",
+        "16",
+        "sends in flight per replica",
+    ),
+    (
+        "WORKER_POLL_INTERVAL_MS",
+        "worker-poll-interval-ms",
+        "200",
+        "how often the worker polls the queue",
+    ),
+    (
+        "SCHEDULER_INTERVAL_MS",
+        "scheduler-interval-ms",
+        "1000",
+        "how often each replica claims due messages",
+    ),
+    (
+        "SCHEDULER_BATCH_SIZE",
+        "scheduler-batch-size",
+        "100",
+        "most rows claimed per tick",
+    ),
+    (
+        "QUEUE_NAME",
+        "queue-name",
+        "mail-worker:send-message",
+        "apalis-redis queue",
+    ),
+    (
+        "QUEUE_LEASE_MS",
+        "queue-lease-ms",
+        "300000",
+        "a QUEUED row older than this is rescheduled",
+    ),
+    (
+        "SEND_LEASE_MS",
+        "send-lease-ms",
+        "600000",
+        "a SENDING row older than this is rescheduled",
+    ),
+    (
+        "GRAPH_API_BASE_URL",
+        "graph-api-base-url",
+        "https://graph.microsoft.com/v1.0",
+        "Microsoft Graph",
+    ),
+    (
+        "GRAPH_LOGIN_BASE_URL",
+        "graph-login-base-url",
+        "https://login.microsoftonline.com",
+        "Entra ID token endpoint",
+    ),
+    (
+        "GRAPH_SAVE_TO_SENT_ITEMS",
+        "graph-save-to-sent-items",
+        "true",
+        "saveToSentItems",
+    ),
+    (
+        "SENDGRID_API_BASE_URL",
+        "sendgrid-api-base-url",
+        "https://api.sendgrid.com",
+        "SendGrid v3",
+    ),
+    (
+        "HTTP_TIMEOUT_MS",
+        "http-timeout-ms",
+        "30000",
+        "whole-request deadline of provider calls",
+    ),
+    (
+        "SHUTDOWN_GRACE_MS",
+        "shutdown-grace-ms",
+        "30000",
+        "time for in-flight sends after SIGTERM",
+    ),
+    (
+        "METRICS_LISTEN",
+        "metrics-listen",
+        "0.0.0.0:9184",
+        "/metrics, /healthz, /readyz; `off` disables",
+    ),
+    (
+        "METRICS_REFRESH_MS",
+        "metrics-refresh-ms",
+        "15000",
+        "how often mail_worker_messages is re-read",
+    ),
+    ("LOG_FORMAT", "log-format", "json", "`json` or `pretty`"),
+    ("RUST_LOG", "log", "info", "log filter"),
+];
+
+/// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its
+/// variable when not given (clap `env`); given flags override the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunArgs {
+    /// `(variable, value)` given on the command line.
+    pub overrides: Vec<(&'static str, String)>,
+}
+
+impl FromArgMatches for RunArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut overrides = Vec::new();
+        for (var, ..) in ENV_VARS {
+            if matches.value_source(var) == Some(ValueSource::CommandLine)
+                && let Some(value) = matches.get_one::<String>(var)
+            {
+                overrides.push((*var, value.clone()));
+            }
+        }
+        Ok(Self { overrides })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for RunArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.args(ENV_VARS.iter().map(|(var, flag, default, meaning)| {
+            clap::Arg::new(*var)
+                .long(*flag)
+                .env(*var)
+                .value_name("VALUE")
+                // Values may hold passwords: never echo them in --help.
+                .hide_env_values(true)
+                .help(format!("{meaning} [default: {default}]"))
+        }))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
 
 /// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a
 /// distributed per-mailbox rate limiter in Redis. Configured by environment variables
@@ -30,8 +252,9 @@ pub enum Command {
     Migrate,
     /// Print the effective configuration (secrets redacted); non-zero on a bad variable.
     CheckConfig,
-    /// Run the daemon: claim loop, worker and lease recovery, until SIGTERM/SIGINT.
-    Run,
+    /// Run the daemon: claim loop, worker, lease recovery and the metrics/health listener,
+    /// until SIGTERM/SIGINT. Every setting is an environment variable (or its flag).
+    Run(RunArgs),
     /// Manage senders (tenants and system mailboxes).
     #[command(subcommand)]
     Senders(SendersCommand),
@@ -43,6 +266,19 @@ pub enum Command {
     Enqueue {
         /// One JSON message per line.
         file: PathBuf,
+    },
+    /// Retry or cancel messages, by filter (instead of SQL).
+    #[command(subcommand)]
+    Messages(MessagesCommand),
+    /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
+    /// image's `HEALTHCHECK` (it has no curl).
+    Probe {
+        /// Where the daemon listens; default `METRICS_LISTEN` with 0.0.0.0 read as 127.0.0.1.
+        #[arg(long)]
+        addr: Option<std::net::SocketAddr>,
+        /// `/healthz` (liveness) or `/readyz` (readiness).
+        #[arg(long, default_value = "/healthz")]
+        path: String,
     },
     /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
     Status {
@@ -67,6 +303,46 @@ pub enum SendersCommand {
 pub enum MailboxCommand {
     /// Set (or clear) a system mailbox's rate-limit overrides; applies to its next message.
     SetLimits(SetLimits),
+    /// A mailbox's limits, its live budget as the limiter counts it, and its messages.
+    Usage {
+        /// The mailbox's address (a system mailbox or a tenant's sender).
+        address: String,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `mail-worker messages …`
+#[derive(Debug, Subcommand)]
+pub enum MessagesCommand {
+    /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR).
+    Retry(MessageArgs),
+    /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
+    Cancel(MessageArgs),
+}
+
+/// The filters of `messages retry|cancel` (all given ones must hold).
+#[derive(Debug, Args)]
+pub struct MessageArgs {
+    /// A sender: system mailbox or tenant sender address, or tenant name.
+    #[arg(long)]
+    pub sender: Option<String>,
+    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED (default) or QUEUED.
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only messages whose last error contains this text (case-insensitive).
+    #[arg(long)]
+    pub error_like: Option<String>,
+    /// Only this message (repeatable).
+    #[arg(long = "id")]
+    pub ids: Vec<uuid::Uuid>,
+    /// Count what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `mailbox set-limits`.
@@ -89,7 +365,17 @@ pub struct SetLimits {
 /// exits 78, `EX_CONFIG`), set up JSON logging, run the command, and report why it exited.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match Config::from_env() {
+    let overrides = match &cli.command {
+        Command::Run(args) => args.overrides.clone(),
+        _ => Vec::new(),
+    };
+    let config = match Config::from_lookup(|name| {
+        overrides
+            .iter()
+            .find(|(var, _)| *var == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    }) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("mail-worker: bad configuration: {e}");
@@ -97,11 +383,21 @@ pub async fn main() -> ExitCode {
         }
     };
     crate::telemetry::init(config.log_format, &config.log_filter);
+    let daemon = matches!(cli.command, Command::Run(_));
     match execute(cli, config).await {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "mail-worker failed");
-            eprintln!("mail-worker: {e:#}");
+            // Once: the daemon's as a JSON log line (its stderr is a log stream), a command's
+            // as a plain line.
+            if daemon {
+                tracing::error!(
+                    event = events::DAEMON_STOPPED,
+                    error = format!("{e:#}"),
+                    "mail-worker failed"
+                );
+            } else {
+                eprintln!("mail-worker: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -122,9 +418,9 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             out(&(config.redacted_lines().join("\n") + "\n"));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run => crate::daemon::run(config).await,
+        Command::Run(_) => crate::daemon::run(config).await,
         Command::Senders(SendersCommand::Import { file }) => {
-            let pool = store::migrate(&config.database_url).await?;
+            let pool = store::open(&config.database_url, 4).await?;
             let text = read(&file)?;
             let parsed =
                 import::senders::parse(&text).with_context(|| file.display().to_string())?;
@@ -142,7 +438,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("give --per-minute and/or --recipients-per-day, or --clear");
             }
             let address = MailboxAddress::parse(&args.address)?;
-            let pool = store::connect(&config.database_url, 2).await?;
+            let pool = store::open(&config.database_url, 2).await?;
             let change = if args.clear {
                 senders::LimitsChange::Clear
             } else {
@@ -161,7 +457,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Enqueue { file } => {
-            let pool = store::migrate(&config.database_url).await?;
+            let pool = store::open(&config.database_url, 4).await?;
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let import::Enqueued {
@@ -183,8 +479,88 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        Command::Mailbox(MailboxCommand::Usage { address, json }) => {
+            let address = MailboxAddress::parse(&address)?;
+            let pool = store::open(&config.database_url, 2).await?;
+            let usage = mailbox_usage(&config, &pool, &address).await?;
+            if json {
+                out(&(serde_json::to_string_pretty(&usage)? + "\n"));
+            } else {
+                out(&usage_text(&usage));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Messages(command) => {
+            let (retry, args) = match command {
+                MessagesCommand::Retry(args) => (true, args),
+                MessagesCommand::Cancel(args) => (false, args),
+            };
+            let filter = admin::MessageFilter {
+                sender: args.sender.clone(),
+                status: match &args.status {
+                    None => None,
+                    Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(
+                        |_| {
+                            anyhow::anyhow!(
+                                "--status {s}: not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"
+                            )
+                        },
+                    )?),
+                },
+                error_like: args.error_like.clone(),
+                ids: args.ids.clone(),
+            };
+            let pool = store::open(&config.database_url, 2).await?;
+            let changed = if retry {
+                admin::retry(&pool, &filter, args.dry_run).await?
+            } else {
+                admin::cancel(&pool, &filter, args.dry_run).await?
+            };
+            if args.json {
+                out(&(serde_json::to_string_pretty(&changed)? + "\n"));
+            } else {
+                let verb = if retry { "retried" } else { "cancelled" };
+                out(&if changed.dry_run {
+                    format!(
+                        "{} messages match; dry run: nothing {verb}\n",
+                        changed.matched
+                    )
+                } else {
+                    format!(
+                        "{} messages {verb} ({} matched)\n",
+                        changed.changed, changed.matched
+                    )
+                });
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Probe { addr, path } => {
+            let mut addr = addr
+                .or(config.metrics_listen)
+                .context("METRICS_LISTEN is off: nothing to probe")?;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let url = format!("http://{addr}{path}");
+            let client = reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(3))
+                .build()?;
+            let answer = client
+                .get(&url)
+                .send()
+                .await
+                .with_context(|| format!("METRICS_LISTEN ({addr}): no answer"))?;
+            let status = answer.status();
+            let body = answer.text().await.unwrap_or_default();
+            out(&format!("{status} {body}\n"));
+            Ok(if status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Status { json } => {
-            let pool = store::connect(&config.database_url, 2).await?;
+            let pool = store::open(&config.database_url, 2).await?;
             let rows = report::by_sender(&pool).await?;
             if json {
                 out(&(serde_json::to_string_pretty(&rows)? + "\n"));
@@ -194,6 +570,168 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `mailbox usage`'s report (its `--json` shape is stable).
+#[derive(Debug, Clone, Serialize)]
+pub struct MailboxUsage {
+    /// The mailbox.
+    pub mailbox: String,
+    /// `system mailbox` or `tenant <name>`.
+    pub sender: String,
+    /// `graph` or `sendgrid`.
+    pub provider: &'static str,
+    /// The limits in force.
+    pub limits: EffectiveLimits,
+    /// What the limiter counts (`null` for SendGrid, which is not rate-limited).
+    pub limiter: Option<LimiterUsage>,
+    /// Why the limiter's Redis could not be read, if it could not.
+    pub limiter_error: Option<String>,
+    /// Its messages.
+    pub messages: admin::SenderMessages,
+}
+
+/// A mailbox's limits and where each comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct EffectiveLimits {
+    /// Messages per minute.
+    pub per_minute: u32,
+    /// `override` (the mailbox's own) or `default` (`MAIL_RATE_LIMIT_PER_MINUTE`).
+    pub per_minute_source: &'static str,
+    /// Recipients per day.
+    pub recipients_per_day: u32,
+    /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
+    pub recipients_per_day_source: &'static str,
+}
+
+/// Builds `mailbox usage`'s report.
+///
+/// # Errors
+/// No such mailbox; database errors. A limiter Redis that cannot be read is reported in
+/// `limiter_error`, not as a failure.
+pub async fn mailbox_usage(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    address: &MailboxAddress,
+) -> anyhow::Result<MailboxUsage> {
+    let sender = senders::by_address(pool, address).await?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no system mailbox or tenant sender {address} (see `mail-worker senders import`)"
+        )
+    })?;
+    let defaults = config.rate_limit.defaults;
+    let source = |o: bool| if o { "override" } else { "default" };
+    let (kind, id, tenant, limits) = match &sender {
+        Sender::SystemMailbox(m) => (
+            "system mailbox".to_owned(),
+            m.id,
+            Some(m.graph.graph_tenant_id.clone()),
+            EffectiveLimits {
+                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
+                per_minute_source: source(m.rate_limit_per_minute.is_some()),
+                recipients_per_day: m
+                    .rate_limit_recipients_per_day
+                    .unwrap_or(defaults.recipients_per_day)
+                    .get(),
+                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
+            },
+        ),
+        Sender::Tenant(t) => (
+            format!("tenant {}", t.name),
+            t.id,
+            match &t.transport {
+                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
+                TenantTransport::SendGrid { .. } => None,
+            },
+            EffectiveLimits {
+                per_minute: defaults.per_minute.get(),
+                per_minute_source: "default",
+                recipients_per_day: defaults.recipients_per_day.get(),
+                recipients_per_day_source: "default",
+            },
+        ),
+    };
+    let (limiter, limiter_error) = match &tenant {
+        Some(tenant) => match read_usage(
+            &config.rate_limit,
+            &tenant.to_lowercase(),
+            address,
+            chrono::Utc::now(),
+        )
+        .await
+        {
+            Ok(usage) => (Some(usage), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
+                    crate::config::redact_url(&config.rate_limit.redis_url)
+                )),
+            ),
+        },
+        None => (None, None),
+    };
+    Ok(MailboxUsage {
+        mailbox: address.to_string(),
+        sender: kind,
+        provider: if tenant.is_some() {
+            "graph"
+        } else {
+            "sendgrid"
+        },
+        limits,
+        limiter,
+        limiter_error,
+        messages: admin::sender_messages(pool, id).await?,
+    })
+}
+
+/// `mailbox usage` as lines.
+pub fn usage_text(u: &MailboxUsage) -> String {
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("-".to_owned(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+        })
+    };
+    let mut out = format!(
+        "mailbox             {} ({}, {})\nlimits              {} per minute ({}), {} recipients per day ({})\n",
+        u.mailbox,
+        u.sender,
+        u.provider,
+        u.limits.per_minute,
+        u.limits.per_minute_source,
+        u.limits.recipients_per_day,
+        u.limits.recipients_per_day_source
+    );
+    match (&u.limiter, &u.limiter_error) {
+        (Some(l), _) => out.push_str(&format!(
+            "limiter ({})   {} sent in the last minute, {} recipients in the last day, {} in flight, {} booked\ncooldown until      {}\nnext free slot      {}\n",
+            l.algorithm,
+            l.sent_last_minute,
+            l.recipients_last_day,
+            l.in_flight,
+            l.booked,
+            time(l.cooldown_until),
+            time(l.next_free_slot)
+        )),
+        (None, Some(e)) => out.push_str(&format!("limiter             unreadable: {e}\n")),
+        (None, None) => out.push_str("limiter             none (SendGrid is not rate-limited)\n"),
+    }
+    let counts: Vec<String> = u
+        .messages
+        .by_status
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    out.push_str(&format!("messages            {}\n", counts.join(", ")));
+    if u.messages.paused > 0 {
+        out.push_str(&format!(
+            "PAUSED              {} messages wait: {}\n",
+            u.messages.paused,
+            u.messages.paused_reason.as_deref().unwrap_or("?")
+        ));
+    }
+    out
 }
 
 /// Writes to stdout; a closed pipe (`mail-worker status | head`) is not an error.
@@ -209,10 +747,11 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
 /// The status report as a fixed-width table.
 pub fn status_table(rows: &[report::SenderStatus]) -> String {
     let mut out = format!(
-        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+        "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
         "mailbox",
         "sender",
         "SCHEDULED",
+        "paused",
         "QUEUED",
         "SENDING",
         "SENT",
@@ -228,10 +767,11 @@ pub fn status_table(rows: &[report::SenderStatus]) -> String {
     };
     for r in rows {
         out.push_str(&format!(
-            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+            "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
             r.mailbox,
             r.kind,
             r.scheduled,
+            r.paused,
             r.queued,
             r.sending,
             r.sent,

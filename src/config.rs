@@ -44,8 +44,18 @@ pub struct Config {
     /// `MAIL_DEFER_SPREAD_MAX_MS`, default 30,000 ms: the upper bound (exclusive) of the
     /// per-message spread added to a deferral.
     pub defer_spread_max: Duration,
-    /// `MAIL_MAX_ATTEMPTS`, default 8: transient failures before a message ends `ERROR`.
-    pub max_attempts: NonZeroU32,
+    /// `MAIL_MAX_ATTEMPTS`, default none: an extra cap on transient failures before a message
+    /// ends `ERROR` (the main rule is [`Self::retry_for`]); set it high to give up by time only.
+    pub max_attempts: Option<NonZeroU32>,
+    /// `MAIL_RETRY_FOR`, default `24h` (a number with a unit: `ms`, `s`, `m`, `h`, `d`): how long a message may keep failing
+    /// transiently (counted from its `created_at`) before it ends `ERROR`.
+    pub retry_for: Duration,
+    /// `METRICS_LISTEN`, default `0.0.0.0:9184`; `off` disables the listener (`/metrics`,
+    /// `/healthz`, `/readyz`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `METRICS_REFRESH_MS`, default 15,000 ms: how often `mail_worker_messages` is re-read
+    /// from PostgreSQL (one query).
+    pub metrics_refresh: Duration,
     /// Worker, scheduler and queue settings.
     pub worker: WorkerConfig,
     /// Microsoft Graph endpoints.
@@ -148,7 +158,22 @@ impl Config {
             },
             redis_url,
             defer_spread_max: env.millis("MAIL_DEFER_SPREAD_MAX_MS", 30_000)?,
-            max_attempts: env.positive("MAIL_MAX_ATTEMPTS", 8)?,
+            max_attempts: match env.get("MAIL_MAX_ATTEMPTS") {
+                None => None,
+                Some(_) => Some(env.positive("MAIL_MAX_ATTEMPTS", 1)?),
+            },
+            retry_for: env.duration("MAIL_RETRY_FOR", Duration::from_secs(24 * 3600))?,
+            metrics_listen: match env.get("METRICS_LISTEN") {
+                Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
+                Some(v) => Some(v.trim().parse().map_err(|_| {
+                    env.error(
+                        "METRICS_LISTEN",
+                        "must be host:port (e.g. 0.0.0.0:9184) or `off`",
+                    )
+                })?),
+                None => Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9184))),
+            },
+            metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
             worker: WorkerConfig {
                 concurrency: env.positive("WORKER_CONCURRENCY", 16)?,
                 scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 1_000)?,
@@ -212,7 +237,18 @@ impl Config {
                 self.rate_limit.fail_open_replicas
             ),
             format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
-            format!("MAIL_MAX_ATTEMPTS={}", self.max_attempts),
+            format!(
+                "MAIL_MAX_ATTEMPTS={}",
+                self.max_attempts
+                    .map_or_else(|| "none".to_owned(), |n| n.to_string())
+            ),
+            format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
+            format!(
+                "METRICS_LISTEN={}",
+                self.metrics_listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
             format!("WORKER_POLL_INTERVAL_MS={}", ms(self.worker.poll_interval)),
             format!(
@@ -239,6 +275,22 @@ impl Config {
             format!("RUST_LOG={}", self.log_filter),
         ]
     }
+}
+
+/// `d` in the largest unit that shows it exactly: `24h`, `90m`, `1500ms`.
+fn with_unit(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
 }
 
 impl fmt::Debug for Config {
@@ -345,6 +397,31 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         }
     }
 
+    /// A duration with a unit: `500ms`, `30s`, `15m`, `24h`, `1d` (not 0).
+    fn duration(&self, var: &'static str, default: Duration) -> Result<Duration, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(default);
+        };
+        let raw = raw.trim();
+        let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+        let (number, unit) = raw.split_at(split);
+        let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
+        let n: u64 = number.parse().map_err(|_| self.error(var, problem))?;
+        let ms_per = match unit.trim() {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(self.error(var, problem)),
+        };
+        match n.checked_mul(ms_per) {
+            Some(0) => Err(self.error(var, "must be more than 0")),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => Err(self.error(var, problem)),
+        }
+    }
+
     fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
         match self
             .get(var)
@@ -416,7 +493,10 @@ mod tests {
         assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(250));
         assert_eq!(c.rate_limit.key_prefix, "mail:rl");
         assert_eq!(c.defer_spread_max, Duration::from_millis(30_000));
-        assert_eq!(c.max_attempts.get(), 8);
+        assert_eq!(c.max_attempts, None);
+        assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
+        assert_eq!(c.metrics_listen, Some("0.0.0.0:9184".parse().unwrap()));
+        assert_eq!(c.metrics_refresh, Duration::from_secs(15));
         assert_eq!(c.worker.concurrency.get(), 16);
         assert_eq!(c.worker.scheduler_interval, Duration::from_millis(1000));
         assert_eq!(c.worker.scheduler_batch_size.get(), 100);
@@ -454,6 +534,9 @@ mod tests {
             ("MAIL_RATE_LIMIT_KEY_PREFIX", "t:rl"),
             ("MAIL_DEFER_SPREAD_MAX_MS", "5000"),
             ("MAIL_MAX_ATTEMPTS", "3"),
+            ("MAIL_RETRY_FOR", "1m"),
+            ("METRICS_LISTEN", "off"),
+            ("METRICS_REFRESH_MS", "500"),
             ("WORKER_CONCURRENCY", "64"),
             ("WORKER_POLL_INTERVAL_MS", "50"),
             ("SCHEDULER_INTERVAL_MS", "250"),
@@ -479,7 +562,10 @@ mod tests {
         assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
         assert_eq!(c.rate_limit.key_prefix, "t:rl");
         assert_eq!(c.defer_spread_max, Duration::from_millis(5000));
-        assert_eq!(c.max_attempts.get(), 3);
+        assert_eq!(c.max_attempts.map(NonZeroU32::get), Some(3));
+        assert_eq!(c.retry_for, Duration::from_secs(60));
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.metrics_refresh, Duration::from_millis(500));
         assert_eq!(c.worker.concurrency.get(), 64);
         assert_eq!(c.worker.poll_interval, Duration::from_millis(50));
         assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
@@ -509,6 +595,9 @@ mod tests {
             ("LOG_FORMAT", "xml", "json"),
             ("REDIS_URL", "http://x", "schemes"),
             ("DATABASE_URL", "not a url", "not a URL"),
+            ("METRICS_LISTEN", "9184", "host:port"),
+            ("MAIL_RETRY_FOR", "a day", "unit"),
+            ("MAIL_RETRY_FOR", "3600", "unit"),
             ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();

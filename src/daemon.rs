@@ -1,8 +1,15 @@
 //! The composition root of `mail-worker run`: one PostgreSQL pool, one [`MailRateLimiter`]
-//! (its own Redis connection), one [`MailerFactory`], one [`MailProviderService`], and the
-//! worker loops, until SIGTERM/SIGINT.
+//! (its own Redis connection), one [`MailerFactory`], one [`MailProviderService`], the worker
+//! loops and the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`),
+//! until SIGTERM/SIGINT.
 
-use std::{future::Future, process::ExitCode, sync::Arc};
+use std::{
+    future::Future,
+    net::SocketAddr,
+    process::ExitCode,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use anyhow::Context;
 use sqlx::PgPool;
@@ -11,38 +18,77 @@ use crate::{
     clock::{Clock, SystemClock},
     config::Config,
     events,
-    mailer::factory::MailerFactory,
+    mailer::factory::{MailerFactory, SecretEnv},
+    ops::{self, Liveness, Metrics, OpsState, Readiness},
     rate_limit::MailRateLimiter,
     service::{MailProviderService, ServiceSettings},
     store,
-    worker::{self, DaemonSettings},
+    worker::{self, DaemonSettings, Observers},
 };
 
-/// Builds the service stack for `config` on `pool`: limiter, factory, service.
+/// The service stack and the parts of it the daemon also watches.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    /// The service.
+    pub service: Arc<MailProviderService>,
+    /// The limiter (for `/readyz`'s degraded check).
+    pub limiter: Arc<MailRateLimiter>,
+    /// Where everything counts.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
+/// `metrics`; `env:` secrets through `secret_env` (default: the process environment).
 ///
 /// # Errors
 /// A limiter or HTTP client that cannot be built from the configuration.
-pub fn build_service(
+pub fn build_stack(
     config: &Config,
     pool: PgPool,
     clock: Arc<dyn Clock>,
-) -> anyhow::Result<Arc<MailProviderService>> {
+    metrics: Arc<Metrics>,
+    secret_env: Option<SecretEnv>,
+) -> anyhow::Result<Stack> {
     let limiter = Arc::new(
         MailRateLimiter::new(&config.rate_limit)
             .context("building the rate limiter")?
-            .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone()))),
+            .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone())))
+            .with_metrics(Arc::clone(&metrics)),
     );
-    let factory =
-        MailerFactory::new(config, limiter, clock.clone()).context("building the mailers")?;
-    Ok(Arc::new(MailProviderService::new(
+    let mut factory = MailerFactory::new(config, Arc::clone(&limiter), clock.clone())
+        .context("building the mailers")?
+        .with_metrics(Arc::clone(&metrics));
+    if let Some(env) = secret_env {
+        factory = factory.with_secret_env(env);
+    }
+    let service = MailProviderService::new(
         pool,
         Arc::new(factory),
         clock,
         ServiceSettings {
             defer_spread_max: config.defer_spread_max,
-            max_attempts: config.max_attempts.get(),
+            max_attempts: config.max_attempts.map_or(u32::MAX, |n| n.get()),
+            retry_for: config.retry_for,
         },
-    )))
+    )
+    .with_metrics(Arc::clone(&metrics));
+    Ok(Stack {
+        service: Arc::new(service),
+        limiter,
+        metrics,
+    })
+}
+
+/// Builds the service stack for `config` on `pool` (its own metrics, the process environment).
+///
+/// # Errors
+/// As [`build_stack`].
+pub fn build_service(
+    config: &Config,
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Arc<MailProviderService>> {
+    Ok(build_stack(config, pool, clock, Arc::new(Metrics::new()), None)?.service)
 }
 
 /// The daemon's settings from the config.
@@ -54,6 +100,158 @@ pub fn daemon_settings(config: &Config) -> DaemonSettings {
     }
 }
 
+/// What an in-process daemon may be given instead of the defaults (tests, the benchmarks).
+#[derive(Clone, Default)]
+pub struct Options {
+    /// The clock (default: the system's).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// How `env:` secrets are looked up (default: the process environment).
+    pub secret_env: Option<SecretEnv>,
+}
+
+/// The handle of a daemon started by [`start`].
+#[derive(Debug, Clone)]
+pub struct Handle {
+    /// Where `/metrics`, `/healthz`, `/readyz` answer (`None` with `METRICS_LISTEN=off`).
+    pub ops_addr: Option<SocketAddr>,
+    /// Its metrics.
+    pub metrics: Arc<Metrics>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Handle {
+    /// Asks the daemon to stop, as SIGTERM does; its run future then completes.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Starts the daemon in this process: binds `METRICS_LISTEN` (a port in use fails here,
+/// naming the variable) and opens the (existing, migrated) database. Returns its [`Handle`]
+/// and the future that runs it until [`Handle::stop`]: await it (it is not `Send`, see
+/// [`worker::run_observed`]).
+///
+/// # Errors
+/// Start-up failures, each naming what to fix.
+pub async fn start(
+    config: Config,
+    options: Options,
+) -> anyhow::Result<(Handle, impl Future<Output = anyhow::Result<()>>)> {
+    let listener = match config.metrics_listen {
+        Some(addr) => Some(ops::bind(addr).await?),
+        None => None,
+    };
+    let ops_addr = listener.as_ref().and_then(ops::local_addr);
+    // Each worker slot holds a connection at a time; keep a few for the loops and probes.
+    let pool = store::open(&config.database_url, config.worker.concurrency.get() + 6).await?;
+    refuse_a_cluster_for_the_queue(&config.redis_url).await?;
+    let metrics = Arc::new(Metrics::new());
+    let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
+    let stack = build_stack(
+        &config,
+        pool.clone(),
+        clock,
+        Arc::clone(&metrics),
+        options.secret_env,
+    )?;
+    let observers = Observers {
+        metrics: Arc::clone(&metrics),
+        liveness: Arc::new(Liveness::default()),
+        queue_up: Arc::new(AtomicBool::new(false)),
+    };
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = run_parts(config, pool, stack, observers, listener, async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    });
+    Ok((
+        Handle {
+            ops_addr,
+            metrics,
+            stop: stop_tx,
+        },
+        run,
+    ))
+}
+
+async fn run_parts(
+    config: Config,
+    pool: PgPool,
+    stack: Stack,
+    observers: Observers,
+    listener: Option<tokio::net::TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+    let server = listener.map(|listener| {
+        let state = OpsState {
+            metrics: Arc::clone(&observers.metrics),
+            liveness: Arc::clone(&observers.liveness),
+            readiness: Arc::new(Readiness::new(
+                pool.clone(),
+                &config.redis_url,
+                Some(Arc::clone(&stack.limiter)),
+                Arc::clone(&observers.queue_up),
+            )),
+        };
+        let mut done = done_rx.clone();
+        tokio::spawn(ops::serve(listener, state, async move {
+            let _ = done.wait_for(|d| *d).await;
+        }))
+    });
+    let gauge = tokio::spawn(messages_gauge_loop(
+        pool.clone(),
+        Arc::clone(&observers.metrics),
+        Arc::clone(&observers.liveness),
+        config.metrics_refresh,
+        done_rx.clone(),
+    ));
+    let result = worker::run_observed(
+        pool,
+        stack.service,
+        daemon_settings(&config),
+        observers,
+        shutdown,
+    )
+    .await;
+    let _ = done_tx.send(true);
+    let _ = gauge.await;
+    if let Some(server) = server {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the metrics listener failed"),
+            Err(e) => tracing::warn!(error = %e, "the metrics listener panicked"),
+        }
+    }
+    result.map_err(Into::into)
+}
+
+/// Refreshes `mail_worker_messages` every `every` (one `GROUP BY` query) until `done`.
+async fn messages_gauge_loop(
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    liveness: Arc<Liveness>,
+    every: Duration,
+    mut done: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let allowance = every * 3 + Duration::from_secs(60);
+    loop {
+        liveness.beat("metrics", allowance);
+        tokio::select! {
+            _ = done.wait_for(|d| *d) => {
+                liveness.ended("metrics");
+                return;
+            }
+            _ = tick.tick() => {}
+        }
+        match store::report::count_by_status(&pool).await {
+            Ok(rows) => metrics.set_messages(&rows),
+            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
+        }
+    }
+}
+
 /// Runs the daemon until `shutdown` completes.
 ///
 /// # Errors
@@ -62,14 +260,16 @@ pub async fn run_until(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    // Each worker slot holds a connection at a time; keep a few for the loops.
-    let pool = store::prepare(&config.database_url, config.worker.concurrency.get() + 4)
-        .await
-        .context("preparing the database")?;
-    refuse_a_cluster_for_the_queue(&config.redis_url).await?;
-    let service = build_service(&config, pool.clone(), Arc::new(SystemClock))?;
-    worker::run(pool, service, daemon_settings(&config), shutdown).await?;
-    Ok(())
+    let (handle, run) = start(config, Options::default()).await?;
+    let stop = async move {
+        shutdown.await;
+        handle.stop();
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        result = run => result,
+        () = stop => Ok(()),
+    }
 }
 
 /// The queue (apalis-redis) keeps each job across several keys with no common hash tag, so on

@@ -25,6 +25,18 @@ pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";
+/// A sender's credentials are missing or refused: its messages wait (`SCHEDULED`, no attempt
+/// counted) instead of failing. Error, once per state change. Fields: `mailbox`, `reason`
+/// (the `env:`/`file:` reference or the AADSTS code), `next_probe`.
+pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
+/// A paused sender works again (its configuration changed, or a probe got past the
+/// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
+pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
+/// The queue's Redis is unreachable or the queue worker stopped: the daemon stays up (not
+/// ready) and reconnects with backoff. Warn. Fields: `error`, `retry_in_ms`.
+pub const QUEUE_UNAVAILABLE: &str = "queue.unavailable";
+/// The queue worker (re)started after an outage. Info. Fields: `worker`, `after_ms`.
+pub const QUEUE_RESUMED: &str = "queue.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled (it may have been sent: at-least-once).
 pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.

@@ -13,7 +13,8 @@
 //!
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
 //! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
-//! [`daemon`] (the composition root) and [`cli`] (the binary's commands, [`cli::main`]).
+//! [`daemon`] (the composition root), [`ops`] (metrics, health and readiness on
+//! `METRICS_LISTEN`) and [`cli`] (the binary's commands, [`cli::main`]).
 //!
 //! This crate is the product only: the library and the `mail-worker` binary, what runs in
 //! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
@@ -24,9 +25,10 @@
 //!
 //! Where this departs from `CONVENTIONS.md` (the anchors' habits), and why:
 //! - *One crate with bins `mail-worker` and `graph-sim`* → a workspace of four crates
-//!   (crates.io's `crates/*` habit): the stand-in needs axum, the demo needs the stand-in in
-//!   process and a progress bar, the benchmarks need both; in one package these would be
-//!   dependencies of the daemon. Here `cargo tree -e normal -p mail-worker` shows what ships.
+//!   (crates.io's `crates/*` habit): the demo needs the stand-in in process and a progress bar,
+//!   the benchmarks need both; in one package these would be dependencies of the daemon. Here
+//!   `cargo tree -e normal -p mail-worker` shows what ships (axum included since [`ops`]: the
+//!   metrics and health listener).
 //! - *`graph_sim/` in `src/`* → `crates/graph-sim`, for the same reason; its HTTP tests live with
 //!   it (`crates/graph-sim/tests`).
 //! - *Tests: one integration binary with a `spawn_app()` helper* — kept (`tests/it`, harness in
@@ -45,6 +47,7 @@ pub mod domain;
 pub mod events;
 pub mod import;
 pub mod mailer;
+pub mod ops;
 pub mod rate_limit;
 pub mod service;
 pub mod store;

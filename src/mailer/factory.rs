@@ -12,7 +12,7 @@ use url::Url;
 use crate::{
     clock::Clock,
     config::{Config, GraphConfig},
-    domain::{GraphCredentials, MailboxAddress, SystemMailbox, Tenant, TenantTransport},
+    domain::{GraphCredentials, MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
     mailer::{
         MailError, Mailer,
         graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
@@ -20,6 +20,7 @@ use crate::{
         rate_limited::RateLimitedGraphMailer,
         sendgrid::SendGridMailer,
     },
+    ops::metrics::{self, Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID},
     rate_limit::{RateLimiter, RateLimits},
     service::MailerSource,
 };
@@ -56,7 +57,13 @@ pub struct MailerFactory<L: RateLimiter> {
     clock: Arc<dyn Clock>,
     tokens: Arc<GraphTokenCache>,
     mailers: moka::future::Cache<ConfigDigest, Arc<dyn Mailer>>,
+    metrics: Arc<Metrics>,
+    secret_env: SecretEnv,
 }
+
+/// How `env:` secret references are looked up: the process environment in production; tests
+/// pass their own map (the process environment cannot be changed safely while threads run).
+pub type SecretEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl<L: RateLimiter> fmt::Debug for MailerFactory<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -96,16 +103,47 @@ impl<L: RateLimiter> MailerFactory<L> {
                 .max_capacity(MAX_CACHED_MAILERS)
                 .time_to_idle(MAILER_IDLE)
                 .build(),
+            metrics: Arc::new(Metrics::new()),
+            secret_env: Arc::new(|name| std::env::var(name).ok()),
         })
     }
 
-    /// The tenant's mailer: Graph (wrapped by the limiter, default limits) or SendGrid
-    /// (unwrapped). The same configuration returns the same `Arc`.
-    ///
-    /// # Errors
-    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
-    pub async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
-        let spec = match &tenant.transport {
+    /// Counts provider requests in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Resolves `env:` references through `env` instead of the process environment.
+    #[must_use]
+    pub fn with_secret_env(mut self, env: SecretEnv) -> Self {
+        self.secret_env = env;
+        self
+    }
+
+    /// The sender's configuration fingerprint: the hex config digest of its mailer, or, when
+    /// it cannot be built, the reason (so a fixed reference changes it).
+    pub fn fingerprint_of(&self, sender: &Sender) -> String {
+        match self.spec_for(sender) {
+            Ok(spec) => self
+                .digest(&spec)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            Err(e) => format!("unbuildable: {e}"),
+        }
+    }
+
+    fn spec_for(&self, sender: &Sender) -> Result<MailerSpec, MailError> {
+        match sender {
+            Sender::Tenant(tenant) => self.tenant_spec(tenant),
+            Sender::SystemMailbox(mailbox) => self.system_mailbox_spec(mailbox),
+        }
+    }
+
+    fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
+        Ok(match &tenant.transport {
             TenantTransport::Graph(credentials) => MailerSpec::Graph {
                 mailbox: tenant.sender_address.clone(),
                 app: self.app(
@@ -116,14 +154,36 @@ impl<L: RateLimiter> MailerFactory<L> {
             },
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
-                api_key: api_key.resolve().map_err(|e| {
-                    MailError::Misconfigured(format!(
-                        "tenant {}'s SendGrid API key: {e}",
-                        tenant.name
-                    ))
-                })?,
+                api_key: api_key
+                    .resolve_with(|n| (self.secret_env)(n))
+                    .map_err(|e| {
+                        MailError::Misconfigured(format!(
+                            "tenant {}'s SendGrid API key: {e}",
+                            tenant.name
+                        ))
+                    })?,
             },
-        };
+        })
+    }
+
+    fn system_mailbox_spec(&self, mailbox: &SystemMailbox) -> Result<MailerSpec, MailError> {
+        Ok(MailerSpec::Graph {
+            mailbox: mailbox.address.clone(),
+            app: self.app(
+                &mailbox.graph,
+                &format!("system mailbox {}'s Graph client secret", mailbox.address),
+            )?,
+            limits: self.limits_for(mailbox),
+        })
+    }
+
+    /// The tenant's mailer: Graph (wrapped by the limiter, default limits) or SendGrid
+    /// (unwrapped). The same configuration returns the same `Arc`.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    pub async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
+        let spec = self.tenant_spec(tenant)?;
         self.mailer(spec).await
     }
 
@@ -136,14 +196,7 @@ impl<L: RateLimiter> MailerFactory<L> {
         &self,
         mailbox: &SystemMailbox,
     ) -> Result<Arc<dyn Mailer>, MailError> {
-        let spec = MailerSpec::Graph {
-            mailbox: mailbox.address.clone(),
-            app: self.app(
-                &mailbox.graph,
-                &format!("system mailbox {}'s Graph client secret", mailbox.address),
-            )?,
-            limits: self.limits_for(mailbox),
-        };
+        let spec = self.system_mailbox_spec(mailbox)?;
         self.mailer(spec).await
     }
 
@@ -178,7 +231,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
         let client_secret = credentials
             .client_secret
-            .resolve()
+            .resolve_with(|n| (self.secret_env)(n))
             .map_err(|e| MailError::Misconfigured(format!("{what}: {e}")))?;
         Ok(GraphApp {
             login_base_url: self.graph.login_base_url.clone(),
@@ -216,7 +269,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 )?;
                 Ok(Arc::new(
                     RateLimitedGraphMailer::new(
-                        graph,
+                        Metered::new(graph, PROVIDER_GRAPH, Arc::clone(&self.metrics)),
                         Arc::clone(&self.limiter),
                         limits,
                         Arc::clone(&self.clock),
@@ -224,13 +277,17 @@ impl<L: RateLimiter> MailerFactory<L> {
                     .with_tenant(&tenant, None),
                 ))
             }
-            MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(SendGridMailer::new(
-                self.http.clone(),
-                &self.sendgrid_api_base_url,
-                from,
-                api_key,
-                Arc::clone(&self.clock),
-            )?)),
+            MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(Metered::new(
+                SendGridMailer::new(
+                    self.http.clone(),
+                    &self.sendgrid_api_base_url,
+                    from,
+                    api_key,
+                    Arc::clone(&self.clock),
+                )?,
+                PROVIDER_SENDGRID,
+                Arc::clone(&self.metrics),
+            ))),
         }
     }
 
@@ -284,5 +341,50 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
         mailbox: &SystemMailbox,
     ) -> Result<Arc<dyn Mailer>, MailError> {
         MailerFactory::mailer_for_system_mailbox(self, mailbox).await
+    }
+
+    async fn fingerprint(&self, sender: &Sender) -> String {
+        self.fingerprint_of(sender)
+    }
+}
+
+/// Counts every request of the provider mailer it wraps
+/// (`mail_worker_provider_requests_total{provider,status}`, `mail_worker_provider_seconds`):
+/// inside the rate limiter, so a denial is not a request. Its `Debug` is the inner mailer's.
+pub struct Metered<M: Mailer> {
+    inner: M,
+    provider: &'static str,
+    metrics: Arc<Metrics>,
+}
+
+impl<M: Mailer> fmt::Debug for Metered<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<M: Mailer> Metered<M> {
+    /// Wraps `inner`, labelled `provider`.
+    pub fn new(inner: M, provider: &'static str, metrics: Arc<Metrics>) -> Self {
+        Self {
+            inner,
+            provider,
+            metrics,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<M: Mailer> Mailer for Metered<M> {
+    async fn send(
+        &self,
+        mail: &crate::domain::OutgoingMail,
+    ) -> Result<crate::mailer::SendReceipt, MailError> {
+        let started = std::time::Instant::now();
+        let result = self.inner.send(mail).await;
+        let status = metrics::provider_status(&result.as_ref().map(|_| ()));
+        self.metrics
+            .provider_request(self.provider, status, started.elapsed());
+        result
     }
 }

@@ -69,6 +69,7 @@ pub struct MailRateLimiter {
     local: LocalPacer,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
+    metrics: Option<Arc<crate::ops::Metrics>>,
 }
 
 impl std::fmt::Debug for MailRateLimiter {
@@ -103,7 +104,16 @@ impl MailRateLimiter {
             local: LocalPacer::new(config.fail_open_replicas),
             redis_error_log: LogThrottle::new(LOG_INTERVAL),
             script_error_log: LogThrottle::new(LOG_INTERVAL),
+            metrics: None,
         })
+    }
+
+    /// Counts decisions (`mail_worker_rate_limit_decisions_total`) and round trips
+    /// (`mail_worker_rate_limit_seconds`) in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<crate::ops::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Rebuilds missing `paced` budgets from `history` (PostgreSQL's sent messages).
@@ -257,6 +267,7 @@ impl RateLimiter for MailRateLimiter {
         now: DateTime<Utc>,
     ) -> Result<Decision, RateLimitError> {
         never_fits(ask)?;
+        let started = Instant::now();
         let outcome = match &self.engine {
             Engine::FixedWindow(fixed) => {
                 fixed
@@ -265,6 +276,14 @@ impl RateLimiter for MailRateLimiter {
             }
             Engine::Paced(paced) => self.paced_decision(paced, ask, now).await,
         };
+        if let Some(metrics) = &self.metrics {
+            let label = match &outcome {
+                Ok(Decision::Allowed(_)) => "allowed",
+                Ok(Decision::Denied { reason, .. }) => reason.as_str(),
+                Err(_) => "fail_open",
+            };
+            metrics.rate_limit_decision(label, started.elapsed());
+        }
         match outcome {
             Ok(decision) => Ok(decision),
             Err(error) => {

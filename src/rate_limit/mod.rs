@@ -27,6 +27,7 @@ mod limiter;
 mod local;
 mod log_throttle;
 pub mod paced;
+pub mod usage;
 
 use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
 

@@ -221,6 +221,8 @@ pub struct StoredMessage {
     pub attempts: i32,
     /// `deferrals` so far.
     pub deferrals: i32,
+    /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
+    pub first_attempt_at: DateTime<Utc>,
 }
 
 impl StoredMessage {
@@ -280,10 +282,10 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
         "UPDATE messages SET status = ",
         sql_status!(Sending),
         ", attempts = attempts + 1, sending_at = now(), \
-             updated_at = now() \
+             first_attempt_at = coalesce(first_attempt_at, now()), updated_at = now() \
          WHERE id = $1 \
          RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
-             subject, body_content_type, body, headers, attempts, deferrals"
+             subject, body_content_type, body, headers, attempts, deferrals, first_attempt_at"
     ))
     .bind(id)
     .fetch_one(&mut *tx)
@@ -331,6 +333,7 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
         attachments,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,
+        first_attempt_at: row.try_get("first_attempt_at")?,
     }))
 }
 
@@ -411,6 +414,24 @@ pub async fn reschedule(
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The `SCHEDULED` messages of sender `sender` (a tenant or system mailbox id) that wait for
+/// its pause (`last_error` starting with `prefix`) become due now. Returns how many.
+///
+/// # Errors
+/// Database errors.
+pub async fn resume_paused(pool: &PgPool, sender: Uuid, prefix: &str) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE messages SET scheduled_on = now(), updated_at = now() \
+         WHERE status = 'SCHEDULED' AND coalesce(system_mailbox_id, tenant_id) = $1 \
+           AND starts_with(coalesce(last_error, ''), $2) AND scheduled_on > now()",
+    )
+    .bind(sender)
+    .bind(prefix)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {

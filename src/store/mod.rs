@@ -35,6 +35,60 @@ pub enum StoreError {
     /// A named row does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The server cannot be reached: `DATABASE_URL (127.0.0.1:5433): connection refused`.
+    #[error("DATABASE_URL ({address}): {reason}")]
+    Unreachable {
+        /// `host:port` of `DATABASE_URL`.
+        address: String,
+        /// What went wrong, in a few words.
+        reason: String,
+    },
+    /// The database named in `DATABASE_URL` does not exist.
+    #[error(
+        "DATABASE_URL names database {0:?}, which does not exist: run `mail-worker migrate` to create it"
+    )]
+    MissingDatabase(String),
+    /// The database exists but its schema is missing or behind.
+    #[error("database {name:?} {problem}: run `mail-worker migrate`")]
+    NotMigrated {
+        /// The database.
+        name: String,
+        /// `has no schema` or `is missing migration <version> (<description>)`.
+        problem: String,
+    },
+}
+
+/// `host:port` of a database URL.
+fn address(url: &Url) -> String {
+    format!(
+        "{}:{}",
+        url.host_str().unwrap_or("localhost"),
+        url.port().unwrap_or(5432)
+    )
+}
+
+/// Turns a connection failure into one line naming `DATABASE_URL`'s address: no `at line`
+/// noise, no repeated causes.
+fn connect_error(url: &Url, error: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &error
+        && db.code().as_deref() == Some("3D000")
+    {
+        return StoreError::MissingDatabase(url.path().trim_start_matches('/').to_owned());
+    }
+    let reason = match &error {
+        sqlx::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+            std::io::ErrorKind::TimedOut => "connection timed out".to_owned(),
+            _ => io.to_string(),
+        },
+        sqlx::Error::PoolTimedOut => "no connection within 10 s (server down or overloaded)".into(),
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
+    };
+    StoreError::Unreachable {
+        address: address(url),
+        reason,
+    }
 }
 
 fn options(url: &Url) -> Result<PgConnectOptions, StoreError> {
@@ -46,11 +100,57 @@ fn options(url: &Url) -> Result<PgConnectOptions, StoreError> {
 /// # Errors
 /// The connection error.
 pub async fn connect(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
-    Ok(PgPoolOptions::new()
+    // One direct attempt first: the pool would retry a refused connection until its acquire
+    // timeout and then report only the timeout.
+    PgConnection::connect_with(&options(url)?)
+        .await
+        .map_err(|e| connect_error(url, e))?
+        .close()
+        .await
+        .map_err(|e| connect_error(url, e))?;
+    PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(std::time::Duration::from_secs(10))
         .connect_with(options(url)?)
-        .await?)
+        .await
+        .map_err(|e| connect_error(url, e))
+}
+
+/// Connects to an existing, fully migrated database (every command but `migrate`, which alone
+/// creates one).
+///
+/// # Errors
+/// [`StoreError::MissingDatabase`] / [`StoreError::NotMigrated`] naming `mail-worker migrate`,
+/// [`StoreError::Unreachable`] naming `DATABASE_URL`.
+pub async fn open(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
+    let pool = connect(url, max_connections).await?;
+    let name = url.path().trim_start_matches('/').to_owned();
+    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(&pool)
+        .await?;
+    if !has_table {
+        return Err(StoreError::NotMigrated {
+            name,
+            problem: "has no schema".into(),
+        });
+    }
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(&pool)
+            .await?;
+    if let Some(missing) = MIGRATOR
+        .iter()
+        .find(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
+    {
+        return Err(StoreError::NotMigrated {
+            name,
+            problem: format!(
+                "is missing migration {} ({})",
+                missing.version, missing.description
+            ),
+        });
+    }
+    Ok(pool)
 }
 
 /// The database name of `url`, and a connection to the same server's `postgres` database
@@ -62,7 +162,9 @@ async fn admin_connection(url: &Url) -> Result<(String, PgConnection), StoreErro
     }
     let mut admin_url = url.clone();
     admin_url.set_path("/postgres");
-    let conn = PgConnection::connect_with(&options(&admin_url)?).await?;
+    let conn = PgConnection::connect_with(&options(&admin_url)?)
+        .await
+        .map_err(|e| connect_error(url, e))?;
     Ok((name.to_owned(), conn))
 }
 
@@ -131,6 +233,7 @@ pub async fn prepare(url: &Url, max_connections: u32) -> Result<PgPool, StoreErr
 pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     prepare(url, 4).await
 }
+pub mod admin;
 pub mod history;
 pub mod messages;
 pub mod report;

@@ -18,6 +18,9 @@ pub struct SenderStatus {
     pub scheduled: i64,
     /// Of those, never tried and not due yet (a producer's future `scheduledOn`).
     pub scheduled_later: i64,
+    /// Of the `SCHEDULED` rows, those waiting because their sender is paused (credentials
+    /// missing or refused; `last_error` starts with `sender paused: `).
+    pub paused: i64,
     /// Rows `QUEUED`.
     pub queued: i64,
     /// Rows `SENDING`.
@@ -45,6 +48,8 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), ") AS scheduled, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on > now() \
                  AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " \
+                 AND starts_with(coalesce(m.last_error, ''), 'sender paused: ')) AS paused, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Queued), ") AS queued, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sending), ") AS sending, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sent), ") AS sent, \
@@ -66,6 +71,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
                 kind: r.try_get("kind")?,
                 scheduled: r.try_get("scheduled")?,
                 scheduled_later: r.try_get("scheduled_later")?,
+                paused: r.try_get("paused")?,
                 queued: r.try_get("queued")?,
                 sending: r.try_get("sending")?,
                 sent: r.try_get("sent")?,
@@ -116,4 +122,16 @@ pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)
     )
     .fetch_all(pool)
     .await?)
+}
+
+/// Rows per status, across every sender: one `GROUP BY` (the `mail_worker_messages` gauge).
+///
+/// # Errors
+/// Database errors.
+pub async fn count_by_status(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT status, count(*) FROM messages GROUP BY status")
+            .fetch_all(pool)
+            .await?,
+    )
 }

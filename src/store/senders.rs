@@ -102,6 +102,38 @@ pub async fn system_mailbox_by_id(
     row.as_ref().map(mailbox_from_row).transpose()
 }
 
+/// The sender whose `From` address is `address`: a system mailbox first, else a tenant.
+///
+/// # Errors
+/// Database errors, or a row the code cannot use.
+pub async fn by_address(
+    pool: &PgPool,
+    address: &MailboxAddress,
+) -> Result<Option<crate::domain::Sender>, StoreError> {
+    let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes WHERE address = $1");
+    if let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(address.as_str())
+        .fetch_optional(pool)
+        .await?
+    {
+        return Ok(Some(crate::domain::Sender::SystemMailbox(
+            mailbox_from_row(&row)?,
+        )));
+    }
+    let sql = format!(
+        "SELECT {TENANT_COLUMNS} FROM tenants WHERE lower(sender_address) = $1 ORDER BY name LIMIT 1"
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(address.as_str())
+        .fetch_optional(pool)
+        .await?;
+    Ok(row
+        .as_ref()
+        .map(tenant_from_row)
+        .transpose()?
+        .map(crate::domain::Sender::Tenant))
+}
+
 /// Name → id of every tenant, and address → id of every system mailbox (for `enqueue`).
 ///
 /// # Errors

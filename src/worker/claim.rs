@@ -61,26 +61,51 @@ pub enum ClaimError {
 /// retried on the next tick (PostgreSQL or Redis may come back).
 pub async fn run_loop(
     pool: PgPool,
-    mut queue: JobQueue,
+    queue: JobQueue,
+    config: WorkerConfig,
+    stop: watch::Receiver<bool>,
+) {
+    let (_keep, queue) = watch::channel(Some(queue));
+    run_loop_observed(pool, queue, config, stop, super::Observers::default()).await;
+}
+
+/// [`run_loop`] with the queue from `queue` (none while the queue's Redis is unavailable: the
+/// tick is skipped), counting claims in `observers.metrics` and beating `claim`.
+pub async fn run_loop_observed(
+    pool: PgPool,
+    queue: watch::Receiver<Option<JobQueue>>,
     config: WorkerConfig,
     mut stop: watch::Receiver<bool>,
+    observers: super::Observers,
 ) {
     let mut tick = tokio::time::interval(config.scheduler_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let batch = config.scheduler_batch_size.get() as i64;
     let concurrency = config.concurrency.get() as i64;
+    // A tick may wait on PostgreSQL up to its acquire timeout (10 s) and more.
+    let allowance = config.scheduler_interval * 3 + std::time::Duration::from_secs(60);
     loop {
+        observers.liveness.beat("claim", allowance);
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.wait_for(|s| *s) => {
+                observers.liveness.ended("claim");
+                return;
+            }
             _ = tick.tick() => {}
         }
+        let Some(mut queue) = queue.borrow().clone() else {
+            continue;
+        };
         match claim_once(&pool, &mut queue, batch, concurrency).await {
             Ok(0) => {}
-            Ok(claimed) => tracing::debug!(
-                event = events::SCHEDULER_CLAIMED,
-                claimed,
-                "claimed due messages"
-            ),
+            Ok(claimed) => {
+                observers.metrics.claimed(claimed as u64);
+                tracing::debug!(
+                    event = events::SCHEDULER_CLAIMED,
+                    claimed,
+                    "claimed due messages"
+                );
+            }
             Err(e) => {
                 tracing::warn!(event = events::SCHEDULER_CLAIMED, error = %e, "claiming due messages failed; retrying next tick")
             }

@@ -9,6 +9,7 @@ use sqlx::PgPool;
 use super::queue::SendMessageJob;
 use crate::{
     events,
+    ops::Metrics,
     service::{MailProviderService, SendOutcome},
     store::{StoreError, messages},
 };
@@ -18,12 +19,24 @@ use crate::{
 pub struct Handler {
     pool: PgPool,
     service: Arc<MailProviderService>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Handler {
     /// A handler over `pool` and `service`.
     pub fn new(pool: PgPool, service: Arc<MailProviderService>) -> Self {
-        Self { pool, service }
+        Self {
+            pool,
+            service,
+            metrics: None,
+        }
+    }
+
+    /// Keeps `mail_worker_in_flight` in `metrics` while a job runs.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Processes one job. `Ok(None)` for a duplicate delivery.
@@ -31,6 +44,7 @@ impl Handler {
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail outcomes are written and returned.
     pub async fn process(&self, job: SendMessageJob) -> Result<Option<SendOutcome>, StoreError> {
+        let _in_flight = self.metrics.as_ref().map(|m| m.in_flight());
         let Some(message) = messages::start_sending(&self.pool, job.message_id).await? else {
             tracing::debug!(
                 event = events::WORKER_DUPLICATE_JOB,

@@ -43,12 +43,27 @@ pub fn interval(config: &WorkerConfig) -> Duration {
 }
 
 /// Recovers periodically until `stop` turns true. Failures are logged and retried.
-pub async fn run_loop(pool: PgPool, config: WorkerConfig, mut stop: watch::Receiver<bool>) {
+pub async fn run_loop(pool: PgPool, config: WorkerConfig, stop: watch::Receiver<bool>) {
+    run_loop_observed(pool, config, stop, Default::default()).await;
+}
+
+/// [`run_loop`], beating `recovery` on `liveness`.
+pub async fn run_loop_observed(
+    pool: PgPool,
+    config: WorkerConfig,
+    mut stop: watch::Receiver<bool>,
+    liveness: std::sync::Arc<crate::ops::Liveness>,
+) {
     let mut tick = tokio::time::interval(interval(&config));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let allowance = interval(&config) * 3 + std::time::Duration::from_secs(60);
     loop {
+        liveness.beat("recovery", allowance);
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.wait_for(|s| *s) => {
+                liveness.ended("recovery");
+                return;
+            }
             _ = tick.tick() => {}
         }
         if let Err(e) = recover_once(&pool, &config).await {

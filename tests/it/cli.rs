@@ -34,7 +34,8 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 27, "{stdout}");
+    assert_eq!(stdout.lines().count(), 30, "{stdout}");
+    assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
     assert!(
         !stdout.contains("hunter2") && !stdout.contains("s3cret"),
         "{stdout}"
@@ -164,4 +165,217 @@ async fn migrate_twice_is_idempotent() {
         .await
         .unwrap();
     assert_eq!(n as usize, mail_worker::store::MIGRATOR.iter().count());
+}
+
+#[tokio::test]
+async fn commands_on_a_missing_or_unmigrated_database_name_mail_worker_migrate_and_create_nothing()
+{
+    let url = crate::support::TestDb::reserve();
+    let _dropped_at_the_end = crate::support::app::DropDatabase(url.clone());
+    let env = [("DATABASE_URL", url.as_str())];
+    let name = url.path().trim_start_matches('/').to_owned();
+    for args in [
+        &["status"][..],
+        &["enqueue", "/dev/null"],
+        &["messages", "retry"],
+    ] {
+        let out = mail_worker(args, &env);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            stderr.trim(),
+            format!(
+                "mail-worker: DATABASE_URL names database \"{name}\", which does not exist: run `mail-worker migrate` to create it"
+            ),
+            "{args:?}: printed once, naming migrate"
+        );
+    }
+    assert!(
+        mail_worker::store::create_database_if_missing(&url)
+            .await
+            .unwrap(),
+        "none of those commands created the database"
+    );
+    // Now it exists but has no schema.
+    let out = mail_worker(&["status", "--json"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        format!("mail-worker: database \"{name}\" has no schema: run `mail-worker migrate`")
+    );
+    let refused = mail_worker(
+        &["status"],
+        &[("DATABASE_URL", "postgres://postgres@127.0.0.1:9/x")],
+    );
+    assert_eq!(
+        text(&refused.stderr).trim(),
+        "mail-worker: DATABASE_URL (127.0.0.1:9): connection refused"
+    );
+}
+
+#[test]
+fn run_help_lists_every_environment_variable() {
+    let out = mail_worker(&["run", "--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for (var, flag, ..) in mail_worker::cli::ENV_VARS {
+        assert!(
+            help.contains(&format!("[env: {var}")),
+            "{var} missing:\n{help}"
+        );
+        assert!(help.contains(&format!("--{flag}")), "--{flag} missing");
+    }
+    assert!(help.contains("METRICS_LISTEN") && help.contains("MAIL_RETRY_FOR"));
+}
+
+#[tokio::test]
+async fn messages_retry_and_cancel_filter_report_counts_and_a_dry_run_writes_nothing() {
+    let world = crate::support::spawn_app().await;
+    let url = world.db.url.to_string();
+    let env = [("DATABASE_URL", url.as_str())];
+    let refused = world.insert(0, 3, "ERROR").await;
+    let other = world.insert(0, 2, "ERROR").await;
+    let scheduled = world.insert(0, 2, "SCHEDULED").await;
+    for &id in &refused {
+        sqlx::query("UPDATE messages SET last_error = 'unauthorized: AADSTS7000215: bad secret', attempts = 4 WHERE id = $1")
+            .bind(id)
+            .execute(&world.db.pool)
+            .await
+            .unwrap();
+    }
+    let json = |out: Output| -> serde_json::Value {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let dry = json(mail_worker(
+        &[
+            "messages",
+            "retry",
+            "--error-like",
+            "aadsts7000215",
+            "--dry-run",
+            "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(dry["matched"], 3);
+    assert_eq!(dry["changed"], 0);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(world.count("ERROR").await, 5, "a dry run writes nothing");
+
+    let done = json(mail_worker(
+        &[
+            "messages",
+            "retry",
+            "--sender",
+            "mb0@contoso.example",
+            "--status",
+            "error",
+            "--error-like",
+            "AADSTS",
+            "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(
+        (done["matched"].as_u64(), done["changed"].as_u64()),
+        (Some(3), Some(3))
+    );
+    for &id in &refused {
+        let (status, attempts, deferrals, _, scheduled_on) = world.row(id).await;
+        assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 0));
+        assert!(scheduled_on <= chrono::Utc::now());
+    }
+    assert_eq!(world.row(other[0]).await.0, "ERROR", "the filter held");
+
+    let by_id = json(mail_worker(
+        &["messages", "retry", "--id", &other[0].to_string(), "--json"],
+        &env,
+    ));
+    assert_eq!(by_id["changed"], 1);
+    assert_eq!(world.row(other[1]).await.0, "ERROR");
+
+    let sent = mail_worker(&["messages", "retry", "--status", "SENT"], &env);
+    assert_eq!(
+        sent.status.code(),
+        Some(1),
+        "a SENT message is never resent"
+    );
+
+    let cancelled = json(mail_worker(
+        &[
+            "messages",
+            "cancel",
+            "--sender",
+            "mb0@contoso.example",
+            "--json",
+        ],
+        &env,
+    ));
+    // The 2 scheduled ones, the 3 retried and the 1 retried by id.
+    assert_eq!(cancelled["changed"], 6);
+    let (status, _, _, last_error, _) = world.row(scheduled[0]).await;
+    assert_eq!(status, "ERROR");
+    assert!(last_error.unwrap().starts_with("cancelled by an operator"));
+    let plain = mail_worker(&["messages", "cancel", "--dry-run"], &env);
+    assert_eq!(
+        text(&plain.stdout).trim(),
+        "0 messages match; dry run: nothing cancelled"
+    );
+}
+
+#[tokio::test]
+async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
+    use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
+    let world = crate::support::TestApp::builder()
+        .algorithm(Algorithm::Paced)
+        .per_minute(20)
+        .spawn()
+        .await;
+    let handler = world.real_handler(std::sync::Arc::new(SystemClock));
+    let ids = world.insert(0, 4, "QUEUED").await;
+    let mut sent = 0;
+    let mut deferred = 0;
+    for id in ids {
+        match handler
+            .process(mail_worker::worker::queue::SendMessageJob { message_id: id })
+            .await
+            .unwrap()
+        {
+            Some(SendOutcome::Sent) => sent += 1,
+            Some(SendOutcome::Deferred { .. }) => deferred += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(sent >= 1, "{sent} sent");
+    let url = world.db.url.to_string();
+    let prefix = world.config.rate_limit.key_prefix.clone();
+    let env = [
+        ("DATABASE_URL", url.as_str()),
+        ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.as_str()),
+        ("MAIL_RATE_LIMIT_ALGORITHM", "paced"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "7000"),
+    ];
+    let out = mail_worker(&["mailbox", "usage", "MB0@contoso.example", "--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let usage: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(usage["mailbox"], "mb0@contoso.example");
+    assert_eq!(usage["sender"], "system mailbox");
+    assert_eq!(usage["limits"]["per_minute"], 20);
+    assert_eq!(usage["limits"]["per_minute_source"], "override");
+    assert_eq!(usage["limits"]["recipients_per_day"], 7000);
+    assert_eq!(usage["limits"]["recipients_per_day_source"], "default");
+    let limiter = &usage["limiter"];
+    assert_eq!(limiter["algorithm"], "paced");
+    assert_eq!(limiter["sent_last_minute"], sent, "{usage}");
+    // One recipient each; a booked slot holds its recipients in the day budget too.
+    assert_eq!(limiter["recipients_last_day"], sent + deferred, "{usage}");
+    assert_eq!(limiter["in_flight"], 0);
+    assert_eq!(limiter["booked"], deferred, "{usage}");
+    assert!(limiter["next_free_slot"].is_string());
+    assert_eq!(usage["messages"]["by_status"]["SENT"], sent);
+    assert_eq!(usage["messages"]["by_status"]["SCHEDULED"], deferred);
+    assert_eq!(usage["messages"]["paused"], 0);
+    let lines = text(&mail_worker(&["mailbox", "usage", "mb0@contoso.example"], &env).stdout);
+    assert!(lines.contains("20 per minute (override)"), "{lines}");
 }

@@ -10,7 +10,7 @@ use mail_worker::{
     worker::{claim, queue, queue::SendMessageJob, recovery},
 };
 
-use crate::support::{TestApp, proxy::Gate, redis_url, spawn_app, wait_until};
+use crate::support::{TestApp, app::noon, proxy::Gate, redis_url, spawn_app, wait_until};
 
 #[tokio::test]
 async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
@@ -306,4 +306,97 @@ async fn a_job_that_outruns_its_claims_commit_waits_for_it_and_is_sent() {
     tx.commit().await.unwrap();
     assert_eq!(job.await.unwrap(), Some(SendOutcome::Sent));
     assert_eq!(h.row(id).await.0, "SENT");
+}
+
+#[tokio::test]
+async fn a_transient_failure_gives_up_by_time_not_by_count() {
+    let err = || Err(MailError::Transient("HTTP 500 from Graph".into()));
+    let h = TestApp::builder().script(vec![err(), err()]).await;
+    let [young, old] = h.insert(0, 2, "QUEUED").await[..] else {
+        unreachable!()
+    };
+    // First tried an hour ago (by the handler's clock): retried, backoff capped.
+    // First tried 25 h ago: past MAIL_RETRY_FOR (24 h), it ends ERROR on its 1st attempt here.
+    for (id, hours) in [(young, 1), (old, 25)] {
+        sqlx::query("UPDATE messages SET first_attempt_at = $2 WHERE id = $1")
+            .bind(id)
+            .bind(noon() - chrono::Duration::hours(hours))
+            .execute(&h.db.pool)
+            .await
+            .unwrap();
+    }
+    let outcome = h.process(young).await.unwrap();
+    let SendOutcome::Deferred { until, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(until - noon() <= chrono::Duration::minutes(15), "{until}");
+    assert_eq!(h.row(young).await.0, "SCHEDULED");
+    h.process(old).await.unwrap();
+    let (status, attempts, _, last_error, _) = h.row(old).await;
+    assert_eq!((status.as_str(), attempts), ("ERROR", 1));
+    let last_error = last_error.unwrap();
+    assert!(
+        last_error.contains("MAIL_RETRY_FOR") && last_error.contains("25h 0m"),
+        "{last_error}"
+    );
+}
+
+#[tokio::test]
+async fn refused_credentials_pause_the_sender_instead_of_failing_and_a_permanent_error_still_fails()
+{
+    let refused = || {
+        Err(MailError::Unauthorized(
+            "AADSTS7000215: Invalid client secret provided".into(),
+        ))
+    };
+    let h = TestApp::builder()
+        .script(vec![
+            refused(),
+            Err(MailError::Permanent {
+                code: "ErrorInvalidRecipients".into(),
+                message: "bad".into(),
+            }),
+        ])
+        .await;
+    let ids = h.insert(0, 3, "QUEUED").await;
+    // The first is tried and refused; the second finds the sender paused and is not tried.
+    for &id in &ids[..2] {
+        let outcome = h.process(id).await.unwrap();
+        assert!(
+            matches!(outcome, SendOutcome::Deferred { .. }),
+            "{outcome:?}"
+        );
+        let (status, attempts, deferrals, last_error, scheduled_on) = h.row(id).await;
+        assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
+        assert!(
+            last_error
+                .unwrap()
+                .starts_with("sender paused: unauthorized: AADSTS7000215")
+        );
+        // The first probe: 5 s (+ the spread, under 30 s).
+        let wait = (scheduled_on - noon()).num_milliseconds();
+        assert!((5_000..35_000).contains(&wait), "{wait}");
+    }
+    // While paused and before the probe, a message waits without being tried.
+    assert_eq!(
+        h.mailer.sent.lock().unwrap().len(),
+        1,
+        "only the first was tried"
+    );
+    let outcome = h.process(ids[2]).await.unwrap();
+    assert!(
+        matches!(outcome, SendOutcome::Deferred { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        h.mailer.sent.lock().unwrap().len(),
+        1,
+        "not tried while paused"
+    );
+    // At the probe time it is tried: a permanent per-message error still ends ERROR at once.
+    h.clock.set(noon() + chrono::Duration::seconds(6));
+    h.requeue(ids[2]).await;
+    h.process(ids[2]).await.unwrap();
+    assert_eq!(h.row(ids[2]).await.0, "ERROR");
+    assert_eq!(h.count("ERROR").await, 1);
 }

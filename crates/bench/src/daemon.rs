@@ -832,6 +832,7 @@ pub struct PrivatePostgres {
     bin: PathBuf,
     as_postgres: bool,
     pid: u32,
+    options: String,
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
     pub url: Url,
 }
@@ -864,6 +865,7 @@ impl PrivatePostgres {
             bin,
             as_postgres,
             pid: 0,
+            options: String::new(),
             url: Url::parse("postgres://postgres@127.0.0.1:1/postgres")
                 .unwrap_or_else(|e| fail(&e.to_string())),
         };
@@ -881,21 +883,30 @@ impl PrivatePostgres {
             "initdb",
         );
         let port = free_port();
+        pg.options = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections={max_connections}{}",
+            dir.display(),
+            settings
+                .iter()
+                .map(|s| format!(" -c {s}"))
+                .collect::<String>()
+        );
+        pg.start_server();
+        pg.url = Url::parse(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        pg
+    }
+
+    fn start_server(&mut self) {
+        let data = self.dir.join("data");
         run_quiet(
-            pg.tool("pg_ctl")
+            self.tool("pg_ctl")
                 .arg("-D")
                 .arg(&data)
                 .arg("-l")
-                .arg(dir.join("server.log"))
+                .arg(self.dir.join("server.log"))
                 .args(["-w", "-t", "60", "-o"])
-                .arg(format!(
-                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections={max_connections}{}",
-                    dir.display(),
-                    settings
-                        .iter()
-                        .map(|s| format!(" -c {s}"))
-                        .collect::<String>()
-                ))
+                .arg(&self.options)
                 .arg("start"),
             "pg_ctl start",
         );
@@ -904,10 +915,31 @@ impl PrivatePostgres {
             .and_then(|s| s.lines().next()?.trim().parse().ok())
             .unwrap_or_else(|| fail("the private PostgreSQL wrote no postmaster.pid"));
         crate::register_child(pid, "INT");
-        pg.pid = pid;
-        pg.url = Url::parse(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
-            .unwrap_or_else(|e| fail(&e.to_string()));
-        pg
+        self.pid = pid;
+    }
+
+    /// Stops the server (fast shutdown: sessions are cut), keeping its data and port, so
+    /// [`Self::restart`] brings the same cluster back. For outage tests.
+    pub fn stop(&mut self) {
+        if self.pid == 0 {
+            return;
+        }
+        run_quiet(
+            self.tool("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .args(["-m", "fast", "-w", "stop"]),
+            "pg_ctl stop",
+        );
+        crate::unregister_child(self.pid);
+        self.pid = 0;
+    }
+
+    /// Starts the stopped server again, on the same port with the same data.
+    pub fn restart(&mut self) {
+        if self.pid == 0 {
+            self.start_server();
+        }
     }
 
     fn tool(&self, name: &str) -> std::process::Command {

@@ -300,6 +300,7 @@ impl Builder {
             ServiceSettings {
                 defer_spread_max: Duration::from_millis(30_000),
                 max_attempts: 3,
+                retry_for: Duration::from_secs(24 * 3600),
             },
         );
         let handler = Handler::new(db.pool.clone(), Arc::new(service));

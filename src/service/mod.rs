@@ -2,6 +2,11 @@
 //! the outcome to PostgreSQL — sent, deferred (rate limit or provider throttling, with the
 //! per-message spread), retried with backoff (transient), or failed with a reason a person
 //! can act on. It knows nothing of Redis or Lua: it sees only [`Mailer`] and [`MailError`].
+//!
+//! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
+//! its backlog; every outcome is counted in [`crate::ops::metrics`].
+
+pub mod pause;
 
 use std::{
     hash::Hasher,
@@ -16,9 +21,10 @@ use uuid::Uuid;
 
 use crate::{
     clock::Clock,
-    domain::{MailboxAddress, Sender, SystemMailbox, Tenant},
+    domain::{MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
     events,
     mailer::{MailError, Mailer},
+    ops::metrics::{Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID, SendResult},
     rate_limit::DenyReason,
     store::{
         StoreError,
@@ -44,7 +50,16 @@ pub trait MailerSource: Send + Sync {
         &self,
         mailbox: &SystemMailbox,
     ) -> Result<Arc<dyn Mailer>, MailError>;
+
+    /// A fingerprint of everything that shapes the sender's mailer (the factory's config
+    /// digest, or the reason it cannot be built): a paused sender resumes when it changes.
+    /// The default (a constant) leaves resuming to the probes.
+    async fn fingerprint(&self, _sender: &Sender) -> String {
+        String::new()
+    }
 }
+
+use pause::{Admit, PAUSED_PREFIX, SenderPauses};
 
 /// The per-message spread in ms: FNV-1a 64-bit over the UTF-8 bytes of the id's canonical
 /// lower-case hyphenated form (no terminator byte), modulo `max_ms`. Deterministic, so the
@@ -96,8 +111,12 @@ pub enum SendOutcome {
 pub struct ServiceSettings {
     /// `MAIL_DEFER_SPREAD_MAX_MS`.
     pub defer_spread_max: Duration,
-    /// `MAIL_MAX_ATTEMPTS`: transient failures before `ERROR`.
+    /// `MAIL_MAX_ATTEMPTS`: an extra cap on transient failures before `ERROR` (`u32::MAX`:
+    /// none, the default).
     pub max_attempts: u32,
+    /// `MAIL_RETRY_FOR`: a message failing transiently ends `ERROR` once it is this old
+    /// (from its first attempt).
+    pub retry_for: Duration,
 }
 
 /// Sends claimed messages and records their outcomes.
@@ -106,6 +125,8 @@ pub struct MailProviderService {
     mailers: Arc<dyn MailerSource>,
     clock: Arc<dyn Clock>,
     settings: ServiceSettings,
+    metrics: Arc<Metrics>,
+    pauses: SenderPauses,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -129,7 +150,65 @@ impl MailProviderService {
             mailers,
             clock,
             settings,
+            metrics: Arc::new(Metrics::new()),
+            pauses: SenderPauses::default(),
         }
+    }
+
+    /// Counts outcomes in `metrics` (default: a registry of its own).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics it counts in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Ends the pause of every paused sender whose configuration changed since it was paused,
+    /// and makes its paused messages due now. Returns how many senders resumed. The daemon
+    /// calls this every `SCHEDULER_INTERVAL_MS`, so a fixed secret takes effect within a tick
+    /// instead of at the next probe.
+    ///
+    /// # Errors
+    /// PostgreSQL errors.
+    pub async fn revisit_paused(&self) -> Result<usize, StoreError> {
+        let mut resumed = 0;
+        for (id, fingerprint) in self.pauses.paused() {
+            let sender = match senders::tenant_by_id(&self.pool, id).await? {
+                Some(t) => Some(Sender::Tenant(t)),
+                None => senders::system_mailbox_by_id(&self.pool, id)
+                    .await?
+                    .map(Sender::SystemMailbox),
+            };
+            let Some(sender) = sender else {
+                self.pauses.resume(id);
+                continue;
+            };
+            if self.mailers.fingerprint(&sender).await == fingerprint {
+                continue;
+            }
+            if let Some((mailbox, reason)) = self.pauses.resume(id) {
+                let due = messages::resume_paused(&self.pool, id, PAUSED_PREFIX).await?;
+                self.log_resumed(&mailbox, &reason, "configuration changed", due);
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    fn log_resumed(&self, mailbox: &str, reason: &str, why: &str, due: u64) {
+        self.metrics.set_paused(mailbox, false);
+        tracing::info!(
+            event = events::MAIL_SENDER_RESUMED,
+            mailbox,
+            was = reason,
+            why,
+            messages_due = due,
+            "sender resumed"
+        );
     }
 
     /// Sends `message` (already `SENDING`) and writes the outcome.
@@ -146,20 +225,51 @@ impl MailProviderService {
                 .map(Sender::SystemMailbox),
         };
         let Some(sender) = sender else {
-            return self
+            let outcome = self
                 .fail(
                     message.id,
                     None,
                     "unknown sender: the message's tenant or system mailbox no longer exists"
                         .into(),
                 )
-                .await;
+                .await?;
+            self.count("unknown", &outcome, SendResult::Failed);
+            return Ok(outcome);
         };
         let mailbox = sender.mailbox().clone();
+        let provider = provider_of(&sender);
         let mail = match message.outgoing(mailbox.clone()) {
             Ok(mail) => mail,
-            Err(problem) => return self.fail(message.id, Some(&mailbox), problem).await,
+            Err(problem) => {
+                let outcome = self.fail(message.id, Some(&mailbox), problem).await?;
+                self.count(provider, &outcome, SendResult::Failed);
+                return Ok(outcome);
+            }
         };
+        let sender_id = sender_id(&sender);
+        let fingerprint = self.mailers.fingerprint(&sender).await;
+        match self.pauses.admit(sender_id, &fingerprint, self.clock.now()) {
+            Admit::Go { resumed: None } => {}
+            Admit::Go {
+                resumed: Some((paused_mailbox, reason)),
+            } => {
+                let due = messages::resume_paused(&self.pool, sender_id, PAUSED_PREFIX).await?;
+                self.log_resumed(&paused_mailbox, &reason, "configuration changed", due);
+            }
+            Admit::Wait { until, reason } => {
+                let until = at(until, self.spread(message.id));
+                let outcome = self
+                    .reschedule_text(
+                        message.id,
+                        until,
+                        Reschedule::Deferral,
+                        format!("{PAUSED_PREFIX}{reason}"),
+                    )
+                    .await?;
+                self.count(provider, &outcome, SendResult::Paused);
+                return Ok(outcome);
+            }
+        }
         let mailer = match &sender {
             Sender::Tenant(t) => self.mailers.mailer_for_tenant(t).await,
             Sender::SystemMailbox(m) => self.mailers.mailer_for_system_mailbox(m).await,
@@ -169,11 +279,29 @@ impl MailProviderService {
             Ok(mailer) => mailer.send(&mail).await,
             Err(e) => Err(e),
         };
+        match &result {
+            Err(MailError::Unauthorized(_) | MailError::Misconfigured(_)) => {}
+            Err(MailError::RateLimitExceeded { .. } | MailError::Throttled { .. }) => {
+                self.pauses.inconclusive(sender_id);
+            }
+            Ok(_) | Err(_) => {
+                if let Some((paused_mailbox, reason)) = self.pauses.succeeded(sender_id) {
+                    self.log_resumed(
+                        &paused_mailbox,
+                        &reason,
+                        "a probe got past the credentials",
+                        0,
+                    );
+                    messages::resume_paused(&self.pool, sender_id, PAUSED_PREFIX).await?;
+                }
+            }
+        }
         match result {
             Ok(_) => {
                 if !messages::mark_sent(&self.pool, message.id).await? {
                     return Ok(SendOutcome::Superseded);
                 }
+                self.metrics.send(provider, SendResult::Sent);
                 tracing::info!(
                     event = events::MAIL_SENT,
                     message.id = %message.id,
@@ -184,7 +312,27 @@ impl MailProviderService {
                 );
                 Ok(SendOutcome::Sent)
             }
-            Err(error) => self.handle_error(message, &mailbox, error).await,
+            Err(error) => {
+                let (outcome, counted) = self
+                    .handle_error(message, &mailbox, sender_id, &fingerprint, error)
+                    .await?;
+                self.count(provider, &outcome, counted);
+                Ok(outcome)
+            }
+        }
+    }
+
+    fn spread(&self, id: Uuid) -> Duration {
+        Duration::from_millis(spread_ms(
+            id,
+            self.settings.defer_spread_max.as_millis() as u64,
+        ))
+    }
+
+    /// Counts `result` unless the write was superseded (another replica's lease recovery).
+    fn count(&self, provider: &'static str, outcome: &SendOutcome, result: SendResult) {
+        if *outcome != SendOutcome::Superseded {
+            self.metrics.send(provider, result);
         }
     }
 
@@ -192,11 +340,13 @@ impl MailProviderService {
         &self,
         message: &StoredMessage,
         mailbox: &MailboxAddress,
+        sender_id: Uuid,
+        fingerprint: &str,
         error: MailError,
-    ) -> Result<SendOutcome, StoreError> {
+    ) -> Result<(SendOutcome, SendResult), StoreError> {
         let now = self.clock.now();
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
-        let spread = Duration::from_millis(spread_ms(message.id, spread_max));
+        let spread = self.spread(message.id);
         match error {
             MailError::RateLimitExceeded {
                 reason,
@@ -230,7 +380,7 @@ impl MailProviderService {
                     scheduled_on = %until.to_rfc3339(),
                     "mail deferred by the rate limiter"
                 );
-                Ok(outcome)
+                Ok((outcome, SendResult::Deferred))
             }
             MailError::Throttled { retry_after } => {
                 let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
@@ -248,15 +398,31 @@ impl MailProviderService {
                     scheduled_on = %until.to_rfc3339(),
                     "provider throttled; mail deferred"
                 );
-                Ok(outcome)
+                Ok((outcome, SendResult::Throttled))
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
-                if attempts >= self.settings.max_attempts {
-                    let reason = format!("gave up after {attempts} attempts; last error: {why}");
-                    return self.fail(message.id, Some(mailbox), reason).await;
+                let age = (now - message.first_attempt_at)
+                    .to_std()
+                    .unwrap_or_default();
+                if attempts >= self.settings.max_attempts || age >= self.settings.retry_for {
+                    let reason = if attempts >= self.settings.max_attempts {
+                        format!(
+                            "gave up after {attempts} attempts (MAIL_MAX_ATTEMPTS); last error: {why}"
+                        )
+                    } else {
+                        format!(
+                            "gave up after {} of transient failures ({attempts} attempts, MAIL_RETRY_FOR); last error: {why}",
+                            human(age)
+                        )
+                    };
+                    let outcome = self.fail(message.id, Some(mailbox), reason).await?;
+                    return Ok((outcome, SendResult::Failed));
                 }
-                let wait = backoff(attempts);
+                // Backoff capped at 15 min, and never past the give-up time (so the last try
+                // happens when the budget of MAIL_RETRY_FOR runs out, not long after).
+                let left = self.settings.retry_for.saturating_sub(age);
+                let wait = backoff(attempts).min(left.max(Duration::from_secs(1)));
                 let until = at(now, wait);
                 let outcome = self
                     .reschedule(message.id, until, Reschedule::Retry, &error)
@@ -271,15 +437,55 @@ impl MailProviderService {
                     error = %why,
                     "transient failure; mail will be retried"
                 );
-                Ok(outcome)
+                Ok((outcome, SendResult::Retried))
             }
-            MailError::Permanent { .. }
-            | MailError::Unauthorized(_)
-            | MailError::Misconfigured(_) => {
-                self.fail(message.id, Some(mailbox), error.to_string())
-                    .await
+            MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
+                // Not the message's fault: pause the sender, keep the message, count no attempt.
+                let reason = error.to_string();
+                let paused =
+                    self.pauses
+                        .failed(sender_id, mailbox.as_str(), &reason, fingerprint, now);
+                if paused.changed {
+                    self.metrics.set_paused(mailbox.as_str(), true);
+                    tracing::error!(
+                        event = events::MAIL_SENDER_PAUSED,
+                        mailbox = %mailbox,
+                        reason = %reason,
+                        next_probe = %paused.until.to_rfc3339(),
+                        "sender paused: its messages wait (no attempts counted) until the configuration changes or a probe succeeds"
+                    );
+                }
+                let until = at(paused.until, spread);
+                let outcome = self
+                    .reschedule_text(
+                        message.id,
+                        until,
+                        Reschedule::Deferral,
+                        format!("{PAUSED_PREFIX}{reason}"),
+                    )
+                    .await?;
+                Ok((outcome, SendResult::Paused))
+            }
+            MailError::Permanent { .. } => {
+                let outcome = self
+                    .fail(message.id, Some(mailbox), error.to_string())
+                    .await?;
+                Ok((outcome, SendResult::Failed))
             }
         }
+    }
+
+    async fn reschedule_text(
+        &self,
+        id: Uuid,
+        until: DateTime<Utc>,
+        kind: Reschedule,
+        reason: String,
+    ) -> Result<SendOutcome, StoreError> {
+        if !messages::reschedule(&self.pool, id, until, kind, &reason).await? {
+            return Ok(SendOutcome::Superseded);
+        }
+        Ok(SendOutcome::Deferred { until, reason })
     }
 
     async fn reschedule(
@@ -313,6 +519,33 @@ impl MailProviderService {
             "mail failed permanently"
         );
         Ok(SendOutcome::Failed { reason })
+    }
+}
+
+/// `graph` or `sendgrid`: the `provider` label of a sender.
+fn provider_of(sender: &Sender) -> &'static str {
+    match sender {
+        Sender::Tenant(t) if matches!(t.transport, TenantTransport::SendGrid { .. }) => {
+            PROVIDER_SENDGRID
+        }
+        _ => PROVIDER_GRAPH,
+    }
+}
+
+fn sender_id(sender: &Sender) -> Uuid {
+    match sender {
+        Sender::Tenant(t) => t.id,
+        Sender::SystemMailbox(m) => m.id,
+    }
+}
+
+/// `3h 20m`, `4m 10s`, `12s`.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
     }
 }
 

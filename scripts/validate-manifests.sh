@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Validates deploy/kubernetes/*.yaml against the Kubernetes API schemas with
+# kubernetes-validate (PyPI; its schemas ship inside the package, so no download at run time),
+# strict: unknown fields are errors. The ServiceMonitor (a CRD) has no bundled schema: warned,
+# not failed. tests/it/deploy.rs checks the same files against the daemon's own contracts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${KUBE_VALIDATE_VENV:-${TMPDIR:-/tmp}/mail-worker-kube-validate}"
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet kubernetes-validate
+fi
+files=()
+for f in deploy/kubernetes/*.yaml; do
+  [ "$(basename "$f")" = kustomization.yaml ] || files+=("$f")
+done
+"$venv/bin/kubernetes-validate" --strict "${files[@]}"

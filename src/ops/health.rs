@@ -1,0 +1,240 @@
+//! Liveness (`GET /healthz`: the daemon's loops are alive) and readiness (`GET /readyz`:
+//! PostgreSQL and the queue's Redis answer; the limiter's Redis being down is *degraded*, not
+//! unready, because the limiter fails open).
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+use sqlx::PgPool;
+
+use crate::rate_limit::MailRateLimiter;
+
+/// How long one readiness check may take: 2 s.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The heartbeats of the daemon's loops. A loop that has not beaten within its allowance, or
+/// that ended, makes `/healthz` answer 503.
+#[derive(Debug, Default)]
+pub struct Liveness {
+    beats: Mutex<BTreeMap<&'static str, Beat>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Beat {
+    at: Instant,
+    allowance: Duration,
+    ended: bool,
+}
+
+impl Liveness {
+    /// `loop_name` is alive now and will beat again within `allowance`.
+    pub fn beat(&self, loop_name: &'static str, allowance: Duration) {
+        if let Ok(mut beats) = self.beats.lock() {
+            beats.insert(
+                loop_name,
+                Beat {
+                    at: Instant::now(),
+                    allowance,
+                    ended: false,
+                },
+            );
+        }
+    }
+
+    /// `loop_name` ended (it will not beat again).
+    pub fn ended(&self, loop_name: &'static str) {
+        if let Ok(mut beats) = self.beats.lock()
+            && let Some(beat) = beats.get_mut(loop_name)
+        {
+            beat.ended = true;
+        }
+    }
+
+    /// The loops that ended or missed their heartbeat, by name.
+    pub fn dead(&self) -> Vec<&'static str> {
+        let now = Instant::now();
+        self.beats.lock().map_or_else(
+            |_| vec!["liveness-lock"],
+            |beats| {
+                beats
+                    .iter()
+                    .filter(|(_, b)| b.ended || now.duration_since(b.at) > b.allowance)
+                    .map(|(name, _)| *name)
+                    .collect()
+            },
+        )
+    }
+
+    /// The loops known so far.
+    pub fn loops(&self) -> Vec<&'static str> {
+        self.beats
+            .lock()
+            .map(|b| b.keys().copied().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// One dependency's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Whether it answered within [`CHECK_TIMEOUT`].
+    pub ok: bool,
+    /// Its round trip in ms, when it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    /// What went wrong (the error's message; never a password).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `GET /readyz`'s body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadyReport {
+    /// PostgreSQL and the queue answer.
+    pub ready: bool,
+    /// What is down: `postgresql`, `queue_redis`, `queue_worker`.
+    pub down: Vec<&'static str>,
+    /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open).
+    pub degraded: Vec<&'static str>,
+    /// Every check by name.
+    pub checks: BTreeMap<&'static str, Check>,
+}
+
+/// What readiness asks.
+pub struct Readiness {
+    pool: PgPool,
+    queue: Option<redis::Client>,
+    limiter: Option<Arc<MailRateLimiter>>,
+    queue_worker_up: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness").finish_non_exhaustive()
+    }
+}
+
+impl Readiness {
+    /// Checks `pool`, the queue's Redis at `queue_url`, the queue worker's state
+    /// (`queue_worker_up`, kept by the worker's supervisor) and, as degraded only, `limiter`.
+    pub fn new(
+        pool: PgPool,
+        queue_url: &url::Url,
+        limiter: Option<Arc<MailRateLimiter>>,
+        queue_worker_up: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            pool,
+            queue: redis::Client::open(queue_url.as_str()).ok(),
+            limiter,
+            queue_worker_up,
+        }
+    }
+
+    /// Runs every check (concurrently, each within [`CHECK_TIMEOUT`]).
+    pub async fn check(&self) -> ReadyReport {
+        let (postgresql, queue, limiter) =
+            tokio::join!(self.postgresql(), self.queue_redis(), self.limiter());
+        let worker = if self.queue_worker_up.load(Ordering::SeqCst) {
+            ok(None)
+        } else {
+            failed("the queue worker is not running (reconnecting to the queue's Redis)".into())
+        };
+        let mut checks = BTreeMap::new();
+        checks.insert("postgresql", postgresql);
+        checks.insert("queue_redis", queue);
+        checks.insert("queue_worker", worker);
+        let mut degraded = Vec::new();
+        if let Some(limiter) = limiter {
+            if !limiter.ok {
+                degraded.push("rate_limit_redis");
+            }
+            checks.insert("rate_limit_redis", limiter);
+        }
+        let down: Vec<&'static str> = ["postgresql", "queue_redis", "queue_worker"]
+            .into_iter()
+            .filter(|name| checks.get(name).is_some_and(|c| !c.ok))
+            .collect();
+        ReadyReport {
+            ready: down.is_empty(),
+            down,
+            degraded,
+            checks,
+        }
+    }
+
+    async fn postgresql(&self) -> Check {
+        let started = Instant::now();
+        match tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(&self.pool)).await
+        {
+            Ok(Ok(_)) => ok(Some(started.elapsed())),
+            Ok(Err(e)) => failed(e.to_string()),
+            Err(_) => failed(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+        }
+    }
+
+    async fn queue_redis(&self) -> Check {
+        let Some(client) = &self.queue else {
+            return failed("REDIS_URL cannot be used by the Redis client".into());
+        };
+        let started = Instant::now();
+        let ping = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        match tokio::time::timeout(CHECK_TIMEOUT, ping).await {
+            Ok(Ok(_)) => ok(Some(started.elapsed())),
+            Ok(Err(e)) => failed(e.to_string()),
+            Err(_) => failed(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+        }
+    }
+
+    async fn limiter(&self) -> Option<Check> {
+        let limiter = self.limiter.as_ref()?;
+        Some(match limiter.ping().await {
+            Ok(took) => ok(Some(took)),
+            Err(e) => failed(e.to_string()),
+        })
+    }
+}
+
+fn ok(took: Option<Duration>) -> Check {
+    Check {
+        ok: true,
+        ms: took.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        error: None,
+    }
+}
+
+fn failed(error: String) -> Check {
+    Check {
+        ok: false,
+        ms: None,
+        error: Some(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_that_ended_or_missed_its_beat_is_dead() {
+        let live = Liveness::default();
+        live.beat("claim", Duration::from_secs(60));
+        live.beat("recovery", Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(live.dead(), ["recovery"]);
+        live.beat("recovery", Duration::from_secs(60));
+        assert!(live.dead().is_empty());
+        live.ended("claim");
+        assert_eq!(live.dead(), ["claim"]);
+    }
+}

@@ -1,0 +1,355 @@
+//! The daemon's Prometheus metrics (`GET /metrics`), through `prometheus-client`: one
+//! [`Metrics`] per daemon, handed to the parts that count (service, limiter, factory, worker),
+//! so two daemons in one process (the tests) never mix their numbers.
+//!
+//! Names and labels are a contract (dashboards and alerts key on them):
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `mail_worker_sends_total` | counter | `provider` (`graph`, `sendgrid`), `outcome` (`sent`, `deferred`, `throttled`, `retried`, `failed`, `paused`) |
+//! | `mail_worker_rate_limit_decisions_total` | counter | `decision` (`allowed`, `minute`, `day`, `tenant`, `cooldown`, `in_flight`, `fail_open`) |
+//! | `mail_worker_rate_limit_seconds` | histogram | — (the limiter's round trip) |
+//! | `mail_worker_provider_requests_total` | counter | `provider`, `status` (see [`provider_status`]) |
+//! | `mail_worker_provider_seconds` | histogram | `provider` |
+//! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
+//! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
+//! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
+//! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
+//!
+//! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
+//! layers, which see a deferred or failed mail as a successful job. No label carries a
+//! recipient address.
+
+use std::{
+    sync::atomic::{AtomicI64, AtomicU64},
+    time::Duration,
+};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use crate::{mailer::MailError, rate_limit::DenyReason};
+
+/// `provider` label values.
+pub const PROVIDER_GRAPH: &str = "graph";
+/// `provider` label value of SendGrid.
+pub const PROVIDER_SENDGRID: &str = "sendgrid";
+
+/// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
+pub const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SendLabels {
+    provider: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderStatusLabels {
+    provider: &'static str,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MailboxLabels {
+    mailbox: String,
+}
+
+/// What became of one send, as `mail_worker_sends_total{outcome}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendResult {
+    /// `SENT`.
+    Sent,
+    /// Our limiter deferred it.
+    Deferred,
+    /// The provider throttled it (429/503/504): deferred by its `Retry-After`.
+    Throttled,
+    /// A transient failure: retried with backoff.
+    Retried,
+    /// `ERROR`.
+    Failed,
+    /// Its sender is paused (credentials missing or refused): deferred, not an attempt.
+    Paused,
+}
+
+impl SendResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Deferred => "deferred",
+            Self::Throttled => "throttled",
+            Self::Retried => "retried",
+            Self::Failed => "failed",
+            Self::Paused => "paused",
+        }
+    }
+}
+
+/// `mail_worker_provider_requests_total{status}` of a provider call's result: `accepted`, or
+/// the class of the refusal — `throttled` (429/503/504), `transient` (connect error, 408, token
+/// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
+/// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
+/// the providers' own modules own the code → error mapping, and a class is what an alert needs.
+pub fn provider_status(result: &Result<(), &MailError>) -> &'static str {
+    match result {
+        Ok(()) => "accepted",
+        Err(MailError::Throttled { .. }) => "throttled",
+        Err(MailError::Transient(_)) => "transient",
+        Err(MailError::OutcomeUnknown(_)) => "outcome_unknown",
+        Err(MailError::Permanent { .. }) => "permanent",
+        Err(MailError::Unauthorized(_)) => "unauthorized",
+        Err(MailError::Misconfigured(_)) => "misconfigured",
+        Err(MailError::RateLimitExceeded { .. }) => "rate_limited",
+    }
+}
+
+/// One daemon's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    sends: Family<SendLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
+    rate_limit_seconds: Histogram,
+    provider_requests: Family<ProviderStatusLabels, Counter>,
+    provider_seconds: Family<ProviderLabels, Histogram>,
+    messages: Family<StatusLabels, Gauge<i64, AtomicI64>>,
+    in_flight: Gauge<i64, AtomicI64>,
+    claimed: Counter<u64, AtomicU64>,
+    paused: Family<MailboxLabels, Gauge<i64, AtomicI64>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms … ~16 s in 16 doubling buckets.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let sends = Family::<SendLabels, Counter>::default();
+        registry.register(
+            "mail_worker_sends",
+            "Sends by provider and outcome (what was written to PostgreSQL)",
+            sends.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "mail_worker_rate_limit_decisions",
+            "Rate-limiter decisions: allowed, each deny reason, fail_open",
+            decisions.clone(),
+        );
+        let rate_limit_seconds = latency_histogram();
+        registry.register(
+            "mail_worker_rate_limit_seconds",
+            "Round trip of one rate-limiter decision, seconds",
+            rate_limit_seconds.clone(),
+        );
+        let provider_requests = Family::<ProviderStatusLabels, Counter>::default();
+        registry.register(
+            "mail_worker_provider_requests",
+            "Provider send requests by provider and result class",
+            provider_requests.clone(),
+        );
+        let provider_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "mail_worker_provider_seconds",
+            "Duration of one provider send request, seconds",
+            provider_seconds.clone(),
+        );
+        let messages = Family::<StatusLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "mail_worker_messages",
+            "Messages in PostgreSQL by status (all replicas; refreshed periodically)",
+            messages.clone(),
+        );
+        let in_flight = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "mail_worker_in_flight",
+            "Sends running in this process",
+            in_flight.clone(),
+        );
+        let claimed = Counter::<u64, AtomicU64>::default();
+        registry.register(
+            "mail_worker_claimed",
+            "Due messages this process claimed and queued",
+            claimed.clone(),
+        );
+        let paused = Family::<MailboxLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "mail_worker_sender_paused",
+            "1 while a sender is paused (credentials missing or refused)",
+            paused.clone(),
+        );
+        Self {
+            registry,
+            sends,
+            decisions,
+            rate_limit_seconds,
+            provider_requests,
+            provider_seconds,
+            messages,
+            in_flight,
+            claimed,
+            paused,
+        }
+    }
+
+    /// Counts one send's outcome.
+    pub fn send(&self, provider: &'static str, result: SendResult) {
+        self.sends
+            .get_or_create(&SendLabels {
+                provider,
+                outcome: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts one limiter decision (`allowed`, a [`DenyReason`], or `fail_open`) and its round
+    /// trip.
+    pub fn rate_limit_decision(&self, decision: &'static str, took: Duration) {
+        self.decisions
+            .get_or_create(&DecisionLabels { decision })
+            .inc();
+        self.rate_limit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// The label of a denial.
+    pub fn deny_label(reason: DenyReason) -> &'static str {
+        reason.as_str()
+    }
+
+    /// Counts one provider request and its duration.
+    pub fn provider_request(&self, provider: &'static str, status: &'static str, took: Duration) {
+        self.provider_requests
+            .get_or_create(&ProviderStatusLabels { provider, status })
+            .inc();
+        self.provider_seconds
+            .get_or_create(&ProviderLabels { provider })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Sets `mail_worker_messages` from `(status, count)` rows; statuses of [`STATUSES`] not
+    /// among them are set to 0.
+    pub fn set_messages(&self, rows: &[(String, i64)]) {
+        for status in STATUSES {
+            let count = rows
+                .iter()
+                .find(|(s, _)| s == status)
+                .map_or(0, |(_, n)| *n);
+            self.messages
+                .get_or_create(&StatusLabels {
+                    status: status.to_owned(),
+                })
+                .set(count);
+        }
+    }
+
+    /// One more send in flight until the guard drops.
+    pub fn in_flight(&self) -> InFlightGuard {
+        self.in_flight.inc();
+        InFlightGuard(self.in_flight.clone())
+    }
+
+    /// Counts `n` claimed rows.
+    pub fn claimed(&self, n: u64) {
+        self.claimed.inc_by(n);
+    }
+
+    /// Marks `mailbox` paused (or not).
+    pub fn set_paused(&self, mailbox: &str, paused: bool) {
+        self.paused
+            .get_or_create(&MailboxLabels {
+                mailbox: mailbox.to_owned(),
+            })
+            .set(i64::from(paused));
+    }
+
+    /// The registry in Prometheus/OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Decrements `mail_worker_in_flight` on drop.
+#[derive(Debug)]
+pub struct InFlightGuard(Gauge<i64, AtomicI64>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_contract() {
+        let m = Metrics::new();
+        m.send(PROVIDER_GRAPH, SendResult::Sent);
+        m.send(PROVIDER_GRAPH, SendResult::Sent);
+        m.rate_limit_decision("allowed", Duration::from_millis(2));
+        m.provider_request(PROVIDER_GRAPH, "accepted", Duration::from_millis(40));
+        m.set_messages(&[("SENT".into(), 7)]);
+        m.claimed(3);
+        let guard = m.in_flight();
+        let text = m.encode();
+        drop(guard);
+        for line in [
+            "mail_worker_sends_total{provider=\"graph\",outcome=\"sent\"} 2",
+            "mail_worker_rate_limit_decisions_total{decision=\"allowed\"} 1",
+            "mail_worker_rate_limit_seconds_count 1",
+            "mail_worker_provider_requests_total{provider=\"graph\",status=\"accepted\"} 1",
+            "mail_worker_provider_seconds_count{provider=\"graph\"} 1",
+            "mail_worker_messages{status=\"SENT\"} 7",
+            "mail_worker_messages{status=\"ERROR\"} 0",
+            "mail_worker_in_flight 1",
+            "mail_worker_claimed_total 3",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert!(m.encode().lines().any(|l| l == "mail_worker_in_flight 0"));
+    }
+}

@@ -1,0 +1,108 @@
+//! A mailbox's live budget as the limiter counts it, read from the limiter's Redis without
+//! changing anything (`mail-worker mailbox usage`). Reads the keys of
+//! [`super::paced::keys`] or [`super::fixed_window::keys`], whichever algorithm is configured.
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde::Serialize;
+
+use super::{Algorithm, RateLimitConfig, fixed_window::keys as fixed, paced::keys::PacedKeys};
+use crate::domain::MailboxAddress;
+
+/// What the limiter holds for one mailbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimiterUsage {
+    /// `paced` or `fixed-window`.
+    pub algorithm: &'static str,
+    /// `paced`: reservations in the last 60 s; `fixed-window`: in the current UTC minute.
+    pub sent_last_minute: u64,
+    /// `paced`: recipients in the rolling 24 h, booked slots included (a booking holds its
+    /// recipients); `fixed-window`: in the current UTC day.
+    pub recipients_last_day: u64,
+    /// Requests in flight (unexpired leases; `paced` only, else 0).
+    pub in_flight: u64,
+    /// Messages holding a booked slot (`paced` only, else 0).
+    pub booked: u64,
+    /// Until when a provider's `Retry-After` holds the mailbox, if that is still ahead.
+    pub cooldown_until: Option<DateTime<Utc>>,
+    /// The next free slot of the pacing (`paced` only; now or later).
+    pub next_free_slot: Option<DateTime<Utc>>,
+    /// The keys read.
+    pub keys: Vec<String>,
+}
+
+/// `tat`, `cool` and `total` of the `paced` state hash.
+type StateFields = (Option<i64>, Option<i64>, Option<u64>);
+
+fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
+    Utc.timestamp_millis_opt(ms).single()
+}
+
+/// Reads `mailbox`'s usage (Graph tenant `tenant`) at `now` from `config.redis_url`.
+///
+/// # Errors
+/// The Redis error (naming nothing secret).
+pub async fn read_usage(
+    config: &RateLimitConfig,
+    tenant: &str,
+    mailbox: &MailboxAddress,
+    now: DateTime<Utc>,
+) -> redis::RedisResult<LimiterUsage> {
+    let client = redis::Client::open(config.redis_url.as_str())?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let now_ms = now.timestamp_millis();
+    match config.algorithm {
+        Algorithm::FixedWindow => {
+            let minute = fixed::minute_key(&config.key_prefix, mailbox, now);
+            let day = fixed::day_key(&config.key_prefix, mailbox, now);
+            let (m, d): (Option<u64>, Option<u64>) = redis::pipe()
+                .get(&minute)
+                .get(&day)
+                .query_async(&mut conn)
+                .await?;
+            Ok(LimiterUsage {
+                algorithm: Algorithm::FixedWindow.as_str(),
+                sent_last_minute: m.unwrap_or(0),
+                recipients_last_day: d.unwrap_or(0),
+                in_flight: 0,
+                booked: 0,
+                cooldown_until: None,
+                next_free_slot: None,
+                keys: vec![minute, day],
+            })
+        }
+        Algorithm::Paced => {
+            let keys = PacedKeys::new(&config.key_prefix, tenant, mailbox);
+            let ((tat, cool, total), sent, in_flight, booked): (StateFields, u64, u64, u64) =
+                redis::pipe()
+                    .cmd("HMGET")
+                    .arg(keys.state())
+                    .arg("tat")
+                    .arg("cool")
+                    .arg("total")
+                    .cmd("ZCOUNT")
+                    .arg(keys.sent())
+                    .arg(format!("({}", now_ms - 60_000))
+                    .arg("+inf")
+                    .cmd("ZCOUNT")
+                    .arg(keys.in_flight())
+                    .arg(format!("({now_ms}"))
+                    .arg("+inf")
+                    .cmd("ZCARD")
+                    .arg(keys.booked())
+                    .query_async(&mut conn)
+                    .await?;
+            Ok(LimiterUsage {
+                algorithm: Algorithm::Paced.as_str(),
+                sent_last_minute: sent,
+                recipients_last_day: total.unwrap_or(0),
+                in_flight,
+                booked,
+                cooldown_until: cool.filter(|c| *c > now_ms).and_then(at_ms),
+                next_free_slot: Some(tat.map_or(now_ms, |t| t.max(now_ms))).and_then(at_ms),
+                keys: [keys.state(), keys.sent(), keys.in_flight(), keys.booked()]
+                    .map(str::to_owned)
+                    .to_vec(),
+            })
+        }
+    }
+}

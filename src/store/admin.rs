@@ -1,0 +1,211 @@
+//! Operators' queries behind `mail-worker messages retry|cancel` and `mailbox usage`: what the
+//! README's hand-written SQL used to do, with filters and a dry run.
+
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::domain::MessageStatus;
+
+/// `last_error` of a cancelled message starts with this.
+pub const CANCELLED_PREFIX: &str = "cancelled by an operator (mail-worker messages cancel)";
+
+/// Which messages a command touches; every given filter must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageFilter {
+    /// The sender: a system mailbox's or tenant's address, or a tenant's name.
+    pub sender: Option<String>,
+    /// Their status.
+    pub status: Option<MessageStatus>,
+    /// `last_error ILIKE '%TEXT%'`.
+    pub error_like: Option<String>,
+    /// These ids only.
+    pub ids: Vec<Uuid>,
+}
+
+/// What a command did (or, with `--dry-run`, would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Changed {
+    /// `retry` or `cancel`.
+    pub action: &'static str,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// Rows that matched the filters and the statuses the action accepts.
+    pub matched: u64,
+    /// Rows written (0 on a dry run).
+    pub changed: u64,
+    /// Matched rows by status.
+    pub by_status: std::collections::BTreeMap<String, u64>,
+}
+
+const MATCH: &str = "FROM messages m \
+     LEFT JOIN tenants t ON t.id = m.tenant_id \
+     LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+     WHERE m.status = ANY($1) \
+       AND ($2::text IS NULL OR lower(coalesce(s.address, t.sender_address)) = lower($2) OR t.name = $2) \
+       AND ($3::text IS NULL OR m.last_error ILIKE '%' || $3 || '%') \
+       AND (cardinality($4::uuid[]) = 0 OR m.id = ANY($4))";
+
+async fn select(
+    pool: &PgPool,
+    statuses: &[&str],
+    filter: &MessageFilter,
+) -> Result<Vec<(Uuid, String)>, StoreError> {
+    let sql = format!("SELECT m.id, m.status {MATCH}");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(statuses)
+        .bind(&filter.sender)
+        .bind(&filter.error_like)
+        .bind(&filter.ids)
+        .fetch_all(pool)
+        .await?)
+}
+
+fn statuses(
+    filter: &MessageFilter,
+    allowed: &[MessageStatus],
+    default: MessageStatus,
+) -> Result<Vec<&'static str>, StoreError> {
+    match filter.status {
+        None => Ok(vec![default.as_str()]),
+        Some(s) if allowed.contains(&s) => Ok(vec![s.as_str()]),
+        Some(s) => Err(StoreError::NotFound(format!(
+            "--status {} is not accepted here (accepted: {})",
+            s.as_str(),
+            allowed
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed: u64) -> Changed {
+    let mut by_status = std::collections::BTreeMap::new();
+    for (_, status) in rows {
+        *by_status.entry(status.clone()).or_insert(0) += 1;
+    }
+    Changed {
+        action,
+        dry_run,
+        matched: rows.len() as u64,
+        changed,
+        by_status,
+    }
+}
+
+/// `messages retry`: matching `ERROR` (default) or `SCHEDULED` rows become `SCHEDULED`, due
+/// now, with their attempts, first attempt and deferrals reset. `SENT` rows are never resent.
+///
+/// # Errors
+/// Database errors; a `--status` other than `ERROR`/`SCHEDULED`.
+pub async fn retry(
+    pool: &PgPool,
+    filter: &MessageFilter,
+    dry_run: bool,
+) -> Result<Changed, StoreError> {
+    let statuses = statuses(
+        filter,
+        &[MessageStatus::Error, MessageStatus::Scheduled],
+        MessageStatus::Error,
+    )?;
+    let rows = select(pool, &statuses, filter).await?;
+    if dry_run || rows.is_empty() {
+        return Ok(summary("retry", dry_run, &rows, 0));
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+    let done = sqlx::query(
+        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), attempts = 0, \
+             deferrals = 0, first_attempt_at = NULL, updated_at = now(), \
+             last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
+         WHERE id = ANY($1) AND status = ANY($2)",
+    )
+    .bind(&ids)
+    .bind(&statuses)
+    .execute(pool)
+    .await?;
+    Ok(summary("retry", false, &rows, done.rows_affected()))
+}
+
+/// `messages cancel`: matching `SCHEDULED` (default) or `QUEUED` rows end `ERROR` with
+/// `last_error` starting [`CANCELLED_PREFIX`] (a queued job then finds its row no longer
+/// `QUEUED` and does nothing). Rows being sent or sent are left alone.
+///
+/// # Errors
+/// Database errors; a `--status` other than `SCHEDULED`/`QUEUED`.
+pub async fn cancel(
+    pool: &PgPool,
+    filter: &MessageFilter,
+    dry_run: bool,
+) -> Result<Changed, StoreError> {
+    let statuses = statuses(
+        filter,
+        &[MessageStatus::Scheduled, MessageStatus::Queued],
+        MessageStatus::Scheduled,
+    )?;
+    let rows = select(pool, &statuses, filter).await?;
+    if dry_run || rows.is_empty() {
+        return Ok(summary("cancel", dry_run, &rows, 0));
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+    let done = sqlx::query(
+        "UPDATE messages SET status = 'ERROR', updated_at = now(), last_error = $3 \
+         WHERE id = ANY($1) AND status = ANY($2)",
+    )
+    .bind(&ids)
+    .bind(&statuses)
+    .bind(CANCELLED_PREFIX)
+    .execute(pool)
+    .await?;
+    Ok(summary("cancel", false, &rows, done.rows_affected()))
+}
+
+/// One sender's messages by status, and how many wait for its pause.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SenderMessages {
+    /// Rows by status (every status, 0 when none).
+    pub by_status: std::collections::BTreeMap<String, i64>,
+    /// `SCHEDULED` rows whose sender is paused (`last_error` starts with `sender paused: `).
+    pub paused: i64,
+    /// The latest pause reason, if any row waits for one.
+    pub paused_reason: Option<String>,
+}
+
+/// The messages of sender `id` (a tenant or system mailbox).
+///
+/// # Errors
+/// Database errors.
+pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, StoreError> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM messages \
+         WHERE coalesce(system_mailbox_id, tenant_id) = $1 GROUP BY status",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let mut by_status: std::collections::BTreeMap<String, i64> = crate::ops::metrics::STATUSES
+        .iter()
+        .map(|s| ((*s).to_owned(), 0))
+        .collect();
+    by_status.extend(rows);
+    let (paused, reason): (i64, Option<String>) = sqlx::query_as(
+        "SELECT count(*), max(last_error) FROM messages \
+         WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = 'SCHEDULED' \
+           AND starts_with(coalesce(last_error, ''), $2)",
+    )
+    .bind(id)
+    .bind(crate::service::pause::PAUSED_PREFIX)
+    .fetch_one(pool)
+    .await?;
+    Ok(SenderMessages {
+        by_status,
+        paused,
+        paused_reason: reason.map(|r| {
+            r.strip_prefix(crate::service::pause::PAUSED_PREFIX)
+                .unwrap_or(&r)
+                .to_owned()
+        }),
+    })
+}

@@ -1,0 +1,279 @@
+//! The deployment files, validated by parsing: `deploy/kubernetes/*.yaml`, `deploy/compose.yaml`,
+//! the Dockerfile, `.dockerignore` and the Grafana dashboard — against the product's own
+//! contracts (its environment variables, its metric names, its subcommands).
+
+use std::{collections::BTreeSet, path::Path, time::Duration};
+
+use clap::Parser;
+use mail_worker::{cli, config::Config, ops::Metrics};
+use serde_yaml::Value;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every YAML document of `path`, parsed.
+fn documents(path: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    let text = read(path);
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .collect()
+}
+
+fn kube() -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(root().join("deploy/kubernetes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    for name in names {
+        all.extend(documents(&format!("deploy/kubernetes/{name}")));
+    }
+    all
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in deploy/kubernetes"))
+}
+
+fn known_vars() -> BTreeSet<&'static str> {
+    cli::ENV_VARS.iter().map(|(var, ..)| *var).collect()
+}
+
+/// The `env:` references of examples/senders.json.
+fn sender_refs() -> BTreeSet<String> {
+    let text = read("examples/senders.json");
+    text.split("\"env:")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contracts() {
+    let docs = kube();
+    for doc in &docs {
+        assert!(doc["apiVersion"].is_string(), "{doc:?}");
+        assert!(doc["kind"].is_string(), "{doc:?}");
+        if doc["kind"] != "Kustomization" {
+            assert!(doc["metadata"]["name"].is_string(), "{doc:?}");
+        }
+    }
+    let kinds: BTreeSet<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    for kind in [
+        "ConfigMap",
+        "Secret",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Job",
+        "Service",
+        "ServiceMonitor",
+        "Kustomization",
+    ] {
+        assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
+    }
+
+    let config_map = &of_kind(&docs, "ConfigMap")["data"];
+    let secret = &of_kind(&docs, "Secret")["stringData"];
+    let vars = known_vars();
+    let refs = sender_refs();
+    for (key, _) in config_map.as_mapping().unwrap() {
+        let key = key.as_str().unwrap();
+        assert!(
+            vars.contains(key),
+            "ConfigMap key {key} is no variable of the daemon"
+        );
+    }
+    for (key, _) in secret.as_mapping().unwrap() {
+        let key = key.as_str().unwrap();
+        assert!(
+            vars.contains(key) || refs.contains(key),
+            "Secret key {key} is neither a variable nor an env: reference of senders.json"
+        );
+    }
+    // The ConfigMap and the Secret together are a configuration the daemon accepts.
+    let lookup = |name: &str| {
+        config_map[name]
+            .as_str()
+            .or_else(|| secret[name].as_str())
+            .map(str::to_owned)
+    };
+    let config = Config::from_lookup(lookup).expect("the manifests' environment parses");
+    let listen = config.metrics_listen.expect("METRICS_LISTEN is on");
+
+    let deployment = of_kind(&docs, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(
+        Duration::from_secs(grace_s) > config.shutdown_grace,
+        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE_MS {:?}",
+        config.shutdown_grace
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"][0], "run");
+    assert_eq!(
+        container["ports"][0]["containerPort"],
+        u64::from(listen.port())
+    );
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    for part in ["requests", "limits"] {
+        assert!(container["resources"][part]["memory"].is_string(), "{part}");
+        assert!(!container["resources"][part]["cpu"].is_null(), "{part}");
+    }
+    let env_from: Vec<&str> = container["envFrom"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            e["configMapRef"]["name"]
+                .as_str()
+                .or(e["secretRef"]["name"].as_str())
+        })
+        .collect();
+    assert_eq!(env_from, ["mail-worker-env", "mail-worker-credentials"]);
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        listen.port().to_string()
+    );
+
+    let job = of_kind(&docs, "Job");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["args"][0],
+        "migrate"
+    );
+    let pdb = of_kind(&docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    // Every file is listed in the kustomization.
+    let listed: BTreeSet<&str> = of_kind(&docs, "Kustomization")["resources"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(listed.len(), 6, "{listed:?}");
+}
+
+#[test]
+fn the_compose_file_runs_migrate_once_and_two_replicas_against_the_stand_in() {
+    let docs = documents("deploy/compose.yaml");
+    assert_eq!(docs.len(), 1);
+    let services = docs[0]["services"].as_mapping().unwrap();
+    let names: BTreeSet<&str> = services.keys().filter_map(Value::as_str).collect();
+    for name in ["postgres", "redis", "graph-sim", "migrate", "seed"] {
+        assert!(names.contains(name), "{name} missing: {names:?}");
+    }
+    let replicas: Vec<&str> = services
+        .iter()
+        .filter(|(_, s)| s["command"][0] == "run")
+        .map(|(n, _)| n.as_str().unwrap())
+        .collect();
+    assert_eq!(replicas.len(), 2, "{replicas:?}");
+    for name in &replicas {
+        let service = &services[*name];
+        assert_eq!(
+            service["depends_on"]["migrate"]["condition"], "service_completed_successfully",
+            "{name}"
+        );
+    }
+    assert_eq!(services["migrate"]["command"][0], "migrate");
+    let env = docs[0]["x-mail-worker-env"].as_mapping().unwrap();
+    let vars = known_vars();
+    let refs = sender_refs();
+    for key in env.keys().filter_map(Value::as_str) {
+        assert!(vars.contains(key) || refs.contains(key), "{key}");
+    }
+    for reference in &refs {
+        assert!(
+            env.contains_key(reference.as_str()),
+            "env:{reference} is not set"
+        );
+    }
+    let lookup = |name: &str| env.get(name).and_then(Value::as_str).map(str::to_owned);
+    let config = Config::from_lookup(lookup).expect("the compose environment parses");
+    assert_eq!(
+        config.graph.api_base_url.as_str(),
+        "http://graph-sim:8025/v1.0"
+    );
+}
+
+#[test]
+fn the_dockerfile_exposes_the_metrics_port_and_checks_health_with_a_real_subcommand() {
+    let dockerfile = read("Dockerfile");
+    let port = Config::from_lookup(|_| None)
+        .unwrap()
+        .metrics_listen
+        .unwrap()
+        .port();
+    assert!(
+        dockerfile
+            .lines()
+            .any(|l| l.trim() == format!("EXPOSE {port}")),
+        "{dockerfile}"
+    );
+    let check = dockerfile
+        .lines()
+        .skip_while(|l| !l.starts_with("HEALTHCHECK"))
+        .nth(1)
+        .expect("a HEALTHCHECK with its CMD on the next line");
+    let argv: Vec<String> = serde_json::from_str(check.trim().trim_start_matches("CMD ")).unwrap();
+    assert_eq!(argv[0], "mail-worker");
+    cli::Cli::try_parse_from(&argv).expect("the HEALTHCHECK command is one the binary knows");
+    assert!(dockerfile.contains("USER 10001"));
+    let ignore = read(".dockerignore");
+    assert!(ignore.lines().any(|l| l.trim() == "target/"), "{ignore}");
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_the_daemon_exports() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
+    let m = Metrics::new();
+    m.send("graph", mail_worker::ops::metrics::SendResult::Sent);
+    m.rate_limit_decision("allowed", Duration::from_millis(1));
+    m.provider_request("graph", "accepted", Duration::from_millis(1));
+    m.set_messages(&[]);
+    m.claimed(1);
+    m.set_paused("mb@example.org", false);
+    let exported: BTreeSet<String> = m
+        .encode()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
+        .collect();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 6);
+    let mut used = 0;
+    for panel in panels {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("mail_worker_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    exported.contains(&name),
+                    "{name} (in {expr:?}) is not exported: {exported:?}"
+                );
+                used += 1;
+            }
+        }
+    }
+    assert!(used >= 10, "{used}");
+}

@@ -1,0 +1,391 @@
+//! The daemon's operations surface, in process: `/metrics`, `/healthz` and `/readyz` through a
+//! real HTTP client; a sender paused by a missing `env:` secret and resumed without a restart;
+//! a queue outage the daemon lives through.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use mail_worker::{
+    config::Config,
+    daemon::{self, Handle, Options},
+};
+
+use crate::support::{TestApp, TestKeys, logs::capture_logs, proxy::Gate, redis_url, wait_until};
+
+/// `config` for a fast in-process daemon with its listener on a free port.
+fn fast(mut config: Config) -> Config {
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.metrics_refresh = Duration::from_millis(100);
+    config.worker.scheduler_interval = Duration::from_millis(100);
+    config.worker.poll_interval = Duration::from_millis(50);
+    config.defer_spread_max = Duration::from_millis(200);
+    config.shutdown_grace = Duration::from_secs(5);
+    config
+}
+
+async fn get(handle: &Handle, path: &str) -> (u16, String) {
+    let addr = handle.ops_addr.expect("the listener is on");
+    let answer = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+    (answer.status().as_u16(), answer.text().await.unwrap())
+}
+
+/// The value of the sample line `name` (with its labels) in Prometheus text, if present.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Runs the daemon while `body` runs, then stops it; returns `body`'s value. Fails the test if
+/// the daemon stops on its own.
+async fn with_daemon<T>(
+    config: Config,
+    options: Options,
+    body: impl AsyncFnOnce(&Handle) -> T,
+) -> T {
+    let (handle, run) = daemon::start(config, options).await.unwrap();
+    let test = async {
+        let value = body(&handle).await;
+        handle.stop();
+        value
+    };
+    let (result, value) = tokio::join!(run, test);
+    result.expect("the daemon stops only when asked, and cleanly");
+    value
+}
+
+#[tokio::test]
+async fn metrics_equal_the_rows_sent_and_health_answers() {
+    let world = TestApp::builder().spawn().await;
+    let ids = world.insert(0, 12, "SCHEDULED").await;
+    let config = fast(world.config.clone());
+    let text = with_daemon(config, Options::default(), async |d| {
+        wait_until(Duration::from_secs(30), "all 12 SENT", async || {
+            world.count("SENT").await == 12
+        })
+        .await;
+        assert_eq!(get(d, "/healthz").await.0, 200);
+        let (code, body) = get(d, "/readyz").await;
+        assert_eq!(code, 200, "{body}");
+        let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(ready["ready"], true);
+        assert_eq!(ready["checks"]["postgresql"]["ok"], true);
+        // The gauge is refreshed every 100 ms.
+        let mut text = String::new();
+        wait_until(Duration::from_secs(5), "gauge shows 12 SENT", async || {
+            text = get(d, "/metrics").await.1;
+            sample(&text, "mail_worker_messages{status=\"SENT\"}") == Some(12.0)
+        })
+        .await;
+        text
+    })
+    .await;
+    assert_eq!(ids.len(), 12);
+    assert_eq!(
+        world.sim.messages().len(),
+        12,
+        "graph-sim accepted each once"
+    );
+    for (line, value) in [
+        (
+            "mail_worker_sends_total{provider=\"graph\",outcome=\"sent\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_provider_requests_total{provider=\"graph\",status=\"accepted\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_provider_seconds_count{provider=\"graph\"}",
+            12.0,
+        ),
+        (
+            "mail_worker_rate_limit_decisions_total{decision=\"allowed\"}",
+            12.0,
+        ),
+        ("mail_worker_rate_limit_seconds_count", 12.0),
+        ("mail_worker_claimed_total", 12.0),
+        ("mail_worker_in_flight", 0.0),
+        ("mail_worker_messages{status=\"SCHEDULED\"}", 0.0),
+        ("mail_worker_messages{status=\"ERROR\"}", 0.0),
+    ] {
+        assert_eq!(sample(&text, line), Some(value), "{line} in\n{text}");
+    }
+    assert!(
+        !text.contains("guest0@example.org"),
+        "no recipient address in a label"
+    );
+}
+
+#[tokio::test]
+async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_back() {
+    let mut pg = mail_worker_bench::daemon::PrivatePostgres::start(50, &[]);
+    let mut url = pg.url.clone();
+    url.set_path("/mw_ready");
+    mail_worker::store::migrate(&url).await.unwrap();
+    let keys = TestKeys::new();
+    let mut config = Config::from_lookup(|_| None).unwrap();
+    config.database_url = url;
+    config.redis_url = redis_url();
+    config.rate_limit.redis_url = redis_url();
+    config.rate_limit.key_prefix = keys.sub("rl");
+    config.worker.queue_name = keys.sub("q");
+    let config = fast(config);
+    let ready = |body: &str| serde_json::from_str::<serde_json::Value>(body).unwrap();
+    with_daemon(config, Options::default(), async |d| {
+        wait_until(Duration::from_secs(10), "ready at first", async || {
+            get(d, "/readyz").await.0 == 200
+        })
+        .await;
+        pg.stop();
+        let mut body = String::new();
+        wait_until(
+            Duration::from_secs(10),
+            "503 while PostgreSQL is down",
+            async || {
+                let (code, text) = get(d, "/readyz").await;
+                body = text;
+                code == 503
+            },
+        )
+        .await;
+        let report = ready(&body);
+        assert_eq!(report["ready"], false, "{body}");
+        assert_eq!(report["down"], serde_json::json!(["postgresql"]), "{body}");
+        assert_eq!(report["checks"]["postgresql"]["ok"], false);
+        assert_eq!(report["checks"]["queue_redis"]["ok"], true, "{body}");
+        assert_eq!(get(d, "/healthz").await.0, 200, "alive while not ready");
+        pg.restart();
+        wait_until(Duration::from_secs(20), "ready again", async || {
+            get(d, "/readyz").await.0 == 200
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_port_in_use_stops_start_up_naming_metrics_listen() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let world = TestApp::builder().mailboxes(0).spawn().await;
+    let mut config = world.config.clone();
+    config.metrics_listen = Some(addr);
+    let err = daemon::start(config, Options::default())
+        .await
+        .err()
+        .expect("start-up fails");
+    let text = format!("{err:#}");
+    assert!(
+        text.starts_with(&format!("METRICS_LISTEN ({addr}): ")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_without_a_restart()
+{
+    capture_logs();
+    let world = TestApp::builder().spawn().await;
+    let var = crate::support::unique("MW_TEST_SECRET_").to_uppercase();
+    sqlx::query("UPDATE system_mailboxes SET graph_client_secret = $1 WHERE id = $2")
+        .bind(format!("env:{var}"))
+        .bind(world.mailboxes[0].1)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let ids = world.insert(0, 10, "SCHEDULED").await;
+    let env: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let lookup = Arc::clone(&env);
+    let options = Options {
+        secret_env: Some(Arc::new(move |name| {
+            lookup.lock().unwrap().get(name).cloned()
+        })),
+        ..Options::default()
+    };
+    let paused_rows = "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND deferrals > 0 \
+         AND last_error LIKE 'sender paused: %'";
+    let config = fast(world.config.clone());
+    with_daemon(config, options, async |d| {
+        wait_until(Duration::from_secs(20), "all 10 paused", async || {
+            let n: i64 = sqlx::query_scalar(paused_rows)
+                .fetch_one(&world.db.pool)
+                .await
+                .unwrap();
+            n == 10
+        })
+        .await;
+        assert_eq!(world.count("ERROR").await, 0, "no message failed");
+        let (_, attempts, _, last_error, _) = world.row(ids[0]).await;
+        assert_eq!(attempts, 0, "a paused try is not an attempt");
+        assert!(last_error.unwrap().contains(&format!("env:{var}")));
+        // `status` and `mailbox usage` show it.
+        let status = mail_worker::store::report::by_sender(&world.db.pool)
+            .await
+            .unwrap();
+        assert_eq!((status[0].scheduled, status[0].paused), (10, 10));
+        let usage =
+            mail_worker::cli::mailbox_usage(&world.config, &world.db.pool, &world.mailboxes[0].0)
+                .await
+                .unwrap();
+        assert_eq!(usage.messages.paused, 10);
+        let reason = usage.messages.paused_reason.unwrap();
+        assert!(reason.contains(&format!("env:{var}")), "{reason}");
+        let metrics = get(d, "/metrics").await.1;
+        assert_eq!(
+            sample(
+                &metrics,
+                "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"
+            ),
+            Some(1.0),
+            "{metrics}"
+        );
+        assert!(
+            sample(
+                &metrics,
+                "mail_worker_sends_total{provider=\"graph\",outcome=\"paused\"}"
+            )
+            .is_some_and(|n| n >= 10.0)
+        );
+
+        env.lock()
+            .unwrap()
+            .insert(var.clone(), crate::support::app::SECRET.into());
+        wait_until(Duration::from_secs(30), "all 10 SENT", async || {
+            world.count("SENT").await == 10
+        })
+        .await;
+        let metrics = get(d, "/metrics").await.1;
+        assert_eq!(
+            sample(
+                &metrics,
+                "mail_worker_sender_paused{mailbox=\"mb0@contoso.example\"}"
+            ),
+            Some(0.0)
+        );
+    })
+    .await;
+    assert_eq!(world.count("ERROR").await, 0);
+    assert_eq!(world.sim.messages().len(), 10, "each sent once");
+    let paused: Vec<_> = crate::support::logs::logs_containing(&var)
+        .into_iter()
+        .filter(|l| l["event"] == "mail.sender.paused")
+        .collect();
+    assert_eq!(
+        paused.len(),
+        1,
+        "paused logged once per state change: {paused:?}"
+    );
+    assert_eq!(paused[0]["level"], "ERROR");
+    assert_eq!(paused[0]["mailbox"], "mb0@contoso.example");
+}
+
+#[tokio::test]
+async fn a_queue_outage_keeps_the_daemon_up_not_ready_and_it_resumes_when_redis_returns_empty() {
+    let world = TestApp::builder().spawn().await;
+    let gate = Gate::relaying().await;
+    let mut config = fast(world.config.clone());
+    config.redis_url = gate.url();
+    let queue = config.worker.queue_name.clone();
+    with_daemon(config, Options::default(), async |d| {
+        world.insert(0, 5, "SCHEDULED").await;
+        wait_until(Duration::from_secs(30), "first 5 SENT", async || {
+            world.count("SENT").await == 5
+        })
+        .await;
+        gate.cut();
+        // Redis "comes back empty": the queue's keys (and its worker registration) are gone.
+        let mut conn = mail_worker_bench::redis_connection(&redis_url()).await;
+        mail_worker_bench::unlink_prefix(&mut conn, &queue)
+            .await
+            .unwrap();
+        let mut body = String::new();
+        wait_until(
+            Duration::from_secs(20),
+            "not ready during the outage",
+            async || {
+                let (code, text) = get(d, "/readyz").await;
+                body = text;
+                code == 503
+            },
+        )
+        .await;
+        assert!(body.contains("queue_redis"), "{body}");
+        assert_eq!(get(d, "/healthz").await.0, 200, "alive during the outage");
+        world.insert(0, 5, "SCHEDULED").await;
+        gate.open(true);
+        wait_until(
+            Duration::from_secs(30),
+            "the other 5 SENT after Redis is back",
+            async || world.count("SENT").await == 10,
+        )
+        .await;
+        wait_until(Duration::from_secs(10), "ready again", async || {
+            get(d, "/readyz").await.0 == 200
+        })
+        .await;
+    })
+    .await;
+    assert_eq!(world.sim.messages().len(), 10, "nothing lost or sent twice");
+}
+
+#[tokio::test]
+async fn a_daemon_started_while_the_queue_is_down_waits_not_ready_and_then_sends() {
+    let world = TestApp::builder().spawn().await;
+    let gate = Gate::closed().await;
+    let mut config = fast(world.config.clone());
+    config.redis_url = gate.url();
+    world.insert(0, 4, "SCHEDULED").await;
+    with_daemon(config, Options::default(), async |d| {
+        let (code, body) = get(d, "/readyz").await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("queue_worker"), "{body}");
+        assert_eq!(get(d, "/healthz").await.0, 200);
+        assert_eq!(world.count("SENT").await, 0);
+        gate.open(true);
+        wait_until(
+            Duration::from_secs(30),
+            "all 4 SENT once the queue is up",
+            async || world.count("SENT").await == 4,
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(world.sim.messages().len(), 4);
+}
+
+#[tokio::test]
+async fn a_frozen_queue_redis_is_survived_and_sending_resumes_when_it_answers_again() {
+    let world = TestApp::builder().spawn().await;
+    let gate = Gate::relaying().await;
+    let mut config = fast(world.config.clone());
+    config.redis_url = gate.url();
+    with_daemon(config, Options::default(), async |d| {
+        world.insert(0, 3, "SCHEDULED").await;
+        wait_until(Duration::from_secs(30), "first 3 SENT", async || {
+            world.count("SENT").await == 3
+        })
+        .await;
+        // Frozen: connections stay open but carry nothing; new ones are accepted and ignored.
+        gate.set_relay(false);
+        gate.blackhole_existing();
+        wait_until(
+            Duration::from_secs(20),
+            "not ready while frozen",
+            async || get(d, "/readyz").await.0 == 503,
+        )
+        .await;
+        world.insert(0, 3, "SCHEDULED").await;
+        gate.set_relay(true);
+        wait_until(
+            Duration::from_secs(60),
+            "the other 3 SENT after the freeze",
+            async || world.count("SENT").await == 6,
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(world.sim.messages().len(), 6, "nothing lost or sent twice");
+}
