@@ -1,11 +1,16 @@
 //! Benchmark 1, the limiter round trip: `MailRateLimiter::check_and_reserve` decisions per
 //! second and latency (p50, p99) from one process with 1, 16 and 64 calls in flight, (a) spread
-//! over many mailboxes (no denials) and (b) on one mailbox (mostly denials), each measured side
-//! by side with its ceiling: `redis-benchmark` running `EVALSHA` of the same
-//! `lua/check_and_reserve.lua` with the same keys, arguments and in-flight count.
+//! over many mailboxes (no denials) and (b) on one mailbox (mostly denials), for both
+//! algorithms — `paced` (`lua/paced/check_and_reserve.lua`, the default) and `fixed-window`
+//! (`lua/fixed_window/check_and_reserve.lua`) — each measured side by side with its ceiling:
+//! `redis-benchmark` running `EVALSHA` of the same script with the same keys, arguments and
+//! in-flight count. `paced` needs each mailbox's state hash to exist (otherwise it answers
+//! `{-1, 0, "seed"}`), so both sides seed it first with `HSET <state key> seeded 1`; both send
+//! one fixed message id (a booking belongs to a message id).
 //!
 //! ```text
-//! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, about 3 minutes
+//! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, both algorithms, about 6 minutes
+//! cargo bench -p mail-worker-bench --bench limiter -- --algorithms paced   # one algorithm
 //! cargo bench -p mail-worker-bench --bench limiter -- --smoke     # one short run (a few seconds)
 //! cargo test -p mail-worker-bench --bench limiter -- --smoke     # the same in the debug build, for CI
 //! cargo bench -p mail-worker-bench --bench limiter -- --connection-per-task   # control: a connection per task
