@@ -101,9 +101,13 @@ struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 enum Scenario {
-    /// Every call on another mailbox: every call reserves (GET ×2, INCR, EXPIRE, INCRBY, EXPIRE).
+    /// Every call on another mailbox: every call reserves (fixed-window: GET ×2, INCR, EXPIRE,
+    /// INCRBY, EXPIRE; paced: the housekeeping, HSET tat, the day bucket, the 60 s and in-flight
+    /// zsets, PEXPIRE ×5).
     Spread,
-    /// Every call on one mailbox: 25 reservations a minute, every other call is denied (GET ×2).
+    /// Every call on one mailbox: fixed-window: 25 reservations a minute, every other call is
+    /// denied (GET ×2); paced: the message is booked on its second call, every later call finds
+    /// its slot still ahead (the housekeeping, HGET ×3).
     OneMailbox,
 }
 
