@@ -120,8 +120,11 @@ pub async fn claim_due(
     limit: i64,
 ) -> Result<Vec<Uuid>, StoreError> {
     // Fair across senders: the senders with due rows, longest-waiting first, each get an equal
-    // share of the batch (their oldest due rows), so one mailbox's backlog never delays another
-    // mailbox's due mail. `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
+    // share of the batch, so one mailbox's backlog never delays another mailbox's due mail.
+    // Within a sender, rows deferred before (a booked slot come due, a Retry-After passed) go
+    // first, then the oldest: a booked row never waits behind a backlog never tried, which
+    // would let its slot pass unused (measured: 10,000 unbooked rows kept the booked ones
+    // waiting 5.6 min). `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
     // at once without waiting on each other or taking the same row.
     let senders: i64 = sqlx::query_scalar(concat!(
         "SELECT count(DISTINCT coalesce(system_mailbox_id, tenant_id)) FROM messages \
@@ -149,7 +152,7 @@ pub async fn claim_due(
                AND status = ",
         sql_status!(Scheduled),
         " AND scheduled_on <= now() \
-             ORDER BY scheduled_on LIMIT $2 FOR UPDATE SKIP LOCKED \
+             ORDER BY (deferrals = 0), scheduled_on LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) claimed \
          LIMIT $1"
     ))

@@ -61,6 +61,10 @@ struct Args {
     /// Start at once instead of on the next UTC minute (the minutes are then not buckets).
     #[arg(long)]
     no_align: bool,
+    /// `MAIL_RATE_LIMIT_ALGORITHM`: `fixed-window` (the seed's, which this benchmark measured in
+    /// BENCHMARKS.md) unless told otherwise; benchmark 6 (`budgets`) runs both side by side.
+    #[arg(long, default_value = "fixed-window")]
+    algorithm: mail_worker::rate_limit::Algorithm,
     /// A smoke run for CI: 50 messages, no alignment, stop when each message was tried once
     /// (a few seconds). Proves the harness works; the figures are one partial minute.
     #[arg(long)]
@@ -217,7 +221,8 @@ async fn run(args: Args) -> ExitCode {
     env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
         .set("WORKER_CONCURRENCY", args.concurrency)
         .set("QUEUE_NAME", queue)
-        .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:backlog:rl");
+        .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:backlog:rl")
+        .set("MAIL_RATE_LIMIT_ALGORITHM", args.algorithm.as_str());
 
     let minute = TimeDelta::minutes(1);
     let start = if args.no_align {
@@ -229,10 +234,11 @@ async fn run(args: Args) -> ExitCode {
             + minute
     };
     println!(
-        "backlog: {} messages for {} at {}/min, WORKER_CONCURRENCY {}, {} from {} UTC; two private Redis servers (queue {}, limiter {}), database {}",
+        "backlog: {} messages for {} at {}/min ({}), WORKER_CONCURRENCY {}, {} from {} UTC; two private Redis servers (queue {}, limiter {}), database {}",
         args.messages,
         mailboxes[0].0,
         args.limit,
+        args.algorithm,
         args.concurrency,
         if args.smoke {
             "until each message was tried once".to_owned()

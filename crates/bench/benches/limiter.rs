@@ -1,11 +1,16 @@
 //! Benchmark 1, the limiter round trip: `MailRateLimiter::check_and_reserve` decisions per
 //! second and latency (p50, p99) from one process with 1, 16 and 64 calls in flight, (a) spread
-//! over many mailboxes (no denials) and (b) on one mailbox (mostly denials), each measured side
-//! by side with its ceiling: `redis-benchmark` running `EVALSHA` of the same
-//! `lua/check_and_reserve.lua` with the same keys, arguments and in-flight count.
+//! over many mailboxes (no denials) and (b) on one mailbox (mostly denials), for both
+//! algorithms — `paced` (`lua/paced/check_and_reserve.lua`, the default) and `fixed-window`
+//! (`lua/fixed_window/check_and_reserve.lua`) — each measured side by side with its ceiling:
+//! `redis-benchmark` running `EVALSHA` of the same script with the same keys, arguments and
+//! in-flight count. `paced` needs each mailbox's state hash to exist (otherwise it answers
+//! `{-1, 0, "seed"}`), so both sides seed it first with `HSET <state key> seeded 1`; both send
+//! one fixed message id (a booking belongs to a message id).
 //!
 //! ```text
-//! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, about 3 minutes
+//! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, both algorithms, about 6 minutes
+//! cargo bench -p mail-worker-bench --bench limiter -- --algorithms paced   # one algorithm
 //! cargo bench -p mail-worker-bench --bench limiter -- --smoke     # one short run (a few seconds)
 //! cargo test -p mail-worker-bench --bench limiter -- --smoke     # the same in the debug build, for CI
 //! cargo bench -p mail-worker-bench --bench limiter -- --connection-per-task   # control: a connection per task
@@ -36,6 +41,7 @@ use mail_worker::{
     rate_limit::{
         Algorithm, Ask, CHECK_AND_RESERVE_LUA, Decision, DenyReason, MailRateLimiter,
         RateLimitError, RateLimiter, RateLimits, keys,
+        paced::{self, keys::PacedKeys},
     },
 };
 use serde::Serialize;
@@ -48,6 +54,16 @@ const SPREAD_POOL: usize = 100_000;
 /// The budget of every call: the defaults, 25 messages a minute and 9,000 recipients a day.
 const PER_MINUTE: u32 = 25;
 const RECIPIENTS_PER_DAY: u32 = 9_000;
+/// The Graph tenant of every mailbox (`paced` keys carry it as their hash tag).
+const TENANT: &str = "contoso.example";
+/// The message id of every call: `paced` keeps a booking per message id, and `redis-benchmark`
+/// sends one fixed argument list, so ours uses the same id for every call too.
+const MESSAGE_ID: uuid::Uuid = uuid::Uuid::from_u128(0x6d61_696c_2d77_6f72_6b65_722d_6265_6e63);
+/// `paced`: requests in flight per mailbox, high enough never to refuse (the benchmark
+/// measures the budget decision; nothing releases the leases).
+const MAX_IN_FLIGHT: u32 = 1_000_000;
+/// `paced`: the in-flight lease, as in production (HTTP timeout 30 s + 10 s).
+const LEASE: Duration = Duration::from_secs(40);
 /// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`): 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
@@ -74,6 +90,9 @@ struct Args {
     /// what one multiplexed connection is worth.
     #[arg(long)]
     connection_per_task: bool,
+    /// The algorithms to measure, comma-separated (`paced`, `fixed-window`).
+    #[arg(long, value_delimiter = ',', default_values_t = [Algorithm::Paced, Algorithm::FixedWindow])]
+    algorithms: Vec<Algorithm>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -82,9 +101,13 @@ struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 enum Scenario {
-    /// Every call on another mailbox: every call reserves (GET ×2, INCR, EXPIRE, INCRBY, EXPIRE).
+    /// Every call on another mailbox: every call reserves (fixed-window: GET ×2, INCR, EXPIRE,
+    /// INCRBY, EXPIRE; paced: the housekeeping, HSET tat, the day bucket, the 60 s and in-flight
+    /// zsets, PEXPIRE ×5).
     Spread,
-    /// Every call on one mailbox: 25 reservations a minute, every other call is denied (GET ×2).
+    /// Every call on one mailbox: fixed-window: 25 reservations a minute, every other call is
+    /// denied (GET ×2); paced: the message is booked on its second call, every later call finds
+    /// its slot still ahead (the housekeeping, HGET ×3).
     OneMailbox,
 }
 
@@ -181,6 +204,10 @@ struct Medians {
 
 #[derive(Debug, Clone, Serialize)]
 struct Cell {
+    /// `paced` or `fixed-window`.
+    algorithm_name: &'static str,
+    #[serde(skip)]
+    algorithm: Algorithm,
     scenario: Scenario,
     in_flight: usize,
     runs: Vec<Run>,
@@ -200,7 +227,10 @@ struct Report {
     redis_timeout_ms: u64,
     /// Ours used one limiter (one connection) per task instead of one per process.
     connection_per_task: bool,
+    /// SHA1 of `lua/fixed_window/check_and_reserve.lua`.
     script_sha1: String,
+    /// SHA1 of `lua/paced/check_and_reserve.lua`.
+    paced_script_sha1: String,
     cells: Vec<Cell>,
 }
 
@@ -210,8 +240,12 @@ fn main() -> ExitCode {
         args.runs = 1;
         args.seconds = 0.2;
     }
-    if args.runs == 0 || args.seconds <= 0.0 || args.in_flight.contains(&0) {
-        support::fail("--runs, --seconds and --in-flight must be positive");
+    if args.runs == 0
+        || args.seconds <= 0.0
+        || args.in_flight.contains(&0)
+        || args.algorithms.is_empty()
+    {
+        support::fail("--runs, --seconds, --in-flight and --algorithms must be positive");
     }
     support::init_logs();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -226,20 +260,8 @@ async fn run(args: Args) -> ExitCode {
     let url = support::redis_url();
     let base = support::bench_prefix("limiter");
     let mut conn = support::redis_connection(&url).await;
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(CHECK_AND_RESERVE_LUA)
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_else(|e| support::fail(&format!("SCRIPT LOAD failed: {e}")));
-    let expected = redis::Script::new(CHECK_AND_RESERVE_LUA)
-        .get_hash()
-        .to_owned();
-    if sha != expected {
-        support::fail(&format!(
-            "SCRIPT LOAD answered {sha}, the limiter uses {expected}"
-        ));
-    }
+    let sha = load_script(&mut conn, CHECK_AND_RESERVE_LUA).await;
+    let paced_sha = load_script(&mut conn, paced::CHECK_AND_RESERVE_LUA).await;
     if let Err(e) = std::process::Command::new("redis-benchmark")
         .arg("--version")
         .output()
@@ -259,7 +281,11 @@ async fn run(args: Args) -> ExitCode {
 
     machine.print();
     println!(
-        "limiter round trip: {} run(s) × {} s per measurement, in flight {:?}, {}, prefix {base}",
+        "limiter round trip: {:?}, {} run(s) × {} s per measurement, in flight {:?}, {}, prefix {base}",
+        args.algorithms
+            .iter()
+            .map(|a| a.as_str())
+            .collect::<Vec<_>>(),
         args.runs,
         args.seconds,
         args.in_flight,
@@ -273,14 +299,18 @@ async fn run(args: Args) -> ExitCode {
 
     let duration = Duration::from_secs_f64(args.seconds);
     let mut cells: Vec<Cell> = Vec::new();
-    for &in_flight in &args.in_flight {
-        for scenario in [Scenario::Spread, Scenario::OneMailbox] {
-            cells.push(Cell {
-                scenario,
-                in_flight,
-                runs: Vec::new(),
-                median: None,
-            });
+    for &algorithm in &args.algorithms {
+        for &in_flight in &args.in_flight {
+            for scenario in [Scenario::Spread, Scenario::OneMailbox] {
+                cells.push(Cell {
+                    algorithm_name: algorithm.as_str(),
+                    algorithm,
+                    scenario,
+                    in_flight,
+                    runs: Vec::new(),
+                    median: None,
+                });
+            }
         }
     }
     // Each cell's last ceiling rate, to size the next redis-benchmark run to about `duration`.
@@ -292,23 +322,31 @@ async fn run(args: Args) -> ExitCode {
                 Scenario::Spread => spread.clone(),
                 Scenario::OneMailbox => one.clone(),
             };
-            let tag = match cell.scenario {
-                Scenario::Spread => "a",
-                Scenario::OneMailbox => "b",
+            let tag = match (cell.algorithm, cell.scenario) {
+                (Algorithm::FixedWindow, Scenario::Spread) => "fa",
+                (Algorithm::FixedWindow, Scenario::OneMailbox) => "fb",
+                (Algorithm::Paced, Scenario::Spread) => "pa",
+                (Algorithm::Paced, Scenario::OneMailbox) => "pb",
             };
             let ours_prefix = format!("{base}:{run}:{}{tag}:o", cell.in_flight);
             let ceiling_prefix = format!("{base}:{run}:{}{tag}:c", cell.in_flight);
             let ceiling = CeilingSetup {
                 url: &url,
-                sha: &sha,
+                algorithm: cell.algorithm,
+                sha: match cell.algorithm {
+                    Algorithm::FixedWindow => &sha,
+                    Algorithm::Paced => &paced_sha,
+                },
                 scenario: cell.scenario,
                 prefix: &ceiling_prefix,
                 in_flight: cell.in_flight,
+                pool: pool_size,
             };
             // Alternate which side goes first, so neither always meets a warmer (or busier)
             // machine.
             let (ours, ceiling) = if run % 2 == 0 {
                 let ours = measure_ours(
+                    cell.algorithm,
                     &url,
                     &ours_prefix,
                     &mailboxes,
@@ -326,6 +364,7 @@ async fn run(args: Args) -> ExitCode {
                 let ceiling =
                     measure_ceiling(&ceiling, requests_for(rate, duration), &mut conn).await;
                 let ours = measure_ours(
+                    cell.algorithm,
                     &url,
                     &ours_prefix,
                     &mailboxes,
@@ -336,10 +375,20 @@ async fn run(args: Args) -> ExitCode {
                 .await;
                 (ours, ceiling)
             };
-            for (side, prefix) in [("ours", &ours_prefix), ("ceiling", &ceiling_prefix)] {
+            // `paced` needs every mailbox's state hash seeded first; the calls must have written
+            // more than the seeds.
+            let seeded = match (cell.algorithm, cell.scenario) {
+                (Algorithm::FixedWindow, _) => [0, 0],
+                (Algorithm::Paced, Scenario::OneMailbox) => [1, 1],
+                (Algorithm::Paced, Scenario::Spread) => [pool_size, pool_size],
+            };
+            for ((side, prefix), seeded) in [("ours", &ours_prefix), ("ceiling", &ceiling_prefix)]
+                .into_iter()
+                .zip(seeded)
+            {
                 match support::unlink_prefix(&mut conn, prefix).await {
-                    Ok(0) => support::fail(&format!(
-                        "{side} left no key under {prefix}: its calls did not run the script"
+                    Ok(n) if n <= seeded => support::fail(&format!(
+                        "{side} left no key under {prefix} beyond its {seeded} seed(s): its calls did not run the script"
                     )),
                     Ok(_) => {}
                     Err(e) => eprintln!("warning: could not delete keys under {prefix}: {e}"),
@@ -348,9 +397,10 @@ async fn run(args: Args) -> ExitCode {
             ceiling_rate[index] = Some(ceiling.per_second);
             let ratio = ours.per_second / ceiling.per_second;
             eprintln!(
-                "run {}/{} {:<16} in flight {:>2}: ours {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | ceiling {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | {:.2}",
+                "run {}/{} {:<12} {:<16} in flight {:>2}: ours {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | ceiling {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | {:.2}",
                 run + 1,
                 args.runs,
+                cell.algorithm_name,
                 cell.scenario.label(),
                 cell.in_flight,
                 thousands(ours.per_second),
@@ -389,7 +439,8 @@ async fn run(args: Args) -> ExitCode {
         let calls = total.reserved + total.fail_open + total.denied() + total.errors;
         if cell.scenario == Scenario::Spread && total.denied() > 0 {
             warnings.push(format!(
-                "{} in flight {}: {} denials where none were expected",
+                "{} {} in flight {}: {} denials where none were expected",
+                cell.algorithm_name,
                 cell.scenario.label(),
                 cell.in_flight,
                 total.denied()
@@ -397,7 +448,8 @@ async fn run(args: Args) -> ExitCode {
         }
         if total.fail_open + total.errors > 0 {
             warnings.push(format!(
-                "{} in flight {}: {} call(s) failed open (deadline {} ms) and {} error(s)",
+                "{} {} in flight {}: {} call(s) failed open (deadline {} ms) and {} error(s)",
+                cell.algorithm_name,
                 cell.scenario.label(),
                 cell.in_flight,
                 total.fail_open,
@@ -408,6 +460,7 @@ async fn run(args: Args) -> ExitCode {
         #[allow(clippy::cast_precision_loss)]
         let denied_pct = 100.0 * total.denied() as f64 / calls.max(1) as f64;
         rows.push(vec![
+            cell.algorithm_name.to_owned(),
             cell.scenario.label().to_owned(),
             cell.in_flight.to_string(),
             thousands(m.ours_per_second),
@@ -424,11 +477,12 @@ async fn run(args: Args) -> ExitCode {
 
     println!();
     println!(
-        "medians of {} run(s); ceiling = redis-benchmark -c <in flight> -P 1 EVALSHA of check_and_reserve.lua",
+        "medians of {} run(s); ceiling = redis-benchmark -c <in flight> -P 1 EVALSHA of the same check_and_reserve.lua (lua/<algorithm>/), same keys and arguments",
         args.runs
     );
     support::print_table(
         &[
+            "algorithm",
             "scenario",
             "in flight",
             "ours dec/s",
@@ -458,6 +512,7 @@ async fn run(args: Args) -> ExitCode {
         redis_timeout_ms: u64::try_from(REDIS_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
         connection_per_task: args.connection_per_task,
         script_sha1: sha,
+        paced_script_sha1: paced_sha,
         cells,
     };
     let name = match (args.smoke, args.connection_per_task) {
@@ -493,7 +548,9 @@ fn requests_for(per_second: f64, duration: Duration) -> u64 {
 /// and `in_flight` tasks calling `check_and_reserve` back to back for `duration`, after a
 /// warm-up of a tenth of that (at least 50 ms) whose calls are not counted. Mailboxes are taken
 /// round robin.
+#[allow(clippy::too_many_arguments)]
 async fn measure_ours(
+    algorithm: Algorithm,
     url: &url::Url,
     prefix: &str,
     mailboxes: &Arc<[MailboxAddress]>,
@@ -502,15 +559,19 @@ async fn measure_ours(
     connection_per_task: bool,
 ) -> Measurement {
     let config = RateLimitConfig {
-        algorithm: Algorithm::FixedWindow,
+        algorithm,
         redis_url: url.clone(),
         defaults: limits(),
         redis_timeout: REDIS_TIMEOUT,
         key_prefix: prefix.to_owned(),
-        max_in_flight: std::num::NonZeroU32::MAX,
-        lease: Duration::from_secs(40),
-        fail_open_replicas: std::num::NonZeroU32::MIN,
+        max_in_flight: NonZeroU32::new(MAX_IN_FLIGHT).unwrap_or(NonZeroU32::MAX),
+        lease: LEASE,
+        fail_open_replicas: NonZeroU32::MIN,
     };
+    if algorithm == Algorithm::Paced {
+        let mut conn = support::redis_connection(url).await;
+        seed_paced(&mut conn, prefix, mailboxes.iter()).await;
+    }
     let mut limiters = Vec::new();
     for _ in 0..if connection_per_task { in_flight } else { 1 } {
         let limiter = Arc::new(
@@ -566,9 +627,9 @@ async fn drive(
                     let now = Utc::now();
                     let sent = Instant::now();
                     let ask = Ask {
-                        message_id: uuid::Uuid::new_v4(),
+                        message_id: MESSAGE_ID,
                         mailbox,
-                        tenant: "contoso.example",
+                        tenant: TENANT,
                         recipients: 1,
                         limits: limits(),
                         tenant_budget: None,
@@ -598,10 +659,66 @@ async fn drive(
 
 struct CeilingSetup<'a> {
     url: &'a url::Url,
+    algorithm: Algorithm,
     sha: &'a str,
     scenario: Scenario,
     prefix: &'a str,
     in_flight: usize,
+    /// Mailboxes for (a): `-r <pool>`.
+    pool: usize,
+}
+
+/// `SCRIPT LOAD`s `lua` and checks its SHA1 is the one the limiter uses.
+async fn load_script(conn: &mut redis::aio::MultiplexedConnection, lua: &str) -> String {
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(lua)
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|e| support::fail(&format!("SCRIPT LOAD failed: {e}")));
+    let expected = redis::Script::new(lua).get_hash().to_owned();
+    if sha != expected {
+        support::fail(&format!(
+            "SCRIPT LOAD answered {sha}, the limiter uses {expected}"
+        ));
+    }
+    sha
+}
+
+/// `paced` answers `{-1, 0, "seed"}` for a mailbox without a state hash (the limiter then
+/// rebuilds it from PostgreSQL's history and asks again): `HSET <state key> seeded 1` for
+/// every mailbox first, pipelined, so every measured call is one decision.
+async fn seed_paced<'m>(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    mailboxes: impl Iterator<Item = &'m MailboxAddress>,
+) {
+    let mut pipe = redis::pipe();
+    let mut queued = 0;
+    for mailbox in mailboxes {
+        let keys = PacedKeys::new(prefix, TENANT, mailbox);
+        pipe.cmd("HSET")
+            .arg(keys.state())
+            .arg("seeded")
+            .arg(1)
+            .ignore();
+        queued += 1;
+        if queued == 10_000 {
+            run_pipe(conn, &pipe).await;
+            pipe = redis::pipe();
+            queued = 0;
+        }
+    }
+    if queued > 0 {
+        run_pipe(conn, &pipe).await;
+    }
+}
+
+async fn run_pipe(conn: &mut redis::aio::MultiplexedConnection, pipe: &redis::Pipeline) {
+    let done: redis::RedisResult<()> = pipe.query_async(conn).await;
+    if let Err(e) = done {
+        support::fail(&format!("seeding the paced state hashes failed: {e}"));
+    }
 }
 
 /// The ceiling: `redis-benchmark -c <in flight> -n <requests> -P 1 --csv EVALSHA <sha> 2 <minute
@@ -620,6 +737,18 @@ async fn measure_ceiling(
         Scenario::Spread => mailbox("bench__rand_int__@bench.example"),
         Scenario::OneMailbox => mailbox("bench000000000000@bench.example"),
     };
+    let paced_keys = PacedKeys::new(setup.prefix, TENANT, &mailbox);
+    if setup.algorithm == Algorithm::Paced {
+        // The state hashes redis-benchmark's random keys will name (12-digit numbers below
+        // `-r`), or the one mailbox's.
+        let seeds: Vec<MailboxAddress> = match setup.scenario {
+            Scenario::Spread => (0..setup.pool)
+                .map(|i| self::mailbox(&format!("bench{i:012}@bench.example")))
+                .collect(),
+            Scenario::OneMailbox => vec![mailbox.clone()],
+        };
+        seed_paced(conn, setup.prefix, seeds.iter()).await;
+    }
     let minute_key = keys::minute_key(setup.prefix, &mailbox, now);
     let day_key = keys::day_key(setup.prefix, &mailbox, now);
     let mut command = tokio::process::Command::new("redis-benchmark");
@@ -632,17 +761,38 @@ async fn measure_ceiling(
         .arg(requests.to_string())
         .args(["-P", "1", "--csv"]);
     if setup.scenario == Scenario::Spread {
-        command.arg("-r").arg(SPREAD_POOL.to_string());
+        command.arg("-r").arg(setup.pool.to_string());
     }
-    command
-        .args(["EVALSHA", setup.sha, "2"])
-        .arg(&minute_key)
-        .arg(&day_key)
-        .arg(PER_MINUTE.to_string())
-        .arg(RECIPIENTS_PER_DAY.to_string())
-        .arg("1")
-        .arg(keys::ms_left_in_minute(now).to_string())
-        .arg(keys::ms_left_in_day(now).to_string());
+    match setup.algorithm {
+        Algorithm::FixedWindow => {
+            command
+                .args(["EVALSHA", setup.sha, "2"])
+                .arg(&minute_key)
+                .arg(&day_key)
+                .arg(PER_MINUTE.to_string())
+                .arg(RECIPIENTS_PER_DAY.to_string())
+                .arg("1")
+                .arg(keys::ms_left_in_minute(now).to_string())
+                .arg(keys::ms_left_in_day(now).to_string());
+        }
+        Algorithm::Paced => {
+            // The limiter's own argument list (rate_limit/paced/mod.rs), `now` fixed at the
+            // start: 7 keys, then now, id, L, D, recipients, external, tenant budget, in
+            // flight, lease, allowance, grace.
+            command
+                .args(["EVALSHA", setup.sha, "7"])
+                .args(paced_keys.all())
+                .arg(now.timestamp_millis().to_string())
+                .arg(MESSAGE_ID.to_string())
+                .arg(PER_MINUTE.to_string())
+                .arg(RECIPIENTS_PER_DAY.to_string())
+                .args(["1", "0", "0"])
+                .arg(MAX_IN_FLIGHT.to_string())
+                .arg(LEASE.as_millis().to_string())
+                .arg(paced::PACING_ALLOWANCE.as_millis().to_string())
+                .arg(paced::BOOKING_GRACE.as_millis().to_string());
+        }
+    }
     let started = Instant::now();
     let output = command
         .output()
@@ -662,7 +812,20 @@ async fn measure_ceiling(
 
     // Proof that EVALSHA ran our script rather than answering errors: for (b) the minute
     // counter stands at the limit; for (a) the caller finds the keys when it deletes them.
-    if setup.scenario == Scenario::OneMailbox {
+    if setup.algorithm == Algorithm::Paced && setup.scenario == Scenario::OneMailbox {
+        // The first call reserved (tat set), the second booked the message: the booking is there.
+        let booked: Option<String> = redis::cmd("HGET")
+            .arg(paced_keys.state())
+            .arg(format!("b:{MESSAGE_ID}"))
+            .query_async(conn)
+            .await
+            .unwrap_or(None);
+        if booked.is_none() {
+            support::fail(
+                "after redis-benchmark the paced mailbox holds no booking: did EVALSHA fail?",
+            );
+        }
+    } else if setup.scenario == Scenario::OneMailbox {
         let counter: Option<u32> = redis::cmd("GET")
             .arg(&minute_key)
             .query_async(conn)

@@ -1,0 +1,916 @@
+//! Benchmark 6, mailbox budgets — the backlog drain of benchmark 3 with both limiter algorithms
+//! side by side in one run: `paced` (the default: rolling windows, booked slots, in-flight
+//! leases, fair claims) and `fixed-window` (the seed's UTC-minute counters), each with its own
+//! private Redis servers (queue and limiter), its own database and its own graph-sim, running
+//! at the same time. One mailbox has a backlog of 1,000 (then 10,000) messages at 25/min;
+//! a second mailbox gets 5 messages due 30 s into the run ("another mailbox's wait").
+//!
+//! ```text
+//! cargo bench -p mail-worker-bench --bench budgets                          # 1,000 then 10,000, 5 min each (~12 min)
+//! cargo bench -p mail-worker-bench --bench budgets -- --messages 1000       # one size (~6 min)
+//! cargo test -p mail-worker-bench --bench budgets -- --smoke               # 50 messages, until each was tried once (~5 s)
+//! ```
+//!
+//! Per mail sent: limiter calls (`evalsha` on the limiter's Redis), Redis commands (limiter,
+//! queue, together), PostgreSQL row writes (`pg_stat_user_tables`), apalis jobs (entries of
+//! the job-data hash); the most sends in any rolling 60 s (graph-sim's records) against the
+//! limit; Graph 429s (graph-sim's refusals); denials per message (the `deferrals` column); the
+//! other mailbox's wait from due to `SENT`. Goals (printed, never failed on): for `paced` ≤ 3
+//! limiter round trips, ≤ 40 Redis commands and ≤ 4 row writes per sent mail, each message
+//! denied at most once; ≤ L per rolling 60 s and 0 Graph 429 for both.
+//!
+//! Results: `bench-results/budgets.json` (`budgets-smoke.json`), the daemons' logs in
+//! `bench-results/budgets-<algorithm>-<messages>-daemon.log`. Exit status 1 when an arm sent
+//! nothing (the daemon or the harness is broken), 2 when the benchmark could not run.
+
+use mail_worker_bench as support;
+
+use std::{
+    collections::BTreeMap,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use clap::Parser;
+use mail_worker::{events, rate_limit::Algorithm};
+use serde::Serialize;
+use support::{
+    Machine,
+    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
+    thousands,
+};
+use uuid::Uuid;
+
+/// Benchmark 6: both limiter algorithms draining the same backlog, side by side.
+#[derive(Debug, Parser)]
+#[command(name = "budgets")]
+struct Args {
+    /// Backlog sizes, comma-separated; each size is one side-by-side run, one after the other.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000, 10_000])]
+    messages: Vec<usize>,
+    /// The mailboxes' limit, messages per minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
+    #[arg(long, default_value_t = 25)]
+    limit: u32,
+    /// Minutes to measure per size.
+    #[arg(long, default_value_t = 5)]
+    minutes: u32,
+    /// `WORKER_CONCURRENCY` of each daemon (production default 16).
+    #[arg(long, default_value_t = 16)]
+    concurrency: u32,
+    /// Messages of the other mailbox.
+    #[arg(long, default_value_t = 5)]
+    other_messages: usize,
+    /// Seconds into the run at which the other mailbox's messages fall due.
+    #[arg(long, default_value_t = 30)]
+    other_due_s: u32,
+    /// Start at once instead of on the next UTC minute (fixed-window's buckets then do not
+    /// line up with the measured minutes).
+    #[arg(long)]
+    no_align: bool,
+    /// A smoke run for CI: 50 messages, the other mailbox's 2 due after 2 s, no alignment;
+    /// stops when every backlog message was tried once and the other mailbox's were sent.
+    #[arg(long)]
+    smoke: bool,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// The counters of one arm at one instant.
+#[derive(Debug, Clone, Serialize)]
+struct Snapshot {
+    at: DateTime<Utc>,
+    limiter_commands: CommandStats,
+    queue_commands: CommandStats,
+    /// Entries of the apalis job-data hash: jobs ever pushed (apalis-redis keeps them).
+    jobs_pushed: u64,
+    pg_row_writes: i64,
+    /// Mails graph-sim accepted so far (both mailboxes).
+    sent: u64,
+}
+
+/// One arm's set-up: servers, database, graph-sim, the daemon's environment.
+struct Arm {
+    algorithm: Algorithm,
+    limiter_redis: PrivateRedis,
+    queue_redis: PrivateRedis,
+    db: BenchDb,
+    sim: graph_sim::GraphSim,
+    backlog_box: (mail_worker::domain::MailboxAddress, Uuid),
+    other_box: (mail_worker::domain::MailboxAddress, Uuid),
+    env: DaemonEnv,
+    data_hash: String,
+}
+
+/// The other mailbox's wait, from due to `SENT`.
+#[derive(Debug, Clone, Serialize)]
+struct OtherWait {
+    messages: usize,
+    sent: usize,
+    /// Seconds from due to `sent_at`, sorted (sent messages only).
+    waits_s: Vec<f64>,
+    first_s: Option<f64>,
+    median_s: Option<f64>,
+    max_s: Option<f64>,
+}
+
+/// What one arm measured over the run.
+#[derive(Debug, Clone, Serialize)]
+struct ArmResult {
+    algorithm: &'static str,
+    messages: usize,
+    /// Accepted by graph-sim, both mailboxes.
+    sent: u64,
+    sent_backlog: u64,
+    /// `mail.rateLimit.deferred` lines: limiter denials, and by reason.
+    denied: u64,
+    denied_by_reason: BTreeMap<String, u64>,
+    /// `evalsha` on the limiter's Redis: checks, seeds, releases.
+    limiter_calls: u64,
+    limiter_commands: u64,
+    queue_commands: u64,
+    jobs: u64,
+    pg_row_writes: i64,
+    /// Messages that were sent or denied at least once.
+    tried: i64,
+    /// `max(deferrals)` over all messages, and how many were denied more than once.
+    max_deferrals: i32,
+    denied_twice_or_more: i64,
+    /// graph-sim: the most sends in any rolling 60 s and in one UTC minute, backlog mailbox.
+    max_rolling_60s: u32,
+    max_utc_minute: u32,
+    max_rolling_60s_other: u32,
+    max_in_flight: u32,
+    /// graph-sim's 429s, both mailboxes.
+    graph_429: u64,
+    throttled_lines: u64,
+    error_lines: u64,
+    other: OtherWait,
+    daemon_exit: DaemonExit,
+    status_at_end: BTreeMap<String, i64>,
+    limiter_by_command: CommandStats,
+    queue_by_command: CommandStats,
+    snapshots: Vec<Snapshot>,
+    daemon_env: DaemonEnv,
+}
+
+impl ArmResult {
+    fn per_sent(&self, v: f64) -> f64 {
+        per(v, self.sent)
+    }
+    /// Per try: per limiter decision that ended in a send or a denial.
+    fn per_try(&self, v: f64) -> f64 {
+        per(v, self.sent + self.denied)
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct SizeRun {
+    messages: usize,
+    started_at: DateTime<Utc>,
+    arms: Vec<ArmResult>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    benchmark: &'static str,
+    machine: Machine,
+    smoke: bool,
+    limit_per_minute: u32,
+    minutes: u32,
+    concurrency: u32,
+    other_messages: usize,
+    other_due_s: u32,
+    aligned: bool,
+    runs: Vec<SizeRun>,
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    if args.smoke {
+        args.messages = vec![50];
+        args.other_messages = 2;
+        args.other_due_s = 2;
+        args.no_align = true;
+    }
+    if args.messages.contains(&0)
+        || args.limit == 0
+        || args.minutes == 0
+        || args.concurrency == 0
+        || args.other_messages == 0
+    {
+        support::fail(
+            "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
+        );
+    }
+    support::init_logs();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
+    runtime.block_on(run(args))
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn per(value: f64, n: u64) -> f64 {
+    if n == 0 { f64::NAN } else { value / n as f64 }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn f(v: u64) -> f64 {
+    v as f64
+}
+
+async fn run(args: Args) -> ExitCode {
+    let machine = Machine::describe();
+    machine.print();
+    let mut runs = Vec::new();
+    let mut broken = false;
+    for &messages in &args.messages {
+        let (paced, fixed) = tokio::join!(
+            set_up(&args, Algorithm::Paced, messages),
+            set_up(&args, Algorithm::FixedWindow, messages)
+        );
+        let minute = TimeDelta::minutes(1);
+        let start = if args.no_align {
+            Utc::now() + TimeDelta::milliseconds(200)
+        } else {
+            Utc::now()
+                .duration_trunc(minute)
+                .unwrap_or_else(|e| support::fail(&e.to_string()))
+                + minute
+        };
+        let other_due = start + TimeDelta::seconds(i64::from(args.other_due_s));
+        tokio::join!(
+            schedule_other(&paced, other_due),
+            schedule_other(&fixed, other_due)
+        );
+        println!();
+        println!(
+            "budgets: {messages} messages for one mailbox at {}/min + {} for another due at {} UTC, WORKER_CONCURRENCY {}, {} from {} UTC; paced and fixed-window side by side, each with its own queue and limiter Redis, database and graph-sim",
+            args.limit,
+            args.other_messages,
+            other_due.format("%H:%M:%S"),
+            args.concurrency,
+            if args.smoke {
+                "until each message was tried once".to_owned()
+            } else {
+                format!("{} minute(s)", args.minutes)
+            },
+            start.format("%H:%M:%S"),
+        );
+        let (a, b) = tokio::join!(
+            drive(&args, paced, messages, start, other_due),
+            drive(&args, fixed, messages, start, other_due)
+        );
+        broken |= a.sent == 0 || b.sent == 0;
+        print_size(&args, &a, &b);
+        runs.push(SizeRun {
+            messages,
+            started_at: start,
+            arms: vec![a, b],
+        });
+    }
+    let report = Report {
+        benchmark: "budgets",
+        machine,
+        smoke: args.smoke,
+        limit_per_minute: args.limit,
+        minutes: args.minutes,
+        concurrency: args.concurrency,
+        other_messages: args.other_messages,
+        other_due_s: args.other_due_s,
+        aligned: !args.no_align,
+        runs,
+    };
+    let path = support::write_json(
+        if args.smoke {
+            "budgets-smoke"
+        } else {
+            "budgets"
+        },
+        &report,
+    );
+    println!("results: {}", path.display());
+    if broken {
+        println!("FAILURE: an arm sent nothing: the daemon or the harness is broken (see its log)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
+    let limiter_redis = PrivateRedis::start().await;
+    let queue_redis = PrivateRedis::start().await;
+    let label = match algorithm {
+        Algorithm::Paced => "budgets_paced",
+        Algorithm::FixedWindow => "budgets_fixed",
+    };
+    let db = BenchDb::create(&daemon::shared_postgres(), label).await;
+    let setup = db.setup_pool().await;
+    let backlog_box = daemon::add_mailboxes(&setup, "backlog", 1).await.remove(0);
+    let other_box = daemon::add_mailboxes(&setup, "other", 1).await.remove(0);
+    daemon::insert_messages(&setup, &[backlog_box.1], messages).await;
+    daemon::insert_messages(&setup, &[other_box.1], args.other_messages).await;
+    db.settle(setup).await;
+    let sim = daemon::start_sim(&[backlog_box.clone(), other_box.clone()]).await;
+    let queue = format!("bench:budgets:{}:send-message", algorithm.as_str());
+    let data_hash = apalis_redis::Config::default()
+        .queue(&queue)
+        .job_data_hash();
+    let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
+    env.set("MAIL_RATE_LIMIT_ALGORITHM", algorithm.as_str())
+        .set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
+        .set("WORKER_CONCURRENCY", args.concurrency)
+        .set("QUEUE_NAME", &queue)
+        .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:budgets:rl");
+    Arm {
+        algorithm,
+        limiter_redis,
+        queue_redis,
+        db,
+        sim,
+        backlog_box,
+        other_box,
+        env,
+        data_hash,
+    }
+}
+
+/// Makes the other mailbox's messages due at `due` (+ k µs, in order), through a set-up pool
+/// that is settled before anything is measured.
+async fn schedule_other(arm: &Arm, due: DateTime<Utc>) {
+    let setup = arm.db.setup_pool().await;
+    sqlx::query(
+        "UPDATE messages SET scheduled_on = $2 + (scheduled_on - (SELECT min(scheduled_on) \
+             FROM messages WHERE system_mailbox_id = $1)) \
+         WHERE system_mailbox_id = $1",
+    )
+    .bind(arm.other_box.1)
+    .bind(due)
+    .execute(&setup)
+    .await
+    .unwrap_or_else(|e| support::fail(&format!("cannot schedule the other mailbox: {e}")));
+    arm.db.settle(setup).await;
+}
+
+async fn snapshot(arm: &mut Arm) -> Snapshot {
+    let at = Utc::now();
+    Snapshot {
+        at,
+        limiter_commands: arm.limiter_redis.commandstats().await,
+        queue_commands: arm.queue_redis.commandstats().await,
+        jobs_pushed: arm.queue_redis.hlen(&arm.data_hash).await,
+        pg_row_writes: daemon::total_writes(&arm.db.row_writes().await).total(),
+        sent: arm.sim.stats().total_accepted(),
+    }
+}
+
+async fn sleep_until(at: DateTime<Utc>) {
+    if let Ok(wait) = (at - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+#[allow(clippy::too_many_lines)]
+async fn drive(
+    args: &Args,
+    mut arm: Arm,
+    messages: usize,
+    start: DateTime<Utc>,
+    other_due: DateTime<Utc>,
+) -> ArmResult {
+    let name = arm.algorithm.as_str();
+    let log = daemon::results_path(&if args.smoke {
+        format!("budgets-smoke-{name}-daemon.log")
+    } else {
+        format!("budgets-{name}-{messages}-daemon.log")
+    });
+    sleep_until(start).await;
+    let mut snapshots = vec![snapshot(&mut arm).await];
+    let worker = Daemon::spawn(&arm.env, &log).await;
+    if args.smoke {
+        // Until every backlog message was sent or denied once and the other mailbox's were
+        // sent, or 60 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let (tried, other_sent): (i64, i64) = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE system_mailbox_id = $1 \
+                     AND (status = 'SENT' OR deferrals > 0)), \
+                 count(*) FILTER (WHERE system_mailbox_id = $2 AND status = 'SENT') \
+                 FROM messages",
+            )
+            .bind(arm.backlog_box.1)
+            .bind(arm.other_box.1)
+            .fetch_one(&arm.db.pool)
+            .await
+            .unwrap_or((0, 0));
+            let done = usize::try_from(tried).unwrap_or(0) >= messages
+                && usize::try_from(other_sent).unwrap_or(0) >= args.other_messages;
+            if done || Instant::now() > deadline {
+                break;
+            }
+        }
+        snapshots.push(snapshot(&mut arm).await);
+    } else {
+        for m in 1..=args.minutes {
+            sleep_until(start + TimeDelta::minutes(i64::from(m))).await;
+            let s = snapshot(&mut arm).await;
+            eprintln!(
+                "{name} {messages}: minute {m}/{}: {} sent so far, {} jobs pushed, limiter evalsha {}",
+                args.minutes,
+                arm.sim.stats().total_accepted(),
+                s.jobs_pushed - snapshots[0].jobs_pushed,
+                s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
+                    - snapshots[0]
+                        .limiter_commands
+                        .get("evalsha")
+                        .map_or(0, |c| c.calls),
+            );
+            snapshots.push(s);
+        }
+    }
+    let daemon_exit = worker.stop(Duration::from_secs(30)).await;
+    arm.db.wait_backends_gone().await;
+    let last = snapshot(&mut arm).await;
+    let first = &snapshots[0];
+    let limiter_by_command = daemon::command_delta(&first.limiter_commands, &last.limiter_commands);
+    let queue_by_command = daemon::command_delta(&first.queue_commands, &last.queue_commands);
+
+    let lines = daemon::read_log(&log);
+    let with_event = |name: &'static str| {
+        lines
+            .iter()
+            .filter(move |l| l.event.as_deref() == Some(name))
+    };
+    let denied = with_event(events::MAIL_RATE_LIMIT_DEFERRED).count() as u64;
+    let mut denied_by_reason = BTreeMap::new();
+    for l in with_event(events::MAIL_RATE_LIMIT_DEFERRED) {
+        let reason = l
+            .json
+            .get("reason")
+            .or_else(|| l.json.get("fields").and_then(|f| f.get("reason")))
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_owned();
+        *denied_by_reason.entry(reason).or_insert(0) += 1;
+    }
+    let stats = arm.sim.stats();
+    let backlog_stats = stats.mailbox(arm.backlog_box.0.as_str());
+    let other_stats = stats.mailbox(arm.other_box.0.as_str());
+    let records = arm.sim.messages();
+    let sent_backlog = records
+        .iter()
+        .filter(|r| r.mailbox.eq_ignore_ascii_case(arm.backlog_box.0.as_str()))
+        .count() as u64;
+
+    let (tried, max_deferrals, twice): (i64, Option<i32>, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'SENT' OR deferrals > 0), max(deferrals), \
+             count(*) FILTER (WHERE deferrals > 1) FROM messages",
+    )
+    .fetch_one(&arm.db.pool)
+    .await
+    .unwrap_or_else(|e| support::fail(&format!("cannot read the deferrals: {e}")));
+    let mut waits_s: Vec<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM sent_at - $2)::float8 FROM messages \
+         WHERE system_mailbox_id = $1 AND status = 'SENT' ORDER BY 1",
+    )
+    .bind(arm.other_box.1)
+    .bind(other_due)
+    .fetch_all(&arm.db.pool)
+    .await
+    .unwrap_or_else(|e| support::fail(&format!("cannot read the other mailbox: {e}")));
+    waits_s.sort_by(f64::total_cmp);
+    let other = OtherWait {
+        messages: args.other_messages,
+        sent: waits_s.len(),
+        first_s: waits_s.first().copied(),
+        median_s: support::median(&waits_s),
+        max_s: if waits_s.len() == args.other_messages {
+            waits_s.last().copied()
+        } else {
+            None
+        },
+        waits_s,
+    };
+    let status_at_end = arm.db.status_counts().await;
+    let result = ArmResult {
+        algorithm: name,
+        messages,
+        sent: records.len() as u64,
+        sent_backlog,
+        denied,
+        denied_by_reason,
+        limiter_calls: limiter_by_command.get("evalsha").map_or(0, |c| c.calls),
+        limiter_commands: daemon::total_calls(&limiter_by_command),
+        queue_commands: daemon::total_calls(&queue_by_command),
+        jobs: last.jobs_pushed - first.jobs_pushed,
+        pg_row_writes: last.pg_row_writes - first.pg_row_writes,
+        tried,
+        max_deferrals: max_deferrals.unwrap_or(0),
+        denied_twice_or_more: twice,
+        max_rolling_60s: backlog_stats.map_or(0, |b| b.max_in_rolling_60s),
+        max_utc_minute: backlog_stats.map_or(0, |b| b.max_in_utc_minute),
+        max_rolling_60s_other: other_stats.map_or(0, |b| b.max_in_rolling_60s),
+        max_in_flight: backlog_stats.map_or(0, |b| b.max_concurrent),
+        graph_429: stats.mailboxes.iter().map(|m| m.refused.total()).sum(),
+        throttled_lines: with_event(events::MAIL_GRAPH_THROTTLED).count() as u64,
+        error_lines: lines.iter().filter(|l| l.level == "ERROR").count() as u64,
+        other,
+        daemon_exit,
+        status_at_end,
+        limiter_by_command,
+        queue_by_command,
+        snapshots,
+        daemon_env: arm.env.clone(),
+    };
+    let Arm {
+        sim,
+        db,
+        limiter_redis,
+        queue_redis,
+        ..
+    } = arm;
+    if let Err(e) = sim.shutdown().await {
+        eprintln!("warning: graph-sim: {e}");
+    }
+    db.drop().await;
+    drop(limiter_redis);
+    drop(queue_redis);
+    result
+}
+
+fn ratio(fixed: f64, paced: f64) -> String {
+    if paced == 0.0 && fixed == 0.0 {
+        "=".into()
+    } else if paced == 0.0 || !paced.is_finite() || !fixed.is_finite() {
+        "–".into()
+    } else {
+        format!("{:.1}×", fixed / paced)
+    }
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or_else(|| "not all sent".into(), |s| format!("{s:.1} s"))
+}
+
+#[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
+fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
+    let limit = args.limit;
+    println!();
+    println!(
+        "backlog {}: per mail sent (whole run; both mailboxes' sends), ratio = fixed-window ÷ paced",
+        thousands(p.messages as f64)
+    );
+    let row = |name: &str, pv: f64, wv: f64, digits: usize, goal: &str| {
+        vec![
+            name.to_owned(),
+            format!("{pv:.digits$}"),
+            format!("{wv:.digits$}"),
+            ratio(wv, pv),
+            goal.to_owned(),
+        ]
+    };
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
+    let mut rows = vec![
+        vec![
+            "mails sent (backlog + other)".into(),
+            format!(
+                "{} ({} + {})",
+                p.sent,
+                p.sent_backlog,
+                p.sent - p.sent_backlog
+            ),
+            format!(
+                "{} ({} + {})",
+                w.sent,
+                w.sent_backlog,
+                w.sent - w.sent_backlog
+            ),
+            ratio(f(w.sent), f(p.sent)),
+            String::new(),
+        ],
+        row(
+            "limiter calls (evalsha)",
+            p.per_sent(f(p.limiter_calls)),
+            w.per_sent(f(w.limiter_calls)),
+            1,
+            &format!("paced ≤ 3: {}", met(p.per_sent(f(p.limiter_calls)) <= 3.0)),
+        ),
+        row(
+            "Redis commands, limiter",
+            p.per_sent(f(p.limiter_commands)),
+            w.per_sent(f(w.limiter_commands)),
+            1,
+            "",
+        ),
+        row(
+            "Redis commands, queue",
+            p.per_sent(f(p.queue_commands)),
+            w.per_sent(f(w.queue_commands)),
+            1,
+            "",
+        ),
+        row(
+            "Redis commands, together",
+            p.per_sent(f(p.limiter_commands + p.queue_commands)),
+            w.per_sent(f(w.limiter_commands + w.queue_commands)),
+            1,
+            &format!(
+                "paced ≤ 40: {}",
+                met(p.per_sent(f(p.limiter_commands + p.queue_commands)) <= 40.0)
+            ),
+        ),
+        row(
+            "PostgreSQL row writes",
+            p.per_sent(p.pg_row_writes as f64),
+            w.per_sent(w.pg_row_writes as f64),
+            1,
+            &format!(
+                "paced ≤ 4: {}",
+                met(p.per_sent(p.pg_row_writes as f64) <= 4.0)
+            ),
+        ),
+        row(
+            "apalis jobs",
+            p.per_sent(f(p.jobs)),
+            w.per_sent(f(w.jobs)),
+            1,
+            "",
+        ),
+        row(
+            "limiter denials",
+            p.per_sent(f(p.denied)),
+            w.per_sent(f(w.denied)),
+            1,
+            "",
+        ),
+        row(
+            "daemon CPU ms",
+            p.per_sent(p.daemon_exit.cpu_s * 1_000.0),
+            w.per_sent(w.daemon_exit.cpu_s * 1_000.0),
+            1,
+            "",
+        ),
+    ];
+    support::print_table(
+        &["per mail sent", "paced", "fixed-window", "ratio", "goal"],
+        &rows,
+    );
+    println!();
+    println!(
+        "per try (a limiter decision that ended in a send or a denial: {} paced, {} fixed-window)",
+        p.sent + p.denied,
+        w.sent + w.denied
+    );
+    rows = vec![
+        row(
+            "limiter calls",
+            p.per_try(f(p.limiter_calls)),
+            w.per_try(f(w.limiter_calls)),
+            2,
+            "",
+        ),
+        row(
+            "Redis commands, together",
+            p.per_try(f(p.limiter_commands + p.queue_commands)),
+            w.per_try(f(w.limiter_commands + w.queue_commands)),
+            1,
+            "",
+        ),
+        row(
+            "PostgreSQL row writes",
+            p.per_try(p.pg_row_writes as f64),
+            w.per_try(w.pg_row_writes as f64),
+            2,
+            "",
+        ),
+        row(
+            "apalis jobs",
+            p.per_try(f(p.jobs)),
+            w.per_try(f(w.jobs)),
+            2,
+            "",
+        ),
+    ];
+    support::print_table(
+        &["per try", "paced", "fixed-window", "ratio", "goal"],
+        &rows,
+    );
+    println!();
+    let reasons = |r: &ArmResult| {
+        r.denied_by_reason
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let waits = |r: &ArmResult| {
+        r.other
+            .waits_s
+            .iter()
+            .map(|s| format!("{s:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    rows = vec![
+        vec![
+            format!("most sends in a rolling 60 s (limit {limit})"),
+            p.max_rolling_60s.to_string(),
+            w.max_rolling_60s.to_string(),
+            ratio(f64::from(w.max_rolling_60s), f64::from(p.max_rolling_60s)),
+            format!(
+                "≤ {limit}: paced {}, fixed-window {}",
+                met(p.max_rolling_60s <= limit),
+                met(w.max_rolling_60s <= limit)
+            ),
+        ],
+        vec![
+            "most sends in one UTC minute".into(),
+            p.max_utc_minute.to_string(),
+            w.max_utc_minute.to_string(),
+            ratio(f64::from(w.max_utc_minute), f64::from(p.max_utc_minute)),
+            String::new(),
+        ],
+        vec![
+            "most requests in flight (Graph: 4)".into(),
+            p.max_in_flight.to_string(),
+            w.max_in_flight.to_string(),
+            ratio(f64::from(w.max_in_flight), f64::from(p.max_in_flight)),
+            String::new(),
+        ],
+        vec![
+            "Graph 429s (graph-sim refusals)".into(),
+            p.graph_429.to_string(),
+            w.graph_429.to_string(),
+            ratio(f(w.graph_429), f(p.graph_429)),
+            format!(
+                "0: paced {}, fixed-window {}",
+                met(p.graph_429 == 0),
+                met(w.graph_429 == 0)
+            ),
+        ],
+        vec![
+            "denials per message: max (messages denied > once)".into(),
+            format!("{} ({})", p.max_deferrals, p.denied_twice_or_more),
+            format!("{} ({})", w.max_deferrals, w.denied_twice_or_more),
+            ratio(f64::from(w.max_deferrals), f64::from(p.max_deferrals)),
+            format!("paced ≤ 1: {}", met(p.max_deferrals <= 1)),
+        ],
+        vec![
+            "messages tried (sent or denied)".into(),
+            p.tried.to_string(),
+            w.tried.to_string(),
+            ratio(w.tried as f64, p.tried as f64),
+            String::new(),
+        ],
+        vec![
+            "denials by reason".into(),
+            reasons(p),
+            reasons(w),
+            String::new(),
+            String::new(),
+        ],
+        vec![
+            format!(
+                "other mailbox: {} due at +{} s, sent",
+                args.other_messages, args.other_due_s
+            ),
+            format!("{}/{}", p.other.sent, p.other.messages),
+            format!("{}/{}", w.other.sent, w.other.messages),
+            String::new(),
+            String::new(),
+        ],
+        vec![
+            "other mailbox: wait from due to SENT, first".into(),
+            secs(p.other.first_s),
+            secs(w.other.first_s),
+            ratio(
+                w.other.first_s.unwrap_or(f64::NAN),
+                p.other.first_s.unwrap_or(f64::NAN),
+            ),
+            String::new(),
+        ],
+        vec![
+            "other mailbox: wait, last".into(),
+            secs(p.other.max_s),
+            secs(w.other.max_s),
+            ratio(
+                w.other.max_s.unwrap_or(f64::NAN),
+                p.other.max_s.unwrap_or(f64::NAN),
+            ),
+            "paced: seconds".into(),
+        ],
+        vec![
+            "other mailbox: every wait, s".into(),
+            waits(p),
+            waits(w),
+            String::new(),
+            String::new(),
+        ],
+        vec![
+            "graph-sim throttlings logged / ERROR lines".into(),
+            format!("{} / {}", p.throttled_lines, p.error_lines),
+            format!("{} / {}", w.throttled_lines, w.error_lines),
+            String::new(),
+            String::new(),
+        ],
+    ];
+    support::print_table(&["", "paced", "fixed-window", "ratio", "goal"], &rows);
+    println!();
+    let per_minute = |r: &ArmResult| -> Vec<(u64, u64)> {
+        r.snapshots
+            .windows(2)
+            .map(|s| {
+                let d = daemon::command_delta(&s[0].limiter_commands, &s[1].limiter_commands);
+                (
+                    d.get("evalsha").map_or(0, |c| c.calls),
+                    s[1].jobs_pushed - s[0].jobs_pushed,
+                )
+            })
+            .collect()
+    };
+    if !args.smoke && p.snapshots.len() > 2 && w.snapshots.len() > 2 {
+        // After the first minute: the booking pass of a small backlog is over, so this is
+        // what a send costs once the backlog is booked (paced) — and the re-tries (fixed-window).
+        let steady = |r: &ArmResult| {
+            let (a, b) = (&r.snapshots[1], &r.snapshots[r.snapshots.len() - 1]);
+            let l = daemon::command_delta(&a.limiter_commands, &b.limiter_commands);
+            let q = daemon::command_delta(&a.queue_commands, &b.queue_commands);
+            let sent = b.sent - a.sent;
+            [
+                per(f(l.get("evalsha").map_or(0, |c| c.calls)), sent),
+                per(f(daemon::total_calls(&l) + daemon::total_calls(&q)), sent),
+                per((b.pg_row_writes - a.pg_row_writes) as f64, sent),
+                per(f(b.jobs_pushed - a.jobs_pushed), sent),
+                f(sent),
+            ]
+        };
+        let (sp, sw) = (steady(p), steady(w));
+        println!(
+            "per mail sent after the first minute (minutes 2–{}: {} sent paced, {} fixed-window; PostgreSQL counts ±1 s late)",
+            args.minutes, sp[4], sw[4]
+        );
+        let rows: Vec<Vec<String>> = [
+            ("limiter calls", 0, "paced ≤ 3"),
+            ("Redis commands, together", 1, "paced ≤ 40"),
+            ("PostgreSQL row writes", 2, "paced ≤ 4"),
+            ("apalis jobs", 3, ""),
+        ]
+        .iter()
+        .map(|(name, i, goal)| {
+            vec![
+                (*name).to_owned(),
+                format!("{:.1}", sp[*i]),
+                format!("{:.1}", sw[*i]),
+                ratio(sw[*i], sp[*i]),
+                (*goal).to_owned(),
+            ]
+        })
+        .collect();
+        support::print_table(
+            &["after minute 1", "paced", "fixed-window", "ratio", "goal"],
+            &rows,
+        );
+        println!();
+    }
+    if !args.smoke {
+        let (pm, wm) = (per_minute(p), per_minute(w));
+        let rows: Vec<Vec<String>> = pm
+            .iter()
+            .zip(&wm)
+            .enumerate()
+            .map(|(i, (a, b))| {
+                vec![
+                    (i + 1).to_string(),
+                    a.0.to_string(),
+                    a.1.to_string(),
+                    b.0.to_string(),
+                    b.1.to_string(),
+                ]
+            })
+            .collect();
+        support::print_table(
+            &[
+                "minute",
+                "paced limiter calls",
+                "paced jobs",
+                "fixed-window limiter calls",
+                "fixed-window jobs",
+            ],
+            &rows,
+        );
+        println!();
+    }
+    println!(
+        "messages at the end: paced {:?}; fixed-window {:?}",
+        p.status_at_end, w.status_at_end
+    );
+    println!(
+        "daemons: paced {:.2} s CPU, exit {}; fixed-window {:.2} s CPU, exit {}",
+        p.daemon_exit.cpu_s, p.daemon_exit.status, w.daemon_exit.cpu_s, w.daemon_exit.status
+    );
+}
