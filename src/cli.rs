@@ -162,6 +162,12 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "SendGrid v3",
     ),
     (
+        "PROVIDER_CLEARTEXT_HOSTS",
+        "provider-cleartext-hosts",
+        "",
+        "host names the provider URLs may reach over http:// besides loopback (a stand-in on a private network only)",
+    ),
+    (
         "HTTP_TIMEOUT_MS",
         "http-timeout-ms",
         "30000",

@@ -440,10 +440,19 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
     /// URLs, so cleartext to any other host is refused.
     fn provider_url(&self, var: &'static str, default: &str) -> Result<Url, ConfigError> {
         let url = self.url(var, default, &["http", "https"])?;
-        if url.scheme() == "http" && !is_loopback(&url) {
+        // `PROVIDER_CLEARTEXT_HOSTS`: host names an operator explicitly lets the provider URLs
+        // reach over http:// — a stand-in such as compose's `graph-sim`, never a real provider.
+        let allowed = self.get("PROVIDER_CLEARTEXT_HOSTS").unwrap_or_default();
+        let named = url.host_str().is_some_and(|host| {
+            allowed
+                .split(',')
+                .map(str::trim)
+                .any(|h| !h.is_empty() && h.eq_ignore_ascii_case(host))
+        });
+        if url.scheme() == "http" && !is_loopback(&url) && !named {
             return Err(self.error(
                 var,
-                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost), because client secrets, API keys and tokens cross it",
+                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost, or a host named in PROVIDER_CLEARTEXT_HOSTS), because client secrets, API keys and tokens cross it",
             ));
         }
         if url.host().is_none() {
@@ -639,6 +648,11 @@ mod tests {
             ] {
                 assert!(parse(&[(var, good)]).is_ok(), "{var}={good}");
             }
+            // A stand-in on a private network, named explicitly; nothing else gets through.
+            let named = [("PROVIDER_CLEARTEXT_HOSTS", "graph-sim, other")];
+            assert!(parse(&[named[0], (var, "http://graph-sim:8025/v1.0")]).is_ok());
+            assert!(parse(&[named[0], (var, "http://graph-sim.example:8025")]).is_err());
+            assert!(parse(&[(var, "http://graph-sim:8025")]).is_err());
         }
     }
 
