@@ -586,6 +586,9 @@ impl DaemonEnv {
         set("LOG_FORMAT", "json".into());
         set("RUST_LOG", "info".into());
         set("SHUTDOWN_GRACE_MS", "5000".into());
+        // Several daemons run at once here: none of them serves metrics (the default port
+        // would be taken by the first).
+        set("METRICS_LISTEN", "off".into());
         set("HOSTNAME", "bench".into());
         Self(env)
     }
