@@ -51,6 +51,7 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "listen": "127.0.0.1:8025",          optional; --listen wins; default 127.0.0.1:8025
     "token_lifetime_s": 3599,            optional; expires_in of issued tokens (s)
     "max_request_bytes": 4194304,        optional; larger sendMail bodies get 413 (bytes)
+    "sent_visibility_delay_ms": 0,       optional; a sent copy is visible only this much later
     "apps": [                            Entra ID app registrations (client credentials)
       { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret" }
     ],
@@ -96,6 +97,11 @@ pub struct SimConfig {
     /// The largest sendMail body accepted, in bytes (default 4 MB); larger ones get 413.
     #[serde(default = "default_max_request_bytes")]
     pub max_request_bytes: usize,
+    /// How long after a send its copy becomes visible as sent (`GET` by id shows
+    /// `isDraft: false`, Sent Items lists it), in ms; default 0. Graph is eventually consistent
+    /// here and Microsoft documents no bound.
+    #[serde(default)]
+    pub sent_visibility_delay_ms: u64,
     /// App registrations that may get tokens.
     #[serde(default)]
     pub apps: Vec<SimApp>,
@@ -121,6 +127,7 @@ impl Default for SimConfig {
             listen: None,
             token_lifetime_s: DEFAULT_TOKEN_LIFETIME_S,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            sent_visibility_delay_ms: 0,
             apps: Vec::new(),
             mailboxes: Vec::new(),
             clock: None,
@@ -181,6 +188,12 @@ impl SimConfig {
     /// [`mail_worker::clock::ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Sets how long a sent message stays invisible as sent (eventual consistency).
+    pub fn with_sent_visibility_delay(mut self, delay: Duration) -> Self {
+        self.sent_visibility_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self
     }
 
