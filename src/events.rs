@@ -22,6 +22,9 @@ pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
+/// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
+/// later, nothing resent (info).
+pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";

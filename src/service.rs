@@ -18,7 +18,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, Sender, SystemMailbox, Tenant},
     events,
-    mailer::{MailError, Mailer},
+    mailer::{MailError, Mailer, PriorAttempt, SendAttempt, SendJournal},
     rate_limit::DenyReason,
     store::{
         StoreError,
@@ -165,13 +165,25 @@ impl MailProviderService {
             Sender::SystemMailbox(m) => self.mailers.mailer_for_system_mailbox(m).await,
         };
         let started = Instant::now();
+        let prior = PriorAttempt {
+            earlier_attempts: u32::try_from(message.attempts.saturating_sub(1)).unwrap_or(0),
+            graph_draft_id: message.graph_draft_id.clone(),
+            send_attempted_at: message.send_attempted_at,
+        };
+        let journal = RowJournal { pool: &self.pool };
+        let attempt = SendAttempt {
+            prior: &prior,
+            journal: &journal,
+        };
         let result = match mailer {
-            Ok(mailer) => mailer.send(&mail).await,
+            Ok(mailer) => mailer.send_with(&mail, &attempt).await,
             Err(e) => Err(e),
         };
         match result {
-            Ok(_) => {
-                if !messages::mark_sent(&self.pool, message.id).await? {
+            Ok(receipt) => {
+                if !messages::mark_sent_noting(&self.pool, message.id, receipt.note.as_deref())
+                    .await?
+                {
                     return Ok(SendOutcome::Superseded);
                 }
                 tracing::info!(
@@ -180,6 +192,8 @@ impl MailProviderService {
                     mailbox = %mailbox,
                     recipients = mail.recipient_count(),
                     duration_ms = started.elapsed().as_millis() as u64,
+                    already_sent = receipt.already_sent,
+                    note = receipt.note.as_deref(),
                     "mail sent"
                 );
                 Ok(SendOutcome::Sent)
@@ -250,6 +264,25 @@ impl MailProviderService {
                 );
                 Ok(outcome)
             }
+            MailError::Unconfirmed {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .await?;
+                tracing::info!(
+                    event = events::MAIL_SEND_UNCONFIRMED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    why = %why,
+                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
+                );
+                Ok(outcome)
+            }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
                 if attempts >= self.settings.max_attempts {
@@ -313,6 +346,26 @@ impl MailProviderService {
             "mail failed permanently"
         );
         Ok(SendOutcome::Failed { reason })
+    }
+}
+
+/// The message row as the mailer's [`SendJournal`]: what an attempt must leave for the next.
+struct RowJournal<'a> {
+    pool: &'a PgPool,
+}
+
+#[async_trait::async_trait]
+impl SendJournal for RowJournal<'_> {
+    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String> {
+        messages::record_draft(self.pool, id, draft_id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn send_attempted(&self, id: Uuid) -> Result<(), String> {
+        messages::record_send_attempt(self.pool, id)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

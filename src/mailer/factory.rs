@@ -224,7 +224,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                     self.graph.save_to_sent_items,
                     tokens,
                     Arc::clone(&self.clock),
-                )?;
+                )?
+                .with_mode(self.graph.send_mode, self.graph.send_settle);
                 Ok(Arc::new(
                     RateLimitedGraphMailer::new(
                         graph,
@@ -265,6 +266,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                 field(self.graph.api_base_url.as_str().as_bytes());
                 field(app.login_base_url.as_str().as_bytes());
                 field(&[u8::from(self.graph.save_to_sent_items)]);
+                field(self.graph.send_mode.as_str().as_bytes());
+                field(&self.graph.send_settle.as_millis().to_be_bytes());
                 field(app.graph_tenant_id.as_bytes());
                 field(app.client_id.as_bytes());
                 field(token::secret_fingerprint(&app.client_secret).as_bytes());

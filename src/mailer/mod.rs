@@ -12,6 +12,9 @@ pub mod validate;
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
 use crate::{domain::OutgoingMail, rate_limit::DenyReason};
 
 pub use factory::MailerFactory;
@@ -27,6 +30,97 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// A [`MailError`] that says what to do next.
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError>;
+
+    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and writing
+    /// down, before each step that could deliver, what a later attempt must know
+    /// (`attempt.journal`). Mailers without steps (SendGrid, test doubles) send as [`Self::send`].
+    ///
+    /// # Errors
+    /// As [`Self::send`].
+    async fn send_with(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        let _ = attempt;
+        self.send(mail).await
+    }
+}
+
+/// What earlier attempts of one message left on its row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorAttempt {
+    /// Attempts before this one (`attempts - 1`).
+    pub earlier_attempts: u32,
+    /// `messages.graph_draft_id`: the immutable id of the draft created for it.
+    pub graph_draft_id: Option<String>,
+    /// `messages.send_attempted_at`: when a request that could deliver it (sendMail, or the
+    /// draft's `send`) was last written. Set means: an earlier attempt may have delivered it.
+    pub send_attempted_at: Option<DateTime<Utc>>,
+}
+
+/// Where a mailer writes down, before the request, what a later attempt must know. The service
+/// implements it over the message's row.
+#[async_trait::async_trait]
+pub trait SendJournal: Send + Sync {
+    /// The draft `draft_id` now exists for message `id` (stored before it is sent).
+    ///
+    /// # Errors
+    /// A description of the trouble; the mailer then does not send.
+    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String>;
+    /// A request that may deliver message `id` is about to be written.
+    ///
+    /// # Errors
+    /// A description of the trouble; the mailer then does not send.
+    async fn send_attempted(&self, id: Uuid) -> Result<(), String>;
+}
+
+/// A journal that keeps nothing (a first attempt without a row, tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoJournal;
+
+#[async_trait::async_trait]
+impl SendJournal for NoJournal {
+    async fn draft_created(&self, _id: Uuid, _draft_id: &str) -> Result<(), String> {
+        Ok(())
+    }
+    async fn send_attempted(&self, _id: Uuid) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// One attempt's context for [`Mailer::send_with`].
+#[derive(Clone, Copy)]
+pub struct SendAttempt<'a> {
+    /// What earlier attempts left behind.
+    pub prior: &'a PriorAttempt,
+    /// Where to write down what the next attempt must know.
+    pub journal: &'a dyn SendJournal,
+}
+
+impl std::fmt::Debug for SendAttempt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendAttempt")
+            .field("prior", self.prior)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A first attempt with nothing to remember (what [`Mailer::send`] means).
+pub static FIRST_ATTEMPT: PriorAttempt = PriorAttempt {
+    earlier_attempts: 0,
+    graph_draft_id: None,
+    send_attempted_at: None,
+};
+
+impl SendAttempt<'static> {
+    /// A first attempt with nothing to remember.
+    pub fn first() -> Self {
+        Self {
+            prior: &FIRST_ATTEMPT,
+            journal: &NoJournal,
+        }
+    }
 }
 
 /// What the provider told us about an accepted message.
@@ -35,6 +129,12 @@ pub struct SendReceipt {
     /// The provider's id for the message or request (Graph `request-id`, SendGrid
     /// `X-Message-Id`), for support tickets.
     pub provider_id: Option<String>,
+    /// An earlier attempt had delivered it (found by the check after an unknown outcome): this
+    /// attempt sent nothing, so its limiter reservation is given back.
+    pub already_sent: bool,
+    /// What the row's `last_error` should say although it is `SENT` (e.g. `outcome unknown;
+    /// resent`), when the delivery may have been doubled or was confirmed by a check.
+    pub note: Option<String>,
 }
 
 /// Why a send did not happen, phrased as what to do next.
@@ -81,6 +181,16 @@ pub enum MailError {
     /// The sender's configuration cannot work (unresolvable secret, missing credentials).
     #[error("misconfigured: {0}")]
     Misconfigured(String),
+    /// An earlier attempt's send had an unknown outcome and the check cannot tell yet whether
+    /// it went (Graph is eventually consistent): nothing was sent now; check again after
+    /// `retry_after`. Not a failure and not an attempt.
+    #[error("outcome of an earlier send not confirmed yet ({why}); checking again in {} ms", retry_after.as_millis())]
+    Unconfirmed {
+        /// When to check again.
+        retry_after: Duration,
+        /// What the check saw.
+        why: String,
+    },
 }
 
 impl MailError {
@@ -92,6 +202,7 @@ impl MailError {
                 | Self::Throttled { .. }
                 | Self::Transient(_)
                 | Self::OutcomeUnknown(_)
+                | Self::Unconfirmed { .. }
         )
     }
 
@@ -100,6 +211,7 @@ impl MailError {
         match self {
             Self::RateLimitExceeded { retry_after, .. } => Some(*retry_after),
             Self::Throttled { retry_after } => *retry_after,
+            Self::Unconfirmed { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }

@@ -253,6 +253,7 @@ pub(crate) fn interpret(
     match status {
         200..=299 => Ok(SendReceipt {
             provider_id: answer.message_id,
+            ..SendReceipt::default()
         }),
         429 => Err(MailError::Throttled {
             retry_after: parse_reset(answer.rate_limit_reset.as_deref(), now),
@@ -335,7 +336,8 @@ mod tests {
         assert_eq!(
             answer(202, None, ""),
             Ok(SendReceipt {
-                provider_id: Some("sg-1".into())
+                provider_id: Some("sg-1".into()),
+                ..SendReceipt::default()
             })
         );
         assert_eq!(
