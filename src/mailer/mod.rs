@@ -45,6 +45,12 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
         let _ = attempt;
         self.send(mail).await
     }
+
+    /// The most attachment bytes (before base64) one message may carry through this mailer:
+    /// [`validate::MAX_INLINE_ATTACHMENT_BYTES`] unless it uploads large attachments.
+    fn max_attachment_bytes(&self) -> usize {
+        validate::MAX_INLINE_ATTACHMENT_BYTES
+    }
 }
 
 /// What earlier attempts of one message left on its row.

@@ -8,7 +8,9 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     events,
-    mailer::{MailError, Mailer, SendAttempt, SendReceipt, validate::validate},
+    mailer::{
+        MailError, Mailer, SendAttempt, SendReceipt, validate::validate_with_attachment_limit,
+    },
     rate_limit::{Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, TenantBudget},
 };
 
@@ -124,6 +126,10 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         self.send_with(mail, &SendAttempt::first()).await
     }
 
+    fn max_attachment_bytes(&self) -> usize {
+        self.inner.max_attachment_bytes()
+    }
+
     /// One reservation covers the whole attempt. In `draft` mode an attempt is several Graph
     /// requests made one after another (check, create, upload, send), so the one in-flight lease
     /// covers each of them in turn; the message slot and recipients are used only when the send
@@ -135,7 +141,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         mail: &OutgoingMail,
         attempt: &SendAttempt<'_>,
     ) -> Result<SendReceipt, MailError> {
-        validate(mail)?;
+        validate_with_attachment_limit(mail, self.inner.max_attachment_bytes())?;
         let ask = self.ask(mail);
         let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;
         let reservation = match decision {

@@ -36,6 +36,18 @@ pub const CODE_ATTACHMENTS_TOO_LARGE: &str = "AttachmentsTooLarge";
 /// # Errors
 /// The first rule broken, as [`MailError::Permanent`]; addresses in the message are masked.
 pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
+    validate_with_attachment_limit(mail, MAX_INLINE_ATTACHMENT_BYTES)
+}
+
+/// [`validate`] with attachments up to `max_attachment_bytes` in total (the Graph mailer in
+/// `draft` mode uploads large ones: up to 150 MB).
+///
+/// # Errors
+/// As [`validate`].
+pub fn validate_with_attachment_limit(
+    mail: &OutgoingMail,
+    max_attachment_bytes: usize,
+) -> Result<(), MailError> {
     for (field, list) in [("to", &mail.to), ("cc", &mail.cc), ("bcc", &mail.bcc)] {
         for (index, recipient) in list.iter().enumerate() {
             check_recipient(field, index, recipient)?;
@@ -68,7 +80,15 @@ pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
         }
     }
     let bytes = mail.attachment_bytes();
-    if bytes > MAX_INLINE_ATTACHMENT_BYTES {
+    if bytes > max_attachment_bytes && max_attachment_bytes != MAX_INLINE_ATTACHMENT_BYTES {
+        return Err(permanent(
+            CODE_ATTACHMENTS_TOO_LARGE,
+            format!(
+                "attachments total {bytes} bytes; at most {max_attachment_bytes} bytes can be sent through Graph upload sessions"
+            ),
+        ));
+    }
+    if bytes > max_attachment_bytes {
         return Err(permanent(
             CODE_ATTACHMENTS_TOO_LARGE,
             format!(

@@ -4,6 +4,7 @@
 mod budgets;
 mod cli;
 mod daemon;
+mod exactly_once;
 mod import;
 mod mailer;
 mod rate_limit;

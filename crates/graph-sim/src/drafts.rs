@@ -36,7 +36,7 @@ use uuid::Uuid;
 use super::{
     records::{RecordedAttachment, SimDraft},
     send::{
-        Delivery, Reply, Seen, admit, deliver, finish, next_scripted, read_body, read_limited,
+        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body, read_limited,
         undelivered,
     },
     server::{Inner, SimState},
@@ -159,6 +159,7 @@ pub(crate) async fn create_draft(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "createDraft");
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = match create(&state, &user, &headers, body, &mut seen).await {
@@ -221,6 +222,7 @@ pub(crate) async fn draft_action(
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "send");
     let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
@@ -252,7 +254,7 @@ async fn send(
     let idx = admitted.idx;
     let scripted = next_scripted(state, idx);
     if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
-        return Ok(undelivered(state, idx, answer));
+        return Ok(undelivered(state, idx, answer).await);
     }
     let now_ms = state.now().timestamp_millis();
     let (key, message) = {
@@ -300,6 +302,7 @@ pub(crate) async fn get_message(
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "getMessage");
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = match get(&state, &user, &id, &headers, &mut seen).await {
@@ -397,6 +400,7 @@ async fn list(
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "listMessages");
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = match listed(&state, &user, folder.as_deref(), &query, &headers, &mut seen).await {
@@ -476,6 +480,7 @@ pub(crate) async fn create_upload_session(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "createUploadSession");
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
     let reply = match open_session(&state, &user, &id, &headers, body, &mut seen).await {
@@ -575,11 +580,7 @@ pub(crate) async fn upload_chunk(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    *state
-        .lock()
-        .requests
-        .entry("uploadChunk".into())
-        .or_default() += 1;
+    count(&state, "uploadChunk");
     if headers.contains_key(header::AUTHORIZATION) {
         return upload_error(
             StatusCode::UNAUTHORIZED,

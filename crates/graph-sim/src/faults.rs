@@ -99,8 +99,8 @@ pub struct ScriptedAnswer {
     /// sees a reset / "connection closed before message completed").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reset: bool,
-    /// After recording (with `deliver`), wait this many ms before answering (past the client's
-    /// timeout: "accepted, answered late").
+    /// Wait this many ms before answering: after recording with `deliver` ("accepted, answered
+    /// late", past the client's timeout), or instead of delivering without it (a hang).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_ms: Option<u64>,
 }
@@ -141,6 +141,15 @@ impl ScriptedAnswer {
         Self::status(503)
             .with_retry_after(retry_after)
             .delivering()
+    }
+
+    /// Hangs for `ms` without delivering, then answers `504` (a request a killed client never
+    /// sees answered).
+    pub fn hang_without_delivery(ms: u64) -> Self {
+        Self {
+            late_ms: Some(ms),
+            ..Self::status(504)
+        }
     }
 
     /// How graph-sim records this answer's fault on a delivered message.

@@ -97,6 +97,7 @@ pub(crate) async fn send_mail(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "sendMail");
     let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
@@ -121,7 +122,13 @@ pub(crate) async fn send_mail(
     finish(&state, "sendMail", reply, &ids, &seen, started)
 }
 
-/// Logs the answer (`sim.request`), counts it under `route`, and turns it into a response.
+/// Counts a request under `route` when it arrives (a request whose client goes away, or that
+/// is reset, is counted too).
+pub(crate) fn count(state: &SimState, route: &str) {
+    *state.lock().requests.entry(route.to_owned()).or_default() += 1;
+}
+
+/// Logs the answer (`sim.request`) and turns it into a response.
 pub(crate) fn finish(
     state: &SimState,
     route: &str,
@@ -130,7 +137,6 @@ pub(crate) fn finish(
     seen: &Seen,
     started: Instant,
 ) -> Response {
-    *state.lock().requests.entry(route.to_owned()).or_default() += 1;
     let (status, code, retry_after) = match &reply {
         Reply::Error(e) => (e.status, Some(e.code.clone()), e.retry_after.clone()),
         Reply::Success {
@@ -366,10 +372,14 @@ pub(crate) fn next_scripted(state: &SimState, idx: usize) -> Option<ScriptedAnsw
     answer
 }
 
-/// A scripted answer that does not deliver, answered instead of the message.
-pub(crate) fn undelivered(state: &SimState, idx: usize, answer: &ScriptedAnswer) -> Reply {
+/// A scripted answer that does not deliver, answered instead of the message (after `late_ms`,
+/// if set: a request that hangs without delivering).
+pub(crate) async fn undelivered(state: &SimState, idx: usize, answer: &ScriptedAnswer) -> Reply {
     if !(200..300).contains(&answer.status) {
         state.lock().boxes[idx].refused.scripted += 1;
+    }
+    if let Some(ms) = answer.late_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     scripted_reply(answer)
 }
@@ -537,7 +547,7 @@ async fn process(
     let limits = &state.mailboxes[idx].limits;
     let scripted = next_scripted(state, idx);
     if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
-        return undelivered(state, idx, answer);
+        return undelivered(state, idx, answer).await;
     }
 
     let bytes = match read_body(state, headers, body).await {

@@ -38,9 +38,13 @@ use crate::{
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
         MailError, Mailer, SendAttempt, SendReceipt,
-        validate::{check_sender, validate},
+        validate::{MAX_INLINE_ATTACHMENT_BYTES, check_sender, validate_with_attachment_limit},
     },
 };
+
+/// The most attachment bytes one message may carry in `draft` mode: 150 MB, the largest file an
+/// upload session takes (<https://learn.microsoft.com/graph/outlook-large-attachments>).
+pub const MAX_UPLOAD_ATTACHMENT_BYTES: usize = 150 * 1024 * 1024;
 
 use answer::{HttpAnswer, Verdict, interpret};
 pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_session_body};
@@ -332,6 +336,13 @@ fn segments(base: &Url, more: &[&str]) -> Url {
 
 #[async_trait::async_trait]
 impl Mailer for MicrosoftGraphMailer {
+    fn max_attachment_bytes(&self) -> usize {
+        match self.mode {
+            GraphSendMode::SendMail => MAX_INLINE_ATTACHMENT_BYTES,
+            GraphSendMode::Draft => MAX_UPLOAD_ATTACHMENT_BYTES,
+        }
+    }
+
     /// A first attempt: [`Self::send_with`] with nothing to remember.
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
         self.send_with(mail, &SendAttempt::first()).await
@@ -344,7 +355,7 @@ impl Mailer for MicrosoftGraphMailer {
         mail: &OutgoingMail,
         attempt: &SendAttempt<'_>,
     ) -> Result<SendReceipt, MailError> {
-        validate(mail)?;
+        validate_with_attachment_limit(mail, self.max_attachment_bytes())?;
         check_sender(mail, &self.mailbox)?;
         match self.mode {
             GraphSendMode::SendMail => self.send_mail(mail, attempt).await,

@@ -193,6 +193,7 @@ pub struct Builder {
     sim_clock: Option<ManualClock>,
     script: Vec<Result<SendReceipt, MailError>>,
     algorithm: Algorithm,
+    sim_visibility_delay: Duration,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -232,6 +233,12 @@ impl Builder {
         self
     }
 
+    /// How long graph-sim keeps a sent message looking unsent (eventual consistency).
+    pub fn sim_visibility_delay(mut self, delay: Duration) -> Self {
+        self.sim_visibility_delay = delay;
+        self
+    }
+
     /// The scripted mailer's answers, in order (then `Ok`).
     pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
         self.script = answers;
@@ -242,7 +249,9 @@ impl Builder {
     pub async fn spawn(self) -> TestApp {
         let db = TestDb::new().await;
         let keys = TestKeys::new();
-        let mut sim_config = SimConfig::new().with_app(TENANT, CLIENT, SECRET);
+        let mut sim_config = SimConfig::new()
+            .with_app(TENANT, CLIENT, SECRET)
+            .with_sent_visibility_delay(self.sim_visibility_delay);
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
@@ -326,6 +335,7 @@ impl TestApp {
             sim_clock: None,
             script: Vec::new(),
             algorithm: Algorithm::FixedWindow,
+            sim_visibility_delay: Duration::ZERO,
         }
     }
 
