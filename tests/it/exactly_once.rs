@@ -76,14 +76,21 @@ async fn day_count(app: &TestApp) -> i64 {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let key = keys::day_key(&app.config.rate_limit.key_prefix, &app.mailboxes[0].0, Utc::now());
+    let key = keys::day_key(
+        &app.config.rate_limit.key_prefix,
+        &app.mailboxes[0].0,
+        Utc::now(),
+    );
     let count: Option<i64> = conn.get(key).await.unwrap();
     count.unwrap_or(0)
 }
 
 fn faults() -> Vec<(&'static str, ScriptedAnswer)> {
     vec![
-        ("504 after accept", ScriptedAnswer::gateway_timeout_after_delivery()),
+        (
+            "504 after accept",
+            ScriptedAnswer::gateway_timeout_after_delivery(),
+        ),
         ("reset after accept", ScriptedAnswer::reset_after_delivery()),
         (
             "accepted, answered after HTTP_TIMEOUT_MS",
@@ -104,8 +111,15 @@ async fn a_fault_after_accept_is_delivered_once(mode: GraphSendMode) {
         let outcomes = drive(&app, &handler(&app), id).await;
 
         let delivered = app.sim.messages();
-        assert_eq!(delivered.len(), 1, "{mode} / {name}: delivered once; {outcomes:?}");
-        assert!(delivered[0].fault.is_some(), "{mode} / {name}: the fault was injected");
+        assert_eq!(
+            delivered.len(),
+            1,
+            "{mode} / {name}: delivered once; {outcomes:?}"
+        );
+        assert!(
+            delivered[0].fault.is_some(),
+            "{mode} / {name}: the fault was injected"
+        );
         assert_eq!(
             delivered[0].internet_message_id.as_deref(),
             Some(format!("<{id}@contoso.example>").as_str()),
@@ -115,7 +129,11 @@ async fn a_fault_after_accept_is_delivered_once(mode: GraphSendMode) {
         assert_eq!(status, "SENT", "{mode} / {name}: {outcomes:?}");
         let note = last_error.unwrap_or_default();
         assert!(note.contains("not resent"), "{mode} / {name}: {note}");
-        assert_eq!(outcomes.len(), 2, "{mode} / {name}: one fault, one check: {outcomes:?}");
+        assert_eq!(
+            outcomes.len(),
+            2,
+            "{mode} / {name}: one fault, one check: {outcomes:?}"
+        );
         assert_eq!(
             day_count(&app).await,
             1,
@@ -126,13 +144,28 @@ async fn a_fault_after_accept_is_delivered_once(mode: GraphSendMode) {
             let drafts = app.sim.drafts();
             assert_eq!(drafts.len(), 1, "{name}: no second draft");
             assert_eq!(drafts[0].sends, 1, "{name}");
-            assert!(drafts[0].immutable_id, "{name}: Prefer: IdType=\"ImmutableId\"");
-            assert_eq!(requests.get("createDraft"), Some(&1), "{name}: {requests:?}");
+            assert!(
+                drafts[0].immutable_id,
+                "{name}: Prefer: IdType=\"ImmutableId\""
+            );
+            assert_eq!(
+                requests.get("createDraft"),
+                Some(&1),
+                "{name}: {requests:?}"
+            );
             assert_eq!(requests.get("send"), Some(&1), "{name}: {requests:?}");
-            assert_eq!(requests.get("getMessage"), Some(&1), "{name}: one check: {requests:?}");
+            assert_eq!(
+                requests.get("getMessage"),
+                Some(&1),
+                "{name}: one check: {requests:?}"
+            );
         } else {
             assert_eq!(requests.get("sendMail"), Some(&1), "{name}: {requests:?}");
-            assert_eq!(requests.get("listMessages"), Some(&1), "{name}: one look-up: {requests:?}");
+            assert_eq!(
+                requests.get("listMessages"),
+                Some(&1),
+                "{name}: one look-up: {requests:?}"
+            );
         }
     }
 }
@@ -149,18 +182,32 @@ async fn sendmail_mode_finds_the_sent_items_copy_after_each_fault_after_accept()
 
 #[tokio::test]
 async fn sendmail_mode_without_sent_items_says_it_resent() {
-    let mut app = app(GraphSendMode::SendMail, Duration::from_secs(5), Duration::ZERO).await;
+    let mut app = app(
+        GraphSendMode::SendMail,
+        Duration::from_secs(5),
+        Duration::ZERO,
+    )
+    .await;
     app.config.graph.save_to_sent_items = false;
     app.sim
-        .push_script(Target::Global, [ScriptedAnswer::gateway_timeout_after_delivery()])
+        .push_script(
+            Target::Global,
+            [ScriptedAnswer::gateway_timeout_after_delivery()],
+        )
         .unwrap();
     let id = app.insert(0, 1, "QUEUED").await[0];
     drive(&app, &handler(&app), id).await;
-    assert_eq!(app.sim.messages().len(), 2, "at-least-once: no copy to check");
+    assert_eq!(
+        app.sim.messages().len(),
+        2,
+        "at-least-once: no copy to check"
+    );
     let (status, last_error, _) = app.status_of(id).await;
     assert_eq!(status, "SENT");
     assert!(
-        last_error.unwrap_or_default().starts_with("outcome unknown; resent"),
+        last_error
+            .unwrap_or_default()
+            .starts_with("outcome unknown; resent"),
         "the row says so"
     );
 }
@@ -170,7 +217,10 @@ async fn eventual_consistency_does_not_cause_a_resend_in_either_mode() {
     for mode in [GraphSendMode::Draft, GraphSendMode::SendMail] {
         let app = app(mode, Duration::from_secs(3), Duration::from_secs(2)).await;
         app.sim
-            .push_script(Target::Global, [ScriptedAnswer::gateway_timeout_after_delivery()])
+            .push_script(
+                Target::Global,
+                [ScriptedAnswer::gateway_timeout_after_delivery()],
+            )
             .unwrap();
         let id = app.insert(0, 1, "QUEUED").await[0];
         let outcomes = drive(&app, &handler(&app), id).await;
@@ -192,14 +242,19 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
     app.config.http_timeout = Duration::from_secs(60);
     // The send step hangs; the worker is killed while it waits.
     app.sim
-        .push_script(Target::Global, [ScriptedAnswer::hang_without_delivery(30_000)])
+        .push_script(
+            Target::Global,
+            [ScriptedAnswer::hang_without_delivery(30_000)],
+        )
         .unwrap();
     let id = app.insert(0, 1, "QUEUED").await[0];
     let h = handler(&app);
     let worker = tokio::spawn(async move { h.process(SendMessageJob { message_id: id }).await });
-    wait_until(Duration::from_secs(10), "the send step is in flight", async || {
-        app.sim.stats().requests.get("send") == Some(&1)
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the send step is in flight",
+        async || app.sim.stats().requests.get("send") == Some(&1),
+    )
     .await;
     let draft_stored: Option<String> =
         sqlx::query_scalar("SELECT graph_draft_id FROM messages WHERE id = $1")
@@ -207,7 +262,10 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
             .fetch_one(&app.db.pool)
             .await
             .unwrap();
-    assert_eq!(draft_stored.as_deref(), Some(app.sim.drafts()[0].id.as_str()));
+    assert_eq!(
+        draft_stored.as_deref(),
+        Some(app.sim.drafts()[0].id.as_str())
+    );
     worker.abort();
     assert!(worker.await.unwrap_err().is_cancelled());
     // Killed after storing the draft, before the send was stamped: what a crash between the two
@@ -235,7 +293,11 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
     let requests = app.sim.stats().requests;
     assert_eq!(requests.get("createDraft"), Some(&1), "{requests:?}");
     assert_eq!(requests.get("getMessage"), Some(&1), "{requests:?}");
-    assert_eq!(requests.get("send"), Some(&2), "the hung one and the one that went");
+    assert_eq!(
+        requests.get("send"),
+        Some(&2),
+        "the hung one and the one that went"
+    );
 }
 
 #[tokio::test]
@@ -268,7 +330,11 @@ async fn a_five_megabyte_attachment_arrives_byte_identical_through_an_upload_ses
         ]
     );
     let requests = app.sim.stats().requests;
-    assert_eq!(requests.get("createUploadSession"), Some(&1), "{requests:?}");
+    assert_eq!(
+        requests.get("createUploadSession"),
+        Some(&1),
+        "{requests:?}"
+    );
     assert_eq!(
         requests.get("uploadChunk"),
         Some(&2),

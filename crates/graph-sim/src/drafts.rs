@@ -36,8 +36,8 @@ use uuid::Uuid;
 use super::{
     records::{RecordedAttachment, SimDraft},
     send::{
-        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body, read_limited,
-        undelivered,
+        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body,
+        read_limited, undelivered,
     },
     server::{Inner, SimState},
     validate::{ParsedMessage, parse_draft},
@@ -131,7 +131,8 @@ fn wants_immutable_id(headers: &HeaderMap) -> bool {
         .flat_map(|v| v.split(','))
         .any(|p| {
             let p = p.trim();
-            p.eq_ignore_ascii_case("IdType=\"ImmutableId\"") || p.eq_ignore_ascii_case("IdType=ImmutableId")
+            p.eq_ignore_ascii_case("IdType=\"ImmutableId\"")
+                || p.eq_ignore_ascii_case("IdType=ImmutableId")
         })
 }
 
@@ -403,7 +404,16 @@ async fn list(
     count(&state, "listMessages");
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
-    let reply = match listed(&state, &user, folder.as_deref(), &query, &headers, &mut seen).await {
+    let reply = match listed(
+        &state,
+        &user,
+        folder.as_deref(),
+        &query,
+        &headers,
+        &mut seen,
+    )
+    .await
+    {
         Ok(reply) => reply,
         Err(e) => Reply::Error(e),
     };
@@ -615,12 +625,18 @@ pub(crate) async fn upload_chunk(
         );
     };
     let received = upload.received.len() as u64;
-    if start != received || total != upload.size || end < start || end - start + 1 != bytes.len() as u64
+    if start != received
+        || total != upload.size
+        || end < start
+        || end - start + 1 != bytes.len() as u64
     {
         return upload_error(
             StatusCode::RANGE_NOT_SATISFIABLE,
             "InvalidRange",
-            &format!("The next expected range starts at {received} of {}.", upload.size),
+            &format!(
+                "The next expected range starts at {received} of {}.",
+                upload.size
+            ),
         );
     }
     upload.received.extend_from_slice(&bytes);
@@ -644,7 +660,13 @@ pub(crate) async fn upload_chunk(
         d.message.attachments.push(attachment);
         d.uploaded += 1;
     }
-    (StatusCode::CREATED, [(header::LOCATION, format!("{}/_upload/{token}", state.origin))])
+    (
+        StatusCode::CREATED,
+        [(
+            header::LOCATION,
+            format!("{}/_upload/{token}", state.origin),
+        )],
+    )
         .into_response()
 }
 

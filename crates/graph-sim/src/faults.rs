@@ -138,9 +138,7 @@ impl ScriptedAnswer {
 
     /// `503` with this `Retry-After` after recording the message as delivered.
     pub fn unavailable_after_delivery(retry_after: impl Into<String>) -> Self {
-        Self::status(503)
-            .with_retry_after(retry_after)
-            .delivering()
+        Self::status(503).with_retry_after(retry_after).delivering()
     }
 
     /// Hangs for `ms` without delivering, then answers `504` (a request a killed client never

@@ -406,7 +406,15 @@ pub(crate) async fn deliver(
     on_recorded: impl FnOnce(&mut super::server::Inner, i64) + Send,
 ) -> Reply {
     let received_at = state.now();
-    if let Err(e) = record(state, admitted, message, how, scripted.as_ref(), received_at, on_recorded) {
+    if let Err(e) = record(
+        state,
+        admitted,
+        message,
+        how,
+        scripted.as_ref(),
+        received_at,
+        on_recorded,
+    ) {
         return Reply::Error(e);
     }
     match &scripted {

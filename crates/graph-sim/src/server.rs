@@ -37,9 +37,7 @@ use super::{
     drafts::{self, DraftState, Upload},
     faults::{Latency, ScriptedAnswer, Target, TokenFault},
     limits::MailboxWindows,
-    records::{
-        MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimDraft, SimStats,
-    },
+    records::{MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimDraft, SimStats},
     send,
     wire::{GraphError, RequestIds},
 };

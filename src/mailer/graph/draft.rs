@@ -104,7 +104,10 @@ impl MicrosoftGraphMailer {
                                 why: "the draft still reads isDraft true".into(),
                             });
                         }
-                        if let Some(sent) = self.find_by_internet_message_id(mail.id, &imid, true).await? {
+                        if let Some(sent) = self
+                            .find_by_internet_message_id(mail.id, &imid, true)
+                            .await?
+                        {
                             return Ok(already_sent(
                                 &sent.id,
                                 "outcome unknown; found in Sent Items by internetMessageId, not resent",
@@ -118,7 +121,10 @@ impl MicrosoftGraphMailer {
                     draft_id = Some(item.id);
                 }
                 None if prior.send_attempted_at.is_some() => {
-                    match self.find_by_internet_message_id(mail.id, &imid, false).await? {
+                    match self
+                        .find_by_internet_message_id(mail.id, &imid, false)
+                        .await?
+                    {
                         Some(item) if !item.is_draft => {
                             return Ok(already_sent(
                                 &item.id,
@@ -140,7 +146,10 @@ impl MicrosoftGraphMailer {
             }
         } else if prior.earlier_attempts > 0 && self.has_uploads(mail).is_empty() {
             // A create with an unknown outcome may have left a draft: reuse it.
-            if let Some(item) = self.find_by_internet_message_id(mail.id, &imid, false).await? {
+            if let Some(item) = self
+                .find_by_internet_message_id(mail.id, &imid, false)
+                .await?
+            {
                 if !item.is_draft {
                     return Ok(already_sent(
                         &item.id,

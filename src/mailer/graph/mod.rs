@@ -93,7 +93,11 @@ impl fmt::Display for GraphSendMode {
 /// The `internetMessageId` of message `id` sent from `mailbox`: `<{id}@{mailbox's domain}>`,
 /// the same for every attempt, so a copy in the mailbox can be found by it.
 pub fn internet_message_id(id: Uuid, mailbox: &MailboxAddress) -> String {
-    let domain = mailbox.as_str().rsplit('@').next().unwrap_or("mail-worker.invalid");
+    let domain = mailbox
+        .as_str()
+        .rsplit('@')
+        .next()
+        .unwrap_or("mail-worker.invalid");
     format!("<{id}@{domain}>")
 }
 
@@ -267,7 +271,12 @@ impl MicrosoftGraphMailer {
         message_id: Uuid,
     ) -> Result<SendReceipt, MailError> {
         let outcome = self
-            .call(Method::POST, url, Some(body.unwrap_or_default()), message_id)
+            .call(
+                Method::POST,
+                url,
+                Some(body.unwrap_or_default()),
+                message_id,
+            )
             .await?;
         match interpret(outcome, &self.mailbox, self.clock.now()) {
             Verdict::Sent(receipt) => Ok(receipt),
@@ -285,7 +294,10 @@ impl MicrosoftGraphMailer {
         let mut note = None;
         if let Some(attempted_at) = attempt.prior.send_attempted_at {
             if self.save_to_sent_items {
-                if let Some(found) = self.find_by_internet_message_id(mail.id, &imid, true).await? {
+                if let Some(found) = self
+                    .find_by_internet_message_id(mail.id, &imid, true)
+                    .await?
+                {
                     return Ok(draft::already_sent(
                         &found.id,
                         "outcome unknown; found in Sent Items by internetMessageId, not resent",
@@ -309,11 +321,9 @@ impl MicrosoftGraphMailer {
             }
         }
         let body = send_mail_body_with_id(mail, self.save_to_sent_items, Some(&imid));
-        attempt
-            .journal
-            .send_attempted(mail.id)
-            .await
-            .map_err(|e| MailError::Transient(format!("not sent: cannot record the attempt: {e}")))?;
+        attempt.journal.send_attempted(mail.id).await.map_err(|e| {
+            MailError::Transient(format!("not sent: cannot record the attempt: {e}"))
+        })?;
         let mut receipt = self.deliver(&self.send_url, Some(&body), mail.id).await?;
         receipt.note = note;
         Ok(receipt)
@@ -321,7 +331,9 @@ impl MicrosoftGraphMailer {
 
     /// How much of the settle time after `attempted_at` is left, if any.
     fn unsettled(&self, attempted_at: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
-        let elapsed = (self.clock.now() - attempted_at).to_std().unwrap_or_default();
+        let elapsed = (self.clock.now() - attempted_at)
+            .to_std()
+            .unwrap_or_default();
         self.settle.checked_sub(elapsed).filter(|d| !d.is_zero())
     }
 }

@@ -267,7 +267,10 @@ mod draft_tests {
         assert_eq!(json["internetMessageId"], "<id@contoso.example>");
         assert_eq!(json["attachments"].as_array().unwrap().len(), 1);
         assert_eq!(json["attachments"][0]["name"], "small.txt");
-        assert!(json.get("saveToSentItems").is_none(), "a draft is the message itself");
+        assert!(
+            json.get("saveToSentItems").is_none(),
+            "a draft is the message itself"
+        );
         assert_eq!(large.len(), 1);
         assert_eq!(large[0].name, "big.bin");
         let session: serde_json::Value =
