@@ -34,15 +34,18 @@ pub fn build_service(
     );
     let factory =
         MailerFactory::new(config, limiter, clock.clone()).context("building the mailers")?;
-    Ok(Arc::new(MailProviderService::new(
-        pool,
-        Arc::new(factory),
-        clock,
-        ServiceSettings {
-            defer_spread_max: config.defer_spread_max,
-            max_attempts: config.max_attempts.get(),
-        },
-    )))
+    Ok(Arc::new(
+        MailProviderService::new(
+            pool,
+            Arc::new(factory),
+            clock,
+            ServiceSettings {
+                defer_spread_max: config.defer_spread_max,
+                max_attempts: config.max_attempts.get(),
+            },
+        )
+        .with_outcome_write_deadline(config.worker.send_lease),
+    ))
 }
 
 /// The daemon's settings from the config.

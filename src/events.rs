@@ -25,6 +25,9 @@ pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
 /// later, nothing resent (info).
 pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+/// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
+/// (warn).
+pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";

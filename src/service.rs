@@ -100,12 +100,19 @@ pub struct ServiceSettings {
     pub max_attempts: u32,
 }
 
+/// How long the service keeps retrying an outcome write while PostgreSQL is unreachable, unless
+/// [`MailProviderService::with_outcome_write_deadline`] says otherwise: 10 minutes, the default
+/// `SEND_LEASE_MS`.
+pub const DEFAULT_OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(600);
+
 /// Sends claimed messages and records their outcomes.
 pub struct MailProviderService {
     pool: PgPool,
     mailers: Arc<dyn MailerSource>,
     clock: Arc<dyn Clock>,
     settings: ServiceSettings,
+    outcome_write_deadline: Duration,
+    outcome_write_retries: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -129,6 +136,64 @@ impl MailProviderService {
             mailers,
             clock,
             settings,
+            outcome_write_deadline: DEFAULT_OUTCOME_WRITE_DEADLINE,
+            outcome_write_retries: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Retries an outcome write that fails for PostgreSQL connectivity (backoff with jitter,
+    /// 200 ms doubling to 5 s) until `deadline` after the send started — pass `SEND_LEASE_MS`:
+    /// past it, lease recovery takes the row and its next attempt checks Graph before it
+    /// resends (README "Delivery guarantee").
+    #[must_use]
+    pub fn with_outcome_write_deadline(mut self, deadline: Duration) -> Self {
+        self.outcome_write_deadline = deadline;
+        self
+    }
+
+    /// Outcome writes retried so far because PostgreSQL was unreachable.
+    pub fn outcome_write_retries(&self) -> u64 {
+        self.outcome_write_retries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs the outcome write `write` until it succeeds, fails for a reason other than
+    /// connectivity, or the deadline after `started` passes.
+    async fn durably<T, F, Fut>(
+        &self,
+        id: Uuid,
+        started: Instant,
+        what: &str,
+        mut write: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut n = 0u32;
+        loop {
+            match write().await {
+                Err(e)
+                    if is_connectivity(&e) && started.elapsed() < self.outcome_write_deadline =>
+                {
+                    n += 1;
+                    self.outcome_write_retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let base = 200u64.saturating_mul(1 << n.min(5)).min(5_000);
+                    let wait = Duration::from_millis(rand::rng().random_range(base / 2..=base));
+                    tracing::warn!(
+                        event = events::MAIL_OUTCOME_WRITE_RETRY,
+                        message.id = %id,
+                        outcome = what,
+                        retries = n,
+                        backoff_ms = wait.as_millis() as u64,
+                        error = %e,
+                        "PostgreSQL unreachable; retrying the outcome write"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -181,9 +246,13 @@ impl MailProviderService {
         };
         match result {
             Ok(receipt) => {
-                if !messages::mark_sent_noting(&self.pool, message.id, receipt.note.as_deref())
-                    .await?
-                {
+                let note = receipt.note.as_deref();
+                let written = self
+                    .durably(message.id, started, "sent", || {
+                        messages::mark_sent_noting(&self.pool, message.id, note)
+                    })
+                    .await?;
+                if !written {
                     return Ok(SendOutcome::Superseded);
                 }
                 tracing::info!(
@@ -198,7 +267,7 @@ impl MailProviderService {
                 );
                 Ok(SendOutcome::Sent)
             }
-            Err(error) => self.handle_error(message, &mailbox, error).await,
+            Err(error) => self.handle_error(message, &mailbox, error, started).await,
         }
     }
 
@@ -207,6 +276,7 @@ impl MailProviderService {
         message: &StoredMessage,
         mailbox: &MailboxAddress,
         error: MailError,
+        started: Instant,
     ) -> Result<SendOutcome, StoreError> {
         let now = self.clock.now();
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
@@ -232,7 +302,7 @@ impl MailProviderService {
                 };
                 let until = at(now, retry_after + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
                     .await?;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_DEFERRED,
@@ -250,7 +320,7 @@ impl MailProviderService {
                 let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
                 let until = at(now, wait + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
@@ -270,7 +340,7 @@ impl MailProviderService {
             } => {
                 let until = at(now, retry_after);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
                     .await?;
                 tracing::info!(
                     event = events::MAIL_SEND_UNCONFIRMED,
@@ -287,12 +357,14 @@ impl MailProviderService {
                 let attempts = message.attempts.max(0) as u32;
                 if attempts >= self.settings.max_attempts {
                     let reason = format!("gave up after {attempts} attempts; last error: {why}");
-                    return self.fail(message.id, Some(mailbox), reason).await;
+                    return self
+                        .fail_after(message.id, Some(mailbox), reason, started)
+                        .await;
                 }
                 let wait = backoff(attempts);
                 let until = at(now, wait);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Retry, &error)
+                    .reschedule(message.id, until, Reschedule::Retry, &error, started)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_RETRY_SCHEDULED,
@@ -309,7 +381,7 @@ impl MailProviderService {
             MailError::Permanent { .. }
             | MailError::Unauthorized(_)
             | MailError::Misconfigured(_) => {
-                self.fail(message.id, Some(mailbox), error.to_string())
+                self.fail_after(message.id, Some(mailbox), error.to_string(), started)
                     .await
             }
         }
@@ -321,9 +393,15 @@ impl MailProviderService {
         until: DateTime<Utc>,
         kind: Reschedule,
         error: &MailError,
+        started: Instant,
     ) -> Result<SendOutcome, StoreError> {
         let reason = error.to_string();
-        if !messages::reschedule(&self.pool, id, until, kind, &reason).await? {
+        let written = self
+            .durably(id, started, "rescheduled", || {
+                messages::reschedule(&self.pool, id, until, kind, &reason)
+            })
+            .await?;
+        if !written {
             return Ok(SendOutcome::Superseded);
         }
         Ok(SendOutcome::Deferred { until, reason })
@@ -335,7 +413,22 @@ impl MailProviderService {
         mailbox: Option<&MailboxAddress>,
         reason: String,
     ) -> Result<SendOutcome, StoreError> {
-        if !messages::mark_error(&self.pool, id, &reason).await? {
+        self.fail_after(id, mailbox, reason, Instant::now()).await
+    }
+
+    async fn fail_after(
+        &self,
+        id: Uuid,
+        mailbox: Option<&MailboxAddress>,
+        reason: String,
+        started: Instant,
+    ) -> Result<SendOutcome, StoreError> {
+        let written = self
+            .durably(id, started, "failed", || {
+                messages::mark_error(&self.pool, id, &reason)
+            })
+            .await?;
+        if !written {
             return Ok(SendOutcome::Superseded);
         }
         tracing::error!(
@@ -346,6 +439,25 @@ impl MailProviderService {
             "mail failed permanently"
         );
         Ok(SendOutcome::Failed { reason })
+    }
+}
+
+/// Whether `e` means PostgreSQL could not be reached (worth retrying), not a refused query.
+fn is_connectivity(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(e) => match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            // Class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
+            sqlx::Error::Database(db) => db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+            _ => false,
+        },
+        _ => false,
     }
 }
 

@@ -342,3 +342,55 @@ async fn a_five_megabyte_attachment_arrives_byte_identical_through_an_upload_ses
     );
     assert_eq!(app.sim.drafts()[0].uploaded_attachments, 1);
 }
+
+#[tokio::test]
+async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
+    use crate::support::proxy::Gate;
+    let mut app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
+    app.config.http_timeout = Duration::from_secs(20);
+    let db = &app.db.url;
+    let pg = Gate::closed_to(format!(
+        "{}:{}",
+        db.host_str().unwrap_or("127.0.0.1"),
+        db.port().unwrap_or(5432)
+    ))
+    .await;
+    pg.open(true);
+    let mut through_gate = db.clone();
+    through_gate.set_host(Some("127.0.0.1")).unwrap();
+    through_gate.set_port(Some(pg.addr().port())).unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_millis(500))
+        .connect(through_gate.as_str())
+        .await
+        .unwrap();
+    let service =
+        mail_worker::daemon::build_service(&app.config, pool.clone(), Arc::new(SystemClock))
+            .unwrap();
+    let handler = Handler::new(pool, Arc::clone(&service));
+    // Graph accepts, and answers 1.5 s later; PostgreSQL goes away meanwhile.
+    app.sim
+        .push_script(Target::Global, [ScriptedAnswer::late_after_delivery(1_500)])
+        .unwrap();
+    let id = app.insert(0, 1, "QUEUED").await[0];
+    let worker =
+        tokio::spawn(async move { handler.process(SendMessageJob { message_id: id }).await });
+    wait_until(Duration::from_secs(10), "Graph accepted it", async || {
+        app.sim.messages().len() == 1
+    })
+    .await;
+    pg.cut();
+    wait_until(
+        Duration::from_secs(30),
+        "the SENT write was retried while PostgreSQL was away",
+        async || service.outcome_write_retries() >= 2,
+    )
+    .await;
+    assert_eq!(app.status_of(id).await.0, "SENDING", "not written yet");
+    pg.open(true);
+    let outcome = worker.await.unwrap().unwrap();
+    assert_eq!(outcome, Some(SendOutcome::Sent));
+    assert_eq!(app.status_of(id).await.0, "SENT");
+    assert_eq!(app.sim.messages().len(), 1);
+}
