@@ -28,6 +28,8 @@ pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 /// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
 /// (warn).
 pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
+/// The Graph token endpoint failed transiently; no token request until the pause ends (warn).
+pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";

@@ -353,6 +353,26 @@ impl MailProviderService {
                 );
                 Ok(outcome)
             }
+            MailError::TokenUnavailable {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_GRAPH_THROTTLED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    error = %why,
+                    "Graph token unavailable; mail deferred"
+                );
+                Ok(outcome)
+            }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
                 if attempts >= self.settings.max_attempts {

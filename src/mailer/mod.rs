@@ -187,6 +187,15 @@ pub enum MailError {
     /// The sender's configuration cannot work (unresolvable secret, missing credentials).
     #[error("misconfigured: {0}")]
     Misconfigured(String),
+    /// The token endpoint failed transiently (5xx, network) and is paused for `retry_after`
+    /// (single-flight with backoff): nothing was sent; defer, do not count an attempt.
+    #[error("Graph token unavailable ({why}); retry after {} ms", retry_after.as_millis())]
+    TokenUnavailable {
+        /// The rest of the pause.
+        retry_after: Duration,
+        /// The token endpoint's failure.
+        why: String,
+    },
     /// An earlier attempt's send had an unknown outcome and the check cannot tell yet whether
     /// it went (Graph is eventually consistent): nothing was sent now; check again after
     /// `retry_after`. Not a failure and not an attempt.
@@ -209,6 +218,7 @@ impl MailError {
                 | Self::Transient(_)
                 | Self::OutcomeUnknown(_)
                 | Self::Unconfirmed { .. }
+                | Self::TokenUnavailable { .. }
         )
     }
 
@@ -217,7 +227,9 @@ impl MailError {
         match self {
             Self::RateLimitExceeded { retry_after, .. } => Some(*retry_after),
             Self::Throttled { retry_after } => *retry_after,
-            Self::Unconfirmed { retry_after, .. } => Some(*retry_after),
+            Self::Unconfirmed { retry_after, .. } | Self::TokenUnavailable { retry_after, .. } => {
+                Some(*retry_after)
+            }
             _ => None,
         }
     }

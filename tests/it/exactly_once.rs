@@ -394,3 +394,44 @@ async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
     assert_eq!(app.status_of(id).await.0, "SENT");
     assert_eq!(app.sim.messages().len(), 1);
 }
+
+#[tokio::test]
+async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_deferred() {
+    let app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
+    app.sim
+        .push_token_faults((0..10_000).map(|_| graph_sim::TokenFault::server_error()))
+        .unwrap();
+    let ids = app.insert(0, 20, "QUEUED").await;
+    let handler = handler(&app);
+    let started = std::time::Instant::now();
+    let mut rounds = 0;
+    // Every message asks for a token again and again for 3 s.
+    while started.elapsed() < Duration::from_secs(3) {
+        for id in &ids {
+            let outcome = handler
+                .process(SendMessageJob { message_id: *id })
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                matches!(&outcome, SendOutcome::Deferred { reason, .. } if reason.contains("token unavailable")),
+                "{outcome:?}"
+            );
+            app.requeue(*id).await;
+        }
+        rounds += 1;
+    }
+    let requests = app.sim.token_requests(crate::support::app::CLIENT);
+    assert!(rounds >= 3, "{rounds} rounds of 20 sends");
+    assert!(
+        (1..=3).contains(&requests),
+        "{requests} token requests in 3 s for {} waiting sends (backoff 1-2 s, 2-4 s, …)",
+        rounds * 20
+    );
+    for id in &ids {
+        let (status, attempts, deferrals, _, _) = app.row(*id).await;
+        assert_eq!((status.as_str(), attempts), ("QUEUED", 0), "deferred, no attempt spent");
+        assert!(deferrals >= 3);
+    }
+    assert!(app.sim.messages().is_empty());
+}

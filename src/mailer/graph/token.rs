@@ -1,6 +1,7 @@
 //! Graph access tokens: OAuth2 client credentials (the `oauth2` crate, secret in the request
 //! body as Microsoft documents), cached per app and shared by every mailer of that app,
-//! refreshed ahead of expiry, single-flight, and with a 30 s pause after a refusal.
+//! refreshed ahead of expiry, single-flight, with a 30 s pause after a refusal and a growing,
+//! jittered pause after transient failures (every waiting send is deferred meanwhile).
 //!
 //! Flow: <https://learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow>.
 
@@ -223,6 +224,20 @@ enum TokenState {
 struct Inner {
     state: TokenState,
     generation: u64,
+    /// Transient token-endpoint failures in a row, and until when no new request is made.
+    transient_failures: u32,
+    paused_until: Option<(DateTime<Utc>, String)>,
+}
+
+/// The pause after the `n`th transient token-endpoint failure in a row: 2 s × 2^(n−1), capped
+/// at 60 s, then a uniformly random 50–100 % of that. A token endpoint answering 500 for a minute
+/// gets about 6 requests per app, not one per waiting send.
+pub fn transient_backoff(n: u32) -> Duration {
+    use rand::Rng as _;
+    let base = 2_000u64
+        .saturating_mul(1u64 << n.saturating_sub(1).min(10))
+        .min(60_000);
+    Duration::from_millis(rand::rng().random_range(base / 2..=base))
 }
 
 enum FetchError {
@@ -275,6 +290,8 @@ impl TokenSource {
             inner: Mutex::new(Inner {
                 state: TokenState::Empty,
                 generation: 0,
+                transient_failures: 0,
+                paused_until: None,
             }),
         }
     }
@@ -296,8 +313,23 @@ impl TokenSource {
             TokenState::Refused { error, until } if now < *until => return Err(error.clone()),
             _ => {}
         }
+        if let Some((until, why)) = &inner.paused_until
+            && now < *until
+        {
+            return match &inner.state {
+                TokenState::Valid {
+                    token, expires_at, ..
+                } if now < *expires_at => Ok(token.clone()),
+                _ => Err(MailError::TokenUnavailable {
+                    retry_after: (*until - now).to_std().unwrap_or_default(),
+                    why: why.clone(),
+                }),
+            };
+        }
         match self.fetch().await {
             Ok((value, lifetime)) => {
+                inner.transient_failures = 0;
+                inner.paused_until = None;
                 inner.generation += 1;
                 let token = AccessToken {
                     value,
@@ -332,12 +364,30 @@ impl TokenSource {
                 };
                 Err(error)
             }
-            Err(FetchError::Transient(error)) => match &inner.state {
-                TokenState::Valid {
-                    token, expires_at, ..
-                } if now < *expires_at => Ok(token.clone()),
-                _ => Err(error),
-            },
+            Err(FetchError::Transient(error)) => {
+                inner.transient_failures += 1;
+                let pause = transient_backoff(inner.transient_failures);
+                let why = error.to_string();
+                inner.paused_until = Some((now + chrono_duration(pause), why.clone()));
+                tracing::warn!(
+                    event = events::GRAPH_TOKEN_UNAVAILABLE,
+                    graph.tenant_id = %self.graph_tenant_id,
+                    client_id = %self.client_id,
+                    failures = inner.transient_failures,
+                    pause_ms = pause.as_millis() as u64,
+                    error = %why,
+                    "the token endpoint failed; no new token request during the pause"
+                );
+                match &inner.state {
+                    TokenState::Valid {
+                        token, expires_at, ..
+                    } if now < *expires_at => Ok(token.clone()),
+                    _ => Err(MailError::TokenUnavailable {
+                        retry_after: pause,
+                        why,
+                    }),
+                }
+            }
         }
     }
 
