@@ -209,6 +209,30 @@ pub enum MailError {
 }
 
 impl MailError {
+    /// The same error with `f` applied to every provider-supplied text in it (scrubbing).
+    #[must_use]
+    pub fn map_text(self, f: impl Fn(&str) -> String) -> Self {
+        match self {
+            Self::Transient(t) => Self::Transient(f(&t)),
+            Self::OutcomeUnknown(t) => Self::OutcomeUnknown(f(&t)),
+            Self::Permanent { code, message } => Self::Permanent {
+                code: f(&code),
+                message: f(&message),
+            },
+            Self::Unauthorized(t) => Self::Unauthorized(f(&t)),
+            Self::Misconfigured(t) => Self::Misconfigured(f(&t)),
+            Self::Unconfirmed { retry_after, why } => Self::Unconfirmed {
+                retry_after,
+                why: f(&why),
+            },
+            Self::TokenUnavailable { retry_after, why } => Self::TokenUnavailable {
+                retry_after,
+                why: f(&why),
+            },
+            other @ (Self::RateLimitExceeded { .. } | Self::Throttled { .. }) => other,
+        }
+    }
+
     /// Whether a later attempt may succeed (rate limits, throttling, transient trouble).
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -215,7 +215,11 @@ impl Mailer for SendGridMailer {
             }),
             Err(error) => Err(error),
         };
-        interpret(answer, self.clock.now())
+        interpret(answer, self.clock.now()).map_err(|e| {
+            e.map_text(|t| {
+                crate::mailer::redact::scrub_provider_text_with(t, &[self.api_key.expose_secret()])
+            })
+        })
     }
 }
 

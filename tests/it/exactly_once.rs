@@ -430,7 +430,11 @@ async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_defe
     );
     for id in &ids {
         let (status, attempts, deferrals, _, _) = app.row(*id).await;
-        assert_eq!((status.as_str(), attempts), ("QUEUED", 0), "deferred, no attempt spent");
+        assert_eq!(
+            (status.as_str(), attempts),
+            ("QUEUED", 0),
+            "deferred, no attempt spent"
+        );
         assert!(deferrals >= 3);
     }
     assert!(app.sim.messages().is_empty());

@@ -1022,3 +1022,29 @@ async fn a_message_from_another_mailbox_is_misconfigured_without_a_request() {
     );
     assert_eq!(rig.count(SEND_PATH).await, 0);
 }
+
+#[tokio::test]
+async fn graph_error_bodies_that_echo_the_secret_or_a_token_are_scrubbed() {
+    let jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJncmFwaCJ9.c2lnbmF0dXJlc2ln";
+    for status in [400, 500] {
+        let rig = Rig::new().await;
+        rig.token_endpoint(3599, Duration::ZERO).await;
+        rig.send_answers(
+            graph_error(
+                status,
+                "ErrorInvalidRequest",
+                &format!(
+                    "Request had client_secret={SECRET} and Authorization: Bearer {jwt}; also {jwt}"
+                ),
+            ),
+            1,
+        )
+        .await;
+        let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains(SECRET) && !text.contains(jwt), "{text}");
+        assert!(text.contains("client_secret=***"), "{text}");
+        assert!(text.contains("Bearer ***"), "{text}");
+        assert_clean(&err);
+    }
+}

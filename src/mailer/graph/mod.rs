@@ -369,9 +369,11 @@ impl Mailer for MicrosoftGraphMailer {
     ) -> Result<SendReceipt, MailError> {
         validate_with_attachment_limit(mail, self.max_attachment_bytes())?;
         check_sender(mail, &self.mailbox)?;
-        match self.mode {
+        let result = match self.mode {
             GraphSendMode::SendMail => self.send_mail(mail, attempt).await,
             GraphSendMode::Draft => self.send_draft(mail, attempt).await,
-        }
+        };
+        // Whatever Graph echoed (our secret, a token) never reaches `last_error` or a log line.
+        result.map_err(|e| e.map_text(|t| self.tokens.scrub_known(t)))
     }
 }

@@ -465,6 +465,12 @@ impl TokenSource {
         }
     }
 
+    /// Provider text with credentials and addresses masked and this app's secret (should it
+    /// ever be echoed) removed; for every error text of this app's requests.
+    pub(crate) fn scrub_known(&self, text: &str) -> String {
+        self.scrub(text)
+    }
+
     /// Provider text with addresses masked and the secret (should it ever be echoed) removed.
     fn scrub(&self, text: &str) -> String {
         let secret = self.secret.expose_secret();
