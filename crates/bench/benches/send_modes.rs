@@ -68,7 +68,7 @@ struct Args {
 const TENANT: &str = "contoso.example";
 const CLIENT: &str = "bench-send-modes";
 const SECRET: &str = "bench-secret";
-const TIMEOUT: Duration = Duration::from_millis(1_000);
+const TIMEOUT: Duration = Duration::from_millis(5_000);
 
 #[derive(Debug, Serialize)]
 struct FaultCost {

@@ -166,6 +166,19 @@ impl SimConfig {
         self
     }
 
+    /// Adds an app registration of `tenant_id` that authenticates with the certificate
+    /// `certificate_pem` (no secret).
+    pub fn with_certificate_app(
+        mut self,
+        tenant_id: impl Into<String>,
+        client_id: impl Into<String>,
+        certificate_pem: impl Into<String>,
+    ) -> Self {
+        self.apps
+            .push(SimApp::new(tenant_id, client_id, "").with_certificate(certificate_pem));
+        self
+    }
+
     /// Adds a mailbox.
     pub fn with_mailbox(mut self, mailbox: SimMailbox) -> Self {
         self.mailboxes.push(mailbox);
@@ -298,11 +311,27 @@ pub struct SimApp {
     pub tenant_id: String,
     /// Application (client) id.
     pub client_id: String,
-    /// The secret's value.
+    /// The secret's value (empty for an app with only a certificate).
+    #[serde(default = "empty_secret")]
     pub client_secret: SecretString,
+    /// The app's certificate (PEM): a `client_assertion` signed by its key, with its
+    /// `x5t#S256`, is accepted instead of the secret.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
+}
+
+fn empty_secret() -> SecretString {
+    SecretString::from(String::new())
 }
 
 impl SimApp {
+    /// Registers `certificate_pem` for the app (certificate credentials).
+    #[must_use]
+    pub fn with_certificate(mut self, certificate_pem: impl Into<String>) -> Self {
+        self.client_certificate = Some(certificate_pem.into());
+        self
+    }
+
     /// An app of `tenant_id`.
     pub fn new(
         tenant_id: impl Into<String>,
@@ -313,6 +342,7 @@ impl SimApp {
             tenant_id: tenant_id.into(),
             client_id: client_id.into(),
             client_secret: SecretString::from(client_secret.into()),
+            client_certificate: None,
         }
     }
 }

@@ -84,6 +84,8 @@ pub(crate) struct Inner {
     pub uploads: HashMap<String, Upload>,
     /// Graph requests by route.
     pub requests: BTreeMap<String, u64>,
+    /// `jti`s of the client assertions accepted (a replay is refused).
+    pub assertion_ids: std::collections::HashSet<String>,
 }
 
 impl Inner {

@@ -19,6 +19,7 @@
 //! `retry_after.rs` (`Retry-After` parsing).
 
 mod answer;
+pub mod assertion;
 mod draft;
 mod request;
 pub mod retry_after;

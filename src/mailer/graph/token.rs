@@ -202,7 +202,7 @@ impl GraphTokenCache {
             url,
             self.http.clone(),
             Arc::clone(&self.clock),
-        ));
+        )?);
         apps.insert(key, Arc::downgrade(&source));
         Ok(source)
     }
@@ -252,6 +252,10 @@ enum FetchError {
 /// mutex, held only by the caller that fetches).
 pub struct TokenSource {
     oauth: GraphOAuthClient,
+    /// Set when the app's credential is a certificate: token requests carry a signed
+    /// `client_assertion` instead of the secret.
+    certificate: Option<super::assertion::CertificateCredential>,
+    token_url: Url,
     http: reqwest::Client,
     clock: Arc<dyn Clock>,
     scope: String,
@@ -272,15 +276,36 @@ impl fmt::Debug for TokenSource {
 }
 
 impl TokenSource {
-    fn new(app: GraphApp, token_url: Url, http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
+    fn new(
+        app: GraphApp,
+        token_url: Url,
+        http: reqwest::Client,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, MailError> {
+        let certificate = if super::assertion::is_certificate_bundle(app.client_secret.expose_secret())
+        {
+            Some(
+                super::assertion::CertificateCredential::from_pem(app.client_secret.expose_secret())
+                    .map_err(|e| {
+                        MailError::Misconfigured(format!(
+                            "app {} in tenant {}: {e}",
+                            app.client_id, app.graph_tenant_id
+                        ))
+                    })?,
+            )
+        } else {
+            None
+        };
         let oauth = BasicClient::new(ClientId::new(app.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 app.client_secret.expose_secret().to_owned(),
             ))
             .set_auth_type(AuthType::RequestBody)
-            .set_token_uri(TokenUrl::from_url(token_url));
-        Self {
+            .set_token_uri(TokenUrl::from_url(token_url.clone()));
+        Ok(Self {
             oauth,
+            certificate,
+            token_url,
             http,
             clock,
             scope: app.scope,
@@ -293,7 +318,7 @@ impl TokenSource {
                 transient_failures: 0,
                 paused_until: None,
             }),
-        }
+        })
     }
 
     /// A token valid for at least the refresh margin, fetching one if needed.
@@ -404,6 +429,9 @@ impl TokenSource {
     }
 
     async fn fetch(&self) -> Result<(SecretString, Duration), FetchError> {
+        if let Some(certificate) = &self.certificate {
+            return self.fetch_with_assertion(certificate).await;
+        }
         let answer = self
             .oauth
             .exchange_client_credentials()
@@ -462,6 +490,84 @@ impl TokenSource {
             Err(RequestTokenError::Other(text)) => Err(FetchError::Transient(
                 MailError::Transient(format!("the Graph token endpoint answered badly: {text}")),
             )),
+        }
+    }
+
+    /// The client-credentials request with a certificate: `client_assertion` (RS256, see
+    /// [`super::assertion`]) instead of `client_secret`, the answer mapped like the secret's.
+    async fn fetch_with_assertion(
+        &self,
+        certificate: &super::assertion::CertificateCredential,
+    ) -> Result<(SecretString, Duration), FetchError> {
+        let assertion = certificate
+            .assertion(&self.client_id, self.token_url.as_str(), self.clock.now())
+            .map_err(|e| FetchError::Refused(MailError::Misconfigured(e)))?;
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("client_id", self.client_id.as_str()),
+            ("scope", self.scope.as_str()),
+            ("client_assertion_type", super::assertion::ASSERTION_TYPE),
+            ("client_assertion", assertion.as_str()),
+        ];
+        let response = self
+            .http
+            .post(self.token_url.clone())
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| {
+                FetchError::Transient(MailError::Transient(describe_transport_error(
+                    "the Graph token request",
+                    &e,
+                )))
+            })?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap_or_default();
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            access_token: Option<String>,
+            expires_in: Option<u64>,
+            error: Option<String>,
+            error_description: Option<String>,
+        }
+        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
+            FetchError::Transient(MailError::Transient(format!(
+                "the Graph token endpoint answered HTTP {status} with something that is not a token response ({} bytes)",
+                body.len()
+            )))
+        })?;
+        if (200..300).contains(&status)
+            && let Some(token) = answer.access_token
+        {
+            let lifetime = answer
+                .expires_in
+                .filter(|s| *s > 0)
+                .map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
+            return Ok((SecretString::from(token), lifetime));
+        }
+        let code = answer.error.unwrap_or_else(|| format!("HTTP {status}"));
+        let description = answer
+            .error_description
+            .as_deref()
+            .map(|d| self.scrub(first_line(d)))
+            .unwrap_or_default();
+        let aadsts = aadsts_code(&description);
+        let message = format!(
+            "the token endpoint refused app {} in tenant {} (certificate {}): {code}{}{}",
+            self.client_id,
+            self.graph_tenant_id,
+            certificate.thumbprint(),
+            aadsts.map(|c| format!(" ({c})")).unwrap_or_default(),
+            if description.is_empty() {
+                String::new()
+            } else {
+                format!(": {description}")
+            },
+        );
+        if status >= 500 || code == "temporarily_unavailable" || code == "server_error" {
+            Err(FetchError::Transient(MailError::Transient(message)))
+        } else {
+            Err(FetchError::Refused(MailError::Unauthorized(message)))
         }
     }
 
