@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Secrets may be values or references `env:NAME` / `file:/path`; references are stored as
-//! they are and resolved when a mailer is built.
+//! they are and resolved when a mailer is built. A Graph sender may give `clientCertificate` (a
+//! PEM bundle: private key + certificate, or a reference to one) instead of `clientSecret`.
 
 use std::num::NonZeroU32;
 
@@ -46,8 +47,14 @@ pub struct SystemMailboxEntry {
     pub graph_tenant_id: String,
     /// App (client) id.
     pub client_id: String,
-    /// Secret value or reference.
+    /// Secret value or reference (or give `clientCertificate`).
+    #[serde(default)]
     pub client_secret: String,
+    /// Certificate credential instead of the secret: a PEM bundle (private key + certificate)
+    /// as the value or an `env:`/`file:` reference; stored in the secret column and recognised
+    /// when resolved (`mailer::graph::assertion`). Wins over `clientSecret`.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
     /// Messages per UTC minute override.
     #[serde(default)]
     pub rate_limit_per_minute: Option<u32>,
@@ -75,6 +82,9 @@ pub struct TenantEntry {
     /// Graph: secret value or reference.
     #[serde(default)]
     pub client_secret: Option<String>,
+    /// Graph: certificate credential (PEM bundle or reference) instead of the secret.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
     /// SendGrid: API key or reference.
     #[serde(default)]
     pub sendgrid_api_key: Option<String>,
@@ -148,7 +158,9 @@ fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
                     )?,
                     client_id: required(&Some(m.client_id.clone()), &at, "clientId")?,
                     client_secret: SecretRef::new(required(
-                        &Some(m.client_secret.clone()),
+                        &m.client_certificate
+                            .clone()
+                            .or_else(|| Some(m.client_secret.clone())),
                         &at,
                         "clientSecret",
                     )?),
@@ -179,7 +191,13 @@ fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
                 MailProvider::MicrosoftGraph => TenantTransport::Graph(GraphCredentials {
                     graph_tenant_id: required(&t.graph_tenant_id, &at, "graphTenantId")?,
                     client_id: required(&t.client_id, &at, "clientId")?,
-                    client_secret: SecretRef::new(required(&t.client_secret, &at, "clientSecret")?),
+                    client_secret: SecretRef::new(required(
+                        &t.client_certificate
+                            .clone()
+                            .or_else(|| t.client_secret.clone()),
+                        &at,
+                        "clientSecret",
+                    )?),
                 }),
                 MailProvider::SendGrid => TenantTransport::SendGrid {
                     api_key: SecretRef::new(required(&t.sendgrid_api_key, &at, "sendgridApiKey")?),

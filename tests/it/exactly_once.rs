@@ -439,3 +439,41 @@ async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_defe
     }
     assert!(app.sim.messages().is_empty());
 }
+
+const APP_KEY: &str = include_str!("../fixtures/app-key.pem");
+const APP_CERT: &str = include_str!("../fixtures/app-cert.pem");
+const WRONG_KEY: &str = include_str!("../fixtures/wrong-key.pem");
+
+async fn certificate_app(bundle: &str) -> TestApp {
+    let app = TestApp::builder().sim_certificate(APP_CERT).spawn().await;
+    sqlx::query("UPDATE system_mailboxes SET graph_client_secret = $1")
+        .bind(bundle)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    app
+}
+
+#[tokio::test]
+async fn a_certificate_credential_gets_a_token_the_stand_in_verified() {
+    let app = certificate_app(&format!("{APP_KEY}{APP_CERT}")).await;
+    let id = app.insert(0, 1, "QUEUED").await[0];
+    let outcomes = drive(&app, &handler(&app), id).await;
+    assert_eq!(outcomes, [SendOutcome::Sent]);
+    assert_eq!(app.sim.messages().len(), 1);
+    assert_eq!(app.sim.token_requests(crate::support::app::CLIENT), 1);
+}
+
+#[tokio::test]
+async fn a_certificate_credential_signed_with_the_wrong_key_is_refused_with_the_aadsts_code() {
+    let app = certificate_app(&format!("{WRONG_KEY}{APP_CERT}")).await;
+    let id = app.insert(0, 1, "QUEUED").await[0];
+    let outcomes = drive(&app, &handler(&app), id).await;
+    let [SendOutcome::Failed { reason }] = outcomes.as_slice() else {
+        panic!("{outcomes:?}")
+    };
+    assert!(reason.contains("AADSTS700027"), "{reason}");
+    assert!(!reason.contains("PRIVATE KEY"), "{reason}");
+    assert!(app.sim.messages().is_empty());
+    assert_eq!(app.status_of(id).await.0, "ERROR");
+}

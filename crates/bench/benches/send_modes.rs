@@ -118,15 +118,15 @@ async fn world(args: &Args, mode: GraphSendMode) -> World {
     let mut mailboxes = Vec::new();
     for i in 0..args.mailboxes {
         let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
-        sim_config = sim_config.with_mailbox(SimMailbox::new(address.as_str(), TENANT).with_limits(
-            MailboxLimits {
+        sim_config = sim_config.with_mailbox(
+            SimMailbox::new(address.as_str(), TENANT).with_limits(MailboxLimits {
                 concurrent_requests: 1_000,
                 messages_per_minute: 1_000_000,
                 recipients_per_day: 1_000_000,
                 requests_per_10_minutes: 10_000_000,
                 ..MailboxLimits::default()
-            },
-        ));
+            }),
+        );
         let id = senders::upsert_system_mailbox(
             &pool,
             &address,
@@ -255,7 +255,10 @@ async fn run_mode(args: &Args, mode: GraphSendMode) -> ModeResult {
         faults: Vec::new(),
     };
     let faults = [
-        ("504 after accept", ScriptedAnswer::gateway_timeout_after_delivery()),
+        (
+            "504 after accept",
+            ScriptedAnswer::gateway_timeout_after_delivery(),
+        ),
         ("reset after accept", ScriptedAnswer::reset_after_delivery()),
         (
             "answered after HTTP_TIMEOUT_MS",
@@ -331,7 +334,13 @@ async fn main() -> ExitCode {
         args.messages, args.mailboxes, args.concurrency, args.latency_ms
     );
     support::print_table(
-        &["mode", "delivered", "sends/s", "Graph requests/mail", "token requests"],
+        &[
+            "mode",
+            "delivered",
+            "sends/s",
+            "Graph requests/mail",
+            "token requests",
+        ],
         &rows,
     );
     let mut fault_rows = Vec::new();
@@ -350,10 +359,20 @@ async fn main() -> ExitCode {
     }
     println!();
     support::print_table(
-        &["mode", "fault", "delivered/messages", "attempts/msg", "extra requests/msg"],
+        &[
+            "mode",
+            "fault",
+            "delivered/messages",
+            "attempts/msg",
+            "extra requests/msg",
+        ],
         &fault_rows,
     );
-    let name = if args.smoke { "send_modes-smoke" } else { "send_modes" };
+    let name = if args.smoke {
+        "send_modes-smoke"
+    } else {
+        "send_modes"
+    };
     let path = support::write_json(name, &results);
     println!("\nresults: {}", path.display());
     let lost = results.iter().any(|r| r.delivered != r.messages);

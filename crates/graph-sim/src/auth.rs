@@ -254,7 +254,12 @@ fn check(
 }
 
 fn invalid_client(code: u32, description: impl Into<String>) -> EntraError {
-    EntraError::new(StatusCode::UNAUTHORIZED, "invalid_client", code, description)
+    EntraError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+        code,
+        description,
+    )
 }
 
 /// Verifies a certificate credential's `client_assertion` as Entra ID does
@@ -283,7 +288,10 @@ fn verify_assertion(
     let Some(certificate) = app.client_certificate.as_deref() else {
         return Err(invalid_client(
             700027,
-            format!("Client assertion failed signature validation: no certificate is registered on application '{}'.", app.client_id),
+            format!(
+                "Client assertion failed signature validation: no certificate is registered on application '{}'.",
+                app.client_id
+            ),
         ));
     };
     let header = jsonwebtoken::decode_header(assertion)
@@ -299,8 +307,12 @@ fn verify_assertion(
             ),
         ));
     }
-    let key = DecodingKey::from_rsa_pem(certificate.as_bytes())
-        .map_err(|e| invalid_client(700027, format!("graph-sim cannot read the registered certificate: {e}")))?;
+    let key = DecodingKey::from_rsa_pem(certificate.as_bytes()).map_err(|e| {
+        invalid_client(
+            700027,
+            format!("graph-sim cannot read the registered certificate: {e}"),
+        )
+    })?;
     let audience = format!("{}/{tenant}/oauth2/v2.0/token", state.origin);
     let mut validation = Validation::new(Algorithm::RS256);
     validation.set_audience(&[audience.as_str()]);
@@ -323,7 +335,10 @@ fn verify_assertion(
         })?
         .claims;
     if claims["sub"].as_str() != Some(app.client_id.as_str()) {
-        return Err(invalid_client(700027, "Client assertion sub must be the client id."));
+        return Err(invalid_client(
+            700027,
+            "Client assertion sub must be the client id.",
+        ));
     }
     let (iat, exp) = (claims["iat"].as_i64(), claims["exp"].as_i64());
     let nbf = claims["nbf"].as_i64().or(iat).unwrap_or_default();

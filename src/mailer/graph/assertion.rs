@@ -86,8 +86,9 @@ impl CertificateCredential {
         let key_block = pem_block(pem, "PRIVATE KEY")
             .or_else(|| pem_block(pem, "RSA PRIVATE KEY"))
             .ok_or("the certificate credential has no PRIVATE KEY block")?;
-        let key = EncodingKey::from_rsa_pem(key_block.as_bytes())
-            .map_err(|e| format!("the certificate credential's private key is not an RSA key: {e}"))?;
+        let key = EncodingKey::from_rsa_pem(key_block.as_bytes()).map_err(|e| {
+            format!("the certificate credential's private key is not an RSA key: {e}")
+        })?;
         Ok(Self {
             key,
             x5t_s256: certificate_thumbprint(pem)?,
@@ -155,12 +156,22 @@ mod tests {
         assert_eq!(header["alg"], "RS256");
         assert_eq!(header["typ"], "JWT");
         assert_eq!(header["x5t#S256"], certificate_thumbprint(CERT).unwrap());
-        assert_eq!(header["x5t#S256"].as_str().unwrap().len(), 43, "base64url of 32 bytes");
+        assert_eq!(
+            header["x5t#S256"].as_str().unwrap().len(),
+            43,
+            "base64url of 32 bytes"
+        );
         let claims = part(&a, 1);
         assert_eq!(claims["aud"], url);
-        assert_eq!((claims["iss"].clone(), claims["sub"].clone()), ("app-1".into(), "app-1".into()));
+        assert_eq!(
+            (claims["iss"].clone(), claims["sub"].clone()),
+            ("app-1".into(), "app-1".into())
+        );
         assert_eq!(claims["iat"], 1_796_115_600);
-        assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 300);
+        assert_eq!(
+            claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+            300
+        );
         assert_ne!(claims["jti"], part(&b, 1)["jti"], "a fresh jti each time");
     }
 

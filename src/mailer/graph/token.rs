@@ -282,20 +282,22 @@ impl TokenSource {
         http: reqwest::Client,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, MailError> {
-        let certificate = if super::assertion::is_certificate_bundle(app.client_secret.expose_secret())
-        {
-            Some(
-                super::assertion::CertificateCredential::from_pem(app.client_secret.expose_secret())
+        let certificate =
+            if super::assertion::is_certificate_bundle(app.client_secret.expose_secret()) {
+                Some(
+                    super::assertion::CertificateCredential::from_pem(
+                        app.client_secret.expose_secret(),
+                    )
                     .map_err(|e| {
                         MailError::Misconfigured(format!(
                             "app {} in tenant {}: {e}",
                             app.client_id, app.graph_tenant_id
                         ))
                     })?,
-            )
-        } else {
-            None
-        };
+                )
+            } else {
+                None
+            };
         let oauth = BasicClient::new(ClientId::new(app.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 app.client_secret.expose_secret().to_owned(),
