@@ -53,8 +53,9 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "max_request_bytes": 4194304,        optional; larger sendMail bodies get 413 (bytes)
     "sent_visibility_delay_ms": 0,       optional; a sent copy is visible only this much later
     "apps": [                            Entra ID app registrations (client credentials)
-      { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret" }
-    ],
+      { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret",
+        "client_certificate": "-----BEGIN CERTIFICATE-----…" }   optional: accept a
+    ],                                   client_assertion signed by this certificate's key
     "mailboxes": [
       { "address": "events@contoso.example",   case-insensitive userPrincipalName
         "tenant_id": "contoso.example",        the tenant owning the mailbox
