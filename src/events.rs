@@ -33,7 +33,8 @@ pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";
-/// A `SENDING` row outlived its lease; it is rescheduled (it may have been sent: at-least-once).
+/// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
+/// before it resends (README "Delivery guarantee").
 pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.
 pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";

@@ -69,6 +69,17 @@ pub fn scrub_provider_text_with(text: &str, secrets: &[&str]) -> String {
     scrub_provider_text(&text)
 }
 
+/// `text` with each of `secrets` and every credential-shaped word ([`redact_credentials`])
+/// replaced by `***`, nothing else changed (our own text around a provider's: the sending
+/// mailbox stays readable).
+pub fn redact_secrets(text: &str, secrets: &[&str]) -> String {
+    let mut text = text.to_owned();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        text = text.replace(secret, "***");
+    }
+    redact_credentials(&text)
+}
+
 /// Key names whose value is a credential (`name=value`, `name: value`, `"name":"value"`).
 const SECRET_KEYS: &[&str] = &[
     "client_secret",
@@ -83,6 +94,17 @@ const SECRET_KEYS: &[&str] = &[
     "token",
     "authorization",
 ];
+
+/// Whether `word` (lower case) names a credential: one of [`SECRET_KEYS`], alone or as the last
+/// part of a compound (`graph_client_secret`, `x-api_key`); `InvalidAuthenticationToken` is not.
+fn is_secret_key(word: &str) -> bool {
+    SECRET_KEYS.iter().any(|k| {
+        word == *k
+            || word
+                .strip_suffix(k)
+                .is_some_and(|head| head.ends_with(['_', '-', '.']))
+    })
+}
 
 fn is_credential_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_.~+/=".contains(c)
@@ -127,7 +149,7 @@ pub fn redact_credentials(text: &str) -> String {
         // `key=value` inside one word.
         if let Some((key, value)) = lower.split_once('=')
             && !value.is_empty()
-            && SECRET_KEYS.iter().any(|k| key.ends_with(k))
+            && is_secret_key(key)
         {
             out.push_str(&word[..key.len() + 1]);
             out.push_str("***");
@@ -136,7 +158,7 @@ pub fn redact_credentials(text: &str) -> String {
         out.push_str(&word);
         if lower == "bearer" {
             redact_next = true;
-        } else if SECRET_KEYS.iter().any(|k| lower.ends_with(k)) {
+        } else if is_secret_key(&lower) {
             // `key: value`, `"key":"value"`, `key = value`: the next word, if only separators
             // stand between.
             let mut j = i;
@@ -206,6 +228,11 @@ mod tests {
             scrub_provider_text("The token is expired. Item AAMk1 not found."),
             "The token is expired. Item AAMk1 not found.",
             "prose around the word token stays"
+        );
+        assert_eq!(
+            scrub_provider_text("InvalidAuthenticationToken: Access token validation failure."),
+            "InvalidAuthenticationToken: Access token validation failure.",
+            "an error code ending in Token is not a key"
         );
         let once = scrub_provider_text("Authorization: Bearer abc.def; next word stays");
         assert_eq!(once, "Authorization: Bearer ***; next word stays");

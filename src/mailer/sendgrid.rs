@@ -217,7 +217,7 @@ impl Mailer for SendGridMailer {
         };
         interpret(answer, self.clock.now()).map_err(|e| {
             e.map_text(|t| {
-                crate::mailer::redact::scrub_provider_text_with(t, &[self.api_key.expose_secret()])
+                crate::mailer::redact::redact_secrets(t, &[self.api_key.expose_secret()])
             })
         })
     }

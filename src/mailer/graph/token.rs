@@ -573,10 +573,10 @@ impl TokenSource {
         }
     }
 
-    /// Provider text with credentials and addresses masked and this app's secret (should it
-    /// ever be echoed) removed; for every error text of this app's requests.
+    /// An error text of this app's requests with credentials and this app's secret (should
+    /// Graph ever echo it) replaced by `***`; addresses were masked where Graph's text entered.
     pub(crate) fn scrub_known(&self, text: &str) -> String {
-        self.scrub(text)
+        crate::mailer::redact::redact_secrets(text, &[self.secret.expose_secret()])
     }
 
     /// Provider text with addresses masked and the secret (should it ever be echoed) removed.
