@@ -111,7 +111,8 @@ fn is_credential_char(c: char) -> bool {
 }
 
 /// Replaces credential-shaped words with `***`: a JWT (`eyJ…` with two dots), a SendGrid key
-/// (`SG.…`), the word after `Bearer `, and the value after a [`SECRET_KEYS`] name.
+/// (`SG.…`), the word after `Bearer `, and the value after a credential key name
+/// (`client_secret`, `access_token`, `api_key`, `password`, `token`, …).
 pub fn redact_credentials(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
