@@ -101,6 +101,12 @@ pub struct GraphConfig {
     pub login_base_url: Url,
     /// `GRAPH_SAVE_TO_SENT_ITEMS`, default `true`.
     pub save_to_sent_items: bool,
+    /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (README "Delivery guarantee").
+    pub send_mode: crate::mailer::graph::GraphSendMode,
+    /// `GRAPH_SEND_SETTLE_MS`, default 120000 ms: after a send with an unknown outcome, how
+    /// long a check that finds the message still a draft (or not in Sent Items) is not trusted
+    /// to mean "not sent" (Graph is eventually consistent; Microsoft documents no bound).
+    pub send_settle: Duration,
 }
 
 impl Config {
@@ -189,6 +195,12 @@ impl Config {
                 login_base_url: env
                     .provider_url("GRAPH_LOGIN_BASE_URL", "https://login.microsoftonline.com")?,
                 save_to_sent_items: env.bool("GRAPH_SAVE_TO_SENT_ITEMS", true)?,
+                send_mode: env
+                    .text("GRAPH_SEND_MODE", "draft")?
+                    .trim()
+                    .parse()
+                    .map_err(|e: String| env.error("GRAPH_SEND_MODE", &e))?,
+                send_settle: env.millis("GRAPH_SEND_SETTLE_MS", 120_000)?,
             },
             sendgrid_api_base_url: env
                 .provider_url("SENDGRID_API_BASE_URL", "https://api.sendgrid.com")?,
@@ -262,6 +274,8 @@ impl Config {
             format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
             format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
             format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
+            format!("GRAPH_SEND_MODE={}", self.graph.send_mode),
+            format!("GRAPH_SEND_SETTLE_MS={}", ms(self.graph.send_settle)),
             format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
             format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
             format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),

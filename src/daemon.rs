@@ -71,7 +71,8 @@ pub fn build_stack(
             retry_for: config.retry_for,
         },
     )
-    .with_metrics(Arc::clone(&metrics));
+    .with_metrics(Arc::clone(&metrics))
+    .with_outcome_write_deadline(config.worker.send_lease);
     Ok(Stack {
         service: Arc::new(service),
         limiter,

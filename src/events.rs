@@ -22,6 +22,14 @@ pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
+/// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
+/// later, nothing resent (info).
+pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+/// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
+/// (warn).
+pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
+/// The Graph token endpoint failed transiently; no token request until the pause ends (warn).
+pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
 pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
 pub const MAIL_FAILED: &str = "mail.failed";
@@ -37,7 +45,8 @@ pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 pub const QUEUE_UNAVAILABLE: &str = "queue.unavailable";
 /// The queue worker (re)started after an outage. Info. Fields: `worker`, `after_ms`.
 pub const QUEUE_RESUMED: &str = "queue.resumed";
-/// A `SENDING` row outlived its lease; it is rescheduled (it may have been sent: at-least-once).
+/// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
+/// before it resends (README "Delivery guarantee").
 pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.
 pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";

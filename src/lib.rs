@@ -8,7 +8,9 @@
 //! worker (claim loop → apalis-redis queue → handler)
 //!   → service (MailProviderService: send one message, write the outcome, defer with spread)
 //!     → mailer::factory → mailer::rate_limited ◄── rate_limit (Lua check_and_reserve / release)
-//!       → mailer::graph (OAuth2 + sendMail) | mailer::sendgrid
+//!       → mailer::graph (OAuth2 secret or certificate assertion; GRAPH_SEND_MODE draft:
+//!                        create draft → send, checked before any resend | sendmail)
+//!         | mailer::sendgrid
 //! ```
 //!
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the

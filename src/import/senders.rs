@@ -52,8 +52,14 @@ pub struct SystemMailboxEntry {
     pub graph_tenant_id: String,
     /// App (client) id.
     pub client_id: String,
-    /// Secret value or reference.
+    /// Secret value or reference (or give `clientCertificate`).
+    #[serde(default)]
     pub client_secret: String,
+    /// Certificate credential instead of the secret: a PEM bundle (private key + certificate)
+    /// as the value or an `env:`/`file:` reference; stored in the secret column and recognised
+    /// when resolved (`mailer::graph::assertion`). Wins over `clientSecret`.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
     /// Messages per UTC minute override.
     #[serde(default)]
     pub rate_limit_per_minute: Option<u32>,
@@ -81,6 +87,9 @@ pub struct TenantEntry {
     /// Graph: secret value or reference.
     #[serde(default)]
     pub client_secret: Option<String>,
+    /// Graph: certificate credential (PEM bundle or reference) instead of the secret.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
     /// SendGrid: API key or reference.
     #[serde(default)]
     pub sendgrid_api_key: Option<String>,
@@ -219,6 +228,15 @@ impl Checker {
         }
     }
 
+    /// A Graph app's credential: `clientCertificate` (a PEM bundle or a reference to one)
+    /// when given, else `clientSecret`; either is stored in the secret column.
+    fn credential(&mut self, object: &Map<String, Value>, at: &str) -> Option<SecretRef> {
+        match object.get("clientCertificate") {
+            None | Some(Value::Null) => self.secret(object, at, "clientSecret"),
+            Some(_) => self.secret(object, at, "clientCertificate"),
+        }
+    }
+
     fn limit(
         &mut self,
         object: &Map<String, Value>,
@@ -306,6 +324,7 @@ const MAILBOX_FIELDS: &[&str] = &[
     "graphTenantId",
     "clientId",
     "clientSecret",
+    "clientCertificate",
     "rateLimitPerMinute",
     "rateLimitRecipientsPerDay",
 ];
@@ -316,6 +335,7 @@ const TENANT_FIELDS: &[&str] = &[
     "graphTenantId",
     "clientId",
     "clientSecret",
+    "clientCertificate",
     "sendgridApiKey",
 ];
 
@@ -357,7 +377,7 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
         }
         let graph_tenant_id = check.tenant_id(m, &at);
         let client_id = check.string(m, &at, "clientId", true);
-        let client_secret = check.secret(m, &at, "clientSecret");
+        let client_secret = check.credential(m, &at);
         let per_minute = check.limit(m, &at, "rateLimitPerMinute");
         let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
         if let (
@@ -410,7 +430,7 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
             Some(MailProvider::MicrosoftGraph) => {
                 let graph_tenant_id = check.tenant_id(t, &at);
                 let client_id = check.string(t, &at, "clientId", true);
-                let client_secret = check.secret(t, &at, "clientSecret");
+                let client_secret = check.credential(t, &at);
                 match (graph_tenant_id, client_id, client_secret) {
                     (Some(graph_tenant_id), Some(client_id), Some(client_secret)) => {
                         Some(TenantTransport::Graph(GraphCredentials {

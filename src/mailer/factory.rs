@@ -266,7 +266,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                     self.graph.save_to_sent_items,
                     tokens,
                     Arc::clone(&self.clock),
-                )?;
+                )?
+                .with_mode(self.graph.send_mode, self.graph.send_settle);
                 Ok(Arc::new(
                     RateLimitedGraphMailer::new(
                         Metered::new(graph, PROVIDER_GRAPH, Arc::clone(&self.metrics)),
@@ -311,6 +312,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                 field(self.graph.api_base_url.as_str().as_bytes());
                 field(app.login_base_url.as_str().as_bytes());
                 field(&[u8::from(self.graph.save_to_sent_items)]);
+                field(self.graph.send_mode.as_str().as_bytes());
+                field(&self.graph.send_settle.as_millis().to_be_bytes());
                 field(app.graph_tenant_id.as_bytes());
                 field(app.client_id.as_bytes());
                 field(token::secret_fingerprint(&app.client_secret).as_bytes());
@@ -382,9 +385,34 @@ impl<M: Mailer> Mailer for Metered<M> {
     ) -> Result<crate::mailer::SendReceipt, MailError> {
         let started = std::time::Instant::now();
         let result = self.inner.send(mail).await;
+        self.count(&result, started);
+        result
+    }
+
+    async fn send_with(
+        &self,
+        mail: &crate::domain::OutgoingMail,
+        attempt: &crate::mailer::SendAttempt<'_>,
+    ) -> Result<crate::mailer::SendReceipt, MailError> {
+        let started = std::time::Instant::now();
+        let result = self.inner.send_with(mail, attempt).await;
+        self.count(&result, started);
+        result
+    }
+
+    fn max_attachment_bytes(&self) -> usize {
+        self.inner.max_attachment_bytes()
+    }
+}
+
+impl<M: Mailer> Metered<M> {
+    fn count(
+        &self,
+        result: &Result<crate::mailer::SendReceipt, MailError>,
+        started: std::time::Instant,
+    ) {
         let status = metrics::provider_status(&result.as_ref().map(|_| ()));
         self.metrics
             .provider_request(self.provider, status, started.elapsed());
-        result
     }
 }

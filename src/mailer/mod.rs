@@ -12,6 +12,9 @@ pub mod validate;
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
 use crate::{domain::OutgoingMail, rate_limit::DenyReason};
 
 pub use factory::MailerFactory;
@@ -27,6 +30,103 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// A [`MailError`] that says what to do next.
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError>;
+
+    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and writing
+    /// down, before each step that could deliver, what a later attempt must know
+    /// (`attempt.journal`). Mailers without steps (SendGrid, test doubles) send as [`Self::send`].
+    ///
+    /// # Errors
+    /// As [`Self::send`].
+    async fn send_with(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        let _ = attempt;
+        self.send(mail).await
+    }
+
+    /// The most attachment bytes (before base64) one message may carry through this mailer:
+    /// [`validate::MAX_INLINE_ATTACHMENT_BYTES`] unless it uploads large attachments.
+    fn max_attachment_bytes(&self) -> usize {
+        validate::MAX_INLINE_ATTACHMENT_BYTES
+    }
+}
+
+/// What earlier attempts of one message left on its row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorAttempt {
+    /// Attempts before this one (`attempts - 1`).
+    pub earlier_attempts: u32,
+    /// `messages.graph_draft_id`: the immutable id of the draft created for it.
+    pub graph_draft_id: Option<String>,
+    /// `messages.send_attempted_at`: when a request that could deliver it (sendMail, or the
+    /// draft's `send`) was last written. Set means: an earlier attempt may have delivered it.
+    pub send_attempted_at: Option<DateTime<Utc>>,
+}
+
+/// Where a mailer writes down, before the request, what a later attempt must know. The service
+/// implements it over the message's row.
+#[async_trait::async_trait]
+pub trait SendJournal: Send + Sync {
+    /// The draft `draft_id` now exists for message `id` (stored before it is sent).
+    ///
+    /// # Errors
+    /// A description of the trouble; the mailer then does not send.
+    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String>;
+    /// A request that may deliver message `id` is about to be written.
+    ///
+    /// # Errors
+    /// A description of the trouble; the mailer then does not send.
+    async fn send_attempted(&self, id: Uuid) -> Result<(), String>;
+}
+
+/// A journal that keeps nothing (a first attempt without a row, tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoJournal;
+
+#[async_trait::async_trait]
+impl SendJournal for NoJournal {
+    async fn draft_created(&self, _id: Uuid, _draft_id: &str) -> Result<(), String> {
+        Ok(())
+    }
+    async fn send_attempted(&self, _id: Uuid) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// One attempt's context for [`Mailer::send_with`].
+#[derive(Clone, Copy)]
+pub struct SendAttempt<'a> {
+    /// What earlier attempts left behind.
+    pub prior: &'a PriorAttempt,
+    /// Where to write down what the next attempt must know.
+    pub journal: &'a dyn SendJournal,
+}
+
+impl std::fmt::Debug for SendAttempt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendAttempt")
+            .field("prior", self.prior)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A first attempt with nothing to remember (what [`Mailer::send`] means).
+pub static FIRST_ATTEMPT: PriorAttempt = PriorAttempt {
+    earlier_attempts: 0,
+    graph_draft_id: None,
+    send_attempted_at: None,
+};
+
+impl SendAttempt<'static> {
+    /// A first attempt with nothing to remember.
+    pub fn first() -> Self {
+        Self {
+            prior: &FIRST_ATTEMPT,
+            journal: &NoJournal,
+        }
+    }
 }
 
 /// What the provider told us about an accepted message.
@@ -35,6 +135,12 @@ pub struct SendReceipt {
     /// The provider's id for the message or request (Graph `request-id`, SendGrid
     /// `X-Message-Id`), for support tickets.
     pub provider_id: Option<String>,
+    /// An earlier attempt had delivered it (found by the check after an unknown outcome): this
+    /// attempt sent nothing, so its limiter reservation is given back.
+    pub already_sent: bool,
+    /// What the row's `last_error` should say although it is `SENT` (e.g. `outcome unknown;
+    /// resent`), when the delivery may have been doubled or was confirmed by a check.
+    pub note: Option<String>,
 }
 
 /// Why a send did not happen, phrased as what to do next.
@@ -81,4 +187,49 @@ pub enum MailError {
     /// The sender's configuration cannot work (unresolvable secret, missing credentials).
     #[error("misconfigured: {0}")]
     Misconfigured(String),
+    /// The token endpoint failed transiently (5xx, network) and is paused for `retry_after`
+    /// (single-flight with backoff): nothing was sent; defer, do not count an attempt.
+    #[error("Graph token unavailable ({why}); retry after {} ms", retry_after.as_millis())]
+    TokenUnavailable {
+        /// The rest of the pause.
+        retry_after: Duration,
+        /// The token endpoint's failure.
+        why: String,
+    },
+    /// An earlier attempt's send had an unknown outcome and the check cannot tell yet whether
+    /// it went (Graph is eventually consistent): nothing was sent now; check again after
+    /// `retry_after`. Not a failure and not an attempt.
+    #[error("outcome of an earlier send not confirmed yet ({why}); checking again in {} ms", retry_after.as_millis())]
+    Unconfirmed {
+        /// When to check again.
+        retry_after: Duration,
+        /// What the check saw.
+        why: String,
+    },
+}
+
+impl MailError {
+    /// The same error with `f` applied to every provider-supplied text in it (scrubbing).
+    #[must_use]
+    pub fn map_text(self, f: impl Fn(&str) -> String) -> Self {
+        match self {
+            Self::Transient(t) => Self::Transient(f(&t)),
+            Self::OutcomeUnknown(t) => Self::OutcomeUnknown(f(&t)),
+            Self::Permanent { code, message } => Self::Permanent {
+                code: f(&code),
+                message: f(&message),
+            },
+            Self::Unauthorized(t) => Self::Unauthorized(f(&t)),
+            Self::Misconfigured(t) => Self::Misconfigured(f(&t)),
+            Self::Unconfirmed { retry_after, why } => Self::Unconfirmed {
+                retry_after,
+                why: f(&why),
+            },
+            Self::TokenUnavailable { retry_after, why } => Self::TokenUnavailable {
+                retry_after,
+                why: f(&why),
+            },
+            other @ (Self::RateLimitExceeded { .. } | Self::Throttled { .. }) => other,
+        }
+    }
 }

@@ -8,7 +8,9 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     events,
-    mailer::{MailError, Mailer, SendReceipt, validate::validate},
+    mailer::{
+        MailError, Mailer, SendAttempt, SendReceipt, validate::validate_with_attachment_limit,
+    },
     rate_limit::{Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, TenantBudget},
 };
 
@@ -121,7 +123,25 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
 #[async_trait::async_trait]
 impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        validate(mail)?;
+        self.send_with(mail, &SendAttempt::first()).await
+    }
+
+    fn max_attachment_bytes(&self) -> usize {
+        self.inner.max_attachment_bytes()
+    }
+
+    /// One reservation covers the whole attempt. In `draft` mode an attempt is several Graph
+    /// requests made one after another (check, create, upload, send), so the one in-flight lease
+    /// covers each of them in turn; the message slot and recipients are used only when the send
+    /// step ran: when the check found the message already sent by an earlier attempt
+    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailError::Unconfirmed`]),
+    /// or a create/upload step failed ([`MailError::Transient`]), the budget is given back.
+    async fn send_with(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        validate_with_attachment_limit(mail, self.inner.max_attachment_bytes())?;
         let ask = self.ask(mail);
         let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;
         let reservation = match decision {
@@ -166,8 +186,11 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 });
             }
         };
-        let result = self.inner.send(mail).await;
+        let result = self.inner.send_with(mail, attempt).await;
         match &result {
+            Ok(receipt) if receipt.already_sent => {
+                self.limiter.release(&reservation, Outcome::Unsent).await;
+            }
             Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
                 self.limiter.release(&reservation, Outcome::Done).await;
             }
@@ -315,6 +338,7 @@ pub(crate) mod tests {
             next.unwrap_or_else(|| {
                 Ok(SendReceipt {
                     provider_id: Some("stub".into()),
+                    ..SendReceipt::default()
                 })
             })
         }
@@ -504,6 +528,42 @@ pub(crate) mod tests {
         ));
         assert!(limiter.checks().is_empty());
         assert_eq!(mailer.inner().calls(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_message_found_already_sent_gives_this_attempts_budget_back() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let mailer = wrap(
+            StubMailer::answering(vec![Ok(SendReceipt {
+                already_sent: true,
+                ..SendReceipt::default()
+            })]),
+            &limiter,
+        );
+        assert!(mailer.send(&mail()).await.unwrap().already_sent);
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1);
+        assert_eq!(
+            releases[0].1,
+            Outcome::Unsent,
+            "the earlier attempt's reservation already counted it"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unconfirmed_check_gives_the_budget_back() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let unconfirmed = MailError::Unconfirmed {
+            retry_after: Duration::from_secs(5),
+            why: "still a draft".into(),
+        };
+        let mailer = wrap(
+            StubMailer::answering(vec![Err(unconfirmed.clone())]),
+            &limiter,
+        );
+        assert_eq!(mailer.send(&mail()).await, Err(unconfirmed));
+        assert_eq!(limiter.releases()[0].1, Outcome::Unsent);
+        assert!(limiter.cooldowns.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

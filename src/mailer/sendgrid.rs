@@ -215,7 +215,11 @@ impl Mailer for SendGridMailer {
             }),
             Err(error) => Err(error),
         };
-        interpret(answer, self.clock.now())
+        interpret(answer, self.clock.now()).map_err(|e| {
+            e.map_text(|t| {
+                crate::mailer::redact::redact_secrets(t, &[self.api_key.expose_secret()])
+            })
+        })
     }
 }
 
@@ -253,6 +257,7 @@ pub(crate) fn interpret(
     match status {
         200..=299 => Ok(SendReceipt {
             provider_id: answer.message_id,
+            ..SendReceipt::default()
         }),
         429 => Err(MailError::Throttled {
             retry_after: parse_reset(answer.rate_limit_reset.as_deref(), now),
@@ -357,7 +362,8 @@ mod tests {
         assert_eq!(
             answer(202, None, ""),
             Ok(SendReceipt {
-                provider_id: Some("sg-1".into())
+                provider_id: Some("sg-1".into()),
+                ..SendReceipt::default()
             })
         );
         assert_eq!(

@@ -76,6 +76,18 @@ pub const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
 /// # Errors
 /// The first rule broken, as [`MailError::Permanent`]; addresses in the message are masked.
 pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
+    validate_with_attachment_limit(mail, MAX_INLINE_ATTACHMENT_BYTES)
+}
+
+/// [`validate`] with attachments up to `max_attachment_bytes` in total (the Graph mailer in
+/// `draft` mode uploads large ones: up to 150 MB).
+///
+/// # Errors
+/// As [`validate`].
+pub fn validate_with_attachment_limit(
+    mail: &OutgoingMail,
+    max_attachment_bytes: usize,
+) -> Result<(), MailError> {
     for (field, list) in [("to", &mail.to), ("cc", &mail.cc), ("bcc", &mail.bcc)] {
         for (index, recipient) in list.iter().enumerate() {
             check_recipient(field, index, recipient)?;
@@ -106,15 +118,25 @@ pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
     }
     check_headers(&mail.headers)?;
     let bytes = mail.attachment_bytes();
-    if bytes > MAX_INLINE_ATTACHMENT_BYTES {
+    if bytes > max_attachment_bytes && max_attachment_bytes != MAX_INLINE_ATTACHMENT_BYTES {
         return Err(permanent(
             CODE_ATTACHMENTS_TOO_LARGE,
             format!(
-                "attachments total {bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline because Graph refuses requests over 4 MB and base64 adds a third; larger attachments need upload sessions, which are not supported yet"
+                "attachments total {bytes} bytes; at most {max_attachment_bytes} bytes can be sent through Graph upload sessions"
             ),
         ));
     }
-    if most_request_bytes(mail) > MAX_REQUEST_BYTES {
+    if bytes > max_attachment_bytes {
+        return Err(permanent(
+            CODE_ATTACHMENTS_TOO_LARGE,
+            format!(
+                "attachments total {bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline because Graph refuses requests over 4 MB and base64 adds a third; larger attachments go through upload sessions in GRAPH_SEND_MODE=draft"
+            ),
+        ));
+    }
+    // Attachments beyond the inline limit are uploaded separately (draft mode): the request
+    // that carries the message then holds only its body and headers.
+    if bytes <= MAX_INLINE_ATTACHMENT_BYTES && most_request_bytes(mail) > MAX_REQUEST_BYTES {
         let size = crate::mailer::graph::send_mail_body(mail, true).len();
         if size > MAX_REQUEST_BYTES {
             return Err(permanent(
@@ -468,7 +490,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("3145729 bytes"), "{err}");
         assert!(
             err.to_string()
-                .contains("upload sessions, which are not supported yet"),
+                .contains("upload sessions in GRAPH_SEND_MODE=draft"),
             "{err}"
         );
     }

@@ -124,6 +124,8 @@ pub fn provider_status(result: &Result<(), &MailError>) -> &'static str {
         Err(MailError::Unauthorized(_)) => "unauthorized",
         Err(MailError::Misconfigured(_)) => "misconfigured",
         Err(MailError::RateLimitExceeded { .. }) => "rate_limited",
+        Err(MailError::Unconfirmed { .. }) => "unconfirmed",
+        Err(MailError::TokenUnavailable { .. }) => "transient",
     }
 }
 

@@ -23,7 +23,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
     events,
-    mailer::{MailError, Mailer},
+    mailer::{MailError, Mailer, PriorAttempt, SendAttempt, SendJournal},
     ops::metrics::{Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID, SendResult},
     rate_limit::DenyReason,
     store::{
@@ -119,6 +119,11 @@ pub struct ServiceSettings {
     pub retry_for: Duration,
 }
 
+/// How long the service keeps retrying an outcome write while PostgreSQL is unreachable, unless
+/// [`MailProviderService::with_outcome_write_deadline`] says otherwise: 10 minutes, the default
+/// `SEND_LEASE_MS`.
+pub const DEFAULT_OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(600);
+
 /// Sends claimed messages and records their outcomes.
 pub struct MailProviderService {
     pool: PgPool,
@@ -127,6 +132,8 @@ pub struct MailProviderService {
     settings: ServiceSettings,
     metrics: Arc<Metrics>,
     pauses: SenderPauses,
+    outcome_write_deadline: Duration,
+    outcome_write_retries: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -152,6 +159,64 @@ impl MailProviderService {
             settings,
             metrics: Arc::new(Metrics::new()),
             pauses: SenderPauses::default(),
+            outcome_write_deadline: DEFAULT_OUTCOME_WRITE_DEADLINE,
+            outcome_write_retries: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Retries an outcome write that fails for PostgreSQL connectivity (backoff with jitter,
+    /// 200 ms doubling to 5 s) until `deadline` after the send started — pass `SEND_LEASE_MS`:
+    /// past it, lease recovery takes the row and its next attempt checks Graph before it
+    /// resends (README "Delivery guarantee").
+    #[must_use]
+    pub fn with_outcome_write_deadline(mut self, deadline: Duration) -> Self {
+        self.outcome_write_deadline = deadline;
+        self
+    }
+
+    /// Outcome writes retried so far because PostgreSQL was unreachable.
+    pub fn outcome_write_retries(&self) -> u64 {
+        self.outcome_write_retries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs the outcome write `write` until it succeeds, fails for a reason other than
+    /// connectivity, or the deadline after `started` passes.
+    async fn durably<T, F, Fut>(
+        &self,
+        id: Uuid,
+        started: Instant,
+        what: &str,
+        mut write: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut n = 0u32;
+        loop {
+            match write().await {
+                Err(e)
+                    if is_connectivity(&e) && started.elapsed() < self.outcome_write_deadline =>
+                {
+                    n += 1;
+                    self.outcome_write_retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let base = 200u64.saturating_mul(1 << n.min(5)).min(5_000);
+                    let wait = Duration::from_millis(rand::rng().random_range(base / 2..=base));
+                    tracing::warn!(
+                        event = events::MAIL_OUTCOME_WRITE_RETRY,
+                        message.id = %id,
+                        outcome = what,
+                        retries = n,
+                        backoff_ms = wait.as_millis() as u64,
+                        error = %e,
+                        "PostgreSQL unreachable; retrying the outcome write"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -275,8 +340,18 @@ impl MailProviderService {
             Sender::SystemMailbox(m) => self.mailers.mailer_for_system_mailbox(m).await,
         };
         let started = Instant::now();
+        let prior = PriorAttempt {
+            earlier_attempts: u32::try_from(message.attempts.saturating_sub(1)).unwrap_or(0),
+            graph_draft_id: message.graph_draft_id.clone(),
+            send_attempted_at: message.send_attempted_at,
+        };
+        let journal = RowJournal { pool: &self.pool };
+        let attempt = SendAttempt {
+            prior: &prior,
+            journal: &journal,
+        };
         let result = match mailer {
-            Ok(mailer) => mailer.send(&mail).await,
+            Ok(mailer) => mailer.send_with(&mail, &attempt).await,
             Err(e) => Err(e),
         };
         match &result {
@@ -297,8 +372,14 @@ impl MailProviderService {
             }
         }
         match result {
-            Ok(_) => {
-                if !messages::mark_sent(&self.pool, message.id).await? {
+            Ok(receipt) => {
+                let note = receipt.note.as_deref();
+                let written = self
+                    .durably(message.id, started, "sent", || {
+                        messages::mark_sent_noting(&self.pool, message.id, note)
+                    })
+                    .await?;
+                if !written {
                     return Ok(SendOutcome::Superseded);
                 }
                 self.metrics.send(provider, SendResult::Sent);
@@ -308,13 +389,15 @@ impl MailProviderService {
                     mailbox = %mailbox,
                     recipients = mail.recipient_count(),
                     duration_ms = started.elapsed().as_millis() as u64,
+                    already_sent = receipt.already_sent,
+                    note = receipt.note.as_deref(),
                     "mail sent"
                 );
                 Ok(SendOutcome::Sent)
             }
             Err(error) => {
                 let (outcome, counted) = self
-                    .handle_error(message, &mailbox, sender_id, &fingerprint, error)
+                    .handle_error(message, &mailbox, sender_id, &fingerprint, error, started)
                     .await?;
                 self.count(provider, &outcome, counted);
                 Ok(outcome)
@@ -343,6 +426,7 @@ impl MailProviderService {
         sender_id: Uuid,
         fingerprint: &str,
         error: MailError,
+        started: Instant,
     ) -> Result<(SendOutcome, SendResult), StoreError> {
         let now = self.clock.now();
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
@@ -368,7 +452,7 @@ impl MailProviderService {
                 };
                 let until = at(now, retry_after + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
                     .await?;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_DEFERRED,
@@ -386,7 +470,7 @@ impl MailProviderService {
                 let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
                 let until = at(now, wait + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
@@ -399,6 +483,45 @@ impl MailProviderService {
                     "provider throttled; mail deferred"
                 );
                 Ok((outcome, SendResult::Throttled))
+            }
+            MailError::Unconfirmed {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .await?;
+                tracing::info!(
+                    event = events::MAIL_SEND_UNCONFIRMED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    why = %why,
+                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
+                );
+                Ok((outcome, SendResult::Deferred))
+            }
+            MailError::TokenUnavailable {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_GRAPH_THROTTLED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    error = %why,
+                    "Graph token unavailable; mail deferred"
+                );
+                Ok((outcome, SendResult::Deferred))
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
@@ -416,7 +539,9 @@ impl MailProviderService {
                             human(age)
                         )
                     };
-                    let outcome = self.fail(message.id, Some(mailbox), reason).await?;
+                    let outcome = self
+                        .fail_after(message.id, Some(mailbox), reason, started)
+                        .await?;
                     return Ok((outcome, SendResult::Failed));
                 }
                 // Backoff capped at 15 min, and never past the give-up time (so the last try
@@ -425,7 +550,7 @@ impl MailProviderService {
                 let wait = backoff(attempts).min(left.max(Duration::from_secs(1)));
                 let until = at(now, wait);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Retry, &error)
+                    .reschedule(message.id, until, Reschedule::Retry, &error, started)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_RETRY_SCHEDULED,
@@ -468,7 +593,7 @@ impl MailProviderService {
             }
             MailError::Permanent { .. } => {
                 let outcome = self
-                    .fail(message.id, Some(mailbox), error.to_string())
+                    .fail_after(message.id, Some(mailbox), error.to_string(), started)
                     .await?;
                 Ok((outcome, SendResult::Failed))
             }
@@ -494,9 +619,15 @@ impl MailProviderService {
         until: DateTime<Utc>,
         kind: Reschedule,
         error: &MailError,
+        started: Instant,
     ) -> Result<SendOutcome, StoreError> {
         let reason = error.to_string();
-        if !messages::reschedule(&self.pool, id, until, kind, &reason).await? {
+        let written = self
+            .durably(id, started, "rescheduled", || {
+                messages::reschedule(&self.pool, id, until, kind, &reason)
+            })
+            .await?;
+        if !written {
             return Ok(SendOutcome::Superseded);
         }
         Ok(SendOutcome::Deferred { until, reason })
@@ -508,7 +639,22 @@ impl MailProviderService {
         mailbox: Option<&MailboxAddress>,
         reason: String,
     ) -> Result<SendOutcome, StoreError> {
-        if !messages::mark_error(&self.pool, id, &reason).await? {
+        self.fail_after(id, mailbox, reason, Instant::now()).await
+    }
+
+    async fn fail_after(
+        &self,
+        id: Uuid,
+        mailbox: Option<&MailboxAddress>,
+        reason: String,
+        started: Instant,
+    ) -> Result<SendOutcome, StoreError> {
+        let written = self
+            .durably(id, started, "failed", || {
+                messages::mark_error(&self.pool, id, &reason)
+            })
+            .await?;
+        if !written {
             return Ok(SendOutcome::Superseded);
         }
         tracing::error!(
@@ -546,6 +692,45 @@ fn human(d: Duration) -> String {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m {}s", s / 60, s % 60),
         _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Whether `e` means PostgreSQL could not be reached (worth retrying), not a refused query.
+fn is_connectivity(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(e) => match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            // Class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
+            sqlx::Error::Database(db) => db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The message row as the mailer's [`SendJournal`]: what an attempt must leave for the next.
+struct RowJournal<'a> {
+    pool: &'a PgPool,
+}
+
+#[async_trait::async_trait]
+impl SendJournal for RowJournal<'_> {
+    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String> {
+        messages::record_draft(self.pool, id, draft_id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn send_attempted(&self, id: Uuid) -> Result<(), String> {
+        messages::record_send_attempt(self.pool, id)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

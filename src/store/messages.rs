@@ -226,6 +226,10 @@ pub struct StoredMessage {
     pub deferrals: i32,
     /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
     pub first_attempt_at: DateTime<Utc>,
+    /// `graph_draft_id`: the draft created by an earlier attempt, if any.
+    pub graph_draft_id: Option<String>,
+    /// `send_attempted_at`: when an earlier attempt wrote a request that may have delivered it.
+    pub send_attempted_at: Option<DateTime<Utc>>,
 }
 
 impl StoredMessage {
@@ -288,7 +292,8 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
              first_attempt_at = coalesce(first_attempt_at, now()), updated_at = now() \
          WHERE id = $1 \
          RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
-             subject, body_content_type, body, headers, attempts, deferrals, first_attempt_at"
+             subject, body_content_type, body, headers, attempts, deferrals, first_attempt_at, \
+             graph_draft_id, send_attempted_at"
     ))
     .bind(id)
     .fetch_one(&mut *tx)
@@ -337,6 +342,8 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,
         first_attempt_at: row.try_get("first_attempt_at")?,
+        graph_draft_id: row.try_get("graph_draft_id")?,
+        send_attempted_at: row.try_get("send_attempted_at")?,
     }))
 }
 
@@ -345,17 +352,76 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
 /// # Errors
 /// Database errors.
 pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
+    mark_sent_noting(pool, id, None).await
+}
+
+/// `SENDING → SENT` with `last_error = note` (what a person should know although it went, e.g.
+/// `outcome unknown; resent`), `NULL` without one. Returns whether the row was `SENDING`.
+///
+/// # Errors
+/// Database errors.
+pub async fn mark_sent_noting(
+    pool: &PgPool,
+    id: Uuid,
+    note: Option<&str>,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Sent),
-        ", sent_at = now(), last_error = NULL, updated_at = now() \
+        ", sent_at = now(), last_error = $2, updated_at = now() \
+         WHERE id = $1 AND status = ",
+        sql_status!(Sending)
+    ))
+    .bind(id)
+    .bind(note)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Stores the id of the draft created for a `SENDING` message (before it is sent).
+///
+/// # Errors
+/// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
+pub async fn record_draft(pool: &PgPool, id: Uuid, draft_id: &str) -> Result<(), StoreError> {
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET graph_draft_id = $2, updated_at = now() \
+         WHERE id = $1 AND status = ",
+        sql_status!(Sending)
+    ))
+    .bind(id)
+    .bind(draft_id)
+    .execute(pool)
+    .await?;
+    superseded_unless_one(id, done.rows_affected())
+}
+
+/// Stamps `send_attempted_at = now()` on a `SENDING` message: a request that may deliver it is
+/// about to be written.
+///
+/// # Errors
+/// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
+pub async fn record_send_attempt(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET send_attempted_at = now(), updated_at = now() \
          WHERE id = $1 AND status = ",
         sql_status!(Sending)
     ))
     .bind(id)
     .execute(pool)
     .await?;
-    Ok(done.rows_affected() == 1)
+    superseded_unless_one(id, done.rows_affected())
+}
+
+fn superseded_unless_one(id: Uuid, rows: u64) -> Result<(), StoreError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::BadRow {
+            table: "messages",
+            problem: format!("message {id} is no longer SENDING"),
+        })
+    }
 }
 
 /// `SENDING → ERROR` with `last_error`. Returns whether the row was `SENDING`.
@@ -425,11 +491,13 @@ pub async fn reschedule(
 /// # Errors
 /// Database errors.
 pub async fn resume_paused(pool: &PgPool, sender: Uuid, prefix: &str) -> Result<u64, StoreError> {
-    let done = sqlx::query(
+    let done = sqlx::query(concat!(
         "UPDATE messages SET scheduled_on = now(), updated_at = now() \
-         WHERE status = 'SCHEDULED' AND coalesce(system_mailbox_id, tenant_id) = $1 \
-           AND starts_with(coalesce(last_error, ''), $2) AND scheduled_on > now()",
-    )
+         WHERE status = ",
+        sql_status!(Scheduled),
+        " AND coalesce(system_mailbox_id, tenant_id) = $1 \
+           AND starts_with(coalesce(last_error, ''), $2) AND scheduled_on > now()"
+    ))
     .bind(sender)
     .bind(prefix)
     .execute(pool)
@@ -466,7 +534,8 @@ pub async fn recover_stale_queued(pool: &PgPool, lease: Duration) -> Result<Vec<
 }
 
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
-/// back to `SCHEDULED`, due now. Delivery is at-least-once: such a message may be sent twice.
+/// back to `SCHEDULED`, due now. Their next attempt sees `graph_draft_id` /
+/// `send_attempted_at` and checks Graph before it sends again (README "Delivery guarantee").
 /// Returns their ids.
 ///
 /// # Errors

@@ -67,6 +67,8 @@ fn config_for(server: &MockServer, extra: &[(&str, String)]) -> Config {
         ("GRAPH_LOGIN_BASE_URL".to_owned(), server.uri()),
         ("SENDGRID_API_BASE_URL".to_owned(), server.uri()),
         ("HTTP_TIMEOUT_MS".to_owned(), "5000".to_owned()),
+        // These tests pin sendMail's answer mapping; the draft flow is in `exactly_once.rs`.
+        ("GRAPH_SEND_MODE".to_owned(), "sendmail".to_owned()),
     ]);
     for (k, v) in extra {
         vars.insert((*k).to_owned(), v.clone());
@@ -275,6 +277,7 @@ async fn graph_202_is_sent_once_with_the_documented_request_shape() {
                 "body": {"contentType": "HTML", "content": "<p>Welcome</p>"},
                 "toRecipients": [{"emailAddress": {"address": RECIPIENT, "name": "Lotte Jansen"}}],
                 "internetMessageHeaders": [{"name": "x-campaign-id", "value": "42"}],
+                "internetMessageId": format!("<{}@contoso.example>", m.id),
                 "attachments": [{
                     "@odata.type": "#microsoft.graph.fileAttachment",
                     "name": "invite.ics",
@@ -1018,4 +1021,30 @@ async fn a_message_from_another_mailbox_is_misconfigured_without_a_request() {
         )
     );
     assert_eq!(rig.count(SEND_PATH).await, 0);
+}
+
+#[tokio::test]
+async fn graph_error_bodies_that_echo_the_secret_or_a_token_are_scrubbed() {
+    let jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJncmFwaCJ9.c2lnbmF0dXJlc2ln";
+    for status in [400, 500] {
+        let rig = Rig::new().await;
+        rig.token_endpoint(3599, Duration::ZERO).await;
+        rig.send_answers(
+            graph_error(
+                status,
+                "ErrorInvalidRequest",
+                &format!(
+                    "Request had client_secret={SECRET} and Authorization: Bearer {jwt}; also {jwt}"
+                ),
+            ),
+            1,
+        )
+        .await;
+        let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains(SECRET) && !text.contains(jwt), "{text}");
+        assert!(text.contains("client_secret=***"), "{text}");
+        assert!(text.contains("Bearer ***"), "{text}");
+        assert_clean(&err);
+    }
 }

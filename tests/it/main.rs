@@ -6,6 +6,7 @@ mod budgets;
 mod cli;
 mod daemon;
 mod deploy;
+mod exactly_once;
 mod import;
 mod mailer;
 mod ops;

@@ -11,6 +11,7 @@ pub fn demo_senders() -> SendersFile {
         graph_tenant_id: "contoso.example".into(),
         client_id: "11111111-1111-4111-8111-111111111111".into(),
         client_secret: "env:DEMO_CONTOSO_GRAPH_SECRET".into(),
+        client_certificate: None,
         rate_limit_per_minute: per_minute,
         rate_limit_recipients_per_day: None,
     };

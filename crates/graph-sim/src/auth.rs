@@ -232,6 +232,139 @@ fn check(
             ),
         ));
     };
+    if let Some(assertion) = form.get("client_assertion") {
+        verify_assertion(state, tenant, app, form, assertion)?;
+    } else {
+        check_secret(app, client_id, secret)?;
+    }
+    let Some(scope) = form.get("scope").filter(|s| !s.trim().is_empty()) else {
+        return Err(missing_parameter("scope"));
+    };
+    if !scope_accepted(scope.trim(), &state.origin, host) {
+        return Err(EntraError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_scope",
+            70011,
+            format!(
+                "The provided value for the input parameter 'scope' is not valid. The scope {scope} is not valid."
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn invalid_client(code: u32, description: impl Into<String>) -> EntraError {
+    EntraError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+        code,
+        description,
+    )
+}
+
+/// Verifies a certificate credential's `client_assertion` as Entra ID does
+/// (<https://learn.microsoft.com/entra/identity-platform/certificate-credentials>): RS256 signed
+/// by the key of the app's registered certificate, `x5t#S256` naming that certificate, `aud` the
+/// token endpoint, `iss` = `sub` = the client id, not expired, at most 10 minutes of validity, a
+/// `jti` not seen before. Codes: AADSTS700027 (bad signature or unknown certificate),
+/// AADSTS700024 (expired), AADSTS700023 (bad audience), AADSTS700021 (bad assertion type),
+/// AADSTS7000215-like mix-ups are left to the secret path.
+fn verify_assertion(
+    state: &SimState,
+    tenant: &str,
+    app: &super::config::SimApp,
+    form: &HashMap<String, String>,
+    assertion: &str,
+) -> Result<(), EntraError> {
+    use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+    if form.get("client_assertion_type").map(String::as_str)
+        != Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+    {
+        return Err(invalid_client(
+            700021,
+            "Client assertion type is invalid. The client assertion type must be 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer'.",
+        ));
+    }
+    let Some(certificate) = app.client_certificate.as_deref() else {
+        return Err(invalid_client(
+            700027,
+            format!(
+                "Client assertion failed signature validation: no certificate is registered on application '{}'.",
+                app.client_id
+            ),
+        ));
+    };
+    let header = jsonwebtoken::decode_header(assertion)
+        .map_err(|_| invalid_client(700027, "Client assertion is not a valid JWT."))?;
+    let thumbprint = mail_worker::mailer::graph::assertion::certificate_thumbprint(certificate)
+        .map_err(|e| invalid_client(700027, e))?;
+    if header.alg != Algorithm::RS256 || header.x5t_s256.as_deref() != Some(thumbprint.as_str()) {
+        return Err(invalid_client(
+            700027,
+            format!(
+                "Client assertion failed signature validation: the certificate with identifier used to sign the client assertion is not registered on application '{}'.",
+                app.client_id
+            ),
+        ));
+    }
+    let key = DecodingKey::from_rsa_pem(certificate.as_bytes()).map_err(|e| {
+        invalid_client(
+            700027,
+            format!("graph-sim cannot read the registered certificate: {e}"),
+        )
+    })?;
+    let audience = format!("{}/{tenant}/oauth2/v2.0/token", state.origin);
+    let mut validation = Validation::new(Algorithm::RS256);
+    validation.set_audience(&[audience.as_str()]);
+    validation.set_issuer(&[app.client_id.as_str()]);
+    validation.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
+    validation.leeway = 0;
+    let claims = jsonwebtoken::decode::<serde_json::Value>(assertion, &key, &validation)
+        .map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                invalid_client(700024, "Client assertion is not within its valid time range.")
+            }
+            jsonwebtoken::errors::ErrorKind::InvalidAudience => invalid_client(
+                700023,
+                format!("Client assertion audience claim does not match Realm issuer. Expected {audience}."),
+            ),
+            _ => invalid_client(
+                700027,
+                format!("Client assertion failed signature validation ({e})."),
+            ),
+        })?
+        .claims;
+    if claims["sub"].as_str() != Some(app.client_id.as_str()) {
+        return Err(invalid_client(
+            700027,
+            "Client assertion sub must be the client id.",
+        ));
+    }
+    let (iat, exp) = (claims["iat"].as_i64(), claims["exp"].as_i64());
+    let nbf = claims["nbf"].as_i64().or(iat).unwrap_or_default();
+    if exp.is_none_or(|exp| exp - nbf > 600) {
+        return Err(invalid_client(
+            700024,
+            "Client assertion is valid for more than 10 minutes.",
+        ));
+    }
+    let Some(jti) = claims["jti"].as_str().filter(|j| !j.is_empty()) else {
+        return Err(invalid_client(700027, "Client assertion has no jti."));
+    };
+    if !state.lock().assertion_ids.insert(jti.to_owned()) {
+        return Err(invalid_client(
+            700025,
+            "Client assertion has been used before (jti replayed).",
+        ));
+    }
+    Ok(())
+}
+
+fn check_secret(
+    app: &super::config::SimApp,
+    client_id: &str,
+    secret: Option<&str>,
+) -> Result<(), EntraError> {
     let Some(secret) = secret else {
         return Err(EntraError::new(
             StatusCode::UNAUTHORIZED,
@@ -247,19 +380,6 @@ fn check(
             7000215,
             format!(
                 "Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, for a secret added to app '{client_id}'."
-            ),
-        ));
-    }
-    let Some(scope) = form.get("scope").filter(|s| !s.trim().is_empty()) else {
-        return Err(missing_parameter("scope"));
-    };
-    if !scope_accepted(scope.trim(), &state.origin, host) {
-        return Err(EntraError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_scope",
-            70011,
-            format!(
-                "The provided value for the input parameter 'scope' is not valid. The scope {scope} is not valid."
             ),
         ));
     }

@@ -51,9 +51,11 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "listen": "127.0.0.1:8025",          optional; --listen wins; default 127.0.0.1:8025
     "token_lifetime_s": 3599,            optional; expires_in of issued tokens (s)
     "max_request_bytes": 4194304,        optional; larger sendMail bodies get 413 (bytes)
+    "sent_visibility_delay_ms": 0,       optional; a sent copy is visible only this much later
     "apps": [                            Entra ID app registrations (client credentials)
-      { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret" }
-    ],
+      { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret",
+        "client_certificate": "-----BEGIN CERTIFICATE-----…" }   optional: accept a
+    ],                                   client_assertion signed by this certificate's key
     "mailboxes": [
       { "address": "events@contoso.example",   case-insensitive userPrincipalName
         "tenant_id": "contoso.example",        the tenant owning the mailbox
@@ -96,6 +98,11 @@ pub struct SimConfig {
     /// The largest sendMail body accepted, in bytes (default 4 MB); larger ones get 413.
     #[serde(default = "default_max_request_bytes")]
     pub max_request_bytes: usize,
+    /// How long after a send its copy becomes visible as sent (`GET` by id shows
+    /// `isDraft: false`, Sent Items lists it), in ms; default 0. Graph is eventually consistent
+    /// here and Microsoft documents no bound.
+    #[serde(default)]
+    pub sent_visibility_delay_ms: u64,
     /// App registrations that may get tokens.
     #[serde(default)]
     pub apps: Vec<SimApp>,
@@ -121,6 +128,7 @@ impl Default for SimConfig {
             listen: None,
             token_lifetime_s: DEFAULT_TOKEN_LIFETIME_S,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            sent_visibility_delay_ms: 0,
             apps: Vec::new(),
             mailboxes: Vec::new(),
             clock: None,
@@ -159,6 +167,19 @@ impl SimConfig {
         self
     }
 
+    /// Adds an app registration of `tenant_id` that authenticates with the certificate
+    /// `certificate_pem` (no secret).
+    pub fn with_certificate_app(
+        mut self,
+        tenant_id: impl Into<String>,
+        client_id: impl Into<String>,
+        certificate_pem: impl Into<String>,
+    ) -> Self {
+        self.apps
+            .push(SimApp::new(tenant_id, client_id, "").with_certificate(certificate_pem));
+        self
+    }
+
     /// Adds a mailbox.
     pub fn with_mailbox(mut self, mailbox: SimMailbox) -> Self {
         self.mailboxes.push(mailbox);
@@ -181,6 +202,12 @@ impl SimConfig {
     /// [`mail_worker::clock::ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Sets how long a sent message stays invisible as sent (eventual consistency).
+    pub fn with_sent_visibility_delay(mut self, delay: Duration) -> Self {
+        self.sent_visibility_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self
     }
 
@@ -285,11 +312,27 @@ pub struct SimApp {
     pub tenant_id: String,
     /// Application (client) id.
     pub client_id: String,
-    /// The secret's value.
+    /// The secret's value (empty for an app with only a certificate).
+    #[serde(default = "empty_secret")]
     pub client_secret: SecretString,
+    /// The app's certificate (PEM): a `client_assertion` signed by its key, with its
+    /// `x5t#S256`, is accepted instead of the secret.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
+}
+
+fn empty_secret() -> SecretString {
+    SecretString::from(String::new())
 }
 
 impl SimApp {
+    /// Registers `certificate_pem` for the app (certificate credentials).
+    #[must_use]
+    pub fn with_certificate(mut self, certificate_pem: impl Into<String>) -> Self {
+        self.client_certificate = Some(certificate_pem.into());
+        self
+    }
+
     /// An app of `tenant_id`.
     pub fn new(
         tenant_id: impl Into<String>,
@@ -300,6 +343,7 @@ impl SimApp {
             tenant_id: tenant_id.into(),
             client_id: client_id.into(),
             client_secret: SecretString::from(client_secret.into()),
+            client_certificate: None,
         }
     }
 }

@@ -95,6 +95,14 @@ pub struct ScriptedAnswer {
     /// Whether the message is processed and recorded before this answer is given.
     #[serde(default)]
     pub deliver: bool,
+    /// After recording (with `deliver`), close the connection without any answer (the client
+    /// sees a reset / "connection closed before message completed").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+    /// Wait this many ms before answering: after recording with `deliver` ("accepted, answered
+    /// late", past the client's timeout), or instead of delivering without it (a hang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_ms: Option<u64>,
 }
 
 impl ScriptedAnswer {
@@ -106,6 +114,52 @@ impl ScriptedAnswer {
             message: None,
             retry_after: None,
             deliver: false,
+            reset: false,
+            late_ms: None,
+        }
+    }
+
+    /// Records the message as delivered, then resets the connection without an answer.
+    pub fn reset_after_delivery() -> Self {
+        Self {
+            reset: true,
+            ..Self::status(202).delivering()
+        }
+    }
+
+    /// Records the message as delivered, then answers `202` only after `late_ms` (past the
+    /// client's timeout).
+    pub fn late_after_delivery(late_ms: u64) -> Self {
+        Self {
+            late_ms: Some(late_ms),
+            ..Self::status(202).delivering()
+        }
+    }
+
+    /// `503` with this `Retry-After` after recording the message as delivered.
+    pub fn unavailable_after_delivery(retry_after: impl Into<String>) -> Self {
+        Self::status(503).with_retry_after(retry_after).delivering()
+    }
+
+    /// Hangs for `ms` without delivering, then answers `504` (a request a killed client never
+    /// sees answered).
+    pub fn hang_without_delivery(ms: u64) -> Self {
+        Self {
+            late_ms: Some(ms),
+            ..Self::status(504)
+        }
+    }
+
+    /// How graph-sim records this answer's fault on a delivered message.
+    pub(crate) fn fault_label(&self) -> Option<String> {
+        if self.reset {
+            Some("reset".into())
+        } else if let Some(ms) = self.late_ms {
+            Some(format!("late {ms} ms"))
+        } else if (200..300).contains(&self.status) && self.retry_after.is_none() {
+            None
+        } else {
+            Some(format!("status {}", self.status))
         }
     }
 

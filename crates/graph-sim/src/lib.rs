@@ -33,6 +33,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod drafts;
 pub mod faults;
 pub mod limits;
 pub mod records;
@@ -58,8 +59,8 @@ pub use config::{
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
-    MailboxStats, RecordedHeader, RecordedMessage, RecordedRefusal, RefusalCause, RefusedCounts,
-    SimStats,
+    MailboxStats, RecordedAttachment, RecordedHeader, RecordedMessage, RecordedRefusal,
+    RefusalCause, RefusedCounts, SimDraft, SimStats,
 };
 
 use server::SimState;
@@ -197,6 +198,11 @@ impl GraphSim {
     /// Every message accepted so far, oldest first.
     pub fn messages(&self) -> Vec<RecordedMessage> {
         self.state.messages()
+    }
+
+    /// Every draft created so far (`POST /users/{id}/messages`), with its send count.
+    pub fn drafts(&self) -> Vec<SimDraft> {
+        self.state.drafts()
     }
 
     /// Every throttling refusal (`429` for concurrency, request quota, day or minute) so far,

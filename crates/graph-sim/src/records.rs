@@ -65,6 +65,64 @@ pub struct RecordedMessage {
     /// `messages.id` there, so duplicates can be found by message id).
     #[serde(default)]
     pub client_request_id: Option<String>,
+    /// `message.internetMessageId` as the client set it (sendMail or the draft), if any.
+    #[serde(default)]
+    pub internet_message_id: Option<String>,
+    /// How it was sent: `sendMail`, or `draft` (`POST /messages/{id}/send`).
+    #[serde(default)]
+    pub via: String,
+    /// The draft's id, for a draft send.
+    #[serde(default)]
+    pub draft_id: Option<String>,
+    /// The fault injected after the message was accepted: `None`, or `status <n>`, `reset`,
+    /// `late <ms> ms` (a scripted delivering answer).
+    #[serde(default)]
+    pub fault: Option<String>,
+    /// Every file attachment (inline or uploaded through an upload session), in order.
+    #[serde(default)]
+    pub attachments: Vec<RecordedAttachment>,
+}
+
+/// One file attachment as graph-sim received it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedAttachment {
+    /// Its `name`.
+    pub name: String,
+    /// Decoded bytes.
+    pub bytes: usize,
+    /// SHA-256 of the decoded bytes, lower-case hex.
+    pub sha256: String,
+}
+
+impl RecordedAttachment {
+    /// The record of `content` named `name`.
+    pub fn of(name: impl Into<String>, content: &[u8]) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(content);
+        Self {
+            name: name.into(),
+            bytes: content.len(),
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+/// One draft graph-sim holds (`POST /users/{id}/messages`), as [`crate::GraphSim::drafts`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimDraft {
+    /// Its current id (immutable when created with `Prefer: IdType="ImmutableId"`; otherwise a
+    /// new id once it moved to Sent Items).
+    pub id: String,
+    /// The mailbox (lower-case address).
+    pub mailbox: String,
+    /// Its `internetMessageId`.
+    pub internet_message_id: String,
+    /// Whether it was created with `Prefer: IdType="ImmutableId"`.
+    pub immutable_id: bool,
+    /// How many times `send` delivered it (more than 1 is a duplicate).
+    pub sends: u32,
+    /// Attachments added through upload sessions.
+    pub uploaded_attachments: u32,
 }
 
 impl RecordedMessage {
@@ -204,6 +262,10 @@ pub struct SimStats {
     pub token_requests: BTreeMap<String, u64>,
     /// sendMail requests for a mailbox that does not exist.
     pub unknown_mailbox_requests: u64,
+    /// Graph requests by route (`sendMail`, `createDraft`, `send`, `getMessage`,
+    /// `listMessages`, `createUploadSession`, `uploadChunk`), every answer counted.
+    #[serde(default)]
+    pub requests: BTreeMap<String, u64>,
 }
 
 impl SimStats {
@@ -212,6 +274,11 @@ impl SimStats {
         self.mailboxes
             .iter()
             .find(|m| m.mailbox.eq_ignore_ascii_case(address))
+    }
+
+    /// Graph requests of every route together.
+    pub fn total_requests(&self) -> u64 {
+        self.requests.values().sum()
     }
 
     /// Messages accepted across all mailboxes.

@@ -32,7 +32,7 @@ use axum::{
     body::Body,
     extract::{Path, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
-    response::Response,
+    response::{IntoResponse, Response},
 };
 use uuid::Uuid;
 
@@ -43,14 +43,19 @@ use super::{
     limits::{SendVerdict, retry_after_secs},
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     server::SimState,
-    validate::parse_send_mail,
+    validate::{ParsedMessage, parse_send_mail},
     wire::{self, GraphError, RequestIds},
 };
 use mail_worker::events;
 
 /// How the request ends.
-enum Reply {
+pub(crate) enum Reply {
     Error(GraphError),
+    /// A JSON answer (a created draft, a message, a list, an upload session).
+    Json {
+        status: StatusCode,
+        body: serde_json::Value,
+    },
     Success {
         status: StatusCode,
         retry_after: Option<String>,
@@ -59,10 +64,10 @@ enum Reply {
 
 /// What the log line says about the request.
 #[derive(Default)]
-struct Seen {
-    mailbox: Option<String>,
-    client_id: Option<String>,
-    recipients: Option<u32>,
+pub(crate) struct Seen {
+    pub mailbox: Option<String>,
+    pub client_id: Option<String>,
+    pub recipients: Option<u32>,
 }
 
 /// Gives back a concurrency slot when the request ends, however it ends (also when the client
@@ -92,6 +97,7 @@ pub(crate) async fn send_mail(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    count(&state, "sendMail");
     let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(&headers);
     let mut seen = Seen::default();
@@ -113,16 +119,35 @@ pub(crate) async fn send_mail(
             format!("Resource not found for the segment '{action}'."),
         ))
     };
+    finish(&state, "sendMail", reply, &ids, &seen, started)
+}
+
+/// Counts a request under `route` when it arrives (a request whose client goes away, or that
+/// is reset, is counted too).
+pub(crate) fn count(state: &SimState, route: &str) {
+    *state.lock().requests.entry(route.to_owned()).or_default() += 1;
+}
+
+/// Logs the answer (`sim.request`) and turns it into a response.
+pub(crate) fn finish(
+    state: &SimState,
+    route: &str,
+    reply: Reply,
+    ids: &RequestIds,
+    seen: &Seen,
+    started: Instant,
+) -> Response {
     let (status, code, retry_after) = match &reply {
         Reply::Error(e) => (e.status, Some(e.code.clone()), e.retry_after.clone()),
         Reply::Success {
             status,
             retry_after,
         } => (*status, None, retry_after.clone()),
+        Reply::Json { status, .. } => (*status, None, None),
     };
     tracing::info!(
         event = events::SIM_REQUEST,
-        sim.route = "sendMail",
+        sim.route = route,
         mailbox = seen.mailbox.as_deref().unwrap_or("unknown"),
         client_id = seen.client_id.as_deref().unwrap_or(""),
         http.status = status.as_u16(),
@@ -131,16 +156,21 @@ pub(crate) async fn send_mail(
         recipients = seen.recipients.unwrap_or(0),
         request_id = %ids.request_id,
         duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "graph-sim answered sendMail"
+        "graph-sim answered a Graph request"
     );
     match reply {
         Reply::Success {
             status,
             retry_after,
-        } => wire::accepted(status, &ids, retry_after.as_deref()),
+        } => wire::accepted(status, ids, retry_after.as_deref()),
+        Reply::Json { status, body } => {
+            let mut response = (status, axum::Json(body)).into_response();
+            wire::graph_headers(response.headers_mut(), ids, None);
+            response
+        }
         Reply::Error(e) => {
             let unauthorized = e.status == StatusCode::UNAUTHORIZED;
-            let mut response = e.into_response(&ids, state.now());
+            let mut response = e.into_response(ids, state.now());
             if unauthorized {
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
@@ -172,7 +202,7 @@ fn scripted_error(answer: &ScriptedAnswer) -> GraphError {
     }
 }
 
-fn scripted_reply(answer: &ScriptedAnswer) -> Reply {
+pub(crate) fn scripted_reply(answer: &ScriptedAnswer) -> Reply {
     if (200..300).contains(&answer.status) {
         Reply::Success {
             status: StatusCode::from_u16(answer.status).unwrap_or(StatusCode::ACCEPTED),
@@ -183,15 +213,42 @@ fn scripted_reply(answer: &ScriptedAnswer) -> Reply {
     }
 }
 
-async fn process(
+/// A request that got past authentication, mailbox lookup, the per-app-and-mailbox concurrency
+/// and request quota and the added latency (steps 1–6); holds its concurrency slot.
+pub(crate) struct Admitted {
+    pub idx: usize,
+    pub client_id: String,
+    pub client_request_id: Option<String>,
+    _slot: Slot,
+}
+
+fn refusal_record(
+    state: &SimState,
+    idx: usize,
+    client_id: &str,
+    client_request_id: Option<&String>,
+    cause: RefusalCause,
+    e: &GraphError,
+) -> RecordedRefusal {
+    let at = state.now();
+    RecordedRefusal {
+        at,
+        at_ms: at.timestamp_millis(),
+        mailbox: state.mailboxes[idx].address.to_string(),
+        client_id: client_id.to_owned(),
+        cause,
+        retry_after_s: e.retry_after.as_deref().and_then(|v| v.parse().ok()),
+        client_request_id: client_request_id.cloned(),
+    }
+}
+
+/// Steps 1–6 of the module doc, shared by every Graph route of a mailbox.
+pub(crate) async fn admit(
     state: &Arc<SimState>,
     user: &str,
     headers: &HeaderMap,
-    body: Body,
-    ids: &RequestIds,
-    arrived_at_ms: i64,
     seen: &mut Seen,
-) -> Reply {
+) -> Result<Admitted, GraphError> {
     let idx = state.resolve_mailbox(user);
     let owner = match authenticate(state, headers, state.now()) {
         Ok(owner) => owner,
@@ -199,13 +256,13 @@ async fn process(
             if let Some(i) = idx {
                 state.lock().boxes[i].refused.auth += 1;
             }
-            return Reply::Error(e);
+            return Err(e);
         }
     };
     seen.client_id = Some(owner.client_id.clone());
     let Some(idx) = idx else {
         state.lock().unknown_mailbox_requests += 1;
-        return Reply::Error(GraphError::new(
+        return Err(GraphError::new(
             StatusCode::NOT_FOUND,
             "ErrorInvalidUser",
             format!("The requested user '{user}' is invalid."),
@@ -218,7 +275,7 @@ async fn process(
         && (mailbox.apps.is_empty() || mailbox.apps.contains(&owner.client_id));
     if !allowed {
         state.lock().boxes[idx].refused.auth += 1;
-        return Reply::Error(GraphError::new(
+        return Err(GraphError::new(
             StatusCode::FORBIDDEN,
             "ErrorAccessDenied",
             "Access is denied. Check credentials and try again.",
@@ -230,21 +287,9 @@ async fn process(
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
-    let refusal = |cause: RefusalCause, e: &GraphError| {
-        let at = state.now();
-        RecordedRefusal {
-            at,
-            at_ms: at.timestamp_millis(),
-            mailbox: mailbox.address.to_string(),
-            client_id: owner.client_id.clone(),
-            cause,
-            retry_after_s: e.retry_after.as_deref().and_then(|v| v.parse().ok()),
-            client_request_id: client_request_id.clone(),
-        }
-    };
 
     // Concurrency slot and request quota, under one lock.
-    let _slot = {
+    let slot = {
         let now_ms = state.now().timestamp_millis();
         let mut inner = state.lock();
         let b = &mut inner.boxes[idx];
@@ -252,8 +297,16 @@ async fn process(
         if mine >= limits.concurrent_requests {
             b.refused.concurrency += 1;
             let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
-            inner.record_refusal(refusal(RefusalCause::Concurrency, &e));
-            return Reply::Error(e);
+            let r = refusal_record(
+                state,
+                idx,
+                &owner.client_id,
+                client_request_id.as_ref(),
+                RefusalCause::Concurrency,
+                &e,
+            );
+            inner.record_refusal(r);
+            return Err(e);
         }
         if let Err(wait_ms) =
             b.windows
@@ -267,8 +320,16 @@ async fn process(
                 ),
                 wait_ms,
             );
-            inner.record_refusal(refusal(RefusalCause::RequestQuota, &e));
-            return Reply::Error(e);
+            let r = refusal_record(
+                state,
+                idx,
+                &owner.client_id,
+                client_request_id.as_ref(),
+                RefusalCause::RequestQuota,
+                &e,
+            );
+            inner.record_refusal(r);
+            return Err(e);
         }
         *b.in_flight.entry(owner.client_id.clone()).or_default() += 1;
         b.in_flight_total += 1;
@@ -290,45 +351,116 @@ async fn process(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    Ok(Admitted {
+        idx,
+        client_id: owner.client_id,
+        client_request_id,
+        _slot: slot,
+    })
+}
 
-    let scripted = {
-        let mut inner = state.lock();
-        let answer = inner.boxes[idx]
-            .script
-            .pop_front()
-            .or_else(|| inner.global_script.pop_front());
-        if answer.is_some() {
-            inner.boxes[idx].scripted_answers += 1;
-        }
-        answer
-    };
-    if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
-        if !(200..300).contains(&answer.status) {
-            state.lock().boxes[idx].refused.scripted += 1;
-        }
-        return scripted_reply(answer);
+/// Step 7: the next scripted answer of the mailbox (or the global one), counted.
+pub(crate) fn next_scripted(state: &SimState, idx: usize) -> Option<ScriptedAnswer> {
+    let mut inner = state.lock();
+    let answer = inner.boxes[idx]
+        .script
+        .pop_front()
+        .or_else(|| inner.global_script.pop_front());
+    if answer.is_some() {
+        inner.boxes[idx].scripted_answers += 1;
     }
+    answer
+}
 
-    let bytes = match read_body(state, headers, body).await {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            state.lock().boxes[idx].refused.validation += 1;
-            return Reply::Error(e);
-        }
-    };
-    let message = match parse_send_mail(&bytes, limits.recipients_per_message) {
-        Ok(m) => m,
-        Err(e) => {
-            state.lock().boxes[idx].refused.validation += 1;
-            return Reply::Error(e);
-        }
-    };
-    let recipients = message.recipient_count();
-    seen.recipients = Some(recipients);
+/// A scripted answer that does not deliver, answered instead of the message (after `late_ms`,
+/// if set: a request that hangs without delivering).
+pub(crate) async fn undelivered(state: &SimState, idx: usize, answer: &ScriptedAnswer) -> Reply {
+    if !(200..300).contains(&answer.status) {
+        state.lock().boxes[idx].refused.scripted += 1;
+    }
+    if let Some(ms) = answer.late_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    scripted_reply(answer)
+}
 
+/// How a message reached [`deliver`].
+pub(crate) struct Delivery<'a> {
+    pub ids: &'a RequestIds,
+    pub arrived_at_ms: i64,
+    pub request_bytes: usize,
+    /// `sendMail` or `draft`.
+    pub via: &'static str,
+    pub draft_id: Option<String>,
+}
+
+/// Steps 9–11: Exchange's sending limits, the record, then the scripted answer's after-accept
+/// fault (`late_ms` sleeps holding the slot; `reset` drops the connection without an answer).
+/// `on_recorded` runs under the lock right after the record (a draft is marked sent there).
+pub(crate) async fn deliver(
+    state: &Arc<SimState>,
+    admitted: &Admitted,
+    message: ParsedMessage,
+    how: Delivery<'_>,
+    scripted: Option<ScriptedAnswer>,
+    on_recorded: impl FnOnce(&mut super::server::Inner, i64) + Send,
+) -> Reply {
     let received_at = state.now();
+    if let Err(e) = record(
+        state,
+        admitted,
+        message,
+        how,
+        scripted.as_ref(),
+        received_at,
+        on_recorded,
+    ) {
+        return Reply::Error(e);
+    }
+    match &scripted {
+        Some(answer) => {
+            if let Some(ms) = answer.late_ms {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            if answer.reset {
+                // Unwinds the connection's task without running the panic hook: hyper drops
+                // the connection, the client reads no answer at all.
+                std::panic::resume_unwind(Box::new("graph-sim: reset after delivery"));
+            }
+            scripted_reply(answer)
+        }
+        None => Reply::Success {
+            status: StatusCode::ACCEPTED,
+            retry_after: None,
+        },
+    }
+}
+
+fn record(
+    state: &Arc<SimState>,
+    admitted: &Admitted,
+    message: ParsedMessage,
+    how: Delivery<'_>,
+    scripted: Option<&ScriptedAnswer>,
+    received_at: chrono::DateTime<chrono::Utc>,
+    on_recorded: impl FnOnce(&mut super::server::Inner, i64),
+) -> Result<(), GraphError> {
+    let idx = admitted.idx;
+    let mailbox = &state.mailboxes[idx];
+    let limits = &mailbox.limits;
+    let recipients = message.recipient_count();
     let now_ms = received_at.timestamp_millis();
     let mut inner = state.lock();
+    let refusal = |cause, e: &GraphError| {
+        refusal_record(
+            state,
+            idx,
+            &admitted.client_id,
+            admitted.client_request_id.as_ref(),
+            cause,
+            e,
+        )
+    };
     let verdict = inner.boxes[idx]
         .windows
         .check_send(now_ms, recipients, limits);
@@ -348,8 +480,9 @@ async fn process(
             if let Some(ms) = retry_after_ms {
                 e = e.with_retry_after_secs(retry_after_secs(ms));
             }
-            inner.record_refusal(refusal(RefusalCause::Day, &e));
-            return Reply::Error(e);
+            let r = refusal(RefusalCause::Day, &e);
+            inner.record_refusal(r);
+            return Err(e);
         }
         SendVerdict::RefuseMinute { retry_after_ms } => {
             inner.boxes[idx].refused.minute += 1;
@@ -360,8 +493,9 @@ async fn process(
                 ),
                 retry_after_ms,
             );
-            inner.record_refusal(refusal(RefusalCause::Minute, &e));
-            return Reply::Error(e);
+            let r = refusal(RefusalCause::Minute, &e);
+            inner.record_refusal(r);
+            return Err(e);
         }
     };
     let b = &mut inner.boxes[idx];
@@ -369,16 +503,16 @@ async fn process(
     if delayed {
         b.delayed += 1;
     }
-    let answered_status = scripted.as_ref().map_or(202, |a| a.status);
+    let answered_status = scripted.map_or(202, |a| a.status);
     inner.messages.push(RecordedMessage {
         id: Uuid::new_v4(),
-        request_id: ids.request_id.clone(),
+        request_id: how.ids.request_id.clone(),
         mailbox: mailbox.address.to_string(),
         mailbox_id: mailbox.id,
-        client_id: owner.client_id,
+        client_id: admitted.client_id.clone(),
         received_at,
         received_at_ms: now_ms,
-        arrived_at_ms,
+        arrived_at_ms: how.arrived_at_ms,
         subject: message.subject,
         to: message.to,
         cc: message.cc,
@@ -387,25 +521,88 @@ async fn process(
         headers: message.headers,
         body_content_type: message.body_content_type,
         body_bytes: message.body_bytes,
-        request_bytes: bytes.len(),
+        request_bytes: how.request_bytes,
         attachment_count: message.attachment_count,
         attachment_bytes: message.attachment_bytes,
         save_to_sent_items: message.save_to_sent_items,
         delayed,
         answered_status,
-        client_request_id: client_request_id.clone(),
+        client_request_id: admitted.client_request_id.clone(),
+        internet_message_id: message.internet_message_id,
+        via: how.via.to_owned(),
+        draft_id: how.draft_id,
+        fault: scripted.and_then(ScriptedAnswer::fault_label),
+        attachments: message.attachments,
     });
-    drop(inner);
-    match &scripted {
-        Some(answer) => scripted_reply(answer),
-        None => Reply::Success {
-            status: StatusCode::ACCEPTED,
-            retry_after: None,
-        },
-    }
+    on_recorded(&mut inner, now_ms);
+    Ok(())
 }
 
-async fn read_body(
+async fn process(
+    state: &Arc<SimState>,
+    user: &str,
+    headers: &HeaderMap,
+    body: Body,
+    ids: &RequestIds,
+    arrived_at_ms: i64,
+    seen: &mut Seen,
+) -> Reply {
+    let admitted = match admit(state, user, headers, seen).await {
+        Ok(a) => a,
+        Err(e) => return Reply::Error(e),
+    };
+    let idx = admitted.idx;
+    let limits = &state.mailboxes[idx].limits;
+    let scripted = next_scripted(state, idx);
+    if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
+        return undelivered(state, idx, answer).await;
+    }
+
+    let bytes = match read_body(state, headers, body).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            state.lock().boxes[idx].refused.validation += 1;
+            return Reply::Error(e);
+        }
+    };
+    let message = match parse_send_mail(&bytes, limits.recipients_per_message) {
+        Ok(m) => m,
+        Err(e) => {
+            state.lock().boxes[idx].refused.validation += 1;
+            return Reply::Error(e);
+        }
+    };
+    seen.recipients = Some(message.recipient_count());
+    let visible_after = state.sent_visibility_delay_ms;
+    let save = message.save_to_sent_items;
+    let imid = message.internet_message_id.clone();
+    deliver(
+        state,
+        &admitted,
+        message,
+        Delivery {
+            ids,
+            arrived_at_ms,
+            request_bytes: bytes.len(),
+            via: "sendMail",
+            draft_id: None,
+        },
+        scripted,
+        |inner, now_ms| {
+            if save {
+                inner.sent_items.push(super::server::SentItem {
+                    idx,
+                    id: super::drafts::new_item_id(),
+                    internet_message_id: imid,
+                    visible_at_ms: now_ms + visible_after,
+                });
+            }
+        },
+    )
+    .await
+}
+
+pub(crate) async fn read_body(
     state: &SimState,
     headers: &HeaderMap,
     body: Body,
@@ -460,7 +657,7 @@ async fn read_body(
 /// Reads at most `limit` bytes; `None` when the body is larger (or broken). An oversized body is
 /// drained (up to 8 × `limit`) before the answer, so the client finishes writing and reads our
 /// `413` instead of a reset connection.
-async fn read_limited(body: Body, limit: usize) -> Option<axum::body::Bytes> {
+pub(crate) async fn read_limited(body: Body, limit: usize) -> Option<axum::body::Bytes> {
     use futures::StreamExt as _;
     let mut stream = body.into_data_stream();
     let mut buf = Vec::new();

@@ -3,6 +3,7 @@
 //! Routes:
 //! - `POST /{tenant}/oauth2/v2.0/token` — Entra ID client credentials ([`super::auth`]);
 //! - `POST /v1.0/users/{id | userPrincipalName}/sendMail` — Graph sendMail ([`super::send`]);
+//! - drafts, `send`, `GET` by id, `$filter` look-ups and upload sessions ([`super::drafts`]);
 //! - `GET /_sim/messages`, `GET /_sim/stats`, `GET /_sim/refusals` — what was recorded
 //!   ([`super::records`]);
 //! - `POST /_sim/script` `{"mailbox"?: "…", "answers": [ScriptedAnswer…]}`,
@@ -23,7 +24,7 @@ use axum::{
     extract::{Path, State},
     http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{get, post, put},
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -33,9 +34,10 @@ use super::{
     SimError,
     auth::{self, IssuedToken},
     config::{ResolvedMailbox, SimApp, SimConfig},
+    drafts::{self, DraftState, Upload},
     faults::{Latency, ScriptedAnswer, Target, TokenFault},
     limits::MailboxWindows,
-    records::{MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimStats},
+    records::{MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimDraft, SimStats},
     send,
     wire::{GraphError, RequestIds},
 };
@@ -43,6 +45,8 @@ use mail_worker::clock::{Clock, SystemClock};
 
 /// Everything the handlers share. Immutable config beside one mutex over the moving parts; the
 /// mutex is never held across an `.await`.
+pub(crate) use drafts::SentItem;
+
 pub(crate) struct SimState {
     pub clock: Arc<dyn Clock>,
     pub token_lifetime_s: u64,
@@ -53,6 +57,8 @@ pub(crate) struct SimState {
     by_id: HashMap<Uuid, usize>,
     /// `http://host:port` of the listener (loopback when bound to an unspecified address).
     pub origin: String,
+    /// How long after a send the sent copy becomes visible (ms).
+    pub sent_visibility_delay_ms: i64,
     inner: Mutex<Inner>,
 }
 
@@ -70,6 +76,16 @@ pub(crate) struct Inner {
     /// Every throttling refusal (`429`), oldest first.
     pub refusals: Vec<RecordedRefusal>,
     pub unknown_mailbox_requests: u64,
+    /// Drafts by their creation id ([`super::drafts`]).
+    pub drafts: HashMap<String, DraftState>,
+    /// Messages sent through sendMail with `saveToSentItems`.
+    pub sent_items: Vec<SentItem>,
+    /// Open upload sessions by token.
+    pub uploads: HashMap<String, Upload>,
+    /// Graph requests by route.
+    pub requests: BTreeMap<String, u64>,
+    /// `jti`s of the client assertions accepted (a replay is refused).
+    pub assertion_ids: std::collections::HashSet<String>,
 }
 
 impl Inner {
@@ -127,6 +143,8 @@ impl SimState {
             by_address,
             by_id,
             origin: origin_of(addr),
+            sent_visibility_delay_ms: i64::try_from(config.sent_visibility_delay_ms)
+                .unwrap_or(i64::MAX),
             inner: Mutex::new(inner),
         }
     }
@@ -205,6 +223,7 @@ impl SimState {
         inner.messages.clear();
         inner.refusals.clear();
         inner.unknown_mailbox_requests = 0;
+        inner.requests.clear();
         for b in &mut inner.boxes {
             *b = MailboxRuntime {
                 in_flight: std::mem::take(&mut b.in_flight),
@@ -212,6 +231,18 @@ impl SimState {
                 ..MailboxRuntime::default()
             };
         }
+    }
+
+    pub(crate) fn drafts(&self) -> Vec<SimDraft> {
+        let now_ms = self.now().timestamp_millis();
+        let inner = self.lock();
+        let mut out: Vec<SimDraft> = inner
+            .drafts
+            .values()
+            .map(|d| d.snapshot(self, now_ms))
+            .collect();
+        out.sort_by(|a, b| a.internet_message_id.cmp(&b.internet_message_id));
+        out
     }
 
     pub(crate) fn messages(&self) -> Vec<RecordedMessage> {
@@ -250,6 +281,7 @@ impl SimState {
             mailboxes,
             token_requests: inner.token_requests.clone(),
             unknown_mailbox_requests: inner.unknown_mailbox_requests,
+            requests: inner.requests.clone(),
         }
     }
 }
@@ -271,6 +303,24 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
     Router::new()
         .route("/{tenant}/oauth2/v2.0/token", post(auth::token))
         .route("/v1.0/users/{user}/{action}", post(send::send_mail))
+        .route(
+            "/v1.0/users/{user}/messages",
+            post(drafts::create_draft).get(drafts::list_messages),
+        )
+        .route("/v1.0/users/{user}/messages/{id}", get(drafts::get_message))
+        .route(
+            "/v1.0/users/{user}/messages/{id}/{action}",
+            post(drafts::draft_action),
+        )
+        .route(
+            "/v1.0/users/{user}/messages/{id}/attachments/createUploadSession",
+            post(drafts::create_upload_session),
+        )
+        .route(
+            "/v1.0/users/{user}/mailFolders/{folder}/messages",
+            get(drafts::list_folder_messages),
+        )
+        .route("/_upload/{token}", put(drafts::upload_chunk))
         .route("/v1.0/me/{action}", post(me))
         .route("/_sim/messages", get(admin_messages))
         .route("/_sim/stats", get(admin_stats))

@@ -12,7 +12,10 @@ use axum::http::StatusCode;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use super::{records::RecordedHeader, wire::GraphError};
+use super::{
+    records::{RecordedAttachment, RecordedHeader},
+    wire::GraphError,
+};
 use mail_worker::domain::MailboxAddress;
 
 /// The parts of a valid sendMail body that graph-sim records.
@@ -29,6 +32,10 @@ pub(crate) struct ParsedMessage {
     pub attachment_count: u32,
     pub attachment_bytes: usize,
     pub save_to_sent_items: bool,
+    /// `message.internetMessageId`, if the client set it.
+    pub internet_message_id: Option<String>,
+    /// Every file attachment: name, decoded size and SHA-256.
+    pub attachments: Vec<RecordedAttachment>,
 }
 
 impl ParsedMessage {
@@ -117,6 +124,28 @@ pub(crate) fn parse_send_mail(
         Some(Value::Object(m)) => m,
         Some(other) => return Err(not_an_object(other)),
     };
+    parse_message(message, max_recipients, save_to_sent_items)
+}
+
+/// Parses and validates the body of `POST /users/{id}/messages` (a draft: the message object
+/// itself, <https://learn.microsoft.com/graph/api/user-post-messages>) with the same rules as a
+/// sendMail message.
+///
+/// # Errors
+/// The [`GraphError`] Graph would answer.
+pub(crate) fn parse_draft(bytes: &[u8], max_recipients: u32) -> Result<ParsedMessage, GraphError> {
+    let root: Value = serde_json::from_slice(bytes).map_err(|_| unreadable())?;
+    let Value::Object(message) = root else {
+        return Err(unreadable());
+    };
+    parse_message(&message, max_recipients, true)
+}
+
+fn parse_message(
+    message: &Map<String, Value>,
+    max_recipients: u32,
+    save_to_sent_items: bool,
+) -> Result<ParsedMessage, GraphError> {
     for key in message.keys() {
         if !is_annotation(key)
             && !MESSAGE_PROPERTIES
@@ -129,6 +158,7 @@ pub(crate) fn parse_send_mail(
         }
     }
     let subject = optional_string(message, "subject")?;
+    let internet_message_id = optional_string(message, "internetMessageId")?;
     let (body_content_type, body_bytes) = parse_body(message)?;
     let to = parse_recipients(message, "toRecipients")?;
     let cc = parse_recipients(message, "ccRecipients")?;
@@ -145,7 +175,7 @@ pub(crate) fn parse_send_mail(
         )));
     }
     let headers = parse_headers(message)?;
-    let (attachment_count, attachment_bytes) = parse_attachments(message)?;
+    let attachments = parse_attachments(message)?;
     Ok(ParsedMessage {
         subject,
         to,
@@ -154,9 +184,11 @@ pub(crate) fn parse_send_mail(
         headers,
         body_content_type,
         body_bytes,
-        attachment_count,
-        attachment_bytes,
+        attachment_count: u32::try_from(attachments.len()).unwrap_or(u32::MAX),
+        attachment_bytes: attachments.iter().map(|a| a.bytes).sum(),
         save_to_sent_items,
+        internet_message_id,
+        attachments,
     })
 }
 
@@ -313,9 +345,8 @@ fn parse_headers(message: &Map<String, Value>) -> Result<Vec<RecordedHeader>, Gr
     Ok(out)
 }
 
-fn parse_attachments(message: &Map<String, Value>) -> Result<(u32, usize), GraphError> {
-    let mut count = 0u32;
-    let mut bytes = 0usize;
+fn parse_attachments(message: &Map<String, Value>) -> Result<Vec<RecordedAttachment>, GraphError> {
+    let mut out = Vec::new();
     for item in optional_array(message, "attachments")? {
         let Value::Object(attachment) = item else {
             return Err(not_an_object(item));
@@ -338,7 +369,7 @@ fn parse_attachments(message: &Map<String, Value>) -> Result<(u32, usize), Graph
                 "graph-sim takes only '{FILE_ATTACHMENT}' attachments, not '{odata_type}'."
             )));
         }
-        optional_string(attachment, "name")?;
+        let name = optional_string(attachment, "name")?.unwrap_or_default();
         optional_string(attachment, "contentType")?;
         let content = match get(attachment, "contentBytes") {
             Some(Value::String(s)) => s,
@@ -351,20 +382,18 @@ fn parse_attachments(message: &Map<String, Value>) -> Result<(u32, usize), Graph
         };
         let decoded = decode_base64(content)
             .ok_or_else(|| wrong_type(&Value::String(content.clone()), "Edm.Binary"))?;
-        count += 1;
-        bytes += decoded;
+        out.push(RecordedAttachment::of(name, &decoded));
     }
-    Ok((count, bytes))
+    Ok(out)
 }
 
 /// Decoded length of standard base64 (padded) or base64url (padded or not), as OData's
 /// `Edm.Binary` allows.
-fn decode_base64(text: &str) -> Option<usize> {
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
     use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
     [STANDARD, URL_SAFE, URL_SAFE_NO_PAD]
         .iter()
         .find_map(|engine| engine.decode(text).ok())
-        .map(|b| b.len())
 }
 
 #[cfg(test)]

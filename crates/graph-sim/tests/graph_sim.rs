@@ -1535,3 +1535,151 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
     let quick = stats.mailbox("quick@contoso.example").unwrap();
     assert_eq!((quick.accepted, quick.refused.minute), (1, 1));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Drafts, eventual consistency and upload sessions
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibility_delay() {
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(
+        config_with(MailboxLimits::default())
+            .with_clock(clock.clone())
+            .with_sent_visibility_delay(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let http = Client::new();
+    let bearer = token(&http, &sim).await;
+    let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
+    let create = |prefer: bool| {
+        let mut request = http
+            .post(format!("{base}/messages"))
+            .bearer_auth(&bearer)
+            .json(&json!({
+                "subject": "Hi",
+                "toRecipients": recipients(1),
+                "internetMessageId": format!("<{}@contoso.example>", uuid::Uuid::new_v4()),
+            }));
+        if prefer {
+            request = request.header("Prefer", "IdType=\"ImmutableId\"");
+        }
+        request.send()
+    };
+    let get = |id: String| {
+        http.get(format!("{base}/messages/{id}"))
+            .bearer_auth(&bearer)
+            .send()
+    };
+    for prefer in [true, false] {
+        let created = create(prefer).await.unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+        let draft: Value = created.json().await.unwrap();
+        let id = draft["id"].as_str().unwrap().to_owned();
+        assert_eq!(draft["isDraft"], true);
+        let sent = http
+            .post(format!("{base}/messages/{id}/send"))
+            .bearer_auth(&bearer)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), StatusCode::ACCEPTED);
+        let before: Value = get(id.clone()).await.unwrap().json().await.unwrap();
+        assert_eq!(before["isDraft"], true, "not visible as sent yet");
+        let imid = draft["internetMessageId"].as_str().unwrap();
+        let sent_items = |imid: String| {
+            http.get(format!("{base}/mailFolders/sentitems/messages"))
+                .query(&[("$filter", format!("internetMessageId eq '{imid}'"))])
+                .bearer_auth(&bearer)
+                .send()
+        };
+        let listed: Value = sent_items(imid.to_owned())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["value"].as_array().unwrap().len(), 0);
+        clock.advance(Duration::from_secs(2));
+        let after = get(id.clone()).await.unwrap();
+        if prefer {
+            let after: Value = after.json().await.unwrap();
+            assert_eq!(
+                (after["id"].as_str(), after["isDraft"].as_bool()),
+                (Some(id.as_str()), Some(false))
+            );
+        } else {
+            assert_eq!(
+                after.status(),
+                StatusCode::NOT_FOUND,
+                "a mutable id changes on the move"
+            );
+        }
+        let listed: Value = sent_items(imid.to_owned())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["value"].as_array().unwrap().len(), 1);
+    }
+    assert_eq!(sim.messages().len(), 2);
+    assert!(sim.messages().iter().all(|m| m.via == "draft"));
+}
+
+#[tokio::test]
+async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
+    let (sim, _clock) = start().await;
+    let http = Client::new();
+    let bearer = token(&http, &sim).await;
+    let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
+    let draft: Value = http
+        .post(format!("{base}/messages"))
+        .bearer_auth(&bearer)
+        .json(&json!({"subject": "Hi", "toRecipients": recipients(1)}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = draft["id"].as_str().unwrap();
+    let session: Value = http
+        .post(format!(
+            "{base}/messages/{id}/attachments/createUploadSession"
+        ))
+        .bearer_auth(&bearer)
+        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = session["uploadUrl"].as_str().unwrap();
+    let put = |range: &str, body: &'static [u8], auth: bool| {
+        let mut r = http.put(url).header("Content-Range", range).body(body);
+        if auth {
+            r = r.bearer_auth(&bearer);
+        }
+        r.send()
+    };
+    assert_eq!(
+        put("bytes 0-4/10", b"01234", true).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
+        StatusCode::RANGE_NOT_SATISFIABLE
+    );
+    assert_eq!(
+        put("bytes 0-4/10", b"01234", false).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(sim.drafts()[0].uploaded_attachments, 1);
+}

@@ -85,6 +85,7 @@ pub(crate) fn interpret(
     if (200..300).contains(&status) {
         return Verdict::Sent(SendReceipt {
             provider_id: answer.request_id,
+            ..SendReceipt::default()
         });
     }
     let (code, message) = graph_error(&answer.body);
@@ -182,6 +183,7 @@ mod tests {
     fn accepted_answers_are_sent_even_with_retry_after() {
         let sent = Verdict::Sent(SendReceipt {
             provider_id: Some("req-1".into()),
+            ..SendReceipt::default()
         });
         assert_eq!(answer(202, None, ""), sent);
         assert_eq!(answer(202, Some("30"), ""), sent);

@@ -5,14 +5,32 @@
 //! Layout: `token.rs` (OAuth2 client credentials, shared cache), `request.rs` (JSON body),
 //! `answer.rs` (status → [`MailError`]), `retry_after.rs` (`Retry-After` parsing).
 
+//! `MicrosoftGraphMailer`: sends one message as one mailbox through Graph, in one of two modes
+//! ([`GraphSendMode`], `GRAPH_SEND_MODE`), with an app-only token from [`token`]:
+//! - `sendmail`: one `POST /users/{mailbox}/sendMail`
+//!   (<https://learn.microsoft.com/graph/api/user-sendmail>);
+//! - `draft`: `POST /users/{mailbox}/messages` (a draft with our own `internetMessageId`,
+//!   `Prefer: IdType="ImmutableId"`), upload sessions for big attachments, then
+//!   `POST /users/{mailbox}/messages/{id}/send`; after an unknown outcome the next attempt
+//!   checks the draft before anything is resent (`draft.rs`).
+//!
+//! Layout: `token.rs` (OAuth2 client credentials, shared cache), `request.rs` (JSON bodies),
+//! `answer.rs` (status → [`MailError`]), `draft.rs` (the draft flow and the checks),
+//! `retry_after.rs` (`Retry-After` parsing).
+
 mod answer;
+pub mod assertion;
+mod draft;
 mod request;
 pub mod retry_after;
 pub mod token;
 
-use std::{fmt, sync::Arc};
+use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
-use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::{
+    Method,
+    header::{CONTENT_TYPE, RETRY_AFTER},
+};
 use url::Url;
 use uuid::Uuid;
 
@@ -20,25 +38,83 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
-        MailError, Mailer, SendReceipt,
-        validate::{check_sender, validate},
+        MailError, Mailer, SendAttempt, SendReceipt,
+        validate::{MAX_INLINE_ATTACHMENT_BYTES, check_sender, validate_with_attachment_limit},
     },
 };
 
+/// The most attachment bytes one message may carry in `draft` mode: 150 MB, the largest file an
+/// upload session takes (<https://learn.microsoft.com/graph/outlook-large-attachments>).
+pub const MAX_UPLOAD_ATTACHMENT_BYTES: usize = 150 * 1024 * 1024;
+
 use answer::{HttpAnswer, Verdict, interpret};
-pub use request::send_mail_body;
+pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_session_body};
 pub use retry_after::parse_retry_after;
 pub use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
 
+/// How a message goes through Graph (`GRAPH_SEND_MODE`; README "Delivery guarantee").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GraphSendMode {
+    /// `sendmail`: one `sendMail` request per message. After an unknown outcome the Sent Items
+    /// copy is looked up by `internetMessageId` (with `GRAPH_SAVE_TO_SENT_ITEMS=true`) before a
+    /// resend; at-least-once when that cannot tell.
+    SendMail,
+    /// `draft` (default): create a draft, send it; every later attempt checks the draft first.
+    #[default]
+    Draft,
+}
+
+impl GraphSendMode {
+    /// `sendmail` or `draft`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SendMail => "sendmail",
+            Self::Draft => "draft",
+        }
+    }
+}
+
+impl FromStr for GraphSendMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sendmail" => Ok(Self::SendMail),
+            "draft" => Ok(Self::Draft),
+            _ => Err("must be `draft` or `sendmail`".into()),
+        }
+    }
+}
+
+impl fmt::Display for GraphSendMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `internetMessageId` of message `id` sent from `mailbox`: `<{id}@{mailbox's domain}>`,
+/// the same for every attempt, so a copy in the mailbox can be found by it.
+pub fn internet_message_id(id: Uuid, mailbox: &MailboxAddress) -> String {
+    let domain = mailbox
+        .as_str()
+        .rsplit('@')
+        .next()
+        .unwrap_or("mail-worker.invalid");
+    format!("<{id}@{domain}>")
+}
+
 /// Sends as one mailbox with one app's token.
 ///
-/// One `send` makes at most two `sendMail` requests: the second only after a `401`, with a
-/// freshly fetched token and the byte-identical body. Never a second request after a `202`.
+/// Each Graph request is made at most twice: the second only after a `401`, with a freshly
+/// fetched token and the byte-identical body. Never a second `sendMail`/`send` after a `202`.
 pub struct MicrosoftGraphMailer {
     http: reqwest::Client,
+    /// `{api}/users/{mailbox}`.
+    user_url: Url,
     send_url: Url,
     mailbox: MailboxAddress,
     save_to_sent_items: bool,
+    mode: GraphSendMode,
+    settle: Duration,
     tokens: Arc<TokenSource>,
     clock: Arc<dyn Clock>,
 }
@@ -49,6 +125,8 @@ impl fmt::Debug for MicrosoftGraphMailer {
             .field("mailbox", &self.mailbox)
             .field("send_url", &self.send_url.as_str())
             .field("save_to_sent_items", &self.save_to_sent_items)
+            .field("mode", &self.mode)
+            .field("settle", &self.settle)
             .field("tokens", &self.tokens)
             .finish()
     }
@@ -56,7 +134,8 @@ impl fmt::Debug for MicrosoftGraphMailer {
 
 impl MicrosoftGraphMailer {
     /// A mailer for `mailbox` posting to `{api_base_url}/users/{mailbox}/sendMail` (the mailbox
-    /// path-encoded), with `saveToSentItems` = `save_to_sent_items` (`GRAPH_SAVE_TO_SENT_ITEMS`).
+    /// path-encoded), with `saveToSentItems` = `save_to_sent_items` (`GRAPH_SAVE_TO_SENT_ITEMS`),
+    /// in `sendmail` mode until [`Self::with_mode`].
     /// `http` is the shared client (its timeout is `HTTP_TIMEOUT_MS`); `tokens` is the app's
     /// shared token source; `clock` dates HTTP-date `Retry-After` values.
     ///
@@ -70,8 +149,8 @@ impl MicrosoftGraphMailer {
         tokens: Arc<TokenSource>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, MailError> {
-        let mut send_url = api_base_url.clone();
-        send_url
+        let mut user_url = api_base_url.clone();
+        user_url
             .path_segments_mut()
             .map_err(|()| {
                 MailError::Misconfigured(format!(
@@ -79,15 +158,28 @@ impl MicrosoftGraphMailer {
                 ))
             })?
             .pop_if_empty()
-            .extend(["users", mailbox.as_str(), "sendMail"]);
+            .extend(["users", mailbox.as_str()]);
+        let send_url = segments(&user_url, &["sendMail"]);
         Ok(Self {
             http,
+            user_url,
             send_url,
             mailbox,
             save_to_sent_items,
+            mode: GraphSendMode::SendMail,
+            settle: Duration::from_secs(120),
             tokens,
             clock,
         })
+    }
+
+    /// Sends in `mode`; `settle` is `GRAPH_SEND_SETTLE_MS` (how long after a send with an unknown
+    /// outcome a check that sees no sent copy is not trusted).
+    #[must_use]
+    pub fn with_mode(mut self, mode: GraphSendMode, settle: Duration) -> Self {
+        self.mode = mode;
+        self.settle = settle;
+        self
     }
 
     /// The sending mailbox.
@@ -100,51 +192,189 @@ impl MicrosoftGraphMailer {
         &self.send_url
     }
 
-    async fn post(
-        &self,
-        token: &AccessToken,
-        message_id: Uuid,
-        body: Vec<u8>,
-    ) -> Result<HttpAnswer, reqwest::Error> {
-        let response = self
-            .http
-            .post(self.send_url.clone())
-            .bearer_auth(token.bearer())
-            .header(CONTENT_TYPE, "application/json")
-            .header("client-request-id", message_id.to_string())
-            .body(body)
-            .send()
-            .await?;
-        Ok(HttpAnswer {
-            status: response.status().as_u16(),
-            retry_after: crate::mailer::http::header(&response, RETRY_AFTER.as_str()),
-            request_id: crate::mailer::http::header(&response, "request-id"),
-            body: crate::mailer::http::error_body(response).await,
-        })
+    /// The mode it sends in.
+    pub fn mode(&self) -> GraphSendMode {
+        self.mode
     }
-}
 
-#[async_trait::async_trait]
-impl Mailer for MicrosoftGraphMailer {
-    /// Validates locally, then posts; see `answer.rs` for the mapping of Graph's answers.
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        validate(mail)?;
-        check_sender(mail, &self.mailbox)?;
-        let body = send_mail_body(mail, self.save_to_sent_items);
+    /// One Graph request with the app's token; a `401` refreshes the token once and repeats the
+    /// byte-identical request. `Ok(Err(_))` is a transport failure, `Err` token trouble.
+    async fn call(
+        &self,
+        method: Method,
+        url: &Url,
+        body: Option<&[u8]>,
+        message_id: Uuid,
+    ) -> Result<Result<HttpAnswer, reqwest::Error>, MailError> {
         let mut token = self.tokens.access_token().await?;
         let mut refreshed = false;
         loop {
-            let outcome = self.post(&token, mail.id, body.clone()).await;
-            match interpret(outcome, &self.mailbox, self.clock.now()) {
-                Verdict::Sent(receipt) => return Ok(receipt),
-                Verdict::Failed(error) => return Err(error),
-                Verdict::TokenRejected(error) if refreshed => return Err(error),
-                Verdict::TokenRejected(_) => {
+            let outcome = self
+                .request(method.clone(), url, &token, body, message_id)
+                .await;
+            match &outcome {
+                Ok(answer) if answer.status == 401 && !refreshed => {
                     self.tokens.invalidate(&token).await;
                     token = self.tokens.access_token().await?;
                     refreshed = true;
                 }
+                _ => return Ok(outcome),
             }
         }
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        url: &Url,
+        token: &AccessToken,
+        body: Option<&[u8]>,
+        message_id: Uuid,
+    ) -> Result<HttpAnswer, reqwest::Error> {
+        let mut request = self
+            .http
+            .request(method, url.clone())
+            .bearer_auth(token.bearer())
+            .header("client-request-id", message_id.to_string());
+        if self.mode == GraphSendMode::Draft {
+            // Ids that survive the move from Drafts to Sent Items
+            // (<https://learn.microsoft.com/graph/outlook-immutable-id>).
+            request = request.header("Prefer", "IdType=\"ImmutableId\"");
+        }
+        request = match body {
+            Some(bytes) => request
+                .header(CONTENT_TYPE, "application/json")
+                .body(bytes.to_vec()),
+            None => request,
+        };
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let retry_after = crate::mailer::http::header(&response, RETRY_AFTER.as_str());
+        let request_id = crate::mailer::http::header(&response, "request-id");
+        let body = if (200..300).contains(&status) {
+            response.bytes().await.map(|b| b.to_vec())?
+        } else {
+            crate::mailer::http::error_body(response).await
+        };
+        Ok(HttpAnswer {
+            status,
+            retry_after,
+            request_id,
+            body,
+        })
+    }
+
+    /// A request that may deliver (sendMail, a draft's send), mapped by `answer.rs`.
+    async fn deliver(
+        &self,
+        url: &Url,
+        body: Option<&[u8]>,
+        message_id: Uuid,
+    ) -> Result<SendReceipt, MailError> {
+        let outcome = self
+            .call(
+                Method::POST,
+                url,
+                Some(body.unwrap_or_default()),
+                message_id,
+            )
+            .await?;
+        match interpret(outcome, &self.mailbox, self.clock.now()) {
+            Verdict::Sent(receipt) => Ok(receipt),
+            Verdict::Failed(error) | Verdict::TokenRejected(error) => Err(error),
+        }
+    }
+
+    /// `sendmail` mode: after an unknown outcome, look for the Sent Items copy first.
+    async fn send_mail(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        let imid = internet_message_id(mail.id, &self.mailbox);
+        let mut note = None;
+        if let Some(attempted_at) = attempt.prior.send_attempted_at {
+            if self.save_to_sent_items {
+                if let Some(found) = self
+                    .find_by_internet_message_id(mail.id, &imid, true)
+                    .await?
+                {
+                    return Ok(draft::already_sent(
+                        &found.id,
+                        "outcome unknown; found in Sent Items by internetMessageId, not resent",
+                    ));
+                }
+                if let Some(wait) = self.unsettled(attempted_at) {
+                    return Err(MailError::Unconfirmed {
+                        retry_after: wait,
+                        why: "no copy in Sent Items yet".into(),
+                    });
+                }
+                note = Some(format!(
+                    "outcome unknown; no copy in Sent Items {} s after the send; resent",
+                    self.settle.as_secs()
+                ));
+            } else {
+                note = Some(
+                    "outcome unknown; resent (GRAPH_SAVE_TO_SENT_ITEMS=false: no copy to check)"
+                        .to_owned(),
+                );
+            }
+        }
+        let body = send_mail_body_with_id(mail, self.save_to_sent_items, Some(&imid));
+        attempt.journal.send_attempted(mail.id).await.map_err(|e| {
+            MailError::Transient(format!("not sent: cannot record the attempt: {e}"))
+        })?;
+        let mut receipt = self.deliver(&self.send_url, Some(&body), mail.id).await?;
+        receipt.note = note;
+        Ok(receipt)
+    }
+
+    /// How much of the settle time after `attempted_at` is left, if any.
+    fn unsettled(&self, attempted_at: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+        let elapsed = (self.clock.now() - attempted_at)
+            .to_std()
+            .unwrap_or_default();
+        self.settle.checked_sub(elapsed).filter(|d| !d.is_zero())
+    }
+}
+
+fn segments(base: &Url, more: &[&str]) -> Url {
+    let mut url = base.clone();
+    if let Ok(mut path) = url.path_segments_mut() {
+        path.extend(more);
+    }
+    url
+}
+
+#[async_trait::async_trait]
+impl Mailer for MicrosoftGraphMailer {
+    fn max_attachment_bytes(&self) -> usize {
+        match self.mode {
+            GraphSendMode::SendMail => MAX_INLINE_ATTACHMENT_BYTES,
+            GraphSendMode::Draft => MAX_UPLOAD_ATTACHMENT_BYTES,
+        }
+    }
+
+    /// A first attempt: [`Self::send_with`] with nothing to remember.
+    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+        self.send_with(mail, &SendAttempt::first()).await
+    }
+
+    /// Validates locally, then sends in the configured mode; see `answer.rs` for the mapping of
+    /// Graph's answers and `draft.rs` for the checks after an unknown outcome.
+    async fn send_with(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        validate_with_attachment_limit(mail, self.max_attachment_bytes())?;
+        check_sender(mail, &self.mailbox)?;
+        let result = match self.mode {
+            GraphSendMode::SendMail => self.send_mail(mail, attempt).await,
+            GraphSendMode::Draft => self.send_draft(mail, attempt).await,
+        };
+        // Whatever Graph echoed (our secret, a token) never reaches `last_error` or a log line.
+        result.map_err(|e| e.map_text(|t| self.tokens.scrub_known(t)))
     }
 }

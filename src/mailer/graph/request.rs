@@ -1,10 +1,13 @@
-//! The JSON body of Graph's `POST /users/{mailbox}/sendMail`.
-//! Shape: <https://learn.microsoft.com/graph/api/user-sendmail>.
+//! The JSON bodies of Graph's `POST /users/{mailbox}/sendMail`
+//! (<https://learn.microsoft.com/graph/api/user-sendmail>), of a draft
+//! (`POST /users/{mailbox}/messages`, the message itself:
+//! <https://learn.microsoft.com/graph/api/user-post-messages>) and of an attachment upload
+//! session (<https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
 
 use base64::Engine as _;
 use serde::Serialize;
 
-use crate::domain::{BodyContentType, Header, OutgoingMail, Recipient};
+use crate::domain::{Attachment, BodyContentType, Header, OutgoingMail, Recipient};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -25,6 +28,8 @@ struct Message<'a> {
     bcc_recipients: Vec<GraphRecipient<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     internet_message_headers: Vec<&'a Header>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    internet_message_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     attachments: Vec<FileAttachment<'a>>,
 }
@@ -70,46 +75,117 @@ fn recipients(list: &[Recipient]) -> Vec<GraphRecipient<'_>> {
         .collect()
 }
 
+fn message<'a>(
+    mail: &'a OutgoingMail,
+    internet_message_id: Option<&'a str>,
+    inline: &[&'a Attachment],
+) -> Message<'a> {
+    Message {
+        subject: &mail.subject,
+        body: ItemBody {
+            content_type: match mail.body_content_type {
+                BodyContentType::Text => "Text",
+                BodyContentType::Html => "HTML",
+            },
+            content: &mail.body,
+        },
+        to_recipients: recipients(&mail.to),
+        cc_recipients: recipients(&mail.cc),
+        bcc_recipients: recipients(&mail.bcc),
+        internet_message_headers: mail.headers.iter().collect(),
+        internet_message_id,
+        attachments: inline
+            .iter()
+            .map(|a| FileAttachment {
+                odata_type: "#microsoft.graph.fileAttachment",
+                name: &a.name,
+                content_type: &a.content_type,
+                content_bytes: base64::engine::general_purpose::STANDARD.encode(&a.content),
+            })
+            .collect(),
+    }
+}
+
 /// `{"message":{subject, body{contentType Text|HTML, content}, toRecipients, ccRecipients,
 /// bccRecipients, internetMessageHeaders, attachments}, "saveToSentItems": …}` as bytes; empty
 /// Cc, Bcc, header and attachment lists are left out. Serialised once per send, so a resend
 /// after a 401 carries a byte-identical body.
 pub fn send_mail_body(mail: &OutgoingMail, save_to_sent_items: bool) -> Vec<u8> {
+    send_mail_body_with_id(mail, save_to_sent_items, None)
+}
+
+/// [`send_mail_body`] with `message.internetMessageId` set (the Sent Items look-up after an
+/// unknown outcome finds the copy by it).
+pub fn send_mail_body_with_id(
+    mail: &OutgoingMail,
+    save_to_sent_items: bool,
+    internet_message_id: Option<&str>,
+) -> Vec<u8> {
+    let all: Vec<&Attachment> = mail.attachments.iter().collect();
     let body = SendMail {
-        message: Message {
-            subject: &mail.subject,
-            body: ItemBody {
-                content_type: match mail.body_content_type {
-                    BodyContentType::Text => "Text",
-                    BodyContentType::Html => "HTML",
-                },
-                content: &mail.body,
-            },
-            to_recipients: recipients(&mail.to),
-            cc_recipients: recipients(&mail.cc),
-            bcc_recipients: recipients(&mail.bcc),
-            internet_message_headers: mail.headers.iter().collect(),
-            attachments: mail
-                .attachments
-                .iter()
-                .map(|a| FileAttachment {
-                    odata_type: "#microsoft.graph.fileAttachment",
-                    name: &a.name,
-                    content_type: &a.content_type,
-                    content_bytes: base64::engine::general_purpose::STANDARD.encode(&a.content),
-                })
-                .collect(),
-        },
+        message: message(mail, internet_message_id, &all),
         save_to_sent_items,
     };
     // Serialising plain strings, bools and vectors into memory cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
+/// The most bytes (before base64) an attachment may have to go inline in the draft: under
+/// 3 MB; larger ones need an upload session
+/// (<https://learn.microsoft.com/graph/outlook-large-attachments>: "If the file size is under
+/// 3 MB, you can do a single POST …; for files 3 MB to 150 MB, create an upload session").
+pub const INLINE_ATTACHMENT_MAX_BYTES: usize = 3 * 1024 * 1024 - 1;
+/// The inline attachments of one draft together stay under this many bytes before base64, so
+/// the create request stays under Graph's 4 MB request limit (base64 adds a third).
+pub const INLINE_TOTAL_MAX_BYTES: usize = 2_900_000;
+
+/// The draft's JSON (the message object, with `internetMessageId`) with the attachments that
+/// fit inline, and the attachments left for upload sessions (in order).
+pub fn draft_body<'a>(
+    mail: &'a OutgoingMail,
+    internet_message_id: &'a str,
+) -> (Vec<u8>, Vec<&'a Attachment>) {
+    let mut inline = Vec::new();
+    let mut large = Vec::new();
+    let mut total = 0usize;
+    for a in &mail.attachments {
+        let size = a.content.len();
+        if size <= INLINE_ATTACHMENT_MAX_BYTES && total + size <= INLINE_TOTAL_MAX_BYTES {
+            total += size;
+            inline.push(a);
+        } else {
+            large.push(a);
+        }
+    }
+    let body = message(mail, Some(internet_message_id), &inline);
+    (serde_json::to_vec(&body).unwrap_or_default(), large)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UploadItem<'a> {
+    attachment_type: &'static str,
+    name: &'a str,
+    size: usize,
+    content_type: &'a str,
+}
+
+/// `{"AttachmentItem": {"attachmentType": "file", "name", "size", "contentType"}}`.
+pub fn upload_session_body(attachment: &Attachment) -> Vec<u8> {
+    let body = serde_json::json!({
+        "AttachmentItem": UploadItem {
+            attachment_type: "file",
+            name: &attachment.name,
+            size: attachment.content.len(),
+            content_type: &attachment.content_type,
+        }
+    });
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Attachment;
     use crate::mailer::validate::tests::mail;
 
     #[test]
@@ -162,5 +238,47 @@ mod tests {
         let mut keys: Vec<&str> = message.keys().map(String::as_str).collect();
         keys.sort_unstable();
         assert_eq!(keys, ["body", "subject", "toRecipients"]);
+    }
+}
+
+#[cfg(test)]
+mod draft_tests {
+    use super::*;
+    use crate::domain::Attachment;
+    use crate::mailer::validate::tests::mail;
+
+    #[test]
+    fn a_draft_carries_our_internet_message_id_and_leaves_big_attachments_for_upload() {
+        let mut m = mail();
+        m.attachments = vec![
+            Attachment {
+                name: "small.txt".into(),
+                content_type: "text/plain".into(),
+                content: b"hi".to_vec(),
+            },
+            Attachment {
+                name: "big.bin".into(),
+                content_type: "application/octet-stream".into(),
+                content: vec![7; 5 * 1024 * 1024],
+            },
+        ];
+        let (body, large) = draft_body(&m, "<id@contoso.example>");
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["internetMessageId"], "<id@contoso.example>");
+        assert_eq!(json["attachments"].as_array().unwrap().len(), 1);
+        assert_eq!(json["attachments"][0]["name"], "small.txt");
+        assert!(
+            json.get("saveToSentItems").is_none(),
+            "a draft is the message itself"
+        );
+        assert_eq!(large.len(), 1);
+        assert_eq!(large[0].name, "big.bin");
+        let session: serde_json::Value =
+            serde_json::from_slice(&upload_session_body(large[0])).unwrap();
+        assert_eq!(
+            session,
+            serde_json::json!({"AttachmentItem": {"attachmentType": "file", "name": "big.bin",
+                "size": 5 * 1024 * 1024, "contentType": "application/octet-stream"}})
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Graph access tokens: OAuth2 client credentials (the `oauth2` crate, secret in the request
 //! body as Microsoft documents), cached per app and shared by every mailer of that app,
-//! refreshed ahead of expiry, single-flight, and with a 30 s pause after a refusal.
+//! refreshed ahead of expiry, single-flight, with a 30 s pause after a refusal and a growing,
+//! jittered pause after transient failures (every waiting send is deferred meanwhile).
 //!
 //! Flow: <https://learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow>.
 
@@ -201,7 +202,7 @@ impl GraphTokenCache {
             url,
             self.http.clone(),
             Arc::clone(&self.clock),
-        ));
+        )?);
         apps.insert(key, Arc::downgrade(&source));
         Ok(source)
     }
@@ -223,6 +224,20 @@ enum TokenState {
 struct Inner {
     state: TokenState,
     generation: u64,
+    /// Transient token-endpoint failures in a row, and until when no new request is made.
+    transient_failures: u32,
+    paused_until: Option<(DateTime<Utc>, String)>,
+}
+
+/// The pause after the `n`th transient token-endpoint failure in a row: 2 s × 2^(n−1), capped
+/// at 60 s, then a uniformly random 50–100 % of that. A token endpoint answering 500 for a minute
+/// gets about 6 requests per app, not one per waiting send.
+pub fn transient_backoff(n: u32) -> Duration {
+    use rand::Rng as _;
+    let base = 2_000u64
+        .saturating_mul(1u64 << n.saturating_sub(1).min(10))
+        .min(60_000);
+    Duration::from_millis(rand::rng().random_range(base / 2..=base))
 }
 
 enum FetchError {
@@ -237,6 +252,10 @@ enum FetchError {
 /// mutex, held only by the caller that fetches).
 pub struct TokenSource {
     oauth: GraphOAuthClient,
+    /// Set when the app's credential is a certificate: token requests carry a signed
+    /// `client_assertion` instead of the secret.
+    certificate: Option<super::assertion::CertificateCredential>,
+    token_url: Url,
     http: reqwest::Client,
     clock: Arc<dyn Clock>,
     scope: String,
@@ -257,15 +276,38 @@ impl fmt::Debug for TokenSource {
 }
 
 impl TokenSource {
-    fn new(app: GraphApp, token_url: Url, http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
+    fn new(
+        app: GraphApp,
+        token_url: Url,
+        http: reqwest::Client,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, MailError> {
+        let certificate =
+            if super::assertion::is_certificate_bundle(app.client_secret.expose_secret()) {
+                Some(
+                    super::assertion::CertificateCredential::from_pem(
+                        app.client_secret.expose_secret(),
+                    )
+                    .map_err(|e| {
+                        MailError::Misconfigured(format!(
+                            "app {} in tenant {}: {e}",
+                            app.client_id, app.graph_tenant_id
+                        ))
+                    })?,
+                )
+            } else {
+                None
+            };
         let oauth = BasicClient::new(ClientId::new(app.client_id.clone()))
             .set_client_secret(ClientSecret::new(
                 app.client_secret.expose_secret().to_owned(),
             ))
             .set_auth_type(AuthType::RequestBody)
-            .set_token_uri(TokenUrl::from_url(token_url));
-        Self {
+            .set_token_uri(TokenUrl::from_url(token_url.clone()));
+        Ok(Self {
             oauth,
+            certificate,
+            token_url,
             http,
             clock,
             scope: app.scope,
@@ -275,8 +317,10 @@ impl TokenSource {
             inner: Mutex::new(Inner {
                 state: TokenState::Empty,
                 generation: 0,
+                transient_failures: 0,
+                paused_until: None,
             }),
-        }
+        })
     }
 
     /// A token valid for at least the refresh margin, fetching one if needed.
@@ -296,8 +340,23 @@ impl TokenSource {
             TokenState::Refused { error, until } if now < *until => return Err(error.clone()),
             _ => {}
         }
+        if let Some((until, why)) = &inner.paused_until
+            && now < *until
+        {
+            return match &inner.state {
+                TokenState::Valid {
+                    token, expires_at, ..
+                } if now < *expires_at => Ok(token.clone()),
+                _ => Err(MailError::TokenUnavailable {
+                    retry_after: (*until - now).to_std().unwrap_or_default(),
+                    why: why.clone(),
+                }),
+            };
+        }
         match self.fetch().await {
             Ok((value, lifetime)) => {
+                inner.transient_failures = 0;
+                inner.paused_until = None;
                 inner.generation += 1;
                 let token = AccessToken {
                     value,
@@ -332,12 +391,30 @@ impl TokenSource {
                 };
                 Err(error)
             }
-            Err(FetchError::Transient(error)) => match &inner.state {
-                TokenState::Valid {
-                    token, expires_at, ..
-                } if now < *expires_at => Ok(token.clone()),
-                _ => Err(error),
-            },
+            Err(FetchError::Transient(error)) => {
+                inner.transient_failures += 1;
+                let pause = transient_backoff(inner.transient_failures);
+                let why = error.to_string();
+                inner.paused_until = Some((now + chrono_duration(pause), why.clone()));
+                tracing::warn!(
+                    event = events::GRAPH_TOKEN_UNAVAILABLE,
+                    graph.tenant_id = %self.graph_tenant_id,
+                    client_id = %self.client_id,
+                    failures = inner.transient_failures,
+                    pause_ms = pause.as_millis() as u64,
+                    error = %why,
+                    "the token endpoint failed; no new token request during the pause"
+                );
+                match &inner.state {
+                    TokenState::Valid {
+                        token, expires_at, ..
+                    } if now < *expires_at => Ok(token.clone()),
+                    _ => Err(MailError::TokenUnavailable {
+                        retry_after: pause,
+                        why,
+                    }),
+                }
+            }
         }
     }
 
@@ -354,6 +431,9 @@ impl TokenSource {
     }
 
     async fn fetch(&self) -> Result<(SecretString, Duration), FetchError> {
+        if let Some(certificate) = &self.certificate {
+            return self.fetch_with_assertion(certificate).await;
+        }
         let answer = self
             .oauth
             .exchange_client_credentials()
@@ -413,6 +493,90 @@ impl TokenSource {
                 MailError::Transient(format!("the Graph token endpoint answered badly: {text}")),
             )),
         }
+    }
+
+    /// The client-credentials request with a certificate: `client_assertion` (RS256, see
+    /// [`super::assertion`]) instead of `client_secret`, the answer mapped like the secret's.
+    async fn fetch_with_assertion(
+        &self,
+        certificate: &super::assertion::CertificateCredential,
+    ) -> Result<(SecretString, Duration), FetchError> {
+        let assertion = certificate
+            .assertion(&self.client_id, self.token_url.as_str(), self.clock.now())
+            .map_err(|e| FetchError::Refused(MailError::Misconfigured(e)))?;
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("client_id", self.client_id.as_str()),
+            ("scope", self.scope.as_str()),
+            ("client_assertion_type", super::assertion::ASSERTION_TYPE),
+            ("client_assertion", assertion.as_str()),
+        ];
+        let response = self
+            .http
+            .post(self.token_url.clone())
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| {
+                FetchError::Transient(MailError::Transient(describe_transport_error(
+                    "the Graph token request",
+                    &e,
+                )))
+            })?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap_or_default();
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            access_token: Option<String>,
+            expires_in: Option<u64>,
+            error: Option<String>,
+            error_description: Option<String>,
+        }
+        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
+            FetchError::Transient(MailError::Transient(format!(
+                "the Graph token endpoint answered HTTP {status} with something that is not a token response ({} bytes)",
+                body.len()
+            )))
+        })?;
+        if (200..300).contains(&status)
+            && let Some(token) = answer.access_token
+        {
+            let lifetime = answer
+                .expires_in
+                .filter(|s| *s > 0)
+                .map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
+            return Ok((SecretString::from(token), lifetime));
+        }
+        let code = answer.error.unwrap_or_else(|| format!("HTTP {status}"));
+        let description = answer
+            .error_description
+            .as_deref()
+            .map(|d| self.scrub(first_line(d)))
+            .unwrap_or_default();
+        let aadsts = aadsts_code(&description);
+        let message = format!(
+            "the token endpoint refused app {} in tenant {} (certificate {}): {code}{}{}",
+            self.client_id,
+            self.graph_tenant_id,
+            certificate.thumbprint(),
+            aadsts.map(|c| format!(" ({c})")).unwrap_or_default(),
+            if description.is_empty() {
+                String::new()
+            } else {
+                format!(": {description}")
+            },
+        );
+        if status >= 500 || code == "temporarily_unavailable" || code == "server_error" {
+            Err(FetchError::Transient(MailError::Transient(message)))
+        } else {
+            Err(FetchError::Refused(MailError::Unauthorized(message)))
+        }
+    }
+
+    /// An error text of this app's requests with credentials and this app's secret (should
+    /// Graph ever echo it) replaced by `***`; addresses were masked where Graph's text entered.
+    pub(crate) fn scrub_known(&self, text: &str) -> String {
+        crate::mailer::redact::redact_secrets(text, &[self.secret.expose_secret()])
     }
 
     /// Provider text with addresses masked and the secret (should it ever be echoed) removed.

@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
-use graph_sim::{GraphSim, MailboxLimits, SimConfig, SimMailbox};
+use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox};
 use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
@@ -194,6 +194,8 @@ pub struct Builder {
     sim_clock: Option<ManualClock>,
     script: Vec<Result<SendReceipt, MailError>>,
     algorithm: Algorithm,
+    sim_visibility_delay: Duration,
+    sim_certificate: Option<String>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -239,6 +241,18 @@ impl Builder {
         self
     }
 
+    /// How long graph-sim keeps a sent message looking unsent (eventual consistency).
+    pub fn sim_visibility_delay(mut self, delay: Duration) -> Self {
+        self.sim_visibility_delay = delay;
+        self
+    }
+
+    /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
+    pub fn sim_certificate(mut self, pem: &str) -> Self {
+        self.sim_certificate = Some(pem.to_owned());
+        self
+    }
+
     /// The scripted mailer's answers, in order (then `Ok`).
     pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
         self.script = answers;
@@ -249,7 +263,15 @@ impl Builder {
     pub async fn spawn(self) -> TestApp {
         let db = TestDb::new().await;
         let keys = TestKeys::new();
-        let mut sim_config = SimConfig::new().with_app(TENANT, CLIENT, SECRET);
+        let mut app = SimApp::new(TENANT, CLIENT, SECRET);
+        if let Some(pem) = self.sim_certificate {
+            app = app.with_certificate(pem);
+        }
+        let mut sim_config = SimConfig {
+            apps: vec![app],
+            ..SimConfig::new()
+        }
+        .with_sent_visibility_delay(self.sim_visibility_delay);
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
@@ -338,6 +360,8 @@ impl TestApp {
             sim_clock: None,
             script: Vec::new(),
             algorithm: Algorithm::FixedWindow,
+            sim_visibility_delay: Duration::ZERO,
+            sim_certificate: None,
         }
     }
 

@@ -24,6 +24,7 @@ use super::redis_url;
 /// that went away: every connection closed, new ones refused).
 pub struct Gate {
     addr: SocketAddr,
+    upstream: String,
     shared: Arc<GateShared>,
     accept: Mutex<Option<JoinHandle<()>>>,
 }
@@ -40,11 +41,17 @@ struct GateShared {
 impl Gate {
     /// A port nothing listens on (yet): connections are refused.
     pub async fn closed() -> Self {
+        Self::closed_to(redis_addr()).await
+    }
+
+    /// [`Gate::closed`] in front of `upstream` (`host:port`) instead of Redis.
+    pub async fn closed_to(upstream: String) -> Self {
         let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = probe.local_addr().unwrap();
         drop(probe);
         Self {
             addr,
+            upstream,
             shared: Arc::default(),
             accept: Mutex::new(None),
         }
@@ -65,7 +72,7 @@ impl Gate {
         socket.bind(self.addr).unwrap();
         let listener = socket.listen(1024).unwrap();
         let shared = self.shared.clone();
-        let upstream = redis_addr();
+        let upstream = self.upstream.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
@@ -109,6 +116,11 @@ impl Gate {
         for relay in self.shared.relays.lock().unwrap().drain(..) {
             relay.abort();
         }
+    }
+
+    /// The gate's `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// A `redis://` URL through the gate.

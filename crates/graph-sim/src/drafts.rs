@@ -1,0 +1,706 @@
+//! Graph's draft-and-send flow, its look-ups and upload sessions:
+//! - `POST /v1.0/users/{id}/messages` creates a draft (`201`, the message with its `id`); with
+//!   `Prefer: IdType="ImmutableId"` the id stays the same when the message moves to Sent Items,
+//!   without it the id changes once the sent copy is visible
+//!   (<https://learn.microsoft.com/graph/api/user-post-messages>,
+//!   <https://learn.microsoft.com/graph/outlook-immutable-id>);
+//! - `POST /v1.0/users/{id}/messages/{draft}/send` sends it (`202`): the same limits, scripted
+//!   answers and after-accept faults as sendMail (<https://learn.microsoft.com/graph/api/message-send>).
+//!   Sending an item that was already sent delivers it again (recorded as a second send): the
+//!   pessimistic reading, so a client that resends is caught;
+//! - `GET /v1.0/users/{id}/messages/{item}` answers `{id, isDraft, internetMessageId}`;
+//! - `GET /v1.0/users/{id}/messages?$filter=internetMessageId eq '…'` (every folder) and
+//!   `GET /v1.0/users/{id}/mailFolders/sentitems/messages?$filter=…` answer `{"value": […]}`.
+//!
+//!   Eventual consistency: a sent message becomes visible as sent only
+//!   `sent_visibility_delay_ms` after it was accepted; until then `GET` by id still shows the
+//!   draft (`isDraft: true`) and Sent Items does not list it (Microsoft documents no bound; the
+//!   stand-in makes the delay configurable, default 0);
+//! - `POST /v1.0/users/{id}/messages/{draft}/attachments/createUploadSession` and
+//!   `PUT {uploadUrl}` (`Content-Range: bytes a-b/total`, no `Authorization`: the URL carries
+//!   its own credential, a request with one is refused `401`) for attachments of 3–150 MB
+//!   (<https://learn.microsoft.com/graph/outlook-large-attachments>,
+//!   <https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
+
+use std::{sync::Arc, time::Instant};
+
+use axum::{
+    body::Body,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{
+    records::{RecordedAttachment, SimDraft},
+    send::{
+        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body,
+        read_limited, undelivered,
+    },
+    server::{Inner, SimState},
+    validate::{ParsedMessage, parse_draft},
+    wire::{GraphError, RequestIds},
+};
+
+/// The largest attachment an upload session takes: 150 MB
+/// (<https://learn.microsoft.com/graph/outlook-large-attachments>).
+pub const MAX_UPLOAD_BYTES: u64 = 150 * 1024 * 1024;
+/// The largest chunk one `PUT` to an upload URL may carry: 4 MB (the same page).
+pub const MAX_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+
+/// One draft and what happened to it.
+#[derive(Debug, Clone)]
+pub(crate) struct DraftState {
+    pub idx: usize,
+    pub id: String,
+    /// The id of the sent copy when the draft was created without an immutable id.
+    pub sent_id: Option<String>,
+    pub internet_message_id: String,
+    pub message: ParsedMessage,
+    pub immutable: bool,
+    pub sends: u32,
+    pub visible_at_ms: Option<i64>,
+    pub uploaded: u32,
+}
+
+impl DraftState {
+    fn sent_visible(&self, now_ms: i64) -> bool {
+        self.visible_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// Whether `id` names this item now.
+    fn answers_to(&self, id: &str, now_ms: i64) -> bool {
+        if self.immutable || !self.sent_visible(now_ms) {
+            self.id == id
+        } else {
+            self.sent_id.as_deref() == Some(id)
+        }
+    }
+
+    fn current_id(&self, now_ms: i64) -> &str {
+        if self.immutable || !self.sent_visible(now_ms) {
+            &self.id
+        } else {
+            self.sent_id.as_deref().unwrap_or(&self.id)
+        }
+    }
+
+    pub(crate) fn snapshot(&self, state: &SimState, now_ms: i64) -> SimDraft {
+        SimDraft {
+            id: self.current_id(now_ms).to_owned(),
+            mailbox: state.mailboxes[self.idx].address.to_string(),
+            internet_message_id: self.internet_message_id.clone(),
+            immutable_id: self.immutable,
+            sends: self.sends,
+            uploaded_attachments: self.uploaded,
+        }
+    }
+}
+
+/// A message sent through sendMail with `saveToSentItems`.
+#[derive(Debug, Clone)]
+pub(crate) struct SentItem {
+    pub idx: usize,
+    pub id: String,
+    pub internet_message_id: Option<String>,
+    pub visible_at_ms: i64,
+}
+
+/// An open upload session.
+#[derive(Debug, Clone)]
+pub(crate) struct Upload {
+    pub idx: usize,
+    pub draft_id: String,
+    pub name: String,
+    pub size: u64,
+    pub received: Vec<u8>,
+}
+
+/// A fresh Exchange-looking item id.
+pub(crate) fn new_item_id() -> String {
+    format!("AAMkAGsim{}", Uuid::new_v4().simple())
+}
+
+fn wants_immutable_id(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| {
+            let p = p.trim();
+            p.eq_ignore_ascii_case("IdType=\"ImmutableId\"")
+                || p.eq_ignore_ascii_case("IdType=ImmutableId")
+        })
+}
+
+fn item_not_found() -> GraphError {
+    GraphError::new(
+        StatusCode::NOT_FOUND,
+        "ErrorItemNotFound",
+        "The specified object was not found in the store.",
+    )
+}
+
+fn message_json(id: &str, is_draft: bool, internet_message_id: Option<&str>) -> Value {
+    json!({
+        "id": id,
+        "isDraft": is_draft,
+        "internetMessageId": internet_message_id,
+    })
+}
+
+/// `POST /v1.0/users/{user}/messages`: create a draft.
+pub(crate) async fn create_draft(
+    State(state): State<Arc<SimState>>,
+    Path(user): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    count(&state, "createDraft");
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = match create(&state, &user, &headers, body, &mut seen).await {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
+    };
+    finish(&state, "createDraft", reply, &ids, &seen, started)
+}
+
+async fn create(
+    state: &Arc<SimState>,
+    user: &str,
+    headers: &HeaderMap,
+    body: Body,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let idx = admitted.idx;
+    let bytes = read_body(state, headers, body).await.inspect_err(|_| {
+        state.lock().boxes[idx].refused.validation += 1;
+    })?;
+    let mut message = parse_draft(&bytes, state.mailboxes[idx].limits.recipients_per_message)
+        .inspect_err(|_| {
+            state.lock().boxes[idx].refused.validation += 1;
+        })?;
+    seen.recipients = Some(message.recipient_count());
+    let internet_message_id = message
+        .internet_message_id
+        .clone()
+        .unwrap_or_else(|| format!("<{}@graph-sim.example>", Uuid::new_v4().simple()));
+    message.internet_message_id = Some(internet_message_id.clone());
+    let id = new_item_id();
+    let draft = DraftState {
+        idx,
+        id: id.clone(),
+        sent_id: None,
+        internet_message_id: internet_message_id.clone(),
+        message,
+        immutable: wants_immutable_id(headers),
+        sends: 0,
+        visible_at_ms: None,
+        uploaded: 0,
+    };
+    state.lock().drafts.insert(id.clone(), draft);
+    let mut body = message_json(&id, true, Some(&internet_message_id));
+    body["@odata.context"] = json!(format!(
+        "{}/v1.0/$metadata#users('{user}')/messages/$entity",
+        state.origin
+    ));
+    Ok(Reply::Json {
+        status: StatusCode::CREATED,
+        body,
+    })
+}
+
+/// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send` (other actions: `400`).
+pub(crate) async fn draft_action(
+    State(state): State<Arc<SimState>>,
+    Path((user, id, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    count(&state, "send");
+    let arrived_at_ms = state.now().timestamp_millis();
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = if action.eq_ignore_ascii_case("send") {
+        match send(&state, &user, &id, &headers, &ids, arrived_at_ms, &mut seen).await {
+            Ok(reply) => reply,
+            Err(e) => Reply::Error(e),
+        }
+    } else {
+        Reply::Error(GraphError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("Resource not found for the segment '{action}'."),
+        ))
+    };
+    finish(&state, "send", reply, &ids, &seen, started)
+}
+
+async fn send(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    ids: &RequestIds,
+    arrived_at_ms: i64,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let idx = admitted.idx;
+    let scripted = next_scripted(state, idx);
+    if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
+        return Ok(undelivered(state, idx, answer).await);
+    }
+    let now_ms = state.now().timestamp_millis();
+    let (key, message) = {
+        let inner = state.lock();
+        let found = inner
+            .drafts
+            .iter()
+            .find(|(_, d)| d.idx == idx && d.answers_to(id, now_ms));
+        match found {
+            Some((key, d)) => (key.clone(), d.message.clone()),
+            None => return Err(item_not_found()),
+        }
+    };
+    seen.recipients = Some(message.recipient_count());
+    let delay = state.sent_visibility_delay_ms;
+    Ok(deliver(
+        state,
+        &admitted,
+        message,
+        Delivery {
+            ids,
+            arrived_at_ms,
+            request_bytes: 0,
+            via: "draft",
+            draft_id: Some(id.to_owned()),
+        },
+        scripted,
+        move |inner: &mut Inner, now_ms| {
+            if let Some(d) = inner.drafts.get_mut(&key) {
+                d.sends += 1;
+                d.visible_at_ms.get_or_insert(now_ms + delay);
+                if !d.immutable && d.sent_id.is_none() {
+                    d.sent_id = Some(new_item_id());
+                }
+            }
+        },
+    )
+    .await)
+}
+
+/// `GET /v1.0/users/{user}/messages/{id}`.
+pub(crate) async fn get_message(
+    State(state): State<Arc<SimState>>,
+    Path((user, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    count(&state, "getMessage");
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = match get(&state, &user, &id, &headers, &mut seen).await {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
+    };
+    finish(&state, "getMessage", reply, &ids, &seen, started)
+}
+
+async fn get(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let now_ms = state.now().timestamp_millis();
+    let inner = state.lock();
+    if let Some(d) = inner
+        .drafts
+        .values()
+        .find(|d| d.idx == admitted.idx && d.answers_to(id, now_ms))
+    {
+        return Ok(Reply::Json {
+            status: StatusCode::OK,
+            body: message_json(
+                d.current_id(now_ms),
+                !d.sent_visible(now_ms),
+                Some(&d.internet_message_id),
+            ),
+        });
+    }
+    if let Some(item) = inner
+        .sent_items
+        .iter()
+        .find(|s| s.idx == admitted.idx && s.id == id && now_ms >= s.visible_at_ms)
+    {
+        return Ok(Reply::Json {
+            status: StatusCode::OK,
+            body: message_json(&item.id, false, item.internet_message_id.as_deref()),
+        });
+    }
+    Err(item_not_found())
+}
+
+/// The OData query of a list request (`$filter`, `$select`, `$top`).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(rename = "$filter")]
+    filter: Option<String>,
+}
+
+/// `internetMessageId eq '<…>'` → the id (`''` unescaped); `None` for any other filter.
+fn filter_value(filter: &str) -> Option<String> {
+    let filter = filter.trim();
+    let (name, rest) = filter.split_once(char::is_whitespace)?;
+    if !name.eq_ignore_ascii_case("internetMessageId") {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("eq ")
+        .or_else(|| rest.strip_prefix("EQ "))?
+        .trim();
+    let quoted = rest.strip_prefix('\'')?.strip_suffix('\'')?;
+    Some(quoted.replace("''", "'"))
+}
+
+/// `GET /v1.0/users/{user}/messages` (every folder: drafts too).
+pub(crate) async fn list_messages(
+    State(state): State<Arc<SimState>>,
+    Path(user): Path<String>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Response {
+    list(state, user, None, query, headers).await
+}
+
+/// `GET /v1.0/users/{user}/mailFolders/{folder}/messages` (`sentitems` or `drafts`).
+pub(crate) async fn list_folder_messages(
+    State(state): State<Arc<SimState>>,
+    Path((user, folder)): Path<(String, String)>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Response {
+    list(state, user, Some(folder), query, headers).await
+}
+
+async fn list(
+    state: Arc<SimState>,
+    user: String,
+    folder: Option<String>,
+    query: ListQuery,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    count(&state, "listMessages");
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = match listed(
+        &state,
+        &user,
+        folder.as_deref(),
+        &query,
+        &headers,
+        &mut seen,
+    )
+    .await
+    {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
+    };
+    finish(&state, "listMessages", reply, &ids, &seen, started)
+}
+
+async fn listed(
+    state: &Arc<SimState>,
+    user: &str,
+    folder: Option<&str>,
+    query: &ListQuery,
+    headers: &HeaderMap,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let (sent, drafts) = match folder.map(str::to_ascii_lowercase).as_deref() {
+        None => (true, true),
+        Some("sentitems") => (true, false),
+        Some("drafts") => (false, true),
+        Some(other) => {
+            return Err(GraphError::new(
+                StatusCode::NOT_FOUND,
+                "ErrorInvalidIdMalformed",
+                format!("graph-sim knows the folders sentitems and drafts, not '{other}'."),
+            ));
+        }
+    };
+    let wanted = match query.filter.as_deref() {
+        None => None,
+        Some(f) => Some(filter_value(f).ok_or_else(|| {
+            GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "ErrorInvalidUrlQueryFilter",
+                "graph-sim filters only by internetMessageId eq '…'.",
+            )
+        })?),
+    };
+    let matches = |imid: Option<&str>| wanted.as_deref().is_none_or(|w| imid == Some(w));
+    let now_ms = state.now().timestamp_millis();
+    let inner = state.lock();
+    let mut value = Vec::new();
+    for d in inner.drafts.values().filter(|d| d.idx == admitted.idx) {
+        let visible = d.sent_visible(now_ms);
+        if ((visible && sent) || (!visible && drafts)) && matches(Some(&d.internet_message_id)) {
+            value.push(message_json(
+                d.current_id(now_ms),
+                !visible,
+                Some(&d.internet_message_id),
+            ));
+        }
+    }
+    if sent {
+        for s in inner
+            .sent_items
+            .iter()
+            .filter(|s| s.idx == admitted.idx && now_ms >= s.visible_at_ms)
+        {
+            if matches(s.internet_message_id.as_deref()) {
+                value.push(message_json(&s.id, false, s.internet_message_id.as_deref()));
+            }
+        }
+    }
+    Ok(Reply::Json {
+        status: StatusCode::OK,
+        body: json!({ "value": value }),
+    })
+}
+
+/// `POST /v1.0/users/{user}/messages/{id}/attachments/createUploadSession`.
+pub(crate) async fn create_upload_session(
+    State(state): State<Arc<SimState>>,
+    Path((user, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    count(&state, "createUploadSession");
+    let ids = RequestIds::new(&headers);
+    let mut seen = Seen::default();
+    let reply = match open_session(&state, &user, &id, &headers, body, &mut seen).await {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
+    };
+    finish(&state, "createUploadSession", reply, &ids, &seen, started)
+}
+
+async fn open_session(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let bytes = read_body(state, headers, body).await?;
+    let root: Value = serde_json::from_slice(&bytes)
+        .map_err(|_| GraphError::body_read("Unable to read JSON request payload."))?;
+    let item = root
+        .as_object()
+        .and_then(|o| {
+            o.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("AttachmentItem"))
+        })
+        .map(|(_, v)| v)
+        .ok_or_else(|| {
+            GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "ErrorInvalidParameter",
+                "The value of the parameter 'AttachmentItem' is empty.",
+            )
+        })?;
+    let size = item.get("size").and_then(Value::as_u64).unwrap_or(0);
+    let name = item
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if item.get("attachmentType").and_then(Value::as_str) != Some("file") {
+        return Err(GraphError::body_read(
+            "AttachmentItem.attachmentType must be 'file'.",
+        ));
+    }
+    if size == 0 || size > MAX_UPLOAD_BYTES {
+        return Err(GraphError::new(
+            StatusCode::BAD_REQUEST,
+            "ErrorAttachmentSizeShouldNotBeLessThanMinimumSize",
+            format!("An upload session takes 1 to {MAX_UPLOAD_BYTES} bytes, not {size}."),
+        ));
+    }
+    let now_ms = state.now().timestamp_millis();
+    let mut inner = state.lock();
+    let draft_id = inner
+        .drafts
+        .iter()
+        .find(|(_, d)| d.idx == admitted.idx && d.answers_to(id, now_ms) && d.sends == 0)
+        .map(|(k, _)| k.clone())
+        .ok_or_else(item_not_found)?;
+    let token = Uuid::new_v4().simple().to_string();
+    inner.uploads.insert(
+        token.clone(),
+        Upload {
+            idx: admitted.idx,
+            draft_id,
+            name,
+            size,
+            received: Vec::new(),
+        },
+    );
+    let expires = state.now() + chrono::Duration::hours(24);
+    Ok(Reply::Json {
+        status: StatusCode::CREATED,
+        body: json!({
+            "@odata.context": format!("{}/v1.0/$metadata#microsoft.graph.uploadSession", state.origin),
+            "uploadUrl": format!("{}/_upload/{token}", state.origin),
+            "expirationDateTime": expires.to_rfc3339(),
+            "nextExpectedRanges": ["0-"],
+        }),
+    })
+}
+
+fn upload_error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+/// `PUT /_upload/{session}`: one chunk of an upload session.
+pub(crate) async fn upload_chunk(
+    State(state): State<Arc<SimState>>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    count(&state, "uploadChunk");
+    if headers.contains_key(header::AUTHORIZATION) {
+        return upload_error(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationToken",
+            "An upload URL carries its own credential; a request with an Authorization header is refused.",
+        );
+    }
+    let range = headers
+        .get(header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_content_range);
+    let Some((start, end, total)) = range else {
+        return upload_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidContentRange",
+            "Content-Range must be 'bytes start-end/total'.",
+        );
+    };
+    let Some(bytes) = read_limited(body, MAX_CHUNK_BYTES).await else {
+        return upload_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            "A chunk carries at most 4 MB.",
+        );
+    };
+    let mut inner = state.lock();
+    let Some(upload) = inner.uploads.get_mut(&token) else {
+        return upload_error(
+            StatusCode::NOT_FOUND,
+            "ItemNotFound",
+            "The upload session does not exist or has completed.",
+        );
+    };
+    let received = upload.received.len() as u64;
+    if start != received
+        || total != upload.size
+        || end < start
+        || end - start + 1 != bytes.len() as u64
+    {
+        return upload_error(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            "InvalidRange",
+            &format!(
+                "The next expected range starts at {received} of {}.",
+                upload.size
+            ),
+        );
+    }
+    upload.received.extend_from_slice(&bytes);
+    let next = upload.received.len() as u64;
+    if next < upload.size {
+        return (
+            StatusCode::OK,
+            axum::Json(json!({"nextExpectedRanges": [format!("{next}-")]})),
+        )
+            .into_response();
+    }
+    let Some(done) = inner.uploads.remove(&token) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let attachment = RecordedAttachment::of(done.name, &done.received);
+    if let Some(d) = inner.drafts.get_mut(&done.draft_id)
+        && d.idx == done.idx
+    {
+        d.message.attachment_count += 1;
+        d.message.attachment_bytes += attachment.bytes;
+        d.message.attachments.push(attachment);
+        d.uploaded += 1;
+    }
+    (
+        StatusCode::CREATED,
+        [(
+            header::LOCATION,
+            format!("{}/_upload/{token}", state.origin),
+        )],
+    )
+        .into_response()
+}
+
+fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (start, end) = range.split_once('-')?;
+    Some((
+        start.trim().parse().ok()?,
+        end.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_by_internet_message_id_is_read_back_with_quotes_unescaped() {
+        assert_eq!(
+            filter_value("internetMessageId eq '<a@b>'").as_deref(),
+            Some("<a@b>")
+        );
+        assert_eq!(
+            filter_value("internetMessageId eq 'it''s'").as_deref(),
+            Some("it's")
+        );
+        assert_eq!(filter_value("subject eq 'x'"), None);
+    }
+
+    #[test]
+    fn content_ranges_parse() {
+        assert_eq!(parse_content_range("bytes 0-9/20"), Some((0, 9, 20)));
+        assert_eq!(parse_content_range("bytes */20"), None);
+    }
+}

@@ -1,0 +1,354 @@
+//! `GRAPH_SEND_MODE=draft`: the draft flow and the checks that make it exactly once.
+//!
+//! A first attempt: create the draft (`POST /users/{mailbox}/messages` with our deterministic
+//! `internetMessageId` and `Prefer: IdType="ImmutableId"`,
+//! <https://learn.microsoft.com/graph/api/user-post-messages>,
+//! <https://learn.microsoft.com/graph/outlook-immutable-id>), upload attachments of 3 MB and more
+//! through upload sessions (<https://learn.microsoft.com/graph/outlook-large-attachments>), store
+//! the draft's id on the row ([`crate::mailer::SendJournal::draft_created`]), stamp the send
+//! attempt ([`crate::mailer::SendJournal::send_attempted`]), then
+//! `POST /users/{mailbox}/messages/{id}/send` (<https://learn.microsoft.com/graph/api/message-send>).
+//!
+//! A later attempt (a retry after an unknown outcome, or lease recovery after a crash) decides
+//! from what the row says, before anything could deliver a second time:
+//!
+//! | row                                   | check                                   | then |
+//! | ------------------------------------- | --------------------------------------- | ---- |
+//! | draft id, no send attempt             | `GET` the draft                         | `isDraft: true` → send *that* draft (no second draft); gone → create anew |
+//! | draft id, send attempted              | `GET` the draft by its immutable id     | `isDraft: false` → it went: `SENT`, nothing resent |
+//! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE_MS` of the attempt → [`MailError::Unconfirmed`] (check again later) |
+//! |                                       |                                         | `isDraft: true` after it, and no Sent Items copy by `internetMessageId` → send the same draft |
+//! |                                       |                                         | gone (`404`) → look it up by `internetMessageId`; nothing → `ERROR`, never resent |
+//! | no draft id, earlier attempts         | look up by `internetMessageId`          | an unsent draft without upload sessions → reuse it; none → create |
+//!
+//! Why the settle time: Graph is eventually consistent — right after a send the item may still
+//! read `isDraft: true` and Sent Items may not list it yet. Microsoft documents no bound, so the
+//! safe reading is taken: a "still a draft" answer is trusted only `GRAPH_SEND_SETTLE_MS` after
+//! the send was written (default 2 minutes).
+//!
+//! Only the send step may deliver; a failed create, look-up or upload is
+//! [`MailError::Transient`] (nothing was sent, the limiter gives the budget back).
+
+use reqwest::Method;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::{
+    domain::{Attachment, OutgoingMail},
+    mailer::{MailError, SendAttempt, SendReceipt, http::describe_transport_error},
+};
+
+use super::{
+    MicrosoftGraphMailer, answer::HttpAnswer, answer::Verdict, answer::interpret, draft_body,
+    internet_message_id, segments, upload_session_body,
+};
+
+/// Bytes per `PUT` to an upload URL: 10 × 320 KiB (3,276,800), a multiple of 320 KiB and under
+/// the 4 MB a chunk may carry (<https://learn.microsoft.com/graph/outlook-large-attachments>).
+pub const UPLOAD_CHUNK_BYTES: usize = 10 * 320 * 1024;
+
+/// An item found by id or by `internetMessageId`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FoundItem {
+    pub id: String,
+    #[serde(default)]
+    pub is_draft: bool,
+}
+
+#[derive(Deserialize)]
+struct ItemList {
+    #[serde(default)]
+    value: Vec<FoundItem>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UploadSession {
+    upload_url: String,
+}
+
+/// A receipt for a message an earlier attempt delivered.
+pub(crate) fn already_sent(item_id: &str, note: &str) -> SendReceipt {
+    SendReceipt {
+        provider_id: Some(item_id.to_owned()),
+        already_sent: true,
+        note: Some(note.to_owned()),
+    }
+}
+
+impl MicrosoftGraphMailer {
+    /// The draft flow (module doc).
+    pub(super) async fn send_draft(
+        &self,
+        mail: &OutgoingMail,
+        attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
+        let imid = internet_message_id(mail.id, &self.mailbox);
+        let prior = attempt.prior;
+        let mut note = None;
+        let mut draft_id = None;
+        if let Some(id) = prior.graph_draft_id.as_deref() {
+            match self.get_item(mail.id, id).await? {
+                Some(item) if !item.is_draft => {
+                    return Ok(already_sent(
+                        &item.id,
+                        "outcome unknown; the check found it sent (isDraft false), not resent",
+                    ));
+                }
+                Some(item) => {
+                    if let Some(attempted_at) = prior.send_attempted_at {
+                        if let Some(wait) = self.unsettled(attempted_at) {
+                            return Err(MailError::Unconfirmed {
+                                retry_after: wait,
+                                why: "the draft still reads isDraft true".into(),
+                            });
+                        }
+                        if let Some(sent) = self
+                            .find_by_internet_message_id(mail.id, &imid, true)
+                            .await?
+                        {
+                            return Ok(already_sent(
+                                &sent.id,
+                                "outcome unknown; found in Sent Items by internetMessageId, not resent",
+                            ));
+                        }
+                        note = Some(format!(
+                            "outcome unknown; still a draft {} s after the send; sent the same draft again",
+                            self.settle.as_secs()
+                        ));
+                    }
+                    draft_id = Some(item.id);
+                }
+                None if prior.send_attempted_at.is_some() => {
+                    match self
+                        .find_by_internet_message_id(mail.id, &imid, false)
+                        .await?
+                    {
+                        Some(item) if !item.is_draft => {
+                            return Ok(already_sent(
+                                &item.id,
+                                "outcome unknown; found sent by internetMessageId, not resent",
+                            ));
+                        }
+                        Some(item) => draft_id = Some(item.id),
+                        None => {
+                            return Err(MailError::Permanent {
+                                code: "DraftVanished".into(),
+                                message: format!(
+                                    "the draft {id} of a send with an unknown outcome no longer exists and no copy has internetMessageId {imid}; not resent: look in the mailbox's Sent Items and deleted items, then requeue it if it did not go"
+                                ),
+                            });
+                        }
+                    }
+                }
+                None => {}
+            }
+        } else if prior.earlier_attempts > 0 && self.has_uploads(mail).is_empty() {
+            // A create with an unknown outcome may have left a draft: reuse it.
+            if let Some(item) = self
+                .find_by_internet_message_id(mail.id, &imid, false)
+                .await?
+            {
+                if !item.is_draft {
+                    return Ok(already_sent(
+                        &item.id,
+                        "outcome unknown; found sent by internetMessageId, not resent",
+                    ));
+                }
+                attempt
+                    .journal
+                    .draft_created(mail.id, &item.id)
+                    .await
+                    .map_err(not_recorded)?;
+                draft_id = Some(item.id);
+            }
+        }
+        let draft_id = match draft_id {
+            Some(id) => id,
+            None => {
+                let id = self.create_draft(mail, &imid).await?;
+                attempt
+                    .journal
+                    .draft_created(mail.id, &id)
+                    .await
+                    .map_err(not_recorded)?;
+                id
+            }
+        };
+        attempt
+            .journal
+            .send_attempted(mail.id)
+            .await
+            .map_err(not_recorded)?;
+        let url = segments(&self.user_url, &["messages", &draft_id, "send"]);
+        let mut receipt = self.deliver(&url, None, mail.id).await?;
+        receipt.note = note;
+        Ok(receipt)
+    }
+
+    fn has_uploads<'a>(&self, mail: &'a OutgoingMail) -> Vec<&'a Attachment> {
+        draft_body(mail, "").1
+    }
+
+    /// Creates the draft and uploads what does not fit inline; returns its immutable id.
+    async fn create_draft(&self, mail: &OutgoingMail, imid: &str) -> Result<String, MailError> {
+        let (body, large) = draft_body(mail, imid);
+        let url = segments(&self.user_url, &["messages"]);
+        let answer = self
+            .step(Method::POST, &url, Some(&body), mail.id, "create the draft")
+            .await?;
+        let item: FoundItem = parse(&answer, "create the draft")?;
+        for attachment in large {
+            self.upload(mail.id, &item.id, attachment).await?;
+        }
+        Ok(item.id)
+    }
+
+    /// One upload session: `createUploadSession`, then `PUT` chunks to its URL without our
+    /// token (the URL carries its own credential; Graph refuses an `Authorization` header
+    /// there).
+    async fn upload(
+        &self,
+        message_id: Uuid,
+        draft_id: &str,
+        attachment: &Attachment,
+    ) -> Result<(), MailError> {
+        let url = segments(
+            &self.user_url,
+            &["messages", draft_id, "attachments", "createUploadSession"],
+        );
+        let body = upload_session_body(attachment);
+        let answer = self
+            .step(
+                Method::POST,
+                &url,
+                Some(&body),
+                message_id,
+                "open an upload session",
+            )
+            .await?;
+        let session: UploadSession = parse(&answer, "open an upload session")?;
+        let total = attachment.content.len();
+        let mut start = 0;
+        while start < total {
+            let end = (start + UPLOAD_CHUNK_BYTES).min(total);
+            let response = self
+                .http
+                .put(&session.upload_url)
+                .header(
+                    reqwest::header::CONTENT_RANGE,
+                    format!("bytes {start}-{}/{total}", end - 1),
+                )
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(attachment.content[start..end].to_vec())
+                .send()
+                .await
+                .map_err(|e| {
+                    MailError::Transient(describe_transport_error(
+                        &format!("uploading attachment {:?}", attachment.name),
+                        &e,
+                    ))
+                })?;
+            let status = response.status().as_u16();
+            if !(200..300).contains(&status) {
+                return Err(MailError::Transient(format!(
+                    "uploading attachment {:?} (bytes {start}-{}) answered HTTP {status}; nothing was sent",
+                    attachment.name,
+                    end - 1
+                )));
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// `GET /users/{mailbox}/messages/{id}`; `None` for `404`.
+    async fn get_item(&self, message_id: Uuid, id: &str) -> Result<Option<FoundItem>, MailError> {
+        let mut url = segments(&self.user_url, &["messages", id]);
+        url.query_pairs_mut()
+            .append_pair("$select", "id,isDraft,internetMessageId");
+        let answer = self
+            .step(Method::GET, &url, None, message_id, "check the draft")
+            .await?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        parse(&answer, "check the draft").map(Some)
+    }
+
+    /// `GET /users/{mailbox}/mailFolders/sentitems/messages?$filter=internetMessageId eq '…'`
+    /// (`sent_only`) or `GET /users/{mailbox}/messages?$filter=…` (every folder). A sent copy
+    /// is preferred over a draft.
+    pub(super) async fn find_by_internet_message_id(
+        &self,
+        message_id: Uuid,
+        imid: &str,
+        sent_only: bool,
+    ) -> Result<Option<FoundItem>, MailError> {
+        let mut url = if sent_only {
+            segments(&self.user_url, &["mailFolders", "sentitems", "messages"])
+        } else {
+            segments(&self.user_url, &["messages"])
+        };
+        url.query_pairs_mut()
+            .append_pair(
+                "$filter",
+                &format!("internetMessageId eq '{}'", imid.replace('\'', "''")),
+            )
+            .append_pair("$select", "id,isDraft");
+        let answer = self
+            .step(Method::GET, &url, None, message_id, "look the message up")
+            .await?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        let list: ItemList = parse(&answer, "look the message up")?;
+        let mut items = list.value;
+        items.sort_by_key(|i| i.is_draft);
+        Ok(items.into_iter().next())
+    }
+
+    /// A request that cannot deliver: any 2xx or a `404` is returned; a failure is mapped by
+    /// `answer.rs`, except that an unknown outcome is [`MailError::Transient`] here — nothing
+    /// could have been sent.
+    async fn step(
+        &self,
+        method: Method,
+        url: &url::Url,
+        body: Option<&[u8]>,
+        message_id: Uuid,
+        what: &str,
+    ) -> Result<HttpAnswer, MailError> {
+        let outcome = self.call(method, url, body, message_id).await?;
+        if let Ok(answer) = &outcome
+            && ((200..300).contains(&answer.status) || answer.status == 404)
+        {
+            return Ok(outcome.unwrap_or_default());
+        }
+        match interpret(outcome, &self.mailbox, self.clock.now()) {
+            Verdict::Failed(MailError::OutcomeUnknown(text)) => Err(MailError::Transient(format!(
+                "{what}: {text}; nothing was sent"
+            ))),
+            Verdict::Failed(error) | Verdict::TokenRejected(error) => Err(error),
+            Verdict::Sent(_) => Err(MailError::Transient(format!(
+                "{what}: unexpected answer; nothing was sent"
+            ))),
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(answer: &HttpAnswer, what: &str) -> Result<T, MailError> {
+    serde_json::from_slice(&answer.body).map_err(|e| {
+        MailError::Transient(format!(
+            "{what}: Graph answered HTTP {} with a body that is not the expected JSON ({e}); nothing was sent",
+            answer.status
+        ))
+    })
+}
+
+fn not_recorded(e: String) -> MailError {
+    MailError::Transient(format!(
+        "not sent: cannot record the draft on the message row: {e}"
+    ))
+}
