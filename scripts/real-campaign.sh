@@ -43,8 +43,14 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-CAMPAIGN=${CAMPAIGN:-$ROOT/../shared/data/campaign-invitations.jsonl}
-SENDERS=${SENDERS:-$ROOT/../shared/data/senders.json}
+# The whole shared export when it is beside the clone; the repo's 400-line slice otherwise.
+if [ -r "$ROOT/../shared/data/campaign-invitations.jsonl" ]; then
+  CAMPAIGN=${CAMPAIGN:-$ROOT/../shared/data/campaign-invitations.jsonl}
+  SENDERS=${SENDERS:-$ROOT/../shared/data/senders.json}
+else
+  CAMPAIGN=${CAMPAIGN:-$ROOT/examples/campaign.jsonl}
+  SENDERS=${SENDERS:-$ROOT/examples/senders.json}
+fi
 OUT=${OUT:-$ROOT/target/real-campaign}
 PG_URL=${PG_URL:-postgres://postgres@127.0.0.1:5432}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}

@@ -1,6 +1,6 @@
 //! The demo (`cargo demo`, the `mail-worker-demo` binary): a campaign end to end on this machine. Against the local PostgreSQL and
-//! Redis (its own database `mail_worker_demo`, recreated each run, and its own key prefix and
-//! queue), it starts graph-sim (and a SendGrid stand-in) in process with Exchange Online's
+//! Redis (a database `mail_worker_demo_<run>` and a key prefix `mail-worker-demo:<run>:` of its
+//! own, both removed at the end, so two demos on one server never meet), it starts graph-sim (and a SendGrid stand-in) in process with Exchange Online's
 //! limits, registers the senders, enqueues the campaign, runs the real worker until every due
 //! message is `SENT` or `ERROR`, shows live progress, and ends with a per-mailbox report.
 
@@ -29,7 +29,7 @@ use mail_worker::{
     worker,
 };
 
-/// Options of the demo (`cargo demo -- --help`).
+/// Options of the demo (`cargo demo --help`; the alias already ends in `--`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
     /// A campaign JSONL file instead of the generated one (format of
@@ -104,9 +104,10 @@ pub struct DemoReport {
 /// Setup failures (database, Redis, files).
 pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoReport> {
     let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    // Its own database, recreated, and its own Redis keys.
-    config.database_url.set_path("/mail_worker_demo");
-    store::drop_database_if_exists(&config.database_url).await?;
+    // A database and Redis keys of its own, removed at the end (never anyone else's).
+    config
+        .database_url
+        .set_path(&format!("/mail_worker_demo_{run_id}"));
     config.rate_limit.key_prefix = format!("mail-worker-demo:{run_id}:rl");
     config.worker.queue_name = format!("mail-worker-demo:{run_id}:send-message");
 
@@ -180,7 +181,58 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     .await?;
     drop(sendgrid);
     sim.shutdown().await?;
+    pool.close().await;
+    if let Err(e) = store::drop_database_if_exists(&config.database_url).await {
+        eprintln!("mail-worker-demo: could not drop its database: {e}");
+    }
+    if let Err(e) = delete_keys(&config, &format!("mail-worker-demo:{run_id}:")).await {
+        eprintln!("mail-worker-demo: could not delete its Redis keys: {e}");
+    }
     Ok(report)
+}
+
+/// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`)
+/// and the queue's entry in apalis-redis' list of queues.
+async fn delete_keys(config: &Config, prefix: &str) -> redis::RedisResult<()> {
+    let mut conn = redis::Client::open(config.redis_url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(500)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let listed: Vec<String> = redis::cmd("ZRANGE")
+        .arg("core:apalis:queues:list")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await?;
+    let ours: Vec<&String> = listed.iter().filter(|q| q.starts_with(prefix)).collect();
+    if !ours.is_empty() {
+        redis::cmd("ZREM")
+            .arg("core:apalis:queues:list")
+            .arg(ours)
+            .query_async::<()>(&mut conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Replaces `env:NAME` secrets that are not set (and `file:` ones) with literal values, so
