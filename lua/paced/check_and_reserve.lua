@@ -21,8 +21,8 @@
 -- when a send runs up to `allowance` late. Recipients are counted in one-minute buckets over a
 -- rolling 24 h (a bucket leaves the window a minute after its last possible send, the safe
 -- side). A message that does not fit is booked at the earliest slot where every budget has room,
--- counting every booking before it, and keeps it. The reservations of the last 60 s are also
--- checked directly (at most L), so a late send can never burst. A cooldown (cooldown.lua) holds
+-- counting every booking before it, and keeps it. The reservations of the last 60 s + allowance
+-- are also checked directly (at most L), so a late send can never burst. A cooldown (cooldown.lua) holds
 -- the mailbox; bookings made before it move behind it.
 
 local BUCKET_MS = 60000
@@ -54,6 +54,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 
 local spacing = math.ceil((60000 + allowance) / per_minute)
+-- The direct check counts reservations over 60 s + the allowance, not 60 s: a request's own
+-- latency (a token fetch, a slow answer) shifts when the provider counts it, and the provider
+-- counts any 60 s of its arrivals.
+local window = 60000 + allowance
 local tenant_on = tenant_per_day > 0 and external > 0
 
 -- Day budgets: `total` is the sum of the buckets still in the window; `d:<bucket>` each bucket.
@@ -121,7 +125,7 @@ end
 -- Housekeeping: old buckets, old reservations, expired leases, bookings never used.
 evict(KEYS[1], KEYS[2])
 if tenant_on then evict(KEYS[6], KEYS[7]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - 60000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
 for _, booking_id in ipairs(stale) do
@@ -140,7 +144,7 @@ end
 -- When the oldest of the last 60 s of reservations leaves the window (only called when full).
 local function window_free_at()
   local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  return tonumber(oldest[2]) + 60000
+  return tonumber(oldest[2]) + window
 end
 
 local function take_lease_and_count(slot)
