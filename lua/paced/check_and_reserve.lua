@@ -21,8 +21,8 @@
 -- when a send runs up to `allowance` late. Recipients are counted in one-minute buckets over a
 -- rolling 24 h (a bucket leaves the window a minute after its last possible send, the safe
 -- side). A message that does not fit is booked at the earliest slot where every budget has room,
--- counting every booking before it, and keeps it. The reservations of the last 60 s + allowance
--- are also checked directly (at most L), so a late send can never burst. A cooldown (cooldown.lua) holds
+-- counting every booking before it, and keeps it. The reservations of the last 60 s + half the
+-- allowance are also checked directly (at most L), so a late send can never burst. A cooldown (cooldown.lua) holds
 -- the mailbox; bookings made before it move behind it.
 
 local BUCKET_MS = 60000
@@ -54,10 +54,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 
 local spacing = math.ceil((60000 + allowance) / per_minute)
--- The direct check counts reservations over 60 s + the allowance, not 60 s: a request's own
--- latency (a token fetch, a slow answer) shifts when the provider counts it, and the provider
--- counts any 60 s of its arrivals.
-local window = 60000 + allowance
+-- The direct check counts reservations over 60 s + half the allowance, not 60 s: the time
+-- from a reservation to the provider's arrival (a token fetch, a new connection) varies, and
+-- the provider counts any 60 s of its arrivals. Half, so that paced slots that run late by
+-- less than half the allowance more than the one L slots before them are never held.
+local window = 60000 + math.floor(allowance / 2)
 local tenant_on = tenant_per_day > 0 and external > 0
 
 -- Day budgets: `total` is the sum of the buckets still in the window; `d:<bucket>` each bucket.

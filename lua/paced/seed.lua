@@ -23,8 +23,8 @@ for i = 3, #ARGV, 2 do
     redis.call('HINCRBY', KEYS[1], 'd:' .. b, r)
     redis.call('ZADD', KEYS[2], b, b)
     total = total + r
-    -- 62 s: the direct check's window, 60 s + the pacing allowance (PACING_ALLOWANCE, 2 s).
-    if at > now - 62000 then redis.call('ZADD', KEYS[4], at, 'seed:' .. i .. ':' .. at) end
+    -- 61 s: the direct check's window, 60 s + half the pacing allowance (PACING_ALLOWANCE, 2 s).
+    if at > now - 61000 then redis.call('ZADD', KEYS[4], at, 'seed:' .. i .. ':' .. at) end
     if at > last then last = at end
   end
 end
