@@ -126,12 +126,8 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// it cannot be built, the reason (so a fixed reference changes it).
     pub fn fingerprint_of(&self, sender: &Sender) -> String {
         match self.spec_for(sender) {
-            Ok(spec) => self
-                .digest(&spec)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            Err(e) => format!("unbuildable: {e}"),
+            Ok(spec) => hex(&self.digest(&spec)),
+            Err(e) => unbuildable(&e),
         }
     }
 
@@ -244,6 +240,14 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     async fn mailer(&self, spec: MailerSpec) -> Result<Arc<dyn Mailer>, MailError> {
         let key = self.digest(&spec);
+        self.mailer_under(key, spec).await
+    }
+
+    async fn mailer_under(
+        &self,
+        key: ConfigDigest,
+        spec: MailerSpec,
+    ) -> Result<Arc<dyn Mailer>, MailError> {
         self.mailers
             .try_get_with(key, self.build(spec))
             .await
@@ -349,6 +353,28 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
     async fn fingerprint(&self, sender: &Sender) -> String {
         self.fingerprint_of(sender)
     }
+
+    /// One read of the sender's configuration (secrets resolved once) for both.
+    async fn mailer_and_fingerprint(
+        &self,
+        sender: &Sender,
+    ) -> (String, Result<Arc<dyn Mailer>, MailError>) {
+        match self.spec_for(sender) {
+            Ok(spec) => {
+                let key = self.digest(&spec);
+                (hex(&key), self.mailer_under(key, spec).await)
+            }
+            Err(e) => (unbuildable(&e), Err(e)),
+        }
+    }
+}
+
+fn hex(digest: &ConfigDigest) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unbuildable(e: &MailError) -> String {
+    format!("unbuildable: {e}")
 }
 
 /// Counts every request of the provider mailer it wraps

@@ -57,6 +57,20 @@ pub trait MailerSource: Send + Sync {
     async fn fingerprint(&self, _sender: &Sender) -> String {
         String::new()
     }
+
+    /// The sender's mailer and its [`Self::fingerprint`] together, so a source can read the
+    /// sender's configuration (and resolve its secrets) once per message, not twice.
+    async fn mailer_and_fingerprint(
+        &self,
+        sender: &Sender,
+    ) -> (String, Result<Arc<dyn Mailer>, MailError>) {
+        let fingerprint = self.fingerprint(sender).await;
+        let mailer = match sender {
+            Sender::Tenant(t) => self.mailer_for_tenant(t).await,
+            Sender::SystemMailbox(m) => self.mailer_for_system_mailbox(m).await,
+        };
+        (fingerprint, mailer)
+    }
 }
 
 use pause::{Admit, PAUSED_PREFIX, SenderPauses};
@@ -312,7 +326,7 @@ impl MailProviderService {
             }
         };
         let sender_id = sender_id(&sender);
-        let fingerprint = self.mailers.fingerprint(&sender).await;
+        let (fingerprint, mailer) = self.mailers.mailer_and_fingerprint(&sender).await;
         match self.pauses.admit(sender_id, &fingerprint, self.clock.now()) {
             Admit::Go { resumed: None } => {}
             Admit::Go {
@@ -335,10 +349,6 @@ impl MailProviderService {
                 return Ok(outcome);
             }
         }
-        let mailer = match &sender {
-            Sender::Tenant(t) => self.mailers.mailer_for_tenant(t).await,
-            Sender::SystemMailbox(m) => self.mailers.mailer_for_system_mailbox(m).await,
-        };
         let started = Instant::now();
         let prior = PriorAttempt {
             earlier_attempts: u32::try_from(message.attempts.saturating_sub(1)).unwrap_or(0),

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::MessageStatus;
+use crate::domain::sql_status;
 
 /// `last_error` of a cancelled message starts with this.
 pub const CANCELLED_PREFIX: &str = "cancelled by an operator (mail-worker messages cancel)";
@@ -116,12 +117,12 @@ pub async fn retry(
         return Ok(summary("retry", dry_run, &rows, 0));
     }
     let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
-    let done = sqlx::query(
-        "UPDATE messages SET status = 'SCHEDULED', scheduled_on = now(), attempts = 0, \
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET status = ", sql_status!(Scheduled), ", scheduled_on = now(), attempts = 0, \
              deferrals = 0, first_attempt_at = NULL, updated_at = now(), \
              last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
-         WHERE id = ANY($1) AND status = ANY($2)",
-    )
+         WHERE id = ANY($1) AND status = ANY($2)"
+    ))
     .bind(&ids)
     .bind(&statuses)
     .execute(pool)
@@ -150,10 +151,12 @@ pub async fn cancel(
         return Ok(summary("cancel", dry_run, &rows, 0));
     }
     let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
-    let done = sqlx::query(
-        "UPDATE messages SET status = 'ERROR', updated_at = now(), last_error = $3 \
-         WHERE id = ANY($1) AND status = ANY($2)",
-    )
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Error),
+        ", updated_at = now(), last_error = $3 \
+         WHERE id = ANY($1) AND status = ANY($2)"
+    ))
     .bind(&ids)
     .bind(&statuses)
     .bind(CANCELLED_PREFIX)
@@ -190,11 +193,12 @@ pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, 
         .map(|s| ((*s).to_owned(), 0))
         .collect();
     by_status.extend(rows);
-    let (paused, reason): (i64, Option<String>) = sqlx::query_as(
+    let (paused, reason): (i64, Option<String>) = sqlx::query_as(concat!(
         "SELECT count(*), max(last_error) FROM messages \
-         WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = 'SCHEDULED' \
-           AND starts_with(coalesce(last_error, ''), $2)",
-    )
+         WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = ",
+        sql_status!(Scheduled),
+        " AND starts_with(coalesce(last_error, ''), $2)"
+    ))
     .bind(id)
     .bind(crate::service::pause::PAUSED_PREFIX)
     .fetch_one(pool)
