@@ -40,6 +40,11 @@
 //! - *`anyhow` only in `main.rs` and tests* — [`cli`] and [`daemon`] still return
 //!   `anyhow::Result`: they are the binary's top level, moved into the library so that
 //!   `bench-mail-worker` (the benchmarks' daemon) runs the same entry point.
+//! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls. What is
+//!   `pub` is what something outside this crate uses: the binary (`main.rs`), the integration
+//!   tests (`tests/it`, which drive the real parts in process, zero2prod-style, rather than only
+//!   over HTTP), the demo, the bench lab and the fuzz targets. Modules stay `pub` at the top so
+//!   that those users can reach them; inside, visibility is per item.
 
 pub mod cli;
 pub mod clock;
