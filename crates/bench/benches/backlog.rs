@@ -181,12 +181,7 @@ fn main() -> ExitCode {
     if args.messages == 0 || args.limit == 0 || args.minutes == 0 || args.concurrency == 0 {
         support::fail("--messages, --limit, --minutes and --concurrency must be positive");
     }
-    support::init_logs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
-    runtime.block_on(run(args))
+    support::block_on(run(args))
 }
 
 #[allow(clippy::cast_precision_loss)]

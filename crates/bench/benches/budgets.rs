@@ -204,12 +204,7 @@ fn main() -> ExitCode {
             "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
         );
     }
-    support::init_logs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
-    runtime.block_on(run(args))
+    support::block_on(run(args))
 }
 
 #[allow(clippy::cast_precision_loss)]

@@ -180,15 +180,10 @@ struct Report {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    support::init_logs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
     if args.child {
-        runtime.block_on(child(args))
+        support::block_on(child(args))
     } else {
-        runtime.block_on(parent(args))
+        support::block_on(parent(args))
     }
 }
 
@@ -525,16 +520,10 @@ async fn child(args: Args) -> ExitCode {
     for _ in 0..args.tasks {
         let limiter = limiter.clone();
         let limit = args.limit;
-        lua_tasks.push(tokio::spawn(async move {
-            let mailbox = mailbox();
-            let mut buckets = Buckets::new();
-            loop {
-                let now = clock.now();
-                if now >= end {
-                    return buckets;
-                }
-                let tally = buckets.entry(bucket_of(now)).or_default();
-                tally.attempts += 1;
+        lua_tasks.push(tokio::spawn(hammer(clock, end, move |now| {
+            let limiter = limiter.clone();
+            async move {
+                let mailbox = mailbox();
                 let ask = Ask {
                     message_id: uuid::Uuid::new_v4(),
                     mailbox: &mailbox,
@@ -544,33 +533,25 @@ async fn child(args: Args) -> ExitCode {
                     tenant_budget: None,
                 };
                 match limiter.check_and_reserve(&ask, now).await {
-                    Ok(Decision::Allowed(r)) if r.is_counted() => tally.reserved += 1,
-                    Ok(Decision::Allowed(_)) => tally.fail_open += 1,
-                    Ok(Decision::Denied { .. }) => tally.denied += 1,
-                    Err(_) => tally.errors += 1,
+                    Ok(Decision::Allowed(r)) if r.is_counted() => Attempt::Reserved,
+                    Ok(Decision::Allowed(_)) => Attempt::FailOpen,
+                    Ok(Decision::Denied { .. }) => Attempt::Denied,
+                    Err(_) => Attempt::Error,
                 }
             }
-        }));
-        let mut conn = conn.clone();
+        })));
+        let conn = conn.clone();
         let prefix = naive_prefix.clone();
-        let limit = args.limit;
-        naive_tasks.push(tokio::spawn(async move {
-            let mailbox = mailbox();
-            let mut buckets = Buckets::new();
-            loop {
-                let now = clock.now();
-                if now >= end {
-                    return buckets;
-                }
-                let tally = buckets.entry(bucket_of(now)).or_default();
-                tally.attempts += 1;
-                match get_then_incr(&mut conn, &prefix, &mailbox, limit, now).await {
-                    Ok(true) => tally.reserved += 1,
-                    Ok(false) => tally.denied += 1,
-                    Err(_) => tally.errors += 1,
+        naive_tasks.push(tokio::spawn(hammer(clock, end, move |now| {
+            let (mut conn, prefix) = (conn.clone(), prefix.clone());
+            async move {
+                match get_then_incr(&mut conn, &prefix, &mailbox(), limit, now).await {
+                    Ok(true) => Attempt::Reserved,
+                    Ok(false) => Attempt::Denied,
+                    Err(_) => Attempt::Error,
                 }
             }
-        }));
+        })));
     }
     let mut report = ChildReport {
         pid: std::process::id(),
@@ -594,6 +575,38 @@ async fn child(args: Args) -> ExitCode {
         Err(e) => support::fail(&format!("cannot encode the child's report: {e}")),
     }
     ExitCode::SUCCESS
+}
+
+/// What one call of either implementation got.
+enum Attempt {
+    Reserved,
+    FailOpen,
+    Denied,
+    Error,
+}
+
+/// Calls `attempt` back to back until the clock reaches `end`, tallying per minute bucket.
+async fn hammer<F, Fut>(clock: ScaledClock, end: DateTime<Utc>, mut attempt: F) -> Buckets
+where
+    F: FnMut(DateTime<Utc>) -> Fut,
+    Fut: std::future::Future<Output = Attempt>,
+{
+    let mut buckets = Buckets::new();
+    loop {
+        let now = clock.now();
+        if now >= end {
+            return buckets;
+        }
+        let outcome = attempt(now).await;
+        let tally = buckets.entry(bucket_of(now)).or_default();
+        tally.attempts += 1;
+        match outcome {
+            Attempt::Reserved => tally.reserved += 1,
+            Attempt::FailOpen => tally.fail_open += 1,
+            Attempt::Denied => tally.denied += 1,
+            Attempt::Error => tally.errors += 1,
+        }
+    }
 }
 
 /// The non-atomic limiter the Lua script replaces, for contrast only: GET the minute counter,

@@ -130,12 +130,7 @@ fn main() -> ExitCode {
     {
         support::fail("every count and interval must be positive");
     }
-    support::init_logs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
-    runtime.block_on(run(args))
+    support::block_on(run(args))
 }
 
 async fn run(args: Args) -> ExitCode {

@@ -247,12 +247,7 @@ fn main() -> ExitCode {
     {
         support::fail("--runs, --seconds, --in-flight and --algorithms must be positive");
     }
-    support::init_logs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| support::fail(&format!("cannot start tokio: {e}")));
-    runtime.block_on(run(args))
+    support::block_on(run(args))
 }
 
 async fn run(args: Args) -> ExitCode {
@@ -344,8 +339,8 @@ async fn run(args: Args) -> ExitCode {
             };
             // Alternate which side goes first, so neither always meets a warmer (or busier)
             // machine.
-            let (ours, ceiling) = if run % 2 == 0 {
-                let ours = measure_ours(
+            let measure = async || {
+                measure_ours(
                     cell.algorithm,
                     &url,
                     &ours_prefix,
@@ -354,7 +349,10 @@ async fn run(args: Args) -> ExitCode {
                     duration,
                     args.connection_per_task,
                 )
-                .await;
+                .await
+            };
+            let (ours, ceiling) = if run % 2 == 0 {
+                let ours = measure().await;
                 let requests =
                     requests_for(ceiling_rate[index].unwrap_or(ours.per_second), duration);
                 let ceiling = measure_ceiling(&ceiling, requests, &mut conn).await;
@@ -363,17 +361,7 @@ async fn run(args: Args) -> ExitCode {
                 let rate = ceiling_rate[index].unwrap_or(1_000.0);
                 let ceiling =
                     measure_ceiling(&ceiling, requests_for(rate, duration), &mut conn).await;
-                let ours = measure_ours(
-                    cell.algorithm,
-                    &url,
-                    &ours_prefix,
-                    &mailboxes,
-                    cell.in_flight,
-                    duration,
-                    args.connection_per_task,
-                )
-                .await;
-                (ours, ceiling)
+                (measure().await, ceiling)
             };
             // `paced` needs every mailbox's state hash seeded first; the calls must have written
             // more than the seeds.

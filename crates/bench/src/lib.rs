@@ -70,6 +70,16 @@ pub fn init_logs() {
         .try_init();
 }
 
+/// Runs a benchmark's `main` future on a multi-threaded tokio runtime, logs (warn) to stderr.
+pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
+    init_logs();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("cannot start tokio: {e}")))
+        .block_on(main)
+}
+
 /// A fresh key prefix for one benchmark run: `bench:<name>:<12 hex>`. Benchmarks never
 /// `FLUSHDB`; they delete their own prefix with [`unlink_prefix`].
 pub fn bench_prefix(name: &str) -> String {
