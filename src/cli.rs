@@ -413,7 +413,7 @@ pub async fn main() -> ExitCode {
 ///
 /// # Errors
 /// Any failure, with its cause chain, for `main` to print.
-pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
+pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Migrate => {
             store::migrate(&config.database_url).await?;
@@ -693,7 +693,7 @@ pub async fn mailbox_usage(
 }
 
 /// `mailbox usage` as lines.
-pub(crate) fn usage_text(u: &MailboxUsage) -> String {
+pub fn usage_text(u: &MailboxUsage) -> String {
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map_or("-".to_owned(), |t| {
             t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
@@ -751,7 +751,7 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// The status report as a fixed-width table.
-pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
+pub fn status_table(rows: &[report::SenderStatus]) -> String {
     let mut out = format!(
         "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
         "mailbox",

@@ -217,7 +217,7 @@ impl Config {
 
     /// The effective configuration as `NAME=value` lines, in the env file's order, with
     /// passwords in URLs replaced by `***`. This is what `mail-worker check-config` prints.
-    pub(crate) fn redacted_lines(&self) -> Vec<String> {
+    pub fn redacted_lines(&self) -> Vec<String> {
         let ms = |d: Duration| d.as_millis().to_string();
         vec![
             format!("DATABASE_URL={}", redact_url(&self.database_url)),
@@ -315,7 +315,7 @@ impl fmt::Debug for Config {
 
 /// `url` with its password (if any) replaced by `***`, for logs and `check-config`: the
 /// userinfo password and a `password` query parameter.
-pub(crate) fn redact_url(url: &Url) -> String {
+pub fn redact_url(url: &Url) -> String {
     let mut url = url.clone();
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
@@ -353,7 +353,7 @@ fn redact_unparsed(raw: &str) -> String {
 
 /// Whether `url`'s host is loopback: 127.0.0.0/8, `::1` or `localhost` (and `*.localhost`,
 /// RFC 6761 §6.3).
-pub(crate) fn is_loopback(url: &Url) -> bool {
+pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),

@@ -28,11 +28,13 @@ use crate::{
 
 /// The service stack and the parts of it the daemon also watches.
 #[derive(Debug, Clone)]
-pub(crate) struct Stack {
+pub struct Stack {
     /// The service.
     pub service: Arc<MailProviderService>,
     /// The limiter (for `/readyz`'s degraded check).
     pub limiter: Arc<MailRateLimiter>,
+    /// Where everything counts.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
@@ -40,7 +42,7 @@ pub(crate) struct Stack {
 ///
 /// # Errors
 /// A limiter or HTTP client that cannot be built from the configuration.
-pub(crate) fn build_stack(
+pub fn build_stack(
     config: &Config,
     pool: PgPool,
     clock: Arc<dyn Clock>,
@@ -74,6 +76,7 @@ pub(crate) fn build_stack(
     Ok(Stack {
         service: Arc::new(service),
         limiter,
+        metrics,
     })
 }
 
@@ -254,7 +257,7 @@ async fn messages_gauge_loop(
 ///
 /// # Errors
 /// Start-up failures and parts that stopped on their own.
-pub(crate) async fn run_until(
+pub async fn run_until(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -303,7 +306,7 @@ async fn refuse_a_cluster_for_the_queue(url: &url::Url) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// As [`run_until`].
-pub(crate) async fn run(config: Config) -> anyhow::Result<ExitCode> {
+pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     run_until(config, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

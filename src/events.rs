@@ -2,7 +2,7 @@
 //! these strings, so they never change once released.
 
 /// A message was accepted by the provider (`202`). Fields: `message.id`, `mailbox`, `recipients`, `duration_ms`.
-pub(crate) const MAIL_SENT: &str = "mail.sent";
+pub const MAIL_SENT: &str = "mail.sent";
 /// Our limiter denied a send; the message was rescheduled. Fields: `message.id`, `mailbox`,
 /// `reason` (`minute`|`day`), `retry_after_ms`, `spread_ms`, `scheduled_on`.
 pub const MAIL_RATE_LIMIT_DEFERRED: &str = "mail.rateLimit.deferred";
@@ -13,59 +13,59 @@ pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.
 pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
 /// A mailbox's `paced` budgets were rebuilt from PostgreSQL's send history (info).
-pub(crate) const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
+pub const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
 /// The limiter's Redis answered `MOVED`: it is a cluster node, and the limiter now follows the
 /// cluster (info, once).
-pub(crate) const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
+pub const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
 /// A provider's `Retry-After` now holds every message of a mailbox, on every replica (info).
-pub(crate) const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
+pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
 /// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
 /// later, nothing resent (info).
-pub(crate) const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 /// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
 /// (warn).
-pub(crate) const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
+pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
 /// The Graph token endpoint failed transiently; no token request until the pause ends (warn).
-pub(crate) const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
-pub(crate) const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
+pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
+pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
-pub(crate) const MAIL_FAILED: &str = "mail.failed";
+pub const MAIL_FAILED: &str = "mail.failed";
 /// A sender's credentials are missing or refused: its messages wait (`SCHEDULED`, no attempt
 /// counted) instead of failing. Error, once per state change. Fields: `mailbox`, `reason`
 /// (the `env:`/`file:` reference or the AADSTS code), `next_probe`.
-pub(crate) const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
+pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// A paused sender works again (its configuration changed, or a probe got past the
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
-pub(crate) const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
+pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 /// The queue's Redis is unreachable or the queue worker stopped: the daemon stays up (not
 /// ready) and reconnects with backoff. Warn. Fields: `error`, `retry_in_ms`.
-pub(crate) const QUEUE_UNAVAILABLE: &str = "queue.unavailable";
+pub const QUEUE_UNAVAILABLE: &str = "queue.unavailable";
 /// The queue worker (re)started after an outage. Info. Fields: `worker`, `after_ms`.
-pub(crate) const QUEUE_RESUMED: &str = "queue.resumed";
+pub const QUEUE_RESUMED: &str = "queue.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (README "Delivery guarantee").
-pub(crate) const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
+pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.
-pub(crate) const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
+pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
 /// The scheduler claimed due messages and pushed jobs. Fields: `claimed`.
-pub(crate) const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
+pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
 /// A duplicate job delivery found its message no longer `QUEUED`; nothing was done.
-pub(crate) const WORKER_DUPLICATE_JOB: &str = "worker.duplicateJob";
+pub const WORKER_DUPLICATE_JOB: &str = "worker.duplicateJob";
 /// A Graph access token was fetched. Fields: `graph.tenant_id`, `client_id`, `expires_in_s`.
-pub(crate) const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
+pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.
-pub(crate) const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
+pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
 /// The daemon started. Fields: `worker`, `concurrency`.
-pub(crate) const DAEMON_STARTED: &str = "daemon.started";
+pub const DAEMON_STARTED: &str = "daemon.started";
 /// Shutdown was requested (SIGTERM/SIGINT); in-flight sends are finishing.
-pub(crate) const DAEMON_STOPPING: &str = "daemon.stopping";
+pub const DAEMON_STOPPING: &str = "daemon.stopping";
 /// The daemon stopped. Fields: `reason`.
-pub(crate) const DAEMON_STOPPED: &str = "daemon.stopped";
+pub const DAEMON_STOPPED: &str = "daemon.stopped";
 /// Migrations were applied.
-pub(crate) const DB_MIGRATED: &str = "db.migrated";
+pub const DB_MIGRATED: &str = "db.migrated";
 /// graph-sim accepted or refused a request.
 pub const SIM_REQUEST: &str = "sim.request";
 /// graph-sim started listening. Fields: `listen`, `graph_base_url`, `mailboxes`.

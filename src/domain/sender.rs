@@ -17,7 +17,7 @@ pub enum MailProvider {
 
 impl MailProvider {
     /// The column value.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::MicrosoftGraph => "microsoft-graph",
             Self::SendGrid => "sendgrid",
@@ -65,7 +65,7 @@ impl GraphCredentials {
     ///
     /// # Errors
     /// What is wrong, quoting the value (a tenant id is not secret).
-    pub(crate) fn check_tenant_id(raw: &str) -> Result<(), String> {
+    pub fn check_tenant_id(raw: &str) -> Result<(), String> {
         let value = raw.trim();
         let guid = value.len() == 36
             && value.bytes().enumerate().all(|(i, b)| match i {
@@ -168,7 +168,7 @@ pub enum Sender {
 
 impl Sender {
     /// The `From` mailbox.
-    pub(crate) fn mailbox(&self) -> &MailboxAddress {
+    pub fn mailbox(&self) -> &MailboxAddress {
         match self {
             Self::Tenant(t) => &t.sender_address,
             Self::SystemMailbox(m) => &m.address,

@@ -17,12 +17,12 @@ use sqlx::PgPool;
 use crate::rate_limit::MailRateLimiter;
 
 /// How long one readiness check may take: 2 s.
-pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The heartbeats of the daemon's loops. A loop that has not beaten within its allowance, or
 /// that ended, makes `/healthz` answer 503.
 #[derive(Debug, Default)]
-pub(crate) struct Liveness {
+pub struct Liveness {
     beats: Mutex<BTreeMap<&'static str, Beat>>,
 }
 
@@ -35,7 +35,7 @@ struct Beat {
 
 impl Liveness {
     /// `loop_name` is alive now and will beat again within `allowance`.
-    pub(crate) fn beat(&self, loop_name: &'static str, allowance: Duration) {
+    pub fn beat(&self, loop_name: &'static str, allowance: Duration) {
         if let Ok(mut beats) = self.beats.lock() {
             beats.insert(
                 loop_name,
@@ -49,7 +49,7 @@ impl Liveness {
     }
 
     /// `loop_name` ended (it will not beat again).
-    pub(crate) fn ended(&self, loop_name: &'static str) {
+    pub fn ended(&self, loop_name: &'static str) {
         if let Ok(mut beats) = self.beats.lock()
             && let Some(beat) = beats.get_mut(loop_name)
         {
@@ -58,7 +58,7 @@ impl Liveness {
     }
 
     /// The loops that ended or missed their heartbeat, by name.
-    pub(crate) fn dead(&self) -> Vec<&'static str> {
+    pub fn dead(&self) -> Vec<&'static str> {
         let now = Instant::now();
         self.beats.lock().map_or_else(
             |_| vec!["liveness-lock"],
@@ -73,7 +73,7 @@ impl Liveness {
     }
 
     /// The loops known so far.
-    pub(crate) fn loops(&self) -> Vec<&'static str> {
+    pub fn loops(&self) -> Vec<&'static str> {
         self.beats
             .lock()
             .map(|b| b.keys().copied().collect())
@@ -83,7 +83,7 @@ impl Liveness {
 
 /// One dependency's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Check {
+pub struct Check {
     /// Whether it answered within [`CHECK_TIMEOUT`].
     pub ok: bool,
     /// Its round trip in ms, when it answered.
@@ -96,7 +96,7 @@ pub(crate) struct Check {
 
 /// `GET /readyz`'s body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ReadyReport {
+pub struct ReadyReport {
     /// PostgreSQL and the queue answer.
     pub ready: bool,
     /// What is down: `postgresql`, `queue_redis`, `queue_worker`.
@@ -108,7 +108,7 @@ pub(crate) struct ReadyReport {
 }
 
 /// What readiness asks.
-pub(crate) struct Readiness {
+pub struct Readiness {
     pool: PgPool,
     queue: Option<redis::Client>,
     limiter: Option<Arc<MailRateLimiter>>,
@@ -124,7 +124,7 @@ impl std::fmt::Debug for Readiness {
 impl Readiness {
     /// Checks `pool`, the queue's Redis at `queue_url`, the queue worker's state
     /// (`queue_worker_up`, kept by the worker's supervisor) and, as degraded only, `limiter`.
-    pub(crate) fn new(
+    pub fn new(
         pool: PgPool,
         queue_url: &url::Url,
         limiter: Option<Arc<MailRateLimiter>>,
@@ -139,7 +139,7 @@ impl Readiness {
     }
 
     /// Runs every check (concurrently, each within [`CHECK_TIMEOUT`]).
-    pub(crate) async fn check(&self) -> ReadyReport {
+    pub async fn check(&self) -> ReadyReport {
         let (postgresql, queue, limiter) =
             tokio::join!(self.postgresql(), self.queue_redis(), self.limiter());
         let worker = if self.queue_worker_up.load(Ordering::SeqCst) {

@@ -36,15 +36,15 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::mailer::MailError;
+use crate::{mailer::MailError, rate_limit::DenyReason};
 
 /// `provider` label values.
-pub(crate) const PROVIDER_GRAPH: &str = "graph";
+pub const PROVIDER_GRAPH: &str = "graph";
 /// `provider` label value of SendGrid.
-pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
+pub const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+pub const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SendLabels {
@@ -97,7 +97,7 @@ pub enum SendResult {
 
 impl SendResult {
     /// The label value.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Sent => "sent",
             Self::Deferred => "deferred",
@@ -114,7 +114,7 @@ impl SendResult {
 /// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
 /// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
 /// the providers' own modules own the code → error mapping, and a class is what an alert needs.
-pub(crate) fn provider_status(result: &Result<(), &MailError>) -> &'static str {
+pub fn provider_status(result: &Result<(), &MailError>) -> &'static str {
     match result {
         Ok(()) => "accepted",
         Err(MailError::Throttled { .. }) => "throttled",
@@ -253,6 +253,11 @@ impl Metrics {
         self.rate_limit_seconds.observe(took.as_secs_f64());
     }
 
+    /// The label of a denial.
+    pub fn deny_label(reason: DenyReason) -> &'static str {
+        reason.as_str()
+    }
+
     /// Counts one provider request and its duration.
     pub fn provider_request(&self, provider: &'static str, status: &'static str, took: Duration) {
         self.provider_requests
@@ -280,7 +285,7 @@ impl Metrics {
     }
 
     /// One more send in flight until the guard drops.
-    pub(crate) fn in_flight(&self) -> InFlightGuard {
+    pub fn in_flight(&self) -> InFlightGuard {
         self.in_flight.inc();
         InFlightGuard(self.in_flight.clone())
     }
@@ -310,7 +315,7 @@ impl Metrics {
 
 /// Decrements `mail_worker_in_flight` on drop.
 #[derive(Debug)]
-pub(crate) struct InFlightGuard(Gauge<i64, AtomicI64>);
+pub struct InFlightGuard(Gauge<i64, AtomicI64>);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {

@@ -22,12 +22,12 @@
 //! `mail.rateLimit.scriptError` (error) line.
 
 mod connection;
-pub(crate) mod fixed_window;
+pub mod fixed_window;
 mod limiter;
 mod local;
 mod log_throttle;
 pub mod paced;
-pub(crate) mod usage;
+pub mod usage;
 
 use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
 
@@ -41,6 +41,9 @@ pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
 
 /// `lua/fixed_window/check_and_reserve.lua` (the design note's script, unchanged).
 pub const CHECK_AND_RESERVE_LUA: &str = fixed_window::CHECK_AND_RESERVE_LUA;
+/// `lua/fixed_window/release.lua`.
+pub const RELEASE_LUA: &str = fixed_window::RELEASE_LUA;
+
 use crate::domain::MailboxAddress;
 
 /// Which algorithm the limiter runs (`MAIL_RATE_LIMIT_ALGORITHM`).
@@ -129,7 +132,7 @@ pub struct RateLimits {
 /// tenant; going over it blocks external mail for every user of the tenant.
 /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct TenantBudget {
+pub struct TenantBudget {
     /// External recipients per rolling 24 h for the whole tenant.
     pub external_recipients_per_day: NonZeroU32,
     /// Domains of the tenant (lower case); every other recipient domain is external.
@@ -139,7 +142,7 @@ pub(crate) struct TenantBudget {
 impl TenantBudget {
     /// How many of `addresses` are outside the accepted domains (a subdomain of an accepted
     /// domain is not accepted unless listed: the safe reading).
-    pub(crate) fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
+    pub fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
         let external = addresses
             .into_iter()
             .filter(|address| {
@@ -190,7 +193,7 @@ pub enum DenyReason {
 impl DenyReason {
     /// `minute`, `day`, `tenant`, `cooldown` or `in_flight`, as in the Lua reply and the
     /// `reason` log field.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Minute => "minute",
             Self::Day => "day",
@@ -253,7 +256,7 @@ pub enum Counted {
 
 impl Reservation {
     /// A reservation that took nothing (fail-open): releasing it is a no-op.
-    pub(crate) fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
+    pub fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
         Self {
             mailbox,
             recipients,

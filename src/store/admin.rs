@@ -10,11 +10,11 @@ use crate::domain::MessageStatus;
 use crate::domain::sql_status;
 
 /// `last_error` of a cancelled message starts with this.
-pub(crate) const CANCELLED_PREFIX: &str = "cancelled by an operator (mail-worker messages cancel)";
+pub const CANCELLED_PREFIX: &str = "cancelled by an operator (mail-worker messages cancel)";
 
 /// Which messages a command touches; every given filter must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct MessageFilter {
+pub struct MessageFilter {
     /// The sender: a system mailbox's or tenant's address, or a tenant's name.
     pub sender: Option<String>,
     /// Their status.
@@ -27,7 +27,7 @@ pub(crate) struct MessageFilter {
 
 /// What a command did (or, with `--dry-run`, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Changed {
+pub struct Changed {
     /// `retry` or `cancel`.
     pub action: &'static str,
     /// Whether nothing was written.
@@ -102,7 +102,7 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
 ///
 /// # Errors
 /// Database errors; a `--status` other than `ERROR`/`SCHEDULED`.
-pub(crate) async fn retry(
+pub async fn retry(
     pool: &PgPool,
     filter: &MessageFilter,
     dry_run: bool,
@@ -136,7 +136,7 @@ pub(crate) async fn retry(
 ///
 /// # Errors
 /// Database errors; a `--status` other than `SCHEDULED`/`QUEUED`.
-pub(crate) async fn cancel(
+pub async fn cancel(
     pool: &PgPool,
     filter: &MessageFilter,
     dry_run: bool,
@@ -180,7 +180,7 @@ pub struct SenderMessages {
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, StoreError> {
+pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, StoreError> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, count(*) FROM messages \
          WHERE coalesce(system_mailbox_id, tenant_id) = $1 GROUP BY status",

@@ -60,7 +60,7 @@ pub struct NewMessage {
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
-pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+pub async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
     let mut tx = pool.begin().await?;
     let mut inserted = 0;
     for m in messages {
@@ -186,7 +186,7 @@ pub async fn mark_queued(
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn count_queued(pool: &PgPool) -> Result<i64, StoreError> {
+pub async fn count_queued(pool: &PgPool) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(concat!(
         "SELECT count(*) FROM messages WHERE status = ",
         sql_status!(Queued)
@@ -347,12 +347,20 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
     }))
 }
 
+/// `SENDING → SENT` (`sent_at = now()`). Returns whether the row was `SENDING`.
+///
+/// # Errors
+/// Database errors.
+pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
+    mark_sent_noting(pool, id, None).await
+}
+
 /// `SENDING → SENT` with `last_error = note` (what a person should know although it went, e.g.
 /// `outcome unknown; resent`), `NULL` without one. Returns whether the row was `SENDING`.
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn mark_sent_noting(
+pub async fn mark_sent_noting(
     pool: &PgPool,
     id: Uuid,
     note: Option<&str>,
@@ -375,11 +383,7 @@ pub(crate) async fn mark_sent_noting(
 ///
 /// # Errors
 /// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub(crate) async fn record_draft(
-    pool: &PgPool,
-    id: Uuid,
-    draft_id: &str,
-) -> Result<(), StoreError> {
+pub async fn record_draft(pool: &PgPool, id: Uuid, draft_id: &str) -> Result<(), StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET graph_draft_id = $2, updated_at = now() \
          WHERE id = $1 AND status = ",
@@ -397,7 +401,7 @@ pub(crate) async fn record_draft(
 ///
 /// # Errors
 /// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub(crate) async fn record_send_attempt(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+pub async fn record_send_attempt(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET send_attempted_at = now(), updated_at = now() \
          WHERE id = $1 AND status = ",
@@ -424,7 +428,7 @@ fn superseded_unless_one(id: Uuid, rows: u64) -> Result<(), StoreError> {
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
+pub async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Error),
@@ -441,7 +445,7 @@ pub(crate) async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<b
 
 /// Why a message goes back to `SCHEDULED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reschedule {
+pub enum Reschedule {
     /// A rate-limit deferral or provider throttling: `deferrals + 1`, the attempt is given
     /// back (`attempts - 1`).
     Deferral,
@@ -454,7 +458,7 @@ pub(crate) enum Reschedule {
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn reschedule(
+pub async fn reschedule(
     pool: &PgPool,
     id: Uuid,
     scheduled_on: DateTime<Utc>,
@@ -486,11 +490,7 @@ pub(crate) async fn reschedule(
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn resume_paused(
-    pool: &PgPool,
-    sender: Uuid,
-    prefix: &str,
-) -> Result<u64, StoreError> {
+pub async fn resume_paused(pool: &PgPool, sender: Uuid, prefix: &str) -> Result<u64, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET scheduled_on = now(), updated_at = now() \
          WHERE status = ",
@@ -518,10 +518,7 @@ fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn recover_stale_queued(
-    pool: &PgPool,
-    lease: Duration,
-) -> Result<Vec<Uuid>, StoreError> {
+pub async fn recover_stale_queued(pool: &PgPool, lease: Duration) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Scheduled),

@@ -106,7 +106,7 @@ pub async fn system_mailbox_by_id(
 ///
 /// # Errors
 /// Database errors, or a row the code cannot use.
-pub(crate) async fn by_address(
+pub async fn by_address(
     pool: &PgPool,
     address: &MailboxAddress,
 ) -> Result<Option<crate::domain::Sender>, StoreError> {
@@ -163,7 +163,7 @@ pub async fn sender_ids(
 ///
 /// # Errors
 /// Database errors (including the provider/credentials check).
-pub(crate) async fn upsert_tenant(
+pub async fn upsert_tenant(
     pool: &PgPool,
     name: &str,
     sender_address: &MailboxAddress,

@@ -15,7 +15,7 @@ use crate::{
 /// The most messages kept `QUEUED` (on the queue, not yet started) across replicas:
 /// `QUEUED_PER_WORKER_SLOT × WORKER_CONCURRENCY`. Claiming far more than the workers can take
 /// would only make them wait in Redis, where a lost job costs a `QUEUE_LEASE_MS` wait.
-pub(crate) const QUEUED_PER_WORKER_SLOT: i64 = 2;
+pub const QUEUED_PER_WORKER_SLOT: i64 = 2;
 
 /// Claims one batch: at most `batch_size`, and no more than keeps the `QUEUED` count under the
 /// cap. Returns how many were claimed.
@@ -57,9 +57,21 @@ pub enum ClaimError {
     Push(String),
 }
 
-/// Claims every `SCHEDULER_INTERVAL_MS` until `stop` turns true, with the queue from `queue` (none while the queue's Redis is unavailable: the
+/// Claims every `SCHEDULER_INTERVAL_MS` until `stop` turns true. Failures are logged and
+/// retried on the next tick (PostgreSQL or Redis may come back).
+pub async fn run_loop(
+    pool: PgPool,
+    queue: JobQueue,
+    config: WorkerConfig,
+    stop: watch::Receiver<bool>,
+) {
+    let (_keep, queue) = watch::channel(Some(queue));
+    run_loop_observed(pool, queue, config, stop, super::Observers::default()).await;
+}
+
+/// [`run_loop`] with the queue from `queue` (none while the queue's Redis is unavailable: the
 /// tick is skipped), counting claims in `observers.metrics` and beating `claim`.
-pub(crate) async fn run_loop_observed(
+pub async fn run_loop_observed(
     pool: PgPool,
     queue: watch::Receiver<Option<JobQueue>>,
     config: WorkerConfig,

@@ -34,7 +34,7 @@ impl Handler {
 
     /// Keeps `mail_worker_in_flight` in `metrics` while a job runs.
     #[must_use]
-    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -62,7 +62,7 @@ impl Handler {
 ///
 /// # Errors
 /// [`StoreError`] boxed.
-pub(crate) async fn handle(job: SendMessageJob, handler: Data<Handler>) -> Result<(), BoxDynError> {
+pub async fn handle(job: SendMessageJob, handler: Data<Handler>) -> Result<(), BoxDynError> {
     match handler.process(job).await {
         Ok(_) => Ok(()),
         Err(e) => {

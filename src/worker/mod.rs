@@ -54,7 +54,7 @@ pub struct DaemonSettings {
 
 /// A unique worker name per process and start: `mail-worker-<host>-<pid>-<random>`. apalis
 /// refuses to register a name that is still active, so a restart must never reuse one.
-pub(crate) fn worker_name() -> String {
+pub fn worker_name() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
     let random = uuid::Uuid::new_v4().simple().to_string();
     format!("mail-worker-{host}-{}-{}", std::process::id(), &random[..8])
@@ -63,7 +63,7 @@ pub(crate) fn worker_name() -> String {
 /// What the daemon's loops report to: its metrics, the loops' heartbeats (`/healthz`) and
 /// whether the queue worker runs (`/readyz`). [`run`] uses fresh ones nobody reads.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Observers {
+pub struct Observers {
     /// Counts claims and sends in flight.
     pub metrics: Arc<Metrics>,
     /// The loops' heartbeats.
@@ -74,10 +74,10 @@ pub(crate) struct Observers {
 
 /// The first wait before reconnecting to the queue's Redis: 250 ms, doubling to
 /// [`QUEUE_RETRY_MAX`].
-pub(crate) const QUEUE_RETRY_MIN: Duration = Duration::from_millis(250);
+pub const QUEUE_RETRY_MIN: Duration = Duration::from_millis(250);
 /// The longest wait between two reconnection attempts: 5 s (so the daemon resumes within
 /// seconds of Redis coming back).
-pub(crate) const QUEUE_RETRY_MAX: Duration = Duration::from_secs(5);
+pub const QUEUE_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Runs the claim loop, the recovery loop and the queue worker until `shutdown` completes,
 /// then stops claiming and lets in-flight sends finish within `shutdown_grace`.
@@ -107,7 +107,7 @@ pub async fn run(
 ///
 /// The future is not `Send` as far as the compiler can tell (apalis' higher-ranked
 /// `parallelize` bound): await it, or `join!`/`select!` it, rather than spawning it.
-pub(crate) async fn run_observed(
+pub async fn run_observed(
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,

@@ -16,7 +16,7 @@ pub struct SendMessageJob {
 }
 
 /// The queue's storage type.
-pub(crate) type JobQueue = RedisStorage<SendMessageJob>;
+pub type JobQueue = RedisStorage<SendMessageJob>;
 
 /// Opens the queue `queue_name` on `redis_url` with a patient, auto-reconnecting connection.
 /// `batch_size` is how many jobs one fetch takes (kept at or below the worker's concurrency so
@@ -41,7 +41,7 @@ pub async fn open(
 ///
 /// # Errors
 /// The push failed; none or some of the jobs may be on the queue (duplicates are harmless).
-pub(crate) async fn push_all(
+pub async fn push_all(
     queue: &mut JobQueue,
     ids: &[Uuid],
 ) -> Result<(), apalis::prelude::TaskSinkError<apalis_redis::Error>> {
