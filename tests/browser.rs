@@ -1,0 +1,1 @@
+//! The admin UI in headless Chromium (placeholder while written).
