@@ -83,9 +83,10 @@ pub const MAIL_ADMIN_LOGIN_FAILED: &str = "mail.admin.loginFailed";
 /// `mailbox`, `per_minute_before`, `per_minute_after`, `recipients_per_day_before`,
 /// `recipients_per_day_after` (`default` where no override is set).
 pub const MAIL_ADMIN_LIMITS_CHANGED: &str = "mail.admin.limitsChanged";
-/// An operator retried messages in the admin UI (`messages retry`). Info. Fields: `selected`,
+/// An operator retried messages in the admin UI (`messages retry`). Info. Fields:
+/// `message.ids` (the selection, up to 50), `selected`,
 /// `matched`, `changed`, `before` (matched rows by status), `after` (`SCHEDULED`).
 pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
-/// `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
+/// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";

@@ -34,6 +34,9 @@ pub enum AdminError {
     /// A form value that cannot be used; the text names the field.
     #[error("{0}")]
     BadInput(String),
+    /// A POST without the session's CSRF token.
+    #[error("missing or wrong CSRF token: reload the page and try again")]
+    Csrf,
     /// PostgreSQL.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -47,6 +50,7 @@ impl IntoResponse for AdminError {
         let code = match &self {
             Self::NoSuchSender(_) => StatusCode::NOT_FOUND,
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Csrf => StatusCode::FORBIDDEN,
             Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
             Self::Store(_) | Self::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -135,16 +135,12 @@ impl Fields {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The session's CSRF token must be in field `csrf`, else 403.
-    fn check_csrf(&self, session: &Session) -> Result<(), Response> {
+    /// The session's CSRF token must be in field `csrf`, else [`AdminError::Csrf`] (403).
+    fn check_csrf(&self, session: &Session) -> Result<(), AdminError> {
         if session.csrf_ok(self.get("csrf")) {
             Ok(())
         } else {
-            Err((
-                StatusCode::FORBIDDEN,
-                "missing or wrong CSRF token: reload the page and try again",
-            )
-                .into_response())
+            Err(AdminError::Csrf)
         }
     }
 }
@@ -274,17 +270,15 @@ async fn logout(
     State(state): State<AdminState>,
     Authed(session): Authed,
     body: String,
-) -> Response {
-    if let Err(refused) = Fields::parse(&body).check_csrf(&session) {
-        return refused;
-    }
+) -> Result<Response, AdminError> {
+    Fields::parse(&body).check_csrf(&session)?;
     let cookie = auth::set_cookie(
         auth::SESSION_COOKIE,
         "",
         std::time::Duration::ZERO,
         state.config.admin.cookie_secure,
     );
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/login")).into_response()
+    Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/login")).into_response())
 }
 
 async fn script(Authed(_): Authed) -> impl IntoResponse {
@@ -320,6 +314,7 @@ struct LimiterCells {
     sent: u64,
     recipients: u64,
     in_flight: u64,
+    booked: u64,
     cooldown: String,
     next_slot: String,
 }
@@ -343,6 +338,7 @@ impl MailboxRow {
                 sent: l.sent_last_minute,
                 recipients: l.recipients_last_day,
                 in_flight: l.in_flight,
+                booked: l.booked,
                 cooldown: time(l.cooldown_until),
                 next_slot: time(l.next_free_slot),
             }),
@@ -596,9 +592,7 @@ async fn set_limits(
     body: String,
 ) -> Result<Response, AdminError> {
     let fields = Fields::parse(&body);
-    if let Err(refused) = fields.check_csrf(&session) {
-        return Ok(refused);
-    }
+    fields.check_csrf(&session)?;
     let address = parse_address(&raw)?;
     let clear = fields.get("action") == Some("clear");
     let typed = (
@@ -783,6 +777,22 @@ async fn cancel(
     act(state, session, body, false).await
 }
 
+/// The most message ids one audit line names.
+const LOGGED_IDS: usize = 50;
+
+/// The selection for the audit line: up to [`LOGGED_IDS`] ids, comma-separated, then `…`.
+fn logged_ids(ids: &[uuid::Uuid]) -> String {
+    let mut text: Vec<String> = ids
+        .iter()
+        .take(LOGGED_IDS)
+        .map(uuid::Uuid::to_string)
+        .collect();
+    if ids.len() > LOGGED_IDS {
+        text.push("…".into());
+    }
+    text.join(",")
+}
+
 /// Retries or cancels the selected messages: the code of `messages retry|cancel`, with the
 /// selection as `--id`s and the page's status filter as `--status`.
 async fn act(
@@ -792,9 +802,7 @@ async fn act(
     retry: bool,
 ) -> Result<Response, AdminError> {
     let fields = Fields::parse(&body);
-    if let Err(refused) = fields.check_csrf(&session) {
-        return Ok(refused);
-    }
+    fields.check_csrf(&session)?;
     let ids = fields
         .all("id")
         .map(|id| {
@@ -824,6 +832,7 @@ async fn act(
     filter.status = filter.status.filter(|s| accepted.contains(s));
     filter.ids = ids;
     let selected = filter.ids.len();
+    let ids = logged_ids(&filter.ids);
     let (changed, verb) = if retry {
         (ops::retry(&state.pool, &filter, false).await?, "retried")
     } else {
@@ -834,6 +843,7 @@ async fn act(
     if retry {
         tracing::info!(
             event = events::MAIL_ADMIN_MESSAGES_RETRIED,
+            message.ids = %ids,
             selected,
             matched = changed.matched,
             changed = changed.changed,
@@ -844,6 +854,7 @@ async fn act(
     } else {
         tracing::info!(
             event = events::MAIL_ADMIN_MESSAGES_CANCELLED,
+            message.ids = %ids,
             selected,
             matched = changed.matched,
             changed = changed.changed,
