@@ -2,8 +2,8 @@
 //! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
-//! `ERROR` message and sees it `SENT`. Writes a screenshot of the mailboxes page to
-//! `target/admin-mailboxes.png` (the README's `docs/admin-mailboxes.png` is one of those).
+//! `ERROR` message and sees it `SENT`. Writes screenshots of the pages to `target/admin-*.png`
+//! (the README's `docs/admin-mailboxes.png` is one of those).
 //!
 //! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with
 //! `cargo test --test browser -- --ignored`.
@@ -41,6 +41,16 @@ fn sends_of(world: &TestApp, mailbox: &str) -> Vec<DateTime<Utc>> {
         .collect();
     at.sort();
     at
+}
+
+/// Writes a screenshot to `target/<name>` (the run's artifacts).
+fn artifact(name: &str, png: &[u8]) {
+    assert_eq!(&png[1..4], b"PNG", "{name} is a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(name);
+    std::fs::write(&path, png).unwrap();
+    println!("screenshot: {} ({} bytes)", path.display(), png.len());
 }
 
 /// The most sends in any 60 s window starting at a send.
@@ -150,6 +160,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             .await
             .expect("a notice after saving");
         assert!(notice.starts_with("Saved"), "{notice}");
+        artifact("admin-mailbox.png", &browser.screenshot().await);
         assert!(
             browser
                 .text_of(&row(&mb0, "limits"))
@@ -176,6 +187,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             .await
             .expect("a notice after retrying");
         assert!(notice.starts_with("1 messages retried"), "{notice}");
+        artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");
         wait_until(
             Duration::from_secs(30),
@@ -220,12 +232,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         browser.goto(&format!("{ui}/mailboxes")).await;
         let sent = browser.text_of(&row(&mb0, "sent")).await.unwrap();
         assert!(sent.ends_with("/ 5"), "mb0 sent: {sent:?}");
-        let png = browser.screenshot().await;
-        assert_eq!(&png[1..4], b"PNG");
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/admin-mailboxes.png");
-        std::fs::write(&path, &png).unwrap();
-        println!("screenshot: {} ({} bytes)", path.display(), png.len());
+        artifact("admin-mailboxes.png", &browser.screenshot().await);
     };
     tokio::pin!(run);
     tokio::select! {

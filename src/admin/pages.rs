@@ -428,12 +428,7 @@ async fn mailbox_rows(
     Authed(_): Authed,
     Query(q): Query<RowsQuery>,
 ) -> Result<Html<String>, AdminError> {
-    let only = q
-        .address
-        .map(|a| {
-            MailboxAddress::parse(&a).map_err(|e| AdminError::BadInput(format!("address: {e}")))
-        })
-        .transpose()?;
+    let only = q.address.as_deref().map(parse_address).transpose()?;
     render(&MailboxRows {
         rows: usage_rows(&state, only.as_ref()).await?,
     })
