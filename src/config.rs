@@ -585,6 +585,41 @@ mod tests {
         assert_eq!(c.shutdown_grace, Duration::from_secs(30));
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.log_filter, "info");
+        assert_eq!(c.admin.listen, Some("127.0.0.1:9185".parse().unwrap()));
+        assert_eq!(c.admin.token, None);
+        assert!(!c.admin.cookie_secure);
+    }
+
+    #[test]
+    fn the_admin_variables_are_read_and_the_token_is_never_printed() {
+        let c = parse(&[
+            ("ADMIN_LISTEN", "0.0.0.0:9999"),
+            ("ADMIN_TOKEN", "a-literal-token-hunter2"),
+            ("ADMIN_COOKIE_SECURE", "true"),
+        ])
+        .unwrap();
+        assert_eq!(c.admin.listen, Some("0.0.0.0:9999".parse().unwrap()));
+        assert!(c.admin.cookie_secure);
+        let text = c.redacted_lines().join("\n");
+        assert!(text.contains("ADMIN_TOKEN=<literal>"), "{text}");
+        assert!(!text.contains("hunter2") && !format!("{c:?}").contains("hunter2"));
+        let c = parse(&[
+            ("ADMIN_LISTEN", "off"),
+            ("ADMIN_TOKEN", "file:/run/secrets/admin"),
+        ])
+        .unwrap();
+        assert_eq!(c.admin.listen, None);
+        assert!(
+            c.redacted_lines()
+                .contains(&"ADMIN_TOKEN=file:/run/secrets/admin".to_owned())
+        );
+        for (var, value) in [
+            ("ADMIN_LISTEN", "9185"),
+            ("ADMIN_COOKIE_SECURE", "sometimes"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var, "{err}");
+        }
     }
 
     #[test]

@@ -232,6 +232,19 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         browser.goto(&format!("{ui}/mailboxes")).await;
         let sent = browser.text_of(&row(&mb0, "sent")).await.unwrap();
         assert!(sent.ends_with("/ 5"), "mb0 sent: {sent:?}");
+        // The rows refresh in place (admin.js, every 5 s), without a reload.
+        wait_until(
+            Duration::from_secs(12),
+            "the rows refreshed in place",
+            async || {
+                browser
+                    .text_of("#refreshed")
+                    .await
+                    .is_some_and(|t| t.starts_with("Refreshed "))
+            },
+        )
+        .await;
+        assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
         artifact("admin-mailboxes.png", &browser.screenshot().await);
     };
     tokio::pin!(run);
