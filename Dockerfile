@@ -1,5 +1,5 @@
 # mail-worker: build with cargo, run on Debian slim as a non-root user.
-# Migrations and Lua scripts are compiled into the binaries; the image needs no source tree
+# Migrations, Lua scripts and the admin UI's templates are compiled into the binaries; the image needs no source tree
 # (.dockerignore keeps target/ and the rest out of the build context).
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
@@ -20,5 +20,7 @@ EXPOSE 9184
 # `migrate` has no listener and is not health-checked by orchestrators that run it as a job.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["mail-worker", "probe", "--path", "/healthz"]
+# `mail-worker admin` (the admin UI) listens on ADMIN_LISTEN, default 127.0.0.1:9185: in a
+# container set ADMIN_LISTEN=0.0.0.0:9185 and ADMIN_TOKEN (README "Admin UI").
 ENTRYPOINT ["mail-worker"]
 CMD ["run"]

@@ -4,13 +4,12 @@ use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
 
 use anyhow::Context;
 use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, parser::ValueSource};
-use serde::Serialize;
 
 use crate::{
+    admin::usage::{MailboxUsage, mailbox_usage},
     config::Config,
-    domain::{MailboxAddress, MessageStatus, Sender, TenantTransport},
+    domain::{MailboxAddress, MessageStatus},
     events, import,
-    rate_limit::usage::{LimiterUsage, read_usage},
     store::{self, admin, report, senders},
 };
 
@@ -193,6 +192,24 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
     ),
     ("LOG_FORMAT", "log-format", "json", "`json` or `pretty`"),
     ("RUST_LOG", "log", "info", "log filter"),
+    (
+        "ADMIN_LISTEN",
+        "admin-listen",
+        "127.0.0.1:9185",
+        "`mail-worker admin`: where the admin UI listens; `off` disables it",
+    ),
+    (
+        "ADMIN_TOKEN",
+        "admin-token",
+        "none (required by `admin`)",
+        "`mail-worker admin`: the operators' token (16+ characters), or env:NAME / file:/path",
+    ),
+    (
+        "ADMIN_COOKIE_SECURE",
+        "admin-cookie-secure",
+        "false",
+        "`mail-worker admin`: mark the session cookie Secure (set it when served over HTTPS)",
+    ),
 ];
 
 /// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its
@@ -261,6 +278,10 @@ pub enum Command {
     /// Run the daemon: claim loop, worker, lease recovery and the metrics/health listener,
     /// until SIGTERM/SIGINT. Every setting is an environment variable (or its flag).
     Run(RunArgs),
+    /// Serve the admin UI on ADMIN_LISTEN (default 127.0.0.1:9185) until SIGTERM/SIGINT:
+    /// mailboxes with their live use, limits, messages, retry and cancel. Needs ADMIN_TOKEN;
+    /// runs beside any number of `run` replicas (it reads PostgreSQL and the limiter's Redis).
+    Admin(RunArgs),
     /// Manage senders (tenants and system mailboxes).
     #[command(subcommand)]
     Senders(SendersCommand),
@@ -372,7 +393,7 @@ pub struct SetLimits {
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
     let overrides = match &cli.command {
-        Command::Run(args) => args.overrides.clone(),
+        Command::Run(args) | Command::Admin(args) => args.overrides.clone(),
         _ => Vec::new(),
     };
     let config = match Config::from_lookup(|name| {
@@ -389,7 +410,7 @@ pub async fn main() -> ExitCode {
         }
     };
     crate::telemetry::init(config.log_format, &config.log_filter);
-    let daemon = matches!(cli.command, Command::Run(_));
+    let daemon = matches!(cli.command, Command::Run(_) | Command::Admin(_));
     match execute(cli, config).await {
         Ok(code) => code,
         Err(e) => {
@@ -425,6 +446,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(_) => crate::daemon::run(config).await,
+        Command::Admin(_) => crate::admin::run(config).await,
         Command::Senders(SendersCommand::Import { file }) => {
             let pool = store::open(&config.database_url, 4).await?;
             let text = read(&file)?;
@@ -576,120 +598,6 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// `mailbox usage`'s report (its `--json` shape is stable).
-#[derive(Debug, Clone, Serialize)]
-pub struct MailboxUsage {
-    /// The mailbox.
-    pub mailbox: String,
-    /// `system mailbox` or `tenant <name>`.
-    pub sender: String,
-    /// `graph` or `sendgrid`.
-    pub provider: &'static str,
-    /// The limits in force.
-    pub limits: EffectiveLimits,
-    /// What the limiter counts (`null` for SendGrid, which is not rate-limited).
-    pub limiter: Option<LimiterUsage>,
-    /// Why the limiter's Redis could not be read, if it could not.
-    pub limiter_error: Option<String>,
-    /// Its messages.
-    pub messages: admin::SenderMessages,
-}
-
-/// A mailbox's limits and where each comes from.
-#[derive(Debug, Clone, Serialize)]
-pub struct EffectiveLimits {
-    /// Messages per minute.
-    pub per_minute: u32,
-    /// `override` (the mailbox's own) or `default` (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    pub per_minute_source: &'static str,
-    /// Recipients per day.
-    pub recipients_per_day: u32,
-    /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
-    pub recipients_per_day_source: &'static str,
-}
-
-/// Builds `mailbox usage`'s report.
-///
-/// # Errors
-/// No such mailbox; database errors. A limiter Redis that cannot be read is reported in
-/// `limiter_error`, not as a failure.
-pub async fn mailbox_usage(
-    config: &Config,
-    pool: &sqlx::PgPool,
-    address: &MailboxAddress,
-) -> anyhow::Result<MailboxUsage> {
-    let sender = senders::by_address(pool, address).await?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "no system mailbox or tenant sender {address} (see `mail-worker senders import`)"
-        )
-    })?;
-    let defaults = config.rate_limit.defaults;
-    let source = |o: bool| if o { "override" } else { "default" };
-    let (kind, id, tenant, limits) = match &sender {
-        Sender::SystemMailbox(m) => (
-            "system mailbox".to_owned(),
-            m.id,
-            Some(m.graph.graph_tenant_id.clone()),
-            EffectiveLimits {
-                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
-                per_minute_source: source(m.rate_limit_per_minute.is_some()),
-                recipients_per_day: m
-                    .rate_limit_recipients_per_day
-                    .unwrap_or(defaults.recipients_per_day)
-                    .get(),
-                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
-            },
-        ),
-        Sender::Tenant(t) => (
-            format!("tenant {}", t.name),
-            t.id,
-            match &t.transport {
-                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
-                TenantTransport::SendGrid { .. } => None,
-            },
-            EffectiveLimits {
-                per_minute: defaults.per_minute.get(),
-                per_minute_source: "default",
-                recipients_per_day: defaults.recipients_per_day.get(),
-                recipients_per_day_source: "default",
-            },
-        ),
-    };
-    let (limiter, limiter_error) = match &tenant {
-        Some(tenant) => match read_usage(
-            &config.rate_limit,
-            &tenant.to_lowercase(),
-            address,
-            chrono::Utc::now(),
-        )
-        .await
-        {
-            Ok(usage) => (Some(usage), None),
-            Err(e) => (
-                None,
-                Some(format!(
-                    "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
-                    crate::config::redact_url(&config.rate_limit.redis_url)
-                )),
-            ),
-        },
-        None => (None, None),
-    };
-    Ok(MailboxUsage {
-        mailbox: address.to_string(),
-        sender: kind,
-        provider: if tenant.is_some() {
-            "graph"
-        } else {
-            "sendgrid"
-        },
-        limits,
-        limiter,
-        limiter_error,
-        messages: admin::sender_messages(pool, id).await?,
-    })
 }
 
 /// `mailbox usage` as lines.

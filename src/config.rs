@@ -70,6 +70,22 @@ pub struct Config {
     pub log_format: LogFormat,
     /// `RUST_LOG`, default `info`.
     pub log_filter: String,
+    /// The admin UI's settings (`mail-worker admin`).
+    pub admin: AdminConfig,
+}
+
+/// The admin UI's settings (`mail-worker admin`, [`crate::admin`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// `ADMIN_LISTEN`, default `127.0.0.1:9185`; `off` disables the UI.
+    pub listen: Option<std::net::SocketAddr>,
+    /// `ADMIN_TOKEN`: the operators' token, a value or an `env:NAME` / `file:/path`
+    /// reference. Required by `mail-worker admin`, which refuses an unset, empty or short one
+    /// at start-up ([`crate::admin::auth::AdminToken::resolve`]).
+    pub token: Option<crate::domain::SecretRef>,
+    /// `ADMIN_COOKIE_SECURE`, default `false`: mark the session cookie `Secure` (set it when
+    /// the UI is reached over HTTPS, e.g. behind a TLS-terminating proxy or ingress).
+    pub cookie_secure: bool,
 }
 
 /// Worker, scheduler and queue settings.
@@ -169,16 +185,7 @@ impl Config {
                 Some(_) => Some(env.positive("MAIL_MAX_ATTEMPTS", 1)?),
             },
             retry_for: env.duration("MAIL_RETRY_FOR", Duration::from_secs(24 * 3600))?,
-            metrics_listen: match env.get("METRICS_LISTEN") {
-                Some(v) if v.trim().eq_ignore_ascii_case("off") => None,
-                Some(v) => Some(v.trim().parse().map_err(|_| {
-                    env.error(
-                        "METRICS_LISTEN",
-                        "must be host:port (e.g. 0.0.0.0:9184) or `off`",
-                    )
-                })?),
-                None => Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9184))),
-            },
+            metrics_listen: env.listen("METRICS_LISTEN", "0.0.0.0:9184")?,
             metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
             worker: WorkerConfig {
                 concurrency: env.positive("WORKER_CONCURRENCY", 16)?,
@@ -212,6 +219,11 @@ impl Config {
                 Some(_) => return Err(env.error("LOG_FORMAT", "must be `json` or `pretty`")),
             },
             log_filter: env.get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            admin: AdminConfig {
+                listen: env.listen("ADMIN_LISTEN", "127.0.0.1:9185")?,
+                token: env.get("ADMIN_TOKEN").map(crate::domain::SecretRef::new),
+                cookie_secure: env.bool("ADMIN_COOKIE_SECURE", false)?,
+            },
         })
     }
 
@@ -287,6 +299,20 @@ impl Config {
                 }
             ),
             format!("RUST_LOG={}", self.log_filter),
+            format!(
+                "ADMIN_LISTEN={}",
+                self.admin
+                    .listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!(
+                "ADMIN_TOKEN={}",
+                self.admin
+                    .token
+                    .as_ref()
+                    .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
+            ),
+            format!("ADMIN_COOKIE_SECURE={}", self.admin.cookie_secure),
         ]
     }
 }
@@ -383,6 +409,22 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             value,
             problem: problem.to_owned(),
         }
+    }
+
+    /// `host:port`, or `off` (`None`).
+    fn listen(
+        &self,
+        var: &'static str,
+        default: &str,
+    ) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        if raw.trim().eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        raw.trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| self.error(var, &format!("must be host:port (e.g. {default}) or `off`")))
     }
 
     fn text(&self, var: &'static str, default: &str) -> Result<String, ConfigError> {
@@ -543,6 +585,41 @@ mod tests {
         assert_eq!(c.shutdown_grace, Duration::from_secs(30));
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.log_filter, "info");
+        assert_eq!(c.admin.listen, Some("127.0.0.1:9185".parse().unwrap()));
+        assert_eq!(c.admin.token, None);
+        assert!(!c.admin.cookie_secure);
+    }
+
+    #[test]
+    fn the_admin_variables_are_read_and_the_token_is_never_printed() {
+        let c = parse(&[
+            ("ADMIN_LISTEN", "0.0.0.0:9999"),
+            ("ADMIN_TOKEN", "a-literal-token-hunter2"),
+            ("ADMIN_COOKIE_SECURE", "true"),
+        ])
+        .unwrap();
+        assert_eq!(c.admin.listen, Some("0.0.0.0:9999".parse().unwrap()));
+        assert!(c.admin.cookie_secure);
+        let text = c.redacted_lines().join("\n");
+        assert!(text.contains("ADMIN_TOKEN=<literal>"), "{text}");
+        assert!(!text.contains("hunter2") && !format!("{c:?}").contains("hunter2"));
+        let c = parse(&[
+            ("ADMIN_LISTEN", "off"),
+            ("ADMIN_TOKEN", "file:/run/secrets/admin"),
+        ])
+        .unwrap();
+        assert_eq!(c.admin.listen, None);
+        assert!(
+            c.redacted_lines()
+                .contains(&"ADMIN_TOKEN=file:/run/secrets/admin".to_owned())
+        );
+        for (var, value) in [
+            ("ADMIN_LISTEN", "9185"),
+            ("ADMIN_COOKIE_SECURE", "sometimes"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var, "{err}");
+        }
     }
 
     #[test]

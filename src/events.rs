@@ -72,3 +72,21 @@ pub const SIM_REQUEST: &str = "sim.request";
 pub const SIM_STARTED: &str = "sim.started";
 /// graph-sim stopped. Fields: `reason`, `accepted`.
 pub const SIM_STOPPED: &str = "sim.stopped";
+/// `mail-worker admin` is serving the admin UI. Info. Fields: `listen`, `cookie_secure`.
+pub const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
+/// An operator logged in to the admin UI. Info. Fields: `client`.
+pub const MAIL_ADMIN_LOGIN: &str = "mail.admin.login";
+/// A login to the admin UI was refused: a wrong token, or too many failures from that client
+/// (`throttled`). Warn. Fields: `client`, `failures`, `throttled`.
+pub const MAIL_ADMIN_LOGIN_FAILED: &str = "mail.admin.loginFailed";
+/// An operator changed a system mailbox's rate-limit overrides in the admin UI. Info. Fields:
+/// `mailbox`, `per_minute_before`, `per_minute_after`, `recipients_per_day_before`,
+/// `recipients_per_day_after` (`default` where no override is set).
+pub const MAIL_ADMIN_LIMITS_CHANGED: &str = "mail.admin.limitsChanged";
+/// An operator retried messages in the admin UI (`messages retry`). Info. Fields:
+/// `message.ids` (the selection, up to 50), `selected`,
+/// `matched`, `changed`, `before` (matched rows by status), `after` (`SCHEDULED`).
+pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
+/// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
+/// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
+pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";

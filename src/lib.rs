@@ -16,7 +16,9 @@
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
 //! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
 //! [`daemon`] (the composition root), [`ops`] (metrics, health and readiness on
-//! `METRICS_LISTEN`) and [`cli`] (the binary's commands, [`cli::main`]).
+//! `METRICS_LISTEN`), [`admin`] (the admin UI, `mail-worker admin` on `ADMIN_LISTEN`, and the
+//! usage report it shares with `mailbox usage`) and [`cli`] (the binary's commands,
+//! [`cli::main`]).
 //!
 //! This crate is the product only: the library and the `mail-worker` binary, what runs in
 //! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
@@ -46,6 +48,7 @@
 //!   over HTTP), the demo, the bench lab and the fuzz targets. Modules stay `pub` at the top so
 //!   that those users can reach them; inside, visibility is per item.
 
+pub mod admin;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -213,3 +213,99 @@ pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, 
         }),
     })
 }
+
+/// One message as the admin UI lists it: recipients masked, the error scrubbed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MessageLine {
+    /// Its id.
+    pub id: Uuid,
+    /// The sending mailbox.
+    pub mailbox: String,
+    /// Its status.
+    pub status: String,
+    /// Its subject.
+    pub subject: String,
+    /// The first `To` recipient, masked (`g***@example.org`), and how many more there are.
+    pub to: String,
+    /// Transient attempts so far.
+    pub attempts: i32,
+    /// Deferrals so far.
+    pub deferrals: i32,
+    /// `last_error`, addresses masked and credentials redacted.
+    pub last_error: Option<String>,
+    /// When it is (or was) due.
+    pub scheduled_on: chrono::DateTime<chrono::Utc>,
+    /// When its row last changed.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every status, for a list without a status filter.
+const ALL_STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+
+/// The messages matching `filter` (any status when it names none), most recently changed
+/// first, at most `limit` — what `messages retry|cancel` would select, for the admin UI.
+///
+/// # Errors
+/// Database errors.
+pub async fn list(
+    pool: &PgPool,
+    filter: &MessageFilter,
+    limit: u32,
+) -> Result<Vec<MessageLine>, StoreError> {
+    let statuses: Vec<&str> = match filter.status {
+        Some(s) => vec![s.as_str()],
+        None => ALL_STATUSES.to_vec(),
+    };
+    let sql = format!(
+        "SELECT m.id, coalesce(s.address, t.sender_address), m.status, m.subject, \
+             m.to_recipients->0->>'address', jsonb_array_length(m.to_recipients), \
+             m.attempts, m.deferrals, m.last_error, m.scheduled_on, m.updated_at \
+         {MATCH} ORDER BY m.updated_at DESC, m.id LIMIT $5"
+    );
+    type Row = (
+        Uuid,
+        String,
+        String,
+        String,
+        Option<String>,
+        i32,
+        i32,
+        i32,
+        Option<String>,
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&statuses)
+        .bind(&filter.sender)
+        .bind(&filter.error_like)
+        .bind(&filter.ids)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(id, mailbox, status, subject, first, n, attempts, deferrals, error, due, updated)| {
+                let first =
+                    first.map_or_else(|| "-".to_owned(), |a| crate::domain::mask_address(&a));
+                MessageLine {
+                    id,
+                    mailbox,
+                    status,
+                    subject,
+                    to: if n > 1 {
+                        format!("{first} +{}", n - 1)
+                    } else {
+                        first
+                    },
+                    attempts,
+                    deferrals,
+                    last_error: error.map(|e| crate::mailer::redact::scrub_provider_text(&e)),
+                    scheduled_on: due,
+                    updated_at: updated,
+                }
+            },
+        )
+        .collect())
+}

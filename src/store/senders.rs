@@ -134,6 +134,19 @@ pub async fn by_address(
         .map(crate::domain::Sender::Tenant))
 }
 
+/// Every sending address: each system mailbox and each tenant's sender, once, in order.
+///
+/// # Errors
+/// Database errors.
+pub async fn addresses(pool: &PgPool) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT address FROM system_mailboxes UNION SELECT lower(sender_address) FROM tenants \
+         ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Name → id of every tenant, and address → id of every system mailbox (for `enqueue`).
 ///
 /// # Errors
@@ -240,6 +253,14 @@ pub enum LimitsChange {
         /// Recipients per UTC day.
         recipients_per_day: Option<NonZeroU32>,
     },
+    /// Set both overrides exactly: a `None` removes that override (back to its default) —
+    /// what the admin UI's form does.
+    Replace {
+        /// Messages per UTC minute.
+        per_minute: Option<NonZeroU32>,
+        /// Recipients per UTC day.
+        recipients_per_day: Option<NonZeroU32>,
+    },
     /// Remove both overrides (back to the defaults).
     Clear,
 }
@@ -254,18 +275,23 @@ pub async fn set_limits(
     address: &MailboxAddress,
     change: LimitsChange,
 ) -> Result<(Option<NonZeroU32>, Option<NonZeroU32>), StoreError> {
-    let (clear, per_minute, per_day) = match change {
+    // `keep`: a `None` leaves that override as it is (`Set`); otherwise it becomes NULL.
+    let (keep, per_minute, per_day) = match change {
         LimitsChange::Set {
             per_minute,
             recipients_per_day,
+        } => (true, per_minute, recipients_per_day),
+        LimitsChange::Replace {
+            per_minute,
+            recipients_per_day,
         } => (false, per_minute, recipients_per_day),
-        LimitsChange::Clear => (true, None, None),
+        LimitsChange::Clear => (false, None, None),
     };
     let row: Option<(Option<i32>, Option<i32>)> = sqlx::query_as(
         "UPDATE system_mailboxes SET \
-             rate_limit_per_minute = CASE WHEN $4 THEN NULL ELSE coalesce($2, rate_limit_per_minute) END, \
+             rate_limit_per_minute = CASE WHEN $4 THEN coalesce($2, rate_limit_per_minute) ELSE $2 END, \
              rate_limit_recipients_per_day = \
-                 CASE WHEN $4 THEN NULL ELSE coalesce($3, rate_limit_recipients_per_day) END, \
+                 CASE WHEN $4 THEN coalesce($3, rate_limit_recipients_per_day) ELSE $3 END, \
              updated_at = now() \
          WHERE address = $1 \
          RETURNING rate_limit_per_minute, rate_limit_recipients_per_day",
@@ -273,7 +299,7 @@ pub async fn set_limits(
     .bind(address.as_str())
     .bind(per_minute.map(|v| v.get().min(i32::MAX as u32) as i32))
     .bind(per_day.map(|v| v.get().min(i32::MAX as u32) as i32))
-    .bind(clear)
+    .bind(keep)
     .fetch_optional(pool)
     .await?;
     let Some((m, d)) = row else {

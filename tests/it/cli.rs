@@ -25,6 +25,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
             ("DATABASE_URL", "postgres://app:hunter2@db.internal/mail"),
             ("MAIL_RATE_LIMIT_REDIS_URL", "redis://:s3cret@limiter:6379"),
             ("MAIL_RATE_LIMIT_PER_MINUTE", "20"),
+            ("ADMIN_TOKEN", "a-literal-admin-token-hunter3"),
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -34,11 +35,13 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 32, "{stdout}");
+    assert_eq!(stdout.lines().count(), 35, "{stdout}");
+    assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
+    assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
     assert!(stdout.contains("GRAPH_SEND_MODE=draft"), "{stdout}");
     assert!(
-        !stdout.contains("hunter2") && !stdout.contains("s3cret"),
+        !stdout.contains("hunter2") && !stdout.contains("s3cret") && !stdout.contains("hunter3"),
         "{stdout}"
     );
 }

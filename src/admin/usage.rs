@@ -1,0 +1,124 @@
+//! A mailbox's limits, live budget and messages in one report: what `mail-worker mailbox
+//! usage` prints and what the admin UI's mailbox pages show (one implementation for both).
+
+use serde::Serialize;
+
+use super::AdminError;
+use crate::{
+    config::Config,
+    domain::{MailboxAddress, Sender, TenantTransport},
+    rate_limit::usage::{LimiterUsage, read_usage},
+    store::{admin, senders},
+};
+
+/// `mailbox usage`'s report (its `--json` shape is stable).
+#[derive(Debug, Clone, Serialize)]
+pub struct MailboxUsage {
+    /// The mailbox.
+    pub mailbox: String,
+    /// `system mailbox` or `tenant <name>`.
+    pub sender: String,
+    /// `graph` or `sendgrid`.
+    pub provider: &'static str,
+    /// The limits in force.
+    pub limits: EffectiveLimits,
+    /// What the limiter counts (`null` for SendGrid, which is not rate-limited).
+    pub limiter: Option<LimiterUsage>,
+    /// Why the limiter's Redis could not be read, if it could not.
+    pub limiter_error: Option<String>,
+    /// Its messages.
+    pub messages: admin::SenderMessages,
+}
+
+/// A mailbox's limits and where each comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct EffectiveLimits {
+    /// Messages per minute.
+    pub per_minute: u32,
+    /// `override` (the mailbox's own) or `default` (`MAIL_RATE_LIMIT_PER_MINUTE`).
+    pub per_minute_source: &'static str,
+    /// Recipients per day.
+    pub recipients_per_day: u32,
+    /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
+    pub recipients_per_day_source: &'static str,
+}
+
+/// Builds `mailbox usage`'s report.
+///
+/// # Errors
+/// [`AdminError::NoSuchSender`]; database errors. A limiter Redis that cannot be read is
+/// reported in `limiter_error`, not as a failure.
+pub async fn mailbox_usage(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    address: &MailboxAddress,
+) -> Result<MailboxUsage, AdminError> {
+    let sender = senders::by_address(pool, address)
+        .await?
+        .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
+    let defaults = config.rate_limit.defaults;
+    let source = |o: bool| if o { "override" } else { "default" };
+    let (kind, id, tenant, limits) = match &sender {
+        Sender::SystemMailbox(m) => (
+            "system mailbox".to_owned(),
+            m.id,
+            Some(m.graph.graph_tenant_id.clone()),
+            EffectiveLimits {
+                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
+                per_minute_source: source(m.rate_limit_per_minute.is_some()),
+                recipients_per_day: m
+                    .rate_limit_recipients_per_day
+                    .unwrap_or(defaults.recipients_per_day)
+                    .get(),
+                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
+            },
+        ),
+        Sender::Tenant(t) => (
+            format!("tenant {}", t.name),
+            t.id,
+            match &t.transport {
+                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
+                TenantTransport::SendGrid { .. } => None,
+            },
+            EffectiveLimits {
+                per_minute: defaults.per_minute.get(),
+                per_minute_source: "default",
+                recipients_per_day: defaults.recipients_per_day.get(),
+                recipients_per_day_source: "default",
+            },
+        ),
+    };
+    let (limiter, limiter_error) = match &tenant {
+        Some(tenant) => match read_usage(
+            &config.rate_limit,
+            &tenant.to_lowercase(),
+            address,
+            chrono::Utc::now(),
+        )
+        .await
+        {
+            Ok(usage) => (Some(usage), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
+                    crate::config::redact_url(&config.rate_limit.redis_url)
+                )),
+            ),
+        },
+        None => (None, None),
+    };
+    Ok(MailboxUsage {
+        mailbox: address.to_string(),
+        sender: kind,
+        provider: if tenant.is_some() {
+            "graph"
+        } else {
+            "sendgrid"
+        },
+        limits,
+        limiter,
+        limiter_error,
+        messages: admin::sender_messages(pool, id).await?,
+    })
+}

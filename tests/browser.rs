@@ -1,0 +1,260 @@
+//! The admin UI in a real browser: headless Chromium driven through WebDriver (chromedriver),
+//! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
+//! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
+//! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
+//! `ERROR` message and sees it `SENT`. Writes screenshots of the pages to `target/admin-*.png`
+//! (the README's `docs/admin-mailboxes.png` is one of those).
+//!
+//! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with
+//! `cargo test --test browser -- --ignored`.
+
+#[path = "it/support/mod.rs"]
+#[allow(unused_imports)] // the harness of tests/it, of which this test uses a part
+mod support;
+#[path = "browser/webdriver.rs"]
+mod webdriver;
+
+use std::{num::NonZeroU32, time::Duration};
+
+use chrono::{DateTime, Utc};
+use mail_worker::{
+    admin::{self, AdminState, AdminToken},
+    daemon,
+    domain::SecretRef,
+    rate_limit::Algorithm,
+};
+use support::{TestApp, wait_until};
+use webdriver::{Browser, Chromedriver};
+
+const TOKEN: &str = "browser-test-admin-token-42";
+/// The limit the operator sets.
+const LIMIT: usize = 5;
+
+/// graph-sim's sends of `mailbox`, in order.
+fn sends_of(world: &TestApp, mailbox: &str) -> Vec<DateTime<Utc>> {
+    let mut at: Vec<_> = world
+        .sim
+        .messages()
+        .into_iter()
+        .filter(|m| m.mailbox.eq_ignore_ascii_case(mailbox))
+        .map(|m| m.received_at)
+        .collect();
+    at.sort();
+    at
+}
+
+/// Writes a screenshot to `target/<name>` (the run's artifacts).
+fn artifact(name: &str, png: &[u8]) {
+    assert_eq!(&png[1..4], b"PNG", "{name} is a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(name);
+    std::fs::write(&path, png).unwrap();
+    println!("screenshot: {} ({} bytes)", path.display(), png.len());
+}
+
+/// The most sends in any 60 s window starting at a send.
+fn busiest_minute(sends: &[DateTime<Utc>]) -> usize {
+    sends
+        .iter()
+        .map(|start| {
+            sends
+                .iter()
+                .filter(|t| **t >= *start && **t < *start + chrono::Duration::seconds(60))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+#[ignore = "needs Chromium: run scripts/browser.sh; .ci/run runs it"]
+async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
+    let started = std::time::Instant::now();
+    let world = TestApp::builder()
+        .mailboxes(2)
+        .per_minute(25)
+        .algorithm(Algorithm::Paced)
+        .spawn()
+        .await;
+    let (mb0, mb1) = (
+        world.mailboxes[0].0.to_string(),
+        world.mailboxes[1].0.to_string(),
+    );
+    // Some history for the live bars, and the ERROR message the operator will retry.
+    world.insert(1, 3, "SCHEDULED").await;
+    let failed = world.insert(1, 1, "ERROR").await[0];
+
+    // The daemon (one replica) and the admin UI.
+    let mut config = world.config.clone();
+    config.metrics_listen = None;
+    config.worker.scheduler_interval = Duration::from_millis(200);
+    config.worker.poll_interval = Duration::from_millis(50);
+    config.defer_spread_max = Duration::from_millis(500);
+    config.worker.concurrency = NonZeroU32::new(4).unwrap();
+    let (handle, run) = daemon::start(config.clone(), daemon::Options::default())
+        .await
+        .unwrap();
+    config.admin.token = Some(SecretRef::new(TOKEN));
+    let token = AdminToken::resolve(config.admin.token.as_ref()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ui = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_ui, ui_stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(admin::serve(
+        listener,
+        AdminState::new(config, world.db.pool.clone(), token),
+        async move {
+            let _ = ui_stopped.await;
+        },
+    ));
+
+    let driver = Chromedriver::start().await;
+    let browser = Browser::new(&driver).await;
+    let operator = async {
+        wait_until(
+            Duration::from_secs(30),
+            "mb1's first 3 messages SENT",
+            async || world.count("SENT").await == 3,
+        )
+        .await;
+
+        // Log in.
+        browser.goto(&format!("{ui}/mailboxes")).await;
+        assert!(
+            browser.current_url().await.ends_with("/login"),
+            "sent to the login form"
+        );
+        let field = browser.find("#token").await;
+        browser.type_into(&field, TOKEN).await;
+        browser.click(&browser.find("#login").await).await;
+        assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
+
+        // Every mailbox with its live use: mb1's 3 sends in the last 60 s.
+        let row = |m: &str, cell: &str| format!("tr[data-mailbox=\"{m}\"] td.{cell}");
+        assert!(
+            browser
+                .text_of(&row(&mb0, "limits"))
+                .await
+                .unwrap()
+                .contains("25/min override")
+        );
+        let sent = browser.text_of(&row(&mb1, "sent")).await.unwrap();
+        assert!(sent.starts_with("3 / 25"), "mb1 sent: {sent:?}");
+
+        // Set mb0 to 5 a minute.
+        browser
+            .click(
+                &browser
+                    .find(&format!(
+                        "a[href=\"/mailboxes/{}\"]",
+                        mb0.replace('@', "%40")
+                    ))
+                    .await,
+            )
+            .await;
+        let field = browser.find("#rate_limit_per_minute").await;
+        browser.type_into(&field, &LIMIT.to_string()).await;
+        browser.click(&browser.find("#save").await).await;
+        let notice = browser
+            .text_of("#notice")
+            .await
+            .expect("a notice after saving");
+        assert!(notice.starts_with("Saved"), "{notice}");
+        artifact("admin-mailbox.png", &browser.screenshot().await);
+        assert!(
+            browser
+                .text_of(&row(&mb0, "limits"))
+                .await
+                .unwrap()
+                .contains("5/min override")
+        );
+
+        // A campaign for mb0: 12 messages due now.
+        world.insert(0, 12, "SCHEDULED").await;
+
+        // Retry the ERROR message, then see it SENT.
+        browser.goto(&format!("{ui}/messages?status=ERROR")).await;
+        browser
+            .click(
+                &browser
+                    .find(&format!("input[name=\"id\"][value=\"{failed}\"]"))
+                    .await,
+            )
+            .await;
+        browser.click(&browser.find("#retry").await).await;
+        let notice = browser
+            .text_of("#notice")
+            .await
+            .expect("a notice after retrying");
+        assert!(notice.starts_with("1 messages retried"), "{notice}");
+        artifact("admin-messages.png", &browser.screenshot().await);
+        let status = format!("tr[data-id=\"{failed}\"] td.status");
+        wait_until(
+            Duration::from_secs(30),
+            "the retried message SENT on the page",
+            async || {
+                browser.goto(&format!("{ui}/messages?sender={mb1}")).await;
+                browser.text_of(&status).await.as_deref() == Some("SENT")
+            },
+        )
+        .await;
+
+        // The next rolling minute of mb0: at most 5 sends (graph-sim's records).
+        wait_until(Duration::from_secs(30), "mb0's first send", async || {
+            !sends_of(&world, &mb0).is_empty()
+        })
+        .await;
+        let first = sends_of(&world, &mb0)[0];
+        let minute_later = first + chrono::Duration::seconds(61);
+        wait_until(
+            Duration::from_secs(75),
+            "a minute after mb0's first send",
+            async || Utc::now() >= minute_later,
+        )
+        .await;
+        let sends = sends_of(&world, &mb0);
+        let in_first_minute = sends
+            .iter()
+            .filter(|t| **t < first + chrono::Duration::seconds(60))
+            .count();
+        println!(
+            "mb0 at {LIMIT}/min: {in_first_minute} sends in the 60 s from its first, {} in all by then, busiest 60 s {}",
+            sends.len(),
+            busiest_minute(&sends)
+        );
+        assert!(
+            (3..=LIMIT).contains(&in_first_minute),
+            "{in_first_minute} sends in mb0's first minute: {sends:?}"
+        );
+        assert!(busiest_minute(&sends) <= LIMIT, "{sends:?}");
+
+        // The mailboxes page, for the README and as the run's artifact.
+        browser.goto(&format!("{ui}/mailboxes")).await;
+        let sent = browser.text_of(&row(&mb0, "sent")).await.unwrap();
+        assert!(sent.ends_with("/ 5"), "mb0 sent: {sent:?}");
+        // The rows refresh in place (admin.js, every 5 s), without a reload.
+        wait_until(
+            Duration::from_secs(12),
+            "the rows refreshed in place",
+            async || {
+                browser
+                    .text_of("#refreshed")
+                    .await
+                    .is_some_and(|t| t.starts_with("Refreshed "))
+            },
+        )
+        .await;
+        assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
+        artifact("admin-mailboxes.png", &browser.screenshot().await);
+    };
+    tokio::pin!(run);
+    tokio::select! {
+        result = &mut run => panic!("the daemon stopped on its own: {result:?}"),
+        () = operator => {}
+    }
+    browser.quit().await;
+    handle.stop();
+    run.await.unwrap();
+    let _ = stop_ui.send(());
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,222 @@
+//! A small W3C WebDriver client over reqwest (<https://www.w3.org/TR/webdriver2/>): the few
+//! commands the browser test needs — a session, navigation, elements by CSS selector, typing,
+//! clicking, text, a screenshot — and [`Chromedriver`], the driver process it talks to.
+//! (fantoccini would bring a C build of aws-lc and ICU with it; this needs nothing new.)
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// The key of an element reference in WebDriver's answers.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// `chromedriver` on a free loopback port, killed on drop.
+pub struct Chromedriver {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+}
+
+impl Chromedriver {
+    /// Starts `/usr/bin/chromedriver` (install it with `scripts/browser.sh`) and waits until
+    /// it answers `/status` as ready.
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver: run scripts/browser.sh to install chromium and chromium-driver");
+        let driver = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        let status = format!("{}/status", driver.url);
+        crate::support::wait_until(Duration::from_secs(20), "chromedriver ready", async || {
+            match http.get(&status).send().await {
+                Ok(r) => r
+                    .json::<Value>()
+                    .await
+                    .is_ok_and(|v| v["value"]["ready"] == true),
+                Err(_) => false,
+            }
+        })
+        .await;
+        driver
+    }
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser session.
+pub struct Browser {
+    http: reqwest::Client,
+    session: String,
+}
+
+/// An element of the page.
+#[derive(Debug, Clone)]
+pub struct Element(String);
+
+impl Browser {
+    /// A new headless Chromium session on `driver`.
+    pub async fn new(driver: &Chromedriver) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1500,820"]
+            }
+        }}});
+        let answer: Value = http
+            .post(format!("{}/session", driver.url))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = answer["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {answer}"))
+            .to_owned();
+        Self {
+            http,
+            session: format!("{}/session/{session}", driver.url),
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        if let Some(error) = answer["value"]["error"].as_str() {
+            panic!("WebDriver {path}: {error}: {}", answer["value"]["message"]);
+        }
+        answer["value"].clone()
+    }
+
+    /// Opens `url`.
+    pub async fn goto(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
+    }
+
+    /// The page's URL.
+    pub async fn current_url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// The elements matching `css`.
+    pub async fn find_all(&self, css: &str) -> Vec<Element> {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/elements",
+                Some(json!({ "using": "css selector", "value": css })),
+            )
+            .await;
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| Element(e[ELEMENT].as_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    /// The one element matching `css` (panics naming it when there is none).
+    pub async fn find(&self, css: &str) -> Element {
+        self.find_all(css)
+            .await
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no element {css} on {}", "the page"))
+    }
+
+    /// The text of the first element matching `css`, if any.
+    pub async fn text_of(&self, css: &str) -> Option<String> {
+        match self.find_all(css).await.into_iter().next() {
+            Some(e) => Some(self.text(&e).await),
+            None => None,
+        }
+    }
+
+    /// An element's rendered text.
+    pub async fn text(&self, e: &Element) -> String {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/element/{}/text", e.0),
+            None,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    /// Clears an input and types `text` into it.
+    pub async fn type_into(&self, e: &Element, text: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{}/clear", e.0),
+            Some(json!({})),
+        )
+        .await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{}/value", e.0),
+            Some(json!({ "text": text })),
+        )
+        .await;
+    }
+
+    /// Clicks an element.
+    pub async fn click(&self, e: &Element) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{}/click", e.0),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    /// A PNG of the viewport.
+    pub async fn screenshot(&self) -> Vec<u8> {
+        let b64 = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().unwrap())
+            .unwrap()
+    }
+
+    /// Ends the session (closes the browser).
+    pub async fn quit(self) {
+        let _ = self.http.delete(&self.session).send().await;
+    }
+}

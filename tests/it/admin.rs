@@ -1,0 +1,682 @@
+//! The admin UI over HTTP (`mail-worker admin`, in process on port 0): every page and action
+//! with and without a session, CSRF, the limits form's validation, retry and cancel of a
+//! selection, the failed-login limit, start-up refusals, and a limit changed in the UI reaching
+//! two replicas' next message.
+
+use std::sync::Arc;
+
+use mail_worker::{
+    admin::{self, AdminState, AdminToken, auth},
+    clock::ManualClock,
+    domain::SecretRef,
+    events,
+    worker::{handler::Handler, queue::SendMessageJob},
+};
+use reqwest::{StatusCode, header};
+use uuid::Uuid;
+
+use crate::support::{
+    TestApp,
+    app::noon,
+    logs::{capture_logs, logs_containing},
+    spawn_app, unique,
+};
+
+/// The test's `ADMIN_TOKEN`.
+const TOKEN: &str = "test-admin-token-0123456789";
+
+/// The UI on port 0 for `world`, stopped on drop.
+struct Ui {
+    base: String,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A logged-in browser: its session cookie and its CSRF token.
+struct Login {
+    cookie: String,
+    csrf: String,
+}
+
+async fn start_ui(world: &TestApp, cookie_secure: bool) -> Ui {
+    let mut config = world.config.clone();
+    config.admin.token = Some(SecretRef::new(TOKEN));
+    config.admin.cookie_secure = cookie_secure;
+    let token = AdminToken::resolve(config.admin.token.as_ref()).unwrap();
+    let state = AdminState::new(config, world.db.pool.clone(), token);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(admin::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Ui {
+        base,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        _stop: stop,
+    }
+}
+
+/// The value of the first hidden `csrf` field of a page.
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+/// `name=value` of a `Set-Cookie` header named `name`, and the whole header.
+fn set_cookie(response: &reqwest::Response, name: &str) -> Option<(String, String)> {
+    response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| (v.split(';').next().unwrap().to_owned(), v.to_owned()))
+}
+
+impl Ui {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str, login: Option<&Login>) -> reqwest::Response {
+        let mut request = self.http.get(self.url(path));
+        if let Some(l) = login {
+            request = request.header(header::COOKIE, &l.cookie);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn post(
+        &self,
+        path: &str,
+        login: Option<&Login>,
+        form: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut request = self.http.post(self.url(path)).form(form);
+        if let Some(l) = login {
+            request = request.header(header::COOKIE, &l.cookie);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// Submits the login form with `token`; returns the answer.
+    async fn try_login(&self, token: &str) -> reqwest::Response {
+        let form = self.http.get(self.url("/login")).send().await.unwrap();
+        assert_eq!(form.status(), StatusCode::OK);
+        let (login_cookie, _) = set_cookie(&form, auth::LOGIN_COOKIE).expect("a login cookie");
+        let csrf = csrf_of(&form.text().await.unwrap());
+        self.http
+            .post(self.url("/login"))
+            .header(header::COOKIE, login_cookie)
+            .form(&[("csrf", csrf.as_str()), ("token", token)])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn login(&self) -> Login {
+        let answer = self.try_login(TOKEN).await;
+        assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+        let (cookie, _) = set_cookie(&answer, auth::SESSION_COOKIE).expect("a session cookie");
+        let page = self
+            .http
+            .get(self.url("/mailboxes"))
+            .header(header::COOKIE, &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+        let csrf = csrf_of(&page.text().await.unwrap());
+        Login { cookie, csrf }
+    }
+}
+
+/// The log lines of `event` that contain `needle` (the whole binary's logs: [`capture_logs`]).
+fn logged(event: &str, needle: &str) -> Vec<serde_json::Value> {
+    logs_containing(needle)
+        .into_iter()
+        .filter(|l| l["event"] == event)
+        .collect()
+}
+
+/// A field of a log line as text.
+fn field(line: &serde_json::Value, name: &str) -> String {
+    match &line[name] {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+async fn overrides(world: &TestApp) -> (Option<i32>, Option<i32>) {
+    overrides_of(world, world.mailboxes[0].0.as_str()).await
+}
+
+async fn overrides_of(world: &TestApp, address: &str) -> (Option<i32>, Option<i32>) {
+    sqlx::query_as(
+        "SELECT rate_limit_per_minute, rate_limit_recipients_per_day FROM system_mailboxes WHERE address = $1",
+    )
+    .bind(address)
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn every_page_and_action_needs_a_session() {
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    let errors = world.insert(0, 1, "ERROR").await;
+    let mb0 = world.mailboxes[0].0.to_string();
+    let pages = [
+        "/mailboxes".to_owned(),
+        "/mailboxes/rows".to_owned(),
+        format!("/mailboxes/{mb0}"),
+        "/messages".to_owned(),
+        "/messages?status=ERROR".to_owned(),
+        "/assets/admin.js".to_owned(),
+    ];
+    let forged = Login {
+        cookie: format!("{}=4102444800.00.00", auth::SESSION_COOKIE),
+        csrf: "00".into(),
+    };
+    for login in [None, Some(&forged)] {
+        for page in &pages {
+            let answer = ui.get(page, login).await;
+            assert_eq!(answer.status(), StatusCode::SEE_OTHER, "GET {page}");
+            assert_eq!(answer.headers()[header::LOCATION], "/login", "GET {page}");
+        }
+        let id = errors[0].to_string();
+        let limits = format!("/mailboxes/{mb0}/limits");
+        for (path, form) in [
+            ("/logout", vec![]),
+            (limits.as_str(), vec![("rate_limit_per_minute", "5")]),
+            ("/messages/retry", vec![("id", id.as_str())]),
+            ("/messages/cancel", vec![("id", id.as_str())]),
+        ] {
+            let answer = ui.post(path, login, &form).await;
+            assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "POST {path}");
+        }
+    }
+    assert_eq!(overrides(&world).await, (Some(25), None), "nothing changed");
+    assert_eq!(world.status_of(errors[0]).await.0, "ERROR");
+
+    // The login form is the one page served without a session.
+    assert_eq!(ui.get("/login", None).await.status(), StatusCode::OK);
+    let login = ui.login().await;
+    for page in &pages {
+        let answer = ui.get(page, Some(&login)).await;
+        assert_eq!(answer.status(), StatusCode::OK, "GET {page} with a session");
+        assert_eq!(answer.headers()[header::CACHE_CONTROL], "no-store");
+        assert!(
+            answer
+                .headers()
+                .contains_key(header::CONTENT_SECURITY_POLICY)
+        );
+    }
+    let mailboxes = ui
+        .get("/mailboxes", Some(&login))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        mailboxes.contains(&format!("data-mailbox=\"{mb0}\"")),
+        "{mailboxes}"
+    );
+    assert!(mailboxes.contains("25/min <span class=\"source override\">override</span>"));
+    assert!(mailboxes.contains("9000/24 h <span class=\"source default\">default</span>"));
+    assert!(mailboxes.contains("ERROR 1"), "{mailboxes}");
+
+    // Logging out ends the cookie.
+    let out = ui
+        .post("/logout", Some(&login), &[("csrf", login.csrf.as_str())])
+        .await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    let (cleared, header) = set_cookie(&out, auth::SESSION_COOKIE).unwrap();
+    assert_eq!(cleared, format!("{}=", auth::SESSION_COOKIE));
+    assert!(header.contains("Max-Age=0"), "{header}");
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_same_site_strict_and_secure_when_configured() {
+    let world = spawn_app().await;
+    for secure in [false, true] {
+        let ui = start_ui(&world, secure).await;
+        let answer = ui.try_login(TOKEN).await;
+        assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+        assert_eq!(answer.headers()[header::LOCATION], "/mailboxes");
+        let (_, header) = set_cookie(&answer, auth::SESSION_COOKIE).unwrap();
+        assert!(
+            header.contains("HttpOnly") && header.contains("SameSite=Strict"),
+            "{header}"
+        );
+        assert!(header.contains(&format!("Max-Age={}", auth::SESSION_TTL.as_secs())));
+        assert_eq!(header.contains("Secure"), secure, "{header}");
+        assert!(
+            !header.contains(TOKEN),
+            "the cookie never carries the token"
+        );
+    }
+}
+
+#[tokio::test]
+async fn posts_without_or_with_a_wrong_csrf_token_are_refused() {
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    let errors = world.insert(0, 1, "ERROR").await;
+    let scheduled = world.insert(0, 1, "SCHEDULED").await;
+    let login = ui.login().await;
+    let other = ui.login().await;
+    assert_ne!(
+        login.csrf, other.csrf,
+        "each session has its own CSRF token"
+    );
+    let limits = format!("/mailboxes/{}/limits", world.mailboxes[0].0);
+    let (e, s) = (errors[0].to_string(), scheduled[0].to_string());
+    for csrf in [None, Some("0".repeat(64)), Some(other.csrf.clone())] {
+        let with = |mut form: Vec<(&'static str, String)>| {
+            if let Some(c) = &csrf {
+                form.push(("csrf", c.clone()));
+            }
+            form
+        };
+        for (path, form) in [
+            (
+                limits.as_str(),
+                with(vec![("rate_limit_per_minute", "5".into())]),
+            ),
+            ("/messages/retry", with(vec![("id", e.clone())])),
+            ("/messages/cancel", with(vec![("id", s.clone())])),
+            ("/logout", with(vec![])),
+        ] {
+            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let answer = ui.post(path, Some(&login), &form).await;
+            assert_eq!(
+                answer.status(),
+                StatusCode::FORBIDDEN,
+                "POST {path} csrf {csrf:?}"
+            );
+            assert!(answer.text().await.unwrap().contains("CSRF"));
+        }
+    }
+    assert_eq!(overrides(&world).await, (Some(25), None));
+    assert_eq!(world.status_of(errors[0]).await.0, "ERROR");
+    assert_eq!(world.status_of(scheduled[0]).await.0, "SCHEDULED");
+
+    // The login form's own CSRF token: without it, or with another form's, no session.
+    let answer = ui
+        .http
+        .post(ui.url("/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert!(set_cookie(&answer, auth::SESSION_COOKIE).is_none());
+}
+
+#[tokio::test]
+async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() {
+    capture_logs();
+    let world = spawn_app().await;
+    // A mailbox of this test's own, to find its lines in the binary's logs.
+    let mb0 = format!("{}@contoso.example", unique("limits-"));
+    mail_worker::store::senders::upsert_system_mailbox(
+        &world.db.pool,
+        &mail_worker::domain::MailboxAddress::parse(&mb0).unwrap(),
+        &mail_worker::domain::GraphCredentials {
+            graph_tenant_id: crate::support::app::TENANT.into(),
+            client_id: crate::support::app::CLIENT.into(),
+            client_secret: SecretRef::new(crate::support::app::SECRET),
+        },
+        std::num::NonZeroU32::new(25),
+        None,
+    )
+    .await
+    .unwrap();
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let limits = format!("/mailboxes/{mb0}/limits");
+    for field in ["rate_limit_per_minute", "rate_limit_recipients_per_day"] {
+        for bad in ["0", "-1", "abc", "1.5", "2147483648", "1e3"] {
+            let answer = ui
+                .post(
+                    &limits,
+                    Some(&login),
+                    &[
+                        ("csrf", login.csrf.as_str()),
+                        (field, bad),
+                        ("action", "save"),
+                    ],
+                )
+                .await;
+            assert_eq!(
+                answer.status(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "{field}={bad}"
+            );
+            let page = answer.text().await.unwrap();
+            assert!(
+                page.contains(&format!(
+                    "{field}: must be a whole number from 1 to 2147483647"
+                )),
+                "{field}={bad}: {page}"
+            );
+        }
+    }
+    assert_eq!(
+        overrides_of(&world, &mb0).await,
+        (Some(25), None),
+        "nothing stored"
+    );
+    assert!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).is_empty());
+
+    // Above Exchange's limits: saved, with a warning and Microsoft's page.
+    let answer = ui
+        .post(
+            &limits,
+            Some(&login),
+            &[
+                ("csrf", login.csrf.as_str()),
+                ("rate_limit_per_minute", "40"),
+                ("rate_limit_recipients_per_day", "12000"),
+                ("action", "save"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(overrides_of(&world, &mb0).await, (Some(40), Some(12_000)));
+    let location = answer.headers()[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let page = ui.get(&location, Some(&login)).await.text().await.unwrap();
+    assert!(
+        page.contains("40 messages a minute is above Exchange Online&#39;s 30"),
+        "{page}"
+    );
+    assert!(page.contains("12000 recipients a day is above Exchange Online&#39;s 10000"));
+    assert!(page.contains(admin::pages::EXCHANGE_LIMITS_URL));
+    let changed = logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0);
+    assert_eq!(changed.len(), 1);
+    assert_eq!(field(&changed[0], "mailbox"), mb0);
+    assert_eq!(field(&changed[0], "per_minute_before"), "25");
+    assert_eq!(field(&changed[0], "per_minute_after"), "40");
+    assert_eq!(field(&changed[0], "recipients_per_day_before"), "default");
+    assert_eq!(field(&changed[0], "recipients_per_day_after"), "12000");
+
+    // An empty field is the default; "clear" removes both.
+    let answer = ui
+        .post(
+            &limits,
+            Some(&login),
+            &[
+                ("csrf", login.csrf.as_str()),
+                ("rate_limit_per_minute", "7"),
+                ("rate_limit_recipients_per_day", ""),
+                ("action", "save"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(overrides_of(&world, &mb0).await, (Some(7), None));
+    let answer = ui
+        .post(
+            &limits,
+            Some(&login),
+            &[("csrf", login.csrf.as_str()), ("action", "clear")],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(overrides_of(&world, &mb0).await, (None, None));
+    assert_eq!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).len(), 3);
+
+    // A mailbox that does not exist.
+    let answer = ui
+        .post(
+            "/mailboxes/nobody@contoso.example/limits",
+            Some(&login),
+            &[
+                ("csrf", login.csrf.as_str()),
+                ("rate_limit_per_minute", "5"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    assert!(
+        answer
+            .text()
+            .await
+            .unwrap()
+            .contains("nobody@contoso.example")
+    );
+}
+
+#[tokio::test]
+async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients() {
+    capture_logs();
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let errors = world.insert(0, 3, "ERROR").await;
+    let scheduled = world.insert(0, 2, "SCHEDULED").await;
+    let sent = world.insert(0, 1, "SENT").await;
+
+    let page = ui
+        .get("/messages?status=ERROR", Some(&login))
+        .await
+        .text()
+        .await
+        .unwrap();
+    for id in &errors {
+        assert!(page.contains(&format!("value=\"{id}\"")), "{page}");
+    }
+    assert!(
+        !page.contains(&scheduled[0].to_string()),
+        "filtered on ERROR"
+    );
+    assert!(page.contains("g***@example.org"), "masked: {page}");
+    assert!(
+        !page.contains("guest0@example.org"),
+        "never the full address"
+    );
+
+    // Retry two of the three, plus a SENT one that must not be resent.
+    let (a, b, c) = (
+        errors[0].to_string(),
+        errors[1].to_string(),
+        sent[0].to_string(),
+    );
+    let answer = ui
+        .post(
+            "/messages/retry",
+            Some(&login),
+            &[
+                ("csrf", login.csrf.as_str()),
+                ("status", "ERROR"),
+                ("id", a.as_str()),
+                ("id", b.as_str()),
+                ("id", c.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    let location = answer.headers()[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        location,
+        "/messages?status=ERROR&done=retried&matched=2&changed=2"
+    );
+    let page = ui.get(&location, Some(&login)).await.text().await.unwrap();
+    assert!(
+        page.contains("2 messages retried (2 of the selection matched)."),
+        "{page}"
+    );
+    for id in &errors[..2] {
+        let (status, attempts, _, error, _) = world.row(*id).await;
+        assert_eq!((status.as_str(), attempts), ("SCHEDULED", 0));
+        assert!(error.unwrap().starts_with("retried by an operator"));
+    }
+    assert_eq!(world.status_of(errors[2]).await.0, "ERROR", "not selected");
+    assert_eq!(world.status_of(sent[0]).await.0, "SENT");
+    let retried = logged(events::MAIL_ADMIN_MESSAGES_RETRIED, &a);
+    assert_eq!(retried.len(), 1);
+    assert_eq!(field(&retried[0], "selected"), "3");
+    assert_eq!(field(&retried[0], "changed"), "2");
+    assert_eq!(field(&retried[0], "message.ids"), format!("{a},{b},{c}"));
+    assert_eq!(field(&retried[0], "before"), r#"{"ERROR":2}"#);
+    assert_eq!(field(&retried[0], "after"), "SCHEDULED");
+
+    // Cancel one scheduled message.
+    let s = scheduled[0].to_string();
+    let answer = ui
+        .post(
+            "/messages/cancel",
+            Some(&login),
+            &[("csrf", login.csrf.as_str()), ("id", s.as_str())],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert!(
+        answer.headers()[header::LOCATION]
+            .to_str()
+            .unwrap()
+            .ends_with("done=cancelled&matched=1&changed=1")
+    );
+    let (status, error, _) = world.status_of(scheduled[0]).await;
+    assert_eq!(status, "ERROR");
+    assert!(
+        error
+            .unwrap()
+            .starts_with(mail_worker::store::admin::CANCELLED_PREFIX)
+    );
+    assert_eq!(world.status_of(scheduled[1]).await.0, "SCHEDULED");
+    let cancelled = logged(events::MAIL_ADMIN_MESSAGES_CANCELLED, &s);
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(field(&cancelled[0], "before"), r#"{"SCHEDULED":1}"#);
+
+    // Nothing selected, or not a message id: refused, naming the field.
+    for form in [vec![], vec![("id", "not-a-uuid")]] {
+        let mut form = form;
+        form.push(("csrf", login.csrf.as_str()));
+        let answer = ui.post("/messages/retry", Some(&login), &form).await;
+        assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(answer.text().await.unwrap().contains("id: "));
+    }
+    let answer = ui.get("/messages?status=LOST", Some(&login)).await;
+    assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(answer.text().await.unwrap().contains("status: "));
+}
+
+#[tokio::test]
+async fn failed_logins_are_limited_per_client_and_logged() {
+    capture_logs();
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    for n in 1..=auth::MAX_FAILED_LOGINS {
+        let answer = ui.try_login("wrong-token-but-long-enough").await;
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "failure {n}");
+        assert!(set_cookie(&answer, auth::SESSION_COOKIE).is_none());
+    }
+    // Now even the right token waits for the window.
+    let answer = ui.try_login(TOKEN).await;
+    assert_eq!(answer.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = answer.headers()[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert!(set_cookie(&answer, auth::SESSION_COOKIE).is_none());
+    // Only this test logs in with a wrong token.
+    let failed = logged(events::MAIL_ADMIN_LOGIN_FAILED, "127.0.0.1");
+    assert_eq!(failed.len(), auth::MAX_FAILED_LOGINS + 1);
+    assert_eq!(field(&failed[4], "failures"), "5");
+    assert_eq!(field(&failed[5], "throttled"), "true");
+    assert_eq!(field(&failed[0], "client"), "127.0.0.1");
+    for line in &failed {
+        assert!(
+            !format!("{line:?}").contains("wrong-token"),
+            "no token in a log line"
+        );
+    }
+}
+
+#[test]
+fn start_up_refuses_a_missing_or_short_token_naming_the_variable() {
+    for env in [
+        vec![],
+        vec![("ADMIN_TOKEN", "short")],
+        vec![("ADMIN_TOKEN", "env:MW_TEST_UNSET_TOKEN")],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+            .arg("admin")
+            .env_remove("ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .env("ADMIN_LISTEN", "127.0.0.1:0")
+            .env("DATABASE_URL", "postgres://postgres@127.0.0.1:9/none")
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("ADMIN_TOKEN"), "{env:?}: {stderr}");
+        assert!(!stderr.contains("\"short\""), "{stderr}");
+    }
+}
+
+/// One message through `handler`; returns its status after.
+async fn send_one(world: &TestApp, handler: &Handler) -> String {
+    let id: Uuid = world.insert(0, 1, "QUEUED").await[0];
+    handler
+        .process(SendMessageJob { message_id: id })
+        .await
+        .unwrap();
+    world.status_of(id).await.0
+}
+
+#[tokio::test]
+async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
+    // Two replicas: each its own service stack (MailerFactory and its cache) on one database
+    // and one limiter, at noon on a manual clock (fixed-window: per UTC minute).
+    let world = TestApp::builder().per_minute(25).spawn().await;
+    let clock = ManualClock::new(noon());
+    let a = world.real_handler(Arc::new(clock.clone()));
+    let b = world.real_handler(Arc::new(clock.clone()));
+    // Both have built and cached the mailer under the old limit (25).
+    assert_eq!(send_one(&world, &a).await, "SENT");
+    assert_eq!(send_one(&world, &b).await, "SENT");
+
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let answer = ui
+        .post(
+            &format!("/mailboxes/{}/limits", world.mailboxes[0].0),
+            Some(&login),
+            &[
+                ("csrf", login.csrf.as_str()),
+                ("rate_limit_per_minute", "1"),
+                ("action", "save"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+
+    // Each replica alone, in a fresh minute: one message goes, the next is deferred.
+    for (minute, replica) in [(1, &a), (2, &b)] {
+        clock.set(noon() + chrono::Duration::minutes(minute));
+        assert_eq!(send_one(&world, replica).await, "SENT", "minute {minute}");
+        assert_eq!(
+            send_one(&world, replica).await,
+            "SCHEDULED",
+            "minute {minute}: the UI's 1 a minute applies, not the cached 25"
+        );
+    }
+    assert_eq!(world.sim.messages().len(), 4);
+}
