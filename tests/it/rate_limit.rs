@@ -79,8 +79,31 @@ async fn counter(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Opt
     conn.get(key).await.unwrap()
 }
 
+/// Asserts each counter: `(key, value)`, `None` = the key does not exist.
+async fn assert_counts(
+    conn: &mut redis::aio::MultiplexedConnection,
+    expected: &[(String, Option<i64>)],
+) {
+    for (key, want) in expected {
+        assert_eq!(counter(conn, key).await, *want, "{key}");
+    }
+}
+
 async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+/// The limiter's decision for `recipients` of [`mailbox`] at `now` (a Redis error fails the test).
+async fn decide(
+    limiter: &MailRateLimiter,
+    recipients: u32,
+    limits: RateLimits,
+    now: DateTime<Utc>,
+) -> Decision {
+    limiter
+        .check(&mailbox(), recipients, limits, now)
+        .await
+        .unwrap()
 }
 
 fn counted(decision: &Decision) -> Reservation {
@@ -207,10 +230,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
         limiters.push(limiter);
     }
     let tally = race(limiters, move |limiter: MailRateLimiter| async move {
-        limiter
-            .check(&mailbox(), 1, limits(30, 10_000), now)
-            .await
-            .unwrap()
+        decide(&limiter, 1, limits(30, 10_000), now).await
     })
     .await;
     assert_eq!(
@@ -225,8 +245,11 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
     let mut conn = redis().await;
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
-    assert_eq!(counter(&mut conn, &minute_key).await, Some(30));
-    assert_eq!(counter(&mut conn, &day_key).await, Some(30));
+    assert_counts(
+        &mut conn,
+        &[(minute_key.clone(), Some(30)), (day_key.clone(), Some(30))],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -267,8 +290,8 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
     let limiter = real_limiter(&prefix);
     let now = at(18, 30, 15, 250);
     let day = limits(25, 100);
-    counted(&limiter.check(&mailbox(), 60, day, now).await.unwrap());
-    let denied = limiter.check(&mailbox(), 50, day, now).await.unwrap();
+    counted(&decide(&limiter, 60, day, now).await);
+    let denied = decide(&limiter, 50, day, now).await;
     let to_midnight = Duration::from_millis(((5 * 60 + 29) * 60 + 44) * 1000 + 750);
     assert_eq!(
         denied,
@@ -279,7 +302,7 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
         }
     );
     // 60 + 40 fills the day exactly: allowed.
-    counted(&limiter.check(&mailbox(), 40, day, now).await.unwrap());
+    counted(&decide(&limiter, 40, day, now).await);
     let mut conn = redis().await;
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
@@ -296,9 +319,9 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
     let one = limits(1, 9_000);
     let before = at(12, 0, 59, 999);
     let after = at(12, 1, 0, 0);
-    counted(&limiter.check(&mailbox(), 1, one, before).await.unwrap());
+    counted(&decide(&limiter, 1, one, before).await);
     assert_eq!(
-        limiter.check(&mailbox(), 1, one, before).await.unwrap(),
+        decide(&limiter, 1, one, before).await,
         Decision::Denied {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(1),
@@ -306,9 +329,9 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
         }
     );
     // 12:01:00.000 is a new bucket: allowed, then denied for a whole minute.
-    counted(&limiter.check(&mailbox(), 1, one, after).await.unwrap());
+    counted(&decide(&limiter, 1, one, after).await);
     assert_eq!(
-        limiter.check(&mailbox(), 1, one, after).await.unwrap(),
+        decide(&limiter, 1, one, after).await,
         Decision::Denied {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(60_000),
@@ -316,18 +339,15 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
         }
     );
     let mut conn = redis().await;
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), before)).await,
-        Some(1)
-    );
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), after)).await,
-        Some(1)
-    );
-    assert_eq!(
-        counter(&mut conn, &keys::day_key(&prefix, &mailbox(), after)).await,
-        Some(2)
-    );
+    assert_counts(
+        &mut conn,
+        &[
+            (keys::minute_key(&prefix, &mailbox(), before), Some(1)),
+            (keys::minute_key(&prefix, &mailbox(), after), Some(1)),
+            (keys::day_key(&prefix, &mailbox(), after), Some(2)),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -336,17 +356,9 @@ async fn the_minute_budget_is_checked_before_the_day_budget() {
     let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(9, 15, 0, 0);
-    counted(
-        &limiter
-            .check(&mailbox(), 10, limits(1, 10), now)
-            .await
-            .unwrap(),
-    );
+    counted(&decide(&limiter, 10, limits(1, 10), now).await);
     // Both budgets are spent; the minute one is reported.
-    let denied = limiter
-        .check(&mailbox(), 10, limits(1, 10), now)
-        .await
-        .unwrap();
+    let denied = decide(&limiter, 10, limits(1, 10), now).await;
     assert!(
         matches!(
             denied,
@@ -366,24 +378,11 @@ async fn changed_limits_apply_on_the_very_next_call() {
     let limiter = real_limiter(&prefix);
     let now = at(8, 0, 0, 0);
     for _ in 0..2 {
-        counted(
-            &limiter
-                .check(&mailbox(), 1, limits(2, 9_000), now)
-                .await
-                .unwrap(),
-        );
+        counted(&decide(&limiter, 1, limits(2, 9_000), now).await);
     }
-    let denied = limiter
-        .check(&mailbox(), 1, limits(2, 9_000), now)
-        .await
-        .unwrap();
+    let denied = decide(&limiter, 1, limits(2, 9_000), now).await;
     assert!(matches!(denied, Decision::Denied { .. }), "{denied:?}");
-    counted(
-        &limiter
-            .check(&mailbox(), 1, limits(3, 9_000), now)
-            .await
-            .unwrap(),
-    );
+    counted(&decide(&limiter, 1, limits(3, 9_000), now).await);
 }
 
 #[tokio::test]
@@ -392,12 +391,7 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
     let prefix = keys.prefix.clone();
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 0, 0);
-    counted(
-        &limiter
-            .check(&mailbox(), 3, limits(25, 9_000), now)
-            .await
-            .unwrap(),
-    );
+    counted(&decide(&limiter, 3, limits(25, 9_000), now).await);
     let mut conn = redis().await;
     let minute_ttl = pttl(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await;
     let day_ttl = pttl(&mut conn, &keys::day_key(&prefix, &mailbox(), now)).await;
@@ -424,33 +418,35 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     let mut conn = redis().await;
-    let first = counted(
-        &limiter
-            .check(&mailbox(), 3, limits(25, 100), now)
-            .await
-            .unwrap(),
-    );
-    let second = counted(
-        &limiter
-            .check(&mailbox(), 4, limits(25, 100), now)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(counter(&mut conn, &minute_key).await, Some(2));
-    assert_eq!(counter(&mut conn, &day_key).await, Some(7));
+    let first = counted(&decide(&limiter, 3, limits(25, 100), now).await);
+    let second = counted(&decide(&limiter, 4, limits(25, 100), now).await);
+    assert_counts(
+        &mut conn,
+        &[(minute_key.clone(), Some(2)), (day_key.clone(), Some(7))],
+    )
+    .await;
 
     limiter.release(&second, Outcome::Unsent).await;
-    assert_eq!(counter(&mut conn, &minute_key).await, Some(1));
-    assert_eq!(counter(&mut conn, &day_key).await, Some(3));
+    assert_counts(
+        &mut conn,
+        &[(minute_key.clone(), Some(1)), (day_key.clone(), Some(3))],
+    )
+    .await;
 
     limiter.release(&first, Outcome::Unsent).await;
-    assert_eq!(counter(&mut conn, &minute_key).await, Some(0));
-    assert_eq!(counter(&mut conn, &day_key).await, Some(0));
+    assert_counts(
+        &mut conn,
+        &[(minute_key.clone(), Some(0)), (day_key.clone(), Some(0))],
+    )
+    .await;
 
     limiter.release(&first, Outcome::Unsent).await;
     limiter.release(&second, Outcome::Unsent).await;
-    assert_eq!(counter(&mut conn, &minute_key).await, Some(0));
-    assert_eq!(counter(&mut conn, &day_key).await, Some(0));
+    assert_counts(
+        &mut conn,
+        &[(minute_key.clone(), Some(0)), (day_key.clone(), Some(0))],
+    )
+    .await;
     // The TTLs survive the releases.
     assert!(pttl(&mut conn, &minute_key).await > 110_000);
     assert!(pttl(&mut conn, &day_key).await > 93_590_000);
@@ -470,35 +466,18 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
     let reserved_at = at(12, 0, 59, 0);
     let later = at(12, 1, 2, 0);
     let mut conn = redis().await;
-    let old = counted(
-        &limiter
-            .check(&mailbox(), 2, limits(25, 9_000), reserved_at)
-            .await
-            .unwrap(),
-    );
-    counted(
-        &limiter
-            .check(&mailbox(), 5, limits(25, 9_000), later)
-            .await
-            .unwrap(),
-    );
+    let old = counted(&decide(&limiter, 2, limits(25, 9_000), reserved_at).await);
+    counted(&decide(&limiter, 5, limits(25, 9_000), later).await);
     limiter.release(&old, Outcome::Unsent).await;
-    assert_eq!(
-        counter(
-            &mut conn,
-            &keys::minute_key(&prefix, &mailbox(), reserved_at)
-        )
-        .await,
-        Some(0)
-    );
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), later)).await,
-        Some(1)
-    );
-    assert_eq!(
-        counter(&mut conn, &keys::day_key(&prefix, &mailbox(), later)).await,
-        Some(5)
-    );
+    assert_counts(
+        &mut conn,
+        &[
+            (keys::minute_key(&prefix, &mailbox(), reserved_at), Some(0)),
+            (keys::minute_key(&prefix, &mailbox(), later), Some(1)),
+            (keys::day_key(&prefix, &mailbox(), later), Some(5)),
+        ],
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -558,10 +537,7 @@ async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
     let mut times = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
-        let decision = limiter
-            .check(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
-            .await
-            .unwrap();
+        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
         let took = started.elapsed();
         assert_uncounted(&decision);
         assert!(took < deadline, "fail-open took {took:?}");
@@ -592,10 +568,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     let mut times = Vec::new();
     for _ in 0..8 {
         let started = Instant::now();
-        let decision = limiter
-            .check(&mailbox(), 1, limits(25, 9_000), at(12, 0, 0, 0))
-            .await
-            .unwrap();
+        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
         let took = started.elapsed();
         assert_uncounted(&decision);
         assert!(
@@ -661,7 +634,7 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
     );
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+    assert_uncounted(&decide(&limiter, 1, big, now).await);
 
     gate.open(true);
     // The first call after the port opens may still be waiting on a dial that was refused.
@@ -672,19 +645,20 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
             calls_until_counted <= 20,
             "never counted again after 20 calls"
         );
-        let decision = limiter.check(&mailbox(), 1, big, now).await.unwrap();
+        let decision = decide(&limiter, 1, big, now).await;
         if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
             break;
         }
     }
     for _ in 0..5 {
-        counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+        counted(&decide(&limiter, 1, big, now).await);
     }
     let mut conn = redis().await;
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await,
-        Some(6)
-    );
+    assert_counts(
+        &mut conn,
+        &[(keys::minute_key(&prefix, &mailbox(), now), Some(6))],
+    )
+    .await;
     println!("closed port → open: counted again on call {calls_until_counted}");
 }
 
@@ -697,22 +671,23 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
         MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+    assert_uncounted(&decide(&limiter, 1, big, now).await);
     gate.set_relay(true);
     let mut calls = 0;
     loop {
         calls += 1;
         assert!(calls <= 20, "never counted again after 20 calls");
-        let decision = limiter.check(&mailbox(), 1, big, now).await.unwrap();
+        let decision = decide(&limiter, 1, big, now).await;
         if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
             break;
         }
     }
     let mut conn = redis().await;
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await,
-        Some(1)
-    );
+    assert_counts(
+        &mut conn,
+        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1))],
+    )
+    .await;
     println!("frozen → thawed: counted again on call {calls}");
 }
 
@@ -726,15 +701,15 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
         MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
-    counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+    counted(&decide(&limiter, 1, big, now).await);
     let dialled = gate.accepted();
 
     // The relayed connection goes silent (no FIN, no RST); new connections still work.
     gate.blackhole_existing();
     for _ in 0..3 {
-        assert_uncounted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+        assert_uncounted(&decide(&limiter, 1, big, now).await);
     }
-    counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+    counted(&decide(&limiter, 1, big, now).await);
     // One fresh connection (two if the machine was too busy to finish the first dial within
     // the 100 ms connect timeout): no reconnect storm.
     let fresh = gate.accepted() - dialled;
@@ -753,12 +728,7 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let _: () = conn.hset(&minute_key, "not", "a counter").await.unwrap();
     let _: bool = conn.expire(&minute_key, 120).await.unwrap();
 
-    assert_uncounted(
-        &limiter
-            .check(&mailbox(), 1, limits(25, 9_000), now)
-            .await
-            .unwrap(),
-    );
+    assert_uncounted(&decide(&limiter, 1, limits(25, 9_000), now).await);
     let errors = capture.with_event(events::MAIL_RATE_LIMIT_SCRIPT_ERROR);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].level, tracing::Level::ERROR);
@@ -769,10 +739,11 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
             .is_empty()
     );
     // Nothing was written to the day bucket.
-    assert_eq!(
-        counter(&mut conn, &keys::day_key(&prefix, &mailbox(), now)).await,
-        None
-    );
+    assert_counts(
+        &mut conn,
+        &[(keys::day_key(&prefix, &mailbox(), now), None)],
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -790,14 +761,15 @@ async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
     let mut times = Vec::with_capacity(1000);
     for _ in 0..1000 {
         let started = Instant::now();
-        counted(&limiter.check(&mailbox(), 1, big, now).await.unwrap());
+        counted(&decide(&limiter, 1, big, now).await);
         times.push(started.elapsed());
     }
     let mut conn = redis().await;
-    assert_eq!(
-        counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await,
-        Some(1000)
-    );
+    assert_counts(
+        &mut conn,
+        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1000))],
+    )
+    .await;
     times.sort();
     println!(
         "check_and_reserve round trip over 1000 sequential calls: median {:?}, p90 {:?}, p99 {:?}, max {:?}",
