@@ -186,7 +186,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             .text_of("#notice")
             .await
             .expect("a notice after retrying");
-        assert!(notice.starts_with("1 messages retried"), "{notice}");
+        assert!(notice.starts_with("1 message retried"), "{notice}");
         artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");
         wait_until(

@@ -725,7 +725,8 @@ async fn messages(
     let filter = q.filter()?;
     let notice = match (q.done.as_deref(), q.matched, q.changed) {
         (Some(verb @ ("retried" | "cancelled")), Some(matched), Some(changed)) => Some(format!(
-            "{changed} messages {verb} ({matched} of the selection matched)."
+            "{changed} {} {verb} ({matched} of the selection matched).",
+            if changed == 1 { "message" } else { "messages" }
         )),
         _ => None,
     };
