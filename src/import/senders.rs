@@ -26,7 +26,9 @@ use sqlx::PgPool;
 
 use super::BadEntry;
 use crate::{
-    domain::{GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantTransport},
+    domain::{
+        GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantBudget, TenantTransport,
+    },
     store::{StoreError, senders},
 };
 
@@ -66,6 +68,12 @@ pub struct SystemMailboxEntry {
     /// Recipients per UTC day override.
     #[serde(default)]
     pub rate_limit_recipients_per_day: Option<u32>,
+    /// The Graph tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
 }
 
 /// One `tenants[]` entry.
@@ -93,6 +101,12 @@ pub struct TenantEntry {
     /// SendGrid: API key or reference.
     #[serde(default)]
     pub sendgrid_api_key: Option<String>,
+    /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
 }
 
 /// What an import did.
@@ -266,6 +280,129 @@ impl Checker {
         }
     }
 
+    /// `acceptedDomains`: a non-empty array of domain names, each stored lower case in
+    /// punycode; `Ok(None)` when absent.
+    fn accepted_domains(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<Vec<String>>, ()> {
+        let path = format!("{at}.{ACCEPTED_DOMAINS}");
+        let items = match object.get(ACCEPTED_DOMAINS) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) if items.is_empty() => {
+                self.fail(path, "must list at least one domain of the tenant");
+                return Err(());
+            }
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.fail(
+                    path,
+                    format!("must be an array of domain names, got {}", kind(other)),
+                );
+                return Err(());
+            }
+        };
+        let errors = self.errors.len();
+        let mut domains = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let checked = match item {
+                Value::String(raw) => TenantBudget::accepted_domain(raw),
+                other => Err(format!("must be a domain name, got {}", kind(other))),
+            };
+            match checked {
+                Ok(domain) if !domains.contains(&domain) => domains.push(domain),
+                Ok(_) => {}
+                Err(e) => self.fail(format!("{path}[{i}]"), e),
+            }
+        }
+        if self.errors.len() == errors {
+            domains.sort();
+            Ok(Some(domains))
+        } else {
+            Err(())
+        }
+    }
+
+    /// A Graph app's tenant budget: `externalRecipientsPerDay` and `acceptedDomains`, both or
+    /// neither.
+    fn tenant_budget(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<TenantBudget>, ()> {
+        let per_day = self.limit(object, at, EXTERNAL_PER_DAY);
+        let domains = self.accepted_domains(object, at);
+        match (per_day?, domains?) {
+            (None, None) => Ok(None),
+            (Some(external_recipients_per_day), Some(accepted_domains)) => Ok(Some(TenantBudget {
+                external_recipients_per_day,
+                accepted_domains,
+            })),
+            (Some(_), None) => {
+                self.fail(
+                    format!("{at}.{ACCEPTED_DOMAINS}"),
+                    format!(
+                        "is required with {EXTERNAL_PER_DAY}: the tenant's own domains (recipients in any other domain count against the budget)"
+                    ),
+                );
+                Err(())
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    format!("{at}.{EXTERNAL_PER_DAY}"),
+                    format!(
+                        "is required with {ACCEPTED_DOMAINS}: the tenant's external recipients per rolling 24 h"
+                    ),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A Graph app: `graphTenantId`, `clientId`, the credential and the tenant budget.
+    fn graph_app(&mut self, object: &Map<String, Value>, at: &str) -> Option<GraphCredentials> {
+        let graph_tenant_id = self.tenant_id(object, at);
+        let client_id = self.string(object, at, "clientId", true);
+        let client_secret = self.credential(object, at);
+        let tenant_budget = self.tenant_budget(object, at);
+        Some(GraphCredentials {
+            graph_tenant_id: graph_tenant_id?,
+            client_id: client_id?,
+            client_secret: client_secret?,
+            tenant_budget: tenant_budget.ok()?,
+        })
+    }
+
+    /// The budget is the Graph tenant's, shared by all of its mailboxes (the limiter counts it
+    /// under the `graphTenantId`): every entry of one `graphTenantId` (compared without case)
+    /// must give the same `externalRecipientsPerDay` and `acceptedDomains`, or none, or a
+    /// mailbox without them would send external mail the budget never sees.
+    fn one_budget_per_graph_tenant(&mut self, apps: &[(String, GraphCredentials)]) {
+        let mut first: std::collections::HashMap<String, &(String, GraphCredentials)> =
+            std::collections::HashMap::new();
+        for entry in apps {
+            let (at, graph) = entry;
+            let tenant = graph.graph_tenant_id.to_lowercase();
+            match first.get(&tenant) {
+                None => {
+                    first.insert(tenant, entry);
+                }
+                Some((first_at, first_graph))
+                    if first_graph.tenant_budget != graph.tenant_budget =>
+                {
+                    self.fail(
+                        format!("{at}.{EXTERNAL_PER_DAY}"),
+                        format!(
+                            "graphTenantId {tenant} has a different tenant budget at {first_at}: the budget is the Graph tenant's, so give every entry of it the same {EXTERNAL_PER_DAY} and {ACCEPTED_DOMAINS} (or none)"
+                        ),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     fn entries<'v>(
         &mut self,
         root: &'v Map<String, Value>,
@@ -327,6 +464,8 @@ const MAILBOX_FIELDS: &[&str] = &[
     "clientCertificate",
     "rateLimitPerMinute",
     "rateLimitRecipientsPerDay",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
 ];
 const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -337,7 +476,11 @@ const TENANT_FIELDS: &[&str] = &[
     "clientSecret",
     "clientCertificate",
     "sendgridApiKey",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
 ];
+const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
+const ACCEPTED_DOMAINS: &str = "acceptedDomains";
 
 /// Checks a whole senders document, collecting every error with its JSON path.
 fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
@@ -368,6 +511,8 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
             seen.insert(key, at);
         }
     };
+    // Every Graph app of the file with its path, to check one budget per Graph tenant.
+    let mut budgets: Vec<(String, GraphCredentials)> = Vec::new();
     for (at, m) in check.entries(root, "systemMailboxes") {
         check.known_keys(m, &at, MAILBOX_FIELDS);
         let errors = check.errors.len();
@@ -375,37 +520,17 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
         if let Some(a) = &address {
             once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
         }
-        let graph_tenant_id = check.tenant_id(m, &at);
-        let client_id = check.string(m, &at, "clientId", true);
-        let client_secret = check.credential(m, &at);
+        let graph = check.graph_app(m, &at);
         let per_minute = check.limit(m, &at, "rateLimitPerMinute");
         let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
-        if let (
-            Some(address),
-            Some(graph_tenant_id),
-            Some(client_id),
-            Some(client_secret),
-            Ok(per_minute),
-            Ok(per_day),
-        ) = (
-            address,
-            graph_tenant_id,
-            client_id,
-            client_secret,
-            per_minute,
-            per_day,
-        ) && check.errors.len() == errors
+        if let Some(graph) = &graph {
+            budgets.push((at.clone(), graph.clone()));
+        }
+        if let (Some(address), Some(graph), Ok(per_minute), Ok(per_day)) =
+            (address, graph, per_minute, per_day)
+            && check.errors.len() == errors
         {
-            good.push(Validated::Mailbox(
-                address,
-                GraphCredentials {
-                    graph_tenant_id,
-                    client_id,
-                    client_secret,
-                },
-                per_minute,
-                per_day,
-            ));
+            good.push(Validated::Mailbox(address, graph, per_minute, per_day));
         }
     }
     for (at, t) in check.entries(root, "tenants") {
@@ -427,24 +552,23 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
                     }
                 });
         let transport = match provider {
-            Some(MailProvider::MicrosoftGraph) => {
-                let graph_tenant_id = check.tenant_id(t, &at);
-                let client_id = check.string(t, &at, "clientId", true);
-                let client_secret = check.credential(t, &at);
-                match (graph_tenant_id, client_id, client_secret) {
-                    (Some(graph_tenant_id), Some(client_id), Some(client_secret)) => {
-                        Some(TenantTransport::Graph(GraphCredentials {
-                            graph_tenant_id,
-                            client_id,
-                            client_secret,
-                        }))
+            Some(MailProvider::MicrosoftGraph) => check.graph_app(t, &at).map(|graph| {
+                budgets.push((at.clone(), graph.clone()));
+                TenantTransport::Graph(graph)
+            }),
+            Some(MailProvider::SendGrid) => {
+                for field in [EXTERNAL_PER_DAY, ACCEPTED_DOMAINS] {
+                    if t.get(field).is_some_and(|v| !v.is_null()) {
+                        check.fail(
+                            format!("{at}.{field}"),
+                            "is only for provider microsoft-graph (a tenant budget is Exchange Online's)",
+                        );
                     }
-                    _ => None,
                 }
+                check
+                    .secret(t, &at, "sendgridApiKey")
+                    .map(|api_key| TenantTransport::SendGrid { api_key })
             }
-            Some(MailProvider::SendGrid) => check
-                .secret(t, &at, "sendgridApiKey")
-                .map(|api_key| TenantTransport::SendGrid { api_key }),
             None => None,
         };
         if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
@@ -453,6 +577,7 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
             good.push(Validated::Tenant(name, sender, transport));
         }
     }
+    check.one_budget_per_graph_tenant(&budgets);
     if check.errors.is_empty() {
         Ok(good)
     } else {

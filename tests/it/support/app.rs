@@ -10,7 +10,7 @@ use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
     daemon,
-    domain::{GraphCredentials, MailboxAddress, SecretRef},
+    domain::{GraphCredentials, MailboxAddress, SecretRef, TenantBudget},
     mailer::{MailError, SendReceipt},
     rate_limit::Algorithm,
     service::{MailProviderService, SendOutcome, ServiceSettings},
@@ -196,6 +196,7 @@ pub struct Builder {
     algorithm: Algorithm,
     sim_visibility_delay: Duration,
     sim_certificate: Option<String>,
+    tenant_budget: Option<TenantBudget>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -253,6 +254,16 @@ impl Builder {
         self
     }
 
+    /// The Graph tenant's external-recipient budget on every mailbox's app (what the senders
+    /// file's `externalRecipientsPerDay` and `acceptedDomains` store).
+    pub fn tenant_budget(mut self, per_day: u32, accepted_domains: &[&str]) -> Self {
+        self.tenant_budget = Some(TenantBudget {
+            external_recipients_per_day: NonZeroU32::new(per_day).expect("a positive budget"),
+            accepted_domains: accepted_domains.iter().map(|d| (*d).to_owned()).collect(),
+        });
+        self
+    }
+
     /// The scripted mailer's answers, in order (then `Ok`).
     pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
         self.script = answers;
@@ -294,6 +305,7 @@ impl Builder {
                     graph_tenant_id: TENANT.into(),
                     client_id: CLIENT.into(),
                     client_secret: SecretRef::new(SECRET),
+                    tenant_budget: self.tenant_budget.clone(),
                 },
                 NonZeroU32::new(self.per_minute),
                 None,
@@ -362,6 +374,7 @@ impl TestApp {
             algorithm: Algorithm::FixedWindow,
             sim_visibility_delay: Duration::ZERO,
             sim_certificate: None,
+            tenant_budget: None,
         }
     }
 
