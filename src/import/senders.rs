@@ -703,6 +703,103 @@ mod tests {
         assert!(!found[0].contains("hunter2"), "{found:?}");
     }
 
+    fn mailbox_with(budget: &str) -> String {
+        format!(
+            r#"{{"systemMailboxes":[{{"address":"a@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S"{budget}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn bad_tenant_budgets_are_refused_naming_the_field() {
+        for (budget, path, needle) in [
+            (
+                r#","externalRecipientsPerDay":0,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":-5,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":"500","acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":1.5,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":500"#,
+                "systemMailboxes[0].acceptedDomains",
+                "is required with externalRecipientsPerDay",
+            ),
+            (
+                r#","acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "is required with acceptedDomains",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":[]"#,
+                "systemMailboxes[0].acceptedDomains",
+                "at least one domain",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":"contoso.example""#,
+                "systemMailboxes[0].acceptedDomains",
+                "must be an array",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":["contoso.example","contoso"]"#,
+                "systemMailboxes[0].acceptedDomains[1]",
+                "not a domain name",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":[7]"#,
+                "systemMailboxes[0].acceptedDomains[0]",
+                "must be a domain name",
+            ),
+        ] {
+            let found = errors(&mailbox_with(budget));
+            assert_eq!(found.len(), 1, "{budget}: {found:?}");
+            assert!(
+                found[0].starts_with(&format!("{path}: ")),
+                "{budget}: {found:?}"
+            );
+            assert!(found[0].contains(needle), "{budget}: {found:?}");
+        }
+        let good = r#","externalRecipientsPerDay":500,"acceptedDomains":["Contoso.example."]"#;
+        assert!(check(&mailbox_with(good)).is_ok());
+    }
+
+    #[test]
+    fn a_graph_tenant_has_one_budget_and_sendgrid_none() {
+        // Two entries of one graphTenantId (any case) with different budgets.
+        let found = errors(
+            r#"{"systemMailboxes":[
+                 {"address":"a@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S","externalRecipientsPerDay":500,"acceptedDomains":["contoso.example"]},
+                 {"address":"b@contoso.example","graphTenantId":"Contoso.Example","clientId":"c","clientSecret":"env:S"}],
+               "tenants":[
+                 {"name":"t","provider":"microsoft-graph","sender":"t@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S","externalRecipientsPerDay":500,"acceptedDomains":["CONTOSO.example"]},
+                 {"name":"s","provider":"sendgrid","sender":"s@adatum.example","sendgridApiKey":"env:K","externalRecipientsPerDay":10}]}"#,
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+        // Entry by entry first; the one-budget check runs over the whole file at the end.
+        assert!(
+            found[1].starts_with("systemMailboxes[1].externalRecipientsPerDay: graphTenantId contoso.example has a different tenant budget at systemMailboxes[0]"),
+            "{found:?}"
+        );
+        assert!(
+            found[0].starts_with(
+                "tenants[1].externalRecipientsPerDay: is only for provider microsoft-graph"
+            ),
+            "{found:?}"
+        );
+    }
+
     #[test]
     fn the_example_file_is_clean() {
         let text = include_str!("../../examples/senders.json");
