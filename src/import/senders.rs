@@ -13,6 +13,10 @@
 //! Secrets may be values or references `env:NAME` / `file:/absolute/path`; references are
 //! stored as they are and resolved when a mailer is built.
 //!
+//! A Graph entry may carry its Graph tenant's external-recipient budget,
+//! `"externalRecipientsPerDay": 50000, "acceptedDomains": ["fabrikam.example"]` (both or neither,
+//! the same on every entry of one `graphTenantId`).
+//!
 //! The import is all-or-nothing, and reports **every** error of the file at once, each at its
 //! JSON path (`tenants[2].clientSecret: …`): a wrong type, an unknown or missing field, a bad
 //! address, tenant id, secret reference or limit, a name or address given twice. Every field
