@@ -404,6 +404,14 @@ async fn build_report(
                     ("minute".to_owned(), s.refused.minute),
                     ("day".to_owned(), s.refused.day),
                     ("request_quota".to_owned(), s.refused.request_quota),
+                    (
+                        "retry_after_ignored".to_owned(),
+                        s.refused.retry_after_ignored,
+                    ),
+                    (
+                        "tenant_external_limit".to_owned(),
+                        s.refused.tenant_external_limit,
+                    ),
                 ])
             }),
             errors_by_reason: errors
