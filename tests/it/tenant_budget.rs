@@ -205,13 +205,23 @@ async fn a_tenant_sends_at_most_its_external_budget_in_24_h_across_two_mailboxes
 }
 
 /// `fixed-window` (the seed's baseline) ignores the tenant budget: every external message goes
-/// out at once. This is the proof the test above can fail.
+/// out at once, and graph-sim bounces the 4 over it (Exchange would block the tenant's external
+/// mail) — recorded `SENT` for mail that never arrives. The proof the test above can fail.
 #[tokio::test]
-async fn fixed_window_ignores_the_tenant_budget() {
-    let (_app, _, received) =
+async fn fixed_window_ignores_the_tenant_budget_and_graph_sim_bounces_the_excess() {
+    let (app, _, received) =
         two_mailboxes_of_one_tenant(Algorithm::FixedWindow, chrono::Duration::minutes(5)).await;
-    assert_eq!(received.len(), 15);
-    assert_eq!(most_external_in_24_h(&received), 10);
+    assert_eq!(app.count("SENT").await, 15);
+    assert_eq!(received.len(), 15 - 4, "4 bounced");
+    assert_eq!(most_external_in_24_h(&received), BUDGET as usize);
+    let bounced: u64 = app
+        .sim
+        .stats()
+        .mailboxes
+        .iter()
+        .map(|m| m.refused.tenant_external_limit)
+        .sum();
+    assert_eq!(bounced, 10 - u64::from(BUDGET));
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
-use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox};
+use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox, SimTenant};
 use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
@@ -197,6 +197,7 @@ pub struct Builder {
     sim_visibility_delay: Duration,
     sim_certificate: Option<String>,
     tenant_budget: Option<TenantBudget>,
+    sim_retry_after_holds: bool,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -254,6 +255,14 @@ impl Builder {
         self
     }
 
+    /// graph-sim answers each request on its own even right after a 429 with `Retry-After`
+    /// (by default it refuses the mailbox until then, as Exchange does): for tests that probe
+    /// scripted answers one after another.
+    pub fn sim_ignoring_retry_after(mut self) -> Self {
+        self.sim_retry_after_holds = false;
+        self
+    }
+
     /// The Graph tenant's external-recipient budget on every mailbox's app (what the senders
     /// file's `externalRecipientsPerDay` and `acceptedDomains` store).
     pub fn tenant_budget(mut self, per_day: u32, accepted_domains: &[&str]) -> Self {
@@ -286,6 +295,14 @@ impl Builder {
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
+        // graph-sim enforces the same tenant budget Exchange would.
+        if let Some(budget) = &self.tenant_budget {
+            sim_config = sim_config.with_tenant(SimTenant::new(
+                TENANT,
+                u64::from(budget.external_recipients_per_day.get()),
+                budget.accepted_domains.clone(),
+            ));
+        }
         let mut mailboxes = Vec::new();
         for i in 0..self.mailboxes {
             let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
@@ -295,6 +312,7 @@ impl Builder {
                     messages_per_minute: self
                         .sim_per_minute
                         .unwrap_or(MailboxLimits::default().messages_per_minute),
+                    retry_after_holds: self.sim_retry_after_holds,
                     ..MailboxLimits::default()
                 }),
             );
@@ -375,6 +393,7 @@ impl TestApp {
             sim_visibility_delay: Duration::ZERO,
             sim_certificate: None,
             tenant_budget: None,
+            sim_retry_after_holds: true,
         }
     }
 
