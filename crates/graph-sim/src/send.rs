@@ -298,6 +298,19 @@ pub(crate) async fn admit(
     let slot = {
         let now_ms = state.now().timestamp_millis();
         let mut inner = state.lock();
+        // Records a 429 of this request and hands it back to be answered.
+        let refuse = |inner: &mut super::server::Inner, cause, e: GraphError| {
+            let r = refusal_record(
+                state,
+                idx,
+                &owner.client_id,
+                client_request_id.as_ref(),
+                cause,
+                &e,
+            );
+            inner.record_refusal(idx, r);
+            Err(e)
+        };
         let b = &mut inner.boxes[idx];
         if now_ms < b.hold_until_ms {
             b.refused.retry_after_ignored += 1;
@@ -305,31 +318,13 @@ pub(crate) async fn admit(
                 "Mailbox is throttled: a request arrived before the Retry-After of the previous 429.",
                 b.hold_until_ms - now_ms,
             );
-            let r = refusal_record(
-                state,
-                idx,
-                &owner.client_id,
-                client_request_id.as_ref(),
-                RefusalCause::RetryAfterIgnored,
-                &e,
-            );
-            inner.record_refusal(idx, r);
-            return Err(e);
+            return refuse(&mut inner, RefusalCause::RetryAfterIgnored, e);
         }
         let mine = b.in_flight.get(&owner.client_id).copied().unwrap_or(0);
         if mine >= limits.concurrent_requests {
             b.refused.concurrency += 1;
             let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
-            let r = refusal_record(
-                state,
-                idx,
-                &owner.client_id,
-                client_request_id.as_ref(),
-                RefusalCause::Concurrency,
-                &e,
-            );
-            inner.record_refusal(idx, r);
-            return Err(e);
+            return refuse(&mut inner, RefusalCause::Concurrency, e);
         }
         if let Err(wait_ms) =
             b.windows
@@ -343,16 +338,7 @@ pub(crate) async fn admit(
                 ),
                 wait_ms,
             );
-            let r = refusal_record(
-                state,
-                idx,
-                &owner.client_id,
-                client_request_id.as_ref(),
-                RefusalCause::RequestQuota,
-                &e,
-            );
-            inner.record_refusal(idx, r);
-            return Err(e);
+            return refuse(&mut inner, RefusalCause::RequestQuota, e);
         }
         *b.in_flight.entry(owner.client_id.clone()).or_default() += 1;
         b.in_flight_total += 1;

@@ -480,6 +480,26 @@ impl TestApp {
         .unwrap()
     }
 
+    /// Requests graph-sim refused, every mailbox together (429s, auth, validation, scripted).
+    pub fn sim_refused(&self) -> u64 {
+        self.sim
+            .stats()
+            .mailboxes
+            .iter()
+            .map(|m| m.refused.total())
+            .sum()
+    }
+
+    /// Messages graph-sim answered 202 but bounced (over the tenant's external budget).
+    pub fn sim_bounced(&self) -> u64 {
+        let stats = self.sim.stats();
+        stats
+            .mailboxes
+            .iter()
+            .map(|m| m.refused.tenant_external_limit)
+            .sum()
+    }
+
     /// Sends per UTC minute (`HH:MM`) as graph-sim recorded them.
     pub fn sends_per_minute(&self) -> BTreeMap<String, usize> {
         let mut per = BTreeMap::new();
