@@ -60,6 +60,15 @@ fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
     Arc::new(MailRateLimiter::new(&config(&redis_url(), prefix, algorithm, 1)).unwrap())
 }
 
+/// A connection to the tests' Redis.
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 fn mailbox(local: &str) -> MailboxAddress {
     MailboxAddress::parse(&format!("{local}@contoso.example")).unwrap()
 }
@@ -545,11 +554,7 @@ async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
     let limiter = limiter(&prefix, Algorithm::Paced);
     let events = mailbox("events");
     let keys = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     let one = limits(1, 9_000);
     let t0 = at(12, 0, 0);
     let mut big = ask(&events, Uuid::new_v4(), one);
@@ -596,11 +601,7 @@ async fn every_paced_key_has_a_ttl_of_more_than_a_day() {
     let limiter = limiter(&prefix, Algorithm::Paced);
     let events = mailbox("events");
     let paced = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     let mut now = at(12, 0, 0);
     for step in 0..4 {
         let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));
@@ -646,11 +647,7 @@ async fn an_unknown_outcome_keeps_the_budget_and_a_sure_failure_gives_it_back() 
     let limiter = limiter(&prefix, Algorithm::Paced);
     let events = mailbox("events");
     let keys = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     let mut now = at(12, 0, 0);
     for (outcome, total_after, sent_after) in [(Outcome::Done, 3, 1), (Outcome::Unsent, 3, 1)] {
         let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));

@@ -80,7 +80,9 @@ pub struct MailboxReport {
     pub max_sent_in_utc_minute: Option<u32>,
     /// The most messages graph-sim accepted in any rolling 60 s (Exchange's window; limit 30).
     pub max_sent_in_rolling_60s: Option<u32>,
-    /// Graph 429s by cause: concurrency, minute, day, request quota.
+    /// Graph 429s by cause (concurrency, minute, day, request quota, retry_after_ignored), and
+    /// the messages graph-sim accepted but bounced over the tenant's external budget
+    /// (tenant_external_limit).
     pub graph_429: Option<BTreeMap<String, u64>>,
     /// `ERROR` rows by reason.
     pub errors_by_reason: BTreeMap<String, i64>,
