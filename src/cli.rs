@@ -443,6 +443,9 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::CheckConfig => {
             out(&(config.redacted_lines().join("\n") + "\n"));
+            for warning in config.warnings() {
+                eprintln!("mail-worker: warning: {warning}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(_) => crate::daemon::run(config).await,

@@ -22,6 +22,18 @@ pub struct ConfigError {
     pub problem: String,
 }
 
+/// The schemes of `REDIS_URL` and `MAIL_RATE_LIMIT_REDIS_URL`: `redis://`, or `rediss://` for
+/// TLS (rustls, verified against the system's trust store).
+const REDIS_SCHEMES: &[&str] = &["redis", "rediss"];
+
+/// Exchange Online's per-mailbox limits the default budgets must stay under: 30 messages per
+/// minute and 10,000 recipients per rolling 24 h
+/// (<https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+pub const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
+/// See [`EXCHANGE_MESSAGES_PER_MINUTE`].
+pub const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
+const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
+
 /// How log lines are written (`LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -140,15 +152,31 @@ impl Config {
     /// The first variable that is set to an unusable value.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let env = Env(&lookup);
-        // TLS (`rediss://`) is not compiled in: refuse it here rather than at first use.
-        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", &["redis"])?;
+        // `rediss://` is TLS (rustls, the system's trust store).
+        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", REDIS_SCHEMES)?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
         if send_lease <= http_timeout {
-            return Err(env.error(
-                "SEND_LEASE_MS",
-                "must be greater than HTTP_TIMEOUT_MS, or a slow send would be retried while it is still running",
-            ));
+            // Blame the variable the operator set: SEND_LEASE_MS when given, else the
+            // HTTP_TIMEOUT_MS that outgrew SEND_LEASE_MS's default.
+            let (var, problem) = if env.get("SEND_LEASE_MS").is_some() {
+                (
+                    "SEND_LEASE_MS",
+                    format!(
+                        "must be greater than HTTP_TIMEOUT_MS ({} ms), or a slow send would be retried while it is still running",
+                        http_timeout.as_millis()
+                    ),
+                )
+            } else {
+                (
+                    "HTTP_TIMEOUT_MS",
+                    format!(
+                        "must be less than SEND_LEASE_MS ({} ms, its default), or a slow send would be retried while it is still running; raise SEND_LEASE_MS too",
+                        send_lease.as_millis()
+                    ),
+                )
+            };
+            return Err(env.error(var, &problem));
         }
         Ok(Self {
             database_url: env.url(
@@ -167,7 +195,7 @@ impl Config {
                 lease: http_timeout + Duration::from_secs(10),
                 fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
-                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", &["redis"])?,
+                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", REDIS_SCHEMES)?,
                     None => redis_url.clone(),
                 },
                 defaults: RateLimits {
@@ -225,6 +253,27 @@ impl Config {
                 cookie_secure: env.bool("ADMIN_COOKIE_SECURE", false)?,
             },
         })
+    }
+
+    /// Settings that start but are probably wrong: a default budget above Exchange Online's
+    /// own limits (Exchange would answer 429s or block the mailbox, not our limiter). Logged at
+    /// start-up (`config.warning`) and printed by `mail-worker check-config`.
+    pub fn warnings(&self) -> Vec<String> {
+        let limits = self.rate_limit.defaults;
+        let mut found = Vec::new();
+        if limits.per_minute.get() > EXCHANGE_MESSAGES_PER_MINUTE {
+            found.push(format!(
+                "MAIL_RATE_LIMIT_PER_MINUTE={} is above Exchange Online's {EXCHANGE_MESSAGES_PER_MINUTE} messages per mailbox per minute: Graph will throttle the excess with 429s ({EXCHANGE_LIMITS_PAGE})",
+                limits.per_minute
+            ));
+        }
+        if limits.recipients_per_day.get() > EXCHANGE_RECIPIENTS_PER_DAY {
+            found.push(format!(
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={} is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} recipients per mailbox per rolling 24 h: Exchange blocks a mailbox that exceeds it, and its mail bounces after Graph accepted it ({EXCHANGE_LIMITS_PAGE})",
+                limits.recipients_per_day
+            ));
+        }
+        found
     }
 
     /// The effective configuration as `NAME=value` lines, in the env file's order, with
@@ -485,8 +534,8 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             .as_deref()
         {
             None => Ok(default),
-            Some("true" | "1" | "yes") => Ok(true),
-            Some("false" | "0" | "no") => Ok(false),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
             Some(_) => Err(self.error(var, "must be `true` or `false`")),
         }
     }
@@ -692,6 +741,9 @@ mod tests {
             ("SCHEDULER_INTERVAL_MS", "0", "not 0"),
             ("HTTP_TIMEOUT_MS", "soon", "milliseconds"),
             ("GRAPH_SAVE_TO_SENT_ITEMS", "maybe", "true"),
+            ("GRAPH_SAVE_TO_SENT_ITEMS", "yes", "`true` or `false`"),
+            ("GRAPH_SAVE_TO_SENT_ITEMS", "1", "`true` or `false`"),
+            ("MAIL_RATE_LIMIT_REDIS_URL", "http://x", "schemes"),
             ("LOG_FORMAT", "xml", "json"),
             ("REDIS_URL", "http://x", "schemes"),
             ("DATABASE_URL", "not a url", "not a URL"),
@@ -770,7 +822,97 @@ mod tests {
         assert_eq!(err.value, "postgres://***@db:54x2/mail");
         let c = parse(&[("DATABASE_URL", "postgres://db/x?user=app&password=hunter2")]).unwrap();
         assert!(!c.redacted_lines().join("\n").contains("hunter2"));
-        let err = parse(&[("REDIS_URL", "rediss://cache:6380")]).unwrap_err();
-        assert_eq!(err.var, "REDIS_URL");
+        let c = parse(&[("REDIS_URL", "rediss://:s3cret@cache:6380")]).unwrap();
+        assert!(!c.redacted_lines().join("\n").contains("s3cret"));
+    }
+
+    #[test]
+    fn tls_redis_urls_are_accepted_for_the_queue_and_the_limiter() {
+        let c = parse(&[
+            ("REDIS_URL", "rediss://queue.example:6380"),
+            (
+                "MAIL_RATE_LIMIT_REDIS_URL",
+                "rediss://limiter.example:6380/0",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(c.redis_url.scheme(), "rediss");
+        assert_eq!(
+            c.rate_limit.redis_url.as_str(),
+            "rediss://limiter.example:6380/0"
+        );
+        // The limiter inherits the queue's TLS URL when it has none of its own.
+        let c = parse(&[("REDIS_URL", "rediss://queue.example:6380")]).unwrap();
+        assert_eq!(c.rate_limit.redis_url.scheme(), "rediss");
+        // And the redis crate can open it (TLS compiled in).
+        assert!(redis::Client::open(c.rate_limit.redis_url.as_str()).is_ok());
+    }
+
+    #[test]
+    fn save_to_sent_items_takes_only_true_or_false() {
+        assert!(
+            parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", "true")])
+                .unwrap()
+                .graph
+                .save_to_sent_items
+        );
+        assert!(
+            !parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", " FALSE ")])
+                .unwrap()
+                .graph
+                .save_to_sent_items
+        );
+        for bad in ["yes", "no", "1", "0", "on"] {
+            let err = parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", bad)]).unwrap_err();
+            assert_eq!(err.var, "GRAPH_SAVE_TO_SENT_ITEMS", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_send_lease_not_above_the_http_timeout_blames_the_variable_that_was_set() {
+        let err = parse(&[("SEND_LEASE_MS", "20000")]).unwrap_err();
+        assert_eq!(err.var, "SEND_LEASE_MS");
+        assert_eq!(err.value, "20000");
+        assert!(err.problem.contains("HTTP_TIMEOUT_MS (30000 ms)"), "{err}");
+        // SEND_LEASE_MS left at its default, HTTP_TIMEOUT_MS raised past it.
+        let err = parse(&[("HTTP_TIMEOUT_MS", "700000")]).unwrap_err();
+        assert_eq!(err.var, "HTTP_TIMEOUT_MS");
+        assert_eq!(err.value, "700000");
+        assert!(err.problem.contains("SEND_LEASE_MS (600000 ms"), "{err}");
+        // Both set: the lease is the one to raise.
+        let err = parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "650000")]).unwrap_err();
+        assert_eq!(err.var, "SEND_LEASE_MS");
+        assert!(parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "700001")]).is_ok());
+    }
+
+    #[test]
+    fn default_limits_above_exchange_online_are_warned_about() {
+        assert_eq!(parse(&[]).unwrap().warnings(), Vec::<String>::new());
+        let at_exchange = parse(&[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "30"),
+            ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10000"),
+        ])
+        .unwrap();
+        assert!(at_exchange.warnings().is_empty());
+        let above = parse(&[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "31"),
+            ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10001"),
+        ])
+        .unwrap();
+        let warnings = above.warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("MAIL_RATE_LIMIT_PER_MINUTE=31 "),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].starts_with("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY=10001 "),
+            "{warnings:?}"
+        );
+        for w in &warnings {
+            assert!(w.contains("https://learn.microsoft.com/"), "{w}");
+        }
+        let only_day = parse(&[("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "20000")]).unwrap();
+        assert_eq!(only_day.warnings().len(), 1);
     }
 }

@@ -143,6 +143,9 @@ pub async fn start(
         None => None,
     };
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
+    for warning in config.warnings() {
+        tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
+    }
     // Each worker slot holds a connection at a time; keep a few for the loops and probes.
     let pool = store::open(&config.database_url, config.worker.concurrency.get() + 6).await?;
     refuse_a_cluster_for_the_queue(&config.redis_url).await?;

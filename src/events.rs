@@ -64,6 +64,9 @@ pub const DAEMON_STARTED: &str = "daemon.started";
 pub const DAEMON_STOPPING: &str = "daemon.stopping";
 /// The daemon stopped. Fields: `reason`.
 pub const DAEMON_STOPPED: &str = "daemon.stopped";
+/// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
+/// start-up; `check-config` prints the same lines.
+pub const CONFIG_WARNING: &str = "config.warning";
 /// Migrations were applied.
 pub const DB_MIGRATED: &str = "db.migrated";
 /// graph-sim accepted or refused a request.

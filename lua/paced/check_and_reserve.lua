@@ -22,12 +22,21 @@
 -- rolling 24 h (a bucket leaves the window a minute after its last possible send, the safe
 -- side). A message that does not fit is booked at the earliest slot where every budget has room,
 -- counting every booking before it, and keeps it. The reservations of the last 60 s + half the
--- allowance are also checked directly (at most L), so a late send can never burst. A cooldown (cooldown.lua) holds
--- the mailbox; bookings made before it move behind it.
+-- allowance are also checked directly (at most L), so a late send can never burst. A cooldown
+-- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
+-- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
+--
+-- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 8, the
+-- booked send 9-11, a send that fits at once 12-14, plus housekeeping when a bucket leaves
+-- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. TTLs: every key lives at least 24 h after
+-- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
+-- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +
+-- twice that, instead of 5-7 PEXPIREs on every call.
 
 local BUCKET_MS = 60000
 local DAY_MS = 86400000
-local KEY_TTL_MS = DAY_MS + 3600000
+local TTL_REFRESH_MS = 1800000
+local KEY_TTL_MS = DAY_MS + 2 * TTL_REFRESH_MS
 local IN_FLIGHT_RETRY_MS = 250
 local EXPIRE_PER_CALL = 20
 
@@ -49,9 +58,16 @@ if not (now and per_minute and per_day and recipients and external and tenant_pe
   return redis.error_reply('ERR paced check_and_reserve: bad ARGV (see the header)')
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- One read of everything the decision needs from the state hash.
+local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id)
+if not state[1] and not state[2] then
   return {-1, 0, 'seed'}
 end
+local tat = tonumber(state[1] or '0')
+local cool = tonumber(state[3] or '0')
+local total = tonumber(state[4] or '0')
+local ttl_at = tonumber(state[5] or '0')
+local raw = state[6]
 
 local spacing = math.ceil((60000 + allowance) / per_minute)
 -- The direct check counts reservations over 60 s + half the allowance, not 60 s: the time
@@ -62,47 +78,55 @@ local window = 60000 + math.floor(allowance / 2)
 local tenant_on = tenant_per_day > 0 and external > 0
 
 -- Day budgets: `total` is the sum of the buckets still in the window; `d:<bucket>` each bucket.
-local function evict(state, buckets)
+-- Returns the state's total after the eviction, or nil when nothing left the window.
+local function evict(hash, buckets)
   local cutoff = math.floor((now - DAY_MS) / BUCKET_MS) - 1
   local old = redis.call('ZRANGEBYSCORE', buckets, '-inf', cutoff)
-  if #old == 0 then return end
+  if #old == 0 then return nil end
   local gone = 0
   for _, b in ipairs(old) do
-    gone = gone + tonumber(redis.call('HGET', state, 'd:' .. b) or '0')
-    redis.call('HDEL', state, 'd:' .. b)
+    gone = gone + tonumber(redis.call('HGET', hash, 'd:' .. b) or '0')
+    redis.call('HDEL', hash, 'd:' .. b)
   end
   redis.call('ZREMRANGEBYSCORE', buckets, '-inf', cutoff)
-  redis.call('HINCRBY', state, 'total', -gone)
+  return redis.call('HINCRBY', hash, 'total', -gone)
 end
 
-local function add(state, buckets, at, amount)
+-- A write that creates a key gives it its TTL (a bucket ZADDed the first time: at most once a
+-- minute; a hash whose total starts from 0).
+local function add(hash, buckets, at, amount)
   if amount == 0 then return end
   local b = math.floor(at / BUCKET_MS)
-  redis.call('HINCRBY', state, 'd:' .. b, amount)
-  redis.call('HINCRBY', state, 'total', amount)
-  redis.call('ZADD', buckets, b, b)
+  local in_bucket = redis.call('HINCRBY', hash, 'd:' .. b, amount)
+  if redis.call('HINCRBY', hash, 'total', amount) == amount then
+    redis.call('PEXPIRE', hash, KEY_TTL_MS)
+  end
+  if in_bucket == amount and redis.call('ZADD', buckets, b, b) == 1 then
+    redis.call('PEXPIRE', buckets, KEY_TTL_MS)
+  end
+  if hash == KEYS[1] then total = total + amount end
 end
 
 -- Gives back `amount` from the bucket of `at`, never below zero.
-local function take_back(state, at, amount)
+local function take_back(hash, at, amount)
   if amount == 0 then return end
   local field = 'd:' .. math.floor(at / BUCKET_MS)
-  local have = tonumber(redis.call('HGET', state, field) or '0')
+  local have = tonumber(redis.call('HGET', hash, field) or '0')
   local back = math.min(have, amount)
   if back > 0 then
-    redis.call('HINCRBY', state, field, -back)
-    redis.call('HINCRBY', state, 'total', -back)
+    redis.call('HINCRBY', hash, field, -back)
+    redis.call('HINCRBY', hash, 'total', -back)
+    if hash == KEYS[1] then total = total - back end
   end
 end
 
 -- The earliest time at which `need` more fits under `limit` (buckets leave the window in order).
-local function day_free_at(state, buckets, need, limit)
-  local total = tonumber(redis.call('HGET', state, 'total') or '0')
-  if total + need <= limit then return now end
+local function day_free_at(hash, buckets, in_window, need, limit)
+  if in_window + need <= limit then return now end
   local all = redis.call('ZRANGE', buckets, 0, -1)
   for _, b in ipairs(all) do
-    total = total - tonumber(redis.call('HGET', state, 'd:' .. b) or '0')
-    if total + need <= limit then
+    in_window = in_window - tonumber(redis.call('HGET', hash, 'd:' .. b) or '0')
+    if in_window + need <= limit then
       return (tonumber(b) + 1) * BUCKET_MS + DAY_MS
     end
   end
@@ -123,23 +147,27 @@ local function split(text)
   return fields
 end
 
--- Housekeeping: old buckets, old reservations, expired leases, bookings never used.
-evict(KEYS[1], KEYS[2])
-if tenant_on then evict(KEYS[6], KEYS[7]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
-for _, booking_id in ipairs(stale) do
-  local raw = redis.call('HGET', KEYS[1], 'b:' .. booking_id)
-  if raw then forget_booking(booking_id, split(raw)) else redis.call('ZREM', KEYS[3], booking_id) end
-end
-
-local function touch()
+-- The long-lived keys' TTLs, at most once per TTL_REFRESH_MS (and the tenant's when it has a
+-- budget): each then outlives its last write by at least KEY_TTL_MS - TTL_REFRESH_MS > 24 h.
+local function refresh_ttls()
+  if now - ttl_at < TTL_REFRESH_MS then return end
   for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], KEY_TTL_MS) end
-  if tenant_on then
+  if tenant_per_day > 0 then
     redis.call('PEXPIRE', KEYS[6], KEY_TTL_MS)
     redis.call('PEXPIRE', KEYS[7], KEY_TTL_MS)
   end
+  redis.call('HSET', KEYS[1], 'ttl', now)
+end
+
+-- The reservations of the direct check's window, and the requests in flight (pruned).
+local function sent_in_window()
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window)
+  return redis.call('ZCARD', KEYS[4])
+end
+
+local function in_flight()
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  return redis.call('ZCARD', KEYS[5])
 end
 
 -- When the oldest of the last 60 s of reservations leaves the window (only called when full).
@@ -148,18 +176,17 @@ local function window_free_at()
   return tonumber(oldest[2]) + window
 end
 
-local function take_lease_and_count(slot)
+-- `sent` and `flying`: the sets' sizes before; an empty set is created by this write.
+local function take_lease_and_count(slot, sent, flying)
   redis.call('ZADD', KEYS[4], now, id .. ':' .. now)   -- a resend counts again
+  if sent == 0 then redis.call('PEXPIRE', KEYS[4], KEY_TTL_MS) end
   redis.call('ZADD', KEYS[5], now + lease_ms, id)
-  touch()
+  if flying == 0 then redis.call('PEXPIRE', KEYS[5], KEY_TTL_MS) end
+  refresh_ttls()
   return {1, slot, 'ok'}
 end
 
-local cool = tonumber(redis.call('HGET', KEYS[1], 'cool') or '0')
-local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
-
--- A message that holds a booking.
-local raw = redis.call('HGET', KEYS[1], 'b:' .. id)
+-- A message that holds a booking: its budgets were counted when it was booked.
 if raw then
   local fields = split(raw)
   local slot = tonumber(fields[1])
@@ -167,46 +194,67 @@ if raw then
     forget_booking(id, fields)            -- booked before a cooldown: re-booked behind it below
   elseif slot > now then
     return {0, slot - now, fields[4]}     -- early: its slot still waits for it
-  elseif redis.call('ZCARD', KEYS[4]) >= per_minute then
-    return {0, window_free_at() - now, 'minute'}      -- a late send: hold, keep the booking
-  elseif redis.call('ZCARD', KEYS[5]) >= max_in_flight then
-    return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}
   else
+    local sent = sent_in_window()
+    if sent >= per_minute then
+      return {0, window_free_at() - now, 'minute'}    -- a late send: hold, keep the booking
+    end
+    local flying = in_flight()
+    if flying >= max_in_flight then
+      return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}
+    end
     redis.call('HDEL', KEYS[1], 'b:' .. id)
     redis.call('ZREM', KEYS[3], id)
-    return take_lease_and_count(slot)
+    return take_lease_and_count(slot, sent, flying)
   end
 end
+
+-- Housekeeping before a new slot is chosen: old buckets, bookings never used.
+total = evict(KEYS[1], KEYS[2]) or total
+if tenant_on then evict(KEYS[6], KEYS[7]) end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
+for _, booking_id in ipairs(stale) do
+  local booked = redis.call('HGET', KEYS[1], 'b:' .. booking_id)
+  if booked then forget_booking(booking_id, split(booked)) else redis.call('ZREM', KEYS[3], booking_id) end
+end
+local tenant_total = 0
+if tenant_on then tenant_total = tonumber(redis.call('HGET', KEYS[6], 'total') or '0') end
 
 -- A new request: the earliest slot where every budget has room.
 local slot = math.max(now, tat)
 local reason = 'minute'
 if cool > slot then slot = cool; reason = 'cooldown' end
-local day_at = day_free_at(KEYS[1], KEYS[2], recipients, per_day)
+local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, per_day)
 if day_at > slot then slot = day_at; reason = 'day' end
 if tenant_on then
-  local tenant_at = day_free_at(KEYS[6], KEYS[7], external, tenant_per_day)
+  local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external, tenant_per_day)
   if tenant_at > slot then slot = tenant_at; reason = 'tenant' end
 end
 if slot <= now then
-  if redis.call('ZCARD', KEYS[4]) >= per_minute then
+  local sent = sent_in_window()
+  if sent >= per_minute then
     slot = window_free_at()
     reason = 'minute'
-  elseif redis.call('ZCARD', KEYS[5]) >= max_in_flight then
-    return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}   -- nothing taken, nothing booked
   else
+    local flying = in_flight()
+    if flying >= max_in_flight then
+      return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}   -- nothing taken, nothing booked
+    end
     redis.call('HSET', KEYS[1], 'tat', now + spacing)
     add(KEYS[1], KEYS[2], now, recipients)
     if tenant_on then add(KEYS[6], KEYS[7], now, external) end
-    return take_lease_and_count(now)
+    return take_lease_and_count(now, sent, flying)
   end
 end
 
--- Book it.
-redis.call('HSET', KEYS[1], 'tat', slot + spacing, 'b:' .. id,
+-- Book it. Held by the tenant budget alone, it leaves the mailbox's pacing where it is, so
+-- mail to the tenant's own domains is not held behind it.
+if reason ~= 'tenant' then tat = slot + spacing end
+redis.call('HSET', KEYS[1], 'tat', tat, 'b:' .. id,
   slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason)
 redis.call('ZADD', KEYS[3], slot, id)
+redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)
 add(KEYS[1], KEYS[2], slot, recipients)
 if tenant_on then add(KEYS[6], KEYS[7], slot, external) end
-touch()
+refresh_ttls()
 return {0, slot - now, reason}

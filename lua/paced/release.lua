@@ -3,12 +3,13 @@
 -- (KEYS[2], KEYS[3], KEYS[7] as in check_and_reserve.lua; passed so every call names one slot)
 -- ARGV[1] message id   ARGV[2] "done" | "unsent"   ARGV[3] the reservation's time (ms)
 -- ARGV[4] recipients   ARGV[5] external recipients counted against the tenant
--- Returns {requests still in flight, mailbox recipients in the 24 h window}
+-- Returns {leases freed (0 or 1), recipients given back to the mailbox}
 --
 -- Ends one allowed request. "done" (sent, or outcome unknown: it may have been delivered) frees
 -- the in-flight lease and keeps every budget. "unsent" (the request surely never reached the
 -- provider) also gives back the recipients and the 60 s reservation. The pacing slot is not
--- given back (the next message simply finds it in the past). Never goes below zero.
+-- given back (the next message simply finds it in the past). Never goes below zero. Two
+-- commands for "done" (EVALSHA and its ZREM): nothing is read back that no caller uses.
 
 local id = ARGV[1]
 local mode = ARGV[2]
@@ -19,7 +20,8 @@ if not (at and recipients and external) or (mode ~= 'done' and mode ~= 'unsent')
   return redis.error_reply('ERR paced release: bad ARGV (see the header)')
 end
 
-redis.call('ZREM', KEYS[5], id)
+local freed = redis.call('ZREM', KEYS[5], id)
+local given_back = 0
 if mode == 'unsent' then
   redis.call('ZREM', KEYS[4], id .. ':' .. at)
   local function take_back(state, amount)
@@ -31,8 +33,9 @@ if mode == 'unsent' then
       redis.call('HINCRBY', state, field, -back)
       redis.call('HINCRBY', state, 'total', -back)
     end
+    return back
   end
-  take_back(KEYS[1], recipients)
+  given_back = take_back(KEYS[1], recipients) or 0
   take_back(KEYS[6], external)
 end
-return {redis.call('ZCARD', KEYS[5]), tonumber(redis.call('HGET', KEYS[1], 'total') or '0')}
+return {freed, given_back}

@@ -13,6 +13,8 @@ mod status;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, OutgoingMail, Recipient};
 pub use secret::{SecretError, SecretRef};
-pub use sender::{GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantTransport};
+pub use sender::{
+    GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantBudget, TenantTransport,
+};
 pub(crate) use status::sql_status;
 pub use status::{MessageStatus, UnknownStatus};

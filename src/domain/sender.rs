@@ -53,6 +53,62 @@ pub struct GraphCredentials {
     pub client_id: String,
     /// The client secret's value, or a reference `env:NAME` / `file:/path`.
     pub client_secret: SecretRef,
+    /// The Graph tenant's external-recipient budget (`externalRecipientsPerDay` and
+    /// `acceptedDomains` of the senders file); `None` = no tenant budget.
+    pub tenant_budget: Option<TenantBudget>,
+}
+
+/// A tenant's outbound budget for recipients outside its accepted domains: Exchange Online's
+/// tenant external recipient rate limit (TERRL), counted over a rolling 24 h for the whole
+/// tenant; going over it blocks external mail for every user of the tenant.
+/// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantBudget {
+    /// External recipients per rolling 24 h for the whole tenant.
+    pub external_recipients_per_day: NonZeroU32,
+    /// Domains of the tenant (lower case, punycode); every other recipient domain is external.
+    pub accepted_domains: Vec<String>,
+}
+
+impl TenantBudget {
+    /// How many of `addresses` are outside the accepted domains, compared without regard to
+    /// case (a subdomain of an accepted domain is not accepted unless listed: the safe reading,
+    /// as Exchange's accepted domains are exact unless a subdomain is configured). Addresses
+    /// reach here validated, with punycode domains.
+    pub fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
+        let external = addresses
+            .into_iter()
+            .filter(|address| {
+                let domain = address.rsplit('@').next().unwrap_or_default();
+                let domain = domain.strip_suffix('.').unwrap_or(domain);
+                !self
+                    .accepted_domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(domain))
+            })
+            .count();
+        u32::try_from(external).unwrap_or(u32::MAX)
+    }
+
+    /// An `acceptedDomains` entry as stored: trimmed, without a trailing dot, converted to
+    /// punycode (IDNA, UTS #46) and lower case, and a domain name of two or more labels.
+    ///
+    /// # Errors
+    /// What is wrong, quoting the value (a domain is not secret).
+    pub fn accepted_domain(raw: &str) -> Result<String, String> {
+        let value = raw.trim();
+        let value = value.strip_suffix('.').unwrap_or(value);
+        let quoted = value.chars().take(100).collect::<String>();
+        let ascii = idna::domain_to_ascii(value)
+            .map_err(|_| format!("{quoted:?} is not a domain name (IDNA conversion failed)"))?;
+        if is_domain_name(&ascii) {
+            Ok(ascii.to_ascii_lowercase())
+        } else {
+            Err(format!(
+                "{quoted:?} is not a domain name of two or more labels (e.g. contoso.com)"
+            ))
+        }
+    }
 }
 
 impl GraphCredentials {
@@ -179,6 +235,47 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn external_recipients_are_those_outside_the_accepted_domains() {
+        let budget = TenantBudget {
+            external_recipients_per_day: NonZeroU32::new(100).unwrap(),
+            accepted_domains: vec!["contoso.example".into(), "xn--mnchen-3ya.example".into()],
+        };
+        assert_eq!(
+            budget.external_count([
+                "a@contoso.example",
+                "b@CONTOSO.example",
+                "c@sub.contoso.example",
+                "d@example.com",
+                "e@xn--mnchen-3ya.example",
+                "f@contoso.example.",
+            ]),
+            2
+        );
+    }
+
+    #[test]
+    fn accepted_domains_are_stored_lower_case_in_punycode() {
+        assert_eq!(
+            TenantBudget::accepted_domain(" Contoso.Example. "),
+            Ok("contoso.example".into())
+        );
+        assert_eq!(
+            TenantBudget::accepted_domain("München.example"),
+            Ok("xn--mnchen-3ya.example".into())
+        );
+        for bad in [
+            "",
+            "contoso",
+            "a b.example",
+            "@contoso.example",
+            "x@y.example",
+            "10.0.0.1",
+        ] {
+            assert!(TenantBudget::accepted_domain(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn tenant_ids_are_guids_or_domain_names() {

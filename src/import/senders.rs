@@ -13,6 +13,10 @@
 //! Secrets may be values or references `env:NAME` / `file:/absolute/path`; references are
 //! stored as they are and resolved when a mailer is built.
 //!
+//! A Graph entry may carry its Graph tenant's external-recipient budget,
+//! `"externalRecipientsPerDay": 50000, "acceptedDomains": ["fabrikam.example"]` (both or neither,
+//! the same on every entry of one `graphTenantId`).
+//!
 //! The import is all-or-nothing, and reports **every** error of the file at once, each at its
 //! JSON path (`tenants[2].clientSecret: …`): a wrong type, an unknown or missing field, a bad
 //! address, tenant id, secret reference or limit, a name or address given twice. Every field
@@ -26,7 +30,9 @@ use sqlx::PgPool;
 
 use super::BadEntry;
 use crate::{
-    domain::{GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantTransport},
+    domain::{
+        GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantBudget, TenantTransport,
+    },
     store::{StoreError, senders},
 };
 
@@ -66,6 +72,12 @@ pub struct SystemMailboxEntry {
     /// Recipients per UTC day override.
     #[serde(default)]
     pub rate_limit_recipients_per_day: Option<u32>,
+    /// The Graph tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
 }
 
 /// One `tenants[]` entry.
@@ -93,6 +105,12 @@ pub struct TenantEntry {
     /// SendGrid: API key or reference.
     #[serde(default)]
     pub sendgrid_api_key: Option<String>,
+    /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
 }
 
 /// What an import did.
@@ -266,6 +284,129 @@ impl Checker {
         }
     }
 
+    /// `acceptedDomains`: a non-empty array of domain names, each stored lower case in
+    /// punycode; `Ok(None)` when absent.
+    fn accepted_domains(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<Vec<String>>, ()> {
+        let path = format!("{at}.{ACCEPTED_DOMAINS}");
+        let items = match object.get(ACCEPTED_DOMAINS) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) if items.is_empty() => {
+                self.fail(path, "must list at least one domain of the tenant");
+                return Err(());
+            }
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.fail(
+                    path,
+                    format!("must be an array of domain names, got {}", kind(other)),
+                );
+                return Err(());
+            }
+        };
+        let errors = self.errors.len();
+        let mut domains = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let checked = match item {
+                Value::String(raw) => TenantBudget::accepted_domain(raw),
+                other => Err(format!("must be a domain name, got {}", kind(other))),
+            };
+            match checked {
+                Ok(domain) if !domains.contains(&domain) => domains.push(domain),
+                Ok(_) => {}
+                Err(e) => self.fail(format!("{path}[{i}]"), e),
+            }
+        }
+        if self.errors.len() == errors {
+            domains.sort();
+            Ok(Some(domains))
+        } else {
+            Err(())
+        }
+    }
+
+    /// A Graph app's tenant budget: `externalRecipientsPerDay` and `acceptedDomains`, both or
+    /// neither.
+    fn tenant_budget(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<TenantBudget>, ()> {
+        let per_day = self.limit(object, at, EXTERNAL_PER_DAY);
+        let domains = self.accepted_domains(object, at);
+        match (per_day?, domains?) {
+            (None, None) => Ok(None),
+            (Some(external_recipients_per_day), Some(accepted_domains)) => Ok(Some(TenantBudget {
+                external_recipients_per_day,
+                accepted_domains,
+            })),
+            (Some(_), None) => {
+                self.fail(
+                    format!("{at}.{ACCEPTED_DOMAINS}"),
+                    format!(
+                        "is required with {EXTERNAL_PER_DAY}: the tenant's own domains (recipients in any other domain count against the budget)"
+                    ),
+                );
+                Err(())
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    format!("{at}.{EXTERNAL_PER_DAY}"),
+                    format!(
+                        "is required with {ACCEPTED_DOMAINS}: the tenant's external recipients per rolling 24 h"
+                    ),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A Graph app: `graphTenantId`, `clientId`, the credential and the tenant budget.
+    fn graph_app(&mut self, object: &Map<String, Value>, at: &str) -> Option<GraphCredentials> {
+        let graph_tenant_id = self.tenant_id(object, at);
+        let client_id = self.string(object, at, "clientId", true);
+        let client_secret = self.credential(object, at);
+        let tenant_budget = self.tenant_budget(object, at);
+        Some(GraphCredentials {
+            graph_tenant_id: graph_tenant_id?,
+            client_id: client_id?,
+            client_secret: client_secret?,
+            tenant_budget: tenant_budget.ok()?,
+        })
+    }
+
+    /// The budget is the Graph tenant's, shared by all of its mailboxes (the limiter counts it
+    /// under the `graphTenantId`): every entry of one `graphTenantId` (compared without case)
+    /// must give the same `externalRecipientsPerDay` and `acceptedDomains`, or none, or a
+    /// mailbox without them would send external mail the budget never sees.
+    fn one_budget_per_graph_tenant(&mut self, apps: &[(String, GraphCredentials)]) {
+        let mut first: std::collections::HashMap<String, &(String, GraphCredentials)> =
+            std::collections::HashMap::new();
+        for entry in apps {
+            let (at, graph) = entry;
+            let tenant = graph.graph_tenant_id.to_lowercase();
+            match first.get(&tenant) {
+                None => {
+                    first.insert(tenant, entry);
+                }
+                Some((first_at, first_graph))
+                    if first_graph.tenant_budget != graph.tenant_budget =>
+                {
+                    self.fail(
+                        format!("{at}.{EXTERNAL_PER_DAY}"),
+                        format!(
+                            "graphTenantId {tenant} has a different tenant budget at {first_at}: the budget is the Graph tenant's, so give every entry of it the same {EXTERNAL_PER_DAY} and {ACCEPTED_DOMAINS} (or none)"
+                        ),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     fn entries<'v>(
         &mut self,
         root: &'v Map<String, Value>,
@@ -327,6 +468,8 @@ const MAILBOX_FIELDS: &[&str] = &[
     "clientCertificate",
     "rateLimitPerMinute",
     "rateLimitRecipientsPerDay",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
 ];
 const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -337,7 +480,11 @@ const TENANT_FIELDS: &[&str] = &[
     "clientSecret",
     "clientCertificate",
     "sendgridApiKey",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
 ];
+const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
+const ACCEPTED_DOMAINS: &str = "acceptedDomains";
 
 /// Checks a whole senders document, collecting every error with its JSON path.
 fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
@@ -368,6 +515,8 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
             seen.insert(key, at);
         }
     };
+    // Every Graph app of the file with its path, to check one budget per Graph tenant.
+    let mut budgets: Vec<(String, GraphCredentials)> = Vec::new();
     for (at, m) in check.entries(root, "systemMailboxes") {
         check.known_keys(m, &at, MAILBOX_FIELDS);
         let errors = check.errors.len();
@@ -375,37 +524,17 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
         if let Some(a) = &address {
             once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
         }
-        let graph_tenant_id = check.tenant_id(m, &at);
-        let client_id = check.string(m, &at, "clientId", true);
-        let client_secret = check.credential(m, &at);
+        let graph = check.graph_app(m, &at);
         let per_minute = check.limit(m, &at, "rateLimitPerMinute");
         let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
-        if let (
-            Some(address),
-            Some(graph_tenant_id),
-            Some(client_id),
-            Some(client_secret),
-            Ok(per_minute),
-            Ok(per_day),
-        ) = (
-            address,
-            graph_tenant_id,
-            client_id,
-            client_secret,
-            per_minute,
-            per_day,
-        ) && check.errors.len() == errors
+        if let Some(graph) = &graph {
+            budgets.push((at.clone(), graph.clone()));
+        }
+        if let (Some(address), Some(graph), Ok(per_minute), Ok(per_day)) =
+            (address, graph, per_minute, per_day)
+            && check.errors.len() == errors
         {
-            good.push(Validated::Mailbox(
-                address,
-                GraphCredentials {
-                    graph_tenant_id,
-                    client_id,
-                    client_secret,
-                },
-                per_minute,
-                per_day,
-            ));
+            good.push(Validated::Mailbox(address, graph, per_minute, per_day));
         }
     }
     for (at, t) in check.entries(root, "tenants") {
@@ -427,24 +556,23 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
                     }
                 });
         let transport = match provider {
-            Some(MailProvider::MicrosoftGraph) => {
-                let graph_tenant_id = check.tenant_id(t, &at);
-                let client_id = check.string(t, &at, "clientId", true);
-                let client_secret = check.credential(t, &at);
-                match (graph_tenant_id, client_id, client_secret) {
-                    (Some(graph_tenant_id), Some(client_id), Some(client_secret)) => {
-                        Some(TenantTransport::Graph(GraphCredentials {
-                            graph_tenant_id,
-                            client_id,
-                            client_secret,
-                        }))
+            Some(MailProvider::MicrosoftGraph) => check.graph_app(t, &at).map(|graph| {
+                budgets.push((at.clone(), graph.clone()));
+                TenantTransport::Graph(graph)
+            }),
+            Some(MailProvider::SendGrid) => {
+                for field in [EXTERNAL_PER_DAY, ACCEPTED_DOMAINS] {
+                    if t.get(field).is_some_and(|v| !v.is_null()) {
+                        check.fail(
+                            format!("{at}.{field}"),
+                            "is only for provider microsoft-graph (a tenant budget is Exchange Online's)",
+                        );
                     }
-                    _ => None,
                 }
+                check
+                    .secret(t, &at, "sendgridApiKey")
+                    .map(|api_key| TenantTransport::SendGrid { api_key })
             }
-            Some(MailProvider::SendGrid) => check
-                .secret(t, &at, "sendgridApiKey")
-                .map(|api_key| TenantTransport::SendGrid { api_key }),
             None => None,
         };
         if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
@@ -453,6 +581,7 @@ fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
             good.push(Validated::Tenant(name, sender, transport));
         }
     }
+    check.one_budget_per_graph_tenant(&budgets);
     if check.errors.is_empty() {
         Ok(good)
     } else {
@@ -576,6 +705,103 @@ mod tests {
         );
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(!found[0].contains("hunter2"), "{found:?}");
+    }
+
+    fn mailbox_with(budget: &str) -> String {
+        format!(
+            r#"{{"systemMailboxes":[{{"address":"a@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S"{budget}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn bad_tenant_budgets_are_refused_naming_the_field() {
+        for (budget, path, needle) in [
+            (
+                r#","externalRecipientsPerDay":0,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":-5,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":"500","acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":1.5,"acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "positive whole number",
+            ),
+            (
+                r#","externalRecipientsPerDay":500"#,
+                "systemMailboxes[0].acceptedDomains",
+                "is required with externalRecipientsPerDay",
+            ),
+            (
+                r#","acceptedDomains":["contoso.example"]"#,
+                "systemMailboxes[0].externalRecipientsPerDay",
+                "is required with acceptedDomains",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":[]"#,
+                "systemMailboxes[0].acceptedDomains",
+                "at least one domain",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":"contoso.example""#,
+                "systemMailboxes[0].acceptedDomains",
+                "must be an array",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":["contoso.example","contoso"]"#,
+                "systemMailboxes[0].acceptedDomains[1]",
+                "not a domain name",
+            ),
+            (
+                r#","externalRecipientsPerDay":500,"acceptedDomains":[7]"#,
+                "systemMailboxes[0].acceptedDomains[0]",
+                "must be a domain name",
+            ),
+        ] {
+            let found = errors(&mailbox_with(budget));
+            assert_eq!(found.len(), 1, "{budget}: {found:?}");
+            assert!(
+                found[0].starts_with(&format!("{path}: ")),
+                "{budget}: {found:?}"
+            );
+            assert!(found[0].contains(needle), "{budget}: {found:?}");
+        }
+        let good = r#","externalRecipientsPerDay":500,"acceptedDomains":["Contoso.example."]"#;
+        assert!(check(&mailbox_with(good)).is_ok());
+    }
+
+    #[test]
+    fn a_graph_tenant_has_one_budget_and_sendgrid_none() {
+        // Two entries of one graphTenantId (any case) with different budgets.
+        let found = errors(
+            r#"{"systemMailboxes":[
+                 {"address":"a@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S","externalRecipientsPerDay":500,"acceptedDomains":["contoso.example"]},
+                 {"address":"b@contoso.example","graphTenantId":"Contoso.Example","clientId":"c","clientSecret":"env:S"}],
+               "tenants":[
+                 {"name":"t","provider":"microsoft-graph","sender":"t@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S","externalRecipientsPerDay":500,"acceptedDomains":["CONTOSO.example"]},
+                 {"name":"s","provider":"sendgrid","sender":"s@adatum.example","sendgridApiKey":"env:K","externalRecipientsPerDay":10}]}"#,
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+        // Entry by entry first; the one-budget check runs over the whole file at the end.
+        assert!(
+            found[1].starts_with("systemMailboxes[1].externalRecipientsPerDay: graphTenantId contoso.example has a different tenant budget at systemMailboxes[0]"),
+            "{found:?}"
+        );
+        assert!(
+            found[0].starts_with(
+                "tenants[1].externalRecipientsPerDay: is only for provider microsoft-graph"
+            ),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::{
         sendgrid::SendGridMailer,
     },
     ops::metrics::{self, Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID},
-    rate_limit::{RateLimiter, RateLimits},
+    rate_limit::{RateLimiter, RateLimits, TenantBudget},
     service::MailerSource,
 };
 
@@ -40,6 +40,7 @@ enum MailerSpec {
         mailbox: MailboxAddress,
         app: GraphApp,
         limits: RateLimits,
+        tenant_budget: Option<TenantBudget>,
     },
     SendGrid {
         from: MailboxAddress,
@@ -147,6 +148,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                     &format!("tenant {}'s Graph client secret", tenant.name),
                 )?,
                 limits: self.defaults,
+                tenant_budget: credentials.tenant_budget.clone(),
             },
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
@@ -170,6 +172,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 &format!("system mailbox {}'s Graph client secret", mailbox.address),
             )?,
             limits: self.limits_for(mailbox),
+            tenant_budget: mailbox.graph.tenant_budget.clone(),
         })
     }
 
@@ -260,6 +263,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 mailbox,
                 app,
                 limits,
+                tenant_budget,
             } => {
                 let tenant = app.graph_tenant_id.clone();
                 let tokens = self.tokens.source(app)?;
@@ -279,7 +283,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                         limits,
                         Arc::clone(&self.clock),
                     )
-                    .with_tenant(&tenant, None),
+                    .with_tenant(&tenant, tenant_budget),
                 ))
             }
             MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(Metered::new(
@@ -310,6 +314,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 mailbox,
                 app,
                 limits,
+                tenant_budget,
             } => {
                 field(b"microsoft-graph");
                 field(mailbox.as_str().as_bytes());
@@ -324,6 +329,17 @@ impl<L: RateLimiter> MailerFactory<L> {
                 field(app.scope.as_bytes());
                 field(&limits.per_minute.get().to_be_bytes());
                 field(&limits.recipients_per_day.get().to_be_bytes());
+                match tenant_budget {
+                    None => field(b"no tenant budget"),
+                    Some(budget) => {
+                        field(b"tenant budget");
+                        field(&budget.external_recipients_per_day.get().to_be_bytes());
+                        field(&(budget.accepted_domains.len() as u64).to_be_bytes());
+                        for domain in &budget.accepted_domains {
+                            field(domain.as_bytes());
+                        }
+                    }
+                }
             }
             MailerSpec::SendGrid { from, api_key } => {
                 field(b"sendgrid");

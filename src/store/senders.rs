@@ -8,14 +8,16 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::{
-    GraphCredentials, MailProvider, MailboxAddress, SecretRef, SystemMailbox, Tenant,
+    GraphCredentials, MailProvider, MailboxAddress, SecretRef, SystemMailbox, Tenant, TenantBudget,
     TenantTransport,
 };
 
 const TENANT_COLUMNS: &str = "id, name, mail_provider, sender_address, graph_tenant_id, \
-     graph_client_id, graph_client_secret, sendgrid_api_key";
+     graph_client_id, graph_client_secret, sendgrid_api_key, external_recipients_per_day, \
+     accepted_domains";
 const MAILBOX_COLUMNS: &str = "id, address, graph_tenant_id, graph_client_id, \
-     graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day";
+     graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day, \
+     external_recipients_per_day, accepted_domains";
 
 fn bad(table: &'static str, problem: impl Into<String>) -> StoreError {
     StoreError::BadRow {
@@ -34,11 +36,7 @@ fn tenant_from_row(row: &PgRow) -> Result<Tenant, StoreError> {
     let sender_address = MailboxAddress::parse(&sender)
         .map_err(|e| bad("tenants", format!("tenant {name}: sender_address {e}")))?;
     let transport = match provider {
-        MailProvider::MicrosoftGraph => TenantTransport::Graph(GraphCredentials {
-            graph_tenant_id: row.try_get("graph_tenant_id")?,
-            client_id: row.try_get("graph_client_id")?,
-            client_secret: SecretRef::new(row.try_get::<String, _>("graph_client_secret")?),
-        }),
+        MailProvider::MicrosoftGraph => TenantTransport::Graph(graph_from_row(row)?),
         MailProvider::SendGrid => TenantTransport::SendGrid {
             api_key: SecretRef::new(row.try_get::<String, _>("sendgrid_api_key")?),
         },
@@ -49,6 +47,37 @@ fn tenant_from_row(row: &PgRow) -> Result<Tenant, StoreError> {
         sender_address,
         transport,
     })
+}
+
+/// The Graph app of a `tenants` or `system_mailboxes` row, its tenant budget included.
+fn graph_from_row(row: &PgRow) -> Result<GraphCredentials, StoreError> {
+    let tenant_budget = match (
+        positive(row, "external_recipients_per_day")?,
+        row.try_get::<Option<Vec<String>>, _>("accepted_domains")?,
+    ) {
+        (Some(external_recipients_per_day), Some(accepted_domains)) => Some(TenantBudget {
+            external_recipients_per_day,
+            accepted_domains,
+        }),
+        _ => None,
+    };
+    Ok(GraphCredentials {
+        graph_tenant_id: row.try_get("graph_tenant_id")?,
+        client_id: row.try_get("graph_client_id")?,
+        client_secret: SecretRef::new(row.try_get::<String, _>("graph_client_secret")?),
+        tenant_budget,
+    })
+}
+
+/// `(external_recipients_per_day, accepted_domains)` to bind for an app's tenant budget.
+fn budget_columns(graph: Option<&GraphCredentials>) -> (Option<i32>, Option<&[String]>) {
+    match graph.and_then(|g| g.tenant_budget.as_ref()) {
+        Some(budget) => (
+            Some(i32::try_from(budget.external_recipients_per_day.get()).unwrap_or(i32::MAX)),
+            Some(budget.accepted_domains.as_slice()),
+        ),
+        None => (None, None),
+    }
 }
 
 fn positive(row: &PgRow, column: &str) -> Result<Option<NonZeroU32>, StoreError> {
@@ -63,11 +92,7 @@ fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
     Ok(SystemMailbox {
         id: row.try_get("id")?,
         address: MailboxAddress::parse(&raw).map_err(|e| bad("system_mailboxes", e.to_string()))?,
-        graph: GraphCredentials {
-            graph_tenant_id: row.try_get("graph_tenant_id")?,
-            client_id: row.try_get("graph_client_id")?,
-            client_secret: SecretRef::new(row.try_get::<String, _>("graph_client_secret")?),
-        },
+        graph: graph_from_row(row)?,
         rate_limit_per_minute: positive(row, "rate_limit_per_minute")?,
         rate_limit_recipients_per_day: positive(row, "rate_limit_recipients_per_day")?,
     })
@@ -186,15 +211,19 @@ pub async fn upsert_tenant(
         TenantTransport::Graph(g) => (MailProvider::MicrosoftGraph, Some(g), None),
         TenantTransport::SendGrid { api_key } => (MailProvider::SendGrid, None, Some(api_key)),
     };
+    let (external_per_day, accepted_domains) = budget_columns(graph);
     let id = sqlx::query_scalar(
         "INSERT INTO tenants (name, mail_provider, sender_address, graph_tenant_id, \
-             graph_client_id, graph_client_secret, sendgrid_api_key) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             graph_client_id, graph_client_secret, sendgrid_api_key, \
+             external_recipients_per_day, accepted_domains) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          ON CONFLICT (name) DO UPDATE SET mail_provider = EXCLUDED.mail_provider, \
              sender_address = EXCLUDED.sender_address, graph_tenant_id = EXCLUDED.graph_tenant_id, \
              graph_client_id = EXCLUDED.graph_client_id, \
              graph_client_secret = EXCLUDED.graph_client_secret, \
-             sendgrid_api_key = EXCLUDED.sendgrid_api_key, updated_at = now() \
+             sendgrid_api_key = EXCLUDED.sendgrid_api_key, \
+             external_recipients_per_day = EXCLUDED.external_recipients_per_day, \
+             accepted_domains = EXCLUDED.accepted_domains, updated_at = now() \
          RETURNING id",
     )
     .bind(name)
@@ -204,6 +233,8 @@ pub async fn upsert_tenant(
     .bind(graph.map(|g| g.client_id.as_str()))
     .bind(graph.map(|g| g.client_secret.raw()))
     .bind(sendgrid.map(|k| k.raw()))
+    .bind(external_per_day)
+    .bind(accepted_domains)
     .fetch_one(pool)
     .await?;
     Ok(id)
@@ -220,15 +251,19 @@ pub async fn upsert_system_mailbox(
     per_minute: Option<NonZeroU32>,
     recipients_per_day: Option<NonZeroU32>,
 ) -> Result<Uuid, StoreError> {
+    let (external_per_day, accepted_domains) = budget_columns(Some(graph));
     let id = sqlx::query_scalar(
         "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, \
-             graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day) \
-         VALUES ($1, $2, $3, $4, $5, $6) \
+             graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day, \
+             external_recipients_per_day, accepted_domains) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
          ON CONFLICT (address) DO UPDATE SET graph_tenant_id = EXCLUDED.graph_tenant_id, \
              graph_client_id = EXCLUDED.graph_client_id, \
              graph_client_secret = EXCLUDED.graph_client_secret, \
              rate_limit_per_minute = EXCLUDED.rate_limit_per_minute, \
              rate_limit_recipients_per_day = EXCLUDED.rate_limit_recipients_per_day, \
+             external_recipients_per_day = EXCLUDED.external_recipients_per_day, \
+             accepted_domains = EXCLUDED.accepted_domains, \
              updated_at = now() \
          RETURNING id",
     )
@@ -238,6 +273,8 @@ pub async fn upsert_system_mailbox(
     .bind(graph.client_secret.raw())
     .bind(per_minute.map(|v| v.get() as i32))
     .bind(recipients_per_day.map(|v| v.get() as i32))
+    .bind(external_per_day)
+    .bind(accepted_domains)
     .fetch_one(pool)
     .await?;
     Ok(id)

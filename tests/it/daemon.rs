@@ -166,7 +166,12 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
 
 #[tokio::test]
 async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
-    let world = TestApp::builder().per_minute(25).spawn().await;
+    // Each scripted answer in turn: graph-sim must not hold the mailbox after the 429.
+    let world = TestApp::builder()
+        .per_minute(25)
+        .sim_ignoring_retry_after()
+        .spawn()
+        .await;
     let handler = world.real_handler(Arc::new(SystemClock));
     world
         .sim

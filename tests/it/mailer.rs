@@ -154,6 +154,7 @@ fn graph_credentials(secret: &str) -> GraphCredentials {
         graph_tenant_id: GRAPH_TENANT.into(),
         client_id: "app-1".into(),
         client_secret: SecretRef::new(secret),
+        tenant_budget: None,
     }
 }
 

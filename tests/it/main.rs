@@ -16,3 +16,4 @@ mod real_campaign;
 mod service;
 mod store;
 mod support;
+mod tenant_budget;

@@ -134,6 +134,7 @@ async fn world(args: &Args, mode: GraphSendMode) -> World {
                 graph_tenant_id: TENANT.into(),
                 client_id: CLIENT.into(),
                 client_secret: SecretRef::new(SECRET),
+                tenant_budget: None,
             },
             NonZeroU32::new(1_000_000),
             NonZeroU32::new(1_000_000),

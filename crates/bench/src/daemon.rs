@@ -517,6 +517,7 @@ pub async fn add_mailboxes(pool: &PgPool, prefix: &str, n: usize) -> Vec<(Mailbo
         graph_tenant_id: TENANT.into(),
         client_id: CLIENT_ID.into(),
         client_secret: SecretRef::new(CLIENT_SECRET),
+        tenant_budget: None,
     };
     let mut out = Vec::with_capacity(n);
     for i in 0..n {

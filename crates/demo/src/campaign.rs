@@ -14,6 +14,8 @@ pub fn demo_senders() -> SendersFile {
         client_certificate: None,
         rate_limit_per_minute: per_minute,
         rate_limit_recipients_per_day: None,
+        external_recipients_per_day: None,
+        accepted_domains: None,
     };
     SendersFile {
         system_mailboxes: vec![

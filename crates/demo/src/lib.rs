@@ -80,7 +80,9 @@ pub struct MailboxReport {
     pub max_sent_in_utc_minute: Option<u32>,
     /// The most messages graph-sim accepted in any rolling 60 s (Exchange's window; limit 30).
     pub max_sent_in_rolling_60s: Option<u32>,
-    /// Graph 429s by cause: concurrency, minute, day, request quota.
+    /// Graph 429s by cause (concurrency, minute, day, request quota, retry_after_ignored), and
+    /// the messages graph-sim accepted but bounced over the tenant's external budget
+    /// (tenant_external_limit).
     pub graph_429: Option<BTreeMap<String, u64>>,
     /// `ERROR` rows by reason.
     pub errors_by_reason: BTreeMap<String, i64>,
@@ -404,6 +406,14 @@ async fn build_report(
                     ("minute".to_owned(), s.refused.minute),
                     ("day".to_owned(), s.refused.day),
                     ("request_quota".to_owned(), s.refused.request_quota),
+                    (
+                        "retry_after_ignored".to_owned(),
+                        s.refused.retry_after_ignored,
+                    ),
+                    (
+                        "tenant_external_limit".to_owned(),
+                        s.refused.tenant_external_limit,
+                    ),
                 ])
             }),
             errors_by_reason: errors

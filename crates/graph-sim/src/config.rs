@@ -67,10 +67,18 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
           "recipients_per_day": 10000,         To+Cc+Bcc in any rolling 24 h
           "requests_per_10_minutes": 10000,    per app and mailbox, rolling 10 min
           "recipients_per_message": 500,       To+Cc+Bcc of one message
-          "minute_overflow": "refuse"          or "accept_delayed" (202, counted delayed)
+          "minute_overflow": "refuse",         or "accept_delayed" (202, counted delayed)
+          "retry_after_holds": true            a 429's Retry-After holds the mailbox
         } }
+    ],
+    "tenants": [                         optional; a tenant's external recipient limit:
+      { "tenant_id": "contoso.example",      over it the message gets 202 but bounces
+        "external_recipients_per_day": 500,  (a tenant_external_limit finding, not accepted)
+        "accepted_domains": ["contoso.example"] }
     ]
   }
+A 429 with Retry-After holds the mailbox (retry_after_holds): every request to it before
+then gets 429 again (a retry_after_ignored finding).
 Defaults are Microsoft's: https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits
 and https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits
 "#;
@@ -109,6 +117,9 @@ pub struct SimConfig {
     /// Mailboxes that may be sent from.
     #[serde(default)]
     pub mailboxes: Vec<SimMailbox>,
+    /// Tenants' external-recipient budgets (none = no tenant limit).
+    #[serde(default)]
+    pub tenants: Vec<SimTenant>,
     /// The clock of every window and token expiry; `None` = the system clock.
     #[serde(skip)]
     pub clock: Option<Arc<dyn Clock>>,
@@ -131,6 +142,7 @@ impl Default for SimConfig {
             sent_visibility_delay_ms: 0,
             apps: Vec::new(),
             mailboxes: Vec::new(),
+            tenants: Vec::new(),
             clock: None,
         }
     }
@@ -144,6 +156,7 @@ impl std::fmt::Debug for SimConfig {
             .field("max_request_bytes", &self.max_request_bytes)
             .field("apps", &self.apps)
             .field("mailboxes", &self.mailboxes)
+            .field("tenants", &self.tenants)
             .field("clock", &self.clock.as_ref().map(|_| "custom"))
             .finish()
     }
@@ -153,6 +166,13 @@ impl SimConfig {
     /// An empty configuration: no apps, no mailboxes, default lifetime and body limit.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Gives a tenant an external-recipient budget.
+    #[must_use]
+    pub fn with_tenant(mut self, tenant: SimTenant) -> Self {
+        self.tenants.push(tenant);
+        self
     }
 
     /// Adds an app registration of `tenant_id` with `client_id` / `client_secret`.
@@ -246,6 +266,14 @@ impl SimConfig {
     /// a duplicate client id, a mailbox app that does not exist in the mailbox's tenant, a zero
     /// limit or token lifetime.
     pub(crate) fn resolve(&self) -> Result<Vec<ResolvedMailbox>, SimError> {
+        for tenant in &self.tenants {
+            if tenant.external_recipients_per_day == 0 || tenant.accepted_domains.is_empty() {
+                return Err(SimError::Config(format!(
+                    "tenant {:?}: external_recipients_per_day must be at least 1 and accepted_domains not empty",
+                    tenant.tenant_id
+                )));
+            }
+        }
         if self.token_lifetime_s == 0 {
             return Err(SimError::Config(
                 "token_lifetime_s must be at least 1".into(),
@@ -412,6 +440,54 @@ impl SimMailbox {
     }
 }
 
+/// A tenant's external recipient rate limit (TERRL): recipients outside `accepted_domains` per
+/// rolling 24 h for all of the tenant's mailboxes together. Exchange Online, over it, blocks
+/// the tenant's external mail: Graph still answers `202` and the message bounces afterwards
+/// (<https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+/// graph-sim answers `202`, records the message as a `tenant_external_limit` finding and does
+/// not count it as accepted. Domains compare without case; a subdomain is external unless listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimTenant {
+    /// The tenant, as the mailboxes' `tenant_id` (case-insensitive).
+    pub tenant_id: String,
+    /// External recipients (To+Cc+Bcc) per rolling 24 h.
+    pub external_recipients_per_day: u64,
+    /// The tenant's own domains.
+    pub accepted_domains: Vec<String>,
+}
+
+impl SimTenant {
+    /// A budget of `per_day` external recipients for `tenant_id`, whose own domains are
+    /// `accepted_domains`.
+    pub fn new<I, S>(tenant_id: impl Into<String>, per_day: u64, accepted_domains: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            tenant_id: tenant_id.into(),
+            external_recipients_per_day: per_day,
+            accepted_domains: accepted_domains.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// How many of `addresses` are outside the accepted domains.
+    pub(crate) fn external<'a>(&self, addresses: impl IntoIterator<Item = &'a String>) -> u32 {
+        let n = addresses
+            .into_iter()
+            .filter(|a| {
+                let domain = a.rsplit('@').next().unwrap_or_default();
+                !self
+                    .accepted_domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(domain))
+            })
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 /// What graph-sim does with a message beyond the per-minute limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -447,6 +523,10 @@ pub struct MailboxLimits {
     pub recipients_per_message: u32,
     /// Refuse (default) or accept-and-count-as-delayed beyond `messages_per_minute`.
     pub minute_overflow: MinuteOverflow,
+    /// Whether a 429 with `Retry-After` holds the mailbox until then (default `true`, as
+    /// Exchange does): every request before it gets 429 again, a `retry_after_ignored`
+    /// finding. `false` only for tests that probe one refusal after another.
+    pub retry_after_holds: bool,
 }
 
 impl Default for MailboxLimits {
@@ -458,6 +538,7 @@ impl Default for MailboxLimits {
             requests_per_10_minutes: 10_000,
             recipients_per_message: 500,
             minute_overflow: MinuteOverflow::Refuse,
+            retry_after_holds: true,
         }
     }
 }

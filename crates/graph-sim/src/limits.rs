@@ -166,6 +166,40 @@ impl MailboxWindows {
     }
 }
 
+/// One tenant's external recipients of the last 24 h (its external recipient rate limit).
+#[derive(Debug, Default)]
+pub(crate) struct TenantWindow {
+    entries: VecDeque<(i64, u32)>,
+    sum: u64,
+}
+
+impl TenantWindow {
+    /// Counts `external` recipients at `now` when they fit under `limit` per rolling 24 h;
+    /// `false`, counting nothing, when they do not.
+    pub(crate) fn try_count(&mut self, now: i64, external: u32, limit: u64) -> bool {
+        while let Some(&(t, n)) = self.entries.front() {
+            if t + DAY_MS > now {
+                break;
+            }
+            self.entries.pop_front();
+            self.sum -= u64::from(n);
+        }
+        if self.sum + u64::from(external) > limit {
+            return false;
+        }
+        self.entries.push_back((now, external));
+        self.sum += u64::from(external);
+        true
+    }
+}
+
+/// A `Retry-After` header value (whole or fractional seconds) in ms; `None` when it is not a
+/// number of seconds (an HTTP date is not used by Graph).
+pub(crate) fn retry_after_ms(value: &str) -> Option<i64> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).ceil() as i64)
+}
+
 /// A wait in ms as a `Retry-After` value: whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after_secs(ms: i64) -> u64 {
     let secs = (ms.max(0) as u64).div_ceil(1000);
@@ -266,6 +300,24 @@ mod tests {
         assert_eq!(w.check_request("a", 2_000, 2), Err(TEN_MINUTES_MS - 2_000));
         assert_eq!(w.check_request("b", 2_000, 2), Ok(()));
         assert_eq!(w.check_request("a", TEN_MINUTES_MS, 2), Ok(()));
+    }
+
+    #[test]
+    fn a_tenants_external_recipients_age_out_after_24_hours() {
+        let mut t = TenantWindow::default();
+        assert!(t.try_count(0, 4, 5));
+        assert!(!t.try_count(1_000, 2, 5), "6 > 5: nothing counted");
+        assert!(t.try_count(2_000, 1, 5));
+        assert!(!t.try_count(DAY_MS - 1, 1, 5));
+        assert!(t.try_count(DAY_MS, 4, 5), "the first 4 left the window");
+    }
+
+    #[test]
+    fn retry_after_values_are_read_as_seconds() {
+        assert_eq!(retry_after_ms("315"), Some(315_000));
+        assert_eq!(retry_after_ms("2.128"), Some(2_128));
+        assert_eq!(retry_after_ms("Wed, 21 Oct 2026 07:28:00 GMT"), None);
+        assert_eq!(retry_after_ms("-1"), None);
     }
 
     #[test]

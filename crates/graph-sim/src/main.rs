@@ -136,6 +136,7 @@ fn build_config(args: &Args) -> Result<SimConfig, String> {
             } else {
                 MinuteOverflow::Refuse
             },
+            ..MailboxLimits::default()
         };
         for address in quick {
             config = config.with_mailbox(

@@ -156,22 +156,32 @@ pub enum RefusalCause {
     Day,
     /// Over `messages_per_minute` in the rolling 60 s.
     Minute,
+    /// A request before the `Retry-After` of an earlier 429 for the mailbox (answered 429
+    /// again): the client ignored it.
+    RetryAfterIgnored,
+    /// Over the tenant's external recipients per rolling 24 h: answered 202, but the message
+    /// bounces (Exchange blocks the tenant's external mail) and is not counted as accepted.
+    TenantExternalLimit,
 }
 
 impl RefusalCause {
-    /// Its snake_case name, as in the JSON (`concurrency`, `request_quota`, `day`, `minute`).
+    /// Its snake_case name, as in the JSON (`concurrency`, `request_quota`, `day`, `minute`,
+    /// `retry_after_ignored`, `tenant_external_limit`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Concurrency => "concurrency",
             Self::RequestQuota => "request_quota",
             Self::Day => "day",
             Self::Minute => "minute",
+            Self::RetryAfterIgnored => "retry_after_ignored",
+            Self::TenantExternalLimit => "tenant_external_limit",
         }
     }
 }
 
-/// One throttling refusal (`429`) graph-sim answered, served by `GET /_sim/refusals`: when, for
-/// which mailbox and cause, and for which client request (mail-worker's message id).
+/// One throttling refusal (`429`) graph-sim answered, or a message it accepted but bounced
+/// (`tenant_external_limit`), served by `GET /_sim/refusals`: when, for which mailbox and
+/// cause, and for which client request (mail-worker's message id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedRefusal {
     /// When it was refused, by the sim's clock.
@@ -207,12 +217,20 @@ pub struct RefusedCounts {
     pub validation: u64,
     /// A scripted non-2xx answer given instead of processing the message.
     pub scripted: u64,
+    /// `429`: a request before the `Retry-After` of an earlier 429 for the mailbox.
+    #[serde(default)]
+    pub retry_after_ignored: u64,
+    /// Answered `202` but bounced: over the tenant's external recipients per rolling 24 h (not
+    /// a refused request, so not in [`RefusedCounts::total`]; a finding all the same).
+    #[serde(default)]
+    pub tenant_external_limit: u64,
 }
 
 impl RefusedCounts {
-    /// All refusals.
+    /// All refused requests (every non-2xx answer; bounces are counted apart).
     pub fn total(&self) -> u64 {
-        self.concurrency
+        self.retry_after_ignored
+            + self.concurrency
             + self.minute
             + self.day
             + self.request_quota

@@ -8,7 +8,10 @@
 //! 2. unknown mailbox → `404 ErrorInvalidUser`;
 //! 3. token of a tenant that does not own the mailbox, or an app not allowed for it →
 //!    `403 ErrorAccessDenied`;
-//! 4. more than `concurrent_requests` in flight for this app and mailbox → `429
+//! 4. a request before the `Retry-After` of the mailbox's last 429 (ours or a scripted one) →
+//!    `429 ApplicationThrottled` with the rest of the wait, recorded as `retry_after_ignored`:
+//!    Exchange keeps refusing a client that does not wait;
+//!    more than `concurrent_requests` in flight for this app and mailbox → `429
 //!    ApplicationThrottled` "Application is over its MailboxConcurrency limit.", `Retry-After: 1`;
 //! 5. more than `requests_per_10_minutes` for this app and mailbox → `429 ApplicationThrottled`
 //!    with `Retry-After` until the oldest request ages out (4 and 5:
@@ -24,7 +27,10 @@
 //!     `Retry-After` until the oldest message ages out, or in `accept_delayed` mode `202` counted
 //!     as delayed (9 and 10: Exchange Online sending limits,
 //!     <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>);
-//! 11. recorded; `202 Accepted` with an empty body, or the scripted delivering answer.
+//! 11. over the tenant's `external_recipients_per_day` (recipients outside its accepted domains
+//!     in the rolling 24 h, all its mailboxes together) → `202` as Exchange answers, but the
+//!     message bounces: recorded as a `tenant_external_limit` finding, not as accepted;
+//! 12. recorded; `202 Accepted` with an empty body, or the scripted delivering answer.
 
 use std::{sync::Arc, time::Instant};
 
@@ -40,7 +46,7 @@ use super::{
     auth::authenticate,
     config::DEFAULT_MAX_REQUEST_BYTES,
     faults::ScriptedAnswer,
-    limits::{SendVerdict, retry_after_secs},
+    limits::{SendVerdict, retry_after_ms, retry_after_secs},
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     server::SimState,
     validate::{ParsedMessage, parse_send_mail},
@@ -288,25 +294,37 @@ pub(crate) async fn admit(
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
 
-    // Concurrency slot and request quota, under one lock.
+    // A held mailbox, the concurrency slot and the request quota, under one lock.
     let slot = {
         let now_ms = state.now().timestamp_millis();
         let mut inner = state.lock();
-        let b = &mut inner.boxes[idx];
-        let mine = b.in_flight.get(&owner.client_id).copied().unwrap_or(0);
-        if mine >= limits.concurrent_requests {
-            b.refused.concurrency += 1;
-            let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
+        // Records a 429 of this request and hands it back to be answered.
+        let refuse = |inner: &mut super::server::Inner, cause, e: GraphError| {
             let r = refusal_record(
                 state,
                 idx,
                 &owner.client_id,
                 client_request_id.as_ref(),
-                RefusalCause::Concurrency,
+                cause,
                 &e,
             );
-            inner.record_refusal(r);
-            return Err(e);
+            inner.record_refusal(idx, r);
+            Err(e)
+        };
+        let b = &mut inner.boxes[idx];
+        if now_ms < b.hold_until_ms {
+            b.refused.retry_after_ignored += 1;
+            let e = throttled(
+                "Mailbox is throttled: a request arrived before the Retry-After of the previous 429.",
+                b.hold_until_ms - now_ms,
+            );
+            return refuse(&mut inner, RefusalCause::RetryAfterIgnored, e);
+        }
+        let mine = b.in_flight.get(&owner.client_id).copied().unwrap_or(0);
+        if mine >= limits.concurrent_requests {
+            b.refused.concurrency += 1;
+            let e = throttled("Application is over its MailboxConcurrency limit.", 1_000);
+            return refuse(&mut inner, RefusalCause::Concurrency, e);
         }
         if let Err(wait_ms) =
             b.windows
@@ -320,16 +338,7 @@ pub(crate) async fn admit(
                 ),
                 wait_ms,
             );
-            let r = refusal_record(
-                state,
-                idx,
-                &owner.client_id,
-                client_request_id.as_ref(),
-                RefusalCause::RequestQuota,
-                &e,
-            );
-            inner.record_refusal(r);
-            return Err(e);
+            return refuse(&mut inner, RefusalCause::RequestQuota, e);
         }
         *b.in_flight.entry(owner.client_id.clone()).or_default() += 1;
         b.in_flight_total += 1;
@@ -378,10 +387,21 @@ pub(crate) async fn undelivered(state: &SimState, idx: usize, answer: &ScriptedA
     if !(200..300).contains(&answer.status) {
         state.lock().boxes[idx].refused.scripted += 1;
     }
+    hold_after_scripted_429(state, idx, answer);
     if let Some(ms) = answer.late_ms {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     scripted_reply(answer)
+}
+
+/// A scripted 429 with `Retry-After` holds the mailbox like one of ours.
+fn hold_after_scripted_429(state: &SimState, idx: usize, answer: &ScriptedAnswer) {
+    if answer.status == 429
+        && let Some(ms) = answer.retry_after.as_deref().and_then(retry_after_ms)
+    {
+        let now_ms = state.now().timestamp_millis();
+        state.lock().hold(idx, now_ms + ms);
+    }
 }
 
 /// How a message reached [`deliver`].
@@ -419,6 +439,7 @@ pub(crate) async fn deliver(
     }
     match &scripted {
         Some(answer) => {
+            hold_after_scripted_429(state, admitted.idx, answer);
             if let Some(ms) = answer.late_ms {
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
             }
@@ -481,7 +502,7 @@ fn record(
                 e = e.with_retry_after_secs(retry_after_secs(ms));
             }
             let r = refusal(RefusalCause::Day, &e);
-            inner.record_refusal(r);
+            inner.record_refusal(idx, r);
             return Err(e);
         }
         SendVerdict::RefuseMinute { retry_after_ms } => {
@@ -494,10 +515,39 @@ fn record(
                 retry_after_ms,
             );
             let r = refusal(RefusalCause::Minute, &e);
-            inner.record_refusal(r);
+            inner.record_refusal(idx, r);
             return Err(e);
         }
     };
+    // The tenant's external recipient limit: over it Exchange still answers 202, then bounces.
+    if let Some(tenant) = state
+        .tenants
+        .iter()
+        .find(|t| t.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id))
+    {
+        let external = tenant.external(message.to.iter().chain(&message.cc).chain(&message.bcc));
+        let fits = external == 0
+            || inner
+                .tenant_windows
+                .entry(tenant.tenant_id.to_lowercase())
+                .or_default()
+                .try_count(now_ms, external, tenant.external_recipients_per_day);
+        if !fits {
+            inner.boxes[idx].refused.tenant_external_limit += 1;
+            let r = RecordedRefusal {
+                at: received_at,
+                at_ms: now_ms,
+                mailbox: mailbox.address.to_string(),
+                client_id: admitted.client_id.clone(),
+                cause: RefusalCause::TenantExternalLimit,
+                retry_after_s: None,
+                client_request_id: admitted.client_request_id.clone(),
+            };
+            inner.record_refusal(idx, r);
+            on_recorded(&mut inner, now_ms);
+            return Ok(());
+        }
+    }
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
     if delayed {

@@ -33,11 +33,14 @@ use uuid::Uuid;
 use super::{
     SimError,
     auth::{self, IssuedToken},
-    config::{ResolvedMailbox, SimApp, SimConfig},
+    config::{ResolvedMailbox, SimApp, SimConfig, SimTenant},
     drafts::{self, DraftState, Upload},
     faults::{Latency, ScriptedAnswer, Target, TokenFault},
-    limits::MailboxWindows,
-    records::{MailboxStats, RecordedMessage, RecordedRefusal, RefusedCounts, SimDraft, SimStats},
+    limits::{MailboxWindows, TenantWindow},
+    records::{
+        MailboxStats, RecordedMessage, RecordedRefusal, RefusalCause, RefusedCounts, SimDraft,
+        SimStats,
+    },
     send,
     wire::{GraphError, RequestIds},
 };
@@ -53,6 +56,8 @@ pub(crate) struct SimState {
     pub max_request_bytes: usize,
     pub apps: Vec<SimApp>,
     pub mailboxes: Vec<ResolvedMailbox>,
+    /// Tenants' external-recipient budgets.
+    pub tenants: Vec<SimTenant>,
     by_address: HashMap<String, usize>,
     by_id: HashMap<Uuid, usize>,
     /// `http://host:port` of the listener (loopback when bound to an unspecified address).
@@ -73,8 +78,10 @@ pub(crate) struct Inner {
     /// Parallel to [`SimState::mailboxes`].
     pub boxes: Vec<MailboxRuntime>,
     pub messages: Vec<RecordedMessage>,
-    /// Every throttling refusal (`429`), oldest first.
+    /// Every throttling refusal (`429`) and bounce, oldest first.
     pub refusals: Vec<RecordedRefusal>,
+    /// External recipients of the last 24 h per tenant with a budget (lower-case tenant id).
+    pub tenant_windows: HashMap<String, TenantWindow>,
     pub unknown_mailbox_requests: u64,
     /// Drafts by their creation id ([`super::drafts`]).
     pub drafts: HashMap<String, DraftState>,
@@ -89,9 +96,26 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// Keeps `refusal` for `GET /_sim/refusals`.
-    pub(crate) fn record_refusal(&mut self, refusal: RecordedRefusal) {
+    /// Keeps `refusal` of mailbox `idx` for `GET /_sim/refusals`; a 429 with `Retry-After`
+    /// holds the mailbox until then ([`Inner::hold`]).
+    pub(crate) fn record_refusal(&mut self, idx: usize, refusal: RecordedRefusal) {
+        if let Some(secs) = refusal.retry_after_s
+            && refusal.cause != RefusalCause::RetryAfterIgnored
+        {
+            let until = refusal.at_ms + i64::try_from(secs).unwrap_or(i64::MAX / 2) * 1000;
+            self.hold(idx, until);
+        }
         self.refusals.push(refusal);
+    }
+
+    /// After a 429 with `Retry-After` Exchange refuses the mailbox's requests until then: every
+    /// request to mailbox `idx` before `until_ms` is answered 429 again. Never shortens a hold.
+    pub(crate) fn hold(&mut self, idx: usize, until_ms: i64) {
+        let b = &mut self.boxes[idx];
+        if !b.retry_after_holds {
+            return;
+        }
+        b.hold_until_ms = b.hold_until_ms.max(until_ms);
     }
 }
 
@@ -109,6 +133,10 @@ pub(crate) struct MailboxRuntime {
     pub delayed: u64,
     pub scripted_answers: u64,
     pub refused: RefusedCounts,
+    /// Requests before this (ms) are refused: the `Retry-After` of the mailbox's last 429.
+    pub hold_until_ms: i64,
+    /// The mailbox's `retry_after_holds`.
+    pub retry_after_holds: bool,
 }
 
 impl SimState {
@@ -130,7 +158,10 @@ impl SimState {
         let inner = Inner {
             boxes: mailboxes
                 .iter()
-                .map(|_| MailboxRuntime::default())
+                .map(|m| MailboxRuntime {
+                    retry_after_holds: m.limits.retry_after_holds,
+                    ..MailboxRuntime::default()
+                })
                 .collect(),
             ..Inner::default()
         };
@@ -139,6 +170,7 @@ impl SimState {
             token_lifetime_s: config.token_lifetime_s,
             max_request_bytes: config.max_request_bytes,
             apps: config.apps,
+            tenants: config.tenants,
             mailboxes,
             by_address,
             by_id,
@@ -222,12 +254,14 @@ impl SimState {
         inner.global_latency = Latency::None;
         inner.messages.clear();
         inner.refusals.clear();
+        inner.tenant_windows.clear();
         inner.unknown_mailbox_requests = 0;
         inner.requests.clear();
         for b in &mut inner.boxes {
             *b = MailboxRuntime {
                 in_flight: std::mem::take(&mut b.in_flight),
                 in_flight_total: b.in_flight_total,
+                retry_after_holds: b.retry_after_holds,
                 ..MailboxRuntime::default()
             };
         }

@@ -48,6 +48,16 @@ async fn start() -> (GraphSim, ManualClock) {
     start_with(MailboxLimits::default()).await
 }
 
+/// As [`start`], but a 429's `Retry-After` does not hold the mailbox: for tests that probe one
+/// answer after another without waiting.
+async fn start_probing() -> (GraphSim, ManualClock) {
+    start_with(MailboxLimits {
+        retry_after_holds: false,
+        ..MailboxLimits::default()
+    })
+    .await
+}
+
 async fn token_request(
     http: &Client,
     sim: &GraphSim,
@@ -798,7 +808,9 @@ async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
     );
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 31);
-    assert_eq!(stats.refused.minute, 2);
+    // The second refusal came before the first one's Retry-After: a client that did not wait.
+    assert_eq!(stats.refused.minute, 1);
+    assert_eq!(stats.refused.retry_after_ignored, 1);
     assert_eq!(stats.max_in_rolling_60s, 30);
     // The other mailbox has its own budget.
     let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
@@ -935,7 +947,7 @@ async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
 
 #[tokio::test]
 async fn scripted_answers_are_served_in_order_for_their_mailbox() {
-    let (sim, clock) = start().await;
+    let (sim, clock) = start_probing().await;
     let http = Client::new();
     let token = token(&http, &sim).await;
     let at = clock.now_plus(Duration::from_secs(2));
@@ -1013,7 +1025,7 @@ impl NowPlus for ManualClock {
 
 #[tokio::test]
 async fn a_global_script_applies_to_any_mailbox_without_its_own() {
-    let (sim, _) = start().await;
+    let (sim, _) = start_probing().await;
     let http = Client::new();
     let token = token(&http, &sim).await;
     let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
@@ -1257,6 +1269,7 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
         concurrent_requests: 1,
         messages_per_minute: 2,
         recipients_per_day: 10,
+        retry_after_holds: false,
         ..MailboxLimits::default()
     })
     .await;
@@ -1682,4 +1695,177 @@ async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
         StatusCode::CREATED
     );
     assert_eq!(sim.drafts()[0].uploaded_attachments, 1);
+}
+
+/// A message to `to` (one recipient each).
+fn message_to(to: &[&str]) -> Value {
+    let to: Vec<Value> = to
+        .iter()
+        .map(|a| json!({"emailAddress": {"address": a}}))
+        .collect();
+    json!({
+        "message": {"subject": "s", "body": {"contentType": "Text", "content": "b"}, "toRecipients": to},
+        "saveToSentItems": false
+    })
+}
+
+#[tokio::test]
+async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_until_then() {
+    let (sim, clock) = start().await;
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
+        .unwrap();
+    let body = message(1);
+    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    assert_eq!(retry_after(&send().await).as_deref(), Some("315"));
+    // 10 s later: refused again, with the rest of the wait, recorded as a finding.
+    clock.advance(Duration::from_secs(10));
+    let again = send().await;
+    assert_eq!(retry_after(&again).as_deref(), Some("305"));
+    assert_eq!(
+        refusal(again).await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("305".into()),
+            "ApplicationThrottled".into()
+        )
+    );
+    // Another mailbox is not held.
+    assert_eq!(
+        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    clock.advance(Duration::from_millis(304_999)); // 1 ms before the end
+    assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(send().await.status(), StatusCode::ACCEPTED);
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(stats.refused.retry_after_ignored, 2);
+    assert_eq!(stats.refused.scripted, 1);
+    assert_eq!(stats.accepted, 1);
+    let causes: Vec<RefusalCause> = sim.refusals().iter().map(|r| r.cause).collect();
+    assert_eq!(
+        causes,
+        [
+            RefusalCause::RetryAfterIgnored,
+            RefusalCause::RetryAfterIgnored
+        ]
+    );
+    assert_eq!(
+        RefusalCause::RetryAfterIgnored.as_str(),
+        "retry_after_ignored"
+    );
+
+    // Its own minute 429 holds the mailbox too.
+    let (sim, clock) = start_with(MailboxLimits {
+        messages_per_minute: 1,
+        ..MailboxLimits::default()
+    })
+    .await;
+    let token = token_for(&http, &sim, TENANT, CLIENT, SECRET).await;
+    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    assert_eq!(send().await.status(), StatusCode::ACCEPTED);
+    clock.advance(Duration::from_secs(20));
+    assert_eq!(retry_after(&send().await).as_deref(), Some("40"));
+    clock.advance(Duration::from_secs(39));
+    assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(send().await.status(), StatusCode::ACCEPTED);
+    let refused = sim.mailbox_stats(MAILBOX).unwrap().refused;
+    assert_eq!((refused.minute, refused.retry_after_ignored), (1, 1));
+}
+
+#[tokio::test]
+async fn over_the_tenants_external_budget_mail_is_accepted_but_bounces() {
+    const SECOND: &str = "hello@contoso.example";
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(
+        config_with(MailboxLimits::default())
+            .with_mailbox(SimMailbox::new(SECOND, TENANT))
+            .with_tenant(graph_sim::SimTenant::new(TENANT, 3, ["Contoso.example"]))
+            .with_token_lifetime(Duration::from_secs(2 * 86_400))
+            .with_clock(clock.clone()),
+    )
+    .await
+    .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let send = |mailbox: &'static str, to: &'static [&'static str]| {
+        let (http, sim, token) = (&http, &sim, &token);
+        async move {
+            send_as(http, sim, token, mailbox, &message_to(to))
+                .await
+                .status()
+        }
+    };
+    // 2 external + 1 internal, then 1 external from the other mailbox of the tenant: 3.
+    assert_eq!(
+        send(
+            MAILBOX,
+            &["a@example.org", "b@example.org", "c@CONTOSO.example"]
+        )
+        .await,
+        202
+    );
+    assert_eq!(send(SECOND, &["d@example.org"]).await, 202);
+    // Over the budget: still 202, but bounced, not accepted.
+    assert_eq!(send(SECOND, &["e@example.org"]).await, 202);
+    // Internal mail still goes.
+    assert_eq!(send(MAILBOX, &["f@contoso.example"]).await, 202);
+    // 24 h later the first 3 have left the window.
+    clock.advance(Duration::from_secs(86_400));
+    assert_eq!(send(MAILBOX, &["g@sub.contoso.example"]).await, 202);
+    let stats = sim.stats();
+    let first = stats.mailbox(MAILBOX).unwrap();
+    let second = stats.mailbox(SECOND).unwrap();
+    assert_eq!((first.accepted, second.accepted), (3, 1));
+    assert_eq!(second.refused.tenant_external_limit, 1);
+    assert_eq!(
+        second.refused.total(),
+        0,
+        "a bounce is not a refused request"
+    );
+    let delivered: Vec<String> = sim.messages().iter().flat_map(|m| m.to.clone()).collect();
+    assert!(
+        !delivered.contains(&"e@example.org".to_owned()),
+        "{delivered:?}"
+    );
+    assert_eq!(delivered.len(), 6);
+    let findings: Vec<RefusalCause> = sim.refusals().iter().map(|r| r.cause).collect();
+    assert_eq!(findings, [RefusalCause::TenantExternalLimit]);
+    // Another tenant has no budget.
+    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    for _ in 0..5 {
+        assert_eq!(
+            send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+                .await
+                .status(),
+            StatusCode::ACCEPTED
+        );
+    }
+    assert_eq!(sim.mailbox_stats(OTHER_MAILBOX).unwrap().accepted, 5);
+}
+
+#[test]
+fn a_tenant_budget_needs_a_limit_and_domains() {
+    let bad = config_with(MailboxLimits::default()).with_tenant(graph_sim::SimTenant::new(
+        TENANT,
+        0,
+        ["contoso.example"],
+    ));
+    let err = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(GraphSim::start(bad))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("external_recipients_per_day"),
+        "{err}"
+    );
+    let json = r#"{"tenants":[{"tenant_id":"contoso.example","external_recipients_per_day":5,"accepted_domains":["contoso.example"]}]}"#;
+    let config = SimConfig::from_json_str(json).unwrap();
+    assert_eq!(config.tenants[0].external_recipients_per_day, 5);
 }

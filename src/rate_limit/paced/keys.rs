@@ -4,7 +4,8 @@
 //! <prefix>:{<tenant>}:<mailbox>            hash: tat (next free slot, ms), cool (cooldown until),
 //!                                          total (recipients in the 24 h window), d:<minute>
 //!                                          (recipients per one-minute bucket), b:<id> (bookings),
-//!                                          seeded (when it was rebuilt from PostgreSQL)
+//!                                          seeded (when it was rebuilt from PostgreSQL), ttl
+//!                                          (when the keys' TTLs were last refreshed)
 //! <prefix>:{<tenant>}:<mailbox>:days       zset: the minute buckets holding recipients
 //! <prefix>:{<tenant>}:<mailbox>:booked     zset: message id -> booked slot (ms)
 //! <prefix>:{<tenant>}:<mailbox>:sent       zset: reservations of the last 60 s
@@ -14,8 +15,9 @@
 //! ```
 //!
 //! `<tenant>` is the mailbox's Graph tenant (lower case): the Redis Cluster hash tag, so one
-//! script reaches the mailbox's and its tenant's keys in one slot. Every key lives 25 h after
-//! its last write.
+//! script reaches the mailbox's and its tenant's keys in one slot. Every key lives at least
+//! 24 h after its last write (25 h TTLs, refreshed at most every 30 min, and set when a write
+//! creates a key).
 
 use crate::domain::MailboxAddress;
 

@@ -170,7 +170,7 @@ impl Paced {
         }
     }
 
-    /// Ends a request; returns (requests still in flight, recipients in the 24 h window).
+    /// Ends a request; returns (leases freed, 0 or 1; recipients given back to the mailbox).
     pub(crate) async fn release(
         &self,
         redis: &RedisConn,

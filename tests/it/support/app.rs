@@ -5,12 +5,12 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
-use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox};
+use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox, SimTenant};
 use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
     daemon,
-    domain::{GraphCredentials, MailboxAddress, SecretRef},
+    domain::{GraphCredentials, MailboxAddress, SecretRef, TenantBudget},
     mailer::{MailError, SendReceipt},
     rate_limit::Algorithm,
     service::{MailProviderService, SendOutcome, ServiceSettings},
@@ -196,6 +196,8 @@ pub struct Builder {
     algorithm: Algorithm,
     sim_visibility_delay: Duration,
     sim_certificate: Option<String>,
+    tenant_budget: Option<TenantBudget>,
+    sim_retry_after_holds: bool,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -253,6 +255,24 @@ impl Builder {
         self
     }
 
+    /// graph-sim answers each request on its own even right after a 429 with `Retry-After`
+    /// (by default it refuses the mailbox until then, as Exchange does): for tests that probe
+    /// scripted answers one after another.
+    pub fn sim_ignoring_retry_after(mut self) -> Self {
+        self.sim_retry_after_holds = false;
+        self
+    }
+
+    /// The Graph tenant's external-recipient budget on every mailbox's app (what the senders
+    /// file's `externalRecipientsPerDay` and `acceptedDomains` store).
+    pub fn tenant_budget(mut self, per_day: u32, accepted_domains: &[&str]) -> Self {
+        self.tenant_budget = Some(TenantBudget {
+            external_recipients_per_day: NonZeroU32::new(per_day).expect("a positive budget"),
+            accepted_domains: accepted_domains.iter().map(|d| (*d).to_owned()).collect(),
+        });
+        self
+    }
+
     /// The scripted mailer's answers, in order (then `Ok`).
     pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
         self.script = answers;
@@ -275,6 +295,14 @@ impl Builder {
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
+        // graph-sim enforces the same tenant budget Exchange would.
+        if let Some(budget) = &self.tenant_budget {
+            sim_config = sim_config.with_tenant(SimTenant::new(
+                TENANT,
+                u64::from(budget.external_recipients_per_day.get()),
+                budget.accepted_domains.clone(),
+            ));
+        }
         let mut mailboxes = Vec::new();
         for i in 0..self.mailboxes {
             let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
@@ -284,6 +312,7 @@ impl Builder {
                     messages_per_minute: self
                         .sim_per_minute
                         .unwrap_or(MailboxLimits::default().messages_per_minute),
+                    retry_after_holds: self.sim_retry_after_holds,
                     ..MailboxLimits::default()
                 }),
             );
@@ -294,6 +323,7 @@ impl Builder {
                     graph_tenant_id: TENANT.into(),
                     client_id: CLIENT.into(),
                     client_secret: SecretRef::new(SECRET),
+                    tenant_budget: self.tenant_budget.clone(),
                 },
                 NonZeroU32::new(self.per_minute),
                 None,
@@ -362,6 +392,8 @@ impl TestApp {
             algorithm: Algorithm::FixedWindow,
             sim_visibility_delay: Duration::ZERO,
             sim_certificate: None,
+            tenant_budget: None,
+            sim_retry_after_holds: true,
         }
     }
 
@@ -446,6 +478,26 @@ impl TestApp {
         .fetch_all(&self.db.pool)
         .await
         .unwrap()
+    }
+
+    /// Requests graph-sim refused, every mailbox together (429s, auth, validation, scripted).
+    pub fn sim_refused(&self) -> u64 {
+        self.sim
+            .stats()
+            .mailboxes
+            .iter()
+            .map(|m| m.refused.total())
+            .sum()
+    }
+
+    /// Messages graph-sim answered 202 but bounced (over the tenant's external budget).
+    pub fn sim_bounced(&self) -> u64 {
+        let stats = self.sim.stats();
+        stats
+            .mailboxes
+            .iter()
+            .map(|m| m.refused.tenant_external_limit)
+            .sum()
     }
 
     /// Sends per UTC minute (`HH:MM`) as graph-sim recorded them.
