@@ -332,6 +332,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
             graph_tenant_id: crate::support::app::TENANT.into(),
             client_id: crate::support::app::CLIENT.into(),
             client_secret: SecretRef::new(crate::support::app::SECRET),
+            tenant_budget: None,
         },
         std::num::NonZeroU32::new(25),
         None,
