@@ -338,11 +338,7 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     let mut sent = 0;
     let mut deferred = 0;
     for id in ids {
-        match handler
-            .process(mail_worker::worker::queue::SendMessageJob { message_id: id })
-            .await
-            .unwrap()
-        {
+        match handler.process(id).await.unwrap() {
             Some(SendOutcome::Sent) => sent += 1,
             Some(SendOutcome::Deferred { .. }) => deferred += 1,
             other => panic!("{other:?}"),
