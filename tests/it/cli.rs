@@ -34,7 +34,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 32, "{stdout}");
+    assert_eq!(stdout.lines().count(), 31, "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
     assert!(stdout.contains("GRAPH_SEND_MODE=draft"), "{stdout}");
     assert!(
