@@ -32,6 +32,15 @@ pub enum SenderRef {
     SystemMailbox(Uuid),
 }
 
+impl SenderRef {
+    /// The tenant's or system mailbox's id.
+    pub fn id(self) -> Uuid {
+        match self {
+            Self::Tenant(id) | Self::SystemMailbox(id) => id,
+        }
+    }
+}
+
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
 #[derive(Debug, Clone)]
 pub struct NewMessage {
@@ -143,50 +152,79 @@ macro_rules! claim_set {
     };
 }
 
-/// Claims up to `limit` due `SCHEDULED` rows for sending, in one statement: fairly across
-/// senders, `FOR UPDATE SKIP LOCKED` (replicas never claim the same row nor wait on each
-/// other), straight to `SENDING` with `sending_at = now()` — the lease that lease recovery
-/// ([`recover_stale_sending`]) counts from — and returns them with their attachments.
+/// The senders (tenant or system mailbox ids) with due `SCHEDULED` rows, longest-waiting
+/// first: the round that [`claim_due_from`] claims across. One aggregate over the due rows, so
+/// a replica runs it once per round, not once per claim.
+///
+/// # Errors
+/// Database errors.
+pub async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT coalesce(system_mailbox_id, tenant_id) FROM messages WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() GROUP BY 1 ORDER BY min(scheduled_on)"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Claims up to `limit` due `SCHEDULED` rows of `senders`, at most `share` of each, in the
+/// senders' order, in one statement: `FOR UPDATE SKIP LOCKED` (replicas never claim the same
+/// row nor wait on each other), straight to `SENDING` with `sending_at = now()` — the lease
+/// that lease recovery ([`recover_stale_sending`]) counts from — returned with their
+/// attachments.
 ///
 /// # Errors
 /// Database errors; nothing is claimed then.
-pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, StoreError> {
-    // Fair across senders: the senders with due rows, longest-waiting first, each get an equal
-    // share of the batch, so one mailbox's backlog never delays another mailbox's due mail.
+pub async fn claim_due_from(
+    pool: &PgPool,
+    senders: &[Uuid],
+    share: i64,
+    limit: i64,
+) -> Result<Vec<StoredMessage>, StoreError> {
     // Within a sender, rows deferred before (a booked slot come due, a Retry-After passed) go
     // first, then the oldest: a booked row never waits behind a backlog never tried, which
     // would let its slot pass unused (measured: 10,000 unbooked rows kept the booked ones
     // waiting 5.6 min). `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
     // at once without waiting on each other or taking the same row.
     let rows = sqlx::query(concat!(
-        "WITH due AS ( \
-             SELECT coalesce(system_mailbox_id, tenant_id) AS sender, min(scheduled_on) AS oldest \
-             FROM messages WHERE status = ",
-        sql_status!(Scheduled),
-        " AND scheduled_on <= now() GROUP BY 1 \
-         ), share AS ( \
-             SELECT (($1 + count(*) - 1) / greatest(count(*), 1))::bigint AS n FROM due \
-         ), picked AS ( \
-             SELECT claimed.id FROM (SELECT sender, oldest FROM due ORDER BY oldest) d \
+        "WITH picked AS ( \
+             SELECT claimed.id FROM unnest($1::uuid[]) AS d(sender) \
              CROSS JOIN LATERAL ( \
                  SELECT id FROM messages \
                  WHERE coalesce(system_mailbox_id, tenant_id) = d.sender AND status = ",
         sql_status!(Scheduled),
         " AND scheduled_on <= now() \
                  ORDER BY (deferrals = 0), scheduled_on \
-                 LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED \
+                 LIMIT $2 FOR UPDATE SKIP LOCKED \
              ) claimed \
-             LIMIT $1 \
+             LIMIT $3 \
          ) \
          UPDATE messages m",
         claim_set!(),
         " FROM picked WHERE m.id = picked.id",
         sending_columns!()
     ))
+    .bind(senders)
+    .bind(share)
     .bind(limit)
     .fetch_all(pool)
     .await?;
     rows.iter().map(stored_message).collect()
+}
+
+/// Claims up to `limit` due rows fairly across every sender with due rows (each an equal share,
+/// longest-waiting sender first): [`due_senders`], then [`claim_due_from`].
+///
+/// # Errors
+/// Database errors.
+pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, StoreError> {
+    let senders = due_senders(pool).await?;
+    if senders.is_empty() || limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let share = (limit + senders.len() as i64 - 1) / senders.len() as i64;
+    claim_due_from(pool, &senders, share, limit).await
 }
 
 /// Claimed rows that never started (a shutdown stopped them while they waited for a worker

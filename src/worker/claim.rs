@@ -5,13 +5,18 @@
 //! `SCHEDULER_INTERVAL_MS`. Replicas never wait on each other: `SKIP LOCKED` claims, no shared
 //! cap, no Redis queue between the claim and the send.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use sqlx::PgPool;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore, watch},
     task::JoinSet,
 };
+
+use uuid::Uuid;
 
 use super::{Observers, handler::Handler};
 use crate::{
@@ -77,6 +82,90 @@ impl Slots {
     }
 }
 
+/// A replica's round over the senders with due rows ([`messages::due_senders`], longest-waiting
+/// first): each claim takes the next senders in turn, an equal share of the claim each, so one
+/// mailbox's backlog never delays another's due mail. The list is read again when a round ends
+/// and it is older than `refresh` (`SCHEDULER_INTERVAL_MS`), or after [`Self::stale`]: the
+/// aggregate over the due rows runs once per round, not once per claim.
+#[derive(Debug, Clone)]
+pub struct SenderRound {
+    senders: Vec<Uuid>,
+    next: usize,
+    read_at: Option<Instant>,
+    refresh: Duration,
+}
+
+impl SenderRound {
+    /// An empty round, read at the first claim.
+    pub fn new(refresh: Duration) -> Self {
+        Self {
+            senders: Vec::new(),
+            next: 0,
+            read_at: None,
+            refresh,
+        }
+    }
+
+    /// Reads the list again when this round ends (after an idle wait: new senders may be due).
+    pub fn stale(&mut self) {
+        self.read_at = None;
+    }
+
+    /// Claims up to `limit` rows from the next senders of the round (starting at most one new
+    /// round).
+    ///
+    /// # Errors
+    /// PostgreSQL errors.
+    pub async fn claim(
+        &mut self,
+        pool: &PgPool,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let mut claimed: Vec<StoredMessage> = Vec::new();
+        let mut reread = false;
+        while claimed.len() < limit {
+            if self.next >= self.senders.len() {
+                self.next = 0;
+                let fresh = self.read_at.is_some_and(|at| at.elapsed() < self.refresh);
+                if self.senders.is_empty() || !fresh {
+                    if reread {
+                        break;
+                    }
+                    reread = true;
+                    self.senders = messages::due_senders(pool).await?;
+                    self.read_at = Some(Instant::now());
+                    if self.senders.is_empty() {
+                        break;
+                    }
+                }
+            }
+            let want = limit - claimed.len();
+            let end = (self.next + want).min(self.senders.len());
+            let share = want.div_ceil(end - self.next);
+            let rows = messages::claim_due_from(
+                pool,
+                &self.senders[self.next..end],
+                share as i64,
+                want as i64,
+            )
+            .await?;
+            // A sender that gave less than its share has nothing more due (for this replica):
+            // it leaves the round, so every pass claims something or shrinks the round.
+            let gave = |sender: &Uuid| rows.iter().filter(|m| m.sender.id() == *sender).count();
+            let kept: Vec<Uuid> = self.senders[self.next..end]
+                .iter()
+                .filter(|sender| gave(sender) >= share)
+                .copied()
+                .collect();
+            let kept_len = kept.len();
+            self.senders.splice(self.next..end, kept);
+            self.next += kept_len;
+            claimed.extend(rows);
+        }
+        Ok(claimed)
+    }
+}
+
 /// A claimed message and its room in [`Slots`] (given back when it is done).
 pub struct Claimed {
     /// The row, `SENDING`.
@@ -85,26 +174,28 @@ pub struct Claimed {
 }
 
 /// Claims for this replica's free room only — at most `batch` rows, never more than
-/// [`Slots::free`] — and returns them with the room they take. Also returns how many it had
-/// room for (fewer claimed means nothing more is due now).
+/// [`Slots::free`], from the next senders of `round` — and returns them with the room they
+/// take. Also returns how many it had room for (fewer claimed means nothing more is due now).
 ///
 /// # Errors
-/// PostgreSQL errors; nothing is claimed then.
+/// PostgreSQL errors.
 pub async fn claim_for_free_slots(
     pool: &PgPool,
     slots: &Slots,
+    round: &mut SenderRound,
     batch: usize,
 ) -> Result<(Vec<Claimed>, usize), StoreError> {
-    claim_into(pool, slots.room(batch.max(1)).await).await
+    claim_into(pool, round, slots.room(batch.max(1)).await).await
 }
 
 /// Claims as many rows as `room` holds permits.
 async fn claim_into(
     pool: &PgPool,
+    round: &mut SenderRound,
     mut room: OwnedSemaphorePermit,
 ) -> Result<(Vec<Claimed>, usize), StoreError> {
     let wanted = room.num_permits();
-    let messages = messages::claim_due(pool, wanted as i64).await?;
+    let messages = round.claim(pool, wanted).await?;
     let claimed = messages
         .into_iter()
         .filter_map(|message| {
@@ -128,6 +219,7 @@ pub async fn run_loop(
     observers: Observers,
 ) {
     let slots = Slots::new(config.concurrency.get() as usize);
+    let mut round = SenderRound::new(config.scheduler_interval);
     let batch = config.scheduler_batch_size.get() as usize;
     // A claim may wait on PostgreSQL up to its acquire timeout (10 s) and more.
     let allowance = config.scheduler_interval * 3 + Duration::from_secs(60);
@@ -145,7 +237,7 @@ pub async fn run_loop(
             room = beating(&observers, allowance, slots.room(batch.max(1))) => room,
         };
         // Not cancelled: a claim that committed must reach its workers.
-        let claim = claim_into(&pool, room).await;
+        let claim = claim_into(&pool, &mut round, room).await;
         let more_due = match claim {
             Ok((claimed, room)) => {
                 let more_due = claimed.len() == room;
@@ -175,6 +267,7 @@ pub async fn run_loop(
             }
         };
         if !more_due {
+            round.stale();
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
                 () = tokio::time::sleep(config.scheduler_interval) => {}

@@ -158,9 +158,11 @@ async fn two_replicas_claiming_at_once_never_claim_the_same_row() {
     let ids = h.insert(0, 150, "SCHEDULED").await;
     // 80 slots + 20 prefetch each: room for 100 rows per replica.
     let (s1, s2) = (claim::Slots::new(80), claim::Slots::new(80));
+    let round = || claim::SenderRound::new(std::time::Duration::from_millis(250));
+    let (mut r1, mut r2) = (round(), round());
     let (a, b) = tokio::join!(
-        claim::claim_for_free_slots(&h.db.pool, &s1, 100),
-        claim::claim_for_free_slots(&h.db.pool, &s2, 100),
+        claim::claim_for_free_slots(&h.db.pool, &s1, &mut r1, 100),
+        claim::claim_for_free_slots(&h.db.pool, &s2, &mut r2, 100),
     );
     let (a, b) = (a.unwrap().0, b.unwrap().0);
     assert_eq!(
@@ -196,15 +198,17 @@ async fn a_replica_claims_only_for_its_own_free_slots_and_skips_future_rows() {
         .unwrap();
     // 4 worker slots + a prefetch of 1.
     let mine = claim::Slots::new(4);
+    let mut round = claim::SenderRound::new(std::time::Duration::from_millis(250));
     assert_eq!((mine.free(), mine.prefetch()), (5, 1));
-    let (first, room) = claim::claim_for_free_slots(&h.db.pool, &mine, 100)
+    let (first, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 100)
         .await
         .unwrap();
     assert_eq!((first.len(), room), (5, 5), "its free room, not the batch");
     assert_eq!(mine.free(), 0, "held while they are claimed");
     // Another replica is not held back by this one's claimed rows.
     let other = claim::Slots::new(4);
-    let (theirs, _) = claim::claim_for_free_slots(&h.db.pool, &other, 100)
+    let mut their_round = claim::SenderRound::new(std::time::Duration::from_millis(250));
+    let (theirs, _) = claim::claim_for_free_slots(&h.db.pool, &other, &mut their_round, 100)
         .await
         .unwrap();
     assert_eq!(theirs.len(), 5);
@@ -212,7 +216,7 @@ async fn a_replica_claims_only_for_its_own_free_slots_and_skips_future_rows() {
     let mut first = first;
     first.truncate(3);
     assert_eq!(mine.free(), 2);
-    let (again, room) = claim::claim_for_free_slots(&h.db.pool, &mine, 100)
+    let (again, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 100)
         .await
         .unwrap();
     assert_eq!((again.len(), room), (2, 2));
@@ -221,10 +225,53 @@ async fn a_replica_claims_only_for_its_own_free_slots_and_skips_future_rows() {
     assert_eq!(status, "SCHEDULED", "not due: never claimed");
     // A batch smaller than the room caps one claim.
     drop((first, again, theirs));
-    let (capped, room) = claim::claim_for_free_slots(&h.db.pool, &mine, 3)
+    let (capped, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 3)
         .await
         .unwrap();
     assert_eq!((capped.len(), room), (3, 3));
+}
+
+#[tokio::test]
+async fn claims_go_round_the_senders_so_a_backlog_never_delays_another_mailbox() {
+    let h = TestApp::builder().mailboxes(3).await;
+    h.insert(0, 60, "SCHEDULED").await;
+    let later = [
+        h.insert(1, 4, "SCHEDULED").await,
+        h.insert(2, 4, "SCHEDULED").await,
+    ];
+    let slots = claim::Slots::new(100);
+    let mut round = claim::SenderRound::new(std::time::Duration::from_secs(3600));
+    let per_mailbox = |claimed: &[claim::Claimed]| {
+        let mut n = [0; 3];
+        for c in claimed {
+            let at = h.mailboxes.iter().position(|(_, id)| {
+                c.message.sender == mail_worker::store::messages::SenderRef::SystemMailbox(*id)
+            });
+            n[at.unwrap()] += 1;
+        }
+        n
+    };
+    // An equal share of a claim of 6 each, the backlog's oldest sender first.
+    let (first, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
+        .await
+        .unwrap();
+    assert_eq!(per_mailbox(&first), [2, 2, 2]);
+    // The next claims go on round the same senders until the others are drained.
+    let (second, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
+        .await
+        .unwrap();
+    assert_eq!(per_mailbox(&second), [2, 2, 2]);
+    for id in later.iter().flatten() {
+        assert_eq!(h.row(*id).await.0, "SENDING", "not kept behind the backlog");
+    }
+    let (third, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
+        .await
+        .unwrap();
+    assert_eq!(
+        per_mailbox(&third),
+        [6, 0, 0],
+        "the backlog takes what the others leave"
+    );
 }
 
 #[tokio::test]
