@@ -314,14 +314,20 @@ fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Chil
     command.spawn().unwrap()
 }
 
-#[tokio::test]
-async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
+/// 30 due messages for one mailbox, graph-sim answering each sendMail after 1.5 s.
+async fn a_slow_campaign() -> (TestApp, Vec<Uuid>) {
     let world = TestApp::builder().per_minute(1_000).spawn().await;
     world
         .sim
         .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
         .unwrap();
-    world.insert(0, 30, "SCHEDULED").await;
+    let ids = world.insert(0, 30, "SCHEDULED").await;
+    (world, ids)
+}
+
+#[tokio::test]
+async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
+    let (world, _) = a_slow_campaign().await;
     let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "10000")]);
     // Wait until sends are in flight.
     wait_until(
@@ -364,12 +370,7 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
 
 #[tokio::test]
 async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire() {
-    let world = TestApp::builder().per_minute(1_000).spawn().await;
-    world
-        .sim
-        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
-        .unwrap();
-    let ids = world.insert(0, 30, "SCHEDULED").await;
+    let (world, ids) = a_slow_campaign().await;
     // A row an earlier version's queue left QUEUED, too.
     let legacy = world.insert(0, 1, "QUEUED").await[0];
     let leases = [

@@ -12,7 +12,9 @@
 //! 4. **queue Redis**: 10,000 sends, `used_memory` and keys of `REDIS_URL`'s server (the job
 //!    queue's before issue 12) and of the limiter's, before and after;
 //! 5. **latency**: 2,000 messages coming due at 100 a second: claim → `SENT` and due → `SENT`
-//!    p50 / p99.
+//!    p50 / p99;
+//! 6. **idle**: one daemon with nothing due for 20 s: its CPU and its PostgreSQL backends' per
+//!    second (the claim loop looks again every `SCHEDULER_INTERVAL_MS`, 250 ms).
 //!
 //! Per run also: PostgreSQL CPU per sent message (the daemons' backends, `/proc`), row writes
 //! and HOT updates per sent message (`pg_stat_user_tables`), peak PostgreSQL connections per
@@ -76,6 +78,9 @@ struct Args {
     /// How many come due a second in the latency section.
     #[arg(long, default_value_t = 100.0)]
     paced_rate: f64,
+    /// Seconds of the idle measurement.
+    #[arg(long, default_value_t = 20)]
+    idle_s: u64,
     /// Runs of every scenario; medians are reported.
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -132,6 +137,7 @@ struct Report {
     mailboxes: usize,
     summaries: Vec<Summary>,
     scale_out_ratios: Vec<(u32, f64)>,
+    idle: e2e::IdleCost,
     runs: Vec<RunResult>,
 }
 
@@ -144,6 +150,7 @@ fn main() -> ExitCode {
         args.scale_daemons = vec![1, 2];
         args.redis_messages = 200;
         args.paced_messages = 100;
+        args.idle_s = 2;
         args.runs = 1;
         args.timeout_s = 60;
     }
@@ -295,6 +302,12 @@ async fn run(args: Args) -> ExitCode {
         );
     }
 
+    let idle = e2e::idle_cost(&world, args.idle_s, label).await;
+    println!(
+        "idle ({:.0} s, nothing due): daemon {:.2} ms CPU/s, its PostgreSQL backends {:.2} ms CPU/s",
+        idle.seconds, idle.daemon_ms_per_s, idle.postgres_ms_per_s
+    );
+
     let failed = results.iter().any(|r| !r.complete || r.graph_refused > 0);
     if failed {
         println!("FAILURE: a run did not send everything in time, or graph-sim refused requests");
@@ -307,6 +320,7 @@ async fn run(args: Args) -> ExitCode {
         mailboxes: args.mailboxes,
         summaries,
         scale_out_ratios,
+        idle,
         runs: results,
     };
     let path = support::write_json(label, &report);

@@ -455,6 +455,60 @@ pub async fn run_once(
     }
 }
 
+/// What an idle daemon costs: CPU per second of the daemon and of its PostgreSQL backends,
+/// measured over `seconds` with nothing due (the claim loop looks again every
+/// `SCHEDULER_INTERVAL_MS`), after a 2 s start-up.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IdleCost {
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Daemon CPU, ms per second.
+    pub daemon_ms_per_s: f64,
+    /// Its PostgreSQL backends' CPU, ms per second.
+    pub postgres_ms_per_s: f64,
+}
+
+/// Runs one `mail-worker run` at its defaults on `world`'s database with no messages for
+/// `seconds` (a fixed measuring window: the figure is a rate over time).
+pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
+    let db = &world.db;
+    let setup = db.setup_pool().await;
+    sqlx::query("TRUNCATE messages CASCADE")
+        .execute(&setup)
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
+    db.settle(setup).await;
+    let redis = PrivateRedis::start().await;
+    let mut env = DaemonEnv::new(&db.url, &redis.url, &redis.url, &world.sim);
+    env.set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:e2e:idle:rl");
+    let log = daemon::results_path(&format!("{label}-idle.log"));
+    let d = Daemon::spawn(&env, &log).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let daemon_before = d.cpu_seconds().unwrap_or(0.0);
+    let pg_before = backends_cpu(db).await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let daemon_cpu = d.cpu_seconds().unwrap_or(0.0) - daemon_before;
+    let pg_cpu = backends_cpu(db).await - pg_before;
+    d.stop(Duration::from_secs(30)).await;
+    db.wait_backends_gone().await;
+    IdleCost {
+        seconds: elapsed,
+        daemon_ms_per_s: daemon_cpu * 1_000.0 / elapsed,
+        postgres_ms_per_s: pg_cpu * 1_000.0 / elapsed,
+    }
+}
+
+/// CPU seconds of the daemons' PostgreSQL backends so far.
+async fn backends_cpu(db: &BenchDb) -> f64 {
+    db.daemon_backends()
+        .await
+        .into_iter()
+        .filter_map(daemon::cpu_seconds)
+        .sum()
+}
+
 /// The daemon's statements from `pg_stat_statements` (the harness's own — those reading
 /// `pg_stat_*` views, the reset — left out), most execution time first.
 async fn statements(db: &BenchDb, sent: i64) -> Vec<Statement> {
