@@ -287,6 +287,50 @@ async fn two_replicas_send_every_message_exactly_once() {
     assert!(ours.values().all(|&n| n == 20), "{ours:?}");
 }
 
+#[tokio::test]
+async fn sixteen_workers_send_everything_through_a_pool_of_two_connections() {
+    let world = TestApp::builder()
+        .mailboxes(8)
+        .per_minute(1_000)
+        .spawn()
+        .await;
+    world
+        .sim
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(100))
+        .unwrap();
+    for mailbox in 0..8 {
+        world.insert(mailbox, 4, "SCHEDULED").await;
+    }
+    let mut config = world.config.clone();
+    config.worker.concurrency = NonZeroU32::new(16).unwrap();
+    config.worker.scheduler_interval = Duration::from_millis(100);
+    // No connection is held across a provider call: 2 serve 16 sends in flight.
+    let pool = mail_worker::store::connect(&config.database_url, 2)
+        .await
+        .unwrap();
+    let service = daemon::build_service(&config, pool.clone(), Arc::new(SystemClock)).unwrap();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = worker::run(
+        pool,
+        service,
+        daemon::daemon_settings(&config),
+        async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        },
+    );
+    let watch = async {
+        wait_until(Duration::from_secs(60), "all 32 SENT", async || {
+            world.count("SENT").await == 32
+        })
+        .await;
+        stop_tx.send(true).unwrap();
+    };
+    let (result, ()) = tokio::join!(run, watch);
+    result.unwrap();
+    assert_eq!(world.count("SENT").await, 32);
+    assert_eq!(world.sim.messages().len(), 32, "each sent once");
+}
+
 /// `mail-worker run` on `world`'s database and Redis, 8 workers, claims every 100 ms, with
 /// `extra` variables on top.
 fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Child {
