@@ -394,7 +394,7 @@ async fn run(args: Args) -> ExitCode {
     let keys_growth = i64::try_from(queue_keys_final).unwrap_or(i64::MAX)
         - i64::try_from(first.queue_keys).unwrap_or(0);
     println!(
-        "queue Redis grew by {} bytes and {} keys: {:.0} bytes and {:.2} keys per job pushed (no job queue: the daemon keeps nothing there per message)",
+        "queue Redis grew by {} bytes and {} keys: {:.0} bytes and {:.2} keys per claim (no job queue: the daemon keeps nothing there per message)",
         thousands(memory_growth as f64),
         keys_growth,
         memory_growth as f64 / f(claims.max(1)),
