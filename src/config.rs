@@ -78,7 +78,8 @@ pub struct Config {
 /// Worker, scheduler and queue settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// `WORKER_CONCURRENCY`, default 16: sends in flight per process.
+    /// `WORKER_CONCURRENCY`, default 64: sends in flight per process (each waits on the provider,
+    /// not on a PostgreSQL connection; `MAIL_MAILBOX_MAX_IN_FLIGHT` still caps each mailbox).
     pub concurrency: NonZeroU32,
     /// `SCHEDULER_INTERVAL_MS`, default 250 ms: how often a replica looks for due messages
     /// while its last claim found fewer than it had room for (with work due and slots free it
@@ -184,7 +185,7 @@ impl Config {
             },
             metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
             worker: WorkerConfig {
-                concurrency: env.positive("WORKER_CONCURRENCY", 16)?,
+                concurrency: env.positive("WORKER_CONCURRENCY", 64)?,
                 scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
                 scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
                 queue_lease: env.millis("QUEUE_LEASE_MS", 300_000)?,
@@ -520,7 +521,7 @@ mod tests {
         assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
         assert_eq!(c.metrics_listen, Some("0.0.0.0:9184".parse().unwrap()));
         assert_eq!(c.metrics_refresh, Duration::from_secs(15));
-        assert_eq!(c.worker.concurrency.get(), 16);
+        assert_eq!(c.worker.concurrency.get(), 64);
         assert_eq!(c.database_max_connections.get(), 10);
         assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
         assert_eq!(c.worker.scheduler_batch_size.get(), 100);
