@@ -254,11 +254,7 @@ pub async fn run_once(
     let perf_data = extras.perf_data;
     let db = &world.db;
     // Fresh messages, written on a set-up pool that is closed before the measurement.
-    let setup = db.setup_pool().await;
-    sqlx::query("TRUNCATE messages CASCADE")
-        .execute(&setup)
-        .await
-        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
+    let setup = empty_messages(db).await;
     let ids: Vec<Uuid> = world.mailboxes.iter().map(|(_, id)| *id).collect();
     daemon::insert_messages(&setup, &ids, scenario.messages).await;
     if let Some(rate) = scenario.arrivals_per_s {
@@ -472,12 +468,7 @@ pub struct IdleCost {
 /// `seconds` (a fixed measuring window: the figure is a rate over time).
 pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
     let db = &world.db;
-    let setup = db.setup_pool().await;
-    sqlx::query("TRUNCATE messages CASCADE")
-        .execute(&setup)
-        .await
-        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
-    db.settle(setup).await;
+    db.settle(empty_messages(db).await).await;
     let redis = PrivateRedis::start().await;
     let mut env = DaemonEnv::new(&db.url, &redis.url, &redis.url, &world.sim);
     env.set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:e2e:idle:rl");
@@ -498,6 +489,16 @@ pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
         daemon_ms_per_s: daemon_cpu * 1_000.0 / elapsed,
         postgres_ms_per_s: pg_cpu * 1_000.0 / elapsed,
     }
+}
+
+/// A set-up pool on `db` (closed before anything is measured) after emptying `messages`.
+async fn empty_messages(db: &BenchDb) -> sqlx::PgPool {
+    let setup = db.setup_pool().await;
+    sqlx::query("TRUNCATE messages CASCADE")
+        .execute(&setup)
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
+    setup
 }
 
 /// CPU seconds of the daemons' PostgreSQL backends so far.
