@@ -92,7 +92,7 @@ SIM=$BIN/graph-sim
 rm -rf "$OUT" && mkdir -p "$OUT" && chmod 700 "$OUT"
 DATABASE_URL=$PG_URL/$DB_NAME
 export DATABASE_URL REDIS_URL
-export MAIL_RATE_LIMIT_KEY_PREFIX=$PREFIX:rl QUEUE_NAME=$PREFIX:send-message
+export MAIL_RATE_LIMIT_KEY_PREFIX=$PREFIX:rl
 export MAIL_RATE_LIMIT_PER_MINUTE=$FAST_PER_MINUTE WORKER_CONCURRENCY
 export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-info} SHUTDOWN_GRACE_MS=${SHUTDOWN_GRACE_MS:-15000}
 # psql (-c or -f, never stdin); a refused connection (exit 2, e.g. "too many

@@ -23,10 +23,16 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "PostgreSQL (created only by `mail-worker migrate`)",
     ),
     (
+        "DATABASE_MAX_CONNECTIONS",
+        "database-max-connections",
+        "10",
+        "PostgreSQL connections per process, whatever WORKER_CONCURRENCY is",
+    ),
+    (
         "REDIS_URL",
         "redis-url",
         "redis://127.0.0.1:6379",
-        "the job queue, and the limiter unless MAIL_RATE_LIMIT_REDIS_URL is set",
+        "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue)",
     ),
     (
         "MAIL_RATE_LIMIT_REDIS_URL",
@@ -97,32 +103,20 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
     (
         "WORKER_CONCURRENCY",
         "worker-concurrency",
-        "16",
+        "64",
         "sends in flight per replica",
-    ),
-    (
-        "WORKER_POLL_INTERVAL_MS",
-        "worker-poll-interval-ms",
-        "200",
-        "how often the worker polls the queue",
     ),
     (
         "SCHEDULER_INTERVAL_MS",
         "scheduler-interval-ms",
-        "1000",
-        "how often each replica claims due messages",
+        "250",
+        "the wait before claiming again when the last claim found less than there was room for",
     ),
     (
         "SCHEDULER_BATCH_SIZE",
         "scheduler-batch-size",
         "100",
         "most rows claimed per tick",
-    ),
-    (
-        "QUEUE_NAME",
-        "queue-name",
-        "mail-worker:send-message",
-        "apalis-redis queue",
     ),
     (
         "QUEUE_LEASE_MS",
@@ -153,6 +147,18 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "graph-save-to-sent-items",
         "true",
         "saveToSentItems",
+    ),
+    (
+        "GRAPH_SEND_MODE",
+        "graph-send-mode",
+        "draft",
+        "`draft` (exactly once: draft, then send) or `sendmail`",
+    ),
+    (
+        "GRAPH_SEND_SETTLE_MS",
+        "graph-send-settle-ms",
+        "120000",
+        "how long an unconfirmed send is looked for before it is resent",
     ),
     (
         "SENDGRID_API_BASE_URL",

@@ -48,7 +48,10 @@ pub enum LogFormat {
 pub struct Config {
     /// `DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/mail_worker`.
     pub database_url: Url,
-    /// `REDIS_URL`, default `redis://127.0.0.1:6379`: the job queue (and the limiter unless
+    /// `DATABASE_MAX_CONNECTIONS`, default 10: the daemon's PostgreSQL pool, independent of
+    /// `WORKER_CONCURRENCY` (a connection is held per statement, never across a provider call).
+    pub database_max_connections: NonZeroU32,
+    /// `REDIS_URL`, default `redis://127.0.0.1:6379`: the limiter's Redis (unless
     /// `MAIL_RATE_LIMIT_REDIS_URL` is set).
     pub redis_url: Url,
     /// The limiter's settings.
@@ -103,21 +106,21 @@ pub struct AdminConfig {
 /// Worker, scheduler and queue settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// `WORKER_CONCURRENCY`, default 16: sends in flight per process.
+    /// `WORKER_CONCURRENCY`, default 64: sends in flight per process (each waits on the provider,
+    /// not on a PostgreSQL connection; `MAIL_MAILBOX_MAX_IN_FLIGHT` still caps each mailbox).
     pub concurrency: NonZeroU32,
-    /// `SCHEDULER_INTERVAL_MS`, default 1,000 ms: how often due messages are claimed.
+    /// `SCHEDULER_INTERVAL_MS`, default 250 ms: how often a replica looks for due messages
+    /// while its last claim found fewer than it had room for (with work due and slots free it
+    /// claims again at once).
     pub scheduler_interval: Duration,
-    /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows claimed per tick.
+    /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows one claim takes.
     pub scheduler_batch_size: NonZeroU32,
-    /// `QUEUE_NAME`, default `mail-worker:send-message`: the apalis-redis namespace.
-    pub queue_name: String,
-    /// `QUEUE_LEASE_MS`, default 300,000 ms: a row `QUEUED` longer than this is rescheduled.
+    /// `QUEUE_LEASE_MS`, default 300,000 ms: a row `QUEUED` (the state earlier versions' Redis
+    /// queue left claimed rows in) longer than this is rescheduled.
     pub queue_lease: Duration,
     /// `SEND_LEASE_MS`, default 600,000 ms (must exceed `HTTP_TIMEOUT_MS`): a row `SENDING`
     /// longer than this is rescheduled (`mail.send.outcomeUnknown`).
     pub send_lease: Duration,
-    /// `WORKER_POLL_INTERVAL_MS`, default 200 ms: how often the worker polls the queue.
-    pub poll_interval: Duration,
 }
 
 /// Microsoft Graph endpoints.
@@ -184,6 +187,7 @@ impl Config {
                 "postgres://postgres@127.0.0.1:5432/mail_worker",
                 &["postgres", "postgresql"],
             )?,
+            database_max_connections: env.positive("DATABASE_MAX_CONNECTIONS", 10)?,
             rate_limit: RateLimitConfig {
                 algorithm: match env.get("MAIL_RATE_LIMIT_ALGORITHM") {
                     None => Algorithm::default(),
@@ -216,13 +220,11 @@ impl Config {
             metrics_listen: env.listen("METRICS_LISTEN", "0.0.0.0:9184")?,
             metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
             worker: WorkerConfig {
-                concurrency: env.positive("WORKER_CONCURRENCY", 16)?,
-                scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 1_000)?,
+                concurrency: env.positive("WORKER_CONCURRENCY", 64)?,
+                scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
                 scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
-                queue_name: env.text("QUEUE_NAME", "mail-worker:send-message")?,
                 queue_lease: env.millis("QUEUE_LEASE_MS", 300_000)?,
                 send_lease,
-                poll_interval: env.millis("WORKER_POLL_INTERVAL_MS", 200)?,
             },
             graph: GraphConfig {
                 api_base_url: env
@@ -282,6 +284,7 @@ impl Config {
         let ms = |d: Duration| d.as_millis().to_string();
         vec![
             format!("DATABASE_URL={}", redact_url(&self.database_url)),
+            format!("DATABASE_MAX_CONNECTIONS={}", self.database_max_connections),
             format!("REDIS_URL={}", redact_url(&self.redis_url)),
             format!("MAIL_RATE_LIMIT_ALGORITHM={}", self.rate_limit.algorithm),
             format!(
@@ -323,13 +326,11 @@ impl Config {
             ),
             format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
-            format!("WORKER_POLL_INTERVAL_MS={}", ms(self.worker.poll_interval)),
             format!(
                 "SCHEDULER_INTERVAL_MS={}",
                 ms(self.worker.scheduler_interval)
             ),
             format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
-            format!("QUEUE_NAME={}", self.worker.queue_name),
             format!("QUEUE_LEASE_MS={}", ms(self.worker.queue_lease)),
             format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
             format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
@@ -611,10 +612,10 @@ mod tests {
         assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
         assert_eq!(c.metrics_listen, Some("0.0.0.0:9184".parse().unwrap()));
         assert_eq!(c.metrics_refresh, Duration::from_secs(15));
-        assert_eq!(c.worker.concurrency.get(), 16);
-        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(1000));
+        assert_eq!(c.worker.concurrency.get(), 64);
+        assert_eq!(c.database_max_connections.get(), 10);
+        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
         assert_eq!(c.worker.scheduler_batch_size.get(), 100);
-        assert_eq!(c.worker.queue_name, "mail-worker:send-message");
         assert_eq!(c.worker.queue_lease, Duration::from_secs(300));
         assert_eq!(c.worker.send_lease, Duration::from_secs(600));
         assert_eq!(
@@ -687,10 +688,9 @@ mod tests {
             ("METRICS_LISTEN", "off"),
             ("METRICS_REFRESH_MS", "500"),
             ("WORKER_CONCURRENCY", "64"),
-            ("WORKER_POLL_INTERVAL_MS", "50"),
-            ("SCHEDULER_INTERVAL_MS", "250"),
+            ("DATABASE_MAX_CONNECTIONS", "7"),
+            ("SCHEDULER_INTERVAL_MS", "400"),
             ("SCHEDULER_BATCH_SIZE", "20"),
-            ("QUEUE_NAME", "q"),
             ("QUEUE_LEASE_MS", "1000"),
             ("SEND_LEASE_MS", "60000"),
             ("GRAPH_API_BASE_URL", "http://127.0.0.1:9/v1.0"),
@@ -716,10 +716,9 @@ mod tests {
         assert_eq!(c.metrics_listen, None);
         assert_eq!(c.metrics_refresh, Duration::from_millis(500));
         assert_eq!(c.worker.concurrency.get(), 64);
-        assert_eq!(c.worker.poll_interval, Duration::from_millis(50));
-        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
+        assert_eq!(c.database_max_connections.get(), 7);
+        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(400));
         assert_eq!(c.worker.scheduler_batch_size.get(), 20);
-        assert_eq!(c.worker.queue_name, "q");
         assert_eq!(c.worker.queue_lease, Duration::from_secs(1));
         assert_eq!(c.worker.send_lease, Duration::from_secs(60));
         assert_eq!(c.graph.api_base_url.port(), Some(9));

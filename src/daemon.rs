@@ -95,7 +95,6 @@ pub fn build_service(
 /// The daemon's settings from the config.
 pub fn daemon_settings(config: &Config) -> DaemonSettings {
     DaemonSettings {
-        redis_url: config.redis_url.clone(),
         worker: config.worker.clone(),
         shutdown_grace: config.shutdown_grace,
     }
@@ -129,8 +128,7 @@ impl Handle {
 
 /// Starts the daemon in this process: binds `METRICS_LISTEN` (a port in use fails here,
 /// naming the variable) and opens the (existing, migrated) database. Returns its [`Handle`]
-/// and the future that runs it until [`Handle::stop`]: await it (it is not `Send`, see
-/// [`worker::run_observed`]).
+/// and the future that runs it until [`Handle::stop`].
 ///
 /// # Errors
 /// Start-up failures, each naming what to fix.
@@ -146,9 +144,8 @@ pub async fn start(
     for warning in config.warnings() {
         tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
     }
-    // Each worker slot holds a connection at a time; keep a few for the loops and probes.
-    let pool = store::open(&config.database_url, config.worker.concurrency.get() + 6).await?;
-    refuse_a_cluster_for_the_queue(&config.redis_url).await?;
+    // Independent of WORKER_CONCURRENCY: a send holds a connection only per statement.
+    let pool = store::open(&config.database_url, config.database_max_connections.get()).await?;
     let metrics = Arc::new(Metrics::new());
     let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
     let stack = build_stack(
@@ -161,7 +158,7 @@ pub async fn start(
     let observers = Observers {
         metrics: Arc::clone(&metrics),
         liveness: Arc::new(Liveness::default()),
-        queue_up: Arc::new(AtomicBool::new(false)),
+        claiming: Arc::new(AtomicBool::new(false)),
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let run = run_parts(config, pool, stack, observers, listener, async move {
@@ -192,9 +189,8 @@ async fn run_parts(
             liveness: Arc::clone(&observers.liveness),
             readiness: Arc::new(Readiness::new(
                 pool.clone(),
-                &config.redis_url,
                 Some(Arc::clone(&stack.limiter)),
-                Arc::clone(&observers.queue_up),
+                Arc::clone(&observers.claiming),
             )),
         };
         let mut done = done_rx.clone();
@@ -274,34 +270,6 @@ pub async fn run_until(
         result = run => result,
         () = stop => Ok(()),
     }
-}
-
-/// The queue (apalis-redis) keeps each job across several keys with no common hash tag, so on
-/// a Redis Cluster its scripts fail with `CROSSSLOT`. Say so at start-up instead. (The limiter
-/// is fine on a cluster: point `MAIL_RATE_LIMIT_REDIS_URL` at it.) A Redis that cannot be
-/// reached is left to the queue's own reconnects.
-async fn refuse_a_cluster_for_the_queue(url: &url::Url) -> anyhow::Result<()> {
-    let Ok(client) = redis::Client::open(url.as_str()) else {
-        return Ok(());
-    };
-    let info = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("INFO")
-            .arg("cluster")
-            .query_async::<String>(&mut conn)
-            .await
-    })
-    .await;
-    if let Ok(Ok(info)) = info
-        && info.contains("cluster_enabled:1")
-    {
-        anyhow::bail!(
-            "REDIS_URL ({}): this is a Redis Cluster node, but the job queue needs a standalone (or Sentinel-managed) Redis; \
-             a cluster can serve the rate limiter (MAIL_RATE_LIMIT_REDIS_URL)",
-            crate::config::redact_url(url)
-        );
-    }
-    Ok(())
 }
 
 /// `mail-worker run`: the daemon until SIGTERM or SIGINT; exit 0 after a requested shutdown,

@@ -40,20 +40,15 @@ pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// A paused sender works again (its configuration changed, or a probe got past the
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
 pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
-/// The queue's Redis is unreachable or the queue worker stopped: the daemon stays up (not
-/// ready) and reconnects with backoff. Warn. Fields: `error`, `retry_in_ms`.
-pub const QUEUE_UNAVAILABLE: &str = "queue.unavailable";
-/// The queue worker (re)started after an outage. Info. Fields: `worker`, `after_ms`.
-pub const QUEUE_RESUMED: &str = "queue.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (README "Delivery guarantee").
 pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
-/// A `QUEUED` row outlived its lease (the queue lost its job); it is rescheduled.
+/// A `QUEUED` row (left by an earlier version's Redis queue) outlived its lease; it is
+/// rescheduled.
 pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
-/// The scheduler claimed due messages and pushed jobs. Fields: `claimed`.
+/// The scheduler claimed due messages for this replica's free slots (debug), or a claim
+/// failed (warn). Fields: `claimed`, `room`, or `error`.
 pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
-/// A duplicate job delivery found its message no longer `QUEUED`; nothing was done.
-pub const WORKER_DUPLICATE_JOB: &str = "worker.duplicateJob";
 /// A Graph access token was fetched. Fields: `graph.tenant_id`, `client_id`, `expires_in_s`.
 pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.

@@ -5,7 +5,7 @@
 //! The modules follow the send path:
 //!
 //! ```text
-//! worker (claim loop → apalis-redis queue → handler)
+//! worker (claim loop: due rows → SENDING for this replica's free slots → handler)
 //!   → service (MailProviderService: send one message, write the outcome, defer with spread)
 //!     → mailer::factory → mailer::rate_limited ◄── rate_limit (Lua check_and_reserve / release)
 //!       → mailer::graph (OAuth2 secret or certificate assertion; GRAPH_SEND_MODE draft:

@@ -89,7 +89,6 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
     let mut config = world.config.clone();
     config.metrics_listen = None;
     config.worker.scheduler_interval = Duration::from_millis(200);
-    config.worker.poll_interval = Duration::from_millis(50);
     config.defer_spread_max = Duration::from_millis(500);
     config.worker.concurrency = NonZeroU32::new(4).unwrap();
     let (handle, run) = daemon::start(config.clone(), daemon::Options::default())

@@ -69,16 +69,13 @@ pub struct PriorAttempt {
 /// implements it over the message's row.
 #[async_trait::async_trait]
 pub trait SendJournal: Send + Sync {
-    /// The draft `draft_id` now exists for message `id` (stored before it is sent).
+    /// A request that may deliver message `id` is about to be written; in the draft flow it
+    /// sends the draft `draft_id`, stored with the stamp (one row write for both, before the
+    /// send; `None` when the row already holds it).
     ///
     /// # Errors
     /// A description of the trouble; the mailer then does not send.
-    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String>;
-    /// A request that may deliver message `id` is about to be written.
-    ///
-    /// # Errors
-    /// A description of the trouble; the mailer then does not send.
-    async fn send_attempted(&self, id: Uuid) -> Result<(), String>;
+    async fn send_attempted(&self, id: Uuid, draft_id: Option<&str>) -> Result<(), String>;
 }
 
 /// A journal that keeps nothing (a first attempt without a row, tests).
@@ -87,10 +84,7 @@ pub struct NoJournal;
 
 #[async_trait::async_trait]
 impl SendJournal for NoJournal {
-    async fn draft_created(&self, _id: Uuid, _draft_id: &str) -> Result<(), String> {
-        Ok(())
-    }
-    async fn send_attempted(&self, _id: Uuid) -> Result<(), String> {
+    async fn send_attempted(&self, _id: Uuid, _draft_id: Option<&str>) -> Result<(), String> {
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! Liveness (`GET /healthz`: the daemon's loops are alive) and readiness (`GET /readyz`:
-//! PostgreSQL and the queue's Redis answer; the limiter's Redis being down is *degraded*, not
+//! PostgreSQL answers and the claim loop runs; the limiter's Redis being down is *degraded*, not
 //! unready, because the limiter fails open).
 
 use std::{
@@ -97,9 +97,9 @@ pub struct Check {
 /// `GET /readyz`'s body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReadyReport {
-    /// PostgreSQL and the queue answer.
+    /// PostgreSQL answers and the claim loop runs.
     pub ready: bool,
-    /// What is down: `postgresql`, `queue_redis`, `queue_worker`.
+    /// What is down: `postgresql`, `claim_loop`.
     pub down: Vec<&'static str>,
     /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open).
     pub degraded: Vec<&'static str>,
@@ -110,9 +110,8 @@ pub struct ReadyReport {
 /// What readiness asks.
 pub struct Readiness {
     pool: PgPool,
-    queue: Option<redis::Client>,
     limiter: Option<Arc<MailRateLimiter>>,
-    queue_worker_up: Arc<AtomicBool>,
+    claiming: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -122,35 +121,31 @@ impl std::fmt::Debug for Readiness {
 }
 
 impl Readiness {
-    /// Checks `pool`, the queue's Redis at `queue_url`, the queue worker's state
-    /// (`queue_worker_up`, kept by the worker's supervisor) and, as degraded only, `limiter`.
+    /// Checks `pool`, whether the claim loop runs (`claiming`, kept by the loop) and, as
+    /// degraded only, `limiter`.
     pub fn new(
         pool: PgPool,
-        queue_url: &url::Url,
         limiter: Option<Arc<MailRateLimiter>>,
-        queue_worker_up: Arc<AtomicBool>,
+        claiming: Arc<AtomicBool>,
     ) -> Self {
         Self {
             pool,
-            queue: redis::Client::open(queue_url.as_str()).ok(),
             limiter,
-            queue_worker_up,
+            claiming,
         }
     }
 
     /// Runs every check (concurrently, each within [`CHECK_TIMEOUT`]).
     pub async fn check(&self) -> ReadyReport {
-        let (postgresql, queue, limiter) =
-            tokio::join!(self.postgresql(), self.queue_redis(), self.limiter());
-        let worker = if self.queue_worker_up.load(Ordering::SeqCst) {
+        let (postgresql, limiter) = tokio::join!(self.postgresql(), self.limiter());
+        let claim_loop = if self.claiming.load(Ordering::SeqCst) {
             ok(None)
         } else {
-            failed("the queue worker is not running (reconnecting to the queue's Redis)".into())
+            failed("the claim loop is not running (starting or stopping)".into())
         };
         let mut checks = BTreeMap::new();
         checks.insert("postgresql", postgresql);
-        checks.insert("queue_redis", queue);
-        checks.insert("queue_worker", worker);
+        checks.insert("claim_loop", claim_loop);
         let mut degraded = Vec::new();
         if let Some(limiter) = limiter {
             if !limiter.ok {
@@ -158,7 +153,7 @@ impl Readiness {
             }
             checks.insert("rate_limit_redis", limiter);
         }
-        let down: Vec<&'static str> = ["postgresql", "queue_redis", "queue_worker"]
+        let down: Vec<&'static str> = ["postgresql", "claim_loop"]
             .into_iter()
             .filter(|name| checks.get(name).is_some_and(|c| !c.ok))
             .collect();
@@ -174,22 +169,6 @@ impl Readiness {
         let started = Instant::now();
         match tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(&self.pool)).await
         {
-            Ok(Ok(_)) => ok(Some(started.elapsed())),
-            Ok(Err(e)) => failed(e.to_string()),
-            Err(_) => failed(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
-        }
-    }
-
-    async fn queue_redis(&self) -> Check {
-        let Some(client) = &self.queue else {
-            return failed("REDIS_URL cannot be used by the Redis client".into());
-        };
-        let started = Instant::now();
-        let ping = async {
-            let mut conn = client.get_multiplexed_async_connection().await?;
-            redis::cmd("PING").query_async::<String>(&mut conn).await
-        };
-        match tokio::time::timeout(CHECK_TIMEOUT, ping).await {
             Ok(Ok(_)) => ok(Some(started.elapsed())),
             Ok(Err(e)) => failed(e.to_string()),
             Err(_) => failed(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),

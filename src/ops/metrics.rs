@@ -211,7 +211,7 @@ impl Metrics {
         let claimed = Counter::<u64, AtomicU64>::default();
         registry.register(
             "mail_worker_claimed",
-            "Due messages this process claimed and queued",
+            "Due messages this process claimed",
             claimed.clone(),
         );
         let paused = Family::<MailboxLabels, Gauge<i64, AtomicI64>>::default();

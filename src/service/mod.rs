@@ -6,6 +6,7 @@
 //! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
 //! its backlog; every outcome is counted in [`crate::ops::metrics`].
 
+pub mod outcomes;
 pub mod pause;
 
 use std::{
@@ -148,6 +149,7 @@ pub struct MailProviderService {
     pauses: SenderPauses,
     outcome_write_deadline: Duration,
     outcome_write_retries: std::sync::atomic::AtomicU64,
+    sent: outcomes::SentWriter,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -167,6 +169,7 @@ impl MailProviderService {
         settings: ServiceSettings,
     ) -> Self {
         Self {
+            sent: outcomes::SentWriter::new(pool.clone()),
             pool,
             mailers,
             clock,
@@ -386,7 +389,7 @@ impl MailProviderService {
                 let note = receipt.note.as_deref();
                 let written = self
                     .durably(message.id, started, "sent", || {
-                        messages::mark_sent_noting(&self.pool, message.id, note)
+                        self.sent.mark_sent(message.id, note)
                     })
                     .await?;
                 if !written {
@@ -731,14 +734,8 @@ struct RowJournal<'a> {
 
 #[async_trait::async_trait]
 impl SendJournal for RowJournal<'_> {
-    async fn draft_created(&self, id: Uuid, draft_id: &str) -> Result<(), String> {
-        messages::record_draft(self.pool, id, draft_id)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    async fn send_attempted(&self, id: Uuid) -> Result<(), String> {
-        messages::record_send_attempt(self.pool, id)
+    async fn send_attempted(&self, id: Uuid, draft_id: Option<&str>) -> Result<(), String> {
+        messages::record_send_attempt(self.pool, id, draft_id)
             .await
             .map_err(|e| e.to_string())
     }

@@ -34,12 +34,12 @@ impl SendHistory for PgSendHistory {
                     + jsonb_array_length(m.cc_recipients) \
                     + jsonb_array_length(m.bcc_recipients))::int4 \
              FROM messages m \
-             LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
-             LEFT JOIN tenants t ON t.id = m.tenant_id \
              WHERE m.status = ",
             sql_status!(Sent),
             " AND m.sent_at > $1 \
-               AND coalesce(s.address, t.sender_address) = $2 \
+               AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
+                   SELECT id FROM system_mailboxes WHERE address = $2 \
+                   UNION ALL SELECT id FROM tenants WHERE sender_address = $2) \
              ORDER BY m.sent_at"
         ))
         .bind(since)

@@ -1,22 +1,26 @@
 //! `messages` and `message_attachments`: inserting a campaign, claiming due rows, the
 //! status transitions of one send, lease recovery and the status report.
 //!
-//! Transitions: `SCHEDULED → QUEUED` ([`claim_due`] + [`mark_queued`]), `QUEUED → SENDING`
-//! ([`start_sending`], which also makes duplicate job deliveries harmless), `SENDING → SENT |
-//! ERROR | SCHEDULED` ([`mark_sent`], [`mark_error`], [`reschedule`]), and back to `SCHEDULED`
-//! from stale `QUEUED` / `SENDING` rows ([`recover_stale_queued`], [`recover_stale_sending`]).
+//! Transitions: `SCHEDULED → SENDING` ([`claim_due`], one statement that also loads the rows
+//! and their attachments; [`start_sending`] for a row left `QUEUED`), `SENDING → SENT | ERROR |
+//! SCHEDULED` ([`mark_sent_many`], [`mark_error`], [`reschedule`], [`release_unstarted`]), and
+//! back to `SCHEDULED` from stale `QUEUED` / `SENDING` rows ([`recover_stale_queued`],
+//! [`recover_stale_sending`]).
+//!
+//! Row writes of a sent message: the claim and the outcome (two, the common path), plus for
+//! Microsoft Graph the journal's stamp before the request that may deliver it
+//! ([`record_send_attempt`], which stores the draft's id with it in `GRAPH_SEND_MODE=draft`).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgPool, Postgres, Row, Transaction};
+use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::{
-    Attachment, BodyContentType, Header, MailboxAddress, MessageStatus, OutgoingMail, Recipient,
-    sql_status,
+    Attachment, BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient, sql_status,
 };
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
@@ -26,6 +30,15 @@ pub enum SenderRef {
     Tenant(Uuid),
     /// `messages.system_mailbox_id`.
     SystemMailbox(Uuid),
+}
+
+impl SenderRef {
+    /// The tenant's or system mailbox's id.
+    pub fn id(self) -> Uuid {
+        match self {
+            Self::Tenant(id) | Self::SystemMailbox(id) => id,
+        }
+    }
 }
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
@@ -109,90 +122,128 @@ pub async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, Store
     Ok(inserted)
 }
 
-/// Locks up to `limit` due `SCHEDULED` rows, fairly across senders (each sender's oldest first), with
-/// `FOR UPDATE SKIP LOCKED`, so replicas never claim the same row. Call [`mark_queued`] in the
-/// same transaction after the jobs were pushed.
+/// What a send needs of a message row (the `RETURNING` list of [`claim_due`] and
+/// [`start_sending`], on the row aliased `m`): its columns and its attachments in `position`
+/// order as three parallel arrays, so one statement loads a message and its attachments.
+macro_rules! sending_columns {
+    () => {
+        " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
+             m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
+             m.deferrals, m.first_attempt_at, m.graph_draft_id, m.send_attempted_at, \
+             ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_names, \
+             ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_content_types, \
+             ARRAY(SELECT a.content FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_contents"
+    };
+}
+
+/// The `SET` list of a claim: `SENDING` with its lease from now (`sending_at`), `queued_at` =
+/// when it was claimed, one more attempt.
+macro_rules! claim_set {
+    () => {
+        concat!(
+            " SET status = ",
+            sql_status!(Sending),
+            ", queued_at = now(), sending_at = now(), attempts = m.attempts + 1, \
+             first_attempt_at = coalesce(m.first_attempt_at, now()), updated_at = now()"
+        )
+    };
+}
+
+/// The senders (tenant or system mailbox ids) with due `SCHEDULED` rows, longest-waiting
+/// first: the round that [`claim_due_from`] claims across. One aggregate over the due rows, so
+/// a replica runs it once per round, not once per claim.
 ///
 /// # Errors
 /// Database errors.
-pub async fn claim_due(
-    tx: &mut Transaction<'_, Postgres>,
+pub async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT coalesce(system_mailbox_id, tenant_id) FROM messages WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() GROUP BY 1 ORDER BY min(scheduled_on)"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Claims up to `limit` due `SCHEDULED` rows of `senders`, at most `share` of each, in the
+/// senders' order, in one statement: `FOR UPDATE SKIP LOCKED` (replicas never claim the same
+/// row nor wait on each other), straight to `SENDING` with `sending_at = now()` — the lease
+/// that lease recovery ([`recover_stale_sending`]) counts from — returned with their
+/// attachments.
+///
+/// # Errors
+/// Database errors; nothing is claimed then.
+pub async fn claim_due_from(
+    pool: &PgPool,
+    senders: &[Uuid],
+    share: i64,
     limit: i64,
-) -> Result<Vec<Uuid>, StoreError> {
-    // Fair across senders: the senders with due rows, longest-waiting first, each get an equal
-    // share of the batch, so one mailbox's backlog never delays another mailbox's due mail.
+) -> Result<Vec<StoredMessage>, StoreError> {
     // Within a sender, rows deferred before (a booked slot come due, a Retry-After passed) go
     // first, then the oldest: a booked row never waits behind a backlog never tried, which
     // would let its slot pass unused (measured: 10,000 unbooked rows kept the booked ones
     // waiting 5.6 min). `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
     // at once without waiting on each other or taking the same row.
-    let senders: i64 = sqlx::query_scalar(concat!(
-        "SELECT count(DISTINCT coalesce(system_mailbox_id, tenant_id)) FROM messages \
-         WHERE status = ",
+    let rows = sqlx::query(concat!(
+        "WITH picked AS ( \
+             SELECT claimed.id FROM unnest($1::uuid[]) AS d(sender) \
+             CROSS JOIN LATERAL ( \
+                 SELECT id FROM messages \
+                 WHERE coalesce(system_mailbox_id, tenant_id) = d.sender AND status = ",
         sql_status!(Scheduled),
-        " AND scheduled_on <= now()"
+        " AND scheduled_on <= now() \
+                 ORDER BY (deferrals = 0), scheduled_on \
+                 LIMIT $2 FOR UPDATE SKIP LOCKED \
+             ) claimed \
+             LIMIT $3 \
+         ) \
+         UPDATE messages m",
+        claim_set!(),
+        " FROM picked WHERE m.id = picked.id",
+        sending_columns!()
     ))
-    .fetch_one(&mut **tx)
+    .bind(senders)
+    .bind(share)
+    .bind(limit)
+    .fetch_all(pool)
     .await?;
-    if senders == 0 {
+    rows.iter().map(stored_message).collect()
+}
+
+/// Claims up to `limit` due rows fairly across every sender with due rows (each an equal share,
+/// longest-waiting sender first): [`due_senders`], then [`claim_due_from`].
+///
+/// # Errors
+/// Database errors.
+pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, StoreError> {
+    let senders = due_senders(pool).await?;
+    if senders.is_empty() || limit <= 0 {
         return Ok(Vec::new());
     }
-    let share = (limit + senders - 1) / senders;
-    Ok(sqlx::query_scalar(concat!(
-        "SELECT claimed.id FROM ( \
-             SELECT coalesce(system_mailbox_id, tenant_id) AS sender, min(scheduled_on) AS oldest \
-             FROM messages WHERE status = ",
-        sql_status!(Scheduled),
-        " AND scheduled_on <= now() \
-             GROUP BY 1 ORDER BY 2 \
-         ) due \
-         CROSS JOIN LATERAL ( \
-             SELECT id FROM messages \
-             WHERE coalesce(system_mailbox_id, tenant_id) = due.sender \
-               AND status = ",
-        sql_status!(Scheduled),
-        " AND scheduled_on <= now() \
-             ORDER BY (deferrals = 0), scheduled_on LIMIT $2 FOR UPDATE SKIP LOCKED \
-         ) claimed \
-         LIMIT $1"
-    ))
-    .bind(limit)
-    .bind(share)
-    .fetch_all(&mut **tx)
-    .await?)
+    let share = (limit + senders.len() as i64 - 1) / senders.len() as i64;
+    claim_due_from(pool, &senders, share, limit).await
 }
 
-/// Marks claimed rows `QUEUED` (`queued_at = now()`).
+/// Claimed rows that never started (a shutdown stopped them while they waited for a worker
+/// slot) back to `SCHEDULED`, due as before, the claim's attempt given back. Returns how many.
 ///
 /// # Errors
-/// Database errors.
-pub async fn mark_queued(
-    tx: &mut Transaction<'_, Postgres>,
-    ids: &[Uuid],
-) -> Result<(), StoreError> {
-    sqlx::query(concat!(
+/// Database errors (lease recovery then takes them after `SEND_LEASE_MS`).
+pub async fn release_unstarted(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
+    let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
-        sql_status!(Queued),
-        ", queued_at = now(), updated_at = now() \
-         WHERE id = ANY($1)"
+        sql_status!(Scheduled),
+        ", attempts = greatest(attempts - 1, 0), updated_at = now() \
+         WHERE id = ANY($1) AND status = ",
+        sql_status!(Sending)
     ))
     .bind(ids)
-    .execute(&mut **tx)
+    .execute(pool)
     .await?;
-    Ok(())
-}
-
-/// How many rows are `QUEUED` (on the queue, not yet started), across all replicas.
-///
-/// # Errors
-/// Database errors.
-pub async fn count_queued(pool: &PgPool) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM messages WHERE status = ",
-        sql_status!(Queued)
-    ))
-    .fetch_one(pool)
-    .await?)
+    Ok(done.rows_affected())
 }
 
 /// A message row as loaded for sending. Recipient and header lists stay JSON until
@@ -264,57 +315,30 @@ impl StoredMessage {
     }
 }
 
-/// `QUEUED → SENDING` (`attempts + 1`, `sending_at = now()`), atomically: returns `None` when
-/// the row is not `QUEUED` (a duplicate job delivery, or a row recovered meanwhile).
-///
-/// The row is locked first (`SELECT … FOR UPDATE`) in its own statement: a job can arrive
-/// while the claiming transaction that pushed it has not committed yet, and a plain
-/// `UPDATE … WHERE status = 'QUEUED'` would judge the row by its old `SCHEDULED` version and
-/// skip it without waiting — losing the job until `QUEUE_LEASE_MS`. Locking waits for that
-/// commit; the `UPDATE` then sees `QUEUED`.
+/// `QUEUED → SENDING` of message `id`, like a claim ([`claim_due`]) of that one row: returns
+/// `None` when it is not `QUEUED`. `QUEUED` is the state the Redis queue of earlier versions
+/// left claimed rows in (lease recovery reschedules those after `QUEUE_LEASE_MS`); tests use it
+/// to hand one row to [`crate::worker::handler::Handler::process`].
 ///
 /// # Errors
 /// Database errors.
 pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessage>, StoreError> {
-    let mut tx = pool.begin().await?;
-    let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM messages WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    if status.as_deref() != Some(MessageStatus::Queued.as_str()) {
-        return Ok(None);
-    }
     let row = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Sending),
-        ", attempts = attempts + 1, sending_at = now(), \
-             first_attempt_at = coalesce(first_attempt_at, now()), updated_at = now() \
-         WHERE id = $1 \
-         RETURNING id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, bcc_recipients, \
-             subject, body_content_type, body, headers, attempts, deferrals, first_attempt_at, \
-             graph_draft_id, send_attempted_at"
+        "UPDATE messages m",
+        claim_set!(),
+        " WHERE m.id = $1 AND m.status = ",
+        sql_status!(Queued),
+        sending_columns!()
     ))
     .bind(id)
-    .fetch_one(&mut *tx)
+    .fetch_optional(pool)
     .await?;
-    tx.commit().await?;
-    let attachments = sqlx::query(
-        "SELECT name, content_type, content FROM message_attachments \
-         WHERE message_id = $1 ORDER BY position",
-    )
-    .bind(id)
-    .fetch_all(pool)
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(Attachment {
-            name: r.try_get("name")?,
-            content_type: r.try_get("content_type")?,
-            content: r.try_get("content")?,
-        })
-    })
-    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    row.as_ref().map(stored_message).transpose()
+}
+
+/// A row returned with [`sending_columns`] as a [`StoredMessage`].
+fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreError> {
+    let id: Uuid = row.try_get("id")?;
     let sender = match (
         row.try_get::<Option<Uuid>, _>("tenant_id")?,
         row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
@@ -328,7 +352,20 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
             });
         }
     };
-    Ok(Some(StoredMessage {
+    let names: Vec<String> = row.try_get("attachment_names")?;
+    let content_types: Vec<String> = row.try_get("attachment_content_types")?;
+    let contents: Vec<Vec<u8>> = row.try_get("attachment_contents")?;
+    let attachments = names
+        .into_iter()
+        .zip(content_types)
+        .zip(contents)
+        .map(|((name, content_type), content)| Attachment {
+            name,
+            content_type,
+            content,
+        })
+        .collect();
+    Ok(StoredMessage {
         id,
         sender,
         to: row.try_get("to_recipients")?,
@@ -344,7 +381,7 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
         first_attempt_at: row.try_get("first_attempt_at")?,
         graph_draft_id: row.try_get("graph_draft_id")?,
         send_attempted_at: row.try_get("send_attempted_at")?,
-    }))
+    })
 }
 
 /// `SENDING → SENT` (`sent_at = now()`). Returns whether the row was `SENDING`.
@@ -352,62 +389,55 @@ pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessa
 /// # Errors
 /// Database errors.
 pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
-    mark_sent_noting(pool, id, None).await
+    Ok(mark_sent_many(pool, &[(id, None)]).await?.contains(&id))
 }
 
-/// `SENDING → SENT` with `last_error = note` (what a person should know although it went, e.g.
-/// `outcome unknown; resent`), `NULL` without one. Returns whether the row was `SENDING`.
+/// `SENDING → SENT` of many messages in one statement, each with `last_error = note` (what a
+/// person should know although it went, e.g. `outcome unknown; resent`), `NULL` without one.
+/// Returns the ids that were `SENDING` (the others were taken by lease recovery meanwhile).
 ///
 /// # Errors
-/// Database errors.
-pub async fn mark_sent_noting(
+/// Database errors; nothing is written then.
+pub async fn mark_sent_many(
     pool: &PgPool,
-    id: Uuid,
-    note: Option<&str>,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
+    sent: &[(Uuid, Option<String>)],
+) -> Result<Vec<Uuid>, StoreError> {
+    let ids: Vec<Uuid> = sent.iter().map(|(id, _)| *id).collect();
+    let notes: Vec<Option<&str>> = sent.iter().map(|(_, note)| note.as_deref()).collect();
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages m SET status = ",
         sql_status!(Sent),
-        ", sent_at = now(), last_error = $2, updated_at = now() \
-         WHERE id = $1 AND status = ",
-        sql_status!(Sending)
+        ", sent_at = now(), last_error = s.note, updated_at = now() \
+         FROM unnest($1::uuid[], $2::text[]) AS s(id, note) \
+         WHERE m.id = s.id AND m.status = ",
+        sql_status!(Sending),
+        " RETURNING m.id"
     ))
-    .bind(id)
-    .bind(note)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .bind(&ids)
+    .bind(&notes)
+    .fetch_all(pool)
+    .await?)
 }
 
-/// Stores the id of the draft created for a `SENDING` message (before it is sent).
+/// Stamps `send_attempted_at = now()` on a `SENDING` message — a request that may deliver it is
+/// about to be written — and stores `draft_id`, the draft that request sends, when given
+/// (`GRAPH_SEND_MODE=draft`): one write for both, before the send.
 ///
 /// # Errors
 /// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub async fn record_draft(pool: &PgPool, id: Uuid, draft_id: &str) -> Result<(), StoreError> {
+pub async fn record_send_attempt(
+    pool: &PgPool,
+    id: Uuid,
+    draft_id: Option<&str>,
+) -> Result<(), StoreError> {
     let done = sqlx::query(concat!(
-        "UPDATE messages SET graph_draft_id = $2, updated_at = now() \
+        "UPDATE messages SET send_attempted_at = now(), \
+             graph_draft_id = coalesce($2, graph_draft_id), updated_at = now() \
          WHERE id = $1 AND status = ",
         sql_status!(Sending)
     ))
     .bind(id)
     .bind(draft_id)
-    .execute(pool)
-    .await?;
-    superseded_unless_one(id, done.rows_affected())
-}
-
-/// Stamps `send_attempted_at = now()` on a `SENDING` message: a request that may deliver it is
-/// about to be written.
-///
-/// # Errors
-/// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub async fn record_send_attempt(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET send_attempted_at = now(), updated_at = now() \
-         WHERE id = $1 AND status = ",
-        sql_status!(Sending)
-    ))
-    .bind(id)
     .execute(pool)
     .await?;
     superseded_unless_one(id, done.rows_affected())

@@ -1,20 +1,21 @@
-//! The apalis job handler: `QUEUED → SENDING`, then [`MailProviderService::send`]. A job whose
-//! message is no longer `QUEUED` (apalis-redis delivers at least once) does nothing.
+//! Sending one claimed message: [`Handler::send`] runs a `SENDING` row through
+//! [`MailProviderService::send`], which writes the outcome.
 
 use std::sync::Arc;
 
-use apalis::prelude::{BoxDynError, Data};
 use sqlx::PgPool;
+use uuid::Uuid;
 
-use super::queue::SendMessageJob;
 use crate::{
-    events,
     ops::Metrics,
     service::{MailProviderService, SendOutcome},
-    store::{StoreError, messages},
+    store::{
+        StoreError,
+        messages::{self, StoredMessage},
+    },
 };
 
-/// What each job needs, shared by every handler invocation.
+/// What each send needs, shared by every worker slot.
 #[derive(Clone)]
 pub struct Handler {
     pool: PgPool,
@@ -32,42 +33,32 @@ impl Handler {
         }
     }
 
-    /// Keeps `mail_worker_in_flight` in `metrics` while a job runs.
+    /// Keeps `mail_worker_in_flight` in `metrics` while a send runs.
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
 
-    /// Processes one job. `Ok(None)` for a duplicate delivery.
+    /// Sends `message`, claimed (`SENDING`) by [`messages::claim_due`].
     ///
     /// # Errors
-    /// Only infrastructure trouble (PostgreSQL); mail outcomes are written and returned.
-    pub async fn process(&self, job: SendMessageJob) -> Result<Option<SendOutcome>, StoreError> {
+    /// Only infrastructure trouble (PostgreSQL); mail outcomes are written and returned. The
+    /// row then stays `SENDING` and lease recovery reschedules it.
+    pub async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
         let _in_flight = self.metrics.as_ref().map(|m| m.in_flight());
-        let Some(message) = messages::start_sending(&self.pool, job.message_id).await? else {
-            tracing::debug!(
-                event = events::WORKER_DUPLICATE_JOB,
-                message.id = %job.message_id,
-                "message no longer QUEUED; job ignored"
-            );
-            return Ok(None);
-        };
-        self.service.send(&message).await.map(Some)
+        self.service.send(message).await
     }
-}
 
-/// The apalis entry point. Returns an error only for infrastructure trouble; the row then
-/// stays `SENDING` and lease recovery reschedules it.
-///
-/// # Errors
-/// [`StoreError`] boxed.
-pub async fn handle(job: SendMessageJob, handler: Data<Handler>) -> Result<(), BoxDynError> {
-    match handler.process(job).await {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            tracing::error!(message.id = %job.message_id, error = %e, "job failed on infrastructure trouble");
-            Err(Box::new(e))
+    /// Takes message `id` if it is `QUEUED` ([`messages::start_sending`]) and sends it;
+    /// `Ok(None)` when it is not.
+    ///
+    /// # Errors
+    /// As [`Self::send`].
+    pub async fn process(&self, id: Uuid) -> Result<Option<SendOutcome>, StoreError> {
+        match messages::start_sending(&self.pool, id).await? {
+            Some(message) => self.send(&message).await.map(Some),
+            None => Ok(None),
         }
     }
 }

@@ -10,7 +10,7 @@ use mail_worker::{
     clock::ManualClock,
     domain::SecretRef,
     events,
-    worker::{handler::Handler, queue::SendMessageJob},
+    worker::handler::Handler,
 };
 use reqwest::{StatusCode, header};
 use uuid::Uuid;
@@ -635,10 +635,7 @@ fn start_up_refuses_a_missing_or_short_token_naming_the_variable() {
 /// One message through `handler`; returns its status after.
 async fn send_one(world: &TestApp, handler: &Handler) -> String {
     let id: Uuid = world.insert(0, 1, "QUEUED").await[0];
-    handler
-        .process(SendMessageJob { message_id: id })
-        .await
-        .unwrap();
+    handler.process(id).await.unwrap();
     world.status_of(id).await.0
 }
 

@@ -1069,7 +1069,6 @@ async fn run_daemons(
     let mut config = app.config.clone();
     config.worker.concurrency = NonZeroU32::new(concurrency).unwrap();
     config.worker.scheduler_interval = Duration::from_millis(200);
-    config.worker.poll_interval = Duration::from_millis(50);
     config.shutdown_grace = Duration::from_secs(10);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut runs = Vec::new();

@@ -11,7 +11,7 @@ use mail_worker::{
     daemon,
     service::{SendOutcome, spread_ms},
     store::senders,
-    worker::{self, handler::Handler, queue::SendMessageJob},
+    worker::{self, handler::Handler},
 };
 use uuid::Uuid;
 
@@ -26,13 +26,7 @@ async fn process_all(handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
     let mut set = tokio::task::JoinSet::new();
     for &id in ids {
         let handler = handler.clone();
-        set.spawn(async move {
-            handler
-                .process(SendMessageJob { message_id: id })
-                .await
-                .unwrap()
-                .unwrap()
-        });
+        set.spawn(async move { handler.process(id).await.unwrap().unwrap() });
     }
     set.join_all().await
 }
@@ -188,11 +182,7 @@ async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
     let mut results = Vec::new();
     for &id in &ids {
         let before = Utc::now();
-        handler
-            .process(SendMessageJob { message_id: id })
-            .await
-            .unwrap()
-            .unwrap();
+        handler.process(id).await.unwrap().unwrap();
         let (status, last_error, scheduled_on) = world.status_of(id).await;
         results.push((
             status,
@@ -239,7 +229,6 @@ async fn two_replicas_send_every_message_exactly_once() {
     }
     let mut config = world.config.clone();
     config.worker.scheduler_interval = Duration::from_millis(100);
-    config.worker.poll_interval = Duration::from_millis(50);
     config.worker.concurrency = NonZeroU32::new(8).unwrap();
     config.defer_spread_max = Duration::from_millis(500);
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
@@ -304,15 +293,55 @@ async fn two_replicas_send_every_message_exactly_once() {
 }
 
 #[tokio::test]
-async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
-    let world = TestApp::builder().per_minute(1_000).spawn().await;
+async fn sixteen_workers_send_everything_through_a_pool_of_two_connections() {
+    let world = TestApp::builder()
+        .mailboxes(8)
+        .per_minute(1_000)
+        .spawn()
+        .await;
     world
         .sim
-        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(100))
         .unwrap();
-    world.insert(0, 30, "SCHEDULED").await;
+    for mailbox in 0..8 {
+        world.insert(mailbox, 4, "SCHEDULED").await;
+    }
+    let mut config = world.config.clone();
+    config.worker.concurrency = NonZeroU32::new(16).unwrap();
+    config.worker.scheduler_interval = Duration::from_millis(100);
+    // No connection is held across a provider call: 2 serve 16 sends in flight.
+    let pool = mail_worker::store::connect(&config.database_url, 2)
+        .await
+        .unwrap();
+    let service = daemon::build_service(&config, pool.clone(), Arc::new(SystemClock)).unwrap();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = worker::run(
+        pool,
+        service,
+        daemon::daemon_settings(&config),
+        async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        },
+    );
+    let watch = async {
+        wait_until(Duration::from_secs(60), "all 32 SENT", async || {
+            world.count("SENT").await == 32
+        })
+        .await;
+        stop_tx.send(true).unwrap();
+    };
+    let (result, ()) = tokio::join!(run, watch);
+    result.unwrap();
+    assert_eq!(world.count("SENT").await, 32);
+    assert_eq!(world.sim.messages().len(), 32, "each sent once");
+}
+
+/// `mail-worker run` on `world`'s database and Redis, 8 workers, claims every 100 ms, with
+/// `extra` variables on top.
+fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Child {
     let config = &world.config;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"));
+    command
         .arg("run")
         .env("DATABASE_URL", config.database_url.as_str())
         .env("REDIS_URL", config.redis_url.as_str())
@@ -321,25 +350,48 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
             "MAIL_RATE_LIMIT_ALGORITHM",
             config.rate_limit.algorithm.as_str(),
         )
-        .env("QUEUE_NAME", &config.worker.queue_name)
         .env("GRAPH_API_BASE_URL", config.graph.api_base_url.as_str())
         .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())
+        .env("METRICS_LISTEN", "off")
         .env("WORKER_CONCURRENCY", "8")
         .env("SCHEDULER_INTERVAL_MS", "100")
-        .env("WORKER_POLL_INTERVAL_MS", "50")
-        .env("SHUTDOWN_GRACE_MS", "10000")
         .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    for (name, value) in extra {
+        command.env(name, value);
+    }
+    command.spawn().unwrap()
+}
+
+/// 30 due messages for one mailbox, graph-sim answering each sendMail after 1.5 s.
+async fn a_slow_campaign() -> (TestApp, Vec<Uuid>) {
+    let world = TestApp::builder().per_minute(1_000).spawn().await;
+    world
+        .sim
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
         .unwrap();
+    let ids = world.insert(0, 30, "SCHEDULED").await;
+    (world, ids)
+}
+
+#[tokio::test]
+async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
+    let (world, _) = a_slow_campaign().await;
+    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "10000")]);
     // Wait until sends are in flight.
     wait_until(
         Duration::from_secs(30),
-        "nothing started SENDING",
-        async || world.count("SENDING").await > 0,
+        "nothing reached graph-sim",
+        async || {
+            world
+                .sim
+                .stats()
+                .mailboxes
+                .iter()
+                .any(|m| m.max_concurrent > 0)
+        },
     )
     .await;
-    let in_flight = world.count("SENDING").await;
     let pid = child.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -351,11 +403,74 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
         .unwrap()
         .unwrap();
     assert_eq!(status.code(), Some(0), "a requested shutdown exits 0");
-    assert_eq!(world.count("SENDING").await, 0, "in-flight sends finished");
+    assert_eq!(
+        world.count("SENDING").await,
+        0,
+        "in-flight sends finished, claimed rows that had not started were given back"
+    );
     let sent = world.count("SENT").await;
     assert!(
-        sent >= in_flight && sent < 30,
-        "{in_flight} in flight, {sent} sent of 30: it stopped mid-campaign"
+        (1..30).contains(&sent),
+        "{sent} sent of 30: it stopped mid-campaign"
     );
+    assert_eq!(world.count("SCHEDULED").await, 30 - sent);
     assert_eq!(world.sim.messages().len() as i64, sent);
+}
+
+#[tokio::test]
+async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire() {
+    let (world, ids) = a_slow_campaign().await;
+    // A row an earlier version's queue left QUEUED, too.
+    let legacy = world.insert(0, 1, "QUEUED").await[0];
+    let leases = [
+        ("HTTP_TIMEOUT_MS", "2500"),
+        ("SEND_LEASE_MS", "3000"),
+        ("QUEUE_LEASE_MS", "3000"),
+    ];
+    let mut child = spawn_binary(&world, &leases);
+    // Claimed rows: those sending and the prefetch waiting for a slot (8 + 2).
+    wait_until(
+        Duration::from_secs(30),
+        "rows claimed and sends in flight",
+        async || world.count("SENDING").await == 10,
+    )
+    .await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let left = world.count("SENDING").await;
+    assert!(left > 0, "the crash left claimed rows SENDING");
+
+    let config = {
+        let mut c = world.config.worker.clone();
+        c.send_lease = Duration::from_secs(3);
+        c.queue_lease = Duration::from_secs(3);
+        c
+    };
+    wait_until(Duration::from_secs(30), "the leases expired", async || {
+        let expired: bool = sqlx::query_scalar(
+            "SELECT bool_and(coalesce(sending_at, queued_at) < now() - interval '3 seconds') \
+             FROM messages WHERE status IN ('SENDING', 'QUEUED')",
+        )
+        .fetch_one(&world.db.pool)
+        .await
+        .unwrap();
+        expired
+    })
+    .await;
+    assert_eq!(
+        worker::recovery::recover_once(&world.db.pool, &config)
+            .await
+            .unwrap(),
+        (1, left as usize),
+        "the legacy QUEUED row and every claimed row"
+    );
+    assert_eq!(world.count("QUEUED").await, 0);
+    assert_eq!(world.count("SENDING").await, 0);
+    assert_eq!(
+        world.count("SCHEDULED").await + world.count("SENT").await,
+        ids.len() as i64 + 1,
+        "every row SCHEDULED again or SENT"
+    );
+    let (status, ..) = world.row(legacy).await;
+    assert_eq!(status, "SCHEDULED");
 }

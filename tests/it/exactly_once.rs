@@ -9,12 +9,8 @@ use std::{sync::Arc, time::Duration};
 use chrono::Utc;
 use graph_sim::{RecordedAttachment, ScriptedAnswer, Target};
 use mail_worker::{
-    clock::SystemClock,
-    mailer::graph::GraphSendMode,
-    rate_limit::keys,
-    service::SendOutcome,
-    store::messages,
-    worker::{handler::Handler, queue::SendMessageJob},
+    clock::SystemClock, mailer::graph::GraphSendMode, rate_limit::keys, service::SendOutcome,
+    store::messages, worker::handler::Handler,
 };
 use redis::AsyncCommands;
 use uuid::Uuid;
@@ -47,7 +43,7 @@ async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
     for _ in 0..12 {
         let outcome = handler
-            .process(SendMessageJob { message_id: id })
+            .process(id)
             .await
             .unwrap()
             .expect("the row was QUEUED");
@@ -249,7 +245,7 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
         .unwrap();
     let id = app.insert(0, 1, "QUEUED").await[0];
     let h = handler(&app);
-    let worker = tokio::spawn(async move { h.process(SendMessageJob { message_id: id }).await });
+    let worker = tokio::spawn(async move { h.process(id).await });
     wait_until(
         Duration::from_secs(10),
         "the send step is in flight",
@@ -374,8 +370,7 @@ async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
         .push_script(Target::Global, [ScriptedAnswer::late_after_delivery(1_500)])
         .unwrap();
     let id = app.insert(0, 1, "QUEUED").await[0];
-    let worker =
-        tokio::spawn(async move { handler.process(SendMessageJob { message_id: id }).await });
+    let worker = tokio::spawn(async move { handler.process(id).await });
     wait_until(Duration::from_secs(10), "Graph accepted it", async || {
         app.sim.messages().len() == 1
     })
@@ -408,11 +403,7 @@ async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_defe
     // Every message asks for a token again and again for 3 s.
     while started.elapsed() < Duration::from_secs(3) {
         for id in &ids {
-            let outcome = handler
-                .process(SendMessageJob { message_id: *id })
-                .await
-                .unwrap()
-                .unwrap();
+            let outcome = handler.process(*id).await.unwrap().unwrap();
             assert!(
                 matches!(&outcome, SendOutcome::Deferred { reason, .. } if reason.contains("token unavailable")),
                 "{outcome:?}"
@@ -468,10 +459,7 @@ async fn a_certificate_credential_gets_a_token_the_stand_in_verified() {
 async fn a_certificate_credential_signed_with_the_wrong_key_is_refused_with_the_aadsts_code() {
     let app = certificate_app(&format!("{WRONG_KEY}{APP_CERT}")).await;
     let id = app.insert(0, 1, "QUEUED").await[0];
-    let outcome = handler(&app)
-        .process(SendMessageJob { message_id: id })
-        .await
-        .unwrap();
+    let outcome = handler(&app).process(id).await.unwrap();
     // Refused credentials pause the sender (issue 13): the message waits, nothing is sent.
     let Some(SendOutcome::Deferred { reason, .. }) = outcome else {
         panic!("{outcome:?}")

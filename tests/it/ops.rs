@@ -1,6 +1,6 @@
 //! The daemon's operations surface, in process: `/metrics`, `/healthz` and `/readyz` through a
 //! real HTTP client; a sender paused by a missing `env:` secret and resumed without a restart;
-//! a queue outage the daemon lives through.
+//! PostgreSQL going away, which the daemon lives through.
 
 use std::{
     collections::HashMap,
@@ -13,14 +13,13 @@ use mail_worker::{
     daemon::{self, Handle, Options},
 };
 
-use crate::support::{TestApp, TestKeys, logs::capture_logs, proxy::Gate, redis_url, wait_until};
+use crate::support::{TestApp, TestKeys, logs::capture_logs, redis_url, wait_until};
 
 /// `config` for a fast in-process daemon with its listener on a free port.
 fn fast(mut config: Config) -> Config {
     config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     config.metrics_refresh = Duration::from_millis(100);
     config.worker.scheduler_interval = Duration::from_millis(100);
-    config.worker.poll_interval = Duration::from_millis(50);
     config.defer_spread_max = Duration::from_millis(200);
     config.shutdown_grace = Duration::from_secs(5);
     config
@@ -131,7 +130,6 @@ async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_
     config.redis_url = redis_url();
     config.rate_limit.redis_url = redis_url();
     config.rate_limit.key_prefix = keys.sub("rl");
-    config.worker.queue_name = keys.sub("q");
     let config = fast(config);
     let ready = |body: &str| serde_json::from_str::<serde_json::Value>(body).unwrap();
     with_daemon(config, Options::default(), async |d| {
@@ -155,7 +153,7 @@ async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_
         assert_eq!(report["ready"], false, "{body}");
         assert_eq!(report["down"], serde_json::json!(["postgresql"]), "{body}");
         assert_eq!(report["checks"]["postgresql"]["ok"], false);
-        assert_eq!(report["checks"]["queue_redis"]["ok"], true, "{body}");
+        assert_eq!(report["checks"]["claim_loop"]["ok"], true, "{body}");
         assert_eq!(get(d, "/healthz").await.0, 200, "alive while not ready");
         pg.restart();
         wait_until(Duration::from_secs(20), "ready again", async || {
@@ -283,112 +281,4 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
     );
     assert_eq!(paused[0]["level"], "ERROR");
     assert_eq!(paused[0]["mailbox"], "mb0@contoso.example");
-}
-
-#[tokio::test]
-async fn a_queue_outage_keeps_the_daemon_up_not_ready_and_it_resumes_when_redis_returns_empty() {
-    let world = TestApp::builder().spawn().await;
-    let gate = Gate::relaying().await;
-    let mut config = fast(world.config.clone());
-    config.redis_url = gate.url();
-    let queue = config.worker.queue_name.clone();
-    with_daemon(config, Options::default(), async |d| {
-        world.insert(0, 5, "SCHEDULED").await;
-        wait_until(Duration::from_secs(30), "first 5 SENT", async || {
-            world.count("SENT").await == 5
-        })
-        .await;
-        gate.cut();
-        // Redis "comes back empty": the queue's keys (and its worker registration) are gone.
-        let mut conn = mail_worker_bench::redis_connection(&redis_url()).await;
-        mail_worker_bench::unlink_prefix(&mut conn, &queue)
-            .await
-            .unwrap();
-        let mut body = String::new();
-        wait_until(
-            Duration::from_secs(20),
-            "not ready during the outage",
-            async || {
-                let (code, text) = get(d, "/readyz").await;
-                body = text;
-                code == 503
-            },
-        )
-        .await;
-        assert!(body.contains("queue_redis"), "{body}");
-        assert_eq!(get(d, "/healthz").await.0, 200, "alive during the outage");
-        world.insert(0, 5, "SCHEDULED").await;
-        gate.open(true);
-        wait_until(
-            Duration::from_secs(30),
-            "the other 5 SENT after Redis is back",
-            async || world.count("SENT").await == 10,
-        )
-        .await;
-        wait_until(Duration::from_secs(10), "ready again", async || {
-            get(d, "/readyz").await.0 == 200
-        })
-        .await;
-    })
-    .await;
-    assert_eq!(world.sim.messages().len(), 10, "nothing lost or sent twice");
-}
-
-#[tokio::test]
-async fn a_daemon_started_while_the_queue_is_down_waits_not_ready_and_then_sends() {
-    let world = TestApp::builder().spawn().await;
-    let gate = Gate::closed().await;
-    let mut config = fast(world.config.clone());
-    config.redis_url = gate.url();
-    world.insert(0, 4, "SCHEDULED").await;
-    with_daemon(config, Options::default(), async |d| {
-        let (code, body) = get(d, "/readyz").await;
-        assert_eq!(code, 503, "{body}");
-        assert!(body.contains("queue_worker"), "{body}");
-        assert_eq!(get(d, "/healthz").await.0, 200);
-        assert_eq!(world.count("SENT").await, 0);
-        gate.open(true);
-        wait_until(
-            Duration::from_secs(30),
-            "all 4 SENT once the queue is up",
-            async || world.count("SENT").await == 4,
-        )
-        .await;
-    })
-    .await;
-    assert_eq!(world.sim.messages().len(), 4);
-}
-
-#[tokio::test]
-async fn a_frozen_queue_redis_is_survived_and_sending_resumes_when_it_answers_again() {
-    let world = TestApp::builder().spawn().await;
-    let gate = Gate::relaying().await;
-    let mut config = fast(world.config.clone());
-    config.redis_url = gate.url();
-    with_daemon(config, Options::default(), async |d| {
-        world.insert(0, 3, "SCHEDULED").await;
-        wait_until(Duration::from_secs(30), "first 3 SENT", async || {
-            world.count("SENT").await == 3
-        })
-        .await;
-        // Frozen: connections stay open but carry nothing; new ones are accepted and ignored.
-        gate.set_relay(false);
-        gate.blackhole_existing();
-        wait_until(
-            Duration::from_secs(20),
-            "not ready while frozen",
-            async || get(d, "/readyz").await.0 == 503,
-        )
-        .await;
-        world.insert(0, 3, "SCHEDULED").await;
-        gate.set_relay(true);
-        wait_until(
-            Duration::from_secs(60),
-            "the other 3 SENT after the freeze",
-            async || world.count("SENT").await == 6,
-        )
-        .await;
-    })
-    .await;
-    assert_eq!(world.sim.messages().len(), 6, "nothing lost or sent twice");
 }

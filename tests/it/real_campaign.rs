@@ -226,11 +226,10 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         (SLICE_LINES as u64, SLICE_LINES, 0)
     );
 
-    // Two daemons, each with its own pool and service stack (limiter, factory), one queue.
+    // Two daemons, each with its own pool and service stack (limiter, factory), one database.
     let vars: HashMap<&str, String> = HashMap::from([
         ("DATABASE_URL", db.url.to_string()),
         ("MAIL_RATE_LIMIT_KEY_PREFIX", format!("{prefix}:rl")),
-        ("QUEUE_NAME", format!("{prefix}:send-message")),
         ("MAIL_RATE_LIMIT_PER_MINUTE", FAST_PER_MINUTE.to_string()),
         ("MAIL_DEFER_SPREAD_MAX_MS", "5000".into()),
         ("WORKER_CONCURRENCY", "8".into()),

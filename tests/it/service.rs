@@ -1,4 +1,4 @@
-//! MailProviderService, the claim step, the job handler and lease recovery, with a scripted
+//! MailProviderService, the claim step, the handler and lease recovery, with a scripted
 //! mailer (no HTTP) against real PostgreSQL and Redis.
 
 use std::time::Duration;
@@ -7,10 +7,10 @@ use mail_worker::{
     mailer::MailError,
     rate_limit::DenyReason,
     service::{SendOutcome, spread_ms},
-    worker::{claim, queue, queue::SendMessageJob, recovery},
+    worker::{claim, recovery},
 };
 
-use crate::support::{TestApp, app::noon, proxy::Gate, redis_url, spawn_app, wait_until};
+use crate::support::{TestApp, app::noon, spawn_app};
 
 #[tokio::test]
 async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
@@ -156,27 +156,38 @@ async fn a_malformed_recipient_list_fails_that_message_only() {
 async fn two_replicas_claiming_at_once_never_claim_the_same_row() {
     let h = spawn_app().await;
     let ids = h.insert(0, 150, "SCHEDULED").await;
-    let name = h.keys.sub("claim");
-    let mut q1 = queue::open(&redis_url(), &name, 16).await.unwrap();
-    let mut q2 = q1.clone();
-    let (p1, p2) = (h.db.pool.clone(), h.db.pool.clone());
-    // batch 100, concurrency 100 → cap 200 QUEUED: both may claim.
+    // 80 slots + 20 prefetch each: room for 100 rows per replica.
+    let (s1, s2) = (claim::Slots::new(80), claim::Slots::new(80));
+    let round = || claim::SenderRound::new(std::time::Duration::from_millis(250));
+    let (mut r1, mut r2) = (round(), round());
     let (a, b) = tokio::join!(
-        async move { claim::claim_once(&p1, &mut q1, 100, 100).await.unwrap() },
-        async move { claim::claim_once(&p2, &mut q2, 100, 100).await.unwrap() },
+        claim::claim_for_free_slots(&h.db.pool, &s1, &mut r1, 100),
+        claim::claim_for_free_slots(&h.db.pool, &s2, &mut r2, 100),
     );
-    assert_eq!(a + b, 150, "every due row claimed exactly once ({a} + {b})");
-    let queued: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM messages WHERE status = 'QUEUED' AND queued_at IS NOT NULL",
+    let (a, b) = (a.unwrap().0, b.unwrap().0);
+    assert_eq!(
+        a.len() + b.len(),
+        150,
+        "every due row claimed ({} + {})",
+        a.len(),
+        b.len()
+    );
+    let mut claimed: Vec<_> = a.iter().chain(&b).map(|c| c.message.id).collect();
+    claimed.sort();
+    claimed.dedup();
+    assert_eq!(claimed.len(), 150, "none claimed twice");
+    let sending: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE status = 'SENDING' AND sending_at IS NOT NULL \
+         AND attempts = 1",
     )
     .fetch_one(&h.db.pool)
     .await
     .unwrap();
-    assert_eq!(queued, ids.len() as i64);
+    assert_eq!(sending, ids.len() as i64, "claimed straight to SENDING");
 }
 
 #[tokio::test]
-async fn claiming_respects_the_cap_on_queued_messages_and_skips_future_rows() {
+async fn a_replica_claims_only_for_its_own_free_slots_and_skips_future_rows() {
     let h = spawn_app().await;
     h.insert(0, 50, "SCHEDULED").await;
     let future = h.insert(0, 1, "SCHEDULED").await[0];
@@ -185,40 +196,113 @@ async fn claiming_respects_the_cap_on_queued_messages_and_skips_future_rows() {
         .execute(&h.db.pool)
         .await
         .unwrap();
-    let mut q = queue::open(&redis_url(), &h.keys.sub("claim"), 4)
+    // 4 worker slots + a prefetch of 1.
+    let mine = claim::Slots::new(4);
+    let mut round = claim::SenderRound::new(std::time::Duration::from_millis(250));
+    assert_eq!((mine.free(), mine.prefetch()), (5, 1));
+    let (first, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 100)
         .await
         .unwrap();
-    // concurrency 4 → at most 2 × 4 = 8 QUEUED.
-    assert_eq!(
-        claim::claim_once(&h.db.pool, &mut q, 100, 4).await.unwrap(),
-        8
-    );
-    assert_eq!(
-        claim::claim_once(&h.db.pool, &mut q, 100, 4).await.unwrap(),
-        0,
-        "cap reached"
-    );
+    assert_eq!((first.len(), room), (5, 5), "its free room, not the batch");
+    assert_eq!(mine.free(), 0, "held while they are claimed");
+    // Another replica is not held back by this one's claimed rows.
+    let other = claim::Slots::new(4);
+    let mut their_round = claim::SenderRound::new(std::time::Duration::from_millis(250));
+    let (theirs, _) = claim::claim_for_free_slots(&h.db.pool, &other, &mut their_round, 100)
+        .await
+        .unwrap();
+    assert_eq!(theirs.len(), 5);
+    // Two of the first replica's sends finish: it claims for those two slots only.
+    let mut first = first;
+    first.truncate(3);
+    assert_eq!(mine.free(), 2);
+    let (again, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 100)
+        .await
+        .unwrap();
+    assert_eq!((again.len(), room), (2, 2));
+    assert_eq!(h.count("SENDING").await, 12);
     let (status, ..) = h.row(future).await;
-    assert_eq!(status, "SCHEDULED");
+    assert_eq!(status, "SCHEDULED", "not due: never claimed");
+    // A batch smaller than the room caps one claim.
+    drop((first, again, theirs));
+    let (capped, room) = claim::claim_for_free_slots(&h.db.pool, &mine, &mut round, 3)
+        .await
+        .unwrap();
+    assert_eq!((capped.len(), room), (3, 3));
 }
 
 #[tokio::test]
-async fn a_failed_push_leaves_the_rows_scheduled() {
-    let h = spawn_app().await;
-    let ids = h.insert(0, 3, "SCHEDULED").await;
-    let proxy = Gate::relaying().await;
-    let mut q = queue::open(&proxy.url(), &h.keys.sub("claim"), 4)
+async fn claims_go_round_the_senders_so_a_backlog_never_delays_another_mailbox() {
+    let h = TestApp::builder().mailboxes(3).await;
+    h.insert(0, 60, "SCHEDULED").await;
+    let later = [
+        h.insert(1, 4, "SCHEDULED").await,
+        h.insert(2, 4, "SCHEDULED").await,
+    ];
+    let slots = claim::Slots::new(100);
+    let mut round = claim::SenderRound::new(std::time::Duration::from_secs(3600));
+    let per_mailbox = |claimed: &[claim::Claimed]| {
+        let mut n = [0; 3];
+        for c in claimed {
+            let at = h.mailboxes.iter().position(|(_, id)| {
+                c.message.sender == mail_worker::store::messages::SenderRef::SystemMailbox(*id)
+            });
+            n[at.unwrap()] += 1;
+        }
+        n
+    };
+    // An equal share of a claim of 6 each, the backlog's oldest sender first.
+    let (first, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
         .await
         .unwrap();
-    proxy.cut();
-    let err = claim::claim_once(&h.db.pool, &mut q, 100, 4)
+    assert_eq!(per_mailbox(&first), [2, 2, 2]);
+    // The next claims go on round the same senders until the others are drained.
+    let (second, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
         .await
-        .unwrap_err();
-    assert!(matches!(err, claim::ClaimError::Push(_)), "{err}");
-    for id in ids {
-        let (status, ..) = h.row(id).await;
-        assert_eq!(status, "SCHEDULED");
+        .unwrap();
+    assert_eq!(per_mailbox(&second), [2, 2, 2]);
+    for id in later.iter().flatten() {
+        assert_eq!(h.row(*id).await.0, "SENDING", "not kept behind the backlog");
     }
+    let (third, _) = claim::claim_for_free_slots(&h.db.pool, &slots, &mut round, 6)
+        .await
+        .unwrap();
+    assert_eq!(
+        per_mailbox(&third),
+        [6, 0, 0],
+        "the backlog takes what the others leave"
+    );
+}
+
+#[tokio::test]
+async fn a_message_and_its_attachments_come_back_from_the_claim_in_position_order() {
+    let h = spawn_app().await;
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
+    for (position, name) in [(1, "b.txt"), (0, "a.txt")] {
+        sqlx::query(
+            "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
+             VALUES ($1, $2, $3, 'text/plain', $4)",
+        )
+        .bind(id)
+        .bind(position)
+        .bind(name)
+        .bind(name.as_bytes())
+        .execute(&h.db.pool)
+        .await
+        .unwrap();
+    }
+    let claimed = mail_worker::store::messages::claim_due(&h.db.pool, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let names: Vec<&str> = claimed[0]
+        .attachments
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["a.txt", "b.txt"]);
+    assert_eq!(claimed[0].attachments[1].content, b"b.txt");
+    assert_eq!(claimed[0].attempts, 1);
 }
 
 #[tokio::test]
@@ -261,51 +345,6 @@ async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
             .unwrap()
             .contains("outcome unknown")
     );
-}
-
-#[tokio::test]
-async fn a_job_that_outruns_its_claims_commit_waits_for_it_and_is_sent() {
-    let h = spawn_app().await;
-    let id = h.insert(0, 1, "SCHEDULED").await[0];
-    let mut tx = h.db.pool.begin().await.unwrap();
-    let claimed = mail_worker::store::messages::claim_due(&mut tx, 10)
-        .await
-        .unwrap();
-    assert_eq!(claimed, vec![id]);
-    mail_worker::store::messages::mark_queued(&mut tx, &claimed)
-        .await
-        .unwrap();
-    // The job is on the queue and a worker takes it before the claim commits.
-    let handler = h.handler.clone();
-    let job = tokio::spawn(async move {
-        handler
-            .process(SendMessageJob { message_id: id })
-            .await
-            .unwrap()
-    });
-    // Until its backend waits on the claim's row lock.
-    wait_until(
-        Duration::from_secs(10),
-        "the handler waits on a lock",
-        async || {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .fetch_one(&h.db.pool)
-            .await
-            .unwrap();
-            waiting > 0
-        },
-    )
-    .await;
-    assert!(
-        !job.is_finished(),
-        "the handler waits for the claim's row lock"
-    );
-    tx.commit().await.unwrap();
-    assert_eq!(job.await.unwrap(), Some(SendOutcome::Sent));
-    assert_eq!(h.row(id).await.0, "SENT");
 }
 
 #[tokio::test]

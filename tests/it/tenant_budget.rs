@@ -12,7 +12,7 @@ use mail_worker::{
     import::senders as senders_file,
     rate_limit::Algorithm,
     store::senders,
-    worker::{handler::Handler, queue::SendMessageJob},
+    worker::handler::Handler,
 };
 use uuid::Uuid;
 
@@ -53,10 +53,7 @@ async fn drain(app: &TestApp, handler: &Handler, clock: &ManualClock, until: Dat
                 .await
                 .unwrap();
         for id in queued {
-            handler
-                .process(SendMessageJob { message_id: id })
-                .await
-                .unwrap();
+            handler.process(id).await.unwrap();
         }
         let next: Option<DateTime<Utc>> =
             sqlx::query_scalar("SELECT min(scheduled_on) FROM messages WHERE status = 'SCHEDULED'")

@@ -1,7 +1,7 @@
 //! Benchmark 3, backlog drain — the seed design's cost: 1,000 messages for one mailbox at 25 a
 //! minute through the real daemon (`mail-worker run`) and graph-sim for 5 UTC minutes. Per
 //! minute, mails sent; per mail sent, limiter calls, Redis commands (`INFO commandstats` deltas,
-//! per command), PostgreSQL row writes (`pg_stat_user_tables` deltas) and apalis jobs; budget
+//! per command), PostgreSQL row writes (`pg_stat_user_tables` deltas) and claims; budget
 //! use = sent / (limit × minutes).
 //!
 //! ```text
@@ -10,9 +10,9 @@
 //! cargo test -p mail-worker-bench --bench backlog -- --smoke       # 50 messages, until each was tried once (~5 s)
 //! ```
 //!
-//! The daemon runs with the production defaults (`WORKER_CONCURRENCY` 16, claims every 1 s,
+//! The daemon runs with the production defaults (`WORKER_CONCURRENCY` 16, `SCHEDULER_INTERVAL_MS` 250,
 //! spread 0–30 s) except the limit (`--limit`, default 25). The harness starts two private
-//! `redis-server`s — one for the queue (`REDIS_URL`), one for the limiter
+//! `redis-server`s — one at `REDIS_URL` (no job queue since issue 12: it stays idle), one for the limiter
 //! (`MAIL_RATE_LIMIT_REDIS_URL`) — so each one's `INFO commandstats` holds exactly its part,
 //! and a fresh database `bench_backlog_<hex>`. The run starts on a UTC minute (it waits up to a
 //! minute for it) so that each measured minute is one limiter bucket. Results:
@@ -80,9 +80,8 @@ struct Snapshot {
     at: DateTime<Utc>,
     limiter_commands: CommandStats,
     queue_commands: CommandStats,
-    /// Jobs ever pushed: entries of the apalis data hash `<queue>:data` (apalis-redis keeps
-    /// every job's data until a vacuum, which the daemon never runs).
-    jobs_pushed: u64,
+    /// Claims so far ([`daemon::BenchDb::claims`]).
+    claims: u64,
     queue_keys: u64,
     queue_memory_bytes: u64,
     limiter_keys: u64,
@@ -107,7 +106,7 @@ struct Interval {
     throttled: u64,
     /// `evalsha` calls on the limiter's Redis: `check_and_reserve` + `release`.
     limiter_calls: u64,
-    jobs_pushed: u64,
+    claims: u64,
     limiter_redis_commands: u64,
     queue_redis_commands: u64,
     /// Inserted + updated + deleted rows (PostgreSQL publishes these with up to ~1 s delay
@@ -151,7 +150,7 @@ struct Report {
     error_lines: u64,
     limiter_calls: u64,
     limiter_calls_from_log: u64,
-    jobs_pushed: u64,
+    claims: u64,
     /// sent / (limit × minutes); only for aligned full runs.
     budget_use: Option<f64>,
     per_sent: PerSent,
@@ -210,12 +209,9 @@ async fn run(args: Args) -> ExitCode {
     daemon::insert_messages(&setup, &ids, args.messages).await;
     db.settle(setup).await;
     let sim = daemon::start_sim(&mailboxes).await;
-    let queue = "bench:backlog:send-message";
-    let data_hash = apalis_redis::Config::default().queue(queue).job_data_hash();
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
     env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
         .set("WORKER_CONCURRENCY", args.concurrency)
-        .set("QUEUE_NAME", queue)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:backlog:rl")
         .set("MAIL_RATE_LIMIT_ALGORITHM", args.algorithm.as_str());
 
@@ -248,7 +244,7 @@ async fn run(args: Args) -> ExitCode {
     sleep_until(start).await;
 
     let mut snapshots = Vec::new();
-    snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, &data_hash, None).await);
+    snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, None).await);
     let log = daemon::results_path(if args.smoke {
         "backlog-smoke-daemon.log"
     } else {
@@ -271,32 +267,16 @@ async fn run(args: Args) -> ExitCode {
                 break;
             }
         }
-        snapshots.push(
-            snapshot(
-                &mut limiter_redis,
-                &mut queue_redis,
-                &db,
-                &data_hash,
-                Some(&worker),
-            )
-            .await,
-        );
+        snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await);
     } else {
         for m in 1..=args.minutes {
             sleep_until(start + minute * i32::try_from(m).unwrap_or(i32::MAX)).await;
-            let s = snapshot(
-                &mut limiter_redis,
-                &mut queue_redis,
-                &db,
-                &data_hash,
-                Some(&worker),
-            )
-            .await;
+            let s = snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await;
             let sent = sim.stats().total_accepted();
             eprintln!(
                 "minute {m}/{}: {sent} sent so far, {} jobs pushed, limiter evalsha {}",
                 args.minutes,
-                s.jobs_pushed,
+                s.claims,
                 s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
             );
             snapshots.push(s);
@@ -307,7 +287,7 @@ async fn run(args: Args) -> ExitCode {
     let pg_final = db.row_writes().await;
     let limiter_final = limiter_redis.commandstats().await;
     let queue_final = queue_redis.commandstats().await;
-    let jobs_final = queue_redis.hlen(&data_hash).await;
+    let jobs_final = db.claims().await;
     let queue_memory_final = queue_redis.used_memory().await;
     let queue_keys_final = queue_redis.dbsize().await;
     let status_at_end = db.status_counts().await;
@@ -343,7 +323,7 @@ async fn run(args: Args) -> ExitCode {
             denied: count_event(events::MAIL_RATE_LIMIT_DEFERRED, a.at, b.at),
             throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.at, b.at),
             limiter_calls: limiter.get("evalsha").map_or(0, |c| c.calls),
-            jobs_pushed: b.jobs_pushed - a.jobs_pushed,
+            claims: b.claims - a.claims,
             limiter_redis_commands: daemon::total_calls(&limiter),
             queue_redis_commands: daemon::total_calls(&queue_cmds),
             pg_row_writes: daemon::total_writes(&daemon::writes_delta(&a.pg_writes, &b.pg_writes))
@@ -364,7 +344,7 @@ async fn run(args: Args) -> ExitCode {
     let released = count_event(events::MAIL_RATE_LIMIT_RELEASED, early, far);
     let error_lines = lines.iter().filter(|l| l.level == "ERROR").count() as u64;
     let limiter_calls = limiter_commands.get("evalsha").map_or(0, |c| c.calls);
-    let jobs_pushed = jobs_final - first.jobs_pushed;
+    let claims = jobs_final - first.claims;
     let stats = sim.stats();
     let box_stats = stats.mailboxes.first();
     let redis_cpu = limiter_redis.cpu_seconds() - first.limiter_redis_cpu_s
@@ -376,7 +356,7 @@ async fn run(args: Args) -> ExitCode {
     let per_sent = PerSent {
         limiter_calls: per(f(limiter_calls), sent),
         denials: per(f(denied), sent),
-        jobs: per(f(jobs_pushed), sent),
+        jobs: per(f(claims), sent),
         limiter_redis_commands: per(f(limiter_total), sent),
         queue_redis_commands: per(f(queue_total), sent),
         redis_commands: per(f(limiter_total + queue_total), sent),
@@ -397,7 +377,7 @@ async fn run(args: Args) -> ExitCode {
         &args,
         &intervals,
         &per_sent,
-        (sent, denied, jobs_pushed, limiter_calls),
+        (sent, denied, claims, limiter_calls),
         &limiter_commands,
         &queue_commands,
         &pg_writes,
@@ -409,11 +389,11 @@ async fn run(args: Args) -> ExitCode {
     let keys_growth = i64::try_from(queue_keys_final).unwrap_or(i64::MAX)
         - i64::try_from(first.queue_keys).unwrap_or(0);
     println!(
-        "queue Redis grew by {} bytes and {} keys: {:.0} bytes and {:.2} keys per job pushed (apalis-redis keeps every job's data and metadata; nothing vacuums them)",
+        "queue Redis grew by {} bytes and {} keys: {:.0} bytes and {:.2} keys per claim (no job queue: the daemon keeps nothing there per message)",
         thousands(memory_growth as f64),
         keys_growth,
-        memory_growth as f64 / f(jobs_pushed.max(1)),
-        keys_growth as f64 / f(jobs_pushed.max(1)),
+        memory_growth as f64 / f(claims.max(1)),
+        keys_growth as f64 / f(claims.max(1)),
     );
     let max_minute = box_stats.map_or(0, |b| b.max_in_utc_minute);
     let max_rolling = box_stats.map_or(0, |b| b.max_in_rolling_60s);
@@ -461,7 +441,7 @@ async fn run(args: Args) -> ExitCode {
         error_lines,
         limiter_calls,
         limiter_calls_from_log: sent + denied + released,
-        jobs_pushed,
+        claims,
         budget_use,
         per_sent,
         limiter_commands,
@@ -510,7 +490,6 @@ async fn snapshot(
     limiter: &mut PrivateRedis,
     queue: &mut PrivateRedis,
     db: &BenchDb,
-    data_hash: &str,
     worker: Option<&Daemon>,
 ) -> Snapshot {
     let at = Utc::now();
@@ -518,7 +497,7 @@ async fn snapshot(
         at,
         limiter_commands: limiter.commandstats().await,
         queue_commands: queue.commandstats().await,
-        jobs_pushed: queue.hlen(data_hash).await,
+        claims: db.claims().await,
         queue_keys: queue.dbsize().await,
         queue_memory_bytes: queue.used_memory().await,
         limiter_keys: limiter.dbsize().await,
@@ -553,7 +532,7 @@ fn print_report(
                 i.limiter_calls.to_string(),
                 format!("{:.1}", per(f(i.limiter_calls), i.sent)),
                 format!("{:.1}", f(i.backlog_at_start) / f64::from(args.limit)),
-                i.jobs_pushed.to_string(),
+                i.claims.to_string(),
                 thousands(f(i.limiter_redis_commands)),
                 thousands(f(i.queue_redis_commands)),
                 thousands(i.pg_row_writes as f64),
@@ -599,7 +578,7 @@ fn print_report(
             ],
             vec!["limiter denials".into(), format!("{:.1}", per_sent.denials)],
             vec![
-                "apalis jobs (pushes = claims)".into(),
+                "claims (attempts + deferrals)".into(),
                 format!("{:.1}", per_sent.jobs),
             ],
             vec![

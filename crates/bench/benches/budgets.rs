@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Per mail sent: limiter calls (`evalsha` on the limiter's Redis), Redis commands (limiter,
-//! queue, together), PostgreSQL row writes (`pg_stat_user_tables`), apalis jobs (entries of
-//! the job-data hash); the most sends in any rolling 60 s (graph-sim's records) against the
+//! `REDIS_URL`, together), PostgreSQL row writes (`pg_stat_user_tables`), claims (`attempts +
+//! deferrals`); the most sends in any rolling 60 s (graph-sim's records) against the
 //! limit; Graph 429s (graph-sim's refusals); denials per message (the `deferrals` column); the
 //! other mailbox's wait from due to `SENT`. Goals (printed, never failed on): for `paced` ≤ 3
 //! limiter round trips, ≤ 40 Redis commands and ≤ 4 row writes per sent mail, each message
@@ -83,8 +83,8 @@ struct Snapshot {
     at: DateTime<Utc>,
     limiter_commands: CommandStats,
     queue_commands: CommandStats,
-    /// Entries of the apalis job-data hash: jobs ever pushed (apalis-redis keeps them).
-    jobs_pushed: u64,
+    /// Claims so far ([`daemon::BenchDb::claims`]).
+    claims: u64,
     pg_row_writes: i64,
     /// Mails graph-sim accepted so far (both mailboxes).
     sent: u64,
@@ -100,7 +100,6 @@ struct Arm {
     backlog_box: (mail_worker::domain::MailboxAddress, Uuid),
     other_box: (mail_worker::domain::MailboxAddress, Uuid),
     env: DaemonEnv,
-    data_hash: String,
 }
 
 /// The other mailbox's wait, from due to `SENT`.
@@ -311,15 +310,10 @@ async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
     daemon::insert_messages(&setup, &[other_box.1], args.other_messages).await;
     db.settle(setup).await;
     let sim = daemon::start_sim(&[backlog_box.clone(), other_box.clone()]).await;
-    let queue = format!("bench:budgets:{}:send-message", algorithm.as_str());
-    let data_hash = apalis_redis::Config::default()
-        .queue(&queue)
-        .job_data_hash();
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
     env.set("MAIL_RATE_LIMIT_ALGORITHM", algorithm.as_str())
         .set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
         .set("WORKER_CONCURRENCY", args.concurrency)
-        .set("QUEUE_NAME", &queue)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:budgets:rl");
     Arm {
         algorithm,
@@ -330,7 +324,6 @@ async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
         backlog_box,
         other_box,
         env,
-        data_hash,
     }
 }
 
@@ -357,7 +350,7 @@ async fn snapshot(arm: &mut Arm) -> Snapshot {
         at,
         limiter_commands: arm.limiter_redis.commandstats().await,
         queue_commands: arm.queue_redis.commandstats().await,
-        jobs_pushed: arm.queue_redis.hlen(&arm.data_hash).await,
+        claims: arm.db.claims().await,
         pg_row_writes: daemon::total_writes(&arm.db.row_writes().await).total(),
         sent: arm.sim.stats().total_accepted(),
     }
@@ -418,7 +411,7 @@ async fn drive(
                 "{name} {messages}: minute {m}/{}: {} sent so far, {} jobs pushed, limiter evalsha {}",
                 args.minutes,
                 arm.sim.stats().total_accepted(),
-                s.jobs_pushed - snapshots[0].jobs_pushed,
+                s.claims - snapshots[0].claims,
                 s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
                     - snapshots[0]
                         .limiter_commands
@@ -502,7 +495,7 @@ async fn drive(
         limiter_calls: limiter_by_command.get("evalsha").map_or(0, |c| c.calls),
         limiter_commands: daemon::total_calls(&limiter_by_command),
         queue_commands: daemon::total_calls(&queue_by_command),
-        jobs: last.jobs_pushed - first.jobs_pushed,
+        jobs: last.claims - first.claims,
         pg_row_writes: last.pg_row_writes - first.pg_row_writes,
         tried,
         max_deferrals: max_deferrals.unwrap_or(0),
@@ -630,7 +623,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             ),
         ),
         row(
-            "apalis jobs",
+            "claims",
             p.per_sent(f(p.jobs)),
             w.per_sent(f(w.jobs)),
             1,
@@ -683,13 +676,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             2,
             "",
         ),
-        row(
-            "apalis jobs",
-            p.per_try(f(p.jobs)),
-            w.per_try(f(w.jobs)),
-            2,
-            "",
-        ),
+        row("claims", p.per_try(f(p.jobs)), w.per_try(f(w.jobs)), 2, ""),
     ];
     support::print_table(
         &["per try", "paced", "fixed-window", "ratio", "goal"],
@@ -823,7 +810,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
                 let d = daemon::command_delta(&s[0].limiter_commands, &s[1].limiter_commands);
                 (
                     d.get("evalsha").map_or(0, |c| c.calls),
-                    s[1].jobs_pushed - s[0].jobs_pushed,
+                    s[1].claims - s[0].claims,
                 )
             })
             .collect()
@@ -840,7 +827,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
                 per(f(l.get("evalsha").map_or(0, |c| c.calls)), sent),
                 per(f(daemon::total_calls(&l) + daemon::total_calls(&q)), sent),
                 per((b.pg_row_writes - a.pg_row_writes) as f64, sent),
-                per(f(b.jobs_pushed - a.jobs_pushed), sent),
+                per(f(b.claims - a.claims), sent),
                 f(sent),
             ]
         };
@@ -853,7 +840,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             ("limiter calls", 0, "paced ≤ 3"),
             ("Redis commands, together", 1, "paced ≤ 40"),
             ("PostgreSQL row writes", 2, "paced ≤ 4"),
-            ("apalis jobs", 3, ""),
+            ("claims", 3, ""),
         ]
         .iter()
         .map(|(name, i, goal)| {

@@ -46,8 +46,8 @@ struct Args {
     /// `WORKER_CONCURRENCY`.
     #[arg(long, default_value_t = 64)]
     concurrency: u32,
-    /// `SCHEDULER_INTERVAL_MS` (default: the production default, 1,000 ms).
-    #[arg(long, default_value_t = 1_000)]
+    /// `SCHEDULER_INTERVAL_MS` (default: the production default, 250 ms).
+    #[arg(long, default_value_t = 250)]
     scheduler_interval_ms: u64,
     /// Unprofiled runs for the CPU split (medians).
     #[arg(long, default_value_t = 3)]
@@ -154,15 +154,18 @@ async fn run(args: Args) -> ExitCode {
     let server = private
         .as_ref()
         .map_or_else(daemon::shared_postgres, |p| p.url.clone());
-    let world = World::new(&server, "profile", args.mailboxes, args.latency_ms).await;
+    let world = World::new(&server, "profile", args.mailboxes).await;
     if private.is_some() {
         world.enable_statements().await;
     }
     let scenario = Scenario {
+        section: "profile".into(),
         daemons: 1,
-        concurrency: args.concurrency,
-        scheduler_interval_ms: args.scheduler_interval_ms,
+        concurrency: Some(args.concurrency),
+        scheduler_interval_ms: Some(args.scheduler_interval_ms),
+        latency_ms: args.latency_ms,
         messages: args.messages,
+        arrivals_per_s: None,
         timeout: Duration::from_secs(if args.smoke { 60 } else { 300 }),
     };
     println!(

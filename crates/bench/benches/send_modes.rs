@@ -34,7 +34,7 @@ use mail_worker::{
     mailer::graph::GraphSendMode,
     service::SendOutcome,
     store::{self, senders},
-    worker::{handler::Handler, queue::SendMessageJob},
+    worker::handler::Handler,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -155,7 +155,6 @@ async fn world(args: &Args, mode: GraphSendMode) -> World {
     config.rate_limit.redis_url = support::redis_url();
     config.rate_limit.key_prefix = format!("{prefix}:rl");
     config.rate_limit.max_in_flight = NonZeroU32::new(1_000).unwrap();
-    config.worker.queue_name = format!("{prefix}:q");
     config.graph.api_base_url = sim.graph_base_url();
     config.graph.login_base_url = sim.login_base_url();
     config.graph.send_mode = mode;
@@ -199,7 +198,7 @@ async fn drive(world: &World, id: Uuid) -> usize {
     for attempt in 1..=20 {
         let outcome = world
             .handler
-            .process(SendMessageJob { message_id: id })
+            .process(id)
             .await
             .unwrap_or_else(|e| support::fail(&e.to_string()));
         match outcome {

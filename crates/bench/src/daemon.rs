@@ -465,6 +465,18 @@ impl BenchDb {
             .collect()
     }
 
+    /// Claims so far: every claim counts an attempt, a deferral gives it back and counts a
+    /// deferral, so `attempts + deferrals` summed over the messages.
+    pub async fn claims(&self) -> u64 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT coalesce(sum(attempts + deferrals), 0)::bigint FROM messages",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot count claims: {e}")));
+        u64::try_from(n).unwrap_or(0)
+    }
+
     /// Process ids of the daemon's backends on this database (`application_name` `mail-worker`).
     pub async fn daemon_backends(&self) -> Vec<u32> {
         let pids: Vec<i32> = sqlx::query_scalar(

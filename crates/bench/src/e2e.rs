@@ -23,11 +23,10 @@ use crate::{
     fail, median,
 };
 
-/// `SCHEDULER_BATCH_SIZE`'s default: the most rows one claim tick takes.
-pub const SCHEDULER_BATCH: u32 = 100;
-/// `claim::QUEUED_PER_WORKER_SLOT`: the claim loop keeps at most this × `WORKER_CONCURRENCY`
-/// messages `QUEUED`.
-pub const QUEUED_PER_SLOT: u32 = 2;
+/// `MAIL_RATE_LIMIT_PER_MINUTE` of the benchmark's mailboxes: high enough that the budgets
+/// (`mailboxes × limit / 60` sends/s) never bind; graph-sim's own Exchange limits (30 a rolling
+/// minute per mailbox) do not either, with a few dozen messages per mailbox.
+pub const BENCH_PER_MINUTE: u32 = 100_000;
 
 /// The fixed parts of the scenario, set up once.
 pub struct World {
@@ -37,26 +36,19 @@ pub struct World {
     pub sim: GraphSim,
     /// The mailboxes and their ids.
     pub mailboxes: Vec<(MailboxAddress, Uuid)>,
-    /// Added to every sendMail, ms.
-    pub latency_ms: u64,
 }
 
 impl World {
     /// Creates the database `bench_<label>_<hex>` on `server`, registers `mailboxes` system
     /// mailboxes `e2e<i>@contoso.example` and starts graph-sim (Exchange's default limits) for
     /// them.
-    pub async fn new(server: &url::Url, label: &str, mailboxes: usize, latency_ms: u64) -> Self {
+    pub async fn new(server: &url::Url, label: &str, mailboxes: usize) -> Self {
         let db = BenchDb::create(server, label).await;
         let setup = db.setup_pool().await;
         let mailboxes = daemon::add_mailboxes(&setup, "e2e", mailboxes).await;
         db.settle(setup).await;
         let sim = daemon::start_sim(&mailboxes).await;
-        Self {
-            db,
-            sim,
-            mailboxes,
-            latency_ms,
-        }
+        Self { db, sim, mailboxes }
     }
 
     /// `CREATE EXTENSION pg_stat_statements` in the benchmark database (the server must load
@@ -80,39 +72,59 @@ impl World {
 /// One configuration to measure.
 #[derive(Debug, Clone, Serialize)]
 pub struct Scenario {
+    /// What it is for, e.g. `defaults` or `scale-out`.
+    pub section: String,
     /// `mail-worker run` processes.
     pub daemons: u32,
-    /// `WORKER_CONCURRENCY` of each.
-    pub concurrency: u32,
-    /// `SCHEDULER_INTERVAL_MS` of each.
-    pub scheduler_interval_ms: u64,
+    /// `WORKER_CONCURRENCY` of each (`None`: the default).
+    pub concurrency: Option<u32>,
+    /// `SCHEDULER_INTERVAL_MS` of each (`None`: the default).
+    pub scheduler_interval_ms: Option<u64>,
+    /// Latency graph-sim adds to every sendMail, ms.
+    pub latency_ms: u64,
     /// Messages to send.
     pub messages: usize,
+    /// `Some(r)`: the messages come due at `r` a second from the start instead of all at once.
+    pub arrivals_per_s: Option<f64>,
     /// Give up after this long (the result is then marked incomplete).
     pub timeout: Duration,
 }
 
+/// `WORKER_CONCURRENCY`'s default.
+pub const DEFAULT_CONCURRENCY: u32 = 64;
+
 impl Scenario {
-    /// A short name: `1 daemon, claim every 1000 ms`.
+    /// A short name: `defaults: 1 daemon, concurrency 16, +20 ms`.
     pub fn name(&self) -> String {
         format!(
-            "{} daemon{}, claim every {} ms",
+            "{}: {} daemon{}, concurrency {}, +{} ms{}{}",
+            self.section,
             self.daemons,
             if self.daemons == 1 { "" } else { "s" },
+            self.concurrency(),
+            self.latency_ms,
             self.scheduler_interval_ms
+                .map(|ms| format!(", claim idle {ms} ms"))
+                .unwrap_or_default(),
+            self.arrivals_per_s
+                .map(|r| format!(", {r:.0} due/s"))
+                .unwrap_or_default(),
         )
     }
 
-    /// The bound set by in-flight sends: daemons × concurrency / latency, sends/s.
-    pub fn concurrency_bound(&self, latency_ms: u64) -> f64 {
-        f64::from(self.daemons * self.concurrency) * 1_000.0 / latency_ms.max(1) as f64
+    /// `WORKER_CONCURRENCY` in effect.
+    pub fn concurrency(&self) -> u32 {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
     }
 
-    /// The bound set by the claim loop: each daemon claims at most min(batch, 2 ×
-    /// concurrency) rows per tick, sends/s.
-    pub fn claim_bound(&self) -> f64 {
-        f64::from(self.daemons * SCHEDULER_BATCH.min(QUEUED_PER_SLOT * self.concurrency)) * 1_000.0
-            / self.scheduler_interval_ms.max(1) as f64
+    /// The bound set by in-flight sends: daemons × concurrency / latency, sends/s.
+    pub fn concurrency_bound(&self) -> f64 {
+        f64::from(self.daemons * self.concurrency()) * 1_000.0 / self.latency_ms.max(1) as f64
+    }
+
+    /// The bound set by the mailboxes' budgets: mailboxes × [`BENCH_PER_MINUTE`] / 60, sends/s.
+    pub fn budget_bound(mailboxes: usize) -> f64 {
+        mailboxes as f64 * f64::from(BENCH_PER_MINUTE) / 60.0
     }
 }
 
@@ -167,10 +179,19 @@ pub struct RunResult {
     pub peak_rss_mib: f64,
     /// The most PostgreSQL connections the daemons held at once (polled every 100 ms).
     pub peak_pg_connections: i64,
-    /// Redis commands during the run (queue + limiter, one server).
+    /// Redis commands during the run (the limiter's server).
     pub redis_commands: CommandStats,
     /// Row writes (inserted + updated + deleted) per message sent.
     pub pg_row_writes_per_sent: f64,
+    /// Of those, HOT updates per message sent.
+    pub pg_hot_updates_per_sent: f64,
+    /// `REDIS_URL`'s server (the job queue's, before issue 12): `used_memory` before the daemons
+    /// started and after they stopped, bytes.
+    pub queue_redis_memory: (u64, u64),
+    /// Its key count, before and after.
+    pub queue_redis_keys: (u64, u64),
+    /// The limiter's Redis: key count before and after (its keys expire with their windows).
+    pub limiter_redis_keys: (u64, u64),
     /// Wall phases of each message.
     pub phases: Vec<Phase>,
     /// graph-sim refusals (429s etc.): 0 when the spread kept every mailbox under its limits.
@@ -187,8 +208,7 @@ pub struct RunResult {
     pub perf_data: Option<PathBuf>,
     /// The daemon's statements, if asked for.
     pub statements: Vec<Statement>,
-    /// Claim transactions that claimed something (distinct `queued_at`: `now()` of the
-    /// claiming transaction).
+    /// Claims that claimed something (distinct `queued_at`: `now()` of the claim statement).
     pub claim_batches: i64,
     /// Messages per claim transaction, mean.
     pub mean_claim_batch: f64,
@@ -234,37 +254,49 @@ pub async fn run_once(
     let perf_data = extras.perf_data;
     let db = &world.db;
     // Fresh messages, written on a set-up pool that is closed before the measurement.
-    let setup = db.setup_pool().await;
-    sqlx::query("TRUNCATE messages CASCADE")
-        .execute(&setup)
-        .await
-        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
+    let setup = empty_messages(db).await;
     let ids: Vec<Uuid> = world.mailboxes.iter().map(|(_, id)| *id).collect();
     daemon::insert_messages(&setup, &ids, scenario.messages).await;
+    if let Some(rate) = scenario.arrivals_per_s {
+        // Due at `rate` a second from 2 s after now (the daemons start meanwhile), in order.
+        sqlx::query(
+            "UPDATE messages m SET scheduled_on = now() + interval '2 seconds' \
+                 + (o.k / $1) * interval '1 second' \
+             FROM (SELECT id, (row_number() OVER (ORDER BY scheduled_on) - 1)::float8 AS k \
+                   FROM messages) o WHERE m.id = o.id",
+        )
+        .bind(rate)
+        .execute(&setup)
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot pace the messages: {e}")));
+    }
     db.settle(setup).await;
     world.sim.reset();
     world
         .sim
-        .set_latency(Target::Global, Latency::Fixed(world.latency_ms))
+        .set_latency(Target::Global, Latency::Fixed(scenario.latency_ms))
         .unwrap_or_else(|e| fail(&e.to_string()));
 
+    let mut queue_redis = PrivateRedis::start().await;
     let mut redis = PrivateRedis::start().await;
     let redis_before = redis.commandstats().await;
+    let queue_before = (queue_redis.used_memory().await, queue_redis.dbsize().await);
+    let limiter_keys_before = redis.dbsize().await;
     let pg_before = db.row_writes().await;
     let me = std::process::id();
     let harness_cpu_before = daemon::cpu_seconds(me).unwrap_or(0.0);
     let tag = format!("{}", Uuid::new_v4().simple());
-    let mut env = DaemonEnv::new(&db.url, &redis.url, &redis.url, &world.sim);
-    env.set("WORKER_CONCURRENCY", scenario.concurrency)
-        .set("SCHEDULER_INTERVAL_MS", scenario.scheduler_interval_ms)
-        .set(
-            "QUEUE_NAME",
-            format!("bench:e2e:{}:send-message", &tag[..12]),
-        )
-        .set(
-            "MAIL_RATE_LIMIT_KEY_PREFIX",
-            format!("bench:e2e:{}:rl", &tag[..12]),
-        );
+    let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &redis.url, &world.sim);
+    env.set("MAIL_RATE_LIMIT_PER_MINUTE", BENCH_PER_MINUTE).set(
+        "MAIL_RATE_LIMIT_KEY_PREFIX",
+        format!("bench:e2e:{}:rl", &tag[..12]),
+    );
+    if let Some(concurrency) = scenario.concurrency {
+        env.set("WORKER_CONCURRENCY", concurrency);
+    }
+    if let Some(ms) = scenario.scheduler_interval_ms {
+        env.set("SCHEDULER_INTERVAL_MS", ms);
+    }
 
     if extras.statements {
         sqlx::query("SELECT pg_stat_statements_reset()")
@@ -325,7 +357,7 @@ pub async fn run_once(
         .into_iter()
         .filter_map(daemon::cpu_seconds)
         .sum();
-    let redis_cpu = redis.cpu_seconds();
+    let redis_cpu = redis.cpu_seconds() + queue_redis.cpu_seconds();
     let harness_cpu = daemon::cpu_seconds(me).unwrap_or(0.0) - harness_cpu_before;
 
     let statements = if extras.statements {
@@ -340,8 +372,11 @@ pub async fn run_once(
     }
     db.wait_backends_gone().await;
     let redis_commands = daemon::command_delta(&redis_before, &redis.commandstats().await);
+    let queue_after = (queue_redis.used_memory().await, queue_redis.dbsize().await);
+    let limiter_keys_after = redis.dbsize().await;
     let pg_writes = daemon::total_writes(&daemon::writes_delta(&pg_before, &db.row_writes().await));
     drop(redis);
+    drop(queue_redis);
 
     let (first_claim, last_sent): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) =
         sqlx::query_as("SELECT min(queued_at), max(sent_at) FROM messages WHERE status = 'SENT'")
@@ -352,7 +387,7 @@ pub async fn run_once(
         (Some(a), Some(b)) => (b - a).as_seconds_f64(),
         _ => f64::NAN,
     };
-    let phases = phases(world).await;
+    let phases = phases(world, scenario.latency_ms).await;
     let (claim_batches, mean_claim_batch, max_claim_batch): (i64, f64, i64) = sqlx::query_as(
         "SELECT count(*), coalesce(avg(n), 0)::float8, coalesce(max(n), 0) \
          FROM (SELECT count(*) AS n FROM messages WHERE queued_at IS NOT NULL GROUP BY queued_at) b",
@@ -393,6 +428,10 @@ pub async fn run_once(
         peak_pg_connections: peak_connections,
         redis_commands,
         pg_row_writes_per_sent: pg_writes.total() as f64 / sent_f,
+        pg_hot_updates_per_sent: pg_writes.hot_updated as f64 / sent_f,
+        queue_redis_memory: (queue_before.0, queue_after.0),
+        queue_redis_keys: (queue_before.1, queue_after.1),
+        limiter_redis_keys: (limiter_keys_before, limiter_keys_after),
         phases,
         graph_refused: stats.mailboxes.iter().map(|m| m.refused.total()).sum(),
         graph_max_concurrent_per_mailbox: stats
@@ -410,6 +449,65 @@ pub async fn run_once(
         mean_claim_batch,
         max_claim_batch,
     }
+}
+
+/// What an idle daemon costs: CPU per second of the daemon and of its PostgreSQL backends,
+/// measured over `seconds` with nothing due (the claim loop looks again every
+/// `SCHEDULER_INTERVAL_MS`), after a 2 s start-up.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IdleCost {
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Daemon CPU, ms per second.
+    pub daemon_ms_per_s: f64,
+    /// Its PostgreSQL backends' CPU, ms per second.
+    pub postgres_ms_per_s: f64,
+}
+
+/// Runs one `mail-worker run` at its defaults on `world`'s database with no messages for
+/// `seconds` (a fixed measuring window: the figure is a rate over time).
+pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
+    let db = &world.db;
+    db.settle(empty_messages(db).await).await;
+    let redis = PrivateRedis::start().await;
+    let mut env = DaemonEnv::new(&db.url, &redis.url, &redis.url, &world.sim);
+    env.set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:e2e:idle:rl");
+    let log = daemon::results_path(&format!("{label}-idle.log"));
+    let d = Daemon::spawn(&env, &log).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let daemon_before = d.cpu_seconds().unwrap_or(0.0);
+    let pg_before = backends_cpu(db).await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let daemon_cpu = d.cpu_seconds().unwrap_or(0.0) - daemon_before;
+    let pg_cpu = backends_cpu(db).await - pg_before;
+    d.stop(Duration::from_secs(30)).await;
+    db.wait_backends_gone().await;
+    IdleCost {
+        seconds: elapsed,
+        daemon_ms_per_s: daemon_cpu * 1_000.0 / elapsed,
+        postgres_ms_per_s: pg_cpu * 1_000.0 / elapsed,
+    }
+}
+
+/// A set-up pool on `db` (closed before anything is measured) after emptying `messages`.
+async fn empty_messages(db: &BenchDb) -> sqlx::PgPool {
+    let setup = db.setup_pool().await;
+    sqlx::query("TRUNCATE messages CASCADE")
+        .execute(&setup)
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
+    setup
+}
+
+/// CPU seconds of the daemons' PostgreSQL backends so far.
+async fn backends_cpu(db: &BenchDb) -> f64 {
+    db.daemon_backends()
+        .await
+        .into_iter()
+        .filter_map(daemon::cpu_seconds)
+        .sum()
 }
 
 /// The daemon's statements from `pg_stat_statements` (the harness's own — those reading
@@ -436,17 +534,17 @@ async fn statements(db: &BenchDb, sent: i64) -> Vec<Statement> {
         .collect()
 }
 
-/// `subject, queued_at, sending_at, sent_at` of one sent message.
+/// `subject, scheduled_on, queued_at, sent_at` of one sent message.
 type TimestampRow = (String, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
 
 /// Per-message wall phases from PostgreSQL's timestamps and graph-sim's records (matched by
-/// subject): `queued_at` is the claim transaction's start, `sending_at` the handler's
-/// `start_sending`, graph-sim's `received_at` the moment it accepted the message (after its
-/// added latency), `sent_at` the `mark_sent` update.
-async fn phases(world: &World) -> Vec<Phase> {
+/// subject): `queued_at` is the claim (which also starts the `SENDING` lease), graph-sim's
+/// `received_at` the moment it accepted the message (after its added latency), `sent_at` the
+/// `SENT` write; `scheduled_on` when it came due (for paced arrivals).
+async fn phases(world: &World, latency_ms: u64) -> Vec<Phase> {
     let rows: Vec<TimestampRow> = sqlx::query_as(
-        "SELECT subject, queued_at, sending_at, sent_at FROM messages \
-         WHERE status = 'SENT' AND queued_at IS NOT NULL AND sending_at IS NOT NULL",
+        "SELECT subject, scheduled_on, queued_at, sent_at FROM messages \
+         WHERE status = 'SENT' AND queued_at IS NOT NULL",
     )
     .fetch_all(&world.db.pool)
     .await
@@ -457,17 +555,17 @@ async fn phases(world: &World) -> Vec<Phase> {
         .into_iter()
         .filter_map(|m| Some((m.subject?, m.received_at)))
         .collect();
-    let latency = world.latency_ms as f64;
-    let mut queue = Vec::new();
+    let latency = latency_ms as f64;
     let mut before = Vec::new();
     let mut after = Vec::new();
     let mut whole = Vec::new();
-    for (subject, queued, sending, sent) in rows {
+    let mut due = Vec::new();
+    for (subject, scheduled, claimed, sent) in rows {
         let ms = |a: DateTime<Utc>, b: DateTime<Utc>| (b - a).as_seconds_f64() * 1_000.0;
-        queue.push(ms(queued, sending));
-        whole.push(ms(queued, sent));
+        whole.push(ms(claimed, sent));
+        due.push(ms(scheduled, sent));
         if let Some(&at) = received.get(&subject) {
-            before.push(ms(sending, at) - latency);
+            before.push(ms(claimed, at) - latency);
             after.push(ms(at, sent));
         }
     }
@@ -494,19 +592,19 @@ async fn phases(world: &World) -> Vec<Phase> {
     };
     vec![
         phase(
-            "claimed → handler starts (Redis queue, apalis fetch)",
-            queue,
-        ),
-        phase(
-            "handler starts → request at graph-sim (start_sending, sender lookup, limiter, HTTP)",
+            "claimed → request at graph-sim (slot wait, sender lookup, limiter, journal, HTTP)",
             before,
         ),
         phase("graph-sim's added latency", vec![latency]),
         phase(
-            "graph-sim accepted → SENT written (answer, mark_sent)",
+            "graph-sim accepted → SENT written (answer, batched SENT write)",
             after,
         ),
         phase("claimed → SENT (the whole message)", whole),
+        phase(
+            "due → SENT (paced runs; otherwise due a minute before the start)",
+            due,
+        ),
     ]
 }
 

@@ -31,10 +31,6 @@ pub const COMPONENTS: &[(&str, &[&str])] = &[
         &["tracing_subscriber", "tracing_core", "tracing_serde"],
     ),
     ("JSON: serde_json", &["serde_json"]),
-    (
-        "queue worker: apalis",
-        &["apalis_core", "apalis_redis", "apalis", "apalis_codec"],
-    ),
     ("OAuth2 token client", &["oauth2"]),
     ("mailer cache: moka", &["moka"]),
     ("mail-worker's own code", &["mail_worker"]),

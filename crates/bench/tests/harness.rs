@@ -200,26 +200,26 @@ fn row_write_deltas_keep_only_the_tables_written_to() {
 }
 
 #[test]
-fn the_claim_loop_bounds_a_daemon_at_its_batch_or_twice_its_concurrency_per_tick() {
-    let scenario = |daemons, concurrency, scheduler_interval_ms| support::e2e::Scenario {
+fn a_scenario_is_bounded_by_its_concurrency_over_the_latency_and_by_the_budgets() {
+    let scenario = |daemons, concurrency, latency_ms| support::e2e::Scenario {
+        section: "scale-out".into(),
         daemons,
         concurrency,
-        scheduler_interval_ms,
+        scheduler_interval_ms: None,
+        latency_ms,
         messages: 5_000,
+        arrivals_per_s: None,
         timeout: std::time::Duration::from_secs(1),
     };
-    // Batch 100 < 2 × 64: 100 per 1 s tick.
-    assert_eq!(scenario(1, 64, 1_000).claim_bound(), 100.0);
-    assert_eq!(scenario(2, 64, 100).claim_bound(), 2_000.0);
-    // 2 × 16 = 32 < batch 100: 32 per tick.
-    assert_eq!(scenario(1, 16, 1_000).claim_bound(), 32.0);
-    // 64 in flight, 20 ms each: 3,200 per second.
-    assert_eq!(scenario(1, 64, 1_000).concurrency_bound(20), 3_200.0);
+    // 64 in flight (the default), 20 ms each: 3,200 per second.
+    assert_eq!(scenario(1, None, 20).concurrency_bound(), 3_200.0);
+    assert_eq!(scenario(4, Some(16), 200).concurrency_bound(), 320.0);
+    // 500 mailboxes at 100,000 a minute.
+    assert_eq!(support::e2e::Scenario::budget_bound(500).round(), 833_333.0);
     assert_eq!(
-        scenario(1, 64, 1_000).name(),
-        "1 daemon, claim every 1000 ms"
+        scenario(2, Some(16), 200).name(),
+        "scale-out: 2 daemons, concurrency 16, +200 ms"
     );
-    assert_eq!(scenario(2, 64, 100).name(), "2 daemons, claim every 100 ms");
 }
 
 #[test]

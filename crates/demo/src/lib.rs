@@ -114,7 +114,6 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         .database_url
         .set_path(&format!("/mail_worker_demo_{run_id}"));
     config.rate_limit.key_prefix = format!("mail-worker-demo:{run_id}:rl");
-    config.worker.queue_name = format!("mail-worker-demo:{run_id}:send-message");
 
     // Senders and campaign.
     let (senders_file, campaign_text) = match (&args.senders, &args.campaign) {
@@ -196,8 +195,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     Ok(report)
 }
 
-/// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`)
-/// and the queue's entry in apalis-redis' list of queues.
+/// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`).
 async fn delete_keys(config: &Config, prefix: &str) -> redis::RedisResult<()> {
     let mut conn = redis::Client::open(config.redis_url.as_str())?
         .get_multiplexed_async_connection()
@@ -222,20 +220,6 @@ async fn delete_keys(config: &Config, prefix: &str) -> redis::RedisResult<()> {
             break;
         }
         cursor = next;
-    }
-    let listed: Vec<String> = redis::cmd("ZRANGE")
-        .arg("core:apalis:queues:list")
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await?;
-    let ours: Vec<&String> = listed.iter().filter(|q| q.starts_with(prefix)).collect();
-    if !ours.is_empty() {
-        redis::cmd("ZREM")
-            .arg("core:apalis:queues:list")
-            .arg(ours)
-            .query_async::<()>(&mut conn)
-            .await?;
     }
     Ok(())
 }

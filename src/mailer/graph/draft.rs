@@ -5,8 +5,8 @@
 //! <https://learn.microsoft.com/graph/api/user-post-messages>,
 //! <https://learn.microsoft.com/graph/outlook-immutable-id>), upload attachments of 3 MB and more
 //! through upload sessions (<https://learn.microsoft.com/graph/outlook-large-attachments>), store
-//! the draft's id on the row ([`crate::mailer::SendJournal::draft_created`]), stamp the send
-//! attempt ([`crate::mailer::SendJournal::send_attempted`]), then
+//! the draft's id on the row and stamp the send attempt in one write
+//! ([`crate::mailer::SendJournal::send_attempted`]), then
 //! `POST /users/{mailbox}/messages/{id}/send` (<https://learn.microsoft.com/graph/api/message-send>).
 //!
 //! A later attempt (a retry after an unknown outcome, or lease recovery after a crash) decides
@@ -156,29 +156,19 @@ impl MicrosoftGraphMailer {
                         "outcome unknown; found sent by internetMessageId, not resent",
                     ));
                 }
-                attempt
-                    .journal
-                    .draft_created(mail.id, &item.id)
-                    .await
-                    .map_err(not_recorded)?;
                 draft_id = Some(item.id);
             }
         }
         let draft_id = match draft_id {
             Some(id) => id,
-            None => {
-                let id = self.create_draft(mail, &imid).await?;
-                attempt
-                    .journal
-                    .draft_created(mail.id, &id)
-                    .await
-                    .map_err(not_recorded)?;
-                id
-            }
+            None => self.create_draft(mail, &imid).await?,
         };
+        // The draft's id and the stamp in one write, before the send.
+        let new_draft = (prior.graph_draft_id.as_deref() != Some(draft_id.as_str()))
+            .then_some(draft_id.as_str());
         attempt
             .journal
-            .send_attempted(mail.id)
+            .send_attempted(mail.id, new_draft)
             .await
             .map_err(not_recorded)?;
         let url = segments(&self.user_url, &["messages", &draft_id, "send"]);

@@ -15,7 +15,7 @@ use mail_worker::{
     rate_limit::Algorithm,
     service::{MailProviderService, SendOutcome, ServiceSettings},
     store::{self, senders},
-    worker::{handler::Handler, queue::SendMessageJob},
+    worker::handler::Handler,
 };
 use sqlx::PgPool;
 use url::Url;
@@ -339,7 +339,6 @@ impl Builder {
         config.rate_limit.redis_url = redis_url();
         config.rate_limit.key_prefix = keys.sub("rl");
         config.rate_limit.algorithm = self.algorithm;
-        config.worker.queue_name = keys.sub("q");
         config.graph.api_base_url = sim.graph_base_url();
         config.graph.login_base_url = sim.login_base_url();
         config.http_timeout = Duration::from_secs(10);
@@ -406,10 +405,7 @@ impl TestApp {
 
     /// Runs one job through [`TestApp::handler`] (the scripted mailer).
     pub async fn process(&self, id: Uuid) -> Option<SendOutcome> {
-        self.handler
-            .process(SendMessageJob { message_id: id })
-            .await
-            .unwrap()
+        self.handler.process(id).await.unwrap()
     }
 
     /// Inserts `n` due messages for mailbox `mailbox` with status `status`, returning their ids;

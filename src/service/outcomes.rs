@@ -1,0 +1,88 @@
+//! Batched `SENT` writes: sends that finish together are written as one statement
+//! ([`messages::mark_sent_many`]) by one writer task, so under load the outcome write costs a
+//! fraction of a round trip per message and a single pooled connection.
+
+use std::sync::OnceLock;
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::store::{StoreError, messages};
+
+/// The most `SENT` rows one statement writes.
+pub const MAX_BATCH: usize = 256;
+
+/// One `SENT` to write and who waits for it: `Some(was SENDING)`, or `None` when the batch
+/// failed (the caller then writes it alone, to see its own error).
+struct Pending {
+    id: Uuid,
+    note: Option<String>,
+    reply: oneshot::Sender<Option<bool>>,
+}
+
+/// Writes `SENT` outcomes, batching those that arrive while a write runs.
+pub struct SentWriter {
+    pool: PgPool,
+    queue: OnceLock<mpsc::UnboundedSender<Pending>>,
+}
+
+impl SentWriter {
+    /// A writer on `pool`; its task starts with the first write (on the caller's runtime) and
+    /// ends when the writer is dropped.
+    pub fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            queue: OnceLock::new(),
+        }
+    }
+
+    /// `SENDING → SENT` of `id` with `last_error = note`, together with whatever else finishes
+    /// meanwhile. Returns whether the row was `SENDING`.
+    ///
+    /// # Errors
+    /// Database errors of this row's write.
+    pub async fn mark_sent(&self, id: Uuid, note: Option<&str>) -> Result<bool, StoreError> {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(write_batches(self.pool.clone(), rx));
+            tx
+        });
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            id,
+            note: note.map(str::to_owned),
+            reply,
+        };
+        if queue.send(pending).is_ok()
+            && let Ok(Some(was_sending)) = answer.await
+        {
+            return Ok(was_sending);
+        }
+        let note = note.map(str::to_owned);
+        Ok(messages::mark_sent_many(&self.pool, &[(id, note)])
+            .await?
+            .contains(&id))
+    }
+}
+
+/// Takes the first waiting write, everything queued behind it (up to [`MAX_BATCH`]), writes
+/// them in one statement and answers each; until every sender is gone.
+async fn write_batches(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let rows: Vec<(Uuid, Option<String>)> =
+            batch.iter().map(|p| (p.id, p.note.clone())).collect();
+        let written = messages::mark_sent_many(&pool, &rows).await.ok();
+        for p in batch {
+            let answer = written.as_ref().map(|ids| ids.contains(&p.id));
+            let _ = p.reply.send(answer);
+        }
+    }
+}
