@@ -440,7 +440,7 @@ pub async fn main() -> ExitCode {
 ///
 /// # Errors
 /// Any failure, with its cause chain, for `main` to print.
-pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
+pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Migrate => {
             store::migrate(&config.database_url).await?;
@@ -610,7 +610,7 @@ pub async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode> {
 }
 
 /// `mailbox usage` as lines.
-pub fn usage_text(u: &MailboxUsage) -> String {
+pub(crate) fn usage_text(u: &MailboxUsage) -> String {
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map_or("-".to_owned(), |t| {
             t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
@@ -668,7 +668,7 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// The status report as a fixed-width table.
-pub fn status_table(rows: &[report::SenderStatus]) -> String {
+pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
     let mut out = format!(
         "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
         "mailbox",

@@ -29,9 +29,9 @@ const REDIS_SCHEMES: &[&str] = &["redis", "rediss"];
 /// Exchange Online's per-mailbox limits the default budgets must stay under: 30 messages per
 /// minute and 10,000 recipients per rolling 24 h
 /// (<https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
-pub const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
+pub(crate) const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
 /// See [`EXCHANGE_MESSAGES_PER_MINUTE`].
-pub const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
+pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
 const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
 
 /// How log lines are written (`LOG_FORMAT`).
@@ -260,7 +260,7 @@ impl Config {
     /// Settings that start but are probably wrong: a default budget above Exchange Online's
     /// own limits (Exchange would answer 429s or block the mailbox, not our limiter). Logged at
     /// start-up (`config.warning`) and printed by `mail-worker check-config`.
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let limits = self.rate_limit.defaults;
         let mut found = Vec::new();
         if limits.per_minute.get() > EXCHANGE_MESSAGES_PER_MINUTE {
@@ -280,7 +280,7 @@ impl Config {
 
     /// The effective configuration as `NAME=value` lines, in the env file's order, with
     /// passwords in URLs replaced by `***`. This is what `mail-worker check-config` prints.
-    pub fn redacted_lines(&self) -> Vec<String> {
+    pub(crate) fn redacted_lines(&self) -> Vec<String> {
         let ms = |d: Duration| d.as_millis().to_string();
         vec![
             format!("DATABASE_URL={}", redact_url(&self.database_url)),
@@ -391,7 +391,7 @@ impl fmt::Debug for Config {
 
 /// `url` with its password (if any) replaced by `***`, for logs and `check-config`: the
 /// userinfo password and a `password` query parameter.
-pub fn redact_url(url: &Url) -> String {
+pub(crate) fn redact_url(url: &Url) -> String {
     let mut url = url.clone();
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
@@ -429,7 +429,7 @@ fn redact_unparsed(raw: &str) -> String {
 
 /// Whether `url`'s host is loopback: 127.0.0.0/8, `::1` or `localhost` (and `*.localhost`,
 /// RFC 6761 §6.3).
-pub fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),

@@ -28,13 +28,11 @@ use crate::{
 
 /// The service stack and the parts of it the daemon also watches.
 #[derive(Debug, Clone)]
-pub struct Stack {
+pub(crate) struct Stack {
     /// The service.
     pub service: Arc<MailProviderService>,
     /// The limiter (for `/readyz`'s degraded check).
     pub limiter: Arc<MailRateLimiter>,
-    /// Where everything counts.
-    pub metrics: Arc<Metrics>,
 }
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
@@ -42,7 +40,7 @@ pub struct Stack {
 ///
 /// # Errors
 /// A limiter or HTTP client that cannot be built from the configuration.
-pub fn build_stack(
+pub(crate) fn build_stack(
     config: &Config,
     pool: PgPool,
     clock: Arc<dyn Clock>,
@@ -76,7 +74,6 @@ pub fn build_stack(
     Ok(Stack {
         service: Arc::new(service),
         limiter,
-        metrics,
     })
 }
 
@@ -256,7 +253,7 @@ async fn messages_gauge_loop(
 ///
 /// # Errors
 /// Start-up failures and parts that stopped on their own.
-pub async fn run_until(
+pub(crate) async fn run_until(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -277,7 +274,7 @@ pub async fn run_until(
 ///
 /// # Errors
 /// As [`run_until`].
-pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(config: Config) -> anyhow::Result<ExitCode> {
     run_until(config, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

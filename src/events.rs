@@ -2,7 +2,7 @@
 //! these strings, so they never change once released.
 
 /// A message was accepted by the provider (`202`). Fields: `message.id`, `mailbox`, `recipients`, `duration_ms`.
-pub const MAIL_SENT: &str = "mail.sent";
+pub(crate) const MAIL_SENT: &str = "mail.sent";
 /// Our limiter denied a send; the message was rescheduled. Fields: `message.id`, `mailbox`,
 /// `reason` (`minute`|`day`), `retry_after_ms`, `spread_ms`, `scheduled_on`.
 pub const MAIL_RATE_LIMIT_DEFERRED: &str = "mail.rateLimit.deferred";
@@ -13,57 +13,57 @@ pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.
 pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
 /// A mailbox's `paced` budgets were rebuilt from PostgreSQL's send history (info).
-pub const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
+pub(crate) const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
 /// The limiter's Redis answered `MOVED`: it is a cluster node, and the limiter now follows the
 /// cluster (info, once).
-pub const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
+pub(crate) const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
 /// A provider's `Retry-After` now holds every message of a mailbox, on every replica (info).
-pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
+pub(crate) const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
 /// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
 /// later, nothing resent (info).
-pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+pub(crate) const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 /// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
 /// (warn).
-pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
+pub(crate) const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
 /// The Graph token endpoint failed transiently; no token request until the pause ends (warn).
-pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
-pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
+pub(crate) const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
+pub(crate) const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
-pub const MAIL_FAILED: &str = "mail.failed";
+pub(crate) const MAIL_FAILED: &str = "mail.failed";
 /// A sender's credentials are missing or refused: its messages wait (`SCHEDULED`, no attempt
 /// counted) instead of failing. Error, once per state change. Fields: `mailbox`, `reason`
 /// (the `env:`/`file:` reference or the AADSTS code), `next_probe`.
-pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
+pub(crate) const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// A paused sender works again (its configuration changed, or a probe got past the
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
-pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
+pub(crate) const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (README "Delivery guarantee").
-pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
+pub(crate) const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// A `QUEUED` row (left by an earlier version's Redis queue) outlived its lease; it is
 /// rescheduled.
-pub const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
+pub(crate) const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
 /// The scheduler claimed due messages for this replica's free slots (debug), or a claim
 /// failed (warn). Fields: `claimed`, `room`, or `error`.
-pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
+pub(crate) const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
 /// A Graph access token was fetched. Fields: `graph.tenant_id`, `client_id`, `expires_in_s`.
-pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
+pub(crate) const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.
-pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
+pub(crate) const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
 /// The daemon started. Fields: `worker`, `concurrency`.
-pub const DAEMON_STARTED: &str = "daemon.started";
+pub(crate) const DAEMON_STARTED: &str = "daemon.started";
 /// Shutdown was requested (SIGTERM/SIGINT); in-flight sends are finishing.
-pub const DAEMON_STOPPING: &str = "daemon.stopping";
+pub(crate) const DAEMON_STOPPING: &str = "daemon.stopping";
 /// The daemon stopped. Fields: `reason`.
-pub const DAEMON_STOPPED: &str = "daemon.stopped";
+pub(crate) const DAEMON_STOPPED: &str = "daemon.stopped";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
 /// start-up; `check-config` prints the same lines.
-pub const CONFIG_WARNING: &str = "config.warning";
+pub(crate) const CONFIG_WARNING: &str = "config.warning";
 /// Migrations were applied.
-pub const DB_MIGRATED: &str = "db.migrated";
+pub(crate) const DB_MIGRATED: &str = "db.migrated";
 /// graph-sim accepted or refused a request.
 pub const SIM_REQUEST: &str = "sim.request";
 /// graph-sim started listening. Fields: `listen`, `graph_base_url`, `mailboxes`.
@@ -71,9 +71,9 @@ pub const SIM_STARTED: &str = "sim.started";
 /// graph-sim stopped. Fields: `reason`, `accepted`.
 pub const SIM_STOPPED: &str = "sim.stopped";
 /// `mail-worker admin` is serving the admin UI. Info. Fields: `listen`, `cookie_secure`.
-pub const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
+pub(crate) const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
 /// An operator logged in to the admin UI. Info. Fields: `client`.
-pub const MAIL_ADMIN_LOGIN: &str = "mail.admin.login";
+pub(crate) const MAIL_ADMIN_LOGIN: &str = "mail.admin.login";
 /// A login to the admin UI was refused: a wrong token, or too many failures from that client
 /// (`throttled`). Warn. Fields: `client`, `failures`, `throttled`.
 pub const MAIL_ADMIN_LOGIN_FAILED: &str = "mail.admin.loginFailed";

@@ -21,7 +21,7 @@ use subtle::ConstantTimeEq;
 use crate::{config::ConfigError, domain::SecretRef};
 
 /// The shortest token `mail-worker admin` accepts, in characters.
-pub const MIN_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 /// How long a session lasts after login: 8 hours.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 /// The session cookie's name.
@@ -32,7 +32,7 @@ pub const LOGIN_COOKIE: &str = "mw_admin_login";
 /// from that address is refused (429) until the window has passed.
 pub const MAX_FAILED_LOGINS: usize = 5;
 /// The failed-login window: 60 s.
-pub const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const LOGIN_WINDOW: Duration = Duration::from_secs(60);
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -81,7 +81,7 @@ impl AdminToken {
     }
 
     /// Whether `given` is the token, compared in constant time (its length aside).
-    pub fn matches(&self, given: &str) -> bool {
+    pub(crate) fn matches(&self, given: &str) -> bool {
         self.0
             .expose_secret()
             .as_bytes()
@@ -111,7 +111,7 @@ impl AdminToken {
     }
 
     /// A new session's cookie value, valid until `now + SESSION_TTL`.
-    pub fn new_session(&self, now: chrono::DateTime<chrono::Utc>) -> String {
+    pub(crate) fn new_session(&self, now: chrono::DateTime<chrono::Utc>) -> String {
         let expires = (now.timestamp() + SESSION_TTL.as_secs() as i64).to_string();
         let nonce = nonce();
         let mac = self.sign(&["session", &expires, &nonce]);
@@ -119,7 +119,11 @@ impl AdminToken {
     }
 
     /// The session of a cookie value, if it is ours and not expired.
-    pub fn session(&self, cookie: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Session> {
+    pub(crate) fn session(
+        &self,
+        cookie: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<Session> {
         let mut parts = cookie.split('.');
         let (expires, nonce, mac) = (parts.next()?, parts.next()?, parts.next()?);
         if parts.next().is_some() || !self.verify(&["session", expires, nonce], mac) {
@@ -132,35 +136,35 @@ impl AdminToken {
     }
 
     /// A login form's cookie value and the CSRF token its form carries.
-    pub fn new_login(&self) -> (String, String) {
+    pub(crate) fn new_login(&self) -> (String, String) {
         let nonce = nonce();
         let csrf = self.sign(&["login", &nonce]);
         (nonce, csrf)
     }
 
     /// Whether `csrf` belongs to the login cookie `nonce`.
-    pub fn login_csrf_ok(&self, nonce: &str, csrf: &str) -> bool {
+    pub(crate) fn login_csrf_ok(&self, nonce: &str, csrf: &str) -> bool {
         self.verify(&["login", nonce], csrf)
     }
 }
 
 /// A valid session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
+pub(crate) struct Session {
     /// The CSRF token its forms carry.
     pub csrf: String,
 }
 
 impl Session {
     /// Whether a POST's `csrf` field is this session's, compared in constant time.
-    pub fn csrf_ok(&self, given: Option<&str>) -> bool {
+    pub(crate) fn csrf_ok(&self, given: Option<&str>) -> bool {
         given.is_some_and(|g| bool::from(self.csrf.as_bytes().ct_eq(g.as_bytes())))
     }
 }
 
 /// The `Set-Cookie` value of a cookie: `HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure`
 /// when `secure`; `max_age` 0 deletes it.
-pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
+pub(crate) fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> String {
     format!(
         "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         max_age.as_secs(),
@@ -169,7 +173,7 @@ pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> S
 }
 
 /// The value of cookie `name` in a `Cookie` header.
-pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').find_map(|pair| {
         let (k, v) = pair.trim().split_once('=')?;
         (k == name).then_some(v)
@@ -184,7 +188,7 @@ pub struct LoginThrottle {
 
 impl LoginThrottle {
     /// `Some(wait)` when `client` has used up its failed logins: how long until it may try.
-    pub fn blocked(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+    pub(crate) fn blocked(&self, client: IpAddr, now: Instant) -> Option<Duration> {
         let mut failures = self.failures.lock().ok()?;
         let list = failures.get_mut(&client)?;
         while list
@@ -201,7 +205,7 @@ impl LoginThrottle {
     }
 
     /// Counts a failed login of `client`; returns its failures in the window.
-    pub fn failed(&self, client: IpAddr, now: Instant) -> usize {
+    pub(crate) fn failed(&self, client: IpAddr, now: Instant) -> usize {
         let Ok(mut failures) = self.failures.lock() else {
             return 0;
         };

@@ -105,7 +105,7 @@ impl AdminState {
 ///
 /// # Errors
 /// A message naming the variable and the address.
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("ADMIN_LISTEN ({addr}): {e}"))
@@ -133,7 +133,7 @@ pub async fn serve(
 ///
 /// # Errors
 /// `ADMIN_LISTEN=off`, a bad `ADMIN_TOKEN`, an unreachable database, a port in use.
-pub async fn run(config: Config) -> anyhow::Result<std::process::ExitCode> {
+pub(crate) async fn run(config: Config) -> anyhow::Result<std::process::ExitCode> {
     let Some(addr) = config.admin.listen else {
         anyhow::bail!("ADMIN_LISTEN is off: set it to host:port (default 127.0.0.1:9185)");
     };

@@ -28,22 +28,22 @@ use crate::{
 
 /// Exchange Online's messages per minute per mailbox; above it the limits form warns.
 /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
-pub const EXCHANGE_PER_MINUTE: u32 = 30;
+pub(crate) const EXCHANGE_PER_MINUTE: u32 = 30;
 /// Exchange Online's recipients per rolling 24 h per mailbox; above it the limits form warns.
 /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
-pub const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
+pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
 /// Where both limits are documented (linked from the warnings).
 pub const EXCHANGE_LIMITS_URL: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
 /// The most messages a messages page lists.
-pub const MESSAGES_PAGE: u32 = 200;
+pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
-pub const MAILBOX_MESSAGES: u32 = 25;
+pub(crate) const MAILBOX_MESSAGES: u32 = 25;
 
 const CSS: &str = include_str!("../../templates/admin/admin.css");
 const JS: &str = include_str!("../../templates/admin/admin.js");
 
 /// Every route of the UI.
-pub fn router(state: AdminState) -> Router {
+pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/mailboxes") }))
         .route("/login", get(login_form).post(login))
@@ -85,7 +85,7 @@ async fn security_headers(request: Request, next: Next) -> Response {
 
 /// A request with a valid session. Without one, a GET is sent to the login form (303) and
 /// anything else is refused (401).
-pub struct Authed(pub Session);
+pub(crate) struct Authed(pub Session);
 
 impl FromRequestParts<AdminState> for Authed {
     type Rejection = Response;

@@ -28,7 +28,7 @@ pub enum BodyContentType {
 
 impl BodyContentType {
     /// The column value, `text` or `html`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Text => "text",
             Self::Html => "html",
@@ -36,7 +36,7 @@ impl BodyContentType {
     }
 
     /// Parses `text` / `html`, case-insensitively; `None` for anything else.
-    pub fn parse(raw: &str) -> Option<Self> {
+    pub(crate) fn parse(raw: &str) -> Option<Self> {
         match raw.trim().to_ascii_lowercase().as_str() {
             "text" => Some(Self::Text),
             "html" => Some(Self::Html),
@@ -102,12 +102,12 @@ pub struct OutgoingMail {
 
 impl OutgoingMail {
     /// Recipients as Exchange counts them: To + Cc + Bcc, every address, repeats included.
-    pub fn recipient_count(&self) -> u32 {
+    pub(crate) fn recipient_count(&self) -> u32 {
         (self.to.len() + self.cc.len() + self.bcc.len()) as u32
     }
 
     /// Total attachment bytes before base64 encoding.
-    pub fn attachment_bytes(&self) -> usize {
+    pub(crate) fn attachment_bytes(&self) -> usize {
         self.attachments.iter().map(|a| a.content.len()).sum()
     }
 }

@@ -16,5 +16,5 @@ pub use secret::{SecretError, SecretRef};
 pub use sender::{
     GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantBudget, TenantTransport,
 };
+pub(crate) use status::MessageStatus;
 pub(crate) use status::sql_status;
-pub use status::{MessageStatus, UnknownStatus};

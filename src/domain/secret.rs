@@ -40,7 +40,7 @@ pub enum SecretError {
 
 /// Whether `name` is a portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`
 /// (POSIX.1-2017 §8.1).
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -61,7 +61,7 @@ impl SecretRef {
     ///
     /// # Errors
     /// [`SecretError::Malformed`] or [`SecretError::Empty`]; a literal's value is never quoted.
-    pub fn check(raw: &str) -> Result<(), SecretError> {
+    pub(crate) fn check(raw: &str) -> Result<(), SecretError> {
         let malformed = |text: String| Err(SecretError::Malformed(text));
         if raw.is_empty() {
             return Err(SecretError::Empty);
@@ -107,7 +107,7 @@ impl SecretRef {
     }
 
     /// The stored value, for writing it back to the database.
-    pub fn raw(&self) -> &str {
+    pub(crate) fn raw(&self) -> &str {
         self.0.expose_secret()
     }
 
@@ -134,7 +134,7 @@ impl SecretRef {
     ///
     /// # Errors
     /// As [`Self::resolve`].
-    pub fn resolve_with(
+    pub(crate) fn resolve_with(
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<SecretString, SecretError> {

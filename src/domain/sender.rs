@@ -17,7 +17,7 @@ pub enum MailProvider {
 
 impl MailProvider {
     /// The column value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::MicrosoftGraph => "microsoft-graph",
             Self::SendGrid => "sendgrid",
@@ -75,7 +75,7 @@ impl TenantBudget {
     /// case (a subdomain of an accepted domain is not accepted unless listed: the safe reading,
     /// as Exchange's accepted domains are exact unless a subdomain is configured). Addresses
     /// reach here validated, with punycode domains.
-    pub fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
+    pub(crate) fn external_count<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> u32 {
         let external = addresses
             .into_iter()
             .filter(|address| {
@@ -95,7 +95,7 @@ impl TenantBudget {
     ///
     /// # Errors
     /// What is wrong, quoting the value (a domain is not secret).
-    pub fn accepted_domain(raw: &str) -> Result<String, String> {
+    pub(crate) fn accepted_domain(raw: &str) -> Result<String, String> {
         let value = raw.trim();
         let value = value.strip_suffix('.').unwrap_or(value);
         let quoted = value.chars().take(100).collect::<String>();
@@ -121,7 +121,7 @@ impl GraphCredentials {
     ///
     /// # Errors
     /// What is wrong, quoting the value (a tenant id is not secret).
-    pub fn check_tenant_id(raw: &str) -> Result<(), String> {
+    pub(crate) fn check_tenant_id(raw: &str) -> Result<(), String> {
         let value = raw.trim();
         let guid = value.len() == 36
             && value.bytes().enumerate().all(|(i, b)| match i {
@@ -224,7 +224,7 @@ pub enum Sender {
 
 impl Sender {
     /// The `From` mailbox.
-    pub fn mailbox(&self) -> &MailboxAddress {
+    pub(crate) fn mailbox(&self) -> &MailboxAddress {
         match self {
             Self::Tenant(t) => &t.sender_address,
             Self::SystemMailbox(m) => &m.address,

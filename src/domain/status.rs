@@ -5,7 +5,7 @@ use std::{fmt, str::FromStr};
 /// `SCHEDULED → QUEUED → SENDING → SENT | ERROR`, and back to `SCHEDULED` on a deferral,
 /// a transient failure or an expired lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MessageStatus {
+pub(crate) enum MessageStatus {
     /// Waiting for `scheduled_on`.
     Scheduled,
     /// Claimed by send-scheduled-messages; a job is on the Redis queue.
@@ -45,11 +45,11 @@ pub(crate) use sql_status;
 /// A status string that is not one of the five.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown message status {0:?}")]
-pub struct UnknownStatus(pub String);
+pub(crate) struct UnknownStatus(pub String);
 
 impl MessageStatus {
     /// The column value: `SCHEDULED`, `QUEUED`, `SENDING`, `SENT` or `ERROR`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "SCHEDULED",
             Self::Queued => "QUEUED",
@@ -60,7 +60,7 @@ impl MessageStatus {
     }
 
     /// All five, in lifecycle order.
-    pub const ALL: [MessageStatus; 5] = [
+    pub(crate) const ALL: [MessageStatus; 5] = [
         Self::Scheduled,
         Self::Queued,
         Self::Sending,

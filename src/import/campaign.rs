@@ -180,7 +180,7 @@ pub fn parse_line_bytes(
 ///
 /// # Errors
 /// [`BadEntry`] naming the line, the id when one can be read, and the field.
-pub fn parse_line(
+pub(crate) fn parse_line(
     number: usize,
     text: &str,
     senders: &SenderDirectory,
@@ -357,12 +357,6 @@ pub fn parse_bytes(
     (good, bad)
 }
 
-/// [`parse_bytes`] of a text, without the line numbers.
-pub fn parse(text: &str, senders: &SenderDirectory) -> (Vec<NewMessage>, Vec<BadEntry>) {
-    let (good, bad) = parse_bytes(text.as_bytes(), senders);
-    (good.into_iter().map(|(_, m)| m).collect(), bad)
-}
-
 /// What [`enqueue`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnqueueReport {
@@ -375,7 +369,7 @@ pub struct EnqueueReport {
 }
 
 /// How many lines are inserted in one transaction.
-pub const INSERT_CHUNK: usize = 500;
+pub(crate) const INSERT_CHUNK: usize = 500;
 
 /// Parses `bytes` and inserts every good line, [`INSERT_CHUNK`] per transaction. A chunk that
 /// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
@@ -459,7 +453,8 @@ mod tests {
             r#"{"id":"6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b","tenant":"northwind","to":[{"address":"first;last@example.org"}],"body":{"contentType":"text","content":"x"}}"#,
         ]
         .join("\n");
-        let (good, bad) = parse(&text, &directory());
+        let (good, bad) = parse_bytes(text.as_bytes(), &directory());
+        let good: Vec<NewMessage> = good.into_iter().map(|(_, m)| m).collect();
         assert_eq!(good.len(), 1);
         let m = &good[0];
         assert_eq!(m.sender, SenderRef::SystemMailbox(Uuid::from_u128(2)));

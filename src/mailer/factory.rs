@@ -26,11 +26,11 @@ use crate::{
 };
 
 /// The most mailers kept at once; one per distinct sender configuration.
-pub const MAX_CACHED_MAILERS: u64 = 10_000;
+pub(crate) const MAX_CACHED_MAILERS: u64 = 10_000;
 
 /// A mailer not used for this long is dropped from the cache (a changed configuration leaves
 /// its old mailer behind until then): 1 hour.
-pub const MAILER_IDLE: Duration = Duration::from_secs(3600);
+pub(crate) const MAILER_IDLE: Duration = Duration::from_secs(3600);
 
 type ConfigDigest = [u8; 32];
 
@@ -64,7 +64,7 @@ pub struct MailerFactory<L: RateLimiter> {
 
 /// How `env:` secret references are looked up: the process environment in production; tests
 /// pass their own map (the process environment cannot be changed safely while threads run).
-pub type SecretEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type SecretEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl<L: RateLimiter> fmt::Debug for MailerFactory<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -111,21 +111,21 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     /// Counts provider requests in `metrics`.
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
 
     /// Resolves `env:` references through `env` instead of the process environment.
     #[must_use]
-    pub fn with_secret_env(mut self, env: SecretEnv) -> Self {
+    pub(crate) fn with_secret_env(mut self, env: SecretEnv) -> Self {
         self.secret_env = env;
         self
     }
 
     /// The sender's configuration fingerprint: the hex config digest of its mailer, or, when
     /// it cannot be built, the reason (so a fixed reference changes it).
-    pub fn fingerprint_of(&self, sender: &Sender) -> String {
+    pub(crate) fn fingerprint_of(&self, sender: &Sender) -> String {
         match self.spec_for(sender) {
             Ok(spec) => hex(&self.digest(&spec)),
             Err(e) => unbuildable(&e),
@@ -215,16 +215,6 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// The budget of tenant Graph mailers (and of system mailboxes without overrides).
     pub fn default_limits(&self) -> RateLimits {
         self.defaults
-    }
-
-    /// The shared HTTP client.
-    pub fn http_client(&self) -> &reqwest::Client {
-        &self.http
-    }
-
-    /// The shared Graph token cache.
-    pub fn token_cache(&self) -> &Arc<GraphTokenCache> {
-        &self.tokens
     }
 
     fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
@@ -396,7 +386,7 @@ fn unbuildable(e: &MailError) -> String {
 /// Counts every request of the provider mailer it wraps
 /// (`mail_worker_provider_requests_total{provider,status}`, `mail_worker_provider_seconds`):
 /// inside the rate limiter, so a denial is not a request. Its `Debug` is the inner mailer's.
-pub struct Metered<M: Mailer> {
+pub(crate) struct Metered<M: Mailer> {
     inner: M,
     provider: &'static str,
     metrics: Arc<Metrics>,
@@ -410,7 +400,7 @@ impl<M: Mailer> fmt::Debug for Metered<M> {
 
 impl<M: Mailer> Metered<M> {
     /// Wraps `inner`, labelled `provider`.
-    pub fn new(inner: M, provider: &'static str, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(inner: M, provider: &'static str, metrics: Arc<Metrics>) -> Self {
         Self {
             inner,
             provider,

@@ -12,7 +12,7 @@ use super::MailError;
 ///
 /// # Errors
 /// [`MailError::Misconfigured`] when the TLS backend cannot be initialised.
-pub fn build_http_client(timeout: Duration) -> Result<reqwest::Client, MailError> {
+pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, MailError> {
     reqwest::Client::builder()
         .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -44,7 +44,7 @@ pub(crate) fn describe_transport_error(what: &str, error: &reqwest::Error) -> St
 }
 
 /// The value of header `name` of `response`, if present and ASCII.
-pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+pub(crate) fn header(response: &reqwest::Response, name: &str) -> Option<String> {
     response
         .headers()
         .get(name)
@@ -54,7 +54,7 @@ pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
 
 /// The body of a non-2xx `response` (for the provider's error code and message); empty for a
 /// success or a body that cannot be read (the status then speaks for itself).
-pub async fn error_body(response: reqwest::Response) -> Vec<u8> {
+pub(crate) async fn error_body(response: reqwest::Response) -> Vec<u8> {
     if response.status().is_success() {
         return Vec::new();
     }

@@ -2,11 +2,11 @@
 //! (`sendgrid.rs`), the rate-limited decorator (`rate_limited.rs`) and the config-hash
 //! factory (`factory.rs`). Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
 
-pub mod factory;
+pub(crate) mod factory;
 pub mod graph;
-pub mod http;
-pub mod rate_limited;
-pub mod redact;
+pub(crate) mod http;
+pub(crate) mod rate_limited;
+pub(crate) mod redact;
 pub mod sendgrid;
 pub mod validate;
 
@@ -80,7 +80,7 @@ pub trait SendJournal: Send + Sync {
 
 /// A journal that keeps nothing (a first attempt without a row, tests).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoJournal;
+pub(crate) struct NoJournal;
 
 #[async_trait::async_trait]
 impl SendJournal for NoJournal {
@@ -107,7 +107,7 @@ impl std::fmt::Debug for SendAttempt<'_> {
 }
 
 /// A first attempt with nothing to remember (what [`Mailer::send`] means).
-pub static FIRST_ATTEMPT: PriorAttempt = PriorAttempt {
+pub(crate) static FIRST_ATTEMPT: PriorAttempt = PriorAttempt {
     earlier_attempts: 0,
     graph_draft_id: None,
     send_attempted_at: None,
@@ -115,7 +115,7 @@ pub static FIRST_ATTEMPT: PriorAttempt = PriorAttempt {
 
 impl SendAttempt<'static> {
     /// A first attempt with nothing to remember.
-    pub fn first() -> Self {
+    pub(crate) fn first() -> Self {
         Self {
             prior: &FIRST_ATTEMPT,
             journal: &NoJournal,
@@ -205,7 +205,7 @@ pub enum MailError {
 impl MailError {
     /// The same error with `f` applied to every provider-supplied text in it (scrubbing).
     #[must_use]
-    pub fn map_text(self, f: impl Fn(&str) -> String) -> Self {
+    pub(crate) fn map_text(self, f: impl Fn(&str) -> String) -> Self {
         match self {
             Self::Transient(t) => Self::Transient(f(&t)),
             Self::OutcomeUnknown(t) => Self::OutcomeUnknown(f(&t)),

@@ -15,9 +15,9 @@ use crate::{
 };
 
 /// `Permanent.code` when a message's recipients alone exceed the mailbox's day budget.
-pub const CODE_RECIPIENTS_EXCEED_DAY_LIMIT: &str = "RecipientsExceedDayLimit";
+pub(crate) const CODE_RECIPIENTS_EXCEED_DAY_LIMIT: &str = "RecipientsExceedDayLimit";
 /// `Permanent.code` when a message's external recipients alone exceed its tenant's day budget.
-pub const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
+pub(crate) const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
     "ExternalRecipientsExceedTenantLimit";
 
 /// Wraps `inner` with the limiter, for one mailbox budget (`limits`).
@@ -62,7 +62,12 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
     /// Wraps `inner`; `limiter` is the process's shared limiter, `limits` this mailbox's budget,
     /// `clock` the time the limiter decides by. The mailbox's Graph tenant defaults to its
     /// domain; set it with [`Self::with_tenant`].
-    pub fn new(inner: M, limiter: Arc<L>, limits: RateLimits, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(
+        inner: M,
+        limiter: Arc<L>,
+        limits: RateLimits,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             inner,
             limiter,
@@ -76,25 +81,10 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
     /// The mailbox's Graph tenant (the `paced` keys' hash tag) and, when configured, the
     /// tenant's external-recipient budget.
     #[must_use]
-    pub fn with_tenant(mut self, tenant: &str, budget: Option<TenantBudget>) -> Self {
+    pub(crate) fn with_tenant(mut self, tenant: &str, budget: Option<TenantBudget>) -> Self {
         self.tenant = tenant.to_lowercase();
         self.tenant_budget = budget;
         self
-    }
-
-    /// The wrapped mailer.
-    pub fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    /// Unwraps the mailer.
-    pub fn into_inner(self) -> M {
-        self.inner
-    }
-
-    /// The budget this wrapper applies.
-    pub fn limits(&self) -> RateLimits {
-        self.limits
     }
 
     fn ask<'a>(&'a self, mail: &'a OutgoingMail) -> Ask<'a> {
@@ -259,16 +249,16 @@ pub(crate) mod tests {
     }
 
     impl FakeLimiter {
-        pub fn scripted(answers: Vec<Result<Decision, RateLimitError>>) -> Self {
+        pub(crate) fn scripted(answers: Vec<Result<Decision, RateLimitError>>) -> Self {
             Self {
                 script: Mutex::new(answers.into()),
                 ..Self::default()
             }
         }
-        pub fn checks(&self) -> Vec<Check> {
+        pub(crate) fn checks(&self) -> Vec<Check> {
             self.checks.lock().unwrap().clone()
         }
-        pub fn releases(&self) -> Vec<(Reservation, Outcome)> {
+        pub(crate) fn releases(&self) -> Vec<(Reservation, Outcome)> {
             self.releases.lock().unwrap().clone()
         }
     }
@@ -393,7 +383,7 @@ pub(crate) mod tests {
                 booked: true,
             })
         );
-        assert_eq!(mailer.inner().calls(), 0);
+        assert_eq!(mailer.inner.calls(), 0);
         assert_eq!(limiter.checks().len(), 1);
         assert!(limiter.releases().is_empty());
     }
@@ -409,7 +399,7 @@ pub(crate) mod tests {
             &limiter,
         );
         assert_eq!(mailer.send(&mail()).await, Err(throttled));
-        assert_eq!(mailer.inner().calls(), 1);
+        assert_eq!(mailer.inner.calls(), 1);
         let releases = limiter.releases();
         assert_eq!(releases.len(), 1);
         assert_eq!(releases[0].1, Outcome::Done, "a 429 keeps the slot it used");
@@ -448,7 +438,7 @@ pub(crate) mod tests {
             let mailer = wrap(StubMailer::answering(vec![Err(error.clone())]), &limiter);
             let m = mail();
             assert_eq!(mailer.send(&m).await, Err(error.clone()));
-            assert_eq!(mailer.inner().calls(), 1);
+            assert_eq!(mailer.inner.calls(), 1);
             let releases = limiter.releases();
             assert_eq!(releases.len(), 1, "{error:?}");
             assert_eq!(releases[0].1, Outcome::Unsent, "{error:?}");
@@ -512,7 +502,7 @@ pub(crate) mod tests {
             message.contains("120 recipients") && message.contains("at most 100"),
             "{message}"
         );
-        assert_eq!(mailer.inner().calls(), 0);
+        assert_eq!(mailer.inner.calls(), 0);
         assert!(limiter.releases().is_empty());
     }
 
@@ -527,7 +517,7 @@ pub(crate) mod tests {
             Err(MailError::Permanent { .. })
         ));
         assert!(limiter.checks().is_empty());
-        assert_eq!(mailer.inner().calls(), 0);
+        assert_eq!(mailer.inner.calls(), 0);
     }
 
     #[tokio::test]
@@ -571,7 +561,7 @@ pub(crate) mod tests {
         let limiter = Arc::new(FakeLimiter::default());
         let mailer = wrap(StubMailer::default(), &limiter);
         mailer.send(&mail()).await.unwrap();
-        let inner = mailer.into_inner();
+        let inner = mailer.inner;
         assert_eq!(inner.calls(), 1);
     }
 }

@@ -7,11 +7,11 @@
 use crate::domain::mask_address;
 
 /// The longest provider message kept in an error, in characters.
-pub const MAX_PROVIDER_TEXT_CHARS: usize = 400;
+pub(crate) const MAX_PROVIDER_TEXT_CHARS: usize = 400;
 
 /// `text` with every `local@domain` masked by [`mask_address`], control characters turned into
 /// spaces, and cut to [`MAX_PROVIDER_TEXT_CHARS`] characters (an ellipsis marks a cut).
-pub fn scrub_provider_text(text: &str) -> String {
+pub(crate) fn scrub_provider_text(text: &str) -> String {
     let text = redact_credentials(text);
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len().min(MAX_PROVIDER_TEXT_CHARS * 4));
@@ -59,20 +59,10 @@ pub fn scrub_provider_text(text: &str) -> String {
     }
 }
 
-/// [`scrub_provider_text`] after removing each of `secrets` (exact values the mailer holds: the
-/// client secret, the API key, the access token) wherever it appears.
-pub fn scrub_provider_text_with(text: &str, secrets: &[&str]) -> String {
-    let mut text = text.to_owned();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        text = text.replace(secret, "***");
-    }
-    scrub_provider_text(&text)
-}
-
 /// `text` with each of `secrets` and every credential-shaped word ([`redact_credentials`])
 /// replaced by `***`, nothing else changed (our own text around a provider's: the sending
 /// mailbox stays readable).
-pub fn redact_secrets(text: &str, secrets: &[&str]) -> String {
+pub(crate) fn redact_secrets(text: &str, secrets: &[&str]) -> String {
     let mut text = text.to_owned();
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         text = text.replace(secret, "***");
@@ -113,7 +103,7 @@ fn is_credential_char(c: char) -> bool {
 /// Replaces credential-shaped words with `***`: a JWT (`eyJ…` with two dots), a SendGrid key
 /// (`SG.…`), the word after `Bearer `, and the value after a credential key name
 /// (`client_secret`, `access_token`, `api_key`, `password`, `token`, …).
-pub fn redact_credentials(text: &str) -> String {
+pub(crate) fn redact_credentials(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -222,7 +212,10 @@ mod tests {
             "key *** refused; password: ***"
         );
         assert_eq!(
-            scrub_provider_text_with("echo: my-plain-secret!", &["my-plain-secret"]),
+            scrub_provider_text(&redact_secrets(
+                "echo: my-plain-secret!",
+                &["my-plain-secret"]
+            )),
             "echo: ***!"
         );
         assert_eq!(

@@ -113,7 +113,7 @@ fn addresses(list: &[Recipient]) -> Vec<Address<'_>> {
 /// The v3 JSON body: one personalization with to/cc/bcc (empty lists left out), `from`,
 /// `subject`, one `content` (`text/plain` or `text/html`), base64 `attachments`, custom
 /// `headers`, and `custom_args.mail_worker_message_id`.
-pub fn mail_send_body(mail: &OutgoingMail, from: &MailboxAddress) -> Vec<u8> {
+pub(crate) fn mail_send_body(mail: &OutgoingMail, from: &MailboxAddress) -> Vec<u8> {
     let body = MailSend {
         personalizations: [Personalization {
             to: addresses(&mail.to),
@@ -161,7 +161,7 @@ impl SendGridMailer {
     ///
     /// # Errors
     /// [`MailError::Misconfigured`] when `api_base_url` cannot carry a path.
-    pub fn new(
+    pub(crate) fn new(
         http: reqwest::Client,
         api_base_url: &Url,
         from: MailboxAddress,
@@ -185,11 +185,6 @@ impl SendGridMailer {
             api_key,
             clock,
         })
-    }
-
-    /// The sender.
-    pub fn from_address(&self) -> &MailboxAddress {
-        &self.from
     }
 }
 

@@ -10,13 +10,13 @@ use super::MailError;
 /// The most recipients (To + Cc + Bcc) one message may have: Exchange Online's default
 /// per-message recipient limit, 500.
 /// Source: <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#recipient-and-sender-limits>.
-pub const MAX_RECIPIENTS: u32 = 500;
+pub(crate) const MAX_RECIPIENTS: u32 = 500;
 
 /// The most attachment bytes (before base64) one message may carry inline: 3 MB
 /// (3,145,728 bytes). Graph refuses requests over 4 MB and base64 adds a third; larger files
 /// need an upload session.
 /// Source: <https://learn.microsoft.com/graph/outlook-large-attachments>.
-pub const MAX_INLINE_ATTACHMENT_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_INLINE_ATTACHMENT_BYTES: usize = 3 * 1024 * 1024;
 
 /// The largest `sendMail` JSON request body Graph accepts: 4 MB (4,194,304 bytes), body,
 /// recipients, headers and base64 attachments included ("the total request size … cannot
@@ -36,30 +36,30 @@ pub const MAX_HEADERS: usize = 5;
 /// pages do not state a byte limit for `internetMessageHeaders` that we could confirm; this is
 /// the safe reading (far above any campaign's headers, far below where Exchange's own header
 /// quota bites: <https://learn.microsoft.com/javascript/api/outlook/office.internetheaders>).
-pub const MAX_HEADER_BYTES: usize = 3_616;
+pub(crate) const MAX_HEADER_BYTES: usize = 3_616;
 
 /// The longest one header line may be, `name: value` without CRLF: 998 characters
 /// (RFC 5322 §2.1.1, <https://www.rfc-editor.org/rfc/rfc5322#section-2.1.1>).
-pub const MAX_HEADER_LINE: usize = 998;
+pub(crate) const MAX_HEADER_LINE: usize = 998;
 
 /// `Permanent.code` of a recipient whose address does not parse.
-pub const CODE_INVALID_RECIPIENT: &str = "InvalidRecipient";
+pub(crate) const CODE_INVALID_RECIPIENT: &str = "InvalidRecipient";
 /// `Permanent.code` of a message with no recipients at all.
-pub const CODE_NO_RECIPIENTS: &str = "NoRecipients";
+pub(crate) const CODE_NO_RECIPIENTS: &str = "NoRecipients";
 /// `Permanent.code` of a message with more than [`MAX_RECIPIENTS`] recipients.
-pub const CODE_TOO_MANY_RECIPIENTS: &str = "TooManyRecipients";
+pub(crate) const CODE_TOO_MANY_RECIPIENTS: &str = "TooManyRecipients";
 /// `Permanent.code` of a custom header whose name does not start with `x-`, is not RFC 5322
 /// text, or whose value holds a control character (Graph's own code).
-pub const CODE_INVALID_HEADER: &str = "InvalidInternetMessageHeader";
+pub(crate) const CODE_INVALID_HEADER: &str = "InvalidInternetMessageHeader";
 /// `Permanent.code` of more than [`MAX_HEADERS`] headers or more than [`MAX_HEADER_BYTES`]
 /// (Graph's own code).
-pub const CODE_INVALID_HEADER_COLLECTION: &str = "InvalidInternetMessageHeaderCollection";
+pub(crate) const CODE_INVALID_HEADER_COLLECTION: &str = "InvalidInternetMessageHeaderCollection";
 /// `Permanent.code` of attachments over [`MAX_INLINE_ATTACHMENT_BYTES`].
-pub const CODE_ATTACHMENTS_TOO_LARGE: &str = "AttachmentsTooLarge";
+pub(crate) const CODE_ATTACHMENTS_TOO_LARGE: &str = "AttachmentsTooLarge";
 /// `Permanent.code` of a `sendMail` request over [`MAX_REQUEST_BYTES`].
-pub const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
+pub(crate) const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
 /// `Permanent.code` of a CR, LF or other control character in the subject or a display name.
-pub const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
+pub(crate) const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
 
 /// Checks `mail` against the rules Graph enforces, in this order: every To/Cc/Bcc address
 /// parses as one ASCII address (`"a@example.org; b@example.org"` is refused, not split; a
@@ -84,7 +84,7 @@ pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
 ///
 /// # Errors
 /// As [`validate`].
-pub fn validate_with_attachment_limit(
+pub(crate) fn validate_with_attachment_limit(
     mail: &OutgoingMail,
     max_attachment_bytes: usize,
 ) -> Result<(), MailError> {
@@ -251,7 +251,7 @@ fn check_headers(headers: &[Header]) -> Result<(), MailError> {
 ///
 /// # Errors
 /// [`MailError::Misconfigured`] naming both mailboxes.
-pub fn check_sender(mail: &OutgoingMail, mailbox: &MailboxAddress) -> Result<(), MailError> {
+pub(crate) fn check_sender(mail: &OutgoingMail, mailbox: &MailboxAddress) -> Result<(), MailError> {
     if &mail.from == mailbox {
         Ok(())
     } else {

@@ -17,12 +17,12 @@ use sqlx::PgPool;
 use crate::rate_limit::MailRateLimiter;
 
 /// How long one readiness check may take: 2 s.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The heartbeats of the daemon's loops. A loop that has not beaten within its allowance, or
 /// that ended, makes `/healthz` answer 503.
 #[derive(Debug, Default)]
-pub struct Liveness {
+pub(crate) struct Liveness {
     beats: Mutex<BTreeMap<&'static str, Beat>>,
 }
 
@@ -35,7 +35,7 @@ struct Beat {
 
 impl Liveness {
     /// `loop_name` is alive now and will beat again within `allowance`.
-    pub fn beat(&self, loop_name: &'static str, allowance: Duration) {
+    pub(crate) fn beat(&self, loop_name: &'static str, allowance: Duration) {
         if let Ok(mut beats) = self.beats.lock() {
             beats.insert(
                 loop_name,
@@ -49,7 +49,7 @@ impl Liveness {
     }
 
     /// `loop_name` ended (it will not beat again).
-    pub fn ended(&self, loop_name: &'static str) {
+    pub(crate) fn ended(&self, loop_name: &'static str) {
         if let Ok(mut beats) = self.beats.lock()
             && let Some(beat) = beats.get_mut(loop_name)
         {
@@ -58,7 +58,7 @@ impl Liveness {
     }
 
     /// The loops that ended or missed their heartbeat, by name.
-    pub fn dead(&self) -> Vec<&'static str> {
+    pub(crate) fn dead(&self) -> Vec<&'static str> {
         let now = Instant::now();
         self.beats.lock().map_or_else(
             |_| vec!["liveness-lock"],
@@ -73,7 +73,7 @@ impl Liveness {
     }
 
     /// The loops known so far.
-    pub fn loops(&self) -> Vec<&'static str> {
+    pub(crate) fn loops(&self) -> Vec<&'static str> {
         self.beats
             .lock()
             .map(|b| b.keys().copied().collect())
@@ -83,7 +83,7 @@ impl Liveness {
 
 /// One dependency's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// Whether it answered within [`CHECK_TIMEOUT`].
     pub ok: bool,
     /// Its round trip in ms, when it answered.
@@ -96,7 +96,7 @@ pub struct Check {
 
 /// `GET /readyz`'s body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ReadyReport {
+pub(crate) struct ReadyReport {
     /// PostgreSQL answers and the claim loop runs.
     pub ready: bool,
     /// What is down: `postgresql`, `claim_loop`.
@@ -108,7 +108,7 @@ pub struct ReadyReport {
 }
 
 /// What readiness asks.
-pub struct Readiness {
+pub(crate) struct Readiness {
     pool: PgPool,
     limiter: Option<Arc<MailRateLimiter>>,
     claiming: Arc<AtomicBool>,
@@ -123,7 +123,7 @@ impl std::fmt::Debug for Readiness {
 impl Readiness {
     /// Checks `pool`, whether the claim loop runs (`claiming`, kept by the loop) and, as
     /// degraded only, `limiter`.
-    pub fn new(
+    pub(crate) fn new(
         pool: PgPool,
         limiter: Option<Arc<MailRateLimiter>>,
         claiming: Arc<AtomicBool>,
@@ -136,7 +136,7 @@ impl Readiness {
     }
 
     /// Runs every check (concurrently, each within [`CHECK_TIMEOUT`]).
-    pub async fn check(&self) -> ReadyReport {
+    pub(crate) async fn check(&self) -> ReadyReport {
         let (postgresql, limiter) = tokio::join!(self.postgresql(), self.limiter());
         let claim_loop = if self.claiming.load(Ordering::SeqCst) {
             ok(None)

@@ -36,15 +36,15 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::{mailer::MailError, rate_limit::DenyReason};
+use crate::mailer::MailError;
 
 /// `provider` label values.
-pub const PROVIDER_GRAPH: &str = "graph";
+pub(crate) const PROVIDER_GRAPH: &str = "graph";
 /// `provider` label value of SendGrid.
-pub const PROVIDER_SENDGRID: &str = "sendgrid";
+pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+pub(crate) const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SendLabels {
@@ -97,7 +97,7 @@ pub enum SendResult {
 
 impl SendResult {
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Sent => "sent",
             Self::Deferred => "deferred",
@@ -114,7 +114,7 @@ impl SendResult {
 /// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
 /// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
 /// the providers' own modules own the code → error mapping, and a class is what an alert needs.
-pub fn provider_status(result: &Result<(), &MailError>) -> &'static str {
+pub(crate) fn provider_status(result: &Result<(), &MailError>) -> &'static str {
     match result {
         Ok(()) => "accepted",
         Err(MailError::Throttled { .. }) => "throttled",
@@ -253,11 +253,6 @@ impl Metrics {
         self.rate_limit_seconds.observe(took.as_secs_f64());
     }
 
-    /// The label of a denial.
-    pub fn deny_label(reason: DenyReason) -> &'static str {
-        reason.as_str()
-    }
-
     /// Counts one provider request and its duration.
     pub fn provider_request(&self, provider: &'static str, status: &'static str, took: Duration) {
         self.provider_requests
@@ -285,7 +280,7 @@ impl Metrics {
     }
 
     /// One more send in flight until the guard drops.
-    pub fn in_flight(&self) -> InFlightGuard {
+    pub(crate) fn in_flight(&self) -> InFlightGuard {
         self.in_flight.inc();
         InFlightGuard(self.in_flight.clone())
     }
@@ -315,7 +310,7 @@ impl Metrics {
 
 /// Decrements `mail_worker_in_flight` on drop.
 #[derive(Debug)]
-pub struct InFlightGuard(Gauge<i64, AtomicI64>);
+pub(crate) struct InFlightGuard(Gauge<i64, AtomicI64>);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {

@@ -1,7 +1,7 @@
 //! The daemon's own HTTP listener (`METRICS_LISTEN`): `GET /metrics` (Prometheus text,
 //! [`metrics`]), `GET /healthz` (liveness) and `GET /readyz` (readiness, [`health`]).
 
-pub mod health;
+pub(crate) mod health;
 pub mod metrics;
 
 use std::{net::SocketAddr, sync::Arc};
@@ -15,12 +15,12 @@ use axum::{
 };
 use tokio::net::TcpListener;
 
-pub use health::{Liveness, Readiness, ReadyReport};
+pub(crate) use health::{Liveness, Readiness};
 pub use metrics::Metrics;
 
 /// What the endpoints read.
 #[derive(Debug, Clone)]
-pub struct OpsState {
+pub(crate) struct OpsState {
     /// The daemon's metrics.
     pub metrics: Arc<Metrics>,
     /// The loops' heartbeats.
@@ -34,14 +34,14 @@ pub struct OpsState {
 /// # Errors
 /// A message naming the variable and the address (`METRICS_LISTEN (0.0.0.0:9184): Address
 /// already in use`).
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("METRICS_LISTEN ({addr}): {e}"))
 }
 
 /// The router of the three endpoints.
-pub fn router(state: OpsState) -> Router {
+pub(crate) fn router(state: OpsState) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
@@ -50,7 +50,7 @@ pub fn router(state: OpsState) -> Router {
 }
 
 /// Serves [`router`] on `listener` until `stop` completes.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     state: OpsState,
     stop: impl Future<Output = ()> + Send + 'static,
@@ -96,6 +96,6 @@ async fn readyz(State(state): State<OpsState>) -> impl IntoResponse {
 }
 
 /// The address a bound listener got (port 0 → the real port).
-pub fn local_addr(listener: &TcpListener) -> Option<SocketAddr> {
+pub(crate) fn local_addr(listener: &TcpListener) -> Option<SocketAddr> {
     listener.local_addr().ok()
 }

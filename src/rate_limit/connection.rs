@@ -82,7 +82,7 @@ impl RedisCallError {
     /// loading, busy or failing over — trouble that fixes itself or an operator fixes in Redis
     /// (`mail.rateLimit.redisError`, warn) — rather than a script bug such as `WRONGTYPE` or
     /// `CROSSSLOT` (`mail.rateLimit.scriptError`, error).
-    pub fn is_connectivity(&self) -> bool {
+    pub(crate) fn is_connectivity(&self) -> bool {
         match self {
             Self::Deadline { .. } => true,
             Self::UnexpectedReply { .. } => false,
@@ -111,7 +111,7 @@ impl RedisCallError {
 
     /// A short, stable label for the `error.kind` log field: `deadline`, `timeout`, `refused`,
     /// `dropped`, `io`, `auth`, `reply`, or the server's error code (`WRONGTYPE`, `CROSSSLOT`, …).
-    pub fn kind(&self) -> String {
+    pub(crate) fn kind(&self) -> String {
         match self {
             Self::Deadline { .. } => "deadline".into(),
             Self::UnexpectedReply { .. } => "reply".into(),

@@ -111,7 +111,7 @@ impl MailRateLimiter {
     /// Counts decisions (`mail_worker_rate_limit_decisions_total`) and round trips
     /// (`mail_worker_rate_limit_seconds`) in `metrics`.
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<crate::ops::Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<crate::ops::Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -124,21 +124,11 @@ impl MailRateLimiter {
     }
 
     /// The algorithm it runs.
-    pub fn algorithm(&self) -> Algorithm {
+    pub(crate) fn algorithm(&self) -> Algorithm {
         match self.engine {
             Engine::FixedWindow(_) => Algorithm::FixedWindow,
             Engine::Paced(_) => Algorithm::Paced,
         }
-    }
-
-    /// The key prefix (`MAIL_RATE_LIMIT_KEY_PREFIX`).
-    pub fn key_prefix(&self) -> &str {
-        &self.key_prefix
-    }
-
-    /// The deadline of one call (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`).
-    pub fn deadline(&self) -> Duration {
-        self.redis.deadline()
     }
 
     /// Whether the limiter's Redis turned out to be a cluster (known after the first call).

@@ -22,12 +22,12 @@
 //! `mail.rateLimit.scriptError` (error) line.
 
 mod connection;
-pub mod fixed_window;
+pub(crate) mod fixed_window;
 mod limiter;
 mod local;
 mod log_throttle;
 pub mod paced;
-pub mod usage;
+pub(crate) mod usage;
 
 use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
 
@@ -41,11 +41,8 @@ pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
 
 /// `lua/fixed_window/check_and_reserve.lua` (the design note's script, unchanged).
 pub const CHECK_AND_RESERVE_LUA: &str = fixed_window::CHECK_AND_RESERVE_LUA;
-/// `lua/fixed_window/release.lua`.
-pub const RELEASE_LUA: &str = fixed_window::RELEASE_LUA;
-
 use crate::domain::MailboxAddress;
-pub use crate::domain::TenantBudget;
+pub(crate) use crate::domain::TenantBudget;
 
 /// Which algorithm the limiter runs (`MAIL_RATE_LIMIT_ALGORITHM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -164,7 +161,7 @@ pub enum DenyReason {
 impl DenyReason {
     /// `minute`, `day`, `tenant`, `cooldown` or `in_flight`, as in the Lua reply and the
     /// `reason` log field.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Minute => "minute",
             Self::Day => "day",
@@ -227,7 +224,7 @@ pub enum Counted {
 
 impl Reservation {
     /// A reservation that took nothing (fail-open): releasing it is a no-op.
-    pub fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
+    pub(crate) fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
         Self {
             mailbox,
             recipients,

@@ -41,7 +41,7 @@ fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
 ///
 /// # Errors
 /// The Redis error (naming nothing secret).
-pub async fn read_usage(
+pub(crate) async fn read_usage(
     config: &RateLimitConfig,
     tenant: &str,
     mailbox: &MailboxAddress,

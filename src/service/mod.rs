@@ -6,8 +6,8 @@
 //! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
 //! its backlog; every outcome is counted in [`crate::ops::metrics`].
 
-pub mod outcomes;
-pub mod pause;
+pub(crate) mod outcomes;
+pub(crate) mod pause;
 
 use std::{
     hash::Hasher,
@@ -92,7 +92,7 @@ pub fn spread_ms(id: Uuid, max_ms: u64) -> u64 {
 
 /// Exponential backoff with jitter for transient failures and throttling without
 /// `Retry-After`: 5 s × 2^(n−1), capped at 15 min, then a uniformly random 50–100 % of that.
-pub fn backoff(n: u32) -> Duration {
+pub(crate) fn backoff(n: u32) -> Duration {
     let base_ms = 5_000u64.saturating_mul(1u64 << n.saturating_sub(1).min(20));
     let capped = base_ms.min(15 * 60 * 1000);
     let jittered = rand::rng().random_range(capped / 2..=capped);
@@ -137,7 +137,7 @@ pub struct ServiceSettings {
 /// How long the service keeps retrying an outcome write while PostgreSQL is unreachable, unless
 /// [`MailProviderService::with_outcome_write_deadline`] says otherwise: 10 minutes, the default
 /// `SEND_LEASE_MS`.
-pub const DEFAULT_OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Sends claimed messages and records their outcomes.
 pub struct MailProviderService {
@@ -186,7 +186,7 @@ impl MailProviderService {
     /// past it, lease recovery takes the row and its next attempt checks Graph before it
     /// resends (README "Delivery guarantee").
     #[must_use]
-    pub fn with_outcome_write_deadline(mut self, deadline: Duration) -> Self {
+    pub(crate) fn with_outcome_write_deadline(mut self, deadline: Duration) -> Self {
         self.outcome_write_deadline = deadline;
         self
     }
@@ -239,14 +239,9 @@ impl MailProviderService {
 
     /// Counts outcomes in `metrics` (default: a registry of its own).
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
-    }
-
-    /// The metrics it counts in.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
     }
 
     /// Ends the pause of every paused sender whose configuration changed since it was paused,
@@ -256,7 +251,7 @@ impl MailProviderService {
     ///
     /// # Errors
     /// PostgreSQL errors.
-    pub async fn revisit_paused(&self) -> Result<usize, StoreError> {
+    pub(crate) async fn revisit_paused(&self) -> Result<usize, StoreError> {
         let mut resumed = 0;
         for (id, fingerprint) in self.pauses.paused() {
             let sender = match senders::tenant_by_id(&self.pool, id).await? {
@@ -297,7 +292,7 @@ impl MailProviderService {
     ///
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail problems are outcomes.
-    pub async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
+    pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
         let sender = match message.sender {
             SenderRef::Tenant(id) => senders::tenant_by_id(&self.pool, id)
                 .await?

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::store::{StoreError, messages};
 
 /// The most `SENT` rows one statement writes.
-pub const MAX_BATCH: usize = 256;
+pub(crate) const MAX_BATCH: usize = 256;
 
 /// One `SENT` to write and who waits for it: `Some(was SENDING)`, or `None` when the batch
 /// failed (the caller then writes it alone, to see its own error).
@@ -22,7 +22,7 @@ struct Pending {
 }
 
 /// Writes `SENT` outcomes, batching those that arrive while a write runs.
-pub struct SentWriter {
+pub(crate) struct SentWriter {
     pool: PgPool,
     queue: OnceLock<mpsc::UnboundedSender<Pending>>,
 }
@@ -30,7 +30,7 @@ pub struct SentWriter {
 impl SentWriter {
     /// A writer on `pool`; its task starts with the first write (on the caller's runtime) and
     /// ends when the writer is dropped.
-    pub fn new(pool: PgPool) -> Self {
+    pub(crate) fn new(pool: PgPool) -> Self {
         Self {
             pool,
             queue: OnceLock::new(),
@@ -42,7 +42,7 @@ impl SentWriter {
     ///
     /// # Errors
     /// Database errors of this row's write.
-    pub async fn mark_sent(&self, id: Uuid, note: Option<&str>) -> Result<bool, StoreError> {
+    pub(crate) async fn mark_sent(&self, id: Uuid, note: Option<&str>) -> Result<bool, StoreError> {
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(write_batches(self.pool.clone(), rx));

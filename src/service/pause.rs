@@ -14,16 +14,16 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 /// `last_error` of a message deferred because its sender is paused starts with this.
-pub const PAUSED_PREFIX: &str = "sender paused: ";
+pub(crate) const PAUSED_PREFIX: &str = "sender paused: ";
 
 /// The longest wait between two probes: 15 min.
-pub const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(15 * 60);
+pub(crate) const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(15 * 60);
 
 /// A probe that has not reported back within this is presumed lost: 2 min.
 const PROBE_LOST_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(2);
 
 /// The wait before probe `level` (1, 2, …): 5 s × 2^(level−1), capped at [`MAX_PROBE_INTERVAL`].
-pub fn probe_interval(level: u32) -> Duration {
+pub(crate) fn probe_interval(level: u32) -> Duration {
     let ms = 5_000u64.saturating_mul(1u64 << level.saturating_sub(1).min(20));
     Duration::from_millis(ms).min(MAX_PROBE_INTERVAL)
 }
@@ -40,7 +40,7 @@ struct Pause {
 
 /// What to do with a message of a sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// Send it (the sender is not paused, this is its probe, or its configuration changed).
     Go {
         /// The pause this ends because the configuration changed: `(mailbox, reason)`.
@@ -57,7 +57,7 @@ pub enum Admit {
 
 /// A pause that started or changed its reason: log `mail.sender.paused` once.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Paused {
+pub(crate) struct Paused {
     /// When its messages come back.
     pub until: DateTime<Utc>,
     /// Whether this is a new state (a new pause or another reason): log it.
@@ -68,13 +68,13 @@ pub struct Paused {
 
 /// The paused senders of this process, by sender id.
 #[derive(Debug, Default)]
-pub struct SenderPauses {
+pub(crate) struct SenderPauses {
     pauses: Mutex<HashMap<Uuid, Pause>>,
 }
 
 impl SenderPauses {
     /// Decides for one message of `sender` whose configuration fingerprint is `fingerprint`.
-    pub fn admit(&self, sender: Uuid, fingerprint: &str, now: DateTime<Utc>) -> Admit {
+    pub(crate) fn admit(&self, sender: Uuid, fingerprint: &str, now: DateTime<Utc>) -> Admit {
         let Ok(mut pauses) = self.pauses.lock() else {
             return Admit::Go { resumed: None };
         };
@@ -102,7 +102,7 @@ impl SenderPauses {
 
     /// The credentials of `sender` were missing or refused (`reason`): starts the pause or
     /// moves it to its next level.
-    pub fn failed(
+    pub(crate) fn failed(
         &self,
         sender: Uuid,
         mailbox: &str,
@@ -157,14 +157,14 @@ impl SenderPauses {
 
     /// A message of `sender` got past its credentials: ends the pause. Returns the ended
     /// pause's `(mailbox, reason)`.
-    pub fn succeeded(&self, sender: Uuid) -> Option<(String, String)> {
+    pub(crate) fn succeeded(&self, sender: Uuid) -> Option<(String, String)> {
         let mut pauses = self.pauses.lock().ok()?;
         pauses.remove(&sender).map(|p| (p.mailbox, p.reason))
     }
 
     /// A probe ended without telling (our limiter or the provider's throttling answered before
     /// the credentials were used): the next message may probe.
-    pub fn inconclusive(&self, sender: Uuid) {
+    pub(crate) fn inconclusive(&self, sender: Uuid) {
         if let Ok(mut pauses) = self.pauses.lock()
             && let Some(pause) = pauses.get_mut(&sender)
         {
@@ -173,7 +173,7 @@ impl SenderPauses {
     }
 
     /// The paused senders: `(sender id, fingerprint)`.
-    pub fn paused(&self) -> Vec<(Uuid, String)> {
+    pub(crate) fn paused(&self) -> Vec<(Uuid, String)> {
         self.pauses
             .lock()
             .map(|p| p.iter().map(|(k, v)| (*k, v.fingerprint.clone())).collect())
@@ -182,7 +182,7 @@ impl SenderPauses {
 
     /// Ends the pause of `sender` because its configuration changed; returns `(mailbox,
     /// reason)`.
-    pub fn resume(&self, sender: Uuid) -> Option<(String, String)> {
+    pub(crate) fn resume(&self, sender: Uuid) -> Option<(String, String)> {
         self.succeeded(sender)
     }
 }

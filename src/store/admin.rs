@@ -14,7 +14,7 @@ pub const CANCELLED_PREFIX: &str = "cancelled by an operator (mail-worker messag
 
 /// Which messages a command touches; every given filter must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MessageFilter {
+pub(crate) struct MessageFilter {
     /// The sender: a system mailbox's or tenant's address, or a tenant's name.
     pub sender: Option<String>,
     /// Their status.
@@ -27,7 +27,7 @@ pub struct MessageFilter {
 
 /// What a command did (or, with `--dry-run`, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Changed {
+pub(crate) struct Changed {
     /// `retry` or `cancel`.
     pub action: &'static str,
     /// Whether nothing was written.
@@ -102,7 +102,7 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
 ///
 /// # Errors
 /// Database errors; a `--status` other than `ERROR`/`SCHEDULED`.
-pub async fn retry(
+pub(crate) async fn retry(
     pool: &PgPool,
     filter: &MessageFilter,
     dry_run: bool,
@@ -136,7 +136,7 @@ pub async fn retry(
 ///
 /// # Errors
 /// Database errors; a `--status` other than `SCHEDULED`/`QUEUED`.
-pub async fn cancel(
+pub(crate) async fn cancel(
     pool: &PgPool,
     filter: &MessageFilter,
     dry_run: bool,
@@ -180,7 +180,7 @@ pub struct SenderMessages {
 ///
 /// # Errors
 /// Database errors.
-pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, StoreError> {
+pub(crate) async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, StoreError> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, count(*) FROM messages \
          WHERE coalesce(system_mailbox_id, tenant_id) = $1 GROUP BY status",
@@ -216,7 +216,7 @@ pub async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMessages, 
 
 /// One message as the admin UI lists it: recipients masked, the error scrubbed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MessageLine {
+pub(crate) struct MessageLine {
     /// Its id.
     pub id: Uuid,
     /// The sending mailbox.
@@ -247,7 +247,7 @@ const ALL_STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERRO
 ///
 /// # Errors
 /// Database errors.
-pub async fn list(
+pub(crate) async fn list(
     pool: &PgPool,
     filter: &MessageFilter,
     limit: u32,

@@ -34,7 +34,7 @@ pub enum SenderRef {
 
 impl SenderRef {
     /// The tenant's or system mailbox's id.
-    pub fn id(self) -> Uuid {
+    pub(crate) fn id(self) -> Uuid {
         match self {
             Self::Tenant(id) | Self::SystemMailbox(id) => id,
         }
@@ -73,7 +73,7 @@ pub struct NewMessage {
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
-pub async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
     let mut tx = pool.begin().await?;
     let mut inserted = 0;
     for m in messages {
@@ -158,7 +158,7 @@ macro_rules! claim_set {
 ///
 /// # Errors
 /// Database errors.
-pub async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+pub(crate) async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(concat!(
         "SELECT coalesce(system_mailbox_id, tenant_id) FROM messages WHERE status = ",
         sql_status!(Scheduled),
@@ -176,7 +176,7 @@ pub async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
 ///
 /// # Errors
 /// Database errors; nothing is claimed then.
-pub async fn claim_due_from(
+pub(crate) async fn claim_due_from(
     pool: &PgPool,
     senders: &[Uuid],
     share: i64,
@@ -232,7 +232,7 @@ pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, 
 ///
 /// # Errors
 /// Database errors (lease recovery then takes them after `SEND_LEASE_MS`).
-pub async fn release_unstarted(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
+pub(crate) async fn release_unstarted(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Scheduled),
@@ -384,21 +384,13 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
     })
 }
 
-/// `SENDING → SENT` (`sent_at = now()`). Returns whether the row was `SENDING`.
-///
-/// # Errors
-/// Database errors.
-pub async fn mark_sent(pool: &PgPool, id: Uuid) -> Result<bool, StoreError> {
-    Ok(mark_sent_many(pool, &[(id, None)]).await?.contains(&id))
-}
-
 /// `SENDING → SENT` of many messages in one statement, each with `last_error = note` (what a
 /// person should know although it went, e.g. `outcome unknown; resent`), `NULL` without one.
 /// Returns the ids that were `SENDING` (the others were taken by lease recovery meanwhile).
 ///
 /// # Errors
 /// Database errors; nothing is written then.
-pub async fn mark_sent_many(
+pub(crate) async fn mark_sent_many(
     pool: &PgPool,
     sent: &[(Uuid, Option<String>)],
 ) -> Result<Vec<Uuid>, StoreError> {
@@ -425,7 +417,7 @@ pub async fn mark_sent_many(
 ///
 /// # Errors
 /// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub async fn record_send_attempt(
+pub(crate) async fn record_send_attempt(
     pool: &PgPool,
     id: Uuid,
     draft_id: Option<&str>,
@@ -458,7 +450,7 @@ fn superseded_unless_one(id: Uuid, rows: u64) -> Result<(), StoreError> {
 ///
 /// # Errors
 /// Database errors.
-pub async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
+pub(crate) async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Error),
@@ -475,7 +467,7 @@ pub async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, St
 
 /// Why a message goes back to `SCHEDULED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reschedule {
+pub(crate) enum Reschedule {
     /// A rate-limit deferral or provider throttling: `deferrals + 1`, the attempt is given
     /// back (`attempts - 1`).
     Deferral,
@@ -488,7 +480,7 @@ pub enum Reschedule {
 ///
 /// # Errors
 /// Database errors.
-pub async fn reschedule(
+pub(crate) async fn reschedule(
     pool: &PgPool,
     id: Uuid,
     scheduled_on: DateTime<Utc>,
@@ -520,7 +512,11 @@ pub async fn reschedule(
 ///
 /// # Errors
 /// Database errors.
-pub async fn resume_paused(pool: &PgPool, sender: Uuid, prefix: &str) -> Result<u64, StoreError> {
+pub(crate) async fn resume_paused(
+    pool: &PgPool,
+    sender: Uuid,
+    prefix: &str,
+) -> Result<u64, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET scheduled_on = now(), updated_at = now() \
          WHERE status = ",
@@ -548,7 +544,10 @@ fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {
 ///
 /// # Errors
 /// Database errors.
-pub async fn recover_stale_queued(pool: &PgPool, lease: Duration) -> Result<Vec<Uuid>, StoreError> {
+pub(crate) async fn recover_stale_queued(
+    pool: &PgPool,
+    lease: Duration,
+) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Scheduled),

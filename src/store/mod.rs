@@ -122,7 +122,7 @@ pub async fn connect(url: &Url, max_connections: u32) -> Result<PgPool, StoreErr
 /// # Errors
 /// [`StoreError::MissingDatabase`] / [`StoreError::NotMigrated`] naming `mail-worker migrate`,
 /// [`StoreError::Unreachable`] naming `DATABASE_URL`.
-pub async fn open(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
+pub(crate) async fn open(url: &Url, max_connections: u32) -> Result<PgPool, StoreError> {
     let pool = connect(url, max_connections).await?;
     let name = url.path().trim_start_matches('/').to_owned();
     let has_table: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")

@@ -128,7 +128,7 @@ pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)
 ///
 /// # Errors
 /// Database errors.
-pub async fn count_by_status(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+pub(crate) async fn count_by_status(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(
         sqlx::query_as("SELECT status, count(*) FROM messages GROUP BY status")
             .fetch_all(pool)

@@ -163,7 +163,7 @@ pub async fn by_address(
 ///
 /// # Errors
 /// Database errors.
-pub async fn addresses(pool: &PgPool) -> Result<Vec<String>, StoreError> {
+pub(crate) async fn addresses(pool: &PgPool) -> Result<Vec<String>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT address FROM system_mailboxes UNION SELECT lower(sender_address) FROM tenants \
          ORDER BY 1",
@@ -201,7 +201,7 @@ pub async fn sender_ids(
 ///
 /// # Errors
 /// Database errors (including the provider/credentials check).
-pub async fn upsert_tenant(
+pub(crate) async fn upsert_tenant(
     pool: &PgPool,
     name: &str,
     sender_address: &MailboxAddress,

@@ -31,7 +31,7 @@ use crate::{
 /// The prefetch is `WORKER_CONCURRENCY / PREFETCH_DIVISOR` (at least 1) claimed rows waiting
 /// for a worker slot: under load a claim waits until that many slots are free, so claims stay
 /// batches while the prefetched rows keep the workers busy.
-pub const PREFETCH_DIVISOR: usize = 4;
+pub(crate) const PREFETCH_DIVISOR: usize = 4;
 
 /// This replica's room: `concurrency` worker slots, and `concurrency + prefetch` rows it may
 /// hold claimed (sending or waiting for a slot).
@@ -107,7 +107,7 @@ impl SenderRound {
     }
 
     /// Reads the list again when this round ends (after an idle wait: new senders may be due).
-    pub fn stale(&mut self) {
+    pub(crate) fn stale(&mut self) {
         self.read_at = None;
     }
 
@@ -116,7 +116,7 @@ impl SenderRound {
     ///
     /// # Errors
     /// PostgreSQL errors.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &mut self,
         pool: &PgPool,
         limit: usize,
@@ -210,7 +210,7 @@ async fn claim_into(
 /// (rows still waiting for a slot go back to `SCHEDULED`; sends cut off by the grace stay
 /// `SENDING` until lease recovery). Failures are logged and retried after
 /// `SCHEDULER_INTERVAL_MS` (PostgreSQL may come back).
-pub async fn run_loop(
+pub(crate) async fn run_loop(
     pool: PgPool,
     handler: Handler,
     config: WorkerConfig,

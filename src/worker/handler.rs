@@ -35,7 +35,7 @@ impl Handler {
 
     /// Keeps `mail_worker_in_flight` in `metrics` while a send runs.
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -45,7 +45,7 @@ impl Handler {
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail outcomes are written and returned. The
     /// row then stays `SENDING` and lease recovery reschedules it.
-    pub async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
+    pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
         let _in_flight = self.metrics.as_ref().map(|m| m.in_flight());
         self.service.send(message).await
     }

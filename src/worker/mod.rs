@@ -47,7 +47,7 @@ pub struct DaemonSettings {
 /// What the daemon's loops report to: its metrics, the loops' heartbeats (`/healthz`) and
 /// whether the claim loop runs (`/readyz`). [`run`] uses fresh ones nobody reads.
 #[derive(Debug, Clone, Default)]
-pub struct Observers {
+pub(crate) struct Observers {
     /// Counts claims and sends in flight.
     pub metrics: Arc<Metrics>,
     /// The loops' heartbeats.
@@ -76,7 +76,7 @@ pub async fn run(
 ///
 /// # Errors
 /// None today (see [`run`]).
-pub async fn run_observed(
+pub(crate) async fn run_observed(
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,

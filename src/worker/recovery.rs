@@ -37,18 +37,13 @@ pub async fn recover_once(
 }
 
 /// How often recovery runs: a tenth of the shorter lease, between 1 s and 30 s.
-pub fn interval(config: &WorkerConfig) -> Duration {
+pub(crate) fn interval(config: &WorkerConfig) -> Duration {
     (config.queue_lease.min(config.send_lease) / 10)
         .clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
-/// Recovers periodically until `stop` turns true. Failures are logged and retried.
-pub async fn run_loop(pool: PgPool, config: WorkerConfig, stop: watch::Receiver<bool>) {
-    run_loop_observed(pool, config, stop, Default::default()).await;
-}
-
-/// [`run_loop`], beating `recovery` on `liveness`.
-pub async fn run_loop_observed(
+/// Recovers periodically until `stop` turns true (failures are logged and retried), beating `recovery` on `liveness`.
+pub(crate) async fn run_loop_observed(
     pool: PgPool,
     config: WorkerConfig,
     mut stop: watch::Receiver<bool>,

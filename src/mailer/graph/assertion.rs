@@ -17,13 +17,13 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// How long an assertion is valid: 5 minutes, under Microsoft's 10.
-pub const ASSERTION_LIFETIME_S: i64 = 300;
+pub(crate) const ASSERTION_LIFETIME_S: i64 = 300;
 
 /// `client_assertion_type` of a JWT bearer assertion.
-pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+pub(crate) const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// A parsed certificate credential: the signing key and the certificate's thumbprint.
-pub struct CertificateCredential {
+pub(crate) struct CertificateCredential {
     key: EncodingKey,
     x5t_s256: String,
 }
@@ -48,7 +48,7 @@ struct Claims<'a> {
 }
 
 /// Whether `secret` is a PEM bundle (then it is a certificate credential, not a client secret).
-pub fn is_certificate_bundle(secret: &str) -> bool {
+pub(crate) fn is_certificate_bundle(secret: &str) -> bool {
     secret.contains("-----BEGIN CERTIFICATE-----")
 }
 
@@ -82,7 +82,7 @@ impl CertificateCredential {
     ///
     /// # Errors
     /// A sentence naming what is missing or unreadable (never the key itself).
-    pub fn from_pem(pem: &str) -> Result<Self, String> {
+    pub(crate) fn from_pem(pem: &str) -> Result<Self, String> {
         let key_block = pem_block(pem, "PRIVATE KEY")
             .or_else(|| pem_block(pem, "RSA PRIVATE KEY"))
             .ok_or("the certificate credential has no PRIVATE KEY block")?;
@@ -96,7 +96,7 @@ impl CertificateCredential {
     }
 
     /// The certificate's `x5t#S256`.
-    pub fn thumbprint(&self) -> &str {
+    pub(crate) fn thumbprint(&self) -> &str {
         &self.x5t_s256
     }
 
@@ -104,7 +104,7 @@ impl CertificateCredential {
     ///
     /// # Errors
     /// A sentence when signing fails.
-    pub fn assertion(
+    pub(crate) fn assertion(
         &self,
         client_id: &str,
         token_url: &str,

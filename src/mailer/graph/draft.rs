@@ -45,7 +45,7 @@ use super::{
 
 /// Bytes per `PUT` to an upload URL: 10 × 320 KiB (3,276,800), a multiple of 320 KiB and under
 /// the 4 MB a chunk may carry (<https://learn.microsoft.com/graph/outlook-large-attachments>).
-pub const UPLOAD_CHUNK_BYTES: usize = 10 * 320 * 1024;
+pub(crate) const UPLOAD_CHUNK_BYTES: usize = 10 * 320 * 1024;
 
 /// An item found by id or by `internetMessageId`.
 #[derive(Debug, Clone, Deserialize)]

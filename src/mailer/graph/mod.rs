@@ -23,7 +23,7 @@ pub mod assertion;
 mod draft;
 mod request;
 pub mod retry_after;
-pub mod token;
+pub(crate) mod token;
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
@@ -50,7 +50,7 @@ pub const MAX_UPLOAD_ATTACHMENT_BYTES: usize = 150 * 1024 * 1024;
 use answer::{HttpAnswer, Verdict, interpret};
 pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_session_body};
 pub use retry_after::parse_retry_after;
-pub use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
+pub(crate) use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
 
 /// How a message goes through Graph (`GRAPH_SEND_MODE`; README "Delivery guarantee").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -66,7 +66,7 @@ pub enum GraphSendMode {
 
 impl GraphSendMode {
     /// `sendmail` or `draft`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::SendMail => "sendmail",
             Self::Draft => "draft",
@@ -93,7 +93,7 @@ impl fmt::Display for GraphSendMode {
 
 /// The `internetMessageId` of message `id` sent from `mailbox`: `<{id}@{mailbox's domain}>`,
 /// the same for every attempt, so a copy in the mailbox can be found by it.
-pub fn internet_message_id(id: Uuid, mailbox: &MailboxAddress) -> String {
+pub(crate) fn internet_message_id(id: Uuid, mailbox: &MailboxAddress) -> String {
     let domain = mailbox
         .as_str()
         .rsplit('@')
@@ -141,7 +141,7 @@ impl MicrosoftGraphMailer {
     ///
     /// # Errors
     /// [`MailError::Misconfigured`] when `api_base_url` cannot carry a path.
-    pub fn new(
+    pub(crate) fn new(
         http: reqwest::Client,
         api_base_url: &Url,
         mailbox: MailboxAddress,
@@ -176,25 +176,10 @@ impl MicrosoftGraphMailer {
     /// Sends in `mode`; `settle` is `GRAPH_SEND_SETTLE_MS` (how long after a send with an unknown
     /// outcome a check that sees no sent copy is not trusted).
     #[must_use]
-    pub fn with_mode(mut self, mode: GraphSendMode, settle: Duration) -> Self {
+    pub(crate) fn with_mode(mut self, mode: GraphSendMode, settle: Duration) -> Self {
         self.mode = mode;
         self.settle = settle;
         self
-    }
-
-    /// The sending mailbox.
-    pub fn mailbox(&self) -> &MailboxAddress {
-        &self.mailbox
-    }
-
-    /// The `sendMail` URL.
-    pub fn send_url(&self) -> &Url {
-        &self.send_url
-    }
-
-    /// The mode it sends in.
-    pub fn mode(&self) -> GraphSendMode {
-        self.mode
     }
 
     /// One Graph request with the app's token; a `401` refreshes the token once and repeats the

@@ -134,10 +134,10 @@ pub fn send_mail_body_with_id(
 /// 3 MB; larger ones need an upload session
 /// (<https://learn.microsoft.com/graph/outlook-large-attachments>: "If the file size is under
 /// 3 MB, you can do a single POST …; for files 3 MB to 150 MB, create an upload session").
-pub const INLINE_ATTACHMENT_MAX_BYTES: usize = 3 * 1024 * 1024 - 1;
+pub(crate) const INLINE_ATTACHMENT_MAX_BYTES: usize = 3 * 1024 * 1024 - 1;
 /// The inline attachments of one draft together stay under this many bytes before base64, so
 /// the create request stays under Graph's 4 MB request limit (base64 adds a third).
-pub const INLINE_TOTAL_MAX_BYTES: usize = 2_900_000;
+pub(crate) const INLINE_TOTAL_MAX_BYTES: usize = 2_900_000;
 
 /// The draft's JSON (the message object, with `internetMessageId`) with the attachments that
 /// fit inline, and the attachments left for upload sessions (in order).

@@ -31,22 +31,22 @@ use crate::{
 
 /// How long before its expiry a token is replaced: 5 minutes (never more than half the
 /// token's lifetime, so a short-lived token is still used).
-pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+pub(crate) const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 
 /// After the token endpoint refused an app's credentials, the refusal is answered from cache
 /// for 30 s: at most one token request per app per 30 s while the secret is wrong.
-pub const REFUSAL_PAUSE: Duration = Duration::from_secs(30);
+pub(crate) const REFUSAL_PAUSE: Duration = Duration::from_secs(30);
 
 /// The lifetime assumed when the token endpoint omits `expires_in` (Entra ID always sends it;
 /// its tokens live 60–90 minutes).
-pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 type GraphOAuthClient =
     BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
 /// One Entra ID app registration, with its secret resolved.
 #[derive(Clone)]
-pub struct GraphApp {
+pub(crate) struct GraphApp {
     /// `GRAPH_LOGIN_BASE_URL`, e.g. `https://login.microsoftonline.com`.
     pub login_base_url: Url,
     /// Directory (tenant) id or verified domain.
@@ -77,7 +77,7 @@ impl fmt::Debug for GraphApp {
 /// The client-credentials scope for the Graph resource behind `api_base_url`:
 /// `<scheme>://<host>[:<port>]/.default`, so `https://graph.microsoft.com/v1.0` gives
 /// `https://graph.microsoft.com/.default` and national clouds or a local stand-in get theirs.
-pub fn graph_scope(api_base_url: &Url) -> String {
+pub(crate) fn graph_scope(api_base_url: &Url) -> String {
     format!("{}/.default", api_base_url.origin().ascii_serialization())
 }
 
@@ -85,7 +85,7 @@ pub fn graph_scope(api_base_url: &Url) -> String {
 ///
 /// # Errors
 /// [`MailError::Misconfigured`] when `login_base_url` cannot carry a path.
-pub fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<Url, MailError> {
+pub(crate) fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<Url, MailError> {
     let mut url = login_base_url.clone();
     url.path_segments_mut()
         .map_err(|()| {
@@ -101,7 +101,7 @@ pub fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<Url, Mai
 
 /// A stable, non-reversible fingerprint of a secret for cache keys: the first 16 bytes of
 /// SHA-256 over a domain tag and the secret, as 32 hex digits. Never logged with the secret.
-pub fn secret_fingerprint(secret: &SecretString) -> String {
+pub(crate) fn secret_fingerprint(secret: &SecretString) -> String {
     let digest = Sha256::new()
         .chain_update(b"mail-worker secret fingerprint v1\0")
         .chain_update(secret.expose_secret().as_bytes())
@@ -111,17 +111,12 @@ pub fn secret_fingerprint(secret: &SecretString) -> String {
 
 /// A bearer token. `Debug` shows only its generation (each fetch increments it).
 #[derive(Clone)]
-pub struct AccessToken {
+pub(crate) struct AccessToken {
     value: SecretString,
     generation: u64,
 }
 
 impl AccessToken {
-    /// Which fetch of its [`TokenSource`] produced it (1 for the first).
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
     pub(crate) fn bearer(&self) -> &str {
         self.value.expose_secret()
     }
@@ -147,7 +142,7 @@ struct AppKey {
 /// It holds its sources weakly: a source lives as long as some mailer holds it, so the cache
 /// is bounded by the factory's (bounded) mailer cache and never outlives a mailer that still
 /// uses its token.
-pub struct GraphTokenCache {
+pub(crate) struct GraphTokenCache {
     http: reqwest::Client,
     clock: Arc<dyn Clock>,
     apps: std::sync::Mutex<HashMap<AppKey, Weak<TokenSource>>>,
@@ -167,7 +162,7 @@ impl fmt::Debug for GraphTokenCache {
 impl GraphTokenCache {
     /// An empty cache fetching tokens through `http` (which must not follow redirects, see
     /// [`crate::mailer::http::build_http_client`]) and timing them with `clock`.
-    pub fn new(http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(http: reqwest::Client, clock: Arc<dyn Clock>) -> Self {
         Self {
             http,
             clock,
@@ -180,7 +175,7 @@ impl GraphTokenCache {
     ///
     /// # Errors
     /// [`MailError::Misconfigured`] when the token URL cannot be built.
-    pub fn source(&self, app: GraphApp) -> Result<Arc<TokenSource>, MailError> {
+    pub(crate) fn source(&self, app: GraphApp) -> Result<Arc<TokenSource>, MailError> {
         let url = token_url(&app.login_base_url, &app.graph_tenant_id)?;
         let key = AppKey {
             token_url: url.to_string(),
@@ -232,7 +227,7 @@ struct Inner {
 /// The pause after the `n`th transient token-endpoint failure in a row: 2 s × 2^(n−1), capped
 /// at 60 s, then a uniformly random 50–100 % of that. A token endpoint answering 500 for a minute
 /// gets about 6 requests per app, not one per waiting send.
-pub fn transient_backoff(n: u32) -> Duration {
+pub(crate) fn transient_backoff(n: u32) -> Duration {
     use rand::Rng as _;
     let base = 2_000u64
         .saturating_mul(1u64 << n.saturating_sub(1).min(10))
@@ -250,7 +245,7 @@ enum FetchError {
 /// One app's token: fetched on first use, reused until [`REFRESH_MARGIN`] before expiry, then
 /// replaced by exactly one request however many sends wait for it (they queue on one async
 /// mutex, held only by the caller that fetches).
-pub struct TokenSource {
+pub(crate) struct TokenSource {
     oauth: GraphOAuthClient,
     /// Set when the app's credential is a certificate: token requests carry a signed
     /// `client_assertion` instead of the secret.
@@ -330,7 +325,7 @@ impl TokenSource {
     /// last 30 s), with Microsoft's `AADSTS…` code; [`MailError::Transient`] on network trouble
     /// or a token-endpoint server error (while the old token has not really expired, it is
     /// returned instead).
-    pub async fn access_token(&self) -> Result<AccessToken, MailError> {
+    pub(crate) async fn access_token(&self) -> Result<AccessToken, MailError> {
         let mut inner = self.inner.lock().await;
         let now = self.clock.now();
         match &inner.state {
@@ -421,7 +416,7 @@ impl TokenSource {
     /// Forgets `stale` (Graph answered 401 to it) so the next [`Self::access_token`] fetches a
     /// new one. A no-op when another caller already replaced it, so N sends that all saw a 401
     /// cause one fetch, not N.
-    pub async fn invalidate(&self, stale: &AccessToken) {
+    pub(crate) async fn invalidate(&self, stale: &AccessToken) {
         let mut inner = self.inner.lock().await;
         if let TokenState::Valid { token, .. } = &inner.state
             && token.generation == stale.generation

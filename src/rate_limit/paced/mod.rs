@@ -27,11 +27,11 @@ use super::{
 /// `lua/paced/check_and_reserve.lua` (contract in its header).
 pub const CHECK_AND_RESERVE_LUA: &str = include_str!("../../../lua/paced/check_and_reserve.lua");
 /// `lua/paced/release.lua`.
-pub const RELEASE_LUA: &str = include_str!("../../../lua/paced/release.lua");
+pub(crate) const RELEASE_LUA: &str = include_str!("../../../lua/paced/release.lua");
 /// `lua/paced/cooldown.lua`.
-pub const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.lua");
+pub(crate) const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.lua");
 /// `lua/paced/seed.lua`.
-pub const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
+pub(crate) const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
 
 /// How late a send may run after its slot (the claim interval, the queue's poll, the worker)
 /// without the rolling 60 s window ever holding more than L sends: slots are spaced
@@ -45,7 +45,7 @@ pub const PACING_ALLOWANCE: Duration = Duration::from_secs(2);
 pub const BOOKING_GRACE: Duration = Duration::from_secs(15 * 60);
 
 /// The slot spacing for `per_minute`, as the script computes it.
-pub fn spacing_ms(per_minute: u32) -> u64 {
+pub(crate) fn spacing_ms(per_minute: u32) -> u64 {
     (60_000 + PACING_ALLOWANCE.as_millis() as u64).div_ceil(u64::from(per_minute.max(1)))
 }
 
