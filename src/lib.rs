@@ -42,6 +42,15 @@
 //! - *`anyhow` only in `main.rs` and tests* — [`cli`] and [`daemon`] still return
 //!   `anyhow::Result`: they are the binary's top level, moved into the library so that
 //!   `bench-mail-worker` (the benchmarks' daemon) runs the same entry point.
+//! - *The design's apalis-redis job queue between the claim and the worker* → PostgreSQL is the
+//!   queue (the worker pipeline is ours to write): a claim moves due rows straight to `SENDING`
+//!   for this replica's own free slots. Measured with the queue (BENCHMARKS.md): apalis-redis
+//!   kept every finished job's data and metadata (658 bytes and one key per job, forever; its
+//!   vacuum would clear other replicas' live jobs), a shared queue let any replica take a job
+//!   another replica claimed (so a replica could not claim for its own free slots), the extra
+//!   `QUEUED` write cost a non-HOT row update per message, and the 200 ms poll a median 113 ms
+//!   per message. Without it: nothing of a campaign is left in Redis, one less moving part to
+//!   fail, and the Redis in `REDIS_URL` is only the limiter's default.
 //! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls. What is
 //!   `pub` is what something outside this crate uses: the binary (`main.rs`), the integration
 //!   tests (`tests/it`, which drive the real parts in process, zero2prod-style, rather than only
