@@ -55,7 +55,7 @@ struct Args {
     /// Minutes to measure per size.
     #[arg(long, default_value_t = 5)]
     minutes: u32,
-    /// `WORKER_CONCURRENCY` of each daemon (production default 16).
+    /// `WORKER_CONCURRENCY` of each daemon (16, as in the earlier runs; production default 64).
     #[arg(long, default_value_t = 16)]
     concurrency: u32,
     /// Messages of the other mailbox.
@@ -242,7 +242,7 @@ async fn run(args: Args) -> ExitCode {
         );
         println!();
         println!(
-            "budgets: {messages} messages for one mailbox at {}/min + {} for another due at {} UTC, WORKER_CONCURRENCY {}, {} from {} UTC; paced and fixed-window side by side, each with its own queue and limiter Redis, database and graph-sim",
+            "budgets: {messages} messages for one mailbox at {}/min + {} for another due at {} UTC, WORKER_CONCURRENCY {}, {} from {} UTC; paced and fixed-window side by side, each with its own limiter Redis, database and graph-sim",
             args.limit,
             args.other_messages,
             other_due.format("%H:%M:%S"),
@@ -408,7 +408,7 @@ async fn drive(
             sleep_until(start + TimeDelta::minutes(i64::from(m))).await;
             let s = snapshot(&mut arm).await;
             eprintln!(
-                "{name} {messages}: minute {m}/{}: {} sent so far, {} jobs pushed, limiter evalsha {}",
+                "{name} {messages}: minute {m}/{}: {} sent so far, {} claimed, limiter evalsha {}",
                 args.minutes,
                 arm.sim.stats().total_accepted(),
                 s.claims - snapshots[0].claims,
@@ -879,9 +879,9 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             &[
                 "minute",
                 "paced limiter calls",
-                "paced jobs",
+                "paced claims",
                 "fixed-window limiter calls",
-                "fixed-window jobs",
+                "fixed-window claims",
             ],
             &rows,
         );
