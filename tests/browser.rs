@@ -126,7 +126,12 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         let field = browser.find("#token").await;
         browser.type_into(&field, TOKEN).await;
         browser.click(&browser.find("#login").await).await;
-        assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
+        wait_until(
+            Duration::from_secs(20),
+            "the mailboxes page after logging in",
+            async || browser.current_url().await == format!("{ui}/mailboxes"),
+        )
+        .await;
 
         // Every mailbox with its live use: mb1's 3 sends in the last 60 s.
         let row = |m: &str, cell: &str| format!("tr[data-mailbox=\"{m}\"] td.{cell}");
@@ -154,10 +159,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         let field = browser.find("#rate_limit_per_minute").await;
         browser.type_into(&field, &LIMIT.to_string()).await;
         browser.click(&browser.find("#save").await).await;
-        let notice = browser
-            .text_of("#notice")
-            .await
-            .expect("a notice after saving");
+        let notice = browser.wait_text("#notice").await;
         assert!(notice.starts_with("Saved"), "{notice}");
         artifact("admin-mailbox.png", &browser.screenshot().await);
         assert!(
@@ -181,10 +183,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             )
             .await;
         browser.click(&browser.find("#retry").await).await;
-        let notice = browser
-            .text_of("#notice")
-            .await
-            .expect("a notice after retrying");
+        let notice = browser.wait_text("#notice").await;
         assert!(notice.starts_with("1 message retried"), "{notice}");
         artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");

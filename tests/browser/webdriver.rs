@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// `chromedriver` on a free loopback port, killed on drop.
+/// How long [`Browser::find`] waits for an element to appear.
+const PAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 pub struct Chromedriver {
     child: Child,
     /// `http://127.0.0.1:<port>`.
@@ -151,13 +154,26 @@ impl Browser {
             .collect()
     }
 
-    /// The one element matching `css` (panics naming it when there is none).
+    /// The first element matching `css`, waited for up to [`PAGE_WAIT`] (a click that navigates
+    /// returns before the next page is there); panics naming it when it never comes.
     pub async fn find(&self, css: &str) -> Element {
-        self.find_all(css)
-            .await
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| panic!("no element {css} on {}", "the page"))
+        let deadline = std::time::Instant::now() + PAGE_WAIT;
+        loop {
+            if let Some(e) = self.find_all(css).await.into_iter().next() {
+                return e;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no element {css} on the page within {PAGE_WAIT:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The text of the first element matching `css`, waited for as [`Self::find`] does.
+    pub async fn wait_text(&self, css: &str) -> String {
+        let e = self.find(css).await;
+        self.text(&e).await
     }
 
     /// The text of the first element matching `css`, if any.
