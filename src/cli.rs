@@ -431,7 +431,11 @@ pub async fn main() -> ExitCode {
             } else {
                 eprintln!("mail-worker: {e:#}");
             }
-            ExitCode::FAILURE
+            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
+                ExitCode::from(78) // EX_CONFIG, as for a bad variable read at start
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

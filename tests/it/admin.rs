@@ -625,7 +625,7 @@ fn start_up_refuses_a_missing_or_short_token_naming_the_variable() {
             .env("RUST_LOG", "error")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{env:?}");
+        assert_eq!(out.status.code(), Some(78), "{env:?}: EX_CONFIG");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("ADMIN_TOKEN"), "{env:?}: {stderr}");
         assert!(!stderr.contains("\"short\""), "{stderr}");
