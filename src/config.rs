@@ -32,7 +32,8 @@ const REDIS_SCHEMES: &[&str] = &["redis", "rediss"];
 pub(crate) const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
 /// See [`EXCHANGE_MESSAGES_PER_MINUTE`].
 pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
-const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
+/// Where Microsoft documents both.
+pub const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
 
 /// How log lines are written (`LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,14 +26,12 @@ use crate::{
     store::{admin as ops, senders},
 };
 
-/// Exchange Online's messages per minute per mailbox; above it the limits form warns.
-/// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
-pub(crate) const EXCHANGE_PER_MINUTE: u32 = 30;
-/// Exchange Online's recipients per rolling 24 h per mailbox; above it the limits form warns.
-/// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>
-pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
-/// Where both limits are documented (linked from the warnings).
-pub const EXCHANGE_LIMITS_URL: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
+/// Exchange Online's per-mailbox limits (above them the limits form warns) and their page,
+/// linked from the warnings: the same numbers the start-up warnings use.
+pub use crate::config::EXCHANGE_LIMITS_PAGE as EXCHANGE_LIMITS_URL;
+use crate::config::{
+    EXCHANGE_MESSAGES_PER_MINUTE as EXCHANGE_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY,
+};
 /// The most messages a messages page lists.
 pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
