@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::{
     AdminError, AdminState,
     auth::{self, Session},
-    usage::{MailboxUsage, mailbox_usage},
+    usage::{MailboxUsage, mailbox_usage, mailbox_usage_with},
 };
 use crate::{
     domain::{MailboxAddress, MessageStatus},
@@ -32,6 +32,7 @@ pub use crate::config::EXCHANGE_LIMITS_PAGE as EXCHANGE_LIMITS_URL;
 use crate::config::{
     EXCHANGE_MESSAGES_PER_MINUTE as EXCHANGE_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY,
 };
+use crate::rate_limit::usage::UsageReader;
 /// The most messages a messages page lists.
 pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
@@ -393,9 +394,10 @@ async fn usage_rows(
             .collect(),
     };
     let mut rows = Vec::with_capacity(addresses.len());
+    let mut reader = UsageReader::new(&state.config.rate_limit);
     for address in &addresses {
         rows.push(MailboxRow::of(
-            &mailbox_usage(&state.config, &state.pool, address).await?,
+            &mailbox_usage_with(&mut reader, &state.config, &state.pool, address).await?,
         ));
     }
     Ok(rows)

@@ -7,7 +7,7 @@ use super::AdminError;
 use crate::{
     config::Config,
     domain::{MailboxAddress, Sender, TenantTransport},
-    rate_limit::usage::{LimiterUsage, read_usage},
+    rate_limit::usage::{LimiterUsage, UsageReader},
     store::{admin, senders},
 };
 
@@ -53,6 +53,25 @@ pub async fn mailbox_usage(
     pool: &sqlx::PgPool,
     address: &MailboxAddress,
 ) -> Result<MailboxUsage, AdminError> {
+    mailbox_usage_with(
+        &mut UsageReader::new(&config.rate_limit),
+        config,
+        pool,
+        address,
+    )
+    .await
+}
+
+/// [`mailbox_usage`] reading the limiter through `reader` (one connection for many mailboxes).
+///
+/// # Errors
+/// As [`mailbox_usage`].
+pub(crate) async fn mailbox_usage_with(
+    reader: &mut UsageReader<'_>,
+    config: &Config,
+    pool: &sqlx::PgPool,
+    address: &MailboxAddress,
+) -> Result<MailboxUsage, AdminError> {
     let sender = senders::by_address(pool, address)
         .await?
         .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
@@ -89,13 +108,9 @@ pub async fn mailbox_usage(
         ),
     };
     let (limiter, limiter_error) = match &tenant {
-        Some(tenant) => match read_usage(
-            &config.rate_limit,
-            &tenant.to_lowercase(),
-            address,
-            chrono::Utc::now(),
-        )
-        .await
+        Some(tenant) => match reader
+            .read(&tenant.to_lowercase(), address, chrono::Utc::now())
+            .await
         {
             Ok(usage) => (Some(usage), None),
             Err(e) => (

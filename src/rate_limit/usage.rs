@@ -37,18 +37,56 @@ fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
     Utc.timestamp_millis_opt(ms).single()
 }
 
-/// Reads `mailbox`'s usage (Graph tenant `tenant`) at `now` from `config.redis_url`.
-///
-/// # Errors
-/// The Redis error (naming nothing secret).
-pub(crate) async fn read_usage(
+/// Reads usage from the limiter's Redis (`config.redis_url`) over one connection, opened at
+/// the first read and kept for every later one (a page of many mailboxes dials once).
+#[derive(Debug)]
+pub struct UsageReader<'a> {
+    config: &'a RateLimitConfig,
+    conn: Option<Result<redis::aio::MultiplexedConnection, String>>,
+}
+
+impl<'a> UsageReader<'a> {
+    /// A reader of `config`'s Redis; nothing is dialled yet.
+    pub fn new(config: &'a RateLimitConfig) -> Self {
+        Self { config, conn: None }
+    }
+
+    /// `mailbox`'s usage (Graph tenant `tenant`) at `now`.
+    ///
+    /// # Errors
+    /// The Redis error as text (naming nothing secret); a failed dial is reported for every
+    /// read of this reader.
+    pub(crate) async fn read(
+        &mut self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        now: DateTime<Utc>,
+    ) -> Result<LimiterUsage, String> {
+        if self.conn.is_none() {
+            let dialled = match redis::Client::open(self.config.redis_url.as_str()) {
+                Ok(client) => client.get_multiplexed_async_connection().await,
+                Err(e) => Err(e),
+            };
+            self.conn = Some(dialled.map_err(|e| e.to_string()));
+        }
+        match self.conn.as_mut() {
+            Some(Ok(conn)) => read_usage(conn, self.config, tenant, mailbox, now)
+                .await
+                .map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.clone()),
+            None => unreachable!("dialled above"),
+        }
+    }
+}
+
+/// Reads `mailbox`'s usage (Graph tenant `tenant`) at `now` over `conn`.
+async fn read_usage(
+    conn: &mut redis::aio::MultiplexedConnection,
     config: &RateLimitConfig,
     tenant: &str,
     mailbox: &MailboxAddress,
     now: DateTime<Utc>,
 ) -> redis::RedisResult<LimiterUsage> {
-    let client = redis::Client::open(config.redis_url.as_str())?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
     let now_ms = now.timestamp_millis();
     match config.algorithm {
         Algorithm::FixedWindow => {
@@ -57,7 +95,7 @@ pub(crate) async fn read_usage(
             let (m, d): (Option<u64>, Option<u64>) = redis::pipe()
                 .get(&minute)
                 .get(&day)
-                .query_async(&mut conn)
+                .query_async(conn)
                 .await?;
             Ok(LimiterUsage {
                 algorithm: Algorithm::FixedWindow.as_str(),
@@ -89,7 +127,7 @@ pub(crate) async fn read_usage(
                     .arg("+inf")
                     .cmd("ZCARD")
                     .arg(keys.booked())
-                    .query_async(&mut conn)
+                    .query_async(conn)
                     .await?;
             Ok(LimiterUsage {
                 algorithm: Algorithm::Paced.as_str(),
