@@ -15,6 +15,8 @@
 --                                   slot at now + retry_ms: come back then and it is allowed.
 --         {-1, 0, "seed"}           no state for this mailbox (new, expired or Redis restarted
 --                                   empty): seed it from the send history (seed.lua), call again
+--         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
+--                                   state: seed it from the tenant's history (seed_tenant.lua)
 --
 -- The paced algorithm. Slots are handed out in time order, spaced (60 s + allowance) / L apart
 -- (GCRA's virtual scheduling: `tat` is the next free slot), so at most L fall in any 60 s even
@@ -209,16 +211,23 @@ if raw then
   end
 end
 
+-- A new request. The tenant's budget must be known first (`total` is set by every write and
+-- by the seed: missing means the tenant has no state).
+local tenant_total = 0
+if tenant_on then
+  local t = redis.call('HGET', KEYS[6], 'total')
+  if not t then return {-1, 0, 'seed-tenant'} end
+  tenant_total = tonumber(t)
+end
+
 -- Housekeeping before a new slot is chosen: old buckets, bookings never used.
 total = evict(KEYS[1], KEYS[2]) or total
-if tenant_on then evict(KEYS[6], KEYS[7]) end
+if tenant_on then tenant_total = evict(KEYS[6], KEYS[7]) or tenant_total end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
 for _, booking_id in ipairs(stale) do
   local booked = redis.call('HGET', KEYS[1], 'b:' .. booking_id)
   if booked then forget_booking(booking_id, split(booked)) else redis.call('ZREM', KEYS[3], booking_id) end
 end
-local tenant_total = 0
-if tenant_on then tenant_total = tonumber(redis.call('HGET', KEYS[6], 'total') or '0') end
 
 -- A new request: the earliest slot where every budget has room.
 local slot = math.max(now, tat)

@@ -31,8 +31,8 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     /// A [`MailError`] that says what to do next.
     async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError>;
 
-    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and writing
-    /// down, before each step that could deliver, what a later attempt must know
+    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and noting,
+    /// before each step that could deliver, what a later attempt must know
     /// (`attempt.journal`). Mailers without steps (SendGrid, test doubles) send as [`Self::send`].
     ///
     /// # Errors
@@ -65,28 +65,22 @@ pub struct PriorAttempt {
     pub send_attempted_at: Option<DateTime<Utc>>,
 }
 
-/// Where a mailer writes down, before the request, what a later attempt must know. The service
-/// implements it over the message's row.
-#[async_trait::async_trait]
+/// Where a mailer notes what a later attempt must know. The service keeps the notes in memory
+/// and writes them with the attempt's outcome (no row write of their own); a row a crash left
+/// `SENDING` has no outcome, so lease recovery marks it as possibly sent instead
+/// ([`crate::store::messages::recover_stale_sending`]).
 pub trait SendJournal: Send + Sync {
     /// A request that may deliver message `id` is about to be written; in the draft flow it
-    /// sends the draft `draft_id`, stored with the stamp (one row write for both, before the
-    /// send; `None` when the row already holds it).
-    ///
-    /// # Errors
-    /// A description of the trouble; the mailer then does not send.
-    async fn send_attempted(&self, id: Uuid, draft_id: Option<&str>) -> Result<(), String>;
+    /// sends the draft `draft_id` (`None` when the row already holds it).
+    fn send_attempted(&self, id: Uuid, draft_id: Option<&str>);
 }
 
 /// A journal that keeps nothing (a first attempt without a row, tests).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct NoJournal;
 
-#[async_trait::async_trait]
 impl SendJournal for NoJournal {
-    async fn send_attempted(&self, _id: Uuid, _draft_id: Option<&str>) -> Result<(), String> {
-        Ok(())
-    }
+    fn send_attempted(&self, _id: Uuid, _draft_id: Option<&str>) {}
 }
 
 /// One attempt's context for [`Mailer::send_with`].

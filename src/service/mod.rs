@@ -341,6 +341,7 @@ impl MailProviderService {
                         until,
                         Reschedule::Deferral,
                         format!("{PAUSED_PREFIX}{reason}"),
+                        None,
                     )
                     .await?;
                 self.count(provider, &outcome, SendResult::Paused);
@@ -353,7 +354,10 @@ impl MailProviderService {
             graph_draft_id: message.graph_draft_id.clone(),
             send_attempted_at: message.send_attempted_at,
         };
-        let journal = RowJournal { pool: &self.pool };
+        let journal = AttemptJournal {
+            clock: self.clock.as_ref(),
+            noted: std::sync::Mutex::new(None),
+        };
         let attempt = SendAttempt {
             prior: &prior,
             journal: &journal,
@@ -405,7 +409,14 @@ impl MailProviderService {
             }
             Err(error) => {
                 let (outcome, counted) = self
-                    .handle_error(message, &mailbox, sender_id, &fingerprint, error, started)
+                    .handle_error(
+                        message,
+                        &mailbox,
+                        sender_id,
+                        &fingerprint,
+                        error,
+                        (started, journal.take().as_ref()),
+                    )
                     .await?;
                 self.count(provider, &outcome, counted);
                 Ok(outcome)
@@ -434,7 +445,7 @@ impl MailProviderService {
         sender_id: Uuid,
         fingerprint: &str,
         error: MailError,
-        started: Instant,
+        attempt: (Instant, Option<&messages::Attempted>),
     ) -> Result<(SendOutcome, SendResult), StoreError> {
         let now = self.clock.now();
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
@@ -460,7 +471,7 @@ impl MailProviderService {
                 };
                 let until = at(now, retry_after + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
                     .await?;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_DEFERRED,
@@ -478,7 +489,7 @@ impl MailProviderService {
                 let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
                 let until = at(now, wait + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
@@ -498,7 +509,7 @@ impl MailProviderService {
             } => {
                 let until = at(now, retry_after);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
                     .await?;
                 tracing::info!(
                     event = events::MAIL_SEND_UNCONFIRMED,
@@ -517,7 +528,7 @@ impl MailProviderService {
             } => {
                 let until = at(now, retry_after + spread);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, started)
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
@@ -548,7 +559,7 @@ impl MailProviderService {
                         )
                     };
                     let outcome = self
-                        .fail_after(message.id, Some(mailbox), reason, started)
+                        .fail_after(message.id, Some(mailbox), reason, attempt)
                         .await?;
                     return Ok((outcome, SendResult::Failed));
                 }
@@ -558,7 +569,7 @@ impl MailProviderService {
                 let wait = backoff(attempts).min(left.max(Duration::from_secs(1)));
                 let until = at(now, wait);
                 let outcome = self
-                    .reschedule(message.id, until, Reschedule::Retry, &error, started)
+                    .reschedule(message.id, until, Reschedule::Retry, &error, attempt)
                     .await?;
                 tracing::warn!(
                     event = events::MAIL_RETRY_SCHEDULED,
@@ -595,13 +606,14 @@ impl MailProviderService {
                         until,
                         Reschedule::Deferral,
                         format!("{PAUSED_PREFIX}{reason}"),
+                        attempt.1,
                     )
                     .await?;
                 Ok((outcome, SendResult::Paused))
             }
             MailError::Permanent { .. } => {
                 let outcome = self
-                    .fail_after(message.id, Some(mailbox), error.to_string(), started)
+                    .fail_after(message.id, Some(mailbox), error.to_string(), attempt)
                     .await?;
                 Ok((outcome, SendResult::Failed))
             }
@@ -614,25 +626,28 @@ impl MailProviderService {
         until: DateTime<Utc>,
         kind: Reschedule,
         reason: String,
+        attempted: Option<&messages::Attempted>,
     ) -> Result<SendOutcome, StoreError> {
-        if !messages::reschedule(&self.pool, id, until, kind, &reason).await? {
+        if !messages::reschedule(&self.pool, id, until, kind, &reason, attempted).await? {
             return Ok(SendOutcome::Superseded);
         }
         Ok(SendOutcome::Deferred { until, reason })
     }
 
+    /// Writes `SCHEDULED` at `until` for `error`, with what the attempt `(started, attempted)`
+    /// noted, retried while PostgreSQL is unreachable.
     async fn reschedule(
         &self,
         id: Uuid,
         until: DateTime<Utc>,
         kind: Reschedule,
         error: &MailError,
-        started: Instant,
+        (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
         let reason = error.to_string();
         let written = self
             .durably(id, started, "rescheduled", || {
-                messages::reschedule(&self.pool, id, until, kind, &reason)
+                messages::reschedule(&self.pool, id, until, kind, &reason, attempted)
             })
             .await?;
         if !written {
@@ -647,7 +662,8 @@ impl MailProviderService {
         mailbox: Option<&MailboxAddress>,
         reason: String,
     ) -> Result<SendOutcome, StoreError> {
-        self.fail_after(id, mailbox, reason, Instant::now()).await
+        self.fail_after(id, mailbox, reason, (Instant::now(), None))
+            .await
     }
 
     async fn fail_after(
@@ -655,11 +671,11 @@ impl MailProviderService {
         id: Uuid,
         mailbox: Option<&MailboxAddress>,
         reason: String,
-        started: Instant,
+        (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
         let written = self
             .durably(id, started, "failed", || {
-                messages::mark_error(&self.pool, id, &reason)
+                messages::mark_error(&self.pool, id, &reason, attempted)
             })
             .await?;
         if !written {
@@ -722,17 +738,29 @@ fn is_connectivity(e: &StoreError) -> bool {
     }
 }
 
-/// The message row as the mailer's [`SendJournal`]: what an attempt must leave for the next.
-struct RowJournal<'a> {
-    pool: &'a PgPool,
+/// The mailer's [`SendJournal`] for one attempt: what it noted, kept in memory and written with
+/// the attempt's outcome ([`messages::Attempted`]) — not a row write of its own.
+struct AttemptJournal<'a> {
+    clock: &'a dyn Clock,
+    noted: std::sync::Mutex<Option<messages::Attempted>>,
 }
 
-#[async_trait::async_trait]
-impl SendJournal for RowJournal<'_> {
-    async fn send_attempted(&self, id: Uuid, draft_id: Option<&str>) -> Result<(), String> {
-        messages::record_send_attempt(self.pool, id, draft_id)
-            .await
-            .map_err(|e| e.to_string())
+impl SendJournal for AttemptJournal<'_> {
+    fn send_attempted(&self, _id: Uuid, draft_id: Option<&str>) {
+        let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        let draft_id = draft_id
+            .map(str::to_owned)
+            .or_else(|| noted.take().and_then(|n| n.draft_id));
+        *noted = Some(messages::Attempted {
+            at: self.clock.now(),
+            draft_id,
+        });
+    }
+}
+
+impl AttemptJournal<'_> {
+    fn take(&self) -> Option<messages::Attempted> {
+        self.noted.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
 

@@ -1,5 +1,6 @@
-//! The send history the limiter rebuilds a mailbox's budgets from when its Redis comes back
-//! empty ([`crate::rate_limit::SendHistory`]): what each mailbox sent in the last 24 h.
+//! The send history the limiter rebuilds budgets from when its Redis comes back empty
+//! ([`crate::rate_limit::SendHistory`]): what each mailbox sent in the last 24 h, and what
+//! every mailbox of a Graph tenant sent outside the tenant's accepted domains.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -29,7 +30,7 @@ impl SendHistory for PgSendHistory {
         mailbox: &MailboxAddress,
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
-        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(concat!(
+        let rows = sqlx::query_as(concat!(
             "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
                     + jsonb_array_length(m.cc_recipients) \
                     + jsonb_array_length(m.bcc_recipients))::int4 \
@@ -45,14 +46,60 @@ impl SendHistory for PgSendHistory {
         .bind(since)
         .bind(mailbox.as_str())
         .fetch_all(&self.pool)
-        .await
-        .map_err(|e| format!("reading the send history of {mailbox}: {e}"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(sent_at, recipients)| SentRecord {
-                sent_at,
-                recipients: u32::try_from(recipients).unwrap_or(0),
-            })
-            .collect())
+        .await;
+        records(rows, mailbox.as_str())
     }
+
+    /// Every sender of the Graph tenant counts (the real limit is the tenant's, whether or not
+    /// a sender has the budget configured: the safe reading), against the union of the accepted
+    /// domains its senders list; a domain compares without case and trailing dot, as
+    /// [`crate::domain::TenantBudget::external_count`] does.
+    async fn external_sent_since(
+        &self,
+        graph_tenant: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SentRecord>, String> {
+        let rows = sqlx::query_as(concat!(
+            "WITH senders AS ( \
+                 SELECT id, accepted_domains FROM system_mailboxes \
+                 WHERE lower(graph_tenant_id) = lower($2) \
+                 UNION ALL SELECT id, accepted_domains FROM tenants \
+                 WHERE lower(graph_tenant_id) = lower($2)), \
+             accepted AS ( \
+                 SELECT coalesce(array_agg(DISTINCT d), '{}') AS domains \
+                 FROM senders, unnest(accepted_domains) AS d), \
+             sent AS ( \
+                 SELECT m.sent_at, ( \
+                     SELECT count(*) FROM jsonb_array_elements( \
+                         m.to_recipients || m.cc_recipients || m.bcc_recipients) AS r \
+                     WHERE NOT lower(rtrim(substring(r->>'address' FROM '@([^@]*)$'), '.')) \
+                         = ANY(accepted.domains))::int4 AS external \
+                 FROM messages m, accepted \
+                 WHERE m.status = ",
+            sql_status!(Sent),
+            " AND m.sent_at > $1 \
+                   AND coalesce(m.system_mailbox_id, m.tenant_id) IN (SELECT id FROM senders)) \
+             SELECT sent_at, external FROM sent WHERE external > 0 ORDER BY sent_at"
+        ))
+        .bind(since)
+        .bind(graph_tenant)
+        .fetch_all(&self.pool)
+        .await;
+        records(rows, &format!("Graph tenant {graph_tenant}"))
+    }
+}
+
+/// The rows (sent at, recipients) of the history of `whose` as records, or what went wrong.
+fn records(
+    rows: Result<Vec<(DateTime<Utc>, i32)>, sqlx::Error>,
+    whose: &str,
+) -> Result<Vec<SentRecord>, String> {
+    let rows = rows.map_err(|e| format!("reading the send history of {whose}: {e}"))?;
+    Ok(rows
+        .into_iter()
+        .map(|(sent_at, recipients)| SentRecord {
+            sent_at,
+            recipients: u32::try_from(recipients).unwrap_or(0),
+        })
+        .collect())
 }

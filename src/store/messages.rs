@@ -7,9 +7,9 @@
 //! back to `SCHEDULED` from stale `QUEUED` / `SENDING` rows ([`recover_stale_queued`],
 //! [`recover_stale_sending`]).
 //!
-//! Row writes of a sent message: the claim and the outcome (two, the common path), plus for
-//! Microsoft Graph the journal's stamp before the request that may deliver it
-//! ([`record_send_attempt`], which stores the draft's id with it in `GRAPH_SEND_MODE=draft`).
+//! Row writes of a sent message: the claim and the outcome, two. What the Graph mailer notes
+//! before a request that may deliver ([`Attempted`]: when, and the draft's id) is written with
+//! the outcome; a row a crash left `SENDING` is marked as possibly sent by lease recovery.
 
 use std::time::Duration;
 
@@ -411,55 +411,39 @@ pub(crate) async fn mark_sent_many(
     .await?)
 }
 
-/// Stamps `send_attempted_at = now()` on a `SENDING` message — a request that may deliver it is
-/// about to be written — and stores `draft_id`, the draft that request sends, when given
-/// (`GRAPH_SEND_MODE=draft`): one write for both, before the send.
-///
-/// # Errors
-/// Database errors, or [`StoreError::BadRow`] when the row is no longer `SENDING`.
-pub(crate) async fn record_send_attempt(
-    pool: &PgPool,
-    id: Uuid,
-    draft_id: Option<&str>,
-) -> Result<(), StoreError> {
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET send_attempted_at = now(), \
-             graph_draft_id = coalesce($2, graph_draft_id), updated_at = now() \
-         WHERE id = $1 AND status = ",
-        sql_status!(Sending)
-    ))
-    .bind(id)
-    .bind(draft_id)
-    .execute(pool)
-    .await?;
-    superseded_unless_one(id, done.rows_affected())
+/// What an attempt noted before a request that may deliver (the mailer's journal), written with
+/// its outcome: when, and the Graph draft that request sends (`GRAPH_SEND_MODE=draft`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempted {
+    /// `send_attempted_at`.
+    pub at: DateTime<Utc>,
+    /// `graph_draft_id`, when the attempt made or found a draft the row does not hold yet.
+    pub draft_id: Option<String>,
 }
 
-fn superseded_unless_one(id: Uuid, rows: u64) -> Result<(), StoreError> {
-    if rows == 1 {
-        Ok(())
-    } else {
-        Err(StoreError::BadRow {
-            table: "messages",
-            problem: format!("message {id} is no longer SENDING"),
-        })
-    }
-}
-
-/// `SENDING → ERROR` with `last_error`. Returns whether the row was `SENDING`.
+/// `SENDING → ERROR` with `last_error` and what the attempt noted. Returns whether the row was
+/// `SENDING`.
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn mark_error(pool: &PgPool, id: Uuid, error: &str) -> Result<bool, StoreError> {
+pub(crate) async fn mark_error(
+    pool: &PgPool,
+    id: Uuid,
+    error: &str,
+    attempted: Option<&Attempted>,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
         "UPDATE messages SET status = ",
         sql_status!(Error),
-        ", last_error = $2, updated_at = now() \
+        ", last_error = $2, send_attempted_at = coalesce($3, send_attempted_at), \
+             graph_draft_id = coalesce($4, graph_draft_id), updated_at = now() \
          WHERE id = $1 AND status = ",
         sql_status!(Sending)
     ))
     .bind(id)
     .bind(error)
+    .bind(attempted.map(|a| a.at))
+    .bind(attempted.and_then(|a| a.draft_id.as_deref()))
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -475,8 +459,8 @@ pub(crate) enum Reschedule {
     Retry,
 }
 
-/// `SENDING → SCHEDULED` at `scheduled_on`, recording `last_error`. Returns whether the row
-/// was `SENDING`.
+/// `SENDING → SCHEDULED` at `scheduled_on`, recording `last_error` and what the attempt noted
+/// (`attempted`). Returns whether the row was `SENDING`.
 ///
 /// # Errors
 /// Database errors.
@@ -486,6 +470,7 @@ pub(crate) async fn reschedule(
     scheduled_on: DateTime<Utc>,
     kind: Reschedule,
     last_error: &str,
+    attempted: Option<&Attempted>,
 ) -> Result<bool, StoreError> {
     let deferral = kind == Reschedule::Deferral;
     let done = sqlx::query(concat!(
@@ -494,7 +479,8 @@ pub(crate) async fn reschedule(
         ", scheduled_on = $2, last_error = $3, \
              deferrals = deferrals + CASE WHEN $4 THEN 1 ELSE 0 END, \
              attempts = greatest(attempts - CASE WHEN $4 THEN 1 ELSE 0 END, 0), \
-             updated_at = now() \
+             send_attempted_at = coalesce($5, send_attempted_at), \
+             graph_draft_id = coalesce($6, graph_draft_id), updated_at = now() \
          WHERE id = $1 AND status = ",
         sql_status!(Sending)
     ))
@@ -502,6 +488,8 @@ pub(crate) async fn reschedule(
     .bind(scheduled_on)
     .bind(last_error)
     .bind(deferral)
+    .bind(attempted.map(|a| a.at))
+    .bind(attempted.and_then(|a| a.draft_id.as_deref()))
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -563,8 +551,9 @@ pub(crate) async fn recover_stale_queued(
 }
 
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
-/// back to `SCHEDULED`, due now. Their next attempt sees `graph_draft_id` /
-/// `send_attempted_at` and checks Graph before it sends again (README "Delivery guarantee").
+/// back to `SCHEDULED`, due now, marked as possibly sent: `send_attempted_at` = now, the latest
+/// a request of the lost attempt could have been written (its notes died with it). Their next
+/// attempt sees that and checks Graph before it sends again (README "Delivery guarantee").
 /// Returns their ids.
 ///
 /// # Errors
@@ -577,6 +566,7 @@ pub async fn recover_stale_sending(
         "UPDATE messages SET status = ",
         sql_status!(Scheduled),
         ", scheduled_on = now(), updated_at = now(), \
+             send_attempted_at = now(), \
              last_error = 'send lease expired: outcome unknown, rescheduled' \
          WHERE status = ",
         sql_status!(Sending),

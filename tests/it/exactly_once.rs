@@ -252,47 +252,67 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
         async || app.sim.stats().requests.get("send") == Some(&1),
     )
     .await;
-    let draft_stored: Option<String> =
-        sqlx::query_scalar("SELECT graph_draft_id FROM messages WHERE id = $1")
+    // Nothing is written between the claim and the outcome: the draft's id and the attempt live
+    // in the worker until its outcome write, so a killed worker leaves neither on the row.
+    let journal = async || -> (Option<String>, Option<chrono::DateTime<Utc>>) {
+        sqlx::query_as("SELECT graph_draft_id, send_attempted_at FROM messages WHERE id = $1")
             .bind(id)
             .fetch_one(&app.db.pool)
             .await
-            .unwrap();
-    assert_eq!(
-        draft_stored.as_deref(),
-        Some(app.sim.drafts()[0].id.as_str())
-    );
+            .unwrap()
+    };
+    assert_eq!(journal().await, (None, None));
     worker.abort();
     assert!(worker.await.unwrap_err().is_cancelled());
-    // Killed after storing the draft, before the send was stamped: what a crash between the two
-    // leaves (the hung request above delivered nothing).
-    sqlx::query("UPDATE messages SET send_attempted_at = NULL WHERE id = $1")
-        .bind(id)
-        .execute(&app.db.pool)
-        .await
-        .unwrap();
     assert_eq!(app.status_of(id).await.0, "SENDING");
     assert!(app.sim.messages().is_empty());
 
-    // Lease recovery, then the next attempt.
+    // Lease recovery marks it as possibly sent (now: the latest its request could have gone),
+    // then the next attempt looks the draft up by our internetMessageId.
+    let before = Utc::now();
     let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(recovered, [id]);
+    let (draft_id, attempted) = journal().await;
+    assert_eq!(draft_id, None);
+    let attempted = attempted.expect("recovery stamps send_attempted_at");
+    assert!(
+        (attempted - before).num_seconds().abs() < 5,
+        "{attempted} is the recovery time, not the claim's ({before})"
+    );
     app.requeue(id).await;
     let outcomes = drive(&app, &handler(&app), id).await;
-    assert_eq!(outcomes, [SendOutcome::Sent]);
+    // Within the 5 s settle time of the possible send the found draft is not trusted.
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(
+        matches!(&outcomes[0], SendOutcome::Deferred { reason, .. } if reason.contains("not confirmed")),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[1], SendOutcome::Sent);
     assert_eq!(app.sim.messages().len(), 1);
     let drafts = app.sim.drafts();
     assert_eq!(drafts.len(), 1, "the draft was reused, not made again");
     assert_eq!(drafts[0].sends, 1);
     let requests = app.sim.stats().requests;
     assert_eq!(requests.get("createDraft"), Some(&1), "{requests:?}");
-    assert_eq!(requests.get("getMessage"), Some(&1), "{requests:?}");
+    assert_eq!(requests.get("getMessage"), None, "{requests:?}");
+    assert_eq!(
+        requests.get("listMessages"),
+        Some(&2),
+        "one look-up per attempt after the crash: {requests:?}"
+    );
     assert_eq!(
         requests.get("send"),
         Some(&2),
         "the hung one and the one that went"
+    );
+    let (_, last_error, _) = app.status_of(id).await;
+    assert!(
+        last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("outcome unknown")),
+        "the row says it was sent after an unknown outcome: {last_error:?}"
     );
 }
 

@@ -260,3 +260,94 @@ async fn the_senders_file_stores_a_tenant_budget_and_an_import_without_it_remove
     };
     assert_eq!(mailbox.graph.tenant_budget, None);
 }
+
+/// Issue 11's "a limiter Redis that comes back empty": the tenant's external budget is rebuilt
+/// from what PostgreSQL knows was sent (every mailbox of the tenant, external recipients only)
+/// before its first decision, so an empty Redis does not hand the tenant a fresh 24 h.
+#[tokio::test]
+async fn an_empty_limiter_redis_rebuilds_the_tenant_budget_from_postgresql() {
+    use mail_worker::{
+        clock::SystemClock, rate_limit::SendHistory, service::SendOutcome,
+        store::history::PgSendHistory,
+    };
+    capture_logs();
+    let app = TestApp::builder()
+        .mailboxes(2)
+        .algorithm(Algorithm::Paced)
+        .tenant_budget(3, &["contoso.example"])
+        .spawn()
+        .await;
+    // What the tenant sent before the limiter's Redis lost everything: 3 external recipients
+    // in the last 24 h over both mailboxes, plus internal mail and an older external send.
+    let sent = [
+        (0, 1, vec!["guest@example.org", "colleague@Contoso.Example"]),
+        (1, 2, vec!["a@fabrikam.example", "b@fabrikam.example."]),
+        (1, 3, vec!["colleague@contoso.example"]),
+        (0, 25, vec!["old@example.org"]),
+    ];
+    for (mailbox, hours_ago, to) in sent {
+        let id = app.insert(mailbox, 1, "SENT").await[0];
+        let to: Vec<_> = to
+            .iter()
+            .map(|a| serde_json::json!({ "address": a }))
+            .collect();
+        sqlx::query(
+            "UPDATE messages SET to_recipients = $2, sent_at = now() - make_interval(hours => $3) \
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(serde_json::Value::Array(to))
+        .bind(hours_ago)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    }
+    let history = PgSendHistory::new(app.db.pool.clone());
+    let external = history
+        .external_sent_since("Contoso.Example", Utc::now() - chrono::Duration::hours(24))
+        .await
+        .unwrap();
+    assert_eq!(
+        external.iter().map(|r| r.recipients).collect::<Vec<_>>(),
+        [2, 1],
+        "oldest first: 2 h ago 2 external, 1 h ago 1; internal and 25 h old ones left out"
+    );
+
+    let handler = app.real_handler(Arc::new(SystemClock));
+    let outsider = insert_to(&app, 0, "new@example.org").await;
+    let before = Utc::now();
+    let outcome = handler.process(outsider).await.unwrap().unwrap();
+    let SendOutcome::Deferred { until, reason } = &outcome else {
+        panic!("the tenant's budget is spent: {outcome:?}")
+    };
+    assert!(reason.contains("tenant"), "{reason}");
+    // Room again when the send of 2 h ago leaves the 24 h window (its minute bucket's end).
+    let room = before + chrono::Duration::hours(22);
+    assert!(
+        *until >= room - chrono::Duration::seconds(5)
+            && *until <= room + chrono::Duration::seconds(65),
+        "booked for {until}, expected ~{room}"
+    );
+    // (Other tests' apps log seeds of the same addresses, from their own, empty histories.)
+    let seeded: Vec<_> = logs_containing(app.mailboxes[0].0.as_str())
+        .into_iter()
+        .filter(|l| {
+            l["event"] == "mail.rateLimit.seeded"
+                && l["graph_tenant"] == "contoso.example"
+                && l["external_recipients_in_24h"] == 3
+        })
+        .collect();
+    assert_eq!(seeded.len(), 1, "the tenant seeded once: {seeded:?}");
+    assert_eq!(seeded[0]["sent_in_24h"], 2);
+    // Internal mail is not held by the tenant budget.
+    let colleague = insert_to(&app, 0, "colleague@contoso.example").await;
+    assert_eq!(
+        handler.process(colleague).await.unwrap(),
+        Some(SendOutcome::Sent)
+    );
+    assert_eq!(
+        app.sim.messages().len(),
+        1,
+        "only the internal message went"
+    );
+}

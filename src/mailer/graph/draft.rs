@@ -4,9 +4,9 @@
 //! `internetMessageId` and `Prefer: IdType="ImmutableId"`,
 //! <https://learn.microsoft.com/graph/api/user-post-messages>,
 //! <https://learn.microsoft.com/graph/outlook-immutable-id>), upload attachments of 3 MB and more
-//! through upload sessions (<https://learn.microsoft.com/graph/outlook-large-attachments>), store
-//! the draft's id on the row and stamp the send attempt in one write
-//! ([`crate::mailer::SendJournal::send_attempted`]), then
+//! through upload sessions (<https://learn.microsoft.com/graph/outlook-large-attachments>), note
+//! the draft's id and the send attempt ([`crate::mailer::SendJournal::send_attempted`], written
+//! with the attempt's outcome), then
 //! `POST /users/{mailbox}/messages/{id}/send` (<https://learn.microsoft.com/graph/api/message-send>).
 //!
 //! A later attempt (a retry after an unknown outcome, or lease recovery after a crash) decides
@@ -19,7 +19,13 @@
 //! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE_MS` of the attempt → [`MailError::Unconfirmed`] (check again later) |
 //! |                                       |                                         | `isDraft: true` after it, and no Sent Items copy by `internetMessageId` → send the same draft |
 //! |                                       |                                         | gone (`404`) → look it up by `internetMessageId`; nothing → `ERROR`, never resent |
-//! | no draft id, earlier attempts         | look up by `internetMessageId`          | an unsent draft without upload sessions → reuse it; none → create |
+//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, without upload sessions → reuse it; else or none → create |
+//!
+//! A row with no draft id but a send attempt is what a crash leaves: the draft's id and the
+//! attempt are written with the attempt's outcome (one row write fewer per send), so a worker
+//! that died mid-send left neither, and lease recovery stamps `send_attempted_at` = the recovery
+//! time (the latest a request could have been written); the look-up by our `internetMessageId`
+//! then finds what it did.
 //!
 //! Why the settle time: Graph is eventually consistent — right after a send the item may still
 //! read `isDraft: true` and Sent Items may not list it yet. Microsoft documents no bound, so the
@@ -144,8 +150,9 @@ impl MicrosoftGraphMailer {
                 }
                 None => {}
             }
-        } else if prior.earlier_attempts > 0 && self.has_uploads(mail).is_empty() {
-            // A create with an unknown outcome may have left a draft: reuse it.
+        } else if prior.earlier_attempts > 0 {
+            // A create with an unknown outcome may have left a draft, and a crash (lease
+            // recovery: the row knows no draft id) may have sent one: look it up.
             if let Some(item) = self
                 .find_by_internet_message_id(mail.id, &imid, false)
                 .await?
@@ -156,21 +163,33 @@ impl MicrosoftGraphMailer {
                         "outcome unknown; found sent by internetMessageId, not resent",
                     ));
                 }
-                draft_id = Some(item.id);
+                if let Some(attempted_at) = prior.send_attempted_at {
+                    if let Some(wait) = self.unsettled(attempted_at) {
+                        return Err(MailError::Unconfirmed {
+                            retry_after: wait,
+                            why: "the draft found by internetMessageId still reads isDraft true"
+                                .into(),
+                        });
+                    }
+                    note = Some(format!(
+                        "outcome unknown; still a draft {} s after the attempt; sent it",
+                        self.settle.as_secs()
+                    ));
+                }
+                // A draft with upload sessions may be incomplete: make it anew.
+                if self.has_uploads(mail).is_empty() {
+                    draft_id = Some(item.id);
+                }
             }
         }
         let draft_id = match draft_id {
             Some(id) => id,
             None => self.create_draft(mail, &imid).await?,
         };
-        // The draft's id and the stamp in one write, before the send.
+        // The draft's id and the send attempt, written with this attempt's outcome.
         let new_draft = (prior.graph_draft_id.as_deref() != Some(draft_id.as_str()))
             .then_some(draft_id.as_str());
-        attempt
-            .journal
-            .send_attempted(mail.id, new_draft)
-            .await
-            .map_err(not_recorded)?;
+        attempt.journal.send_attempted(mail.id, new_draft);
         let url = segments(&self.user_url, &["messages", &draft_id, "send"]);
         let mut receipt = self.deliver(&url, None, mail.id).await?;
         receipt.note = note;
@@ -335,10 +354,4 @@ fn parse<T: serde::de::DeserializeOwned>(answer: &HttpAnswer, what: &str) -> Res
             answer.status
         ))
     })
-}
-
-fn not_recorded(e: String) -> MailError {
-    MailError::Transient(format!(
-        "not sent: cannot record the draft on the message row: {e}"
-    ))
 }

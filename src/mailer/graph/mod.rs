@@ -307,13 +307,7 @@ impl MicrosoftGraphMailer {
             }
         }
         let body = send_mail_body_with_id(mail, self.save_to_sent_items, Some(&imid));
-        attempt
-            .journal
-            .send_attempted(mail.id, None)
-            .await
-            .map_err(|e| {
-                MailError::Transient(format!("not sent: cannot record the attempt: {e}"))
-            })?;
+        attempt.journal.send_attempted(mail.id, None);
         let mut receipt = self.deliver(&self.send_url, Some(&body), mail.id).await?;
         receipt.note = note;
         Ok(receipt)

@@ -32,6 +32,8 @@ pub(crate) const RELEASE_LUA: &str = include_str!("../../../lua/paced/release.lu
 pub(crate) const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.lua");
 /// `lua/paced/seed.lua`.
 pub(crate) const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
+/// `lua/paced/seed_tenant.lua`.
+pub(crate) const SEED_TENANT_LUA: &str = include_str!("../../../lua/paced/seed_tenant.lua");
 
 /// How late a send may run after its slot (the claim interval, the queue's poll, the worker)
 /// without the rolling 60 s window ever holding more than L sends: slots are spaced
@@ -54,6 +56,9 @@ pub(crate) enum Checked {
     Decided(Decision),
     /// The mailbox has no state: seed it, then ask again.
     NeedsSeed,
+    /// The message counts against a tenant budget that has no state: seed the tenant, then
+    /// ask again.
+    NeedsTenantSeed,
 }
 
 /// The `paced` scripts and settings.
@@ -62,6 +67,7 @@ pub(crate) struct Paced {
     release: Script,
     cooldown: Script,
     seed: Script,
+    seed_tenant: Script,
     max_in_flight: u32,
     lease: Duration,
 }
@@ -73,6 +79,7 @@ impl Paced {
             release: Script::new(RELEASE_LUA),
             cooldown: Script::new(COOLDOWN_LUA),
             seed: Script::new(SEED_LUA),
+            seed_tenant: Script::new(SEED_TENANT_LUA),
             max_in_flight,
             lease,
         }
@@ -136,9 +143,11 @@ impl Paced {
                     booked: reason != DenyReason::InFlight,
                 })
             }
-            [Value::Int(-1), Value::Int(0), reason] if super::text(reason) == Some("seed") => {
-                Checked::NeedsSeed
-            }
+            [Value::Int(-1), Value::Int(0), reason] => match super::text(reason) {
+                Some("seed") => Checked::NeedsSeed,
+                Some("seed-tenant") => Checked::NeedsTenantSeed,
+                _ => return Err(unexpected()),
+            },
             _ => return Err(unexpected()),
         })
     }
@@ -153,21 +162,21 @@ impl Paced {
         history: &[(DateTime<Utc>, u32)],
         now: DateTime<Utc>,
     ) -> Result<bool, RedisCallError> {
-        let mut args = vec![
-            epoch_ms(now).to_string(),
-            spacing_ms(per_minute).to_string(),
-        ];
-        for (at, recipients) in history {
-            args.push(epoch_ms(*at).to_string());
-            args.push(recipients.to_string());
-        }
-        match redis.eval(&self.seed, &keys.all(), &args).await? {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(RedisCallError::UnexpectedReply {
-                script: "paced/seed.lua",
-                reply: format!("{other:?}"),
-            }),
-        }
+        let head = [epoch_ms(now), spacing_ms(per_minute) as i64];
+        seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, history).await
+    }
+
+    /// Seeds the tenant's external-recipient budget from `history` (sent at, external
+    /// recipients); returns whether this call seeded it (false: another replica was first).
+    pub(crate) async fn seed_tenant(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        history: &[(DateTime<Utc>, u32)],
+        now: DateTime<Utc>,
+    ) -> Result<bool, RedisCallError> {
+        let script = (&self.seed_tenant, "paced/seed_tenant.lua");
+        seed_with(redis, script, keys, &[epoch_ms(now)], history).await
     }
 
     /// Ends a request; returns (leases freed, 0 or 1; recipients given back to the mailbox).
@@ -216,6 +225,29 @@ impl Paced {
     }
 }
 
+/// Runs a seed script with ARGV `head`, then `history` as (ms, count) pairs; true when it
+/// seeded.
+async fn seed_with(
+    redis: &RedisConn,
+    (script, name): (&Script, &'static str),
+    keys: &PacedKeys,
+    head: &[i64],
+    history: &[(DateTime<Utc>, u32)],
+) -> Result<bool, RedisCallError> {
+    let mut args: Vec<String> = head.iter().map(ToString::to_string).collect();
+    for (at, count) in history {
+        args.push(epoch_ms(*at).to_string());
+        args.push(count.to_string());
+    }
+    match redis.eval(script, &keys.all(), &args).await? {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(RedisCallError::UnexpectedReply {
+            script: name,
+            reply: format!("{other:?}"),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,7 +265,13 @@ mod tests {
 
     #[test]
     fn every_script_opens_with_its_contract() {
-        for lua in [CHECK_AND_RESERVE_LUA, RELEASE_LUA, COOLDOWN_LUA, SEED_LUA] {
+        for lua in [
+            CHECK_AND_RESERVE_LUA,
+            RELEASE_LUA,
+            COOLDOWN_LUA,
+            SEED_LUA,
+            SEED_TENANT_LUA,
+        ] {
             assert!(lua.starts_with("-- KEYS[1]"), "{lua}");
             assert!(lua.lines().take(16).any(|l| l.starts_with("-- ARGV[1]")));
             assert!(lua.lines().take(16).any(|l| l.contains("Returns")));
