@@ -45,6 +45,12 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in deploy/kubernetes"))
 }
 
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in deploy/kubernetes"))
+}
+
 fn known_vars() -> BTreeSet<&'static str> {
     cli::ENV_VARS.iter().map(|(var, ..)| *var).collect()
 }
@@ -110,7 +116,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     let config = Config::from_lookup(lookup).expect("the manifests' environment parses");
     let listen = config.metrics_listen.expect("METRICS_LISTEN is on");
 
-    let deployment = of_kind(&docs, "Deployment");
+    let deployment = named(&docs, "Deployment", "mail-worker");
     assert_eq!(deployment["spec"]["replicas"], 2);
     let pod = &deployment["spec"]["template"]["spec"];
     let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
@@ -166,7 +172,49 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(listed.len(), 6, "{listed:?}");
+    assert_eq!(listed.len(), 7, "{listed:?}");
+
+    // The admin UI: its own Deployment and Service, the token from the Secret, listening on
+    // the port its container and Service name; the placeholder token is refused at start-up.
+    let admin = named(&docs, "Deployment", "mail-worker-admin");
+    let container = &admin["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["args"][0], "admin");
+    assert_eq!(
+        container["envFrom"],
+        deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"]
+    );
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+        .collect();
+    for (name, _) in &env {
+        assert!(vars.contains(name), "{name} is no variable of the daemon");
+    }
+    let admin_listen = env
+        .iter()
+        .find(|(name, _)| *name == "ADMIN_LISTEN")
+        .map(|(_, value)| value.parse::<std::net::SocketAddr>().unwrap())
+        .expect("ADMIN_LISTEN set");
+    assert_eq!(
+        container["ports"][0]["containerPort"],
+        u64::from(admin_listen.port())
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/login");
+    let service = named(&docs, "Service", "mail-worker-admin");
+    assert_eq!(
+        service["spec"]["selector"],
+        admin["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "admin");
+    let token = secret["ADMIN_TOKEN"]
+        .as_str()
+        .expect("ADMIN_TOKEN in the Secret");
+    assert!(
+        token.chars().count() < 16,
+        "a placeholder that cannot start"
+    );
 }
 
 #[test]
@@ -210,6 +258,19 @@ fn the_compose_file_runs_migrate_once_and_two_replicas_against_the_stand_in() {
         config.graph.api_base_url.as_str(),
         "http://graph-sim:8025/v1.0"
     );
+    // The admin UI: the replicas' environment (a YAML merge) plus its listener and a token the
+    // admin accepts.
+    let admin = &services["admin"];
+    assert_eq!(admin["command"][0], "admin");
+    let mut admin_env = admin["environment"].clone();
+    admin_env.apply_merge().unwrap();
+    let admin_env = admin_env.as_mapping().unwrap();
+    for key in env.keys() {
+        assert_eq!(admin_env.get(key), env.get(key), "{key:?}");
+    }
+    assert_eq!(admin_env["ADMIN_LISTEN"], "0.0.0.0:9185");
+    assert!(admin_env["ADMIN_TOKEN"].as_str().unwrap().chars().count() >= 16);
+    assert_eq!(admin["ports"][0], "9186:9185");
 }
 
 #[test]
