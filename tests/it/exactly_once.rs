@@ -316,6 +316,57 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
     );
 }
 
+/// `sendmail` after a crash: the request was delivered, the worker killed before the answer.
+/// Nothing was written between claim and outcome, so only lease recovery's mark ("possibly
+/// sent") makes the next attempt look in Sent Items — and find it: not resent.
+#[tokio::test]
+async fn a_sendmail_delivered_before_its_worker_was_killed_is_not_resent() {
+    let mut app = app(
+        GraphSendMode::SendMail,
+        Duration::from_secs(2),
+        Duration::ZERO,
+    )
+    .await;
+    app.config.http_timeout = Duration::from_secs(60);
+    app.sim
+        .push_script(
+            Target::Global,
+            [ScriptedAnswer::late_after_delivery(30_000)],
+        )
+        .unwrap();
+    let id = app.insert(0, 1, "QUEUED").await[0];
+    let h = handler(&app);
+    let worker = tokio::spawn(async move { h.process(id).await });
+    wait_until(
+        Duration::from_secs(10),
+        "graph-sim has the mail",
+        async || app.sim.messages().len() == 1,
+    )
+    .await;
+    worker.abort();
+    assert!(worker.await.unwrap_err().is_cancelled());
+    assert_eq!(app.status_of(id).await.0, "SENDING");
+
+    let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(recovered, [id]);
+    app.requeue(id).await;
+    let outcomes = drive(&app, &handler(&app), id).await;
+    assert_eq!(outcomes, [SendOutcome::Sent]);
+    assert_eq!(app.sim.messages().len(), 1, "delivered once");
+    let requests = app.sim.stats().requests;
+    assert_eq!(requests.get("sendMail"), Some(&1), "{requests:?}");
+    assert_eq!(requests.get("listMessages"), Some(&1), "{requests:?}");
+    let (_, last_error, _) = app.status_of(id).await;
+    assert!(
+        last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("found in Sent Items")),
+        "{last_error:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_five_megabyte_attachment_arrives_byte_identical_through_an_upload_session() {
     let app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
