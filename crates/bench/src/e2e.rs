@@ -592,7 +592,7 @@ async fn phases(world: &World, latency_ms: u64) -> Vec<Phase> {
     };
     vec![
         phase(
-            "claimed → request at graph-sim (slot wait, sender lookup, limiter, journal, HTTP)",
+            "claimed → request at graph-sim (slot wait, sender lookup, limiter, HTTP)",
             before,
         ),
         phase("graph-sim's added latency", vec![latency]),
