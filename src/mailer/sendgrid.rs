@@ -25,7 +25,7 @@ use crate::{
     domain::{BodyContentType, MailboxAddress, OutgoingMail, Recipient},
     mailer::{
         MailError, Mailer, SendReceipt,
-        http::describe_transport_error,
+        http::{describe_transport_error, endpoint_url},
         redact::scrub_provider_text,
         validate::{check_sender, validate},
     },
@@ -168,16 +168,11 @@ impl SendGridMailer {
         api_key: SecretString,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, MailError> {
-        let mut send_url = api_base_url.clone();
-        send_url
-            .path_segments_mut()
-            .map_err(|()| {
-                MailError::Misconfigured(format!(
-                    "SENDGRID_API_BASE_URL {api_base_url} cannot be used as a base URL"
-                ))
-            })?
-            .pop_if_empty()
-            .extend(["v3", "mail", "send"]);
+        let send_url = endpoint_url(
+            api_base_url,
+            "SENDGRID_API_BASE_URL",
+            &["v3", "mail", "send"],
+        )?;
         Ok(Self {
             http,
             send_url,
