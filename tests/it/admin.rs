@@ -77,17 +77,24 @@ fn set_cookie(response: &reqwest::Response, name: &str) -> Option<(String, Strin
         .map(|v| (v.split(';').next().unwrap().to_owned(), v.to_owned()))
 }
 
+/// Sends `request` with `login`'s session cookie, if any.
+async fn send_as(request: reqwest::RequestBuilder, login: Option<&Login>) -> reqwest::Response {
+    match login {
+        Some(l) => request.header(header::COOKIE, &l.cookie),
+        None => request,
+    }
+    .send()
+    .await
+    .unwrap()
+}
+
 impl Ui {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     async fn get(&self, path: &str, login: Option<&Login>) -> reqwest::Response {
-        let mut request = self.http.get(self.url(path));
-        if let Some(l) = login {
-            request = request.header(header::COOKIE, &l.cookie);
-        }
-        request.send().await.unwrap()
+        send_as(self.http.get(self.url(path)), login).await
     }
 
     async fn post(
@@ -96,11 +103,24 @@ impl Ui {
         login: Option<&Login>,
         form: &[(&str, &str)],
     ) -> reqwest::Response {
-        let mut request = self.http.post(self.url(path)).form(form);
-        if let Some(l) = login {
-            request = request.header(header::COOKIE, &l.cookie);
-        }
-        request.send().await.unwrap()
+        send_as(self.http.post(self.url(path)).form(form), login).await
+    }
+
+    /// Saves the limits form at `path` (a mailbox's `/limits`) with these two field values.
+    async fn save_limits(
+        &self,
+        path: &str,
+        login: &Login,
+        per_minute: &str,
+        per_day: &str,
+    ) -> reqwest::Response {
+        let form = [
+            ("csrf", login.csrf.as_str()),
+            ("rate_limit_per_minute", per_minute),
+            ("rate_limit_recipients_per_day", per_day),
+            ("action", "save"),
+        ];
+        self.post(path, Some(login), &form).await
     }
 
     /// Submits the login form with `token`; returns the answer.
@@ -377,18 +397,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     assert!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).is_empty());
 
     // Above Exchange's limits: saved, with a warning and Microsoft's page.
-    let answer = ui
-        .post(
-            &limits,
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "40"),
-                ("rate_limit_recipients_per_day", "12000"),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let answer = ui.save_limits(&limits, &login, "40", "12000").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (Some(40), Some(12_000)));
     let location = answer.headers()[header::LOCATION]
@@ -411,18 +420,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     assert_eq!(field(&changed[0], "recipients_per_day_after"), "12000");
 
     // An empty field is the default; "clear" removes both.
-    let answer = ui
-        .post(
-            &limits,
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "7"),
-                ("rate_limit_recipients_per_day", ""),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let answer = ui.save_limits(&limits, &login, "7", "").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (Some(7), None));
     let answer = ui
@@ -653,17 +651,9 @@ async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
 
     let ui = start_ui(&world, false).await;
     let login = ui.login().await;
-    let answer = ui
-        .post(
-            &format!("/mailboxes/{}/limits", world.mailboxes[0].0),
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "1"),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let limits = format!("/mailboxes/{}/limits", world.mailboxes[0].0);
+    // An empty recipients-per-day field keeps the default, as leaving it out would.
+    let answer = ui.save_limits(&limits, &login, "1", "").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
 
     // Each replica alone, in a fresh minute: one message goes, the next is deferred.
