@@ -28,7 +28,7 @@ use redis::AsyncCommands;
 use url::Url;
 use uuid::Uuid;
 
-use crate::support::{TestKeys, redis_url};
+use crate::support::{TestKeys, redis_conn, redis_url};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -58,15 +58,6 @@ fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateL
 
 fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
     Arc::new(MailRateLimiter::new(&config(&redis_url(), prefix, algorithm, 1)).unwrap())
-}
-
-/// A connection to the tests' Redis.
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 /// One `paced` limiter on fresh keys (deleted when the first item is dropped), the `events`

@@ -15,7 +15,7 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, wait_until};
+use crate::support::{TestApp, redis_conn, wait_until};
 
 /// `HTTP_TIMEOUT_MS` of these tests: the "late" fault answers after it.
 const TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -73,11 +73,7 @@ async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
 
 /// The day budget's count of recipients for mailbox 0 (fixed-window keys).
 async fn day_count(app: &TestApp) -> i64 {
-    let mut conn = redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     let key = keys::day_key(
         &app.config.rate_limit.key_prefix,
         &app.mailboxes[0].0,

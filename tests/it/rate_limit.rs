@@ -23,7 +23,9 @@ use redis::AsyncCommands;
 use tokio::sync::Barrier;
 use url::Url;
 
-use crate::support::{LimiterExt, TestKeys, logs::Capture, proxy::Gate, redis_url, unique};
+use crate::support::{
+    LimiterExt, TestKeys, logs::Capture, proxy::Gate, redis_conn, redis_url, unique,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -64,15 +66,6 @@ fn at(h: u32, m: u32, s: u32, ms: u32) -> DateTime<Utc> {
 /// turns a real answer into fail-open.
 fn real_limiter(prefix: &str) -> MailRateLimiter {
     MailRateLimiter::new(&config(&redis_url(), prefix, Duration::from_secs(2))).unwrap()
-}
-
-/// A plain connection for reading and planting counters.
-async fn redis() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 async fn counter(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
@@ -242,7 +235,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
             denied_day: 0
         }
     );
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     assert_counts(
@@ -267,7 +260,7 @@ async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
         get_then_incr(conn, race_prefix.clone(), 30, now)
     })
     .await;
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute = counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), now))
         .await
         .unwrap();
@@ -303,7 +296,7 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
     );
     // 60 + 40 fills the day exactly: allowed.
     counted(&decide(&limiter, 40, day, now).await);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     assert_eq!(counter(&mut conn, &day_key).await, Some(100));
@@ -338,7 +331,7 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
             booked: false,
         }
     );
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     assert_counts(
         &mut conn,
         &[
@@ -392,7 +385,7 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 0, 0);
     counted(&decide(&limiter, 3, limits(25, 9_000), now).await);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute_ttl = pttl(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await;
     let day_ttl = pttl(&mut conn, &keys::day_key(&prefix, &mailbox(), now)).await;
     assert!(
@@ -417,7 +410,7 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
     let now = at(12, 0, 10, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let first = counted(&decide(&limiter, 3, limits(25, 100), now).await);
     let second = counted(&decide(&limiter, 4, limits(25, 100), now).await);
     assert_counts(
@@ -465,7 +458,7 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
     let limiter = real_limiter(&prefix);
     let reserved_at = at(12, 0, 59, 0);
     let later = at(12, 1, 2, 0);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let old = counted(&decide(&limiter, 2, limits(25, 9_000), reserved_at).await);
     counted(&decide(&limiter, 5, limits(25, 9_000), later).await);
     limiter.release(&old, Outcome::Unsent).await;
@@ -653,7 +646,7 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
     for _ in 0..5 {
         counted(&decide(&limiter, 1, big, now).await);
     }
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     assert_counts(
         &mut conn,
         &[(keys::minute_key(&prefix, &mailbox(), now), Some(6))],
@@ -682,7 +675,7 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
             break;
         }
     }
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     assert_counts(
         &mut conn,
         &[(keys::minute_key(&prefix, &mailbox(), now), Some(1))],
@@ -724,7 +717,7 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let limiter = real_limiter(&prefix);
     let now = at(12, 0, 0, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let _: () = conn.hset(&minute_key, "not", "a counter").await.unwrap();
     let _: bool = conn.expire(&minute_key, 120).await.unwrap();
 
@@ -764,7 +757,7 @@ async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
         counted(&decide(&limiter, 1, big, now).await);
         times.push(started.elapsed());
     }
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     assert_counts(
         &mut conn,
         &[(keys::minute_key(&prefix, &mailbox(), now), Some(1000))],

@@ -42,6 +42,22 @@ use support::{
     thousands,
 };
 
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages == 0 || self.limit == 0 || self.minutes == 0 || self.concurrency == 0)
+            .then_some("--messages, --limit, --minutes and --concurrency must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.messages = 50;
+        self.no_align = true;
+    }
+}
+
 /// Benchmark 3: the cost of draining one mailbox's backlog through the daemon.
 #[derive(Debug, Parser)]
 #[command(name = "backlog")]
@@ -169,18 +185,6 @@ struct Report {
     status_at_end: std::collections::BTreeMap<String, i64>,
     daemon_exit: DaemonExit,
     snapshots: Vec<Snapshot>,
-}
-
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 50;
-        args.no_align = true;
-    }
-    if args.messages == 0 || args.limit == 0 || args.minutes == 0 || args.concurrency == 0 {
-        support::fail("--messages, --limit, --minutes and --concurrency must be positive");
-    }
-    support::block_on(run(args))
 }
 
 #[allow(clippy::cast_precision_loss)]

@@ -42,6 +42,30 @@ use support::{
 };
 use uuid::Uuid;
 
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages.contains(&0)
+            || self.limit == 0
+            || self.minutes == 0
+            || self.concurrency == 0
+            || self.other_messages == 0)
+            .then_some(
+                "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
+            )
+    }
+
+    fn smoke(&mut self) {
+        self.messages = vec![50];
+        self.other_messages = 2;
+        self.other_due_s = 2;
+        self.no_align = true;
+    }
+}
+
 /// Benchmark 6: both limiter algorithms draining the same backlog, side by side.
 #[derive(Debug, Parser)]
 #[command(name = "budgets")]
@@ -183,27 +207,6 @@ struct Report {
     other_due_s: u32,
     aligned: bool,
     runs: Vec<SizeRun>,
-}
-
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = vec![50];
-        args.other_messages = 2;
-        args.other_due_s = 2;
-        args.no_align = true;
-    }
-    if args.messages.contains(&0)
-        || args.limit == 0
-        || args.minutes == 0
-        || args.concurrency == 0
-        || args.other_messages == 0
-    {
-        support::fail(
-            "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
-        );
-    }
-    support::block_on(run(args))
 }
 
 #[allow(clippy::cast_precision_loss)]

@@ -67,6 +67,25 @@ const LEASE: Duration = Duration::from_secs(40);
 /// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`): 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.runs == 0
+            || self.seconds <= 0.0
+            || self.in_flight.contains(&0)
+            || self.algorithms.is_empty())
+        .then_some("--runs, --seconds, --in-flight and --algorithms must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.runs = 1;
+        self.seconds = 0.2;
+    }
+}
+
 /// Benchmark 1: the limiter's round trip against `redis-benchmark`'s ceiling.
 #[derive(Debug, Parser)]
 #[command(name = "limiter")]
@@ -232,22 +251,6 @@ struct Report {
     /// SHA1 of `lua/paced/check_and_reserve.lua`.
     paced_script_sha1: String,
     cells: Vec<Cell>,
-}
-
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.runs = 1;
-        args.seconds = 0.2;
-    }
-    if args.runs == 0
-        || args.seconds <= 0.0
-        || args.in_flight.contains(&0)
-        || args.algorithms.is_empty()
-    {
-        support::fail("--runs, --seconds, --in-flight and --algorithms must be positive");
-    }
-    support::block_on(run(args))
 }
 
 async fn run(args: Args) -> ExitCode {

@@ -39,6 +39,19 @@ use mail_worker::{
 use serde::Serialize;
 use uuid::Uuid;
 
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn smoke(&mut self) {
+        self.messages = 40;
+        self.mailboxes = 4;
+        self.fault_messages = 1;
+        self.concurrency = 8;
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "send_modes")]
 struct Args {
@@ -302,16 +315,7 @@ async fn run_mode(args: &Args, mode: GraphSendMode) -> ModeResult {
     result
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 40;
-        args.mailboxes = 4;
-        args.fault_messages = 1;
-        args.concurrency = 8;
-    }
-    support::init_logs();
+async fn run(args: Args) -> ExitCode {
     support::Machine::describe().print();
     let mut results = Vec::new();
     for mode in [GraphSendMode::SendMail, GraphSendMode::Draft] {

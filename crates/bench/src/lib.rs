@@ -80,6 +80,37 @@ pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
         .block_on(main)
 }
 
+/// A benchmark's command line: every benchmark but `contention` runs through [`bench_main`].
+pub trait BenchArgs: clap::Parser {
+    /// Shrinks the run to a smoke run (`--smoke`, for CI: a few seconds that prove the
+    /// benchmark works; the figures mean nothing).
+    fn smoke(&mut self);
+
+    /// Why these arguments cannot run (a count that must be positive, …), if they cannot.
+    fn invalid(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// A benchmark's `main`: parses its [`BenchArgs`] (shrunk by [`BenchArgs::smoke`] when a
+/// `--smoke` flag was given), [`fail`]s when [`BenchArgs::invalid`] says why, then runs `run` on
+/// a tokio runtime ([`block_on`]).
+pub fn bench_main<A, F>(run: impl FnOnce(A) -> F) -> std::process::ExitCode
+where
+    A: BenchArgs,
+    F: std::future::Future<Output = std::process::ExitCode>,
+{
+    let matches = A::command().get_matches();
+    let mut args = A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if matches.try_get_one::<bool>("smoke").ok().flatten() == Some(&true) {
+        args.smoke();
+    }
+    if let Some(why) = args.invalid() {
+        fail(why);
+    }
+    block_on(run(args))
+}
+
 /// A fresh key prefix for one benchmark run: `bench:<name>:<12 hex>`. Benchmarks never
 /// `FLUSHDB`; they delete their own prefix with [`unlink_prefix`].
 pub fn bench_prefix(name: &str) -> String {
@@ -302,6 +333,16 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     for row in rows {
         line(&mut row.iter().map(String::as_str));
     }
+}
+
+/// Prints one row per item of `items`, made by `row`, under `headers` (as [`print_table`]).
+pub fn print_table_of<T>(
+    headers: &[&str],
+    items: impl IntoIterator<Item = T>,
+    row: impl FnMut(T) -> Vec<String>,
+) {
+    let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
+    print_table(headers, &rows);
 }
 
 /// `bench-results/` at the workspace root (gitignored), where every benchmark writes.

@@ -71,6 +71,28 @@ async fn token_request(
         .expect("token request")
 }
 
+/// The client-credentials grant's form: app `client` with `secret`, asking for `scope`.
+fn credentials<'a>(client: &'a str, secret: &'a str, scope: &'a str) -> [(&'a str, &'a str); 4] {
+    [
+        ("grant_type", "client_credentials"),
+        ("client_id", client),
+        ("client_secret", secret),
+        ("scope", scope),
+    ]
+}
+
+/// A client-credentials token request of app `client` with `secret` in `tenant` for `scope`.
+async fn client_credentials(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    client: &str,
+    secret: &str,
+    scope: &str,
+) -> Response {
+    token_request(http, sim, tenant, &credentials(client, secret, scope)).await
+}
+
 async fn token_for(
     http: &Client,
     sim: &GraphSim,
@@ -78,18 +100,7 @@ async fn token_for(
     client: &str,
     secret: &str,
 ) -> String {
-    let response = token_request(
-        http,
-        sim,
-        tenant,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", client),
-            ("client_secret", secret),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let response = client_credentials(http, sim, tenant, client, secret, GRAPH_SCOPE).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     body["access_token"].as_str().unwrap().to_owned()
@@ -183,18 +194,7 @@ async fn token_endpoint_issues_a_bearer_token_for_the_graph_default_scope() {
     let (sim, _) = start().await;
     let http = Client::new();
     for scope in [GRAPH_SCOPE.to_owned(), sim.graph_scope()] {
-        let response = token_request(
-            &http,
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", CLIENT),
-                ("client_secret", SECRET),
-                ("scope", &scope),
-            ],
-        )
-        .await;
+        let response = client_credentials(&http, &sim, TENANT, CLIENT, SECRET, &scope).await;
         assert_eq!(response.status(), StatusCode::OK, "{scope}");
         assert_eq!(response.headers()["cache-control"], "no-store, no-cache");
         let body: Value = response.json().await.unwrap();
@@ -216,18 +216,8 @@ async fn token_lifetime_is_configurable() {
     )
     .await
     .unwrap();
-    let response = token_request(
-        &Client::new(),
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let response =
+        client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, GRAPH_SCOPE).await;
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["expires_in"], 60);
 }
@@ -238,12 +228,7 @@ async fn wrong_secret_is_refused_with_aadsts7000215() {
     let response = Client::new()
         .post(sim.token_url(TENANT))
         .header("client-request-id", "corr-123")
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", "wrong"),
-            ("scope", GRAPH_SCOPE),
-        ])
+        .form(&credentials(CLIENT, "wrong", GRAPH_SCOPE))
         .send()
         .await
         .unwrap();
@@ -267,18 +252,8 @@ async fn unknown_client_is_refused_with_aadsts700016() {
     let http = Client::new();
     // Unknown anywhere, and known only in another tenant.
     for client in ["no-such-app", OTHER_CLIENT] {
-        let response = token_request(
-            &http,
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", client),
-                ("client_secret", OTHER_SECRET),
-                ("scope", GRAPH_SCOPE),
-            ],
-        )
-        .await;
+        let response =
+            client_credentials(&http, &sim, TENANT, client, OTHER_SECRET, GRAPH_SCOPE).await;
         let (status, body) = entra_error(response).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{client}");
         assert_entra_shape(&body, "unauthorized_client", 700016);
@@ -288,16 +263,13 @@ async fn unknown_client_is_refused_with_aadsts700016() {
 #[tokio::test]
 async fn unknown_tenant_is_refused_with_aadsts90002() {
     let (sim, _) = start().await;
-    let response = token_request(
+    let response = client_credentials(
         &Client::new(),
         &sim,
         "nowhere.example",
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
+        CLIENT,
+        SECRET,
+        GRAPH_SCOPE,
     )
     .await;
     let (status, body) = entra_error(response).await;
@@ -312,18 +284,8 @@ async fn a_scope_other_than_graph_default_is_refused_with_aadsts70011() {
         "https://graph.microsoft.com/Mail.Send",
         "http://127.0.0.1:1/.default",
     ] {
-        let response = token_request(
-            &Client::new(),
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", CLIENT),
-                ("client_secret", SECRET),
-                ("scope", scope),
-            ],
-        )
-        .await;
+        let response =
+            client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, scope).await;
         let (status, body) = entra_error(response).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{scope}");
         assert_entra_shape(&body, "invalid_scope", 70011);
@@ -336,18 +298,7 @@ async fn token_requests_are_counted_per_app_including_refused_ones() {
     let http = Client::new();
     token(&http, &sim).await;
     token(&http, &sim).await;
-    token_request(
-        &http,
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", "wrong"),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    client_credentials(&http, &sim, TENANT, CLIENT, "wrong", GRAPH_SCOPE).await;
     token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     assert_eq!(sim.token_requests(CLIENT), 3);
     assert_eq!(sim.token_requests(OTHER_CLIENT), 1);
@@ -385,12 +336,7 @@ async fn scripted_token_faults_answer_once_each_in_order() {
     sim.push_token_faults([TokenFault::unavailable(), TokenFault::server_error()])
         .unwrap();
     let http = Client::new();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", CLIENT),
-        ("client_secret", SECRET),
-        ("scope", GRAPH_SCOPE),
-    ];
+    let form = credentials(CLIENT, SECRET, GRAPH_SCOPE);
     let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_entra_shape(&body, "temporarily_unavailable", 50000);
@@ -1166,18 +1112,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
             .status(),
         StatusCode::NO_CONTENT
     );
-    let r = token_request(
-        &http,
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let r = client_credentials(&http, &sim, TENANT, CLIENT, SECRET, GRAPH_SCOPE).await;
     let (status, body) = entra_error(r).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
