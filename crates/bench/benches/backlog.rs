@@ -93,11 +93,8 @@ struct Args {
 /// The counters at one instant.
 #[derive(Debug, Clone, Serialize)]
 struct Snapshot {
-    at: DateTime<Utc>,
-    limiter_commands: CommandStats,
-    queue_commands: CommandStats,
-    /// Claims so far ([`daemon::BenchDb::claims`]).
-    claims: u64,
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
     queue_keys: u64,
     queue_memory_bytes: u64,
     limiter_keys: u64,
@@ -280,8 +277,11 @@ async fn run(args: Args) -> ExitCode {
             eprintln!(
                 "minute {m}/{}: {sent} sent so far, {} jobs pushed, limiter evalsha {}",
                 args.minutes,
-                s.claims,
-                s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
+                s.counters.claims,
+                s.counters
+                    .limiter_commands
+                    .get("evalsha")
+                    .map_or(0, |c| c.calls)
             );
             snapshots.push(s);
         }
@@ -317,17 +317,24 @@ async fn run(args: Args) -> ExitCode {
     let mut intervals = Vec::new();
     for pair in snapshots.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
-        let limiter = daemon::command_delta(&a.limiter_commands, &b.limiter_commands);
-        let queue_cmds = daemon::command_delta(&a.queue_commands, &b.queue_commands);
+        let limiter =
+            daemon::command_delta(&a.counters.limiter_commands, &b.counters.limiter_commands);
+        let queue_cmds =
+            daemon::command_delta(&a.counters.queue_commands, &b.counters.queue_commands);
         intervals.push(Interval {
-            from: a.at,
-            to: b.at,
-            backlog_at_start: (args.messages as u64).saturating_sub(sent_between(early, a.at)),
-            sent: sent_between(a.at, b.at),
-            denied: count_event(events::MAIL_RATE_LIMIT_DEFERRED, a.at, b.at),
-            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.at, b.at),
+            from: a.counters.at,
+            to: b.counters.at,
+            backlog_at_start: (args.messages as u64)
+                .saturating_sub(sent_between(early, a.counters.at)),
+            sent: sent_between(a.counters.at, b.counters.at),
+            denied: count_event(
+                events::MAIL_RATE_LIMIT_DEFERRED,
+                a.counters.at,
+                b.counters.at,
+            ),
+            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.counters.at, b.counters.at),
             limiter_calls: limiter.get("evalsha").map_or(0, |c| c.calls),
-            claims: b.claims - a.claims,
+            claims: b.counters.claims - a.counters.claims,
             limiter_redis_commands: daemon::total_calls(&limiter),
             queue_redis_commands: daemon::total_calls(&queue_cmds),
             pg_row_writes: daemon::total_writes(&daemon::writes_delta(&a.pg_writes, &b.pg_writes))
@@ -338,8 +345,8 @@ async fn run(args: Args) -> ExitCode {
 
     // Totals over the daemon's whole life (start to stop).
     let first = &snapshots[0];
-    let limiter_commands = daemon::command_delta(&first.limiter_commands, &limiter_final);
-    let queue_commands = daemon::command_delta(&first.queue_commands, &queue_final);
+    let limiter_commands = daemon::command_delta(&first.counters.limiter_commands, &limiter_final);
+    let queue_commands = daemon::command_delta(&first.counters.queue_commands, &queue_final);
     let pg_writes = daemon::writes_delta(&first.pg_writes, &pg_final);
     let writes = daemon::total_writes(&pg_writes);
     let sent = records.len() as u64;
@@ -348,7 +355,7 @@ async fn run(args: Args) -> ExitCode {
     let released = count_event(events::MAIL_RATE_LIMIT_RELEASED, early, far);
     let error_lines = lines.iter().filter(|l| l.level == "ERROR").count() as u64;
     let limiter_calls = limiter_commands.get("evalsha").map_or(0, |c| c.calls);
-    let claims = jobs_final - first.claims;
+    let claims = jobs_final - first.counters.claims;
     let stats = sim.stats();
     let box_stats = stats.mailboxes.first();
     let redis_cpu = limiter_redis.cpu_seconds() - first.limiter_redis_cpu_s
@@ -496,12 +503,8 @@ async fn snapshot(
     db: &BenchDb,
     worker: Option<&Daemon>,
 ) -> Snapshot {
-    let at = Utc::now();
     Snapshot {
-        at,
-        limiter_commands: limiter.commandstats().await,
-        queue_commands: queue.commandstats().await,
-        claims: db.claims().await,
+        counters: daemon::DrainCounters::read(limiter, queue, db).await,
         queue_keys: queue.dbsize().await,
         queue_memory_bytes: queue.used_memory().await,
         limiter_keys: limiter.dbsize().await,

@@ -104,11 +104,8 @@ struct Args {
 /// The counters of one arm at one instant.
 #[derive(Debug, Clone, Serialize)]
 struct Snapshot {
-    at: DateTime<Utc>,
-    limiter_commands: CommandStats,
-    queue_commands: CommandStats,
-    /// Claims so far ([`daemon::BenchDb::claims`]).
-    claims: u64,
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
     pg_row_writes: i64,
     /// Mails graph-sim accepted so far (both mailboxes).
     sent: u64,
@@ -348,12 +345,13 @@ async fn schedule_other(arm: &Arm, due: DateTime<Utc>) {
 }
 
 async fn snapshot(arm: &mut Arm) -> Snapshot {
-    let at = Utc::now();
     Snapshot {
-        at,
-        limiter_commands: arm.limiter_redis.commandstats().await,
-        queue_commands: arm.queue_redis.commandstats().await,
-        claims: arm.db.claims().await,
+        counters: daemon::DrainCounters::read(
+            &mut arm.limiter_redis,
+            &mut arm.queue_redis,
+            &arm.db,
+        )
+        .await,
         pg_row_writes: daemon::total_writes(&arm.db.row_writes().await).total(),
         sent: arm.sim.stats().total_accepted(),
     }
@@ -414,9 +412,13 @@ async fn drive(
                 "{name} {messages}: minute {m}/{}: {} sent so far, {} claimed, limiter evalsha {}",
                 args.minutes,
                 arm.sim.stats().total_accepted(),
-                s.claims - snapshots[0].claims,
-                s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
+                s.counters.claims - snapshots[0].counters.claims,
+                s.counters
+                    .limiter_commands
+                    .get("evalsha")
+                    .map_or(0, |c| c.calls)
                     - snapshots[0]
+                        .counters
                         .limiter_commands
                         .get("evalsha")
                         .map_or(0, |c| c.calls),
@@ -428,8 +430,14 @@ async fn drive(
     arm.db.wait_backends_gone().await;
     let last = snapshot(&mut arm).await;
     let first = &snapshots[0];
-    let limiter_by_command = daemon::command_delta(&first.limiter_commands, &last.limiter_commands);
-    let queue_by_command = daemon::command_delta(&first.queue_commands, &last.queue_commands);
+    let limiter_by_command = daemon::command_delta(
+        &first.counters.limiter_commands,
+        &last.counters.limiter_commands,
+    );
+    let queue_by_command = daemon::command_delta(
+        &first.counters.queue_commands,
+        &last.counters.queue_commands,
+    );
 
     let lines = daemon::read_log(&log);
     let with_event = |name: &'static str| {
@@ -498,7 +506,7 @@ async fn drive(
         limiter_calls: limiter_by_command.get("evalsha").map_or(0, |c| c.calls),
         limiter_commands: daemon::total_calls(&limiter_by_command),
         queue_commands: daemon::total_calls(&queue_by_command),
-        jobs: last.claims - first.claims,
+        jobs: last.counters.claims - first.counters.claims,
         pg_row_writes: last.pg_row_writes - first.pg_row_writes,
         tried,
         max_deferrals: max_deferrals.unwrap_or(0),
@@ -810,10 +818,13 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         r.snapshots
             .windows(2)
             .map(|s| {
-                let d = daemon::command_delta(&s[0].limiter_commands, &s[1].limiter_commands);
+                let d = daemon::command_delta(
+                    &s[0].counters.limiter_commands,
+                    &s[1].counters.limiter_commands,
+                );
                 (
                     d.get("evalsha").map_or(0, |c| c.calls),
-                    s[1].claims - s[0].claims,
+                    s[1].counters.claims - s[0].counters.claims,
                 )
             })
             .collect()
@@ -823,14 +834,15 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         // what a send costs once the backlog is booked (paced) — and the re-tries (fixed-window).
         let steady = |r: &ArmResult| {
             let (a, b) = (&r.snapshots[1], &r.snapshots[r.snapshots.len() - 1]);
-            let l = daemon::command_delta(&a.limiter_commands, &b.limiter_commands);
-            let q = daemon::command_delta(&a.queue_commands, &b.queue_commands);
+            let l =
+                daemon::command_delta(&a.counters.limiter_commands, &b.counters.limiter_commands);
+            let q = daemon::command_delta(&a.counters.queue_commands, &b.counters.queue_commands);
             let sent = b.sent - a.sent;
             [
                 per(f(l.get("evalsha").map_or(0, |c| c.calls)), sent),
                 per(f(daemon::total_calls(&l) + daemon::total_calls(&q)), sent),
                 per((b.pg_row_writes - a.pg_row_writes) as f64, sent),
-                per(f(b.claims - a.claims), sent),
+                per(f(b.counters.claims - a.counters.claims), sent),
                 f(sent),
             ]
         };

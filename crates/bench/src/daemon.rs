@@ -233,24 +233,25 @@ impl PrivateRedis {
         cpu_seconds(self.pid()).unwrap_or(0.0)
     }
 
-    /// `INFO commandstats`.
-    pub async fn commandstats(&mut self) -> CommandStats {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
+    /// `INFO <section>`.
+    async fn info(&mut self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
             .query_async(&mut self.conn)
             .await
-            .unwrap_or_else(|e| fail(&format!("INFO commandstats failed: {e}")));
-        parse_commandstats(&info)
+            .unwrap_or_else(|e| fail(&format!("INFO {section} failed: {e}")))
+    }
+
+    /// `INFO commandstats`.
+    pub async fn commandstats(&mut self) -> CommandStats {
+        parse_commandstats(&self.info("commandstats").await)
     }
 
     /// `used_memory` of `INFO memory`, in bytes.
     pub async fn used_memory(&mut self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut self.conn)
+        self.info("memory")
             .await
-            .unwrap_or_else(|e| fail(&format!("INFO memory failed: {e}")));
-        info.lines()
+            .lines()
             .find_map(|l| l.strip_prefix("used_memory:"))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
@@ -1015,5 +1016,29 @@ fn run_quiet(command: &mut std::process::Command, what: &str) {
             String::from_utf8_lossy(&out.stderr).trim()
         )),
         Err(e) => fail(&format!("cannot run {what}: {e}")),
+    }
+}
+
+/// What both drain benchmarks (backlog, budgets) read at every snapshot: the command counts
+/// of the limiter's and the queue's Redis, and the claims so far.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrainCounters {
+    pub at: DateTime<Utc>,
+    pub limiter_commands: CommandStats,
+    pub queue_commands: CommandStats,
+    /// Claims so far ([`BenchDb::claims`]).
+    pub claims: u64,
+}
+
+impl DrainCounters {
+    /// Reads them now.
+    pub async fn read(limiter: &mut PrivateRedis, queue: &mut PrivateRedis, db: &BenchDb) -> Self {
+        let at = Utc::now();
+        Self {
+            at,
+            limiter_commands: limiter.commandstats().await,
+            queue_commands: queue.commandstats().await,
+            claims: db.claims().await,
+        }
     }
 }

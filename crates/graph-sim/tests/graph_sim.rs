@@ -143,6 +143,62 @@ async fn send_as(
         .expect("sendMail request")
 }
 
+/// `body` from [`MAILBOX`].
+async fn send(http: &Client, sim: &GraphSim, token: &str, body: &Value) -> Response {
+    send_as(http, sim, token, MAILBOX, body).await
+}
+
+/// One message to one recipient from [`MAILBOX`].
+async fn send_one(http: &Client, sim: &GraphSim, token: &str) -> Response {
+    send(http, sim, token, &message(1)).await
+}
+
+/// graph-sim and a client holding a token of the first tenant's app.
+struct Session {
+    sim: GraphSim,
+    clock: ManualClock,
+    http: Client,
+    token: String,
+}
+
+impl Session {
+    /// Over `started` ([`start`], [`start_with`], [`start_probing`]).
+    async fn over((sim, clock): (GraphSim, ManualClock)) -> Self {
+        let http = Client::new();
+        let token = token(&http, &sim).await;
+        Self {
+            sim,
+            clock,
+            http,
+            token,
+        }
+    }
+
+    /// `body` from [`MAILBOX`].
+    async fn send(&self, body: &Value) -> Response {
+        send(&self.http, &self.sim, &self.token, body).await
+    }
+
+    /// One message to one recipient from [`MAILBOX`].
+    async fn send_one(&self) -> Response {
+        self.send(&message(1)).await
+    }
+}
+
+/// What [`refusal`] reads from a 429 `ApplicationThrottled` with this `Retry-After`.
+fn throttled(retry_after: &str) -> (StatusCode, Option<String>, String) {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(retry_after.into()),
+        "ApplicationThrottled".into(),
+    )
+}
+
+/// What [`refusal`] reads from a refusal with `status` and `code` and no `Retry-After`.
+fn refused(status: StatusCode, code: &str) -> (StatusCode, Option<String>, String) {
+    (status, None, code.into())
+}
+
 fn retry_after(response: &Response) -> Option<String> {
     response
         .headers()
@@ -355,10 +411,8 @@ async fn scripted_token_faults_answer_once_each_in_order() {
 
 #[tokio::test]
 async fn a_valid_message_is_accepted_with_202_and_recorded() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(3)).await;
+    let s = Session::over(start().await).await;
+    let response = s.send(&message(3)).await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let request_id = response.headers()["request-id"]
         .to_str()
@@ -367,11 +421,11 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     assert!(retry_after(&response).is_none());
     assert_eq!(response.bytes().await.unwrap().len(), 0);
 
-    let messages = sim.messages();
+    let messages = s.sim.messages();
     assert_eq!(messages.len(), 1);
     let m = &messages[0];
     assert_eq!(m.mailbox, MAILBOX);
-    assert_eq!(Some(m.mailbox_id), sim.mailbox_id(MAILBOX));
+    assert_eq!(Some(m.mailbox_id), s.sim.mailbox_id(MAILBOX));
     assert_eq!(m.client_id, CLIENT);
     assert_eq!(m.request_id, request_id);
     assert_eq!(m.received_at, t0());
@@ -389,7 +443,7 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     assert!(!m.save_to_sent_items);
     assert!(!m.delayed);
     assert_eq!(m.answered_status, 202);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 1);
     assert_eq!(stats.recipients_last_24h, 3);
     assert_eq!(stats.refused.total(), 0);
@@ -397,15 +451,13 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
 
 #[tokio::test]
 async fn mailboxes_are_found_by_id_and_by_upn_in_any_case() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let id = sim.mailbox_id(MAILBOX).unwrap().to_string();
+    let s = Session::over(start().await).await;
+    let id = s.sim.mailbox_id(MAILBOX).unwrap().to_string();
     for user in ["Events@Contoso.Example", id.as_str()] {
-        let response = send_as(&http, &sim, &token, user, &message(1)).await;
+        let response = send_as(&s.http, &s.sim, &s.token, user, &message(1)).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "{user}");
     }
-    let mailboxes: Vec<String> = sim.messages().into_iter().map(|m| m.mailbox).collect();
+    let mailboxes: Vec<String> = s.sim.messages().into_iter().map(|m| m.mailbox).collect();
     assert_eq!(mailboxes, vec![MAILBOX, MAILBOX]);
 }
 
@@ -418,11 +470,7 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
     assert!(missing.headers().contains_key("www-authenticate"));
     assert_eq!(
         refusal(missing).await,
-        (
-            StatusCode::UNAUTHORIZED,
-            None,
-            "InvalidAuthenticationToken".into()
-        )
+        refused(StatusCode::UNAUTHORIZED, "InvalidAuthenticationToken")
     );
     let unknown = send_as(&http, &sim, "not-a-token", MAILBOX, &message(1)).await;
     assert_eq!(refusal(unknown).await.2, "InvalidAuthenticationToken");
@@ -430,13 +478,11 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
     let token = token(&http, &sim).await;
     clock.advance(Duration::from_secs(3598));
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
+        send_one(&http, &sim, &token).await.status(),
         StatusCode::ACCEPTED
     );
     clock.advance(Duration::from_secs(1)); // 3599 s: expired
-    let expired = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let expired = send_one(&http, &sim, &token).await;
     let status = expired.status();
     let body: Value = expired.json().await.unwrap();
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -464,7 +510,7 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
     let response = send_as(&http, &sim, &other, MAILBOX, &message(1)).await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::FORBIDDEN, None, "ErrorAccessDenied".into())
+        refused(StatusCode::FORBIDDEN, "ErrorAccessDenied")
     );
     // Same tenant, but not an app the mailbox allows.
     let second = token_for(&http, &sim, TENANT, "second-app", "second-secret").await;
@@ -483,116 +529,91 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
 
 #[tokio::test]
 async fn an_unknown_mailbox_gets_404_error_invalid_user() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = send_as(&http, &sim, &token, "nobody@contoso.example", &message(1)).await;
+    let s = Session::over(start().await).await;
+    let response = send_as(
+        &s.http,
+        &s.sim,
+        &s.token,
+        "nobody@contoso.example",
+        &message(1),
+    )
+    .await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::NOT_FOUND, None, "ErrorInvalidUser".into())
+        refused(StatusCode::NOT_FOUND, "ErrorInvalidUser")
     );
-    assert_eq!(sim.stats().unknown_mailbox_requests, 1);
+    assert_eq!(s.sim.stats().unknown_mailbox_requests, 1);
 }
 
 #[tokio::test]
 async fn invalid_recipients_get_400_error_invalid_recipients() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let bad_syntax = json!({"message": {"toRecipients": [{"emailAddress": {"address": "lotte at example.org"}}]}});
     let none = json!({"message": {"subject": "x", "toRecipients": []}});
     let too_many =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
     for body in [bad_syntax, none, too_many] {
-        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+        let response = s.send(&body).await;
         assert_eq!(
             refusal(response).await,
-            (
-                StatusCode::BAD_REQUEST,
-                None,
-                "ErrorInvalidRecipients".into()
-            )
+            refused(StatusCode::BAD_REQUEST, "ErrorInvalidRecipients")
         );
     }
     let exactly_500 =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &exactly_500)
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
+    assert_eq!(s.send(&exactly_500).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(s.sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
 }
 
 #[tokio::test]
 async fn a_header_without_x_prefix_gets_400_invalid_internet_message_header() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let mut body = message(1);
     body["message"]["internetMessageHeaders"] =
         json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    let response = s.send(&body).await;
     assert_eq!(
         refusal(response).await,
-        (
-            StatusCode::BAD_REQUEST,
-            None,
-            "InvalidInternetMessageHeader".into()
-        )
+        refused(StatusCode::BAD_REQUEST, "InvalidInternetMessageHeader")
     );
 }
 
 #[tokio::test]
 async fn attachments_need_valid_base64_content_bytes() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let mut body = message(1);
     body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
         "name": "a.pdf", "contentType": "application/pdf", "contentBytes": "not base64!"}]);
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    let response = s.send(&body).await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+        refused(StatusCode::BAD_REQUEST, "RequestBodyRead")
     );
     body["message"]["attachments"][0]["contentBytes"] = json!("JVBERi0xLjQK"); // "%PDF-1.4\n"
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
-        StatusCode::ACCEPTED
-    );
-    let m = &sim.messages()[0];
+    assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED);
+    let m = &s.sim.messages()[0];
     assert_eq!((m.attachment_count, m.attachment_bytes), (1, 9));
 }
 
 #[tokio::test]
 async fn body_content_type_must_be_text_or_html_in_any_case() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let mut body = message(1);
     for ok in ["text", "HTML", "Html"] {
         body["message"]["body"]["contentType"] = json!(ok);
-        assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
-            StatusCode::ACCEPTED,
-            "{ok}"
-        );
+        assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED, "{ok}");
     }
     body["message"]["body"]["contentType"] = json!("markdown");
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+    let response = s.send(&body).await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
+        refused(StatusCode::BAD_REQUEST, "RequestBodyRead")
     );
 }
 
 #[tokio::test]
 async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let with_attachment = |base64_len: usize| {
         let mut body = message(1);
         body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
@@ -602,22 +623,15 @@ async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
     // Just under 4 MB (4,194,304 bytes) is accepted: more than axum's 2 MB default.
     let under = with_attachment(4_190_000);
     assert!(under.to_string().len() < 4_194_304);
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &under).await.status(),
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
+    assert_eq!(s.send(&under).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(s.sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
     let over = with_attachment(4_200_000);
-    let response = send_as(&http, &sim, &token, MAILBOX, &over).await;
+    let response = s.send(&over).await;
     assert_eq!(
         refusal(response).await,
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            None,
-            "RequestEntityTooLarge".into()
-        )
+        refused(StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge")
     );
-    assert_eq!(sim.messages().len(), 1);
+    assert_eq!(s.sim.messages().len(), 1);
 }
 
 #[tokio::test]
@@ -656,19 +670,18 @@ async fn every_error_has_graphs_body_shape_and_request_id_header() {
 
 #[tokio::test]
 async fn me_send_mail_is_refused_for_app_only_tokens() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = http
-        .post(format!("{}/me/sendMail", sim.graph_base_url()))
-        .bearer_auth(token)
+    let s = Session::over(start().await).await;
+    let response = s
+        .http
+        .post(format!("{}/me/sendMail", s.sim.graph_base_url()))
+        .bearer_auth(&s.token)
         .json(&message(1))
         .send()
         .await
         .unwrap();
     assert_eq!(
         refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+        refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
 
@@ -678,15 +691,14 @@ async fn me_send_mail_is_refused_for_app_only_tokens() {
 #[tokio::test]
 async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled()
  {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
+    let s = Session::over(start().await).await;
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
         .unwrap();
     let body = message(1);
     let requests = (0..5).map(|_| async {
         let started = Instant::now();
-        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+        let response = s.send(&body).await;
         let status = response.status();
         let ra = retry_after(&response);
         let text = response.text().await.unwrap();
@@ -716,7 +728,7 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
         "refused without waiting: {elapsed:?}"
     );
     assert!(accepted.iter().all(|a| a.3 >= Duration::from_millis(1_500)));
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.max_concurrent, 4);
     assert_eq!(stats.refused.concurrency, 1);
     assert_eq!(stats.accepted, 4);
@@ -724,44 +736,30 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
 
 #[tokio::test]
 async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     for i in 0..30 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
-        clock.advance(Duration::from_secs(1));
+        s.clock.advance(Duration::from_secs(1));
     }
     // 12:00:30 — the 31st within 60 s of the first (12:00:00), which ages out at 12:01:00.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("30".into()),
-            "ApplicationThrottled".into()
-        )
-    );
-    clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let response = s.send_one().await;
+    assert_eq!(refusal(response).await, throttled("30"));
+    s.clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
+    let response = s.send_one().await;
     assert_eq!(retry_after(&response).as_deref(), Some("1"));
-    clock.advance(Duration::from_millis(500)); // 12:01:00
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    s.clock.advance(Duration::from_millis(500)); // 12:01:00
+    assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 31);
     // The second refusal came before the first one's Retry-After: a client that did not wait.
     assert_eq!(stats.refused.minute, 1);
     assert_eq!(stats.refused.retry_after_ignored, 1);
     assert_eq!(stats.max_in_rolling_60s, 30);
     // The other mailbox has its own budget.
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
@@ -778,7 +776,7 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     for i in 0..31 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        let response = send_one(&http, &sim, &token).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
     }
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
@@ -794,17 +792,15 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
 #[tokio::test]
 async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
 {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let mut token = token(&http, &sim).await;
+    let mut s = Session::over(start().await).await;
     let big = message(500);
     for i in 0..20 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &big).await;
+        let response = s.send(&big).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
-        clock.advance(Duration::from_secs(60));
+        s.clock.advance(Duration::from_secs(60));
     }
     // 12:20: 10,000 recipients used; the first 500 leave at 12:00 tomorrow, 23 h 40 min away.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let response = s.send_one().await;
     assert_eq!(
         refusal(response).await,
         (
@@ -814,18 +810,13 @@ async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_u
         )
     );
     assert_eq!(
-        sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
+        s.sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
         10_000
     );
-    clock.set(t0() + chrono::Duration::hours(24));
-    token = self::token(&http, &sim).await; // the first one expired meanwhile
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    s.clock.set(t0() + chrono::Duration::hours(24));
+    s.token = self::token(&s.http, &s.sim).await; // the first one expired meanwhile
+    assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.recipients_last_24h, 9_501);
     assert_eq!(stats.refused.day, 1);
 }
@@ -841,23 +832,14 @@ async fn the_10_minute_request_quota_per_app_gets_429_application_throttled() {
     let token = token(&http, &sim).await;
     for _ in 0..3 {
         assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &message(1))
-                .await
-                .status(),
+            send_one(&http, &sim, &token).await.status(),
             StatusCode::ACCEPTED
         );
         clock.advance(Duration::from_secs(1));
     }
     // 12:00:03; the first request (12:00:00) ages out at 12:10:00.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("597".into()),
-            "ApplicationThrottled".into()
-        )
-    );
+    let response = send_one(&http, &sim, &token).await;
+    assert_eq!(refusal(response).await, throttled("597"));
     assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota, 1);
 }
 
@@ -874,9 +856,7 @@ async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
     for _ in 0..40 {
         // 12:00:40 … 12:01:19
         assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &message(2))
-                .await
-                .status(),
+            send(&http, &sim, &token, &message(2)).await.status(),
             StatusCode::ACCEPTED
         );
         clock.advance(Duration::from_secs(1));
@@ -893,61 +873,45 @@ async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
 
 #[tokio::test]
 async fn scripted_answers_are_served_in_order_for_their_mailbox() {
-    let (sim, clock) = start_probing().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let at = clock.now_plus(Duration::from_secs(2));
-    sim.push_script(
-        Target::mailbox(MAILBOX),
-        [
-            ScriptedAnswer::unavailable(),
-            ScriptedAnswer::throttled("2.128"),
-            ScriptedAnswer::status(429).with_retry_after_date(at),
-            ScriptedAnswer::gateway_timeout_after_delivery(),
-            ScriptedAnswer::accepted_with_retry_after("7"),
-        ],
-    )
-    .unwrap();
+    let s = Session::over(start_probing().await).await;
+    let at = s.clock.now_plus(Duration::from_secs(2));
+    s.sim
+        .push_script(
+            Target::mailbox(MAILBOX),
+            [
+                ScriptedAnswer::unavailable(),
+                ScriptedAnswer::throttled("2.128"),
+                ScriptedAnswer::status(429).with_retry_after_date(at),
+                ScriptedAnswer::gateway_timeout_after_delivery(),
+                ScriptedAnswer::accepted_with_retry_after("7"),
+            ],
+        )
+        .unwrap();
     let body = message(1);
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            "ErrorServerBusy".into()
-        )
+        refused(StatusCode::SERVICE_UNAVAILABLE, "ErrorServerBusy")
     );
+    assert_eq!(refusal(send().await).await, throttled("2.128"));
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("2.128".into()),
-            "ApplicationThrottled".into()
-        )
+        throttled("Mon, 03 Mar 2025 12:00:02 GMT")
     );
+    assert_eq!(s.sim.messages().len(), 0, "no message recorded yet");
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("Mon, 03 Mar 2025 12:00:02 GMT".into()),
-            "ApplicationThrottled".into()
-        )
+        refused(StatusCode::GATEWAY_TIMEOUT, "UnknownError")
     );
-    assert_eq!(sim.messages().len(), 0, "no message recorded yet");
-    assert_eq!(
-        refusal(send().await).await,
-        (StatusCode::GATEWAY_TIMEOUT, None, "UnknownError".into())
-    );
-    assert_eq!(sim.messages().len(), 1, "the 504 was delivered anyway");
+    assert_eq!(s.sim.messages().len(), 1, "the 504 was delivered anyway");
     let accepted = send().await;
     assert_eq!(accepted.status(), StatusCode::ACCEPTED);
     assert_eq!(retry_after(&accepted).as_deref(), Some("7"));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
     assert!(retry_after(&send().await).is_none(), "script used up");
-    let statuses: Vec<u16> = sim.messages().iter().map(|m| m.answered_status).collect();
+    let statuses: Vec<u16> = s.sim.messages().iter().map(|m| m.answered_status).collect();
     assert_eq!(statuses, vec![504, 202, 202, 202]);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(
         (
             stats.refused.scripted,
@@ -971,53 +935,41 @@ impl NowPlus for ManualClock {
 
 #[tokio::test]
 async fn a_global_script_applies_to_any_mailbox_without_its_own() {
-    let (sim, _) = start_probing().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    sim.push_script(
-        Target::Global,
-        [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
-    )
-    .unwrap();
-    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
+    let s = Session::over(start_probing().await).await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    s.sim
+        .push_script(
+            Target::Global,
+            [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
+        )
+        .unwrap();
+    s.sim
+        .push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
         .unwrap();
     // The mailbox's own script first, then the global one.
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let r = s.send_one().await;
+    assert_eq!(refusal(r).await, throttled("3"));
+    let r = send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1)).await;
     assert_eq!(
         refusal(r).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("3".into()),
-            "ApplicationThrottled".into()
-        )
+        refused(StatusCode::SERVICE_UNAVAILABLE, "ErrorServerBusy")
     );
-    let r = send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await;
+    let r = s.send_one().await;
     assert_eq!(
         refusal(r).await,
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            "ErrorServerBusy".into()
-        )
-    );
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(r).await,
-        (
+        refused(
             StatusCode::INTERNAL_SERVER_ERROR,
-            None,
-            "ErrorInternalServerError".into()
+            "ErrorInternalServerError"
         )
     );
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
     );
     assert!(matches!(
-        sim.push_script(
+        s.sim.push_script(
             Target::mailbox("nobody@contoso.example"),
             [ScriptedAnswer::unavailable()]
         ),
@@ -1027,32 +979,32 @@ async fn a_global_script_applies_to_any_mailbox_without_its_own() {
 
 #[tokio::test]
 async fn added_latency_delays_answers_fixed_or_uniform() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::over(start().await).await;
     let timed = || async {
         let started = Instant::now();
-        let status = send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status();
+        let status = s.send_one().await.status();
         assert_eq!(status, StatusCode::ACCEPTED);
         started.elapsed()
     };
-    sim.set_latency(Target::Global, Latency::Fixed(300))
+    s.sim
+        .set_latency(Target::Global, Latency::Fixed(300))
         .unwrap();
     assert!(timed().await >= Duration::from_millis(300));
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
         .unwrap();
     let elapsed = timed().await;
     assert!(elapsed >= Duration::from_millis(100), "{elapsed:?}");
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::None)
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::None)
         .unwrap();
     assert!(
         timed().await < Duration::from_millis(300),
         "the mailbox's own setting wins"
     );
     assert!(
-        sim.set_latency(Target::Global, Latency::Uniform(5, 1))
+        s.sim
+            .set_latency(Target::Global, Latency::Uniform(5, 1))
             .is_err()
     );
 }
@@ -1067,9 +1019,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
     let admin = |path: &str| format!("{}_sim/{path}", sim.login_base_url());
     let token = token(&http, &sim).await;
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(2))
-            .await
-            .status(),
+        send(&http, &sim, &token, &message(2)).await.status(),
         StatusCode::ACCEPTED
     );
 
@@ -1081,15 +1031,8 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(r).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("2.128".into()),
-            "ApplicationThrottled".into()
-        )
-    );
+    let r = send_one(&http, &sim, &token).await;
+    assert_eq!(refusal(r).await, throttled("2.128"));
 
     let bad = json!({"latency": {"uniform": [5, 1]}});
     let r = http.post(admin("latency")).json(&bad).send().await.unwrap();
@@ -1162,9 +1105,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
     assert_eq!(stats.mailbox(MAILBOX).unwrap().recipients_last_24h, 0);
     // Tokens survive a reset.
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
+        send_one(&http, &sim, &token).await.status(),
         StatusCode::ACCEPTED
     );
 }
@@ -1179,7 +1120,7 @@ async fn an_unknown_path_gets_graphs_bad_request() {
         .unwrap();
     assert_eq!(
         refusal(r).await,
-        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+        refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
 
@@ -1646,43 +1587,35 @@ fn message_to(to: &[&str]) -> Value {
 
 #[tokio::test]
 async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_until_then() {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
+    let s = Session::over(start().await).await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    s.sim
+        .push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
         .unwrap();
     let body = message(1);
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(retry_after(&send().await).as_deref(), Some("315"));
     // 10 s later: refused again, with the rest of the wait, recorded as a finding.
-    clock.advance(Duration::from_secs(10));
+    s.clock.advance(Duration::from_secs(10));
     let again = send().await;
     assert_eq!(retry_after(&again).as_deref(), Some("305"));
-    assert_eq!(
-        refusal(again).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("305".into()),
-            "ApplicationThrottled".into()
-        )
-    );
+    assert_eq!(refusal(again).await, throttled("305"));
     // Another mailbox is not held.
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
     );
-    clock.advance(Duration::from_millis(304_999)); // 1 ms before the end
+    s.clock.advance(Duration::from_millis(304_999)); // 1 ms before the end
     assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
-    clock.advance(Duration::from_millis(1));
+    s.clock.advance(Duration::from_millis(1));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.refused.retry_after_ignored, 2);
     assert_eq!(stats.refused.scripted, 1);
     assert_eq!(stats.accepted, 1);
-    let causes: Vec<RefusalCause> = sim.refusals().iter().map(|r| r.cause).collect();
+    let causes: Vec<RefusalCause> = s.sim.refusals().iter().map(|r| r.cause).collect();
     assert_eq!(
         causes,
         [
@@ -1696,21 +1629,23 @@ async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_un
     );
 
     // Its own minute 429 holds the mailbox too.
-    let (sim, clock) = start_with(MailboxLimits {
-        messages_per_minute: 1,
-        ..MailboxLimits::default()
-    })
+    let s = Session::over(
+        start_with(MailboxLimits {
+            messages_per_minute: 1,
+            ..MailboxLimits::default()
+        })
+        .await,
+    )
     .await;
-    let token = token_for(&http, &sim, TENANT, CLIENT, SECRET).await;
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    clock.advance(Duration::from_secs(20));
+    s.clock.advance(Duration::from_secs(20));
     assert_eq!(retry_after(&send().await).as_deref(), Some("40"));
-    clock.advance(Duration::from_secs(39));
+    s.clock.advance(Duration::from_secs(39));
     assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
-    clock.advance(Duration::from_secs(1));
+    s.clock.advance(Duration::from_secs(1));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    let refused = sim.mailbox_stats(MAILBOX).unwrap().refused;
+    let refused = s.sim.mailbox_stats(MAILBOX).unwrap().refused;
     assert_eq!((refused.minute, refused.retry_after_ignored), (1, 1));
 }
 
