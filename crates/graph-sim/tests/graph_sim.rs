@@ -162,6 +162,18 @@ struct Session {
 }
 
 impl Session {
+    /// Over [`start`].
+    async fn start() -> Self {
+        Self::over(start().await).await
+    }
+
+    /// Over [`start_with`] Microsoft's default limits as `change` changes them.
+    async fn with(change: impl FnOnce(&mut MailboxLimits)) -> Self {
+        let mut limits = MailboxLimits::default();
+        change(&mut limits);
+        Self::over(start_with(limits).await).await
+    }
+
     /// Over `started` ([`start`], [`start_with`], [`start_probing`]).
     async fn over((sim, clock): (GraphSim, ManualClock)) -> Self {
         let http = Client::new();
@@ -177,6 +189,12 @@ impl Session {
     /// `body` from [`MAILBOX`].
     async fn send(&self, body: &Value) -> Response {
         send(&self.http, &self.sim, &self.token, body).await
+    }
+
+    /// Asserts graph-sim refuses `body` from [`MAILBOX`] with `status` and `code`, and no
+    /// `Retry-After` ([`refusal`]).
+    async fn assert_refuses(&self, body: &Value, status: StatusCode, code: &str) {
+        assert_eq!(refusal(self.send(body).await).await, refused(status, code));
     }
 
     /// One message to one recipient from [`MAILBOX`].
@@ -199,6 +217,47 @@ fn refused(status: StatusCode, code: &str) -> (StatusCode, Option<String>, Strin
     (status, None, code.into())
 }
 
+/// The JSON answer to `request` (which must succeed).
+async fn json_of<T: serde::de::DeserializeOwned>(request: reqwest::RequestBuilder) -> T {
+    json_of_answer(request.send().await).await
+}
+
+/// The JSON of `answer` (which must have arrived).
+async fn json_of_answer<T: serde::de::DeserializeOwned>(answer: reqwest::Result<Response>) -> T {
+    answer.unwrap().json().await.unwrap()
+}
+
+/// Lines read from a child's stdout.
+type StdoutLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// The graph-sim binary with `args` and `env` (logging warnings only), killed when dropped, and
+/// its stdout line by line.
+fn spawn_graph_sim(args: &[&str], env: &[(&str, &str)]) -> (tokio::process::Child, StdoutLines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    (child, tokio::io::BufReader::new(stdout).lines())
+}
+
+/// Stops the graph-sim binary `child` as a supervisor would: SIGTERM.
+fn terminate(child: &tokio::process::Child) {
+    let pid = child.id().expect("graph-sim still runs").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(
+        kill.is_ok_and(|status| status.success()),
+        "kill -TERM {pid}"
+    );
+}
+
 fn retry_after(response: &Response) -> Option<String> {
     response
         .headers()
@@ -219,6 +278,19 @@ async fn refusal(response: Response) -> (StatusCode, Option<String>, String) {
             .unwrap_or_default()
             .to_owned(),
     )
+}
+
+/// [`refusal`] of the answer to `request`.
+async fn refusal_of(request: reqwest::RequestBuilder) -> (StatusCode, Option<String>, String) {
+    refusal(request.send().await.expect("an answer")).await
+}
+
+/// The body of Entra's refusal `response` after asserting its `status` (`context` names the
+/// case).
+async fn entra_refusal(response: Response, status: StatusCode, context: &str) -> Value {
+    let (answered, body) = entra_error(response).await;
+    assert_eq!(answered, status, "{context}");
+    body
 }
 
 async fn entra_error(response: Response) -> (StatusCode, Value) {
@@ -288,8 +360,7 @@ async fn wrong_secret_is_refused_with_aadsts7000215() {
         .send()
         .await
         .unwrap();
-    let (status, body) = entra_error(response).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let body = entra_refusal(response, StatusCode::UNAUTHORIZED, "").await;
     assert_entra_shape(&body, "invalid_client", 7000215);
     assert!(
         body["error_description"]
@@ -310,8 +381,7 @@ async fn unknown_client_is_refused_with_aadsts700016() {
     for client in ["no-such-app", OTHER_CLIENT] {
         let response =
             client_credentials(&http, &sim, TENANT, client, OTHER_SECRET, GRAPH_SCOPE).await;
-        let (status, body) = entra_error(response).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{client}");
+        let body = entra_refusal(response, StatusCode::BAD_REQUEST, client).await;
         assert_entra_shape(&body, "unauthorized_client", 700016);
     }
 }
@@ -328,8 +398,7 @@ async fn unknown_tenant_is_refused_with_aadsts90002() {
         GRAPH_SCOPE,
     )
     .await;
-    let (status, body) = entra_error(response).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let body = entra_refusal(response, StatusCode::BAD_REQUEST, "").await;
     assert_entra_shape(&body, "invalid_request", 90002);
 }
 
@@ -342,8 +411,7 @@ async fn a_scope_other_than_graph_default_is_refused_with_aadsts70011() {
     ] {
         let response =
             client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, scope).await;
-        let (status, body) = entra_error(response).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{scope}");
+        let body = entra_refusal(response, StatusCode::BAD_REQUEST, scope).await;
         assert_entra_shape(&body, "invalid_scope", 70011);
     }
 }
@@ -393,12 +461,15 @@ async fn scripted_token_faults_answer_once_each_in_order() {
         .unwrap();
     let http = Client::new();
     let form = credentials(CLIENT, SECRET, GRAPH_SCOPE);
-    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_entra_shape(&body, "temporarily_unavailable", 50000);
-    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_entra_shape(&body, "server_error", 50000);
+    // The scripted faults in order, then the real answer.
+    for (status, error) in [
+        (StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable"),
+        (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+    ] {
+        let response = token_request(&http, &sim, TENANT, &form).await;
+        let body = entra_refusal(response, status, error).await;
+        assert_entra_shape(&body, error, 50000);
+    }
     assert_eq!(
         token_request(&http, &sim, TENANT, &form).await.status(),
         StatusCode::OK
@@ -411,7 +482,7 @@ async fn scripted_token_faults_answer_once_each_in_order() {
 
 #[tokio::test]
 async fn a_valid_message_is_accepted_with_202_and_recorded() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let response = s.send(&message(3)).await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let request_id = response.headers()["request-id"]
@@ -451,7 +522,7 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
 
 #[tokio::test]
 async fn mailboxes_are_found_by_id_and_by_upn_in_any_case() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let id = s.sim.mailbox_id(MAILBOX).unwrap().to_string();
     for user in ["Events@Contoso.Example", id.as_str()] {
         let response = send_as(&s.http, &s.sim, &s.token, user, &message(1)).await;
@@ -529,7 +600,7 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
 
 #[tokio::test]
 async fn an_unknown_mailbox_gets_404_error_invalid_user() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let response = send_as(
         &s.http,
         &s.sim,
@@ -547,17 +618,14 @@ async fn an_unknown_mailbox_gets_404_error_invalid_user() {
 
 #[tokio::test]
 async fn invalid_recipients_get_400_error_invalid_recipients() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let bad_syntax = json!({"message": {"toRecipients": [{"emailAddress": {"address": "lotte at example.org"}}]}});
     let none = json!({"message": {"subject": "x", "toRecipients": []}});
     let too_many =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
     for body in [bad_syntax, none, too_many] {
-        let response = s.send(&body).await;
-        assert_eq!(
-            refusal(response).await,
-            refused(StatusCode::BAD_REQUEST, "ErrorInvalidRecipients")
-        );
+        s.assert_refuses(&body, StatusCode::BAD_REQUEST, "ErrorInvalidRecipients")
+            .await;
     }
     let exactly_500 =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
@@ -567,28 +635,26 @@ async fn invalid_recipients_get_400_error_invalid_recipients() {
 
 #[tokio::test]
 async fn a_header_without_x_prefix_gets_400_invalid_internet_message_header() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let mut body = message(1);
     body["message"]["internetMessageHeaders"] =
         json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
-    let response = s.send(&body).await;
-    assert_eq!(
-        refusal(response).await,
-        refused(StatusCode::BAD_REQUEST, "InvalidInternetMessageHeader")
-    );
+    s.assert_refuses(
+        &body,
+        StatusCode::BAD_REQUEST,
+        "InvalidInternetMessageHeader",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn attachments_need_valid_base64_content_bytes() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let mut body = message(1);
     body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
         "name": "a.pdf", "contentType": "application/pdf", "contentBytes": "not base64!"}]);
-    let response = s.send(&body).await;
-    assert_eq!(
-        refusal(response).await,
-        refused(StatusCode::BAD_REQUEST, "RequestBodyRead")
-    );
+    s.assert_refuses(&body, StatusCode::BAD_REQUEST, "RequestBodyRead")
+        .await;
     body["message"]["attachments"][0]["contentBytes"] = json!("JVBERi0xLjQK"); // "%PDF-1.4\n"
     assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED);
     let m = &s.sim.messages()[0];
@@ -597,23 +663,20 @@ async fn attachments_need_valid_base64_content_bytes() {
 
 #[tokio::test]
 async fn body_content_type_must_be_text_or_html_in_any_case() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let mut body = message(1);
     for ok in ["text", "HTML", "Html"] {
         body["message"]["body"]["contentType"] = json!(ok);
         assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED, "{ok}");
     }
     body["message"]["body"]["contentType"] = json!("markdown");
-    let response = s.send(&body).await;
-    assert_eq!(
-        refusal(response).await,
-        refused(StatusCode::BAD_REQUEST, "RequestBodyRead")
-    );
+    s.assert_refuses(&body, StatusCode::BAD_REQUEST, "RequestBodyRead")
+        .await;
 }
 
 #[tokio::test]
 async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let with_attachment = |base64_len: usize| {
         let mut body = message(1);
         body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
@@ -626,11 +689,12 @@ async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
     assert_eq!(s.send(&under).await.status(), StatusCode::ACCEPTED);
     assert_eq!(s.sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
     let over = with_attachment(4_200_000);
-    let response = s.send(&over).await;
-    assert_eq!(
-        refusal(response).await,
-        refused(StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge")
-    );
+    s.assert_refuses(
+        &over,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+    )
+    .await;
     assert_eq!(s.sim.messages().len(), 1);
 }
 
@@ -670,17 +734,14 @@ async fn every_error_has_graphs_body_shape_and_request_id_header() {
 
 #[tokio::test]
 async fn me_send_mail_is_refused_for_app_only_tokens() {
-    let s = Session::over(start().await).await;
-    let response = s
+    let s = Session::start().await;
+    let me = s
         .http
         .post(format!("{}/me/sendMail", s.sim.graph_base_url()))
         .bearer_auth(&s.token)
-        .json(&message(1))
-        .send()
-        .await
-        .unwrap();
+        .json(&message(1));
     assert_eq!(
-        refusal(response).await,
+        refusal_of(me).await,
         refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
@@ -691,7 +752,7 @@ async fn me_send_mail_is_refused_for_app_only_tokens() {
 #[tokio::test]
 async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled()
  {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     s.sim
         .set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
         .unwrap();
@@ -736,7 +797,7 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
 
 #[tokio::test]
 async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     for i in 0..30 {
         let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
@@ -768,23 +829,17 @@ async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
 
 #[tokio::test]
 async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
-    let (sim, _) = start_with(MailboxLimits {
-        minute_overflow: MinuteOverflow::AcceptDelayed,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::with(|l| l.minute_overflow = MinuteOverflow::AcceptDelayed).await;
     for i in 0..31 {
-        let response = send_one(&http, &sim, &token).await;
+        let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
     }
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(
         (stats.accepted, stats.delayed, stats.refused.minute),
         (31, 1, 0)
     );
-    let delayed: Vec<bool> = sim.messages().iter().map(|m| m.delayed).collect();
+    let delayed: Vec<bool> = s.sim.messages().iter().map(|m| m.delayed).collect();
     assert_eq!(delayed.iter().filter(|d| **d).count(), 1);
     assert!(delayed[30]);
 }
@@ -792,7 +847,7 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
 #[tokio::test]
 async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
 {
-    let mut s = Session::over(start().await).await;
+    let mut s = Session::start().await;
     let big = message(500);
     for i in 0..20 {
         let response = s.send(&big).await;
@@ -823,45 +878,30 @@ async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_u
 
 #[tokio::test]
 async fn the_10_minute_request_quota_per_app_gets_429_application_throttled() {
-    let (sim, clock) = start_with(MailboxLimits {
-        requests_per_10_minutes: 3,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::with(|l| l.requests_per_10_minutes = 3).await;
     for _ in 0..3 {
-        assert_eq!(
-            send_one(&http, &sim, &token).await.status(),
-            StatusCode::ACCEPTED
-        );
-        clock.advance(Duration::from_secs(1));
+        assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+        s.clock.advance(Duration::from_secs(1));
     }
     // 12:00:03; the first request (12:00:00) ages out at 12:10:00.
-    let response = send_one(&http, &sim, &token).await;
+    let response = s.send_one().await;
     assert_eq!(refusal(response).await, throttled("597"));
-    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota, 1);
+    assert_eq!(
+        s.sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota,
+        1
+    );
 }
 
 #[tokio::test]
 async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
-    let (sim, clock) = start_with(MailboxLimits {
-        messages_per_minute: 100,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    clock.set(t0() + chrono::Duration::seconds(40));
+    let s = Session::with(|l| l.messages_per_minute = 100).await;
+    s.clock.set(t0() + chrono::Duration::seconds(40));
     for _ in 0..40 {
         // 12:00:40 … 12:01:19
-        assert_eq!(
-            send(&http, &sim, &token, &message(2)).await.status(),
-            StatusCode::ACCEPTED
-        );
-        clock.advance(Duration::from_secs(1));
+        assert_eq!(s.send(&message(2)).await.status(), StatusCode::ACCEPTED);
+        s.clock.advance(Duration::from_secs(1));
     }
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.max_in_utc_minute, 20);
     assert_eq!(stats.max_in_rolling_60s, 40);
     assert_eq!(stats.messages_last_60s, 40);
@@ -979,7 +1019,7 @@ async fn a_global_script_applies_to_any_mailbox_without_its_own() {
 
 #[tokio::test]
 async fn added_latency_delays_answers_fixed_or_uniform() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let timed = || async {
         let started = Instant::now();
         let status = s.send_one().await.status();
@@ -1065,24 +1105,10 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
             .starts_with("AADSTS50000: Down.")
     );
 
-    let messages: Vec<RecordedMessage> = http
-        .get(admin("messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let messages: Vec<RecordedMessage> = json_of(http.get(admin("messages"))).await;
     assert_eq!(messages, sim.messages());
     assert_eq!(messages.len(), 1);
-    let stats: SimStats = http
-        .get(admin("stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats: SimStats = json_of(http.get(admin("stats"))).await;
     assert_eq!(stats, sim.stats());
     let mine = stats.mailbox(MAILBOX).unwrap();
     assert_eq!(
@@ -1113,13 +1139,9 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
 #[tokio::test]
 async fn an_unknown_path_gets_graphs_bad_request() {
     let (sim, _) = start().await;
-    let r = Client::new()
-        .get(format!("{}/users", sim.graph_base_url()))
-        .send()
-        .await
-        .unwrap();
+    let users = Client::new().get(format!("{}/users", sim.graph_base_url()));
     assert_eq!(
-        refusal(r).await,
+        refusal_of(users).await,
         refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
@@ -1141,28 +1163,26 @@ async fn send_with_id(http: &Client, sim: &GraphSim, token: &str, id: &str, n: u
 
 #[tokio::test]
 async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
-    let (sim, clock) = start_with(MailboxLimits {
-        concurrent_requests: 1,
-        messages_per_minute: 2,
-        recipients_per_day: 10,
-        retry_after_holds: false,
-        ..MailboxLimits::default()
+    let s = Session::with(|l| {
+        l.concurrent_requests = 1;
+        l.messages_per_minute = 2;
+        l.recipients_per_day = 10;
+        l.retry_after_holds = false;
     })
     .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    clock.advance(Duration::from_secs(7)); // 12:00:07
-    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
-    assert_eq!(send_with_id(&http, &sim, &token, "m-2", 1).await, 202);
-    clock.advance(Duration::from_secs(5)); // 12:00:12
-    assert_eq!(send_with_id(&http, &sim, &token, "m-3", 1).await, 429);
-    assert_eq!(send_with_id(&http, &sim, &token, "m-4", 9).await, 429);
+    s.clock.advance(Duration::from_secs(7)); // 12:00:07
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-1", 1).await, 202);
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-2", 1).await, 202);
+    s.clock.advance(Duration::from_secs(5)); // 12:00:12
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-3", 1).await, 429);
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-4", 9).await, 429);
     // Two at once against a concurrency limit of 1: the slow one holds the slot.
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
         .unwrap();
-    let (a, b) = tokio::join!(send_with_id(&http, &sim, &token, "m-5", 1), async {
+    let (a, b) = tokio::join!(send_with_id(&s.http, &s.sim, &s.token, "m-5", 1), async {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        send_with_id(&http, &sim, &token, "m-6", 1).await
+        send_with_id(&s.http, &s.sim, &s.token, "m-6", 1).await
     });
     assert_eq!(
         (a, b),
@@ -1170,7 +1190,7 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
         "m-5 is over the minute limit once it has the slot"
     );
 
-    let refusals = sim.refusals();
+    let refusals = s.sim.refusals();
     let seen: Vec<(RefusalCause, Option<&str>, Option<u64>, i64)> = refusals
         .iter()
         .map(|r| {
@@ -1197,23 +1217,21 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
             .iter()
             .all(|r| r.mailbox == MAILBOX && r.client_id == CLIENT)
     );
-    let over_http: Vec<RecordedRefusal> = http
-        .get(format!("{}_sim/refusals", sim.login_base_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let over_http: Vec<RecordedRefusal> = json_of(
+        s.http
+            .get(format!("{}_sim/refusals", s.sim.login_base_url())),
+    )
+    .await;
     assert_eq!(over_http, refusals);
-    let ids: Vec<Option<String>> = sim
+    let ids: Vec<Option<String>> = s
+        .sim
         .messages()
         .into_iter()
         .map(|m| m.client_request_id)
         .collect();
     assert_eq!(ids, vec![Some("m-1".to_owned()), Some("m-2".to_owned())]);
-    sim.reset();
-    assert!(sim.refusals().is_empty());
+    s.sim.reset();
+    assert!(s.sim.refusals().is_empty());
 }
 
 #[tokio::test]
@@ -1239,21 +1257,15 @@ async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_late
 
 #[tokio::test]
 async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
-        .args([
+    let (mut child, mut lines) = spawn_graph_sim(
+        &[
             "--listen",
             "127.0.0.1:0",
             "--sendgrid-listen",
             "127.0.0.1:0",
-        ])
-        .env("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        ],
+        &[("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")],
+    );
     let mut sendgrid = None;
     for _ in 0..3 {
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -1287,14 +1299,7 @@ async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
         send("nope").await.unwrap().status(),
         StatusCode::UNAUTHORIZED
     );
-    let records: Value = http
-        .get(format!("{sendgrid}/_sim/messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let records: Value = json_of(http.get(format!("{sendgrid}/_sim/messages"))).await;
     let records = records.as_array().unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(
@@ -1303,14 +1308,7 @@ async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
     );
     assert_eq!(records[0]["from"], "news@adatum.example");
     assert_eq!(records[0]["recipient_count"], 2);
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    terminate(&child);
     assert!(child.wait().await.unwrap().success());
 }
 
@@ -1338,9 +1336,8 @@ async fn graph_sim_binary_documents_its_config_file_in_help() {
 
 #[tokio::test]
 async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
-        .args([
+    let (mut child, mut lines) = spawn_graph_sim(
+        &[
             "--listen",
             "127.0.0.1:0",
             "--mailbox",
@@ -1353,13 +1350,9 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
             SECRET,
             "--messages-per-minute",
             "1",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        ],
+        &[],
+    );
     let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
         .unwrap()
@@ -1376,20 +1369,11 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
         .to_owned();
 
     let http = Client::new();
-    let body: Value = http
-        .post(format!("{login}/{TENANT}/oauth2/v2.0/token"))
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", &format!("{login}/.default")),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: Value = json_of(
+        http.post(format!("{login}/{TENANT}/oauth2/v2.0/token"))
+            .form(&credentials(CLIENT, SECRET, &format!("{login}/.default"))),
+    )
+    .await;
     let token = body["access_token"].as_str().unwrap();
     let send = || {
         http.post(format!("{graph_base}/users/quick@contoso.example/sendMail"))
@@ -1404,12 +1388,7 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
         "--messages-per-minute 1"
     );
 
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let mut last = String::new();
     while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
@@ -1483,12 +1462,7 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
                 .bearer_auth(&bearer)
                 .send()
         };
-        let listed: Value = sent_items(imid.to_owned())
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
         assert_eq!(listed["value"].as_array().unwrap().len(), 0);
         clock.advance(Duration::from_secs(2));
         let after = get(id.clone()).await.unwrap();
@@ -1505,12 +1479,7 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
                 "a mutable id changes on the move"
             );
         }
-        let listed: Value = sent_items(imid.to_owned())
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
         assert_eq!(listed["value"].as_array().unwrap().len(), 1);
     }
     assert_eq!(sim.messages().len(), 2);
@@ -1523,29 +1492,21 @@ async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
     let http = Client::new();
     let bearer = token(&http, &sim).await;
     let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
-    let draft: Value = http
-        .post(format!("{base}/messages"))
-        .bearer_auth(&bearer)
-        .json(&json!({"subject": "Hi", "toRecipients": recipients(1)}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let draft: Value = json_of(
+        http.post(format!("{base}/messages"))
+            .bearer_auth(&bearer)
+            .json(&json!({"subject": "Hi", "toRecipients": recipients(1)})),
+    )
+    .await;
     let id = draft["id"].as_str().unwrap();
-    let session: Value = http
-        .post(format!(
+    let session: Value = json_of(
+        http.post(format!(
             "{base}/messages/{id}/attachments/createUploadSession"
         ))
         .bearer_auth(&bearer)
-        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}})),
+    )
+    .await;
     let url = session["uploadUrl"].as_str().unwrap();
     let put = |range: &str, body: &'static [u8], auth: bool| {
         let mut r = http.put(url).header("Content-Range", range).body(body);
@@ -1554,22 +1515,21 @@ async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
         }
         r.send()
     };
-    assert_eq!(
-        put("bytes 0-4/10", b"01234", true).await.unwrap().status(),
-        StatusCode::UNAUTHORIZED
-    );
-    assert_eq!(
-        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
-        StatusCode::RANGE_NOT_SATISFIABLE
-    );
-    assert_eq!(
-        put("bytes 0-4/10", b"01234", false).await.unwrap().status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
-        StatusCode::CREATED
-    );
+    // With a bearer token, out of order, the first half, the second half.
+    for (range, body, auth, status) in [
+        ("bytes 0-4/10", b"01234", true, StatusCode::UNAUTHORIZED),
+        (
+            "bytes 5-9/10",
+            b"56789",
+            false,
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+        ("bytes 0-4/10", b"01234", false, StatusCode::OK),
+        ("bytes 5-9/10", b"56789", false, StatusCode::CREATED),
+    ] {
+        let answer = put(range, body, auth).await.unwrap();
+        assert_eq!(answer.status(), status, "{range} with auth {auth}");
+    }
     assert_eq!(sim.drafts()[0].uploaded_attachments, 1);
 }
 
@@ -1587,7 +1547,7 @@ fn message_to(to: &[&str]) -> Value {
 
 #[tokio::test]
 async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_until_then() {
-    let s = Session::over(start().await).await;
+    let s = Session::start().await;
     let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     s.sim
         .push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
