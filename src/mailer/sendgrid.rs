@@ -327,8 +327,7 @@ pub fn fuzz_interpret(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Header;
-    use crate::mailer::validate::tests::mail;
+    use crate::mailer::validate::tests::{header, mail, rcpt};
     use chrono::TimeZone;
 
     fn now() -> DateTime<Utc> {
@@ -402,14 +401,8 @@ mod tests {
     #[test]
     fn the_v3_body_has_personalizations_content_and_headers() {
         let mut m = mail();
-        m.bcc = vec![Recipient {
-            address: "b@example.org".into(),
-            name: None,
-        }];
-        m.headers = vec![Header {
-            name: "X-Campaign".into(),
-            value: "7".into(),
-        }];
+        m.bcc = vec![rcpt("b@example.org")];
+        m.headers = vec![header("X-Campaign", "7")];
         let from = m.from.clone();
         let json: serde_json::Value = serde_json::from_slice(&mail_send_body(&m, &from)).unwrap();
         assert_eq!(

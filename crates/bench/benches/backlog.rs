@@ -576,53 +576,32 @@ fn print_report(
         ))
     );
     println!();
-    support::print_table(
+    let one = |v: f64| format!("{v:.1}");
+    let row_writes = format!(
+        "{:.1} ({:.1} + {:.1} + {:.1})",
+        per_sent.pg_row_writes,
+        per_sent.pg_rows_inserted,
+        per_sent.pg_rows_updated,
+        per_sent.pg_rows_deleted
+    );
+    support::print_table_of(
         &["per mail sent", "value"],
-        &[
-            vec![
-                "limiter calls".into(),
-                format!("{:.1}", per_sent.limiter_calls),
-            ],
-            vec!["limiter denials".into(), format!("{:.1}", per_sent.denials)],
-            vec![
-                "claims (attempts + deferrals)".into(),
-                format!("{:.1}", per_sent.jobs),
-            ],
-            vec![
-                "Redis commands, limiter".into(),
-                format!("{:.1}", per_sent.limiter_redis_commands),
-            ],
-            vec![
-                "Redis commands, queue".into(),
-                format!("{:.1}", per_sent.queue_redis_commands),
-            ],
-            vec![
-                "Redis commands, total".into(),
-                format!("{:.1}", per_sent.redis_commands),
-            ],
-            vec![
-                "PostgreSQL row writes (ins + upd + del)".into(),
-                format!(
-                    "{:.1} ({:.1} + {:.1} + {:.1})",
-                    per_sent.pg_row_writes,
-                    per_sent.pg_rows_inserted,
-                    per_sent.pg_rows_updated,
-                    per_sent.pg_rows_deleted
-                ),
-            ],
-            vec![
-                "daemon CPU ms".into(),
-                format!("{:.1}", per_sent.daemon_cpu_ms),
-            ],
-            vec![
-                "Redis CPU ms (both servers)".into(),
-                format!("{:.1}", per_sent.redis_cpu_ms),
-            ],
-            vec![
-                "Graph requests".into(),
-                format!("{:.2}", per_sent.graph_requests),
-            ],
+        [
+            ("limiter calls", one(per_sent.limiter_calls)),
+            ("limiter denials", one(per_sent.denials)),
+            ("claims (attempts + deferrals)", one(per_sent.jobs)),
+            (
+                "Redis commands, limiter",
+                one(per_sent.limiter_redis_commands),
+            ),
+            ("Redis commands, queue", one(per_sent.queue_redis_commands)),
+            ("Redis commands, total", one(per_sent.redis_commands)),
+            ("PostgreSQL row writes (ins + upd + del)", row_writes),
+            ("daemon CPU ms", one(per_sent.daemon_cpu_ms)),
+            ("Redis CPU ms (both servers)", one(per_sent.redis_cpu_ms)),
+            ("Graph requests", format!("{:.2}", per_sent.graph_requests)),
         ],
+        |(what, value)| vec![what.to_owned(), value],
     );
     println!();
     let mut names: Vec<&String> = limiter_commands

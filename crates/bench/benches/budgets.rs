@@ -574,87 +574,45 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         ]
     };
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
-    let mut rows = vec![
-        vec![
-            "mails sent (backlog + other)".into(),
-            format!(
-                "{} ({} + {})",
-                p.sent,
-                p.sent_backlog,
-                p.sent - p.sent_backlog
-            ),
-            format!(
-                "{} ({} + {})",
-                w.sent,
-                w.sent_backlog,
-                w.sent - w.sent_backlog
-            ),
-            ratio(f(w.sent), f(p.sent)),
-            String::new(),
-        ],
-        row(
-            "limiter calls (evalsha)",
-            p.per_sent(f(p.limiter_calls)),
-            w.per_sent(f(w.limiter_calls)),
-            1,
-            &format!("paced ≤ 3: {}", met(p.per_sent(f(p.limiter_calls)) <= 3.0)),
-        ),
-        row(
-            "Redis commands, limiter",
-            p.per_sent(f(p.limiter_commands)),
-            w.per_sent(f(w.limiter_commands)),
-            1,
-            "",
-        ),
-        row(
-            "Redis commands, queue",
-            p.per_sent(f(p.queue_commands)),
-            w.per_sent(f(w.queue_commands)),
-            1,
-            "",
-        ),
-        row(
-            "Redis commands, together",
-            p.per_sent(f(p.limiter_commands + p.queue_commands)),
-            w.per_sent(f(w.limiter_commands + w.queue_commands)),
-            1,
-            &format!(
-                "paced ≤ 40: {}",
-                met(p.per_sent(f(p.limiter_commands + p.queue_commands)) <= 40.0)
-            ),
-        ),
-        row(
-            "PostgreSQL row writes",
-            p.per_sent(p.pg_row_writes as f64),
-            w.per_sent(w.pg_row_writes as f64),
-            1,
-            &format!(
-                "paced ≤ 4: {}",
-                met(p.per_sent(p.pg_row_writes as f64) <= 4.0)
-            ),
-        ),
-        row(
-            "claims",
-            p.per_sent(f(p.jobs)),
-            w.per_sent(f(w.jobs)),
-            1,
-            "",
-        ),
-        row(
-            "limiter denials",
-            p.per_sent(f(p.denied)),
-            w.per_sent(f(w.denied)),
-            1,
-            "",
-        ),
-        row(
-            "daemon CPU ms",
-            p.per_sent(p.daemon_exit.cpu_s * 1_000.0),
-            w.per_sent(w.daemon_exit.cpu_s * 1_000.0),
-            1,
-            "",
-        ),
+    let limiter_calls: fn(&ArmResult) -> f64 = |r| f(r.limiter_calls);
+    let commands: fn(&ArmResult) -> f64 = |r| f(r.limiter_commands + r.queue_commands);
+    let row_writes: fn(&ArmResult) -> f64 = |r| r.pg_row_writes as f64;
+    let claims: fn(&ArmResult) -> f64 = |r| f(r.jobs);
+    // What, the arm's total over the run, paced's goal per mail sent.
+    let per_sent: [(&str, fn(&ArmResult) -> f64, Option<f64>); 8] = [
+        ("limiter calls (evalsha)", limiter_calls, Some(3.0)),
+        ("Redis commands, limiter", |r| f(r.limiter_commands), None),
+        ("Redis commands, queue", |r| f(r.queue_commands), None),
+        ("Redis commands, together", commands, Some(40.0)),
+        ("PostgreSQL row writes", row_writes, Some(4.0)),
+        ("claims", claims, None),
+        ("limiter denials", |r| f(r.denied), None),
+        ("daemon CPU ms", |r| r.daemon_exit.cpu_s * 1_000.0, None),
     ];
+    let mut rows = vec![vec![
+        "mails sent (backlog + other)".into(),
+        format!(
+            "{} ({} + {})",
+            p.sent,
+            p.sent_backlog,
+            p.sent - p.sent_backlog
+        ),
+        format!(
+            "{} ({} + {})",
+            w.sent,
+            w.sent_backlog,
+            w.sent - w.sent_backlog
+        ),
+        ratio(f(w.sent), f(p.sent)),
+        String::new(),
+    ]];
+    for (what, total, most) in per_sent {
+        let (pv, wv) = (p.per_sent(total(p)), w.per_sent(total(w)));
+        let goal = most.map_or_else(String::new, |most| {
+            format!("paced ≤ {most}: {}", met(pv <= most))
+        });
+        rows.push(row(what, pv, wv, 1, &goal));
+    }
     support::print_table(
         &["per mail sent", "paced", "fixed-window", "ratio", "goal"],
         &rows,
@@ -665,30 +623,19 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         p.sent + p.denied,
         w.sent + w.denied
     );
-    rows = vec![
-        row(
-            "limiter calls",
-            p.per_try(f(p.limiter_calls)),
-            w.per_try(f(w.limiter_calls)),
-            2,
-            "",
-        ),
-        row(
-            "Redis commands, together",
-            p.per_try(f(p.limiter_commands + p.queue_commands)),
-            w.per_try(f(w.limiter_commands + w.queue_commands)),
-            1,
-            "",
-        ),
-        row(
-            "PostgreSQL row writes",
-            p.per_try(p.pg_row_writes as f64),
-            w.per_try(w.pg_row_writes as f64),
-            2,
-            "",
-        ),
-        row("claims", p.per_try(f(p.jobs)), w.per_try(f(w.jobs)), 2, ""),
+    // What, the arm's total over the run, digits.
+    let per_try: [(&str, fn(&ArmResult) -> f64, usize); 4] = [
+        ("limiter calls", limiter_calls, 2),
+        ("Redis commands, together", commands, 1),
+        ("PostgreSQL row writes", row_writes, 2),
+        ("claims", claims, 2),
     ];
+    rows = per_try
+        .into_iter()
+        .map(|(what, total, digits)| {
+            row(what, p.per_try(total(p)), w.per_try(total(w)), digits, "")
+        })
+        .collect();
     support::print_table(
         &["per try", "paced", "fixed-window", "ratio", "goal"],
         &rows,
@@ -709,32 +656,48 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    rows = vec![
+    // A wait of the other mailbox in each arm.
+    let wait = |what: &str, of: fn(&OtherWait) -> Option<f64>, goal: &str| {
+        let (pv, wv) = (of(&p.other), of(&w.other));
         vec![
-            format!("most sends in a rolling 60 s (limit {limit})"),
-            p.max_rolling_60s.to_string(),
-            w.max_rolling_60s.to_string(),
-            ratio(f64::from(w.max_rolling_60s), f64::from(p.max_rolling_60s)),
+            what.to_owned(),
+            secs(pv),
+            secs(wv),
+            ratio(wv.unwrap_or(f64::NAN), pv.unwrap_or(f64::NAN)),
+            goal.to_owned(),
+        ]
+    };
+    // A peak of each arm.
+    let most = |what: &str, peak: fn(&ArmResult) -> u32, goal: String| {
+        let (pv, wv) = (peak(p), peak(w));
+        vec![
+            what.to_owned(),
+            pv.to_string(),
+            wv.to_string(),
+            ratio(f64::from(wv), f64::from(pv)),
+            goal,
+        ]
+    };
+    rows = vec![
+        most(
+            &format!("most sends in a rolling 60 s (limit {limit})"),
+            |r| r.max_rolling_60s,
             format!(
                 "≤ {limit}: paced {}, fixed-window {}",
                 met(p.max_rolling_60s <= limit),
                 met(w.max_rolling_60s <= limit)
             ),
-        ],
-        vec![
-            "most sends in one UTC minute".into(),
-            p.max_utc_minute.to_string(),
-            w.max_utc_minute.to_string(),
-            ratio(f64::from(w.max_utc_minute), f64::from(p.max_utc_minute)),
+        ),
+        most(
+            "most sends in one UTC minute",
+            |r| r.max_utc_minute,
             String::new(),
-        ],
-        vec![
-            "most requests in flight (Graph: 4)".into(),
-            p.max_in_flight.to_string(),
-            w.max_in_flight.to_string(),
-            ratio(f64::from(w.max_in_flight), f64::from(p.max_in_flight)),
+        ),
+        most(
+            "most requests in flight (Graph: 4)",
+            |r| r.max_in_flight,
             String::new(),
-        ],
+        ),
         vec![
             "Graph 429s (graph-sim refusals)".into(),
             p.graph_429.to_string(),
@@ -777,26 +740,12 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             String::new(),
             String::new(),
         ],
-        vec![
-            "other mailbox: wait from due to SENT, first".into(),
-            secs(p.other.first_s),
-            secs(w.other.first_s),
-            ratio(
-                w.other.first_s.unwrap_or(f64::NAN),
-                p.other.first_s.unwrap_or(f64::NAN),
-            ),
-            String::new(),
-        ],
-        vec![
-            "other mailbox: wait, last".into(),
-            secs(p.other.max_s),
-            secs(w.other.max_s),
-            ratio(
-                w.other.max_s.unwrap_or(f64::NAN),
-                p.other.max_s.unwrap_or(f64::NAN),
-            ),
-            "paced: seconds".into(),
-        ],
+        wait(
+            "other mailbox: wait from due to SENT, first",
+            |o| o.first_s,
+            "",
+        ),
+        wait("other mailbox: wait, last", |o| o.max_s, "paced: seconds"),
         vec![
             "other mailbox: every wait, s".into(),
             waits(p),

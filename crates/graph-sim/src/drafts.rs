@@ -36,8 +36,8 @@ use uuid::Uuid;
 use super::{
     records::{RecordedAttachment, SimDraft},
     send::{
-        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body,
-        read_limited, undelivered,
+        Delivery, Reply, Seen, action_route, admit, count, deliver, finish, next_scripted,
+        read_body, read_limited, undelivered,
     },
     server::{Inner, SimState},
     validate::{ParsedMessage, parse_draft},
@@ -222,24 +222,21 @@ pub(crate) async fn draft_action(
     Path((user, id, action)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "send");
-    let arrived_at_ms = state.now().timestamp_millis();
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = if action.eq_ignore_ascii_case("send") {
-        match send(&state, &user, &id, &headers, &ids, arrived_at_ms, &mut seen).await {
-            Ok(reply) => reply,
-            Err(e) => Reply::Error(e),
-        }
-    } else {
-        Reply::Error(GraphError::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!("Resource not found for the segment '{action}'."),
-        ))
+    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| match send(
+        &state,
+        &user,
+        &id,
+        &headers,
+        ids,
+        arrived_at_ms,
+        seen,
+    )
+    .await
+    {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
     };
-    finish(&state, "send", reply, &ids, &seen, started)
+    action_route(&state, "send", &action, &headers, handle).await
 }
 
 async fn send(

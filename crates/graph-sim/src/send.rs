@@ -102,22 +102,30 @@ pub(crate) async fn send_mail(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
+        process(&state, &user, &headers, body, ids, arrived_at_ms, seen).await
+    };
+    action_route(&state, "sendMail", &action, &headers, handle).await
+}
+
+/// A request to the action `route` (`sendMail`, a draft's `send`): counted when it arrives,
+/// answered by `handle` (given the request's ids, its arrival in ms since the epoch and what
+/// it was seen to be) when the path's last segment is `action` in any case, else Graph's `400`
+/// for an unknown segment, and logged ([`finish`]).
+pub(crate) async fn action_route(
+    state: &Arc<SimState>,
+    route: &str,
+    action: &str,
+    headers: &HeaderMap,
+    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Reply,
+) -> Response {
     let started = Instant::now();
-    count(&state, "sendMail");
+    count(state, route);
     let arrived_at_ms = state.now().timestamp_millis();
-    let ids = RequestIds::new(&headers);
+    let ids = RequestIds::new(headers);
     let mut seen = Seen::default();
-    let reply = if action.eq_ignore_ascii_case("sendMail") {
-        process(
-            &state,
-            &user,
-            &headers,
-            body,
-            &ids,
-            arrived_at_ms,
-            &mut seen,
-        )
-        .await
+    let reply = if action.eq_ignore_ascii_case(route) {
+        handle(&ids, arrived_at_ms, &mut seen).await
     } else {
         Reply::Error(GraphError::new(
             StatusCode::BAD_REQUEST,
@@ -125,7 +133,7 @@ pub(crate) async fn send_mail(
             format!("Resource not found for the segment '{action}'."),
         ))
     };
-    finish(&state, "sendMail", reply, &ids, &seen, started)
+    finish(state, route, reply, &ids, &seen, started)
 }
 
 /// Counts a request under `route` when it arrives (a request whose client goes away, or that
