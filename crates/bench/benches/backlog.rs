@@ -42,22 +42,6 @@ use support::{
     thousands,
 };
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn invalid(&self) -> Option<&'static str> {
-        (self.messages == 0 || self.limit == 0 || self.minutes == 0 || self.concurrency == 0)
-            .then_some("--messages, --limit, --minutes and --concurrency must be positive")
-    }
-
-    fn smoke(&mut self) {
-        self.messages = 50;
-        self.no_align = true;
-    }
-}
-
 /// Benchmark 3: the cost of draining one mailbox's backlog through the daemon.
 #[derive(Debug, Parser)]
 #[command(name = "backlog")]
@@ -147,9 +131,8 @@ struct PerSent {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     messages: usize,
     limit_per_minute: u32,
     minutes: u32,
@@ -436,9 +419,11 @@ async fn run(args: Args) -> ExitCode {
     }
 
     let report = Report {
-        benchmark: "backlog",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "backlog",
+            machine,
+            smoke: args.smoke,
+        },
         messages: args.messages,
         limit_per_minute: args.limit,
         minutes: args.minutes,
@@ -674,4 +659,20 @@ fn print_report(
         &rows,
     );
     println!();
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages == 0 || self.limit == 0 || self.minutes == 0 || self.concurrency == 0)
+            .then_some("--messages, --limit, --minutes and --concurrency must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.messages = 50;
+        self.no_align = true;
+    }
 }

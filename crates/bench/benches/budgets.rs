@@ -42,30 +42,6 @@ use support::{
 };
 use uuid::Uuid;
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn invalid(&self) -> Option<&'static str> {
-        (self.messages.contains(&0)
-            || self.limit == 0
-            || self.minutes == 0
-            || self.concurrency == 0
-            || self.other_messages == 0)
-            .then_some(
-                "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
-            )
-    }
-
-    fn smoke(&mut self) {
-        self.messages = vec![50];
-        self.other_messages = 2;
-        self.other_due_s = 2;
-        self.no_align = true;
-    }
-}
-
 /// Benchmark 6: both limiter algorithms draining the same backlog, side by side.
 #[derive(Debug, Parser)]
 #[command(name = "budgets")]
@@ -194,9 +170,8 @@ struct SizeRun {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     limit_per_minute: u32,
     minutes: u32,
     concurrency: u32,
@@ -267,9 +242,11 @@ async fn run(args: Args) -> ExitCode {
         });
     }
     let report = Report {
-        benchmark: "budgets",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "budgets",
+            machine,
+            smoke: args.smoke,
+        },
         limit_per_minute: args.limit,
         minutes: args.minutes,
         concurrency: args.concurrency,
@@ -859,4 +836,28 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         "daemons: paced {:.2} s CPU, exit {}; fixed-window {:.2} s CPU, exit {}",
         p.daemon_exit.cpu_s, p.daemon_exit.status, w.daemon_exit.cpu_s, w.daemon_exit.status
     );
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages.contains(&0)
+            || self.limit == 0
+            || self.minutes == 0
+            || self.concurrency == 0
+            || self.other_messages == 0)
+            .then_some(
+                "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
+            )
+    }
+
+    fn smoke(&mut self) {
+        self.messages = vec![50];
+        self.other_messages = 2;
+        self.other_due_s = 2;
+        self.no_align = true;
+    }
 }

@@ -48,32 +48,6 @@ use support::{
     thousands,
 };
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn invalid(&self) -> Option<&'static str> {
-        (self.load.messages == 0
-            || self.load.mailboxes == 0
-            || self.runs == 0
-            || self.scale_daemons.contains(&0)
-            || self.paced_rate <= 0.0)
-            .then_some("every count and rate must be positive")
-    }
-
-    fn smoke(&mut self) {
-        self.load.smoke();
-        self.scale_latency_ms = 20;
-        self.scale_daemons = vec![1, 2];
-        self.redis_messages = 200;
-        self.paced_messages = 100;
-        self.idle_s = 2;
-        self.runs = 1;
-        self.timeout_s = 60;
-    }
-}
-
 /// Benchmark 4: throughput, scale-out, CPU, memory, queue Redis and latency end to end.
 #[derive(Debug, Parser)]
 #[command(name = "end_to_end")]
@@ -150,9 +124,8 @@ struct Summary {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     messages: usize,
     mailboxes: usize,
     summaries: Vec<Summary>,
@@ -305,9 +278,11 @@ async fn run(args: Args) -> ExitCode {
         println!("FAILURE: a run did not send everything in time, or graph-sim refused requests");
     }
     let report = Report {
-        benchmark: "end_to_end",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "end_to_end",
+            machine,
+            smoke: args.smoke,
+        },
         messages: args.load.messages,
         mailboxes: args.load.mailboxes,
         summaries,
@@ -498,5 +473,30 @@ fn print_summaries(summaries: &[Summary], scenarios: &[Scenario], results: &[Run
         );
         support::print_table(&["phase", "p50", "p90", "p99"], &rows);
         println!();
+    }
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.load.is_empty()
+            || self.runs == 0
+            || self.scale_daemons.contains(&0)
+            || self.paced_rate <= 0.0)
+            .then_some("every count and rate must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.load.smoke();
+        self.scale_latency_ms = 20;
+        self.scale_daemons = vec![1, 2];
+        self.redis_messages = 200;
+        self.paced_messages = 100;
+        self.idle_s = 2;
+        self.runs = 1;
+        self.timeout_s = 60;
     }
 }

@@ -67,25 +67,6 @@ const LEASE: Duration = Duration::from_secs(40);
 /// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`): 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn invalid(&self) -> Option<&'static str> {
-        (self.runs == 0
-            || self.seconds <= 0.0
-            || self.in_flight.contains(&0)
-            || self.algorithms.is_empty())
-        .then_some("--runs, --seconds, --in-flight and --algorithms must be positive")
-    }
-
-    fn smoke(&mut self) {
-        self.runs = 1;
-        self.seconds = 0.2;
-    }
-}
-
 /// Benchmark 1: the limiter's round trip against `redis-benchmark`'s ceiling.
 #[derive(Debug, Parser)]
 #[command(name = "limiter")]
@@ -235,9 +216,8 @@ struct Cell {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     runs: usize,
     seconds_per_measurement: f64,
     spread_pool: usize,
@@ -492,9 +472,11 @@ async fn run(args: Args) -> ExitCode {
     }
 
     let report = Report {
-        benchmark: "limiter",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "limiter",
+            machine,
+            smoke: args.smoke,
+        },
         runs: args.runs,
         seconds_per_measurement: args.seconds,
         spread_pool: pool_size,
@@ -866,5 +848,24 @@ fn parse_csv(stdout: &str) -> Option<Csv> {
             max_ms: *max,
         }),
         _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.runs == 0
+            || self.seconds <= 0.0
+            || self.in_flight.contains(&0)
+            || self.algorithms.is_empty())
+        .then_some("--runs, --seconds, --in-flight and --algorithms must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.runs = 1;
+        self.seconds = 0.2;
     }
 }

@@ -30,28 +30,6 @@ use support::{
     perf::{self, Sample, crate_of, parse_report_line},
 };
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn invalid(&self) -> Option<&'static str> {
-        (self.load.messages == 0
-            || self.load.mailboxes == 0
-            || self.runs == 0
-            || self.concurrency == 0)
-            .then_some("every count must be positive")
-    }
-
-    fn smoke(&mut self) {
-        self.load.smoke();
-        self.concurrency = 16;
-        self.runs = 1;
-        self.top = 10;
-        self.scheduler_interval_ms = 100;
-    }
-}
-
 /// Benchmark 5: where the daemon's time goes.
 #[derive(Debug, Parser)]
 #[command(name = "profile")]
@@ -121,9 +99,8 @@ struct CommandSummary {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     scenario: Scenario,
     latency_ms: u64,
     mailboxes: usize,
@@ -305,9 +282,11 @@ async fn run(args: Args) -> ExitCode {
     );
     print_statements(&statements, &redis_commands, &cpu);
     let report = Report {
-        benchmark: "profile",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "profile",
+            machine,
+            smoke: args.smoke,
+        },
         scenario,
         latency_ms: args.load.latency_ms,
         mailboxes: args.load.mailboxes,
@@ -550,4 +529,23 @@ fn perf(command: &str, data: &Path, args: &[&str]) -> Result<String, String> {
         ));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.load.is_empty() || self.runs == 0 || self.concurrency == 0)
+            .then_some("every count must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.load.smoke();
+        self.concurrency = 16;
+        self.runs = 1;
+        self.top = 10;
+        self.scheduler_interval_ms = 100;
+    }
 }

@@ -39,19 +39,6 @@ use mail_worker::{
 use serde::Serialize;
 use uuid::Uuid;
 
-fn main() -> ExitCode {
-    support::bench_main(run)
-}
-
-impl support::BenchArgs for Args {
-    fn smoke(&mut self) {
-        self.messages = 40;
-        self.mailboxes = 4;
-        self.fault_messages = 1;
-        self.concurrency = 8;
-    }
-}
-
 #[derive(Debug, Parser)]
 #[command(name = "send_modes")]
 struct Args {
@@ -385,4 +372,17 @@ async fn run(args: Args) -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn smoke(&mut self) {
+        self.messages = 40;
+        self.mailboxes = 4;
+        self.fault_messages = 1;
+        self.concurrency = 8;
+    }
 }

@@ -38,6 +38,11 @@ pub struct Load {
 }
 
 impl Load {
+    /// No messages or no mailboxes: nothing to measure.
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0 || self.mailboxes == 0
+    }
+
     /// A smoke run's: 100 messages over 20 mailboxes.
     pub fn smoke(&mut self) {
         self.messages = 100;

@@ -160,6 +160,16 @@ pub async fn redis_connection(url: &url::Url) -> redis::aio::MultiplexedConnecti
         .unwrap_or_else(|e| fail(&format!("cannot connect to Redis at {url}: {e}")))
 }
 
+/// What every results file of a [`bench_main`] benchmark starts with.
+#[derive(Debug, Serialize)]
+pub struct RunInfo {
+    /// The benchmark's name.
+    pub benchmark: &'static str,
+    pub machine: Machine,
+    /// A `--smoke` run (figures meaningless).
+    pub smoke: bool,
+}
+
 /// The machine the figures come from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
