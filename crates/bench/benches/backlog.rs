@@ -39,7 +39,7 @@ use support::{
         self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis, RowWrites,
         TableWrites,
     },
-    thousands,
+    per, thousands, to_f64 as f,
 };
 
 /// Benchmark 3: the cost of draining one mailbox's backlog through the daemon.
@@ -49,15 +49,8 @@ struct Args {
     /// Messages in the backlog, all due at the start.
     #[arg(long, default_value_t = 1_000)]
     messages: usize,
-    /// The mailbox's limit, messages per UTC minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    #[arg(long, default_value_t = 25)]
-    limit: u32,
-    /// Whole UTC minutes to measure.
-    #[arg(long, default_value_t = 5)]
-    minutes: u32,
-    /// `WORKER_CONCURRENCY` of the daemon (production default 16).
-    #[arg(long, default_value_t = 16)]
-    concurrency: u32,
+    #[command(flatten)]
+    drain: daemon::DrainArgs,
     /// Start at once instead of on the next UTC minute (the minutes are then not buckets).
     #[arg(long)]
     no_align: bool,
@@ -72,20 +65,6 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-/// The counters at one instant.
-#[derive(Debug, Clone, Serialize)]
-struct Snapshot {
-    #[serde(flatten)]
-    counters: daemon::DrainCounters,
-    queue_keys: u64,
-    queue_memory_bytes: u64,
-    limiter_keys: u64,
-    pg_writes: TableWrites,
-    daemon_cpu_s: f64,
-    limiter_redis_cpu_s: f64,
-    queue_redis_cpu_s: f64,
 }
 
 /// What happened between two snapshots (one UTC minute in a full run).
@@ -167,23 +146,7 @@ struct Report {
     snapshots: Vec<Snapshot>,
 }
 
-#[allow(clippy::cast_precision_loss)]
-fn per(value: f64, sent: u64) -> f64 {
-    if sent == 0 {
-        f64::NAN
-    } else {
-        value / sent as f64
-    }
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn f(v: u64) -> f64 {
-    v as f64
-}
-
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let mut limiter_redis = PrivateRedis::start().await;
     let mut queue_redis = PrivateRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "backlog").await;
@@ -194,8 +157,8 @@ async fn run(args: Args) -> ExitCode {
     db.settle(setup).await;
     let sim = daemon::start_sim(&mailboxes).await;
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
-    env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
-        .set("WORKER_CONCURRENCY", args.concurrency)
+    env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.drain.limit)
+        .set("WORKER_CONCURRENCY", args.drain.concurrency)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:backlog:rl")
         .set("MAIL_RATE_LIMIT_ALGORITHM", args.algorithm.as_str());
 
@@ -212,14 +175,10 @@ async fn run(args: Args) -> ExitCode {
         "backlog: {} messages for {} at {}/min ({}), WORKER_CONCURRENCY {}, {} from {} UTC; two private Redis servers (queue {}, limiter {}), database {}",
         args.messages,
         mailboxes[0].0,
-        args.limit,
+        args.drain.limit,
         args.algorithm,
-        args.concurrency,
-        if args.smoke {
-            "until each message was tried once".to_owned()
-        } else {
-            format!("{} minute(s)", args.minutes)
-        },
+        args.drain.concurrency,
+        daemon::drain_span(args.smoke, args.drain.minutes),
         start.format("%H:%M:%S"),
         queue_redis.url,
         limiter_redis.url,
@@ -253,13 +212,13 @@ async fn run(args: Args) -> ExitCode {
         }
         snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await);
     } else {
-        for m in 1..=args.minutes {
+        for m in 1..=args.drain.minutes {
             sleep_until(start + minute * i32::try_from(m).unwrap_or(i32::MAX)).await;
             let s = snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await;
             let sent = sim.stats().total_accepted();
             eprintln!(
                 "minute {m}/{}: {sent} sent so far, {} jobs pushed, limiter evalsha {}",
-                args.minutes,
+                args.drain.minutes,
                 s.counters.claims,
                 s.counters
                     .limiter_commands
@@ -364,7 +323,7 @@ async fn run(args: Args) -> ExitCode {
     };
     let budget_use = (!args.no_align).then(|| {
         let measured: u64 = intervals.iter().map(|i| i.sent).sum();
-        f(measured) / (f64::from(args.limit) * f64::from(args.minutes))
+        f(measured) / (f64::from(args.drain.limit) * f64::from(args.drain.minutes))
     });
 
     print_report(
@@ -404,11 +363,11 @@ async fn run(args: Args) -> ExitCode {
     );
     println!("messages at the end: {status_at_end:?}");
 
-    let over_limit = max_minute > args.limit;
+    let over_limit = max_minute > args.drain.limit;
     if over_limit {
         println!(
             "FAILURE: graph-sim saw {max_minute} messages in one UTC minute, over the limit {}",
-            args.limit
+            args.drain.limit
         );
     }
     if sent == 0 {
@@ -425,8 +384,8 @@ async fn run(args: Args) -> ExitCode {
             smoke: args.smoke,
         },
         messages: args.messages,
-        limit_per_minute: args.limit,
-        minutes: args.minutes,
+        limit_per_minute: args.drain.limit,
+        minutes: args.drain.minutes,
         aligned: !args.no_align,
         daemon_env: env,
         intervals,
@@ -454,14 +413,7 @@ async fn run(args: Args) -> ExitCode {
         daemon_exit: exit,
         snapshots,
     };
-    let path = support::write_json(
-        if args.smoke {
-            "backlog-smoke"
-        } else {
-            "backlog"
-        },
-        &report,
-    );
+    let path = support::write_json(&support::results_name("backlog", args.smoke), &report);
     println!("results: {}", path.display());
     if let Err(e) = sim.shutdown().await {
         eprintln!("warning: graph-sim: {e}");
@@ -480,6 +432,20 @@ async fn sleep_until(at: DateTime<Utc>) {
     if let Ok(wait) = (at - Utc::now()).to_std() {
         tokio::time::sleep(wait).await;
     }
+}
+
+/// The counters at one instant.
+#[derive(Debug, Clone, Serialize)]
+struct Snapshot {
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
+    queue_keys: u64,
+    queue_memory_bytes: u64,
+    limiter_keys: u64,
+    pg_writes: TableWrites,
+    daemon_cpu_s: f64,
+    limiter_redis_cpu_s: f64,
+    queue_redis_cpu_s: f64,
 }
 
 async fn snapshot(
@@ -523,7 +489,7 @@ fn print_report(
                 i.denied.to_string(),
                 i.limiter_calls.to_string(),
                 format!("{:.1}", per(f(i.limiter_calls), i.sent)),
-                format!("{:.1}", f(i.backlog_at_start) / f64::from(args.limit)),
+                format!("{:.1}", f(i.backlog_at_start) / f64::from(args.drain.limit)),
                 i.claims.to_string(),
                 thousands(f(i.limiter_redis_commands)),
                 thousands(f(i.queue_redis_commands)),
@@ -555,9 +521,9 @@ fn print_report(
         budget_use.map_or(String::new(), |b| format!(
             "; budget use {:.1} % (sent in the {} minute(s) / ({} × {}))",
             b * 100.0,
-            args.minutes,
-            args.limit,
-            args.minutes
+            args.drain.minutes,
+            args.drain.limit,
+            args.drain.minutes
         ))
     );
     println!();
@@ -667,7 +633,7 @@ fn main() -> ExitCode {
 
 impl support::BenchArgs for Args {
     fn invalid(&self) -> Option<&'static str> {
-        (self.messages == 0 || self.limit == 0 || self.minutes == 0 || self.concurrency == 0)
+        (self.messages == 0 || self.drain.is_empty())
             .then_some("--messages, --limit, --minutes and --concurrency must be positive")
     }
 

@@ -38,7 +38,7 @@ use serde::Serialize;
 use support::{
     Machine,
     daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
-    thousands,
+    per, thousands, to_f64 as f,
 };
 use uuid::Uuid;
 
@@ -49,15 +49,8 @@ struct Args {
     /// Backlog sizes, comma-separated; each size is one side-by-side run, one after the other.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 10_000])]
     messages: Vec<usize>,
-    /// The mailboxes' limit, messages per minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    #[arg(long, default_value_t = 25)]
-    limit: u32,
-    /// Minutes to measure per size.
-    #[arg(long, default_value_t = 5)]
-    minutes: u32,
-    /// `WORKER_CONCURRENCY` of each daemon (16, as in the earlier runs; production default 64).
-    #[arg(long, default_value_t = 16)]
-    concurrency: u32,
+    #[command(flatten)]
+    drain: daemon::DrainArgs,
     /// Messages of the other mailbox.
     #[arg(long, default_value_t = 5)]
     other_messages: usize,
@@ -75,16 +68,6 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-/// The counters of one arm at one instant.
-#[derive(Debug, Clone, Serialize)]
-struct Snapshot {
-    #[serde(flatten)]
-    counters: daemon::DrainCounters,
-    pg_row_writes: i64,
-    /// Mails graph-sim accepted so far (both mailboxes).
-    sent: u64,
 }
 
 /// One arm's set-up: servers, database, graph-sim, the daemon's environment.
@@ -181,19 +164,7 @@ struct Report {
     runs: Vec<SizeRun>,
 }
 
-#[allow(clippy::cast_precision_loss)]
-fn per(value: f64, n: u64) -> f64 {
-    if n == 0 { f64::NAN } else { value / n as f64 }
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn f(v: u64) -> f64 {
-    v as f64
-}
-
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let mut runs = Vec::new();
     let mut broken = false;
     for &messages in &args.messages {
@@ -218,15 +189,11 @@ async fn run(args: Args) -> ExitCode {
         println!();
         println!(
             "budgets: {messages} messages for one mailbox at {}/min + {} for another due at {} UTC, WORKER_CONCURRENCY {}, {} from {} UTC; paced and fixed-window side by side, each with its own limiter Redis, database and graph-sim",
-            args.limit,
+            args.drain.limit,
             args.other_messages,
             other_due.format("%H:%M:%S"),
-            args.concurrency,
-            if args.smoke {
-                "until each message was tried once".to_owned()
-            } else {
-                format!("{} minute(s)", args.minutes)
-            },
+            args.drain.concurrency,
+            daemon::drain_span(args.smoke, args.drain.minutes),
             start.format("%H:%M:%S"),
         );
         let (a, b) = tokio::join!(
@@ -247,22 +214,15 @@ async fn run(args: Args) -> ExitCode {
             machine,
             smoke: args.smoke,
         },
-        limit_per_minute: args.limit,
-        minutes: args.minutes,
-        concurrency: args.concurrency,
+        limit_per_minute: args.drain.limit,
+        minutes: args.drain.minutes,
+        concurrency: args.drain.concurrency,
         other_messages: args.other_messages,
         other_due_s: args.other_due_s,
         aligned: !args.no_align,
         runs,
     };
-    let path = support::write_json(
-        if args.smoke {
-            "budgets-smoke"
-        } else {
-            "budgets"
-        },
-        &report,
-    );
+    let path = support::write_json(&support::results_name("budgets", args.smoke), &report);
     println!("results: {}", path.display());
     if broken {
         println!("FAILURE: an arm sent nothing: the daemon or the harness is broken (see its log)");
@@ -289,8 +249,8 @@ async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
     let sim = daemon::start_sim(&[backlog_box.clone(), other_box.clone()]).await;
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
     env.set("MAIL_RATE_LIMIT_ALGORITHM", algorithm.as_str())
-        .set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
-        .set("WORKER_CONCURRENCY", args.concurrency)
+        .set("MAIL_RATE_LIMIT_PER_MINUTE", args.drain.limit)
+        .set("WORKER_CONCURRENCY", args.drain.concurrency)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:budgets:rl");
     Arm {
         algorithm,
@@ -319,6 +279,16 @@ async fn schedule_other(arm: &Arm, due: DateTime<Utc>) {
     .await
     .unwrap_or_else(|e| support::fail(&format!("cannot schedule the other mailbox: {e}")));
     arm.db.settle(setup).await;
+}
+
+/// The counters of one arm at one instant.
+#[derive(Debug, Clone, Serialize)]
+struct Snapshot {
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
+    pg_row_writes: i64,
+    /// Mails graph-sim accepted so far (both mailboxes).
+    sent: u64,
 }
 
 async fn snapshot(arm: &mut Arm) -> Snapshot {
@@ -382,12 +352,12 @@ async fn drive(
         }
         snapshots.push(snapshot(&mut arm).await);
     } else {
-        for m in 1..=args.minutes {
+        for m in 1..=args.drain.minutes {
             sleep_until(start + TimeDelta::minutes(i64::from(m))).await;
             let s = snapshot(&mut arm).await;
             eprintln!(
                 "{name} {messages}: minute {m}/{}: {} sent so far, {} claimed, limiter evalsha {}",
-                args.minutes,
+                args.drain.minutes,
                 arm.sim.stats().total_accepted(),
                 s.counters.claims - snapshots[0].counters.claims,
                 s.counters
@@ -535,7 +505,7 @@ fn secs(v: Option<f64>) -> String {
 
 #[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
 fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
-    let limit = args.limit;
+    let limit = args.drain.limit;
     println!();
     println!(
         "backlog {}: per mail sent (whole run; both mailboxes' sends), ratio = fixed-window ÷ paced",
@@ -775,7 +745,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         let (sp, sw) = (steady(p), steady(w));
         println!(
             "per mail sent after the first minute (minutes 2–{}: {} sent paced, {} fixed-window; PostgreSQL counts ±1 s late)",
-            args.minutes, sp[4], sw[4]
+            args.drain.minutes, sp[4], sw[4]
         );
         let rows: Vec<Vec<String>> = [
             ("limiter calls", 0, "paced ≤ 3"),
@@ -844,14 +814,9 @@ fn main() -> ExitCode {
 
 impl support::BenchArgs for Args {
     fn invalid(&self) -> Option<&'static str> {
-        (self.messages.contains(&0)
-            || self.limit == 0
-            || self.minutes == 0
-            || self.concurrency == 0
-            || self.other_messages == 0)
-            .then_some(
-                "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
-            )
+        (self.messages.contains(&0) || self.drain.is_empty() || self.other_messages == 0).then_some(
+            "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
+        )
     }
 
     fn smoke(&mut self) {

@@ -177,9 +177,7 @@ fn scenarios(args: &Args) -> Vec<Scenario> {
     out
 }
 
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let private =
         (!args.shared_postgres).then(|| PrivatePostgres::start(args.max_connections, &[]));
     let server = private
@@ -205,11 +203,7 @@ async fn run(args: Args) -> ExitCode {
         args.runs,
         scenarios.len()
     );
-    let label = if args.smoke {
-        "end_to_end-smoke"
-    } else {
-        "end_to_end"
-    };
+    let label = &support::results_name("end_to_end", args.smoke);
     let mut results: Vec<RunResult> = Vec::new();
     for run in 0..args.runs {
         let order: Vec<&Scenario> = if run % 2 == 0 {

@@ -233,8 +233,7 @@ struct Report {
     cells: Vec<Cell>,
 }
 
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let url = support::redis_url();
     let base = support::bench_prefix("limiter");
     let mut conn = support::redis_connection(&url).await;
@@ -257,7 +256,6 @@ async fn run(args: Args) -> ExitCode {
         .collect();
     let one: Arc<[MailboxAddress]> = Arc::new([mailbox("bench000000000000@bench.example")]);
 
-    machine.print();
     println!(
         "limiter round trip: {:?}, {} run(s) × {} s per measurement, in flight {:?}, {}, prefix {base}",
         args.algorithms

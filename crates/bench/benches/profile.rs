@@ -122,9 +122,7 @@ fn per_message(seconds: f64, sent: u64) -> f64 {
     seconds * 1_000.0 / sent.max(1) as f64
 }
 
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let private = (!args.shared_postgres)
         .then(|| PrivatePostgres::start(300, &["shared_preload_libraries=pg_stat_statements"]));
     let server = private
@@ -153,11 +151,7 @@ async fn run(args: Args) -> ExitCode {
         args.concurrency,
         args.runs
     );
-    let label = if args.smoke {
-        "profile-smoke"
-    } else {
-        "profile"
-    };
+    let label = &support::results_name("profile", args.smoke);
     let mut runs = Vec::new();
     for run in 0..args.runs {
         let r = e2e::run_once(

@@ -302,8 +302,7 @@ async fn run_mode(args: &Args, mode: GraphSendMode) -> ModeResult {
     result
 }
 
-async fn run(args: Args) -> ExitCode {
-    support::Machine::describe().print();
+async fn run(args: Args, _: support::Machine) -> ExitCode {
     let mut results = Vec::new();
     for mode in [GraphSendMode::SendMail, GraphSendMode::Draft] {
         results.push(run_mode(&args, mode).await);
@@ -359,11 +358,7 @@ async fn run(args: Args) -> ExitCode {
         ],
         &fault_rows,
     );
-    let name = if args.smoke {
-        "send_modes-smoke"
-    } else {
-        "send_modes"
-    };
+    let name = &support::results_name("send_modes", args.smoke);
     let path = support::write_json(name, &results);
     println!("\nresults: {}", path.display());
     let lost = results.iter().any(|r| r.delivered != r.messages);

@@ -1042,3 +1042,34 @@ impl DrainCounters {
         }
     }
 }
+
+/// How long a drain benchmark (backlog, budgets) runs, for its first line: a smoke run until
+/// each message was tried once, else `minutes`.
+pub fn drain_span(smoke: bool, minutes: u32) -> String {
+    if smoke {
+        "until each message was tried once".to_owned()
+    } else {
+        format!("{minutes} minute(s)")
+    }
+}
+
+/// The options both drain benchmarks (backlog, budgets) take for the daemon and the run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DrainArgs {
+    /// The mailboxes' limit, messages per UTC minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
+    #[arg(long, default_value_t = 25)]
+    pub limit: u32,
+    /// Whole UTC minutes to measure (budgets: per backlog size).
+    #[arg(long, default_value_t = 5)]
+    pub minutes: u32,
+    /// `WORKER_CONCURRENCY` of the daemon (16, as in the earlier runs; production default 64).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u32,
+}
+
+impl DrainArgs {
+    /// A limit, a minute or a worker is missing: nothing would drain.
+    pub fn is_empty(&self) -> bool {
+        self.limit == 0 || self.minutes == 0 || self.concurrency == 0
+    }
+}

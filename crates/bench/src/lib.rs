@@ -93,9 +93,9 @@ pub trait BenchArgs: clap::Parser {
 }
 
 /// A benchmark's `main`: parses its [`BenchArgs`] (shrunk by [`BenchArgs::smoke`] when a
-/// `--smoke` flag was given), [`fail`]s when [`BenchArgs::invalid`] says why, then runs `run` on
-/// a tokio runtime ([`block_on`]).
-pub fn bench_main<A, F>(run: impl FnOnce(A) -> F) -> std::process::ExitCode
+/// `--smoke` flag was given), [`fail`]s when [`BenchArgs::invalid`] says why, prints the
+/// [`Machine`], then runs `run` with both on a tokio runtime ([`block_on`]).
+pub fn bench_main<A, F>(run: impl FnOnce(A, Machine) -> F) -> std::process::ExitCode
 where
     A: BenchArgs,
     F: std::future::Future<Output = std::process::ExitCode>,
@@ -108,7 +108,9 @@ where
     if let Some(why) = args.invalid() {
         fail(why);
     }
-    block_on(run(args))
+    let machine = Machine::describe();
+    machine.print();
+    block_on(run(args, machine))
 }
 
 /// A fresh key prefix for one benchmark run: `bench:<name>:<12 hex>`. Benchmarks never
@@ -298,6 +300,27 @@ pub fn median(values: &[f64]) -> Option<f64> {
     } else {
         v[mid]
     })
+}
+
+/// `value` per one of `n` (per mail sent, per try …); NaN for none.
+#[allow(clippy::cast_precision_loss)]
+pub fn per(value: f64, n: u64) -> f64 {
+    if n == 0 { f64::NAN } else { value / n as f64 }
+}
+
+/// A count as `f64`, for ratios (counts stay far below 2^52).
+#[allow(clippy::cast_precision_loss)]
+pub fn to_f64(count: u64) -> f64 {
+    count as f64
+}
+
+/// The results file's name of `benchmark`: `<benchmark>-smoke` for a smoke run.
+pub fn results_name(benchmark: &str, smoke: bool) -> String {
+    if smoke {
+        format!("{benchmark}-smoke")
+    } else {
+        benchmark.to_owned()
+    }
 }
 
 /// Nanoseconds as microseconds, for tables and JSON.
