@@ -432,9 +432,9 @@ struct RowsQuery {
 async fn mailbox_rows(
     State(state): State<AdminState>,
     Authed(_): Authed,
-    Query(q): Query<RowsQuery>,
+    Query(RowsQuery { address }): Query<RowsQuery>,
 ) -> Result<Html<String>, AdminError> {
-    let only = q.address.as_deref().map(parse_address).transpose()?;
+    let only = address.as_deref().map(parse_address).transpose()?;
     render(&MailboxRows {
         rows: usage_rows(&state, only.as_ref()).await?,
     })

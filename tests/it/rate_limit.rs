@@ -68,6 +68,42 @@ fn real_limiter(prefix: &str) -> MailRateLimiter {
     MailRateLimiter::new(&config(&redis_url(), prefix, Duration::from_secs(2))).unwrap()
 }
 
+/// How many one-recipient calls it takes until `limiter` counts in Redis again (at most 20).
+async fn calls_until_counted(
+    limiter: &MailRateLimiter,
+    limits: RateLimits,
+    now: DateTime<Utc>,
+) -> u32 {
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(calls <= 20, "never counted again after 20 calls");
+        let decision = decide(limiter, 1, limits, now).await;
+        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
+            return calls;
+        }
+    }
+}
+
+/// Asserts the minute key of [`mailbox`] at `now` under `prefix` holds `count`.
+async fn assert_minute_count(prefix: &str, now: DateTime<Utc>, count: i64) {
+    let minute = keys::minute_key(prefix, &mailbox(), now);
+    assert_counts(&mut redis_conn().await, &[(minute, Some(count))]).await;
+}
+
+/// A limiter that reaches Redis through `gate`, with `timeout` per command.
+fn gated_limiter(gate: &Gate, prefix: &str, timeout: Duration) -> MailRateLimiter {
+    MailRateLimiter::new(&config(&gate.url(), prefix, timeout)).unwrap()
+}
+
+/// A [`real_limiter`] on fresh keys (deleted when the first item is dropped) and their prefix.
+fn fresh_limiter() -> (TestKeys, String, MailRateLimiter) {
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
+    let limiter = real_limiter(&prefix);
+    (keys, prefix, limiter)
+}
+
 async fn counter(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
     conn.get(key).await.unwrap()
 }
@@ -278,9 +314,7 @@ async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
 
 #[tokio::test]
 async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_midnight() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(18, 30, 15, 250);
     let day = limits(25, 100);
     counted(&decide(&limiter, 60, day, now).await);
@@ -306,9 +340,7 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
 
 #[tokio::test]
 async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_edge() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let one = limits(1, 9_000);
     let before = at(12, 0, 59, 999);
     let after = at(12, 1, 0, 0);
@@ -345,9 +377,7 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
 
 #[tokio::test]
 async fn the_minute_budget_is_checked_before_the_day_budget() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, _, limiter) = fresh_limiter();
     let now = at(9, 15, 0, 0);
     counted(&decide(&limiter, 10, limits(1, 10), now).await);
     // Both budgets are spent; the minute one is reported.
@@ -366,9 +396,7 @@ async fn the_minute_budget_is_checked_before_the_day_budget() {
 
 #[tokio::test]
 async fn changed_limits_apply_on_the_very_next_call() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, _, limiter) = fresh_limiter();
     let now = at(8, 0, 0, 0);
     for _ in 0..2 {
         counted(&decide(&limiter, 1, limits(2, 9_000), now).await);
@@ -380,9 +408,7 @@ async fn changed_limits_apply_on_the_very_next_call() {
 
 #[tokio::test]
 async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 0, 0);
     counted(&decide(&limiter, 3, limits(25, 9_000), now).await);
     let mut conn = redis_conn().await;
@@ -404,9 +430,7 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
 
 #[tokio::test]
 async fn release_restores_both_counters_and_a_second_release_never_goes_below_zero() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 10, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
@@ -453,9 +477,7 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
 
 #[tokio::test]
 async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let reserved_at = at(12, 0, 59, 0);
     let later = at(12, 1, 2, 0);
     let mut conn = redis_conn().await;
@@ -618,8 +640,7 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
     let gate = Gate::closed().await;
     // Built while "Redis" is down: must not fail or wait.
     let built = Instant::now();
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(500))).unwrap();
+    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(500));
     assert!(
         built.elapsed() < Duration::from_millis(50),
         "{:?}",
@@ -631,27 +652,11 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
 
     gate.open(true);
     // The first call after the port opens may still be waiting on a dial that was refused.
-    let mut calls_until_counted = 0;
-    loop {
-        calls_until_counted += 1;
-        assert!(
-            calls_until_counted <= 20,
-            "never counted again after 20 calls"
-        );
-        let decision = decide(&limiter, 1, big, now).await;
-        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
-            break;
-        }
-    }
+    let calls_until_counted = calls_until_counted(&limiter, big, now).await;
     for _ in 0..5 {
         counted(&decide(&limiter, 1, big, now).await);
     }
-    let mut conn = redis_conn().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(6))],
-    )
-    .await;
+    assert_minute_count(&prefix, now, 6).await;
     println!("closed port → open: counted again on call {calls_until_counted}");
 }
 
@@ -660,27 +665,13 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
     let keys = TestKeys::new();
     let prefix = keys.prefix.clone();
     let gate = Gate::frozen().await;
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
+    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(200));
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     assert_uncounted(&decide(&limiter, 1, big, now).await);
     gate.set_relay(true);
-    let mut calls = 0;
-    loop {
-        calls += 1;
-        assert!(calls <= 20, "never counted again after 20 calls");
-        let decision = decide(&limiter, 1, big, now).await;
-        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
-            break;
-        }
-    }
-    let mut conn = redis_conn().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1))],
-    )
-    .await;
+    let calls = calls_until_counted(&limiter, big, now).await;
+    assert_minute_count(&prefix, now, 1).await;
     println!("frozen → thawed: counted again on call {calls}");
 }
 
@@ -690,8 +681,7 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
     let prefix = keys.prefix.clone();
     let gate = Gate::closed().await;
     gate.open(true);
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
+    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(200));
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     counted(&decide(&limiter, 1, big, now).await);
@@ -712,9 +702,7 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
 #[tokio::test]
 async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let (capture, _guard) = Capture::install();
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 0, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let mut conn = redis_conn().await;
@@ -745,9 +733,7 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     warm(&limiter).await;
     let now = at(12, 0, 0, 0);
     let big = limits(1_000_000, 1_000_000_000);
@@ -757,12 +743,7 @@ async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
         counted(&decide(&limiter, 1, big, now).await);
         times.push(started.elapsed());
     }
-    let mut conn = redis_conn().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1000))],
-    )
-    .await;
+    assert_minute_count(&prefix, now, 1000).await;
     times.sort();
     println!(
         "check_and_reserve round trip over 1000 sequential calls: median {:?}, p90 {:?}, p99 {:?}, max {:?}",
