@@ -91,6 +91,37 @@ async fn assert_minute_count(prefix: &str, now: DateTime<Utc>, count: i64) {
     assert_counts(&mut redis_conn().await, &[(minute, Some(count))]).await;
 }
 
+/// A `Minute` denial (unbooked) with this `Retry-After`.
+fn minute_denial(retry_after_ms: u64) -> Decision {
+    Decision::Denied {
+        reason: DenyReason::Minute,
+        retry_after: Duration::from_millis(retry_after_ms),
+        booked: false,
+    }
+}
+
+/// Asserts the counts of [`mailbox`]'s two minute keys and its day key (each at a time).
+async fn assert_window_counts(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    minutes: [(DateTime<Utc>, i64); 2],
+    (day_at, day): (DateTime<Utc>, i64),
+) {
+    let mut expected: Vec<(String, Option<i64>)> = minutes
+        .iter()
+        .map(|(at, count)| (keys::minute_key(prefix, &mailbox(), *at), Some(*count)))
+        .collect();
+    expected.push((keys::day_key(prefix, &mailbox(), day_at), Some(day)));
+    assert_counts(conn, &expected).await;
+}
+
+/// Fresh keys, their prefix and a [`gated_limiter`] behind `gate` with 200 ms per command.
+fn behind(gate: &Gate) -> (TestKeys, String, MailRateLimiter) {
+    let (keys, prefix) = fresh_keys();
+    let limiter = gated_limiter(gate, &prefix, Duration::from_millis(200));
+    (keys, prefix, limiter)
+}
+
 /// A limiter that reaches Redis through `gate`, with `timeout` per command.
 fn gated_limiter(gate: &Gate, prefix: &str, timeout: Duration) -> MailRateLimiter {
     MailRateLimiter::new(&config(&gate.url(), prefix, timeout)).unwrap()
@@ -98,10 +129,16 @@ fn gated_limiter(gate: &Gate, prefix: &str, timeout: Duration) -> MailRateLimite
 
 /// A [`real_limiter`] on fresh keys (deleted when the first item is dropped) and their prefix.
 fn fresh_limiter() -> (TestKeys, String, MailRateLimiter) {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (keys, prefix) = fresh_keys();
     let limiter = real_limiter(&prefix);
     (keys, prefix, limiter)
+}
+
+/// Fresh keys (deleted when the first item is dropped) and their prefix.
+fn fresh_keys() -> (TestKeys, String) {
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
+    (keys, prefix)
 }
 
 async fn counter(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
@@ -249,8 +286,7 @@ async fn get_then_incr(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_30() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let now = at(12, 0, 30, 0);
     let mut limiters = Vec::new();
     for _ in 0..200 {
@@ -283,8 +319,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let now = at(12, 0, 30, 0);
     let client = redis::Client::open(redis_url().as_str()).unwrap();
     let mut connections = Vec::new();
@@ -345,34 +380,12 @@ async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_ed
     let before = at(12, 0, 59, 999);
     let after = at(12, 1, 0, 0);
     counted(&decide(&limiter, 1, one, before).await);
-    assert_eq!(
-        decide(&limiter, 1, one, before).await,
-        Decision::Denied {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(1),
-            booked: false,
-        }
-    );
+    assert_eq!(decide(&limiter, 1, one, before).await, minute_denial(1));
     // 12:01:00.000 is a new bucket: allowed, then denied for a whole minute.
     counted(&decide(&limiter, 1, one, after).await);
-    assert_eq!(
-        decide(&limiter, 1, one, after).await,
-        Decision::Denied {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(60_000),
-            booked: false,
-        }
-    );
+    assert_eq!(decide(&limiter, 1, one, after).await, minute_denial(60_000));
     let mut conn = redis_conn().await;
-    assert_counts(
-        &mut conn,
-        &[
-            (keys::minute_key(&prefix, &mailbox(), before), Some(1)),
-            (keys::minute_key(&prefix, &mailbox(), after), Some(1)),
-            (keys::day_key(&prefix, &mailbox(), after), Some(2)),
-        ],
-    )
-    .await;
+    assert_window_counts(&mut conn, &prefix, [(before, 1), (after, 1)], (after, 2)).await;
 }
 
 #[tokio::test]
@@ -484,13 +497,11 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
     let old = counted(&decide(&limiter, 2, limits(25, 9_000), reserved_at).await);
     counted(&decide(&limiter, 5, limits(25, 9_000), later).await);
     limiter.release(&old, Outcome::Unsent).await;
-    assert_counts(
+    assert_window_counts(
         &mut conn,
-        &[
-            (keys::minute_key(&prefix, &mailbox(), reserved_at), Some(0)),
-            (keys::minute_key(&prefix, &mailbox(), later), Some(1)),
-            (keys::day_key(&prefix, &mailbox(), later), Some(5)),
-        ],
+        &prefix,
+        [(reserved_at, 0), (later, 1)],
+        (later, 5),
     )
     .await;
 }
@@ -503,12 +514,7 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
 async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::frozen().await;
-    let limiter = MailRateLimiter::new(&config(
-        &gate.url(),
-        &unique("test:"),
-        Duration::from_millis(200),
-    ))
-    .unwrap();
+    let limiter = gated_limiter(&gate, &unique("test:"), Duration::from_millis(200));
     let started = Instant::now();
     let err = limiter
         .check(&mailbox(), 101, limits(25, 100), at(12, 0, 0, 0))
@@ -543,55 +549,58 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
 // Fail-open
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
-    let (capture, _guard) = Capture::install();
-    let gate = Gate::closed().await;
-    let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
+/// The limiter's Redis deadline in the fail-open tests.
+const FAIL_OPEN_DEADLINE: Duration = Duration::from_millis(200);
+
+/// How long each of `calls` decisions took that failed open, each in less than `most`.
+async fn fail_open_times(limiter: &MailRateLimiter, calls: usize, most: Duration) -> Vec<Duration> {
     let mut times = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..calls {
         let started = Instant::now();
-        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
+        let decision = decide(limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
         let took = started.elapsed();
         assert_uncounted(&decision);
-        assert!(took < deadline, "fail-open took {took:?}");
+        assert!(took < most, "fail-open took {took:?}");
         times.push(took);
         if let Decision::Allowed(reservation) = decision {
             limiter.release(&reservation, Outcome::Unsent).await; // a no-op
         }
     }
+    times
+}
+
+/// Prints the median and the longest of `times` (fail-open decisions against `what`).
+fn print_times(what: &str, mut times: Vec<Duration>) {
+    let max = *times.iter().max().unwrap();
+    println!(
+        "fail-open decision time, {what}: median {:?}, max {max:?} over {} calls",
+        median(&mut times),
+        times.len()
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
+    let (capture, _guard) = Capture::install();
+    let gate = Gate::closed().await;
+    let limiter = gated_limiter(&gate, &unique("test:"), FAIL_OPEN_DEADLINE);
+    let times = fail_open_times(&limiter, 20, FAIL_OPEN_DEADLINE).await;
     let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "one line per second: {warns:?}");
     assert_eq!(warns[0].level, tracing::Level::WARN);
     assert_eq!(warns[0].field("error.kind"), "refused");
     assert_eq!(warns[0].field("operation"), "check_and_reserve");
     assert_eq!(warns[0].field("mailbox"), "events@contoso.example");
-    let max = *times.iter().max().unwrap();
-    println!(
-        "fail-open decision time, closed port: median {:?}, max {max:?} over 20 calls",
-        median(&mut times)
-    );
+    print_times("closed port", times);
 }
 
 #[tokio::test]
 async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::frozen().await;
-    let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
-    let mut times = Vec::new();
-    for _ in 0..8 {
-        let started = Instant::now();
-        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
-        let took = started.elapsed();
-        assert_uncounted(&decision);
-        assert!(
-            took < deadline + Duration::from_millis(50),
-            "fail-open took {took:?}"
-        );
-        times.push(took);
-    }
+    let limiter = gated_limiter(&gate, &unique("test:"), FAIL_OPEN_DEADLINE);
+    let most = FAIL_OPEN_DEADLINE + Duration::from_millis(50);
+    let times = fail_open_times(&limiter, 8, most).await;
     assert!(gate.accepted() >= 1, "the listener saw the limiter dial");
     let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "{warns:?}");
@@ -599,10 +608,9 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
         ["deadline", "timeout"].contains(&warns[0].field("error.kind")),
         "{warns:?}"
     );
-    let max = *times.iter().max().unwrap();
-    println!(
-        "fail-open decision time, frozen listener (deadline {deadline:?}): median {:?}, max {max:?} over 8 calls",
-        median(&mut times)
+    print_times(
+        &format!("frozen listener (deadline {FAIL_OPEN_DEADLINE:?})"),
+        times,
     );
 }
 
@@ -610,12 +618,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
 async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::closed().await;
-    let limiter = MailRateLimiter::new(&config(
-        &gate.url(),
-        &unique("test:"),
-        Duration::from_millis(200),
-    ))
-    .unwrap();
+    let limiter = gated_limiter(&gate, &unique("test:"), Duration::from_millis(200));
     let now = at(12, 0, 0, 0);
     let sender = mailbox();
     let started = Instant::now();
@@ -635,8 +638,7 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
 
 #[tokio::test]
 async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let gate = Gate::closed().await;
     // Built while "Redis" is down: must not fail or wait.
     let built = Instant::now();
@@ -662,10 +664,8 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
 
 #[tokio::test]
 async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
     let gate = Gate::frozen().await;
-    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(200));
+    let (_keys, prefix, limiter) = behind(&gate);
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     assert_uncounted(&decide(&limiter, 1, big, now).await);
@@ -677,11 +677,9 @@ async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
 
 #[tokio::test]
 async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
     let gate = Gate::closed().await;
     gate.open(true);
-    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(200));
+    let (_keys, _, limiter) = behind(&gate);
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     counted(&decide(&limiter, 1, big, now).await);
