@@ -108,10 +108,9 @@ pub(crate) async fn send_mail(
     action_route(&state, "sendMail", &action, &headers, handle).await
 }
 
-/// A request to the action `route` (`sendMail`, a draft's `send`): counted when it arrives,
-/// answered by `handle` (given the request's ids, its arrival in ms since the epoch and what
-/// it was seen to be) when the path's last segment is `action` in any case, else Graph's `400`
-/// for an unknown segment, and logged ([`finish`]).
+/// A request to the action `route` (`sendMail`, a draft's `send`): answered by `handle` (as
+/// [`routed`]) when the path's last segment is `action` in any case, else Graph's `400` for an
+/// unknown segment.
 pub(crate) async fn action_route(
     state: &Arc<SimState>,
     route: &str,
@@ -119,20 +118,37 @@ pub(crate) async fn action_route(
     headers: &HeaderMap,
     handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Reply,
 ) -> Response {
+    routed(state, route, headers, async |ids, arrived_at_ms, seen| {
+        if action.eq_ignore_ascii_case(route) {
+            Ok(handle(ids, arrived_at_ms, seen).await)
+        } else {
+            Err(GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("Resource not found for the segment '{action}'."),
+            ))
+        }
+    })
+    .await
+}
+
+/// A request to `route`: counted when it arrives, answered by `handle` (given the request's
+/// ids, its arrival in ms since the epoch and what it was seen to be; an error is Graph's error
+/// answer), and logged ([`finish`]).
+pub(crate) async fn routed(
+    state: &Arc<SimState>,
+    route: &str,
+    headers: &HeaderMap,
+    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Result<Reply, GraphError>,
+) -> Response {
     let started = Instant::now();
     count(state, route);
     let arrived_at_ms = state.now().timestamp_millis();
     let ids = RequestIds::new(headers);
     let mut seen = Seen::default();
-    let reply = if action.eq_ignore_ascii_case(route) {
-        handle(&ids, arrived_at_ms, &mut seen).await
-    } else {
-        Reply::Error(GraphError::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!("Resource not found for the segment '{action}'."),
-        ))
-    };
+    let reply = handle(&ids, arrived_at_ms, &mut seen)
+        .await
+        .unwrap_or_else(Reply::Error);
     finish(state, route, reply, &ids, &seen, started)
 }
 
