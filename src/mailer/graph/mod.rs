@@ -77,12 +77,12 @@ impl GraphSendMode {
 
 impl FromStr for GraphSendMode {
     type Err = String;
+    /// The mode whose [`GraphSendMode::as_str`] is `s`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sendmail" => Ok(Self::SendMail),
-            "draft" => Ok(Self::Draft),
-            _ => Err("must be `draft` or `sendmail`".into()),
-        }
+        [Self::SendMail, Self::Draft]
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| "must be `draft` or `sendmail`".into())
     }
 }
 
