@@ -503,6 +503,9 @@ fn secs(v: Option<f64>) -> String {
     v.map_or_else(|| "not all sent".into(), |s| format!("{s:.1} s"))
 }
 
+/// One arm's total of something over the run (limiter calls, row writes, …).
+type Total = fn(&ArmResult) -> f64;
+
 #[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
 fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
     let limit = args.drain.limit;
@@ -521,12 +524,12 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         ]
     };
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
-    let limiter_calls: fn(&ArmResult) -> f64 = |r| f(r.limiter_calls);
-    let commands: fn(&ArmResult) -> f64 = |r| f(r.limiter_commands + r.queue_commands);
-    let row_writes: fn(&ArmResult) -> f64 = |r| r.pg_row_writes as f64;
-    let claims: fn(&ArmResult) -> f64 = |r| f(r.jobs);
+    let limiter_calls: Total = |r| f(r.limiter_calls);
+    let commands: Total = |r| f(r.limiter_commands + r.queue_commands);
+    let row_writes: Total = |r| r.pg_row_writes as f64;
+    let claims: Total = |r| f(r.jobs);
     // What, the arm's total over the run, paced's goal per mail sent.
-    let per_sent: [(&str, fn(&ArmResult) -> f64, Option<f64>); 8] = [
+    let per_sent: [(&str, Total, Option<f64>); 8] = [
         ("limiter calls (evalsha)", limiter_calls, Some(3.0)),
         ("Redis commands, limiter", |r| f(r.limiter_commands), None),
         ("Redis commands, queue", |r| f(r.queue_commands), None),
@@ -571,7 +574,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         w.sent + w.denied
     );
     // What, the arm's total over the run, digits.
-    let per_try: [(&str, fn(&ArmResult) -> f64, usize); 4] = [
+    let per_try: [(&str, Total, usize); 4] = [
         ("limiter calls", limiter_calls, 2),
         ("Redis commands, together", commands, 1),
         ("PostgreSQL row writes", row_writes, 2),
