@@ -552,11 +552,12 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 ids: args.ids.clone(),
             };
             let pool = store::open(&config.database_url, 2).await?;
-            let changed = if retry {
-                admin::retry(&pool, &filter, args.dry_run).await?
+            let action = if retry {
+                admin::BulkAction::Retry
             } else {
-                admin::cancel(&pool, &filter, args.dry_run).await?
+                admin::BulkAction::Cancel
             };
+            let changed = action.apply(&pool, &filter, args.dry_run).await?;
             if args.json {
                 out(&(serde_json::to_string_pretty(&changed)? + "\n"));
             } else {

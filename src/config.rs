@@ -595,6 +595,20 @@ mod tests {
         Config::from_lookup(|k| map.get(k).cloned())
     }
 
+    /// The worker's knobs: metrics refresh, concurrency, database connections, scheduler
+    /// interval and batch size, queue lease, send lease.
+    fn worker_knobs(c: &Config) -> (Duration, u32, u32, Duration, u32, Duration, Duration) {
+        (
+            c.metrics_refresh,
+            c.worker.concurrency.get(),
+            c.database_max_connections.get(),
+            c.worker.scheduler_interval,
+            c.worker.scheduler_batch_size.get(),
+            c.worker.queue_lease,
+            c.worker.send_lease,
+        )
+    }
+
     #[test]
     fn defaults_match_the_documented_table() {
         let c = parse(&[]).unwrap();
@@ -612,13 +626,18 @@ mod tests {
         assert_eq!(c.max_attempts, None);
         assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
         assert_eq!(c.metrics_listen, Some("0.0.0.0:9184".parse().unwrap()));
-        assert_eq!(c.metrics_refresh, Duration::from_secs(15));
-        assert_eq!(c.worker.concurrency.get(), 64);
-        assert_eq!(c.database_max_connections.get(), 10);
-        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(250));
-        assert_eq!(c.worker.scheduler_batch_size.get(), 100);
-        assert_eq!(c.worker.queue_lease, Duration::from_secs(300));
-        assert_eq!(c.worker.send_lease, Duration::from_secs(600));
+        assert_eq!(
+            worker_knobs(&c),
+            (
+                Duration::from_secs(15),
+                64,
+                10,
+                Duration::from_millis(250),
+                100,
+                Duration::from_secs(300),
+                Duration::from_secs(600)
+            )
+        );
         assert_eq!(
             c.graph.api_base_url.as_str(),
             "https://graph.microsoft.com/v1.0"
@@ -715,13 +734,18 @@ mod tests {
         assert_eq!(c.max_attempts.map(NonZeroU32::get), Some(3));
         assert_eq!(c.retry_for, Duration::from_secs(60));
         assert_eq!(c.metrics_listen, None);
-        assert_eq!(c.metrics_refresh, Duration::from_millis(500));
-        assert_eq!(c.worker.concurrency.get(), 64);
-        assert_eq!(c.database_max_connections.get(), 7);
-        assert_eq!(c.worker.scheduler_interval, Duration::from_millis(400));
-        assert_eq!(c.worker.scheduler_batch_size.get(), 20);
-        assert_eq!(c.worker.queue_lease, Duration::from_secs(1));
-        assert_eq!(c.worker.send_lease, Duration::from_secs(60));
+        assert_eq!(
+            worker_knobs(&c),
+            (
+                Duration::from_millis(500),
+                64,
+                7,
+                Duration::from_millis(400),
+                20,
+                Duration::from_secs(1),
+                Duration::from_secs(60)
+            )
+        );
         assert_eq!(c.graph.api_base_url.port(), Some(9));
         assert!(!c.graph.save_to_sent_items);
         assert_eq!(c.sendgrid_api_base_url.port(), Some(8));

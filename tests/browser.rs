@@ -135,13 +135,8 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
 
         // Every mailbox with its live use: mb1's 3 sends in the last 60 s.
         let row = |m: &str, cell: &str| format!("tr[data-mailbox=\"{m}\"] td.{cell}");
-        assert!(
-            browser
-                .text_of(&row(&mb0, "limits"))
-                .await
-                .unwrap()
-                .contains("25/min override")
-        );
+        let limits = browser.text_of(&row(&mb0, "limits")).await.unwrap();
+        assert!(limits.contains("25/min override"), "mb0 limits: {limits:?}");
         let sent = browser.text_of(&row(&mb1, "sent")).await.unwrap();
         assert!(sent.starts_with("3 / 25"), "mb1 sent: {sent:?}");
 
@@ -162,13 +157,8 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         let notice = browser.wait_text("#notice").await;
         assert!(notice.starts_with("Saved"), "{notice}");
         artifact("admin-mailbox.png", &browser.screenshot().await);
-        assert!(
-            browser
-                .text_of(&row(&mb0, "limits"))
-                .await
-                .unwrap()
-                .contains("5/min override")
-        );
+        let limits = browser.text_of(&row(&mb0, "limits")).await.unwrap();
+        assert!(limits.contains("5/min override"), "mb0 limits: {limits:?}");
 
         // A campaign for mb0: 12 messages due now.
         world.insert(0, 12, "SCHEDULED").await;

@@ -52,8 +52,14 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/mailboxes/{address}", get(mailbox))
         .route("/mailboxes/{address}/limits", post(set_limits))
         .route("/messages", get(messages))
-        .route("/messages/retry", post(retry))
-        .route("/messages/cancel", post(cancel))
+        .route(
+            "/messages/retry",
+            post(|state, session, body| act(state, session, body, ops::BulkAction::Retry)),
+        )
+        .route(
+            "/messages/cancel",
+            post(|state, session, body| act(state, session, body, ops::BulkAction::Cancel)),
+        )
         .route(
             "/assets/admin.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),
@@ -426,9 +432,9 @@ struct RowsQuery {
 async fn mailbox_rows(
     State(state): State<AdminState>,
     Authed(_): Authed,
-    Query(q): Query<RowsQuery>,
+    Query(RowsQuery { address }): Query<RowsQuery>,
 ) -> Result<Html<String>, AdminError> {
-    let only = q.address.as_deref().map(parse_address).transpose()?;
+    let only = address.as_deref().map(parse_address).transpose()?;
     render(&MailboxRows {
         rows: usage_rows(&state, only.as_ref()).await?,
     })
@@ -757,22 +763,6 @@ async fn messages(
     })
 }
 
-async fn retry(
-    state: State<AdminState>,
-    session: Authed,
-    body: String,
-) -> Result<Response, AdminError> {
-    act(state, session, body, true).await
-}
-
-async fn cancel(
-    state: State<AdminState>,
-    session: Authed,
-    body: String,
-) -> Result<Response, AdminError> {
-    act(state, session, body, false).await
-}
-
 /// The most message ids one audit line names.
 const LOGGED_IDS: usize = 50;
 
@@ -795,7 +785,7 @@ async fn act(
     State(state): State<AdminState>,
     Authed(session): Authed,
     body: String,
-    retry: bool,
+    action: ops::BulkAction,
 ) -> Result<Response, AdminError> {
     let fields = Fields::parse(&body);
     fields.check_csrf(&session)?;
@@ -820,45 +810,27 @@ async fn act(
     let mut filter = query.filter()?;
     // The page may list any status; each action takes the statuses its command accepts and
     // falls back to its default (retry: ERROR, cancel: SCHEDULED) for the others.
-    let accepted: &[MessageStatus] = if retry {
-        &[MessageStatus::Error, MessageStatus::Scheduled]
-    } else {
-        &[MessageStatus::Scheduled, MessageStatus::Queued]
-    };
-    filter.status = filter.status.filter(|s| accepted.contains(s));
+    filter.status = filter.status.filter(|s| action.accepted().contains(s));
     filter.ids = ids;
     let selected = filter.ids.len();
     let ids = logged_ids(&filter.ids);
-    let (changed, verb) = if retry {
-        (ops::retry(&state.pool, &filter, false).await?, "retried")
-    } else {
-        (ops::cancel(&state.pool, &filter, false).await?, "cancelled")
+    let changed = action.apply(&state.pool, &filter, false).await?;
+    let (verb, event, after) = match action {
+        ops::BulkAction::Retry => ("retried", events::MAIL_ADMIN_MESSAGES_RETRIED, "SCHEDULED"),
+        ops::BulkAction::Cancel => ("cancelled", events::MAIL_ADMIN_MESSAGES_CANCELLED, "ERROR"),
     };
     let before: BTreeMap<String, u64> = changed.by_status.clone();
     let before = serde_json::to_string(&before).unwrap_or_default();
-    if retry {
-        tracing::info!(
-            event = events::MAIL_ADMIN_MESSAGES_RETRIED,
-            message.ids = %ids,
-            selected,
-            matched = changed.matched,
-            changed = changed.changed,
-            before = %before,
-            after = "SCHEDULED",
-            "messages retried in the admin UI"
-        );
-    } else {
-        tracing::info!(
-            event = events::MAIL_ADMIN_MESSAGES_CANCELLED,
-            message.ids = %ids,
-            selected,
-            matched = changed.matched,
-            changed = changed.changed,
-            before = %before,
-            after = "ERROR",
-            "messages cancelled in the admin UI"
-        );
-    }
+    tracing::info!(
+        event,
+        message.ids = %ids,
+        selected,
+        matched = changed.matched,
+        changed = changed.changed,
+        before = %before,
+        after,
+        "messages {verb} in the admin UI"
+    );
     let filters = query.query();
     Ok(Redirect::to(&format!(
         "/messages?{filters}{}done={verb}&matched={}&changed={}",

@@ -34,14 +34,17 @@ pub(crate) const MAILER_IDLE: Duration = Duration::from_secs(3600);
 
 type ConfigDigest = [u8; 32];
 
+/// A Graph mailer's own configuration: the mailbox, its app, our limits and the tenant's budget.
+struct GraphSpec {
+    mailbox: MailboxAddress,
+    app: GraphApp,
+    limits: RateLimits,
+    tenant_budget: Option<TenantBudget>,
+}
+
 /// A mailer's whole configuration, secrets resolved.
 enum MailerSpec {
-    Graph {
-        mailbox: MailboxAddress,
-        app: GraphApp,
-        limits: RateLimits,
-        tenant_budget: Option<TenantBudget>,
-    },
+    Graph(GraphSpec),
     SendGrid {
         from: MailboxAddress,
         api_key: SecretString,
@@ -141,7 +144,7 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
         Ok(match &tenant.transport {
-            TenantTransport::Graph(credentials) => MailerSpec::Graph {
+            TenantTransport::Graph(credentials) => MailerSpec::Graph(GraphSpec {
                 mailbox: tenant.sender_address.clone(),
                 app: self.app(
                     credentials,
@@ -149,7 +152,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 )?,
                 limits: self.defaults,
                 tenant_budget: credentials.tenant_budget.clone(),
-            },
+            }),
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
                 api_key: api_key
@@ -165,7 +168,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     }
 
     fn system_mailbox_spec(&self, mailbox: &SystemMailbox) -> Result<MailerSpec, MailError> {
-        Ok(MailerSpec::Graph {
+        Ok(MailerSpec::Graph(GraphSpec {
             mailbox: mailbox.address.clone(),
             app: self.app(
                 &mailbox.graph,
@@ -173,7 +176,7 @@ impl<L: RateLimiter> MailerFactory<L> {
             )?,
             limits: self.limits_for(mailbox),
             tenant_budget: mailbox.graph.tenant_budget.clone(),
-        })
+        }))
     }
 
     /// The tenant's mailer: Graph (wrapped by the limiter, default limits) or SendGrid
@@ -249,18 +252,13 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     async fn build(&self, spec: MailerSpec) -> Result<Arc<dyn Mailer>, MailError> {
         match spec {
-            MailerSpec::Graph {
-                mailbox,
-                app,
-                limits,
-                tenant_budget,
-            } => {
-                let tenant = app.graph_tenant_id.clone();
-                let tokens = self.tokens.source(app)?;
+            MailerSpec::Graph(spec) => {
+                let tenant = spec.app.graph_tenant_id.clone();
+                let tokens = self.tokens.source(spec.app)?;
                 let graph = MicrosoftGraphMailer::new(
                     self.http.clone(),
                     &self.graph.api_base_url,
-                    mailbox,
+                    spec.mailbox,
                     self.graph.save_to_sent_items,
                     tokens,
                     Arc::clone(&self.clock),
@@ -270,10 +268,10 @@ impl<L: RateLimiter> MailerFactory<L> {
                     RateLimitedGraphMailer::new(
                         Metered::new(graph, PROVIDER_GRAPH, Arc::clone(&self.metrics)),
                         Arc::clone(&self.limiter),
-                        limits,
+                        spec.limits,
                         Arc::clone(&self.clock),
                     )
-                    .with_tenant(&tenant, tenant_budget),
+                    .with_tenant(&tenant, spec.tenant_budget),
                 ))
             }
             MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(Metered::new(
@@ -300,12 +298,12 @@ impl<L: RateLimiter> MailerFactory<L> {
         };
         field(b"mail-worker mailer config v1");
         match spec {
-            MailerSpec::Graph {
+            MailerSpec::Graph(GraphSpec {
                 mailbox,
                 app,
                 limits,
                 tenant_budget,
-            } => {
+            }) => {
                 field(b"microsoft-graph");
                 field(mailbox.as_str().as_bytes());
                 field(self.graph.api_base_url.as_str().as_bytes());

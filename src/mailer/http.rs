@@ -3,6 +3,8 @@
 
 use std::{error::Error as _, time::Duration};
 
+use url::Url;
+
 use super::MailError;
 
 /// Builds the shared client: `timeout` (`HTTP_TIMEOUT_MS`) is the whole-request deadline, and
@@ -19,6 +21,23 @@ pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, Ma
         .user_agent(concat!("mail-worker/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| MailError::Misconfigured(format!("cannot build the HTTP client: {e}")))
+}
+
+/// `base` with its trailing empty segment dropped and `more` appended (`https://h/v1.0/` +
+/// `users`, `a@b` → `https://h/v1.0/users/a@b`, each segment path-encoded); `variable` names
+/// the setting `base` came from in the error.
+///
+/// # Errors
+/// [`MailError::Misconfigured`] when `base` cannot carry a path (`mailto:`, `data:`, …).
+pub(crate) fn endpoint_url(base: &Url, variable: &str, more: &[&str]) -> Result<Url, MailError> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| {
+            MailError::Misconfigured(format!("{variable} {base} cannot be used as a base URL"))
+        })?
+        .pop_if_empty()
+        .extend(more);
+    Ok(url)
 }
 
 /// `what` plus the kind of transport failure (`timed out`, `connection failed`, …) and its

@@ -25,7 +25,7 @@ use crate::{
     domain::{BodyContentType, MailboxAddress, OutgoingMail, Recipient},
     mailer::{
         MailError, Mailer, SendReceipt,
-        http::describe_transport_error,
+        http::{describe_transport_error, endpoint_url},
         redact::scrub_provider_text,
         validate::{check_sender, validate},
     },
@@ -168,16 +168,11 @@ impl SendGridMailer {
         api_key: SecretString,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, MailError> {
-        let mut send_url = api_base_url.clone();
-        send_url
-            .path_segments_mut()
-            .map_err(|()| {
-                MailError::Misconfigured(format!(
-                    "SENDGRID_API_BASE_URL {api_base_url} cannot be used as a base URL"
-                ))
-            })?
-            .pop_if_empty()
-            .extend(["v3", "mail", "send"]);
+        let send_url = endpoint_url(
+            api_base_url,
+            "SENDGRID_API_BASE_URL",
+            &["v3", "mail", "send"],
+        )?;
         Ok(Self {
             http,
             send_url,
@@ -332,8 +327,7 @@ pub fn fuzz_interpret(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Header;
-    use crate::mailer::validate::tests::mail;
+    use crate::mailer::validate::tests::{header, mail, rcpt};
     use chrono::TimeZone;
 
     fn now() -> DateTime<Utc> {
@@ -407,14 +401,8 @@ mod tests {
     #[test]
     fn the_v3_body_has_personalizations_content_and_headers() {
         let mut m = mail();
-        m.bcc = vec![Recipient {
-            address: "b@example.org".into(),
-            name: None,
-        }];
-        m.headers = vec![Header {
-            name: "X-Campaign".into(),
-            value: "7".into(),
-        }];
+        m.bcc = vec![rcpt("b@example.org")];
+        m.headers = vec![header("X-Campaign", "7")];
         let from = m.from.clone();
         let json: serde_json::Value = serde_json::from_slice(&mail_send_body(&m, &from)).unwrap();
         assert_eq!(

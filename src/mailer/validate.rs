@@ -339,7 +339,8 @@ pub(crate) mod tests {
         }
     }
 
-    fn rcpt(address: &str) -> Recipient {
+    /// A recipient without a display name.
+    pub(crate) fn rcpt(address: &str) -> Recipient {
         Recipient {
             address: address.into(),
             name: None,
@@ -441,16 +442,10 @@ pub(crate) mod tests {
     #[test]
     fn custom_headers_must_start_with_x_dash() {
         let mut m = mail();
-        m.headers = vec![Header {
-            name: "X-Campaign-Id".into(),
-            value: "42".into(),
-        }];
+        m.headers = vec![header("X-Campaign-Id", "42")];
         assert_eq!(validate(&m), Ok(()));
         for name in ["Campaign-Id", "Reply-To", "x-", "xcampaign"] {
-            m.headers = vec![Header {
-                name: name.into(),
-                value: "42".into(),
-            }];
+            m.headers = vec![header(name, "42")];
             assert_eq!(code(validate(&m)), CODE_INVALID_HEADER, "{name}");
         }
     }
@@ -458,17 +453,10 @@ pub(crate) mod tests {
     #[test]
     fn attachments_over_three_megabytes_are_refused_naming_upload_sessions() {
         let mut m = mail();
+        let binary = "application/octet-stream";
         m.attachments = vec![
-            Attachment {
-                name: "a.bin".into(),
-                content_type: "application/octet-stream".into(),
-                content: vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10],
-            },
-            Attachment {
-                name: "b.bin".into(),
-                content_type: "application/octet-stream".into(),
-                content: vec![0; 10],
-            },
+            attachment("a.bin", binary, vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10]),
+            attachment("b.bin", binary, vec![0; 10]),
         ];
         // Exactly 3 MB passes the attachment rule, but its base64 alone is 4 MB, so the whole
         // sendMail request is over Graph's 4 MB (issue 16 changed this assertion from Ok).
@@ -495,10 +483,20 @@ pub(crate) mod tests {
         );
     }
 
-    fn header(name: &str, value: &str) -> Header {
+    /// A custom header.
+    pub(crate) fn header(name: &str, value: &str) -> Header {
         Header {
             name: name.into(),
             value: value.into(),
+        }
+    }
+
+    /// A file attachment.
+    pub(crate) fn attachment(name: &str, content_type: &str, content: Vec<u8>) -> Attachment {
+        Attachment {
+            name: name.into(),
+            content_type: content_type.into(),
+            content,
         }
     }
 

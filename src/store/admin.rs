@@ -97,72 +97,82 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
     }
 }
 
-/// `messages retry`: matching `ERROR` (default) or `SCHEDULED` rows become `SCHEDULED`, due
-/// now, with their attempts, first attempt and deferrals reset. `SENT` rows are never resent.
-///
-/// # Errors
-/// Database errors; a `--status` other than `ERROR`/`SCHEDULED`.
-pub(crate) async fn retry(
-    pool: &PgPool,
-    filter: &MessageFilter,
-    dry_run: bool,
-) -> Result<Changed, StoreError> {
-    let statuses = statuses(
-        filter,
-        &[MessageStatus::Error, MessageStatus::Scheduled],
-        MessageStatus::Error,
-    )?;
-    let rows = select(pool, &statuses, filter).await?;
-    if dry_run || rows.is_empty() {
-        return Ok(summary("retry", dry_run, &rows, 0));
-    }
-    let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ", sql_status!(Scheduled), ", scheduled_on = now(), attempts = 0, \
-             deferrals = 0, first_attempt_at = NULL, updated_at = now(), \
-             last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
-         WHERE id = ANY($1) AND status = ANY($2)"
-    ))
-    .bind(&ids)
-    .bind(&statuses)
-    .execute(pool)
-    .await?;
-    Ok(summary("retry", false, &rows, done.rows_affected()))
+/// An operator's change of the matching messages: `messages retry|cancel` and the admin UI's
+/// buttons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BulkAction {
+    /// `messages retry`: matching `ERROR` (default) or `SCHEDULED` rows become `SCHEDULED`,
+    /// due now, with their attempts, first attempt and deferrals reset. `SENT` rows are never
+    /// resent.
+    Retry,
+    /// `messages cancel`: matching `SCHEDULED` (default) or `QUEUED` rows end `ERROR` with
+    /// `last_error` starting [`CANCELLED_PREFIX`] (a queued job then finds its row no longer
+    /// `QUEUED` and does nothing). Rows being sent or sent are left alone.
+    Cancel,
 }
 
-/// `messages cancel`: matching `SCHEDULED` (default) or `QUEUED` rows end `ERROR` with
-/// `last_error` starting [`CANCELLED_PREFIX`] (a queued job then finds its row no longer
-/// `QUEUED` and does nothing). Rows being sent or sent are left alone.
-///
-/// # Errors
-/// Database errors; a `--status` other than `SCHEDULED`/`QUEUED`.
-pub(crate) async fn cancel(
-    pool: &PgPool,
-    filter: &MessageFilter,
-    dry_run: bool,
-) -> Result<Changed, StoreError> {
-    let statuses = statuses(
-        filter,
-        &[MessageStatus::Scheduled, MessageStatus::Queued],
-        MessageStatus::Scheduled,
-    )?;
-    let rows = select(pool, &statuses, filter).await?;
-    if dry_run || rows.is_empty() {
-        return Ok(summary("cancel", dry_run, &rows, 0));
+impl BulkAction {
+    /// Its name in the summary: `retry` or `cancel`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
+        }
     }
-    let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Error),
-        ", updated_at = now(), last_error = $3 \
-         WHERE id = ANY($1) AND status = ANY($2)"
-    ))
-    .bind(&ids)
-    .bind(&statuses)
-    .bind(CANCELLED_PREFIX)
-    .execute(pool)
-    .await?;
-    Ok(summary("cancel", false, &rows, done.rows_affected()))
+
+    /// The statuses it changes; the first is the default when the filter names none.
+    pub(crate) fn accepted(self) -> [MessageStatus; 2] {
+        match self {
+            Self::Retry => [MessageStatus::Error, MessageStatus::Scheduled],
+            Self::Cancel => [MessageStatus::Scheduled, MessageStatus::Queued],
+        }
+    }
+
+    /// The `UPDATE` of the rows with ids `$1` still in a status of `$2` (cancel: `$3` is the
+    /// new `last_error`).
+    fn update(self) -> &'static str {
+        match self {
+            Self::Retry => concat!(
+                "UPDATE messages SET status = ",
+                sql_status!(Scheduled),
+                ", scheduled_on = now(), attempts = 0, \
+                     deferrals = 0, first_attempt_at = NULL, updated_at = now(), \
+                     last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
+                 WHERE id = ANY($1) AND status = ANY($2)"
+            ),
+            Self::Cancel => concat!(
+                "UPDATE messages SET status = ",
+                sql_status!(Error),
+                ", updated_at = now(), last_error = $3 \
+                 WHERE id = ANY($1) AND status = ANY($2)"
+            ),
+        }
+    }
+
+    /// Selects the matching rows and, unless `dry_run` (or none match), changes them.
+    ///
+    /// # Errors
+    /// Database errors; a `--status` not [`Self::accepted`].
+    pub(crate) async fn apply(
+        self,
+        pool: &PgPool,
+        filter: &MessageFilter,
+        dry_run: bool,
+    ) -> Result<Changed, StoreError> {
+        let accepted = self.accepted();
+        let statuses = statuses(filter, &accepted, accepted[0])?;
+        let rows = select(pool, &statuses, filter).await?;
+        if dry_run || rows.is_empty() {
+            return Ok(summary(self.name(), dry_run, &rows, 0));
+        }
+        let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+        let mut update = sqlx::query(self.update()).bind(&ids).bind(&statuses);
+        if self == Self::Cancel {
+            update = update.bind(CANCELLED_PREFIX);
+        }
+        let done = update.execute(pool).await?;
+        Ok(summary(self.name(), false, &rows, done.rows_affected()))
+    }
 }
 
 /// One sender's messages by status, and how many wait for its pause.

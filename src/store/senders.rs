@@ -104,11 +104,7 @@ fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
 /// Database errors, or a row the code cannot use.
 pub async fn tenant_by_id(pool: &PgPool, id: Uuid) -> Result<Option<Tenant>, StoreError> {
     let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(pool)
-        .await?;
-    row.as_ref().map(tenant_from_row).transpose()
+    one_by_id(pool, sql, id, tenant_from_row).await
 }
 
 /// The system mailbox with this id, if any.
@@ -120,11 +116,21 @@ pub async fn system_mailbox_by_id(
     id: Uuid,
 ) -> Result<Option<SystemMailbox>, StoreError> {
     let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes WHERE id = $1");
+    one_by_id(pool, sql, id, mailbox_from_row).await
+}
+
+/// The row `sql` selects with `id` as `$1`, if any, read by `from_row`.
+async fn one_by_id<T>(
+    pool: &PgPool,
+    sql: String,
+    id: Uuid,
+    from_row: fn(&PgRow) -> Result<T, StoreError>,
+) -> Result<Option<T>, StoreError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(mailbox_from_row).transpose()
+    row.as_ref().map(from_row).transpose()
 }
 
 /// The sender whose `From` address is `address`: a system mailbox first, else a tenant.

@@ -77,17 +77,24 @@ fn set_cookie(response: &reqwest::Response, name: &str) -> Option<(String, Strin
         .map(|v| (v.split(';').next().unwrap().to_owned(), v.to_owned()))
 }
 
+/// Sends `request` with `login`'s session cookie, if any.
+async fn send_as(request: reqwest::RequestBuilder, login: Option<&Login>) -> reqwest::Response {
+    match login {
+        Some(l) => request.header(header::COOKIE, &l.cookie),
+        None => request,
+    }
+    .send()
+    .await
+    .unwrap()
+}
+
 impl Ui {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     async fn get(&self, path: &str, login: Option<&Login>) -> reqwest::Response {
-        let mut request = self.http.get(self.url(path));
-        if let Some(l) = login {
-            request = request.header(header::COOKIE, &l.cookie);
-        }
-        request.send().await.unwrap()
+        send_as(self.http.get(self.url(path)), login).await
     }
 
     async fn post(
@@ -96,11 +103,40 @@ impl Ui {
         login: Option<&Login>,
         form: &[(&str, &str)],
     ) -> reqwest::Response {
-        let mut request = self.http.post(self.url(path)).form(form);
-        if let Some(l) = login {
-            request = request.header(header::COOKIE, &l.cookie);
-        }
-        request.send().await.unwrap()
+        send_as(self.http.post(self.url(path)).form(form), login).await
+    }
+
+    /// The page at `path` in `login`'s session, as text.
+    async fn page(&self, path: &str, login: &Login) -> String {
+        self.get(path, Some(login)).await.text().await.unwrap()
+    }
+
+    /// Posts the form `fields` to `path` in `login`'s session, its CSRF token first.
+    async fn submit(
+        &self,
+        path: &str,
+        login: &Login,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut form = vec![("csrf", login.csrf.as_str())];
+        form.extend_from_slice(fields);
+        self.post(path, Some(login), &form).await
+    }
+
+    /// Saves the limits form at `path` (a mailbox's `/limits`) with these two field values.
+    async fn save_limits(
+        &self,
+        path: &str,
+        login: &Login,
+        per_minute: &str,
+        per_day: &str,
+    ) -> reqwest::Response {
+        let fields = [
+            ("rate_limit_per_minute", per_minute),
+            ("rate_limit_recipients_per_day", per_day),
+            ("action", "save"),
+        ];
+        self.submit(path, login, &fields).await
     }
 
     /// Submits the login form with `token`; returns the answer.
@@ -217,12 +253,7 @@ async fn every_page_and_action_needs_a_session() {
                 .contains_key(header::CONTENT_SECURITY_POLICY)
         );
     }
-    let mailboxes = ui
-        .get("/mailboxes", Some(&login))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let mailboxes = ui.page("/mailboxes", &login).await;
     assert!(
         mailboxes.contains(&format!("data-mailbox=\"{mb0}\"")),
         "{mailboxes}"
@@ -232,9 +263,7 @@ async fn every_page_and_action_needs_a_session() {
     assert!(mailboxes.contains("ERROR 1"), "{mailboxes}");
 
     // Logging out ends the cookie.
-    let out = ui
-        .post("/logout", Some(&login), &[("csrf", login.csrf.as_str())])
-        .await;
+    let out = ui.submit("/logout", &login, &[]).await;
     assert_eq!(out.status(), StatusCode::SEE_OTHER);
     let (cleared, header) = set_cookie(&out, auth::SESSION_COOKIE).unwrap();
     assert_eq!(cleared, format!("{}=", auth::SESSION_COOKIE));
@@ -345,15 +374,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     for field in ["rate_limit_per_minute", "rate_limit_recipients_per_day"] {
         for bad in ["0", "-1", "abc", "1.5", "2147483648", "1e3"] {
             let answer = ui
-                .post(
-                    &limits,
-                    Some(&login),
-                    &[
-                        ("csrf", login.csrf.as_str()),
-                        (field, bad),
-                        ("action", "save"),
-                    ],
-                )
+                .submit(&limits, &login, &[(field, bad), ("action", "save")])
                 .await;
             assert_eq!(
                 answer.status(),
@@ -377,25 +398,14 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     assert!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).is_empty());
 
     // Above Exchange's limits: saved, with a warning and Microsoft's page.
-    let answer = ui
-        .post(
-            &limits,
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "40"),
-                ("rate_limit_recipients_per_day", "12000"),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let answer = ui.save_limits(&limits, &login, "40", "12000").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (Some(40), Some(12_000)));
     let location = answer.headers()[header::LOCATION]
         .to_str()
         .unwrap()
         .to_owned();
-    let page = ui.get(&location, Some(&login)).await.text().await.unwrap();
+    let page = ui.page(&location, &login).await;
     assert!(
         page.contains("40 messages a minute is above Exchange Online&#39;s 30"),
         "{page}"
@@ -411,40 +421,20 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     assert_eq!(field(&changed[0], "recipients_per_day_after"), "12000");
 
     // An empty field is the default; "clear" removes both.
-    let answer = ui
-        .post(
-            &limits,
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "7"),
-                ("rate_limit_recipients_per_day", ""),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let answer = ui.save_limits(&limits, &login, "7", "").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (Some(7), None));
-    let answer = ui
-        .post(
-            &limits,
-            Some(&login),
-            &[("csrf", login.csrf.as_str()), ("action", "clear")],
-        )
-        .await;
+    let answer = ui.submit(&limits, &login, &[("action", "clear")]).await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (None, None));
     assert_eq!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).len(), 3);
 
     // A mailbox that does not exist.
     let answer = ui
-        .post(
+        .submit(
             "/mailboxes/nobody@contoso.example/limits",
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "5"),
-            ],
+            &login,
+            &[("rate_limit_per_minute", "5")],
         )
         .await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
@@ -467,12 +457,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
     let scheduled = world.insert(0, 2, "SCHEDULED").await;
     let sent = world.insert(0, 1, "SENT").await;
 
-    let page = ui
-        .get("/messages?status=ERROR", Some(&login))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = ui.page("/messages?status=ERROR", &login).await;
     for id in &errors {
         assert!(page.contains(&format!("value=\"{id}\"")), "{page}");
     }
@@ -493,11 +478,10 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
         sent[0].to_string(),
     );
     let answer = ui
-        .post(
+        .submit(
             "/messages/retry",
-            Some(&login),
+            &login,
             &[
-                ("csrf", login.csrf.as_str()),
                 ("status", "ERROR"),
                 ("id", a.as_str()),
                 ("id", b.as_str()),
@@ -514,7 +498,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
         location,
         "/messages?status=ERROR&done=retried&matched=2&changed=2"
     );
-    let page = ui.get(&location, Some(&login)).await.text().await.unwrap();
+    let page = ui.page(&location, &login).await;
     assert!(
         page.contains("2 messages retried (2 of the selection matched)."),
         "{page}"
@@ -537,11 +521,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
     // Cancel one scheduled message.
     let s = scheduled[0].to_string();
     let answer = ui
-        .post(
-            "/messages/cancel",
-            Some(&login),
-            &[("csrf", login.csrf.as_str()), ("id", s.as_str())],
-        )
+        .submit("/messages/cancel", &login, &[("id", s.as_str())])
         .await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert!(
@@ -653,17 +633,9 @@ async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
 
     let ui = start_ui(&world, false).await;
     let login = ui.login().await;
-    let answer = ui
-        .post(
-            &format!("/mailboxes/{}/limits", world.mailboxes[0].0),
-            Some(&login),
-            &[
-                ("csrf", login.csrf.as_str()),
-                ("rate_limit_per_minute", "1"),
-                ("action", "save"),
-            ],
-        )
-        .await;
+    let limits = format!("/mailboxes/{}/limits", world.mailboxes[0].0);
+    // An empty recipients-per-day field keeps the default, as leaving it out would.
+    let answer = ui.save_limits(&limits, &login, "1", "").await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
 
     // Each replica alone, in a fresh minute: one message goes, the next is deferred.

@@ -28,7 +28,7 @@ use redis::AsyncCommands;
 use url::Url;
 use uuid::Uuid;
 
-use crate::support::{TestKeys, redis_url};
+use crate::support::{TestKeys, redis_conn, redis_url};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -60,13 +60,26 @@ fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
     Arc::new(MailRateLimiter::new(&config(&redis_url(), prefix, algorithm, 1)).unwrap())
 }
 
-/// A connection to the tests' Redis.
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+/// One `paced` limiter on fresh keys (deleted when the first item is dropped), the `events`
+/// mailbox, its keys and a connection to the tests' Redis.
+async fn paced_events() -> (
+    TestKeys,
+    Arc<MailRateLimiter>,
+    MailboxAddress,
+    PacedKeys,
+    redis::aio::MultiplexedConnection,
+) {
+    let test_keys = TestKeys::new();
+    let prefix = test_keys.sub("rl");
+    let events = mailbox("events");
+    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    (
+        test_keys,
+        limiter(&prefix, Algorithm::Paced),
+        events,
+        keys,
+        redis_conn().await,
+    )
 }
 
 fn mailbox(local: &str) -> MailboxAddress {
@@ -149,21 +162,43 @@ impl Drained {
         self.sends.iter().filter(|s| &s.1 == mailbox).count()
     }
 
-    fn first_send(&self, mailbox: &MailboxAddress) -> Option<i64> {
+    /// The virtual ms of every send of `mailbox`.
+    fn send_times<'a>(&'a self, mailbox: &'a MailboxAddress) -> impl Iterator<Item = i64> + 'a {
         self.sends
             .iter()
-            .filter(|s| &s.1 == mailbox)
+            .filter(move |s| &s.1 == mailbox)
             .map(|s| s.0)
-            .min()
+    }
+
+    fn first_send(&self, mailbox: &MailboxAddress) -> Option<i64> {
+        self.send_times(mailbox).min()
     }
 
     fn last_send(&self, mailbox: &MailboxAddress) -> Option<i64> {
-        self.sends
-            .iter()
-            .filter(|s| &s.1 == mailbox)
-            .map(|s| s.0)
-            .max()
+        self.send_times(mailbox).max()
     }
+
+    /// Booked slots: no message was denied more than once.
+    fn assert_denied_at_most_once(&self) {
+        assert_eq!(self.denials.values().max(), Some(&1), "denied at most once");
+    }
+}
+
+/// Per algorithm: `mailbox`'s sends, and the most `weight` of them in any `window_ms`.
+fn sent_and_most_in_window(
+    runs: &HashMap<Algorithm, Drained>,
+    mailbox: &MailboxAddress,
+    window_ms: i64,
+    weight: fn(u32, u32) -> u64,
+) -> HashMap<Algorithm, (usize, u64)> {
+    runs.iter()
+        .map(|(a, d)| {
+            (
+                *a,
+                (d.sent(mailbox), d.max_in_window(mailbox, window_ms, weight)),
+            )
+        })
+        .collect()
 }
 
 fn count(_: u32, _: u32) -> u64 {
@@ -305,35 +340,39 @@ async fn drain_both(
     drained
 }
 
+/// Paced never had more than `most` in a window; both sent all `sent`, fixed-window with
+/// `fixed_most` in its busiest window.
+fn assert_windows(
+    maxima: &HashMap<Algorithm, (usize, u64)>,
+    most: u64,
+    (sent, fixed_most): (usize, u64),
+    why: &str,
+) {
+    assert!(maxima[&Algorithm::Paced].1 <= most, "{maxima:?}");
+    assert_eq!(
+        (maxima[&Algorithm::Paced].0, maxima[&Algorithm::FixedWindow]),
+        (sent, (sent, fixed_most)),
+        "{why}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_60_s_holds_at_most_the_limit_across_a_minute_edge_with_2_processes_x_16_tasks() {
     let events = mailbox("events");
     let runs = drain_both(2, limits(25, 9_000), (100, 1), at(12, 0, 50), at(13, 0, 0)).await;
-    let maxima: HashMap<_, _> = runs
-        .iter()
-        .map(|(a, d)| {
-            (
-                *a,
-                (d.sent(&events), d.max_in_window(&events, 60_000, count)),
-            )
-        })
-        .collect();
+    let maxima = sent_and_most_in_window(&runs, &events, 60_000, count);
     let paced = &runs[&Algorithm::Paced];
-    assert_eq!(
-        paced.denials.values().max(),
-        Some(&1),
-        "denied at most once"
-    );
+    paced.assert_denied_at_most_once();
     assert_eq!(paced.calls, 100 + 99, "one booking + one send each");
     // Evenly paced: (60 s + 2 s) / 25 = 2.48 s apart.
     let mut times: Vec<i64> = paced.sends.iter().map(|s| s.0).collect();
     times.sort_unstable();
     assert!(times.windows(2).all(|w| w[1] - w[0] >= 2_480), "{times:?}");
-    assert!(maxima[&Algorithm::Paced].1 <= 25, "{maxima:?}");
-    assert_eq!(
-        (maxima[&Algorithm::Paced].0, maxima[&Algorithm::FixedWindow]),
-        (100, (100, 50)),
-        "all sent; fixed UTC minutes burst to 2 × L across the edge"
+    assert_windows(
+        &maxima,
+        25,
+        (100, 50),
+        "all sent; fixed UTC minutes burst to 2 × L across the edge",
     );
 }
 
@@ -349,24 +388,9 @@ async fn any_24_h_holds_at_most_the_day_budget_across_midnight() {
         start + chrono::Duration::days(3),
     )
     .await;
-    let maxima: HashMap<_, _> = runs
-        .iter()
-        .map(|(a, d)| {
-            (
-                *a,
-                (
-                    d.sent(&events),
-                    d.max_in_window(&events, 86_400_000, recipients),
-                ),
-            )
-        })
-        .collect();
+    let maxima = sent_and_most_in_window(&runs, &events, 86_400_000, recipients);
     let paced = &runs[&Algorithm::Paced];
-    assert_eq!(
-        paced.denials.values().max(),
-        Some(&1),
-        "denied at most once"
-    );
+    paced.assert_denied_at_most_once();
     assert!(
         paced.reasons.contains_key(&DenyReason::Day),
         "{:?}",
@@ -375,37 +399,25 @@ async fn any_24_h_holds_at_most_the_day_budget_across_midnight() {
     // The second ten wait for the first ten's bucket to leave the window.
     let last = paced.last_send(&events).unwrap();
     assert!(last >= ms(start - at(0, 0, 0)) + 2 * 86_400_000 - 60_000);
-    assert!(maxima[&Algorithm::Paced].1 <= 100, "{maxima:?}");
-    assert_eq!(
-        (maxima[&Algorithm::Paced].0, maxima[&Algorithm::FixedWindow]),
-        (30, (30, 200)),
-        "all sent; UTC days hand out a fresh budget at midnight"
+    assert_windows(
+        &maxima,
+        100,
+        (30, 200),
+        "all sent; UTC days hand out a fresh budget at midnight",
     );
 }
 
 #[tokio::test]
 async fn a_backlog_of_1000_costs_two_decisions_a_message_not_one_per_minute() {
     let events = mailbox("events");
-    let start = at(12, 0, 0);
-    let runs = drain_both(
-        1,
-        limits(10, 9_000),
-        (1_000, 1),
-        start,
-        start + chrono::Duration::minutes(5),
-    )
-    .await;
+    let runs = drain_both(1, limits(10, 9_000), (1_000, 1), at(12, 0, 0), at(12, 5, 0)).await;
     for (algorithm, run) in &runs {
         let sent = run.sent(&events);
         assert!(sent >= 48, "{algorithm}: {sent} sent in 5 min at 10/min");
         assert!(run.max_in_window(&events, 60_000, count) <= 10);
     }
     let paced = &runs[&Algorithm::Paced];
-    assert_eq!(
-        paced.denials.values().max(),
-        Some(&1),
-        "denied at most once"
-    );
+    paced.assert_denied_at_most_once();
     assert_eq!(paced.calls, 1_000 + paced.sent(&events) as u64 - 1);
     let fixed = runs[&Algorithm::FixedWindow].calls;
     assert!(
@@ -549,12 +561,7 @@ async fn a_retry_after_holds_the_whole_mailbox_on_every_replica_and_others_keep_
 
 #[tokio::test]
 async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
-    let keys = TestKeys::new();
-    let prefix = keys.sub("rl");
-    let limiter = limiter(&prefix, Algorithm::Paced);
-    let events = mailbox("events");
-    let keys = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis_conn().await;
+    let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
     let one = limits(1, 9_000);
     let t0 = at(12, 0, 0);
     let mut big = ask(&events, Uuid::new_v4(), one);
@@ -596,12 +603,7 @@ async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
 /// TTL of more than 24 h — no key lives forever.
 #[tokio::test]
 async fn every_paced_key_has_a_ttl_of_more_than_a_day() {
-    let keys = TestKeys::new();
-    let prefix = keys.sub("rl");
-    let limiter = limiter(&prefix, Algorithm::Paced);
-    let events = mailbox("events");
-    let paced = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis_conn().await;
+    let (_test_keys, limiter, events, paced, mut conn) = paced_events().await;
     let mut now = at(12, 0, 0);
     for step in 0..4 {
         let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));
@@ -642,12 +644,7 @@ async fn every_paced_key_has_a_ttl_of_more_than_a_day() {
 
 #[tokio::test]
 async fn an_unknown_outcome_keeps_the_budget_and_a_sure_failure_gives_it_back() {
-    let keys = TestKeys::new();
-    let prefix = keys.sub("rl");
-    let limiter = limiter(&prefix, Algorithm::Paced);
-    let events = mailbox("events");
-    let keys = PacedKeys::new(&prefix, TENANT, &events);
-    let mut conn = redis_conn().await;
+    let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
     let mut now = at(12, 0, 0);
     for (outcome, total_after, sent_after) in [(Outcome::Done, 3, 1), (Outcome::Unsent, 3, 1)] {
         let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));

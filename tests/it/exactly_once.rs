@@ -15,7 +15,7 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, wait_until};
+use crate::support::{TestApp, redis_conn, wait_until};
 
 /// `HTTP_TIMEOUT_MS` of these tests: the "late" fault answers after it.
 const TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -39,6 +39,12 @@ fn handler(app: &TestApp) -> Handler {
 /// Runs the message's job until it is `SENT` or `ERROR`, requeueing it after each attempt (as
 /// the claim loop would once it is due; a deferral after an unconfirmed check is waited for, so
 /// the settle time passes in real time). Returns every outcome.
+/// One `QUEUED` message that Graph (every mailbox) first answers with `answer`.
+async fn queued_after(app: &TestApp, answer: ScriptedAnswer) -> Uuid {
+    app.sim.push_script(Target::Global, [answer]).unwrap();
+    app.insert(0, 1, "QUEUED").await[0]
+}
+
 async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
     for _ in 0..12 {
@@ -67,11 +73,7 @@ async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
 
 /// The day budget's count of recipients for mailbox 0 (fixed-window keys).
 async fn day_count(app: &TestApp) -> i64 {
-    let mut conn = redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis_conn().await;
     let key = keys::day_key(
         &app.config.rate_limit.key_prefix,
         &app.mailboxes[0].0,
@@ -102,8 +104,7 @@ fn faults() -> Vec<(&'static str, ScriptedAnswer)> {
 async fn a_fault_after_accept_is_delivered_once(mode: GraphSendMode) {
     for (name, fault) in faults() {
         let app = app(mode, Duration::from_secs(5), Duration::ZERO).await;
-        app.sim.push_script(Target::Global, [fault]).unwrap();
-        let id = app.insert(0, 1, "QUEUED").await[0];
+        let id = queued_after(&app, fault).await;
         let outcomes = drive(&app, &handler(&app), id).await;
 
         let delivered = app.sim.messages();
@@ -185,13 +186,7 @@ async fn sendmail_mode_without_sent_items_says_it_resent() {
     )
     .await;
     app.config.graph.save_to_sent_items = false;
-    app.sim
-        .push_script(
-            Target::Global,
-            [ScriptedAnswer::gateway_timeout_after_delivery()],
-        )
-        .unwrap();
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = queued_after(&app, ScriptedAnswer::gateway_timeout_after_delivery()).await;
     drive(&app, &handler(&app), id).await;
     assert_eq!(
         app.sim.messages().len(),
@@ -212,13 +207,7 @@ async fn sendmail_mode_without_sent_items_says_it_resent() {
 async fn eventual_consistency_does_not_cause_a_resend_in_either_mode() {
     for mode in [GraphSendMode::Draft, GraphSendMode::SendMail] {
         let app = app(mode, Duration::from_secs(3), Duration::from_secs(2)).await;
-        app.sim
-            .push_script(
-                Target::Global,
-                [ScriptedAnswer::gateway_timeout_after_delivery()],
-            )
-            .unwrap();
-        let id = app.insert(0, 1, "QUEUED").await[0];
+        let id = queued_after(&app, ScriptedAnswer::gateway_timeout_after_delivery()).await;
         let outcomes = drive(&app, &handler(&app), id).await;
         assert_eq!(app.sim.messages().len(), 1, "{mode}: {outcomes:?}");
         assert_eq!(app.status_of(id).await.0, "SENT", "{mode}");
@@ -237,13 +226,7 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
     let mut app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
     app.config.http_timeout = Duration::from_secs(60);
     // The send step hangs; the worker is killed while it waits.
-    app.sim
-        .push_script(
-            Target::Global,
-            [ScriptedAnswer::hang_without_delivery(30_000)],
-        )
-        .unwrap();
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = queued_after(&app, ScriptedAnswer::hang_without_delivery(30_000)).await;
     let h = handler(&app);
     let worker = tokio::spawn(async move { h.process(id).await });
     wait_until(
@@ -437,10 +420,7 @@ async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
             .unwrap();
     let handler = Handler::new(pool, Arc::clone(&service));
     // Graph accepts, and answers 1.5 s later; PostgreSQL goes away meanwhile.
-    app.sim
-        .push_script(Target::Global, [ScriptedAnswer::late_after_delivery(1_500)])
-        .unwrap();
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = queued_after(&app, ScriptedAnswer::late_after_delivery(1_500)).await;
     let worker = tokio::spawn(async move { handler.process(id).await });
     wait_until(Duration::from_secs(10), "Graph accepted it", async || {
         app.sim.messages().len() == 1

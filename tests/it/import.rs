@@ -3,7 +3,11 @@
 
 use std::num::NonZeroU32;
 
-use mail_worker::{domain::MailboxAddress, import, store::senders};
+use mail_worker::{
+    domain::{MailboxAddress, SystemMailbox},
+    import,
+    store::senders,
+};
 
 use crate::support::TestDb;
 
@@ -32,6 +36,22 @@ pub fn campaign_scheduled_from_now() -> (String, usize) {
     (text, scheduled)
 }
 
+/// The stored system mailbox `id`.
+async fn system_mailbox(db: &TestDb, id: uuid::Uuid) -> SystemMailbox {
+    senders::system_mailbox_by_id(&db.pool, id)
+        .await
+        .unwrap()
+        .expect("the system mailbox is stored")
+}
+
+/// Its overrides: messages per UTC minute, recipients per UTC day.
+fn overrides(m: &SystemMailbox) -> (Option<u32>, Option<u32>) {
+    (
+        m.rate_limit_per_minute.map(NonZeroU32::get),
+        m.rate_limit_recipients_per_day.map(NonZeroU32::get),
+    )
+}
+
 pub async fn import_shared_senders(db: &TestDb) {
     let text = std::fs::read_to_string(SENDERS).expect(SENDERS);
     let file = import::senders::parse(&text).unwrap();
@@ -47,15 +67,8 @@ async fn senders_import_is_idempotent_and_keeps_secret_references() {
     let (tenants, mailboxes) = senders::sender_ids(&db.pool).await.unwrap();
     assert_eq!(tenants.len(), 3);
     assert_eq!(mailboxes.len(), 3);
-    let events = senders::system_mailbox_by_id(&db.pool, mailboxes["events@contoso.example"])
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(events.rate_limit_per_minute.map(NonZeroU32::get), Some(20));
-    assert_eq!(
-        events.rate_limit_recipients_per_day.map(NonZeroU32::get),
-        Some(5000)
-    );
+    let events = system_mailbox(&db, mailboxes["events@contoso.example"]).await;
+    assert_eq!(overrides(&events), (Some(20), Some(5000)));
     assert_eq!(
         events.graph.client_secret.describe(),
         "env:CONTOSO_GRAPH_SECRET"
@@ -178,26 +191,13 @@ async fn set_limits_overrides_keeps_omitted_ones_clears_and_names_an_unknown_mai
         "an omitted override is kept"
     );
     let (_, ids) = senders::sender_ids(&db.pool).await.unwrap();
-    let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(m.rate_limit_per_minute.map(NonZeroU32::get), Some(9));
-    assert_eq!(
-        m.rate_limit_recipients_per_day.map(NonZeroU32::get),
-        Some(500)
-    );
+    let m = system_mailbox(&db, ids["noreply@contoso.example"]).await;
+    assert_eq!(overrides(&m), (Some(9), Some(500)));
     senders::set_limits(&db.pool, &address, senders::LimitsChange::Clear)
         .await
         .unwrap();
-    let m = senders::system_mailbox_by_id(&db.pool, ids["noreply@contoso.example"])
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (m.rate_limit_per_minute, m.rate_limit_recipients_per_day),
-        (None, None)
-    );
+    let m = system_mailbox(&db, ids["noreply@contoso.example"]).await;
+    assert_eq!(overrides(&m), (None, None));
     let unknown = MailboxAddress::parse("nobody@contoso.example").unwrap();
     let err = senders::set_limits(&db.pool, &unknown, set(NonZeroU32::new(1), None))
         .await

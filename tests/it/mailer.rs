@@ -99,6 +99,15 @@ impl Rig {
 
     /// Mounts a token endpoint issuing `tok-1`, `tok-2`, … valid for `expires_in` s, answering
     /// after `delay`.
+    /// A rig whose token endpoint issues hour-long tokens at once and whose sendMail answers
+    /// `template`, expected `expect` times.
+    async fn answering(template: ResponseTemplate, expect: u64) -> Self {
+        let rig = Self::new().await;
+        rig.token_endpoint(3599, Duration::ZERO).await;
+        rig.send_answers(template, expect).await;
+        rig
+    }
+
     async fn token_endpoint(&self, expires_in: u64, delay: Duration) {
         let issued = Arc::clone(&self.tokens_issued);
         Mock::given(method("POST"))
@@ -146,6 +155,14 @@ impl Rig {
             .mailer_for_tenant(&graph_tenant(SECRET))
             .await
             .expect("graph mailer")
+    }
+
+    /// The SendGrid tenant's mailer (API key `SG.key`).
+    async fn sendgrid_mailer(&self) -> Arc<dyn Mailer> {
+        self.factory
+            .mailer_for_tenant(&sendgrid_tenant("SG.key"))
+            .await
+            .expect("sendgrid mailer")
     }
 }
 
@@ -237,13 +254,8 @@ fn assert_clean(error: &MailError) {
 
 #[tokio::test]
 async fn graph_202_is_sent_once_with_the_documented_request_shape() {
-    let rig = Rig::new().await;
-    rig.token_endpoint(3599, Duration::ZERO).await;
-    rig.send_answers(
-        ResponseTemplate::new(202).insert_header("request-id", "graph-req-7"),
-        1,
-    )
-    .await;
+    let accepted = ResponseTemplate::new(202).insert_header("request-id", "graph-req-7");
+    let rig = Rig::answering(accepted, 1).await;
     let m = mail();
     let receipt = rig.graph_mailer().await.send(&m).await.unwrap();
     assert_eq!(receipt.provider_id.as_deref(), Some("graph-req-7"));
@@ -305,13 +317,8 @@ async fn graph_save_to_sent_items_follows_the_config() {
 
 #[tokio::test]
 async fn a_202_with_retry_after_is_sent_and_never_resent() {
-    let rig = Rig::new().await;
-    rig.token_endpoint(3599, Duration::ZERO).await;
-    rig.send_answers(
-        ResponseTemplate::new(202).insert_header("Retry-After", "30"),
-        1,
-    )
-    .await;
+    let accepted = ResponseTemplate::new(202).insert_header("Retry-After", "30");
+    let rig = Rig::answering(accepted, 1).await;
     let result = rig.graph_mailer().await.send(&mail()).await;
     assert!(result.is_ok(), "{result:?}");
     assert_eq!(rig.count(SEND_PATH).await, 1);
@@ -391,9 +398,7 @@ async fn a_401_then_202_makes_two_posts_two_token_requests_and_an_identical_body
 
 #[tokio::test]
 async fn a_second_401_is_unauthorized_after_exactly_two_posts() {
-    let rig = Rig::new().await;
-    rig.token_endpoint(3599, Duration::ZERO).await;
-    rig.send_answers(
+    let rig = Rig::answering(
         graph_error(
             401,
             "InvalidAuthenticationToken",
@@ -426,9 +431,7 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
         (413, "ErrorMessageSizeExceeded"),
     ];
     for (status, code) in rows {
-        let rig = Rig::new().await;
-        rig.token_endpoint(3599, Duration::ZERO).await;
-        rig.send_answers(
+        let rig = Rig::answering(
             graph_error(
                 status,
                 code,
@@ -456,10 +459,7 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
 #[tokio::test]
 async fn other_server_errors_are_outcome_unknown_after_one_post() {
     for status in [500, 502] {
-        let rig = Rig::new().await;
-        rig.token_endpoint(3599, Duration::ZERO).await;
-        rig.send_answers(graph_error(status, "generalException", "oops"), 1)
-            .await;
+        let rig = Rig::answering(graph_error(status, "generalException", "oops"), 1).await;
         let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
         assert_eq!(
             err,
@@ -681,16 +681,8 @@ async fn the_same_config_returns_the_same_mailer() {
     let a = rig.graph_mailer().await;
     let b = rig.graph_mailer().await;
     assert!(Arc::ptr_eq(&a, &b));
-    let s1 = rig
-        .factory
-        .mailer_for_tenant(&sendgrid_tenant("SG.key"))
-        .await
-        .unwrap();
-    let s2 = rig
-        .factory
-        .mailer_for_tenant(&sendgrid_tenant("SG.key"))
-        .await
-        .unwrap();
+    let s1 = rig.sendgrid_mailer().await;
+    let s2 = rig.sendgrid_mailer().await;
     assert!(Arc::ptr_eq(&s1, &s2));
     let mb = system_mailbox("events@contoso.example", SECRET, Some(10));
     let m1 = rig.factory.mailer_for_system_mailbox(&mb).await.unwrap();
@@ -839,11 +831,7 @@ async fn sendgrid_is_never_wrapped_and_sends_v3_json_with_the_bearer_key() {
         .expect(1)
         .mount(&rig.server)
         .await;
-    let mailer = rig
-        .factory
-        .mailer_for_tenant(&sendgrid_tenant("SG.key"))
-        .await
-        .unwrap();
+    let mailer = rig.sendgrid_mailer().await;
     assert!(format!("{mailer:?}").starts_with("SendGridMailer"));
     let m = sendgrid_mail();
     let receipt = mailer.send(&m).await.unwrap();
@@ -924,11 +912,7 @@ async fn sendgrid_answers_map_to_mail_errors_after_one_post() {
             .expect(1)
             .mount(&rig.server)
             .await;
-        let mailer = rig
-            .factory
-            .mailer_for_tenant(&sendgrid_tenant("SG.key"))
-            .await
-            .unwrap();
+        let mailer = rig.sendgrid_mailer().await;
         let err = mailer.send(&sendgrid_mail()).await.unwrap_err();
         assert_eq!(err, expected);
         assert_eq!(rig.count(SENDGRID_PATH).await, 1);
@@ -981,11 +965,7 @@ async fn every_locally_rejected_message_makes_zero_http_requests() {
     let rig = Rig::new().await;
     rig.token_endpoint(3600, Duration::ZERO).await;
     let graph = rig.graph_mailer().await;
-    let sendgrid = rig
-        .factory
-        .mailer_for_tenant(&sendgrid_tenant("SG.key"))
-        .await
-        .unwrap();
+    let sendgrid = rig.sendgrid_mailer().await;
     for (expected_code, break_it) in &cases {
         for (mailer, from) in [
             (&graph, "events@contoso.example"),
@@ -1028,9 +1008,7 @@ async fn a_message_from_another_mailbox_is_misconfigured_without_a_request() {
 async fn graph_error_bodies_that_echo_the_secret_or_a_token_are_scrubbed() {
     let jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJncmFwaCJ9.c2lnbmF0dXJlc2ln";
     for status in [400, 500] {
-        let rig = Rig::new().await;
-        rig.token_endpoint(3599, Duration::ZERO).await;
-        rig.send_answers(
+        let rig = Rig::answering(
             graph_error(
                 status,
                 "ErrorInvalidRequest",

@@ -23,7 +23,9 @@ use redis::AsyncCommands;
 use tokio::sync::Barrier;
 use url::Url;
 
-use crate::support::{LimiterExt, TestKeys, logs::Capture, proxy::Gate, redis_url, unique};
+use crate::support::{
+    LimiterExt, TestKeys, logs::Capture, proxy::Gate, redis_conn, redis_url, unique,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -66,13 +68,77 @@ fn real_limiter(prefix: &str) -> MailRateLimiter {
     MailRateLimiter::new(&config(&redis_url(), prefix, Duration::from_secs(2))).unwrap()
 }
 
-/// A plain connection for reading and planting counters.
-async fn redis() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url().as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+/// How many one-recipient calls it takes until `limiter` counts in Redis again (at most 20).
+async fn calls_until_counted(
+    limiter: &MailRateLimiter,
+    limits: RateLimits,
+    now: DateTime<Utc>,
+) -> u32 {
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(calls <= 20, "never counted again after 20 calls");
+        let decision = decide(limiter, 1, limits, now).await;
+        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
+            return calls;
+        }
+    }
+}
+
+/// Asserts the minute key of [`mailbox`] at `now` under `prefix` holds `count`.
+async fn assert_minute_count(prefix: &str, now: DateTime<Utc>, count: i64) {
+    let minute = keys::minute_key(prefix, &mailbox(), now);
+    assert_counts(&mut redis_conn().await, &[(minute, Some(count))]).await;
+}
+
+/// A `Minute` denial (unbooked) with this `Retry-After`.
+fn minute_denial(retry_after_ms: u64) -> Decision {
+    Decision::Denied {
+        reason: DenyReason::Minute,
+        retry_after: Duration::from_millis(retry_after_ms),
+        booked: false,
+    }
+}
+
+/// Asserts the counts of [`mailbox`]'s two minute keys and its day key (each at a time).
+async fn assert_window_counts(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    minutes: [(DateTime<Utc>, i64); 2],
+    (day_at, day): (DateTime<Utc>, i64),
+) {
+    let mut expected: Vec<(String, Option<i64>)> = minutes
+        .iter()
+        .map(|(at, count)| (keys::minute_key(prefix, &mailbox(), *at), Some(*count)))
+        .collect();
+    expected.push((keys::day_key(prefix, &mailbox(), day_at), Some(day)));
+    assert_counts(conn, &expected).await;
+}
+
+/// Fresh keys, their prefix and a [`gated_limiter`] behind `gate` with 200 ms per command.
+fn behind(gate: &Gate) -> (TestKeys, String, MailRateLimiter) {
+    let (keys, prefix) = fresh_keys();
+    let limiter = gated_limiter(gate, &prefix, Duration::from_millis(200));
+    (keys, prefix, limiter)
+}
+
+/// A limiter that reaches Redis through `gate`, with `timeout` per command.
+fn gated_limiter(gate: &Gate, prefix: &str, timeout: Duration) -> MailRateLimiter {
+    MailRateLimiter::new(&config(&gate.url(), prefix, timeout)).unwrap()
+}
+
+/// A [`real_limiter`] on fresh keys (deleted when the first item is dropped) and their prefix.
+fn fresh_limiter() -> (TestKeys, String, MailRateLimiter) {
+    let (keys, prefix) = fresh_keys();
+    let limiter = real_limiter(&prefix);
+    (keys, prefix, limiter)
+}
+
+/// Fresh keys (deleted when the first item is dropped) and their prefix.
+fn fresh_keys() -> (TestKeys, String) {
+    let keys = TestKeys::new();
+    let prefix = keys.prefix.clone();
+    (keys, prefix)
 }
 
 async fn counter(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<i64> {
@@ -220,8 +286,7 @@ async fn get_then_incr(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_30() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let now = at(12, 0, 30, 0);
     let mut limiters = Vec::new();
     for _ in 0..200 {
@@ -242,7 +307,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
             denied_day: 0
         }
     );
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     assert_counts(
@@ -254,8 +319,7 @@ async fn two_hundred_concurrent_reservations_allow_exactly_the_minute_limit_of_3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let now = at(12, 0, 30, 0);
     let client = redis::Client::open(redis_url().as_str()).unwrap();
     let mut connections = Vec::new();
@@ -267,7 +331,7 @@ async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
         get_then_incr(conn, race_prefix.clone(), 30, now)
     })
     .await;
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute = counter(&mut conn, &keys::minute_key(&prefix, &mailbox(), now))
         .await
         .unwrap();
@@ -285,9 +349,7 @@ async fn the_same_race_against_get_then_incr_overshoots_the_limit() {
 
 #[tokio::test]
 async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_midnight() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(18, 30, 15, 250);
     let day = limits(25, 100);
     counted(&decide(&limiter, 60, day, now).await);
@@ -303,7 +365,7 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
     );
     // 60 + 40 fills the day exactly: allowed.
     counted(&decide(&limiter, 40, day, now).await);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let day_key = keys::day_key(&prefix, &mailbox(), now);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     assert_eq!(counter(&mut conn, &day_key).await, Some(100));
@@ -313,48 +375,22 @@ async fn a_message_that_does_not_fit_the_day_budget_waits_until_the_next_utc_mid
 
 #[tokio::test]
 async fn a_minute_denial_waits_until_the_next_utc_minute_on_both_sides_of_the_edge() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let one = limits(1, 9_000);
     let before = at(12, 0, 59, 999);
     let after = at(12, 1, 0, 0);
     counted(&decide(&limiter, 1, one, before).await);
-    assert_eq!(
-        decide(&limiter, 1, one, before).await,
-        Decision::Denied {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(1),
-            booked: false,
-        }
-    );
+    assert_eq!(decide(&limiter, 1, one, before).await, minute_denial(1));
     // 12:01:00.000 is a new bucket: allowed, then denied for a whole minute.
     counted(&decide(&limiter, 1, one, after).await);
-    assert_eq!(
-        decide(&limiter, 1, one, after).await,
-        Decision::Denied {
-            reason: DenyReason::Minute,
-            retry_after: Duration::from_millis(60_000),
-            booked: false,
-        }
-    );
-    let mut conn = redis().await;
-    assert_counts(
-        &mut conn,
-        &[
-            (keys::minute_key(&prefix, &mailbox(), before), Some(1)),
-            (keys::minute_key(&prefix, &mailbox(), after), Some(1)),
-            (keys::day_key(&prefix, &mailbox(), after), Some(2)),
-        ],
-    )
-    .await;
+    assert_eq!(decide(&limiter, 1, one, after).await, minute_denial(60_000));
+    let mut conn = redis_conn().await;
+    assert_window_counts(&mut conn, &prefix, [(before, 1), (after, 1)], (after, 2)).await;
 }
 
 #[tokio::test]
 async fn the_minute_budget_is_checked_before_the_day_budget() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, _, limiter) = fresh_limiter();
     let now = at(9, 15, 0, 0);
     counted(&decide(&limiter, 10, limits(1, 10), now).await);
     // Both budgets are spent; the minute one is reported.
@@ -373,9 +409,7 @@ async fn the_minute_budget_is_checked_before_the_day_budget() {
 
 #[tokio::test]
 async fn changed_limits_apply_on_the_very_next_call() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, _, limiter) = fresh_limiter();
     let now = at(8, 0, 0, 0);
     for _ in 0..2 {
         counted(&decide(&limiter, 1, limits(2, 9_000), now).await);
@@ -387,12 +421,10 @@ async fn changed_limits_apply_on_the_very_next_call() {
 
 #[tokio::test]
 async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 0, 0);
     counted(&decide(&limiter, 3, limits(25, 9_000), now).await);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let minute_ttl = pttl(&mut conn, &keys::minute_key(&prefix, &mailbox(), now)).await;
     let day_ttl = pttl(&mut conn, &keys::day_key(&prefix, &mailbox(), now)).await;
     assert!(
@@ -411,13 +443,11 @@ async fn a_reservation_gives_the_minute_key_120_s_and_the_day_key_26_h_to_live()
 
 #[tokio::test]
 async fn release_restores_both_counters_and_a_second_release_never_goes_below_zero() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 10, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
     let day_key = keys::day_key(&prefix, &mailbox(), now);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let first = counted(&decide(&limiter, 3, limits(25, 100), now).await);
     let second = counted(&decide(&limiter, 4, limits(25, 100), now).await);
     assert_counts(
@@ -460,22 +490,18 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
 
 #[tokio::test]
 async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let reserved_at = at(12, 0, 59, 0);
     let later = at(12, 1, 2, 0);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let old = counted(&decide(&limiter, 2, limits(25, 9_000), reserved_at).await);
     counted(&decide(&limiter, 5, limits(25, 9_000), later).await);
     limiter.release(&old, Outcome::Unsent).await;
-    assert_counts(
+    assert_window_counts(
         &mut conn,
-        &[
-            (keys::minute_key(&prefix, &mailbox(), reserved_at), Some(0)),
-            (keys::minute_key(&prefix, &mailbox(), later), Some(1)),
-            (keys::day_key(&prefix, &mailbox(), later), Some(5)),
-        ],
+        &prefix,
+        [(reserved_at, 0), (later, 1)],
+        (later, 5),
     )
     .await;
 }
@@ -488,12 +514,7 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
 async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::frozen().await;
-    let limiter = MailRateLimiter::new(&config(
-        &gate.url(),
-        &unique("test:"),
-        Duration::from_millis(200),
-    ))
-    .unwrap();
+    let limiter = gated_limiter(&gate, &unique("test:"), Duration::from_millis(200));
     let started = Instant::now();
     let err = limiter
         .check(&mailbox(), 101, limits(25, 100), at(12, 0, 0, 0))
@@ -528,55 +549,58 @@ async fn recipients_over_the_day_limit_fail_permanently_without_a_redis_call() {
 // Fail-open
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
-    let (capture, _guard) = Capture::install();
-    let gate = Gate::closed().await;
-    let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
+/// The limiter's Redis deadline in the fail-open tests.
+const FAIL_OPEN_DEADLINE: Duration = Duration::from_millis(200);
+
+/// How long each of `calls` decisions took that failed open, each in less than `most`.
+async fn fail_open_times(limiter: &MailRateLimiter, calls: usize, most: Duration) -> Vec<Duration> {
     let mut times = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..calls {
         let started = Instant::now();
-        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
+        let decision = decide(limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
         let took = started.elapsed();
         assert_uncounted(&decision);
-        assert!(took < deadline, "fail-open took {took:?}");
+        assert!(took < most, "fail-open took {took:?}");
         times.push(took);
         if let Decision::Allowed(reservation) = decision {
             limiter.release(&reservation, Outcome::Unsent).await; // a no-op
         }
     }
+    times
+}
+
+/// Prints the median and the longest of `times` (fail-open decisions against `what`).
+fn print_times(what: &str, mut times: Vec<Duration>) {
+    let max = *times.iter().max().unwrap();
+    println!(
+        "fail-open decision time, {what}: median {:?}, max {max:?} over {} calls",
+        median(&mut times),
+        times.len()
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
+    let (capture, _guard) = Capture::install();
+    let gate = Gate::closed().await;
+    let limiter = gated_limiter(&gate, &unique("test:"), FAIL_OPEN_DEADLINE);
+    let times = fail_open_times(&limiter, 20, FAIL_OPEN_DEADLINE).await;
     let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "one line per second: {warns:?}");
     assert_eq!(warns[0].level, tracing::Level::WARN);
     assert_eq!(warns[0].field("error.kind"), "refused");
     assert_eq!(warns[0].field("operation"), "check_and_reserve");
     assert_eq!(warns[0].field("mailbox"), "events@contoso.example");
-    let max = *times.iter().max().unwrap();
-    println!(
-        "fail-open decision time, closed port: median {:?}, max {max:?} over 20 calls",
-        median(&mut times)
-    );
+    print_times("closed port", times);
 }
 
 #[tokio::test]
 async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::frozen().await;
-    let deadline = Duration::from_millis(200);
-    let limiter = MailRateLimiter::new(&config(&gate.url(), &unique("test:"), deadline)).unwrap();
-    let mut times = Vec::new();
-    for _ in 0..8 {
-        let started = Instant::now();
-        let decision = decide(&limiter, 1, limits(25, 9_000), at(12, 0, 0, 0)).await;
-        let took = started.elapsed();
-        assert_uncounted(&decision);
-        assert!(
-            took < deadline + Duration::from_millis(50),
-            "fail-open took {took:?}"
-        );
-        times.push(took);
-    }
+    let limiter = gated_limiter(&gate, &unique("test:"), FAIL_OPEN_DEADLINE);
+    let most = FAIL_OPEN_DEADLINE + Duration::from_millis(50);
+    let times = fail_open_times(&limiter, 8, most).await;
     assert!(gate.accepted() >= 1, "the listener saw the limiter dial");
     let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "{warns:?}");
@@ -584,10 +608,9 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
         ["deadline", "timeout"].contains(&warns[0].field("error.kind")),
         "{warns:?}"
     );
-    let max = *times.iter().max().unwrap();
-    println!(
-        "fail-open decision time, frozen listener (deadline {deadline:?}): median {:?}, max {max:?} over 8 calls",
-        median(&mut times)
+    print_times(
+        &format!("frozen listener (deadline {FAIL_OPEN_DEADLINE:?})"),
+        times,
     );
 }
 
@@ -595,12 +618,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
 async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
     let (capture, _guard) = Capture::install();
     let gate = Gate::closed().await;
-    let limiter = MailRateLimiter::new(&config(
-        &gate.url(),
-        &unique("test:"),
-        Duration::from_millis(200),
-    ))
-    .unwrap();
+    let limiter = gated_limiter(&gate, &unique("test:"), Duration::from_millis(200));
     let now = at(12, 0, 0, 0);
     let sender = mailbox();
     let started = Instant::now();
@@ -620,13 +638,11 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
 
 #[tokio::test]
 async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
+    let (_keys, prefix) = fresh_keys();
     let gate = Gate::closed().await;
     // Built while "Redis" is down: must not fail or wait.
     let built = Instant::now();
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(500))).unwrap();
+    let limiter = gated_limiter(&gate, &prefix, Duration::from_millis(500));
     assert!(
         built.elapsed() < Duration::from_millis(50),
         "{:?}",
@@ -638,67 +654,32 @@ async fn reservations_are_counted_again_when_redis_comes_back_without_a_restart(
 
     gate.open(true);
     // The first call after the port opens may still be waiting on a dial that was refused.
-    let mut calls_until_counted = 0;
-    loop {
-        calls_until_counted += 1;
-        assert!(
-            calls_until_counted <= 20,
-            "never counted again after 20 calls"
-        );
-        let decision = decide(&limiter, 1, big, now).await;
-        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
-            break;
-        }
-    }
+    let calls_until_counted = calls_until_counted(&limiter, big, now).await;
     for _ in 0..5 {
         counted(&decide(&limiter, 1, big, now).await);
     }
-    let mut conn = redis().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(6))],
-    )
-    .await;
+    assert_minute_count(&prefix, now, 6).await;
     println!("closed port → open: counted again on call {calls_until_counted}");
 }
 
 #[tokio::test]
 async fn a_frozen_redis_that_thaws_is_used_again_without_a_restart() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
     let gate = Gate::frozen().await;
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
+    let (_keys, prefix, limiter) = behind(&gate);
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     assert_uncounted(&decide(&limiter, 1, big, now).await);
     gate.set_relay(true);
-    let mut calls = 0;
-    loop {
-        calls += 1;
-        assert!(calls <= 20, "never counted again after 20 calls");
-        let decision = decide(&limiter, 1, big, now).await;
-        if matches!(&decision, Decision::Allowed(r) if r.is_counted()) {
-            break;
-        }
-    }
-    let mut conn = redis().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1))],
-    )
-    .await;
+    let calls = calls_until_counted(&limiter, big, now).await;
+    assert_minute_count(&prefix, now, 1).await;
     println!("frozen → thawed: counted again on call {calls}");
 }
 
 #[tokio::test]
 async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
     let gate = Gate::closed().await;
     gate.open(true);
-    let limiter =
-        MailRateLimiter::new(&config(&gate.url(), &prefix, Duration::from_millis(200))).unwrap();
+    let (_keys, _, limiter) = behind(&gate);
     let now = at(12, 0, 0, 0);
     let big = limits(1_000, 1_000_000);
     counted(&decide(&limiter, 1, big, now).await);
@@ -719,12 +700,10 @@ async fn a_silently_dead_connection_is_replaced_after_three_timeouts() {
 #[tokio::test]
 async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let (capture, _guard) = Capture::install();
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     let now = at(12, 0, 0, 0);
     let minute_key = keys::minute_key(&prefix, &mailbox(), now);
-    let mut conn = redis().await;
+    let mut conn = redis_conn().await;
     let _: () = conn.hset(&minute_key, "not", "a counter").await.unwrap();
     let _: bool = conn.expire(&minute_key, 120).await.unwrap();
 
@@ -752,9 +731,7 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
-    let keys = TestKeys::new();
-    let prefix = keys.prefix.clone();
-    let limiter = real_limiter(&prefix);
+    let (_keys, prefix, limiter) = fresh_limiter();
     warm(&limiter).await;
     let now = at(12, 0, 0, 0);
     let big = limits(1_000_000, 1_000_000_000);
@@ -764,12 +741,7 @@ async fn one_reservation_round_trip_is_measured_over_1000_sequential_calls() {
         counted(&decide(&limiter, 1, big, now).await);
         times.push(started.elapsed());
     }
-    let mut conn = redis().await;
-    assert_counts(
-        &mut conn,
-        &[(keys::minute_key(&prefix, &mailbox(), now), Some(1000))],
-    )
-    .await;
+    assert_minute_count(&prefix, now, 1000).await;
     times.sort();
     println!(
         "check_and_reserve round trip over 1000 sequential calls: median {:?}, p90 {:?}, p99 {:?}, max {:?}",

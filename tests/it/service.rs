@@ -86,6 +86,13 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
     assert!((5_000..40_000).contains(&wait), "{wait} ms");
 }
 
+/// Asserts message `id` ended `ERROR` after `attempts` attempts; returns its `last_error`.
+async fn ended_in_error(h: &TestApp, id: uuid::Uuid, attempts: i32) -> String {
+    let (status, tried, _, last_error, _) = h.row(id).await;
+    assert_eq!((status.as_str(), tried), ("ERROR", attempts));
+    last_error.expect("an ERROR row says why")
+}
+
 #[tokio::test]
 async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attempts() {
     let err = || Err(MailError::Transient("HTTP 502 from Graph".into()));
@@ -105,9 +112,7 @@ async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attem
         h.requeue(id).await;
     }
     let outcome = h.process(id).await.unwrap();
-    let (status, attempts, _, last_error, _) = h.row(id).await;
-    assert_eq!((status.as_str(), attempts), ("ERROR", 3));
-    let last_error = last_error.unwrap();
+    let last_error = ended_in_error(&h, id, 3).await;
     assert!(
         last_error.contains("gave up after 3 attempts") && last_error.contains("HTTP 502"),
         "{last_error}"
@@ -371,9 +376,7 @@ async fn a_transient_failure_gives_up_by_time_not_by_count() {
     assert!(until - noon() <= chrono::Duration::minutes(15), "{until}");
     assert_eq!(h.row(young).await.0, "SCHEDULED");
     h.process(old).await.unwrap();
-    let (status, attempts, _, last_error, _) = h.row(old).await;
-    assert_eq!((status.as_str(), attempts), ("ERROR", 1));
-    let last_error = last_error.unwrap();
+    let last_error = ended_in_error(&h, old, 1).await;
     assert!(
         last_error.contains("MAIL_RETRY_FOR") && last_error.contains("25h 0m"),
         "{last_error}"

@@ -92,33 +92,37 @@ async fn checks_reject_both_or_neither_sender_unknown_status_and_non_positive_li
     let (tenant, mailbox) = sender_ids(&db).await;
     let insert = "INSERT INTO messages (id, tenant_id, system_mailbox_id, status) VALUES (gen_random_uuid(), $1, $2, $3)";
 
-    let both = sqlx::query(insert)
-        .bind(Some(tenant))
-        .bind(Some(mailbox))
-        .bind("SCHEDULED")
-        .execute(&db.pool)
-        .await;
-    assert_eq!(
-        constraint_of(both.unwrap_err()),
-        "messages_exactly_one_sender"
-    );
-    let neither = sqlx::query(insert)
-        .bind(None::<uuid::Uuid>)
-        .bind(None::<uuid::Uuid>)
-        .bind("SCHEDULED")
-        .execute(&db.pool)
-        .await;
-    assert_eq!(
-        constraint_of(neither.unwrap_err()),
-        "messages_exactly_one_sender"
-    );
-    let status = sqlx::query(insert)
-        .bind(Some(tenant))
-        .bind(None::<uuid::Uuid>)
-        .bind("PENDING")
-        .execute(&db.pool)
-        .await;
-    assert_eq!(constraint_of(status.unwrap_err()), "messages_status_check");
+    for (case, tenant_id, mailbox_id, status, constraint) in [
+        (
+            "both",
+            Some(tenant),
+            Some(mailbox),
+            "SCHEDULED",
+            "messages_exactly_one_sender",
+        ),
+        (
+            "neither",
+            None,
+            None,
+            "SCHEDULED",
+            "messages_exactly_one_sender",
+        ),
+        (
+            "status",
+            Some(tenant),
+            None,
+            "PENDING",
+            "messages_status_check",
+        ),
+    ] {
+        let refused = sqlx::query(insert)
+            .bind(tenant_id)
+            .bind(mailbox_id)
+            .bind(status)
+            .execute(&db.pool)
+            .await;
+        assert_eq!(constraint_of(refused.unwrap_err()), constraint, "{case}");
+    }
     let ok = sqlx::query(insert)
         .bind(None::<uuid::Uuid>)
         .bind(Some(mailbox))

@@ -39,7 +39,7 @@ use support::{
         self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis, RowWrites,
         TableWrites,
     },
-    thousands,
+    per, thousands, to_f64 as f,
 };
 
 /// Benchmark 3: the cost of draining one mailbox's backlog through the daemon.
@@ -49,15 +49,8 @@ struct Args {
     /// Messages in the backlog, all due at the start.
     #[arg(long, default_value_t = 1_000)]
     messages: usize,
-    /// The mailbox's limit, messages per UTC minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    #[arg(long, default_value_t = 25)]
-    limit: u32,
-    /// Whole UTC minutes to measure.
-    #[arg(long, default_value_t = 5)]
-    minutes: u32,
-    /// `WORKER_CONCURRENCY` of the daemon (production default 16).
-    #[arg(long, default_value_t = 16)]
-    concurrency: u32,
+    #[command(flatten)]
+    drain: daemon::DrainArgs,
     /// Start at once instead of on the next UTC minute (the minutes are then not buckets).
     #[arg(long)]
     no_align: bool,
@@ -72,23 +65,6 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-/// The counters at one instant.
-#[derive(Debug, Clone, Serialize)]
-struct Snapshot {
-    at: DateTime<Utc>,
-    limiter_commands: CommandStats,
-    queue_commands: CommandStats,
-    /// Claims so far ([`daemon::BenchDb::claims`]).
-    claims: u64,
-    queue_keys: u64,
-    queue_memory_bytes: u64,
-    limiter_keys: u64,
-    pg_writes: TableWrites,
-    daemon_cpu_s: f64,
-    limiter_redis_cpu_s: f64,
-    queue_redis_cpu_s: f64,
 }
 
 /// What happened between two snapshots (one UTC minute in a full run).
@@ -134,9 +110,8 @@ struct PerSent {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     messages: usize,
     limit_per_minute: u32,
     minutes: u32,
@@ -171,35 +146,7 @@ struct Report {
     snapshots: Vec<Snapshot>,
 }
 
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 50;
-        args.no_align = true;
-    }
-    if args.messages == 0 || args.limit == 0 || args.minutes == 0 || args.concurrency == 0 {
-        support::fail("--messages, --limit, --minutes and --concurrency must be positive");
-    }
-    support::block_on(run(args))
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn per(value: f64, sent: u64) -> f64 {
-    if sent == 0 {
-        f64::NAN
-    } else {
-        value / sent as f64
-    }
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn f(v: u64) -> f64 {
-    v as f64
-}
-
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let mut limiter_redis = PrivateRedis::start().await;
     let mut queue_redis = PrivateRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "backlog").await;
@@ -210,8 +157,8 @@ async fn run(args: Args) -> ExitCode {
     db.settle(setup).await;
     let sim = daemon::start_sim(&mailboxes).await;
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
-    env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
-        .set("WORKER_CONCURRENCY", args.concurrency)
+    env.set("MAIL_RATE_LIMIT_PER_MINUTE", args.drain.limit)
+        .set("WORKER_CONCURRENCY", args.drain.concurrency)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:backlog:rl")
         .set("MAIL_RATE_LIMIT_ALGORITHM", args.algorithm.as_str());
 
@@ -228,14 +175,10 @@ async fn run(args: Args) -> ExitCode {
         "backlog: {} messages for {} at {}/min ({}), WORKER_CONCURRENCY {}, {} from {} UTC; two private Redis servers (queue {}, limiter {}), database {}",
         args.messages,
         mailboxes[0].0,
-        args.limit,
+        args.drain.limit,
         args.algorithm,
-        args.concurrency,
-        if args.smoke {
-            "until each message was tried once".to_owned()
-        } else {
-            format!("{} minute(s)", args.minutes)
-        },
+        args.drain.concurrency,
+        daemon::drain_span(args.smoke, args.drain.minutes),
         start.format("%H:%M:%S"),
         queue_redis.url,
         limiter_redis.url,
@@ -269,15 +212,18 @@ async fn run(args: Args) -> ExitCode {
         }
         snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await);
     } else {
-        for m in 1..=args.minutes {
+        for m in 1..=args.drain.minutes {
             sleep_until(start + minute * i32::try_from(m).unwrap_or(i32::MAX)).await;
             let s = snapshot(&mut limiter_redis, &mut queue_redis, &db, Some(&worker)).await;
             let sent = sim.stats().total_accepted();
             eprintln!(
                 "minute {m}/{}: {sent} sent so far, {} jobs pushed, limiter evalsha {}",
-                args.minutes,
-                s.claims,
-                s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
+                args.drain.minutes,
+                s.counters.claims,
+                s.counters
+                    .limiter_commands
+                    .get("evalsha")
+                    .map_or(0, |c| c.calls)
             );
             snapshots.push(s);
         }
@@ -313,17 +259,24 @@ async fn run(args: Args) -> ExitCode {
     let mut intervals = Vec::new();
     for pair in snapshots.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
-        let limiter = daemon::command_delta(&a.limiter_commands, &b.limiter_commands);
-        let queue_cmds = daemon::command_delta(&a.queue_commands, &b.queue_commands);
+        let limiter =
+            daemon::command_delta(&a.counters.limiter_commands, &b.counters.limiter_commands);
+        let queue_cmds =
+            daemon::command_delta(&a.counters.queue_commands, &b.counters.queue_commands);
         intervals.push(Interval {
-            from: a.at,
-            to: b.at,
-            backlog_at_start: (args.messages as u64).saturating_sub(sent_between(early, a.at)),
-            sent: sent_between(a.at, b.at),
-            denied: count_event(events::MAIL_RATE_LIMIT_DEFERRED, a.at, b.at),
-            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.at, b.at),
+            from: a.counters.at,
+            to: b.counters.at,
+            backlog_at_start: (args.messages as u64)
+                .saturating_sub(sent_between(early, a.counters.at)),
+            sent: sent_between(a.counters.at, b.counters.at),
+            denied: count_event(
+                events::MAIL_RATE_LIMIT_DEFERRED,
+                a.counters.at,
+                b.counters.at,
+            ),
+            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.counters.at, b.counters.at),
             limiter_calls: limiter.get("evalsha").map_or(0, |c| c.calls),
-            claims: b.claims - a.claims,
+            claims: b.counters.claims - a.counters.claims,
             limiter_redis_commands: daemon::total_calls(&limiter),
             queue_redis_commands: daemon::total_calls(&queue_cmds),
             pg_row_writes: daemon::total_writes(&daemon::writes_delta(&a.pg_writes, &b.pg_writes))
@@ -334,8 +287,8 @@ async fn run(args: Args) -> ExitCode {
 
     // Totals over the daemon's whole life (start to stop).
     let first = &snapshots[0];
-    let limiter_commands = daemon::command_delta(&first.limiter_commands, &limiter_final);
-    let queue_commands = daemon::command_delta(&first.queue_commands, &queue_final);
+    let limiter_commands = daemon::command_delta(&first.counters.limiter_commands, &limiter_final);
+    let queue_commands = daemon::command_delta(&first.counters.queue_commands, &queue_final);
     let pg_writes = daemon::writes_delta(&first.pg_writes, &pg_final);
     let writes = daemon::total_writes(&pg_writes);
     let sent = records.len() as u64;
@@ -344,7 +297,7 @@ async fn run(args: Args) -> ExitCode {
     let released = count_event(events::MAIL_RATE_LIMIT_RELEASED, early, far);
     let error_lines = lines.iter().filter(|l| l.level == "ERROR").count() as u64;
     let limiter_calls = limiter_commands.get("evalsha").map_or(0, |c| c.calls);
-    let claims = jobs_final - first.claims;
+    let claims = jobs_final - first.counters.claims;
     let stats = sim.stats();
     let box_stats = stats.mailboxes.first();
     let redis_cpu = limiter_redis.cpu_seconds() - first.limiter_redis_cpu_s
@@ -370,7 +323,7 @@ async fn run(args: Args) -> ExitCode {
     };
     let budget_use = (!args.no_align).then(|| {
         let measured: u64 = intervals.iter().map(|i| i.sent).sum();
-        f(measured) / (f64::from(args.limit) * f64::from(args.minutes))
+        f(measured) / (f64::from(args.drain.limit) * f64::from(args.drain.minutes))
     });
 
     print_report(
@@ -410,11 +363,11 @@ async fn run(args: Args) -> ExitCode {
     );
     println!("messages at the end: {status_at_end:?}");
 
-    let over_limit = max_minute > args.limit;
+    let over_limit = max_minute > args.drain.limit;
     if over_limit {
         println!(
             "FAILURE: graph-sim saw {max_minute} messages in one UTC minute, over the limit {}",
-            args.limit
+            args.drain.limit
         );
     }
     if sent == 0 {
@@ -425,12 +378,14 @@ async fn run(args: Args) -> ExitCode {
     }
 
     let report = Report {
-        benchmark: "backlog",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "backlog",
+            machine,
+            smoke: args.smoke,
+        },
         messages: args.messages,
-        limit_per_minute: args.limit,
-        minutes: args.minutes,
+        limit_per_minute: args.drain.limit,
+        minutes: args.drain.minutes,
         aligned: !args.no_align,
         daemon_env: env,
         intervals,
@@ -458,14 +413,7 @@ async fn run(args: Args) -> ExitCode {
         daemon_exit: exit,
         snapshots,
     };
-    let path = support::write_json(
-        if args.smoke {
-            "backlog-smoke"
-        } else {
-            "backlog"
-        },
-        &report,
-    );
+    let path = support::write_json(&support::results_name("backlog", args.smoke), &report);
     println!("results: {}", path.display());
     if let Err(e) = sim.shutdown().await {
         eprintln!("warning: graph-sim: {e}");
@@ -486,18 +434,28 @@ async fn sleep_until(at: DateTime<Utc>) {
     }
 }
 
+/// The counters at one instant.
+#[derive(Debug, Clone, Serialize)]
+struct Snapshot {
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
+    queue_keys: u64,
+    queue_memory_bytes: u64,
+    limiter_keys: u64,
+    pg_writes: TableWrites,
+    daemon_cpu_s: f64,
+    limiter_redis_cpu_s: f64,
+    queue_redis_cpu_s: f64,
+}
+
 async fn snapshot(
     limiter: &mut PrivateRedis,
     queue: &mut PrivateRedis,
     db: &BenchDb,
     worker: Option<&Daemon>,
 ) -> Snapshot {
-    let at = Utc::now();
     Snapshot {
-        at,
-        limiter_commands: limiter.commandstats().await,
-        queue_commands: queue.commandstats().await,
-        claims: db.claims().await,
+        counters: daemon::DrainCounters::read(limiter, queue, db).await,
         queue_keys: queue.dbsize().await,
         queue_memory_bytes: queue.used_memory().await,
         limiter_keys: limiter.dbsize().await,
@@ -531,7 +489,7 @@ fn print_report(
                 i.denied.to_string(),
                 i.limiter_calls.to_string(),
                 format!("{:.1}", per(f(i.limiter_calls), i.sent)),
-                format!("{:.1}", f(i.backlog_at_start) / f64::from(args.limit)),
+                format!("{:.1}", f(i.backlog_at_start) / f64::from(args.drain.limit)),
                 i.claims.to_string(),
                 thousands(f(i.limiter_redis_commands)),
                 thousands(f(i.queue_redis_commands)),
@@ -563,59 +521,38 @@ fn print_report(
         budget_use.map_or(String::new(), |b| format!(
             "; budget use {:.1} % (sent in the {} minute(s) / ({} × {}))",
             b * 100.0,
-            args.minutes,
-            args.limit,
-            args.minutes
+            args.drain.minutes,
+            args.drain.limit,
+            args.drain.minutes
         ))
     );
     println!();
-    support::print_table(
+    let one = |v: f64| format!("{v:.1}");
+    let row_writes = format!(
+        "{:.1} ({:.1} + {:.1} + {:.1})",
+        per_sent.pg_row_writes,
+        per_sent.pg_rows_inserted,
+        per_sent.pg_rows_updated,
+        per_sent.pg_rows_deleted
+    );
+    support::print_table_of(
         &["per mail sent", "value"],
-        &[
-            vec![
-                "limiter calls".into(),
-                format!("{:.1}", per_sent.limiter_calls),
-            ],
-            vec!["limiter denials".into(), format!("{:.1}", per_sent.denials)],
-            vec![
-                "claims (attempts + deferrals)".into(),
-                format!("{:.1}", per_sent.jobs),
-            ],
-            vec![
-                "Redis commands, limiter".into(),
-                format!("{:.1}", per_sent.limiter_redis_commands),
-            ],
-            vec![
-                "Redis commands, queue".into(),
-                format!("{:.1}", per_sent.queue_redis_commands),
-            ],
-            vec![
-                "Redis commands, total".into(),
-                format!("{:.1}", per_sent.redis_commands),
-            ],
-            vec![
-                "PostgreSQL row writes (ins + upd + del)".into(),
-                format!(
-                    "{:.1} ({:.1} + {:.1} + {:.1})",
-                    per_sent.pg_row_writes,
-                    per_sent.pg_rows_inserted,
-                    per_sent.pg_rows_updated,
-                    per_sent.pg_rows_deleted
-                ),
-            ],
-            vec![
-                "daemon CPU ms".into(),
-                format!("{:.1}", per_sent.daemon_cpu_ms),
-            ],
-            vec![
-                "Redis CPU ms (both servers)".into(),
-                format!("{:.1}", per_sent.redis_cpu_ms),
-            ],
-            vec![
-                "Graph requests".into(),
-                format!("{:.2}", per_sent.graph_requests),
-            ],
+        [
+            ("limiter calls", one(per_sent.limiter_calls)),
+            ("limiter denials", one(per_sent.denials)),
+            ("claims (attempts + deferrals)", one(per_sent.jobs)),
+            (
+                "Redis commands, limiter",
+                one(per_sent.limiter_redis_commands),
+            ),
+            ("Redis commands, queue", one(per_sent.queue_redis_commands)),
+            ("Redis commands, total", one(per_sent.redis_commands)),
+            ("PostgreSQL row writes (ins + upd + del)", row_writes),
+            ("daemon CPU ms", one(per_sent.daemon_cpu_ms)),
+            ("Redis CPU ms (both servers)", one(per_sent.redis_cpu_ms)),
+            ("Graph requests", format!("{:.2}", per_sent.graph_requests)),
         ],
+        |(what, value)| vec![what.to_owned(), value],
     );
     println!();
     let mut names: Vec<&String> = limiter_commands
@@ -688,4 +625,20 @@ fn print_report(
         &rows,
     );
     println!();
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages == 0 || self.drain.is_empty())
+            .then_some("--messages, --limit, --minutes and --concurrency must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.messages = 50;
+        self.no_align = true;
+    }
 }

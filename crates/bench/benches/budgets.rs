@@ -38,7 +38,7 @@ use serde::Serialize;
 use support::{
     Machine,
     daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
-    thousands,
+    per, thousands, to_f64 as f,
 };
 use uuid::Uuid;
 
@@ -49,15 +49,8 @@ struct Args {
     /// Backlog sizes, comma-separated; each size is one side-by-side run, one after the other.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 10_000])]
     messages: Vec<usize>,
-    /// The mailboxes' limit, messages per minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    #[arg(long, default_value_t = 25)]
-    limit: u32,
-    /// Minutes to measure per size.
-    #[arg(long, default_value_t = 5)]
-    minutes: u32,
-    /// `WORKER_CONCURRENCY` of each daemon (16, as in the earlier runs; production default 64).
-    #[arg(long, default_value_t = 16)]
-    concurrency: u32,
+    #[command(flatten)]
+    drain: daemon::DrainArgs,
     /// Messages of the other mailbox.
     #[arg(long, default_value_t = 5)]
     other_messages: usize,
@@ -75,19 +68,6 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-/// The counters of one arm at one instant.
-#[derive(Debug, Clone, Serialize)]
-struct Snapshot {
-    at: DateTime<Utc>,
-    limiter_commands: CommandStats,
-    queue_commands: CommandStats,
-    /// Claims so far ([`daemon::BenchDb::claims`]).
-    claims: u64,
-    pg_row_writes: i64,
-    /// Mails graph-sim accepted so far (both mailboxes).
-    sent: u64,
 }
 
 /// One arm's set-up: servers, database, graph-sim, the daemon's environment.
@@ -173,9 +153,8 @@ struct SizeRun {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     limit_per_minute: u32,
     minutes: u32,
     concurrency: u32,
@@ -185,40 +164,7 @@ struct Report {
     runs: Vec<SizeRun>,
 }
 
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = vec![50];
-        args.other_messages = 2;
-        args.other_due_s = 2;
-        args.no_align = true;
-    }
-    if args.messages.contains(&0)
-        || args.limit == 0
-        || args.minutes == 0
-        || args.concurrency == 0
-        || args.other_messages == 0
-    {
-        support::fail(
-            "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
-        );
-    }
-    support::block_on(run(args))
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn per(value: f64, n: u64) -> f64 {
-    if n == 0 { f64::NAN } else { value / n as f64 }
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn f(v: u64) -> f64 {
-    v as f64
-}
-
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let mut runs = Vec::new();
     let mut broken = false;
     for &messages in &args.messages {
@@ -243,15 +189,11 @@ async fn run(args: Args) -> ExitCode {
         println!();
         println!(
             "budgets: {messages} messages for one mailbox at {}/min + {} for another due at {} UTC, WORKER_CONCURRENCY {}, {} from {} UTC; paced and fixed-window side by side, each with its own limiter Redis, database and graph-sim",
-            args.limit,
+            args.drain.limit,
             args.other_messages,
             other_due.format("%H:%M:%S"),
-            args.concurrency,
-            if args.smoke {
-                "until each message was tried once".to_owned()
-            } else {
-                format!("{} minute(s)", args.minutes)
-            },
+            args.drain.concurrency,
+            daemon::drain_span(args.smoke, args.drain.minutes),
             start.format("%H:%M:%S"),
         );
         let (a, b) = tokio::join!(
@@ -267,25 +209,20 @@ async fn run(args: Args) -> ExitCode {
         });
     }
     let report = Report {
-        benchmark: "budgets",
-        machine,
-        smoke: args.smoke,
-        limit_per_minute: args.limit,
-        minutes: args.minutes,
-        concurrency: args.concurrency,
+        run: support::RunInfo {
+            benchmark: "budgets",
+            machine,
+            smoke: args.smoke,
+        },
+        limit_per_minute: args.drain.limit,
+        minutes: args.drain.minutes,
+        concurrency: args.drain.concurrency,
         other_messages: args.other_messages,
         other_due_s: args.other_due_s,
         aligned: !args.no_align,
         runs,
     };
-    let path = support::write_json(
-        if args.smoke {
-            "budgets-smoke"
-        } else {
-            "budgets"
-        },
-        &report,
-    );
+    let path = support::write_json(&support::results_name("budgets", args.smoke), &report);
     println!("results: {}", path.display());
     if broken {
         println!("FAILURE: an arm sent nothing: the daemon or the harness is broken (see its log)");
@@ -312,8 +249,8 @@ async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
     let sim = daemon::start_sim(&[backlog_box.clone(), other_box.clone()]).await;
     let mut env = DaemonEnv::new(&db.url, &queue_redis.url, &limiter_redis.url, &sim);
     env.set("MAIL_RATE_LIMIT_ALGORITHM", algorithm.as_str())
-        .set("MAIL_RATE_LIMIT_PER_MINUTE", args.limit)
-        .set("WORKER_CONCURRENCY", args.concurrency)
+        .set("MAIL_RATE_LIMIT_PER_MINUTE", args.drain.limit)
+        .set("WORKER_CONCURRENCY", args.drain.concurrency)
         .set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:budgets:rl");
     Arm {
         algorithm,
@@ -344,13 +281,24 @@ async fn schedule_other(arm: &Arm, due: DateTime<Utc>) {
     arm.db.settle(setup).await;
 }
 
+/// The counters of one arm at one instant.
+#[derive(Debug, Clone, Serialize)]
+struct Snapshot {
+    #[serde(flatten)]
+    counters: daemon::DrainCounters,
+    pg_row_writes: i64,
+    /// Mails graph-sim accepted so far (both mailboxes).
+    sent: u64,
+}
+
 async fn snapshot(arm: &mut Arm) -> Snapshot {
-    let at = Utc::now();
     Snapshot {
-        at,
-        limiter_commands: arm.limiter_redis.commandstats().await,
-        queue_commands: arm.queue_redis.commandstats().await,
-        claims: arm.db.claims().await,
+        counters: daemon::DrainCounters::read(
+            &mut arm.limiter_redis,
+            &mut arm.queue_redis,
+            &arm.db,
+        )
+        .await,
         pg_row_writes: daemon::total_writes(&arm.db.row_writes().await).total(),
         sent: arm.sim.stats().total_accepted(),
     }
@@ -404,16 +352,20 @@ async fn drive(
         }
         snapshots.push(snapshot(&mut arm).await);
     } else {
-        for m in 1..=args.minutes {
+        for m in 1..=args.drain.minutes {
             sleep_until(start + TimeDelta::minutes(i64::from(m))).await;
             let s = snapshot(&mut arm).await;
             eprintln!(
                 "{name} {messages}: minute {m}/{}: {} sent so far, {} claimed, limiter evalsha {}",
-                args.minutes,
+                args.drain.minutes,
                 arm.sim.stats().total_accepted(),
-                s.claims - snapshots[0].claims,
-                s.limiter_commands.get("evalsha").map_or(0, |c| c.calls)
+                s.counters.claims - snapshots[0].counters.claims,
+                s.counters
+                    .limiter_commands
+                    .get("evalsha")
+                    .map_or(0, |c| c.calls)
                     - snapshots[0]
+                        .counters
                         .limiter_commands
                         .get("evalsha")
                         .map_or(0, |c| c.calls),
@@ -425,8 +377,14 @@ async fn drive(
     arm.db.wait_backends_gone().await;
     let last = snapshot(&mut arm).await;
     let first = &snapshots[0];
-    let limiter_by_command = daemon::command_delta(&first.limiter_commands, &last.limiter_commands);
-    let queue_by_command = daemon::command_delta(&first.queue_commands, &last.queue_commands);
+    let limiter_by_command = daemon::command_delta(
+        &first.counters.limiter_commands,
+        &last.counters.limiter_commands,
+    );
+    let queue_by_command = daemon::command_delta(
+        &first.counters.queue_commands,
+        &last.counters.queue_commands,
+    );
 
     let lines = daemon::read_log(&log);
     let with_event = |name: &'static str| {
@@ -495,7 +453,7 @@ async fn drive(
         limiter_calls: limiter_by_command.get("evalsha").map_or(0, |c| c.calls),
         limiter_commands: daemon::total_calls(&limiter_by_command),
         queue_commands: daemon::total_calls(&queue_by_command),
-        jobs: last.claims - first.claims,
+        jobs: last.counters.claims - first.counters.claims,
         pg_row_writes: last.pg_row_writes - first.pg_row_writes,
         tried,
         max_deferrals: max_deferrals.unwrap_or(0),
@@ -545,9 +503,12 @@ fn secs(v: Option<f64>) -> String {
     v.map_or_else(|| "not all sent".into(), |s| format!("{s:.1} s"))
 }
 
+/// One arm's total of something over the run (limiter calls, row writes, …).
+type Total = fn(&ArmResult) -> f64;
+
 #[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
 fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
-    let limit = args.limit;
+    let limit = args.drain.limit;
     println!();
     println!(
         "backlog {}: per mail sent (whole run; both mailboxes' sends), ratio = fixed-window ÷ paced",
@@ -563,87 +524,45 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         ]
     };
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
-    let mut rows = vec![
-        vec![
-            "mails sent (backlog + other)".into(),
-            format!(
-                "{} ({} + {})",
-                p.sent,
-                p.sent_backlog,
-                p.sent - p.sent_backlog
-            ),
-            format!(
-                "{} ({} + {})",
-                w.sent,
-                w.sent_backlog,
-                w.sent - w.sent_backlog
-            ),
-            ratio(f(w.sent), f(p.sent)),
-            String::new(),
-        ],
-        row(
-            "limiter calls (evalsha)",
-            p.per_sent(f(p.limiter_calls)),
-            w.per_sent(f(w.limiter_calls)),
-            1,
-            &format!("paced ≤ 3: {}", met(p.per_sent(f(p.limiter_calls)) <= 3.0)),
-        ),
-        row(
-            "Redis commands, limiter",
-            p.per_sent(f(p.limiter_commands)),
-            w.per_sent(f(w.limiter_commands)),
-            1,
-            "",
-        ),
-        row(
-            "Redis commands, queue",
-            p.per_sent(f(p.queue_commands)),
-            w.per_sent(f(w.queue_commands)),
-            1,
-            "",
-        ),
-        row(
-            "Redis commands, together",
-            p.per_sent(f(p.limiter_commands + p.queue_commands)),
-            w.per_sent(f(w.limiter_commands + w.queue_commands)),
-            1,
-            &format!(
-                "paced ≤ 40: {}",
-                met(p.per_sent(f(p.limiter_commands + p.queue_commands)) <= 40.0)
-            ),
-        ),
-        row(
-            "PostgreSQL row writes",
-            p.per_sent(p.pg_row_writes as f64),
-            w.per_sent(w.pg_row_writes as f64),
-            1,
-            &format!(
-                "paced ≤ 4: {}",
-                met(p.per_sent(p.pg_row_writes as f64) <= 4.0)
-            ),
-        ),
-        row(
-            "claims",
-            p.per_sent(f(p.jobs)),
-            w.per_sent(f(w.jobs)),
-            1,
-            "",
-        ),
-        row(
-            "limiter denials",
-            p.per_sent(f(p.denied)),
-            w.per_sent(f(w.denied)),
-            1,
-            "",
-        ),
-        row(
-            "daemon CPU ms",
-            p.per_sent(p.daemon_exit.cpu_s * 1_000.0),
-            w.per_sent(w.daemon_exit.cpu_s * 1_000.0),
-            1,
-            "",
-        ),
+    let limiter_calls: Total = |r| f(r.limiter_calls);
+    let commands: Total = |r| f(r.limiter_commands + r.queue_commands);
+    let row_writes: Total = |r| r.pg_row_writes as f64;
+    let claims: Total = |r| f(r.jobs);
+    // What, the arm's total over the run, paced's goal per mail sent.
+    let per_sent: [(&str, Total, Option<f64>); 8] = [
+        ("limiter calls (evalsha)", limiter_calls, Some(3.0)),
+        ("Redis commands, limiter", |r| f(r.limiter_commands), None),
+        ("Redis commands, queue", |r| f(r.queue_commands), None),
+        ("Redis commands, together", commands, Some(40.0)),
+        ("PostgreSQL row writes", row_writes, Some(4.0)),
+        ("claims", claims, None),
+        ("limiter denials", |r| f(r.denied), None),
+        ("daemon CPU ms", |r| r.daemon_exit.cpu_s * 1_000.0, None),
     ];
+    let mut rows = vec![vec![
+        "mails sent (backlog + other)".into(),
+        format!(
+            "{} ({} + {})",
+            p.sent,
+            p.sent_backlog,
+            p.sent - p.sent_backlog
+        ),
+        format!(
+            "{} ({} + {})",
+            w.sent,
+            w.sent_backlog,
+            w.sent - w.sent_backlog
+        ),
+        ratio(f(w.sent), f(p.sent)),
+        String::new(),
+    ]];
+    for (what, total, most) in per_sent {
+        let (pv, wv) = (p.per_sent(total(p)), w.per_sent(total(w)));
+        let goal = most.map_or_else(String::new, |most| {
+            format!("paced ≤ {most}: {}", met(pv <= most))
+        });
+        rows.push(row(what, pv, wv, 1, &goal));
+    }
     support::print_table(
         &["per mail sent", "paced", "fixed-window", "ratio", "goal"],
         &rows,
@@ -654,30 +573,19 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         p.sent + p.denied,
         w.sent + w.denied
     );
-    rows = vec![
-        row(
-            "limiter calls",
-            p.per_try(f(p.limiter_calls)),
-            w.per_try(f(w.limiter_calls)),
-            2,
-            "",
-        ),
-        row(
-            "Redis commands, together",
-            p.per_try(f(p.limiter_commands + p.queue_commands)),
-            w.per_try(f(w.limiter_commands + w.queue_commands)),
-            1,
-            "",
-        ),
-        row(
-            "PostgreSQL row writes",
-            p.per_try(p.pg_row_writes as f64),
-            w.per_try(w.pg_row_writes as f64),
-            2,
-            "",
-        ),
-        row("claims", p.per_try(f(p.jobs)), w.per_try(f(w.jobs)), 2, ""),
+    // What, the arm's total over the run, digits.
+    let per_try: [(&str, Total, usize); 4] = [
+        ("limiter calls", limiter_calls, 2),
+        ("Redis commands, together", commands, 1),
+        ("PostgreSQL row writes", row_writes, 2),
+        ("claims", claims, 2),
     ];
+    rows = per_try
+        .into_iter()
+        .map(|(what, total, digits)| {
+            row(what, p.per_try(total(p)), w.per_try(total(w)), digits, "")
+        })
+        .collect();
     support::print_table(
         &["per try", "paced", "fixed-window", "ratio", "goal"],
         &rows,
@@ -698,32 +606,48 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    rows = vec![
+    // A wait of the other mailbox in each arm.
+    let wait = |what: &str, of: fn(&OtherWait) -> Option<f64>, goal: &str| {
+        let (pv, wv) = (of(&p.other), of(&w.other));
         vec![
-            format!("most sends in a rolling 60 s (limit {limit})"),
-            p.max_rolling_60s.to_string(),
-            w.max_rolling_60s.to_string(),
-            ratio(f64::from(w.max_rolling_60s), f64::from(p.max_rolling_60s)),
+            what.to_owned(),
+            secs(pv),
+            secs(wv),
+            ratio(wv.unwrap_or(f64::NAN), pv.unwrap_or(f64::NAN)),
+            goal.to_owned(),
+        ]
+    };
+    // A peak of each arm.
+    let most = |what: &str, peak: fn(&ArmResult) -> u32, goal: String| {
+        let (pv, wv) = (peak(p), peak(w));
+        vec![
+            what.to_owned(),
+            pv.to_string(),
+            wv.to_string(),
+            ratio(f64::from(wv), f64::from(pv)),
+            goal,
+        ]
+    };
+    rows = vec![
+        most(
+            &format!("most sends in a rolling 60 s (limit {limit})"),
+            |r| r.max_rolling_60s,
             format!(
                 "≤ {limit}: paced {}, fixed-window {}",
                 met(p.max_rolling_60s <= limit),
                 met(w.max_rolling_60s <= limit)
             ),
-        ],
-        vec![
-            "most sends in one UTC minute".into(),
-            p.max_utc_minute.to_string(),
-            w.max_utc_minute.to_string(),
-            ratio(f64::from(w.max_utc_minute), f64::from(p.max_utc_minute)),
+        ),
+        most(
+            "most sends in one UTC minute",
+            |r| r.max_utc_minute,
             String::new(),
-        ],
-        vec![
-            "most requests in flight (Graph: 4)".into(),
-            p.max_in_flight.to_string(),
-            w.max_in_flight.to_string(),
-            ratio(f64::from(w.max_in_flight), f64::from(p.max_in_flight)),
+        ),
+        most(
+            "most requests in flight (Graph: 4)",
+            |r| r.max_in_flight,
             String::new(),
-        ],
+        ),
         vec![
             "Graph 429s (graph-sim refusals)".into(),
             p.graph_429.to_string(),
@@ -766,26 +690,12 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             String::new(),
             String::new(),
         ],
-        vec![
-            "other mailbox: wait from due to SENT, first".into(),
-            secs(p.other.first_s),
-            secs(w.other.first_s),
-            ratio(
-                w.other.first_s.unwrap_or(f64::NAN),
-                p.other.first_s.unwrap_or(f64::NAN),
-            ),
-            String::new(),
-        ],
-        vec![
-            "other mailbox: wait, last".into(),
-            secs(p.other.max_s),
-            secs(w.other.max_s),
-            ratio(
-                w.other.max_s.unwrap_or(f64::NAN),
-                p.other.max_s.unwrap_or(f64::NAN),
-            ),
-            "paced: seconds".into(),
-        ],
+        wait(
+            "other mailbox: wait from due to SENT, first",
+            |o| o.first_s,
+            "",
+        ),
+        wait("other mailbox: wait, last", |o| o.max_s, "paced: seconds"),
         vec![
             "other mailbox: every wait, s".into(),
             waits(p),
@@ -807,10 +717,13 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         r.snapshots
             .windows(2)
             .map(|s| {
-                let d = daemon::command_delta(&s[0].limiter_commands, &s[1].limiter_commands);
+                let d = daemon::command_delta(
+                    &s[0].counters.limiter_commands,
+                    &s[1].counters.limiter_commands,
+                );
                 (
                     d.get("evalsha").map_or(0, |c| c.calls),
-                    s[1].claims - s[0].claims,
+                    s[1].counters.claims - s[0].counters.claims,
                 )
             })
             .collect()
@@ -820,21 +733,22 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         // what a send costs once the backlog is booked (paced) — and the re-tries (fixed-window).
         let steady = |r: &ArmResult| {
             let (a, b) = (&r.snapshots[1], &r.snapshots[r.snapshots.len() - 1]);
-            let l = daemon::command_delta(&a.limiter_commands, &b.limiter_commands);
-            let q = daemon::command_delta(&a.queue_commands, &b.queue_commands);
+            let l =
+                daemon::command_delta(&a.counters.limiter_commands, &b.counters.limiter_commands);
+            let q = daemon::command_delta(&a.counters.queue_commands, &b.counters.queue_commands);
             let sent = b.sent - a.sent;
             [
                 per(f(l.get("evalsha").map_or(0, |c| c.calls)), sent),
                 per(f(daemon::total_calls(&l) + daemon::total_calls(&q)), sent),
                 per((b.pg_row_writes - a.pg_row_writes) as f64, sent),
-                per(f(b.claims - a.claims), sent),
+                per(f(b.counters.claims - a.counters.claims), sent),
                 f(sent),
             ]
         };
         let (sp, sw) = (steady(p), steady(w));
         println!(
             "per mail sent after the first minute (minutes 2–{}: {} sent paced, {} fixed-window; PostgreSQL counts ±1 s late)",
-            args.minutes, sp[4], sw[4]
+            args.drain.minutes, sp[4], sw[4]
         );
         let rows: Vec<Vec<String>> = [
             ("limiter calls", 0, "paced ≤ 3"),
@@ -895,4 +809,23 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         "daemons: paced {:.2} s CPU, exit {}; fixed-window {:.2} s CPU, exit {}",
         p.daemon_exit.cpu_s, p.daemon_exit.status, w.daemon_exit.cpu_s, w.daemon_exit.status
     );
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.messages.contains(&0) || self.drain.is_empty() || self.other_messages == 0).then_some(
+            "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",
+        )
+    }
+
+    fn smoke(&mut self) {
+        self.messages = vec![50];
+        self.other_messages = 2;
+        self.other_due_s = 2;
+        self.no_align = true;
+    }
 }

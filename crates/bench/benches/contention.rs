@@ -262,24 +262,19 @@ async fn parent(args: Args) -> ExitCode {
 
     let exe = std::env::current_exe()
         .unwrap_or_else(|e| support::fail(&format!("cannot find this benchmark's binary: {e}")));
+    let real_origin_ms = support::epoch_ms(clock.real_origin).to_string();
+    let virtual_origin_ms = support::epoch_ms(clock.virtual_origin).to_string();
+    let end_ms = support::epoch_ms(end).to_string();
     let mut children = Vec::new();
     for _ in 0..args.processes {
         let child = tokio::process::Command::new(&exe)
-            .arg("--child")
-            .arg("--prefix")
-            .arg(&prefix)
-            .arg("--tasks")
-            .arg(args.tasks.to_string())
-            .arg("--limit")
-            .arg(args.limit.to_string())
-            .arg("--speedup")
-            .arg(speedup.to_string())
-            .arg("--real-origin-ms")
-            .arg(support::epoch_ms(clock.real_origin).to_string())
-            .arg("--virtual-origin-ms")
-            .arg(support::epoch_ms(clock.virtual_origin).to_string())
-            .arg("--end-ms")
-            .arg(support::epoch_ms(end).to_string())
+            .args(["--child", "--prefix", &prefix])
+            .args(["--tasks", &args.tasks.to_string()])
+            .args(["--limit", &args.limit.to_string()])
+            .args(["--speedup", &speedup.to_string()])
+            .args(["--real-origin-ms", &real_origin_ms])
+            .args(["--virtual-origin-ms", &virtual_origin_ms])
+            .args(["--end-ms", &end_ms])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()

@@ -52,15 +52,8 @@ use support::{
 #[derive(Debug, Parser)]
 #[command(name = "end_to_end")]
 struct Args {
-    /// Messages per run (sections 1–3).
-    #[arg(long, default_value_t = 5_000)]
-    messages: usize,
-    /// Mailboxes they are spread over (round robin).
-    #[arg(long, default_value_t = 500)]
-    mailboxes: usize,
-    /// graph-sim's added latency for sections 1, 2, 4 and 5, ms.
-    #[arg(long, default_value_t = 20)]
-    latency_ms: u64,
+    #[command(flatten)]
+    load: e2e::Load,
     /// `WORKER_CONCURRENCY` of sections 2 and 3.
     #[arg(long, default_value_t = 16)]
     low_concurrency: u32,
@@ -131,39 +124,14 @@ struct Summary {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     messages: usize,
     mailboxes: usize,
     summaries: Vec<Summary>,
     scale_out_ratios: Vec<(u32, f64)>,
     idle: e2e::IdleCost,
     runs: Vec<RunResult>,
-}
-
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 100;
-        args.mailboxes = 20;
-        args.scale_latency_ms = 20;
-        args.scale_daemons = vec![1, 2];
-        args.redis_messages = 200;
-        args.paced_messages = 100;
-        args.idle_s = 2;
-        args.runs = 1;
-        args.timeout_s = 60;
-    }
-    if args.messages == 0
-        || args.mailboxes == 0
-        || args.runs == 0
-        || args.scale_daemons.contains(&0)
-        || args.paced_rate <= 0.0
-    {
-        support::fail("every count and rate must be positive");
-    }
-    support::block_on(run(args))
 }
 
 fn scenarios(args: &Args) -> Vec<Scenario> {
@@ -173,8 +141,8 @@ fn scenarios(args: &Args) -> Vec<Scenario> {
         daemons: 1,
         concurrency: None,
         scheduler_interval_ms: None,
-        latency_ms: args.latency_ms,
-        messages: args.messages,
+        latency_ms: args.load.latency_ms,
+        messages: args.load.messages,
         arrivals_per_s: None,
         timeout,
     };
@@ -209,9 +177,7 @@ fn scenarios(args: &Args) -> Vec<Scenario> {
     out
 }
 
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let private =
         (!args.shared_postgres).then(|| PrivatePostgres::start(args.max_connections, &[]));
     let server = private
@@ -228,20 +194,16 @@ async fn run(args: Args) -> ExitCode {
             format!("the shared server at {server}")
         }
     );
-    let world = World::new(&server, "e2e", args.mailboxes).await;
+    let world = World::new(&server, "e2e", args.load.mailboxes).await;
     let scenarios = scenarios(&args);
     println!(
         "end to end: {} mailboxes at MAIL_RATE_LIMIT_PER_MINUTE {}, {} run(s) of {} scenario(s)",
-        args.mailboxes,
+        args.load.mailboxes,
         e2e::BENCH_PER_MINUTE,
         args.runs,
         scenarios.len()
     );
-    let label = if args.smoke {
-        "end_to_end-smoke"
-    } else {
-        "end_to_end"
-    };
+    let label = &support::results_name("end_to_end", args.smoke);
     let mut results: Vec<RunResult> = Vec::new();
     for run in 0..args.runs {
         let order: Vec<&Scenario> = if run % 2 == 0 {
@@ -278,7 +240,7 @@ async fn run(args: Args) -> ExitCode {
 
     let summaries: Vec<Summary> = scenarios
         .iter()
-        .map(|s| summarise(s, &results, &machine, args.mailboxes))
+        .map(|s| summarise(s, &results, &machine, args.load.mailboxes))
         .collect();
     print_summaries(&summaries, &scenarios, &results);
 
@@ -310,11 +272,13 @@ async fn run(args: Args) -> ExitCode {
         println!("FAILURE: a run did not send everything in time, or graph-sim refused requests");
     }
     let report = Report {
-        benchmark: "end_to_end",
-        machine,
-        smoke: args.smoke,
-        messages: args.messages,
-        mailboxes: args.mailboxes,
+        run: support::RunInfo {
+            benchmark: "end_to_end",
+            machine,
+            smoke: args.smoke,
+        },
+        messages: args.load.messages,
+        mailboxes: args.load.mailboxes,
         summaries,
         scale_out_ratios,
         idle,
@@ -503,5 +467,30 @@ fn print_summaries(summaries: &[Summary], scenarios: &[Scenario], results: &[Run
         );
         support::print_table(&["phase", "p50", "p90", "p99"], &rows);
         println!();
+    }
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.load.is_empty()
+            || self.runs == 0
+            || self.scale_daemons.contains(&0)
+            || self.paced_rate <= 0.0)
+            .then_some("every count and rate must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.load.smoke();
+        self.scale_latency_ms = 20;
+        self.scale_daemons = vec![1, 2];
+        self.redis_messages = 200;
+        self.paced_messages = 100;
+        self.idle_s = 2;
+        self.runs = 1;
+        self.timeout_s = 60;
     }
 }

@@ -216,9 +216,8 @@ struct Cell {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     runs: usize,
     seconds_per_measurement: f64,
     spread_pool: usize,
@@ -234,24 +233,7 @@ struct Report {
     cells: Vec<Cell>,
 }
 
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.runs = 1;
-        args.seconds = 0.2;
-    }
-    if args.runs == 0
-        || args.seconds <= 0.0
-        || args.in_flight.contains(&0)
-        || args.algorithms.is_empty()
-    {
-        support::fail("--runs, --seconds, --in-flight and --algorithms must be positive");
-    }
-    support::block_on(run(args))
-}
-
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let url = support::redis_url();
     let base = support::bench_prefix("limiter");
     let mut conn = support::redis_connection(&url).await;
@@ -274,7 +256,6 @@ async fn run(args: Args) -> ExitCode {
         .collect();
     let one: Arc<[MailboxAddress]> = Arc::new([mailbox("bench000000000000@bench.example")]);
 
-    machine.print();
     println!(
         "limiter round trip: {:?}, {} run(s) × {} s per measurement, in flight {:?}, {}, prefix {base}",
         args.algorithms
@@ -489,9 +470,11 @@ async fn run(args: Args) -> ExitCode {
     }
 
     let report = Report {
-        benchmark: "limiter",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "limiter",
+            machine,
+            smoke: args.smoke,
+        },
         runs: args.runs,
         seconds_per_measurement: args.seconds,
         spread_pool: pool_size,
@@ -863,5 +846,24 @@ fn parse_csv(stdout: &str) -> Option<Csv> {
             max_ms: *max,
         }),
         _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.runs == 0
+            || self.seconds <= 0.0
+            || self.in_flight.contains(&0)
+            || self.algorithms.is_empty())
+        .then_some("--runs, --seconds, --in-flight and --algorithms must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.runs = 1;
+        self.seconds = 0.2;
     }
 }

@@ -34,15 +34,8 @@ use support::{
 #[derive(Debug, Parser)]
 #[command(name = "profile")]
 struct Args {
-    /// Messages per run.
-    #[arg(long, default_value_t = 5_000)]
-    messages: usize,
-    /// Mailboxes they are spread over.
-    #[arg(long, default_value_t = 500)]
-    mailboxes: usize,
-    /// Latency graph-sim adds to every sendMail, ms.
-    #[arg(long, default_value_t = 20)]
-    latency_ms: u64,
+    #[command(flatten)]
+    load: e2e::Load,
     /// `WORKER_CONCURRENCY`.
     #[arg(long, default_value_t = 64)]
     concurrency: u32,
@@ -106,9 +99,8 @@ struct CommandSummary {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    benchmark: &'static str,
-    machine: Machine,
-    smoke: bool,
+    #[serde(flatten)]
+    run: support::RunInfo,
     scenario: Scenario,
     latency_ms: u64,
     mailboxes: usize,
@@ -125,36 +117,18 @@ struct Report {
     profiled_run: Option<RunResult>,
 }
 
-fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 100;
-        args.mailboxes = 20;
-        args.concurrency = 16;
-        args.runs = 1;
-        args.top = 10;
-        args.scheduler_interval_ms = 100;
-    }
-    if args.messages == 0 || args.mailboxes == 0 || args.runs == 0 || args.concurrency == 0 {
-        support::fail("every count must be positive");
-    }
-    support::block_on(run(args))
-}
-
 #[allow(clippy::cast_precision_loss)]
 fn per_message(seconds: f64, sent: u64) -> f64 {
     seconds * 1_000.0 / sent.max(1) as f64
 }
 
-async fn run(args: Args) -> ExitCode {
-    let machine = Machine::describe();
-    machine.print();
+async fn run(args: Args, machine: Machine) -> ExitCode {
     let private = (!args.shared_postgres)
         .then(|| PrivatePostgres::start(300, &["shared_preload_libraries=pg_stat_statements"]));
     let server = private
         .as_ref()
         .map_or_else(daemon::shared_postgres, |p| p.url.clone());
-    let world = World::new(&server, "profile", args.mailboxes).await;
+    let world = World::new(&server, "profile", args.load.mailboxes).await;
     if private.is_some() {
         world.enable_statements().await;
     }
@@ -163,25 +137,21 @@ async fn run(args: Args) -> ExitCode {
         daemons: 1,
         concurrency: Some(args.concurrency),
         scheduler_interval_ms: Some(args.scheduler_interval_ms),
-        latency_ms: args.latency_ms,
-        messages: args.messages,
+        latency_ms: args.load.latency_ms,
+        messages: args.load.messages,
         arrivals_per_s: None,
         timeout: Duration::from_secs(if args.smoke { 60 } else { 300 }),
     };
     println!(
         "profile: {} messages over {} mailboxes, graph-sim +{} ms, {}, WORKER_CONCURRENCY {}; {} unprofiled run(s) + 1 under perf",
-        args.messages,
-        args.mailboxes,
-        args.latency_ms,
+        args.load.messages,
+        args.load.mailboxes,
+        args.load.latency_ms,
         scenario.name(),
         args.concurrency,
         args.runs
     );
-    let label = if args.smoke {
-        "profile-smoke"
-    } else {
-        "profile"
-    };
+    let label = &support::results_name("profile", args.smoke);
     let mut runs = Vec::new();
     for run in 0..args.runs {
         let r = e2e::run_once(
@@ -306,12 +276,14 @@ async fn run(args: Args) -> ExitCode {
     );
     print_statements(&statements, &redis_commands, &cpu);
     let report = Report {
-        benchmark: "profile",
-        machine,
-        smoke: args.smoke,
+        run: support::RunInfo {
+            benchmark: "profile",
+            machine,
+            smoke: args.smoke,
+        },
         scenario,
-        latency_ms: args.latency_ms,
-        mailboxes: args.mailboxes,
+        latency_ms: args.load.latency_ms,
+        mailboxes: args.load.mailboxes,
         cpu_ms_per_message: cpu,
         sends_per_s,
         wall_phases,
@@ -340,37 +312,20 @@ fn print_report(
     let total = cpu.daemons + cpu.postgres + cpu.redis + cpu.graph_sim_and_harness;
     println!();
     println!("CPU per message sent, by process (medians; {sends_per_s:.0} sends/s):");
-    let share = |v: f64| format!("{:.0} %", v / total * 100.0);
-    support::print_table(
-        &["process", "CPU µs per message", "share"],
-        &[
-            vec![
-                "mail-worker (daemon)".into(),
-                format!("{:.0}", cpu.daemons * 1_000.0),
-                share(cpu.daemons),
-            ],
-            vec![
-                "PostgreSQL (its backends)".into(),
-                format!("{:.0}", cpu.postgres * 1_000.0),
-                share(cpu.postgres),
-            ],
-            vec![
-                "Redis (queue + limiter)".into(),
-                format!("{:.0}", cpu.redis * 1_000.0),
-                share(cpu.redis),
-            ],
-            vec![
-                "graph-sim + harness".into(),
-                format!("{:.0}", cpu.graph_sim_and_harness * 1_000.0),
-                share(cpu.graph_sim_and_harness),
-            ],
-            vec![
-                "total".into(),
-                format!("{:.0}", total * 1_000.0),
-                "100 %".into(),
-            ],
-        ],
-    );
+    let row = |process: &str, cpu_s: f64, share: String| {
+        vec![process.to_owned(), format!("{:.0}", cpu_s * 1_000.0), share]
+    };
+    let mut rows: Vec<Vec<String>> = [
+        ("mail-worker (daemon)", cpu.daemons),
+        ("PostgreSQL (its backends)", cpu.postgres),
+        ("Redis (queue + limiter)", cpu.redis),
+        ("graph-sim + harness", cpu.graph_sim_and_harness),
+    ]
+    .into_iter()
+    .map(|(process, v)| row(process, v, format!("{:.0} %", v / total * 100.0)))
+    .collect();
+    rows.push(row("total", total, "100 %".into()));
+    support::print_table(&["process", "CPU µs per message", "share"], &rows);
     println!(
         "→ {} cores could carry at most {} sends/s at this cost",
         machine.cores,
@@ -378,63 +333,49 @@ fn print_report(
     );
     println!();
     println!("wall time of one message (ms, medians over runs):");
-    support::print_table(
-        &["phase", "p50", "p90", "p99"],
-        &wall
-            .iter()
-            .map(|p| {
-                vec![
-                    p.name.to_owned(),
-                    format!("{:.1}", p.p50),
-                    format!("{:.1}", p.p90),
-                    format!("{:.1}", p.p99),
-                ]
-            })
-            .collect::<Vec<_>>(),
-    );
+    support::print_table_of(&["phase", "p50", "p90", "p99"], wall, |p| {
+        vec![
+            p.name.to_owned(),
+            format!("{:.1}", p.p50),
+            format!("{:.1}", p.p90),
+            format!("{:.1}", p.p99),
+        ]
+    });
     println!();
     match profile {
         None => println!("perf profile: {}", perf_note.unwrap_or("none")),
         Some(p) => {
-            let rows = |entries: &[Entry]| -> Vec<Vec<String>> {
-                entries
-                    .iter()
-                    .map(|e| {
-                        vec![
-                            e.name.clone(),
-                            format!("{:.1} %", e.percent),
-                            format!("{:.0}", e.us_per_message),
-                        ]
-                    })
-                    .collect()
-            };
             println!(
                 "perf profile of the daemon ({} samples, {}): by component (a sample counts for the innermost library on its stack)",
                 p.samples, p.samples_file
             );
-            support::print_table(
-                &["component", "% of daemon CPU", "µs per message"],
-                &rows(&p.by_component),
-            );
-            println!();
-            println!("by library (self time):");
-            support::print_table(
-                &["object", "% of daemon CPU", "µs per message"],
-                &rows(&p.by_dso),
-            );
-            println!();
-            println!("by crate (self time; `[kernel]` = system calls and scheduling):");
-            support::print_table(
-                &["crate", "% of daemon CPU", "µs per message"],
-                &rows(&p.by_crate),
-            );
-            println!();
-            println!("top functions (self time):");
-            support::print_table(
-                &["function", "% of daemon CPU", "µs per message"],
-                &rows(&p.top_functions),
-            );
-            println!();
+            for (title, column, entries) in [
+                (None, "component", &p.by_component),
+                (Some("by library (self time):"), "object", &p.by_dso),
+                (
+                    Some("by crate (self time; `[kernel]` = system calls and scheduling):"),
+                    "crate",
+                    &p.by_crate,
+                ),
+                (
+                    Some("top functions (self time):"),
+                    "function",
+                    &p.top_functions,
+                ),
+            ] {
+                if let Some(title) = title {
+                    println!("{title}");
+                }
+                let headers = [column, "% of daemon CPU", "µs per message"];
+                support::print_table_of(&headers, entries.iter(), |e| {
+                    vec![
+                        e.name.clone(),
+                        format!("{:.1} %", e.percent),
+                        format!("{:.0}", e.us_per_message),
+                    ]
+                });
+                println!();
+            }
         }
     }
 }
@@ -447,19 +388,15 @@ fn print_statements(statements: &[StatementSummary], commands: &[CommandSummary]
             "PostgreSQL statements per message (pg_stat_statements; execution only, {calls:.1} statements and {total:.0} µs per message of {:.0} µs backend CPU):",
             cpu.postgres * 1_000.0
         );
-        let rows: Vec<Vec<String>> = statements
-            .iter()
-            .take(15)
-            .map(|s| {
-                vec![
-                    shorten(&s.query),
-                    format!("{:.2}", s.calls_per_message),
-                    format!("{:.0}", s.exec_us_per_message),
-                    format!("{:.0}", s.mean_exec_us),
-                ]
-            })
-            .collect();
-        support::print_table(&["statement", "calls/msg", "exec µs/msg", "mean µs"], &rows);
+        let headers = ["statement", "calls/msg", "exec µs/msg", "mean µs"];
+        support::print_table_of(&headers, statements.iter().take(15), |s| {
+            vec![
+                shorten(&s.query),
+                format!("{:.2}", s.calls_per_message),
+                format!("{:.0}", s.exec_us_per_message),
+                format!("{:.0}", s.mean_exec_us),
+            ]
+        });
         println!();
     }
     if !commands.is_empty() {
@@ -467,18 +404,14 @@ fn print_statements(statements: &[StatementSummary], commands: &[CommandSummary]
         println!(
             "Redis commands per message ({calls:.1} in all; Lua scripts' inner commands count twice):"
         );
-        let rows: Vec<Vec<String>> = commands
-            .iter()
-            .take(12)
-            .map(|c| {
-                vec![
-                    c.command.clone(),
-                    format!("{:.2}", c.calls_per_message),
-                    format!("{:.1}", c.redis_us_per_message),
-                ]
-            })
-            .collect();
-        support::print_table(&["command", "calls/msg", "Redis µs/msg"], &rows);
+        let headers = ["command", "calls/msg", "Redis µs/msg"];
+        support::print_table_of(&headers, commands.iter().take(12), |c| {
+            vec![
+                c.command.clone(),
+                format!("{:.2}", c.calls_per_message),
+                format!("{:.1}", c.redis_us_per_message),
+            ]
+        });
         println!();
     }
 }
@@ -486,47 +419,31 @@ fn print_statements(statements: &[StatementSummary], commands: &[CommandSummary]
 /// Runs `perf report` on `data` and builds the tables; `daemon_us` is the daemon's CPU µs per
 /// message (to turn shares into µs).
 fn analyse(data: &Path, daemon_us: f64, top: usize) -> Result<Profile, String> {
-    let output = std::process::Command::new("perf")
-        .arg("report")
-        .arg("-i")
-        .arg(data)
-        .args([
+    let text = perf(
+        "report",
+        data,
+        &[
             "--stdio",
             "--no-children",
             "--sort",
             "dso,sym",
             "-g",
             "none",
-        ])
-        .args(["--percent-limit", "0", "-q", "--no-inline"])
-        .output()
-        .map_err(|e| format!("cannot run perf report: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "perf report failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
+            "--percent-limit",
+            "0",
+            "-q",
+            "--no-inline",
+        ],
+    )?;
     let samples: Vec<Sample> = text.lines().filter_map(parse_report_line).collect();
     if samples.is_empty() {
         return Err("perf recorded no samples of the daemon".into());
     }
     let count = std::process::Command::new("perf")
-        .arg("report")
-        .arg("-i")
+        .args(["report", "-i"])
         .arg(data)
-        .args([
-            "--stdio",
-            "--no-children",
-            "--sort",
-            "dso",
-            "-q",
-            "-n",
-            "-g",
-            "none",
-            "--no-inline",
-        ])
+        .args(["--stdio", "--no-children", "--sort", "dso", "-q", "-n"])
+        .args(["-g", "none", "--no-inline"])
         .output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
@@ -586,18 +503,43 @@ fn shorten(symbol: &str) -> String {
 /// Runs `perf script` on `data` and shares out the samples by component
 /// ([`perf::components_of_script`]), in %.
 fn components(data: &Path) -> Result<Vec<(String, f64)>, String> {
+    let text = perf("script", data, &["-F", "ip,sym,dso", "--no-inline"])?;
+    perf::components_of_script(&text)
+}
+
+/// The output of `perf <command> -i <data> <args>`; the error says why it did not run or
+/// failed.
+fn perf(command: &str, data: &Path, args: &[&str]) -> Result<String, String> {
     let output = std::process::Command::new("perf")
-        .arg("script")
-        .arg("-i")
+        .args([command, "-i"])
         .arg(data)
-        .args(["-F", "ip,sym,dso", "--no-inline"])
+        .args(args)
         .output()
-        .map_err(|e| format!("cannot run perf script: {e}"))?;
+        .map_err(|e| format!("cannot run perf {command}: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "perf script failed: {}",
+            "perf {command} failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
-    perf::components_of_script(&String::from_utf8_lossy(&output.stdout))
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn invalid(&self) -> Option<&'static str> {
+        (self.load.is_empty() || self.runs == 0 || self.concurrency == 0)
+            .then_some("every count must be positive")
+    }
+
+    fn smoke(&mut self) {
+        self.load.smoke();
+        self.concurrency = 16;
+        self.runs = 1;
+        self.top = 10;
+        self.scheduler_interval_ms = 100;
+    }
 }

@@ -302,17 +302,7 @@ async fn run_mode(args: &Args, mode: GraphSendMode) -> ModeResult {
     result
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.smoke {
-        args.messages = 40;
-        args.mailboxes = 4;
-        args.fault_messages = 1;
-        args.concurrency = 8;
-    }
-    support::init_logs();
-    support::Machine::describe().print();
+async fn run(args: Args, _: support::Machine) -> ExitCode {
     let mut results = Vec::new();
     for mode in [GraphSendMode::SendMail, GraphSendMode::Draft] {
         results.push(run_mode(&args, mode).await);
@@ -368,11 +358,7 @@ async fn main() -> ExitCode {
         ],
         &fault_rows,
     );
-    let name = if args.smoke {
-        "send_modes-smoke"
-    } else {
-        "send_modes"
-    };
+    let name = &support::results_name("send_modes", args.smoke);
     let path = support::write_json(name, &results);
     println!("\nresults: {}", path.display());
     let lost = results.iter().any(|r| r.delivered != r.messages);
@@ -381,4 +367,17 @@ async fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    support::bench_main(run)
+}
+
+impl support::BenchArgs for Args {
+    fn smoke(&mut self) {
+        self.messages = 40;
+        self.mailboxes = 4;
+        self.fault_messages = 1;
+        self.concurrency = 8;
+    }
 }

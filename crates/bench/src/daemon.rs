@@ -233,24 +233,25 @@ impl PrivateRedis {
         cpu_seconds(self.pid()).unwrap_or(0.0)
     }
 
-    /// `INFO commandstats`.
-    pub async fn commandstats(&mut self) -> CommandStats {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
+    /// `INFO <section>`.
+    async fn info(&mut self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
             .query_async(&mut self.conn)
             .await
-            .unwrap_or_else(|e| fail(&format!("INFO commandstats failed: {e}")));
-        parse_commandstats(&info)
+            .unwrap_or_else(|e| fail(&format!("INFO {section} failed: {e}")))
+    }
+
+    /// `INFO commandstats`.
+    pub async fn commandstats(&mut self) -> CommandStats {
+        parse_commandstats(&self.info("commandstats").await)
     }
 
     /// `used_memory` of `INFO memory`, in bytes.
     pub async fn used_memory(&mut self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut self.conn)
+        self.info("memory")
             .await
-            .unwrap_or_else(|e| fail(&format!("INFO memory failed: {e}")));
-        info.lines()
+            .lines()
             .find_map(|l| l.strip_prefix("used_memory:"))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
@@ -1015,5 +1016,60 @@ fn run_quiet(command: &mut std::process::Command, what: &str) {
             String::from_utf8_lossy(&out.stderr).trim()
         )),
         Err(e) => fail(&format!("cannot run {what}: {e}")),
+    }
+}
+
+/// What both drain benchmarks (backlog, budgets) read at every snapshot: the command counts
+/// of the limiter's and the queue's Redis, and the claims so far.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrainCounters {
+    pub at: DateTime<Utc>,
+    pub limiter_commands: CommandStats,
+    pub queue_commands: CommandStats,
+    /// Claims so far ([`BenchDb::claims`]).
+    pub claims: u64,
+}
+
+impl DrainCounters {
+    /// Reads them now.
+    pub async fn read(limiter: &mut PrivateRedis, queue: &mut PrivateRedis, db: &BenchDb) -> Self {
+        let at = Utc::now();
+        Self {
+            at,
+            limiter_commands: limiter.commandstats().await,
+            queue_commands: queue.commandstats().await,
+            claims: db.claims().await,
+        }
+    }
+}
+
+/// How long a drain benchmark (backlog, budgets) runs, for its first line: a smoke run until
+/// each message was tried once, else `minutes`.
+pub fn drain_span(smoke: bool, minutes: u32) -> String {
+    if smoke {
+        "until each message was tried once".to_owned()
+    } else {
+        format!("{minutes} minute(s)")
+    }
+}
+
+/// The options both drain benchmarks (backlog, budgets) take for the daemon and the run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DrainArgs {
+    /// The mailboxes' limit, messages per UTC minute (`MAIL_RATE_LIMIT_PER_MINUTE`).
+    #[arg(long, default_value_t = 25)]
+    pub limit: u32,
+    /// Whole UTC minutes to measure (budgets: per backlog size).
+    #[arg(long, default_value_t = 5)]
+    pub minutes: u32,
+    /// `WORKER_CONCURRENCY` of the daemon (16, as in the earlier runs; production default 64).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u32,
+}
+
+impl DrainArgs {
+    /// A limit, a minute or a worker is missing: nothing would drain.
+    pub fn is_empty(&self) -> bool {
+        self.limit == 0 || self.minutes == 0 || self.concurrency == 0
     }
 }

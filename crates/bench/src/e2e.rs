@@ -23,6 +23,33 @@ use crate::{
     fail, median,
 };
 
+/// The load of benchmarks 4 and 5 (`end_to_end`, `profile`): their first three options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Load {
+    /// Messages per run (end_to_end: of sections 1–3).
+    #[arg(long, default_value_t = 5_000)]
+    pub messages: usize,
+    /// Mailboxes they are spread over (round robin).
+    #[arg(long, default_value_t = 500)]
+    pub mailboxes: usize,
+    /// Latency graph-sim adds to every sendMail, ms (end_to_end: of sections 1, 2, 4 and 5).
+    #[arg(long, default_value_t = 20)]
+    pub latency_ms: u64,
+}
+
+impl Load {
+    /// No messages or no mailboxes: nothing to measure.
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0 || self.mailboxes == 0
+    }
+
+    /// A smoke run's: 100 messages over 20 mailboxes.
+    pub fn smoke(&mut self) {
+        self.messages = 100;
+        self.mailboxes = 20;
+    }
+}
+
 /// `MAIL_RATE_LIMIT_PER_MINUTE` of the benchmark's mailboxes: high enough that the budgets
 /// (`mailboxes × limit / 60` sends/s) never bind; graph-sim's own Exchange limits (30 a rolling
 /// minute per mailbox) do not either, with a few dozen messages per mailbox.

@@ -80,6 +80,39 @@ pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
         .block_on(main)
 }
 
+/// A benchmark's command line: every benchmark but `contention` runs through [`bench_main`].
+pub trait BenchArgs: clap::Parser {
+    /// Shrinks the run to a smoke run (`--smoke`, for CI: a few seconds that prove the
+    /// benchmark works; the figures mean nothing).
+    fn smoke(&mut self);
+
+    /// Why these arguments cannot run (a count that must be positive, …), if they cannot.
+    fn invalid(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// A benchmark's `main`: parses its [`BenchArgs`] (shrunk by [`BenchArgs::smoke`] when a
+/// `--smoke` flag was given), [`fail`]s when [`BenchArgs::invalid`] says why, prints the
+/// [`Machine`], then runs `run` with both on a tokio runtime ([`block_on`]).
+pub fn bench_main<A, F>(run: impl FnOnce(A, Machine) -> F) -> std::process::ExitCode
+where
+    A: BenchArgs,
+    F: std::future::Future<Output = std::process::ExitCode>,
+{
+    let matches = A::command().get_matches();
+    let mut args = A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if matches.try_get_one::<bool>("smoke").ok().flatten() == Some(&true) {
+        args.smoke();
+    }
+    if let Some(why) = args.invalid() {
+        fail(why);
+    }
+    let machine = Machine::describe();
+    machine.print();
+    block_on(run(args, machine))
+}
+
 /// A fresh key prefix for one benchmark run: `bench:<name>:<12 hex>`. Benchmarks never
 /// `FLUSHDB`; they delete their own prefix with [`unlink_prefix`].
 pub fn bench_prefix(name: &str) -> String {
@@ -127,6 +160,16 @@ pub async fn redis_connection(url: &url::Url) -> redis::aio::MultiplexedConnecti
         .get_multiplexed_async_connection()
         .await
         .unwrap_or_else(|e| fail(&format!("cannot connect to Redis at {url}: {e}")))
+}
+
+/// What every results file of a [`bench_main`] benchmark starts with.
+#[derive(Debug, Serialize)]
+pub struct RunInfo {
+    /// The benchmark's name.
+    pub benchmark: &'static str,
+    pub machine: Machine,
+    /// A `--smoke` run (figures meaningless).
+    pub smoke: bool,
 }
 
 /// The machine the figures come from.
@@ -259,6 +302,27 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// `value` per one of `n` (per mail sent, per try …); NaN for none.
+#[allow(clippy::cast_precision_loss)]
+pub fn per(value: f64, n: u64) -> f64 {
+    if n == 0 { f64::NAN } else { value / n as f64 }
+}
+
+/// A count as `f64`, for ratios (counts stay far below 2^52).
+#[allow(clippy::cast_precision_loss)]
+pub fn to_f64(count: u64) -> f64 {
+    count as f64
+}
+
+/// The results file's name of `benchmark`: `<benchmark>-smoke` for a smoke run.
+pub fn results_name(benchmark: &str, smoke: bool) -> String {
+    if smoke {
+        format!("{benchmark}-smoke")
+    } else {
+        benchmark.to_owned()
+    }
+}
+
 /// Nanoseconds as microseconds, for tables and JSON.
 #[allow(clippy::cast_precision_loss)]
 pub fn us(nanos: u64) -> f64 {
@@ -302,6 +366,16 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     for row in rows {
         line(&mut row.iter().map(String::as_str));
     }
+}
+
+/// Prints one row per item of `items`, made by `row`, under `headers` (as [`print_table`]).
+pub fn print_table_of<T>(
+    headers: &[&str],
+    items: impl IntoIterator<Item = T>,
+    row: impl FnMut(T) -> Vec<String>,
+) {
+    let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
+    print_table(headers, &rows);
 }
 
 /// `bench-results/` at the workspace root (gitignored), where every benchmark writes.

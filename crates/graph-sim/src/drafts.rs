@@ -22,7 +22,7 @@
 //!   (<https://learn.microsoft.com/graph/outlook-large-attachments>,
 //!   <https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use axum::{
     body::Body,
@@ -36,8 +36,8 @@ use uuid::Uuid;
 use super::{
     records::{RecordedAttachment, SimDraft},
     send::{
-        Delivery, Reply, Seen, admit, count, deliver, finish, next_scripted, read_body,
-        read_limited, undelivered,
+        Delivery, Reply, Seen, action_route, admit, count, deliver, next_scripted, read_body,
+        read_limited, routed, undelivered,
     },
     server::{Inner, SimState},
     validate::{ParsedMessage, parse_draft},
@@ -159,15 +159,10 @@ pub(crate) async fn create_draft(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "createDraft");
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = match create(&state, &user, &headers, body, &mut seen).await {
-        Ok(reply) => reply,
-        Err(e) => Reply::Error(e),
+    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
+        create(&state, &user, &headers, body, seen).await
     };
-    finish(&state, "createDraft", reply, &ids, &seen, started)
+    routed(&state, "createDraft", &headers, handle).await
 }
 
 async fn create(
@@ -222,24 +217,21 @@ pub(crate) async fn draft_action(
     Path((user, id, action)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "send");
-    let arrived_at_ms = state.now().timestamp_millis();
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = if action.eq_ignore_ascii_case("send") {
-        match send(&state, &user, &id, &headers, &ids, arrived_at_ms, &mut seen).await {
-            Ok(reply) => reply,
-            Err(e) => Reply::Error(e),
-        }
-    } else {
-        Reply::Error(GraphError::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!("Resource not found for the segment '{action}'."),
-        ))
+    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| match send(
+        &state,
+        &user,
+        &id,
+        &headers,
+        ids,
+        arrived_at_ms,
+        seen,
+    )
+    .await
+    {
+        Ok(reply) => reply,
+        Err(e) => Reply::Error(e),
     };
-    finish(&state, "send", reply, &ids, &seen, started)
+    action_route(&state, "send", &action, &headers, handle).await
 }
 
 async fn send(
@@ -302,15 +294,9 @@ pub(crate) async fn get_message(
     Path((user, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "getMessage");
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = match get(&state, &user, &id, &headers, &mut seen).await {
-        Ok(reply) => reply,
-        Err(e) => Reply::Error(e),
-    };
-    finish(&state, "getMessage", reply, &ids, &seen, started)
+    let handle =
+        async |_: &RequestIds, _, seen: &mut Seen| get(&state, &user, &id, &headers, seen).await;
+    routed(&state, "getMessage", &headers, handle).await
 }
 
 async fn get(
@@ -400,24 +386,10 @@ async fn list(
     query: ListQuery,
     headers: HeaderMap,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "listMessages");
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = match listed(
-        &state,
-        &user,
-        folder.as_deref(),
-        &query,
-        &headers,
-        &mut seen,
-    )
-    .await
-    {
-        Ok(reply) => reply,
-        Err(e) => Reply::Error(e),
+    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
+        listed(&state, &user, folder.as_deref(), &query, &headers, seen).await
     };
-    finish(&state, "listMessages", reply, &ids, &seen, started)
+    routed(&state, "listMessages", &headers, handle).await
 }
 
 async fn listed(
@@ -489,15 +461,10 @@ pub(crate) async fn create_upload_session(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "createUploadSession");
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = match open_session(&state, &user, &id, &headers, body, &mut seen).await {
-        Ok(reply) => reply,
-        Err(e) => Reply::Error(e),
+    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
+        open_session(&state, &user, &id, &headers, body, seen).await
     };
-    finish(&state, "createUploadSession", reply, &ids, &seen, started)
+    routed(&state, "createUploadSession", &headers, handle).await
 }
 
 async fn open_session(

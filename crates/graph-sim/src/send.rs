@@ -102,30 +102,54 @@ pub(crate) async fn send_mail(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    count(&state, "sendMail");
-    let arrived_at_ms = state.now().timestamp_millis();
-    let ids = RequestIds::new(&headers);
-    let mut seen = Seen::default();
-    let reply = if action.eq_ignore_ascii_case("sendMail") {
-        process(
-            &state,
-            &user,
-            &headers,
-            body,
-            &ids,
-            arrived_at_ms,
-            &mut seen,
-        )
-        .await
-    } else {
-        Reply::Error(GraphError::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!("Resource not found for the segment '{action}'."),
-        ))
+    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
+        process(&state, &user, &headers, body, ids, arrived_at_ms, seen).await
     };
-    finish(&state, "sendMail", reply, &ids, &seen, started)
+    action_route(&state, "sendMail", &action, &headers, handle).await
+}
+
+/// A request to the action `route` (`sendMail`, a draft's `send`): answered by `handle` (as
+/// [`routed`]) when the path's last segment is `action` in any case, else Graph's `400` for an
+/// unknown segment.
+pub(crate) async fn action_route(
+    state: &Arc<SimState>,
+    route: &str,
+    action: &str,
+    headers: &HeaderMap,
+    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Reply,
+) -> Response {
+    routed(state, route, headers, async |ids, arrived_at_ms, seen| {
+        if action.eq_ignore_ascii_case(route) {
+            Ok(handle(ids, arrived_at_ms, seen).await)
+        } else {
+            Err(GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("Resource not found for the segment '{action}'."),
+            ))
+        }
+    })
+    .await
+}
+
+/// A request to `route`: counted when it arrives, answered by `handle` (given the request's
+/// ids, its arrival in ms since the epoch and what it was seen to be; an error is Graph's error
+/// answer), and logged ([`finish`]).
+pub(crate) async fn routed(
+    state: &Arc<SimState>,
+    route: &str,
+    headers: &HeaderMap,
+    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Result<Reply, GraphError>,
+) -> Response {
+    let started = Instant::now();
+    count(state, route);
+    let arrived_at_ms = state.now().timestamp_millis();
+    let ids = RequestIds::new(headers);
+    let mut seen = Seen::default();
+    let reply = handle(&ids, arrived_at_ms, &mut seen)
+        .await
+        .unwrap_or_else(Reply::Error);
+    finish(state, route, reply, &ids, &seen, started)
 }
 
 /// Counts a request under `route` when it arrives (a request whose client goes away, or that

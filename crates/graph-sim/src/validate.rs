@@ -296,12 +296,24 @@ fn parse_body(message: &Map<String, Value>) -> Result<(String, usize), GraphErro
     Ok((content_type, content.map_or(0, |c| c.len())))
 }
 
+/// Each item of the optional array `name` of `message`, read by `parse`; an item that is not
+/// an object is refused.
+fn parse_each<T>(
+    message: &Map<String, Value>,
+    name: &str,
+    mut parse: impl FnMut(&Map<String, Value>) -> Result<T, GraphError>,
+) -> Result<Vec<T>, GraphError> {
+    optional_array(message, name)?
+        .iter()
+        .map(|item| match item {
+            Value::Object(object) => parse(object),
+            other => Err(not_an_object(other)),
+        })
+        .collect()
+}
+
 fn parse_recipients(message: &Map<String, Value>, name: &str) -> Result<Vec<String>, GraphError> {
-    let mut out = Vec::new();
-    for item in optional_array(message, name)? {
-        let Value::Object(recipient) = item else {
-            return Err(not_an_object(item));
-        };
+    parse_each(message, name, |recipient| {
         let address = match get(recipient, "emailAddress") {
             None | Some(Value::Null) => None,
             Some(Value::Object(email)) => {
@@ -316,17 +328,12 @@ fn parse_recipients(message: &Map<String, Value>, name: &str) -> Result<Vec<Stri
                 "Recipient '{address}' is not resolved. All recipients must be resolved before a message can be submitted."
             )));
         }
-        out.push(address);
-    }
-    Ok(out)
+        Ok(address)
+    })
 }
 
 fn parse_headers(message: &Map<String, Value>) -> Result<Vec<RecordedHeader>, GraphError> {
-    let mut out = Vec::new();
-    for item in optional_array(message, "internetMessageHeaders")? {
-        let Value::Object(header) = item else {
-            return Err(not_an_object(item));
-        };
+    parse_each(message, "internetMessageHeaders", |header| {
         let name = optional_string(header, "name")?.unwrap_or_default();
         let value = optional_string(header, "value")?.unwrap_or_default();
         let prefixed =
@@ -340,17 +347,12 @@ fn parse_headers(message: &Map<String, Value>) -> Result<Vec<RecordedHeader>, Gr
                 ),
             ));
         }
-        out.push(RecordedHeader { name, value });
-    }
-    Ok(out)
+        Ok(RecordedHeader { name, value })
+    })
 }
 
 fn parse_attachments(message: &Map<String, Value>) -> Result<Vec<RecordedAttachment>, GraphError> {
-    let mut out = Vec::new();
-    for item in optional_array(message, "attachments")? {
-        let Value::Object(attachment) = item else {
-            return Err(not_an_object(item));
-        };
+    parse_each(message, "attachments", |attachment| {
         let odata_type = match get(attachment, "@odata.type") {
             Some(Value::String(t)) => t.clone(),
             _ => {
@@ -382,9 +384,8 @@ fn parse_attachments(message: &Map<String, Value>) -> Result<Vec<RecordedAttachm
         };
         let decoded = decode_base64(content)
             .ok_or_else(|| wrong_type(&Value::String(content.clone()), "Edm.Binary"))?;
-        out.push(RecordedAttachment::of(name, &decoded));
-    }
-    Ok(out)
+        Ok(RecordedAttachment::of(name, &decoded))
+    })
 }
 
 /// Decoded length of standard base64 (padded) or base64url (padded or not), as OData's

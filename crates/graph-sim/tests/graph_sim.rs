@@ -71,6 +71,28 @@ async fn token_request(
         .expect("token request")
 }
 
+/// The client-credentials grant's form: app `client` with `secret`, asking for `scope`.
+fn credentials<'a>(client: &'a str, secret: &'a str, scope: &'a str) -> [(&'a str, &'a str); 4] {
+    [
+        ("grant_type", "client_credentials"),
+        ("client_id", client),
+        ("client_secret", secret),
+        ("scope", scope),
+    ]
+}
+
+/// A client-credentials token request of app `client` with `secret` in `tenant` for `scope`.
+async fn client_credentials(
+    http: &Client,
+    sim: &GraphSim,
+    tenant: &str,
+    client: &str,
+    secret: &str,
+    scope: &str,
+) -> Response {
+    token_request(http, sim, tenant, &credentials(client, secret, scope)).await
+}
+
 async fn token_for(
     http: &Client,
     sim: &GraphSim,
@@ -78,18 +100,7 @@ async fn token_for(
     client: &str,
     secret: &str,
 ) -> String {
-    let response = token_request(
-        http,
-        sim,
-        tenant,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", client),
-            ("client_secret", secret),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let response = client_credentials(http, sim, tenant, client, secret, GRAPH_SCOPE).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     body["access_token"].as_str().unwrap().to_owned()
@@ -132,6 +143,121 @@ async fn send_as(
         .expect("sendMail request")
 }
 
+/// `body` from [`MAILBOX`].
+async fn send(http: &Client, sim: &GraphSim, token: &str, body: &Value) -> Response {
+    send_as(http, sim, token, MAILBOX, body).await
+}
+
+/// One message to one recipient from [`MAILBOX`].
+async fn send_one(http: &Client, sim: &GraphSim, token: &str) -> Response {
+    send(http, sim, token, &message(1)).await
+}
+
+/// graph-sim and a client holding a token of the first tenant's app.
+struct Session {
+    sim: GraphSim,
+    clock: ManualClock,
+    http: Client,
+    token: String,
+}
+
+impl Session {
+    /// Over [`start`].
+    async fn start() -> Self {
+        Self::over(start().await).await
+    }
+
+    /// Over [`start_with`] Microsoft's default limits as `change` changes them.
+    async fn with(change: impl FnOnce(&mut MailboxLimits)) -> Self {
+        let mut limits = MailboxLimits::default();
+        change(&mut limits);
+        Self::over(start_with(limits).await).await
+    }
+
+    /// Over `started` ([`start`], [`start_with`], [`start_probing`]).
+    async fn over((sim, clock): (GraphSim, ManualClock)) -> Self {
+        let http = Client::new();
+        let token = token(&http, &sim).await;
+        Self {
+            sim,
+            clock,
+            http,
+            token,
+        }
+    }
+
+    /// `body` from [`MAILBOX`].
+    async fn send(&self, body: &Value) -> Response {
+        send(&self.http, &self.sim, &self.token, body).await
+    }
+
+    /// Asserts graph-sim refuses `body` from [`MAILBOX`] with `status` and `code`, and no
+    /// `Retry-After` ([`refusal`]).
+    async fn assert_refuses(&self, body: &Value, status: StatusCode, code: &str) {
+        assert_eq!(refusal(self.send(body).await).await, refused(status, code));
+    }
+
+    /// One message to one recipient from [`MAILBOX`].
+    async fn send_one(&self) -> Response {
+        self.send(&message(1)).await
+    }
+}
+
+/// What [`refusal`] reads from a 429 `ApplicationThrottled` with this `Retry-After`.
+fn throttled(retry_after: &str) -> (StatusCode, Option<String>, String) {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(retry_after.into()),
+        "ApplicationThrottled".into(),
+    )
+}
+
+/// What [`refusal`] reads from a refusal with `status` and `code` and no `Retry-After`.
+fn refused(status: StatusCode, code: &str) -> (StatusCode, Option<String>, String) {
+    (status, None, code.into())
+}
+
+/// The JSON answer to `request` (which must succeed).
+async fn json_of<T: serde::de::DeserializeOwned>(request: reqwest::RequestBuilder) -> T {
+    json_of_answer(request.send().await).await
+}
+
+/// The JSON of `answer` (which must have arrived).
+async fn json_of_answer<T: serde::de::DeserializeOwned>(answer: reqwest::Result<Response>) -> T {
+    answer.unwrap().json().await.unwrap()
+}
+
+/// Lines read from a child's stdout.
+type StdoutLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// The graph-sim binary with `args` and `env` (logging warnings only), killed when dropped, and
+/// its stdout line by line.
+fn spawn_graph_sim(args: &[&str], env: &[(&str, &str)]) -> (tokio::process::Child, StdoutLines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    (child, tokio::io::BufReader::new(stdout).lines())
+}
+
+/// Stops the graph-sim binary `child` as a supervisor would: SIGTERM.
+fn terminate(child: &tokio::process::Child) {
+    let pid = child.id().expect("graph-sim still runs").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(
+        kill.is_ok_and(|status| status.success()),
+        "kill -TERM {pid}"
+    );
+}
+
 fn retry_after(response: &Response) -> Option<String> {
     response
         .headers()
@@ -152,6 +278,19 @@ async fn refusal(response: Response) -> (StatusCode, Option<String>, String) {
             .unwrap_or_default()
             .to_owned(),
     )
+}
+
+/// [`refusal`] of the answer to `request`.
+async fn refusal_of(request: reqwest::RequestBuilder) -> (StatusCode, Option<String>, String) {
+    refusal(request.send().await.expect("an answer")).await
+}
+
+/// The body of Entra's refusal `response` after asserting its `status` (`context` names the
+/// case).
+async fn entra_refusal(response: Response, status: StatusCode, context: &str) -> Value {
+    let (answered, body) = entra_error(response).await;
+    assert_eq!(answered, status, "{context}");
+    body
 }
 
 async fn entra_error(response: Response) -> (StatusCode, Value) {
@@ -183,18 +322,7 @@ async fn token_endpoint_issues_a_bearer_token_for_the_graph_default_scope() {
     let (sim, _) = start().await;
     let http = Client::new();
     for scope in [GRAPH_SCOPE.to_owned(), sim.graph_scope()] {
-        let response = token_request(
-            &http,
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", CLIENT),
-                ("client_secret", SECRET),
-                ("scope", &scope),
-            ],
-        )
-        .await;
+        let response = client_credentials(&http, &sim, TENANT, CLIENT, SECRET, &scope).await;
         assert_eq!(response.status(), StatusCode::OK, "{scope}");
         assert_eq!(response.headers()["cache-control"], "no-store, no-cache");
         let body: Value = response.json().await.unwrap();
@@ -216,18 +344,8 @@ async fn token_lifetime_is_configurable() {
     )
     .await
     .unwrap();
-    let response = token_request(
-        &Client::new(),
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let response =
+        client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, GRAPH_SCOPE).await;
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["expires_in"], 60);
 }
@@ -238,17 +356,11 @@ async fn wrong_secret_is_refused_with_aadsts7000215() {
     let response = Client::new()
         .post(sim.token_url(TENANT))
         .header("client-request-id", "corr-123")
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", "wrong"),
-            ("scope", GRAPH_SCOPE),
-        ])
+        .form(&credentials(CLIENT, "wrong", GRAPH_SCOPE))
         .send()
         .await
         .unwrap();
-    let (status, body) = entra_error(response).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let body = entra_refusal(response, StatusCode::UNAUTHORIZED, "").await;
     assert_entra_shape(&body, "invalid_client", 7000215);
     assert!(
         body["error_description"]
@@ -267,20 +379,9 @@ async fn unknown_client_is_refused_with_aadsts700016() {
     let http = Client::new();
     // Unknown anywhere, and known only in another tenant.
     for client in ["no-such-app", OTHER_CLIENT] {
-        let response = token_request(
-            &http,
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", client),
-                ("client_secret", OTHER_SECRET),
-                ("scope", GRAPH_SCOPE),
-            ],
-        )
-        .await;
-        let (status, body) = entra_error(response).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{client}");
+        let response =
+            client_credentials(&http, &sim, TENANT, client, OTHER_SECRET, GRAPH_SCOPE).await;
+        let body = entra_refusal(response, StatusCode::BAD_REQUEST, client).await;
         assert_entra_shape(&body, "unauthorized_client", 700016);
     }
 }
@@ -288,20 +389,16 @@ async fn unknown_client_is_refused_with_aadsts700016() {
 #[tokio::test]
 async fn unknown_tenant_is_refused_with_aadsts90002() {
     let (sim, _) = start().await;
-    let response = token_request(
+    let response = client_credentials(
         &Client::new(),
         &sim,
         "nowhere.example",
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
+        CLIENT,
+        SECRET,
+        GRAPH_SCOPE,
     )
     .await;
-    let (status, body) = entra_error(response).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let body = entra_refusal(response, StatusCode::BAD_REQUEST, "").await;
     assert_entra_shape(&body, "invalid_request", 90002);
 }
 
@@ -312,20 +409,9 @@ async fn a_scope_other_than_graph_default_is_refused_with_aadsts70011() {
         "https://graph.microsoft.com/Mail.Send",
         "http://127.0.0.1:1/.default",
     ] {
-        let response = token_request(
-            &Client::new(),
-            &sim,
-            TENANT,
-            &[
-                ("grant_type", "client_credentials"),
-                ("client_id", CLIENT),
-                ("client_secret", SECRET),
-                ("scope", scope),
-            ],
-        )
-        .await;
-        let (status, body) = entra_error(response).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{scope}");
+        let response =
+            client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, scope).await;
+        let body = entra_refusal(response, StatusCode::BAD_REQUEST, scope).await;
         assert_entra_shape(&body, "invalid_scope", 70011);
     }
 }
@@ -336,18 +422,7 @@ async fn token_requests_are_counted_per_app_including_refused_ones() {
     let http = Client::new();
     token(&http, &sim).await;
     token(&http, &sim).await;
-    token_request(
-        &http,
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", "wrong"),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    client_credentials(&http, &sim, TENANT, CLIENT, "wrong", GRAPH_SCOPE).await;
     token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     assert_eq!(sim.token_requests(CLIENT), 3);
     assert_eq!(sim.token_requests(OTHER_CLIENT), 1);
@@ -385,18 +460,16 @@ async fn scripted_token_faults_answer_once_each_in_order() {
     sim.push_token_faults([TokenFault::unavailable(), TokenFault::server_error()])
         .unwrap();
     let http = Client::new();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", CLIENT),
-        ("client_secret", SECRET),
-        ("scope", GRAPH_SCOPE),
-    ];
-    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_entra_shape(&body, "temporarily_unavailable", 50000);
-    let (status, body) = entra_error(token_request(&http, &sim, TENANT, &form).await).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_entra_shape(&body, "server_error", 50000);
+    let form = credentials(CLIENT, SECRET, GRAPH_SCOPE);
+    // The scripted faults in order, then the real answer.
+    for (status, error) in [
+        (StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable"),
+        (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+    ] {
+        let response = token_request(&http, &sim, TENANT, &form).await;
+        let body = entra_refusal(response, status, error).await;
+        assert_entra_shape(&body, error, 50000);
+    }
     assert_eq!(
         token_request(&http, &sim, TENANT, &form).await.status(),
         StatusCode::OK
@@ -409,10 +482,8 @@ async fn scripted_token_faults_answer_once_each_in_order() {
 
 #[tokio::test]
 async fn a_valid_message_is_accepted_with_202_and_recorded() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(3)).await;
+    let s = Session::start().await;
+    let response = s.send(&message(3)).await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let request_id = response.headers()["request-id"]
         .to_str()
@@ -421,11 +492,11 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     assert!(retry_after(&response).is_none());
     assert_eq!(response.bytes().await.unwrap().len(), 0);
 
-    let messages = sim.messages();
+    let messages = s.sim.messages();
     assert_eq!(messages.len(), 1);
     let m = &messages[0];
     assert_eq!(m.mailbox, MAILBOX);
-    assert_eq!(Some(m.mailbox_id), sim.mailbox_id(MAILBOX));
+    assert_eq!(Some(m.mailbox_id), s.sim.mailbox_id(MAILBOX));
     assert_eq!(m.client_id, CLIENT);
     assert_eq!(m.request_id, request_id);
     assert_eq!(m.received_at, t0());
@@ -443,7 +514,7 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
     assert!(!m.save_to_sent_items);
     assert!(!m.delayed);
     assert_eq!(m.answered_status, 202);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 1);
     assert_eq!(stats.recipients_last_24h, 3);
     assert_eq!(stats.refused.total(), 0);
@@ -451,15 +522,13 @@ async fn a_valid_message_is_accepted_with_202_and_recorded() {
 
 #[tokio::test]
 async fn mailboxes_are_found_by_id_and_by_upn_in_any_case() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let id = sim.mailbox_id(MAILBOX).unwrap().to_string();
+    let s = Session::start().await;
+    let id = s.sim.mailbox_id(MAILBOX).unwrap().to_string();
     for user in ["Events@Contoso.Example", id.as_str()] {
-        let response = send_as(&http, &sim, &token, user, &message(1)).await;
+        let response = send_as(&s.http, &s.sim, &s.token, user, &message(1)).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "{user}");
     }
-    let mailboxes: Vec<String> = sim.messages().into_iter().map(|m| m.mailbox).collect();
+    let mailboxes: Vec<String> = s.sim.messages().into_iter().map(|m| m.mailbox).collect();
     assert_eq!(mailboxes, vec![MAILBOX, MAILBOX]);
 }
 
@@ -472,11 +541,7 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
     assert!(missing.headers().contains_key("www-authenticate"));
     assert_eq!(
         refusal(missing).await,
-        (
-            StatusCode::UNAUTHORIZED,
-            None,
-            "InvalidAuthenticationToken".into()
-        )
+        refused(StatusCode::UNAUTHORIZED, "InvalidAuthenticationToken")
     );
     let unknown = send_as(&http, &sim, "not-a-token", MAILBOX, &message(1)).await;
     assert_eq!(refusal(unknown).await.2, "InvalidAuthenticationToken");
@@ -484,13 +549,11 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
     let token = token(&http, &sim).await;
     clock.advance(Duration::from_secs(3598));
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
+        send_one(&http, &sim, &token).await.status(),
         StatusCode::ACCEPTED
     );
     clock.advance(Duration::from_secs(1)); // 3599 s: expired
-    let expired = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let expired = send_one(&http, &sim, &token).await;
     let status = expired.status();
     let body: Value = expired.json().await.unwrap();
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -518,7 +581,7 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
     let response = send_as(&http, &sim, &other, MAILBOX, &message(1)).await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::FORBIDDEN, None, "ErrorAccessDenied".into())
+        refused(StatusCode::FORBIDDEN, "ErrorAccessDenied")
     );
     // Same tenant, but not an app the mailbox allows.
     let second = token_for(&http, &sim, TENANT, "second-app", "second-secret").await;
@@ -537,116 +600,83 @@ async fn a_token_of_another_tenant_gets_403_error_access_denied() {
 
 #[tokio::test]
 async fn an_unknown_mailbox_gets_404_error_invalid_user() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = send_as(&http, &sim, &token, "nobody@contoso.example", &message(1)).await;
+    let s = Session::start().await;
+    let response = send_as(
+        &s.http,
+        &s.sim,
+        &s.token,
+        "nobody@contoso.example",
+        &message(1),
+    )
+    .await;
     assert_eq!(
         refusal(response).await,
-        (StatusCode::NOT_FOUND, None, "ErrorInvalidUser".into())
+        refused(StatusCode::NOT_FOUND, "ErrorInvalidUser")
     );
-    assert_eq!(sim.stats().unknown_mailbox_requests, 1);
+    assert_eq!(s.sim.stats().unknown_mailbox_requests, 1);
 }
 
 #[tokio::test]
 async fn invalid_recipients_get_400_error_invalid_recipients() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let bad_syntax = json!({"message": {"toRecipients": [{"emailAddress": {"address": "lotte at example.org"}}]}});
     let none = json!({"message": {"subject": "x", "toRecipients": []}});
     let too_many =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(201)}});
     for body in [bad_syntax, none, too_many] {
-        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-        assert_eq!(
-            refusal(response).await,
-            (
-                StatusCode::BAD_REQUEST,
-                None,
-                "ErrorInvalidRecipients".into()
-            )
-        );
+        s.assert_refuses(&body, StatusCode::BAD_REQUEST, "ErrorInvalidRecipients")
+            .await;
     }
     let exactly_500 =
         json!({"message": {"toRecipients": recipients(300), "bccRecipients": recipients(200)}});
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &exactly_500)
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
+    assert_eq!(s.send(&exactly_500).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(s.sim.mailbox_stats(MAILBOX).unwrap().refused.validation, 3);
 }
 
 #[tokio::test]
 async fn a_header_without_x_prefix_gets_400_invalid_internet_message_header() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let mut body = message(1);
     body["message"]["internetMessageHeaders"] =
         json!([{"name": "List-Unsubscribe", "value": "<mailto:u@example.org>"}]);
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::BAD_REQUEST,
-            None,
-            "InvalidInternetMessageHeader".into()
-        )
-    );
+    s.assert_refuses(
+        &body,
+        StatusCode::BAD_REQUEST,
+        "InvalidInternetMessageHeader",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn attachments_need_valid_base64_content_bytes() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let mut body = message(1);
     body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
         "name": "a.pdf", "contentType": "application/pdf", "contentBytes": "not base64!"}]);
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(
-        refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
-    );
+    s.assert_refuses(&body, StatusCode::BAD_REQUEST, "RequestBodyRead")
+        .await;
     body["message"]["attachments"][0]["contentBytes"] = json!("JVBERi0xLjQK"); // "%PDF-1.4\n"
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
-        StatusCode::ACCEPTED
-    );
-    let m = &sim.messages()[0];
+    assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED);
+    let m = &s.sim.messages()[0];
     assert_eq!((m.attachment_count, m.attachment_bytes), (1, 9));
 }
 
 #[tokio::test]
 async fn body_content_type_must_be_text_or_html_in_any_case() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let mut body = message(1);
     for ok in ["text", "HTML", "Html"] {
         body["message"]["body"]["contentType"] = json!(ok);
-        assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &body).await.status(),
-            StatusCode::ACCEPTED,
-            "{ok}"
-        );
+        assert_eq!(s.send(&body).await.status(), StatusCode::ACCEPTED, "{ok}");
     }
     body["message"]["body"]["contentType"] = json!("markdown");
-    let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
-    assert_eq!(
-        refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "RequestBodyRead".into())
-    );
+    s.assert_refuses(&body, StatusCode::BAD_REQUEST, "RequestBodyRead")
+        .await;
 }
 
 #[tokio::test]
 async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let with_attachment = |base64_len: usize| {
         let mut body = message(1);
         body["message"]["attachments"] = json!([{"@odata.type": "#microsoft.graph.fileAttachment",
@@ -656,22 +686,16 @@ async fn a_body_over_4_mb_gets_413_request_entity_too_large() {
     // Just under 4 MB (4,194,304 bytes) is accepted: more than axum's 2 MB default.
     let under = with_attachment(4_190_000);
     assert!(under.to_string().len() < 4_194_304);
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &under).await.status(),
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
+    assert_eq!(s.send(&under).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(s.sim.messages()[0].attachment_bytes, 4_190_000 / 4 * 3);
     let over = with_attachment(4_200_000);
-    let response = send_as(&http, &sim, &token, MAILBOX, &over).await;
-    assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            None,
-            "RequestEntityTooLarge".into()
-        )
-    );
-    assert_eq!(sim.messages().len(), 1);
+    s.assert_refuses(
+        &over,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+    )
+    .await;
+    assert_eq!(s.sim.messages().len(), 1);
 }
 
 #[tokio::test]
@@ -710,19 +734,15 @@ async fn every_error_has_graphs_body_shape_and_request_id_header() {
 
 #[tokio::test]
 async fn me_send_mail_is_refused_for_app_only_tokens() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let response = http
-        .post(format!("{}/me/sendMail", sim.graph_base_url()))
-        .bearer_auth(token)
-        .json(&message(1))
-        .send()
-        .await
-        .unwrap();
+    let s = Session::start().await;
+    let me = s
+        .http
+        .post(format!("{}/me/sendMail", s.sim.graph_base_url()))
+        .bearer_auth(&s.token)
+        .json(&message(1));
     assert_eq!(
-        refusal(response).await,
-        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+        refusal_of(me).await,
+        refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
 
@@ -732,15 +752,14 @@ async fn me_send_mail_is_refused_for_app_only_tokens() {
 #[tokio::test]
 async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_application_throttled()
  {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
+    let s = Session::start().await;
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Fixed(1_500))
         .unwrap();
     let body = message(1);
     let requests = (0..5).map(|_| async {
         let started = Instant::now();
-        let response = send_as(&http, &sim, &token, MAILBOX, &body).await;
+        let response = s.send(&body).await;
         let status = response.status();
         let ra = retry_after(&response);
         let text = response.text().await.unwrap();
@@ -770,7 +789,7 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
         "refused without waiting: {elapsed:?}"
     );
     assert!(accepted.iter().all(|a| a.3 >= Duration::from_millis(1_500)));
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.max_concurrent, 4);
     assert_eq!(stats.refused.concurrency, 1);
     assert_eq!(stats.accepted, 4);
@@ -778,44 +797,30 @@ async fn five_concurrent_slow_requests_to_one_mailbox_get_four_accepted_and_one_
 
 #[tokio::test]
 async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     for i in 0..30 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
-        clock.advance(Duration::from_secs(1));
+        s.clock.advance(Duration::from_secs(1));
     }
     // 12:00:30 — the 31st within 60 s of the first (12:00:00), which ages out at 12:01:00.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("30".into()),
-            "ApplicationThrottled".into()
-        )
-    );
-    clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let response = s.send_one().await;
+    assert_eq!(refusal(response).await, throttled("30"));
+    s.clock.advance(Duration::from_millis(29_500)); // 12:00:59.5 → 0.5 s left, rounded up to 1
+    let response = s.send_one().await;
     assert_eq!(retry_after(&response).as_deref(), Some("1"));
-    clock.advance(Duration::from_millis(500)); // 12:01:00
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    s.clock.advance(Duration::from_millis(500)); // 12:01:00
+    assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.accepted, 31);
     // The second refusal came before the first one's Retry-After: a client that did not wait.
     assert_eq!(stats.refused.minute, 1);
     assert_eq!(stats.refused.retry_after_ignored, 1);
     assert_eq!(stats.max_in_rolling_60s, 30);
     // The other mailbox has its own budget.
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
@@ -824,23 +829,17 @@ async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
 
 #[tokio::test]
 async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
-    let (sim, _) = start_with(MailboxLimits {
-        minute_overflow: MinuteOverflow::AcceptDelayed,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::with(|l| l.minute_overflow = MinuteOverflow::AcceptDelayed).await;
     for i in 0..31 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+        let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
     }
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(
         (stats.accepted, stats.delayed, stats.refused.minute),
         (31, 1, 0)
     );
-    let delayed: Vec<bool> = sim.messages().iter().map(|m| m.delayed).collect();
+    let delayed: Vec<bool> = s.sim.messages().iter().map(|m| m.delayed).collect();
     assert_eq!(delayed.iter().filter(|d| **d).count(), 1);
     assert!(delayed[30]);
 }
@@ -848,17 +847,15 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
 #[tokio::test]
 async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
 {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let mut token = token(&http, &sim).await;
+    let mut s = Session::start().await;
     let big = message(500);
     for i in 0..20 {
-        let response = send_as(&http, &sim, &token, MAILBOX, &big).await;
+        let response = s.send(&big).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
-        clock.advance(Duration::from_secs(60));
+        s.clock.advance(Duration::from_secs(60));
     }
     // 12:20: 10,000 recipients used; the first 500 leave at 12:00 tomorrow, 23 h 40 min away.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let response = s.send_one().await;
     assert_eq!(
         refusal(response).await,
         (
@@ -868,74 +865,43 @@ async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_u
         )
     );
     assert_eq!(
-        sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
+        s.sim.mailbox_stats(MAILBOX).unwrap().recipients_last_24h,
         10_000
     );
-    clock.set(t0() + chrono::Duration::hours(24));
-    token = self::token(&http, &sim).await; // the first one expired meanwhile
-    assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
-        StatusCode::ACCEPTED
-    );
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    s.clock.set(t0() + chrono::Duration::hours(24));
+    s.token = self::token(&s.http, &s.sim).await; // the first one expired meanwhile
+    assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.recipients_last_24h, 9_501);
     assert_eq!(stats.refused.day, 1);
 }
 
 #[tokio::test]
 async fn the_10_minute_request_quota_per_app_gets_429_application_throttled() {
-    let (sim, clock) = start_with(MailboxLimits {
-        requests_per_10_minutes: 3,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::with(|l| l.requests_per_10_minutes = 3).await;
     for _ in 0..3 {
-        assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &message(1))
-                .await
-                .status(),
-            StatusCode::ACCEPTED
-        );
-        clock.advance(Duration::from_secs(1));
+        assert_eq!(s.send_one().await.status(), StatusCode::ACCEPTED);
+        s.clock.advance(Duration::from_secs(1));
     }
     // 12:00:03; the first request (12:00:00) ages out at 12:10:00.
-    let response = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let response = s.send_one().await;
+    assert_eq!(refusal(response).await, throttled("597"));
     assert_eq!(
-        refusal(response).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("597".into()),
-            "ApplicationThrottled".into()
-        )
+        s.sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota,
+        1
     );
-    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().refused.request_quota, 1);
 }
 
 #[tokio::test]
 async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
-    let (sim, clock) = start_with(MailboxLimits {
-        messages_per_minute: 100,
-        ..MailboxLimits::default()
-    })
-    .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    clock.set(t0() + chrono::Duration::seconds(40));
+    let s = Session::with(|l| l.messages_per_minute = 100).await;
+    s.clock.set(t0() + chrono::Duration::seconds(40));
     for _ in 0..40 {
         // 12:00:40 … 12:01:19
-        assert_eq!(
-            send_as(&http, &sim, &token, MAILBOX, &message(2))
-                .await
-                .status(),
-            StatusCode::ACCEPTED
-        );
-        clock.advance(Duration::from_secs(1));
+        assert_eq!(s.send(&message(2)).await.status(), StatusCode::ACCEPTED);
+        s.clock.advance(Duration::from_secs(1));
     }
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.max_in_utc_minute, 20);
     assert_eq!(stats.max_in_rolling_60s, 40);
     assert_eq!(stats.messages_last_60s, 40);
@@ -947,61 +913,45 @@ async fn stats_report_peaks_per_rolling_minute_and_per_utc_minute() {
 
 #[tokio::test]
 async fn scripted_answers_are_served_in_order_for_their_mailbox() {
-    let (sim, clock) = start_probing().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let at = clock.now_plus(Duration::from_secs(2));
-    sim.push_script(
-        Target::mailbox(MAILBOX),
-        [
-            ScriptedAnswer::unavailable(),
-            ScriptedAnswer::throttled("2.128"),
-            ScriptedAnswer::status(429).with_retry_after_date(at),
-            ScriptedAnswer::gateway_timeout_after_delivery(),
-            ScriptedAnswer::accepted_with_retry_after("7"),
-        ],
-    )
-    .unwrap();
+    let s = Session::over(start_probing().await).await;
+    let at = s.clock.now_plus(Duration::from_secs(2));
+    s.sim
+        .push_script(
+            Target::mailbox(MAILBOX),
+            [
+                ScriptedAnswer::unavailable(),
+                ScriptedAnswer::throttled("2.128"),
+                ScriptedAnswer::status(429).with_retry_after_date(at),
+                ScriptedAnswer::gateway_timeout_after_delivery(),
+                ScriptedAnswer::accepted_with_retry_after("7"),
+            ],
+        )
+        .unwrap();
     let body = message(1);
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            "ErrorServerBusy".into()
-        )
+        refused(StatusCode::SERVICE_UNAVAILABLE, "ErrorServerBusy")
     );
+    assert_eq!(refusal(send().await).await, throttled("2.128"));
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("2.128".into()),
-            "ApplicationThrottled".into()
-        )
+        throttled("Mon, 03 Mar 2025 12:00:02 GMT")
     );
+    assert_eq!(s.sim.messages().len(), 0, "no message recorded yet");
     assert_eq!(
         refusal(send().await).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("Mon, 03 Mar 2025 12:00:02 GMT".into()),
-            "ApplicationThrottled".into()
-        )
+        refused(StatusCode::GATEWAY_TIMEOUT, "UnknownError")
     );
-    assert_eq!(sim.messages().len(), 0, "no message recorded yet");
-    assert_eq!(
-        refusal(send().await).await,
-        (StatusCode::GATEWAY_TIMEOUT, None, "UnknownError".into())
-    );
-    assert_eq!(sim.messages().len(), 1, "the 504 was delivered anyway");
+    assert_eq!(s.sim.messages().len(), 1, "the 504 was delivered anyway");
     let accepted = send().await;
     assert_eq!(accepted.status(), StatusCode::ACCEPTED);
     assert_eq!(retry_after(&accepted).as_deref(), Some("7"));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
     assert!(retry_after(&send().await).is_none(), "script used up");
-    let statuses: Vec<u16> = sim.messages().iter().map(|m| m.answered_status).collect();
+    let statuses: Vec<u16> = s.sim.messages().iter().map(|m| m.answered_status).collect();
     assert_eq!(statuses, vec![504, 202, 202, 202]);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(
         (
             stats.refused.scripted,
@@ -1025,53 +975,41 @@ impl NowPlus for ManualClock {
 
 #[tokio::test]
 async fn a_global_script_applies_to_any_mailbox_without_its_own() {
-    let (sim, _) = start_probing().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    sim.push_script(
-        Target::Global,
-        [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
-    )
-    .unwrap();
-    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
+    let s = Session::over(start_probing().await).await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    s.sim
+        .push_script(
+            Target::Global,
+            [ScriptedAnswer::unavailable(), ScriptedAnswer::status(500)],
+        )
+        .unwrap();
+    s.sim
+        .push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("3")])
         .unwrap();
     // The mailbox's own script first, then the global one.
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
+    let r = s.send_one().await;
+    assert_eq!(refusal(r).await, throttled("3"));
+    let r = send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1)).await;
     assert_eq!(
         refusal(r).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("3".into()),
-            "ApplicationThrottled".into()
-        )
+        refused(StatusCode::SERVICE_UNAVAILABLE, "ErrorServerBusy")
     );
-    let r = send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1)).await;
+    let r = s.send_one().await;
     assert_eq!(
         refusal(r).await,
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            "ErrorServerBusy".into()
-        )
-    );
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(r).await,
-        (
+        refused(
             StatusCode::INTERNAL_SERVER_ERROR,
-            None,
-            "ErrorInternalServerError".into()
+            "ErrorInternalServerError"
         )
     );
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
     );
     assert!(matches!(
-        sim.push_script(
+        s.sim.push_script(
             Target::mailbox("nobody@contoso.example"),
             [ScriptedAnswer::unavailable()]
         ),
@@ -1081,32 +1019,32 @@ async fn a_global_script_applies_to_any_mailbox_without_its_own() {
 
 #[tokio::test]
 async fn added_latency_delays_answers_fixed_or_uniform() {
-    let (sim, _) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
+    let s = Session::start().await;
     let timed = || async {
         let started = Instant::now();
-        let status = send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status();
+        let status = s.send_one().await.status();
         assert_eq!(status, StatusCode::ACCEPTED);
         started.elapsed()
     };
-    sim.set_latency(Target::Global, Latency::Fixed(300))
+    s.sim
+        .set_latency(Target::Global, Latency::Fixed(300))
         .unwrap();
     assert!(timed().await >= Duration::from_millis(300));
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Uniform(100, 150))
         .unwrap();
     let elapsed = timed().await;
     assert!(elapsed >= Duration::from_millis(100), "{elapsed:?}");
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::None)
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::None)
         .unwrap();
     assert!(
         timed().await < Duration::from_millis(300),
         "the mailbox's own setting wins"
     );
     assert!(
-        sim.set_latency(Target::Global, Latency::Uniform(5, 1))
+        s.sim
+            .set_latency(Target::Global, Latency::Uniform(5, 1))
             .is_err()
     );
 }
@@ -1121,9 +1059,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
     let admin = |path: &str| format!("{}_sim/{path}", sim.login_base_url());
     let token = token(&http, &sim).await;
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(2))
-            .await
-            .status(),
+        send(&http, &sim, &token, &message(2)).await.status(),
         StatusCode::ACCEPTED
     );
 
@@ -1135,15 +1071,8 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let r = send_as(&http, &sim, &token, MAILBOX, &message(1)).await;
-    assert_eq!(
-        refusal(r).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("2.128".into()),
-            "ApplicationThrottled".into()
-        )
-    );
+    let r = send_one(&http, &sim, &token).await;
+    assert_eq!(refusal(r).await, throttled("2.128"));
 
     let bad = json!({"latency": {"uniform": [5, 1]}});
     let r = http.post(admin("latency")).json(&bad).send().await.unwrap();
@@ -1166,18 +1095,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
             .status(),
         StatusCode::NO_CONTENT
     );
-    let r = token_request(
-        &http,
-        &sim,
-        TENANT,
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", GRAPH_SCOPE),
-        ],
-    )
-    .await;
+    let r = client_credentials(&http, &sim, TENANT, CLIENT, SECRET, GRAPH_SCOPE).await;
     let (status, body) = entra_error(r).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
@@ -1187,24 +1105,10 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
             .starts_with("AADSTS50000: Down.")
     );
 
-    let messages: Vec<RecordedMessage> = http
-        .get(admin("messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let messages: Vec<RecordedMessage> = json_of(http.get(admin("messages"))).await;
     assert_eq!(messages, sim.messages());
     assert_eq!(messages.len(), 1);
-    let stats: SimStats = http
-        .get(admin("stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats: SimStats = json_of(http.get(admin("stats"))).await;
     assert_eq!(stats, sim.stats());
     let mine = stats.mailbox(MAILBOX).unwrap();
     assert_eq!(
@@ -1227,9 +1131,7 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
     assert_eq!(stats.mailbox(MAILBOX).unwrap().recipients_last_24h, 0);
     // Tokens survive a reset.
     assert_eq!(
-        send_as(&http, &sim, &token, MAILBOX, &message(1))
-            .await
-            .status(),
+        send_one(&http, &sim, &token).await.status(),
         StatusCode::ACCEPTED
     );
 }
@@ -1237,14 +1139,10 @@ async fn the_admin_api_serves_stats_messages_and_takes_faults() {
 #[tokio::test]
 async fn an_unknown_path_gets_graphs_bad_request() {
     let (sim, _) = start().await;
-    let r = Client::new()
-        .get(format!("{}/users", sim.graph_base_url()))
-        .send()
-        .await
-        .unwrap();
+    let users = Client::new().get(format!("{}/users", sim.graph_base_url()));
     assert_eq!(
-        refusal(r).await,
-        (StatusCode::BAD_REQUEST, None, "BadRequest".into())
+        refusal_of(users).await,
+        refused(StatusCode::BAD_REQUEST, "BadRequest")
     );
 }
 
@@ -1265,28 +1163,26 @@ async fn send_with_id(http: &Client, sim: &GraphSim, token: &str, id: &str, n: u
 
 #[tokio::test]
 async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
-    let (sim, clock) = start_with(MailboxLimits {
-        concurrent_requests: 1,
-        messages_per_minute: 2,
-        recipients_per_day: 10,
-        retry_after_holds: false,
-        ..MailboxLimits::default()
+    let s = Session::with(|l| {
+        l.concurrent_requests = 1;
+        l.messages_per_minute = 2;
+        l.recipients_per_day = 10;
+        l.retry_after_holds = false;
     })
     .await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    clock.advance(Duration::from_secs(7)); // 12:00:07
-    assert_eq!(send_with_id(&http, &sim, &token, "m-1", 1).await, 202);
-    assert_eq!(send_with_id(&http, &sim, &token, "m-2", 1).await, 202);
-    clock.advance(Duration::from_secs(5)); // 12:00:12
-    assert_eq!(send_with_id(&http, &sim, &token, "m-3", 1).await, 429);
-    assert_eq!(send_with_id(&http, &sim, &token, "m-4", 9).await, 429);
+    s.clock.advance(Duration::from_secs(7)); // 12:00:07
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-1", 1).await, 202);
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-2", 1).await, 202);
+    s.clock.advance(Duration::from_secs(5)); // 12:00:12
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-3", 1).await, 429);
+    assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-4", 9).await, 429);
     // Two at once against a concurrency limit of 1: the slow one holds the slot.
-    sim.set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
+    s.sim
+        .set_latency(Target::mailbox(MAILBOX), Latency::Fixed(500))
         .unwrap();
-    let (a, b) = tokio::join!(send_with_id(&http, &sim, &token, "m-5", 1), async {
+    let (a, b) = tokio::join!(send_with_id(&s.http, &s.sim, &s.token, "m-5", 1), async {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        send_with_id(&http, &sim, &token, "m-6", 1).await
+        send_with_id(&s.http, &s.sim, &s.token, "m-6", 1).await
     });
     assert_eq!(
         (a, b),
@@ -1294,7 +1190,7 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
         "m-5 is over the minute limit once it has the slot"
     );
 
-    let refusals = sim.refusals();
+    let refusals = s.sim.refusals();
     let seen: Vec<(RefusalCause, Option<&str>, Option<u64>, i64)> = refusals
         .iter()
         .map(|r| {
@@ -1321,23 +1217,21 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
             .iter()
             .all(|r| r.mailbox == MAILBOX && r.client_id == CLIENT)
     );
-    let over_http: Vec<RecordedRefusal> = http
-        .get(format!("{}_sim/refusals", sim.login_base_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let over_http: Vec<RecordedRefusal> = json_of(
+        s.http
+            .get(format!("{}_sim/refusals", s.sim.login_base_url())),
+    )
+    .await;
     assert_eq!(over_http, refusals);
-    let ids: Vec<Option<String>> = sim
+    let ids: Vec<Option<String>> = s
+        .sim
         .messages()
         .into_iter()
         .map(|m| m.client_request_id)
         .collect();
     assert_eq!(ids, vec![Some("m-1".to_owned()), Some("m-2".to_owned())]);
-    sim.reset();
-    assert!(sim.refusals().is_empty());
+    s.sim.reset();
+    assert!(s.sim.refusals().is_empty());
 }
 
 #[tokio::test]
@@ -1363,21 +1257,15 @@ async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_late
 
 #[tokio::test]
 async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
-        .args([
+    let (mut child, mut lines) = spawn_graph_sim(
+        &[
             "--listen",
             "127.0.0.1:0",
             "--sendgrid-listen",
             "127.0.0.1:0",
-        ])
-        .env("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        ],
+        &[("GRAPH_SIM_SENDGRID_KEYS", "sg-key-1,sg-key-2")],
+    );
     let mut sendgrid = None;
     for _ in 0..3 {
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -1411,14 +1299,7 @@ async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
         send("nope").await.unwrap().status(),
         StatusCode::UNAUTHORIZED
     );
-    let records: Value = http
-        .get(format!("{sendgrid}/_sim/messages"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let records: Value = json_of(http.get(format!("{sendgrid}/_sim/messages"))).await;
     let records = records.as_array().unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(
@@ -1427,14 +1308,7 @@ async fn graph_sim_binary_serves_a_sendgrid_stand_in_beside_graph_when_asked() {
     );
     assert_eq!(records[0]["from"], "news@adatum.example");
     assert_eq!(records[0]["recipient_count"], 2);
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    terminate(&child);
     assert!(child.wait().await.unwrap().success());
 }
 
@@ -1462,9 +1336,8 @@ async fn graph_sim_binary_documents_its_config_file_in_help() {
 
 #[tokio::test]
 async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_graph-sim"))
-        .args([
+    let (mut child, mut lines) = spawn_graph_sim(
+        &[
             "--listen",
             "127.0.0.1:0",
             "--mailbox",
@@ -1477,13 +1350,9 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
             SECRET,
             "--messages-per-minute",
             "1",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        ],
+        &[],
+    );
     let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
         .unwrap()
@@ -1500,20 +1369,11 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
         .to_owned();
 
     let http = Client::new();
-    let body: Value = http
-        .post(format!("{login}/{TENANT}/oauth2/v2.0/token"))
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("client_id", CLIENT),
-            ("client_secret", SECRET),
-            ("scope", &format!("{login}/.default")),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: Value = json_of(
+        http.post(format!("{login}/{TENANT}/oauth2/v2.0/token"))
+            .form(&credentials(CLIENT, SECRET, &format!("{login}/.default"))),
+    )
+    .await;
     let token = body["access_token"].as_str().unwrap();
     let send = || {
         http.post(format!("{graph_base}/users/quick@contoso.example/sendMail"))
@@ -1528,12 +1388,7 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
         "--messages-per-minute 1"
     );
 
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let mut last = String::new();
     while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
@@ -1607,12 +1462,7 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
                 .bearer_auth(&bearer)
                 .send()
         };
-        let listed: Value = sent_items(imid.to_owned())
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
         assert_eq!(listed["value"].as_array().unwrap().len(), 0);
         clock.advance(Duration::from_secs(2));
         let after = get(id.clone()).await.unwrap();
@@ -1629,12 +1479,7 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
                 "a mutable id changes on the move"
             );
         }
-        let listed: Value = sent_items(imid.to_owned())
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
         assert_eq!(listed["value"].as_array().unwrap().len(), 1);
     }
     assert_eq!(sim.messages().len(), 2);
@@ -1647,29 +1492,21 @@ async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
     let http = Client::new();
     let bearer = token(&http, &sim).await;
     let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
-    let draft: Value = http
-        .post(format!("{base}/messages"))
-        .bearer_auth(&bearer)
-        .json(&json!({"subject": "Hi", "toRecipients": recipients(1)}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let draft: Value = json_of(
+        http.post(format!("{base}/messages"))
+            .bearer_auth(&bearer)
+            .json(&json!({"subject": "Hi", "toRecipients": recipients(1)})),
+    )
+    .await;
     let id = draft["id"].as_str().unwrap();
-    let session: Value = http
-        .post(format!(
+    let session: Value = json_of(
+        http.post(format!(
             "{base}/messages/{id}/attachments/createUploadSession"
         ))
         .bearer_auth(&bearer)
-        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}})),
+    )
+    .await;
     let url = session["uploadUrl"].as_str().unwrap();
     let put = |range: &str, body: &'static [u8], auth: bool| {
         let mut r = http.put(url).header("Content-Range", range).body(body);
@@ -1678,22 +1515,21 @@ async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
         }
         r.send()
     };
-    assert_eq!(
-        put("bytes 0-4/10", b"01234", true).await.unwrap().status(),
-        StatusCode::UNAUTHORIZED
-    );
-    assert_eq!(
-        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
-        StatusCode::RANGE_NOT_SATISFIABLE
-    );
-    assert_eq!(
-        put("bytes 0-4/10", b"01234", false).await.unwrap().status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        put("bytes 5-9/10", b"56789", false).await.unwrap().status(),
-        StatusCode::CREATED
-    );
+    // With a bearer token, out of order, the first half, the second half.
+    for (range, body, auth, status) in [
+        ("bytes 0-4/10", b"01234", true, StatusCode::UNAUTHORIZED),
+        (
+            "bytes 5-9/10",
+            b"56789",
+            false,
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+        ("bytes 0-4/10", b"01234", false, StatusCode::OK),
+        ("bytes 5-9/10", b"56789", false, StatusCode::CREATED),
+    ] {
+        let answer = put(range, body, auth).await.unwrap();
+        assert_eq!(answer.status(), status, "{range} with auth {auth}");
+    }
     assert_eq!(sim.drafts()[0].uploaded_attachments, 1);
 }
 
@@ -1711,43 +1547,35 @@ fn message_to(to: &[&str]) -> Value {
 
 #[tokio::test]
 async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_until_then() {
-    let (sim, clock) = start().await;
-    let http = Client::new();
-    let token = token(&http, &sim).await;
-    let other = token_for(&http, &sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
-    sim.push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
+    let s = Session::start().await;
+    let other = token_for(&s.http, &s.sim, OTHER_TENANT, OTHER_CLIENT, OTHER_SECRET).await;
+    s.sim
+        .push_script(Target::mailbox(MAILBOX), [ScriptedAnswer::throttled("315")])
         .unwrap();
     let body = message(1);
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(retry_after(&send().await).as_deref(), Some("315"));
     // 10 s later: refused again, with the rest of the wait, recorded as a finding.
-    clock.advance(Duration::from_secs(10));
+    s.clock.advance(Duration::from_secs(10));
     let again = send().await;
     assert_eq!(retry_after(&again).as_deref(), Some("305"));
-    assert_eq!(
-        refusal(again).await,
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("305".into()),
-            "ApplicationThrottled".into()
-        )
-    );
+    assert_eq!(refusal(again).await, throttled("305"));
     // Another mailbox is not held.
     assert_eq!(
-        send_as(&http, &sim, &other, OTHER_MAILBOX, &message(1))
+        send_as(&s.http, &s.sim, &other, OTHER_MAILBOX, &message(1))
             .await
             .status(),
         StatusCode::ACCEPTED
     );
-    clock.advance(Duration::from_millis(304_999)); // 1 ms before the end
+    s.clock.advance(Duration::from_millis(304_999)); // 1 ms before the end
     assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
-    clock.advance(Duration::from_millis(1));
+    s.clock.advance(Duration::from_millis(1));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    let stats = s.sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!(stats.refused.retry_after_ignored, 2);
     assert_eq!(stats.refused.scripted, 1);
     assert_eq!(stats.accepted, 1);
-    let causes: Vec<RefusalCause> = sim.refusals().iter().map(|r| r.cause).collect();
+    let causes: Vec<RefusalCause> = s.sim.refusals().iter().map(|r| r.cause).collect();
     assert_eq!(
         causes,
         [
@@ -1761,21 +1589,23 @@ async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_un
     );
 
     // Its own minute 429 holds the mailbox too.
-    let (sim, clock) = start_with(MailboxLimits {
-        messages_per_minute: 1,
-        ..MailboxLimits::default()
-    })
+    let s = Session::over(
+        start_with(MailboxLimits {
+            messages_per_minute: 1,
+            ..MailboxLimits::default()
+        })
+        .await,
+    )
     .await;
-    let token = token_for(&http, &sim, TENANT, CLIENT, SECRET).await;
-    let send = || send_as(&http, &sim, &token, MAILBOX, &body);
+    let send = || s.send(&body);
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    clock.advance(Duration::from_secs(20));
+    s.clock.advance(Duration::from_secs(20));
     assert_eq!(retry_after(&send().await).as_deref(), Some("40"));
-    clock.advance(Duration::from_secs(39));
+    s.clock.advance(Duration::from_secs(39));
     assert_eq!(send().await.status(), StatusCode::TOO_MANY_REQUESTS);
-    clock.advance(Duration::from_secs(1));
+    s.clock.advance(Duration::from_secs(1));
     assert_eq!(send().await.status(), StatusCode::ACCEPTED);
-    let refused = sim.mailbox_stats(MAILBOX).unwrap().refused;
+    let refused = s.sim.mailbox_stats(MAILBOX).unwrap().refused;
     assert_eq!((refused.minute, refused.retry_after_ignored), (1, 1));
 }
 

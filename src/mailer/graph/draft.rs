@@ -277,13 +277,7 @@ impl MicrosoftGraphMailer {
         let mut url = segments(&self.user_url, &["messages", id]);
         url.query_pairs_mut()
             .append_pair("$select", "id,isDraft,internetMessageId");
-        let answer = self
-            .step(Method::GET, &url, None, message_id, "check the draft")
-            .await?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        parse(&answer, "check the draft").map(Some)
+        self.get(&url, message_id, "check the draft").await
     }
 
     /// `GET /users/{mailbox}/mailFolders/sentitems/messages?$filter=internetMessageId eq '…'`
@@ -306,16 +300,29 @@ impl MicrosoftGraphMailer {
                 &format!("internetMessageId eq '{}'", imid.replace('\'', "''")),
             )
             .append_pair("$select", "id,isDraft");
-        let answer = self
-            .step(Method::GET, &url, None, message_id, "look the message up")
-            .await?;
-        if answer.status == 404 {
+        let Some(list) = self
+            .get::<ItemList>(&url, message_id, "look the message up")
+            .await?
+        else {
             return Ok(None);
-        }
-        let list: ItemList = parse(&answer, "look the message up")?;
+        };
         let mut items = list.value;
         items.sort_by_key(|i| i.is_draft);
         Ok(items.into_iter().next())
+    }
+
+    /// A `GET` [`Self::step`] whose JSON answer is read as `T`; `None` for `404`.
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &url::Url,
+        message_id: Uuid,
+        what: &str,
+    ) -> Result<Option<T>, MailError> {
+        let answer = self.step(Method::GET, url, None, message_id, what).await?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        parse(&answer, what).map(Some)
     }
 
     /// A request that cannot deliver: any 2xx or a `404` is returned; a failure is mapped by

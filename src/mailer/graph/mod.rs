@@ -39,6 +39,7 @@ use crate::{
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
         MailError, Mailer, SendAttempt, SendReceipt,
+        http::endpoint_url,
         validate::{MAX_INLINE_ATTACHMENT_BYTES, check_sender, validate_with_attachment_limit},
     },
 };
@@ -76,12 +77,12 @@ impl GraphSendMode {
 
 impl FromStr for GraphSendMode {
     type Err = String;
+    /// The mode whose [`GraphSendMode::as_str`] is `s`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sendmail" => Ok(Self::SendMail),
-            "draft" => Ok(Self::Draft),
-            _ => Err("must be `draft` or `sendmail`".into()),
-        }
+        [Self::SendMail, Self::Draft]
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| "must be `draft` or `sendmail`".into())
     }
 }
 
@@ -149,16 +150,11 @@ impl MicrosoftGraphMailer {
         tokens: Arc<TokenSource>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, MailError> {
-        let mut user_url = api_base_url.clone();
-        user_url
-            .path_segments_mut()
-            .map_err(|()| {
-                MailError::Misconfigured(format!(
-                    "GRAPH_API_BASE_URL {api_base_url} cannot be used as a base URL"
-                ))
-            })?
-            .pop_if_empty()
-            .extend(["users", mailbox.as_str()]);
+        let user_url = endpoint_url(
+            api_base_url,
+            "GRAPH_API_BASE_URL",
+            &["users", mailbox.as_str()],
+        )?;
         let send_url = segments(&user_url, &["sendMail"]);
         Ok(Self {
             http,

@@ -186,26 +186,16 @@ pub fn upload_session_body(attachment: &Attachment) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mailer::validate::tests::mail;
+    use crate::mailer::validate::tests::{attachment, header, mail, rcpt};
 
     #[test]
     fn the_body_has_graphs_exact_shape() {
         let mut m = mail();
         m.body_content_type = BodyContentType::Html;
         m.body = "<p>Hi</p>".into();
-        m.cc = vec![Recipient {
-            address: " c@example.org ".into(),
-            name: None,
-        }];
-        m.headers = vec![Header {
-            name: "x-campaign-id".into(),
-            value: "42".into(),
-        }];
-        m.attachments = vec![Attachment {
-            name: "a.txt".into(),
-            content_type: "text/plain".into(),
-            content: b"hello".to_vec(),
-        }];
+        m.cc = vec![rcpt(" c@example.org ")];
+        m.headers = vec![header("x-campaign-id", "42")];
+        m.attachments = vec![attachment("a.txt", "text/plain", b"hello".to_vec())];
         let json: serde_json::Value = serde_json::from_slice(&send_mail_body(&m, false)).unwrap();
         assert_eq!(
             json,
@@ -244,23 +234,18 @@ mod tests {
 #[cfg(test)]
 mod draft_tests {
     use super::*;
-    use crate::domain::Attachment;
-    use crate::mailer::validate::tests::mail;
+    use crate::mailer::validate::tests::{attachment, mail};
 
     #[test]
     fn a_draft_carries_our_internet_message_id_and_leaves_big_attachments_for_upload() {
         let mut m = mail();
         m.attachments = vec![
-            Attachment {
-                name: "small.txt".into(),
-                content_type: "text/plain".into(),
-                content: b"hi".to_vec(),
-            },
-            Attachment {
-                name: "big.bin".into(),
-                content_type: "application/octet-stream".into(),
-                content: vec![7; 5 * 1024 * 1024],
-            },
+            attachment("small.txt", "text/plain", b"hi".to_vec()),
+            attachment(
+                "big.bin",
+                "application/octet-stream",
+                vec![7; 5 * 1024 * 1024],
+            ),
         ];
         let (body, large) = draft_body(&m, "<id@contoso.example>");
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();

@@ -444,22 +444,10 @@ impl TokenSource {
                     .unwrap_or(DEFAULT_TOKEN_LIFETIME),
             )),
             Err(RequestTokenError::ServerResponse(refusal)) => {
-                let code = refusal.error().as_ref().to_owned();
-                let description = refusal
-                    .error_description()
-                    .map(|d| self.scrub(first_line(d)))
-                    .unwrap_or_default();
-                let aadsts = aadsts_code(&description);
-                let message = format!(
-                    "the token endpoint refused app {} in tenant {}: {code}{}{}",
-                    self.client_id,
-                    self.graph_tenant_id,
-                    aadsts.map(|c| format!(" ({c})")).unwrap_or_default(),
-                    if description.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {description}")
-                    },
+                let message = self.refusal_message(
+                    "",
+                    refusal.error().as_ref(),
+                    refusal.error_description().map(String::as_str),
                 );
                 match refusal.error() {
                     BasicErrorResponseType::Extension(ext)
@@ -543,29 +531,37 @@ impl TokenSource {
             return Ok((SecretString::from(token), lifetime));
         }
         let code = answer.error.unwrap_or_else(|| format!("HTTP {status}"));
-        let description = answer
-            .error_description
-            .as_deref()
-            .map(|d| self.scrub(first_line(d)))
-            .unwrap_or_default();
-        let aadsts = aadsts_code(&description);
-        let message = format!(
-            "the token endpoint refused app {} in tenant {} (certificate {}): {code}{}{}",
-            self.client_id,
-            self.graph_tenant_id,
-            certificate.thumbprint(),
-            aadsts.map(|c| format!(" ({c})")).unwrap_or_default(),
-            if description.is_empty() {
-                String::new()
-            } else {
-                format!(": {description}")
-            },
+        let message = self.refusal_message(
+            &format!(" (certificate {})", certificate.thumbprint()),
+            &code,
+            answer.error_description.as_deref(),
         );
         if status >= 500 || code == "temporarily_unavailable" || code == "server_error" {
             Err(FetchError::Transient(MailError::Transient(message)))
         } else {
             Err(FetchError::Refused(MailError::Unauthorized(message)))
         }
+    }
+
+    /// The text of the token endpoint's refusal `code` for this app (`via`: how it
+    /// authenticated, e.g. ` (certificate <thumbprint>)`, or empty), with the AADSTS code and
+    /// the first line of `description` (scrubbed) when there is one.
+    fn refusal_message(&self, via: &str, code: &str, description: Option<&str>) -> String {
+        let description = description
+            .map(|d| self.scrub(first_line(d)))
+            .unwrap_or_default();
+        let aadsts = aadsts_code(&description);
+        format!(
+            "the token endpoint refused app {} in tenant {}{via}: {code}{}{}",
+            self.client_id,
+            self.graph_tenant_id,
+            aadsts.map(|c| format!(" ({c})")).unwrap_or_default(),
+            if description.is_empty() {
+                String::new()
+            } else {
+                format!(": {description}")
+            },
+        )
     }
 
     /// An error text of this app's requests with credentials and this app's secret (should

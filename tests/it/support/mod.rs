@@ -31,6 +31,15 @@ pub fn redis_url() -> Url {
     Url::parse(&raw).expect("TEST_REDIS_URL is a URL")
 }
 
+/// A plain connection to the tests' Redis, for reading and planting keys.
+pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 /// A unique name: `prefix` and 12 hex digits.
 pub fn unique(prefix: &str) -> String {
     format!(
