@@ -107,8 +107,10 @@ pub struct AdminConfig {
 /// Worker, scheduler and queue settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// `WORKER_CONCURRENCY`, default 64: sends in flight per process (each waits on the provider,
-    /// not on a PostgreSQL connection; `MAIL_MAILBOX_MAX_IN_FLIGHT` still caps each mailbox).
+    /// `WORKER_CONCURRENCY`, default 128: sends in flight per process (each waits on the
+    /// provider, not on a PostgreSQL connection; `MAIL_MAILBOX_MAX_IN_FLIGHT` still caps each
+    /// mailbox). 128, not 64: at 64 a replica is bound by its slots (64 ÷ ~60 ms a message at
+    /// +20 ms per Graph request), at 128 by the CPU (BENCHMARKS.md §8).
     pub concurrency: NonZeroU32,
     /// `SCHEDULER_INTERVAL_MS`, default 250 ms: how often a replica looks for due messages
     /// while its last claim found fewer than it had room for (with work due and slots free it
@@ -221,7 +223,7 @@ impl Config {
             metrics_listen: env.listen("METRICS_LISTEN", "0.0.0.0:9184")?,
             metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
             worker: WorkerConfig {
-                concurrency: env.positive("WORKER_CONCURRENCY", 64)?,
+                concurrency: env.positive("WORKER_CONCURRENCY", 128)?,
                 scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
                 scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
                 queue_lease: env.millis("QUEUE_LEASE_MS", 300_000)?,
@@ -630,7 +632,7 @@ mod tests {
             worker_knobs(&c),
             (
                 Duration::from_secs(15),
-                64,
+                128,
                 10,
                 Duration::from_millis(250),
                 100,

@@ -20,7 +20,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::{
-    Attachment, BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient, sql_status,
+    Attachment, BodyContentType, Header, MailboxAddress, MessageStatus, OutgoingMail, Recipient,
+    sql_status,
 };
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
@@ -432,21 +433,14 @@ pub(crate) async fn mark_error(
     error: &str,
     attempted: Option<&Attempted>,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Error),
-        ", last_error = $2, send_attempted_at = coalesce($3, send_attempted_at), \
-             graph_draft_id = coalesce($4, graph_draft_id), updated_at = now() \
-         WHERE id = $1 AND status = ",
-        sql_status!(Sending)
-    ))
-    .bind(id)
-    .bind(error)
-    .bind(attempted.map(|a| a.at))
-    .bind(attempted.and_then(|a| a.draft_id.as_deref()))
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    leave_sending(
+        pool,
+        id,
+        (MessageStatus::Error, None, false),
+        error,
+        attempted,
+    )
+    .await
 }
 
 /// Why a message goes back to `SCHEDULED`.
@@ -472,19 +466,35 @@ pub(crate) async fn reschedule(
     last_error: &str,
     attempted: Option<&Attempted>,
 ) -> Result<bool, StoreError> {
-    let deferral = kind == Reschedule::Deferral;
+    let to = (
+        MessageStatus::Scheduled,
+        Some(scheduled_on),
+        kind == Reschedule::Deferral,
+    );
+    leave_sending(pool, id, to, last_error, attempted).await
+}
+
+/// `SENDING → status` (`ERROR` or `SCHEDULED`, with its `scheduled_on`; a deferral counted
+/// and its attempt given back), with `last_error` and what the attempt noted. One statement for
+/// every outcome but `SENT` (batched: [`mark_sent_many`]).
+async fn leave_sending(
+    pool: &PgPool,
+    id: Uuid,
+    (status, scheduled_on, deferral): (MessageStatus, Option<DateTime<Utc>>, bool),
+    last_error: &str,
+    attempted: Option<&Attempted>,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Scheduled),
-        ", scheduled_on = $2, last_error = $3, \
-             deferrals = deferrals + CASE WHEN $4 THEN 1 ELSE 0 END, \
-             attempts = greatest(attempts - CASE WHEN $4 THEN 1 ELSE 0 END, 0), \
-             send_attempted_at = coalesce($5, send_attempted_at), \
-             graph_draft_id = coalesce($6, graph_draft_id), updated_at = now() \
+        "UPDATE messages SET status = $2, scheduled_on = coalesce($3, scheduled_on), \
+             last_error = $4, deferrals = deferrals + CASE WHEN $5 THEN 1 ELSE 0 END, \
+             attempts = greatest(attempts - CASE WHEN $5 THEN 1 ELSE 0 END, 0), \
+             send_attempted_at = coalesce($6, send_attempted_at), \
+             graph_draft_id = coalesce($7, graph_draft_id), updated_at = now() \
          WHERE id = $1 AND status = ",
         sql_status!(Sending)
     ))
     .bind(id)
+    .bind(status.as_str())
     .bind(scheduled_on)
     .bind(last_error)
     .bind(deferral)
@@ -519,12 +529,39 @@ pub(crate) async fn resume_paused(
     Ok(done.rows_affected())
 }
 
-fn lease_interval(lease: Duration) -> sqlx::postgres::types::PgInterval {
-    sqlx::postgres::types::PgInterval {
+/// Rows in status `$from` whose `$since` column is older than the lease (`$1`) back to
+/// `SCHEDULED`, due now, with `$set` (a `SET` item list ending in `last_error`).
+macro_rules! recover_stale {
+    ($from:ident, $since:literal, $set:literal) => {
+        concat!(
+            "UPDATE messages SET status = ",
+            sql_status!(Scheduled),
+            ", scheduled_on = now(), updated_at = now(), ",
+            $set,
+            " WHERE status = ",
+            sql_status!($from),
+            " AND ",
+            $since,
+            " < now() - $1 RETURNING id"
+        )
+    };
+}
+
+/// Runs a [`recover_stale`] statement with `lease`; returns the ids it rescheduled.
+async fn recover(
+    pool: &PgPool,
+    statement: &'static str,
+    lease: Duration,
+) -> Result<Vec<Uuid>, StoreError> {
+    let lease = sqlx::postgres::types::PgInterval {
         months: 0,
         days: 0,
         microseconds: lease.as_micros() as i64,
-    }
+    };
+    Ok(sqlx::query_scalar(statement)
+        .bind(lease)
+        .fetch_all(pool)
+        .await?)
 }
 
 /// Rows `QUEUED` for longer than `lease` (their job was lost) back to `SCHEDULED`, due now.
@@ -536,18 +573,12 @@ pub(crate) async fn recover_stale_queued(
     pool: &PgPool,
     lease: Duration,
 ) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Scheduled),
-        ", scheduled_on = now(), updated_at = now(), \
-             last_error = 'queue lease expired: the job was lost, rescheduled' \
-         WHERE status = ",
-        sql_status!(Queued),
-        " AND queued_at < now() - $1 RETURNING id"
-    ))
-    .bind(lease_interval(lease))
-    .fetch_all(pool)
-    .await?)
+    let statement = recover_stale!(
+        Queued,
+        "queued_at",
+        "last_error = 'queue lease expired: the job was lost, rescheduled'"
+    );
+    recover(pool, statement, lease).await
 }
 
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
@@ -562,17 +593,11 @@ pub async fn recover_stale_sending(
     pool: &PgPool,
     lease: Duration,
 ) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(concat!(
-        "UPDATE messages SET status = ",
-        sql_status!(Scheduled),
-        ", scheduled_on = now(), updated_at = now(), \
-             send_attempted_at = now(), \
-             last_error = 'send lease expired: outcome unknown, rescheduled' \
-         WHERE status = ",
-        sql_status!(Sending),
-        " AND sending_at < now() - $1 RETURNING id"
-    ))
-    .bind(lease_interval(lease))
-    .fetch_all(pool)
-    .await?)
+    let statement = recover_stale!(
+        Sending,
+        "sending_at",
+        "send_attempted_at = now(), \
+         last_error = 'send lease expired: outcome unknown, rescheduled'"
+    );
+    recover(pool, statement, lease).await
 }

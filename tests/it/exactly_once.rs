@@ -221,19 +221,49 @@ async fn eventual_consistency_does_not_cause_a_resend_in_either_mode() {
     }
 }
 
+/// An app (settle time 5 s) whose send may hang for a minute: a worker is killed while it waits.
+async fn crash_app(mode: GraphSendMode) -> TestApp {
+    let mut app = app(mode, Duration::from_secs(5), Duration::ZERO).await;
+    app.config.http_timeout = Duration::from_secs(60);
+    app
+}
+
+/// Sends `id` on a worker of its own and kills it once `in_flight` holds (its request is at
+/// graph-sim): the row stays `SENDING`, as a replica that died mid-send leaves it.
+async fn kill_mid_send(app: &TestApp, id: Uuid, what: &str, in_flight: impl AsyncFnMut() -> bool) {
+    let h = handler(app);
+    let worker = tokio::spawn(async move { h.process(id).await });
+    wait_until(Duration::from_secs(10), what, in_flight).await;
+    worker.abort();
+    assert!(worker.await.unwrap_err().is_cancelled());
+    assert_eq!(app.status_of(id).await.0, "SENDING");
+}
+
+/// `id`'s `last_error` contains `needle`.
+async fn assert_last_error(app: &TestApp, id: Uuid, needle: &str) {
+    let (_, last_error, _) = app.status_of(id).await;
+    assert!(
+        last_error.as_deref().is_some_and(|e| e.contains(needle)),
+        "{needle:?} not in {last_error:?}"
+    );
+}
+
+/// Lease recovery (a lease of 0) takes `id`, and only it, back to `SCHEDULED`.
+async fn recover(app: &TestApp, id: Uuid) {
+    let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(recovered, [id]);
+}
+
 #[tokio::test]
 async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
-    let mut app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
-    app.config.http_timeout = Duration::from_secs(60);
+    let app = crash_app(GraphSendMode::Draft).await;
     // The send step hangs; the worker is killed while it waits.
     let id = queued_after(&app, ScriptedAnswer::hang_without_delivery(30_000)).await;
-    let h = handler(&app);
-    let worker = tokio::spawn(async move { h.process(id).await });
-    wait_until(
-        Duration::from_secs(10),
-        "the send step is in flight",
-        async || app.sim.stats().requests.get("send") == Some(&1),
-    )
+    kill_mid_send(&app, id, "the send step is in flight", async || {
+        app.sim.stats().requests.get("send") == Some(&1)
+    })
     .await;
     // Nothing is written between the claim and the outcome: the draft's id and the attempt live
     // in the worker until its outcome write, so a killed worker leaves neither on the row.
@@ -245,18 +275,12 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
             .unwrap()
     };
     assert_eq!(journal().await, (None, None));
-    worker.abort();
-    assert!(worker.await.unwrap_err().is_cancelled());
-    assert_eq!(app.status_of(id).await.0, "SENDING");
     assert!(app.sim.messages().is_empty());
 
     // Lease recovery marks it as possibly sent (now: the latest its request could have gone),
     // then the next attempt looks the draft up by our internetMessageId.
     let before = Utc::now();
-    let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
-        .await
-        .unwrap();
-    assert_eq!(recovered, [id]);
+    recover(&app, id).await;
     let (draft_id, attempted) = journal().await;
     assert_eq!(draft_id, None);
     let attempted = attempted.expect("recovery stamps send_attempted_at");
@@ -290,13 +314,8 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
         Some(&2),
         "the hung one and the one that went"
     );
-    let (_, last_error, _) = app.status_of(id).await;
-    assert!(
-        last_error
-            .as_deref()
-            .is_some_and(|e| e.contains("outcome unknown")),
-        "the row says it was sent after an unknown outcome: {last_error:?}"
-    );
+    // The row says it was sent after an unknown outcome.
+    assert_last_error(&app, id, "outcome unknown").await;
 }
 
 /// `sendmail` after a crash: the request was delivered, the worker killed before the answer.
@@ -304,36 +323,13 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
 /// sent") makes the next attempt look in Sent Items — and find it: not resent.
 #[tokio::test]
 async fn a_sendmail_delivered_before_its_worker_was_killed_is_not_resent() {
-    let mut app = app(
-        GraphSendMode::SendMail,
-        Duration::from_secs(2),
-        Duration::ZERO,
-    )
+    let app = crash_app(GraphSendMode::SendMail).await;
+    let id = queued_after(&app, ScriptedAnswer::late_after_delivery(30_000)).await;
+    kill_mid_send(&app, id, "graph-sim has the mail", async || {
+        app.sim.messages().len() == 1
+    })
     .await;
-    app.config.http_timeout = Duration::from_secs(60);
-    app.sim
-        .push_script(
-            Target::Global,
-            [ScriptedAnswer::late_after_delivery(30_000)],
-        )
-        .unwrap();
-    let id = app.insert(0, 1, "QUEUED").await[0];
-    let h = handler(&app);
-    let worker = tokio::spawn(async move { h.process(id).await });
-    wait_until(
-        Duration::from_secs(10),
-        "graph-sim has the mail",
-        async || app.sim.messages().len() == 1,
-    )
-    .await;
-    worker.abort();
-    assert!(worker.await.unwrap_err().is_cancelled());
-    assert_eq!(app.status_of(id).await.0, "SENDING");
-
-    let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
-        .await
-        .unwrap();
-    assert_eq!(recovered, [id]);
+    recover(&app, id).await;
     app.requeue(id).await;
     let outcomes = drive(&app, &handler(&app), id).await;
     assert_eq!(outcomes, [SendOutcome::Sent]);
@@ -341,13 +337,7 @@ async fn a_sendmail_delivered_before_its_worker_was_killed_is_not_resent() {
     let requests = app.sim.stats().requests;
     assert_eq!(requests.get("sendMail"), Some(&1), "{requests:?}");
     assert_eq!(requests.get("listMessages"), Some(&1), "{requests:?}");
-    let (_, last_error, _) = app.status_of(id).await;
-    assert!(
-        last_error
-            .as_deref()
-            .is_some_and(|e| e.contains("found in Sent Items")),
-        "{last_error:?}"
-    );
+    assert_last_error(&app, id, "found in Sent Items").await;
 }
 
 #[tokio::test]

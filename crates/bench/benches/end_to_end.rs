@@ -3,7 +3,7 @@
 //! one run so that their figures share the machine's load:
 //!
 //! 1. **defaults**: 5,000 messages over 500 mailboxes, graph-sim +20 ms per request, one
-//!    daemon at every default (`WORKER_CONCURRENCY` 64) — sends/s against min(concurrency ÷
+//!    daemon at every default (`WORKER_CONCURRENCY` 128) — sends/s against min(concurrency ÷
 //!    latency, the CPU ceiling measured in the same run: cores × 1,000 ÷ CPU ms per message of
 //!    all processes), and the budget bound (mailboxes × `MAIL_RATE_LIMIT_PER_MINUTE` ÷ 60; the
 //!    benchmark raises the limit to [`e2e::BENCH_PER_MINUTE`] so that it does not bind);

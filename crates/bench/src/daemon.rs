@@ -1062,7 +1062,7 @@ pub struct DrainArgs {
     /// Whole UTC minutes to measure (budgets: per backlog size).
     #[arg(long, default_value_t = 5)]
     pub minutes: u32,
-    /// `WORKER_CONCURRENCY` of the daemon (16, as in the earlier runs; production default 64).
+    /// `WORKER_CONCURRENCY` of the daemon (16, as in the earlier runs; production default 128).
     #[arg(long, default_value_t = 16)]
     pub concurrency: u32,
 }

@@ -118,7 +118,7 @@ pub struct Scenario {
 }
 
 /// `WORKER_CONCURRENCY`'s default.
-pub const DEFAULT_CONCURRENCY: u32 = 64;
+pub const DEFAULT_CONCURRENCY: u32 = 128;
 
 impl Scenario {
     /// A short name: `defaults: 1 daemon, concurrency 16, +20 ms`.
