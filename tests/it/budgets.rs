@@ -1070,7 +1070,7 @@ async fn run_daemons(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut runs = Vec::new();
     for _ in 0..replicas {
-        let pool = store::connect(&config.database_url, concurrency + 4)
+        let pool = store::connect(&config.database_url, config.database_max_connections.get())
             .await
             .unwrap();
         let service = daemon::build_service(&config, pool.clone(), Arc::new(SystemClock)).unwrap();

@@ -149,7 +149,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     config.graph.login_base_url = sim.login_base_url();
     config.sendgrid_api_base_url = sendgrid.base_url();
 
-    let pool = store::prepare(&config.database_url, config.worker.concurrency.get() + 4).await?;
+    let pool = store::prepare(&config.database_url, config.database_max_connections.get()).await?;
     import::senders::import(&pool, &senders_file).await?;
     let import::Enqueued { inserted, bad, .. } = import::enqueue(&pool, &campaign_text).await?;
     let bad_lines: Vec<String> = bad.iter().map(ToString::to_string).collect();
