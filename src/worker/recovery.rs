@@ -30,7 +30,7 @@ pub async fn recover_once(
         tracing::warn!(
             event = events::MAIL_SEND_OUTCOME_UNKNOWN,
             message.id = %id,
-            "SENDING past its lease; rescheduled (it may have been sent: delivery is at-least-once)"
+            "SENDING past its lease; rescheduled as possibly sent: its next attempt checks Graph before it sends again"
         );
     }
     Ok((queued.len(), sending.len()))

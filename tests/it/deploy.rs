@@ -180,18 +180,27 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     let container = &admin["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["args"][0], "admin");
     assert_eq!(
-        container["envFrom"],
-        deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"]
+        container["envFrom"][0],
+        deployment["spec"]["template"]["spec"]["containers"][0]["envFrom"][0],
+        "the daemon's ConfigMap"
     );
-    let env: Vec<(&str, &str)> = container["env"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
-        .collect();
-    for (name, _) in &env {
+    assert!(container["envFrom"][1].is_null(), "not the whole Secret");
+    let mut from_secret = Vec::new();
+    let mut env = Vec::new();
+    for e in container["env"].as_sequence().unwrap() {
+        let name = e["name"].as_str().unwrap();
         assert!(vars.contains(name), "{name} is no variable of the daemon");
+        match e["value"].as_str() {
+            Some(value) => env.push((name, value)),
+            None => {
+                let key = &e["valueFrom"]["secretKeyRef"];
+                assert_eq!(key["name"], "mail-worker-credentials");
+                assert_eq!(key["key"], name);
+                from_secret.push(name);
+            }
+        }
     }
+    assert_eq!(from_secret, ["DATABASE_URL", "ADMIN_TOKEN"]);
     let admin_listen = env
         .iter()
         .find(|(name, _)| *name == "ADMIN_LISTEN")

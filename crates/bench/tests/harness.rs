@@ -211,8 +211,9 @@ fn a_scenario_is_bounded_by_its_concurrency_over_the_latency_and_by_the_budgets(
         arrivals_per_s: None,
         timeout: std::time::Duration::from_secs(1),
     };
-    // 64 in flight (the default), 20 ms each: 3,200 per second.
-    assert_eq!(scenario(1, None, 20).concurrency_bound(), 3_200.0);
+    // 128 in flight (the default), 20 ms each: 6,400 per second.
+    assert_eq!(support::e2e::DEFAULT_CONCURRENCY, 128);
+    assert_eq!(scenario(1, None, 20).concurrency_bound(), 6_400.0);
     assert_eq!(scenario(4, Some(16), 200).concurrency_bound(), 320.0);
     // 500 mailboxes at 100,000 a minute.
     assert_eq!(support::e2e::Scenario::budget_bound(500).round(), 833_333.0);
