@@ -11,7 +11,9 @@ if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
   say "Chromium $(chromium --version 2>/dev/null | awk '{print $2}') and chromedriver already installed"
 else
   say "installing chromium and chromium-driver from Debian's packages"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  # Another apt-get (a second CI run, unattended upgrades) may hold dpkg's lock: wait for it.
+  lock=(-o DPkg::Lock::Timeout=600)
+  as_root apt-get "${lock[@]}" update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -qq chromium chromium-driver >/dev/null
   say "installed $(chromium --version 2>/dev/null)"
 fi

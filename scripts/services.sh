@@ -17,8 +17,9 @@ wait_for() { # name check
 
 apt_updated=0
 install() {
-  if [ "$apt_updated" -eq 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  # Wait for dpkg's lock if another apt-get holds it (a second CI run, unattended upgrades).
+  if [ "$apt_updated" -eq 0 ]; then as_root apt-get -o DPkg::Lock::Timeout=600 update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
 # PostgreSQL
