@@ -13,7 +13,6 @@ pub mod validate;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use crate::{domain::OutgoingMail, rate_limit::DenyReason};
 
@@ -70,9 +69,9 @@ pub struct PriorAttempt {
 /// `SENDING` has no outcome, so lease recovery marks it as possibly sent instead
 /// ([`crate::store::messages::recover_stale_sending`]).
 pub trait SendJournal: Send + Sync {
-    /// A request that may deliver message `id` is about to be written; in the draft flow it
+    /// A request that may deliver the message is about to be written; in the draft flow it
     /// sends the draft `draft_id` (`None` when the row already holds it).
-    fn send_attempted(&self, id: Uuid, draft_id: Option<&str>);
+    fn send_attempted(&self, draft_id: Option<&str>);
 }
 
 /// A journal that keeps nothing (a first attempt without a row, tests).
@@ -80,7 +79,7 @@ pub trait SendJournal: Send + Sync {
 pub(crate) struct NoJournal;
 
 impl SendJournal for NoJournal {
-    fn send_attempted(&self, _id: Uuid, _draft_id: Option<&str>) {}
+    fn send_attempted(&self, _draft_id: Option<&str>) {}
 }
 
 /// One attempt's context for [`Mailer::send_with`].

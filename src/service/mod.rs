@@ -430,48 +430,6 @@ impl MailProviderService {
         }
     }
 
-    /// For an error that defers the message (rate limit, throttling, an unconfirmed earlier
-    /// send, no token): how long it waits, the spread on top and how it is counted.
-    fn deferral(
-        &self,
-        message: &StoredMessage,
-        error: &MailError,
-        spread: Duration,
-    ) -> Option<(Duration, Duration, SendResult)> {
-        Some(match error {
-            MailError::RateLimitExceeded {
-                reason,
-                retry_after,
-                booked,
-            } => {
-                // A booked slot is kept exactly: the slots already spread the messages, and a
-                // spread on top would break the pacing. An unbooked short wait (in flight) is
-                // spread within its own length.
-                let spread = if *booked {
-                    Duration::ZERO
-                } else if *reason == DenyReason::InFlight {
-                    let max = self.settings.defer_spread_max.as_millis() as u64;
-                    let within = max.min(retry_after.as_millis() as u64);
-                    Duration::from_millis(spread_ms(message.id, within))
-                } else {
-                    spread
-                };
-                (*retry_after, spread, SendResult::Deferred)
-            }
-            MailError::Throttled { retry_after } => {
-                let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
-                (wait, spread, SendResult::Throttled)
-            }
-            MailError::Unconfirmed { retry_after, .. } => {
-                (*retry_after, Duration::ZERO, SendResult::Deferred)
-            }
-            MailError::TokenUnavailable { retry_after, .. } => {
-                (*retry_after, spread, SendResult::Deferred)
-            }
-            _ => return None,
-        })
-    }
-
     async fn handle_error(
         &self,
         message: &StoredMessage,
@@ -482,16 +440,100 @@ impl MailProviderService {
         attempt: (Instant, Option<&messages::Attempted>),
     ) -> Result<(SendOutcome, SendResult), StoreError> {
         let now = self.clock.now();
+        let spread_max = self.settings.defer_spread_max.as_millis() as u64;
         let spread = self.spread(message.id);
-        if let Some((wait, spread, result)) = self.deferral(message, &error, spread) {
-            let until = at(now, wait + spread);
-            let outcome = self
-                .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
-                .await?;
-            log_deferral(message.id, mailbox, &error, until, (wait, spread));
-            return Ok((outcome, result));
-        }
         match error {
+            MailError::RateLimitExceeded {
+                reason,
+                retry_after,
+                booked,
+            } => {
+                // A booked slot is kept exactly: the slots already spread the messages, and a
+                // spread on top would break the pacing. An unbooked short wait (in flight) is
+                // spread within its own length.
+                let spread = if booked {
+                    Duration::ZERO
+                } else if reason == DenyReason::InFlight {
+                    Duration::from_millis(spread_ms(
+                        message.id,
+                        spread_max.min(retry_after.as_millis() as u64),
+                    ))
+                } else {
+                    spread
+                };
+                let until = at(now, retry_after + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
+                    .await?;
+                tracing::info!(
+                    event = events::MAIL_RATE_LIMIT_DEFERRED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    reason = reason.as_str(),
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    "mail deferred by the rate limiter"
+                );
+                Ok((outcome, SendResult::Deferred))
+            }
+            MailError::Throttled { retry_after } => {
+                let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
+                let until = at(now, wait + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_GRAPH_THROTTLED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
+                    backoff_ms = wait.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    "provider throttled; mail deferred"
+                );
+                Ok((outcome, SendResult::Throttled))
+            }
+            MailError::Unconfirmed {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
+                    .await?;
+                tracing::info!(
+                    event = events::MAIL_SEND_UNCONFIRMED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    why = %why,
+                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
+                );
+                Ok((outcome, SendResult::Deferred))
+            }
+            MailError::TokenUnavailable {
+                retry_after,
+                ref why,
+            } => {
+                let until = at(now, retry_after + spread);
+                let outcome = self
+                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
+                    .await?;
+                tracing::warn!(
+                    event = events::MAIL_GRAPH_THROTTLED,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    spread_ms = spread.as_millis() as u64,
+                    scheduled_on = %until.to_rfc3339(),
+                    error = %why,
+                    "Graph token unavailable; mail deferred"
+                );
+                Ok((outcome, SendResult::Deferred))
+            }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
                 let age = (now - message.first_attempt_at)
@@ -561,10 +603,6 @@ impl MailProviderService {
                     .await?;
                 Ok((outcome, SendResult::Failed))
             }
-            MailError::RateLimitExceeded { .. }
-            | MailError::Throttled { .. }
-            | MailError::Unconfirmed { .. }
-            | MailError::TokenUnavailable { .. } => unreachable!("deferred above"),
         }
     }
 
@@ -697,7 +735,7 @@ struct AttemptJournal<'a> {
 }
 
 impl SendJournal for AttemptJournal<'_> {
-    fn send_attempted(&self, _id: Uuid, draft_id: Option<&str>) {
+    fn send_attempted(&self, draft_id: Option<&str>) {
         let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
         let draft_id = draft_id
             .map(str::to_owned)
@@ -712,65 +750,6 @@ impl SendJournal for AttemptJournal<'_> {
 impl AttemptJournal<'_> {
     fn take(&self) -> Option<messages::Attempted> {
         self.noted.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-}
-
-/// The log line of a deferral ([`MailProviderService::deferral`]): which event and level
-/// depends on why.
-fn log_deferral(
-    id: Uuid,
-    mailbox: &MailboxAddress,
-    error: &MailError,
-    until: DateTime<Utc>,
-    (wait, spread): (Duration, Duration),
-) {
-    let scheduled_on = until.to_rfc3339();
-    let spread_ms = spread.as_millis() as u64;
-    match error {
-        MailError::RateLimitExceeded { reason, .. } => tracing::info!(
-            event = events::MAIL_RATE_LIMIT_DEFERRED,
-            message.id = %id,
-            mailbox = %mailbox,
-            reason = reason.as_str(),
-            retry_after_ms = wait.as_millis() as u64,
-            spread_ms,
-            scheduled_on,
-            "mail deferred by the rate limiter"
-        ),
-        MailError::Unconfirmed { why, .. } => tracing::info!(
-            event = events::MAIL_SEND_UNCONFIRMED,
-            message.id = %id,
-            mailbox = %mailbox,
-            retry_after_ms = wait.as_millis() as u64,
-            scheduled_on,
-            why = %why,
-            "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
-        ),
-        MailError::Throttled { .. } | MailError::TokenUnavailable { .. } => {
-            let (retry_after, why, text) = match error {
-                MailError::TokenUnavailable { why, .. } => (
-                    Some(wait),
-                    Some(why.as_str()),
-                    "Graph token unavailable; mail deferred",
-                ),
-                MailError::Throttled { retry_after } => {
-                    (*retry_after, None, "provider throttled; mail deferred")
-                }
-                _ => (None, None, ""),
-            };
-            tracing::warn!(
-                event = events::MAIL_GRAPH_THROTTLED,
-                message.id = %id,
-                mailbox = %mailbox,
-                retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
-                backoff_ms = wait.as_millis() as u64,
-                spread_ms,
-                scheduled_on,
-                error = why,
-                "{text}"
-            );
-        }
-        _ => {}
     }
 }
 

@@ -189,7 +189,7 @@ impl MicrosoftGraphMailer {
         // The draft's id and the send attempt, written with this attempt's outcome.
         let new_draft = (prior.graph_draft_id.as_deref() != Some(draft_id.as_str()))
             .then_some(draft_id.as_str());
-        attempt.journal.send_attempted(mail.id, new_draft);
+        attempt.journal.send_attempted(new_draft);
         let url = segments(&self.user_url, &["messages", &draft_id, "send"]);
         let mut receipt = self.deliver(&url, None, mail.id).await?;
         receipt.note = note;

@@ -303,7 +303,7 @@ impl MicrosoftGraphMailer {
             }
         }
         let body = send_mail_body_with_id(mail, self.save_to_sent_items, Some(&imid));
-        attempt.journal.send_attempted(mail.id, None);
+        attempt.journal.send_attempted(None);
         let mut receipt = self.deliver(&self.send_url, Some(&body), mail.id).await?;
         receipt.note = note;
         Ok(receipt)
