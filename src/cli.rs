@@ -128,7 +128,7 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "SEND_LEASE_MS",
         "send-lease-ms",
         "600000",
-        "a SENDING row older than this is rescheduled",
+        "a SENDING row whose lease was not renewed for this long is rescheduled (at least 2 × HTTP_TIMEOUT_MS)",
     ),
     (
         "GRAPH_API_BASE_URL",

@@ -121,8 +121,9 @@ pub struct WorkerConfig {
     /// `QUEUE_LEASE_MS`, default 300,000 ms: a row `QUEUED` (the state earlier versions' Redis
     /// queue left claimed rows in) longer than this is rescheduled.
     pub queue_lease: Duration,
-    /// `SEND_LEASE_MS`, default 600,000 ms (must exceed `HTTP_TIMEOUT_MS`): a row `SENDING`
-    /// longer than this is rescheduled (`mail.send.outcomeUnknown`).
+    /// `SEND_LEASE_MS`, default 600,000 ms (at least twice `HTTP_TIMEOUT_MS`): a row `SENDING`
+    /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
+    /// A live attempt renews it every quarter of it, and stops when it cannot.
     pub send_lease: Duration,
 }
 
@@ -162,14 +163,17 @@ impl Config {
         let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", REDIS_SCHEMES)?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
-        if send_lease <= http_timeout {
+        if send_lease < http_timeout * 2 {
             // Blame the variable the operator set: SEND_LEASE_MS when given, else the
-            // HTTP_TIMEOUT_MS that outgrew SEND_LEASE_MS's default.
+            // HTTP_TIMEOUT_MS that outgrew SEND_LEASE_MS's default. Twice: an attempt renews its
+            // lease every quarter of it and stops at the lease minus a margin when PostgreSQL
+            // cannot confirm it, so a lease under two request timeouts would cut attempts whose
+            // requests are merely slow (service::lease).
             let (var, problem) = if env.get("SEND_LEASE_MS").is_some() {
                 (
                     "SEND_LEASE_MS",
                     format!(
-                        "must be greater than HTTP_TIMEOUT_MS ({} ms), or a slow send would be retried while it is still running",
+                        "must be at least twice HTTP_TIMEOUT_MS ({} ms): an attempt that cannot renew its lease stops before the lease ends, and one request plus the outcome write must fit",
                         http_timeout.as_millis()
                     ),
                 )
@@ -177,7 +181,7 @@ impl Config {
                 (
                     "HTTP_TIMEOUT_MS",
                     format!(
-                        "must be less than SEND_LEASE_MS ({} ms, its default), or a slow send would be retried while it is still running; raise SEND_LEASE_MS too",
+                        "must be at most half of SEND_LEASE_MS ({} ms, its default): an attempt that cannot renew its lease stops before the lease ends; raise SEND_LEASE_MS too",
                         send_lease.as_millis()
                     ),
                 )
@@ -777,6 +781,7 @@ mod tests {
             ("MAIL_RETRY_FOR", "a day", "unit"),
             ("MAIL_RETRY_FOR", "3600", "unit"),
             ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
+            ("SEND_LEASE_MS", "50000", "twice HTTP_TIMEOUT_MS"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var);

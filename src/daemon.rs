@@ -70,7 +70,7 @@ pub(crate) fn build_stack(
         },
     )
     .with_metrics(Arc::clone(&metrics))
-    .with_outcome_write_deadline(config.worker.send_lease);
+    .with_send_lease(config.worker.send_lease);
     Ok(Stack {
         service: Arc::new(service),
         limiter,

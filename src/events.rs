@@ -25,6 +25,18 @@ pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
 /// later, nothing resent (info).
 pub(crate) const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+/// An attempt's write found its row taken over by a newer claim (lease recovery handed it on):
+/// nothing was written; what the attempt did at Graph is found by the live attempt's check
+/// before it sends. Warn. Fields: `message.id`, `outcome`, `claim_token` (this attempt's),
+/// `current_token` and `current_status` (the row's now).
+pub(crate) const MAIL_SEND_STALE_OUTCOME: &str = "mail.send.staleOutcome";
+/// Renewing an attempt's row lease failed (PostgreSQL unreachable); retried every second until
+/// the attempt's lease deadline. Warn. Fields: `message.id`, `error`.
+pub(crate) const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";
+/// An attempt was stopped at its lease deadline (`SEND_LEASE_MS` − a margin without a
+/// confirmed renewal): its requests were cancelled and the row rescheduled as possibly sent.
+/// Warn. Fields: `message.id`, `send_attempted`.
+pub(crate) const MAIL_SEND_LEASE_DEADLINE: &str = "mail.send.leaseDeadline";
 /// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
 /// (warn).
 pub(crate) const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";

@@ -6,6 +6,7 @@
 //! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
 //! its backlog; every outcome is counted in [`crate::ops::metrics`].
 
+pub(crate) mod lease;
 pub(crate) mod outcomes;
 pub(crate) mod pause;
 
@@ -29,7 +30,7 @@ use crate::{
     rate_limit::DenyReason,
     store::{
         StoreError,
-        messages::{self, Reschedule, SenderRef, StoredMessage},
+        messages::{self, Fence, Reschedule, SenderRef, StoredMessage, wait_reason},
         senders,
     },
 };
@@ -134,10 +135,10 @@ pub struct ServiceSettings {
     pub retry_for: Duration,
 }
 
-/// How long the service keeps retrying an outcome write while PostgreSQL is unreachable, unless
-/// [`MailProviderService::with_outcome_write_deadline`] says otherwise: 10 minutes, the default
-/// `SEND_LEASE_MS`.
-pub(crate) const DEFAULT_OUTCOME_WRITE_DEADLINE: Duration = Duration::from_secs(600);
+/// `SEND_LEASE_MS` unless [`MailProviderService::with_send_lease`] says otherwise: 10 minutes,
+/// its default. It bounds each attempt ([`lease::LeaseKeeper`]) and how long an outcome write is
+/// retried while PostgreSQL is unreachable.
+pub(crate) const DEFAULT_SEND_LEASE: Duration = Duration::from_secs(600);
 
 /// Sends claimed messages and records their outcomes.
 pub struct MailProviderService {
@@ -148,6 +149,7 @@ pub struct MailProviderService {
     metrics: Arc<Metrics>,
     pauses: SenderPauses,
     outcome_write_deadline: Duration,
+    lease: lease::LeaseKeeper,
     outcome_write_retries: std::sync::atomic::AtomicU64,
     sent: outcomes::SentWriter,
 }
@@ -170,24 +172,28 @@ impl MailProviderService {
     ) -> Self {
         Self {
             sent: outcomes::SentWriter::new(pool.clone()),
+            lease: lease::LeaseKeeper::new(pool.clone(), DEFAULT_SEND_LEASE),
             pool,
             mailers,
             clock,
             settings,
             metrics: Arc::new(Metrics::new()),
             pauses: SenderPauses::default(),
-            outcome_write_deadline: DEFAULT_OUTCOME_WRITE_DEADLINE,
+            outcome_write_deadline: DEFAULT_SEND_LEASE,
             outcome_write_retries: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    /// Retries an outcome write that fails for PostgreSQL connectivity (backoff with jitter,
-    /// 200 ms doubling to 5 s) until `deadline` after the send started — pass `SEND_LEASE_MS`:
-    /// past it, lease recovery takes the row and its next attempt checks Graph before it
-    /// resends (README "Delivery guarantee").
+    /// `SEND_LEASE_MS`: each attempt renews its row's lease while it runs and stops when it
+    /// cannot ([`lease::LeaseKeeper`]); an outcome write that fails for PostgreSQL connectivity
+    /// is retried (backoff with jitter, 200 ms doubling to 5 s) until a lease after the send
+    /// started — past it, lease recovery takes the row and its next attempt checks Graph before
+    /// it resends (README "Delivery guarantee"). Writes are fenced, so a late one changes
+    /// nothing.
     #[must_use]
-    pub(crate) fn with_outcome_write_deadline(mut self, deadline: Duration) -> Self {
-        self.outcome_write_deadline = deadline;
+    pub(crate) fn with_send_lease(mut self, lease: Duration) -> Self {
+        self.outcome_write_deadline = lease;
+        self.lease = lease::LeaseKeeper::new(self.pool.clone(), lease);
         self
     }
 
@@ -268,7 +274,7 @@ impl MailProviderService {
                 continue;
             }
             if let Some((mailbox, reason)) = self.pauses.resume(id) {
-                let due = messages::resume_paused(&self.pool, id, PAUSED_PREFIX).await?;
+                let due = messages::resume_paused(&self.pool, id).await?;
                 self.log_resumed(&mailbox, &reason, "configuration changed", due);
                 resumed += 1;
             }
@@ -304,7 +310,7 @@ impl MailProviderService {
         let Some(sender) = sender else {
             let outcome = self
                 .fail(
-                    message.id,
+                    message.fence,
                     None,
                     "unknown sender: the message's tenant or system mailbox no longer exists"
                         .into(),
@@ -318,7 +324,7 @@ impl MailProviderService {
         let mail = match message.outgoing(mailbox.clone()) {
             Ok(mail) => mail,
             Err(problem) => {
-                let outcome = self.fail(message.id, Some(&mailbox), problem).await?;
+                let outcome = self.fail(message.fence, Some(&mailbox), problem).await?;
                 self.count(provider, &outcome, SendResult::Failed);
                 return Ok(outcome);
             }
@@ -330,12 +336,14 @@ impl MailProviderService {
             Admit::Go {
                 resumed: Some((paused_mailbox, reason)),
             } => {
-                let due = messages::resume_paused(&self.pool, sender_id, PAUSED_PREFIX).await?;
+                let due = messages::resume_paused(&self.pool, sender_id).await?;
                 self.log_resumed(&paused_mailbox, &reason, "configuration changed", due);
             }
             Admit::Wait { until, reason } => {
-                let until = at(until, self.spread(message.id));
-                let outcome = self.defer_paused(message.id, until, &reason, None).await?;
+                let wait = self.until(until) + self.spread(message.id);
+                let outcome = self
+                    .defer_paused(message.fence, wait, &reason, None)
+                    .await?;
                 self.count(provider, &outcome, SendResult::Paused);
                 return Ok(outcome);
             }
@@ -344,10 +352,9 @@ impl MailProviderService {
         let prior = PriorAttempt {
             earlier_attempts: u32::try_from(message.attempts.saturating_sub(1)).unwrap_or(0),
             graph_draft_id: message.graph_draft_id.clone(),
-            send_attempted_at: message.send_attempted_at,
+            send_attempted_at: message.send_attempted_at.map(|at| self.rebase(message, at)),
         };
         let journal = AttemptJournal {
-            clock: self.clock.as_ref(),
             noted: std::sync::Mutex::new(None),
         };
         let attempt = SendAttempt {
@@ -355,7 +362,36 @@ impl MailProviderService {
             journal: &journal,
         };
         let result = match mailer {
-            Ok(mailer) => mailer.send_with(&mail, &attempt).await,
+            Ok(mailer) => {
+                let sending = mailer.send_with(&mail, &attempt);
+                match self
+                    .lease
+                    .keep(message.fence, message.claimed_at.1, sending)
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(lease::Cut::Lost) => {
+                        self.stale(message.fence, "lease lost").await;
+                        return Ok(SendOutcome::Superseded);
+                    }
+                    Err(lease::Cut::Deadline) => {
+                        let send_attempted = journal.noted();
+                        tracing::warn!(
+                            event = events::MAIL_SEND_LEASE_DEADLINE,
+                            message.id = %message.id,
+                            mailbox = %mailbox,
+                            send_attempted,
+                            "attempt stopped at its lease deadline (SEND_LEASE_MS without a confirmed renewal)"
+                        );
+                        let why = "the attempt was stopped at its lease deadline (SEND_LEASE_MS)";
+                        Err(if send_attempted {
+                            MailError::OutcomeUnknown(why.into())
+                        } else {
+                            MailError::Transient(why.into())
+                        })
+                    }
+                }
+            }
             Err(e) => Err(e),
         };
         match &result {
@@ -371,7 +407,7 @@ impl MailProviderService {
                         "a probe got past the credentials",
                         0,
                     );
-                    messages::resume_paused(&self.pool, sender_id, PAUSED_PREFIX).await?;
+                    messages::resume_paused(&self.pool, sender_id).await?;
                 }
             }
         }
@@ -380,10 +416,11 @@ impl MailProviderService {
                 let note = receipt.note.as_deref();
                 let written = self
                     .durably(message.id, started, "sent", || {
-                        self.sent.mark_sent(message.id, note)
+                        self.sent.mark_sent(message.fence, note)
                     })
                     .await?;
                 if !written {
+                    self.stale(message.fence, "sent").await;
                     return Ok(SendOutcome::Superseded);
                 }
                 self.metrics.send(provider, SendResult::Sent);
@@ -416,6 +453,35 @@ impl MailProviderService {
         }
     }
 
+    /// How long from this replica's clock's now until `until` (a pause's next probe).
+    fn until(&self, until: DateTime<Utc>) -> Duration {
+        (until - self.clock.now()).to_std().unwrap_or_default()
+    }
+
+    /// `at`, a PostgreSQL timestamp of the row, on this replica's clock (the mailer compares it
+    /// with that): as long before the clock's now as it is before PostgreSQL's now.
+    fn rebase(&self, message: &StoredMessage, at: DateTime<Utc>) -> DateTime<Utc> {
+        self.clock.now() - (message.db_now() - at)
+    }
+
+    /// Logs that the attempt holding `fence` wrote nothing: a newer claim holds the row.
+    async fn stale(&self, fence: Fence, outcome: &str) {
+        let (status, current) = match messages::holder(&self.pool, fence.id).await {
+            Ok(Some((status, token))) => (status, token.map(|t| t.to_string())),
+            Ok(None) => ("gone".to_owned(), None),
+            Err(e) => (format!("unknown ({e})"), None),
+        };
+        tracing::warn!(
+            event = events::MAIL_SEND_STALE_OUTCOME,
+            message.id = %fence.id,
+            outcome,
+            claim_token = %fence.token,
+            current_token = current.as_deref(),
+            current_status = %status,
+            "this attempt's lease was taken over: its outcome is not written (the live attempt checks Graph before it sends)"
+        );
+    }
+
     fn spread(&self, id: Uuid) -> Duration {
         Duration::from_millis(spread_ms(
             id,
@@ -439,9 +505,9 @@ impl MailProviderService {
         error: MailError,
         attempt: (Instant, Option<&messages::Attempted>),
     ) -> Result<(SendOutcome, SendResult), StoreError> {
-        let now = self.clock.now();
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
         let spread = self.spread(message.id);
+        let fence = message.fence;
         match error {
             MailError::RateLimitExceeded {
                 reason,
@@ -461,10 +527,8 @@ impl MailProviderService {
                 } else {
                     spread
                 };
-                let until = at(now, retry_after + spread);
-                let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
-                    .await?;
+                let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
+                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_DEFERRED,
                     message.id = %message.id,
@@ -472,25 +536,30 @@ impl MailProviderService {
                     reason = reason.as_str(),
                     retry_after_ms = retry_after.as_millis() as u64,
                     spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %until.to_rfc3339(),
+                    scheduled_on = %outcome.until_text(),
                     "mail deferred by the rate limiter"
                 );
                 Ok((outcome, SendResult::Deferred))
             }
             MailError::Throttled { retry_after } => {
-                let wait = retry_after.unwrap_or_else(|| backoff(message.deferrals as u32 + 1));
-                let until = at(now, wait + spread);
-                let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
-                    .await?;
+                // The backoff counts throttles only: bookings are deferrals too, and must not
+                // make one 429 wait the last step.
+                let backoff_ms =
+                    retry_after.unwrap_or_else(|| backoff(message.throttles as u32 + 1));
+                let wait = (
+                    backoff_ms + spread,
+                    Reschedule::Throttle,
+                    wait_reason::COOLDOWN,
+                );
+                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
                     message.id = %message.id,
                     mailbox = %mailbox,
                     retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
-                    backoff_ms = wait.as_millis() as u64,
+                    backoff_ms = backoff_ms.as_millis() as u64,
                     spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %until.to_rfc3339(),
+                    scheduled_on = %outcome.until_text(),
                     "provider throttled; mail deferred"
                 );
                 Ok((outcome, SendResult::Throttled))
@@ -499,16 +568,14 @@ impl MailProviderService {
                 retry_after,
                 ref why,
             } => {
-                let until = at(now, retry_after);
-                let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
-                    .await?;
+                let wait = (retry_after, Reschedule::Deferral, wait_reason::UNCONFIRMED);
+                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
                 tracing::info!(
                     event = events::MAIL_SEND_UNCONFIRMED,
                     message.id = %message.id,
                     mailbox = %mailbox,
                     retry_after_ms = retry_after.as_millis() as u64,
-                    scheduled_on = %until.to_rfc3339(),
+                    scheduled_on = %outcome.until_text(),
                     why = %why,
                     "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
                 );
@@ -518,17 +585,19 @@ impl MailProviderService {
                 retry_after,
                 ref why,
             } => {
-                let until = at(now, retry_after + spread);
-                let outcome = self
-                    .reschedule(message.id, until, Reschedule::Deferral, &error, attempt)
-                    .await?;
+                let wait = (
+                    retry_after + spread,
+                    Reschedule::Deferral,
+                    wait_reason::RETRY,
+                );
+                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
                 tracing::warn!(
                     event = events::MAIL_GRAPH_THROTTLED,
                     message.id = %message.id,
                     mailbox = %mailbox,
                     retry_after_ms = retry_after.as_millis() as u64,
                     spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %until.to_rfc3339(),
+                    scheduled_on = %outcome.until_text(),
                     error = %why,
                     "Graph token unavailable; mail deferred"
                 );
@@ -536,7 +605,7 @@ impl MailProviderService {
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
-                let age = (now - message.first_attempt_at)
+                let age = (message.db_now() - message.first_attempt_at)
                     .to_std()
                     .unwrap_or_default();
                 if attempts >= self.settings.max_attempts || age >= self.settings.retry_for {
@@ -551,25 +620,23 @@ impl MailProviderService {
                         )
                     };
                     let outcome = self
-                        .fail_after(message.id, Some(mailbox), reason, attempt)
+                        .fail_after(fence, Some(mailbox), reason, attempt)
                         .await?;
                     return Ok((outcome, SendResult::Failed));
                 }
                 // Backoff capped at 15 min, and never past the give-up time (so the last try
                 // happens when the budget of MAIL_RETRY_FOR runs out, not long after).
                 let left = self.settings.retry_for.saturating_sub(age);
-                let wait = backoff(attempts).min(left.max(Duration::from_secs(1)));
-                let until = at(now, wait);
-                let outcome = self
-                    .reschedule(message.id, until, Reschedule::Retry, &error, attempt)
-                    .await?;
+                let backoff_ms = backoff(attempts).min(left.max(Duration::from_secs(1)));
+                let wait = (backoff_ms, Reschedule::Retry, wait_reason::RETRY);
+                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
                 tracing::warn!(
                     event = events::MAIL_RETRY_SCHEDULED,
                     message.id = %message.id,
                     mailbox = %mailbox,
                     attempts,
-                    backoff_ms = wait.as_millis() as u64,
-                    scheduled_on = %until.to_rfc3339(),
+                    backoff_ms = backoff_ms.as_millis() as u64,
+                    scheduled_on = %outcome.until_text(),
                     error = %why,
                     "transient failure; mail will be retried"
                 );
@@ -578,6 +645,7 @@ impl MailProviderService {
             MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
                 // Not the message's fault: pause the sender, keep the message, count no attempt.
                 let reason = error.to_string();
+                let now = self.clock.now();
                 let paused =
                     self.pauses
                         .failed(sender_id, mailbox.as_str(), &reason, fingerprint, now);
@@ -591,88 +659,92 @@ impl MailProviderService {
                         "sender paused: its messages wait (no attempts counted) until the configuration changes or a probe succeeds"
                     );
                 }
-                let until = at(paused.until, spread);
-                let outcome = self
-                    .defer_paused(message.id, until, &reason, attempt.1)
-                    .await?;
+                let wait = self.until(paused.until) + spread;
+                let outcome = self.defer_paused(fence, wait, &reason, attempt.1).await?;
                 Ok((outcome, SendResult::Paused))
             }
             MailError::Permanent { .. } => {
                 let outcome = self
-                    .fail_after(message.id, Some(mailbox), error.to_string(), attempt)
+                    .fail_after(fence, Some(mailbox), error.to_string(), attempt)
                     .await?;
                 Ok((outcome, SendResult::Failed))
             }
         }
     }
 
-    /// Back to `SCHEDULED` until `until` for the sender's pause (`last_error` = the pause's
-    /// prefix and `reason`).
+    /// Back to `SCHEDULED` after `wait` for the sender's pause (`wait_reason` `paused`,
+    /// `last_error` = the pause's prefix and `reason`).
     async fn defer_paused(
         &self,
-        id: Uuid,
-        until: DateTime<Utc>,
+        fence: Fence,
+        wait: Duration,
         reason: &str,
         attempted: Option<&messages::Attempted>,
     ) -> Result<SendOutcome, StoreError> {
         let reason = format!("{PAUSED_PREFIX}{reason}");
-        let kind = Reschedule::Deferral;
-        if !messages::reschedule(&self.pool, id, until, kind, &reason, attempted).await? {
-            return Ok(SendOutcome::Superseded);
+        let to = (wait, Reschedule::Deferral, wait_reason::PAUSED);
+        match messages::reschedule(&self.pool, fence, to, &reason, attempted).await? {
+            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
+            None => {
+                self.stale(fence, "paused").await;
+                Ok(SendOutcome::Superseded)
+            }
         }
-        Ok(SendOutcome::Deferred { until, reason })
     }
 
-    /// Writes `SCHEDULED` at `until` for `error`, with what the attempt `(started, attempted)`
-    /// noted, retried while PostgreSQL is unreachable.
+    /// Writes `SCHEDULED` after `(wait, kind, wait reason)` for `error`, with what the attempt
+    /// `(started, attempted)` noted, retried while PostgreSQL is unreachable.
     async fn reschedule(
         &self,
-        id: Uuid,
-        until: DateTime<Utc>,
-        kind: Reschedule,
+        fence: Fence,
+        to: (Duration, Reschedule, &str),
         error: &MailError,
         (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
         let reason = error.to_string();
         let written = self
-            .durably(id, started, "rescheduled", || {
-                messages::reschedule(&self.pool, id, until, kind, &reason, attempted)
+            .durably(fence.id, started, "rescheduled", || {
+                messages::reschedule(&self.pool, fence, to, &reason, attempted)
             })
             .await?;
-        if !written {
-            return Ok(SendOutcome::Superseded);
+        match written {
+            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
+            None => {
+                self.stale(fence, "rescheduled").await;
+                Ok(SendOutcome::Superseded)
+            }
         }
-        Ok(SendOutcome::Deferred { until, reason })
     }
 
     async fn fail(
         &self,
-        id: Uuid,
+        fence: Fence,
         mailbox: Option<&MailboxAddress>,
         reason: String,
     ) -> Result<SendOutcome, StoreError> {
-        self.fail_after(id, mailbox, reason, (Instant::now(), None))
+        self.fail_after(fence, mailbox, reason, (Instant::now(), None))
             .await
     }
 
     async fn fail_after(
         &self,
-        id: Uuid,
+        fence: Fence,
         mailbox: Option<&MailboxAddress>,
         reason: String,
         (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
         let written = self
-            .durably(id, started, "failed", || {
-                messages::mark_error(&self.pool, id, &reason, attempted)
+            .durably(fence.id, started, "failed", || {
+                messages::mark_error(&self.pool, fence, &reason, attempted)
             })
             .await?;
         if !written {
+            self.stale(fence, "failed").await;
             return Ok(SendOutcome::Superseded);
         }
         tracing::error!(
             event = events::MAIL_FAILED,
-            message.id = %id,
+            message.id = %fence.id,
             mailbox = mailbox.map(|m| m.as_str()),
             error = %reason,
             "mail failed permanently"
@@ -729,32 +801,45 @@ fn is_connectivity(e: &StoreError) -> bool {
 
 /// The mailer's [`SendJournal`] for one attempt: what it noted, kept in memory and written with
 /// the attempt's outcome ([`messages::Attempted`]) — not a row write of its own.
-struct AttemptJournal<'a> {
-    clock: &'a dyn Clock,
+struct AttemptJournal {
     noted: std::sync::Mutex<Option<messages::Attempted>>,
 }
 
-impl SendJournal for AttemptJournal<'_> {
+impl SendJournal for AttemptJournal {
     fn send_attempted(&self, draft_id: Option<&str>) {
         let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
         let draft_id = draft_id
             .map(str::to_owned)
             .or_else(|| noted.take().and_then(|n| n.draft_id));
         *noted = Some(messages::Attempted {
-            at: self.clock.now(),
+            at: Instant::now(),
             draft_id,
         });
     }
 }
 
-impl AttemptJournal<'_> {
+impl AttemptJournal {
     fn take(&self) -> Option<messages::Attempted> {
         self.noted.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
+
+    /// Whether a request that may deliver the message was noted.
+    fn noted(&self) -> bool {
+        self.noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
 }
 
-fn at(now: DateTime<Utc>, after: Duration) -> DateTime<Utc> {
-    now + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX)
+impl SendOutcome {
+    /// The new `scheduled_on` of a deferral, as RFC 3339 (empty for the other outcomes).
+    fn until_text(&self) -> String {
+        match self {
+            Self::Deferred { until, .. } => until.to_rfc3339(),
+            _ => String::new(),
+        }
+    }
 }
 
 #[cfg(test)]

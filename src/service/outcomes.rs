@@ -4,11 +4,12 @@
 
 use std::sync::OnceLock;
 
+use crate::store::{
+    StoreError,
+    messages::{self, Fence},
+};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
-
-use crate::store::{StoreError, messages};
 
 /// The most `SENT` rows one statement writes.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -16,7 +17,7 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// One `SENT` to write and who waits for it: `Some(was SENDING)`, or `None` when the batch
 /// failed (the caller then writes it alone, to see its own error).
 struct Pending {
-    id: Uuid,
+    fence: Fence,
     note: Option<String>,
     reply: oneshot::Sender<Option<bool>>,
 }
@@ -37,12 +38,16 @@ impl SentWriter {
         }
     }
 
-    /// `SENDING → SENT` of `id` with `last_error = note`, together with whatever else finishes
-    /// meanwhile. Returns whether the row was `SENDING`.
+    /// `SENDING → SENT` of the row `fence` holds, with `last_error = note`, together with
+    /// whatever else finishes meanwhile. Returns whether the row was still the attempt's.
     ///
     /// # Errors
     /// Database errors of this row's write.
-    pub(crate) async fn mark_sent(&self, id: Uuid, note: Option<&str>) -> Result<bool, StoreError> {
+    pub(crate) async fn mark_sent(
+        &self,
+        fence: Fence,
+        note: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(write_batches(self.pool.clone(), rx));
@@ -50,7 +55,7 @@ impl SentWriter {
         });
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
-            id,
+            fence,
             note: note.map(str::to_owned),
             reply,
         };
@@ -60,9 +65,9 @@ impl SentWriter {
             return Ok(was_sending);
         }
         let note = note.map(str::to_owned);
-        Ok(messages::mark_sent_many(&self.pool, &[(id, note)])
+        Ok(messages::mark_sent_many(&self.pool, &[(fence, note)])
             .await?
-            .contains(&id))
+            .contains(&fence.id))
     }
 }
 
@@ -77,11 +82,11 @@ async fn write_batches(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Pending>
                 Err(_) => break,
             }
         }
-        let rows: Vec<(Uuid, Option<String>)> =
-            batch.iter().map(|p| (p.id, p.note.clone())).collect();
+        let rows: Vec<(Fence, Option<String>)> =
+            batch.iter().map(|p| (p.fence, p.note.clone())).collect();
         let written = messages::mark_sent_many(&pool, &rows).await.ok();
         for p in batch {
-            let answer = written.as_ref().map(|ids| ids.contains(&p.id));
+            let answer = written.as_ref().map(|ids| ids.contains(&p.fence.id));
             let _ = p.reply.send(answer);
         }
     }

@@ -136,7 +136,7 @@ impl BulkAction {
                 "UPDATE messages SET status = ",
                 sql_status!(Scheduled),
                 ", scheduled_on = now(), attempts = 0, \
-                     deferrals = 0, first_attempt_at = NULL, updated_at = now(), \
+                     deferrals = 0, throttles = 0, wait_reason = NULL, first_attempt_at = NULL, updated_at = now(), \
                      last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
                  WHERE id = ANY($1) AND status = ANY($2)"
             ),
@@ -207,10 +207,9 @@ pub(crate) async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMes
         "SELECT count(*), max(last_error) FROM messages \
          WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = ",
         sql_status!(Scheduled),
-        " AND starts_with(coalesce(last_error, ''), $2)"
+        " AND wait_reason = 'paused'"
     ))
     .bind(id)
-    .bind(crate::service::pause::PAUSED_PREFIX)
     .fetch_one(pool)
     .await?;
     Ok(SenderMessages {

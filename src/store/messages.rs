@@ -10,8 +10,13 @@
 //! Row writes of a sent message: the claim and the outcome, two. What the Graph mailer notes
 //! before a request that may deliver ([`Attempted`]: when, and the draft's id) is written with
 //! the outcome; a row a crash left `SENDING` is marked as possibly sent by lease recovery.
+//!
+//! Fenced: every claim gives the row a fresh `claim_token`, and every write of that attempt (its
+//! outcome, [`renew_lease`], [`release_unstarted`]) matches it ([`Fence`]). An attempt whose
+//! lease another claim took over writes nothing. Times are PostgreSQL's: `scheduled_on` is
+//! `now()` plus a wait, `send_attempted_at` is `now()` minus how long ago the attempt noted it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -130,7 +135,8 @@ macro_rules! sending_columns {
     () => {
         " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
              m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
-             m.deferrals, m.first_attempt_at, m.graph_draft_id, m.send_attempted_at, \
+             m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
+             m.send_attempted_at, m.claim_token, now() AS claimed_at, \
              ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
                    ORDER BY a.position) AS attachment_names, \
              ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
@@ -140,17 +146,29 @@ macro_rules! sending_columns {
     };
 }
 
-/// The `SET` list of a claim: `SENDING` with its lease from now (`sending_at`), `queued_at` =
-/// when it was claimed, one more attempt.
+/// The `SET` list of a claim: `SENDING` with its lease from now (`sending_at`) and a fresh
+/// `claim_token`, `queued_at` = when it was claimed, one more attempt, no wait reason.
 macro_rules! claim_set {
     () => {
         concat!(
             " SET status = ",
             sql_status!(Sending),
             ", queued_at = now(), sending_at = now(), attempts = m.attempts + 1, \
+             claim_token = gen_random_uuid(), wait_reason = NULL, \
              first_attempt_at = coalesce(m.first_attempt_at, now()), updated_at = now()"
         )
     };
+}
+
+/// One attempt's hold on its row: the message and the `claim_token` its claim set. Every write
+/// of the attempt matches both, so it changes nothing once lease recovery and a new claim took
+/// the row over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// `messages.id`.
+    pub id: Uuid,
+    /// `messages.claim_token` as the claim set it.
+    pub token: Uuid,
 }
 
 /// The senders (tenant or system mailbox ids) with due `SCHEDULED` rows, longest-waiting
@@ -233,15 +251,19 @@ pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, 
 ///
 /// # Errors
 /// Database errors (lease recovery then takes them after `SEND_LEASE_MS`).
-pub(crate) async fn release_unstarted(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
+pub(crate) async fn release_unstarted(pool: &PgPool, fences: &[Fence]) -> Result<u64, StoreError> {
+    let ids: Vec<Uuid> = fences.iter().map(|f| f.id).collect();
+    let tokens: Vec<Uuid> = fences.iter().map(|f| f.token).collect();
     let done = sqlx::query(concat!(
-        "UPDATE messages SET status = ",
+        "UPDATE messages m SET status = ",
         sql_status!(Scheduled),
-        ", attempts = greatest(attempts - 1, 0), updated_at = now() \
-         WHERE id = ANY($1) AND status = ",
+        ", attempts = greatest(m.attempts - 1, 0), updated_at = now() \
+         FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token) \
+         WHERE m.id = f.id AND m.claim_token = f.token AND m.status = ",
         sql_status!(Sending)
     ))
-    .bind(ids)
+    .bind(&ids)
+    .bind(&tokens)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
@@ -276,15 +298,30 @@ pub struct StoredMessage {
     pub attempts: i32,
     /// `deferrals` so far.
     pub deferrals: i32,
+    /// `throttles` so far: provider throttling without `Retry-After` (its backoff's exponent).
+    pub throttles: i32,
     /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
     pub first_attempt_at: DateTime<Utc>,
     /// `graph_draft_id`: the draft created by an earlier attempt, if any.
     pub graph_draft_id: Option<String>,
     /// `send_attempted_at`: when an earlier attempt wrote a request that may have delivered it.
     pub send_attempted_at: Option<DateTime<Utc>>,
+    /// The claim's hold on the row (`claim_token`).
+    pub fence: Fence,
+    /// PostgreSQL's `now()` at the claim, and when this process read it: PostgreSQL's clock as
+    /// this attempt sees it ([`Self::db_now`]).
+    pub claimed_at: (DateTime<Utc>, Instant),
 }
 
 impl StoredMessage {
+    /// PostgreSQL's clock now, as far as this attempt knows it: the claim's `now()` plus the
+    /// time since this process read it. Row timestamps are compared with this, never with the
+    /// replica's wall clock.
+    pub fn db_now(&self) -> DateTime<Utc> {
+        let (at, read) = self.claimed_at;
+        at + chrono::Duration::from_std(read.elapsed()).unwrap_or_default()
+    }
+
     /// Builds the mail to send from `from`.
     ///
     /// # Errors
@@ -379,151 +416,231 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
         attachments,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,
+        throttles: row.try_get("throttles")?,
         first_attempt_at: row.try_get("first_attempt_at")?,
         graph_draft_id: row.try_get("graph_draft_id")?,
         send_attempted_at: row.try_get("send_attempted_at")?,
+        fence: Fence {
+            id,
+            token: row.try_get("claim_token")?,
+        },
+        claimed_at: (row.try_get("claimed_at")?, Instant::now()),
     })
 }
 
 /// `SENDING → SENT` of many messages in one statement, each with `last_error = note` (what a
 /// person should know although it went, e.g. `outcome unknown; resent`), `NULL` without one.
-/// Returns the ids that were `SENDING` (the others were taken by lease recovery meanwhile).
+/// Returns the ids written: those still held by their [`Fence`] (the others were taken over by
+/// lease recovery and a new claim meanwhile).
 ///
 /// # Errors
 /// Database errors; nothing is written then.
 pub(crate) async fn mark_sent_many(
     pool: &PgPool,
-    sent: &[(Uuid, Option<String>)],
+    sent: &[(Fence, Option<String>)],
 ) -> Result<Vec<Uuid>, StoreError> {
-    let ids: Vec<Uuid> = sent.iter().map(|(id, _)| *id).collect();
+    let ids: Vec<Uuid> = sent.iter().map(|(f, _)| f.id).collect();
+    let tokens: Vec<Uuid> = sent.iter().map(|(f, _)| f.token).collect();
     let notes: Vec<Option<&str>> = sent.iter().map(|(_, note)| note.as_deref()).collect();
     Ok(sqlx::query_scalar(concat!(
         "UPDATE messages m SET status = ",
         sql_status!(Sent),
         ", sent_at = now(), last_error = s.note, updated_at = now() \
-         FROM unnest($1::uuid[], $2::text[]) AS s(id, note) \
-         WHERE m.id = s.id AND m.status = ",
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS s(id, token, note) \
+         WHERE m.id = s.id AND m.claim_token = s.token AND m.status = ",
         sql_status!(Sending),
         " RETURNING m.id"
     ))
     .bind(&ids)
+    .bind(&tokens)
     .bind(&notes)
     .fetch_all(pool)
     .await?)
 }
 
-/// What an attempt noted before a request that may deliver (the mailer's journal), written with
-/// its outcome: when, and the Graph draft that request sends (`GRAPH_SEND_MODE=draft`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Attempted {
-    /// `send_attempted_at`.
-    pub at: DateTime<Utc>,
-    /// `graph_draft_id`, when the attempt made or found a draft the row does not hold yet.
-    pub draft_id: Option<String>,
-}
-
-/// `SENDING → ERROR` with `last_error` and what the attempt noted. Returns whether the row was
-/// `SENDING`.
+/// Renews the lease of the attempt holding `fence`: `sending_at = now()`, so lease recovery
+/// leaves a long attempt alone while it progresses. Returns false when the row is no longer
+/// this attempt's (recovered, or claimed again): the attempt must stop.
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn mark_error(
-    pool: &PgPool,
-    id: Uuid,
-    error: &str,
-    attempted: Option<&Attempted>,
-) -> Result<bool, StoreError> {
-    leave_sending(
-        pool,
-        id,
-        (MessageStatus::Error, None, false),
-        error,
-        attempted,
-    )
-    .await
-}
-
-/// Why a message goes back to `SCHEDULED`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reschedule {
-    /// A rate-limit deferral or provider throttling: `deferrals + 1`, the attempt is given
-    /// back (`attempts - 1`).
-    Deferral,
-    /// A transient failure: the attempt stays charged.
-    Retry,
-}
-
-/// `SENDING → SCHEDULED` at `scheduled_on`, recording `last_error` and what the attempt noted
-/// (`attempted`). Returns whether the row was `SENDING`.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn reschedule(
-    pool: &PgPool,
-    id: Uuid,
-    scheduled_on: DateTime<Utc>,
-    kind: Reschedule,
-    last_error: &str,
-    attempted: Option<&Attempted>,
-) -> Result<bool, StoreError> {
-    let to = (
-        MessageStatus::Scheduled,
-        Some(scheduled_on),
-        kind == Reschedule::Deferral,
-    );
-    leave_sending(pool, id, to, last_error, attempted).await
-}
-
-/// `SENDING → status` (`ERROR` or `SCHEDULED`, with its `scheduled_on`; a deferral counted
-/// and its attempt given back), with `last_error` and what the attempt noted. One statement for
-/// every outcome but `SENT` (batched: [`mark_sent_many`]).
-async fn leave_sending(
-    pool: &PgPool,
-    id: Uuid,
-    (status, scheduled_on, deferral): (MessageStatus, Option<DateTime<Utc>>, bool),
-    last_error: &str,
-    attempted: Option<&Attempted>,
-) -> Result<bool, StoreError> {
+pub(crate) async fn renew_lease(pool: &PgPool, fence: Fence) -> Result<bool, StoreError> {
     let done = sqlx::query(concat!(
-        "UPDATE messages SET status = $2, scheduled_on = coalesce($3, scheduled_on), \
-             last_error = $4, deferrals = deferrals + CASE WHEN $5 THEN 1 ELSE 0 END, \
-             attempts = greatest(attempts - CASE WHEN $5 THEN 1 ELSE 0 END, 0), \
-             send_attempted_at = coalesce($6, send_attempted_at), \
-             graph_draft_id = coalesce($7, graph_draft_id), updated_at = now() \
-         WHERE id = $1 AND status = ",
+        "UPDATE messages SET sending_at = now() \
+         WHERE id = $1 AND claim_token = $2 AND status = ",
         sql_status!(Sending)
     ))
-    .bind(id)
-    .bind(status.as_str())
-    .bind(scheduled_on)
-    .bind(last_error)
-    .bind(deferral)
-    .bind(attempted.map(|a| a.at))
-    .bind(attempted.and_then(|a| a.draft_id.as_deref()))
+    .bind(fence.id)
+    .bind(fence.token)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-/// The `SCHEDULED` messages of sender `sender` (a tenant or system mailbox id) that wait for
-/// its pause (`last_error` starting with `prefix`) become due now. Returns how many.
+/// The row's status and `claim_token` now (for the log line of a stale attempt).
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn resume_paused(
+pub(crate) async fn holder(
     pool: &PgPool,
-    sender: Uuid,
-    prefix: &str,
-) -> Result<u64, StoreError> {
+    id: Uuid,
+) -> Result<Option<(String, Option<Uuid>)>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT status, claim_token FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
+/// What an attempt noted before a request that may deliver (the mailer's journal), written with
+/// its outcome: when (as `now()` minus the time since), and the Graph draft that request sends
+/// (`GRAPH_SEND_MODE=draft`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempted {
+    /// When it was noted; `send_attempted_at` becomes PostgreSQL's `now()` minus the time since.
+    pub at: Instant,
+    /// `graph_draft_id`, when the attempt made or found a draft the row does not hold yet.
+    pub draft_id: Option<String>,
+}
+
+/// `SENDING → ERROR` with `last_error` and what the attempt noted. Returns whether the row was
+/// still the attempt's (`fence`).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn mark_error(
+    pool: &PgPool,
+    fence: Fence,
+    error: &str,
+    attempted: Option<&Attempted>,
+) -> Result<bool, StoreError> {
+    let left = leave_sending(pool, fence, Leave::Error, error, attempted).await?;
+    Ok(left.is_some())
+}
+
+/// Why a message goes back to `SCHEDULED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reschedule {
+    /// A rate-limit deferral, a pause or an unconfirmed send: `deferrals + 1`, the attempt is
+    /// given back (`attempts - 1`).
+    Deferral,
+    /// Provider throttling: a deferral that also counts `throttles + 1` (the exponent of the
+    /// backoff when no `Retry-After` came).
+    Throttle,
+    /// A transient failure: the attempt stays charged.
+    Retry,
+}
+
+/// Why a `SCHEDULED` row waits (`messages.wait_reason`).
+pub(crate) mod wait_reason {
+    /// The sender is paused (credentials missing or refused).
+    pub(crate) const PAUSED: &str = "paused";
+    /// A transient failure's backoff.
+    pub(crate) const RETRY: &str = "retry";
+    /// An earlier send's outcome is not confirmed yet.
+    pub(crate) const UNCONFIRMED: &str = "unconfirmed";
+    /// The provider's `Retry-After` (or backoff) for the mailbox.
+    pub(crate) const COOLDOWN: &str = "cooldown";
+}
+
+/// `SENDING → SCHEDULED` at PostgreSQL's `now()` + `wait`, recording why (`reason`, a
+/// [`wait_reason`] or a limiter's deny reason), `last_error` and what the attempt noted.
+/// Returns the new `scheduled_on`, or `None` when the row is no longer the attempt's.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn reschedule(
+    pool: &PgPool,
+    fence: Fence,
+    (wait, kind, reason): (Duration, Reschedule, &str),
+    last_error: &str,
+    attempted: Option<&Attempted>,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let to = Leave::Scheduled { wait, kind, reason };
+    leave_sending(pool, fence, to, last_error, attempted).await
+}
+
+/// Where [`leave_sending`] takes a row.
+enum Leave<'a> {
+    Error,
+    Scheduled {
+        wait: Duration,
+        kind: Reschedule,
+        reason: &'a str,
+    },
+}
+
+/// `SENDING → ERROR | SCHEDULED` (at `now()` + its wait; a deferral counted and its attempt
+/// given back), with `last_error` and what the attempt noted, if the row is still `fence`'s. One
+/// statement for every outcome but `SENT` (batched: [`mark_sent_many`]). Returns the row's
+/// `scheduled_on` when it was written.
+async fn leave_sending(
+    pool: &PgPool,
+    fence: Fence,
+    to: Leave<'_>,
+    last_error: &str,
+    attempted: Option<&Attempted>,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let (status, wait, kind, reason) = match to {
+        Leave::Error => (MessageStatus::Error, None, None, None),
+        Leave::Scheduled { wait, kind, reason } => (
+            MessageStatus::Scheduled,
+            Some(interval(wait)),
+            Some(kind),
+            Some(reason),
+        ),
+    };
+    let deferral = matches!(kind, Some(Reschedule::Deferral | Reschedule::Throttle));
+    let throttle = kind == Some(Reschedule::Throttle);
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET status = $3, scheduled_on = coalesce(now() + $4, scheduled_on), \
+             last_error = $5, deferrals = deferrals + CASE WHEN $6 THEN 1 ELSE 0 END, \
+             attempts = greatest(attempts - CASE WHEN $6 THEN 1 ELSE 0 END, 0), \
+             throttles = throttles + CASE WHEN $7 THEN 1 ELSE 0 END, wait_reason = $8, \
+             send_attempted_at = coalesce(now() - $9, send_attempted_at), \
+             graph_draft_id = coalesce($10, graph_draft_id), updated_at = now() \
+         WHERE id = $1 AND claim_token = $2 AND status = ",
+        sql_status!(Sending),
+        " RETURNING scheduled_on"
+    ))
+    .bind(fence.id)
+    .bind(fence.token)
+    .bind(status.as_str())
+    .bind(wait)
+    .bind(last_error)
+    .bind(deferral)
+    .bind(throttle)
+    .bind(reason)
+    .bind(attempted.map(|a| interval(a.at.elapsed())))
+    .bind(attempted.and_then(|a| a.draft_id.as_deref()))
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// `d` as a PostgreSQL interval.
+fn interval(d: Duration) -> sqlx::postgres::types::PgInterval {
+    sqlx::postgres::types::PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The `SCHEDULED` messages of sender `sender` (a tenant or system mailbox id) that wait for
+/// its pause (`wait_reason = 'paused'`) become due now. Returns how many.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn resume_paused(pool: &PgPool, sender: Uuid) -> Result<u64, StoreError> {
     let done = sqlx::query(concat!(
-        "UPDATE messages SET scheduled_on = now(), updated_at = now() \
+        "UPDATE messages SET scheduled_on = now(), wait_reason = NULL, updated_at = now() \
          WHERE status = ",
         sql_status!(Scheduled),
         " AND coalesce(system_mailbox_id, tenant_id) = $1 \
-           AND starts_with(coalesce(last_error, ''), $2) AND scheduled_on > now()"
+           AND wait_reason = 'paused' AND scheduled_on > now()"
     ))
     .bind(sender)
-    .bind(prefix)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
@@ -553,13 +670,8 @@ async fn recover(
     statement: &'static str,
     lease: Duration,
 ) -> Result<Vec<Uuid>, StoreError> {
-    let lease = sqlx::postgres::types::PgInterval {
-        months: 0,
-        days: 0,
-        microseconds: lease.as_micros() as i64,
-    };
     Ok(sqlx::query_scalar(statement)
-        .bind(lease)
+        .bind(interval(lease))
         .fetch_all(pool)
         .await?)
 }

@@ -150,16 +150,19 @@ impl SenderRound {
             )
             .await?;
             // A sender that gave less than its share has nothing more due (for this replica):
-            // it leaves the round, so every pass claims something or shrinks the round.
+            // it leaves the round, so every pass claims something or shrinks the round. Unless
+            // the claim's outer limit cut it off: when the claim filled `want`, a sender that
+            // gave less may have had more, so it stays and goes first in the next claim.
             let gave = |sender: &Uuid| rows.iter().filter(|m| m.sender.id() == *sender).count();
-            let kept: Vec<Uuid> = self.senders[self.next..end]
+            let cut = rows.len() >= want;
+            let (served, waiting): (Vec<Uuid>, Vec<Uuid>) = self.senders[self.next..end]
                 .iter()
-                .filter(|sender| gave(sender) >= share)
-                .copied()
-                .collect();
-            let kept_len = kept.len();
+                .filter(|sender| cut || gave(sender) >= share)
+                .partition(|sender| gave(sender) >= share);
+            let served_len = served.len();
+            let kept: Vec<Uuid> = served.into_iter().chain(waiting).collect();
             self.senders.splice(self.next..end, kept);
-            self.next += kept_len;
+            self.next += served_len;
             claimed.extend(rows);
         }
         Ok(claimed)
@@ -325,7 +328,7 @@ async fn send_one(
         _ = stop.wait_for(|s| *s) => None,
     };
     let Some(slot) = slot else {
-        if let Err(e) = messages::release_unstarted(&pool, &[message.id]).await {
+        if let Err(e) = messages::release_unstarted(&pool, &[message.fence]).await {
             tracing::warn!(message.id = %message.id, error = %e, "giving back an unstarted message failed; lease recovery will reschedule it");
         }
         return;

@@ -45,7 +45,7 @@ impl Handler {
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail outcomes are written and returned. The
     /// row then stays `SENDING` and lease recovery reschedules it.
-    pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
+    pub async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
         let _in_flight = self.metrics.as_ref().map(|m| m.in_flight());
         self.service.send(message).await
     }

@@ -1055,7 +1055,7 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
 
 /// Runs `replicas` daemons (`worker::run`, as `mail-worker run` does) on `app`'s config with
 /// `concurrency` workers each until `done` holds (or `within` passes), then stops them.
-async fn run_daemons(
+pub(crate) async fn run_daemons(
     app: &crate::support::TestApp,
     replicas: usize,
     concurrency: u32,

@@ -11,6 +11,7 @@ mod exactly_once;
 mod import;
 mod mailer;
 mod ops;
+mod overlap;
 mod rate_limit;
 mod real_campaign;
 mod service;

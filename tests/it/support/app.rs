@@ -440,6 +440,14 @@ impl TestApp {
             .unwrap()
     }
 
+    /// PostgreSQL's `now()`: the clock row times (`scheduled_on`, `first_attempt_at`) are in.
+    pub async fn db_now(&self) -> DateTime<Utc> {
+        sqlx::query_scalar("SELECT now()")
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
     /// `(status, last_error, scheduled_on)` of a message.
     pub async fn status_of(&self, id: Uuid) -> (String, Option<String>, DateTime<Utc>) {
         let (status, _, _, last_error, scheduled_on) = self.row(id).await;

@@ -1,0 +1,228 @@
+//! Correct under overlap (issue 22): fenced claims (a stale attempt's write changes nothing),
+//! attempts that renew their lease (an attempt longer than `SEND_LEASE_MS` is not handed to a
+//! second replica), fair claims when the claim's limit cuts a sender off, and a throttle's
+//! backoff that counts throttles, not bookings.
+
+use std::time::Duration;
+
+use graph_sim::{Latency, Target};
+use mail_worker::{
+    mailer::{MailError, graph::GraphSendMode},
+    rate_limit::{Algorithm, DenyReason},
+    service::{SendOutcome, spread_ms},
+    store::messages,
+    worker::claim::{self, SenderRound, Slots},
+};
+use uuid::Uuid;
+
+use crate::{
+    budgets::run_daemons,
+    support::{TestApp, logs},
+};
+
+/// `(status, claim_token)` of a message.
+async fn holder(app: &TestApp, id: Uuid) -> (String, Option<Uuid>) {
+    sqlx::query_as("SELECT status, claim_token FROM messages WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_stale_attempts_outcome_changes_nothing_and_is_logged_with_both_tokens() {
+    logs::capture_logs();
+    let app = TestApp::builder()
+        .script(vec![
+            Ok(Default::default()),
+            Err(MailError::Permanent {
+                code: "ErrorInvalidRecipients".into(),
+                message: "bad".into(),
+            }),
+        ])
+        .await;
+    let id = app.insert(0, 1, "SCHEDULED").await[0];
+    let stale = messages::claim_due(&app.db.pool, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    // Its lease "expires" (a lease of 0) and another replica claims the row again.
+    let recovered = messages::recover_stale_sending(&app.db.pool, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(recovered, [id]);
+    let live = messages::claim_due(&app.db.pool, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_ne!(
+        stale.fence.token, live.fence.token,
+        "each claim its own token"
+    );
+    assert_eq!(
+        holder(&app, id).await,
+        ("SENDING".into(), Some(live.fence.token))
+    );
+
+    // The stale attempt finishes (sent, then failed): neither write touches the live claim.
+    for _ in 0..2 {
+        let outcome = app.handler.send(&stale).await.unwrap();
+        assert_eq!(outcome, SendOutcome::Superseded);
+        assert_eq!(
+            holder(&app, id).await,
+            ("SENDING".into(), Some(live.fence.token))
+        );
+    }
+    let lines = logs::logs_containing(&stale.fence.token.to_string());
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["event"], "mail.send.staleOutcome");
+        assert_eq!(line["current_token"], live.fence.token.to_string());
+        assert_eq!(line["current_status"], "SENDING");
+    }
+    // The live attempt writes its outcome.
+    assert_eq!(app.handler.send(&live).await.unwrap(), SendOutcome::Sent);
+    assert_eq!(app.status_of(id).await.0, "SENT");
+    assert_eq!(app.count("SENT").await, 1);
+}
+
+/// `n` messages per mailbox, due now; in `draft` mode each with a 4 MB attachment (an upload
+/// session: four Graph requests per attempt instead of two).
+async fn campaign(app: &TestApp, per_mailbox: usize, attachment: bool) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for mailbox in 0..app.mailboxes.len() {
+        ids.extend(app.insert(mailbox, per_mailbox, "SCHEDULED").await);
+    }
+    if attachment {
+        let content: Vec<u8> = (0..4 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+        sqlx::query(
+            "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
+             SELECT id, 0, 'deck.pdf', 'application/pdf', $1 FROM messages",
+        )
+        .bind(&content)
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempt_longer_than_its_lease_is_delivered_once_by_two_replicas_in_both_modes() {
+    for mode in [GraphSendMode::Draft, GraphSendMode::SendMail] {
+        let draft = mode == GraphSendMode::Draft;
+        // Every Graph request takes 2.5 s; SEND_LEASE_MS 6 s = 2 × HTTP_TIMEOUT_MS, the least
+        // the config accepts. A draft attempt (create, upload session, chunks, send) takes
+        // ≥ 7.5 s: longer than its lease. A sent item shows only 30 s later, and the settle time
+        // is 2 s, so a second attempt could not see the first one's send.
+        let mut app = TestApp::builder()
+            .mailboxes(4)
+            .algorithm(Algorithm::Paced)
+            .sim_visibility_delay(Duration::from_secs(30))
+            .spawn()
+            .await;
+        app.config.graph.send_mode = mode;
+        app.config.graph.send_settle = Duration::from_secs(2);
+        app.config.http_timeout = Duration::from_secs(3);
+        app.config.worker.send_lease = Duration::from_secs(6);
+        app.config.defer_spread_max = Duration::from_millis(1);
+        app.sim
+            .set_latency(Target::Global, Latency::Fixed(2_500))
+            .unwrap();
+        let ids = campaign(&app, 5, draft).await;
+        run_daemons(&app, 2, 4, Duration::from_secs(150), async || {
+            app.count("SENT").await == ids.len() as i64
+        })
+        .await;
+        let delivered = app.sim.messages();
+        let mut per_message = std::collections::HashMap::<String, usize>::new();
+        for m in &delivered {
+            *per_message
+                .entry(m.client_request_id.clone().unwrap_or_default())
+                .or_default() += 1;
+        }
+        assert_eq!(delivered.len(), ids.len(), "{mode:?}: {per_message:?}");
+        for id in &ids {
+            assert_eq!(per_message.get(&id.to_string()), Some(&1), "{mode:?}: {id}");
+        }
+        // No attempt lost its lease: nothing was recovered, nothing written twice.
+        let recovered: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM messages WHERE last_error LIKE '%lease expired%'",
+        )
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+        assert_eq!(recovered, 0, "{mode:?}");
+        if draft {
+            let requests = app.sim.stats().requests;
+            assert_eq!(
+                requests.get("send"),
+                Some(&(ids.len() as u64)),
+                "{requests:?}"
+            );
+            assert_eq!(
+                requests.get("createUploadSession"),
+                Some(&(ids.len() as u64)),
+                "{requests:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sender_cut_off_by_the_claims_limit_keeps_its_share() {
+    let app = TestApp::builder().mailboxes(3).await;
+    for mailbox in 0..3 {
+        app.insert(mailbox, 10, "SCHEDULED").await;
+    }
+    // Rounds are read again only after a minute: the cut-off sender must stay in this one.
+    let mut round = SenderRound::new(Duration::from_secs(60));
+    let slots = Slots::new(64);
+    let mut per_sender = std::collections::HashMap::<Uuid, usize>::new();
+    // Claims of 4 over 3 senders: shares of 2, so the claim's limit cuts the third sender off
+    // the first claim; it goes first in the next.
+    for _ in 0..3 {
+        let (claimed, room) = claim::claim_for_free_slots(&app.db.pool, &slots, &mut round, 4)
+            .await
+            .unwrap();
+        assert_eq!((claimed.len(), room), (4, 4));
+        for c in &claimed {
+            let sender = match c.message.sender {
+                messages::SenderRef::SystemMailbox(id) | messages::SenderRef::Tenant(id) => id,
+            };
+            *per_sender.entry(sender).or_default() += 1;
+        }
+    }
+    let mut counts: Vec<usize> = per_sender.values().copied().collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [4, 4, 4], "{per_sender:?}");
+}
+
+#[tokio::test]
+async fn a_throttle_without_retry_after_after_ten_bookings_waits_the_first_backoff_step() {
+    let booked = || {
+        Err(MailError::RateLimitExceeded {
+            reason: DenyReason::Minute,
+            retry_after: Duration::from_millis(10),
+            booked: true,
+        })
+    };
+    let mut script: Vec<_> = (0..10).map(|_| booked()).collect();
+    script.push(Err(MailError::Throttled { retry_after: None }));
+    let app = TestApp::builder().script(script).await;
+    let id = app.insert(0, 1, "QUEUED").await[0];
+    for _ in 0..10 {
+        app.process(id).await.unwrap();
+        app.requeue(id).await;
+    }
+    let before = app.db_now().await;
+    app.process(id).await.unwrap();
+    let (status, _, deferrals, _, scheduled_on) = app.row(id).await;
+    assert_eq!((status.as_str(), deferrals), ("SCHEDULED", 11));
+    // backoff(1): 2.5–5 s, plus this message's spread (the handler's 30 s spread).
+    let wait = (scheduled_on - before).num_milliseconds() - spread_ms(id, 30_000) as i64;
+    assert!(
+        (2_500..=5_500).contains(&wait),
+        "{wait} ms, not the first step"
+    );
+}
