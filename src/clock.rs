@@ -8,6 +8,13 @@ use chrono::{DateTime, Utc};
 pub trait Clock: Send + Sync + 'static {
     /// Now, in UTC.
     fn now(&self) -> DateTime<Utc>;
+
+    /// Whether this is a test's virtual time, which row times (`scheduled_on`) follow instead of
+    /// PostgreSQL's `now()`. A replica's wall clock (the default) never decides a row time: it
+    /// may be off, and claims and leases compare with PostgreSQL's clock.
+    fn is_virtual(&self) -> bool {
+        false
+    }
 }
 
 /// The system clock.
@@ -45,6 +52,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().expect("clock lock")
+    }
+
+    fn is_virtual(&self) -> bool {
+        true
     }
 }
 

@@ -30,7 +30,7 @@ use crate::{
     rate_limit::DenyReason,
     store::{
         StoreError,
-        messages::{self, Fence, Reschedule, SenderRef, StoredMessage, wait_reason},
+        messages::{self, Fence, Reschedule, SenderRef, StoredMessage, Wait, wait_reason},
         senders,
     },
 };
@@ -453,6 +453,16 @@ impl MailProviderService {
         }
     }
 
+    /// `wait` from PostgreSQL's now; on a test's virtual clock, until the clock's now + `wait`.
+    fn wait(&self, wait: Duration) -> Wait {
+        Wait {
+            wait,
+            virtual_at: self.clock.is_virtual().then(|| {
+                self.clock.now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX)
+            }),
+        }
+    }
+
     /// How long from this replica's clock's now until `until` (a pause's next probe).
     fn until(&self, until: DateTime<Utc>) -> Duration {
         (until - self.clock.now()).to_std().unwrap_or_default()
@@ -682,7 +692,7 @@ impl MailProviderService {
         attempted: Option<&messages::Attempted>,
     ) -> Result<SendOutcome, StoreError> {
         let reason = format!("{PAUSED_PREFIX}{reason}");
-        let to = (wait, Reschedule::Deferral, wait_reason::PAUSED);
+        let to = (self.wait(wait), Reschedule::Deferral, wait_reason::PAUSED);
         match messages::reschedule(&self.pool, fence, to, &reason, attempted).await? {
             Some(until) => Ok(SendOutcome::Deferred { until, reason }),
             None => {
@@ -702,6 +712,7 @@ impl MailProviderService {
         (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
         let reason = error.to_string();
+        let to = (self.wait(to.0), to.1, to.2);
         let written = self
             .durably(fence.id, started, "rescheduled", || {
                 messages::reschedule(&self.pool, fence, to, &reason, attempted)

@@ -544,16 +544,17 @@ pub(crate) mod wait_reason {
     pub(crate) const COOLDOWN: &str = "cooldown";
 }
 
-/// `SENDING → SCHEDULED` at PostgreSQL's `now()` + `wait`, recording why (`reason`, a
-/// [`wait_reason`] or a limiter's deny reason), `last_error` and what the attempt noted.
-/// Returns the new `scheduled_on`, or `None` when the row is no longer the attempt's.
+/// `SENDING → SCHEDULED` at PostgreSQL's `now()` + `wait` (or at `wait`'s end on a test's
+/// virtual clock, [`Wait::virtual_at`]), recording why (`reason`, a [`wait_reason`] or a
+/// limiter's deny reason), `last_error` and what the attempt noted. Returns the new
+/// `scheduled_on`, or `None` when the row is no longer the attempt's.
 ///
 /// # Errors
 /// Database errors.
 pub(crate) async fn reschedule(
     pool: &PgPool,
     fence: Fence,
-    (wait, kind, reason): (Duration, Reschedule, &str),
+    (wait, kind, reason): (Wait, Reschedule, &str),
     last_error: &str,
     attempted: Option<&Attempted>,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
@@ -561,11 +562,21 @@ pub(crate) async fn reschedule(
     leave_sending(pool, fence, to, last_error, attempted).await
 }
 
+/// How long a rescheduled row waits: from PostgreSQL's `now()`, or until `virtual_at` (a
+/// test's virtual clock, [`crate::clock::Clock::is_virtual`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wait {
+    /// From PostgreSQL's `now()`.
+    pub wait: Duration,
+    /// The end of the wait on a virtual clock, which then decides instead.
+    pub virtual_at: Option<DateTime<Utc>>,
+}
+
 /// Where [`leave_sending`] takes a row.
 enum Leave<'a> {
     Error,
     Scheduled {
-        wait: Duration,
+        wait: Wait,
         kind: Reschedule,
         reason: &'a str,
     },
@@ -586,7 +597,7 @@ async fn leave_sending(
         Leave::Error => (MessageStatus::Error, None, None, None),
         Leave::Scheduled { wait, kind, reason } => (
             MessageStatus::Scheduled,
-            Some(interval(wait)),
+            Some(wait),
             Some(kind),
             Some(reason),
         ),
@@ -594,7 +605,8 @@ async fn leave_sending(
     let deferral = matches!(kind, Some(Reschedule::Deferral | Reschedule::Throttle));
     let throttle = kind == Some(Reschedule::Throttle);
     Ok(sqlx::query_scalar(concat!(
-        "UPDATE messages SET status = $3, scheduled_on = coalesce(now() + $4, scheduled_on), \
+        "UPDATE messages SET status = $3, \
+             scheduled_on = coalesce($11, now() + $4, scheduled_on), \
              last_error = $5, deferrals = deferrals + CASE WHEN $6 THEN 1 ELSE 0 END, \
              attempts = greatest(attempts - CASE WHEN $6 THEN 1 ELSE 0 END, 0), \
              throttles = throttles + CASE WHEN $7 THEN 1 ELSE 0 END, wait_reason = $8, \
@@ -607,13 +619,14 @@ async fn leave_sending(
     .bind(fence.id)
     .bind(fence.token)
     .bind(status.as_str())
-    .bind(wait)
+    .bind(wait.map(|w| interval(w.wait)))
     .bind(last_error)
     .bind(deferral)
     .bind(throttle)
     .bind(reason)
     .bind(attempted.map(|a| interval(a.at.elapsed())))
     .bind(attempted.and_then(|a| a.draft_id.as_deref()))
+    .bind(wait.and_then(|w| w.virtual_at))
     .fetch_optional(pool)
     .await?)
 }

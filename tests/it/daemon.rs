@@ -424,7 +424,7 @@ async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire()
     let legacy = world.insert(0, 1, "QUEUED").await[0];
     let leases = [
         ("HTTP_TIMEOUT_MS", "2500"),
-        ("SEND_LEASE_MS", "3000"),
+        ("SEND_LEASE_MS", "5000"),
         ("QUEUE_LEASE_MS", "3000"),
     ];
     let mut child = spawn_binary(&world, &leases);
@@ -442,13 +442,14 @@ async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire()
 
     let config = {
         let mut c = world.config.worker.clone();
-        c.send_lease = Duration::from_secs(3);
+        c.send_lease = Duration::from_secs(5);
         c.queue_lease = Duration::from_secs(3);
         c
     };
     wait_until(Duration::from_secs(30), "the leases expired", async || {
         let expired: bool = sqlx::query_scalar(
-            "SELECT bool_and(coalesce(sending_at, queued_at) < now() - interval '3 seconds') \
+            "SELECT bool_and(CASE status WHEN 'SENDING' THEN sending_at < now() - interval '5 seconds' \
+                                         ELSE queued_at < now() - interval '3 seconds' END) \
              FROM messages WHERE status IN ('SENDING', 'QUEUED')",
         )
         .fetch_one(&world.db.pool)

@@ -39,26 +39,21 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
             .spawn()
             .await;
         let id = h.insert(0, 1, "QUEUED").await[0];
-        // PostgreSQL's clock decides (`now() + wait`), not the handler's manual one.
-        let before = h.db_now().await;
+        let now = h.clock.now_for_test();
         let outcome = h.process(id).await.unwrap();
-        let after = h.db_now().await;
         let spread = if booked {
             0
         } else {
             spread_ms(id, 30_000) as i64
         };
-        let wait = chrono::Duration::milliseconds(42_000 + spread);
-        let SendOutcome::Deferred { until, .. } = outcome else {
-            panic!("booked {booked}: {outcome:?}")
-        };
+        let expected = now + chrono::Duration::milliseconds(42_000 + spread);
         assert!(
-            before + wait <= until && until <= after + wait,
-            "booked {booked}: {until} not {wait} after {before}..{after}"
+            matches!(outcome, SendOutcome::Deferred { until, .. } if until == expected),
+            "booked {booked}: {outcome:?}"
         );
         let (status, attempts, deferrals, _, scheduled_on) = h.row(id).await;
         assert_eq!((status.as_str(), attempts, deferrals), ("SCHEDULED", 0, 1));
-        assert_eq!(scheduled_on, until);
+        assert_eq!(scheduled_on, expected);
     }
 }
 
@@ -74,7 +69,7 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
         .spawn()
         .await;
     let id = h.insert(0, 1, "QUEUED").await[0];
-    let now = h.db_now().await;
+    let now = h.clock.now_for_test();
     h.process(id).await.unwrap();
     let (_, attempts, deferrals, _, scheduled_on) = h.row(id).await;
     assert_eq!((attempts, deferrals), (0, 1));
@@ -86,10 +81,9 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
     h.process(id).await.unwrap();
     let (status, _, deferrals, _, scheduled_on) = h.row(id).await;
     assert_eq!((status.as_str(), deferrals), ("SCHEDULED", 2));
-    // The second throttle, without Retry-After: backoff(2) = 5–10 s, plus a spread under 30 s.
-    let now = h.db_now().await;
+    // Second deferral without Retry-After: backoff(2) = 5–10 s, plus a spread under 30 s.
     let wait = (scheduled_on - now).num_milliseconds();
-    assert!((4_000..40_000).contains(&wait), "{wait} ms");
+    assert!((5_000..40_000).contains(&wait), "{wait} ms");
 }
 
 /// Asserts message `id` ended `ERROR` after `attempts` attempts; returns its `last_error`.
@@ -365,12 +359,15 @@ async fn a_transient_failure_gives_up_by_time_not_by_count() {
     let [young, old] = h.insert(0, 2, "QUEUED").await[..] else {
         unreachable!()
     };
-    // First tried an hour ago (by the handler's clock): retried, backoff capped.
-    // First tried 25 h ago: past MAIL_RETRY_FOR (24 h), it ends ERROR on its 1st attempt here.
+    // First tried an hour ago (by PostgreSQL's clock, which `first_attempt_at` is in): retried,
+    // backoff capped. First tried 25 h ago: past MAIL_RETRY_FOR (24 h), it ends ERROR on its
+    // 1st attempt here.
     for (id, hours) in [(young, 1), (old, 25)] {
-        sqlx::query("UPDATE messages SET first_attempt_at = now() - make_interval(hours => $2) WHERE id = $1")
-            .bind(id)
-            .bind(hours)
+        sqlx::query(
+            "UPDATE messages SET first_attempt_at = now() - make_interval(hours => $2) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(hours)
             .execute(&h.db.pool)
             .await
             .unwrap();
@@ -379,10 +376,7 @@ async fn a_transient_failure_gives_up_by_time_not_by_count() {
     let SendOutcome::Deferred { until, .. } = outcome else {
         panic!("{outcome:?}")
     };
-    assert!(
-        until - h.db_now().await <= chrono::Duration::minutes(15),
-        "{until}"
-    );
+    assert!(until - noon() <= chrono::Duration::minutes(15), "{until}");
     assert_eq!(h.row(young).await.0, "SCHEDULED");
     h.process(old).await.unwrap();
     let last_error = ended_in_error(&h, old, 1).await;
@@ -424,8 +418,8 @@ async fn refused_credentials_pause_the_sender_instead_of_failing_and_a_permanent
                 .unwrap()
                 .starts_with("sender paused: unauthorized: AADSTS7000215")
         );
-        // The first probe: 5 s (+ the spread, under 30 s), on PostgreSQL's clock.
-        let wait = (scheduled_on - h.db_now().await).num_milliseconds();
+        // The first probe: 5 s (+ the spread, under 30 s).
+        let wait = (scheduled_on - noon()).num_milliseconds();
         assert!((5_000..35_000).contains(&wait), "{wait}");
     }
     // While paused and before the probe, a message waits without being tried.
