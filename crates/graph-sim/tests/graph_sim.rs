@@ -1483,7 +1483,11 @@ async fn a_sent_draft_becomes_visible_after_the_delay(in_transit: SentInTransit)
             assert_eq!(everywhere["value"][0]["isDraft"], true, "still in Drafts");
         }
         let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
-        assert_eq!(listed["value"].as_array().unwrap().len(), 0, "{in_transit:?}");
+        assert_eq!(
+            listed["value"].as_array().unwrap().len(),
+            0,
+            "{in_transit:?}"
+        );
         clock.advance(Duration::from_secs(2));
         let after = get(id.clone()).await.unwrap();
         if prefer {
