@@ -361,9 +361,26 @@ async fn a_draft_gone_past_the_settle_time_fails_as_outcome_unknown_and_is_not_r
 
 /// An app (settle time 5 s) whose send may hang for a minute: a worker is killed while it waits.
 async fn crash_app(mode: GraphSendMode) -> TestApp {
-    let mut app = app(mode, Duration::from_secs(5), Duration::ZERO).await;
+    crash_app_from(TestApp::builder(), mode).await
+}
+
+async fn crash_app_from(builder: Builder, mode: GraphSendMode) -> TestApp {
+    let mut app = app_from(builder, mode, Duration::from_secs(5)).await;
     app.config.http_timeout = Duration::from_secs(60);
     app
+}
+
+/// A message Graph accepted but answers only after 30 s, its worker killed meanwhile, the row
+/// taken back by lease recovery and driven to its end: its id and the outcomes after recovery.
+async fn delivered_then_killed(app: &TestApp) -> (Uuid, Vec<SendOutcome>) {
+    let id = queued_after(app, ScriptedAnswer::late_after_delivery(30_000)).await;
+    kill_mid_send(app, id, "graph-sim has the mail", async || {
+        app.sim.messages().len() == 1
+    })
+    .await;
+    recover(app, id).await;
+    app.requeue(id).await;
+    (id, drive(app, &handler(app), id).await)
 }
 
 /// Sends `id` on a worker of its own and kills it once `in_flight` holds (its request is at
@@ -462,16 +479,8 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
 #[tokio::test]
 async fn a_draft_sent_before_its_worker_was_killed_is_not_resent_while_its_copy_is_invisible() {
     let builder = TestApp::builder().sim_visibility_delay(Duration::from_secs(3));
-    let mut app = app_from(builder, GraphSendMode::Draft, Duration::from_secs(5)).await;
-    app.config.http_timeout = Duration::from_secs(60);
-    let id = queued_after(&app, ScriptedAnswer::late_after_delivery(30_000)).await;
-    kill_mid_send(&app, id, "graph-sim has the mail", async || {
-        app.sim.messages().len() == 1
-    })
-    .await;
-    recover(&app, id).await;
-    app.requeue(id).await;
-    let outcomes = drive(&app, &handler(&app), id).await;
+    let app = crash_app_from(builder, GraphSendMode::Draft).await;
+    let (id, outcomes) = delivered_then_killed(&app).await;
     assert!(unconfirmed(&outcomes[0]), "{outcomes:?}");
     assert_eq!(outcomes.last(), Some(&SendOutcome::Sent), "{outcomes:?}");
     assert_eq!(app.sim.messages().len(), 1, "delivered once");
@@ -485,14 +494,7 @@ async fn a_draft_sent_before_its_worker_was_killed_is_not_resent_while_its_copy_
 #[tokio::test]
 async fn a_sendmail_delivered_before_its_worker_was_killed_is_not_resent() {
     let app = crash_app(GraphSendMode::SendMail).await;
-    let id = queued_after(&app, ScriptedAnswer::late_after_delivery(30_000)).await;
-    kill_mid_send(&app, id, "graph-sim has the mail", async || {
-        app.sim.messages().len() == 1
-    })
-    .await;
-    recover(&app, id).await;
-    app.requeue(id).await;
-    let outcomes = drive(&app, &handler(&app), id).await;
+    let (id, outcomes) = delivered_then_killed(&app).await;
     assert_eq!(outcomes, [SendOutcome::Sent]);
     assert_eq!(app.sim.messages().len(), 1, "delivered once");
     let requests = app.sim.stats().requests;

@@ -141,13 +141,19 @@ impl MicrosoftGraphMailer {
                 .find_by_internet_message_id(mail.id, &imid, false)
                 .await?;
             if found.is_none()
-                && let Some(wait) = prior.send_attempted_at.and_then(|at| self.unsettled(at))
+                && let Some(attempted_at) = prior.send_attempted_at
             {
                 // A draft sent just before the crash is in no folder until its copy is visible.
-                return Err(MailError::Unconfirmed {
-                    retry_after: wait,
-                    why: "nothing has its internetMessageId yet".into(),
-                });
+                if let Some(wait) = self.unsettled(attempted_at) {
+                    return Err(MailError::Unconfirmed {
+                        retry_after: wait,
+                        why: "nothing has its internetMessageId yet".into(),
+                    });
+                }
+                note = Some(format!(
+                    "outcome unknown; nothing had its internetMessageId {} s after the attempt; sent",
+                    self.settle.as_secs()
+                ));
             }
             if let Some(item) = found {
                 if !item.is_draft {
