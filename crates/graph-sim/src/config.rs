@@ -619,6 +619,7 @@ mod tests {
                 .unwrap();
         assert_eq!(config.listen, Some("127.0.0.1:8025".parse().unwrap()));
         assert_eq!(config.token_lifetime_s, 3599);
+        assert_eq!(config.sent_in_transit, SentInTransit::NotFound);
         assert_eq!(config.apps.len(), 3);
         let resolved = config.resolve().unwrap();
         assert_eq!(resolved.len(), 6);
