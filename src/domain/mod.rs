@@ -12,7 +12,7 @@ mod status;
 
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, OutgoingMail, Recipient};
-pub use secret::{SecretError, SecretRef};
+pub use secret::{SECRET_FILE_TTL, SecretError, SecretFiles, SecretRef};
 pub use sender::{
     GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantBudget, TenantTransport,
 };

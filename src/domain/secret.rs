@@ -6,7 +6,14 @@
 //! reference or URL (`file:http://…`, `http://…`, `Env:X`, `vault:…` are refused: they would
 //! otherwise be sent to Entra ID or SendGrid as the secret itself).
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use secrecy::{ExposeSecret, SecretString};
 
@@ -16,7 +23,7 @@ use secrecy::{ExposeSecret, SecretString};
 pub struct SecretRef(SecretString);
 
 /// A secret reference that cannot be resolved. Names the reference, never a value.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {
     /// `env:NAME` where `NAME` is unset or empty.
     #[error("secret reference env:{0} names an environment variable that is not set")]
@@ -122,7 +129,9 @@ impl SecretRef {
     }
 
     /// Resolves the secret: `env:NAME` reads the variable, `file:/path` reads the file
-    /// (trailing newline trimmed), anything else is the secret itself.
+    /// (trailing newline trimmed, blocking), anything else is the secret itself. For one-shot
+    /// use at start-up (`ADMIN_TOKEN`); per message, the mailer factory uses
+    /// [`Self::resolve_cached`].
     ///
     /// # Errors
     /// [`SecretError`] naming the reference when it cannot be resolved.
@@ -139,30 +148,105 @@ impl SecretRef {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<SecretString, SecretError> {
         let raw = self.0.expose_secret();
-        let value = if let Some(name) = raw.strip_prefix("env:") {
+        if let Some(name) = raw.strip_prefix("env:") {
             env(name)
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| SecretError::MissingEnv(name.to_owned()))?
+                .map(SecretString::from)
+                .ok_or_else(|| SecretError::MissingEnv(name.to_owned()))
         } else if let Some(path) = raw.strip_prefix("file:") {
-            let text = std::fs::read_to_string(path).map_err(|e| SecretError::File {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            })?;
-            let text = text.trim_end_matches(['\r', '\n']).to_owned();
-            if text.is_empty() {
-                return Err(SecretError::File {
-                    path: path.to_owned(),
-                    reason: "empty file".into(),
-                });
-            }
-            text
+            file_secret(path, std::fs::read_to_string(path))
+        } else if raw.is_empty() {
+            Err(SecretError::Empty)
         } else {
-            raw.to_owned()
-        };
-        if value.is_empty() {
-            return Err(SecretError::Empty);
+            Ok(SecretString::from(raw.to_owned()))
         }
-        Ok(SecretString::from(value))
+    }
+
+    /// [`Self::resolve_with`], a `file:` reference read through `files` (async, cached).
+    ///
+    /// # Errors
+    /// As [`Self::resolve`].
+    pub(crate) async fn resolve_cached(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+        files: &SecretFiles,
+    ) -> Result<SecretString, SecretError> {
+        match self.0.expose_secret().strip_prefix("file:") {
+            Some(path) => files.read(path).await,
+            None => self.resolve_with(env),
+        }
+    }
+}
+
+/// A `file:` secret from what reading `path` gave: the text without its trailing newline, or
+/// [`SecretError::File`] for an unreadable or empty file.
+fn file_secret(path: &str, read: std::io::Result<String>) -> Result<SecretString, SecretError> {
+    let error = |reason: String| SecretError::File {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = read.map_err(|e| error(e.to_string()))?;
+    let text = text.trim_end_matches(['\r', '\n']);
+    if text.is_empty() {
+        return Err(error("empty file".into()));
+    }
+    Ok(SecretString::from(text.to_owned()))
+}
+
+/// How long a `file:` secret's content (or its read error) is kept before the file is read
+/// again: a rotated file (a Kubernetes Secret volume swaps it in place) is picked up within
+/// 5 s, while a campaign reads each file about once per 5 s instead of once per message.
+pub const SECRET_FILE_TTL: Duration = Duration::from_secs(5);
+
+/// The most `file:` secrets kept at once (one per distinct path).
+const MAX_SECRET_FILES: u64 = 10_000;
+
+/// `file:` secrets read with `tokio::fs` (no blocking read on a runtime thread) and kept per
+/// path for a TTL. Concurrent look-ups of one path share one read. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct SecretFiles {
+    cache: moka::future::Cache<String, Result<SecretString, SecretError>>,
+    reads: Arc<AtomicU64>,
+}
+
+impl SecretFiles {
+    /// Each file's content kept for `ttl` ([`SECRET_FILE_TTL`] in production).
+    #[must_use]
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            cache: moka::future::Cache::builder()
+                .max_capacity(MAX_SECRET_FILES)
+                .time_to_live(ttl)
+                .build(),
+            reads: Arc::default(),
+        }
+    }
+
+    /// The secret in the file at `path`, read at most once per TTL.
+    ///
+    /// # Errors
+    /// [`SecretError::File`] for an unreadable or empty file (kept for the TTL as well).
+    pub async fn read(&self, path: &str) -> Result<SecretString, SecretError> {
+        self.cache
+            .get_with_by_ref(path, async {
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                file_secret(path, tokio::fs::read_to_string(path).await)
+            })
+            .await
+    }
+
+    /// How many times a file was actually read.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for SecretFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretFiles")
+            .field("cached", &self.cache.entry_count())
+            .field("reads", &self.reads())
+            .finish()
     }
 }
 
@@ -221,6 +305,42 @@ mod tests {
         }
         let err = SecretRef::check("https://user:hunter2@x").unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_file_secret_is_read_once_per_ttl_and_a_rotation_is_picked_up_after_it() {
+        let path = std::env::temp_dir().join(format!("mw-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&path, "first\n").unwrap();
+        let reference = SecretRef::new(format!("file:{}", path.display()));
+        let files = SecretFiles::new(Duration::from_millis(300));
+        let resolve = async || {
+            let secret = reference.resolve_cached(|_| None, &files).await.unwrap();
+            secret.expose_secret().to_owned()
+        };
+        for _ in 0..50 {
+            assert_eq!(resolve().await, "first");
+        }
+        assert_eq!(files.reads(), 1, "50 look-ups, one read");
+        std::fs::write(&path, "second\n").unwrap();
+        assert_eq!(resolve().await, "first", "kept for the TTL");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            resolve().await,
+            "second",
+            "rotated file picked up after the TTL"
+        );
+        assert_eq!(files.reads(), 2);
+        std::fs::remove_file(&path).unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let err = reference
+            .resolve_cached(|_| None, &files)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, SecretError::File { reason, .. } if !reason.is_empty()),
+            "{err}"
+        );
+        assert!(!format!("{files:?}").contains("second"));
     }
 
     #[test]

@@ -12,7 +12,10 @@ use url::Url;
 use crate::{
     clock::Clock,
     config::{Config, GraphConfig},
-    domain::{GraphCredentials, MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
+    domain::{
+        GraphCredentials, MailboxAddress, SECRET_FILE_TTL, SecretFiles, SecretRef, Sender,
+        SystemMailbox, Tenant, TenantTransport,
+    },
     mailer::{
         MailError, Mailer,
         graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
@@ -63,6 +66,7 @@ pub struct MailerFactory<L: RateLimiter> {
     mailers: moka::future::Cache<ConfigDigest, Arc<dyn Mailer>>,
     metrics: Arc<Metrics>,
     secret_env: SecretEnv,
+    secret_files: SecretFiles,
 }
 
 /// How `env:` secret references are looked up: the process environment in production; tests
@@ -109,7 +113,15 @@ impl<L: RateLimiter> MailerFactory<L> {
                 .build(),
             metrics: Arc::new(Metrics::new()),
             secret_env: Arc::new(|name| std::env::var(name).ok()),
+            secret_files: SecretFiles::new(SECRET_FILE_TTL),
         })
+    }
+
+    /// Keeps each `file:` secret's content for `ttl` instead of [`SECRET_FILE_TTL`] (tests).
+    #[must_use]
+    pub fn with_secret_file_ttl(mut self, ttl: Duration) -> Self {
+        self.secret_files = SecretFiles::new(ttl);
+        self
     }
 
     /// Counts provider requests in `metrics`.
@@ -128,52 +140,61 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     /// The sender's configuration fingerprint: the hex config digest of its mailer, or, when
     /// it cannot be built, the reason (so a fixed reference changes it).
-    pub(crate) fn fingerprint_of(&self, sender: &Sender) -> String {
-        match self.spec_for(sender) {
+    pub(crate) async fn fingerprint_of(&self, sender: &Sender) -> String {
+        match self.spec_for(sender).await {
             Ok(spec) => hex(&self.digest(&spec)),
             Err(e) => unbuildable(&e),
         }
     }
 
-    fn spec_for(&self, sender: &Sender) -> Result<MailerSpec, MailError> {
+    async fn spec_for(&self, sender: &Sender) -> Result<MailerSpec, MailError> {
         match sender {
-            Sender::Tenant(tenant) => self.tenant_spec(tenant),
-            Sender::SystemMailbox(mailbox) => self.system_mailbox_spec(mailbox),
+            Sender::Tenant(tenant) => self.tenant_spec(tenant).await,
+            Sender::SystemMailbox(mailbox) => self.system_mailbox_spec(mailbox).await,
         }
     }
 
-    fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
+    /// A secret column resolved: `env:` through [`SecretEnv`], `file:` through the cache.
+    async fn secret(&self, secret: &SecretRef) -> Result<SecretString, crate::domain::SecretError> {
+        secret
+            .resolve_cached(|n| (self.secret_env)(n), &self.secret_files)
+            .await
+    }
+
+    async fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
         Ok(match &tenant.transport {
             TenantTransport::Graph(credentials) => MailerSpec::Graph(GraphSpec {
                 mailbox: tenant.sender_address.clone(),
-                app: self.app(
-                    credentials,
-                    &format!("tenant {}'s Graph client secret", tenant.name),
-                )?,
+                app: self
+                    .app(
+                        credentials,
+                        &format!("tenant {}'s Graph client secret", tenant.name),
+                    )
+                    .await?,
                 limits: self.defaults,
                 tenant_budget: credentials.tenant_budget.clone(),
             }),
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
-                api_key: api_key
-                    .resolve_with(|n| (self.secret_env)(n))
-                    .map_err(|e| {
-                        MailError::Misconfigured(format!(
-                            "tenant {}'s SendGrid API key: {e}",
-                            tenant.name
-                        ))
-                    })?,
+                api_key: self.secret(api_key).await.map_err(|e| {
+                    MailError::Misconfigured(format!(
+                        "tenant {}'s SendGrid API key: {e}",
+                        tenant.name
+                    ))
+                })?,
             },
         })
     }
 
-    fn system_mailbox_spec(&self, mailbox: &SystemMailbox) -> Result<MailerSpec, MailError> {
+    async fn system_mailbox_spec(&self, mailbox: &SystemMailbox) -> Result<MailerSpec, MailError> {
         Ok(MailerSpec::Graph(GraphSpec {
             mailbox: mailbox.address.clone(),
-            app: self.app(
-                &mailbox.graph,
-                &format!("system mailbox {}'s Graph client secret", mailbox.address),
-            )?,
+            app: self
+                .app(
+                    &mailbox.graph,
+                    &format!("system mailbox {}'s Graph client secret", mailbox.address),
+                )
+                .await?,
             limits: self.limits_for(mailbox),
             tenant_budget: mailbox.graph.tenant_budget.clone(),
         }))
@@ -185,7 +206,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// # Errors
     /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
     pub async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
-        let spec = self.tenant_spec(tenant)?;
+        let spec = self.tenant_spec(tenant).await?;
         self.mailer(spec).await
     }
 
@@ -198,7 +219,7 @@ impl<L: RateLimiter> MailerFactory<L> {
         &self,
         mailbox: &SystemMailbox,
     ) -> Result<Arc<dyn Mailer>, MailError> {
-        let spec = self.system_mailbox_spec(mailbox)?;
+        let spec = self.system_mailbox_spec(mailbox).await?;
         self.mailer(spec).await
     }
 
@@ -220,10 +241,10 @@ impl<L: RateLimiter> MailerFactory<L> {
         self.defaults
     }
 
-    fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
-        let client_secret = credentials
-            .client_secret
-            .resolve_with(|n| (self.secret_env)(n))
+    async fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
+        let client_secret = self
+            .secret(&credentials.client_secret)
+            .await
             .map_err(|e| MailError::Misconfigured(format!("{what}: {e}")))?;
         Ok(GraphApp {
             login_base_url: self.graph.login_base_url.clone(),
@@ -355,7 +376,7 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
     }
 
     async fn fingerprint(&self, sender: &Sender) -> String {
-        self.fingerprint_of(sender)
+        self.fingerprint_of(sender).await
     }
 
     /// One read of the sender's configuration (secrets resolved once) for both.
@@ -363,7 +384,7 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
         &self,
         sender: &Sender,
     ) -> (String, Result<Arc<dyn Mailer>, MailError>) {
-        match self.spec_for(sender) {
+        match self.spec_for(sender).await {
             Ok(spec) => {
                 let key = self.digest(&spec);
                 (hex(&key), self.mailer_under(key, spec).await)

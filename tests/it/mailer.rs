@@ -34,6 +34,8 @@ use wiremock::{
 use crate::support::{doubles::FakeLimiter, unique};
 
 const SECRET: &str = "s3cret-value-Q~abc";
+/// How long the rig's factory keeps a `file:` secret (production: 5 s).
+const FILE_TTL: Duration = Duration::from_millis(300);
 const GRAPH_TENANT: &str = "contoso.example";
 const TOKEN_PATH: &str = "/contoso.example/oauth2/v2.0/token";
 const SEND_PATH: &str = "/v1.0/users/events@contoso.example/sendMail";
@@ -87,7 +89,8 @@ impl Rig {
         let clock = ManualClock::new(t0());
         let limiter = Arc::new(FakeLimiter::default());
         let factory = MailerFactory::new(&config, Arc::clone(&limiter), Arc::new(clock.clone()))
-            .expect("factory");
+            .expect("factory")
+            .with_secret_file_ttl(FILE_TTL);
         Self {
             server,
             clock,
@@ -751,6 +754,16 @@ async fn a_rotated_secret_yields_a_new_mailer_and_a_new_token() {
     assert!(Arc::ptr_eq(&before, &again));
 
     std::fs::write(&file, "second-secret\n").unwrap();
+    let cached = rig
+        .factory
+        .mailer_for_tenant(&graph_tenant(&reference))
+        .await
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&before, &cached),
+        "the file is not read again within its TTL"
+    );
+    tokio::time::sleep(FILE_TTL + Duration::from_millis(100)).await;
     let after = rig
         .factory
         .mailer_for_tenant(&graph_tenant(&reference))

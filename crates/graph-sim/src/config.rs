@@ -52,6 +52,8 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "token_lifetime_s": 3599,            optional; expires_in of issued tokens (s)
     "max_request_bytes": 4194304,        optional; larger sendMail bodies get 413 (bytes)
     "sent_visibility_delay_ms": 0,       optional; a sent copy is visible only this much later
+    "sent_in_transit": "not_found",      optional; a sent draft until then: GET by id 404 and
+                                         listed nowhere, or "draft" (still reads isDraft true)
     "apps": [                            Entra ID app registrations (client credentials)
       { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret",
         "client_certificate": "-----BEGIN CERTIFICATE-----…" }   optional: accept a
@@ -92,6 +94,23 @@ pub const DEFAULT_TOKEN_LIFETIME_S: u64 = 3599;
 /// <https://learn.microsoft.com/graph/outlook-large-attachments>).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
+/// What a sent draft looks like during `sent_visibility_delay_ms`, before its Sent Items copy
+/// is visible. Microsoft: "retrieving the message from Sent Items might not succeed immediately
+/// after sending it: the copy isn't created until the message is sent, which can take time"
+/// (<https://learn.microsoft.com/graph/outlook-immutable-id>, "Immutable ID with sending mail");
+/// whether the draft still reads meanwhile is not documented, so both readings are offered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SentInTransit {
+    /// Gone from Drafts, not in Sent Items yet: `GET` by id answers `404 ErrorItemNotFound`
+    /// and no listing has it (default: what the page above describes).
+    #[default]
+    NotFound,
+    /// Still the unsent draft: `GET` by id shows `isDraft: true`, the every-folder listing has
+    /// it as a draft.
+    Draft,
+}
+
 /// The whole simulator configuration. Build it in code ([`SimConfig::new`] and the `with_*`
 /// methods) or read it from JSON ([`SimConfig::from_json_file`]; format in the module doc).
 #[derive(Clone, Deserialize)]
@@ -111,6 +130,9 @@ pub struct SimConfig {
     /// here and Microsoft documents no bound.
     #[serde(default)]
     pub sent_visibility_delay_ms: u64,
+    /// What a sent draft looks like until then (default [`SentInTransit::NotFound`]).
+    #[serde(default)]
+    pub sent_in_transit: SentInTransit,
     /// App registrations that may get tokens.
     #[serde(default)]
     pub apps: Vec<SimApp>,
@@ -140,6 +162,7 @@ impl Default for SimConfig {
             token_lifetime_s: DEFAULT_TOKEN_LIFETIME_S,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             sent_visibility_delay_ms: 0,
+            sent_in_transit: SentInTransit::default(),
             apps: Vec::new(),
             mailboxes: Vec::new(),
             tenants: Vec::new(),
@@ -228,6 +251,12 @@ impl SimConfig {
     /// Sets how long a sent message stays invisible as sent (eventual consistency).
     pub fn with_sent_visibility_delay(mut self, delay: Duration) -> Self {
         self.sent_visibility_delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Sets what a sent draft looks like before its copy is visible.
+    pub fn with_sent_in_transit(mut self, in_transit: SentInTransit) -> Self {
+        self.sent_in_transit = in_transit;
         self
     }
 
@@ -590,6 +619,7 @@ mod tests {
                 .unwrap();
         assert_eq!(config.listen, Some("127.0.0.1:8025".parse().unwrap()));
         assert_eq!(config.token_lifetime_s, 3599);
+        assert_eq!(config.sent_in_transit, SentInTransit::NotFound);
         assert_eq!(config.apps.len(), 3);
         let resolved = config.resolve().unwrap();
         assert_eq!(resolved.len(), 6);

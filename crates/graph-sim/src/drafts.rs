@@ -13,9 +13,11 @@
 //!   `GET /v1.0/users/{id}/mailFolders/sentitems/messages?$filter=…` answer `{"value": […]}`.
 //!
 //!   Eventual consistency: a sent message becomes visible as sent only
-//!   `sent_visibility_delay_ms` after it was accepted; until then `GET` by id still shows the
-//!   draft (`isDraft: true`) and Sent Items does not list it (Microsoft documents no bound; the
-//!   stand-in makes the delay configurable, default 0);
+//!   `sent_visibility_delay_ms` after it was accepted (Microsoft documents no bound; the
+//!   stand-in makes the delay configurable, default 0). Until then Sent Items does not list it,
+//!   and by `sent_in_transit` the draft is gone (`GET` by id `404 ErrorItemNotFound`, in no
+//!   listing: the default, as <https://learn.microsoft.com/graph/outlook-immutable-id> describes
+//!   the sent copy) or still reads as the unsent draft (`isDraft: true`);
 //! - `POST /v1.0/users/{id}/messages/{draft}/attachments/createUploadSession` and
 //!   `PUT {uploadUrl}` (`Content-Range: bytes a-b/total`, no `Authorization`: the URL carries
 //!   its own credential, a request with one is refused `401`) for attachments of 3–150 MB
@@ -34,6 +36,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
+    config::SentInTransit,
     records::{RecordedAttachment, SimDraft},
     send::{
         Delivery, Reply, Seen, action_route, admit, count, deliver, next_scripted, read_body,
@@ -68,6 +71,14 @@ pub(crate) struct DraftState {
 impl DraftState {
     fn sent_visible(&self, now_ms: i64) -> bool {
         self.visible_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// Sent, its copy not visible yet, and shown as nothing meanwhile
+    /// ([`SentInTransit::NotFound`]).
+    fn hidden(&self, in_transit: SentInTransit, now_ms: i64) -> bool {
+        in_transit == SentInTransit::NotFound
+            && self.visible_at_ms.is_some()
+            && !self.sent_visible(now_ms)
     }
 
     /// Whether `id` names this item now.
@@ -309,11 +320,11 @@ async fn get(
     let admitted = admit(state, user, headers, seen).await?;
     let now_ms = state.now().timestamp_millis();
     let inner = state.lock();
-    if let Some(d) = inner
-        .drafts
-        .values()
-        .find(|d| d.idx == admitted.idx && d.answers_to(id, now_ms))
-    {
+    if let Some(d) = inner.drafts.values().find(|d| {
+        d.idx == admitted.idx
+            && d.answers_to(id, now_ms)
+            && !d.hidden(state.sent_in_transit, now_ms)
+    }) {
         return Ok(Reply::Json {
             status: StatusCode::OK,
             body: message_json(
@@ -427,7 +438,11 @@ async fn listed(
     let now_ms = state.now().timestamp_millis();
     let inner = state.lock();
     let mut value = Vec::new();
-    for d in inner.drafts.values().filter(|d| d.idx == admitted.idx) {
+    for d in inner
+        .drafts
+        .values()
+        .filter(|d| d.idx == admitted.idx && !d.hidden(state.sent_in_transit, now_ms))
+    {
         let visible = d.sent_visible(now_ms);
         if ((visible && sent) || (!visible && drafts)) && matches(Some(&d.internet_message_id)) {
             value.push(message_json(

@@ -55,7 +55,7 @@ use uuid::Uuid;
 pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
     CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TOKEN_LIFETIME_S, MailboxLimits,
-    MinuteOverflow, SimApp, SimConfig, SimMailbox, SimTenant,
+    MinuteOverflow, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{

@@ -64,6 +64,8 @@ pub(crate) struct SimState {
     pub origin: String,
     /// How long after a send the sent copy becomes visible (ms).
     pub sent_visibility_delay_ms: i64,
+    /// What a sent draft looks like until then.
+    pub sent_in_transit: super::config::SentInTransit,
     inner: Mutex<Inner>,
 }
 
@@ -177,6 +179,7 @@ impl SimState {
             origin: origin_of(addr),
             sent_visibility_delay_ms: i64::try_from(config.sent_visibility_delay_ms)
                 .unwrap_or(i64::MAX),
+            sent_in_transit: config.sent_in_transit,
             inner: Mutex::new(inner),
         }
     }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeZone, Utc};
 use graph_sim::{
     GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
-    RefusalCause, ScriptedAnswer, SimConfig, SimMailbox, SimStats, Target, TokenFault,
+    RefusalCause, ScriptedAnswer, SentInTransit, SimConfig, SimMailbox, SimStats, Target,
+    TokenFault,
 };
 use mail_worker::clock::ManualClock;
 use reqwest::{Client, Response, StatusCode};
@@ -1410,11 +1411,19 @@ async fn graph_sim_binary_serves_a_quick_mailbox_and_prints_stats_on_sigterm() {
 
 #[tokio::test]
 async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibility_delay() {
+    for in_transit in [SentInTransit::NotFound, SentInTransit::Draft] {
+        a_sent_draft_becomes_visible_after_the_delay(in_transit).await;
+    }
+}
+
+/// One run of the test above, the sent draft shown as `in_transit` until it is visible.
+async fn a_sent_draft_becomes_visible_after_the_delay(in_transit: SentInTransit) {
     let clock = ManualClock::new(t0());
     let sim = GraphSim::start(
         config_with(MailboxLimits::default())
             .with_clock(clock.clone())
-            .with_sent_visibility_delay(Duration::from_secs(2)),
+            .with_sent_visibility_delay(Duration::from_secs(2))
+            .with_sent_in_transit(in_transit),
     )
     .await
     .unwrap();
@@ -1453,17 +1462,32 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
             .await
             .unwrap();
         assert_eq!(sent.status(), StatusCode::ACCEPTED);
-        let before: Value = get(id.clone()).await.unwrap().json().await.unwrap();
-        assert_eq!(before["isDraft"], true, "not visible as sent yet");
+        let before = get(id.clone()).await.unwrap();
         let imid = draft["internetMessageId"].as_str().unwrap();
-        let sent_items = |imid: String| {
-            http.get(format!("{base}/mailFolders/sentitems/messages"))
+        let listing = |folder: &'static str, imid: String| {
+            http.get(format!("{base}{folder}/messages"))
                 .query(&[("$filter", format!("internetMessageId eq '{imid}'"))])
                 .bearer_auth(&bearer)
                 .send()
         };
+        let sent_items = |imid: String| listing("/mailFolders/sentitems", imid);
+        let everywhere: Value = json_of_answer(listing("", imid.to_owned()).await).await;
+        if in_transit == SentInTransit::NotFound {
+            assert_eq!(before.status(), StatusCode::NOT_FOUND, "gone from Drafts");
+            let error: Value = before.json().await.unwrap();
+            assert_eq!(error["error"]["code"], "ErrorItemNotFound");
+            assert_eq!(everywhere["value"], json!([]), "in no folder yet");
+        } else {
+            let before: Value = before.json().await.unwrap();
+            assert_eq!(before["isDraft"], true, "not visible as sent yet");
+            assert_eq!(everywhere["value"][0]["isDraft"], true, "still in Drafts");
+        }
         let listed: Value = json_of_answer(sent_items(imid.to_owned()).await).await;
-        assert_eq!(listed["value"].as_array().unwrap().len(), 0);
+        assert_eq!(
+            listed["value"].as_array().unwrap().len(),
+            0,
+            "{in_transit:?}"
+        );
         clock.advance(Duration::from_secs(2));
         let after = get(id.clone()).await.unwrap();
         if prefer {

@@ -18,8 +18,8 @@
 //! | draft id, send attempted              | `GET` the draft by its immutable id     | `isDraft: false` → it went: `SENT`, nothing resent |
 //! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE_MS` of the attempt → [`MailError::Unconfirmed`] (check again later) |
 //! |                                       |                                         | `isDraft: true` after it, and no Sent Items copy by `internetMessageId` → send the same draft |
-//! |                                       |                                         | gone (`404`) → look it up by `internetMessageId`; nothing → `ERROR`, never resent |
-//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, without upload sessions → reuse it; else or none → create |
+//! |                                       |                                         | gone (`404`) → a sent copy by `internetMessageId` (Sent Items, then every folder) → `SENT`; none within `GRAPH_SEND_SETTLE_MS` → [`MailError::Unconfirmed`]; none after it → `ERROR` "outcome unknown", never resent |
+//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft, or nothing, within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, an unsent draft without upload sessions → reuse it; else or none → create |
 //!
 //! A row with no draft id but a send attempt is what a crash leaves: the draft's id and the
 //! attempt are written with the attempt's outcome (one row write fewer per send), so a worker
@@ -28,9 +28,11 @@
 //! then finds what it did.
 //!
 //! Why the settle time: Graph is eventually consistent — right after a send the item may still
-//! read `isDraft: true` and Sent Items may not list it yet. Microsoft documents no bound, so the
-//! safe reading is taken: a "still a draft" answer is trusted only `GRAPH_SEND_SETTLE_MS` after
-//! the send was written (default 2 minutes).
+//! read `isDraft: true`, or be found nowhere (`404` by its immutable id: it left Drafts and its
+//! Sent Items copy is not created yet, <https://learn.microsoft.com/graph/outlook-immutable-id>),
+//! and Sent Items may not list it yet. Microsoft documents no bound, so the safe reading is
+//! taken: "still a draft" or "not found" is trusted only `GRAPH_SEND_SETTLE_MS` after the send
+//! was written (default 2 minutes); until then the message is [`MailError::Unconfirmed`].
 //!
 //! Only the send step may deliver; a failed create, look-up or upload is
 //! [`MailError::Transient`] (nothing was sent, the limiter gives the budget back).
@@ -126,37 +128,34 @@ impl MicrosoftGraphMailer {
                     }
                     draft_id = Some(item.id);
                 }
-                None if prior.send_attempted_at.is_some() => {
-                    match self
-                        .find_by_internet_message_id(mail.id, &imid, false)
-                        .await?
-                    {
-                        Some(item) if !item.is_draft => {
-                            return Ok(already_sent(
-                                &item.id,
-                                "outcome unknown; found sent by internetMessageId, not resent",
-                            ));
-                        }
-                        Some(item) => draft_id = Some(item.id),
-                        None => {
-                            return Err(MailError::Permanent {
-                                code: "DraftVanished".into(),
-                                message: format!(
-                                    "the draft {id} of a send with an unknown outcome no longer exists and no copy has internetMessageId {imid}; not resent: look in the mailbox's Sent Items and deleted items, then requeue it if it did not go"
-                                ),
-                            });
-                        }
+                None => {
+                    if let Some(attempted_at) = prior.send_attempted_at {
+                        return self.vanished(mail.id, id, &imid, attempted_at).await;
                     }
                 }
-                None => {}
             }
         } else if prior.earlier_attempts > 0 {
             // A create with an unknown outcome may have left a draft, and a crash (lease
             // recovery: the row knows no draft id) may have sent one: look it up.
-            if let Some(item) = self
+            let found = self
                 .find_by_internet_message_id(mail.id, &imid, false)
-                .await?
+                .await?;
+            if found.is_none()
+                && let Some(attempted_at) = prior.send_attempted_at
             {
+                // A draft sent just before the crash is in no folder until its copy is visible.
+                if let Some(wait) = self.unsettled(attempted_at) {
+                    return Err(MailError::Unconfirmed {
+                        retry_after: wait,
+                        why: "nothing has its internetMessageId yet".into(),
+                    });
+                }
+                note = Some(format!(
+                    "outcome unknown; nothing had its internetMessageId {} s after the attempt; sent",
+                    self.settle.as_secs()
+                ));
+            }
+            if let Some(item) = found {
                 if !item.is_draft {
                     return Ok(already_sent(
                         &item.id,
@@ -194,6 +193,60 @@ impl MicrosoftGraphMailer {
         let mut receipt = self.deliver(&url, None, mail.id).await?;
         receipt.note = note;
         Ok(receipt)
+    }
+
+    /// The draft `draft_id` of a send with an unknown outcome answered `404`: it left Drafts,
+    /// sent (its Sent Items copy may not be visible yet: "retrieving the message from Sent
+    /// Items might not succeed immediately after sending", <https://learn.microsoft.com/graph/outlook-immutable-id>)
+    /// or deleted. A sent copy by our `internetMessageId` → `SENT`, not resent; none within
+    /// `GRAPH_SEND_SETTLE_MS` of the send → [`MailError::Unconfirmed`]; none after it → `ERROR`
+    /// for a person, never resent: Graph may have delivered it and Microsoft documents no bound
+    /// on the delay, so the safe reading is taken (docs/decisions/unconfirmed-sends.md).
+    async fn vanished(
+        &self,
+        message_id: Uuid,
+        draft_id: &str,
+        imid: &str,
+        attempted_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<SendReceipt, MailError> {
+        if let Some(sent) = self.find_sent_copy(message_id, imid).await? {
+            return Ok(already_sent(
+                &sent.id,
+                "outcome unknown; the draft was gone, a sent copy was found by internetMessageId, not resent",
+            ));
+        }
+        if let Some(wait) = self.unsettled(attempted_at) {
+            return Err(MailError::Unconfirmed {
+                retry_after: wait,
+                why: "the draft is gone (404) and no sent copy has its internetMessageId yet"
+                    .into(),
+            });
+        }
+        Err(MailError::Permanent {
+            code: "DraftVanished".into(),
+            message: format!(
+                "outcome unknown after {} s: the draft {draft_id} is gone and no sent copy has internetMessageId {imid}; not resent: check Sent Items (and Deleted Items) before retrying",
+                self.settle.as_secs()
+            ),
+        })
+    }
+
+    /// A sent copy with our `internetMessageId`: in Sent Items, else in any folder (moved or
+    /// deleted after it went). Unsent drafts do not count.
+    async fn find_sent_copy(
+        &self,
+        message_id: Uuid,
+        imid: &str,
+    ) -> Result<Option<FoundItem>, MailError> {
+        for sent_only in [true, false] {
+            let found = self
+                .find_by_internet_message_id(message_id, imid, sent_only)
+                .await?;
+            if let Some(item) = found.filter(|i| !i.is_draft) {
+                return Ok(Some(item));
+            }
+        }
+        Ok(None)
     }
 
     fn has_uploads<'a>(&self, mail: &'a OutgoingMail) -> Vec<&'a Attachment> {

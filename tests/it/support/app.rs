@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
-use graph_sim::{GraphSim, MailboxLimits, SimApp, SimConfig, SimMailbox, SimTenant};
+use graph_sim::{GraphSim, MailboxLimits, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant};
 use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
@@ -195,6 +195,7 @@ pub struct Builder {
     script: Vec<Result<SendReceipt, MailError>>,
     algorithm: Algorithm,
     sim_visibility_delay: Duration,
+    sim_in_transit: SentInTransit,
     sim_certificate: Option<String>,
     tenant_budget: Option<TenantBudget>,
     sim_retry_after_holds: bool,
@@ -249,6 +250,12 @@ impl Builder {
         self
     }
 
+    /// What graph-sim shows of a sent draft until its copy is visible (default: nothing, `404`).
+    pub fn sim_sent_in_transit(mut self, in_transit: SentInTransit) -> Self {
+        self.sim_in_transit = in_transit;
+        self
+    }
+
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
     pub fn sim_certificate(mut self, pem: &str) -> Self {
         self.sim_certificate = Some(pem.to_owned());
@@ -291,7 +298,8 @@ impl Builder {
             apps: vec![app],
             ..SimConfig::new()
         }
-        .with_sent_visibility_delay(self.sim_visibility_delay);
+        .with_sent_visibility_delay(self.sim_visibility_delay)
+        .with_sent_in_transit(self.sim_in_transit);
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
@@ -390,6 +398,7 @@ impl TestApp {
             script: Vec::new(),
             algorithm: Algorithm::FixedWindow,
             sim_visibility_delay: Duration::ZERO,
+            sim_in_transit: SentInTransit::NotFound,
             sim_certificate: None,
             tenant_budget: None,
             sim_retry_after_holds: true,
