@@ -900,20 +900,27 @@ mod tests {
     }
 
     #[test]
-    fn a_send_lease_not_above_the_http_timeout_blames_the_variable_that_was_set() {
-        let err = parse(&[("SEND_LEASE_MS", "20000")]).unwrap_err();
+    fn a_send_lease_under_twice_the_http_timeout_blames_the_variable_that_was_set() {
+        let err = parse(&[("SEND_LEASE_MS", "59999")]).unwrap_err();
         assert_eq!(err.var, "SEND_LEASE_MS");
-        assert_eq!(err.value, "20000");
-        assert!(err.problem.contains("HTTP_TIMEOUT_MS (30000 ms)"), "{err}");
-        // SEND_LEASE_MS left at its default, HTTP_TIMEOUT_MS raised past it.
-        let err = parse(&[("HTTP_TIMEOUT_MS", "700000")]).unwrap_err();
+        assert_eq!(err.value, "59999");
+        assert!(
+            err.problem
+                .contains("at least twice HTTP_TIMEOUT_MS (30000 ms)"),
+            "{err}"
+        );
+        assert!(parse(&[("SEND_LEASE_MS", "60000")]).is_ok());
+        // SEND_LEASE_MS left at its default, HTTP_TIMEOUT_MS raised past half of it.
+        let err = parse(&[("HTTP_TIMEOUT_MS", "300001")]).unwrap_err();
         assert_eq!(err.var, "HTTP_TIMEOUT_MS");
-        assert_eq!(err.value, "700000");
+        assert_eq!(err.value, "300001");
         assert!(err.problem.contains("SEND_LEASE_MS (600000 ms"), "{err}");
+        assert!(parse(&[("HTTP_TIMEOUT_MS", "300000")]).is_ok());
         // Both set: the lease is the one to raise.
-        let err = parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "650000")]).unwrap_err();
+        let err =
+            parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1399999")]).unwrap_err();
         assert_eq!(err.var, "SEND_LEASE_MS");
-        assert!(parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "700001")]).is_ok());
+        assert!(parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1400000")]).is_ok());
     }
 
     #[test]
