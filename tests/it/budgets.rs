@@ -46,7 +46,7 @@ fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
 fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateLimitConfig {
     RateLimitConfig {
         algorithm,
-        redis_url: url.clone(),
+        redis_url: url.clone().into(),
         defaults: limits(25, 9_000),
         redis_timeout: Duration::from_secs(2),
         key_prefix: prefix.to_owned(),
