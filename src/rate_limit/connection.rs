@@ -34,6 +34,7 @@ use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::{ClusterClient, ClusterConfig},
     cluster_async::ClusterConnection,
+    cluster_routing::{RoutingInfo, SingleNodeRoutingInfo},
 };
 use tokio::sync::RwLock;
 use url::Url;
@@ -444,11 +445,27 @@ impl RedisConn {
         *slot = None;
     }
 
-    /// One `PING` within the deadline (on a cluster: every master the client knows).
+    /// One `PING` within the deadline; on a cluster, one to every master that serves slots now
+    /// (`CLUSTER SLOTS` from any node), so a master this process cannot reach fails the check.
+    /// (The crate's own fan-out of `PING` silently skips a master it has no connection to.)
     pub(crate) async fn ping(&self) -> Result<(), RedisCallError> {
-        self.bounded(
-            |mut link| async move { redis::cmd("PING").query_async::<()>(&mut link).await },
-        )
+        self.bounded(|link| async move {
+            match link {
+                Link::Single(mut c) => redis::cmd("PING").query_async::<()>(&mut c).await,
+                Link::Cluster(mut c) => {
+                    let slots: Value = redis::cmd("CLUSTER")
+                        .arg("SLOTS")
+                        .query_async(&mut c)
+                        .await?;
+                    for (host, port) in slot_nodes(&slots, Serving::Masters) {
+                        let node = SingleNodeRoutingInfo::ByAddress { host, port };
+                        c.route_command(redis::cmd("PING"), RoutingInfo::SingleNode(node))
+                            .await?;
+                    }
+                    Ok(())
+                }
+            }
+        })
         .await
     }
 
@@ -509,7 +526,7 @@ async fn learn_nodes(
         )
         .await;
         let nodes = match answer {
-            Ok(Ok(slots)) => slot_nodes(&slots),
+            Ok(Ok(slots)) => slot_nodes(&slots, Serving::All),
             _ => Vec::new(),
         };
         let pause = if nodes.is_empty() {
@@ -531,8 +548,17 @@ async fn learn_nodes(
     }
 }
 
-/// Every node (`host`, `port`) a `CLUSTER SLOTS` answer names, masters and replicas, once each.
-fn slot_nodes(answer: &Value) -> Vec<(String, u16)> {
+/// Which nodes of a `CLUSTER SLOTS` answer [`slot_nodes`] lists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Serving {
+    /// The masters and their replicas.
+    All,
+    /// The masters only.
+    Masters,
+}
+
+/// The nodes (`host`, `port`) a `CLUSTER SLOTS` answer names, once each.
+fn slot_nodes(answer: &Value, which: Serving) -> Vec<(String, u16)> {
     let mut nodes: Vec<(String, u16)> = Vec::new();
     let Value::Array(ranges) = answer else {
         return nodes;
@@ -541,8 +567,14 @@ fn slot_nodes(answer: &Value) -> Vec<(String, u16)> {
         let Value::Array(fields) = range else {
             continue;
         };
-        // start, end, then one [host, port, id, …] per node serving the range.
-        for node in fields.iter().skip(2) {
+        // start, end, the master's [host, port, id, …], then one such array per replica.
+        let serving = fields.iter().skip(2);
+        let serving = serving.take(if which == Serving::Masters {
+            1
+        } else {
+            usize::MAX
+        });
+        for node in serving {
             let Value::Array(node) = node else { continue };
             let host = node.first().and_then(super::text).unwrap_or_default();
             let port = match node.get(1) {
