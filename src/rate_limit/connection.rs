@@ -616,6 +616,71 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cluster_slots_name_every_node_once_or_the_masters_with_the_seeds_credentials() {
+        let node = |host: &str, port: i64| {
+            Value::Array(vec![
+                Value::BulkString(host.as_bytes().to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let answer = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node("10.0.0.1", 7000),
+                node("10.0.0.2", 7001),
+            ]),
+            Value::Array(vec![
+                Value::Int(8192),
+                Value::Int(16383),
+                node("10.0.0.3", 7002),
+                node("", 7003),
+                node("10.0.0.1", 7000),
+            ]),
+        ]);
+        let all = slot_nodes(&answer, Serving::All);
+        let at = |h: &str, p: u16| (h.to_owned(), p);
+        assert_eq!(
+            all,
+            [
+                at("10.0.0.1", 7000),
+                at("10.0.0.2", 7001),
+                at("10.0.0.3", 7002)
+            ]
+        );
+        let masters = slot_nodes(&answer, Serving::Masters);
+        assert_eq!(masters, [at("10.0.0.1", 7000), at("10.0.0.3", 7002)]);
+        assert!(slot_nodes(&Value::Nil, Serving::All).is_empty());
+
+        let seed =
+            redis::IntoConnectionInfo::into_connection_info("redis://u:pw@seed:6379/0").unwrap();
+        let learned = node_at(&seed, "10.0.0.2".into(), 7001);
+        assert_eq!(
+            learned.addr(),
+            &ConnectionAddr::Tcp("10.0.0.2".into(), 7001)
+        );
+        let settings = learned.redis_settings();
+        assert_eq!(
+            (settings.username(), settings.password(), settings.db()),
+            (Some("u"), Some("pw"), 0)
+        );
+    }
+
+    #[test]
+    fn a_list_of_urls_is_redacted_when_printed() {
+        let urls = RedisUrls::new(vec![
+            Url::parse("redis://:secret@a:7000").unwrap(),
+            Url::parse("redis://b:7001").unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(urls.redacted(), "redis://:***@a:7000,redis://b:7001");
+        assert!(!format!("{urls:?}").contains("secret"));
+        assert!(urls.is_cluster());
+        assert!(RedisUrls::new(Vec::new()).is_none());
+    }
+
+    #[test]
     fn server_errors_split_into_connectivity_and_script_bugs() {
         let server = |code: &str| {
             let wire = format!("-{code} detail\r\n");
