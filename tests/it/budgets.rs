@@ -432,10 +432,15 @@ async fn a_backlog_of_1000_costs_two_decisions_a_message_not_one_per_minute() {
 // ---------------------------------------------------------------------------------------------
 
 fn ask<'a>(m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
+    ask_in(TENANT, m, id, limits)
+}
+
+/// One message of one recipient from `m` of Graph tenant `tenant`.
+fn ask_in<'a>(tenant: &'a str, m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
     Ask {
         message_id: id,
         mailbox: m,
-        tenant: TENANT,
+        tenant,
         recipients: 1,
         limits,
         tenant_budget: None,
@@ -938,14 +943,7 @@ async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
         *per_10s.entry(t / 10_000).or_insert(0) += 1;
     }
     println!("sends per 10 s of virtual time: {per_10s:?}");
-    let mut max = 0;
-    let mut start = 0;
-    for end in 0..sends.len() {
-        while sends[end] - sends[start] >= 60_000 {
-            start += 1;
-        }
-        max = max.max(end - start + 1);
-    }
+    let max = max_in_60_s(sends.clone());
     assert!(max <= 60, "{max} sends in one rolling 60 s");
     let during = sends
         .iter()
@@ -1040,14 +1038,7 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
         let tenant = tenants[i % 3];
         async move {
             let m = MailboxAddress::parse(&format!("events@{tenant}")).unwrap();
-            let a = Ask {
-                message_id: Uuid::new_v4(),
-                mailbox: &m,
-                tenant,
-                recipients: 1,
-                limits: limits(30, 9_000),
-                tenant_budget: None,
-            };
+            let a = ask_in(tenant, &m, Uuid::new_v4(), limits(30, 9_000));
             (tenant, limiter.check_and_reserve(&a, now).await.unwrap())
         }
     });
@@ -1080,10 +1071,10 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
 }
 
 /// One allowed send of the failover campaign: ms since the start, mailbox, counted in Redis.
-type Send = (u64, usize, bool);
+type Send = (i64, usize, bool);
 
 /// The most sends of one mailbox in any rolling 60 s, given their times in ms.
-fn max_in_60_s(mut times: Vec<u64>) -> usize {
+fn max_in_60_s(mut times: Vec<i64>) -> usize {
     times.sort_unstable();
     let mut max = 0;
     let mut start = 0;
@@ -1160,17 +1151,10 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
             workers.push(tokio::spawn(async move {
                 let mut id = Uuid::new_v4();
                 while started.elapsed() < end {
-                    let a = Ask {
-                        message_id: id,
-                        mailbox: &mailbox,
-                        tenant: &tenant,
-                        recipients: 1,
-                        limits: limits(L, 9_000),
-                        tenant_budget: None,
-                    };
+                    let a = ask_in(&tenant, &mailbox, id, limits(L, 9_000));
                     match limiter.check_and_reserve(&a, Utc::now()).await.unwrap() {
                         Decision::Allowed(r) => {
-                            let at = started.elapsed().as_millis() as u64;
+                            let at = started.elapsed().as_millis() as i64;
                             sends.lock().unwrap().push((at, m, r.is_counted()));
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             limiter.release(&r, Outcome::Done).await;
@@ -1193,13 +1177,13 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
     }
     tokio::time::sleep(kill_at.saturating_sub(started.elapsed())).await;
     nodes[killed].kill();
-    let killed_ms = started.elapsed().as_millis() as u64;
+    let killed_ms = started.elapsed().as_millis() as i64;
     for worker in workers {
         worker.await.unwrap();
     }
     let sends = sends.lock().unwrap().clone();
     // Fail-open: the uncounted sends, all after the kill and within 15 s of it.
-    let uncounted: Vec<u64> = sends.iter().filter(|s| !s.2).map(|s| s.0).collect();
+    let uncounted: Vec<i64> = sends.iter().filter(|s| !s.2).map(|s| s.0).collect();
     let last_uncounted = uncounted.iter().max().copied().unwrap_or(killed_ms);
     let first_uncounted = uncounted.iter().min().copied().unwrap_or(killed_ms);
     println!(
@@ -1217,13 +1201,13 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
         uncounted.len()
     );
     for (m, mailbox) in mailboxes.iter().enumerate() {
-        let times: Vec<u64> = sends.iter().filter(|s| s.1 == m).map(|s| s.0).collect();
+        let times: Vec<i64> = sends.iter().filter(|s| s.1 == m).map(|s| s.0).collect();
         let counted_again = sends
             .iter()
             .filter(|s| s.1 == m && s.2 && s.0 > last_uncounted.max(killed_ms))
             .map(|s| s.0)
             .collect::<Vec<_>>();
-        let mine: Vec<u64> = sends
+        let mine: Vec<i64> = sends
             .iter()
             .filter(|s| s.1 == m && !s.2)
             .map(|s| s.0)
@@ -1232,7 +1216,7 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
         let again = sends
             .iter()
             .find(|s| s.1 == m && s.2 && s.0 > open_until)
-            .map_or(u64::MAX, |s| s.0);
+            .map_or(i64::MAX, |s| s.0);
         println!(
             "{mailbox} (node {}{}): {} sends, {} uncounted, counted again {} ms after the kill, max {} in a rolling 60 s",
             tenants[m].0,
@@ -1247,9 +1231,9 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
             max_in_60_s(times.clone()),
         );
         // Counted again at the pace: the last part of the campaign is paced in Redis.
-        let tail_s = (end.as_millis() as u64 - last_uncounted.max(killed_ms)) / 1_000;
+        let tail_s = (end.as_millis() as i64 - last_uncounted.max(killed_ms)) / 1_000;
         assert!(
-            counted_again.len() as u64 >= tail_s * u64::from(L) / 60 * 3 / 4,
+            counted_again.len() as i64 >= tail_s * i64::from(L) / 60 * 3 / 4,
             "{mailbox}: {} counted sends in the last {tail_s} s",
             counted_again.len()
         );
@@ -1262,14 +1246,7 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
     for (r, limiter) in replicas.iter().enumerate() {
         for (_, tenant) in &tenants {
             let fresh = MailboxAddress::parse(&format!("probe{r}@{tenant}")).unwrap();
-            let a = Ask {
-                message_id: Uuid::new_v4(),
-                mailbox: &fresh,
-                tenant,
-                recipients: 1,
-                limits: limits(L, 9_000),
-                tenant_budget: None,
-            };
+            let a = ask_in(tenant, &fresh, Uuid::new_v4(), limits(L, 9_000));
             match limiter.check_and_reserve(&a, Utc::now()).await.unwrap() {
                 Decision::Allowed(r) if r.is_counted() => limiter.release(&r, Outcome::Done).await,
                 other => panic!("{fresh}: counted after the failover, not {other:?}"),
@@ -1293,14 +1270,7 @@ async fn with_its_first_seed_dead_the_limiter_finds_the_cluster_and_usage_reads_
     );
     for (_, tenant) in &tenants {
         let m = MailboxAddress::parse(&format!("events@{tenant}")).unwrap();
-        let a = Ask {
-            message_id: Uuid::new_v4(),
-            mailbox: &m,
-            tenant,
-            recipients: 1,
-            limits: limits(30, 9_000),
-            tenant_budget: None,
-        };
+        let a = ask_in(tenant, &m, Uuid::new_v4(), limits(30, 9_000));
         let decision = limiter.check_and_reserve(&a, Utc::now()).await.unwrap();
         assert!(
             matches!(&decision, Decision::Allowed(r) if r.is_counted()),
