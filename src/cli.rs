@@ -32,13 +32,13 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "REDIS_URL",
         "redis-url",
         "redis://127.0.0.1:6379",
-        "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue)",
+        "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue); one URL or comma-separated cluster seeds",
     ),
     (
         "MAIL_RATE_LIMIT_REDIS_URL",
         "rate-limit-redis-url",
         "REDIS_URL",
-        "the limiter's own Redis",
+        "the limiter's own Redis: one URL (standalone, or any cluster node: detected from MOVED) or comma-separated Redis Cluster seeds",
     ),
     (
         "MAIL_RATE_LIMIT_ALGORITHM",

@@ -8,7 +8,7 @@ use std::{fmt, num::NonZeroU32, time::Duration};
 use url::Url;
 
 pub use crate::rate_limit::RateLimitConfig;
-use crate::rate_limit::{Algorithm, RateLimits};
+use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -53,8 +53,8 @@ pub struct Config {
     /// `WORKER_CONCURRENCY` (a connection is held per statement, never across a provider call).
     pub database_max_connections: NonZeroU32,
     /// `REDIS_URL`, default `redis://127.0.0.1:6379`: the limiter's Redis (unless
-    /// `MAIL_RATE_LIMIT_REDIS_URL` is set).
-    pub redis_url: Url,
+    /// `MAIL_RATE_LIMIT_REDIS_URL` is set); like it, one URL or several cluster seeds.
+    pub redis_url: RedisUrls,
     /// The limiter's settings.
     pub rate_limit: RateLimitConfig,
     /// `MAIL_DEFER_SPREAD_MAX_MS`, default 30,000 ms: the upper bound (exclusive) of the
@@ -160,7 +160,7 @@ impl Config {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let env = Env(&lookup);
         // `rediss://` is TLS (rustls, the system's trust store).
-        let redis_url = env.url("REDIS_URL", "redis://127.0.0.1:6379", REDIS_SCHEMES)?;
+        let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
         if send_lease < http_timeout * 2 {
@@ -206,7 +206,7 @@ impl Config {
                 lease: http_timeout + Duration::from_secs(10),
                 fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
-                    Some(_) => env.url("MAIL_RATE_LIMIT_REDIS_URL", "", REDIS_SCHEMES)?,
+                    Some(_) => env.redis_urls("MAIL_RATE_LIMIT_REDIS_URL", "")?,
                     None => redis_url.clone(),
                 },
                 defaults: RateLimits {
@@ -292,11 +292,11 @@ impl Config {
         vec![
             format!("DATABASE_URL={}", redact_url(&self.database_url)),
             format!("DATABASE_MAX_CONNECTIONS={}", self.database_max_connections),
-            format!("REDIS_URL={}", redact_url(&self.redis_url)),
+            format!("REDIS_URL={}", self.redis_url.redacted()),
             format!("MAIL_RATE_LIMIT_ALGORITHM={}", self.rate_limit.algorithm),
             format!(
                 "MAIL_RATE_LIMIT_REDIS_URL={}",
-                redact_url(&self.rate_limit.redis_url)
+                self.rate_limit.redis_url.redacted()
             ),
             format!(
                 "MAIL_RATE_LIMIT_PER_MINUTE={}",
@@ -423,6 +423,26 @@ pub(crate) fn redact_url(url: &Url) -> String {
     url.to_string()
 }
 
+/// `raw` with its password replaced by `***`, whether it parses as a URL or not.
+fn redact_raw(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(url) => redact_url(&url),
+        Err(_) => redact_unparsed(raw),
+    }
+}
+
+/// `raw` as a URL of one of `schemes`, or what is wrong with it.
+fn parse_url(raw: &str, schemes: &[&str]) -> Result<Url, String> {
+    let url = Url::parse(raw).map_err(|e| format!("is not a URL ({e})"))?;
+    if !schemes.contains(&url.scheme()) {
+        return Err(format!(
+            "must use one of the schemes {}",
+            schemes.join(", ")
+        ));
+    }
+    Ok(url)
+}
+
 /// A string that failed to parse as a URL, with anything between `://` and the last `@`
 /// (where a password would be) replaced by `***`.
 fn redact_unparsed(raw: &str) -> String {
@@ -456,14 +476,9 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
     }
 
     fn error(&self, var: &'static str, problem: &str) -> ConfigError {
-        let raw = self.get(var).unwrap_or_default();
-        let value = match Url::parse(&raw) {
-            Ok(url) => redact_url(&url),
-            Err(_) => redact_unparsed(&raw),
-        };
         ConfigError {
             var,
-            value,
+            value: redact_raw(&self.get(var).unwrap_or_default()),
             problem: problem.to_owned(),
         }
     }
@@ -576,15 +591,40 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
 
     fn url(&self, var: &'static str, default: &str, schemes: &[&str]) -> Result<Url, ConfigError> {
         let raw = self.get(var).unwrap_or_else(|| default.to_owned());
-        let url =
-            Url::parse(raw.trim()).map_err(|e| self.error(var, &format!("is not a URL ({e})")))?;
-        if !schemes.contains(&url.scheme()) {
-            return Err(self.error(
-                var,
-                &format!("must use one of the schemes {}", schemes.join(", ")),
-            ));
+        parse_url(raw.trim(), schemes).map_err(|problem| self.error(var, &problem))
+    }
+
+    /// `REDIS_URL` or `MAIL_RATE_LIMIT_REDIS_URL`: one URL as [`Self::url`], or several
+    /// comma-separated (seed nodes of one Redis Cluster), each with the first one's scheme and
+    /// credentials (the cluster client uses one set for every node). A bad element is named by
+    /// its position and shown redacted.
+    fn redis_urls(&self, var: &'static str, default: &str) -> Result<RedisUrls, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        if !raw.contains(',') {
+            return Ok(self.url(var, default, REDIS_SCHEMES)?.into());
         }
-        Ok(url)
+        let mut urls: Vec<Url> = Vec::new();
+        for (n, element) in raw.split(',').map(str::trim).enumerate() {
+            let bad = |problem: &str| ConfigError {
+                var,
+                value: redact_raw(element),
+                problem: format!("list element {} {problem}", n + 1),
+            };
+            if element.is_empty() {
+                return Err(bad("is empty"));
+            }
+            let url = parse_url(element, REDIS_SCHEMES).map_err(|problem| bad(&problem))?;
+            if let Some(first) = urls.first()
+                && (first.scheme(), first.username(), first.password())
+                    != (url.scheme(), url.username(), url.password())
+            {
+                return Err(bad(
+                    "must use the first element's scheme and credentials (the seeds of one Redis Cluster)",
+                ));
+            }
+            urls.push(url);
+        }
+        Ok(RedisUrls::new(urls).expect("split yields at least one element"))
     }
 }
 
@@ -622,7 +662,7 @@ mod tests {
             c.database_url.as_str(),
             "postgres://postgres@127.0.0.1:5432/mail_worker"
         );
-        assert_eq!(c.redis_url.as_str(), "redis://127.0.0.1:6379");
+        assert_eq!(c.redis_url.first().as_str(), "redis://127.0.0.1:6379");
         assert_eq!(c.rate_limit.redis_url, c.redis_url);
         assert_eq!(c.rate_limit.defaults.per_minute.get(), 25);
         assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 9000);
@@ -730,8 +770,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.database_url.port(), Some(5433));
-        assert_eq!(c.redis_url.host_str(), Some("q"));
-        assert_eq!(c.rate_limit.redis_url.host_str(), Some("rl"));
+        assert_eq!(c.redis_url.first().host_str(), Some("q"));
+        assert_eq!(c.rate_limit.redis_url.first().host_str(), Some("rl"));
         assert_eq!(c.rate_limit.defaults.per_minute.get(), 10);
         assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 500);
         assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
@@ -867,16 +907,61 @@ mod tests {
             ),
         ])
         .unwrap();
-        assert_eq!(c.redis_url.scheme(), "rediss");
+        assert_eq!(c.redis_url.first().scheme(), "rediss");
         assert_eq!(
-            c.rate_limit.redis_url.as_str(),
+            c.rate_limit.redis_url.first().as_str(),
             "rediss://limiter.example:6380/0"
         );
         // The limiter inherits the queue's TLS URL when it has none of its own.
         let c = parse(&[("REDIS_URL", "rediss://queue.example:6380")]).unwrap();
-        assert_eq!(c.rate_limit.redis_url.scheme(), "rediss");
+        assert_eq!(c.rate_limit.redis_url.first().scheme(), "rediss");
         // And the redis crate can open it (TLS compiled in).
-        assert!(redis::Client::open(c.rate_limit.redis_url.as_str()).is_ok());
+        assert!(redis::Client::open(c.rate_limit.redis_url.first().as_str()).is_ok());
+    }
+
+    #[test]
+    fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted() {
+        let seeds = "redis://:pw@a:7000, redis://:pw@b:7001,redis://:pw@c:7002";
+        let c = parse(&[("MAIL_RATE_LIMIT_REDIS_URL", seeds)]).unwrap();
+        let hosts: Vec<_> = c
+            .rate_limit
+            .redis_url
+            .as_slice()
+            .iter()
+            .map(|u| u.host_str().unwrap())
+            .collect();
+        assert_eq!(hosts, ["a", "b", "c"]);
+        assert!(c.rate_limit.redis_url.is_cluster());
+        assert!(c.redacted_lines().contains(
+            &"MAIL_RATE_LIMIT_REDIS_URL=redis://:***@a:7000,redis://:***@b:7001,redis://:***@c:7002"
+                .to_owned()
+        ));
+        // REDIS_URL, when it is the limiter's, too.
+        let c = parse(&[("REDIS_URL", "redis://a:7000,redis://b:7001")]).unwrap();
+        assert_eq!(c.rate_limit.redis_url.as_slice().len(), 2);
+        assert!(!c.redis_url.redacted().contains("***"));
+        for (value, needle) in [
+            (
+                "redis://a:7000,http://b:7001",
+                "list element 2 must use one of the schemes",
+            ),
+            ("redis://a:7000,,redis://c:7002", "list element 2 is empty"),
+            ("redis://a:7000,not a url", "list element 2 is not a URL"),
+            (
+                "redis://:pw@a:7000,redis://:other@b:7001",
+                "list element 2 must use the first",
+            ),
+            (
+                "redis://a:7000,rediss://b:7001",
+                "list element 2 must use the first",
+            ),
+        ] {
+            let err = parse(&[("MAIL_RATE_LIMIT_REDIS_URL", value)]).unwrap_err();
+            assert_eq!(err.var, "MAIL_RATE_LIMIT_REDIS_URL");
+            let text = err.to_string();
+            assert!(text.contains(needle), "{value}: {text}");
+            assert!(!text.contains("other"), "the password is redacted: {text}");
+        }
     }
 
     #[test]

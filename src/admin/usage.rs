@@ -117,7 +117,7 @@ pub(crate) async fn mailbox_usage_with(
                 None,
                 Some(format!(
                     "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
-                    crate::config::redact_url(&config.rate_limit.redis_url)
+                    config.rate_limit.redis_url.redacted()
                 )),
             ),
         },

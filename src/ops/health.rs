@@ -1,6 +1,8 @@
 //! Liveness (`GET /healthz`: the daemon's loops are alive) and readiness (`GET /readyz`:
 //! PostgreSQL answers and the claim loop runs; the limiter's Redis being down is *degraded*, not
-//! unready, because the limiter fails open).
+//! unready, because the limiter fails open). On a Redis Cluster the limiter's check pings every
+//! master that serves slots, so a master this process cannot reach, or a cluster none of its
+//! seeds leads to, is degraded just as a dead standalone Redis is.
 
 use std::{
     collections::BTreeMap,
@@ -101,7 +103,8 @@ pub(crate) struct ReadyReport {
     pub ready: bool,
     /// What is down: `postgresql`, `claim_loop`.
     pub down: Vec<&'static str>,
-    /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open).
+    /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open; on a
+    /// cluster: some master serving slots did not answer).
     pub degraded: Vec<&'static str>,
     /// Every check by name.
     pub checks: BTreeMap<&'static str, Check>,

@@ -149,9 +149,10 @@ impl MailRateLimiter {
         }
     }
 
-    /// Whether the limiter's Redis turned out to be a cluster (known after the first call).
+    /// Whether the limiter's Redis is a cluster: configured with several seeds, or found out
+    /// from a `MOVED` answer (after the first call that got one).
     pub async fn is_cluster(&self) -> bool {
-        self.redis.is_cluster().await
+        self.redis.is_cluster()
     }
 
     /// One `PING` within the deadline; returns its round-trip time. For readiness checks and

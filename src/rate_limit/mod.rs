@@ -11,7 +11,7 @@
 //! - [`Algorithm::FixedWindow`] (`fixed-window`, `fixed_window/`): the design note's UTC-minute
 //!   and UTC-day counters, byte for byte — the baseline benchmarks compare against.
 //!
-//! Layout: `limiter.rs` ([`MailRateLimiter`]: dispatch, fail-open, seeding), `redis.rs` (the
+//! Layout: `limiter.rs` ([`MailRateLimiter`]: dispatch, fail-open, seeding), `connection.rs` (the
 //! limiter's own connection, standalone or Redis Cluster, with deadlines), `local.rs` (the
 //! in-process pacer used while failing open), `log_throttle.rs`, and one folder per algorithm
 //! with its keys; the scripts live in `lua/<algorithm>/`.
@@ -32,10 +32,9 @@ pub(crate) mod usage;
 use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
-use url::Url;
 use uuid::Uuid;
 
-pub use connection::{RateLimitSetupError, RedisCallError};
+pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use fixed_window::keys;
 pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
 
@@ -86,9 +85,10 @@ impl fmt::Display for Algorithm {
 pub struct RateLimitConfig {
     /// `MAIL_RATE_LIMIT_ALGORITHM`, default `paced`.
     pub algorithm: Algorithm,
-    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`. A standalone Redis or any node of a
-    /// Redis Cluster (detected from its first `MOVED` answer).
-    pub redis_url: Url,
+    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`. One URL: a standalone Redis or any
+    /// node of a Redis Cluster (detected from its first `MOVED` answer); several
+    /// (comma-separated): seed nodes of a Redis Cluster.
+    pub redis_url: RedisUrls,
     /// `MAIL_RATE_LIMIT_PER_MINUTE` (default 25 messages per mailbox per minute) and
     /// `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (default 9,000 recipients per mailbox per day).
     /// Both sit a little under Exchange Online's 30 messages a minute and 10,000 recipients per

@@ -2,10 +2,15 @@
 //! changing anything (`mail-worker mailbox usage`). Reads the keys of
 //! [`super::paced::keys`] or [`super::fixed_window::keys`], whichever algorithm is configured.
 
+use std::{fmt, time::Duration};
+
 use chrono::{DateTime, TimeZone, Utc};
 use serde::Serialize;
 
-use super::{Algorithm, RateLimitConfig, fixed_window::keys as fixed, paced::keys::PacedKeys};
+use super::{
+    Algorithm, RateLimitConfig, RedisCallError, connection::RedisConn, fixed_window::keys as fixed,
+    paced::keys::PacedKeys,
+};
 use crate::domain::MailboxAddress;
 
 /// What the limiter holds for one mailbox.
@@ -37,66 +42,65 @@ fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
     Utc.timestamp_millis_opt(ms).single()
 }
 
-/// Reads usage from the limiter's Redis (`config.redis_url`) over one connection, opened at
-/// the first read and kept for every later one (a page of many mailboxes dials once).
-#[derive(Debug)]
+/// A usage read may wait this long at least, however short `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`
+/// is (an operator is waiting, not a send): 2 s.
+const READ_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Reads usage from the limiter's Redis (`config.redis_url`) through the limiter's own kind of
+/// connection ([`RedisConn`]: it follows a cluster's redirections), dialled at the first read
+/// and kept for every later one (a page of many mailboxes dials once).
 pub struct UsageReader<'a> {
     config: &'a RateLimitConfig,
-    conn: Option<Result<redis::aio::MultiplexedConnection, String>>,
+    conn: Result<RedisConn, String>,
+}
+
+impl fmt::Debug for UsageReader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UsageReader").finish_non_exhaustive()
+    }
 }
 
 impl<'a> UsageReader<'a> {
     /// A reader of `config`'s Redis; nothing is dialled yet.
     pub fn new(config: &'a RateLimitConfig) -> Self {
-        Self { config, conn: None }
+        let conn =
+            RedisConn::with_deadline(&config.redis_url, config.redis_timeout.max(READ_DEADLINE))
+                .map_err(|e| e.to_string());
+        Self { config, conn }
     }
 
     /// `mailbox`'s usage (Graph tenant `tenant`) at `now`.
     ///
     /// # Errors
-    /// The Redis error as text (naming nothing secret); a failed dial is reported for every
-    /// read of this reader.
+    /// The Redis error as text (naming nothing secret).
     pub(crate) async fn read(
         &mut self,
         tenant: &str,
         mailbox: &MailboxAddress,
         now: DateTime<Utc>,
     ) -> Result<LimiterUsage, String> {
-        if self.conn.is_none() {
-            let dialled = match redis::Client::open(self.config.redis_url.as_str()) {
-                Ok(client) => client.get_multiplexed_async_connection().await,
-                Err(e) => Err(e),
-            };
-            self.conn = Some(dialled.map_err(|e| e.to_string()));
-        }
-        match self.conn.as_mut() {
-            Some(Ok(conn)) => read_usage(conn, self.config, tenant, mailbox, now)
-                .await
-                .map_err(|e| e.to_string()),
-            Some(Err(e)) => Err(e.clone()),
-            None => unreachable!("dialled above"),
-        }
+        let conn = self.conn.as_ref().map_err(String::clone)?;
+        read_usage(conn, self.config, tenant, mailbox, now)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
 /// Reads `mailbox`'s usage (Graph tenant `tenant`) at `now` over `conn`.
 async fn read_usage(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &RedisConn,
     config: &RateLimitConfig,
     tenant: &str,
     mailbox: &MailboxAddress,
     now: DateTime<Utc>,
-) -> redis::RedisResult<LimiterUsage> {
+) -> Result<LimiterUsage, RedisCallError> {
     let now_ms = now.timestamp_millis();
     match config.algorithm {
         Algorithm::FixedWindow => {
             let minute = fixed::minute_key(&config.key_prefix, mailbox, now);
             let day = fixed::day_key(&config.key_prefix, mailbox, now);
-            let (m, d): (Option<u64>, Option<u64>) = redis::pipe()
-                .get(&minute)
-                .get(&day)
-                .query_async(conn)
-                .await?;
+            let (m, d): (Option<u64>, Option<u64>) =
+                conn.query(redis::pipe().get(&minute).get(&day)).await?;
             Ok(LimiterUsage {
                 algorithm: Algorithm::FixedWindow.as_str(),
                 sent_last_minute: m.unwrap_or(0),
@@ -110,25 +114,26 @@ async fn read_usage(
         }
         Algorithm::Paced => {
             let keys = PacedKeys::new(&config.key_prefix, tenant, mailbox);
-            let ((tat, cool, total), sent, in_flight, booked): (StateFields, u64, u64, u64) =
-                redis::pipe()
-                    .cmd("HMGET")
-                    .arg(keys.state())
-                    .arg("tat")
-                    .arg("cool")
-                    .arg("total")
-                    .cmd("ZCOUNT")
-                    .arg(keys.sent())
-                    .arg(format!("({}", now_ms - 60_000))
-                    .arg("+inf")
-                    .cmd("ZCOUNT")
-                    .arg(keys.in_flight())
-                    .arg(format!("({now_ms}"))
-                    .arg("+inf")
-                    .cmd("ZCARD")
-                    .arg(keys.booked())
-                    .query_async(conn)
-                    .await?;
+            let ((tat, cool, total), sent, in_flight, booked): (StateFields, u64, u64, u64) = conn
+                .query(
+                    redis::pipe()
+                        .cmd("HMGET")
+                        .arg(keys.state())
+                        .arg("tat")
+                        .arg("cool")
+                        .arg("total")
+                        .cmd("ZCOUNT")
+                        .arg(keys.sent())
+                        .arg(format!("({}", now_ms - 60_000))
+                        .arg("+inf")
+                        .cmd("ZCOUNT")
+                        .arg(keys.in_flight())
+                        .arg(format!("({now_ms}"))
+                        .arg("+inf")
+                        .cmd("ZCARD")
+                        .arg(keys.booked()),
+                )
+                .await?;
             Ok(LimiterUsage {
                 algorithm: Algorithm::Paced.as_str(),
                 sent_last_minute: sent,

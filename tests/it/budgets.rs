@@ -20,7 +20,7 @@ use mail_worker::{
     domain::MailboxAddress,
     rate_limit::{
         Algorithm, Ask, Decision, DenyReason, MailRateLimiter, Outcome, RateLimitError,
-        RateLimiter, RateLimits, SendHistory, SentRecord, paced::keys::PacedKeys,
+        RateLimiter, RateLimits, RedisUrls, SendHistory, SentRecord, paced::keys::PacedKeys,
     },
     service::spread_ms,
 };
@@ -46,7 +46,7 @@ fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
 fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateLimitConfig {
     RateLimitConfig {
         algorithm,
-        redis_url: url.clone(),
+        redis_url: url.clone().into(),
         defaults: limits(25, 9_000),
         redis_timeout: Duration::from_secs(2),
         key_prefix: prefix.to_owned(),
@@ -432,10 +432,15 @@ async fn a_backlog_of_1000_costs_two_decisions_a_message_not_one_per_minute() {
 // ---------------------------------------------------------------------------------------------
 
 fn ask<'a>(m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
+    ask_in(TENANT, m, id, limits)
+}
+
+/// One message of one recipient from `m` of Graph tenant `tenant`.
+fn ask_in<'a>(tenant: &'a str, m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
     Ask {
         message_id: id,
         mailbox: m,
-        tenant: TENANT,
+        tenant,
         recipients: 1,
         limits,
         tenant_budget: None,
@@ -938,14 +943,7 @@ async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
         *per_10s.entry(t / 10_000).or_insert(0) += 1;
     }
     println!("sends per 10 s of virtual time: {per_10s:?}");
-    let mut max = 0;
-    let mut start = 0;
-    for end in 0..sends.len() {
-        while sends[end] - sends[start] >= 60_000 {
-            start += 1;
-        }
-        max = max.max(end - start + 1);
-    }
+    let max = max_in_60_s(sends.clone());
     assert!(max <= 60, "{max} sends in one rolling 60 s");
     let during = sends
         .iter()
@@ -959,9 +957,10 @@ async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
     assert!(after >= 60, "and after it came back empty: {after} in 90 s");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_limit_per_mailbox() {
-    let nodes: Vec<PrivateRedis> = (0..3)
+/// A Redis Cluster of `masters` masters with `replicas` replicas each (node timeout 1 s), every
+/// slot served and every replica in sync; each node stopped and its directory removed on drop.
+fn start_cluster(masters: usize, replicas: usize) -> Vec<PrivateRedis> {
+    let nodes: Vec<PrivateRedis> = (0..masters * (1 + replicas))
         .map(|_| {
             PrivateRedis::start(&[
                 "--cluster-enabled",
@@ -969,35 +968,64 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
                 "--cluster-config-file",
                 "nodes.conf",
                 "--cluster-node-timeout",
-                "2000",
+                "1000",
             ])
         })
         .collect();
     let status = Command::new("redis-cli")
         .args(["--cluster", "create"])
         .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success(), "redis-cli --cluster create");
-    // Wait until every slot is served.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let cli = |n: &PrivateRedis, args: &[&str]| {
         let out = Command::new("redis-cli")
-            .args(["-p", &nodes[0].port.to_string(), "cluster", "info"])
+            .args(["-p", &n.port.to_string()])
+            .args(args)
             .output()
             .unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("cluster_state:ok") {
-            break;
-        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ready = |n: &PrivateRedis| {
+        let replication = cli(n, &["info", "replication"]);
+        cli(n, &["cluster", "info"]).contains("cluster_state:ok")
+            && (replication.contains("master_link_status:up")
+                || replication.contains(&format!("connected_slaves:{replicas}")))
+    };
+    while !nodes.iter().all(ready) {
         assert!(
             std::time::Instant::now() < deadline,
-            "the cluster never became ok"
+            "the cluster never became ok with every replica in sync"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    nodes
+}
+
+/// The node of `nodes` that serves `key` (the others answer `MOVED`, replicas included).
+fn owner(nodes: &[PrivateRedis], key: &str) -> usize {
+    nodes
+        .iter()
+        .position(|n| {
+            let mut conn = redis::Client::open(n.url().as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query::<i64>(&mut conn)
+                .is_ok()
+        })
+        .expect("one node serves every slot")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_limit_per_mailbox() {
+    let nodes = start_cluster(3, 0);
     // Three tenants, so their keys land on different nodes; the limiter knows only node 0.
     let url = nodes[0].url();
     let limiters: Vec<Arc<MailRateLimiter>> = (0..4)
@@ -1010,14 +1038,7 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
         let tenant = tenants[i % 3];
         async move {
             let m = MailboxAddress::parse(&format!("events@{tenant}")).unwrap();
-            let a = Ask {
-                message_id: Uuid::new_v4(),
-                mailbox: &m,
-                tenant,
-                recipients: 1,
-                limits: limits(30, 9_000),
-                tenant_budget: None,
-            };
+            let a = ask_in(tenant, &m, Uuid::new_v4(), limits(30, 9_000));
             (tenant, limiter.check_and_reserve(&a, now).await.unwrap())
         }
     });
@@ -1047,6 +1068,253 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
         followed >= 1,
         "the limiter switched to the cluster client on MOVED"
     );
+}
+
+/// One allowed send of the failover campaign: ms since the start, mailbox, counted in Redis.
+type Sent = (i64, usize, bool);
+
+/// The most sends of one mailbox in any rolling 60 s, given their times in ms.
+fn max_in_60_s(mut times: Vec<i64>) -> usize {
+    times.sort_unstable();
+    let mut max = 0;
+    let mut start = 0;
+    for end in 0..times.len() {
+        while times[end] - times[start] >= 60_000 {
+            start += 1;
+        }
+        max = max.max(end - start + 1);
+    }
+    max
+}
+
+/// `per_master` tenants for each of `masters` masters of `nodes`, whose keys land there: (node,
+/// tenant), the first tenant of each master first.
+fn tenants_per_master(
+    nodes: &[PrivateRedis],
+    masters: usize,
+    per_master: usize,
+) -> Vec<(usize, String)> {
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for i in 0.. {
+        let tenant = format!("tenant{i}.example");
+        let node = owner(nodes, &format!("{{{tenant}}}"));
+        if found.iter().filter(|(n, _)| *n == node).count() < per_master {
+            found.push((node, tenant));
+        }
+        if found.len() == masters * per_master {
+            break;
+        }
+    }
+    let mut order: Vec<usize> = Vec::new();
+    for (node, _) in &found {
+        if !order.contains(node) {
+            order.push(*node);
+        }
+    }
+    found.sort_by_key(|(node, t)| (order.iter().position(|n| n == node), t.len(), t.clone()));
+    found
+}
+
+/// Issue 22's fault trial in small: a campaign through 3 replicas on 3 masters + 3 replicas, the
+/// master the URL names SIGKILLed mid-campaign. Before the fix the limiter redialled that dead
+/// node alone and failed open on every mailbox until the end (547 uncounted sends in 50 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mailbox_is_counted_again()
+ {
+    const L: u32 = 120;
+    const REPLICAS: usize = 3;
+    const SENDERS: usize = 2;
+    let (kill_at, end) = (Duration::from_secs(20), Duration::from_secs(70));
+    let mut nodes = start_cluster(3, 1);
+    // Two mailboxes per master; the limiters know only the first one's master, which is killed.
+    let tenants = tenants_per_master(&nodes, 3, 2);
+    let killed = tenants[0].0;
+    let url = nodes[killed].url();
+    let mailboxes: Vec<MailboxAddress> = tenants
+        .iter()
+        .map(|(_, t)| MailboxAddress::parse(&format!("events@{t}")).unwrap())
+        .collect();
+    let replicas: Vec<Arc<MailRateLimiter>> = (0..REPLICAS)
+        .map(|_| {
+            let mut c = config(&url, "rl", Algorithm::Paced, REPLICAS as u32);
+            c.redis_timeout = Duration::from_millis(250);
+            Arc::new(MailRateLimiter::new(&c).unwrap())
+        })
+        .collect();
+    let sends: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let started = std::time::Instant::now();
+    // Every replica runs two senders per mailbox against real time, as the service does: a
+    // message comes back when told (a booked slot exactly, else with a little jitter), an
+    // allowed one is "sent" for 20 ms and released.
+    let mut workers = Vec::new();
+    for limiter in &replicas {
+        for (m, (_, tenant)) in tenants.iter().enumerate().flat_map(|t| [t; SENDERS]) {
+            let (limiter, sends) = (Arc::clone(limiter), Arc::clone(&sends));
+            let (mailbox, tenant) = (mailboxes[m].clone(), tenant.clone());
+            workers.push(tokio::spawn(async move {
+                let mut id = Uuid::new_v4();
+                while started.elapsed() < end {
+                    let a = ask_in(&tenant, &mailbox, id, limits(L, 9_000));
+                    match limiter.check_and_reserve(&a, Utc::now()).await.unwrap() {
+                        Decision::Allowed(r) => {
+                            let at = started.elapsed().as_millis() as i64;
+                            sends.lock().unwrap().push((at, m, r.is_counted()));
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            limiter.release(&r, Outcome::Done).await;
+                            id = Uuid::new_v4();
+                        }
+                        Decision::Denied {
+                            retry_after,
+                            booked,
+                            ..
+                        } => {
+                            let jitter = if booked { 0 } else { spread_ms(id, 100) };
+                            let wait = retry_after + Duration::from_millis(jitter);
+                            tokio::time::sleep(wait.min(end.saturating_sub(started.elapsed())))
+                                .await;
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(kill_at.saturating_sub(started.elapsed())).await;
+    nodes[killed].kill();
+    let killed_ms = started.elapsed().as_millis() as i64;
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let sends = sends.lock().unwrap().clone();
+    // Fail-open: the uncounted sends after the kill, all within 15 s of it. (One before it would
+    // be a call slower than the deadline on a loaded machine: reported, not failed on.)
+    let before = sends.iter().filter(|s| !s.2 && s.0 < killed_ms).count();
+    let uncounted: Vec<i64> = sends
+        .iter()
+        .filter(|s| !s.2 && s.0 >= killed_ms)
+        .map(|s| s.0)
+        .collect();
+    let last_uncounted = uncounted.iter().max().copied().unwrap_or(killed_ms);
+    let first_uncounted = uncounted.iter().min().copied().unwrap_or(killed_ms);
+    println!(
+        "kill at {killed_ms} ms; {} uncounted sends from {first_uncounted} to {last_uncounted} ms ({before} before the kill)",
+        uncounted.len()
+    );
+    assert!(
+        last_uncounted <= killed_ms + 15_000,
+        "fail-open lasted {} ms after the kill (at most 15 s): {} uncounted sends",
+        last_uncounted - killed_ms,
+        uncounted.len()
+    );
+    for (m, mailbox) in mailboxes.iter().enumerate() {
+        let times: Vec<i64> = sends.iter().filter(|s| s.1 == m).map(|s| s.0).collect();
+        let counted_again = sends
+            .iter()
+            .filter(|s| s.1 == m && s.2 && s.0 > last_uncounted.max(killed_ms))
+            .map(|s| s.0)
+            .collect::<Vec<_>>();
+        let mine: Vec<i64> = sends
+            .iter()
+            .filter(|s| s.1 == m && !s.2 && s.0 >= killed_ms)
+            .map(|s| s.0)
+            .collect();
+        let open_until = mine.iter().max().copied().unwrap_or(killed_ms);
+        let again = sends
+            .iter()
+            .find(|s| s.1 == m && s.2 && s.0 > open_until)
+            .map_or(i64::MAX, |s| s.0);
+        println!(
+            "{mailbox} (node {}{}): {} sends, {} uncounted, counted again {} ms after the kill, max {} in a rolling 60 s",
+            tenants[m].0,
+            if tenants[m].0 == killed {
+                ", killed"
+            } else {
+                ""
+            },
+            times.len(),
+            mine.len(),
+            again.saturating_sub(killed_ms),
+            max_in_60_s(times.clone()),
+        );
+        // Counted again at the pace: the last part of the campaign is paced in Redis.
+        let tail_s = (end.as_millis() as i64 - last_uncounted.max(killed_ms)) / 1_000;
+        assert!(
+            counted_again.len() as i64 >= tail_s * i64::from(L) / 60 * 3 / 4,
+            "{mailbox}: {} counted sends in the last {tail_s} s",
+            counted_again.len()
+        );
+        assert!(
+            max_in_60_s(times) <= L as usize,
+            "{mailbox}: more than {L} sends in one rolling 60 s"
+        );
+    }
+    // And every replica counts on every master now, the failed-over one included.
+    for (r, limiter) in replicas.iter().enumerate() {
+        for (_, tenant) in &tenants {
+            let fresh = MailboxAddress::parse(&format!("probe{r}@{tenant}")).unwrap();
+            let a = ask_in(tenant, &fresh, Uuid::new_v4(), limits(L, 9_000));
+            match limiter.check_and_reserve(&a, Utc::now()).await.unwrap() {
+                Decision::Allowed(r) if r.is_counted() => limiter.release(&r, Outcome::Done).await,
+                other => panic!("{fresh}: counted after the failover, not {other:?}"),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_its_first_seed_dead_the_limiter_finds_the_cluster_and_usage_reads_another_master() {
+    let mut nodes = start_cluster(3, 0);
+    let tenants = tenants_per_master(&nodes, 3, 1);
+    let dead = Url::parse(&format!("redis://127.0.0.1:{}", free_port())).unwrap();
+    let mut c = config(&dead, "rl", Algorithm::Paced, 1);
+    c.redis_url = RedisUrls::new(vec![dead, nodes[1].url()]).unwrap();
+    c.redis_timeout = Duration::from_millis(250);
+    let limiter = MailRateLimiter::new(&c).unwrap();
+    assert!(
+        limiter.is_cluster().await,
+        "two seeds: a cluster from the start"
+    );
+    for (_, tenant) in &tenants {
+        let m = MailboxAddress::parse(&format!("events@{tenant}")).unwrap();
+        let a = ask_in(tenant, &m, Uuid::new_v4(), limits(30, 9_000));
+        let decision = limiter.check_and_reserve(&a, Utc::now()).await.unwrap();
+        assert!(
+            matches!(&decision, Decision::Allowed(r) if r.is_counted()),
+            "{m}: counted, not failed open: {decision:?}"
+        );
+    }
+    limiter.ping().await.expect("every master answers");
+
+    // `mailbox usage` (and the admin UI) read a mailbox whose keys live on another master than
+    // the one configured.
+    let world = crate::support::TestApp::builder()
+        .algorithm(Algorithm::Paced)
+        .spawn()
+        .await;
+    let home = owner(&nodes, &format!("{{{TENANT}}}"));
+    let mut config = world.config.clone();
+    config.rate_limit.redis_url = nodes[(home + 1) % 3].url().into();
+    let mb0 = &world.mailboxes[0].0;
+    let one = MailRateLimiter::new(&config.rate_limit).unwrap();
+    let decision = one
+        .check_and_reserve(&ask(mb0, Uuid::new_v4(), limits(30, 9_000)), Utc::now())
+        .await
+        .unwrap();
+    assert!(matches!(&decision, Decision::Allowed(r) if r.is_counted()));
+    let usage = mail_worker::admin::usage::mailbox_usage(&config, &world.db.pool, mb0)
+        .await
+        .unwrap();
+    assert_eq!(usage.limiter_error, None);
+    let read = usage.limiter.expect("the limiter's usage");
+    assert_eq!((read.sent_last_minute, read.in_flight), (1, 1), "{read:?}");
+
+    // A master that cannot be reached makes the readiness check fail (`degraded`), as a dead
+    // standalone Redis does; so does a cluster that is gone.
+    nodes[tenants[0].0].kill();
+    assert!(limiter.ping().await.is_err(), "one master down");
+    for node in &mut nodes {
+        node.kill();
+    }
+    assert!(limiter.ping().await.is_err(), "every node down");
 }
 
 // ---------------------------------------------------------------------------------------------

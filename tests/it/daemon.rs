@@ -131,8 +131,9 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    world.config.rate_limit.redis_url =
-        url::Url::parse(&format!("redis://127.0.0.1:{closed}")).unwrap();
+    world.config.rate_limit.redis_url = url::Url::parse(&format!("redis://127.0.0.1:{closed}"))
+        .unwrap()
+        .into();
     let handler = world.real_handler(Arc::new(SystemClock));
     let ids = world.insert(0, 12, "QUEUED").await;
     let started = std::time::Instant::now();
@@ -344,7 +345,7 @@ fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Chil
     command
         .arg("run")
         .env("DATABASE_URL", config.database_url.as_str())
-        .env("REDIS_URL", config.redis_url.as_str())
+        .env("REDIS_URL", config.redis_url.first().as_str())
         .env("MAIL_RATE_LIMIT_KEY_PREFIX", &config.rate_limit.key_prefix)
         .env(
             "MAIL_RATE_LIMIT_ALGORITHM",

@@ -127,8 +127,8 @@ async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_
     let keys = TestKeys::new();
     let mut config = Config::from_lookup(|_| None).unwrap();
     config.database_url = url;
-    config.redis_url = redis_url();
-    config.rate_limit.redis_url = redis_url();
+    config.redis_url = redis_url().into();
+    config.rate_limit.redis_url = redis_url().into();
     config.rate_limit.key_prefix = keys.sub("rl");
     let config = fast(config);
     let ready = |body: &str| serde_json::from_str::<serde_json::Value>(body).unwrap();

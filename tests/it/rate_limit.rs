@@ -34,7 +34,7 @@ use crate::support::{
 fn config(url: &Url, prefix: &str, timeout: Duration) -> RateLimitConfig {
     RateLimitConfig {
         algorithm: Algorithm::FixedWindow,
-        redis_url: url.clone(),
+        redis_url: url.clone().into(),
         defaults: limits(25, 9_000),
         redis_timeout: timeout,
         key_prefix: prefix.to_owned(),

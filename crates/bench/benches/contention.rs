@@ -492,7 +492,7 @@ async fn child(args: Args) -> ExitCode {
     let limiter = Arc::new(
         MailRateLimiter::new(&RateLimitConfig {
             algorithm: Algorithm::FixedWindow,
-            redis_url: url.clone(),
+            redis_url: url.clone().into(),
             defaults: limits(args.limit),
             redis_timeout: REDIS_TIMEOUT,
             key_prefix: format!("{prefix}:lua"),

@@ -531,7 +531,7 @@ async fn measure_ours(
 ) -> Measurement {
     let config = RateLimitConfig {
         algorithm,
-        redis_url: url.clone(),
+        redis_url: url.clone().into(),
         defaults: limits(),
         redis_timeout: REDIS_TIMEOUT,
         key_prefix: prefix.to_owned(),

@@ -151,8 +151,8 @@ async fn world(args: &Args, mode: GraphSendMode) -> World {
     let prefix = support::bench_prefix("send_modes");
     let mut config = Config::from_lookup(|_| None).unwrap();
     config.database_url = db_url.clone();
-    config.redis_url = support::redis_url();
-    config.rate_limit.redis_url = support::redis_url();
+    config.redis_url = support::redis_url().into();
+    config.rate_limit.redis_url = support::redis_url().into();
     config.rate_limit.key_prefix = format!("{prefix}:rl");
     config.rate_limit.max_in_flight = NonZeroU32::new(1_000).unwrap();
     config.graph.api_base_url = sim.graph_base_url();

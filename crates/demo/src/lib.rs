@@ -197,7 +197,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
 /// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`).
 async fn delete_keys(config: &Config, prefix: &str) -> redis::RedisResult<()> {
-    let mut conn = redis::Client::open(config.redis_url.as_str())?
+    let mut conn = redis::Client::open(config.redis_url.first().as_str())?
         .get_multiplexed_async_connection()
         .await?;
     let mut cursor = 0u64;

@@ -343,8 +343,8 @@ impl Builder {
         let sim = GraphSim::start(sim_config).await.unwrap();
         let mut config = Config::from_lookup(|_| None).unwrap();
         config.database_url = db.url.clone();
-        config.redis_url = redis_url();
-        config.rate_limit.redis_url = redis_url();
+        config.redis_url = redis_url().into();
+        config.rate_limit.redis_url = redis_url().into();
         config.rate_limit.key_prefix = keys.sub("rl");
         config.rate_limit.algorithm = self.algorithm;
         config.graph.api_base_url = sim.graph_base_url();
