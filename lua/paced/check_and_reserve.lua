@@ -33,8 +33,8 @@
 -- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
 --
--- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 8, the
--- booked send 9-11, a send that fits at once 12-14, plus housekeeping when a bucket leaves
+-- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
+-- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
 -- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. TTLs: every key lives at least 24 h after
 -- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
 -- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +

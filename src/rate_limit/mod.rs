@@ -18,8 +18,13 @@
 //!
 //! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
 //! failure never reaches the caller as an error, only as a locally paced, uncounted
-//! [`Reservation`] and a bounded `mail.rateLimit.redisError` (warn) or
-//! `mail.rateLimit.scriptError` (error) line.
+//! [`Reservation`] (kept by the process and added to Redis's windows when it answers again)
+//! and a bounded `mail.rateLimit.redisError` (warn) or `mail.rateLimit.scriptError` (error)
+//! line.
+//!
+//! `paced` decides on one clock, Redis's (`TIME` in the scripts); the caller's `now` is used
+//! only with the test-only [`RateLimitConfig::caller_clock`] (and by `fixed-window`, the
+//! design note's script).
 
 mod connection;
 pub(crate) mod fixed_window;
