@@ -619,6 +619,34 @@ pub(crate) mod tests {
         assert!(limiter.cooldowns.lock().unwrap().is_empty());
     }
 
+    /// An inner mailer whose send never ends.
+    #[derive(Debug)]
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl Mailer for Hanging {
+        async fn send(&self, _mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_send_dropped_mid_flight_releases_its_lease_as_done() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let mailer = RateLimitedGraphMailer::new(
+            Hanging,
+            Arc::clone(&limiter),
+            limits(),
+            Arc::new(ManualClock::new(at())),
+        );
+        let cut = tokio::time::timeout(Duration::from_millis(20), mailer.send(&mail())).await;
+        assert!(cut.is_err());
+        tokio::task::yield_now().await;
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1, "released once, by the guard");
+        assert_eq!(releases[0].1, Outcome::Done, "the request may have gone");
+    }
+
     #[tokio::test]
     async fn into_inner_returns_the_wrapped_mailer() {
         let limiter = Arc::new(FakeLimiter::default());

@@ -63,11 +63,16 @@ impl LocalPacer {
         }
     }
 
+    /// `f` on the mailbox's pace (created on first use; the address is cloned only then: this
+    /// runs on every decision).
     fn with<T>(&self, mailbox: &MailboxAddress, f: impl FnOnce(&mut Pace) -> T) -> T {
         let mut mailboxes = self
             .mailboxes
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if let Some(pace) = mailboxes.get_mut(mailbox) {
+            return f(pace);
+        }
         f(mailboxes.entry(mailbox.clone()).or_default())
     }
 
@@ -140,7 +145,14 @@ impl LocalPacer {
     /// The sends made while failing open that Redis has not counted yet, taken out (give them
     /// back with [`Self::put_back`] when recording them failed).
     pub(crate) fn take_pending(&self, mailbox: &MailboxAddress) -> Vec<FailOpenSend> {
-        self.with(mailbox, |pace| std::mem::take(&mut pace.pending))
+        let mut mailboxes = self
+            .mailboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        mailboxes
+            .get_mut(mailbox)
+            .map(|pace| std::mem::take(&mut pace.pending))
+            .unwrap_or_default()
     }
 
     /// Recording `sends` failed: keep them for the next try.
@@ -219,6 +231,64 @@ mod tests {
         assert_eq!(
             (reason, retry_after),
             (DenyReason::Cooldown, Duration::from_secs(290))
+        );
+    }
+
+    #[test]
+    fn a_process_keeps_to_its_shares_of_the_minute_and_of_what_the_day_had_left() {
+        let pacer = LocalPacer::new(NonZeroU32::new(2).unwrap());
+        let mailbox = MailboxAddress::parse("a@contoso.example").unwrap();
+        let limits = RateLimits {
+            per_minute: NonZeroU32::new(60).unwrap(),
+            recipients_per_day: NonZeroU32::new(40).unwrap(),
+        };
+        let ask = Ask {
+            message_id: uuid::Uuid::nil(),
+            mailbox: &mailbox,
+            tenant: "contoso.example",
+            recipients: 1,
+            limits,
+            tenant_budget: None,
+        };
+        // Redis counted 30 sends of this process between 50 s and 59 s; the day stands at 30.
+        for i in 0..30 {
+            pacer.saw(&mailbox, 30, Some(50_000 + i * 300));
+        }
+        let now = 60_000;
+        let allowed = |from: i64, to: i64| {
+            (from..to)
+                .step_by(100)
+                .filter(|ms| matches!(pacer.decide(&ask, *ms), Decision::Allowed(_)))
+                .count()
+        };
+        // Its 30 in 60 s are used: nothing until the first of them leaves the window.
+        let Decision::Denied {
+            reason,
+            retry_after,
+            ..
+        } = pacer.decide(&ask, now)
+        else {
+            panic!("the minute share is spent");
+        };
+        assert_eq!(
+            (reason, retry_after),
+            (DenyReason::Minute, Duration::from_millis(50_001))
+        );
+        assert_eq!(allowed(now, 110_000), 0);
+        // The day had 10 left: its share is 5, whatever the minute allows.
+        assert_eq!(allowed(110_000, 600_000), 5);
+        let Decision::Denied { reason, .. } = pacer.decide(&ask, now + 700_000) else {
+            panic!("the day share is spent");
+        };
+        assert_eq!(reason, DenyReason::Day);
+        let pending = pacer.take_pending(&mailbox);
+        assert_eq!(pending.len(), 5);
+        assert!(pacer.take_pending(&mailbox).is_empty(), "taken once");
+        pacer.put_back(&mailbox, pending);
+        assert_eq!(
+            pacer.take_pending(&mailbox).len(),
+            5,
+            "kept when recording failed"
         );
     }
 }

@@ -873,95 +873,18 @@ impl SendHistory for Ledger {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
-    let mut redis = PrivateRedis::start(&[]);
-    let ledger = Arc::new(Ledger::default());
-    let replicas: Vec<Arc<MailRateLimiter>> = (0..2)
-        .map(|_| {
-            let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
-            c.redis_timeout = Duration::from_millis(200);
-            Arc::new(
-                MailRateLimiter::new(&c)
-                    .unwrap()
-                    .with_history(ledger.clone() as Arc<dyn SendHistory>),
-            )
-        })
-        .collect();
-    let events = mailbox("events");
-    let per_minute = limits(60, 1_000);
-    let t0 = at(12, 0, 0);
-    let (kill_at, restart_at, end) = (60_000, 90_000, 180_000);
     // A campaign of 400 messages, all due at once, through 2 replicas: Redis up for the first
-    // minute, down for 30 s, then back empty (restarted without persistence). A denied message
-    // comes back when told (with the spread when it holds no booking), as the service does.
-    let all = messages(&events, 400, 1);
-    let mut due: BinaryHeap<Reverse<(i64, usize)>> =
-        (0..all.len()).map(|i| Reverse((0, i))).collect();
-    let mut sends: Vec<i64> = Vec::new();
-    let mut killed = false;
-    let mut restarted = false;
-    let mut turn = 0;
-    while let Some(Reverse((offset, i))) = due.pop() {
-        if offset >= end {
-            break;
-        }
-        if offset >= kill_at && !killed {
-            redis.kill();
-            killed = true;
-        }
-        if offset >= restart_at && !restarted {
-            redis.spawn();
-            restarted = true;
-        }
-        let now = t0 + chrono::Duration::milliseconds(offset);
-        let limiter = &replicas[turn % 2];
-        turn += 1;
-        let m = &all[i];
-        match limiter
-            .check_and_reserve(&ask(&events, m.id, per_minute), now)
-            .await
-            .unwrap()
-        {
-            Decision::Allowed(r) => {
-                sends.push(offset);
-                ledger.0.lock().unwrap().push((events.clone(), now, 1));
-                limiter.release(&r, Outcome::Done).await;
-            }
-            Decision::Denied {
-                retry_after,
-                booked,
-                ..
-            } => {
-                let spread = if booked {
-                    0
-                } else {
-                    spread_ms(m.id, 30_000) as i64
-                };
-                due.push(Reverse((
-                    offset + retry_after.as_millis() as i64 + spread.max(1),
-                    i,
-                )));
-            }
-        }
-    }
-    sends.sort_unstable();
-    let mut per_10s = std::collections::BTreeMap::new();
-    for t in &sends {
-        *per_10s.entry(t / 10_000).or_insert(0) += 1;
-    }
-    println!("sends per 10 s of virtual time: {per_10s:?}");
-    let mut max = 0;
-    let mut start = 0;
-    for end in 0..sends.len() {
-        while sends[end] - sends[start] >= 60_000 {
-            start += 1;
-        }
-        max = max.max(end - start + 1);
-    }
+    // minute, down for 30 s, then back empty (restarted without persistence).
+    let (kill_at, restart_at) = (60_000, 90_000);
+    let (sends, max, during) = campaign_through_an_outage(
+        Outage::RestartEmpty,
+        limits(60, 1_000),
+        &[0; 400],
+        (kill_at, restart_at),
+        180_000,
+    )
+    .await;
     assert!(max <= 60, "{max} sends in one rolling 60 s");
-    let during = sends
-        .iter()
-        .filter(|t| (kill_at..restart_at).contains(*t))
-        .count();
     assert!(
         during >= 20,
         "mail kept flowing while Redis was down: {during} in 30 s"
@@ -1440,22 +1363,36 @@ async fn a_shutdown_releases_the_leases_its_cut_off_sends_still_hold() {
     assert_eq!(limiter.release_live().await, 0, "each released once");
 }
 
-/// A campaign through 2 replicas on a private Redis that is frozen (`SIGSTOP`) from
-/// `freeze.0` to `freeze.1` (virtual ms): message `i` is first due at `arrivals[i]`, and a
+/// How the private Redis goes away in [`campaign_through_an_outage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outage {
+    /// Frozen (`SIGSTOP`), then thawed (`SIGCONT`) with its state.
+    Freeze,
+    /// Killed, then restarted empty (no persistence).
+    RestartEmpty,
+}
+
+/// A campaign through 2 replicas on a private Redis that goes away (`outage`) from
+/// `window.0` to `window.1` (virtual ms): message `i` is first due at `arrivals[i]`, and a
 /// denied message comes back when told (with the spread when it holds no booking), as the
-/// service does. Returns the sends (virtual ms) and the most in any rolling 60 s.
-async fn campaign_through_a_freeze(
+/// service does. Returns the sends (virtual ms, sorted), the most in any rolling 60 s and how
+/// many went out during the outage.
+async fn campaign_through_an_outage(
+    outage: Outage,
     limits: RateLimits,
     arrivals: &[i64],
-    freeze: (i64, i64),
+    window: (i64, i64),
     end: i64,
-) -> (Vec<i64>, usize) {
-    let redis = PrivateRedis::start(&[]);
+) -> (Vec<i64>, usize, usize) {
+    let mut redis = PrivateRedis::start(&[]);
     let ledger = Arc::new(Ledger::default());
     let replicas: Vec<Arc<MailRateLimiter>> = (0..2)
         .map(|_| {
             let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
-            c.redis_timeout = Duration::from_millis(50);
+            c.redis_timeout = Duration::from_millis(match outage {
+                Outage::Freeze => 50,
+                Outage::RestartEmpty => 200,
+            });
             Arc::new(
                 MailRateLimiter::new(&c)
                     .unwrap()
@@ -1471,20 +1408,26 @@ async fn campaign_through_a_freeze(
         .enumerate()
         .map(|(i, at)| Reverse((*at, i)))
         .collect();
-    let (mut frozen, mut thawed) = (false, false);
+    let (mut gone, mut back) = (false, false);
     let mut sends = Vec::new();
     let mut turn = 0;
     while let Some(Reverse((offset, i))) = due.pop() {
         if offset >= end {
             break;
         }
-        if offset >= freeze.0 && !frozen {
-            redis.signal("-STOP");
-            frozen = true;
+        if offset >= window.0 && !gone {
+            match outage {
+                Outage::Freeze => redis.signal("-STOP"),
+                Outage::RestartEmpty => redis.kill(),
+            }
+            gone = true;
         }
-        if offset >= freeze.1 && !thawed {
-            redis.signal("-CONT");
-            thawed = true;
+        if offset >= window.1 && !back {
+            match outage {
+                Outage::Freeze => redis.signal("-CONT"),
+                Outage::RestartEmpty => redis.spawn(),
+            }
+            back = true;
         }
         let now = t0 + chrono::Duration::milliseconds(offset);
         let limiter = &replicas[turn % 2];
@@ -1525,18 +1468,24 @@ async fn campaign_through_a_freeze(
         }
         most = most.max(end - start + 1);
     }
-    (sends, most)
+    let during = sends
+        .iter()
+        .filter(|t| (window.0..window.1).contains(*t))
+        .count();
+    (sends, most, during)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_30_s_freeze_the_fail_open_sends_count_in_every_rolling_60_s() {
     // 400 messages due at once, L = 60; Redis frozen from 60 s to 90 s.
-    let (sends, most) =
-        campaign_through_a_freeze(limits(60, 1_000), &[0; 400], (60_000, 90_000), 200_000).await;
-    let during = sends
-        .iter()
-        .filter(|t| (60_000..90_000).contains(*t))
-        .count();
+    let (sends, most, during) = campaign_through_an_outage(
+        Outage::Freeze,
+        limits(60, 1_000),
+        &[0; 400],
+        (60_000, 90_000),
+        200_000,
+    )
+    .await;
     println!(
         "{} sends in 200 s, {during} while frozen, at most {most} in a rolling 60 s (L = 60)",
         sends.len()
@@ -1552,12 +1501,14 @@ async fn after_a_30_s_freeze_the_fail_open_sends_count_in_every_rolling_60_s() {
 async fn a_30_s_freeze_never_takes_a_mailbox_past_its_day_budget() {
     // D = 40 recipients; a message a second arrives for 60 s; Redis frozen from 20 s to 50 s.
     let arrivals: Vec<i64> = (0..60).map(|i| i * 1_000).collect();
-    let (sends, most) =
-        campaign_through_a_freeze(limits(60, 40), &arrivals, (20_000, 50_000), 120_000).await;
-    let during = sends
-        .iter()
-        .filter(|t| (20_000..50_000).contains(*t))
-        .count();
+    let (sends, most, during) = campaign_through_an_outage(
+        Outage::Freeze,
+        limits(60, 40),
+        &arrivals,
+        (20_000, 50_000),
+        120_000,
+    )
+    .await;
     println!(
         "{} recipients in 120 s, {during} while frozen, at most {most} in a rolling 60 s (D = 40)",
         sends.len()

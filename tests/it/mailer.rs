@@ -1033,19 +1033,19 @@ async fn graph_error_bodies_that_echo_the_secret_or_a_token_are_scrubbed() {
 // The in-flight lease of a send on the real limiter (Redis's clock)
 // ---------------------------------------------------------------------------------------------
 
-/// A Graph mailer on the real `paced` limiter (keys under `prefix`, leases of `lease`), whose
-/// sendMail answers 202 after `delay`.
+/// A Graph mailer on the real `paced` limiter (fresh keys under the returned prefix, leases of
+/// `lease`, Redis's clock), whose sendMail (on the returned server) answers 202 after `delay`.
 async fn on_the_real_limiter(
-    server: &MockServer,
-    prefix: &str,
     lease: Duration,
     delay: Duration,
-) -> Arc<dyn Mailer> {
+) -> (MockServer, TestKeys, String, Arc<dyn Mailer>) {
+    let (server, keys) = (MockServer::start().await, TestKeys::new());
+    let prefix = keys.sub("rl");
     let mut config = config_for(
-        server,
+        &server,
         &[
             ("MAIL_RATE_LIMIT_REDIS_URL", redis_url().to_string()),
-            ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.to_owned()),
+            ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.clone()),
         ],
     );
     config.rate_limit.lease = lease;
@@ -1056,17 +1056,18 @@ async fn on_the_real_limiter(
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "token_type": "Bearer", "expires_in": 3599, "access_token": "tok-1",
         })))
-        .mount(server)
+        .mount(&server)
         .await;
     Mock::given(method("POST"))
         .and(path(SEND_PATH))
         .respond_with(ResponseTemplate::new(202).set_delay(delay))
-        .mount(server)
+        .mount(&server)
         .await;
-    factory
+    let mailer = factory
         .mailer_for_tenant(&graph_tenant(SECRET))
         .await
-        .unwrap()
+        .unwrap();
+    (server, keys, prefix, mailer)
 }
 
 /// The leases in the mailboxes' in-flight sets under `prefix`: (message id, expiry ms), and
@@ -1105,15 +1106,8 @@ async fn until_leases(prefix: &str, n: usize, within: Duration) -> Duration {
 
 #[tokio::test]
 async fn a_send_dropped_mid_flight_releases_its_in_flight_lease_at_once() {
-    let (server, keys) = (MockServer::start().await, TestKeys::new());
-    let prefix = keys.sub("rl");
-    let mailer = on_the_real_limiter(
-        &server,
-        &prefix,
-        Duration::from_secs(15),
-        Duration::from_secs(10),
-    )
-    .await;
+    let (server, _keys, prefix, mailer) =
+        on_the_real_limiter(Duration::from_secs(15), Duration::from_secs(10)).await;
     let m = mail();
     // A deadline cuts the send off while Graph has not answered (as a shutdown's grace does).
     let mut send = Box::pin(mailer.send(&m));
@@ -1133,15 +1127,8 @@ async fn a_send_dropped_mid_flight_releases_its_in_flight_lease_at_once() {
 
 #[tokio::test]
 async fn a_running_send_renews_its_lease_every_third_of_it() {
-    let (server, keys) = (MockServer::start().await, TestKeys::new());
-    let prefix = keys.sub("rl");
-    let mailer = on_the_real_limiter(
-        &server,
-        &prefix,
-        Duration::from_millis(900),
-        Duration::from_millis(2_500),
-    )
-    .await;
+    let (_server, _keys, prefix, mailer) =
+        on_the_real_limiter(Duration::from_millis(900), Duration::from_millis(2_500)).await;
     let send = tokio::spawn(async move { mailer.send(&mail()).await });
     until_leases(&prefix, 1, Duration::from_secs(5)).await;
     // 2 s in, long past the 900 ms the lease was taken for, it is still ahead of Redis's now.
