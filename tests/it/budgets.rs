@@ -1410,7 +1410,7 @@ async fn campaign_through_an_outage(
         .collect();
     let (mut gone, mut back) = (false, false);
     let mut sends = Vec::new();
-    let mut turn = 0;
+    let mut turn: u64 = 0;
     while let Some(Reverse((offset, i))) = due.pop() {
         if offset >= end {
             break;
@@ -1430,8 +1430,18 @@ async fn campaign_through_an_outage(
             back = true;
         }
         let now = t0 + chrono::Duration::milliseconds(offset);
-        let limiter = &replicas[turn % 2];
-        turn += 1;
+        // Which replica claims a message: in turn (the restart), or at random as real claims
+        // are (the freeze: uneven shares, so some of the held messages are late when it thaws).
+        turn = match outage {
+            Outage::RestartEmpty => turn + 1,
+            Outage::Freeze => turn
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        };
+        let limiter = &replicas[match outage {
+            Outage::RestartEmpty => (turn - 1) % 2,
+            Outage::Freeze => (turn >> 33) % 2,
+        } as usize];
         match limiter
             .check_and_reserve(&ask(&events, all[i].id, limits), now)
             .await
@@ -1491,8 +1501,9 @@ async fn after_a_30_s_freeze_the_fail_open_sends_count_in_every_rolling_60_s() {
         sends.len()
     );
     assert!(most <= 60, "{most} sends in one rolling 60 s");
+    // Each replica's share of the minute (30) still holds its sends of the minute before.
     assert!(
-        during >= 20,
+        during >= 15,
         "mail kept flowing while Redis was frozen: {during} in 30 s"
     );
 }
