@@ -76,7 +76,8 @@ pub trait SendHistory: Send + Sync + 'static {
 
 enum Engine {
     FixedWindow(FixedWindow),
-    Paced(Paced),
+    /// Boxed: seven scripts.
+    Paced(Box<Paced>),
 }
 
 /// The distributed per-mailbox rate limiter (see the module docs of [`crate::rate_limit`]).
@@ -125,11 +126,11 @@ impl MailRateLimiter {
             redis: RedisConn::new(config)?,
             engine: match config.algorithm {
                 Algorithm::FixedWindow => Engine::FixedWindow(FixedWindow::new()),
-                Algorithm::Paced => Engine::Paced(Paced::new(
+                Algorithm::Paced => Engine::Paced(Box::new(Paced::new(
                     config.max_in_flight.get(),
                     config.lease,
                     config.caller_clock,
-                )),
+                ))),
             },
             key_prefix: config.key_prefix.clone(),
             history: None,
