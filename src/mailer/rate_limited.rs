@@ -110,9 +110,7 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
             }),
         }
     }
-}
 
-impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
     /// Runs `work` (the attempt) while renewing its in-flight lease every
     /// [`RateLimiter::renew_every`], concurrently, so the attempt is never paused by a renewal.
     async fn renewing<T>(&self, reservation: &Reservation, work: impl Future<Output = T>) -> T {

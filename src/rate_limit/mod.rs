@@ -318,9 +318,11 @@ pub enum RateLimitError {
 /// What the rate-limited decorator needs from a limiter; [`MailRateLimiter`] is the real one,
 /// tests use fakes.
 pub trait RateLimiter: Send + Sync + 'static {
-    /// Atomically reserves one message and its recipients in the mailbox's budgets at `now`,
-    /// or says which budget refused and when to come back. Fails open (allowed, locally paced,
-    /// uncounted) when Redis is unreachable or slow.
+    /// Atomically reserves one message and its recipients in the mailbox's budgets, or says
+    /// which budget refused and when to come back. `now` is the caller's time: [`MailRateLimiter`]
+    /// decides `paced` by Redis's clock (unless built with the test-only
+    /// [`RateLimitConfig::caller_clock`]) and uses `now` only to pace locally. Fails open
+    /// (allowed, locally paced, counted in Redis later) when Redis is unreachable or slow.
     ///
     /// # Errors
     /// [`RateLimitError`] for a message that can never fit, without touching Redis.
