@@ -203,7 +203,7 @@ impl Config {
                     })?,
                 },
                 max_in_flight: env.positive("MAIL_MAILBOX_MAX_IN_FLIGHT", 3)?,
-                lease: http_timeout + Duration::from_secs(10),
+                lease: crate::rate_limit::IN_FLIGHT_LEASE,
                 fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
                     Some(_) => env.redis_urls("MAIL_RATE_LIMIT_REDIS_URL", "")?,
@@ -216,6 +216,7 @@ impl Config {
                 },
                 redis_timeout: env.millis("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", 250)?,
                 key_prefix: env.text("MAIL_RATE_LIMIT_KEY_PREFIX", "mail:rl")?,
+                caller_clock: false,
             },
             redis_url,
             defer_spread_max: env.millis("MAIL_DEFER_SPREAD_MAX_MS", 30_000)?,

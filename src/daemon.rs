@@ -210,6 +210,9 @@ async fn run_parts(
         shutdown,
     )
     .await;
+    // Sends the shutdown grace cut off released their leases as they were dropped (spawned);
+    // release what is left before the process exits, so other replicas need not wait for it.
+    stack.limiter.release_live().await;
     let _ = done_tx.send(true);
     let _ = gauge.await;
     if let Some(server) = server {

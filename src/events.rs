@@ -19,6 +19,9 @@ pub(crate) const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
 pub(crate) const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
 /// A provider's `Retry-After` now holds every message of a mailbox, on every replica (info).
 pub(crate) const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
+/// Sends made while failing open were added to a mailbox's shared windows once Redis answered
+/// again, or leases left by aborted sends were released at shutdown (info).
+pub(crate) const MAIL_RATE_LIMIT_RECONCILED: &str = "mail.rateLimit.reconciled";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
 /// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.

@@ -3,16 +3,21 @@
 -- KEYS[4] reservations of the last 60 s (zset: "<id>:<ms>" -> ms)
 -- KEYS[5] requests in flight (zset: id -> lease expiry ms)
 -- KEYS[6] tenant state (hash)             KEYS[7] tenant day buckets (zset)
--- ARGV[1] now, ms since the Unix epoch (UTC)      ARGV[2] message id
+-- ARGV[1] now: `TIME` (Redis's clock: production) or ms since the Unix epoch (a caller's
+--         clock: tests only)                        ARGV[2] message id
 -- ARGV[3] messages per rolling 60 s (L)            ARGV[4] recipients per rolling 24 h (D)
 -- ARGV[5] recipients of this message (>= 1)        ARGV[6] of them external to the tenant
 -- ARGV[7] tenant external recipients per rolling 24 h (0 = no tenant budget)
--- ARGV[8] requests in flight per mailbox           ARGV[9] lease ms (above the HTTP timeout)
+-- ARGV[8] requests in flight per mailbox           ARGV[9] lease ms (renewed while it runs)
 -- ARGV[10] pacing allowance ms                     ARGV[11] booking grace ms
--- Returns {1, slot, "ok"}           allowed: counted in every budget, one in-flight lease taken
---         {0, retry_ms, reason}     not now; reason minute | day | tenant | cooldown | in_flight.
---                                   For minute/day/tenant/cooldown the message now HOLDS a booked
---                                   slot at now + retry_ms: come back then and it is allowed.
+-- Returns {1, slot, "ok", now, total}  allowed: counted in every budget, one in-flight lease
+--                                   taken; `now` is the reservation's time (release.lua needs
+--                                   it), `total` the mailbox's recipients in the 24 h window
+--         {0, retry_ms, reason, now, total}  not now; reason minute | day | tenant | cooldown |
+--                                   in_flight. For minute/day/tenant/cooldown the message now
+--                                   HOLDS a booked slot at now + retry_ms: come back then and it
+--                                   is allowed; in_flight: retry_ms is when the earliest lease
+--                                   could expire (at least 1 s), nothing booked
 --         {-1, 0, "seed"}           no state for this mailbox (new, expired or Redis restarted
 --                                   empty): seed it from the send history (seed.lua), call again
 --         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
@@ -28,8 +33,8 @@
 -- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
 --
--- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 8, the
--- booked send 9-11, a send that fits at once 12-14, plus housekeeping when a bucket leaves
+-- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
+-- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
 -- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. TTLs: every key lives at least 24 h after
 -- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
 -- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +
@@ -39,10 +44,13 @@ local BUCKET_MS = 60000
 local DAY_MS = 86400000
 local TTL_REFRESH_MS = 1800000
 local KEY_TTL_MS = DAY_MS + 2 * TTL_REFRESH_MS
-local IN_FLIGHT_RETRY_MS = 250
+local IN_FLIGHT_MIN_RETRY_MS = 1000
 local EXPIRE_PER_CALL = 20
 
-local now = tonumber(ARGV[1])
+-- One clock for every replica: Redis's (scripts replicate their effects, so TIME is allowed
+-- before writes); a number only when a test drives virtual time.
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local id = ARGV[2]
 local per_minute = tonumber(ARGV[3])
 local per_day = tonumber(ARGV[4])
@@ -172,6 +180,15 @@ local function in_flight()
   return redis.call('ZCARD', KEYS[5])
 end
 
+-- A full in-flight set: come back when its earliest lease could expire (a renewed lease moves
+-- further out, a released one frees sooner: the next claim finds it), at least 1 s from now,
+-- so a waiting message is rewritten a few times a minute, not four times a second.
+local function in_flight_denial()
+  local earliest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+  local wait = math.max(tonumber(earliest[2]) - now, IN_FLIGHT_MIN_RETRY_MS)
+  return {0, wait, 'in_flight', now, total}
+end
+
 -- When the oldest of the last 60 s of reservations leaves the window (only called when full).
 local function window_free_at()
   local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
@@ -185,7 +202,7 @@ local function take_lease_and_count(slot, sent, flying)
   redis.call('ZADD', KEYS[5], now + lease_ms, id)
   if flying == 0 then redis.call('PEXPIRE', KEYS[5], KEY_TTL_MS) end
   refresh_ttls()
-  return {1, slot, 'ok'}
+  return {1, slot, 'ok', now, total}
 end
 
 -- A message that holds a booking: its budgets were counted when it was booked.
@@ -195,15 +212,15 @@ if raw then
   if cool > now and slot < cool then
     forget_booking(id, fields)            -- booked before a cooldown: re-booked behind it below
   elseif slot > now then
-    return {0, slot - now, fields[4]}     -- early: its slot still waits for it
+    return {0, slot - now, fields[4], now, total}   -- early: its slot still waits for it
   else
     local sent = sent_in_window()
     if sent >= per_minute then
-      return {0, window_free_at() - now, 'minute'}    -- a late send: hold, keep the booking
+      return {0, window_free_at() - now, 'minute', now, total}   -- late: hold, keep the booking
     end
     local flying = in_flight()
     if flying >= max_in_flight then
-      return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}
+      return in_flight_denial()
     end
     redis.call('HDEL', KEYS[1], 'b:' .. id)
     redis.call('ZREM', KEYS[3], id)
@@ -247,7 +264,7 @@ if slot <= now then
   else
     local flying = in_flight()
     if flying >= max_in_flight then
-      return {0, IN_FLIGHT_RETRY_MS, 'in_flight'}   -- nothing taken, nothing booked
+      return in_flight_denial()   -- nothing taken, nothing booked
     end
     redis.call('HSET', KEYS[1], 'tat', now + spacing)
     add(KEYS[1], KEYS[2], now, recipients)
@@ -266,4 +283,4 @@ redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)
 add(KEYS[1], KEYS[2], slot, recipients)
 if tenant_on then add(KEYS[6], KEYS[7], slot, external) end
 refresh_ttls()
-return {0, slot - now, reason}
+return {0, slot - now, reason, now, total}

@@ -1,6 +1,6 @@
 -- KEYS[1] mailbox state (hash)   KEYS[2] mailbox day buckets (zset)
 -- KEYS[4] reservations of the last 60 s (zset)
--- ARGV[1] now (ms)   ARGV[2] pacing spacing (ms)   then pairs: ARGV[2k+1] sent at (ms), ARGV[2k+2] recipients
+-- ARGV[1] now: `TIME` (Redis's clock) or ms (tests)   ARGV[2] pacing spacing (ms)   then pairs: ARGV[2k+1] sent at (ms), ARGV[2k+2] recipients
 -- Returns 1 when it seeded, 0 when the mailbox already had state (another replica seeded it)
 --
 -- Rebuilds a mailbox's budgets from the send history PostgreSQL holds (sent_at, recipients of
@@ -10,7 +10,8 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-local now = tonumber(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local spacing = tonumber(ARGV[2])
 if not (now and spacing) or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR paced seed: bad ARGV (see the header)')

@@ -1,6 +1,6 @@
 -- KEYS[1]-KEYS[5] the mailbox's keys (not touched)   KEYS[6] tenant state (hash)
 -- KEYS[7] tenant day buckets (zset)
--- ARGV[1] now (ms)   then pairs: ARGV[2k] sent at (ms), ARGV[2k+1] external recipients
+-- ARGV[1] now: `TIME` (Redis's clock) or ms (tests)   then pairs: ARGV[2k] sent at (ms), ARGV[2k+1] external recipients
 -- Returns 1 when it seeded, 0 when the tenant already had state (another replica seeded it)
 --
 -- Rebuilds a Graph tenant's external-recipient budget (TERRL) from the send history PostgreSQL
@@ -11,7 +11,8 @@
 if redis.call('HEXISTS', KEYS[6], 'total') == 1 then
   return 0
 end
-local now = tonumber(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 if not now or #ARGV % 2 ~= 1 then
   return redis.error_reply('ERR paced seed_tenant: bad ARGV (see the header)')
 end

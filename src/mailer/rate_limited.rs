@@ -11,7 +11,9 @@ use crate::{
     mailer::{
         MailError, Mailer, SendAttempt, SendReceipt, validate::validate_with_attachment_limit,
     },
-    rate_limit::{Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, TenantBudget},
+    rate_limit::{
+        Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation, TenantBudget,
+    },
 };
 
 /// `Permanent.code` when a message's recipients alone exceed the mailbox's day budget.
@@ -108,6 +110,58 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
             }),
         }
     }
+
+    /// Runs `work` (the attempt) while renewing its in-flight lease every
+    /// [`RateLimiter::renew_every`], concurrently, so the attempt is never paused by a renewal.
+    async fn renewing<T>(&self, reservation: &Reservation, work: impl Future<Output = T>) -> T {
+        let Some(every) = self.limiter.renew_every() else {
+            return work.await;
+        };
+        let renew = async {
+            loop {
+                tokio::time::sleep(every).await;
+                self.limiter.renew(reservation, self.clock.now()).await;
+            }
+        };
+        tokio::select! {
+            biased;
+            out = work => out,
+            () = renew => unreachable!("renews until the attempt ends"),
+        }
+    }
+}
+
+/// Holds an allowed reservation while its attempt runs. Dropped with the reservation still in
+/// it — the attempt's future was dropped: a shutdown's grace cut, a deadline, a panic — it
+/// releases the lease as [`Outcome::Done`] (the request may have gone) on the current Tokio
+/// runtime, if there is one, instead of leaving the mailbox's slot held until the lease
+/// expires. As tower's `ConcurrencyLimit` keeps its permit in the response future.
+struct LeaseGuard<L: RateLimiter> {
+    limiter: Arc<L>,
+    reservation: Option<Reservation>,
+}
+
+impl<L: RateLimiter> LeaseGuard<L> {
+    fn reservation(&self) -> &Reservation {
+        self.reservation.as_ref().expect("held until disarmed")
+    }
+
+    /// The attempt ended: the caller releases with its outcome.
+    fn disarm(mut self) -> Reservation {
+        self.reservation.take().expect("held until disarmed")
+    }
+}
+
+impl<L: RateLimiter> Drop for LeaseGuard<L> {
+    fn drop(&mut self) {
+        let Some(reservation) = self.reservation.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let limiter = Arc::clone(&self.limiter);
+            runtime.spawn(async move { limiter.release(&reservation, Outcome::Done).await });
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -176,7 +230,14 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 });
             }
         };
-        let result = self.inner.send_with(mail, attempt).await;
+        let guard = LeaseGuard {
+            limiter: Arc::clone(&self.limiter),
+            reservation: Some(reservation),
+        };
+        let result = self
+            .renewing(guard.reservation(), self.inner.send_with(mail, attempt))
+            .await;
+        let reservation = guard.disarm();
         match &result {
             Ok(receipt) if receipt.already_sent => {
                 self.limiter.release(&reservation, Outcome::Unsent).await;
@@ -554,6 +615,34 @@ pub(crate) mod tests {
         assert_eq!(mailer.send(&mail()).await, Err(unconfirmed));
         assert_eq!(limiter.releases()[0].1, Outcome::Unsent);
         assert!(limiter.cooldowns.lock().unwrap().is_empty());
+    }
+
+    /// An inner mailer whose send never ends.
+    #[derive(Debug)]
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl Mailer for Hanging {
+        async fn send(&self, _mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_send_dropped_mid_flight_releases_its_lease_as_done() {
+        let limiter = Arc::new(FakeLimiter::default());
+        let mailer = RateLimitedGraphMailer::new(
+            Hanging,
+            Arc::clone(&limiter),
+            limits(),
+            Arc::new(ManualClock::new(at())),
+        );
+        let cut = tokio::time::timeout(Duration::from_millis(20), mailer.send(&mail())).await;
+        assert!(cut.is_err());
+        tokio::task::yield_now().await;
+        let releases = limiter.releases();
+        assert_eq!(releases.len(), 1, "released once, by the guard");
+        assert_eq!(releases[0].1, Outcome::Done, "the request may have gone");
     }
 
     #[tokio::test]

@@ -3,16 +3,22 @@
 //! from the send history when Redis has forgotten them, and a bounded fail-open.
 
 use std::{
-    sync::Arc,
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicI64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::{
     Algorithm, Ask, Counted, Decision, Outcome, RateLimitConfig, RateLimitError, RateLimiter,
     Reservation,
     connection::{RateLimitSetupError, RedisCallError, RedisConn},
+    epoch_ms,
     fixed_window::FixedWindow,
     local::LocalPacer,
     log_throttle::LogThrottle,
@@ -70,7 +76,8 @@ pub trait SendHistory: Send + Sync + 'static {
 
 enum Engine {
     FixedWindow(FixedWindow),
-    Paced(Paced),
+    /// Boxed: seven scripts.
+    Paced(Box<Paced>),
 }
 
 /// The distributed per-mailbox rate limiter (see the module docs of [`crate::rate_limit`]).
@@ -85,6 +92,12 @@ pub struct MailRateLimiter {
     key_prefix: String,
     history: Option<Arc<dyn SendHistory>>,
     local: LocalPacer,
+    /// Redis's clock minus this process's (ms), as the last `paced` reply showed: fail-open
+    /// decisions and their records use Redis's clock too. 0 with the caller clock.
+    clock_offset_ms: AtomicI64,
+    /// This process's `paced` reservations whose lease is not released yet, by (message, time):
+    /// what a shutdown releases when it cut sends off ([`Self::release_live`]).
+    live: Mutex<HashMap<(Uuid, i64), Reservation>>,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
     metrics: Option<Arc<crate::ops::Metrics>>,
@@ -113,13 +126,17 @@ impl MailRateLimiter {
             redis: RedisConn::new(config)?,
             engine: match config.algorithm {
                 Algorithm::FixedWindow => Engine::FixedWindow(FixedWindow::new()),
-                Algorithm::Paced => {
-                    Engine::Paced(Paced::new(config.max_in_flight.get(), config.lease))
-                }
+                Algorithm::Paced => Engine::Paced(Box::new(Paced::new(
+                    config.max_in_flight.get(),
+                    config.lease,
+                    config.caller_clock,
+                ))),
             },
             key_prefix: config.key_prefix.clone(),
             history: None,
             local: LocalPacer::new(config.fail_open_replicas),
+            clock_offset_ms: AtomicI64::new(0),
+            live: Mutex::new(HashMap::new()),
             redis_error_log: LogThrottle::new(LOG_INTERVAL),
             script_error_log: LogThrottle::new(LOG_INTERVAL),
             metrics: None,
@@ -175,13 +192,25 @@ impl MailRateLimiter {
         now: DateTime<Utc>,
     ) -> Result<Decision, RedisCallError> {
         let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
+        self.record_fail_open(paced, &keys, ask, now).await?;
         let mut seeded = (false, false);
         loop {
             match paced
                 .check_and_reserve(&self.redis, &self.key_prefix, ask, now)
                 .await?
             {
-                Checked::Decided(decision) => return Ok(decision),
+                Checked::Decided(decision, seen) => {
+                    self.clock_offset_ms
+                        .store(seen.now_ms - epoch_ms(now), Ordering::Relaxed);
+                    let allowed = matches!(decision, Decision::Allowed(_));
+                    self.local
+                        .saw(ask.mailbox, seen.total, allowed.then_some(seen.now_ms));
+                    if let Decision::Allowed(reservation) = &decision {
+                        self.live_leases()
+                            .insert((ask.message_id, seen.now_ms), reservation.clone());
+                    }
+                    return Ok(decision);
+                }
                 Checked::NeedsSeed if !seeded.0 => {
                     seeded.0 = true;
                     let records = self
@@ -231,6 +260,74 @@ impl MailRateLimiter {
                 }
             }
         }
+    }
+
+    /// Adds what this process sent for the mailbox while failing open to Redis's windows, before
+    /// its next decision. Kept for the next try when Redis fails again (a deadline after the
+    /// script ran counts them twice: the safe side).
+    async fn record_fail_open(
+        &self,
+        paced: &Paced,
+        keys: &PacedKeys,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<(), RedisCallError> {
+        let pending = self.local.take_pending(ask.mailbox);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let per_minute = ask.limits.per_minute.get();
+        match paced
+            .record_fail_open(&self.redis, keys, per_minute, &pending, now)
+            .await
+        {
+            Ok(seen) => {
+                self.local.recorded(ask.mailbox, &pending);
+                if let Some(seen) = seen {
+                    self.local.saw(ask.mailbox, seen.total, None);
+                }
+                tracing::info!(
+                    event = events::MAIL_RATE_LIMIT_RECONCILED,
+                    mailbox = %ask.mailbox,
+                    fail_open_sends = pending.len(),
+                    recipients = pending.iter().map(|s| u64::from(s.recipients)).sum::<u64>(),
+                    seeded_instead = seen.is_none(),
+                    "sends made while failing open were added to the shared budgets"
+                );
+                Ok(())
+            }
+            Err(error) => {
+                self.local.put_back(ask.mailbox, pending);
+                Err(error)
+            }
+        }
+    }
+
+    /// `now` on the limiter's clock (Redis's as last seen), ms.
+    fn limiter_ms(&self, now: DateTime<Utc>) -> i64 {
+        epoch_ms(now) + self.clock_offset_ms.load(Ordering::Relaxed)
+    }
+
+    fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), Reservation>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Releases (as [`Outcome::Done`]: the requests may have gone) every lease this process
+    /// still holds — the sends a shutdown cut off — so other replicas need not wait for them
+    /// to expire. Returns how many. Call it once the workers have stopped.
+    pub async fn release_live(&self) -> usize {
+        let left: Vec<Reservation> = self.live_leases().drain().map(|(_, r)| r).collect();
+        for reservation in &left {
+            self.release(reservation, Outcome::Done).await;
+        }
+        if !left.is_empty() {
+            tracing::info!(
+                event = events::MAIL_RATE_LIMIT_RECONCILED,
+                leases_released = left.len(),
+                "released the in-flight leases of sends cut off by the shutdown"
+            );
+        }
+        left.len()
     }
 
     /// What `read` finds in the send history, as (sent at, recipients); none without one.
@@ -336,7 +433,7 @@ impl RateLimiter for MailRateLimiter {
                         ask.mailbox.clone(),
                         ask.recipients,
                     )),
-                    Engine::Paced(_) => self.local.decide(ask, now),
+                    Engine::Paced(_) => self.local.decide(ask, self.limiter_ms(now)),
                 })
             }
         }
@@ -366,6 +463,7 @@ impl RateLimiter for MailRateLimiter {
                     external,
                 },
             ) => {
+                self.live_leases().remove(&(*message_id, *at_ms));
                 paced
                     .release(
                         &self.redis,
@@ -393,11 +491,39 @@ impl RateLimiter for MailRateLimiter {
         }
     }
 
+    /// A third of the lease (`paced`), so two renewals may fail before a running lease lapses.
+    fn renew_every(&self) -> Option<Duration> {
+        match &self.engine {
+            Engine::Paced(paced) => Some(paced.lease() / 3),
+            Engine::FixedWindow(_) => None,
+        }
+    }
+
+    async fn renew(&self, reservation: &Reservation, now: DateTime<Utc>) {
+        let (
+            Engine::Paced(paced),
+            Counted::Paced {
+                keys, message_id, ..
+            },
+        ) = (&self.engine, &reservation.counted)
+        else {
+            return;
+        };
+        match paced.renew(&self.redis, keys, *message_id, now).await {
+            Ok(held) => tracing::debug!(
+                mailbox = %reservation.mailbox,
+                renewed = held,
+                "in-flight lease renewed"
+            ),
+            Err(error) => self.log_failure("renew", &reservation.mailbox, &error),
+        }
+    }
+
     async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, now: DateTime<Utc>) {
         let Engine::Paced(paced) = &self.engine else {
             return;
         };
-        self.local.cooldown(ask.mailbox, until);
+        self.local.cooldown(ask.mailbox, self.limiter_ms(until));
         let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
         match paced.cooldown(&self.redis, &keys, until, now).await {
             Ok(in_force) => tracing::info!(

@@ -18,8 +18,13 @@
 //!
 //! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
 //! failure never reaches the caller as an error, only as a locally paced, uncounted
-//! [`Reservation`] and a bounded `mail.rateLimit.redisError` (warn) or
-//! `mail.rateLimit.scriptError` (error) line.
+//! [`Reservation`] (kept by the process and added to Redis's windows when it answers again)
+//! and a bounded `mail.rateLimit.redisError` (warn) or `mail.rateLimit.scriptError` (error)
+//! line.
+//!
+//! `paced` decides on one clock, Redis's (`TIME` in the scripts); the caller's `now` is used
+//! only with the test-only [`RateLimitConfig::caller_clock`] (and by `fixed-window`, the
+//! design note's script).
 
 mod connection;
 pub(crate) mod fixed_window;
@@ -104,14 +109,23 @@ pub struct RateLimitConfig {
     /// across every replica. Graph allows 4 concurrent requests per app and mailbox
     /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
     pub max_in_flight: NonZeroU32,
-    /// How long an in-flight lease lives when its worker never releases it (killed): the HTTP
-    /// timeout (`HTTP_TIMEOUT_MS`) plus 10 s.
+    /// How long an in-flight lease lives unless renewed: [`IN_FLIGHT_LEASE`] (15 s). A running
+    /// attempt renews it every third of that, so a killed worker's leases free within it.
     pub lease: Duration,
     /// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, default 1: while the limiter's Redis is unreachable
     /// each process paces each mailbox at its limit divided by this (set it to the replica
     /// count).
     pub fail_open_replicas: NonZeroU32,
+    /// Tests only (the environment never sets it): `paced` decides by the `now` each caller
+    /// passes instead of Redis's `TIME`, so a test can drive virtual time. Production uses one
+    /// clock, Redis's, for every replica. `fixed-window` always uses the caller's (the design
+    /// note's script).
+    pub caller_clock: bool,
 }
+
+/// The in-flight lease: 15 s, renewed every 5 s while the attempt runs (see
+/// `docs/decisions/in-flight-leases.md`).
+pub const IN_FLIGHT_LEASE: Duration = Duration::from_secs(15);
 
 /// One mailbox's budget, passed with every call so an override applies on the next message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -304,9 +318,11 @@ pub enum RateLimitError {
 /// What the rate-limited decorator needs from a limiter; [`MailRateLimiter`] is the real one,
 /// tests use fakes.
 pub trait RateLimiter: Send + Sync + 'static {
-    /// Atomically reserves one message and its recipients in the mailbox's budgets at `now`,
-    /// or says which budget refused and when to come back. Fails open (allowed, locally paced,
-    /// uncounted) when Redis is unreachable or slow.
+    /// Atomically reserves one message and its recipients in the mailbox's budgets, or says
+    /// which budget refused and when to come back. `now` is the caller's time: [`MailRateLimiter`]
+    /// decides `paced` by Redis's clock (unless built with the test-only
+    /// [`RateLimitConfig::caller_clock`]) and uses `now` only to pace locally. Fails open
+    /// (allowed, locally paced, counted in Redis later) when Redis is unreachable or slow.
     ///
     /// # Errors
     /// [`RateLimitError`] for a message that can never fit, without touching Redis.
@@ -324,6 +340,23 @@ pub trait RateLimiter: Send + Sync + 'static {
         reservation: &Reservation,
         outcome: Outcome,
     ) -> impl Future<Output = ()> + Send;
+
+    /// How often a running attempt renews its in-flight lease ([`Self::renew`]); `None` when
+    /// leases need no renewal (the default: fakes, `fixed-window`).
+    fn renew_every(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Extends the in-flight lease of a running attempt by a full lease from now. Never fails:
+    /// a lease that cannot be renewed expires by itself.
+    fn renew(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (reservation, now);
+        async {}
+    }
 
     /// Holds every message of `ask.mailbox` until `until` (a provider's `Retry-After`), for
     /// every replica. A no-op for `fixed-window`.

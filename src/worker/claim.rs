@@ -211,8 +211,9 @@ async fn claim_into(
 
 /// Claims and sends until `stop` turns true, then lets sends in flight finish within `grace`
 /// (rows still waiting for a slot go back to `SCHEDULED`; sends cut off by the grace stay
-/// `SENDING` until lease recovery). Failures are logged and retried after
-/// `SCHEDULER_INTERVAL_MS` (PostgreSQL may come back).
+/// `SENDING` until lease recovery, and their in-flight leases are released as they are
+/// dropped). Failures are logged and retried after `SCHEDULER_INTERVAL_MS` (PostgreSQL may come
+/// back).
 pub(crate) async fn run_loop(
     pool: PgPool,
     handler: Handler,

@@ -53,6 +53,8 @@ fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateL
         max_in_flight: NonZeroU32::new(3).unwrap(),
         lease: Duration::from_secs(40),
         fail_open_replicas: NonZeroU32::new(replicas).unwrap(),
+        // Virtual time: the scripts decide by the `now` the test passes.
+        caller_clock: true,
     }
 }
 
@@ -474,7 +476,9 @@ async fn at_most_3_requests_in_flight_and_a_killed_workers_lease_frees_itself() 
                 retry_after,
                 booked: false,
             } => {
-                assert_eq!(retry_after, Duration::from_millis(250));
+                // Come back when the earliest lease (taken at 5 ms, 40 s) could expire.
+                let earliest = at(12, 0, 0) + chrono::Duration::milliseconds(5 + 40_000);
+                assert_eq!(retry_after, (earliest - now).to_std().unwrap());
                 in_flight_denials += 1;
             }
             other => panic!("{other:?}"),
@@ -828,6 +832,13 @@ impl PrivateRedis {
         }
     }
 
+    /// Freezes (`SIGSTOP`) or thaws (`SIGCONT`) the server: connections stay open, nothing answers.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     fn url(&self) -> Url {
         Url::parse(&format!("redis://127.0.0.1:{}", self.port)).unwrap()
     }
@@ -867,88 +878,18 @@ impl SendHistory for Ledger {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_killed_then_back_empty_no_rolling_limit_is_exceeded() {
-    let mut redis = PrivateRedis::start(&[]);
-    let ledger = Arc::new(Ledger::default());
-    let replicas: Vec<Arc<MailRateLimiter>> = (0..2)
-        .map(|_| {
-            let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
-            c.redis_timeout = Duration::from_millis(200);
-            Arc::new(
-                MailRateLimiter::new(&c)
-                    .unwrap()
-                    .with_history(ledger.clone() as Arc<dyn SendHistory>),
-            )
-        })
-        .collect();
-    let events = mailbox("events");
-    let per_minute = limits(60, 1_000);
-    let t0 = at(12, 0, 0);
-    let (kill_at, restart_at, end) = (60_000, 90_000, 180_000);
     // A campaign of 400 messages, all due at once, through 2 replicas: Redis up for the first
-    // minute, down for 30 s, then back empty (restarted without persistence). A denied message
-    // comes back when told (with the spread when it holds no booking), as the service does.
-    let all = messages(&events, 400, 1);
-    let mut due: BinaryHeap<Reverse<(i64, usize)>> =
-        (0..all.len()).map(|i| Reverse((0, i))).collect();
-    let mut sends: Vec<i64> = Vec::new();
-    let mut killed = false;
-    let mut restarted = false;
-    let mut turn = 0;
-    while let Some(Reverse((offset, i))) = due.pop() {
-        if offset >= end {
-            break;
-        }
-        if offset >= kill_at && !killed {
-            redis.kill();
-            killed = true;
-        }
-        if offset >= restart_at && !restarted {
-            redis.spawn();
-            restarted = true;
-        }
-        let now = t0 + chrono::Duration::milliseconds(offset);
-        let limiter = &replicas[turn % 2];
-        turn += 1;
-        let m = &all[i];
-        match limiter
-            .check_and_reserve(&ask(&events, m.id, per_minute), now)
-            .await
-            .unwrap()
-        {
-            Decision::Allowed(r) => {
-                sends.push(offset);
-                ledger.0.lock().unwrap().push((events.clone(), now, 1));
-                limiter.release(&r, Outcome::Done).await;
-            }
-            Decision::Denied {
-                retry_after,
-                booked,
-                ..
-            } => {
-                let spread = if booked {
-                    0
-                } else {
-                    spread_ms(m.id, 30_000) as i64
-                };
-                due.push(Reverse((
-                    offset + retry_after.as_millis() as i64 + spread.max(1),
-                    i,
-                )));
-            }
-        }
-    }
-    sends.sort_unstable();
-    let mut per_10s = std::collections::BTreeMap::new();
-    for t in &sends {
-        *per_10s.entry(t / 10_000).or_insert(0) += 1;
-    }
-    println!("sends per 10 s of virtual time: {per_10s:?}");
-    let max = max_in_60_s(sends.clone());
+    // minute, down for 30 s, then back empty (restarted without persistence).
+    let (kill_at, restart_at) = (60_000, 90_000);
+    let (sends, max, during) = campaign_through_an_outage(
+        Outage::RestartEmpty,
+        limits(60, 1_000),
+        &[0; 400],
+        (kill_at, restart_at),
+        180_000,
+    )
+    .await;
     assert!(max <= 60, "{max} sends in one rolling 60 s");
-    let during = sends
-        .iter()
-        .filter(|t| (kill_at..restart_at).contains(*t))
-        .count();
     assert!(
         during >= 20,
         "mail kept flowing while Redis was down: {during} in 30 s"
@@ -1476,5 +1417,395 @@ async fn the_send_history_is_what_postgresql_knows_was_sent_in_the_last_24_h() {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 22: one clock, renewed short leases, in-flight waits, fail-open counted and bounded
+// ---------------------------------------------------------------------------------------------
+
+/// A `paced` limiter with 15 s leases, on the caller's clock or (`redis_clock`) on Redis's
+/// `TIME`, as in production.
+fn short_leases(prefix: &str, redis_clock: bool) -> MailRateLimiter {
+    let mut c = config(&redis_url(), prefix, Algorithm::Paced, 1);
+    c.caller_clock = !redis_clock;
+    c.lease = Duration::from_secs(15);
+    MailRateLimiter::new(&c).unwrap()
+}
+
+/// Takes `n` in-flight leases of the mailbox, 5 ms apart from `now` (and 5 ms apart in real
+/// time, for Redis's clock: the slots of 60,000 a minute are 1 ms apart).
+async fn take_leases(
+    limiter: &MailRateLimiter,
+    mailbox: &MailboxAddress,
+    now: DateTime<Utc>,
+    n: i64,
+) -> Vec<mail_worker::rate_limit::Reservation> {
+    let mut held = Vec::new();
+    for i in 0..n {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let now = now + chrono::Duration::milliseconds(5 * i);
+        match limiter
+            .check_and_reserve(&ask(mailbox, Uuid::new_v4(), limits(60_000, 9_000)), now)
+            .await
+            .unwrap()
+        {
+            Decision::Allowed(r) => held.push(r),
+            other => panic!("{other:?}"),
+        }
+    }
+    held
+}
+
+async fn redis_time_ms(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    s * 1000 + us / 1000
+}
+
+#[tokio::test]
+async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_reservations() {
+    let test_keys = TestKeys::new();
+    let prefix = test_keys.sub("rl");
+    let (right, ahead) = (short_leases(&prefix, true), short_leases(&prefix, true));
+    let events = mailbox("events");
+    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    let mut conn = redis_conn().await;
+    let high = limits(60_000, 9_000);
+    let held = take_leases(&right, &events, Utc::now(), 3).await;
+    // The replica 20 s ahead would have pruned the three 15 s leases by its own clock.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let skewed = Utc::now() + chrono::Duration::seconds(20);
+    let decision = ahead
+        .check_and_reserve(&ask(&events, Uuid::new_v4(), high), skewed)
+        .await
+        .unwrap();
+    let Decision::Denied {
+        reason: DenyReason::InFlight,
+        retry_after,
+        booked: false,
+    } = decision
+    else {
+        panic!("the clock 20 s ahead got past the in-flight cap: {decision:?}");
+    };
+    assert!(
+        (Duration::from_secs(13)..=Duration::from_secs(15)).contains(&retry_after),
+        "told to come back when the earliest lease could expire: {retry_after:?}"
+    );
+    // Every reservation and lease is dated by Redis's clock, whoever asked.
+    let now = redis_time_ms(&mut conn).await;
+    let sent: Vec<(String, f64)> = conn.zrange_withscores(keys.sent(), 0, -1).await.unwrap();
+    let leases: Vec<(String, f64)> = conn
+        .zrange_withscores(keys.in_flight(), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!((sent.len(), leases.len()), (3, 3));
+    for (_, at) in &sent {
+        assert!(
+            (now - *at as i64).abs() < 1_000,
+            "sent at {at}, Redis now {now}"
+        );
+    }
+    for (_, expiry) in &leases {
+        let left = *expiry as i64 - now;
+        assert!((14_000..=15_000).contains(&left), "lease {left} ms");
+    }
+    for r in &held {
+        right.release(r, Outcome::Done).await;
+    }
+    let left: i64 = conn.zcard(keys.in_flight()).await.unwrap();
+    assert_eq!(left, 0, "released with the reservation's own time");
+}
+
+#[tokio::test]
+async fn with_the_in_flight_cap_full_for_30_s_a_waiting_message_is_deferred_at_most_3_times() {
+    let test_keys = TestKeys::new();
+    let prefix = test_keys.sub("rl");
+    let limiter = short_leases(&prefix, false);
+    let events = mailbox("events");
+    let high = limits(60_000, 9_000);
+    let t0 = at(12, 0, 0);
+    let held = take_leases(&limiter, &events, t0, 3).await;
+    // Three slow sends hold the cap for 30 s, renewing their leases every 5 s; 50 due
+    // messages come back when told, spread within the wait as the service does.
+    let waiting: Vec<Uuid> = (0..50).map(|_| Uuid::new_v4()).collect();
+    let mut due: BinaryHeap<Reverse<(i64, usize)>> =
+        (0..waiting.len()).map(|i| Reverse((20, i))).collect();
+    let mut next_renewal = 5_000;
+    let mut denials = vec![0u32; waiting.len()];
+    while let Some(Reverse((offset, i))) = due.pop() {
+        if offset >= 30_000 {
+            break;
+        }
+        while next_renewal <= offset {
+            for r in &held {
+                let now = t0 + chrono::Duration::milliseconds(next_renewal);
+                limiter.renew(r, now).await;
+            }
+            next_renewal += 5_000;
+        }
+        let now = t0 + chrono::Duration::milliseconds(offset);
+        match limiter
+            .check_and_reserve(&ask(&events, waiting[i], high), now)
+            .await
+            .unwrap()
+        {
+            Decision::Denied {
+                reason: DenyReason::InFlight,
+                retry_after,
+                booked: false,
+            } => {
+                denials[i] += 1;
+                let wait = retry_after.as_millis() as u64;
+                due.push(Reverse((
+                    offset + (wait + spread_ms(waiting[i], wait)) as i64,
+                    i,
+                )));
+            }
+            other => panic!("the cap is full: {other:?}"),
+        }
+    }
+    let total: u32 = denials.iter().sum();
+    let most = denials.iter().max().copied().unwrap_or(0);
+    println!(
+        "in-flight cap full for 30 s: {total} deferrals for {} messages, at most {most} per message",
+        waiting.len()
+    );
+    assert!(most <= 3, "{most} deferrals of one message in 30 s");
+    for r in &held {
+        limiter.release(r, Outcome::Done).await;
+    }
+}
+
+#[tokio::test]
+async fn a_renewed_lease_outlives_its_15_s_and_a_crashed_replicas_frees_within_it() {
+    let test_keys = TestKeys::new();
+    let prefix = test_keys.sub("rl");
+    let limiter = short_leases(&prefix, false);
+    let events = mailbox("events");
+    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    let mut conn = redis_conn().await;
+    let high = limits(60_000, 9_000);
+    let t0 = at(12, 0, 0);
+    let held = take_leases(&limiter, &events, t0, 3).await;
+    // A send running 60 s renews its lease every 5 s: the cap stays full all along.
+    for s in (5..=60).step_by(5) {
+        let now = t0 + chrono::Duration::seconds(s);
+        for r in &held {
+            limiter.renew(r, now).await;
+        }
+        let d = limiter
+            .check_and_reserve(
+                &ask(&events, Uuid::new_v4(), high),
+                now + chrono::Duration::seconds(4),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                d,
+                Decision::Denied {
+                    reason: DenyReason::InFlight,
+                    ..
+                }
+            ),
+            "at {s} s + 4 s the renewed leases still hold the cap: {d:?}"
+        );
+    }
+    let expiries: Vec<(String, f64)> = conn
+        .zrange_withscores(keys.in_flight(), 0, -1)
+        .await
+        .unwrap();
+    let lease_end = ms(t0 - DateTime::UNIX_EPOCH) + 75_000;
+    assert_eq!(
+        expiries.iter().map(|(_, e)| *e as i64).collect::<Vec<_>>(),
+        [lease_end; 3],
+        "renewed at 60 s for 15 s"
+    );
+    // The replica dies at 60 s: its leases free 15 s later, not HTTP_TIMEOUT_MS + 10 s.
+    let after = t0 + chrono::Duration::milliseconds(75_001);
+    assert_eq!(take_leases(&limiter, &events, after, 3).await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_shutdown_releases_the_leases_its_cut_off_sends_still_hold() {
+    let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
+    take_leases(&limiter, &events, at(12, 0, 0), 2).await;
+    let flying: i64 = conn.zcard(keys.in_flight()).await.unwrap();
+    assert_eq!(flying, 2);
+    assert_eq!(limiter.release_live().await, 2);
+    let flying: i64 = conn.zcard(keys.in_flight()).await.unwrap();
+    assert_eq!(flying, 0, "nothing left for the other replicas to wait for");
+    assert_eq!(limiter.release_live().await, 0, "each released once");
+}
+
+/// How the private Redis goes away in [`campaign_through_an_outage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outage {
+    /// Frozen (`SIGSTOP`), then thawed (`SIGCONT`) with its state.
+    Freeze,
+    /// Killed, then restarted empty (no persistence).
+    RestartEmpty,
+}
+
+/// A campaign through 2 replicas on a private Redis that goes away (`outage`) from
+/// `window.0` to `window.1` (virtual ms): message `i` is first due at `arrivals[i]`, and a
+/// denied message comes back when told (with the spread when it holds no booking), as the
+/// service does. Returns the sends (virtual ms, sorted), the most in any rolling 60 s and how
+/// many went out during the outage.
+async fn campaign_through_an_outage(
+    outage: Outage,
+    limits: RateLimits,
+    arrivals: &[i64],
+    window: (i64, i64),
+    end: i64,
+) -> (Vec<i64>, usize, usize) {
+    let mut redis = PrivateRedis::start(&[]);
+    let ledger = Arc::new(Ledger::default());
+    let replicas: Vec<Arc<MailRateLimiter>> = (0..2)
+        .map(|_| {
+            let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
+            c.redis_timeout = Duration::from_millis(match outage {
+                Outage::Freeze => 50,
+                Outage::RestartEmpty => 200,
+            });
+            Arc::new(
+                MailRateLimiter::new(&c)
+                    .unwrap()
+                    .with_history(ledger.clone() as Arc<dyn SendHistory>),
+            )
+        })
+        .collect();
+    let events = mailbox("events");
+    let t0 = at(12, 0, 0);
+    let all = messages(&events, arrivals.len(), 1);
+    let mut due: BinaryHeap<Reverse<(i64, usize)>> = arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, at)| Reverse((*at, i)))
+        .collect();
+    let (mut gone, mut back) = (false, false);
+    let mut sends = Vec::new();
+    let mut turn: u64 = 0;
+    while let Some(Reverse((offset, i))) = due.pop() {
+        if offset >= end {
+            break;
+        }
+        if offset >= window.0 && !gone {
+            match outage {
+                Outage::Freeze => redis.signal("-STOP"),
+                Outage::RestartEmpty => redis.kill(),
+            }
+            gone = true;
+        }
+        if offset >= window.1 && !back {
+            match outage {
+                Outage::Freeze => redis.signal("-CONT"),
+                Outage::RestartEmpty => redis.spawn(),
+            }
+            back = true;
+        }
+        let now = t0 + chrono::Duration::milliseconds(offset);
+        // Which replica claims a message: in turn (the restart), or at random as real claims
+        // are (the freeze: uneven shares, so some of the held messages are late when it thaws).
+        turn = match outage {
+            Outage::RestartEmpty => turn + 1,
+            Outage::Freeze => turn
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407),
+        };
+        let limiter = &replicas[match outage {
+            Outage::RestartEmpty => (turn - 1) % 2,
+            Outage::Freeze => (turn >> 33) % 2,
+        } as usize];
+        match limiter
+            .check_and_reserve(&ask(&events, all[i].id, limits), now)
+            .await
+            .unwrap()
+        {
+            Decision::Allowed(r) => {
+                sends.push(offset);
+                ledger.0.lock().unwrap().push((events.clone(), now, 1));
+                limiter.release(&r, Outcome::Done).await;
+            }
+            Decision::Denied {
+                retry_after,
+                booked,
+                ..
+            } => {
+                let spread = if booked {
+                    0
+                } else {
+                    spread_ms(all[i].id, 30_000) as i64
+                };
+                due.push(Reverse((
+                    offset + retry_after.as_millis() as i64 + spread.max(1),
+                    i,
+                )));
+            }
+        }
+    }
+    sends.sort_unstable();
+    let mut most = 0;
+    let mut start = 0;
+    for end in 0..sends.len() {
+        while sends[end] - sends[start] >= 60_000 {
+            start += 1;
+        }
+        most = most.max(end - start + 1);
+    }
+    let during = sends
+        .iter()
+        .filter(|t| (window.0..window.1).contains(*t))
+        .count();
+    (sends, most, during)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_30_s_freeze_the_fail_open_sends_count_in_every_rolling_60_s() {
+    // 400 messages due at once, L = 60; Redis frozen from 60 s to 90 s.
+    let (sends, most, during) = campaign_through_an_outage(
+        Outage::Freeze,
+        limits(60, 1_000),
+        &[0; 400],
+        (60_000, 90_000),
+        200_000,
+    )
+    .await;
+    println!(
+        "{} sends in 200 s, {during} while frozen, at most {most} in a rolling 60 s (L = 60)",
+        sends.len()
+    );
+    assert!(most <= 60, "{most} sends in one rolling 60 s");
+    // Each replica's share of the minute (30) still holds its sends of the minute before.
+    assert!(
+        during >= 15,
+        "mail kept flowing while Redis was frozen: {during} in 30 s"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_30_s_freeze_never_takes_a_mailbox_past_its_day_budget() {
+    // D = 40 recipients; a message a second arrives for 60 s; Redis frozen from 20 s to 50 s.
+    let arrivals: Vec<i64> = (0..60).map(|i| i * 1_000).collect();
+    let (sends, most, during) = campaign_through_an_outage(
+        Outage::Freeze,
+        limits(60, 40),
+        &arrivals,
+        (20_000, 50_000),
+        120_000,
+    )
+    .await;
+    println!(
+        "{} recipients in 120 s, {during} while frozen, at most {most} in a rolling 60 s (D = 40)",
+        sends.len()
+    );
+    assert!(
+        sends.len() <= 40,
+        "{} recipients in 24 h against a budget of 40",
+        sends.len()
+    );
+    assert!(
+        during >= 5,
+        "mail kept flowing while Redis was frozen: {during}"
     );
 }

@@ -15,15 +15,16 @@ use std::{
 
 use chrono::{DateTime, TimeZone, Utc};
 use mail_worker::{
-    clock::ManualClock,
+    clock::{ManualClock, SystemClock},
     config::Config,
     domain::{
         Attachment, BodyContentType, GraphCredentials, Header, MailboxAddress, OutgoingMail,
         Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{MailError, Mailer, MailerFactory},
-    rate_limit::{Decision, DenyReason},
+    rate_limit::{Decision, DenyReason, MailRateLimiter},
 };
+use redis::AsyncCommands;
 use serde_json::json;
 use uuid::Uuid;
 use wiremock::{
@@ -31,7 +32,7 @@ use wiremock::{
     matchers::{header, method, path},
 };
 
-use crate::support::{doubles::FakeLimiter, unique};
+use crate::support::{TestKeys, doubles::FakeLimiter, redis_conn, redis_url, unique};
 
 const SECRET: &str = "s3cret-value-Q~abc";
 /// How long the rig's factory keeps a `file:` secret (production: 5 s).
@@ -1039,4 +1040,129 @@ async fn graph_error_bodies_that_echo_the_secret_or_a_token_are_scrubbed() {
         assert!(text.contains("Bearer ***"), "{text}");
         assert_clean(&err);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-flight lease of a send on the real limiter (Redis's clock)
+// ---------------------------------------------------------------------------------------------
+
+/// A Graph mailer on the real `paced` limiter (fresh keys under the returned prefix, leases of
+/// `lease`, Redis's clock), whose sendMail (on the returned server) answers 202 after `delay`.
+async fn on_the_real_limiter(
+    lease: Duration,
+    delay: Duration,
+) -> (MockServer, TestKeys, String, Arc<dyn Mailer>) {
+    let (server, keys) = (MockServer::start().await, TestKeys::new());
+    let prefix = keys.sub("rl");
+    let mut config = config_for(
+        &server,
+        &[
+            ("MAIL_RATE_LIMIT_REDIS_URL", redis_url().to_string()),
+            ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.clone()),
+        ],
+    );
+    config.rate_limit.lease = lease;
+    let limiter = Arc::new(MailRateLimiter::new(&config.rate_limit).unwrap());
+    let factory = MailerFactory::new(&config, limiter, Arc::new(SystemClock)).unwrap();
+    Mock::given(method("POST"))
+        .and(path(TOKEN_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "token_type": "Bearer", "expires_in": 3599, "access_token": "tok-1",
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(SEND_PATH))
+        .respond_with(ResponseTemplate::new(202).set_delay(delay))
+        .mount(&server)
+        .await;
+    let mailer = factory
+        .mailer_for_tenant(&graph_tenant(SECRET))
+        .await
+        .unwrap();
+    (server, keys, prefix, mailer)
+}
+
+/// The leases in the mailboxes' in-flight sets under `prefix`: (message id, expiry ms), and
+/// Redis's now (ms).
+async fn leases_under(prefix: &str) -> (Vec<(String, i64)>, i64) {
+    let mut conn = redis_conn().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*:inflight"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut leases = Vec::new();
+    for key in keys {
+        let members: Vec<(String, f64)> = conn.zrange_withscores(&key, 0, -1).await.unwrap();
+        leases.extend(members.into_iter().map(|(m, e)| (m, e as i64)));
+    }
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    (leases, s * 1000 + us / 1000)
+}
+
+/// Polls until `prefix`'s leases number `n` (at most `within`).
+async fn until_leases(prefix: &str, n: usize, within: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    loop {
+        if leases_under(prefix).await.0.len() == n {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} lease(s) after {within:?}, expected {n}",
+            leases_under(prefix).await.0.len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_send_dropped_mid_flight_releases_its_in_flight_lease_at_once() {
+    let (server, _keys, prefix, mailer) =
+        on_the_real_limiter(Duration::from_secs(15), Duration::from_secs(10)).await;
+    let m = mail();
+    // A deadline cuts the send off while Graph has not answered (as a shutdown's grace does).
+    let mut send = Box::pin(mailer.send(&m));
+    let cut = tokio::time::timeout(Duration::from_millis(700), &mut send).await;
+    assert!(cut.is_err(), "the send was still running");
+    let (leases, _) = leases_under(&prefix).await;
+    assert_eq!(
+        leases.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        [m.id.to_string()],
+        "its lease, held while it runs"
+    );
+    drop(send);
+    assert_eq!(rig_count(&server).await, 1, "the request had gone");
+    let took = until_leases(&prefix, 0, Duration::from_millis(500)).await;
+    println!("lease released {took:?} after the send was dropped");
+}
+
+#[tokio::test]
+async fn a_running_send_renews_its_lease_every_third_of_it() {
+    let (_server, _keys, prefix, mailer) =
+        on_the_real_limiter(Duration::from_millis(900), Duration::from_millis(2_500)).await;
+    let send = tokio::spawn(async move { mailer.send(&mail()).await });
+    until_leases(&prefix, 1, Duration::from_secs(5)).await;
+    // 2 s in, long past the 900 ms the lease was taken for, it is still ahead of Redis's now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (leases, now) = leases_under(&prefix).await;
+    assert_eq!(leases.len(), 1);
+    let left = leases[0].1 - now;
+    assert!((0..=900).contains(&left), "lease expires in {left} ms");
+    assert!(send.await.unwrap().is_ok());
+    assert!(
+        leases_under(&prefix).await.0.is_empty(),
+        "released when it ended"
+    );
+}
+
+async fn rig_count(server: &MockServer) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == SEND_PATH)
+        .count()
 }

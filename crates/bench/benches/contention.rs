@@ -499,6 +499,8 @@ async fn child(args: Args) -> ExitCode {
             max_in_flight: std::num::NonZeroU32::MAX,
             lease: Duration::from_secs(40),
             fail_open_replicas: std::num::NonZeroU32::MIN,
+            // A scaled virtual clock (fixed-window decides by it anyway).
+            caller_clock: true,
         })
         .unwrap_or_else(|e| support::fail(&e.to_string())),
     );

@@ -6,7 +6,9 @@
 //! `redis-benchmark` running `EVALSHA` of the same script with the same keys, arguments and
 //! in-flight count. `paced` needs each mailbox's state hash to exist (otherwise it answers
 //! `{-1, 0, "seed"}`), so both sides seed it first with `HSET <state key> seeded 1`; both send
-//! one fixed message id (a booking belongs to a message id).
+//! one fixed message id (a booking belongs to a message id). `paced` runs twice: on Redis's
+//! clock (`ARGV[1]` = `TIME`, production) and on the caller's (`ARGV[1]` = ms: the tests', and
+//! the script before issue 22), side by side in each run, so the clock's cost is measured.
 //!
 //! ```text
 //! cargo bench -p mail-worker-bench --bench limiter                # 5 runs × 2 s per measurement, both algorithms, about 6 minutes
@@ -62,7 +64,8 @@ const MESSAGE_ID: uuid::Uuid = uuid::Uuid::from_u128(0x6d61_696c_2d77_6f72_6b65_
 /// `paced`: requests in flight per mailbox, high enough never to refuse (the benchmark
 /// measures the budget decision; nothing releases the leases).
 const MAX_IN_FLIGHT: u32 = 1_000_000;
-/// `paced`: the in-flight lease, as in production (HTTP timeout 30 s + 10 s).
+/// `paced`: the in-flight lease: 40 s, as before issue 22 (production now: 15 s, renewed; nothing
+/// renews or releases here, and the length does not change the work per call).
 const LEASE: Duration = Duration::from_secs(40);
 /// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`): 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
@@ -93,6 +96,9 @@ struct Args {
     /// The algorithms to measure, comma-separated (`paced`, `fixed-window`).
     #[arg(long, value_delimiter = ',', default_values_t = [Algorithm::Paced, Algorithm::FixedWindow])]
     algorithms: Vec<Algorithm>,
+    /// `paced` only: also measure it on the caller's clock (`ARGV[1]` = ms) beside Redis's.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    caller_clock_too: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -204,10 +210,12 @@ struct Medians {
 
 #[derive(Debug, Clone, Serialize)]
 struct Cell {
-    /// `paced` or `fixed-window`.
+    /// `paced`, `paced (caller clock)` or `fixed-window`.
     algorithm_name: &'static str,
     #[serde(skip)]
     algorithm: Algorithm,
+    /// `paced` on the caller's clock (`ARGV[1]` = ms) instead of Redis's `TIME`.
+    caller_clock: bool,
     scenario: Scenario,
     in_flight: usize,
     runs: Vec<Run>,
@@ -275,12 +283,23 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
 
     let duration = Duration::from_secs_f64(args.seconds);
     let mut cells: Vec<Cell> = Vec::new();
-    for &algorithm in &args.algorithms {
+    let variants = args.algorithms.iter().flat_map(|&algorithm| {
+        let caller = algorithm == Algorithm::Paced && args.caller_clock_too;
+        [(algorithm, false), (algorithm, true)]
+            .into_iter()
+            .filter(move |(_, caller_clock)| !caller_clock || caller)
+    });
+    for (algorithm, caller_clock) in variants {
         for &in_flight in &args.in_flight {
             for scenario in [Scenario::Spread, Scenario::OneMailbox] {
                 cells.push(Cell {
-                    algorithm_name: algorithm.as_str(),
+                    algorithm_name: if caller_clock {
+                        "paced (caller clock)"
+                    } else {
+                        algorithm.as_str()
+                    },
                     algorithm,
+                    caller_clock,
                     scenario,
                     in_flight,
                     runs: Vec::new(),
@@ -304,11 +323,13 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
                 (Algorithm::Paced, Scenario::Spread) => "pa",
                 (Algorithm::Paced, Scenario::OneMailbox) => "pb",
             };
-            let ours_prefix = format!("{base}:{run}:{}{tag}:o", cell.in_flight);
-            let ceiling_prefix = format!("{base}:{run}:{}{tag}:c", cell.in_flight);
+            let clock = if cell.caller_clock { "c" } else { "r" };
+            let ours_prefix = format!("{base}:{run}:{}{tag}{clock}:o", cell.in_flight);
+            let ceiling_prefix = format!("{base}:{run}:{}{tag}{clock}:c", cell.in_flight);
             let ceiling = CeilingSetup {
                 url: &url,
                 algorithm: cell.algorithm,
+                caller_clock: cell.caller_clock,
                 sha: match cell.algorithm {
                     Algorithm::FixedWindow => &sha,
                     Algorithm::Paced => &paced_sha,
@@ -322,7 +343,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             // machine.
             let measure = async || {
                 measure_ours(
-                    cell.algorithm,
+                    (cell.algorithm, cell.caller_clock),
                     &url,
                     &ours_prefix,
                     &mailboxes,
@@ -366,7 +387,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             ceiling_rate[index] = Some(ceiling.per_second);
             let ratio = ours.per_second / ceiling.per_second;
             eprintln!(
-                "run {}/{} {:<12} {:<16} in flight {:>2}: ours {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | ceiling {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | {:.2}",
+                "run {}/{} {:<20} {:<16} in flight {:>2}: ours {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | ceiling {:>9}/s p50 {:>7.1} µs p99 {:>8.1} µs | {:.2}",
                 run + 1,
                 args.runs,
                 cell.algorithm_name,
@@ -521,7 +542,7 @@ fn requests_for(per_second: f64, duration: Duration) -> u64 {
 /// round robin.
 #[allow(clippy::too_many_arguments)]
 async fn measure_ours(
-    algorithm: Algorithm,
+    (algorithm, caller_clock): (Algorithm, bool),
     url: &url::Url,
     prefix: &str,
     mailboxes: &Arc<[MailboxAddress]>,
@@ -538,6 +559,7 @@ async fn measure_ours(
         max_in_flight: NonZeroU32::new(MAX_IN_FLIGHT).unwrap_or(NonZeroU32::MAX),
         lease: LEASE,
         fail_open_replicas: NonZeroU32::MIN,
+        caller_clock,
     };
     if algorithm == Algorithm::Paced {
         let mut conn = support::redis_connection(url).await;
@@ -631,6 +653,8 @@ async fn drive(
 struct CeilingSetup<'a> {
     url: &'a url::Url,
     algorithm: Algorithm,
+    /// `paced`: `ARGV[1]` = now in ms instead of `TIME`.
+    caller_clock: bool,
     sha: &'a str,
     scenario: Scenario,
     prefix: &'a str,
@@ -747,13 +771,18 @@ async fn measure_ceiling(
                 .arg(keys::ms_left_in_day(now).to_string());
         }
         Algorithm::Paced => {
-            // The limiter's own argument list (rate_limit/paced/mod.rs), `now` fixed at the
-            // start: 7 keys, then now, id, L, D, recipients, external, tenant budget, in
-            // flight, lease, allowance, grace.
+            // The limiter's own argument list (rate_limit/paced/mod.rs): 7 keys, then now
+            // (`TIME`, or the caller's fixed at the start), id, L, D, recipients, external,
+            // tenant budget, in flight, lease, allowance, grace.
+            let now_arg = if setup.caller_clock {
+                now.timestamp_millis().to_string()
+            } else {
+                "TIME".to_owned()
+            };
             command
                 .args(["EVALSHA", setup.sha, "7"])
                 .args(paced_keys.all())
-                .arg(now.timestamp_millis().to_string())
+                .arg(now_arg)
                 .arg(MESSAGE_ID.to_string())
                 .arg(PER_MINUTE.to_string())
                 .arg(RECIPIENTS_PER_DAY.to_string())

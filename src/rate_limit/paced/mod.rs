@@ -34,6 +34,11 @@ pub(crate) const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.
 pub(crate) const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
 /// `lua/paced/seed_tenant.lua`.
 pub(crate) const SEED_TENANT_LUA: &str = include_str!("../../../lua/paced/seed_tenant.lua");
+/// `lua/paced/renew.lua`.
+pub(crate) const RENEW_LUA: &str = include_str!("../../../lua/paced/renew.lua");
+/// `lua/paced/record_fail_open.lua`.
+pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
+    include_str!("../../../lua/paced/record_fail_open.lua");
 
 /// How late a send may run after its slot (the claim interval, the queue's poll, the worker)
 /// without the rolling 60 s window ever holding more than L sends: slots are spaced
@@ -53,12 +58,32 @@ pub(crate) fn spacing_ms(per_minute: u32) -> u64 {
 
 /// What the check script said.
 pub(crate) enum Checked {
-    Decided(Decision),
+    /// The decision, the time Redis decided at (ms) and the mailbox's recipients in its 24 h
+    /// window (bookings included) after it.
+    Decided(Decision, Seen),
     /// The mailbox has no state: seed it, then ask again.
     NeedsSeed,
     /// The message counts against a tenant budget that has no state: seed the tenant, then
     /// ask again.
     NeedsTenantSeed,
+}
+
+/// What a script reported of the mailbox: the time it decided at (ms, the limiter's clock) and
+/// the recipients in its 24 h window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub now_ms: i64,
+    pub total: i64,
+}
+
+/// One send made while failing open, recorded into Redis when it answers again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FailOpenSend {
+    /// When (ms, the limiter's clock as last seen).
+    pub at_ms: i64,
+    pub recipients: u32,
+    /// Recipients counted against the tenant's budget.
+    pub external: u32,
 }
 
 /// The `paced` scripts and settings.
@@ -68,20 +93,42 @@ pub(crate) struct Paced {
     cooldown: Script,
     seed: Script,
     seed_tenant: Script,
+    renew: Script,
+    record_fail_open: Script,
     max_in_flight: u32,
     lease: Duration,
+    caller_clock: bool,
 }
 
 impl Paced {
-    pub(crate) fn new(max_in_flight: u32, lease: Duration) -> Self {
+    /// The scripts; `caller_clock` (tests only) passes each caller's `now` instead of `TIME`.
+    pub(crate) fn new(max_in_flight: u32, lease: Duration, caller_clock: bool) -> Self {
         Self {
             check: Script::new(CHECK_AND_RESERVE_LUA),
             release: Script::new(RELEASE_LUA),
             cooldown: Script::new(COOLDOWN_LUA),
             seed: Script::new(SEED_LUA),
             seed_tenant: Script::new(SEED_TENANT_LUA),
+            renew: Script::new(RENEW_LUA),
+            record_fail_open: Script::new(RECORD_FAIL_OPEN_LUA),
             max_in_flight,
             lease,
+            caller_clock,
+        }
+    }
+
+    /// The in-flight lease.
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// `ARGV[1]` of every script but release: `TIME` (Redis's clock), or `now` in ms with the
+    /// test-only caller clock.
+    fn now_arg(&self, now: DateTime<Utc>) -> String {
+        if self.caller_clock {
+            epoch_ms(now).to_string()
+        } else {
+            "TIME".to_owned()
         }
     }
 
@@ -96,9 +143,8 @@ impl Paced {
         let (external, tenant_per_day) = ask
             .tenant_budget
             .map_or((0, 0), |(external, per_day)| (external, per_day.get()));
-        let now_ms = epoch_ms(now);
         let args = [
-            now_ms.to_string(),
+            self.now_arg(now),
             ask.message_id.to_string(),
             ask.limits.per_minute.to_string(),
             ask.limits.recipients_per_day.to_string(),
@@ -119,29 +165,50 @@ impl Paced {
             return Err(unexpected());
         };
         Ok(match items.as_slice() {
-            [Value::Int(1), Value::Int(slot), reason] if super::text(reason) == Some("ok") => {
-                let _ = slot;
-                Checked::Decided(Decision::Allowed(Reservation {
+            [
+                Value::Int(1),
+                Value::Int(_slot),
+                reason,
+                Value::Int(now_ms),
+                Value::Int(total),
+            ] if super::text(reason) == Some("ok") => Checked::Decided(
+                Decision::Allowed(Reservation {
                     mailbox: ask.mailbox.clone(),
                     recipients: ask.recipients,
                     counted: Counted::Paced {
                         keys: Box::new(keys),
                         message_id: ask.message_id,
-                        at_ms: now_ms,
+                        at_ms: *now_ms,
                         external: if tenant_per_day > 0 { external } else { 0 },
                     },
-                }))
-            }
-            [Value::Int(0), Value::Int(ms), reason] => {
+                }),
+                Seen {
+                    now_ms: *now_ms,
+                    total: *total,
+                },
+            ),
+            [
+                Value::Int(0),
+                Value::Int(ms),
+                reason,
+                Value::Int(now_ms),
+                Value::Int(total),
+            ] => {
                 let reason = super::text(reason)
                     .and_then(DenyReason::parse)
                     .ok_or_else(unexpected)?;
                 let ms = u64::try_from(*ms).map_err(|_| unexpected())?;
-                Checked::Decided(Decision::Denied {
-                    reason,
-                    retry_after: Duration::from_millis(ms),
-                    booked: reason != DenyReason::InFlight,
-                })
+                Checked::Decided(
+                    Decision::Denied {
+                        reason,
+                        retry_after: Duration::from_millis(ms),
+                        booked: reason != DenyReason::InFlight,
+                    },
+                    Seen {
+                        now_ms: *now_ms,
+                        total: *total,
+                    },
+                )
             }
             [Value::Int(-1), Value::Int(0), reason] => match super::text(reason) {
                 Some("seed") => Checked::NeedsSeed,
@@ -162,7 +229,7 @@ impl Paced {
         history: &[(DateTime<Utc>, u32)],
         now: DateTime<Utc>,
     ) -> Result<bool, RedisCallError> {
-        let head = [epoch_ms(now), spacing_ms(per_minute) as i64];
+        let head = [self.now_arg(now), spacing_ms(per_minute).to_string()];
         seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, history).await
     }
 
@@ -176,7 +243,7 @@ impl Paced {
         now: DateTime<Utc>,
     ) -> Result<bool, RedisCallError> {
         let script = (&self.seed_tenant, "paced/seed_tenant.lua");
-        seed_with(redis, script, keys, &[epoch_ms(now)], history).await
+        seed_with(redis, script, keys, &[self.now_arg(now)], history).await
     }
 
     /// Ends a request; returns (leases freed, 0 or 1; recipients given back to the mailbox).
@@ -206,7 +273,65 @@ impl Paced {
         })
     }
 
-    /// Sets the mailbox's cooldown; returns the cooldown in force (ms), 0 when not seeded.
+    /// Extends a running attempt's lease by a full lease from now; returns whether the lease
+    /// was still held (false: released, or expired and pruned).
+    pub(crate) async fn renew(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        message_id: uuid::Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<bool, RedisCallError> {
+        let args = [
+            self.now_arg(now),
+            message_id.to_string(),
+            (self.lease.as_millis() as u64).to_string(),
+        ];
+        match redis.eval(&self.renew, &keys.all(), &args).await? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(RedisCallError::UnexpectedReply {
+                script: "paced/renew.lua",
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Adds what this process sent while failing open to the mailbox's windows; `None` when
+    /// the mailbox has no state (Redis came back empty: the seed from the send history counts
+    /// those sends), else what Redis saw after recording.
+    pub(crate) async fn record_fail_open(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        per_minute: u32,
+        sends: &[FailOpenSend],
+        now: DateTime<Utc>,
+    ) -> Result<Option<Seen>, RedisCallError> {
+        let mut args = vec![self.now_arg(now), spacing_ms(per_minute).to_string()];
+        for send in sends {
+            args.push(send.at_ms.to_string());
+            args.push(send.recipients.to_string());
+            args.push(send.external.to_string());
+        }
+        let reply = redis
+            .eval(&self.record_fail_open, &keys.all(), &args)
+            .await?;
+        if let Value::Array(items) = &reply
+            && let [Value::Int(recorded), Value::Int(now_ms), Value::Int(total)] = items.as_slice()
+        {
+            return Ok((*recorded >= 0).then_some(Seen {
+                now_ms: *now_ms,
+                total: *total,
+            }));
+        }
+        Err(RedisCallError::UnexpectedReply {
+            script: "paced/record_fail_open.lua",
+            reply: format!("{reply:?}"),
+        })
+    }
+
+    /// Sets the mailbox's cooldown `until - now` from Redis's now; returns the cooldown in
+    /// force (ms), 0 when not seeded.
     pub(crate) async fn cooldown(
         &self,
         redis: &RedisConn,
@@ -214,7 +339,8 @@ impl Paced {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<i64, RedisCallError> {
-        let args = [epoch_ms(now).to_string(), epoch_ms(until).to_string()];
+        let wait = (epoch_ms(until) - epoch_ms(now)).max(0);
+        let args = [self.now_arg(now), wait.to_string()];
         match redis.eval(&self.cooldown, &keys.all(), &args).await? {
             Value::Int(n) => Ok(n),
             other => Err(RedisCallError::UnexpectedReply {
@@ -231,10 +357,10 @@ async fn seed_with(
     redis: &RedisConn,
     (script, name): (&Script, &'static str),
     keys: &PacedKeys,
-    head: &[i64],
+    head: &[String],
     history: &[(DateTime<Utc>, u32)],
 ) -> Result<bool, RedisCallError> {
-    let mut args: Vec<String> = head.iter().map(ToString::to_string).collect();
+    let mut args: Vec<String> = head.to_vec();
     for (at, count) in history {
         args.push(epoch_ms(*at).to_string());
         args.push(count.to_string());
@@ -271,6 +397,8 @@ mod tests {
             COOLDOWN_LUA,
             SEED_LUA,
             SEED_TENANT_LUA,
+            RENEW_LUA,
+            RECORD_FAIL_OPEN_LUA,
         ] {
             assert!(lua.starts_with("-- KEYS[1]"), "{lua}");
             assert!(lua.lines().take(16).any(|l| l.starts_with("-- ARGV[1]")));

@@ -347,6 +347,8 @@ impl Builder {
         config.rate_limit.redis_url = redis_url().into();
         config.rate_limit.key_prefix = keys.sub("rl");
         config.rate_limit.algorithm = self.algorithm;
+        // The handlers run on manual clocks: the limiter decides by them, not by Redis's.
+        config.rate_limit.caller_clock = true;
         config.graph.api_base_url = sim.graph_base_url();
         config.graph.login_base_url = sim.login_base_url();
         config.http_timeout = Duration::from_secs(10);
