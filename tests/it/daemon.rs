@@ -418,6 +418,63 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
     assert_eq!(world.sim.messages().len() as i64, sent);
 }
 
+/// The in-flight leases held under the limiter's key prefix (every mailbox's set).
+async fn in_flight_leases(prefix: &str) -> usize {
+    let mut conn = crate::support::redis_conn().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*:inflight"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut held = 0;
+    for key in keys {
+        let n: usize = redis::cmd("ZCARD")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        held += n;
+    }
+    held
+}
+
+#[tokio::test]
+async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_exits() {
+    let world = TestApp::builder()
+        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+        .spawn()
+        .await;
+    world
+        .sim
+        .set_latency(Target::Global, graph_sim::Latency::Fixed(5_000))
+        .unwrap();
+    world.insert(0, 10, "SCHEDULED").await;
+    let prefix = world.config.rate_limit.key_prefix.clone();
+    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "300")]);
+    wait_until(
+        Duration::from_secs(30),
+        "the mailbox's 3 leases taken",
+        async || in_flight_leases(&prefix).await == 3,
+    )
+    .await;
+    let pid = child.id().unwrap().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        in_flight_leases(&prefix).await,
+        0,
+        "the grace cut 3 sends off: their leases went with the process, not 15 s later"
+    );
+}
+
 #[tokio::test]
 async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire() {
     let (world, ids) = a_slow_campaign().await;
