@@ -16,8 +16,9 @@
 --         {0, retry_ms, reason, now, total}  not now; reason minute | day | tenant | cooldown |
 --                                   in_flight. For minute/day/tenant/cooldown the message now
 --                                   HOLDS a booked slot at now + retry_ms: come back then and it
---                                   is allowed; in_flight: retry_ms is when the earliest lease
---                                   could expire (at least 1 s), nothing booked
+--                                   is allowed; in_flight: retry_ms is 1 s while a lease was
+--                                   taken in the last second, else when the earliest lease
+--                                   could expire (at least 1 s); nothing booked
 --         {-1, 0, "seed"}           no state for this mailbox (new, expired or Redis restarted
 --                                   empty): seed it from the send history (seed.lua), call again
 --         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
@@ -45,6 +46,7 @@ local DAY_MS = 86400000
 local TTL_REFRESH_MS = 1800000
 local KEY_TTL_MS = DAY_MS + 2 * TTL_REFRESH_MS
 local IN_FLIGHT_MIN_RETRY_MS = 1000
+local IN_FLIGHT_FLOWING_MS = 1000
 local EXPIRE_PER_CALL = 20
 
 -- One clock for every replica: Redis's (scripts replicate their effects, so TIME is allowed
@@ -180,10 +182,17 @@ local function in_flight()
   return redis.call('ZCARD', KEYS[5])
 end
 
--- A full in-flight set: come back when its earliest lease could expire (a renewed lease moves
--- further out, a released one frees sooner: the next claim finds it), at least 1 s from now,
--- so a waiting message is rewritten a few times a minute, not four times a second.
+-- A full in-flight set. While the mailbox is flowing (a lease was taken in the last
+-- IN_FLIGHT_FLOWING_MS: its requests are short and slots free often) come back in 1 s.
+-- Otherwise its requests are slow or stuck: come back when the earliest lease could expire (a
+-- renewed lease moves further out, a released one frees sooner: the next claim finds it), at
+-- least 1 s from now, so a waiting message is rewritten a few times a minute, not four times a
+-- second. The look-up costs one command, on this path only.
 local function in_flight_denial()
+  local newest = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if newest[2] and now - tonumber(newest[2]) < IN_FLIGHT_FLOWING_MS then
+    return {0, IN_FLIGHT_MIN_RETRY_MS, 'in_flight', now, total}
+  end
   local earliest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
   local wait = math.max(tonumber(earliest[2]) - now, IN_FLIGHT_MIN_RETRY_MS)
   return {0, wait, 'in_flight', now, total}

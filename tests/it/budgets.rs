@@ -476,15 +476,26 @@ async fn at_most_3_requests_in_flight_and_a_killed_workers_lease_frees_itself() 
                 retry_after,
                 booked: false,
             } => {
-                // Come back when the earliest lease (taken at 5 ms, 40 s) could expire.
-                let earliest = at(12, 0, 0) + chrono::Duration::milliseconds(5 + 40_000);
-                assert_eq!(retry_after, (earliest - now).to_std().unwrap());
+                // Leases were taken in the last second (the mailbox flows): come back in 1 s.
+                assert_eq!(retry_after, Duration::from_secs(1));
                 in_flight_denials += 1;
             }
             other => panic!("{other:?}"),
         }
     }
     assert_eq!((held.len(), in_flight_denials), (3, 7));
+    // Two seconds without a new lease (slow requests): come back when the earliest lease (taken
+    // at 5 ms, 40 s) could expire.
+    let later = now + chrono::Duration::seconds(2);
+    let Decision::Denied { retry_after, .. } = one
+        .check_and_reserve(&ask(&events, Uuid::new_v4(), high), later)
+        .await
+        .unwrap()
+    else {
+        panic!("the cap is still full");
+    };
+    let earliest = at(12, 0, 0) + chrono::Duration::milliseconds(5 + 40_000);
+    assert_eq!(retry_after, (earliest - later).to_std().unwrap());
     // One request ends: one more may start.
     one.release(&held.pop().unwrap(), Outcome::Done).await;
     now += chrono::Duration::milliseconds(5);
@@ -1472,8 +1483,9 @@ async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_r
     let mut conn = redis_conn().await;
     let high = limits(60_000, 9_000);
     let held = take_leases(&right, &events, Utc::now(), 3).await;
-    // The replica 20 s ahead would have pruned the three 15 s leases by its own clock.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The replica 20 s ahead would have pruned the three 15 s leases by its own clock. (After a
+    // second without a new lease, so that its denial names the earliest lease's expiry.)
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let skewed = Utc::now() + chrono::Duration::seconds(20);
     let decision = ahead
         .check_and_reserve(&ask(&events, Uuid::new_v4(), high), skewed)
@@ -1488,7 +1500,7 @@ async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_r
         panic!("the clock 20 s ahead got past the in-flight cap: {decision:?}");
     };
     assert!(
-        (Duration::from_secs(13)..=Duration::from_secs(15)).contains(&retry_after),
+        (Duration::from_secs(12)..=Duration::from_secs(14)).contains(&retry_after),
         "told to come back when the earliest lease could expire: {retry_after:?}"
     );
     // Every reservation and lease is dated by Redis's clock, whoever asked.
@@ -1501,13 +1513,16 @@ async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_r
     assert_eq!((sent.len(), leases.len()), (3, 3));
     for (_, at) in &sent {
         assert!(
-            (now - *at as i64).abs() < 1_000,
-            "sent at {at}, Redis now {now}"
+            (now - *at as i64).abs() < 2_000,
+            "sent at {at}, Redis now {now} (1.1 s later)"
         );
     }
     for (_, expiry) in &leases {
         let left = *expiry as i64 - now;
-        assert!((14_000..=15_000).contains(&left), "lease {left} ms");
+        assert!(
+            (13_000..=14_000).contains(&left),
+            "lease {left} ms, 1.1 s old"
+        );
     }
     for r in &held {
         right.release(r, Outcome::Done).await;
