@@ -1282,18 +1282,33 @@ pub(crate) async fn run_daemons(
     within: Duration,
     done: impl AsyncFnMut() -> bool,
 ) {
-    use mail_worker::{clock::SystemClock, daemon, store, worker};
+    use mail_worker::clock::{Clock, SystemClock};
+    let clocks = (0..replicas)
+        .map(|_| Arc::new(SystemClock) as Arc<dyn Clock>)
+        .collect();
+    run_daemons_on(app, clocks, concurrency, within, done).await;
+}
+
+/// [`run_daemons`], one replica per clock in `clocks` (a replica's wall clock).
+pub(crate) async fn run_daemons_on(
+    app: &crate::support::TestApp,
+    clocks: Vec<Arc<dyn mail_worker::clock::Clock>>,
+    concurrency: u32,
+    within: Duration,
+    done: impl AsyncFnMut() -> bool,
+) {
+    use mail_worker::{daemon, store, worker};
     let mut config = app.config.clone();
     config.worker.concurrency = NonZeroU32::new(concurrency).unwrap();
     config.worker.scheduler_interval = Duration::from_millis(200);
     config.shutdown_grace = Duration::from_secs(10);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut runs = Vec::new();
-    for _ in 0..replicas {
+    for clock in clocks {
         let pool = store::connect(&config.database_url, config.database_max_connections.get())
             .await
             .unwrap();
-        let service = daemon::build_service(&config, pool.clone(), Arc::new(SystemClock)).unwrap();
+        let service = daemon::build_service(&config, pool.clone(), clock).unwrap();
         let settings = daemon::daemon_settings(&config);
         let mut stop = stop_rx.clone();
         runs.push(worker::run(pool, service, settings, async move {

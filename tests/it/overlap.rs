@@ -1,7 +1,7 @@
 //! Correct under overlap (issue 22): fenced claims (a stale attempt's write changes nothing),
 //! attempts that renew their lease (an attempt longer than `SEND_LEASE_MS` is not handed to a
-//! second replica), fair claims when the claim's limit cuts a sender off, and a throttle's
-//! backoff that counts throttles, not bookings.
+//! second replica), replicas whose wall clocks are off, fair claims when the claim's limit cuts
+//! a sender off, and a throttle's backoff that counts throttles, not bookings.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use mail_worker::{
 use uuid::Uuid;
 
 use crate::{
-    budgets::run_daemons,
+    budgets::{run_daemons, run_daemons_on},
     support::{TestApp, logs},
 };
 
@@ -226,4 +226,71 @@ async fn a_throttle_without_retry_after_after_ten_bookings_waits_the_first_backo
         (2_500..=5_500).contains(&wait),
         "{wait} ms, not the first step"
     );
+}
+
+/// A replica's wall clock, `by` off the real one.
+struct Skewed(chrono::Duration);
+
+impl mail_worker::clock::Clock for Skewed {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + self.0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_20_s_ahead_and_20_s_behind_keep_every_budget_at_graph() {
+    // graph-sim enforces Exchange's 4 concurrent requests and, here, 40 messages per rolling
+    // minute; our limit is 40 a minute and 3 in flight. One replica's clock runs 20 s ahead, the
+    // other's 20 s behind: the limiter decides on Redis's clock, rows on PostgreSQL's.
+    let app = TestApp::builder()
+        .mailboxes(2)
+        .per_minute(40)
+        .sim_per_minute(40)
+        .sim_concurrency(4)
+        .algorithm(Algorithm::Paced)
+        .spawn()
+        .await;
+    app.sim
+        .set_latency(Target::Global, Latency::Fixed(300))
+        .unwrap();
+    let ids = campaign(&app, 20, false).await;
+    let clocks: Vec<std::sync::Arc<dyn mail_worker::clock::Clock>> = vec![
+        std::sync::Arc::new(Skewed(chrono::Duration::seconds(20))),
+        std::sync::Arc::new(Skewed(chrono::Duration::seconds(-20))),
+    ];
+    run_daemons_on(&app, clocks, 8, Duration::from_secs(150), async || {
+        app.count("SENT").await == ids.len() as i64
+    })
+    .await;
+    let stats = app.sim.stats();
+    for mailbox in &stats.mailboxes {
+        assert_eq!(mailbox.accepted, 20, "{}", mailbox.mailbox);
+        assert_eq!(
+            mailbox.refused.total(),
+            0,
+            "{}: {:?}",
+            mailbox.mailbox,
+            mailbox.refused
+        );
+        assert!(mailbox.max_concurrent <= 3, "{}", mailbox.max_concurrent);
+    }
+    // Every rolling 60 s at graph-sim: at most 40 per mailbox.
+    let delivered = app.sim.messages();
+    for (address, _) in &app.mailboxes {
+        let mut times: Vec<i64> = delivered
+            .iter()
+            .filter(|m| m.mailbox == address.as_str())
+            .map(|m| m.received_at_ms)
+            .collect();
+        times.sort_unstable();
+        let mut most = 0;
+        let mut start = 0;
+        for end in 0..times.len() {
+            while times[end] - times[start] >= 60_000 {
+                start += 1;
+            }
+            most = most.max(end - start + 1);
+        }
+        assert!(most <= 40, "{address}: {most} in a rolling 60 s");
+    }
 }
