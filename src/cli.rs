@@ -119,12 +119,6 @@ pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
         "most rows claimed per tick",
     ),
     (
-        "QUEUE_LEASE_MS",
-        "queue-lease-ms",
-        "300000",
-        "a QUEUED row older than this is rescheduled",
-    ),
-    (
         "SEND_LEASE_MS",
         "send-lease-ms",
         "600000",
@@ -361,7 +355,7 @@ pub struct MessageArgs {
     /// A sender: system mailbox or tenant sender address, or tenant name.
     #[arg(long)]
     pub sender: Option<String>,
-    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED (default) or QUEUED.
+    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED.
     #[arg(long)]
     pub status: Option<String>,
     /// Only messages whose last error contains this text (case-insensitive).
@@ -541,11 +535,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 status: match &args.status {
                     None => None,
                     Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(
-                        |_| {
-                            anyhow::anyhow!(
-                                "--status {s}: not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"
-                            )
-                        },
+                        |_| anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES),
                     )?),
                 },
                 error_like: args.error_like.clone(),
@@ -675,12 +665,11 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
 /// The status report as a fixed-width table.
 pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
     let mut out = format!(
-        "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
         "mailbox",
         "sender",
         "SCHEDULED",
         "paused",
-        "QUEUED",
         "SENDING",
         "SENT",
         "ERROR",
@@ -695,12 +684,11 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
     };
     for r in rows {
         out.push_str(&format!(
-            "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
             r.mailbox,
             r.kind,
             r.scheduled,
             r.paused,
-            r.queued,
             r.sending,
             r.sent,
             r.error,

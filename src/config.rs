@@ -118,9 +118,6 @@ pub struct WorkerConfig {
     pub scheduler_interval: Duration,
     /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows one claim takes.
     pub scheduler_batch_size: NonZeroU32,
-    /// `QUEUE_LEASE_MS`, default 300,000 ms: a row `QUEUED` (the state earlier versions' Redis
-    /// queue left claimed rows in) longer than this is rescheduled.
-    pub queue_lease: Duration,
     /// `SEND_LEASE_MS`, default 600,000 ms (at least twice `HTTP_TIMEOUT_MS`): a row `SENDING`
     /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
     /// A live attempt renews it every quarter of it, and stops when it cannot.
@@ -231,7 +228,6 @@ impl Config {
                 concurrency: env.positive("WORKER_CONCURRENCY", 128)?,
                 scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
                 scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
-                queue_lease: env.millis("QUEUE_LEASE_MS", 300_000)?,
                 send_lease,
             },
             graph: GraphConfig {
@@ -339,7 +335,6 @@ impl Config {
                 ms(self.worker.scheduler_interval)
             ),
             format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
-            format!("QUEUE_LEASE_MS={}", ms(self.worker.queue_lease)),
             format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
             format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
             format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
@@ -643,15 +638,14 @@ mod tests {
     }
 
     /// The worker's knobs: metrics refresh, concurrency, database connections, scheduler
-    /// interval and batch size, queue lease, send lease.
-    fn worker_knobs(c: &Config) -> (Duration, u32, u32, Duration, u32, Duration, Duration) {
+    /// interval and batch size, send lease.
+    fn worker_knobs(c: &Config) -> (Duration, u32, u32, Duration, u32, Duration) {
         (
             c.metrics_refresh,
             c.worker.concurrency.get(),
             c.database_max_connections.get(),
             c.worker.scheduler_interval,
             c.worker.scheduler_batch_size.get(),
-            c.worker.queue_lease,
             c.worker.send_lease,
         )
     }
@@ -681,7 +675,6 @@ mod tests {
                 10,
                 Duration::from_millis(250),
                 100,
-                Duration::from_secs(300),
                 Duration::from_secs(600)
             )
         );
@@ -758,7 +751,6 @@ mod tests {
             ("DATABASE_MAX_CONNECTIONS", "7"),
             ("SCHEDULER_INTERVAL_MS", "400"),
             ("SCHEDULER_BATCH_SIZE", "20"),
-            ("QUEUE_LEASE_MS", "1000"),
             ("SEND_LEASE_MS", "60000"),
             ("GRAPH_API_BASE_URL", "http://127.0.0.1:9/v1.0"),
             ("GRAPH_LOGIN_BASE_URL", "http://127.0.0.1:9"),
@@ -789,7 +781,6 @@ mod tests {
                 7,
                 Duration::from_millis(400),
                 20,
-                Duration::from_secs(1),
                 Duration::from_secs(60)
             )
         );

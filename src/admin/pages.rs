@@ -678,11 +678,16 @@ impl MessagesQuery {
             sender: text(&self.sender).map(|s| s.to_lowercase()),
             status: match text(&self.status) {
                 None => None,
-                Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(|_| {
-                    AdminError::BadInput(format!(
-                        "status: {s:?} is not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"
-                    ))
-                })?),
+                Some(s) => Some(
+                    s.to_ascii_uppercase()
+                        .parse::<MessageStatus>()
+                        .map_err(|_| {
+                            AdminError::BadInput(format!(
+                                "status: {s:?} is not one of {}",
+                                MessageStatus::NAMES
+                            ))
+                        })?,
+                ),
             },
             error_like: text(&self.error),
             ids: Vec::new(),
@@ -749,7 +754,7 @@ async fn messages(
                 (a, on)
             })
             .collect(),
-        statuses: ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"]
+        statuses: ["SCHEDULED", "SENDING", "SENT", "ERROR"]
             .into_iter()
             .map(|s| (s, s == status))
             .collect(),
