@@ -13,7 +13,7 @@
 #      (MAIL_RATE_LIMIT_PER_MINUTE=$FAST_PER_MINUTE for tenants and mailboxes without an override,
 #      `mailbox set-limits` for the system mailboxes) but keeps $REAL_MAILBOX at $REAL_PER_MINUTE
 #      a minute, and enqueues ../shared/data/campaign-invitations.jsonl;
-#   5. starts TWO `mail-worker run` processes at once and waits until nothing is QUEUED, SENDING
+#   5. starts TWO `mail-worker run` processes at once and waits until nothing is SENDING
 #      or SCHEDULED and due (messages with a future `scheduledOn` correctly stay SCHEDULED);
 #   6. stops both workers with SIGTERM (each must exit 0), then graph-sim;
 #   7. verifies and prints: counts by status; every message SENT or ERROR with a reason (or
@@ -209,7 +209,7 @@ echo "worker 1 pid $W1_PID, worker 2 pid $W2_PID"
 
 # Unfinished: in flight, due, or SCHEDULED by the worker (a deferral or a retry, possibly still
 # in the future). What stays is what the file itself scheduled for later: never attempted.
-PENDING_SQL="SELECT count(*) FROM messages WHERE status IN ('QUEUED', 'SENDING')
+PENDING_SQL="SELECT count(*) FROM messages WHERE status = 'SENDING'
                OR (status = 'SCHEDULED' AND (scheduled_on <= now() OR deferrals > 0 OR attempts > 0))"
 deadline=$(( $(date +%s) + TIMEOUT_S ))
 while :; do
@@ -305,12 +305,12 @@ say "counts by status"
 table "SELECT mailbox, provider, count(*) FILTER (WHERE status = 'SENT') AS sent,
               count(*) FILTER (WHERE status = 'ERROR') AS error,
               count(*) FILTER (WHERE status = 'SCHEDULED') AS later,
-              count(*) FILTER (WHERE status IN ('QUEUED', 'SENDING')) AS in_flight,
+              count(*) FILTER (WHERE status = 'SENDING') AS in_flight,
               sum(deferrals) AS deferrals, count(*) AS total
        FROM real_messages GROUP BY 1, 2
        UNION ALL
        SELECT 'all', '', count(*) FILTER (WHERE status = 'SENT'), count(*) FILTER (WHERE status = 'ERROR'),
-              count(*) FILTER (WHERE status = 'SCHEDULED'), count(*) FILTER (WHERE status IN ('QUEUED', 'SENDING')),
+              count(*) FILTER (WHERE status = 'SCHEDULED'), count(*) FILTER (WHERE status = 'SENDING'),
               sum(deferrals), count(*) FROM real_messages ORDER BY 1"
 
 say "checks"
@@ -318,7 +318,7 @@ check "worker 1 exit status after SIGTERM" "$W1_RC" 0
 check "worker 2 exit status after SIGTERM" "$W2_RC" 0
 check "graph-sim exit status after SIGTERM" "$SIM_RC" 0
 check "enqueue exit status (non-zero = bad lines)" "$ENQUEUE_RC" 0
-check "messages QUEUED or SENDING" "$(q "SELECT count(*) FROM messages WHERE status IN ('QUEUED', 'SENDING')")" 0
+check "messages SENDING" "$(q "SELECT count(*) FROM messages WHERE status = 'SENDING'")" 0
 check "messages SCHEDULED past their time" "$(q "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= now()")" 0
 check "messages SCHEDULED for later = lines with a future scheduledOn" \
   "$(q "SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")" "$(q "SELECT count(*) FROM real_expected WHERE kind = 'later'")"

@@ -202,7 +202,7 @@ async fn run_parts(
         config.metrics_refresh,
         done_rx.clone(),
     ));
-    let result = worker::run_observed(
+    worker::run_observed(
         pool,
         stack.service,
         daemon_settings(&config),
@@ -222,7 +222,7 @@ async fn run_parts(
             Err(e) => tracing::warn!(error = %e, "the metrics listener panicked"),
         }
     }
-    result.map_err(Into::into)
+    Ok(())
 }
 
 /// Refreshes `mail_worker_messages` every `every` (one `GROUP BY` query) until `done`.

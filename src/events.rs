@@ -58,9 +58,6 @@ pub(crate) const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (README "Delivery guarantee").
 pub(crate) const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
-/// A `QUEUED` row (left by an earlier version's Redis queue) outlived its lease; it is
-/// rescheduled.
-pub(crate) const MAIL_QUEUE_LEASE_EXPIRED: &str = "mail.queue.leaseExpired";
 /// The scheduler claimed due messages for this replica's free slots (debug), or a claim
 /// failed (warn). Fields: `claimed`, `room`, or `error`.
 pub(crate) const SCHEDULER_CLAIMED: &str = "scheduler.claimed";

@@ -27,30 +27,22 @@
 //! depends on none of them except as dev-dependencies (`graph-sim` and the bench lab's
 //! `unlink_prefix`, for `tests/it`).
 //!
-//! Where this departs from `CONVENTIONS.md` (the anchors' habits), and why:
-//! - *One crate with bins `mail-worker` and `graph-sim`* → a workspace of four crates
-//!   (crates.io's `crates/*` habit): the demo needs the stand-in in process and a progress bar,
-//!   the benchmarks need both; in one package these would be dependencies of the daemon. Here
-//!   `cargo tree -e normal -p mail-worker` shows what ships (axum included since [`ops`]: the
-//!   metrics and health listener).
-//! - *`graph_sim/` in `src/`* → `crates/graph-sim`, for the same reason; its HTTP tests live with
-//!   it (`crates/graph-sim/tests`).
-//! - *Tests: one integration binary with a `spawn_app()` helper* — kept (`tests/it`, harness in
-//!   `tests/it/support`), plus one small test binary per other crate for what that crate owns.
-//!   Clean-up goes further than zero2prod's (which leaves its databases behind): `TestApp`
-//!   drops its database and Redis keys in `Drop`.
-//! - *`anyhow` only in `main.rs` and tests* — [`cli`] and [`daemon`] still return
-//!   `anyhow::Result`: they are the binary's top level, moved into the library so that
-//!   `bench-mail-worker` (the benchmarks' daemon) runs the same entry point.
-//! - *The design's apalis-redis job queue between the claim and the worker* → PostgreSQL is the
-//!   queue (the worker pipeline is ours to write): a claim moves due rows straight to `SENDING`
-//!   for this replica's own free slots. Measured with the queue (BENCHMARKS.md): apalis-redis
-//!   kept every finished job's data and metadata (658 bytes and one key per job, forever; its
-//!   vacuum would clear other replicas' live jobs), a shared queue let any replica take a job
-//!   another replica claimed (so a replica could not claim for its own free slots), the extra
-//!   `QUEUED` write cost a non-HOT row update per message, and the 200 ms poll a median 113 ms
-//!   per message. Without it: nothing of a campaign is left in Redis, one less moving part to
-//!   fail, and the Redis in `REDIS_URL` is only the limiter's default.
+//! Choices a reader might not expect, and why:
+//! - *A workspace of four crates* (crates.io's `crates/*` habit), not one package with several
+//!   bins: the demo needs the stand-in in process and a progress bar, the benchmarks need both;
+//!   in one package these would be dependencies of the daemon. `cargo tree -e normal -p
+//!   mail-worker` shows what ships (axum included since [`ops`]: the metrics and health
+//!   listener). The stand-in's HTTP tests live with it (`crates/graph-sim/tests`).
+//! - *One integration binary* (`tests/it`, harness in `tests/it/support`, zero2prod's
+//!   `spawn_app()`), plus one small test binary per other crate for what that crate owns.
+//!   `TestApp` drops its database and Redis keys in `Drop`.
+//! - *`anyhow` only at the top*: [`cli`] and [`daemon`] return `anyhow::Result`; they are the
+//!   binary's top level, in the library so that `bench-mail-worker` (the benchmarks' daemon)
+//!   runs the same entry point.
+//! - *PostgreSQL is the queue*: a claim moves due rows straight to `SENDING` for this replica's
+//!   own free slots, with no job queue between the claim and the worker (measured against
+//!   apalis-redis in BENCHMARKS.md: less Redis state, one write less per message, no poll
+//!   delay). The Redis in `REDIS_URL` is only the limiter's default.
 //! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls. What is
 //!   `pub` is what something outside this crate uses: the binary (`main.rs`), the integration
 //!   tests (`tests/it`, which drive the real parts in process, zero2prod-style, rather than only

@@ -2,14 +2,12 @@
 
 use std::{fmt, str::FromStr};
 
-/// `SCHEDULED → QUEUED → SENDING → SENT | ERROR`, and back to `SCHEDULED` on a deferral,
+/// `SCHEDULED → SENDING → SENT | ERROR`, and back to `SCHEDULED` on a deferral,
 /// a transient failure or an expired lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum MessageStatus {
     /// Waiting for `scheduled_on`.
     Scheduled,
-    /// Claimed by send-scheduled-messages; a job is on the Redis queue.
-    Queued,
     /// A worker is sending it.
     Sending,
     /// The provider accepted it (terminal).
@@ -27,9 +25,6 @@ macro_rules! sql_status {
     (Scheduled) => {
         "'SCHEDULED'"
     };
-    (Queued) => {
-        "'QUEUED'"
-    };
     (Sending) => {
         "'SENDING'"
     };
@@ -42,31 +37,28 @@ macro_rules! sql_status {
 }
 pub(crate) use sql_status;
 
-/// A status string that is not one of the five.
+/// A status string that is not one of the four.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown message status {0:?}")]
 pub(crate) struct UnknownStatus(pub String);
 
 impl MessageStatus {
-    /// The column value: `SCHEDULED`, `QUEUED`, `SENDING`, `SENT` or `ERROR`.
+    /// The column value: `SCHEDULED`, `SENDING`, `SENT` or `ERROR`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "SCHEDULED",
-            Self::Queued => "QUEUED",
             Self::Sending => "SENDING",
             Self::Sent => "SENT",
             Self::Error => "ERROR",
         }
     }
 
-    /// All five, in lifecycle order.
-    pub(crate) const ALL: [MessageStatus; 5] = [
-        Self::Scheduled,
-        Self::Queued,
-        Self::Sending,
-        Self::Sent,
-        Self::Error,
-    ];
+    /// The four names, for a message that lists them.
+    pub(crate) const NAMES: &'static str = "SCHEDULED, SENDING, SENT, ERROR";
+
+    /// All four, in lifecycle order.
+    pub(crate) const ALL: [MessageStatus; 4] =
+        [Self::Scheduled, Self::Sending, Self::Sent, Self::Error];
 }
 
 impl FromStr for MessageStatus {
@@ -93,12 +85,13 @@ mod tests {
     fn sql_literals_spell_the_statuses() {
         for (literal, status) in [
             (sql_status!(Scheduled), MessageStatus::Scheduled),
-            (sql_status!(Queued), MessageStatus::Queued),
             (sql_status!(Sending), MessageStatus::Sending),
             (sql_status!(Sent), MessageStatus::Sent),
             (sql_status!(Error), MessageStatus::Error),
         ] {
             assert_eq!(literal, format!("'{status}'"));
         }
+        let names: Vec<&str> = MessageStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(MessageStatus::NAMES, names.join(", "));
     }
 }

@@ -44,7 +44,7 @@ pub(crate) const PROVIDER_GRAPH: &str = "graph";
 pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+pub(crate) const STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SendLabels {

@@ -5,13 +5,24 @@
 //!
 //! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
 //! its backlog; every outcome is counted in [`crate::ops::metrics`].
+//!
+//! Here the service and one send; beside it what a failed send becomes (`errors.rs`), the
+//! retry policy's arithmetic (`policy.rs`: spread, backoff), the attempt journal
+//! (`journal.rs`), the lease of an attempt, batched `SENT` writes and sender pauses.
 
 pub(crate) mod lease;
 pub(crate) mod outcomes;
 pub(crate) mod pause;
 
+mod errors;
+mod journal;
+mod policy;
+
+use journal::AttemptJournal;
+pub use policy::spread_ms;
+use policy::{backoff, human};
+
 use std::{
-    hash::Hasher,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -25,7 +36,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
     events,
-    mailer::{MailError, Mailer, PriorAttempt, SendAttempt, SendJournal},
+    mailer::{MailError, Mailer, PriorAttempt, SendAttempt},
     ops::metrics::{Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID, SendResult},
     rate_limit::DenyReason,
     store::{
@@ -76,29 +87,6 @@ pub trait MailerSource: Send + Sync {
 }
 
 use pause::{Admit, PAUSED_PREFIX, SenderPauses};
-
-/// The per-message spread in ms: FNV-1a 64-bit over the UTF-8 bytes of the id's canonical
-/// lower-case hyphenated form (no terminator byte), modulo `max_ms`. Deterministic, so the
-/// same message always gets the same extra delay and 200 messages denied in the same second
-/// resume spread over `max_ms` instead of all at once. `max_ms = 0` gives 0.
-pub fn spread_ms(id: Uuid, max_ms: u64) -> u64 {
-    if max_ms == 0 {
-        return 0;
-    }
-    let mut hasher = fnv::FnvHasher::default();
-    // `Hasher::write` hashes exactly these bytes (`Hash for str` would add a 0xff terminator).
-    hasher.write(id.hyphenated().to_string().as_bytes());
-    hasher.finish() % max_ms
-}
-
-/// Exponential backoff with jitter for transient failures and throttling without
-/// `Retry-After`: 5 s × 2^(n−1), capped at 15 min, then a uniformly random 50–100 % of that.
-pub(crate) fn backoff(n: u32) -> Duration {
-    let base_ms = 5_000u64.saturating_mul(1u64 << n.saturating_sub(1).min(20));
-    let capped = base_ms.min(15 * 60 * 1000);
-    let jittered = rand::rng().random_range(capped / 2..=capped);
-    Duration::from_millis(jittered)
-}
 
 /// What happened to one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -505,263 +493,6 @@ impl MailProviderService {
             self.metrics.send(provider, result);
         }
     }
-
-    async fn handle_error(
-        &self,
-        message: &StoredMessage,
-        mailbox: &MailboxAddress,
-        sender_id: Uuid,
-        fingerprint: &str,
-        error: MailError,
-        attempt: (Instant, Option<&messages::Attempted>),
-    ) -> Result<(SendOutcome, SendResult), StoreError> {
-        let spread_max = self.settings.defer_spread_max.as_millis() as u64;
-        let spread = self.spread(message.id);
-        let fence = message.fence;
-        match error {
-            MailError::RateLimitExceeded {
-                reason,
-                retry_after,
-                booked,
-            } => {
-                // A booked slot is kept exactly: the slots already spread the messages, and a
-                // spread on top would break the pacing. An unbooked short wait (in flight) is
-                // spread within its own length.
-                let spread = if booked {
-                    Duration::ZERO
-                } else if reason == DenyReason::InFlight {
-                    Duration::from_millis(spread_ms(
-                        message.id,
-                        spread_max.min(retry_after.as_millis() as u64),
-                    ))
-                } else {
-                    spread
-                };
-                let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::info!(
-                    event = events::MAIL_RATE_LIMIT_DEFERRED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    reason = reason.as_str(),
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    "mail deferred by the rate limiter"
-                );
-                Ok((outcome, SendResult::Deferred))
-            }
-            MailError::Throttled { retry_after } => {
-                // The backoff counts throttles only: bookings are deferrals too, and must not
-                // make one 429 wait the last step.
-                let backoff_ms =
-                    retry_after.unwrap_or_else(|| backoff(message.throttles as u32 + 1));
-                let wait = (
-                    backoff_ms + spread,
-                    Reschedule::Throttle,
-                    wait_reason::COOLDOWN,
-                );
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_GRAPH_THROTTLED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
-                    backoff_ms = backoff_ms.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    "provider throttled; mail deferred"
-                );
-                Ok((outcome, SendResult::Throttled))
-            }
-            MailError::Unconfirmed {
-                retry_after,
-                ref why,
-            } => {
-                let wait = (retry_after, Reschedule::Deferral, wait_reason::UNCONFIRMED);
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::info!(
-                    event = events::MAIL_SEND_UNCONFIRMED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    why = %why,
-                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
-                );
-                Ok((outcome, SendResult::Deferred))
-            }
-            MailError::TokenUnavailable {
-                retry_after,
-                ref why,
-            } => {
-                let wait = (
-                    retry_after + spread,
-                    Reschedule::Deferral,
-                    wait_reason::RETRY,
-                );
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_GRAPH_THROTTLED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    error = %why,
-                    "Graph token unavailable; mail deferred"
-                );
-                Ok((outcome, SendResult::Deferred))
-            }
-            MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
-                let attempts = message.attempts.max(0) as u32;
-                let age = (message.db_now() - message.first_attempt_at)
-                    .to_std()
-                    .unwrap_or_default();
-                if attempts >= self.settings.max_attempts || age >= self.settings.retry_for {
-                    let reason = if attempts >= self.settings.max_attempts {
-                        format!(
-                            "gave up after {attempts} attempts (MAIL_MAX_ATTEMPTS); last error: {why}"
-                        )
-                    } else {
-                        format!(
-                            "gave up after {} of transient failures ({attempts} attempts, MAIL_RETRY_FOR); last error: {why}",
-                            human(age)
-                        )
-                    };
-                    let outcome = self
-                        .fail_after(fence, Some(mailbox), reason, attempt)
-                        .await?;
-                    return Ok((outcome, SendResult::Failed));
-                }
-                // Backoff capped at 15 min, and never past the give-up time (so the last try
-                // happens when the budget of MAIL_RETRY_FOR runs out, not long after).
-                let left = self.settings.retry_for.saturating_sub(age);
-                let backoff_ms = backoff(attempts).min(left.max(Duration::from_secs(1)));
-                let wait = (backoff_ms, Reschedule::Retry, wait_reason::RETRY);
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_RETRY_SCHEDULED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    attempts,
-                    backoff_ms = backoff_ms.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    error = %why,
-                    "transient failure; mail will be retried"
-                );
-                Ok((outcome, SendResult::Retried))
-            }
-            MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
-                // Not the message's fault: pause the sender, keep the message, count no attempt.
-                let reason = error.to_string();
-                let now = self.clock.now();
-                let paused =
-                    self.pauses
-                        .failed(sender_id, mailbox.as_str(), &reason, fingerprint, now);
-                if paused.changed {
-                    self.metrics.set_paused(mailbox.as_str(), true);
-                    tracing::error!(
-                        event = events::MAIL_SENDER_PAUSED,
-                        mailbox = %mailbox,
-                        reason = %reason,
-                        next_probe = %paused.until.to_rfc3339(),
-                        "sender paused: its messages wait (no attempts counted) until the configuration changes or a probe succeeds"
-                    );
-                }
-                let wait = self.until(paused.until) + spread;
-                let outcome = self.defer_paused(fence, wait, &reason, attempt.1).await?;
-                Ok((outcome, SendResult::Paused))
-            }
-            MailError::Permanent { .. } => {
-                let outcome = self
-                    .fail_after(fence, Some(mailbox), error.to_string(), attempt)
-                    .await?;
-                Ok((outcome, SendResult::Failed))
-            }
-        }
-    }
-
-    /// Back to `SCHEDULED` after `wait` for the sender's pause (`wait_reason` `paused`,
-    /// `last_error` = the pause's prefix and `reason`).
-    async fn defer_paused(
-        &self,
-        fence: Fence,
-        wait: Duration,
-        reason: &str,
-        attempted: Option<&messages::Attempted>,
-    ) -> Result<SendOutcome, StoreError> {
-        let reason = format!("{PAUSED_PREFIX}{reason}");
-        let to = (self.wait(wait), Reschedule::Deferral, wait_reason::PAUSED);
-        match messages::reschedule(&self.pool, fence, to, &reason, attempted).await? {
-            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
-            None => {
-                self.stale(fence, "paused").await;
-                Ok(SendOutcome::Superseded)
-            }
-        }
-    }
-
-    /// Writes `SCHEDULED` after `(wait, kind, wait reason)` for `error`, with what the attempt
-    /// `(started, attempted)` noted, retried while PostgreSQL is unreachable.
-    async fn reschedule(
-        &self,
-        fence: Fence,
-        to: (Duration, Reschedule, &str),
-        error: &MailError,
-        (started, attempted): (Instant, Option<&messages::Attempted>),
-    ) -> Result<SendOutcome, StoreError> {
-        let reason = error.to_string();
-        let to = (self.wait(to.0), to.1, to.2);
-        let written = self
-            .durably(fence.id, started, "rescheduled", || {
-                messages::reschedule(&self.pool, fence, to, &reason, attempted)
-            })
-            .await?;
-        match written {
-            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
-            None => {
-                self.stale(fence, "rescheduled").await;
-                Ok(SendOutcome::Superseded)
-            }
-        }
-    }
-
-    async fn fail(
-        &self,
-        fence: Fence,
-        mailbox: Option<&MailboxAddress>,
-        reason: String,
-    ) -> Result<SendOutcome, StoreError> {
-        self.fail_after(fence, mailbox, reason, (Instant::now(), None))
-            .await
-    }
-
-    async fn fail_after(
-        &self,
-        fence: Fence,
-        mailbox: Option<&MailboxAddress>,
-        reason: String,
-        (started, attempted): (Instant, Option<&messages::Attempted>),
-    ) -> Result<SendOutcome, StoreError> {
-        let written = self
-            .durably(fence.id, started, "failed", || {
-                messages::mark_error(&self.pool, fence, &reason, attempted)
-            })
-            .await?;
-        if !written {
-            self.stale(fence, "failed").await;
-            return Ok(SendOutcome::Superseded);
-        }
-        tracing::error!(
-            event = events::MAIL_FAILED,
-            message.id = %fence.id,
-            mailbox = mailbox.map(|m| m.as_str()),
-            error = %reason,
-            "mail failed permanently"
-        );
-        Ok(SendOutcome::Failed { reason })
-    }
 }
 
 /// `graph` or `sendgrid`: the `provider` label of a sender.
@@ -778,16 +509,6 @@ fn sender_id(sender: &Sender) -> Uuid {
     match sender {
         Sender::Tenant(t) => t.id,
         Sender::SystemMailbox(m) => m.id,
-    }
-}
-
-/// `3h 20m`, `4m 10s`, `12s`.
-fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {}s", s / 60, s % 60),
-        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
     }
 }
 
@@ -810,72 +531,12 @@ fn is_connectivity(e: &StoreError) -> bool {
     }
 }
 
-/// The mailer's [`SendJournal`] for one attempt: what it noted, kept in memory and written with
-/// the attempt's outcome ([`messages::Attempted`]) — not a row write of its own.
-struct AttemptJournal {
-    noted: std::sync::Mutex<Option<messages::Attempted>>,
-}
-
-impl SendJournal for AttemptJournal {
-    fn send_attempted(&self, draft_id: Option<&str>) {
-        let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
-        let draft_id = draft_id
-            .map(str::to_owned)
-            .or_else(|| noted.take().and_then(|n| n.draft_id));
-        *noted = Some(messages::Attempted {
-            at: Instant::now(),
-            draft_id,
-        });
-    }
-}
-
-impl AttemptJournal {
-    fn take(&self) -> Option<messages::Attempted> {
-        self.noted.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-
-    /// Whether a request that may deliver the message was noted.
-    fn noted(&self) -> bool {
-        self.noted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-    }
-}
-
 impl SendOutcome {
     /// The new `scheduled_on` of a deferral, as RFC 3339 (empty for the other outcomes).
     fn until_text(&self) -> String {
         match self {
             Self::Deferred { until, .. } => until.to_rfc3339(),
             _ => String::new(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spread_matches_the_documented_test_vectors() {
-        let zero = Uuid::parse_str("00000000-0000-0000-0000-000000000000").unwrap();
-        let other = Uuid::parse_str("6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b").unwrap();
-        assert_eq!(spread_ms(zero, 30_000), 19_089);
-        assert_eq!(spread_ms(other, 30_000), 12_407);
-        assert_eq!(spread_ms(other, 0), 0);
-    }
-
-    #[test]
-    fn backoff_doubles_with_jitter_and_is_capped() {
-        for n in 1..=30 {
-            let d = backoff(n).as_millis() as u64;
-            let full = (5_000u64 << (n - 1).min(20)).min(900_000);
-            assert!(
-                d >= full / 2 && d <= full,
-                "n={n}: {d} not in [{}, {full}]",
-                full / 2
-            );
         }
     }
 }

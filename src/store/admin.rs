@@ -105,9 +105,8 @@ pub(crate) enum BulkAction {
     /// due now, with their attempts, first attempt and deferrals reset. `SENT` rows are never
     /// resent.
     Retry,
-    /// `messages cancel`: matching `SCHEDULED` (default) or `QUEUED` rows end `ERROR` with
-    /// `last_error` starting [`CANCELLED_PREFIX`] (a queued job then finds its row no longer
-    /// `QUEUED` and does nothing). Rows being sent or sent are left alone.
+    /// `messages cancel`: matching `SCHEDULED` rows end `ERROR` with `last_error` starting
+    /// [`CANCELLED_PREFIX`]. Rows being sent or sent are left alone.
     Cancel,
 }
 
@@ -121,10 +120,10 @@ impl BulkAction {
     }
 
     /// The statuses it changes; the first is the default when the filter names none.
-    pub(crate) fn accepted(self) -> [MessageStatus; 2] {
+    pub(crate) fn accepted(self) -> &'static [MessageStatus] {
         match self {
-            Self::Retry => [MessageStatus::Error, MessageStatus::Scheduled],
-            Self::Cancel => [MessageStatus::Scheduled, MessageStatus::Queued],
+            Self::Retry => &[MessageStatus::Error, MessageStatus::Scheduled],
+            Self::Cancel => &[MessageStatus::Scheduled],
         }
     }
 
@@ -160,7 +159,7 @@ impl BulkAction {
         dry_run: bool,
     ) -> Result<Changed, StoreError> {
         let accepted = self.accepted();
-        let statuses = statuses(filter, &accepted, accepted[0])?;
+        let statuses = statuses(filter, accepted, accepted[0])?;
         let rows = select(pool, &statuses, filter).await?;
         if dry_run || rows.is_empty() {
             return Ok(summary(self.name(), dry_run, &rows, 0));
@@ -249,7 +248,7 @@ pub(crate) struct MessageLine {
 }
 
 /// Every status, for a list without a status filter.
-const ALL_STATUSES: [&str; 5] = ["SCHEDULED", "QUEUED", "SENDING", "SENT", "ERROR"];
+const ALL_STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
 
 /// The messages matching `filter` (any status when it names none), most recently changed
 /// first, at most `limit` — what `messages retry|cancel` would select, for the admin UI.

@@ -2,10 +2,9 @@
 //! status transitions of one send, lease recovery and the status report.
 //!
 //! Transitions: `SCHEDULED → SENDING` ([`claim_due`], one statement that also loads the rows
-//! and their attachments; [`start_sending`] for a row left `QUEUED`), `SENDING → SENT | ERROR |
-//! SCHEDULED` ([`mark_sent_many`], [`mark_error`], [`reschedule`], [`release_unstarted`]), and
-//! back to `SCHEDULED` from stale `QUEUED` / `SENDING` rows ([`recover_stale_queued`],
-//! [`recover_stale_sending`]).
+//! and their attachments), `SENDING → SENT | ERROR | SCHEDULED` ([`mark_sent_many`],
+//! [`mark_error`], [`reschedule`], [`release_unstarted`]), and back to `SCHEDULED` from stale
+//! `SENDING` rows ([`recover_stale_sending`]).
 //!
 //! Row writes of a sent message: the claim and the outcome, two. What the Graph mailer notes
 //! before a request that may deliver ([`Attempted`]: when, and the draft's id) is written with
@@ -128,8 +127,8 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     Ok(inserted)
 }
 
-/// What a send needs of a message row (the `RETURNING` list of [`claim_due`] and
-/// [`start_sending`], on the row aliased `m`): its columns and its attachments in `position`
+/// What a send needs of a message row (the `RETURNING` list of [`claim_due`], on the row
+/// aliased `m`): its columns and its attachments in `position`
 /// order as three parallel arrays, so one statement loads a message and its attachments.
 macro_rules! sending_columns {
     () => {
@@ -351,27 +350,6 @@ impl StoredMessage {
             attachments: self.attachments.clone(),
         })
     }
-}
-
-/// `QUEUED → SENDING` of message `id`, like a claim ([`claim_due`]) of that one row: returns
-/// `None` when it is not `QUEUED`. `QUEUED` is the state the Redis queue of earlier versions
-/// left claimed rows in (lease recovery reschedules those after `QUEUE_LEASE_MS`); tests use it
-/// to hand one row to [`crate::worker::handler::Handler::process`].
-///
-/// # Errors
-/// Database errors.
-pub async fn start_sending(pool: &PgPool, id: Uuid) -> Result<Option<StoredMessage>, StoreError> {
-    let row = sqlx::query(concat!(
-        "UPDATE messages m",
-        claim_set!(),
-        " WHERE m.id = $1 AND m.status = ",
-        sql_status!(Queued),
-        sending_columns!()
-    ))
-    .bind(id)
-    .fetch_optional(pool)
-    .await?;
-    row.as_ref().map(stored_message).transpose()
 }
 
 /// A row returned with [`sending_columns`] as a [`StoredMessage`].
@@ -687,23 +665,6 @@ async fn recover(
         .bind(interval(lease))
         .fetch_all(pool)
         .await?)
-}
-
-/// Rows `QUEUED` for longer than `lease` (their job was lost) back to `SCHEDULED`, due now.
-/// Returns their ids.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn recover_stale_queued(
-    pool: &PgPool,
-    lease: Duration,
-) -> Result<Vec<Uuid>, StoreError> {
-    let statement = recover_stale!(
-        Queued,
-        "queued_at",
-        "last_error = 'queue lease expired: the job was lost, rescheduled'"
-    );
-    recover(pool, statement, lease).await
 }
 
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)

@@ -21,8 +21,6 @@ pub struct SenderStatus {
     /// Of the `SCHEDULED` rows, those waiting because their sender is paused (credentials
     /// missing or refused; `last_error` starts with `sender paused: `).
     pub paused: i64,
-    /// Rows `QUEUED`.
-    pub queued: i64,
     /// Rows `SENDING`.
     pub sending: i64,
     /// Rows `SENT`.
@@ -50,7 +48,6 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
                  AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " \
                  AND starts_with(coalesce(m.last_error, ''), 'sender paused: ')) AS paused, \
-             count(*) FILTER (WHERE m.status = ", sql_status!(Queued), ") AS queued, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sending), ") AS sending, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sent), ") AS sent, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Error), ") AS error, \
@@ -72,7 +69,6 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
                 scheduled: r.try_get("scheduled")?,
                 scheduled_later: r.try_get("scheduled_later")?,
                 paused: r.try_get("paused")?,
-                queued: r.try_get("queued")?,
                 sending: r.try_get("sending")?,
                 sent: r.try_get("sent")?,
                 error: r.try_get("error")?,
@@ -85,7 +81,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
         .map_err(StoreError::from)
 }
 
-/// How many rows are still in progress: `QUEUED`, `SENDING`, or `SCHEDULED` and either due by
+/// How many rows are still in progress: `SENDING`, or `SCHEDULED` and either due by
 /// `horizon` or already tried (deferred or retried). Rows never tried and scheduled after
 /// `horizon` (a producer's future `scheduledOn`) do not count.
 ///
@@ -93,11 +89,9 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
 /// Database errors.
 pub async fn unfinished(pool: &PgPool, horizon: DateTime<Utc>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM messages WHERE status IN (",
-        sql_status!(Queued),
-        ", ",
+        "SELECT count(*) FROM messages WHERE status = ",
         sql_status!(Sending),
-        ") \
+        " \
              OR (status = ",
         sql_status!(Scheduled),
         " \

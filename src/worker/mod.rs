@@ -26,15 +26,6 @@ use crate::{
     service::MailProviderService,
 };
 
-/// Why the daemon stopped other than by request (none today; kept for callers that report
-/// exits).
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    /// A loop stopped although no shutdown was requested.
-    #[error("the {0} loop stopped unexpectedly")]
-    StoppedUnasked(&'static str),
-}
-
 /// What [`run`] needs.
 #[derive(Debug, Clone)]
 pub struct DaemonSettings {
@@ -58,31 +49,26 @@ pub(crate) struct Observers {
 
 /// Runs the claim loop (and the sends it starts), the recovery loop and the paused-sender
 /// revisits until `shutdown` completes, then stops claiming and lets in-flight sends finish
-/// within `shutdown_grace`.
-///
-/// # Errors
-/// None today (see [`WorkerError`]).
+/// within `shutdown_grace`. Nothing it meets stops it early: PostgreSQL going away is lived
+/// through ([`run_observed`]).
 pub async fn run(
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), WorkerError> {
-    run_observed(pool, service, settings, Observers::default(), shutdown).await
+) {
+    run_observed(pool, service, settings, Observers::default(), shutdown).await;
 }
 
 /// [`run`], reporting to `observers`. PostgreSQL going away is lived through: claims and
 /// outcome writes are retried, the daemon stays up.
-///
-/// # Errors
-/// None today (see [`run`]).
 pub(crate) async fn run_observed(
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,
     observers: Observers,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), WorkerError> {
+) {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn({
         let stop_tx = stop_tx.clone();
@@ -110,8 +96,7 @@ pub(crate) async fn run_observed(
             .max(Duration::from_secs(1)),
         stop_rx.clone(),
     ));
-    let handler =
-        handler::Handler::new(pool.clone(), service).with_metrics(Arc::clone(&observers.metrics));
+    let handler = handler::Handler::new(service).with_metrics(Arc::clone(&observers.metrics));
     claim::run_loop(
         pool,
         handler,
@@ -129,7 +114,6 @@ pub(crate) async fn run_observed(
         reason = "shutdown requested",
         "daemon stopped"
     );
-    Ok(())
 }
 
 /// Every `interval`, resumes paused senders whose configuration changed.

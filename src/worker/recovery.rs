@@ -1,6 +1,5 @@
-//! Lease recovery — no message is lost or stuck: `QUEUED` rows older than `QUEUE_LEASE_MS`
-//! (the queue lost their job) and `SENDING` rows older than `SEND_LEASE_MS` (a replica died
-//! mid-send; `mail.send.outcomeUnknown`) go back to `SCHEDULED`.
+//! Lease recovery — no message is lost or stuck: `SENDING` rows older than `SEND_LEASE_MS` (a
+//! replica died mid-send; `mail.send.outcomeUnknown`) go back to `SCHEDULED`.
 
 use std::time::Duration;
 
@@ -13,18 +12,11 @@ use crate::{
     store::{StoreError, messages},
 };
 
-/// Runs both recoveries once; returns `(queued, sending)` rows rescheduled.
+/// Runs recovery once; returns how many `SENDING` rows it rescheduled.
 ///
 /// # Errors
 /// PostgreSQL errors.
-pub async fn recover_once(
-    pool: &PgPool,
-    config: &WorkerConfig,
-) -> Result<(usize, usize), StoreError> {
-    let queued = messages::recover_stale_queued(pool, config.queue_lease).await?;
-    for id in &queued {
-        tracing::warn!(event = events::MAIL_QUEUE_LEASE_EXPIRED, message.id = %id, "QUEUED past its lease; rescheduled");
-    }
+pub async fn recover_once(pool: &PgPool, config: &WorkerConfig) -> Result<usize, StoreError> {
     let sending = messages::recover_stale_sending(pool, config.send_lease).await?;
     for id in &sending {
         tracing::warn!(
@@ -33,13 +25,12 @@ pub async fn recover_once(
             "SENDING past its lease; rescheduled as possibly sent: its next attempt checks Graph before it sends again"
         );
     }
-    Ok((queued.len(), sending.len()))
+    Ok(sending.len())
 }
 
-/// How often recovery runs: a tenth of the shorter lease, between 1 s and 30 s.
+/// How often recovery runs: a tenth of the send lease, between 1 s and 30 s.
 pub(crate) fn interval(config: &WorkerConfig) -> Duration {
-    (config.queue_lease.min(config.send_lease) / 10)
-        .clamp(Duration::from_secs(1), Duration::from_secs(30))
+    (config.send_lease / 10).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
 /// Recovers periodically until `stop` turns true (failures are logged and retried), beating `recovery` on `liveness`.

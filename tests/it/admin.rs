@@ -18,6 +18,7 @@ use uuid::Uuid;
 use crate::support::{
     TestApp,
     app::noon,
+    claim_and_send,
     logs::{capture_logs, logs_containing},
     spawn_app, unique,
 };
@@ -614,8 +615,8 @@ fn start_up_refuses_a_missing_or_short_token_naming_the_variable() {
 
 /// One message through `handler`; returns its status after.
 async fn send_one(world: &TestApp, handler: &Handler) -> String {
-    let id: Uuid = world.insert(0, 1, "QUEUED").await[0];
-    handler.process(id).await.unwrap();
+    let id: Uuid = world.insert(0, 1, "SCHEDULED").await[0];
+    claim_and_send(&world.db.pool, handler, id).await.unwrap();
     world.status_of(id).await.0
 }
 

@@ -183,16 +183,15 @@ async fn cr_lf_in_a_header_is_stored_and_refused_before_sending() {
     }
     let (inserted, _, bad) = enqueue(&db.pool, &bytes).await;
     assert_eq!((inserted, bad.len()), (6, 0), "{bad:?}");
-    sqlx::query("UPDATE messages SET status = 'QUEUED'")
+    sqlx::query("UPDATE messages SET scheduled_on = now()")
         .execute(&db.pool)
         .await
         .unwrap();
+    let claimed = messages::claim_due(&db.pool, 6).await.unwrap();
+    assert_eq!(claimed.len(), 6);
     let from = MailboxAddress::parse("hello@northwind.example").unwrap();
     for n in 1..=6 {
-        let row = messages::start_sending(&db.pool, id(n))
-            .await
-            .unwrap()
-            .unwrap();
+        let row = claimed.iter().find(|m| m.id == id(n)).expect("claimed");
         let verdict = validate(&row.outgoing(from.clone()).unwrap());
         match cases.iter().find(|(at, ..)| *at == n) {
             Some((_, _, expected)) => match verdict {

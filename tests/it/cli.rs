@@ -35,7 +35,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 34, "{stdout}");
+    assert_eq!(stdout.lines().count(), 33, "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
@@ -337,11 +337,14 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
         .spawn()
         .await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
-    let ids = world.insert(0, 4, "QUEUED").await;
+    let ids = world.insert(0, 4, "SCHEDULED").await;
     let mut sent = 0;
     let mut deferred = 0;
     for id in ids {
-        match handler.process(id).await.unwrap() {
+        match crate::support::claim_and_send(&world.db.pool, &handler, id)
+            .await
+            .unwrap()
+        {
             Some(SendOutcome::Sent) => sent += 1,
             Some(SendOutcome::Deferred { .. }) => deferred += 1,
             other => panic!("{other:?}"),

@@ -18,17 +18,19 @@ use uuid::Uuid;
 use crate::support::{
     TestApp,
     app::noon,
+    claim_and_send, claim_and_send_all,
     logs::{capture_logs, logs_containing},
     wait_until,
 };
 
-async fn process_all(handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
-    let mut set = tokio::task::JoinSet::new();
-    for &id in ids {
-        let handler = handler.clone();
-        set.spawn(async move { handler.process(id).await.unwrap().unwrap() });
-    }
-    set.join_all().await
+/// Claims `ids` and sends them all at once; their outcomes.
+async fn process_all(world: &TestApp, handler: &Handler, ids: &[Uuid]) -> Vec<SendOutcome> {
+    claim_and_send_all(&world.db.pool, handler, ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Option::unwrap)
+        .collect()
 }
 
 /// One mailbox at our limit of 10 a minute, graph-sim and the real handler on a manual clock
@@ -48,9 +50,9 @@ async fn ten_a_minute_on_a_manual_clock() -> (ManualClock, TestApp, Handler) {
 async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with_spread() {
     capture_logs();
     let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
-    let ids = world.insert(0, 40, "QUEUED").await;
+    let ids = world.insert(0, 40, "SCHEDULED").await;
 
-    let outcomes = process_all(&handler, &ids).await;
+    let outcomes = process_all(&world, &handler, &ids).await;
     let sent = outcomes.iter().filter(|o| **o == SendOutcome::Sent).count();
     assert_eq!(sent, 10);
     assert_eq!(world.count("SCHEDULED").await, 30);
@@ -78,9 +80,9 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
     // The next minutes: each takes exactly ten more.
     for minute in 1..=3 {
         clock.set(noon() + chrono::Duration::seconds(minute * 60 + 31));
-        let due = world.requeue_due(clock.now()).await;
+        let due = world.due_by(clock.now()).await;
         assert_eq!(due.len(), 40 - 10 * minute as usize, "minute {minute}");
-        process_all(&handler, &due).await;
+        process_all(&world, &handler, &due).await;
         assert_eq!(
             world.count("SENT").await,
             10 * (minute + 1),
@@ -100,8 +102,8 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
 #[tokio::test]
 async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
     let (clock, world, handler) = ten_a_minute_on_a_manual_clock().await;
-    let first = world.insert(0, 5, "QUEUED").await;
-    process_all(&handler, &first).await;
+    let first = world.insert(0, 5, "SCHEDULED").await;
+    process_all(&world, &handler, &first).await;
     assert_eq!(world.count("SENT").await, 5);
 
     // What `mail-worker mailbox set-limits mb0@contoso.example --per-minute 3` does.
@@ -113,8 +115,8 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
         .await
         .unwrap();
     clock.set(noon() + chrono::Duration::seconds(60));
-    let next = world.insert(0, 10, "QUEUED").await;
-    process_all(&handler, &next).await;
+    let next = world.insert(0, 10, "SCHEDULED").await;
+    process_all(&world, &handler, &next).await;
     assert_eq!(
         world.count("SENT").await,
         5 + 3,
@@ -135,9 +137,9 @@ async fn with_the_limiters_redis_unreachable_messages_are_still_sent_and_the_err
         .unwrap()
         .into();
     let handler = world.real_handler(Arc::new(SystemClock));
-    let ids = world.insert(0, 12, "QUEUED").await;
+    let ids = world.insert(0, 12, "SCHEDULED").await;
     let started = std::time::Instant::now();
-    let outcomes = process_all(&handler, &ids).await;
+    let outcomes = process_all(&world, &handler, &ids).await;
     assert!(
         outcomes.iter().all(|o| *o == SendOutcome::Sent),
         "{outcomes:?}"
@@ -179,11 +181,14 @@ async fn graph_throttling_and_refusals_become_deferrals_backoff_and_errors() {
             ],
         )
         .unwrap();
-    let ids = world.insert(0, 3, "QUEUED").await;
+    let ids = world.insert(0, 3, "SCHEDULED").await;
     let mut results = Vec::new();
     for &id in &ids {
         let before = Utc::now();
-        handler.process(id).await.unwrap().unwrap();
+        claim_and_send(&world.db.pool, &handler, id)
+            .await
+            .unwrap()
+            .unwrap();
         let (status, last_error, scheduled_on) = world.status_of(id).await;
         results.push((
             status,
@@ -269,13 +274,11 @@ async fn two_replicas_send_every_message_exactly_once() {
             let _ = stop_tx.send(());
         }
     };
-    let (a, b, ()) = tokio::join!(
+    tokio::join!(
         replica(stop_tx.subscribe()),
         replica(stop_tx.subscribe()),
         stopper
     );
-    a.unwrap();
-    b.unwrap();
     assert_eq!(world.count("SENT").await, 200);
     let recorded = world.sim.messages();
     let mut subjects: Vec<String> = recorded.iter().filter_map(|m| m.subject.clone()).collect();
@@ -331,8 +334,7 @@ async fn sixteen_workers_send_everything_through_a_pool_of_two_connections() {
         .await;
         stop_tx.send(true).unwrap();
     };
-    let (result, ()) = tokio::join!(run, watch);
-    result.unwrap();
+    tokio::join!(run, watch);
     assert_eq!(world.count("SENT").await, 32);
     assert_eq!(world.sim.messages().len(), 32, "each sent once");
 }
@@ -476,15 +478,9 @@ async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_e
 }
 
 #[tokio::test]
-async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire() {
+async fn after_a_crash_no_row_is_left_sending_once_the_lease_expires() {
     let (world, ids) = a_slow_campaign().await;
-    // A row an earlier version's queue left QUEUED, too.
-    let legacy = world.insert(0, 1, "QUEUED").await[0];
-    let leases = [
-        ("HTTP_TIMEOUT_MS", "2500"),
-        ("SEND_LEASE_MS", "5000"),
-        ("QUEUE_LEASE_MS", "3000"),
-    ];
+    let leases = [("HTTP_TIMEOUT_MS", "2500"), ("SEND_LEASE_MS", "5000")];
     let mut child = spawn_binary(&world, &leases);
     // Claimed rows: those sending and the prefetch waiting for a slot (8 + 2).
     wait_until(
@@ -501,14 +497,12 @@ async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire()
     let config = {
         let mut c = world.config.worker.clone();
         c.send_lease = Duration::from_secs(5);
-        c.queue_lease = Duration::from_secs(3);
         c
     };
     wait_until(Duration::from_secs(30), "the leases expired", async || {
         let expired: bool = sqlx::query_scalar(
-            "SELECT bool_and(CASE status WHEN 'SENDING' THEN sending_at < now() - interval '5 seconds' \
-                                         ELSE queued_at < now() - interval '3 seconds' END) \
-             FROM messages WHERE status IN ('SENDING', 'QUEUED')",
+            "SELECT bool_and(sending_at < now() - interval '5 seconds') \
+             FROM messages WHERE status = 'SENDING'",
         )
         .fetch_one(&world.db.pool)
         .await
@@ -520,16 +514,13 @@ async fn after_a_crash_no_row_is_left_queued_or_sending_once_the_leases_expire()
         worker::recovery::recover_once(&world.db.pool, &config)
             .await
             .unwrap(),
-        (1, left as usize),
-        "the legacy QUEUED row and every claimed row"
+        left as usize,
+        "every claimed row"
     );
-    assert_eq!(world.count("QUEUED").await, 0);
     assert_eq!(world.count("SENDING").await, 0);
     assert_eq!(
         world.count("SCHEDULED").await + world.count("SENT").await,
-        ids.len() as i64 + 1,
+        ids.len() as i64,
         "every row SCHEDULED again or SENT"
     );
-    let (status, ..) = world.row(legacy).await;
-    assert_eq!(status, "SCHEDULED");
 }

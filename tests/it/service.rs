@@ -15,7 +15,7 @@ use crate::support::{TestApp, app::noon, spawn_app};
 #[tokio::test]
 async fn a_sent_message_is_sent_once_and_a_duplicate_job_does_nothing() {
     let h = spawn_app().await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     assert_eq!(h.process(id).await, Some(SendOutcome::Sent));
     assert_eq!(h.process(id).await, None, "a duplicate delivery is ignored");
     let (status, attempts, deferrals, last_error, _) = h.row(id).await;
@@ -38,7 +38,7 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
             })])
             .spawn()
             .await;
-        let id = h.insert(0, 1, "QUEUED").await[0];
+        let id = h.insert(0, 1, "SCHEDULED").await[0];
         let now = h.clock.now_for_test();
         let outcome = h.process(id).await.unwrap();
         let spread = if booked {
@@ -68,7 +68,7 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
         ])
         .spawn()
         .await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     let now = h.clock.now_for_test();
     h.process(id).await.unwrap();
     let (_, attempts, deferrals, _, scheduled_on) = h.row(id).await;
@@ -77,7 +77,6 @@ async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
         scheduled_on >= now + chrono::Duration::seconds(120),
         "{scheduled_on}"
     );
-    h.requeue(id).await;
     h.process(id).await.unwrap();
     let (status, _, deferrals, _, scheduled_on) = h.row(id).await;
     assert_eq!((status.as_str(), deferrals), ("SCHEDULED", 2));
@@ -97,7 +96,7 @@ async fn ended_in_error(h: &TestApp, id: uuid::Uuid, attempts: i32) -> String {
 async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attempts() {
     let err = || Err(MailError::Transient("HTTP 502 from Graph".into()));
     let h = TestApp::builder().script(vec![err(), err(), err()]).await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     for attempt in 1..=2 {
         let outcome = h.process(id).await.unwrap();
         assert!(
@@ -109,7 +108,6 @@ async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attem
             (status.as_str(), attempts, deferrals),
             ("SCHEDULED", attempt, 0)
         );
-        h.requeue(id).await;
     }
     let outcome = h.process(id).await.unwrap();
     let last_error = ended_in_error(&h, id, 3).await;
@@ -129,7 +127,7 @@ async fn permanent_failures_end_in_error_with_the_providers_code() {
         })])
         .spawn()
         .await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     h.process(id).await.unwrap();
     let (status, _, _, last_error, _) = h.row(id).await;
     assert_eq!(status, "ERROR");
@@ -142,7 +140,7 @@ async fn permanent_failures_end_in_error_with_the_providers_code() {
 #[tokio::test]
 async fn a_malformed_recipient_list_fails_that_message_only() {
     let h = spawn_app().await;
-    let id = h.insert(0, 1, "QUEUED").await[0];
+    let id = h.insert(0, 1, "SCHEDULED").await[0];
     sqlx::query(
         "UPDATE messages SET to_recipients = '[\"just-a-string@example.org\"]' WHERE id = $1",
     )
@@ -311,18 +309,13 @@ async fn a_message_and_its_attachments_come_back_from_the_claim_in_position_orde
 }
 
 #[tokio::test]
-async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
+async fn stale_sending_rows_are_recovered_to_scheduled() {
     let h = spawn_app().await;
-    let queued = h.insert(0, 2, "QUEUED").await;
     let sending = h.insert(0, 1, "SENDING").await;
-    let fresh = h.insert(0, 1, "QUEUED").await[0];
-    sqlx::query("UPDATE messages SET queued_at = now() - interval '10 minutes' WHERE id = ANY($1)")
-        .bind(&queued)
-        .execute(&h.db.pool)
-        .await
-        .unwrap();
+    let fresh = h.insert(0, 1, "SENDING").await[0];
     sqlx::query(
-        "UPDATE messages SET sending_at = now() - interval '20 minutes' WHERE id = ANY($1)",
+        "UPDATE messages SET sending_at = now() - CASE WHEN id = ANY($1) \
+             THEN interval '20 minutes' ELSE interval '0' END",
     )
     .bind(&sending)
     .execute(&h.db.pool)
@@ -333,14 +326,12 @@ async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
         .worker;
     assert_eq!(
         recovery::recover_once(&h.db.pool, &config).await.unwrap(),
-        (2, 1)
+        1
     );
-    for id in queued.iter().chain(&sending) {
-        assert_eq!(h.row(*id).await.0, "SCHEDULED");
-    }
+    assert_eq!(h.row(sending[0]).await.0, "SCHEDULED");
     assert_eq!(
         h.row(fresh).await.0,
-        "QUEUED",
+        "SENDING",
         "a fresh lease is left alone"
     );
     assert!(
@@ -356,7 +347,7 @@ async fn stale_queued_and_sending_rows_are_recovered_to_scheduled() {
 async fn a_transient_failure_gives_up_by_time_not_by_count() {
     let err = || Err(MailError::Transient("HTTP 500 from Graph".into()));
     let h = TestApp::builder().script(vec![err(), err()]).await;
-    let [young, old] = h.insert(0, 2, "QUEUED").await[..] else {
+    let [young, old] = h.insert(0, 2, "SCHEDULED").await[..] else {
         unreachable!()
     };
     // First tried an hour ago (by PostgreSQL's clock, which `first_attempt_at` is in): retried,
@@ -403,7 +394,7 @@ async fn refused_credentials_pause_the_sender_instead_of_failing_and_a_permanent
             }),
         ])
         .await;
-    let ids = h.insert(0, 3, "QUEUED").await;
+    let ids = h.insert(0, 3, "SCHEDULED").await;
     // The first is tried and refused; the second finds the sender paused and is not tried.
     for &id in &ids[..2] {
         let outcome = h.process(id).await.unwrap();
@@ -440,7 +431,6 @@ async fn refused_credentials_pause_the_sender_instead_of_failing_and_a_permanent
     );
     // At the probe time it is tried: a permanent per-message error still ends ERROR at once.
     h.clock.set(noon() + chrono::Duration::seconds(6));
-    h.requeue(ids[2]).await;
     h.process(ids[2]).await.unwrap();
     assert_eq!(h.row(ids[2]).await.0, "ERROR");
     assert_eq!(h.count("ERROR").await, 1);

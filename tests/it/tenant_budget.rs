@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::support::{
     TestApp,
     app::{TestDb, noon},
+    claim_and_send,
     logs::{capture_logs, logs_containing},
 };
 
@@ -26,12 +27,12 @@ const DAY_MS: i64 = 86_400_000;
 /// The tenant's budget in these tests: 6 external recipients per rolling 24 h.
 const BUDGET: u32 = 6;
 
-/// Inserts a `QUEUED` message from mailbox `mailbox` to `to`, returning its id.
+/// Inserts a due `SCHEDULED` message from mailbox `mailbox` to `to`, returning its id.
 async fn insert_to(app: &TestApp, mailbox: usize, to: &str) -> Uuid {
     let id = Uuid::new_v4();
     sqlx::query(
-        "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
-         VALUES ($1, $2, $3, $4, '<p>hi</p>', 'QUEUED', now())",
+        "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status) \
+         VALUES ($1, $2, $3, $4, '<p>hi</p>', 'SCHEDULED')",
     )
     .bind(id)
     .bind(app.mailboxes[mailbox].1)
@@ -43,17 +44,20 @@ async fn insert_to(app: &TestApp, mailbox: usize, to: &str) -> Uuid {
     id
 }
 
-/// Sends what is due, then moves the clock to the next `scheduled_on`, until nothing is left
-/// or `until` (what the claim loop does, one message at a time).
+/// Sends the rows never tried, then moves the clock to the next `scheduled_on` and sends what
+/// is due by it, until nothing is left or `until` (what the claim loop does, one message at a
+/// time).
 async fn drain(app: &TestApp, handler: &Handler, clock: &ManualClock, until: DateTime<Utc>) {
+    let mut due: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM messages WHERE status = 'SCHEDULED' AND attempts = 0 AND deferrals = 0 \
+         ORDER BY id",
+    )
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
     loop {
-        let queued: Vec<Uuid> =
-            sqlx::query_scalar("SELECT id FROM messages WHERE status = 'QUEUED' ORDER BY id")
-                .fetch_all(&app.db.pool)
-                .await
-                .unwrap();
-        for id in queued {
-            handler.process(id).await.unwrap();
+        for id in due {
+            claim_and_send(&app.db.pool, handler, id).await.unwrap();
         }
         let next: Option<DateTime<Utc>> =
             sqlx::query_scalar("SELECT min(scheduled_on) FROM messages WHERE status = 'SCHEDULED'")
@@ -67,7 +71,7 @@ async fn drain(app: &TestApp, handler: &Handler, clock: &ManualClock, until: Dat
         if next > clock.now() {
             clock.set(next);
         }
-        app.requeue_due(clock.now()).await;
+        due = app.due_by(clock.now()).await;
     }
 }
 
@@ -316,7 +320,10 @@ async fn an_empty_limiter_redis_rebuilds_the_tenant_budget_from_postgresql() {
     let handler = app.real_handler(Arc::new(SystemClock));
     let outsider = insert_to(&app, 0, "new@example.org").await;
     let before = Utc::now();
-    let outcome = handler.process(outsider).await.unwrap().unwrap();
+    let outcome = claim_and_send(&app.db.pool, &handler, outsider)
+        .await
+        .unwrap()
+        .unwrap();
     let SendOutcome::Deferred { until, reason } = &outcome else {
         panic!("the tenant's budget is spent: {outcome:?}")
     };
@@ -342,7 +349,9 @@ async fn an_empty_limiter_redis_rebuilds_the_tenant_budget_from_postgresql() {
     // Internal mail is not held by the tenant budget.
     let colleague = insert_to(&app, 0, "colleague@contoso.example").await;
     assert_eq!(
-        handler.process(colleague).await.unwrap(),
+        claim_and_send(&app.db.pool, &handler, colleague)
+            .await
+            .unwrap(),
         Some(SendOutcome::Sent)
     );
     assert_eq!(

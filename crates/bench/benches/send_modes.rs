@@ -165,7 +165,7 @@ async fn world(args: &Args, mode: GraphSendMode) -> World {
         .unwrap_or_else(|e| support::fail(&format!("{e:#}")));
     World {
         sim,
-        handler: Handler::new(pool.clone(), service),
+        handler: Handler::new(service),
         pool,
         db_url,
         prefix,
@@ -178,8 +178,8 @@ async fn insert(world: &World, n: usize) -> Vec<Uuid> {
     for k in 0..n {
         let id = Uuid::new_v4();
         sqlx::query(
-            "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, queued_at) \
-             VALUES ($1, $2, $3, 'Invitation', '<p>hi</p>', 'QUEUED', now())",
+            "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status) \
+             VALUES ($1, $2, $3, 'Invitation', '<p>hi</p>', 'SCHEDULED')",
         )
         .bind(id)
         .bind(world.mailboxes[k % world.mailboxes.len()])
@@ -192,21 +192,19 @@ async fn insert(world: &World, n: usize) -> Vec<Uuid> {
     ids
 }
 
-/// Sends `id` until `SENT`/`ERROR`, requeueing after each attempt (after an unconfirmed check
-/// or a limiter deferral, once it is due). Returns the attempts.
+/// Claims and sends `id` until `SENT`/`ERROR`, again after each attempt (after an unconfirmed
+/// check or a limiter deferral, once it is due; other retries at once). Returns the attempts.
 async fn drive(world: &World, id: Uuid) -> usize {
     for attempt in 1..=20 {
-        let outcome = world
-            .handler
-            .process(id)
+        let outcome = support::claim::claim_and_send(&world.pool, &world.handler, id)
             .await
             .unwrap_or_else(|e| support::fail(&e.to_string()));
         match outcome {
             Some(SendOutcome::Sent | SendOutcome::Failed { .. }) | None => return attempt,
             Some(SendOutcome::Deferred { until, reason }) => {
                 // A check not confirmed yet, or the mailbox's cooldown after a Retry-After:
-                // come back when due (other retries are requeued at once: the backoff is
-                // the same request later).
+                // come back when due (other retries are claimed again at once: the backoff
+                // is the same request later).
                 if reason.contains("not confirmed") || reason.contains("rate limit") {
                     let wait = (until - chrono::Utc::now())
                         .to_std()
@@ -217,11 +215,6 @@ async fn drive(world: &World, id: Uuid) -> usize {
             }
             Some(SendOutcome::Superseded) => {}
         }
-        sqlx::query("UPDATE messages SET status = 'QUEUED', queued_at = now() WHERE id = $1")
-            .bind(id)
-            .execute(&world.pool)
-            .await
-            .unwrap_or_else(|e| support::fail(&format!("requeue: {e}")));
     }
     20
 }

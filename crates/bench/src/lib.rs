@@ -6,8 +6,10 @@
 //! (`harness = false`) imports it as `use mail_worker_bench as support;` and uses what it needs,
 //! and `tests/harness.rs` tests it (the benchmark targets run without libtest); the daemon benchmarks (backlog drain, end to end, profile — see
 //! BENCHMARKS.md) add [`daemon`]: private Redis servers, a benchmark database, graph-sim and the
-//! `mail-worker` binary as a child process.
+//! `mail-worker` binary as a child process; [`claim`] hands one given row through the
+//! production claim (the send-mode benchmark and `tests/it`).
 
+pub mod claim;
 pub mod daemon;
 pub mod e2e;
 pub mod perf;

@@ -66,7 +66,7 @@ pub struct MailboxReport {
     pub error: i64,
     /// Messages still `SCHEDULED` for later (future `scheduledOn`).
     pub scheduled_later: i64,
-    /// Messages due but not done when the demo stopped (`SCHEDULED` and due, `QUEUED`,
+    /// Messages due but not done when the demo stopped (`SCHEDULED` and due,
     /// `SENDING`): 0 when it finished.
     pub due: i64,
     /// Deferrals (rate limit + throttling) over all its messages.
@@ -168,7 +168,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     };
     let mut settings = daemon::daemon_settings(&config);
     settings.shutdown_grace = Duration::from_secs(5);
-    worker::run(pool.clone(), service, settings, shutdown).await?;
+    worker::run(pool.clone(), service, settings, shutdown).await;
     let finished = watcher.await.unwrap_or(false);
     let elapsed_s = started.elapsed().as_secs_f64();
 
@@ -315,7 +315,7 @@ async fn watch_progress(
         let sent: i64 = rows.iter().map(|r| r.sent).sum();
         let error: i64 = rows.iter().map(|r| r.error).sum();
         let deferrals: i64 = rows.iter().map(|r| r.deferrals).sum();
-        let in_flight: i64 = rows.iter().map(|r| r.queued + r.sending).sum();
+        let in_flight: i64 = rows.iter().map(|r| r.sending).sum();
         bar.set_position((sent + error) as u64);
         bar.set_message(format!(
             "sent {sent}, error {error}, in flight {in_flight}, deferrals {deferrals}"
@@ -379,7 +379,7 @@ async fn build_report(
                 .or_else(|| sendgrid_accepted.get(&row.mailbox).copied())
                 .unwrap_or(0),
             scheduled_later: row.scheduled_later,
-            due: row.scheduled - row.scheduled_later + row.queued + row.sending,
+            due: row.scheduled - row.scheduled_later + row.sending,
             deferrals: row.deferrals,
             limit_per_minute: limit,
             max_sent_in_utc_minute: sim_stats.map(|s| s.max_in_utc_minute),

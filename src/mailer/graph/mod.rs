@@ -1,10 +1,3 @@
-//! `MicrosoftGraphMailer`: sends one message as one mailbox through Graph's
-//! `POST /users/{mailbox}/sendMail` (<https://learn.microsoft.com/graph/api/user-sendmail>),
-//! with an app-only token from [`token`]. The answer mapping lives in `answer.rs`.
-//!
-//! Layout: `token.rs` (OAuth2 client credentials, shared cache), `request.rs` (JSON body),
-//! `answer.rs` (status → [`MailError`]), `retry_after.rs` (`Retry-After` parsing).
-
 //! `MicrosoftGraphMailer`: sends one message as one mailbox through Graph, in one of two modes
 //! ([`GraphSendMode`], `GRAPH_SEND_MODE`), with an app-only token from [`token`]:
 //! - `sendmail`: one `POST /users/{mailbox}/sendMail`
@@ -15,8 +8,9 @@
 //!   checks the draft before anything is resent (`draft.rs`).
 //!
 //! Layout: `token.rs` (OAuth2 client credentials, shared cache), `request.rs` (JSON bodies),
-//! `answer.rs` (status → [`MailError`]), `draft.rs` (the draft flow and the checks),
-//! `retry_after.rs` (`Retry-After` parsing).
+//! `answer.rs` (status → [`MailError`]; the mapping lives there), `draft.rs` (the draft flow
+//! and the checks), `retry_after.rs` (`Retry-After` parsing), `assertion.rs` (the certificate
+//! credential's signed assertion).
 
 mod answer;
 pub mod assertion;

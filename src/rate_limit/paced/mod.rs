@@ -40,15 +40,15 @@ pub(crate) const RENEW_LUA: &str = include_str!("../../../lua/paced/renew.lua");
 pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
     include_str!("../../../lua/paced/record_fail_open.lua");
 
-/// How late a send may run after its slot (the claim interval, the queue's poll, the worker)
-/// without the rolling 60 s window ever holding more than L sends: slots are spaced
-/// (60 s + this) / L apart. 2 s: the default `SCHEDULER_INTERVAL_MS` (1 s) plus
-/// `WORKER_POLL_INTERVAL_MS` (200 ms) and margin — measured: with 1 s the demo's late sends met
-/// the 60 s check about once in five messages. It costs 1/31 of the minute budget (25 → 24.2).
+/// How late a send may run after its slot (the claim's wait, `SCHEDULER_INTERVAL_MS`, and the
+/// wait for a worker slot) without the rolling 60 s window ever holding more than L sends:
+/// slots are spaced (60 s + this) / L apart. 2 s, with margin: measured when that wait was up
+/// to 1.2 s, an allowance of 1 s let the demo's late sends meet the 60 s check about once in
+/// five messages. It costs 1/31 of the minute budget (25 → 24.2).
 pub const PACING_ALLOWANCE: Duration = Duration::from_secs(2);
 
 /// A booking not used this long after its slot is dropped and its recipients given back:
-/// 15 min (longer than a claim, a queue lease and a worker's retries of a slow Redis).
+/// 15 min (longer than a claim's wait and a worker's retries of a slow Redis).
 pub const BOOKING_GRACE: Duration = Duration::from_secs(15 * 60);
 
 /// The slot spacing for `per_minute`, as the script computes it.

@@ -22,6 +22,7 @@ use url::Url;
 use uuid::Uuid;
 
 use super::{
+    claim_and_send,
     doubles::{ScriptedMailer, ScriptedSource},
     redis_url, server_url, unique,
 };
@@ -364,7 +365,7 @@ impl Builder {
                 retry_for: Duration::from_secs(24 * 3600),
             },
         );
-        let handler = Handler::new(db.pool.clone(), Arc::new(service));
+        let handler = Handler::new(Arc::new(service));
         TestApp {
             db,
             keys,
@@ -411,12 +412,15 @@ impl TestApp {
     /// MicrosoftGraphMailer, the real limiter on Redis) against graph-sim, on `clock`.
     pub fn real_handler(&self, clock: Arc<dyn Clock>) -> Handler {
         let service = daemon::build_service(&self.config, self.db.pool.clone(), clock).unwrap();
-        Handler::new(self.db.pool.clone(), service)
+        Handler::new(service)
     }
 
-    /// Runs one job through [`TestApp::handler`] (the scripted mailer).
+    /// Claims `SCHEDULED` message `id` through the production claim and sends it with
+    /// [`TestApp::handler`] (the scripted mailer); `None` when it is not `SCHEDULED`.
     pub async fn process(&self, id: Uuid) -> Option<SendOutcome> {
-        self.handler.process(id).await.unwrap()
+        claim_and_send(&self.db.pool, &self.handler, id)
+            .await
+            .unwrap()
     }
 
     /// Inserts `n` due messages for mailbox `mailbox` with status `status`, returning their ids;
@@ -474,20 +478,10 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Puts a rescheduled row back to `QUEUED` (what the claim loop would do).
-    pub async fn requeue(&self, id: Uuid) {
-        sqlx::query("UPDATE messages SET status = 'QUEUED', queued_at = now() WHERE id = $1")
-            .bind(id)
-            .execute(&self.db.pool)
-            .await
-            .unwrap();
-    }
-
-    /// `SCHEDULED` rows due by `at` back to `QUEUED` (what the claim loop does), returning them.
-    pub async fn requeue_due(&self, at: DateTime<Utc>) -> Vec<Uuid> {
+    /// The `SCHEDULED` rows due by `at` (the test's clock), for [`claim_and_send`].
+    pub async fn due_by(&self, at: DateTime<Utc>) -> Vec<Uuid> {
         sqlx::query_scalar(
-            "UPDATE messages SET status = 'QUEUED', queued_at = now() \
-             WHERE status = 'SCHEDULED' AND scheduled_on <= $1 RETURNING id",
+            "SELECT id FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= $1 ORDER BY id",
         )
         .bind(at)
         .fetch_all(&self.db.pool)

@@ -16,6 +16,7 @@ use std::time::Duration;
 use url::Url;
 
 pub use app::{TestApp, TestDb, TestKeys, spawn_app};
+pub use mail_worker_bench::claim::{claim_and_send, claim_and_send_all};
 
 /// The PostgreSQL server tests use (`TEST_DATABASE_URL`, default the local one); each test gets
 /// its own database on it.

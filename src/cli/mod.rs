@@ -1,267 +1,24 @@
-//! The `mail-worker` command line: subcommands and what each does.
+//! The `mail-worker` command line: subcommands and what each does ([`main`], `execute`); the
+//! daemon's variables as `run`'s flags are in `env_vars.rs`, the text output in `tables.rs`.
 
 use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
 
 use anyhow::Context;
-use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, parser::ValueSource};
+use clap::{Args, Parser, Subcommand};
 
 use crate::{
-    admin::usage::{MailboxUsage, mailbox_usage},
+    admin::usage::mailbox_usage,
     config::Config,
     domain::{MailboxAddress, MessageStatus},
     events, import,
     store::{self, admin, report, senders},
 };
 
-/// Every environment variable of the daemon: `(name, --flag, default, meaning)`. `run --help`
-/// lists them (clap's `env` support: a flag overrides its variable).
-pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
-    (
-        "DATABASE_URL",
-        "database-url",
-        "postgres://postgres@127.0.0.1:5432/mail_worker",
-        "PostgreSQL (created only by `mail-worker migrate`)",
-    ),
-    (
-        "DATABASE_MAX_CONNECTIONS",
-        "database-max-connections",
-        "10",
-        "PostgreSQL connections per process, whatever WORKER_CONCURRENCY is",
-    ),
-    (
-        "REDIS_URL",
-        "redis-url",
-        "redis://127.0.0.1:6379",
-        "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue); one URL or comma-separated cluster seeds",
-    ),
-    (
-        "MAIL_RATE_LIMIT_REDIS_URL",
-        "rate-limit-redis-url",
-        "REDIS_URL",
-        "the limiter's own Redis: one URL (standalone, or any cluster node: detected from MOVED) or comma-separated Redis Cluster seeds",
-    ),
-    (
-        "MAIL_RATE_LIMIT_ALGORITHM",
-        "rate-limit-algorithm",
-        "paced",
-        "`paced` or `fixed-window`",
-    ),
-    (
-        "MAIL_RATE_LIMIT_PER_MINUTE",
-        "rate-limit-per-minute",
-        "25",
-        "messages per mailbox per minute",
-    ),
-    (
-        "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
-        "rate-limit-recipients-per-day",
-        "9000",
-        "recipients per mailbox per day",
-    ),
-    (
-        "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",
-        "rate-limit-redis-timeout-ms",
-        "250",
-        "limiter deadline; past it the send goes ahead (fail-open)",
-    ),
-    (
-        "MAIL_RATE_LIMIT_KEY_PREFIX",
-        "rate-limit-key-prefix",
-        "mail:rl",
-        "the limiter's Redis key prefix",
-    ),
-    (
-        "MAIL_MAILBOX_MAX_IN_FLIGHT",
-        "mailbox-max-in-flight",
-        "3",
-        "requests in flight per mailbox, all replicas (paced)",
-    ),
-    (
-        "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS",
-        "rate-limit-fail-open-replicas",
-        "1",
-        "replicas sharing a mailbox's budget while failing open",
-    ),
-    (
-        "MAIL_DEFER_SPREAD_MAX_MS",
-        "defer-spread-max-ms",
-        "30000",
-        "deferral spread: FNV-1a(message id) mod this",
-    ),
-    (
-        "MAIL_RETRY_FOR",
-        "retry-for",
-        "24h",
-        "how long transient failures are retried before ERROR",
-    ),
-    (
-        "MAIL_MAX_ATTEMPTS",
-        "max-attempts",
-        "none",
-        "an extra cap on transient attempts",
-    ),
-    (
-        "WORKER_CONCURRENCY",
-        "worker-concurrency",
-        "64",
-        "sends in flight per replica",
-    ),
-    (
-        "SCHEDULER_INTERVAL_MS",
-        "scheduler-interval-ms",
-        "250",
-        "the wait before claiming again when the last claim found less than there was room for",
-    ),
-    (
-        "SCHEDULER_BATCH_SIZE",
-        "scheduler-batch-size",
-        "100",
-        "most rows claimed per tick",
-    ),
-    (
-        "QUEUE_LEASE_MS",
-        "queue-lease-ms",
-        "300000",
-        "a QUEUED row older than this is rescheduled",
-    ),
-    (
-        "SEND_LEASE_MS",
-        "send-lease-ms",
-        "600000",
-        "a SENDING row whose lease was not renewed for this long is rescheduled (at least 2 × HTTP_TIMEOUT_MS)",
-    ),
-    (
-        "GRAPH_API_BASE_URL",
-        "graph-api-base-url",
-        "https://graph.microsoft.com/v1.0",
-        "Microsoft Graph",
-    ),
-    (
-        "GRAPH_LOGIN_BASE_URL",
-        "graph-login-base-url",
-        "https://login.microsoftonline.com",
-        "Entra ID token endpoint",
-    ),
-    (
-        "GRAPH_SAVE_TO_SENT_ITEMS",
-        "graph-save-to-sent-items",
-        "true",
-        "saveToSentItems",
-    ),
-    (
-        "GRAPH_SEND_MODE",
-        "graph-send-mode",
-        "draft",
-        "`draft` (exactly once: draft, then send) or `sendmail`",
-    ),
-    (
-        "GRAPH_SEND_SETTLE_MS",
-        "graph-send-settle-ms",
-        "120000",
-        "how long an unconfirmed send is looked for before it is resent",
-    ),
-    (
-        "SENDGRID_API_BASE_URL",
-        "sendgrid-api-base-url",
-        "https://api.sendgrid.com",
-        "SendGrid v3",
-    ),
-    (
-        "PROVIDER_CLEARTEXT_HOSTS",
-        "provider-cleartext-hosts",
-        "",
-        "host names the provider URLs may reach over http:// besides loopback (a stand-in on a private network only)",
-    ),
-    (
-        "HTTP_TIMEOUT_MS",
-        "http-timeout-ms",
-        "30000",
-        "whole-request deadline of provider calls",
-    ),
-    (
-        "SHUTDOWN_GRACE_MS",
-        "shutdown-grace-ms",
-        "30000",
-        "time for in-flight sends after SIGTERM",
-    ),
-    (
-        "METRICS_LISTEN",
-        "metrics-listen",
-        "0.0.0.0:9184",
-        "/metrics, /healthz, /readyz; `off` disables",
-    ),
-    (
-        "METRICS_REFRESH_MS",
-        "metrics-refresh-ms",
-        "15000",
-        "how often mail_worker_messages is re-read",
-    ),
-    ("LOG_FORMAT", "log-format", "json", "`json` or `pretty`"),
-    ("RUST_LOG", "log", "info", "log filter"),
-    (
-        "ADMIN_LISTEN",
-        "admin-listen",
-        "127.0.0.1:9185",
-        "`mail-worker admin`: where the admin UI listens; `off` disables it",
-    ),
-    (
-        "ADMIN_TOKEN",
-        "admin-token",
-        "none (required by `admin`)",
-        "`mail-worker admin`: the operators' token (16+ characters), or env:NAME / file:/path",
-    ),
-    (
-        "ADMIN_COOKIE_SECURE",
-        "admin-cookie-secure",
-        "false",
-        "`mail-worker admin`: mark the session cookie Secure (set it when served over HTTPS)",
-    ),
-];
+mod env_vars;
+mod tables;
 
-/// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its
-/// variable when not given (clap `env`); given flags override the environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunArgs {
-    /// `(variable, value)` given on the command line.
-    pub overrides: Vec<(&'static str, String)>,
-}
-
-impl FromArgMatches for RunArgs {
-    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
-        let mut overrides = Vec::new();
-        for (var, ..) in ENV_VARS {
-            if matches.value_source(var) == Some(ValueSource::CommandLine)
-                && let Some(value) = matches.get_one::<String>(var)
-            {
-                overrides.push((*var, value.clone()));
-            }
-        }
-        Ok(Self { overrides })
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(matches)?;
-        Ok(())
-    }
-}
-
-impl Args for RunArgs {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        cmd.args(ENV_VARS.iter().map(|(var, flag, default, meaning)| {
-            clap::Arg::new(*var)
-                .long(*flag)
-                .env(*var)
-                .value_name("VALUE")
-                // Values may hold passwords: never echo them in --help.
-                .hide_env_values(true)
-                .help(format!("{meaning} [default: {default}]"))
-        }))
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
-}
+pub use env_vars::{ENV_VARS, RunArgs};
+pub(crate) use tables::{status_table, usage_text};
 
 /// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a
 /// distributed per-mailbox rate limiter in Redis. Configured by environment variables
@@ -361,7 +118,7 @@ pub struct MessageArgs {
     /// A sender: system mailbox or tenant sender address, or tenant name.
     #[arg(long)]
     pub sender: Option<String>,
-    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED (default) or QUEUED.
+    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED.
     #[arg(long)]
     pub status: Option<String>,
     /// Only messages whose last error contains this text (case-insensitive).
@@ -541,11 +298,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 status: match &args.status {
                     None => None,
                     Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(
-                        |_| {
-                            anyhow::anyhow!(
-                                "--status {s}: not one of SCHEDULED, QUEUED, SENDING, SENT, ERROR"
-                            )
-                        },
+                        |_| anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES),
                     )?),
                 },
                 error_like: args.error_like.clone(),
@@ -614,54 +367,6 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
     }
 }
 
-/// `mailbox usage` as lines.
-pub(crate) fn usage_text(u: &MailboxUsage) -> String {
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("-".to_owned(), |t| {
-            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
-        })
-    };
-    let mut out = format!(
-        "mailbox             {} ({}, {})\nlimits              {} per minute ({}), {} recipients per day ({})\n",
-        u.mailbox,
-        u.sender,
-        u.provider,
-        u.limits.per_minute,
-        u.limits.per_minute_source,
-        u.limits.recipients_per_day,
-        u.limits.recipients_per_day_source
-    );
-    match (&u.limiter, &u.limiter_error) {
-        (Some(l), _) => out.push_str(&format!(
-            "limiter ({})   {} sent in the last minute, {} recipients in the last day, {} in flight, {} booked\ncooldown until      {}\nnext free slot      {}\n",
-            l.algorithm,
-            l.sent_last_minute,
-            l.recipients_last_day,
-            l.in_flight,
-            l.booked,
-            time(l.cooldown_until),
-            time(l.next_free_slot)
-        )),
-        (None, Some(e)) => out.push_str(&format!("limiter             unreadable: {e}\n")),
-        (None, None) => out.push_str("limiter             none (SendGrid is not rate-limited)\n"),
-    }
-    let counts: Vec<String> = u
-        .messages
-        .by_status
-        .iter()
-        .map(|(s, n)| format!("{s} {n}"))
-        .collect();
-    out.push_str(&format!("messages            {}\n", counts.join(", ")));
-    if u.messages.paused > 0 {
-        out.push_str(&format!(
-            "PAUSED              {} messages wait: {}\n",
-            u.messages.paused,
-            u.messages.paused_reason.as_deref().unwrap_or("?")
-        ));
-    }
-    out
-}
-
 /// Writes to stdout; a closed pipe (`mail-worker status | head`) is not an error.
 fn out(text: &str) {
     use std::io::Write;
@@ -670,44 +375,4 @@ fn out(text: &str) {
 
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// The status report as a fixed-width table.
-pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
-    let mut out = format!(
-        "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
-        "mailbox",
-        "sender",
-        "SCHEDULED",
-        "paused",
-        "QUEUED",
-        "SENDING",
-        "SENT",
-        "ERROR",
-        "deferrals",
-        "oldest due",
-        "next scheduled"
-    );
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("-".to_owned(), |t| {
-            t.format("%Y-%m-%d %H:%M:%S").to_string()
-        })
-    };
-    for r in rows {
-        out.push_str(&format!(
-            "{:<32} {:<18} {:>9} {:>6} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
-            r.mailbox,
-            r.kind,
-            r.scheduled,
-            r.paused,
-            r.queued,
-            r.sending,
-            r.sent,
-            r.error,
-            r.deferrals,
-            time(r.oldest_due),
-            time(r.next_scheduled)
-        ));
-    }
-    out
 }

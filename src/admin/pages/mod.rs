@@ -1,0 +1,180 @@
+//! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
+//! its limits form, the messages with retry and cancel. HTML from `templates/admin/` (askama,
+//! escaped); every page but the login form needs a session, every POST its CSRF token.
+//! Here the router, the security headers, the session extractor and form parsing; a file per
+//! page beside it (like zero2prod's `routes/admin/*`).
+
+use std::{collections::BTreeMap, net::SocketAddr, num::NonZeroU32, time::Instant};
+
+use askama::Template;
+use axum::{
+    Router,
+    extract::{ConnectInfo, FromRequestParts, Path, Query, Request, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
+    middleware::{self, Next},
+    response::{Html, IntoResponse, Redirect, Response},
+    routing::{get, post},
+};
+use serde::Deserialize;
+
+use super::{
+    AdminError, AdminState,
+    auth::{self, Session},
+    usage::{MailboxUsage, mailbox_usage, mailbox_usage_with},
+};
+use crate::{
+    domain::{MailboxAddress, MessageStatus},
+    events,
+    store::{admin as ops, senders},
+};
+
+/// Exchange Online's per-mailbox limits (above them the limits form warns) and their page,
+/// linked from the warnings: the same numbers the start-up warnings use.
+pub use crate::config::EXCHANGE_LIMITS_PAGE as EXCHANGE_LIMITS_URL;
+use crate::config::{
+    EXCHANGE_MESSAGES_PER_MINUTE as EXCHANGE_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY,
+};
+use crate::rate_limit::usage::UsageReader;
+
+mod login;
+mod mailboxes;
+mod messages;
+
+use login::{login, login_form, logout};
+use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
+use messages::{act, messages};
+/// The most messages a messages page lists.
+pub(crate) const MESSAGES_PAGE: u32 = 200;
+/// The most messages a mailbox page lists.
+pub(crate) const MAILBOX_MESSAGES: u32 = 25;
+
+const CSS: &str = include_str!("../../../templates/admin/admin.css");
+const JS: &str = include_str!("../../../templates/admin/admin.js");
+
+/// Every route of the UI.
+pub(crate) fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/mailboxes") }))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/mailboxes", get(mailboxes))
+        .route("/mailboxes/rows", get(mailbox_rows))
+        .route("/mailboxes/{address}", get(mailbox))
+        .route("/mailboxes/{address}/limits", post(set_limits))
+        .route("/messages", get(messages))
+        .route(
+            "/messages/retry",
+            post(|state, session, body| act(state, session, body, ops::BulkAction::Retry)),
+        )
+        .route(
+            "/messages/cancel",
+            post(|state, session, body| act(state, session, body, ops::BulkAction::Cancel)),
+        )
+        .route(
+            "/assets/admin.css",
+            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),
+        )
+        .route("/assets/admin.js", get(script))
+        .layer(middleware::from_fn(security_headers))
+        .with_state(state)
+}
+
+/// No caching, no framing, scripts and styles from this origin only.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// A request with a valid session. Without one, a GET is sent to the login form (303) and
+/// anything else is refused (401).
+pub(crate) struct Authed(pub Session);
+
+impl FromRequestParts<AdminState> for Authed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AdminState,
+    ) -> Result<Self, Self::Rejection> {
+        let session = parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|h| auth::cookie(h, auth::SESSION_COOKIE))
+            .and_then(|c| state.token.session(c, chrono::Utc::now()));
+        match session {
+            Some(s) => Ok(Self(s)),
+            None if parts.method == Method::GET => Err(Redirect::to("/login").into_response()),
+            None => Err((StatusCode::UNAUTHORIZED, "log in first: /login").into_response()),
+        }
+    }
+}
+
+/// A urlencoded form body, repeated fields kept (`id=…&id=…`).
+struct Fields(Vec<(String, String)>);
+
+impl Fields {
+    fn parse(body: &str) -> Self {
+        Self(
+            url::form_urlencoded::parse(body.as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The session's CSRF token must be in field `csrf`, else [`AdminError::Csrf`] (403).
+    fn check_csrf(&self, session: &Session) -> Result<(), AdminError> {
+        if session.csrf_ok(self.get("csrf")) {
+            Ok(())
+        } else {
+            Err(AdminError::Csrf)
+        }
+    }
+}
+
+fn render(template: &impl Template) -> Result<Html<String>, AdminError> {
+    Ok(Html(template.render()?))
+}
+
+/// A path segment for `text` (`@` and `+` escaped).
+fn segment(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+async fn script(Authed(_): Authed) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/javascript; charset=utf-8",
+        )],
+        JS,
+    )
+}

@@ -1,0 +1,234 @@
+//! Reading one variable at a time from a lookup (the process environment, or a map in tests):
+//! defaults, units, URLs with their schemes, Redis seed lists; each error names the variable.
+
+use std::{num::NonZeroU32, time::Duration};
+
+use url::Url;
+
+use super::{ConfigError, REDIS_SCHEMES, redact::redact_raw};
+use crate::rate_limit::RedisUrls;
+
+/// `raw` as a URL of one of `schemes`, or what is wrong with it.
+fn parse_url(raw: &str, schemes: &[&str]) -> Result<Url, String> {
+    let url = Url::parse(raw).map_err(|e| format!("is not a URL ({e})"))?;
+    if !schemes.contains(&url.scheme()) {
+        return Err(format!(
+            "must use one of the schemes {}",
+            schemes.join(", ")
+        ));
+    }
+    Ok(url)
+}
+
+/// Whether `url`'s host is loopback: 127.0.0.0/8, `::1` or `localhost` (and `*.localhost`,
+/// RFC 6761 §6.3).
+pub(crate) fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        None => false,
+    }
+}
+
+/// The variables, read through a lookup.
+pub(super) struct Env<'a, F: Fn(&str) -> Option<String>>(pub(super) &'a F);
+
+impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
+    pub(super) fn get(&self, var: &str) -> Option<String> {
+        (self.0)(var).filter(|v| !v.trim().is_empty())
+    }
+
+    pub(super) fn error(&self, var: &'static str, problem: &str) -> ConfigError {
+        ConfigError {
+            var,
+            value: redact_raw(&self.get(var).unwrap_or_default()),
+            problem: problem.to_owned(),
+        }
+    }
+
+    /// `host:port`, or `off` (`None`).
+    pub(super) fn listen(
+        &self,
+        var: &'static str,
+        default: &str,
+    ) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        if raw.trim().eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        raw.trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| self.error(var, &format!("must be host:port (e.g. {default}) or `off`")))
+    }
+
+    pub(super) fn text(&self, var: &'static str, default: &str) -> Result<String, ConfigError> {
+        Ok(self.get(var).unwrap_or_else(|| default.to_owned()))
+    }
+
+    pub(super) fn positive(
+        &self,
+        var: &'static str,
+        default: u32,
+    ) -> Result<NonZeroU32, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(NonZeroU32::new(default).expect("defaults are positive"));
+        };
+        raw.trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(NonZeroU32::new)
+            .ok_or_else(|| self.error(var, "must be a whole number from 1 to 4294967295"))
+    }
+
+    pub(super) fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(Duration::from_millis(default));
+        };
+        match raw.trim().parse::<u64>() {
+            Ok(0) => Err(self.error(var, "must be a positive number of milliseconds, not 0")),
+            Ok(ms) => Ok(Duration::from_millis(ms)),
+            Err(_) => Err(self.error(var, "must be a whole number of milliseconds")),
+        }
+    }
+
+    /// A duration with a unit: `500ms`, `30s`, `15m`, `24h`, `1d` (not 0).
+    pub(super) fn duration(
+        &self,
+        var: &'static str,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
+        let Some(raw) = self.get(var) else {
+            return Ok(default);
+        };
+        let raw = raw.trim();
+        let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+        let (number, unit) = raw.split_at(split);
+        let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
+        let n: u64 = number.parse().map_err(|_| self.error(var, problem))?;
+        let ms_per = match unit.trim() {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(self.error(var, problem)),
+        };
+        match n.checked_mul(ms_per) {
+            Some(0) => Err(self.error(var, "must be more than 0")),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => Err(self.error(var, problem)),
+        }
+    }
+
+    pub(super) fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self
+            .get(var)
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(_) => Err(self.error(var, "must be `true` or `false`")),
+        }
+    }
+
+    /// A provider base URL: `https://`, or `http://` only to a loopback host (127.0.0.0/8,
+    /// `::1`, `localhost`: a stand-in on this machine). Credentials and tokens cross these
+    /// URLs, so cleartext to any other host is refused.
+    pub(super) fn provider_url(
+        &self,
+        var: &'static str,
+        default: &str,
+    ) -> Result<Url, ConfigError> {
+        let url = self.url(var, default, &["http", "https"])?;
+        // `PROVIDER_CLEARTEXT_HOSTS`: host names an operator explicitly lets the provider URLs
+        // reach over http:// — a stand-in such as compose's `graph-sim`, never a real provider.
+        let allowed = self.get("PROVIDER_CLEARTEXT_HOSTS").unwrap_or_default();
+        let named = url.host_str().is_some_and(|host| {
+            allowed
+                .split(',')
+                .map(str::trim)
+                .any(|h| !h.is_empty() && h.eq_ignore_ascii_case(host))
+        });
+        if url.scheme() == "http" && !is_loopback(&url) && !named {
+            return Err(self.error(
+                var,
+                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost, or a host named in PROVIDER_CLEARTEXT_HOSTS), because client secrets, API keys and tokens cross it",
+            ));
+        }
+        if url.host().is_none() {
+            return Err(self.error(var, "must name a host"));
+        }
+        Ok(url)
+    }
+
+    pub(super) fn url(
+        &self,
+        var: &'static str,
+        default: &str,
+        schemes: &[&str],
+    ) -> Result<Url, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        parse_url(raw.trim(), schemes).map_err(|problem| self.error(var, &problem))
+    }
+
+    /// `REDIS_URL` or `MAIL_RATE_LIMIT_REDIS_URL`: one URL as [`Self::url`], or several
+    /// comma-separated (seed nodes of one Redis Cluster), each with the first one's scheme and
+    /// credentials (the cluster client uses one set for every node). A bad element is named by
+    /// its position and shown redacted.
+    pub(super) fn redis_urls(
+        &self,
+        var: &'static str,
+        default: &str,
+    ) -> Result<RedisUrls, ConfigError> {
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        if !raw.contains(',') {
+            return Ok(self.url(var, default, REDIS_SCHEMES)?.into());
+        }
+        let mut urls: Vec<Url> = Vec::new();
+        for (n, element) in raw.split(',').map(str::trim).enumerate() {
+            let bad = |problem: &str| ConfigError {
+                var,
+                value: redact_raw(element),
+                problem: format!("list element {} {problem}", n + 1),
+            };
+            if element.is_empty() {
+                return Err(bad("is empty"));
+            }
+            let url = parse_url(element, REDIS_SCHEMES).map_err(|problem| bad(&problem))?;
+            if let Some(first) = urls.first()
+                && (first.scheme(), first.username(), first.password())
+                    != (url.scheme(), url.username(), url.password())
+            {
+                return Err(bad(
+                    "must use the first element's scheme and credentials (the seeds of one Redis Cluster)",
+                ));
+            }
+            urls.push(url);
+        }
+        Ok(RedisUrls::new(urls).expect("split yields at least one element"))
+    }
+}
+
+/// `d` in the largest unit that shows it exactly: `24h`, `90m`, `1500ms` (what a duration
+/// variable reads back; `check-config` prints it).
+pub(super) fn with_unit(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}

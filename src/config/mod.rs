@@ -1,0 +1,388 @@
+//! Configuration from the environment (12-factor), parsed once at start-up into strong types.
+//!
+//! Every variable, its default and its meaning is listed in `config/mail-worker.env.example`.
+//! A bad value stops start-up with a [`ConfigError`] naming the variable and what is wrong.
+//! Here the settings' types, [`Config::from_lookup`] and the `check-config` lines; reading one
+//! variable is [`env`]'s, hiding passwords [`redact`]'s.
+
+use std::{fmt, num::NonZeroU32, time::Duration};
+
+use url::Url;
+
+pub use crate::rate_limit::RateLimitConfig;
+use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
+
+mod env;
+mod redact;
+
+use env::{Env, with_unit};
+pub(crate) use redact::redact_url;
+
+/// A variable that is set but cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{var}: {problem} (got {value:?})")]
+pub struct ConfigError {
+    /// The environment variable's name, e.g. `MAIL_RATE_LIMIT_PER_MINUTE`.
+    pub var: &'static str,
+    /// The offending value (never a secret: secret-bearing URLs are redacted).
+    pub value: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// The schemes of `REDIS_URL` and `MAIL_RATE_LIMIT_REDIS_URL`: `redis://`, or `rediss://` for
+/// TLS (rustls, verified against the system's trust store).
+const REDIS_SCHEMES: &[&str] = &["redis", "rediss"];
+
+/// Exchange Online's per-mailbox limits the default budgets must stay under: 30 messages per
+/// minute and 10,000 recipients per rolling 24 h
+/// (<https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+pub(crate) const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
+/// See [`EXCHANGE_MESSAGES_PER_MINUTE`].
+pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
+/// Where Microsoft documents both.
+pub const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
+
+/// How log lines are written (`LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line (default).
+    Json,
+    /// Human-readable, coloured lines.
+    Pretty,
+}
+
+/// The whole effective configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/mail_worker`.
+    pub database_url: Url,
+    /// `DATABASE_MAX_CONNECTIONS`, default 10: the daemon's PostgreSQL pool, independent of
+    /// `WORKER_CONCURRENCY` (a connection is held per statement, never across a provider call).
+    pub database_max_connections: NonZeroU32,
+    /// `REDIS_URL`, default `redis://127.0.0.1:6379`: the limiter's Redis (unless
+    /// `MAIL_RATE_LIMIT_REDIS_URL` is set); like it, one URL or several cluster seeds.
+    pub redis_url: RedisUrls,
+    /// The limiter's settings.
+    pub rate_limit: RateLimitConfig,
+    /// `MAIL_DEFER_SPREAD_MAX_MS`, default 30,000 ms: the upper bound (exclusive) of the
+    /// per-message spread added to a deferral.
+    pub defer_spread_max: Duration,
+    /// `MAIL_MAX_ATTEMPTS`, default none: an extra cap on transient failures before a message
+    /// ends `ERROR` (the main rule is [`Self::retry_for`]); set it high to give up by time only.
+    pub max_attempts: Option<NonZeroU32>,
+    /// `MAIL_RETRY_FOR`, default `24h` (a number with a unit: `ms`, `s`, `m`, `h`, `d`): how long a message may keep failing
+    /// transiently (counted from its `created_at`) before it ends `ERROR`.
+    pub retry_for: Duration,
+    /// `METRICS_LISTEN`, default `0.0.0.0:9184`; `off` disables the listener (`/metrics`,
+    /// `/healthz`, `/readyz`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `METRICS_REFRESH_MS`, default 15,000 ms: how often `mail_worker_messages` is re-read
+    /// from PostgreSQL (one query).
+    pub metrics_refresh: Duration,
+    /// Worker, scheduler and queue settings.
+    pub worker: WorkerConfig,
+    /// Microsoft Graph endpoints.
+    pub graph: GraphConfig,
+    /// `SENDGRID_API_BASE_URL`, default `https://api.sendgrid.com`.
+    pub sendgrid_api_base_url: Url,
+    /// `HTTP_TIMEOUT_MS`, default 30,000 ms: the whole-request deadline of every provider call.
+    pub http_timeout: Duration,
+    /// `SHUTDOWN_GRACE_MS`, default 30,000 ms: how long in-flight sends may finish after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// `LOG_FORMAT`, `json` (default) or `pretty`.
+    pub log_format: LogFormat,
+    /// `RUST_LOG`, default `info`.
+    pub log_filter: String,
+    /// The admin UI's settings (`mail-worker admin`).
+    pub admin: AdminConfig,
+}
+
+/// The admin UI's settings (`mail-worker admin`, [`crate::admin`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// `ADMIN_LISTEN`, default `127.0.0.1:9185`; `off` disables the UI.
+    pub listen: Option<std::net::SocketAddr>,
+    /// `ADMIN_TOKEN`: the operators' token, a value or an `env:NAME` / `file:/path`
+    /// reference. Required by `mail-worker admin`, which refuses an unset, empty or short one
+    /// at start-up ([`crate::admin::auth::AdminToken::resolve`]).
+    pub token: Option<crate::domain::SecretRef>,
+    /// `ADMIN_COOKIE_SECURE`, default `false`: mark the session cookie `Secure` (set it when
+    /// the UI is reached over HTTPS, e.g. behind a TLS-terminating proxy or ingress).
+    pub cookie_secure: bool,
+}
+
+/// Worker, scheduler and queue settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// `WORKER_CONCURRENCY`, default 128: sends in flight per process (each waits on the
+    /// provider, not on a PostgreSQL connection; `MAIL_MAILBOX_MAX_IN_FLIGHT` still caps each
+    /// mailbox). 128, not 64: at 64 a replica is bound by its slots (64 ÷ ~60 ms a message at
+    /// +20 ms per Graph request), at 128 by the CPU (BENCHMARKS.md §8).
+    pub concurrency: NonZeroU32,
+    /// `SCHEDULER_INTERVAL_MS`, default 250 ms: how often a replica looks for due messages
+    /// while its last claim found fewer than it had room for (with work due and slots free it
+    /// claims again at once).
+    pub scheduler_interval: Duration,
+    /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows one claim takes.
+    pub scheduler_batch_size: NonZeroU32,
+    /// `SEND_LEASE_MS`, default 600,000 ms (at least twice `HTTP_TIMEOUT_MS`): a row `SENDING`
+    /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
+    /// A live attempt renews it every quarter of it, and stops when it cannot.
+    pub send_lease: Duration,
+}
+
+/// Microsoft Graph endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphConfig {
+    /// `GRAPH_API_BASE_URL`, default `https://graph.microsoft.com/v1.0`.
+    pub api_base_url: Url,
+    /// `GRAPH_LOGIN_BASE_URL`, default `https://login.microsoftonline.com`.
+    pub login_base_url: Url,
+    /// `GRAPH_SAVE_TO_SENT_ITEMS`, default `true`.
+    pub save_to_sent_items: bool,
+    /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (README "Delivery guarantee").
+    pub send_mode: crate::mailer::graph::GraphSendMode,
+    /// `GRAPH_SEND_SETTLE_MS`, default 120000 ms: after a send with an unknown outcome, how
+    /// long a check that finds the message still a draft (or not in Sent Items) is not trusted
+    /// to mean "not sent" (Graph is eventually consistent; Microsoft documents no bound).
+    pub send_settle: Duration,
+}
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// The first variable that is set to an unusable value.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass a map). Empty values count as unset.
+    ///
+    /// # Errors
+    /// The first variable that is set to an unusable value.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(&lookup);
+        // `rediss://` is TLS (rustls, the system's trust store).
+        let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
+        let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
+        let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
+        if send_lease < http_timeout * 2 {
+            // Blame the variable the operator set: SEND_LEASE_MS when given, else the
+            // HTTP_TIMEOUT_MS that outgrew SEND_LEASE_MS's default. Twice: an attempt renews its
+            // lease every quarter of it and stops at the lease minus a margin when PostgreSQL
+            // cannot confirm it, so a lease under two request timeouts would cut attempts whose
+            // requests are merely slow (service::lease).
+            let (var, problem) = if env.get("SEND_LEASE_MS").is_some() {
+                (
+                    "SEND_LEASE_MS",
+                    format!(
+                        "must be at least twice HTTP_TIMEOUT_MS ({} ms): an attempt that cannot renew its lease stops before the lease ends, and one request plus the outcome write must fit",
+                        http_timeout.as_millis()
+                    ),
+                )
+            } else {
+                (
+                    "HTTP_TIMEOUT_MS",
+                    format!(
+                        "must be at most half of SEND_LEASE_MS ({} ms, its default): an attempt that cannot renew its lease stops before the lease ends; raise SEND_LEASE_MS too",
+                        send_lease.as_millis()
+                    ),
+                )
+            };
+            return Err(env.error(var, &problem));
+        }
+        Ok(Self {
+            database_url: env.url(
+                "DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5432/mail_worker",
+                &["postgres", "postgresql"],
+            )?,
+            database_max_connections: env.positive("DATABASE_MAX_CONNECTIONS", 10)?,
+            rate_limit: RateLimitConfig {
+                algorithm: match env.get("MAIL_RATE_LIMIT_ALGORITHM") {
+                    None => Algorithm::default(),
+                    Some(text) => text.parse().map_err(|problem: String| {
+                        env.error("MAIL_RATE_LIMIT_ALGORITHM", &problem)
+                    })?,
+                },
+                max_in_flight: env.positive("MAIL_MAILBOX_MAX_IN_FLIGHT", 3)?,
+                lease: crate::rate_limit::IN_FLIGHT_LEASE,
+                fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
+                redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
+                    Some(_) => env.redis_urls("MAIL_RATE_LIMIT_REDIS_URL", "")?,
+                    None => redis_url.clone(),
+                },
+                defaults: RateLimits {
+                    per_minute: env.positive("MAIL_RATE_LIMIT_PER_MINUTE", 25)?,
+                    recipients_per_day: env
+                        .positive("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", 9_000)?,
+                },
+                redis_timeout: env.millis("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", 250)?,
+                key_prefix: env.text("MAIL_RATE_LIMIT_KEY_PREFIX", "mail:rl")?,
+                caller_clock: false,
+            },
+            redis_url,
+            defer_spread_max: env.millis("MAIL_DEFER_SPREAD_MAX_MS", 30_000)?,
+            max_attempts: match env.get("MAIL_MAX_ATTEMPTS") {
+                None => None,
+                Some(_) => Some(env.positive("MAIL_MAX_ATTEMPTS", 1)?),
+            },
+            retry_for: env.duration("MAIL_RETRY_FOR", Duration::from_secs(24 * 3600))?,
+            metrics_listen: env.listen("METRICS_LISTEN", "0.0.0.0:9184")?,
+            metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
+            worker: WorkerConfig {
+                concurrency: env.positive("WORKER_CONCURRENCY", 128)?,
+                scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
+                scheduler_batch_size: env.positive("SCHEDULER_BATCH_SIZE", 100)?,
+                send_lease,
+            },
+            graph: GraphConfig {
+                api_base_url: env
+                    .provider_url("GRAPH_API_BASE_URL", "https://graph.microsoft.com/v1.0")?,
+                login_base_url: env
+                    .provider_url("GRAPH_LOGIN_BASE_URL", "https://login.microsoftonline.com")?,
+                save_to_sent_items: env.bool("GRAPH_SAVE_TO_SENT_ITEMS", true)?,
+                send_mode: env
+                    .text("GRAPH_SEND_MODE", "draft")?
+                    .trim()
+                    .parse()
+                    .map_err(|e: String| env.error("GRAPH_SEND_MODE", &e))?,
+                send_settle: env.millis("GRAPH_SEND_SETTLE_MS", 120_000)?,
+            },
+            sendgrid_api_base_url: env
+                .provider_url("SENDGRID_API_BASE_URL", "https://api.sendgrid.com")?,
+            http_timeout,
+            shutdown_grace: env.millis("SHUTDOWN_GRACE_MS", 30_000)?,
+            log_format: match env.get("LOG_FORMAT").as_deref() {
+                None | Some("json") => LogFormat::Json,
+                Some("pretty") => LogFormat::Pretty,
+                Some(_) => return Err(env.error("LOG_FORMAT", "must be `json` or `pretty`")),
+            },
+            log_filter: env.get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            admin: AdminConfig {
+                listen: env.listen("ADMIN_LISTEN", "127.0.0.1:9185")?,
+                token: env.get("ADMIN_TOKEN").map(crate::domain::SecretRef::new),
+                cookie_secure: env.bool("ADMIN_COOKIE_SECURE", false)?,
+            },
+        })
+    }
+
+    /// Settings that start but are probably wrong: a default budget above Exchange Online's
+    /// own limits (Exchange would answer 429s or block the mailbox, not our limiter). Logged at
+    /// start-up (`config.warning`) and printed by `mail-worker check-config`.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let limits = self.rate_limit.defaults;
+        let mut found = Vec::new();
+        if limits.per_minute.get() > EXCHANGE_MESSAGES_PER_MINUTE {
+            found.push(format!(
+                "MAIL_RATE_LIMIT_PER_MINUTE={} is above Exchange Online's {EXCHANGE_MESSAGES_PER_MINUTE} messages per mailbox per minute: Graph will throttle the excess with 429s ({EXCHANGE_LIMITS_PAGE})",
+                limits.per_minute
+            ));
+        }
+        if limits.recipients_per_day.get() > EXCHANGE_RECIPIENTS_PER_DAY {
+            found.push(format!(
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={} is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} recipients per mailbox per rolling 24 h: Exchange blocks a mailbox that exceeds it, and its mail bounces after Graph accepted it ({EXCHANGE_LIMITS_PAGE})",
+                limits.recipients_per_day
+            ));
+        }
+        found
+    }
+
+    /// The effective configuration as `NAME=value` lines, in the env file's order, with
+    /// passwords in URLs replaced by `***`. This is what `mail-worker check-config` prints.
+    pub(crate) fn redacted_lines(&self) -> Vec<String> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        vec![
+            format!("DATABASE_URL={}", redact_url(&self.database_url)),
+            format!("DATABASE_MAX_CONNECTIONS={}", self.database_max_connections),
+            format!("REDIS_URL={}", self.redis_url.redacted()),
+            format!("MAIL_RATE_LIMIT_ALGORITHM={}", self.rate_limit.algorithm),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_URL={}",
+                self.rate_limit.redis_url.redacted()
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_PER_MINUTE={}",
+                self.rate_limit.defaults.per_minute
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={}",
+                self.rate_limit.defaults.recipients_per_day
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS={}",
+                ms(self.rate_limit.redis_timeout)
+            ),
+            format!("MAIL_RATE_LIMIT_KEY_PREFIX={}", self.rate_limit.key_prefix),
+            format!(
+                "MAIL_MAILBOX_MAX_IN_FLIGHT={}",
+                self.rate_limit.max_in_flight
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS={}",
+                self.rate_limit.fail_open_replicas
+            ),
+            format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
+            format!(
+                "MAIL_MAX_ATTEMPTS={}",
+                self.max_attempts
+                    .map_or_else(|| "none".to_owned(), |n| n.to_string())
+            ),
+            format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
+            format!(
+                "METRICS_LISTEN={}",
+                self.metrics_listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
+            format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
+            format!(
+                "SCHEDULER_INTERVAL_MS={}",
+                ms(self.worker.scheduler_interval)
+            ),
+            format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
+            format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
+            format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
+            format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
+            format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
+            format!("GRAPH_SEND_MODE={}", self.graph.send_mode),
+            format!("GRAPH_SEND_SETTLE_MS={}", ms(self.graph.send_settle)),
+            format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
+            format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
+            format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),
+            format!(
+                "LOG_FORMAT={}",
+                match self.log_format {
+                    LogFormat::Json => "json",
+                    LogFormat::Pretty => "pretty",
+                }
+            ),
+            format!("RUST_LOG={}", self.log_filter),
+            format!(
+                "ADMIN_LISTEN={}",
+                self.admin
+                    .listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!(
+                "ADMIN_TOKEN={}",
+                self.admin
+                    .token
+                    .as_ref()
+                    .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
+            ),
+            format!("ADMIN_COOKIE_SECURE={}", self.admin.cookie_secure),
+        ]
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.redacted_lines()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,50 @@
+//! Passwords out of what is printed: a URL's userinfo password and `password` query parameter
+//! become `***` (logs, `check-config`, the errors of bad values).
+
+use url::Url;
+
+/// `url` with its password (if any) replaced by `***`, for logs and `check-config`: the
+/// userinfo password and a `password` query parameter.
+pub(crate) fn redact_url(url: &Url) -> String {
+    let mut url = url.clone();
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    if url
+        .query_pairs()
+        .any(|(k, _)| k.eq_ignore_ascii_case("password"))
+    {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k.eq_ignore_ascii_case("password") {
+                    "***".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
+/// `raw` with its password replaced by `***`, whether it parses as a URL or not.
+pub(super) fn redact_raw(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(url) => redact_url(&url),
+        Err(_) => redact_unparsed(raw),
+    }
+}
+
+/// A string that failed to parse as a URL, with anything between `://` and the last `@`
+/// (where a password would be) replaced by `***`.
+fn redact_unparsed(raw: &str) -> String {
+    match (raw.find("://"), raw.rfind('@')) {
+        (Some(start), Some(at)) if at > start + 3 => {
+            format!("{}***{}", &raw[..start + 3], &raw[at..])
+        }
+        _ => raw.to_owned(),
+    }
+}

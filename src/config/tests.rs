@@ -1,0 +1,407 @@
+//! The configuration's tests: defaults, every variable read, bad values named, redaction. One
+//! file of tests (a little over 400 lines): each test reads the whole table through
+//! [`Config::from_lookup`], so they belong together.
+
+use super::*;
+use std::collections::HashMap;
+
+fn parse(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(|k| map.get(k).cloned())
+}
+
+/// The worker's knobs: metrics refresh, concurrency, database connections, scheduler
+/// interval and batch size, send lease.
+fn worker_knobs(c: &Config) -> (Duration, u32, u32, Duration, u32, Duration) {
+    (
+        c.metrics_refresh,
+        c.worker.concurrency.get(),
+        c.database_max_connections.get(),
+        c.worker.scheduler_interval,
+        c.worker.scheduler_batch_size.get(),
+        c.worker.send_lease,
+    )
+}
+
+#[test]
+fn defaults_match_the_documented_table() {
+    let c = parse(&[]).unwrap();
+    assert_eq!(
+        c.database_url.as_str(),
+        "postgres://postgres@127.0.0.1:5432/mail_worker"
+    );
+    assert_eq!(c.redis_url.first().as_str(), "redis://127.0.0.1:6379");
+    assert_eq!(c.rate_limit.redis_url, c.redis_url);
+    assert_eq!(c.rate_limit.defaults.per_minute.get(), 25);
+    assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 9000);
+    assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(250));
+    assert_eq!(c.rate_limit.key_prefix, "mail:rl");
+    assert_eq!(c.defer_spread_max, Duration::from_millis(30_000));
+    assert_eq!(c.max_attempts, None);
+    assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
+    assert_eq!(c.metrics_listen, Some("0.0.0.0:9184".parse().unwrap()));
+    assert_eq!(
+        worker_knobs(&c),
+        (
+            Duration::from_secs(15),
+            128,
+            10,
+            Duration::from_millis(250),
+            100,
+            Duration::from_secs(600)
+        )
+    );
+    assert_eq!(
+        c.graph.api_base_url.as_str(),
+        "https://graph.microsoft.com/v1.0"
+    );
+    assert_eq!(
+        c.graph.login_base_url.as_str(),
+        "https://login.microsoftonline.com/"
+    );
+    assert!(c.graph.save_to_sent_items);
+    assert_eq!(
+        c.sendgrid_api_base_url.as_str(),
+        "https://api.sendgrid.com/"
+    );
+    assert_eq!(c.http_timeout, Duration::from_secs(30));
+    assert_eq!(c.shutdown_grace, Duration::from_secs(30));
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.log_filter, "info");
+    assert_eq!(c.admin.listen, Some("127.0.0.1:9185".parse().unwrap()));
+    assert_eq!(c.admin.token, None);
+    assert!(!c.admin.cookie_secure);
+}
+
+#[test]
+fn the_admin_variables_are_read_and_the_token_is_never_printed() {
+    let c = parse(&[
+        ("ADMIN_LISTEN", "0.0.0.0:9999"),
+        ("ADMIN_TOKEN", "a-literal-token-hunter2"),
+        ("ADMIN_COOKIE_SECURE", "true"),
+    ])
+    .unwrap();
+    assert_eq!(c.admin.listen, Some("0.0.0.0:9999".parse().unwrap()));
+    assert!(c.admin.cookie_secure);
+    let text = c.redacted_lines().join("\n");
+    assert!(text.contains("ADMIN_TOKEN=<literal>"), "{text}");
+    assert!(!text.contains("hunter2") && !format!("{c:?}").contains("hunter2"));
+    let c = parse(&[
+        ("ADMIN_LISTEN", "off"),
+        ("ADMIN_TOKEN", "file:/run/secrets/admin"),
+    ])
+    .unwrap();
+    assert_eq!(c.admin.listen, None);
+    assert!(
+        c.redacted_lines()
+            .contains(&"ADMIN_TOKEN=file:/run/secrets/admin".to_owned())
+    );
+    for (var, value) in [
+        ("ADMIN_LISTEN", "9185"),
+        ("ADMIN_COOKIE_SECURE", "sometimes"),
+    ] {
+        let err = parse(&[(var, value)]).unwrap_err();
+        assert_eq!(err.var, var, "{err}");
+    }
+}
+
+#[test]
+fn every_variable_is_read() {
+    let c = parse(&[
+        ("DATABASE_URL", "postgres://u:pw@db:5433/x"),
+        ("REDIS_URL", "redis://q:6380"),
+        ("MAIL_RATE_LIMIT_REDIS_URL", "redis://rl:6381"),
+        ("MAIL_RATE_LIMIT_PER_MINUTE", "10"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "500"),
+        ("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", "100"),
+        ("MAIL_RATE_LIMIT_KEY_PREFIX", "t:rl"),
+        ("MAIL_DEFER_SPREAD_MAX_MS", "5000"),
+        ("MAIL_MAX_ATTEMPTS", "3"),
+        ("MAIL_RETRY_FOR", "1m"),
+        ("METRICS_LISTEN", "off"),
+        ("METRICS_REFRESH_MS", "500"),
+        ("WORKER_CONCURRENCY", "64"),
+        ("DATABASE_MAX_CONNECTIONS", "7"),
+        ("SCHEDULER_INTERVAL_MS", "400"),
+        ("SCHEDULER_BATCH_SIZE", "20"),
+        ("SEND_LEASE_MS", "60000"),
+        ("GRAPH_API_BASE_URL", "http://127.0.0.1:9/v1.0"),
+        ("GRAPH_LOGIN_BASE_URL", "http://127.0.0.1:9"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "false"),
+        ("SENDGRID_API_BASE_URL", "http://127.0.0.1:8"),
+        ("HTTP_TIMEOUT_MS", "5000"),
+        ("SHUTDOWN_GRACE_MS", "2000"),
+        ("LOG_FORMAT", "pretty"),
+        ("RUST_LOG", "debug"),
+    ])
+    .unwrap();
+    assert_eq!(c.database_url.port(), Some(5433));
+    assert_eq!(c.redis_url.first().host_str(), Some("q"));
+    assert_eq!(c.rate_limit.redis_url.first().host_str(), Some("rl"));
+    assert_eq!(c.rate_limit.defaults.per_minute.get(), 10);
+    assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 500);
+    assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
+    assert_eq!(c.rate_limit.key_prefix, "t:rl");
+    assert_eq!(c.defer_spread_max, Duration::from_millis(5000));
+    assert_eq!(c.max_attempts.map(NonZeroU32::get), Some(3));
+    assert_eq!(c.retry_for, Duration::from_secs(60));
+    assert_eq!(c.metrics_listen, None);
+    assert_eq!(
+        worker_knobs(&c),
+        (
+            Duration::from_millis(500),
+            64,
+            7,
+            Duration::from_millis(400),
+            20,
+            Duration::from_secs(60)
+        )
+    );
+    assert_eq!(c.graph.api_base_url.port(), Some(9));
+    assert!(!c.graph.save_to_sent_items);
+    assert_eq!(c.sendgrid_api_base_url.port(), Some(8));
+    assert_eq!(c.http_timeout, Duration::from_secs(5));
+    assert_eq!(c.shutdown_grace, Duration::from_secs(2));
+    assert_eq!(c.log_format, LogFormat::Pretty);
+    assert_eq!(c.log_filter, "debug");
+}
+
+#[test]
+fn bad_values_name_the_variable() {
+    for (var, value, needle) in [
+        ("MAIL_RATE_LIMIT_PER_MINUTE", "abc", "whole number"),
+        ("MAIL_RATE_LIMIT_PER_MINUTE", "0", "whole number"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "-5", "whole number"),
+        ("WORKER_CONCURRENCY", "1.5", "whole number"),
+        ("SCHEDULER_INTERVAL_MS", "0", "not 0"),
+        ("HTTP_TIMEOUT_MS", "soon", "milliseconds"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "maybe", "true"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "yes", "`true` or `false`"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "1", "`true` or `false`"),
+        ("MAIL_RATE_LIMIT_REDIS_URL", "http://x", "schemes"),
+        ("LOG_FORMAT", "xml", "json"),
+        ("REDIS_URL", "http://x", "schemes"),
+        ("DATABASE_URL", "not a url", "not a URL"),
+        ("METRICS_LISTEN", "9184", "host:port"),
+        ("MAIL_RETRY_FOR", "a day", "unit"),
+        ("MAIL_RETRY_FOR", "3600", "unit"),
+        ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
+        ("SEND_LEASE_MS", "50000", "twice HTTP_TIMEOUT_MS"),
+    ] {
+        let err = parse(&[(var, value)]).unwrap_err();
+        assert_eq!(err.var, var);
+        let text = err.to_string();
+        assert!(text.starts_with(var), "{text}");
+        assert!(text.contains(needle), "{var}={value}: {text}");
+    }
+}
+
+#[test]
+fn provider_urls_must_be_https_except_to_loopback() {
+    for var in [
+        "GRAPH_API_BASE_URL",
+        "GRAPH_LOGIN_BASE_URL",
+        "SENDGRID_API_BASE_URL",
+    ] {
+        for bad in [
+            "http://graph.microsoft.com/v1.0",
+            "http://10.0.0.5:8080",
+            "http://localhost.evil.example",
+            "http://[::2]:80",
+            "ftp://127.0.0.1",
+        ] {
+            let err = parse(&[(var, bad)]).unwrap_err();
+            assert_eq!(err.var, var, "{bad}");
+            assert!(err.to_string().starts_with(var), "{err}");
+        }
+        let err = parse(&[(var, "http://graph.example")]).unwrap_err();
+        assert!(err.problem.contains("https://"), "{err}");
+        for good in [
+            "https://graph.example",
+            "http://127.0.0.1:9",
+            "http://127.8.9.10",
+            "http://[::1]:8080",
+            "http://localhost:3000",
+            "http://LOCALHOST",
+            "http://sim.localhost:1",
+        ] {
+            assert!(parse(&[(var, good)]).is_ok(), "{var}={good}");
+        }
+        // A stand-in on a private network, named explicitly; nothing else gets through.
+        let named = [("PROVIDER_CLEARTEXT_HOSTS", "graph-sim, other")];
+        assert!(parse(&[named[0], (var, "http://graph-sim:8025/v1.0")]).is_ok());
+        assert!(parse(&[named[0], (var, "http://graph-sim.example:8025")]).is_err());
+        assert!(parse(&[(var, "http://graph-sim:8025")]).is_err());
+    }
+}
+
+#[test]
+fn redacted_lines_hide_url_passwords() {
+    let c = parse(&[
+        ("DATABASE_URL", "postgres://app:hunter2@db/x"),
+        ("REDIS_URL", "redis://:s3cret@cache:6379"),
+    ])
+    .unwrap();
+    let text = c.redacted_lines().join("\n");
+    assert!(
+        !text.contains("hunter2") && !text.contains("s3cret"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DATABASE_URL=postgres://app:***@db/x"),
+        "{text}"
+    );
+    assert!(!format!("{c:?}").contains("hunter2"));
+    let err = parse(&[("DATABASE_URL", "mysql://app:hunter2@db/x")]).unwrap_err();
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    let err = parse(&[("DATABASE_URL", "postgres://app:hunter2@db:54x2/mail")]).unwrap_err();
+    assert_eq!(err.value, "postgres://***@db:54x2/mail");
+    let c = parse(&[("DATABASE_URL", "postgres://db/x?user=app&password=hunter2")]).unwrap();
+    assert!(!c.redacted_lines().join("\n").contains("hunter2"));
+    let c = parse(&[("REDIS_URL", "rediss://:s3cret@cache:6380")]).unwrap();
+    assert!(!c.redacted_lines().join("\n").contains("s3cret"));
+}
+
+#[test]
+fn tls_redis_urls_are_accepted_for_the_queue_and_the_limiter() {
+    let c = parse(&[
+        ("REDIS_URL", "rediss://queue.example:6380"),
+        (
+            "MAIL_RATE_LIMIT_REDIS_URL",
+            "rediss://limiter.example:6380/0",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(c.redis_url.first().scheme(), "rediss");
+    assert_eq!(
+        c.rate_limit.redis_url.first().as_str(),
+        "rediss://limiter.example:6380/0"
+    );
+    // The limiter inherits the queue's TLS URL when it has none of its own.
+    let c = parse(&[("REDIS_URL", "rediss://queue.example:6380")]).unwrap();
+    assert_eq!(c.rate_limit.redis_url.first().scheme(), "rediss");
+    // And the redis crate can open it (TLS compiled in).
+    assert!(redis::Client::open(c.rate_limit.redis_url.first().as_str()).is_ok());
+}
+
+#[test]
+fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted() {
+    let seeds = "redis://:pw@a:7000, redis://:pw@b:7001,redis://:pw@c:7002";
+    let c = parse(&[("MAIL_RATE_LIMIT_REDIS_URL", seeds)]).unwrap();
+    let hosts: Vec<_> = c
+        .rate_limit
+        .redis_url
+        .as_slice()
+        .iter()
+        .map(|u| u.host_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["a", "b", "c"]);
+    assert!(c.rate_limit.redis_url.is_cluster());
+    assert!(c.redacted_lines().contains(
+        &"MAIL_RATE_LIMIT_REDIS_URL=redis://:***@a:7000,redis://:***@b:7001,redis://:***@c:7002"
+            .to_owned()
+    ));
+    // REDIS_URL, when it is the limiter's, too.
+    let c = parse(&[("REDIS_URL", "redis://a:7000,redis://b:7001")]).unwrap();
+    assert_eq!(c.rate_limit.redis_url.as_slice().len(), 2);
+    assert!(!c.redis_url.redacted().contains("***"));
+    for (value, needle) in [
+        (
+            "redis://a:7000,http://b:7001",
+            "list element 2 must use one of the schemes",
+        ),
+        ("redis://a:7000,,redis://c:7002", "list element 2 is empty"),
+        ("redis://a:7000,not a url", "list element 2 is not a URL"),
+        (
+            "redis://:pw@a:7000,redis://:other@b:7001",
+            "list element 2 must use the first",
+        ),
+        (
+            "redis://a:7000,rediss://b:7001",
+            "list element 2 must use the first",
+        ),
+    ] {
+        let err = parse(&[("MAIL_RATE_LIMIT_REDIS_URL", value)]).unwrap_err();
+        assert_eq!(err.var, "MAIL_RATE_LIMIT_REDIS_URL");
+        let text = err.to_string();
+        assert!(text.contains(needle), "{value}: {text}");
+        assert!(!text.contains("other"), "the password is redacted: {text}");
+    }
+}
+
+#[test]
+fn save_to_sent_items_takes_only_true_or_false() {
+    assert!(
+        parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", "true")])
+            .unwrap()
+            .graph
+            .save_to_sent_items
+    );
+    assert!(
+        !parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", " FALSE ")])
+            .unwrap()
+            .graph
+            .save_to_sent_items
+    );
+    for bad in ["yes", "no", "1", "0", "on"] {
+        let err = parse(&[("GRAPH_SAVE_TO_SENT_ITEMS", bad)]).unwrap_err();
+        assert_eq!(err.var, "GRAPH_SAVE_TO_SENT_ITEMS", "{bad}");
+    }
+}
+
+#[test]
+fn a_send_lease_under_twice_the_http_timeout_blames_the_variable_that_was_set() {
+    let err = parse(&[("SEND_LEASE_MS", "59999")]).unwrap_err();
+    assert_eq!(err.var, "SEND_LEASE_MS");
+    assert_eq!(err.value, "59999");
+    assert!(
+        err.problem
+            .contains("at least twice HTTP_TIMEOUT_MS (30000 ms)"),
+        "{err}"
+    );
+    assert!(parse(&[("SEND_LEASE_MS", "60000")]).is_ok());
+    // SEND_LEASE_MS left at its default, HTTP_TIMEOUT_MS raised past half of it.
+    let err = parse(&[("HTTP_TIMEOUT_MS", "300001")]).unwrap_err();
+    assert_eq!(err.var, "HTTP_TIMEOUT_MS");
+    assert_eq!(err.value, "300001");
+    assert!(err.problem.contains("SEND_LEASE_MS (600000 ms"), "{err}");
+    assert!(parse(&[("HTTP_TIMEOUT_MS", "300000")]).is_ok());
+    // Both set: the lease is the one to raise.
+    let err = parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1399999")]).unwrap_err();
+    assert_eq!(err.var, "SEND_LEASE_MS");
+    assert!(parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1400000")]).is_ok());
+}
+
+#[test]
+fn default_limits_above_exchange_online_are_warned_about() {
+    assert_eq!(parse(&[]).unwrap().warnings(), Vec::<String>::new());
+    let at_exchange = parse(&[
+        ("MAIL_RATE_LIMIT_PER_MINUTE", "30"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10000"),
+    ])
+    .unwrap();
+    assert!(at_exchange.warnings().is_empty());
+    let above = parse(&[
+        ("MAIL_RATE_LIMIT_PER_MINUTE", "31"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10001"),
+    ])
+    .unwrap();
+    let warnings = above.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("MAIL_RATE_LIMIT_PER_MINUTE=31 "),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY=10001 "),
+        "{warnings:?}"
+    );
+    for w in &warnings {
+        assert!(w.contains("https://learn.microsoft.com/"), "{w}");
+    }
+    let only_day = parse(&[("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "20000")]).unwrap();
+    assert_eq!(only_day.warnings().len(), 1);
+}

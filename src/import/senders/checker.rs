@@ -1,0 +1,369 @@
+//! The senders file's hand-written checker: [`Checker`] collects every error of a file, each
+//! at its JSON path (a wrong type, a bad address, secret reference or limit).
+
+use super::*;
+
+#[derive(Default)]
+pub(super) struct Checker {
+    pub(super) errors: Vec<BadEntry>,
+}
+
+impl Checker {
+    pub(super) fn fail(&mut self, location: String, reason: impl Into<String>) {
+        self.errors.push(BadEntry {
+            location,
+            reason: reason.into(),
+        });
+    }
+
+    /// Refuses every key of `object` not in `known`.
+    pub(super) fn known_keys(&mut self, object: &Map<String, Value>, at: &str, known: &[&str]) {
+        for key in object.keys() {
+            if !known.contains(&key.as_str()) {
+                self.fail(
+                    format!("{at}.{}", key.escape_debug()),
+                    format!("unknown field; expected one of {}", known.join(", ")),
+                );
+            }
+        }
+    }
+
+    /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
+    /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
+    pub(super) fn string(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+        required: bool,
+    ) -> Option<String> {
+        let path = format!("{at}.{field}");
+        match object.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.fail(path, "is required");
+                }
+                None
+            }
+            Some(Value::String(raw)) => {
+                let value = raw.trim();
+                if value.is_empty() {
+                    if required {
+                        self.fail(path, "is required (it is empty)");
+                    }
+                    None
+                } else if value.contains(char::is_control) {
+                    self.fail(path, "contains a control character (CR, LF, NUL, …)");
+                    None
+                } else {
+                    Some(value.to_owned())
+                }
+            }
+            Some(other) => {
+                self.fail(path, format!("must be a string, got {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    pub(super) fn mailbox(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+    ) -> Option<MailboxAddress> {
+        let raw = self.string(object, at, field, true)?;
+        match MailboxAddress::parse(&raw) {
+            Ok(address) => Some(address),
+            Err(e) => {
+                self.fail(format!("{at}.{field}"), e.to_string());
+                None
+            }
+        }
+    }
+
+    pub(super) fn tenant_id(&mut self, object: &Map<String, Value>, at: &str) -> Option<String> {
+        let raw = self.string(object, at, "graphTenantId", true)?;
+        match GraphCredentials::check_tenant_id(&raw) {
+            Ok(()) => Some(raw),
+            Err(e) => {
+                self.fail(format!("{at}.graphTenantId"), e);
+                None
+            }
+        }
+    }
+
+    pub(super) fn secret(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+    ) -> Option<SecretRef> {
+        let path = format!("{at}.{field}");
+        // Not `string()`: its messages could not quote a literal, but this one must not either.
+        match object.get(field) {
+            None | Some(Value::Null) => {
+                self.fail(path, "is required");
+                None
+            }
+            Some(Value::String(raw)) => match SecretRef::check(raw.trim()) {
+                Ok(()) => Some(SecretRef::new(raw.trim())),
+                Err(e) => {
+                    self.fail(path, e.to_string());
+                    None
+                }
+            },
+            Some(other) => {
+                self.fail(path, format!("must be a string, got {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    /// A Graph app's credential: `clientCertificate` (a PEM bundle or a reference to one)
+    /// when given, else `clientSecret`; either is stored in the secret column.
+    pub(super) fn credential(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Option<SecretRef> {
+        match object.get("clientCertificate") {
+            None | Some(Value::Null) => self.secret(object, at, "clientSecret"),
+            Some(_) => self.secret(object, at, "clientCertificate"),
+        }
+    }
+
+    pub(super) fn limit(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+        field: &str,
+    ) -> Result<Option<NonZeroU32>, ()> {
+        match object.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => match value
+                .as_u64()
+                .filter(|v| *v <= i32::MAX as u64)
+                .and_then(|v| NonZeroU32::new(v as u32))
+            {
+                Some(v) => Ok(Some(v)),
+                None => {
+                    self.fail(
+                        format!("{at}.{field}"),
+                        format!(
+                            "must be a positive whole number up to {}, got {}",
+                            i32::MAX,
+                            short(value)
+                        ),
+                    );
+                    Err(())
+                }
+            },
+        }
+    }
+
+    /// `acceptedDomains`: a non-empty array of domain names, each stored lower case in
+    /// punycode; `Ok(None)` when absent.
+    pub(super) fn accepted_domains(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<Vec<String>>, ()> {
+        let path = format!("{at}.{ACCEPTED_DOMAINS}");
+        let items = match object.get(ACCEPTED_DOMAINS) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) if items.is_empty() => {
+                self.fail(path, "must list at least one domain of the tenant");
+                return Err(());
+            }
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.fail(
+                    path,
+                    format!("must be an array of domain names, got {}", kind(other)),
+                );
+                return Err(());
+            }
+        };
+        let errors = self.errors.len();
+        let mut domains = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let checked = match item {
+                Value::String(raw) => TenantBudget::accepted_domain(raw),
+                other => Err(format!("must be a domain name, got {}", kind(other))),
+            };
+            match checked {
+                Ok(domain) if !domains.contains(&domain) => domains.push(domain),
+                Ok(_) => {}
+                Err(e) => self.fail(format!("{path}[{i}]"), e),
+            }
+        }
+        if self.errors.len() == errors {
+            domains.sort();
+            Ok(Some(domains))
+        } else {
+            Err(())
+        }
+    }
+
+    /// A Graph app's tenant budget: `externalRecipientsPerDay` and `acceptedDomains`, both or
+    /// neither.
+    pub(super) fn tenant_budget(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Option<TenantBudget>, ()> {
+        let per_day = self.limit(object, at, EXTERNAL_PER_DAY);
+        let domains = self.accepted_domains(object, at);
+        match (per_day?, domains?) {
+            (None, None) => Ok(None),
+            (Some(external_recipients_per_day), Some(accepted_domains)) => Ok(Some(TenantBudget {
+                external_recipients_per_day,
+                accepted_domains,
+            })),
+            (Some(_), None) => {
+                self.fail(
+                    format!("{at}.{ACCEPTED_DOMAINS}"),
+                    format!(
+                        "is required with {EXTERNAL_PER_DAY}: the tenant's own domains (recipients in any other domain count against the budget)"
+                    ),
+                );
+                Err(())
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    format!("{at}.{EXTERNAL_PER_DAY}"),
+                    format!(
+                        "is required with {ACCEPTED_DOMAINS}: the tenant's external recipients per rolling 24 h"
+                    ),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A Graph app: `graphTenantId`, `clientId`, the credential and the tenant budget.
+    pub(super) fn graph_app(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &str,
+    ) -> Option<GraphCredentials> {
+        let graph_tenant_id = self.tenant_id(object, at);
+        let client_id = self.string(object, at, "clientId", true);
+        let client_secret = self.credential(object, at);
+        let tenant_budget = self.tenant_budget(object, at);
+        Some(GraphCredentials {
+            graph_tenant_id: graph_tenant_id?,
+            client_id: client_id?,
+            client_secret: client_secret?,
+            tenant_budget: tenant_budget.ok()?,
+        })
+    }
+
+    /// The budget is the Graph tenant's, shared by all of its mailboxes (the limiter counts it
+    /// under the `graphTenantId`): every entry of one `graphTenantId` (compared without case)
+    /// must give the same `externalRecipientsPerDay` and `acceptedDomains`, or none, or a
+    /// mailbox without them would send external mail the budget never sees.
+    pub(super) fn one_budget_per_graph_tenant(&mut self, apps: &[(String, GraphCredentials)]) {
+        let mut first: std::collections::HashMap<String, &(String, GraphCredentials)> =
+            std::collections::HashMap::new();
+        for entry in apps {
+            let (at, graph) = entry;
+            let tenant = graph.graph_tenant_id.to_lowercase();
+            match first.get(&tenant) {
+                None => {
+                    first.insert(tenant, entry);
+                }
+                Some((first_at, first_graph))
+                    if first_graph.tenant_budget != graph.tenant_budget =>
+                {
+                    self.fail(
+                        format!("{at}.{EXTERNAL_PER_DAY}"),
+                        format!(
+                            "graphTenantId {tenant} has a different tenant budget at {first_at}: the budget is the Graph tenant's, so give every entry of it the same {EXTERNAL_PER_DAY} and {ACCEPTED_DOMAINS} (or none)"
+                        ),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    pub(super) fn entries<'v>(
+        &mut self,
+        root: &'v Map<String, Value>,
+        field: &str,
+    ) -> Vec<(String, &'v Map<String, Value>)> {
+        match root.get(field) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let at = format!("{field}[{i}]");
+                    match item {
+                        Value::Object(object) => Some((at, object)),
+                        other => {
+                            self.fail(at, format!("must be an object, got {}", kind(other)));
+                            None
+                        }
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                self.fail(
+                    field.to_owned(),
+                    format!("must be an array, got {}", kind(other)),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+pub(super) fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for an error message, cut to 40 characters (limits are not secret).
+pub(super) fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 40 {
+        format!("{}…", text.chars().take(40).collect::<String>())
+    } else {
+        text
+    }
+}
+
+pub(super) const MAILBOX_FIELDS: &[&str] = &[
+    "address",
+    "graphTenantId",
+    "clientId",
+    "clientSecret",
+    "clientCertificate",
+    "rateLimitPerMinute",
+    "rateLimitRecipientsPerDay",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
+];
+pub(super) const TENANT_FIELDS: &[&str] = &[
+    "name",
+    "provider",
+    "sender",
+    "graphTenantId",
+    "clientId",
+    "clientSecret",
+    "clientCertificate",
+    "sendgridApiKey",
+    "externalRecipientsPerDay",
+    "acceptedDomains",
+];
+pub(super) const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
+pub(super) const ACCEPTED_DOMAINS: &str = "acceptedDomains";

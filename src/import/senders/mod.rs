@@ -1,0 +1,200 @@
+//! The senders file (the format of `shared/data/senders.json`):
+//!
+//! ```json
+//! { "systemMailboxes": [ { "address": "events@contoso.example", "graphTenantId": "contoso.example",
+//!       "clientId": "…", "clientSecret": "env:CONTOSO_GRAPH_SECRET",
+//!       "rateLimitPerMinute": 20, "rateLimitRecipientsPerDay": 5000 } ],
+//!   "tenants": [ { "name": "fabrikam", "provider": "microsoft-graph", "sender": "invites@fabrikam.example",
+//!       "graphTenantId": "…", "clientId": "…", "clientSecret": "env:…" },
+//!     { "name": "adatum", "provider": "sendgrid", "sender": "news@adatum.example",
+//!       "sendgridApiKey": "env:ADATUM_SENDGRID_KEY" } ] }
+//! ```
+//!
+//! Secrets may be values or references `env:NAME` / `file:/absolute/path`; references are
+//! stored as they are and resolved when a mailer is built.
+//!
+//! A Graph entry may carry its Graph tenant's external-recipient budget,
+//! `"externalRecipientsPerDay": 50000, "acceptedDomains": ["fabrikam.example"]` (both or neither,
+//! the same on every entry of one `graphTenantId`).
+//!
+//! The import is all-or-nothing, and reports **every** error of the file at once, each at its
+//! JSON path (`tenants[2].clientSecret: …`): a wrong type, an unknown or missing field, a bad
+//! address, tenant id, secret reference or limit, a name or address given twice. Every field
+//! and refusal is listed in `docs/file-formats.md`.
+//!
+//! Here the file's types, parsing and the database import; the checker (`checker.rs`) and the
+//! whole-file validation (`validate.rs`) beside them.
+
+use std::num::NonZeroU32;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::PgPool;
+
+use super::BadEntry;
+use crate::{
+    domain::{
+        GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantBudget, TenantTransport,
+    },
+    store::{StoreError, senders},
+};
+
+mod checker;
+mod validate;
+
+use checker::Checker;
+use validate::{Validated, validate, validate_value};
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendersFile {
+    /// Platform mailboxes (always Microsoft Graph).
+    #[serde(default)]
+    pub system_mailboxes: Vec<SystemMailboxEntry>,
+    /// Tenants and their senders.
+    #[serde(default)]
+    pub tenants: Vec<TenantEntry>,
+}
+
+/// One `systemMailboxes[]` entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SystemMailboxEntry {
+    /// The mailbox address.
+    pub address: String,
+    /// Entra ID tenant id or domain.
+    pub graph_tenant_id: String,
+    /// App (client) id.
+    pub client_id: String,
+    /// Secret value or reference (or give `clientCertificate`).
+    #[serde(default)]
+    pub client_secret: String,
+    /// Certificate credential instead of the secret: a PEM bundle (private key + certificate)
+    /// as the value or an `env:`/`file:` reference; stored in the secret column and recognised
+    /// when resolved (`mailer::graph::assertion`). Wins over `clientSecret`.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
+    /// Messages per UTC minute override.
+    #[serde(default)]
+    pub rate_limit_per_minute: Option<u32>,
+    /// Recipients per UTC day override.
+    #[serde(default)]
+    pub rate_limit_recipients_per_day: Option<u32>,
+    /// The Graph tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
+}
+
+/// One `tenants[]` entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantEntry {
+    /// Unique tenant name (what campaign lines' `tenant` refers to).
+    pub name: String,
+    /// `microsoft-graph` or `sendgrid`.
+    pub provider: String,
+    /// The `From` mailbox.
+    pub sender: String,
+    /// Graph: Entra ID tenant id or domain.
+    #[serde(default)]
+    pub graph_tenant_id: Option<String>,
+    /// Graph: app (client) id.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Graph: secret value or reference.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// Graph: certificate credential (PEM bundle or reference) instead of the secret.
+    #[serde(default)]
+    pub client_certificate: Option<String>,
+    /// SendGrid: API key or reference.
+    #[serde(default)]
+    pub sendgrid_api_key: Option<String>,
+    /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    #[serde(default)]
+    pub external_recipients_per_day: Option<u32>,
+    /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
+    #[serde(default)]
+    pub accepted_domains: Option<Vec<String>>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Tenants inserted or updated.
+    pub tenants: usize,
+    /// System mailboxes inserted or updated.
+    pub system_mailboxes: usize,
+}
+
+/// Why an import did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file is not JSON of the expected shape.
+    #[error("senders file is not valid: {0}")]
+    Parse(String),
+    /// Some entries are unusable; nothing was written.
+    #[error("senders file has {} bad entr{}: {}", .0.len(), if .0.len() == 1 { "y" } else { "ies" }, .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    BadEntries(Vec<BadEntry>),
+    /// PostgreSQL failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Parses a senders file's text. Values that are merely bad (an address, a tenant id, a
+/// secret, a limit) are left to [`import`]; a file that is not of the expected shape is refused
+/// here with every error it has (shape and value alike), each at its JSON path.
+///
+/// # Errors
+/// [`ImportError::Parse`] with serde's line/column when the text is not JSON;
+/// [`ImportError::BadEntries`] when it is not of the expected shape.
+pub fn parse(text: &str) -> Result<SendersFile, ImportError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| ImportError::Parse(e.to_string()))?;
+    match SendersFile::deserialize(&value) {
+        Ok(file) => Ok(file),
+        Err(e) => match validate_value(&value) {
+            Err(errors) => Err(ImportError::BadEntries(errors)),
+            Ok(_) => Err(ImportError::Parse(e.to_string())),
+        },
+    }
+}
+
+/// Parses and validates a senders file's text without writing anything: every error at once.
+///
+/// # Errors
+/// As [`parse`], and [`ImportError::BadEntries`] for every bad value.
+pub fn check(text: &str) -> Result<SendersFile, ImportError> {
+    let file = parse(text)?;
+    validate(&file).map_err(ImportError::BadEntries)?;
+    Ok(file)
+}
+
+/// Validates every entry, then upserts them all (tenants by `name`, mailboxes by `address`).
+/// A file with any bad entry writes nothing.
+///
+/// # Errors
+/// [`ImportError`].
+pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, ImportError> {
+    let entries = validate(file).map_err(ImportError::BadEntries)?;
+    let mut report = ImportReport::default();
+    for entry in entries {
+        match entry {
+            Validated::Mailbox(address, graph, per_minute, per_day) => {
+                senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day).await?;
+                report.system_mailboxes += 1;
+            }
+            Validated::Tenant(name, sender, transport) => {
+                senders::upsert_tenant(pool, &name, &sender, &transport).await?;
+                report.tenants += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! Validating a whole senders file with the [`Checker`]: every entry's fields, names and
+//! addresses given once, one tenant budget per Graph tenant; the entries ready to write.
+
+use super::{
+    checker::{ACCEPTED_DOMAINS, EXTERNAL_PER_DAY, MAILBOX_FIELDS, TENANT_FIELDS, kind},
+    *,
+};
+
+/// A validated entry, ready to write.
+pub(super) enum Validated {
+    Mailbox(
+        MailboxAddress,
+        GraphCredentials,
+        Option<NonZeroU32>,
+        Option<NonZeroU32>,
+    ),
+    Tenant(String, MailboxAddress, TenantTransport),
+}
+
+/// Checks a whole senders document, collecting every error with its JSON path.
+pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntry>> {
+    let mut check = Checker::default();
+    let Value::Object(root) = root else {
+        check.fail(
+            "(file)".into(),
+            format!(
+                "must be an object with systemMailboxes and tenants, got {}",
+                kind(root)
+            ),
+        );
+        return Err(check.errors);
+    };
+    check.known_keys(root, "(file)", &["systemMailboxes", "tenants"]);
+    let mut good = Vec::new();
+    // A name or address given twice would silently overwrite the first entry.
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut once = |check: &mut Checker, key: String, at: String| {
+        if let Some(first) = seen.get(&key) {
+            check.fail(
+                at,
+                format!(
+                    "{key}: appears more than once (first at {first}); give each tenant name and mailbox address once"
+                ),
+            );
+        } else {
+            seen.insert(key, at);
+        }
+    };
+    // Every Graph app of the file with its path, to check one budget per Graph tenant.
+    let mut budgets: Vec<(String, GraphCredentials)> = Vec::new();
+    for (at, m) in check.entries(root, "systemMailboxes") {
+        check.known_keys(m, &at, MAILBOX_FIELDS);
+        let errors = check.errors.len();
+        let address = check.mailbox(m, &at, "address");
+        if let Some(a) = &address {
+            once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
+        }
+        let graph = check.graph_app(m, &at);
+        let per_minute = check.limit(m, &at, "rateLimitPerMinute");
+        let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
+        if let Some(graph) = &graph {
+            budgets.push((at.clone(), graph.clone()));
+        }
+        if let (Some(address), Some(graph), Ok(per_minute), Ok(per_day)) =
+            (address, graph, per_minute, per_day)
+            && check.errors.len() == errors
+        {
+            good.push(Validated::Mailbox(address, graph, per_minute, per_day));
+        }
+    }
+    for (at, t) in check.entries(root, "tenants") {
+        check.known_keys(t, &at, TENANT_FIELDS);
+        let errors = check.errors.len();
+        let name = check.string(t, &at, "name", true);
+        if let Some(n) = &name {
+            once(&mut check, format!("tenant {n}"), format!("{at}.name"));
+        }
+        let sender = check.mailbox(t, &at, "sender");
+        let provider =
+            check
+                .string(t, &at, "provider", true)
+                .and_then(|p| match p.parse::<MailProvider>() {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        check.fail(format!("{at}.provider"), e);
+                        None
+                    }
+                });
+        let transport = match provider {
+            Some(MailProvider::MicrosoftGraph) => check.graph_app(t, &at).map(|graph| {
+                budgets.push((at.clone(), graph.clone()));
+                TenantTransport::Graph(graph)
+            }),
+            Some(MailProvider::SendGrid) => {
+                for field in [EXTERNAL_PER_DAY, ACCEPTED_DOMAINS] {
+                    if t.get(field).is_some_and(|v| !v.is_null()) {
+                        check.fail(
+                            format!("{at}.{field}"),
+                            "is only for provider microsoft-graph (a tenant budget is Exchange Online's)",
+                        );
+                    }
+                }
+                check
+                    .secret(t, &at, "sendgridApiKey")
+                    .map(|api_key| TenantTransport::SendGrid { api_key })
+            }
+            None => None,
+        };
+        if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
+            && check.errors.len() == errors
+        {
+            good.push(Validated::Tenant(name, sender, transport));
+        }
+    }
+    check.one_budget_per_graph_tenant(&budgets);
+    if check.errors.is_empty() {
+        Ok(good)
+    } else {
+        Err(check.errors)
+    }
+}
+
+pub(super) fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
+    // Serialising plain strings and numbers cannot fail.
+    validate_value(&serde_json::to_value(file).unwrap_or(Value::Null))
+}
