@@ -33,6 +33,10 @@ pub(crate) const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 /// before it sends. Warn. Fields: `message.id`, `outcome`, `claim_token` (this attempt's),
 /// `current_token` and `current_status` (the row's now).
 pub(crate) const MAIL_SEND_STALE_OUTCOME: &str = "mail.send.staleOutcome";
+/// A send or the give-back of an unstarted row failed on infrastructure trouble (PostgreSQL):
+/// the row stays `SENDING` until lease recovery reschedules it. Error (warn for a give-back).
+/// Fields: `message.id`, `error`.
+pub(crate) const MAIL_SEND_INFRASTRUCTURE_ERROR: &str = "mail.send.infrastructureError";
 /// Renewing an attempt's row lease failed (PostgreSQL unreachable); retried every second until
 /// the attempt's lease deadline. Warn. Fields: `message.id`, `error`.
 pub(crate) const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";

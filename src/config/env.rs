@@ -11,6 +11,13 @@ use crate::rate_limit::RedisUrls;
 /// `raw` as a URL of one of `schemes`, or what is wrong with it.
 fn parse_url(raw: &str, schemes: &[&str]) -> Result<Url, String> {
     let url = Url::parse(raw).map_err(|e| format!("is not a URL ({e})"))?;
+    // `redis:/:secret@host` parses as a URL without a host (so its password could not even be
+    // redacted): only the `scheme://` form is a server address.
+    if !raw.contains("://") {
+        return Err(
+            "is not a server URL: write it as scheme://[user:password@]host[:port]…".into(),
+        );
+    }
     if !schemes.contains(&url.scheme()) {
         return Err(format!(
             "must use one of the schemes {}",

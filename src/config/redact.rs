@@ -7,8 +7,9 @@ use url::Url;
 /// userinfo password and a `password` query parameter.
 pub(crate) fn redact_url(url: &Url) -> String {
     let mut url = url.clone();
-    if url.password().is_some() {
-        let _ = url.set_password(Some("***"));
+    if url.password().is_some() && url.set_password(Some("***")).is_err() {
+        // A URL without a host cannot carry a replaced password: show nothing of it.
+        return format!("{}:***", url.scheme());
     }
     if url
         .query_pairs()
@@ -33,8 +34,9 @@ pub(crate) fn redact_url(url: &Url) -> String {
 /// `raw` with its password replaced by `***`, whether it parses as a URL or not.
 pub(super) fn redact_raw(raw: &str) -> String {
     match Url::parse(raw) {
-        Ok(url) => redact_url(&url),
-        Err(_) => redact_unparsed(raw),
+        // Without `://` a URL has no authority, so no password the parser would know of.
+        Ok(url) if raw.contains("://") => redact_url(&url),
+        _ => redact_unparsed(raw),
     }
 }
 
@@ -45,6 +47,8 @@ fn redact_unparsed(raw: &str) -> String {
         (Some(start), Some(at)) if at > start + 3 => {
             format!("{}***{}", &raw[..start + 3], &raw[at..])
         }
+        // Not even `scheme://`: whatever comes before an `@` may be a password.
+        (None, Some(at)) => format!("***{}", &raw[at..]),
         _ => raw.to_owned(),
     }
 }

@@ -259,6 +259,18 @@ fn redacted_lines_hide_url_passwords() {
     assert!(!err.to_string().contains("hunter2"), "{err}");
     let err = parse(&[("DATABASE_URL", "postgres://app:hunter2@db:54x2/mail")]).unwrap_err();
     assert_eq!(err.value, "postgres://***@db:54x2/mail");
+    // Without `//` a URL has no host: refused, its secret never echoed (found by a new user).
+    for (var, bad) in [
+        ("MAIL_RATE_LIMIT_REDIS_URL", "redis:/:hunter2@a:1"),
+        ("REDIS_URL", "redis::hunter2@a:1"),
+        ("DATABASE_URL", "postgres:/u:hunter2@h/db"),
+        ("REDIS_URL", "redis//:hunter2@a:1"),
+    ] {
+        let err = parse(&[(var, bad)]).unwrap_err();
+        assert_eq!(err.var, var);
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(!err.value.contains("hunter2"), "{err:?}");
+    }
     let c = parse(&[("DATABASE_URL", "postgres://db/x?user=app&password=hunter2")]).unwrap();
     assert!(!c.redacted_lines().join("\n").contains("hunter2"));
     let c = parse(&[("REDIS_URL", "rediss://:s3cret@cache:6380")]).unwrap();

@@ -38,16 +38,18 @@ impl MailProviderService {
                 };
                 let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
                 let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::info!(
-                    event = events::MAIL_RATE_LIMIT_DEFERRED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    reason = reason.as_str(),
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    "mail deferred by the rate limiter"
-                );
+                if let SendOutcome::Deferred { until, .. } = &outcome {
+                    tracing::info!(
+                        event = events::MAIL_RATE_LIMIT_DEFERRED,
+                        message.id = %message.id,
+                        mailbox = %mailbox,
+                        reason = reason.as_str(),
+                        retry_after_ms = retry_after.as_millis() as u64,
+                        spread_ms = spread.as_millis() as u64,
+                        scheduled_on = %until.to_rfc3339(),
+                        "mail deferred by the rate limiter"
+                    );
+                }
                 Ok((outcome, SendResult::Deferred))
             }
             MailError::Throttled { retry_after } => {
@@ -61,16 +63,18 @@ impl MailProviderService {
                     wait_reason::COOLDOWN,
                 );
                 let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_GRAPH_THROTTLED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
-                    backoff_ms = backoff_ms.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    "provider throttled; mail deferred"
-                );
+                if let SendOutcome::Deferred { until, .. } = &outcome {
+                    tracing::warn!(
+                        event = events::MAIL_GRAPH_THROTTLED,
+                        message.id = %message.id,
+                        mailbox = %mailbox,
+                        retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
+                        backoff_ms = backoff_ms.as_millis() as u64,
+                        spread_ms = spread.as_millis() as u64,
+                        scheduled_on = %until.to_rfc3339(),
+                        "provider throttled; mail deferred"
+                    );
+                }
                 Ok((outcome, SendResult::Throttled))
             }
             MailError::Unconfirmed {
@@ -79,15 +83,17 @@ impl MailProviderService {
             } => {
                 let wait = (retry_after, Reschedule::Deferral, wait_reason::UNCONFIRMED);
                 let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::info!(
-                    event = events::MAIL_SEND_UNCONFIRMED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    why = %why,
-                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
-                );
+                if let SendOutcome::Deferred { until, .. } = &outcome {
+                    tracing::info!(
+                        event = events::MAIL_SEND_UNCONFIRMED,
+                        message.id = %message.id,
+                        mailbox = %mailbox,
+                        retry_after_ms = retry_after.as_millis() as u64,
+                        scheduled_on = %until.to_rfc3339(),
+                        why = %why,
+                        "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
+                    );
+                }
                 Ok((outcome, SendResult::Deferred))
             }
             MailError::TokenUnavailable {
@@ -100,16 +106,18 @@ impl MailProviderService {
                     wait_reason::RETRY,
                 );
                 let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_GRAPH_THROTTLED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    retry_after_ms = retry_after.as_millis() as u64,
-                    spread_ms = spread.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    error = %why,
-                    "Graph token unavailable; mail deferred"
-                );
+                if let SendOutcome::Deferred { until, .. } = &outcome {
+                    tracing::warn!(
+                        event = events::MAIL_GRAPH_THROTTLED,
+                        message.id = %message.id,
+                        mailbox = %mailbox,
+                        retry_after_ms = retry_after.as_millis() as u64,
+                        spread_ms = spread.as_millis() as u64,
+                        scheduled_on = %until.to_rfc3339(),
+                        error = %why,
+                        "Graph token unavailable; mail deferred"
+                    );
+                }
                 Ok((outcome, SendResult::Deferred))
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
@@ -139,16 +147,18 @@ impl MailProviderService {
                 let backoff_ms = backoff(attempts).min(left.max(Duration::from_secs(1)));
                 let wait = (backoff_ms, Reschedule::Retry, wait_reason::RETRY);
                 let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                tracing::warn!(
-                    event = events::MAIL_RETRY_SCHEDULED,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    attempts,
-                    backoff_ms = backoff_ms.as_millis() as u64,
-                    scheduled_on = %outcome.until_text(),
-                    error = %why,
-                    "transient failure; mail will be retried"
-                );
+                if let SendOutcome::Deferred { until, .. } = &outcome {
+                    tracing::warn!(
+                        event = events::MAIL_RETRY_SCHEDULED,
+                        message.id = %message.id,
+                        mailbox = %mailbox,
+                        attempts,
+                        backoff_ms = backoff_ms.as_millis() as u64,
+                        scheduled_on = %until.to_rfc3339(),
+                        error = %why,
+                        "transient failure; mail will be retried"
+                    );
+                }
                 Ok((outcome, SendResult::Retried))
             }
             MailError::Unauthorized(_) | MailError::Misconfigured(_) => {

@@ -530,13 +530,3 @@ fn is_connectivity(e: &StoreError) -> bool {
         _ => false,
     }
 }
-
-impl SendOutcome {
-    /// The new `scheduled_on` of a deferral, as RFC 3339 (empty for the other outcomes).
-    fn until_text(&self) -> String {
-        match self {
-            Self::Deferred { until, .. } => until.to_rfc3339(),
-            _ => String::new(),
-        }
-    }
-}

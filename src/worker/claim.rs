@@ -330,12 +330,12 @@ async fn send_one(
     };
     let Some(slot) = slot else {
         if let Err(e) = messages::release_unstarted(&pool, &[message.fence]).await {
-            tracing::warn!(message.id = %message.id, error = %e, "giving back an unstarted message failed; lease recovery will reschedule it");
+            tracing::warn!(event = events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "giving back an unstarted message failed; lease recovery will reschedule it");
         }
         return;
     };
     if let Err(e) = handler.send(&message).await {
-        tracing::error!(message.id = %message.id, error = %e, "send failed on infrastructure trouble; lease recovery will reschedule it");
+        tracing::error!(event = events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "send failed on infrastructure trouble; lease recovery will reschedule it");
     }
     drop(slot);
     drop(room);
