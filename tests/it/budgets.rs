@@ -1026,7 +1026,7 @@ async fn on_a_3_master_cluster_200_concurrent_reservations_allow_exactly_the_lim
 type Sent = (i64, usize, bool);
 
 /// The most sends of one mailbox in any rolling 60 s, given their times in ms.
-fn max_in_60_s(mut times: Vec<i64>) -> usize {
+pub(crate) fn max_in_60_s(mut times: Vec<i64>) -> usize {
     times.sort_unstable();
     let mut max = 0;
     let mut start = 0;

@@ -16,7 +16,7 @@ use mail_worker::{
 use uuid::Uuid;
 
 use crate::{
-    budgets::{run_daemons, run_daemons_on},
+    budgets::{max_in_60_s, run_daemons, run_daemons_on},
     support::{TestApp, logs},
 };
 
@@ -272,20 +272,12 @@ async fn replicas_20_s_ahead_and_20_s_behind_keep_every_budget_at_graph() {
     // Every rolling 60 s at graph-sim: at most 40 per mailbox.
     let delivered = app.sim.messages();
     for (address, _) in &app.mailboxes {
-        let mut times: Vec<i64> = delivered
+        let times: Vec<i64> = delivered
             .iter()
             .filter(|m| m.mailbox == address.as_str())
             .map(|m| m.received_at_ms)
             .collect();
-        times.sort_unstable();
-        let mut most = 0;
-        let mut start = 0;
-        for end in 0..times.len() {
-            while times[end] - times[start] >= 60_000 {
-                start += 1;
-            }
-            most = most.max(end - start + 1);
-        }
+        let most = max_in_60_s(times);
         assert!(most <= 40, "{address}: {most} in a rolling 60 s");
     }
 }
