@@ -200,15 +200,10 @@ impl MailProviderService {
         reason: &str,
         attempted: Option<&messages::Attempted>,
     ) -> Result<SendOutcome, StoreError> {
-        let reason = format!("{PAUSED_PREFIX}{reason}");
-        let to = (self.wait(wait), Reschedule::Deferral, wait_reason::PAUSED);
-        match messages::reschedule(&self.pool, fence, to, &reason, attempted).await? {
-            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
-            None => {
-                self.stale(fence, "paused").await;
-                Ok(SendOutcome::Superseded)
-            }
-        }
+        let to = (wait, Reschedule::Deferral, wait_reason::PAUSED);
+        let last_error = format!("{PAUSED_PREFIX}{reason}");
+        self.reschedule_with(fence, to, last_error, (Instant::now(), attempted))
+            .await
     }
 
     /// Writes `SCHEDULED` after `(wait, kind, wait reason)` for `error`, with what the attempt
@@ -218,19 +213,33 @@ impl MailProviderService {
         fence: Fence,
         to: (Duration, Reschedule, &str),
         error: &MailError,
+        attempt: (Instant, Option<&messages::Attempted>),
+    ) -> Result<SendOutcome, StoreError> {
+        self.reschedule_with(fence, to, error.to_string(), attempt)
+            .await
+    }
+
+    /// [`Self::reschedule`] with `last_error` as given.
+    async fn reschedule_with(
+        &self,
+        fence: Fence,
+        (wait, kind, why): (Duration, Reschedule, &str),
+        last_error: String,
         (started, attempted): (Instant, Option<&messages::Attempted>),
     ) -> Result<SendOutcome, StoreError> {
-        let reason = error.to_string();
-        let to = (self.wait(to.0), to.1, to.2);
+        let to = (self.wait(wait), kind, why);
         let written = self
             .durably(fence.id, started, "rescheduled", || {
-                messages::reschedule(&self.pool, fence, to, &reason, attempted)
+                messages::reschedule(&self.pool, fence, to, &last_error, attempted)
             })
             .await?;
         match written {
-            Some(until) => Ok(SendOutcome::Deferred { until, reason }),
+            Some(until) => Ok(SendOutcome::Deferred {
+                until,
+                reason: last_error,
+            }),
             None => {
-                self.stale(fence, "rescheduled").await;
+                self.stale(fence, why).await;
                 Ok(SendOutcome::Superseded)
             }
         }
