@@ -152,6 +152,7 @@ pub async fn start(
         Arc::clone(&metrics),
         options.secret_env,
     )?;
+    say_if_limiter_unreachable(Arc::clone(&stack.limiter));
     let observers = Observers {
         metrics: Arc::clone(&metrics),
         liveness: Arc::new(Liveness::default()),
@@ -169,6 +170,21 @@ pub async fn start(
         },
         run,
     ))
+}
+
+/// Pings the limiter's Redis once, in the background, and says loudly if it does not answer:
+/// the daemon still starts (sends fail open, bounded), but an operator who mistyped
+/// `REDIS_URL` should not have to find that out from `/readyz`.
+fn say_if_limiter_unreachable(limiter: Arc<MailRateLimiter>) {
+    tokio::spawn(async move {
+        if let Err(e) = limiter.ping().await {
+            tracing::error!(
+                event = events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
+                error = %e,
+                "the rate limiter's Redis (MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL) does not answer: sends fail open, paced locally within this replica's share, until it does; /readyz reports degraded"
+            );
+        }
+    });
 }
 
 async fn run_parts(

@@ -8,6 +8,9 @@ pub(crate) const MAIL_SENT: &str = "mail.sent";
 pub const MAIL_RATE_LIMIT_DEFERRED: &str = "mail.rateLimit.deferred";
 /// The limiter's Redis failed or timed out; the send went ahead unlimited (fail-open). Warn.
 pub const MAIL_RATE_LIMIT_REDIS_ERROR: &str = "mail.rateLimit.redisError";
+/// At start-up the limiter's Redis did not answer a `PING`: sends fail open (bounded, paced
+/// locally) until it does, and `/readyz` says degraded. Error, once per start.
+pub const MAIL_RATE_LIMIT_UNREACHABLE_AT_START: &str = "mail.rateLimit.unreachableAtStart";
 /// The limiter's script failed for a reason that is not connectivity (a bug). Error.
 pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.

@@ -213,6 +213,11 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             for warning in config.warnings() {
                 eprintln!("mail-worker: warning: {warning}");
             }
+            // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only
+            // the admin UI needs it).
+            if config.admin.token.is_some() {
+                crate::admin::AdminToken::resolve(config.admin.token.as_ref())?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(_) => crate::daemon::run(config).await,
@@ -222,6 +227,21 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let text = read(&file)?;
             let parsed =
                 import::senders::parse(&text).with_context(|| file.display().to_string())?;
+            for mailbox in &parsed.system_mailboxes {
+                let per_minute = mailbox.rate_limit_per_minute;
+                let per_day = mailbox.rate_limit_recipients_per_day;
+                let name = |field: &str| format!("{} {}: {field}", file.display(), mailbox.address);
+                let (minute_name, day_name) = (
+                    name("rateLimitPerMinute"),
+                    name("rateLimitRecipientsPerDay"),
+                );
+                for warning in crate::config::above_exchange(
+                    per_minute.map(|v| (minute_name.as_str(), v)),
+                    per_day.map(|v| (day_name.as_str(), v)),
+                ) {
+                    eprintln!("mail-worker: warning: {warning}");
+                }
+            }
             let report = import::senders::import(&pool, &parsed).await?;
             out(&format!(
                 "imported {} tenants and {} system mailboxes from {}\n",
@@ -246,6 +266,12 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 }
             };
             let (per_minute, per_day) = senders::set_limits(&pool, &address, change).await?;
+            for warning in crate::config::above_exchange(
+                per_minute.map(|v| ("--per-minute", v.get())),
+                per_day.map(|v| ("--recipients-per-day", v.get())),
+            ) {
+                eprintln!("mail-worker: warning: {warning}");
+            }
             let show = |v: Option<NonZeroU32>| v.map_or("default".into(), |v| v.to_string());
             out(&format!(
                 "{address}: per minute {}, recipients per day {}\n",

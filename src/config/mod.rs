@@ -43,6 +43,27 @@ pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
 /// Where Microsoft documents both.
 pub const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
 
+/// A warning for each limit above Exchange Online's: `per_minute` and `per_day` are
+/// `(where it was set, value)`, e.g. `("--per-minute", 40)`. The env, `mailbox set-limits` and
+/// the senders import all warn through this one function.
+pub(crate) fn above_exchange(
+    per_minute: Option<(&str, u32)>,
+    per_day: Option<(&str, u32)>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some((name, value)) = per_minute.filter(|(_, v)| *v > EXCHANGE_MESSAGES_PER_MINUTE) {
+        found.push(format!(
+            "{name}={value} is above Exchange Online's {EXCHANGE_MESSAGES_PER_MINUTE} messages per mailbox per minute: Graph will throttle the excess with 429s ({EXCHANGE_LIMITS_PAGE})"
+        ));
+    }
+    if let Some((name, value)) = per_day.filter(|(_, v)| *v > EXCHANGE_RECIPIENTS_PER_DAY) {
+        found.push(format!(
+            "{name}={value} is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} recipients per mailbox per rolling 24 h: Exchange blocks a mailbox that exceeds it, and its mail bounces after Graph accepted it ({EXCHANGE_LIMITS_PAGE})"
+        ));
+    }
+    found
+}
+
 /// How log lines are written (`LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -274,20 +295,13 @@ impl Config {
     /// start-up (`config.warning`) and printed by `mail-worker check-config`.
     pub(crate) fn warnings(&self) -> Vec<String> {
         let limits = self.rate_limit.defaults;
-        let mut found = Vec::new();
-        if limits.per_minute.get() > EXCHANGE_MESSAGES_PER_MINUTE {
-            found.push(format!(
-                "MAIL_RATE_LIMIT_PER_MINUTE={} is above Exchange Online's {EXCHANGE_MESSAGES_PER_MINUTE} messages per mailbox per minute: Graph will throttle the excess with 429s ({EXCHANGE_LIMITS_PAGE})",
-                limits.per_minute
-            ));
-        }
-        if limits.recipients_per_day.get() > EXCHANGE_RECIPIENTS_PER_DAY {
-            found.push(format!(
-                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={} is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} recipients per mailbox per rolling 24 h: Exchange blocks a mailbox that exceeds it, and its mail bounces after Graph accepted it ({EXCHANGE_LIMITS_PAGE})",
-                limits.recipients_per_day
-            ));
-        }
-        found
+        above_exchange(
+            Some(("MAIL_RATE_LIMIT_PER_MINUTE", limits.per_minute.get())),
+            Some((
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
+                limits.recipients_per_day.get(),
+            )),
+        )
     }
 
     /// The effective configuration as `NAME=value` lines, in the env file's order, with

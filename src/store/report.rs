@@ -19,7 +19,7 @@ pub struct SenderStatus {
     /// Of those, never tried and not due yet (a producer's future `scheduledOn`).
     pub scheduled_later: i64,
     /// Of the `SCHEDULED` rows, those waiting because their sender is paused (credentials
-    /// missing or refused; `last_error` starts with `sender paused: `).
+    /// missing or refused; `wait_reason = 'paused'`, cleared when it resumes).
     pub paused: i64,
     /// Rows `SENDING`.
     pub sending: i64,
@@ -47,7 +47,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on > now() \
                  AND m.attempts = 0 AND m.deferrals = 0) AS scheduled_later, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), " \
-                 AND starts_with(coalesce(m.last_error, ''), 'sender paused: ')) AS paused, \
+                 AND m.wait_reason = 'paused') AS paused, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sending), ") AS sending, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sent), ") AS sent, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Error), ") AS error, \

@@ -59,6 +59,77 @@ fn a_bad_variable_stops_start_up_naming_it() {
     }
 }
 
+#[test]
+fn check_config_refuses_an_admin_token_that_admin_would_refuse_without_echoing_it() {
+    for (value, names) in [
+        ("short-hunter4", "at least"),
+        (
+            "env:MW_CHECK_CONFIG_SURELY_UNSET",
+            "MW_CHECK_CONFIG_SURELY_UNSET",
+        ),
+    ] {
+        let out = mail_worker(&["check-config"], &[("ADMIN_TOKEN", value)]);
+        assert_eq!(out.status.code(), Some(78), "ADMIN_TOKEN={value}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("ADMIN_TOKEN") && stderr.contains(names),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("hunter4"), "{stderr}");
+    }
+}
+
+#[test]
+fn limits_above_exchanges_warn_when_set_by_env() {
+    let out = mail_worker(
+        &["check-config"],
+        &[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "40"),
+            ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "12000"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 2, "{stderr}");
+    assert!(warnings[0].contains("MAIL_RATE_LIMIT_PER_MINUTE=40 is above Exchange Online's 30"));
+    assert!(
+        warnings[1]
+            .contains("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY=12000 is above Exchange Online's 10000")
+    );
+}
+
+#[tokio::test]
+async fn a_senders_file_with_limits_above_exchanges_imports_and_warns_naming_the_field() {
+    let db = TestDb::new().await;
+    let url = db.url.to_string();
+    let mut senders: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(crate::import::SENDERS).unwrap()).unwrap();
+    let first = &mut senders["systemMailboxes"][0];
+    first["rateLimitPerMinute"] = 31.into();
+    first["rateLimitRecipientsPerDay"] = 9_000.into();
+    let address = first["address"].as_str().unwrap().to_owned();
+    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("senders.json");
+    std::fs::write(&file, senders.to_string()).unwrap();
+    let out = mail_worker(
+        &["senders", "import", file.to_str().unwrap()],
+        &[("DATABASE_URL", url.as_str())],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "only the minute is above: {stderr}");
+    assert!(
+        warnings[0].contains(&format!(
+            "{address}: rateLimitPerMinute=31 is above Exchange Online's 30"
+        )),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_them() {
     let db = TestDb::new().await;
@@ -146,6 +217,26 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     assert_eq!(
         text(&limits.stdout).trim(),
         "events@contoso.example: per minute 12, recipients per day 5000"
+    );
+    assert!(
+        !text(&limits.stderr).contains("warning"),
+        "12/min is below Exchange's"
+    );
+    let above = mail_worker(
+        &[
+            "mailbox",
+            "set-limits",
+            "events@contoso.example",
+            "--per-minute",
+            "45",
+        ],
+        &env,
+    );
+    assert_eq!(above.status.code(), Some(0), "it warns, and sets");
+    let stderr = text(&above.stderr);
+    assert!(
+        stderr.contains("warning: --per-minute=45 is above Exchange Online's 30 messages"),
+        "{stderr}"
     );
     let unknown = mail_worker(
         &["mailbox", "set-limits", "x@contoso.example", "--clear"],

@@ -342,6 +342,11 @@ async fn sixteen_workers_send_everything_through_a_pool_of_two_connections() {
 /// `mail-worker run` on `world`'s database and Redis, 8 workers, claims every 100 ms, with
 /// `extra` variables on top.
 fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Child {
+    binary(world, extra).spawn().unwrap()
+}
+
+/// The command [`spawn_binary`] runs.
+fn binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Command {
     let config = &world.config;
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"));
     command
@@ -363,7 +368,7 @@ fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Chil
     for (name, value) in extra {
         command.env(name, value);
     }
-    command.spawn().unwrap()
+    command
 }
 
 /// 30 due messages for one mailbox, graph-sim answering each sendMail after 1.5 s.
@@ -523,4 +528,34 @@ async fn after_a_crash_no_row_is_left_sending_once_the_lease_expires() {
         ids.len() as i64,
         "every row SCHEDULED again or SENT"
     );
+}
+
+#[tokio::test]
+async fn a_limiter_redis_that_does_not_answer_at_start_is_said_loudly_once() {
+    let world = TestApp::builder().spawn().await;
+    let mut child = binary(
+        &world,
+        &[
+            ("MAIL_RATE_LIMIT_REDIS_URL", "redis://127.0.0.1:1"),
+            ("RUST_LOG", "error"),
+        ],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    let mut text = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text)
+        .await
+        .unwrap();
+    let loud: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("mail.rateLimit.unreachableAtStart"))
+        .collect();
+    assert_eq!(loud.len(), 1, "said once: {text}");
+    assert!(loud[0].contains("\"ERROR\""), "at error level: {}", loud[0]);
+    assert!(loud[0].contains("MAIL_RATE_LIMIT_REDIS_URL"), "{}", loud[0]);
 }

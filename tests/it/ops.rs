@@ -282,3 +282,26 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
     assert_eq!(paused[0]["level"], "ERROR");
     assert_eq!(paused[0]["mailbox"], "mb0@contoso.example");
 }
+
+#[tokio::test]
+async fn status_counts_a_sender_paused_only_while_its_messages_wait_for_the_pause() {
+    let world = TestApp::builder().spawn().await;
+    let ids = world.insert(0, 3, "SCHEDULED").await;
+    // Two rows wait for the pause as the service writes them; the third was resumed (due now,
+    // `wait_reason` cleared as `resume_paused` does, its last error kept until it is sent).
+    sqlx::query(
+        "UPDATE messages SET last_error = 'sender paused: env:MW_X is not set', \
+         wait_reason = CASE WHEN id = $1 THEN NULL ELSE 'paused' END, \
+         scheduled_on = CASE WHEN id = $1 THEN now() ELSE now() + interval '1 hour' END \
+         WHERE id = ANY($2)",
+    )
+    .bind(ids[0])
+    .bind(&ids)
+    .execute(&world.db.pool)
+    .await
+    .unwrap();
+    let status = mail_worker::store::report::by_sender(&world.db.pool)
+        .await
+        .unwrap();
+    assert_eq!((status[0].scheduled, status[0].paused), (3, 2));
+}
