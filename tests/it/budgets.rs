@@ -1775,14 +1775,7 @@ async fn campaign_through_an_outage(
         }
     }
     sends.sort_unstable();
-    let mut most = 0;
-    let mut start = 0;
-    for end in 0..sends.len() {
-        while sends[end] - sends[start] >= 60_000 {
-            start += 1;
-        }
-        most = most.max(end - start + 1);
-    }
+    let most = max_in_60_s(sends.clone());
     let during = sends
         .iter()
         .filter(|t| (window.0..window.1).contains(*t))

@@ -371,6 +371,20 @@ fn binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Command {
     command
 }
 
+/// Sends SIGTERM to `child` and waits (at most 20 s) for it to exit.
+async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().unwrap().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// 30 due messages for one mailbox, graph-sim answering each sendMail after 1.5 s.
 async fn a_slow_campaign() -> (TestApp, Vec<Uuid>) {
     let world = TestApp::builder().per_minute(1_000).spawn().await;
@@ -400,16 +414,7 @@ async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
         },
     )
     .await;
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let status = sigterm(&mut child).await;
     assert_eq!(status.code(), Some(0), "a requested shutdown exits 0");
     assert_eq!(
         world.count("SENDING").await,
@@ -464,16 +469,7 @@ async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_e
         async || in_flight_leases(&prefix).await == 3,
     )
     .await;
-    let pid = child.id().unwrap().to_string();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let status = sigterm(&mut child).await;
     assert_eq!(status.code(), Some(0));
     assert_eq!(
         in_flight_leases(&prefix).await,
