@@ -21,6 +21,6 @@ EXPOSE 9184
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["mail-worker", "probe", "--path", "/healthz"]
 # `mail-worker admin` (the admin UI) listens on ADMIN_LISTEN, default 127.0.0.1:9185: in a
-# container set ADMIN_LISTEN=0.0.0.0:9185 and ADMIN_TOKEN (README "Admin UI").
+# container set ADMIN_LISTEN=0.0.0.0:9185 and ADMIN_TOKEN (docs/operations.md "Admin UI").
 ENTRYPOINT ["mail-worker"]
 CMD ["run"]

@@ -63,7 +63,7 @@ pub(crate) const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
 pub(crate) const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
-/// before it resends (README "Delivery guarantee").
+/// before it resends (docs/delivery.md).
 pub(crate) const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// The scheduler claimed due messages for this replica's free slots (debug), or a claim
 /// failed (warn). Fields: `claimed`, `room`, or `error`.

@@ -21,33 +21,18 @@
 //! [`cli::main`]).
 //!
 //! This crate is the product only: the library and the `mail-worker` binary, what runs in
-//! production. The workspace beside it (README "Layout"): `crates/graph-sim` (the Microsoft
-//! Graph and SendGrid stand-in, library + `graph-sim` binary), `crates/demo` (the demo,
-//! `cargo demo`), `crates/bench` (the benchmark lab and its harness, a library). This crate
-//! depends on none of them except as dev-dependencies (`graph-sim` and the bench lab's
-//! `unlink_prefix`, for `tests/it`).
+//! production. The workspace beside it (docs/architecture.md, "The workspace"):
+//! `crates/graph-sim` (the Microsoft Graph and SendGrid stand-in), `crates/demo` (`cargo
+//! demo`), `crates/bench` (the benchmark lab); this crate uses them only as dev-dependencies.
 //!
-//! Choices a reader might not expect, and why:
-//! - *A workspace of four crates* (crates.io's `crates/*` habit), not one package with several
-//!   bins: the demo needs the stand-in in process and a progress bar, the benchmarks need both;
-//!   in one package these would be dependencies of the daemon. `cargo tree -e normal -p
-//!   mail-worker` shows what ships (axum included since [`ops`]: the metrics and health
-//!   listener). The stand-in's HTTP tests live with it (`crates/graph-sim/tests`).
-//! - *One integration binary* (`tests/it`, harness in `tests/it/support`, zero2prod's
-//!   `spawn_app()`), plus one small test binary per other crate for what that crate owns.
-//!   `TestApp` drops its database and Redis keys in `Drop`.
-//! - *`anyhow` only at the top*: [`cli`] and [`daemon`] return `anyhow::Result`; they are the
-//!   binary's top level, in the library so that `bench-mail-worker` (the benchmarks' daemon)
-//!   runs the same entry point.
+//! Choices a reader might not expect, and why (history: docs/decisions/):
 //! - *PostgreSQL is the queue*: a claim moves due rows straight to `SENDING` for this replica's
-//!   own free slots, with no job queue between the claim and the worker (measured against
-//!   apalis-redis in BENCHMARKS.md: less Redis state, one write less per message, no poll
-//!   delay). The Redis in `REDIS_URL` is only the limiter's default.
-//! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls. What is
-//!   `pub` is what something outside this crate uses: the binary (`main.rs`), the integration
-//!   tests (`tests/it`, which drive the real parts in process, zero2prod-style, rather than only
-//!   over HTTP), the demo, the bench lab and the fuzz targets. Modules stay `pub` at the top so
-//!   that those users can reach them; inside, visibility is per item.
+//!   own free slots; no job queue in Redis (less state, one row write less, no poll delay).
+//! - *`anyhow` only at the top*: [`cli`] and [`daemon`] return `anyhow::Result`; they live in the
+//!   library so that the benchmarks' daemon runs the same entry point.
+//! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls; what is
+//!   `pub` is used outside the crate (the binary, `tests/it`, the demo, the bench lab, the fuzz
+//!   targets).
 
 pub mod admin;
 pub mod cli;

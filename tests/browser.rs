@@ -3,7 +3,7 @@
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
 //! `ERROR` message and sees it `SENT`. Writes screenshots of the pages to `target/admin-*.png`
-//! (the README's `docs/admin-mailboxes.png` is one of those).
+//! (docs/operations.md's `docs/admin-mailboxes.png` is one of those).
 //!
 //! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with
 //! `cargo test --test browser -- --ignored`.
@@ -216,7 +216,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         );
         assert!(busiest_minute(&sends) <= LIMIT, "{sends:?}");
 
-        // The mailboxes page, for the README and as the run's artifact.
+        // The mailboxes page, for docs/operations.md and as the run's artifact.
         browser.goto(&format!("{ui}/mailboxes")).await;
         let sent = browser.text_of(&row(&mb0, "sent")).await.unwrap();
         assert!(sent.ends_with("/ 5"), "mb0 sent: {sent:?}");

@@ -1,205 +1,273 @@
-//! The daemon's environment variables as `run`'s flags: [`ENV_VARS`] (name, flag, default,
-//! meaning) and [`RunArgs`], which clap fills from them (a given flag overrides its variable).
+//! The daemon's settings, one table: [`ENV_VARS`] (name, flag, default, secret or not,
+//! meaning). `run --help` is built from it ([`RunArgs`]: clap fills each flag from its variable,
+//! a given flag overrides it); a test (`env_vars/tests.rs`) fails when the config parser,
+//! `check-config`, `config/mail-worker.env.example` or docs/configuration.md's table drift from it.
 
 use clap::{ArgMatches, Args, FromArgMatches, parser::ValueSource};
 
-/// Every environment variable of the daemon: `(name, --flag, default, meaning)`. `run --help`
-/// lists them (clap's `env` support: a flag overrides its variable).
-pub const ENV_VARS: &[(&str, &str, &str, &str)] = &[
-    (
-        "DATABASE_URL",
-        "database-url",
-        "postgres://postgres@127.0.0.1:5432/mail_worker",
-        "PostgreSQL (created only by `mail-worker migrate`)",
-    ),
-    (
-        "DATABASE_MAX_CONNECTIONS",
-        "database-max-connections",
-        "10",
-        "PostgreSQL connections per process, whatever WORKER_CONCURRENCY is",
-    ),
-    (
-        "REDIS_URL",
-        "redis-url",
-        "redis://127.0.0.1:6379",
-        "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue); one URL or comma-separated cluster seeds",
-    ),
-    (
-        "MAIL_RATE_LIMIT_REDIS_URL",
-        "rate-limit-redis-url",
-        "REDIS_URL",
-        "the limiter's own Redis: one URL (standalone, or any cluster node: detected from MOVED) or comma-separated Redis Cluster seeds",
-    ),
-    (
-        "MAIL_RATE_LIMIT_ALGORITHM",
-        "rate-limit-algorithm",
-        "paced",
-        "`paced` or `fixed-window`",
-    ),
-    (
-        "MAIL_RATE_LIMIT_PER_MINUTE",
-        "rate-limit-per-minute",
-        "25",
-        "messages per mailbox per minute",
-    ),
-    (
-        "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
-        "rate-limit-recipients-per-day",
-        "9000",
-        "recipients per mailbox per day",
-    ),
-    (
-        "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",
-        "rate-limit-redis-timeout-ms",
-        "250",
-        "limiter deadline; past it the send goes ahead (fail-open)",
-    ),
-    (
-        "MAIL_RATE_LIMIT_KEY_PREFIX",
-        "rate-limit-key-prefix",
-        "mail:rl",
-        "the limiter's Redis key prefix",
-    ),
-    (
-        "MAIL_MAILBOX_MAX_IN_FLIGHT",
-        "mailbox-max-in-flight",
-        "3",
-        "requests in flight per mailbox, all replicas (paced)",
-    ),
-    (
-        "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS",
-        "rate-limit-fail-open-replicas",
-        "1",
-        "replicas sharing a mailbox's budget while failing open",
-    ),
-    (
-        "MAIL_DEFER_SPREAD_MAX_MS",
-        "defer-spread-max-ms",
-        "30000",
-        "deferral spread: FNV-1a(message id) mod this",
-    ),
-    (
-        "MAIL_RETRY_FOR",
-        "retry-for",
-        "24h",
-        "how long transient failures are retried before ERROR",
-    ),
-    (
-        "MAIL_MAX_ATTEMPTS",
-        "max-attempts",
-        "none",
-        "an extra cap on transient attempts",
-    ),
-    (
-        "WORKER_CONCURRENCY",
-        "worker-concurrency",
-        "64",
-        "sends in flight per replica",
-    ),
-    (
-        "SCHEDULER_INTERVAL_MS",
-        "scheduler-interval-ms",
-        "250",
-        "the wait before claiming again when the last claim found less than there was room for",
-    ),
-    (
-        "SCHEDULER_BATCH_SIZE",
-        "scheduler-batch-size",
-        "100",
-        "most rows claimed per tick",
-    ),
-    (
-        "SEND_LEASE_MS",
-        "send-lease-ms",
-        "600000",
-        "a SENDING row whose lease was not renewed for this long is rescheduled (at least 2 × HTTP_TIMEOUT_MS)",
-    ),
-    (
-        "GRAPH_API_BASE_URL",
-        "graph-api-base-url",
-        "https://graph.microsoft.com/v1.0",
-        "Microsoft Graph",
-    ),
-    (
-        "GRAPH_LOGIN_BASE_URL",
-        "graph-login-base-url",
-        "https://login.microsoftonline.com",
-        "Entra ID token endpoint",
-    ),
-    (
-        "GRAPH_SAVE_TO_SENT_ITEMS",
-        "graph-save-to-sent-items",
-        "true",
-        "saveToSentItems",
-    ),
-    (
-        "GRAPH_SEND_MODE",
-        "graph-send-mode",
-        "draft",
-        "`draft` (exactly once: draft, then send) or `sendmail`",
-    ),
-    (
-        "GRAPH_SEND_SETTLE_MS",
-        "graph-send-settle-ms",
-        "120000",
-        "how long an unconfirmed send is looked for before it is resent",
-    ),
-    (
-        "SENDGRID_API_BASE_URL",
-        "sendgrid-api-base-url",
-        "https://api.sendgrid.com",
-        "SendGrid v3",
-    ),
-    (
-        "PROVIDER_CLEARTEXT_HOSTS",
-        "provider-cleartext-hosts",
-        "",
-        "host names the provider URLs may reach over http:// besides loopback (a stand-in on a private network only)",
-    ),
-    (
-        "HTTP_TIMEOUT_MS",
-        "http-timeout-ms",
-        "30000",
-        "whole-request deadline of provider calls",
-    ),
-    (
-        "SHUTDOWN_GRACE_MS",
-        "shutdown-grace-ms",
-        "30000",
-        "time for in-flight sends after SIGTERM",
-    ),
-    (
-        "METRICS_LISTEN",
-        "metrics-listen",
-        "0.0.0.0:9184",
-        "/metrics, /healthz, /readyz; `off` disables",
-    ),
-    (
-        "METRICS_REFRESH_MS",
-        "metrics-refresh-ms",
-        "15000",
-        "how often mail_worker_messages is re-read",
-    ),
-    ("LOG_FORMAT", "log-format", "json", "`json` or `pretty`"),
-    ("RUST_LOG", "log", "info", "log filter"),
-    (
-        "ADMIN_LISTEN",
-        "admin-listen",
-        "127.0.0.1:9185",
-        "`mail-worker admin`: where the admin UI listens; `off` disables it",
-    ),
-    (
-        "ADMIN_TOKEN",
-        "admin-token",
-        "none (required by `admin`)",
-        "`mail-worker admin`: the operators' token (16+ characters), or env:NAME / file:/path",
-    ),
-    (
-        "ADMIN_COOKIE_SECURE",
-        "admin-cookie-secure",
-        "false",
-        "`mail-worker admin`: mark the session cookie Secure (set it when served over HTTPS)",
-    ),
+/// One environment variable of the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvVar {
+    /// The variable, e.g. `MAIL_RATE_LIMIT_PER_MINUTE`.
+    pub name: &'static str,
+    /// `run`'s flag for it, without the leading `--`.
+    pub flag: &'static str,
+    /// The value an unset variable means (`None`: unset means none); the name of another
+    /// variable means "that variable's value".
+    pub default: Option<&'static str>,
+    /// Whether a value may hold a password or token: `check-config` and errors redact it.
+    pub secret: bool,
+    /// What it sets, one line (also the docs' table).
+    pub meaning: &'static str,
+}
+
+impl EnvVar {
+    /// [`Self::default`] as `run --help` and the docs show it.
+    pub fn default_text(&self) -> &'static str {
+        self.default.unwrap_or("none")
+    }
+}
+
+/// Every environment variable of the daemon, in the env example's order.
+pub const ENV_VARS: &[EnvVar] = &[
+    EnvVar {
+        name: "DATABASE_URL",
+        flag: "database-url",
+        default: Some("postgres://postgres@127.0.0.1:5432/mail_worker"),
+        secret: true,
+        meaning: "PostgreSQL (created only by `mail-worker migrate`; every other command on a missing or unmigrated database says to run it)",
+    },
+    EnvVar {
+        name: "DATABASE_MAX_CONNECTIONS",
+        flag: "database-max-connections",
+        default: Some("10"),
+        secret: false,
+        meaning: "PostgreSQL connections per process, whatever WORKER_CONCURRENCY is (a send holds one only per statement, never across a provider call); replicas × this must fit the server's max_connections",
+    },
+    EnvVar {
+        name: "REDIS_URL",
+        flag: "redis-url",
+        default: Some("redis://127.0.0.1:6379"),
+        secret: true,
+        meaning: "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue); one URL or comma-separated cluster seeds; `rediss://` for TLS",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_REDIS_URL",
+        flag: "rate-limit-redis-url",
+        default: Some("REDIS_URL"),
+        secret: true,
+        meaning: "the limiter's own Redis: one URL (standalone, or any cluster node: detected from MOVED) or comma-separated Redis Cluster seeds (docs/rate-limiting.md)",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_ALGORITHM",
+        flag: "rate-limit-algorithm",
+        default: Some("paced"),
+        secret: false,
+        meaning: "`paced` (rolling windows, booked slots, in-flight leases, cooldown) or `fixed-window` (the design note's UTC counters)",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_PER_MINUTE",
+        flag: "rate-limit-per-minute",
+        default: Some("25"),
+        secret: false,
+        meaning: "messages per mailbox per minute (`paced`: any 60 s; Exchange: 30)",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
+        flag: "rate-limit-recipients-per-day",
+        default: Some("9000"),
+        secret: false,
+        meaning: "recipients (To+Cc+Bcc) per mailbox per day (`paced`: any 24 h; Exchange: 10,000 per rolling 24 h)",
+    },
+    EnvVar {
+        name: "MAIL_MAILBOX_MAX_IN_FLIGHT",
+        flag: "mailbox-max-in-flight",
+        default: Some("3"),
+        secret: false,
+        meaning: "`paced`: requests in flight per mailbox across replicas (Graph: 4 per app and mailbox)",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS",
+        flag: "rate-limit-fail-open-replicas",
+        default: Some("1"),
+        secret: false,
+        meaning: "`paced`: while the limiter's Redis is down each process paces a mailbox at limit ÷ this; set it to the replica count",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",
+        flag: "rate-limit-redis-timeout-ms",
+        default: Some("250"),
+        secret: false,
+        meaning: "limiter deadline; past it the send goes ahead (fail-open)",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_KEY_PREFIX",
+        flag: "rate-limit-key-prefix",
+        default: Some("mail:rl"),
+        secret: false,
+        meaning: "the limiter's Redis key prefix (formats in docs/rate-limiting.md)",
+    },
+    EnvVar {
+        name: "MAIL_DEFER_SPREAD_MAX_MS",
+        flag: "defer-spread-max-ms",
+        default: Some("30000"),
+        secret: false,
+        meaning: "deferral spread: FNV-1a(message id) mod this (not added to a booked slot)",
+    },
+    EnvVar {
+        name: "MAIL_RETRY_FOR",
+        flag: "retry-for",
+        default: Some("24h"),
+        secret: false,
+        meaning: "how long transient failures are retried (from the first attempt; `ms`/`s`/`m`/`h`/`d`), backoff capped at 15 min, then ERROR",
+    },
+    EnvVar {
+        name: "MAIL_MAX_ATTEMPTS",
+        flag: "max-attempts",
+        default: None,
+        secret: false,
+        meaning: "an extra cap on transient attempts, if set",
+    },
+    EnvVar {
+        name: "METRICS_LISTEN",
+        flag: "metrics-listen",
+        default: Some("0.0.0.0:9184"),
+        secret: false,
+        meaning: "/metrics, /healthz, /readyz; `off` disables; a port in use stops start-up",
+    },
+    EnvVar {
+        name: "METRICS_REFRESH_MS",
+        flag: "metrics-refresh-ms",
+        default: Some("15000"),
+        secret: false,
+        meaning: "how often mail_worker_messages{status} is re-read (one query)",
+    },
+    EnvVar {
+        name: "WORKER_CONCURRENCY",
+        flag: "worker-concurrency",
+        default: Some("128"),
+        secret: false,
+        meaning: "sends in flight per replica; a replica claims for its own free slots plus a prefetch of a quarter of them",
+    },
+    EnvVar {
+        name: "SCHEDULER_INTERVAL_MS",
+        flag: "scheduler-interval-ms",
+        default: Some("250"),
+        secret: false,
+        meaning: "the wait before claiming again when the last claim found less than there was room for (with work due and slots free a replica claims again at once)",
+    },
+    EnvVar {
+        name: "SCHEDULER_BATCH_SIZE",
+        flag: "scheduler-batch-size",
+        default: Some("100"),
+        secret: false,
+        meaning: "most rows one claim takes",
+    },
+    EnvVar {
+        name: "SEND_LEASE_MS",
+        flag: "send-lease-ms",
+        default: Some("600000"),
+        secret: false,
+        meaning: "a SENDING row whose lease was not renewed for this long is rescheduled; a live attempt renews it every quarter of it (at least 2 × HTTP_TIMEOUT_MS)",
+    },
+    EnvVar {
+        name: "GRAPH_API_BASE_URL",
+        flag: "graph-api-base-url",
+        default: Some("https://graph.microsoft.com/v1.0"),
+        secret: false,
+        meaning: "Microsoft Graph; the token scope is `<its origin>/.default`",
+    },
+    EnvVar {
+        name: "GRAPH_LOGIN_BASE_URL",
+        flag: "graph-login-base-url",
+        default: Some("https://login.microsoftonline.com"),
+        secret: false,
+        meaning: "Entra ID token endpoint",
+    },
+    EnvVar {
+        name: "GRAPH_SAVE_TO_SENT_ITEMS",
+        flag: "graph-save-to-sent-items",
+        default: Some("true"),
+        secret: false,
+        meaning: "saveToSentItems, `true` or `false` (`sendmail` mode; a draft's send always keeps its copy)",
+    },
+    EnvVar {
+        name: "GRAPH_SEND_MODE",
+        flag: "graph-send-mode",
+        default: Some("draft"),
+        secret: false,
+        meaning: "`draft` (exactly once: draft, then send) or `sendmail` (one request; docs/delivery.md)",
+    },
+    EnvVar {
+        name: "GRAPH_SEND_SETTLE_MS",
+        flag: "graph-send-settle-ms",
+        default: Some("120000"),
+        secret: false,
+        meaning: "after a send with an unknown outcome, how long \"still a draft\" / \"not in Sent Items\" is not trusted",
+    },
+    EnvVar {
+        name: "SENDGRID_API_BASE_URL",
+        flag: "sendgrid-api-base-url",
+        default: Some("https://api.sendgrid.com"),
+        secret: false,
+        meaning: "SendGrid v3",
+    },
+    EnvVar {
+        name: "PROVIDER_CLEARTEXT_HOSTS",
+        flag: "provider-cleartext-hosts",
+        default: None,
+        secret: false,
+        meaning: "host names the three provider URLs may reach over http:// besides loopback (compose's graph-sim); anything else must be https://",
+    },
+    EnvVar {
+        name: "HTTP_TIMEOUT_MS",
+        flag: "http-timeout-ms",
+        default: Some("30000"),
+        secret: false,
+        meaning: "whole-request deadline of provider calls",
+    },
+    EnvVar {
+        name: "SHUTDOWN_GRACE_MS",
+        flag: "shutdown-grace-ms",
+        default: Some("30000"),
+        secret: false,
+        meaning: "time for in-flight sends after SIGTERM",
+    },
+    EnvVar {
+        name: "LOG_FORMAT",
+        flag: "log-format",
+        default: Some("json"),
+        secret: false,
+        meaning: "`json` or `pretty`",
+    },
+    EnvVar {
+        name: "RUST_LOG",
+        flag: "log",
+        default: Some("info"),
+        secret: false,
+        meaning: "log filter",
+    },
+    EnvVar {
+        name: "ADMIN_LISTEN",
+        flag: "admin-listen",
+        default: Some("127.0.0.1:9185"),
+        secret: false,
+        meaning: "`mail-worker admin`: where the admin UI listens; `off` disables it",
+    },
+    EnvVar {
+        name: "ADMIN_TOKEN",
+        flag: "admin-token",
+        default: None,
+        secret: true,
+        meaning: "`mail-worker admin`: the operators' token (at least 16 characters) or an env:NAME / file:/path reference; `admin` refuses to start without one",
+    },
+    EnvVar {
+        name: "ADMIN_COOKIE_SECURE",
+        flag: "admin-cookie-secure",
+        default: Some("false"),
+        secret: false,
+        meaning: "`mail-worker admin`: mark the session cookie Secure; set it when the UI is reached over HTTPS",
+    },
 ];
 
 /// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its
@@ -213,11 +281,11 @@ pub struct RunArgs {
 impl FromArgMatches for RunArgs {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let mut overrides = Vec::new();
-        for (var, ..) in ENV_VARS {
-            if matches.value_source(var) == Some(ValueSource::CommandLine)
-                && let Some(value) = matches.get_one::<String>(var)
+        for var in ENV_VARS {
+            if matches.value_source(var.name) == Some(ValueSource::CommandLine)
+                && let Some(value) = matches.get_one::<String>(var.name)
             {
-                overrides.push((*var, value.clone()));
+                overrides.push((var.name, value.clone()));
             }
         }
         Ok(Self { overrides })
@@ -231,14 +299,14 @@ impl FromArgMatches for RunArgs {
 
 impl Args for RunArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        cmd.args(ENV_VARS.iter().map(|(var, flag, default, meaning)| {
-            clap::Arg::new(*var)
-                .long(*flag)
-                .env(*var)
+        cmd.args(ENV_VARS.iter().map(|var| {
+            clap::Arg::new(var.name)
+                .long(var.flag)
+                .env(var.name)
                 .value_name("VALUE")
                 // Values may hold passwords: never echo them in --help.
                 .hide_env_values(true)
-                .help(format!("{meaning} [default: {default}]"))
+                .help(format!("{} [default: {}]", var.meaning, var.default_text()))
         }))
     }
 
@@ -246,3 +314,6 @@ impl Args for RunArgs {
         Self::augment_args(cmd)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,7 @@ use crate::{
 mod env_vars;
 mod tables;
 
-pub use env_vars::{ENV_VARS, RunArgs};
+pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
 
 /// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a

@@ -162,7 +162,7 @@ pub struct GraphConfig {
     pub login_base_url: Url,
     /// `GRAPH_SAVE_TO_SENT_ITEMS`, default `true`.
     pub save_to_sent_items: bool,
-    /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (README "Delivery guarantee").
+    /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (docs/delivery.md).
     pub send_mode: crate::mailer::graph::GraphSendMode,
     /// `GRAPH_SEND_SETTLE_MS`, default 120000 ms: after a send with an unknown outcome, how
     /// long a check that finds the message still a draft (or not in Sent Items) is not trusted

@@ -176,7 +176,7 @@ impl MailProviderService {
     /// cannot ([`lease::LeaseKeeper`]); an outcome write that fails for PostgreSQL connectivity
     /// is retried (backoff with jitter, 200 ms doubling to 5 s) until a lease after the send
     /// started — past it, lease recovery takes the row and its next attempt checks Graph before
-    /// it resends (README "Delivery guarantee"). Writes are fenced, so a late one changes
+    /// it resends (docs/delivery.md). Writes are fenced, so a late one changes
     /// nothing.
     #[must_use]
     pub(crate) fn with_send_lease(mut self, lease: Duration) -> Self {

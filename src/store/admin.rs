@@ -1,5 +1,5 @@
-//! Operators' queries behind `mail-worker messages retry|cancel` and `mailbox usage`: what the
-//! README's hand-written SQL used to do, with filters and a dry run.
+//! Operators' queries behind `mail-worker messages retry|cancel` and `mailbox usage`, with
+//! filters and a dry run (instead of hand-written SQL).
 
 use serde::Serialize;
 use sqlx::PgPool;

@@ -670,7 +670,7 @@ async fn recover(
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
 /// back to `SCHEDULED`, due now, marked as possibly sent: `send_attempted_at` = now, the latest
 /// a request of the lost attempt could have been written (its notes died with it). Their next
-/// attempt sees that and checks Graph before it sends again (README "Delivery guarantee").
+/// attempt sees that and checks Graph before it sends again (docs/delivery.md).
 /// Returns their ids.
 ///
 /// # Errors

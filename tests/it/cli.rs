@@ -313,7 +313,10 @@ fn run_help_lists_every_environment_variable() {
     let out = mail_worker(&["run", "--help"], &[]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
-    for (var, flag, ..) in mail_worker::cli::ENV_VARS {
+    for mail_worker::cli::EnvVar {
+        name: var, flag, ..
+    } in mail_worker::cli::ENV_VARS
+    {
         assert!(
             help.contains(&format!("[env: {var}")),
             "{var} missing:\n{help}"

@@ -52,7 +52,7 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 fn known_vars() -> BTreeSet<&'static str> {
-    cli::ENV_VARS.iter().map(|(var, ..)| *var).collect()
+    cli::ENV_VARS.iter().map(|var| var.name).collect()
 }
 
 /// The `env:` references of examples/senders.json.

@@ -336,8 +336,7 @@ async fn a_copy_visible_only_20_s_after_a_fault_after_accept_is_confirmed_not_fa
 }
 
 /// A sent draft still invisible when the settle time has passed: `ERROR` saying the outcome is
-/// unknown and to check Sent Items first; never resent (the safe reading, README "Delivery
-/// guarantee").
+/// unknown and to check Sent Items first; never resent (the safe reading, docs/delivery.md).
 #[tokio::test]
 async fn a_draft_gone_past_the_settle_time_fails_as_outcome_unknown_and_is_not_resent() {
     let visibility = Duration::from_secs(60);

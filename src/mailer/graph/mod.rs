@@ -47,7 +47,7 @@ pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_ses
 pub use retry_after::parse_retry_after;
 pub(crate) use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
 
-/// How a message goes through Graph (`GRAPH_SEND_MODE`; README "Delivery guarantee").
+/// How a message goes through Graph (`GRAPH_SEND_MODE`; docs/delivery.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GraphSendMode {
     /// `sendmail`: one `sendMail` request per message. After an unknown outcome the Sent Items
