@@ -193,13 +193,12 @@ async fn overrides(world: &TestApp) -> (Option<i32>, Option<i32>) {
 }
 
 async fn overrides_of(world: &TestApp, address: &str) -> (Option<i32>, Option<i32>) {
-    sqlx::query_as(
-        "SELECT rate_limit_per_minute, rate_limit_recipients_per_day FROM system_mailboxes WHERE address = $1",
-    )
-    .bind(address)
-    .fetch_one(&world.db.pool)
-    .await
-    .unwrap()
+    world
+        .one_row(
+            "SELECT rate_limit_per_minute, rate_limit_recipients_per_day FROM system_mailboxes WHERE address = $1",
+            address,
+        )
+        .await
 }
 
 #[tokio::test]

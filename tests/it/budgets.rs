@@ -1331,11 +1331,9 @@ async fn two_replicas_of_8_workers_never_put_more_than_3_requests_in_flight_on_a
             .sim_per_minute(6_000)
             .sim_concurrency(64)
             .algorithm(algorithm)
+            .sim_latency(graph_sim::Latency::Fixed(300))
             .spawn()
             .await;
-        app.sim
-            .set_latency(graph_sim::Target::Global, graph_sim::Latency::Fixed(300))
-            .unwrap();
         app.insert(0, 40, "SCHEDULED").await;
         // The cap, not the speed, is under test: a loaded machine's slow requests make the
         // mailbox look stuck (no lease taken for a second), and its waits then run to a lease's

@@ -301,12 +301,9 @@ async fn sixteen_workers_send_everything_through_a_pool_of_two_connections() {
     let world = TestApp::builder()
         .mailboxes(8)
         .per_minute(1_000)
+        .sim_latency(graph_sim::Latency::Fixed(100))
         .spawn()
         .await;
-    world
-        .sim
-        .set_latency(Target::Global, graph_sim::Latency::Fixed(100))
-        .unwrap();
     for mailbox in 0..8 {
         world.insert(mailbox, 4, "SCHEDULED").await;
     }
@@ -387,11 +384,11 @@ async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus 
 
 /// 30 due messages for one mailbox, graph-sim answering each sendMail after 1.5 s.
 async fn a_slow_campaign() -> (TestApp, Vec<Uuid>) {
-    let world = TestApp::builder().per_minute(1_000).spawn().await;
-    world
-        .sim
-        .set_latency(Target::Global, graph_sim::Latency::Fixed(1_500))
-        .unwrap();
+    let world = TestApp::builder()
+        .per_minute(1_000)
+        .sim_latency(graph_sim::Latency::Fixed(1_500))
+        .spawn()
+        .await;
     let ids = world.insert(0, 30, "SCHEDULED").await;
     (world, ids)
 }
@@ -454,12 +451,9 @@ async fn in_flight_leases(prefix: &str) -> usize {
 async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_exits() {
     let world = TestApp::builder()
         .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+        .sim_latency(graph_sim::Latency::Fixed(5_000))
         .spawn()
         .await;
-    world
-        .sim
-        .set_latency(Target::Global, graph_sim::Latency::Fixed(5_000))
-        .unwrap();
     world.insert(0, 10, "SCHEDULED").await;
     let prefix = world.config.rate_limit.key_prefix.clone();
     let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "300")]);

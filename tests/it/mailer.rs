@@ -141,13 +141,7 @@ impl Rig {
     }
 
     async fn requests_to(&self, p: &str) -> Vec<Request> {
-        self.server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.url.path() == p)
-            .collect()
+        requests_to(&self.server, p).await
     }
 
     async fn count(&self, p: &str) -> usize {
@@ -1133,7 +1127,11 @@ async fn a_send_dropped_mid_flight_releases_its_in_flight_lease_at_once() {
         "its lease, held while it runs"
     );
     drop(send);
-    assert_eq!(rig_count(&server).await, 1, "the request had gone");
+    assert_eq!(
+        requests_to(&server, SEND_PATH).await.len(),
+        1,
+        "the request had gone"
+    );
     let took = until_leases(&prefix, 0, Duration::from_millis(500)).await;
     println!("lease released {took:?} after the send was dropped");
 }
@@ -1157,12 +1155,13 @@ async fn a_running_send_renews_its_lease_every_third_of_it() {
     );
 }
 
-async fn rig_count(server: &MockServer) -> usize {
+/// The requests `server` received for path `p`, in order.
+async fn requests_to(server: &MockServer, p: &str) -> Vec<Request> {
     server
         .received_requests()
         .await
         .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == SEND_PATH)
-        .count()
+        .into_iter()
+        .filter(|r| r.url.path() == p)
+        .collect()
 }

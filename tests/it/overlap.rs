@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use graph_sim::{Latency, Target};
+use graph_sim::Latency;
 use mail_worker::{
     mailer::{MailError, graph::GraphSendMode},
     rate_limit::{Algorithm, DenyReason},
@@ -22,11 +22,8 @@ use crate::{
 
 /// `(status, claim_token)` of a message.
 async fn holder(app: &TestApp, id: Uuid) -> (String, Option<Uuid>) {
-    sqlx::query_as("SELECT status, claim_token FROM messages WHERE id = $1")
-        .bind(id)
-        .fetch_one(&app.db.pool)
+    app.one_row("SELECT status, claim_token FROM messages WHERE id = $1", id)
         .await
-        .unwrap()
 }
 
 #[tokio::test]
@@ -121,6 +118,7 @@ async fn an_attempt_longer_than_its_lease_is_delivered_once_by_two_replicas_in_b
             .mailboxes(4)
             .algorithm(Algorithm::Paced)
             .sim_visibility_delay(Duration::from_secs(30))
+            .sim_latency(Latency::Fixed(2_500))
             .spawn()
             .await;
         app.config.graph.send_mode = mode;
@@ -128,9 +126,6 @@ async fn an_attempt_longer_than_its_lease_is_delivered_once_by_two_replicas_in_b
         app.config.http_timeout = Duration::from_secs(4);
         app.config.worker.send_lease = Duration::from_secs(8);
         app.config.defer_spread_max = Duration::from_millis(1);
-        app.sim
-            .set_latency(Target::Global, Latency::Fixed(2_500))
-            .unwrap();
         let ids = campaign(&app, 5, draft).await;
         run_daemons(&app, 2, 4, Duration::from_secs(150), async || {
             app.count("SENT").await == ids.len() as i64
@@ -243,11 +238,9 @@ async fn replicas_20_s_ahead_and_20_s_behind_keep_every_budget_at_graph() {
         .sim_per_minute(40)
         .sim_concurrency(4)
         .algorithm(Algorithm::Paced)
+        .sim_latency(Latency::Fixed(300))
         .spawn()
         .await;
-    app.sim
-        .set_latency(Target::Global, Latency::Fixed(300))
-        .unwrap();
     let ids = campaign(&app, 20, false).await;
     let clocks: Vec<std::sync::Arc<dyn mail_worker::clock::Clock>> = vec![
         std::sync::Arc::new(Skewed(chrono::Duration::seconds(20))),

@@ -5,7 +5,10 @@
 use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
-use graph_sim::{GraphSim, MailboxLimits, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant};
+use graph_sim::{
+    GraphSim, Latency, MailboxLimits, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant,
+    Target,
+};
 use mail_worker::{
     clock::{Clock, ManualClock},
     config::Config,
@@ -196,7 +199,8 @@ pub struct Builder {
     script: Vec<Result<SendReceipt, MailError>>,
     algorithm: Algorithm,
     sim_visibility_delay: Duration,
-    sim_in_transit: SentInTransit,
+    sim_sent_in_transit: SentInTransit,
+    sim_latency: Latency,
     sim_certificate: Option<String>,
     tenant_budget: Option<TenantBudget>,
     sim_retry_after_holds: bool,
@@ -207,54 +211,43 @@ pub async fn spawn_app() -> TestApp {
     TestApp::builder().spawn().await
 }
 
+/// `fn name(T);` is a setter `name(value: T)` storing `value` in the field of that name, `fn
+/// name(T) as Some;` one storing `Some(value)`: the plain setters of [`Builder`].
+macro_rules! setters {
+    ($($(#[$doc:meta])* fn $name:ident($ty:ty) $(as $wrap:ident)?;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.$name = $($wrap)?(value);
+                self
+            }
+        )*
+    };
+}
+
 impl Builder {
-    /// `n` system mailboxes `mb0…mb<n-1>@contoso.example`.
-    pub fn mailboxes(mut self, n: usize) -> Self {
-        self.mailboxes = n;
-        self
-    }
-
-    /// Our limit (messages per UTC minute) of every mailbox.
-    pub fn per_minute(mut self, per_minute: u32) -> Self {
-        self.per_minute = per_minute;
-        self
-    }
-
-    /// graph-sim's concurrent requests per mailbox (Exchange: 4).
-    pub fn sim_concurrency(mut self, concurrent_requests: u32) -> Self {
-        self.sim_concurrency = concurrent_requests;
-        self
-    }
-
-    /// graph-sim's messages per rolling 60 s per mailbox (Exchange: 30).
-    pub fn sim_per_minute(mut self, messages_per_minute: u32) -> Self {
-        self.sim_per_minute = Some(messages_per_minute);
-        self
-    }
-
-    /// graph-sim on this clock instead of the real one.
-    pub fn sim_clock(mut self, clock: ManualClock) -> Self {
-        self.sim_clock = Some(clock);
-        self
-    }
-
-    /// The limiter's algorithm (default `fixed-window`: the daemon tests pin the design
-    /// note's behaviour; `budgets.rs` runs `paced`).
-    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
-        self.algorithm = algorithm;
-        self
-    }
-
-    /// How long graph-sim keeps a sent message looking unsent (eventual consistency).
-    pub fn sim_visibility_delay(mut self, delay: Duration) -> Self {
-        self.sim_visibility_delay = delay;
-        self
-    }
-
-    /// What graph-sim shows of a sent draft until its copy is visible (default: nothing, `404`).
-    pub fn sim_sent_in_transit(mut self, in_transit: SentInTransit) -> Self {
-        self.sim_in_transit = in_transit;
-        self
+    setters! {
+        /// `n` system mailboxes `mb0…mb<n-1>@contoso.example`.
+        fn mailboxes(usize);
+        /// Our limit (messages per UTC minute) of every mailbox.
+        fn per_minute(u32);
+        /// graph-sim's concurrent requests per mailbox (Exchange: 4).
+        fn sim_concurrency(u32);
+        /// graph-sim's messages per rolling 60 s per mailbox (Exchange: 30).
+        fn sim_per_minute(u32) as Some;
+        /// graph-sim on this clock instead of the real one.
+        fn sim_clock(ManualClock) as Some;
+        /// The limiter's algorithm (default `fixed-window`: the daemon tests pin the design
+        /// note's behaviour; `budgets.rs` runs `paced`).
+        fn algorithm(Algorithm);
+        /// How long graph-sim keeps a sent message looking unsent (eventual consistency).
+        fn sim_visibility_delay(Duration);
+        /// What graph-sim shows of a sent draft until its copy is visible (default: nothing, `404`).
+        fn sim_sent_in_transit(SentInTransit);
+        /// The latency graph-sim adds to every sendMail (default: none).
+        fn sim_latency(Latency);
+        /// The scripted mailer's answers, in order (then `Ok`).
+        fn script(Vec<Result<SendReceipt, MailError>>);
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -281,12 +274,6 @@ impl Builder {
         self
     }
 
-    /// The scripted mailer's answers, in order (then `Ok`).
-    pub fn script(mut self, answers: Vec<Result<SendReceipt, MailError>>) -> Self {
-        self.script = answers;
-        self
-    }
-
     /// Creates the database and the prefix, starts graph-sim, registers the mailboxes.
     pub async fn spawn(self) -> TestApp {
         let db = TestDb::new().await;
@@ -300,7 +287,7 @@ impl Builder {
             ..SimConfig::new()
         }
         .with_sent_visibility_delay(self.sim_visibility_delay)
-        .with_sent_in_transit(self.sim_in_transit);
+        .with_sent_in_transit(self.sim_sent_in_transit);
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
@@ -342,6 +329,9 @@ impl Builder {
             mailboxes.push((address, id));
         }
         let sim = GraphSim::start(sim_config).await.unwrap();
+        if self.sim_latency != Latency::None {
+            sim.set_latency(Target::Global, self.sim_latency).unwrap();
+        }
         let mut config = Config::from_lookup(|_| None).unwrap();
         config.database_url = db.url.clone();
         config.redis_url = redis_url().into();
@@ -401,7 +391,8 @@ impl TestApp {
             script: Vec::new(),
             algorithm: Algorithm::FixedWindow,
             sim_visibility_delay: Duration::ZERO,
-            sim_in_transit: SentInTransit::NotFound,
+            sim_sent_in_transit: SentInTransit::NotFound,
+            sim_latency: Latency::None,
             sim_certificate: None,
             tenant_budget: None,
             sim_retry_after_holds: true,
@@ -446,13 +437,26 @@ impl TestApp {
         ids
     }
 
-    /// `(status, attempts, deferrals, last_error, scheduled_on)` of a message.
-    pub async fn row(&self, id: Uuid) -> (String, i32, i32, Option<String>, DateTime<Utc>) {
-        sqlx::query_as("SELECT status, attempts, deferrals, last_error, scheduled_on FROM messages WHERE id = $1")
-            .bind(id)
+    /// The one row `sql` selects with `$1` bound to `key` (e.g. a message's columns by id).
+    pub async fn one_row<T, K>(&self, sql: &'static str, key: K) -> T
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+        K: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+    {
+        sqlx::query_as(sql)
+            .bind(key)
             .fetch_one(&self.db.pool)
             .await
             .unwrap()
+    }
+
+    /// `(status, attempts, deferrals, last_error, scheduled_on)` of a message.
+    pub async fn row(&self, id: Uuid) -> (String, i32, i32, Option<String>, DateTime<Utc>) {
+        self.one_row(
+            "SELECT status, attempts, deferrals, last_error, scheduled_on FROM messages WHERE id = $1",
+            id,
+        )
+        .await
     }
 
     /// PostgreSQL's `now()`: the clock row times (`scheduled_on`, `first_attempt_at`) are in.
