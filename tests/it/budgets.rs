@@ -1481,6 +1481,24 @@ async fn take_leases(
     held
 }
 
+/// A `paced` limiter with 15 s leases on the caller's clock, on fresh keys (deleted when the
+/// first item is dropped), with the `events` mailbox's in-flight cap full: three leases (the
+/// last item) taken from 12:00:00 (the fourth).
+async fn cap_full_at_noon() -> (
+    TestKeys,
+    MailRateLimiter,
+    MailboxAddress,
+    DateTime<Utc>,
+    Vec<mail_worker::rate_limit::Reservation>,
+) {
+    let test_keys = TestKeys::new();
+    let limiter = short_leases(&test_keys.sub("rl"), false);
+    let events = mailbox("events");
+    let t0 = at(12, 0, 0);
+    let held = take_leases(&limiter, &events, t0, 3).await;
+    (test_keys, limiter, events, t0, held)
+}
+
 async fn redis_time_ms(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
     let (s, us): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
@@ -1546,13 +1564,8 @@ async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_r
 
 #[tokio::test]
 async fn with_the_in_flight_cap_full_for_30_s_a_waiting_message_is_deferred_at_most_3_times() {
-    let test_keys = TestKeys::new();
-    let prefix = test_keys.sub("rl");
-    let limiter = short_leases(&prefix, false);
-    let events = mailbox("events");
+    let (_test_keys, limiter, events, t0, held) = cap_full_at_noon().await;
     let high = limits(60_000, 9_000);
-    let t0 = at(12, 0, 0);
-    let held = take_leases(&limiter, &events, t0, 3).await;
     // Three slow sends hold the cap for 30 s, renewing their leases every 5 s; 50 due
     // messages come back when told, spread within the wait as the service does.
     let waiting: Vec<Uuid> = (0..50).map(|_| Uuid::new_v4()).collect();
@@ -1606,15 +1619,10 @@ async fn with_the_in_flight_cap_full_for_30_s_a_waiting_message_is_deferred_at_m
 
 #[tokio::test]
 async fn a_renewed_lease_outlives_its_15_s_and_a_crashed_replicas_frees_within_it() {
-    let test_keys = TestKeys::new();
-    let prefix = test_keys.sub("rl");
-    let limiter = short_leases(&prefix, false);
-    let events = mailbox("events");
-    let keys = PacedKeys::new(&prefix, TENANT, &events);
+    let (test_keys, limiter, events, t0, held) = cap_full_at_noon().await;
+    let keys = PacedKeys::new(&test_keys.sub("rl"), TENANT, &events);
     let mut conn = redis_conn().await;
     let high = limits(60_000, 9_000);
-    let t0 = at(12, 0, 0);
-    let held = take_leases(&limiter, &events, t0, 3).await;
     // A send running 60 s renews its lease every 5 s: the cap stays full all along.
     for s in (5..=60).step_by(5) {
         let now = t0 + chrono::Duration::seconds(s);
