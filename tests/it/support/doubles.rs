@@ -49,6 +49,14 @@ impl FakeLimiter {
 }
 
 impl RateLimiter for FakeLimiter {
+    async fn release(&self, _reservation: &Reservation, outcome: Outcome) {
+        if outcome == Outcome::Unsent {
+            self.releases.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    async fn cooldown(&self, _ask: &Ask<'_>, _until: DateTime<Utc>, _now: DateTime<Utc>) {}
+
     async fn check_and_reserve(
         &self,
         ask: &Ask<'_>,
@@ -67,14 +75,6 @@ impl RateLimiter for FakeLimiter {
             }))
         })
     }
-
-    async fn release(&self, _reservation: &Reservation, outcome: Outcome) {
-        if outcome == Outcome::Unsent {
-            self.releases.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    async fn cooldown(&self, _ask: &Ask<'_>, _until: DateTime<Utc>, _now: DateTime<Utc>) {}
 }
 
 /// A mailer answering from a script (then `Ok`), recording what it was asked to send.
