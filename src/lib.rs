@@ -61,6 +61,7 @@ pub mod mailer;
 pub mod ops;
 pub mod rate_limit;
 pub mod service;
+pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod worker;

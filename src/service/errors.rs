@@ -2,7 +2,26 @@
 //! a deferral (rate limit, throttling, a paused sender, a transient failure with backoff) or an
 //! `ERROR` row, and writes it.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use super::{
+    MailProviderService, SendOutcome,
+    pause::PAUSED_PREFIX,
+    policy::{backoff, human, spread_ms},
+};
+use crate::{
+    domain::MailboxAddress,
+    events,
+    mailer::MailError,
+    ops::metrics::SendResult,
+    rate_limit::DenyReason,
+    store::{
+        StoreError,
+        messages::{self, Fence, Reschedule, StoredMessage, wait_reason},
+    },
+};
 
 impl MailProviderService {
     pub(super) async fn handle_error(
