@@ -85,7 +85,8 @@ pub trait MailerSource: Send + Sync {
 
 use pause::SenderPauses;
 
-/// What happened to one message.
+/// What the service made of one message: the row as it wrote it. (Metrics count it finer,
+/// by cause: [`crate::ops::metrics::OutcomeLabel`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
     /// Accepted by the provider; the row is `SENT`.

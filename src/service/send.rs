@@ -11,7 +11,7 @@ use crate::{
     domain::{Sender, TenantTransport},
     events,
     mailer::{MailError, PriorAttempt, SendAttempt},
-    ops::metrics::{PROVIDER_GRAPH, PROVIDER_SENDGRID, SendResult},
+    ops::metrics::{OutcomeLabel, PROVIDER_GRAPH, PROVIDER_SENDGRID},
     store::{
         StoreError,
         messages::{self, SenderRef, StoredMessage},
@@ -42,7 +42,7 @@ impl MailProviderService {
                         .into(),
                 )
                 .await?;
-            self.count("unknown", &outcome, SendResult::Failed);
+            self.count("unknown", &outcome, OutcomeLabel::Failed);
             return Ok(outcome);
         };
         let mailbox = sender.mailbox().clone();
@@ -51,7 +51,7 @@ impl MailProviderService {
             Ok(mail) => mail,
             Err(problem) => {
                 let outcome = self.fail(message.fence, Some(&mailbox), problem).await?;
-                self.count(provider, &outcome, SendResult::Failed);
+                self.count(provider, &outcome, OutcomeLabel::Failed);
                 return Ok(outcome);
             }
         };
@@ -70,7 +70,7 @@ impl MailProviderService {
                 let outcome = self
                     .defer_paused(message.fence, wait, &reason, None)
                     .await?;
-                self.count(provider, &outcome, SendResult::Paused);
+                self.count(provider, &outcome, OutcomeLabel::Paused);
                 return Ok(outcome);
             }
         }
@@ -149,7 +149,7 @@ impl MailProviderService {
                     self.stale(message.fence, "sent").await;
                     return Ok(SendOutcome::Superseded);
                 }
-                self.metrics.send(provider, SendResult::Sent);
+                self.metrics.send(provider, OutcomeLabel::Sent);
                 tracing::info!(
                     event = events::MAIL_SENT,
                     message.id = %message.id,
@@ -186,7 +186,7 @@ impl MailProviderService {
     }
 
     /// Counts `result` unless the write was superseded (another replica's lease recovery).
-    fn count(&self, provider: &'static str, outcome: &SendOutcome, result: SendResult) {
+    fn count(&self, provider: &'static str, outcome: &SendOutcome, result: OutcomeLabel) {
         if *outcome != SendOutcome::Superseded {
             self.metrics.send(provider, result);
         }
