@@ -120,7 +120,6 @@ fn readable_id(text: &str) -> Option<Uuid> {
 /// that is not UTF-8 is refused naming the first bad byte's column; see [`parse_line`].
 ///
 /// # Errors
-
 /// [`BadEntry`] naming the line, the id when one can be read, and the field.
 pub fn parse_line_bytes(
     number: usize,

@@ -8,36 +8,6 @@ use uuid::Uuid;
 use super::interval;
 use crate::{domain::sql_status, store::StoreError};
 
-/// Rows in status `$from` whose `$since` column is older than the lease (`$1`) back to
-/// `SCHEDULED`, due now, with `$set` (a `SET` item list ending in `last_error`).
-macro_rules! recover_stale {
-    ($from:ident, $since:literal, $set:literal) => {
-        concat!(
-            "UPDATE messages SET status = ",
-            sql_status!(Scheduled),
-            ", scheduled_on = now(), updated_at = now(), ",
-            $set,
-            " WHERE status = ",
-            sql_status!($from),
-            " AND ",
-            $since,
-            " < now() - $1 RETURNING id"
-        )
-    };
-}
-
-/// Runs a [`recover_stale`] statement with `lease`; returns the ids it rescheduled.
-async fn recover(
-    pool: &PgPool,
-    statement: &'static str,
-    lease: Duration,
-) -> Result<Vec<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(statement)
-        .bind(interval(lease))
-        .fetch_all(pool)
-        .await?)
-}
-
 /// Rows `SENDING` for longer than `lease` (the sending replica died; the outcome is unknown)
 /// back to `SCHEDULED`, due now, marked as possibly sent: `send_attempted_at` = now, the latest
 /// a request of the lost attempt could have been written (its notes died with it). Their next
@@ -50,11 +20,16 @@ pub async fn recover_stale_sending(
     pool: &PgPool,
     lease: Duration,
 ) -> Result<Vec<Uuid>, StoreError> {
-    let statement = recover_stale!(
-        Sending,
-        "sending_at",
-        "send_attempted_at = now(), \
-         last_error = 'send lease expired: outcome unknown, rescheduled'"
-    );
-    recover(pool, statement, lease).await
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = now(), updated_at = now(), send_attempted_at = now(), \
+         last_error = 'send lease expired: outcome unknown, rescheduled' \
+         WHERE status = ",
+        sql_status!(Sending),
+        " AND sending_at < now() - $1 RETURNING id"
+    ))
+    .bind(interval(lease))
+    .fetch_all(pool)
+    .await?)
 }
