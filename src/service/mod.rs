@@ -10,16 +10,16 @@
 //! send (`send.rs`), what a failed send becomes (`errors.rs`), how an outcome is written
 //! (`write.rs`: retried while PostgreSQL is unreachable), the retry policy's arithmetic
 //! (`policy.rs`: spread, backoff), the attempt journal (`journal.rs`), the lease of an
-//! attempt, batched `SENT` writes and sender pauses.
+//! attempt, batched `SENT` writes (`sent_batch.rs`) and sender pauses.
 
 pub(crate) mod lease;
-pub(crate) mod outcomes;
 pub(crate) mod pause;
 
 mod errors;
 mod journal;
 mod policy;
 mod send;
+mod sent_batch;
 mod write;
 
 pub use policy::spread_ms;
@@ -137,7 +137,7 @@ pub struct MailProviderService {
     outcome_write_deadline: Duration,
     lease: lease::LeaseKeeper,
     outcome_write_retries: std::sync::atomic::AtomicU64,
-    sent: outcomes::SentWriter,
+    sent: sent_batch::SentWriter,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -157,7 +157,7 @@ impl MailProviderService {
         settings: ServiceSettings,
     ) -> Self {
         Self {
-            sent: outcomes::SentWriter::new(pool.clone()),
+            sent: sent_batch::SentWriter::new(pool.clone()),
             lease: lease::LeaseKeeper::new(pool.clone(), DEFAULT_SEND_LEASE),
             pool,
             mailers,
