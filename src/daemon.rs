@@ -22,7 +22,7 @@ use crate::{
     ops::{self, Liveness, Metrics, OpsState, Readiness},
     rate_limit::MailRateLimiter,
     service::{MailProviderService, ServiceSettings},
-    store,
+    shutdown, store,
     worker::{self, DaemonSettings, Observers},
 };
 
@@ -160,7 +160,7 @@ pub async fn start(
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let run = run_parts(config, pool, stack, observers, listener, async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
+        shutdown::stopped(&mut stop_rx).await;
     });
     Ok((
         Handle {
@@ -208,7 +208,7 @@ async fn run_parts(
         };
         let mut done = done_rx.clone();
         tokio::spawn(ops::serve(listener, state, async move {
-            let _ = done.wait_for(|d| *d).await;
+            shutdown::stopped(&mut done).await;
         }))
     });
     let gauge = tokio::spawn(messages_gauge_loop(
@@ -247,25 +247,17 @@ async fn messages_gauge_loop(
     metrics: Arc<Metrics>,
     liveness: Arc<Liveness>,
     every: Duration,
-    mut done: tokio::sync::watch::Receiver<bool>,
+    done: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let allowance = every * 3 + Duration::from_secs(60);
-    loop {
-        liveness.beat("metrics", allowance);
-        tokio::select! {
-            _ = done.wait_for(|d| *d) => {
-                liveness.ended("metrics");
-                return;
-            }
-            _ = tick.tick() => {}
-        }
-        match store::report::count_by_status(&pool).await {
+    let (pool, metrics) = (&pool, &metrics);
+    let beat = Some((&*liveness, "metrics"));
+    shutdown::every(every, done, beat, || async move {
+        match store::report::count_by_status(pool).await {
             Ok(rows) => metrics.set_messages(&rows),
             Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
         }
-    }
+    })
+    .await;
 }
 
 /// Runs the daemon until `shutdown` completes.
@@ -298,24 +290,8 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on SIGTERM (Kubernetes' stop) or SIGINT (Ctrl-C).
+/// Completes on SIGTERM (Kubernetes' stop) or SIGINT (Ctrl-C), logging which.
 pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => tracing::info!(event = events::DAEMON_STOPPING, signal = "SIGINT", "signal received"),
-        _ = term => tracing::info!(event = events::DAEMON_STOPPING, signal = "SIGTERM", "signal received"),
-    }
+    let signal = shutdown::signal().await;
+    tracing::info!(event = events::DAEMON_STOPPING, signal, "signal received");
 }

@@ -15,10 +15,10 @@
 //!
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
 //! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
-//! [`daemon`] (the composition root), [`ops`] (metrics, health and readiness on
-//! `METRICS_LISTEN`), [`admin`] (the admin UI, `mail-worker admin` on `ADMIN_LISTEN`, and the
-//! usage report it shares with `mailbox usage`) and [`cli`] (the binary's commands,
-//! [`cli::main`]).
+//! [`daemon`] (the composition root), [`shutdown`] (the stop its loops wait for), [`ops`]
+//! (metrics, health and readiness on `METRICS_LISTEN`), [`admin`] (the admin UI, `mail-worker
+//! admin` on `ADMIN_LISTEN`, and the usage report it shares with `mailbox usage`) and [`cli`]
+//! (the binary's commands, [`cli::main`]).
 //!
 //! This crate is the product only: the library and the `mail-worker` binary, what runs in
 //! production. The workspace beside it (docs/architecture.md, "The workspace"):
@@ -46,6 +46,7 @@ pub mod mailer;
 pub mod ops;
 pub mod rate_limit;
 pub mod service;
+pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod worker;

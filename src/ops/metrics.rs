@@ -78,9 +78,11 @@ struct MailboxLabels {
     mailbox: String,
 }
 
-/// What became of one send, as `mail_worker_sends_total{outcome}` counts it.
+/// The `outcome` label of `mail_worker_sends_total`: what became of one send as the metric
+/// counts it. Finer than the service's [`crate::service::SendOutcome`] (the row as written):
+/// a deferral is told apart by its cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendResult {
+pub enum OutcomeLabel {
     /// `SENT`.
     Sent,
     /// Our limiter deferred it.
@@ -95,7 +97,7 @@ pub enum SendResult {
     Paused,
 }
 
-impl SendResult {
+impl OutcomeLabel {
     /// The label value.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -235,11 +237,11 @@ impl Metrics {
     }
 
     /// Counts one send's outcome.
-    pub fn send(&self, provider: &'static str, result: SendResult) {
+    pub fn send(&self, provider: &'static str, outcome: OutcomeLabel) {
         self.sends
             .get_or_create(&SendLabels {
                 provider,
-                outcome: result.as_str(),
+                outcome: outcome.as_str(),
             })
             .inc();
     }
@@ -325,8 +327,8 @@ mod tests {
     #[test]
     fn names_follow_the_contract() {
         let m = Metrics::new();
-        m.send(PROVIDER_GRAPH, SendResult::Sent);
-        m.send(PROVIDER_GRAPH, SendResult::Sent);
+        m.send(PROVIDER_GRAPH, OutcomeLabel::Sent);
+        m.send(PROVIDER_GRAPH, OutcomeLabel::Sent);
         m.rate_limit_decision("allowed", Duration::from_millis(2));
         m.provider_request(PROVIDER_GRAPH, "accepted", Duration::from_millis(40));
         m.set_messages(&[("SENT".into(), 7)]);

@@ -2,7 +2,26 @@
 //! a deferral (rate limit, throttling, a paused sender, a transient failure with backoff) or an
 //! `ERROR` row, and writes it.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use super::{
+    MailProviderService, SendOutcome,
+    pause::PAUSED_PREFIX,
+    policy::{backoff, human, spread_ms},
+};
+use crate::{
+    domain::MailboxAddress,
+    events,
+    mailer::MailError,
+    ops::metrics::OutcomeLabel,
+    rate_limit::DenyReason,
+    store::{
+        StoreError,
+        messages::{self, Fence, Reschedule, StoredMessage, wait_reason},
+    },
+};
 
 impl MailProviderService {
     pub(super) async fn handle_error(
@@ -13,7 +32,7 @@ impl MailProviderService {
         fingerprint: &str,
         error: MailError,
         attempt: (Instant, Option<&messages::Attempted>),
-    ) -> Result<(SendOutcome, SendResult), StoreError> {
+    ) -> Result<(SendOutcome, OutcomeLabel), StoreError> {
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
         let spread = self.spread(message.id);
         let fence = message.fence;
@@ -50,7 +69,7 @@ impl MailProviderService {
                         "mail deferred by the rate limiter"
                     );
                 }
-                Ok((outcome, SendResult::Deferred))
+                Ok((outcome, OutcomeLabel::Deferred))
             }
             MailError::Throttled { retry_after } => {
                 // The backoff counts throttles only: bookings are deferrals too, and must not
@@ -75,7 +94,7 @@ impl MailProviderService {
                         "provider throttled; mail deferred"
                     );
                 }
-                Ok((outcome, SendResult::Throttled))
+                Ok((outcome, OutcomeLabel::Throttled))
             }
             MailError::Unconfirmed {
                 retry_after,
@@ -94,7 +113,7 @@ impl MailProviderService {
                         "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
                     );
                 }
-                Ok((outcome, SendResult::Deferred))
+                Ok((outcome, OutcomeLabel::Deferred))
             }
             MailError::TokenUnavailable {
                 retry_after,
@@ -118,7 +137,7 @@ impl MailProviderService {
                         "Graph token unavailable; mail deferred"
                     );
                 }
-                Ok((outcome, SendResult::Deferred))
+                Ok((outcome, OutcomeLabel::Deferred))
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
@@ -139,7 +158,7 @@ impl MailProviderService {
                     let outcome = self
                         .fail_after(fence, Some(mailbox), reason, attempt)
                         .await?;
-                    return Ok((outcome, SendResult::Failed));
+                    return Ok((outcome, OutcomeLabel::Failed));
                 }
                 // Backoff capped at 15 min, and never past the give-up time (so the last try
                 // happens when the budget of MAIL_RETRY_FOR runs out, not long after).
@@ -159,7 +178,7 @@ impl MailProviderService {
                         "transient failure; mail will be retried"
                     );
                 }
-                Ok((outcome, SendResult::Retried))
+                Ok((outcome, OutcomeLabel::Retried))
             }
             MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
                 // Not the message's fault: pause the sender, keep the message, count no attempt.
@@ -180,13 +199,13 @@ impl MailProviderService {
                 }
                 let wait = self.until(paused.until) + spread;
                 let outcome = self.defer_paused(fence, wait, &reason, attempt.1).await?;
-                Ok((outcome, SendResult::Paused))
+                Ok((outcome, OutcomeLabel::Paused))
             }
             MailError::Permanent { .. } => {
                 let outcome = self
                     .fail_after(fence, Some(mailbox), error.to_string(), attempt)
                     .await?;
-                Ok((outcome, SendResult::Failed))
+                Ok((outcome, OutcomeLabel::Failed))
             }
         }
     }

@@ -6,42 +6,39 @@
 //! A sender whose credentials are missing or refused is paused ([`pause`]) instead of failing
 //! its backlog; every outcome is counted in [`crate::ops::metrics`].
 //!
-//! Here the service and one send; beside it what a failed send becomes (`errors.rs`), the
-//! retry policy's arithmetic (`policy.rs`: spread, backoff), the attempt journal
-//! (`journal.rs`), the lease of an attempt, batched `SENT` writes and sender pauses.
+//! Here the service, its settings and what one send comes to ([`SendOutcome`]); beside it one
+//! send (`send.rs`), what a failed send becomes (`errors.rs`), how an outcome is written
+//! (`write.rs`: retried while PostgreSQL is unreachable), the retry policy's arithmetic
+//! (`policy.rs`: spread, backoff), the attempt journal (`journal.rs`), the lease of an
+//! attempt, batched `SENT` writes (`sent_batch.rs`) and sender pauses.
 
 pub(crate) mod lease;
-pub(crate) mod outcomes;
 pub(crate) mod pause;
 
 mod errors;
 mod journal;
 mod policy;
+mod send;
+mod sent_batch;
+mod write;
 
-use journal::AttemptJournal;
 pub use policy::spread_ms;
-use policy::{backoff, human};
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use rand::Rng;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
     clock::Clock,
-    domain::{MailboxAddress, Sender, SystemMailbox, Tenant, TenantTransport},
+    domain::{Sender, SystemMailbox, Tenant},
     events,
-    mailer::{MailError, Mailer, PriorAttempt, SendAttempt},
-    ops::metrics::{Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID, SendResult},
-    rate_limit::DenyReason,
+    mailer::{MailError, Mailer},
+    ops::metrics::Metrics,
     store::{
         StoreError,
-        messages::{self, Fence, Reschedule, SenderRef, StoredMessage, Wait, wait_reason},
+        messages::{self, Wait},
         senders,
     },
 };
@@ -86,9 +83,10 @@ pub trait MailerSource: Send + Sync {
     }
 }
 
-use pause::{Admit, PAUSED_PREFIX, SenderPauses};
+use pause::SenderPauses;
 
-/// What happened to one message.
+/// What the service made of one message: the row as it wrote it. (Metrics count it finer,
+/// by cause: [`crate::ops::metrics::OutcomeLabel`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
     /// Accepted by the provider; the row is `SENT`.
@@ -139,7 +137,7 @@ pub struct MailProviderService {
     outcome_write_deadline: Duration,
     lease: lease::LeaseKeeper,
     outcome_write_retries: std::sync::atomic::AtomicU64,
-    sent: outcomes::SentWriter,
+    sent: sent_batch::SentWriter,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -159,7 +157,7 @@ impl MailProviderService {
         settings: ServiceSettings,
     ) -> Self {
         Self {
-            sent: outcomes::SentWriter::new(pool.clone()),
+            sent: sent_batch::SentWriter::new(pool.clone()),
             lease: lease::LeaseKeeper::new(pool.clone(), DEFAULT_SEND_LEASE),
             pool,
             mailers,
@@ -189,46 +187,6 @@ impl MailProviderService {
     pub fn outcome_write_retries(&self) -> u64 {
         self.outcome_write_retries
             .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Runs the outcome write `write` until it succeeds, fails for a reason other than
-    /// connectivity, or the deadline after `started` passes.
-    async fn durably<T, F, Fut>(
-        &self,
-        id: Uuid,
-        started: Instant,
-        what: &str,
-        mut write: F,
-    ) -> Result<T, StoreError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
-        let mut n = 0u32;
-        loop {
-            match write().await {
-                Err(e)
-                    if is_connectivity(&e) && started.elapsed() < self.outcome_write_deadline =>
-                {
-                    n += 1;
-                    self.outcome_write_retries
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let base = 200u64.saturating_mul(1 << n.min(5)).min(5_000);
-                    let wait = Duration::from_millis(rand::rng().random_range(base / 2..=base));
-                    tracing::warn!(
-                        event = events::MAIL_OUTCOME_WRITE_RETRY,
-                        message.id = %id,
-                        outcome = what,
-                        retries = n,
-                        backoff_ms = wait.as_millis() as u64,
-                        error = %e,
-                        "PostgreSQL unreachable; retrying the outcome write"
-                    );
-                    tokio::time::sleep(wait).await;
-                }
-                other => return other,
-            }
-        }
     }
 
     /// Counts outcomes in `metrics` (default: a registry of its own).
@@ -282,165 +240,6 @@ impl MailProviderService {
         );
     }
 
-    /// Sends `message` (already `SENDING`) and writes the outcome.
-    ///
-    /// # Errors
-    /// Only infrastructure trouble (PostgreSQL); mail problems are outcomes.
-    pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
-        let sender = match message.sender {
-            SenderRef::Tenant(id) => senders::tenant_by_id(&self.pool, id)
-                .await?
-                .map(Sender::Tenant),
-            SenderRef::SystemMailbox(id) => senders::system_mailbox_by_id(&self.pool, id)
-                .await?
-                .map(Sender::SystemMailbox),
-        };
-        let Some(sender) = sender else {
-            let outcome = self
-                .fail(
-                    message.fence,
-                    None,
-                    "unknown sender: the message's tenant or system mailbox no longer exists"
-                        .into(),
-                )
-                .await?;
-            self.count("unknown", &outcome, SendResult::Failed);
-            return Ok(outcome);
-        };
-        let mailbox = sender.mailbox().clone();
-        let provider = provider_of(&sender);
-        let mail = match message.outgoing(mailbox.clone()) {
-            Ok(mail) => mail,
-            Err(problem) => {
-                let outcome = self.fail(message.fence, Some(&mailbox), problem).await?;
-                self.count(provider, &outcome, SendResult::Failed);
-                return Ok(outcome);
-            }
-        };
-        let sender_id = sender_id(&sender);
-        let (fingerprint, mailer) = self.mailers.mailer_and_fingerprint(&sender).await;
-        match self.pauses.admit(sender_id, &fingerprint, self.clock.now()) {
-            Admit::Go { resumed: None } => {}
-            Admit::Go {
-                resumed: Some((paused_mailbox, reason)),
-            } => {
-                let due = messages::resume_paused(&self.pool, sender_id).await?;
-                self.log_resumed(&paused_mailbox, &reason, "configuration changed", due);
-            }
-            Admit::Wait { until, reason } => {
-                let wait = self.until(until) + self.spread(message.id);
-                let outcome = self
-                    .defer_paused(message.fence, wait, &reason, None)
-                    .await?;
-                self.count(provider, &outcome, SendResult::Paused);
-                return Ok(outcome);
-            }
-        }
-        let started = Instant::now();
-        let prior = PriorAttempt {
-            earlier_attempts: u32::try_from(message.attempts.saturating_sub(1)).unwrap_or(0),
-            graph_draft_id: message.graph_draft_id.clone(),
-            send_attempted_at: message.send_attempted_at.map(|at| self.rebase(message, at)),
-        };
-        let journal = AttemptJournal {
-            noted: std::sync::Mutex::new(None),
-        };
-        let attempt = SendAttempt {
-            prior: &prior,
-            journal: &journal,
-        };
-        let result = match mailer {
-            Ok(mailer) => {
-                let sending = mailer.send_with(&mail, &attempt);
-                match self
-                    .lease
-                    .keep(message.fence, message.claimed_at.1, sending)
-                    .await
-                {
-                    Ok(result) => result,
-                    Err(lease::Cut::Lost) => {
-                        self.stale(message.fence, "lease lost").await;
-                        return Ok(SendOutcome::Superseded);
-                    }
-                    Err(lease::Cut::Deadline) => {
-                        let send_attempted = journal.noted();
-                        tracing::warn!(
-                            event = events::MAIL_SEND_LEASE_DEADLINE,
-                            message.id = %message.id,
-                            mailbox = %mailbox,
-                            send_attempted,
-                            "attempt stopped at its lease deadline (SEND_LEASE_MS without a confirmed renewal)"
-                        );
-                        let why = "the attempt was stopped at its lease deadline (SEND_LEASE_MS)";
-                        Err(if send_attempted {
-                            MailError::OutcomeUnknown(why.into())
-                        } else {
-                            MailError::Transient(why.into())
-                        })
-                    }
-                }
-            }
-            Err(e) => Err(e),
-        };
-        match &result {
-            Err(MailError::Unauthorized(_) | MailError::Misconfigured(_)) => {}
-            Err(MailError::RateLimitExceeded { .. } | MailError::Throttled { .. }) => {
-                self.pauses.inconclusive(sender_id);
-            }
-            Ok(_) | Err(_) => {
-                if let Some((paused_mailbox, reason)) = self.pauses.succeeded(sender_id) {
-                    self.log_resumed(
-                        &paused_mailbox,
-                        &reason,
-                        "a probe got past the credentials",
-                        0,
-                    );
-                    messages::resume_paused(&self.pool, sender_id).await?;
-                }
-            }
-        }
-        match result {
-            Ok(receipt) => {
-                let note = receipt.note.as_deref();
-                let written = self
-                    .durably(message.id, started, "sent", || {
-                        self.sent.mark_sent(message.fence, note)
-                    })
-                    .await?;
-                if !written {
-                    self.stale(message.fence, "sent").await;
-                    return Ok(SendOutcome::Superseded);
-                }
-                self.metrics.send(provider, SendResult::Sent);
-                tracing::info!(
-                    event = events::MAIL_SENT,
-                    message.id = %message.id,
-                    mailbox = %mailbox,
-                    recipients = mail.recipient_count(),
-                    duration_ms = started.elapsed().as_millis() as u64,
-                    already_sent = receipt.already_sent,
-                    note = receipt.note.as_deref(),
-                    "mail sent"
-                );
-                Ok(SendOutcome::Sent)
-            }
-            Err(error) => {
-                let (outcome, counted) = self
-                    .handle_error(
-                        message,
-                        &mailbox,
-                        sender_id,
-                        &fingerprint,
-                        error,
-                        (started, journal.take().as_ref()),
-                    )
-                    .await?;
-                self.count(provider, &outcome, counted);
-                Ok(outcome)
-            }
-        }
-    }
-
     /// `wait` from PostgreSQL's now; on a test's virtual clock, until the clock's now + `wait`.
     fn wait(&self, wait: Duration) -> Wait {
         Wait {
@@ -456,77 +255,10 @@ impl MailProviderService {
         (until - self.clock.now()).to_std().unwrap_or_default()
     }
 
-    /// `at`, a PostgreSQL timestamp of the row, on this replica's clock (the mailer compares it
-    /// with that): as long before the clock's now as it is before PostgreSQL's now.
-    fn rebase(&self, message: &StoredMessage, at: DateTime<Utc>) -> DateTime<Utc> {
-        self.clock.now() - (message.db_now() - at)
-    }
-
-    /// Logs that the attempt holding `fence` wrote nothing: a newer claim holds the row.
-    async fn stale(&self, fence: Fence, outcome: &str) {
-        let (status, current) = match messages::holder(&self.pool, fence.id).await {
-            Ok(Some((status, token))) => (status, token.map(|t| t.to_string())),
-            Ok(None) => ("gone".to_owned(), None),
-            Err(e) => (format!("unknown ({e})"), None),
-        };
-        tracing::warn!(
-            event = events::MAIL_SEND_STALE_OUTCOME,
-            message.id = %fence.id,
-            outcome,
-            claim_token = %fence.token,
-            current_token = current.as_deref(),
-            current_status = %status,
-            "this attempt's lease was taken over: its outcome is not written (the live attempt checks Graph before it sends)"
-        );
-    }
-
     fn spread(&self, id: Uuid) -> Duration {
         Duration::from_millis(spread_ms(
             id,
             self.settings.defer_spread_max.as_millis() as u64,
         ))
-    }
-
-    /// Counts `result` unless the write was superseded (another replica's lease recovery).
-    fn count(&self, provider: &'static str, outcome: &SendOutcome, result: SendResult) {
-        if *outcome != SendOutcome::Superseded {
-            self.metrics.send(provider, result);
-        }
-    }
-}
-
-/// `graph` or `sendgrid`: the `provider` label of a sender.
-fn provider_of(sender: &Sender) -> &'static str {
-    match sender {
-        Sender::Tenant(t) if matches!(t.transport, TenantTransport::SendGrid { .. }) => {
-            PROVIDER_SENDGRID
-        }
-        _ => PROVIDER_GRAPH,
-    }
-}
-
-fn sender_id(sender: &Sender) -> Uuid {
-    match sender {
-        Sender::Tenant(t) => t.id,
-        Sender::SystemMailbox(m) => m.id,
-    }
-}
-
-/// Whether `e` means PostgreSQL could not be reached (worth retrying), not a refused query.
-fn is_connectivity(e: &StoreError) -> bool {
-    match e {
-        StoreError::Database(e) => match e {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::WorkerCrashed => true,
-            // Class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
-            sqlx::Error::Database(db) => db
-                .code()
-                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
-            _ => false,
-        },
-        _ => false,
     }
 }

@@ -1,5 +1,5 @@
 //! PostgreSQL access: connecting, creating the database, migrations (compiled in from
-//! `migrations/`), and the queries of each table (`messages.rs`, `senders.rs`).
+//! `migrations/`), and the queries of each table (`messages/`, `senders.rs`).
 
 use std::str::FromStr;
 

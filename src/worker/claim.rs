@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::{Observers, handler::Handler};
 use crate::{
     config::WorkerConfig,
-    events,
+    events, shutdown,
     store::{
         StoreError,
         messages::{self, StoredMessage},
@@ -236,7 +236,7 @@ pub(crate) async fn run_loop(
         while sends.try_join_next().is_some() {}
         let room = tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s) => break,
+            () = shutdown::stopped(&mut stop) => break,
             // Waiting for free slots is the loop working, not hanging.
             room = beating(&observers, allowance, slots.room(batch.max(1))) => room,
         };
@@ -273,7 +273,7 @@ pub(crate) async fn run_loop(
         if !more_due {
             round.stale();
             tokio::select! {
-                _ = stop.wait_for(|s| *s) => break,
+                () = shutdown::stopped(&mut stop) => break,
                 () = tokio::time::sleep(config.scheduler_interval) => {}
             }
         }
@@ -326,7 +326,7 @@ async fn send_one(
     let slot = tokio::select! {
         biased;
         slot = sending.acquire_owned() => slot.ok(),
-        _ = stop.wait_for(|s| *s) => None,
+        () = shutdown::stopped(&mut stop) => None,
     };
     let Some(slot) = slot else {
         if let Err(e) = messages::release_unstarted(&pool, &[message.fence]).await {

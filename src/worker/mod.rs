@@ -24,6 +24,7 @@ use crate::{
     events,
     ops::{Liveness, Metrics},
     service::MailProviderService,
+    shutdown,
 };
 
 /// What [`run`] needs.
@@ -120,17 +121,13 @@ pub(crate) async fn run_observed(
 async fn revisit_paused_loop(
     service: Arc<MailProviderService>,
     interval: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = tick.tick() => {}
-        }
+    let service = &service;
+    shutdown::every(interval, stop, None, || async move {
         if let Err(e) = service.revisit_paused().await {
             tracing::warn!(error = %e, "revisiting paused senders failed; retrying next tick");
         }
-    }
+    })
+    .await;
 }

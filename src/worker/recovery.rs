@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::{
     config::WorkerConfig,
-    events,
+    events, shutdown,
     store::{StoreError, messages},
 };
 
@@ -37,23 +37,15 @@ pub(crate) fn interval(config: &WorkerConfig) -> Duration {
 pub(crate) async fn run_loop_observed(
     pool: PgPool,
     config: WorkerConfig,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     liveness: std::sync::Arc<crate::ops::Liveness>,
 ) {
-    let mut tick = tokio::time::interval(interval(&config));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let allowance = interval(&config) * 3 + std::time::Duration::from_secs(60);
-    loop {
-        liveness.beat("recovery", allowance);
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => {
-                liveness.ended("recovery");
-                return;
-            }
-            _ = tick.tick() => {}
-        }
-        if let Err(e) = recover_once(&pool, &config).await {
+    let beat = Some((&*liveness, "recovery"));
+    let (pool, config) = (&pool, &config);
+    shutdown::every(interval(config), stop, beat, || async move {
+        if let Err(e) = recover_once(pool, config).await {
             tracing::warn!(error = %e, "lease recovery failed; retrying next tick");
         }
-    }
+    })
+    .await;
 }

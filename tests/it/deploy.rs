@@ -314,7 +314,7 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     let dashboard: serde_json::Value =
         serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
     let m = Metrics::new();
-    m.send("graph", mail_worker::ops::metrics::SendResult::Sent);
+    m.send("graph", mail_worker::ops::metrics::OutcomeLabel::Sent);
     m.rate_limit_decision("allowed", Duration::from_millis(1));
     m.provider_request("graph", "accepted", Duration::from_millis(1));
     m.set_messages(&[]);

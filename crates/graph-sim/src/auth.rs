@@ -36,21 +36,13 @@ use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use super::{
-    server::SimState,
+    state::{IssuedToken, SimState},
     wire::{EntraError, GraphError, entra_headers},
 };
 use mail_worker::events;
 
 /// The scope every Graph app-only token asks for.
 pub const GRAPH_DEFAULT_SCOPE: &str = "https://graph.microsoft.com/.default";
-
-/// An issued access token.
-#[derive(Debug, Clone)]
-pub(crate) struct IssuedToken {
-    pub tenant_id: String,
-    pub client_id: String,
-    pub expires_at: DateTime<Utc>,
-}
 
 /// Who a valid bearer token belongs to.
 #[derive(Debug, Clone)]

@@ -36,15 +36,14 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    config::SentInTransit,
-    records::{RecordedAttachment, SimDraft},
+    records::RecordedAttachment,
     send::{
         Delivery, Reply, Seen, action_route, admit, count, deliver, next_scripted, read_body,
         read_limited, routed, undelivered,
     },
-    server::{Inner, SimState},
-    validate::{ParsedMessage, parse_draft},
-    wire::{GraphError, RequestIds},
+    state::{DraftState, Inner, SimState, Upload},
+    validate::parse_draft,
+    wire::{GraphError, RequestIds, new_item_id},
 };
 
 /// The largest attachment an upload session takes: 150 MB
@@ -52,87 +51,6 @@ use super::{
 pub const MAX_UPLOAD_BYTES: u64 = 150 * 1024 * 1024;
 /// The largest chunk one `PUT` to an upload URL may carry: 4 MB (the same page).
 pub const MAX_CHUNK_BYTES: usize = 4 * 1024 * 1024;
-
-/// One draft and what happened to it.
-#[derive(Debug, Clone)]
-pub(crate) struct DraftState {
-    pub idx: usize,
-    pub id: String,
-    /// The id of the sent copy when the draft was created without an immutable id.
-    pub sent_id: Option<String>,
-    pub internet_message_id: String,
-    pub message: ParsedMessage,
-    pub immutable: bool,
-    pub sends: u32,
-    pub visible_at_ms: Option<i64>,
-    pub uploaded: u32,
-}
-
-impl DraftState {
-    fn sent_visible(&self, now_ms: i64) -> bool {
-        self.visible_at_ms.is_some_and(|at| now_ms >= at)
-    }
-
-    /// Sent, its copy not visible yet, and shown as nothing meanwhile
-    /// ([`SentInTransit::NotFound`]).
-    fn hidden(&self, in_transit: SentInTransit, now_ms: i64) -> bool {
-        in_transit == SentInTransit::NotFound
-            && self.visible_at_ms.is_some()
-            && !self.sent_visible(now_ms)
-    }
-
-    /// Whether `id` names this item now.
-    fn answers_to(&self, id: &str, now_ms: i64) -> bool {
-        if self.immutable || !self.sent_visible(now_ms) {
-            self.id == id
-        } else {
-            self.sent_id.as_deref() == Some(id)
-        }
-    }
-
-    fn current_id(&self, now_ms: i64) -> &str {
-        if self.immutable || !self.sent_visible(now_ms) {
-            &self.id
-        } else {
-            self.sent_id.as_deref().unwrap_or(&self.id)
-        }
-    }
-
-    pub(crate) fn snapshot(&self, state: &SimState, now_ms: i64) -> SimDraft {
-        SimDraft {
-            id: self.current_id(now_ms).to_owned(),
-            mailbox: state.mailboxes[self.idx].address.to_string(),
-            internet_message_id: self.internet_message_id.clone(),
-            immutable_id: self.immutable,
-            sends: self.sends,
-            uploaded_attachments: self.uploaded,
-        }
-    }
-}
-
-/// A message sent through sendMail with `saveToSentItems`.
-#[derive(Debug, Clone)]
-pub(crate) struct SentItem {
-    pub idx: usize,
-    pub id: String,
-    pub internet_message_id: Option<String>,
-    pub visible_at_ms: i64,
-}
-
-/// An open upload session.
-#[derive(Debug, Clone)]
-pub(crate) struct Upload {
-    pub idx: usize,
-    pub draft_id: String,
-    pub name: String,
-    pub size: u64,
-    pub received: Vec<u8>,
-}
-
-/// A fresh Exchange-looking item id.
-pub(crate) fn new_item_id() -> String {
-    format!("AAMkAGsim{}", Uuid::new_v4().simple())
-}
 
 fn wants_immutable_id(headers: &HeaderMap) -> bool {
     headers

@@ -40,6 +40,7 @@ pub mod records;
 pub mod send;
 pub mod sendgrid;
 mod server;
+mod state;
 pub mod validate;
 mod wire;
 
@@ -63,7 +64,7 @@ pub use records::{
     RefusalCause, RefusedCounts, SimDraft, SimStats,
 };
 
-use server::SimState;
+use state::SimState;
 
 /// graph-sim's errors (configuration, listening, fault injection).
 #[derive(Debug, thiserror::Error)]

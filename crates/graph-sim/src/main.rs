@@ -154,29 +154,6 @@ fn build_config(args: &Args) -> Result<SimConfig, String> {
     Ok(config)
 }
 
-async fn stop_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return "SIGINT";
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-            _ = term.recv() => "SIGTERM",
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -234,7 +211,7 @@ async fn main() -> ExitCode {
         mailboxes = ?mailboxes,
         "graph-sim listening"
     );
-    let reason = stop_signal().await;
+    let reason = mail_worker::shutdown::signal().await;
     let stats = sim.stats();
     let result = sim.shutdown().await;
     drop(sendgrid);

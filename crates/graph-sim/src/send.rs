@@ -48,7 +48,7 @@ use super::{
     faults::ScriptedAnswer,
     limits::{SendVerdict, retry_after_ms, retry_after_secs},
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
-    server::SimState,
+    state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
     wire::{self, GraphError, RequestIds},
 };
@@ -323,7 +323,7 @@ pub(crate) async fn admit(
         let now_ms = state.now().timestamp_millis();
         let mut inner = state.lock();
         // Records a 429 of this request and hands it back to be answered.
-        let refuse = |inner: &mut super::server::Inner, cause, e: GraphError| {
+        let refuse = |inner: &mut Inner, cause, e: GraphError| {
             let r = refusal_record(
                 state,
                 idx,
@@ -447,7 +447,7 @@ pub(crate) async fn deliver(
     message: ParsedMessage,
     how: Delivery<'_>,
     scripted: Option<ScriptedAnswer>,
-    on_recorded: impl FnOnce(&mut super::server::Inner, i64) + Send,
+    on_recorded: impl FnOnce(&mut Inner, i64) + Send,
 ) -> Reply {
     let received_at = state.now();
     if let Err(e) = record(
@@ -488,7 +488,7 @@ fn record(
     how: Delivery<'_>,
     scripted: Option<&ScriptedAnswer>,
     received_at: chrono::DateTime<chrono::Utc>,
-    on_recorded: impl FnOnce(&mut super::server::Inner, i64),
+    on_recorded: impl FnOnce(&mut Inner, i64),
 ) -> Result<(), GraphError> {
     let idx = admitted.idx;
     let mailbox = &state.mailboxes[idx];
@@ -664,9 +664,9 @@ async fn process(
         scripted,
         |inner, now_ms| {
             if save {
-                inner.sent_items.push(super::server::SentItem {
+                inner.sent_items.push(SentItem {
                     idx,
-                    id: super::drafts::new_item_id(),
+                    id: wire::new_item_id(),
                     internet_message_id: imid,
                     visible_at_ms: now_ms + visible_after,
                 });

@@ -188,3 +188,8 @@ pub(crate) fn entra_headers(headers: &mut HeaderMap, trace_id: &str, correlation
         correlation_id,
     );
 }
+
+/// A fresh Exchange-looking item id.
+pub(crate) fn new_item_id() -> String {
+    format!("AAMkAGsim{}", Uuid::new_v4().simple())
+}

@@ -16,6 +16,15 @@ impl Checker {
         });
     }
 
+    /// `result`'s value, or `None` with its error recorded at `location`.
+    pub(super) fn kept<T, E: std::fmt::Display>(
+        &mut self,
+        location: String,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        result.map_err(|e| self.fail(location, e.to_string())).ok()
+    }
+
     /// Refuses every key of `object` not in `known`.
     pub(super) fn known_keys(&mut self, object: &Map<String, Value>, at: &str, known: &[&str]) {
         for key in object.keys() {
@@ -73,24 +82,14 @@ impl Checker {
         field: &str,
     ) -> Option<MailboxAddress> {
         let raw = self.string(object, at, field, true)?;
-        match MailboxAddress::parse(&raw) {
-            Ok(address) => Some(address),
-            Err(e) => {
-                self.fail(format!("{at}.{field}"), e.to_string());
-                None
-            }
-        }
+        self.kept(format!("{at}.{field}"), MailboxAddress::parse(&raw))
     }
 
     pub(super) fn tenant_id(&mut self, object: &Map<String, Value>, at: &str) -> Option<String> {
         let raw = self.string(object, at, "graphTenantId", true)?;
-        match GraphCredentials::check_tenant_id(&raw) {
-            Ok(()) => Some(raw),
-            Err(e) => {
-                self.fail(format!("{at}.graphTenantId"), e);
-                None
-            }
-        }
+        let checked = GraphCredentials::check_tenant_id(&raw);
+        self.kept(format!("{at}.graphTenantId"), checked)
+            .map(|()| raw)
     }
 
     pub(super) fn secret(
@@ -106,13 +105,9 @@ impl Checker {
                 self.fail(path, "is required");
                 None
             }
-            Some(Value::String(raw)) => match SecretRef::check(raw.trim()) {
-                Ok(()) => Some(SecretRef::new(raw.trim())),
-                Err(e) => {
-                    self.fail(path, e.to_string());
-                    None
-                }
-            },
+            Some(Value::String(raw)) => self
+                .kept(path, SecretRef::check(raw.trim()))
+                .map(|()| SecretRef::new(raw.trim())),
             Some(other) => {
                 self.fail(path, format!("must be a string, got {}", kind(other)));
                 None

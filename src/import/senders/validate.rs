@@ -76,16 +76,9 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
         let sender = check.mailbox(t, &at, "sender");
-        let provider =
-            check
-                .string(t, &at, "provider", true)
-                .and_then(|p| match p.parse::<MailProvider>() {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        check.fail(format!("{at}.provider"), e);
-                        None
-                    }
-                });
+        let provider = check
+            .string(t, &at, "provider", true)
+            .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
         let transport = match provider {
             Some(MailProvider::MicrosoftGraph) => check.graph_app(t, &at).map(|graph| {
                 budgets.push((at.clone(), graph.clone()));

@@ -1,0 +1,284 @@
+//! One campaign line: its JSON shape and what makes it a [`NewMessage`] or a refusal naming
+//! the line, the id and the field.
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::SenderDirectory;
+use crate::{
+    domain::{Attachment, BodyContentType, Header, MailboxAddress, Recipient},
+    import::BadEntry,
+    mailer::validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
+    store::messages::{NewMessage, SenderRef},
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Line {
+    id: String,
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    system_mailbox: Option<String>,
+    #[serde(default)]
+    to: Vec<Recipient>,
+    #[serde(default)]
+    cc: Vec<Recipient>,
+    #[serde(default)]
+    bcc: Vec<Recipient>,
+    #[serde(default)]
+    subject: String,
+    body: Body,
+    #[serde(default)]
+    headers: Vec<Header>,
+    #[serde(default)]
+    attachments: Vec<LineAttachment>,
+    #[serde(default)]
+    scheduled_on: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Body {
+    content_type: String,
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LineAttachment {
+    name: String,
+    #[serde(default)]
+    content_type: Option<String>,
+    content_base64: String,
+}
+
+/// Every string field of a line with its JSON path, for the NUL check.
+fn string_fields(line: &Line) -> Vec<(String, &str)> {
+    let mut fields: Vec<(String, &str)> = vec![("id".into(), &line.id)];
+    if let Some(t) = &line.tenant {
+        fields.push(("tenant".into(), t));
+    }
+    if let Some(m) = &line.system_mailbox {
+        fields.push(("systemMailbox".into(), m));
+    }
+    for (list, name) in [(&line.to, "to"), (&line.cc, "cc"), (&line.bcc, "bcc")] {
+        for (i, r) in list.iter().enumerate() {
+            fields.push((format!("{name}[{i}].address"), &r.address));
+            if let Some(n) = &r.name {
+                fields.push((format!("{name}[{i}].name"), n));
+            }
+        }
+    }
+    fields.push(("subject".into(), &line.subject));
+    fields.push(("body.contentType".into(), &line.body.content_type));
+    fields.push(("body.content".into(), &line.body.content));
+    for (i, h) in line.headers.iter().enumerate() {
+        fields.push((format!("headers[{i}].name"), &h.name));
+        fields.push((format!("headers[{i}].value"), &h.value));
+    }
+    for (i, a) in line.attachments.iter().enumerate() {
+        fields.push((format!("attachments[{i}].name"), &a.name));
+        if let Some(c) = &a.content_type {
+            fields.push((format!("attachments[{i}].contentType"), c));
+        }
+        fields.push((format!("attachments[{i}].contentBase64"), &a.content_base64));
+    }
+    if let Some(s) = &line.scheduled_on {
+        fields.push(("scheduledOn".into(), s));
+    }
+    fields
+}
+
+/// `local@Bücher.example` → `local@xn--bcher-kva.example`. An ASCII address, or one whose
+/// domain IDNA cannot convert, is returned unchanged (send-time validation judges it).
+fn punycode_domain(address: &str) -> String {
+    let trimmed = address.trim();
+    match trimmed.rsplit_once('@') {
+        Some((local, domain)) if !domain.is_ascii() => match idna::domain_to_ascii(domain) {
+            Ok(ascii) if !ascii.is_empty() => format!("{local}@{ascii}"),
+            _ => address.to_owned(),
+        },
+        _ => address.to_owned(),
+    }
+}
+
+/// ` (id <uuid>)` when the line's id could be read, for the end of a reason.
+fn id_suffix(id: Option<Uuid>) -> String {
+    id.map(|id| format!(" (id {id})")).unwrap_or_default()
+}
+
+/// The id of a line that is not a message, when its `id` is a UUID (for the report).
+fn readable_id(text: &str) -> Option<Uuid> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    Uuid::parse_str(value.get("id")?.as_str()?.trim()).ok()
+}
+
+/// Parses one line's bytes (1-based `number`, without its line break) into a message. A line
+/// that is not UTF-8 is refused naming the first bad byte's column; see [`parse_line`].
+///
+/// # Errors
+/// [`BadEntry`] naming the line, the id when one can be read, and the field.
+pub fn parse_line_bytes(
+    number: usize,
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> Result<NewMessage, BadEntry> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_line(number, text, senders),
+        Err(e) => {
+            let id = readable_id(&String::from_utf8_lossy(bytes));
+            Err(BadEntry {
+                location: format!("line {number}"),
+                reason: format!(
+                    "is not valid UTF-8 (invalid byte 0x{:02X} at column {}); the line was skipped{}",
+                    bytes[e.valid_up_to()],
+                    e.valid_up_to() + 1,
+                    id_suffix(id)
+                ),
+            })
+        }
+    }
+}
+
+/// Parses one line (1-based `number`) into a message.
+///
+/// # Errors
+/// [`BadEntry`] naming the line, the id when one can be read, and the field.
+pub(crate) fn parse_line(
+    number: usize,
+    text: &str,
+    senders: &SenderDirectory,
+) -> Result<NewMessage, BadEntry> {
+    let location = format!("line {number}");
+    // serde quotes offending values, which may be addresses: mask them.
+    let line: Line = serde_json::from_str(text).map_err(|e| BadEntry {
+        location: location.clone(),
+        reason: format!(
+            "not a message: {}{}",
+            crate::mailer::redact::scrub_provider_text(&e.to_string()),
+            id_suffix(readable_id(text))
+        ),
+    })?;
+    let id = Uuid::parse_str(line.id.trim()).ok();
+    let bad = |reason: String| BadEntry {
+        location: location.clone(),
+        reason: format!("{reason}{}", id_suffix(id)),
+    };
+    // PostgreSQL stores neither a NUL in text nor \u0000 in jsonb: refuse the line, not the batch.
+    if let Some((field, _)) = string_fields(&line)
+        .into_iter()
+        .find(|(_, value)| value.contains('\0'))
+    {
+        return Err(bad(format!(
+            "{field} contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it"
+        )));
+    }
+    let Some(id) = id else {
+        let e = Uuid::parse_str(line.id.trim()).unwrap_err();
+        return Err(bad(format!("id {:?} is not a UUID: {e}", line.id)));
+    };
+    let sender = match (&line.tenant, &line.system_mailbox) {
+        (Some(t), None) => SenderRef::Tenant(*senders.tenants.get(t.trim()).ok_or_else(|| {
+            bad(format!(
+                "tenant {t:?} is unknown (import it with `mail-worker senders import`)"
+            ))
+        })?),
+        (None, Some(m)) => {
+            let address =
+                MailboxAddress::parse(m).map_err(|e| bad(format!("systemMailbox: {e}")))?;
+            SenderRef::SystemMailbox(*senders.system_mailboxes.get(address.as_str()).ok_or_else(|| {
+                bad(format!("systemMailbox {address} is unknown (import it with `mail-worker senders import`)"))
+            })?)
+        }
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "has both tenant and systemMailbox; give exactly one".into()
+            ));
+        }
+        (None, None) => {
+            return Err(bad(
+                "has neither tenant nor systemMailbox; give exactly one".into(),
+            ));
+        }
+    };
+    if line.to.len() + line.cc.len() + line.bcc.len() == 0 {
+        return Err(bad(
+            "has no recipients (to, cc and bcc are all empty)".into()
+        ));
+    }
+    let body_content_type = BodyContentType::parse(&line.body.content_type).ok_or_else(|| {
+        bad(format!(
+            "body.contentType {:?} must be text or html",
+            line.body.content_type
+        ))
+    })?;
+    // A lower bound of the sendMail JSON: the body, the subject and the base64 of every
+    // attachment appear in it at least once. Over MAX_REQUEST_BYTES, Graph certainly refuses.
+    let least_request_bytes = line.body.content.len()
+        + line.subject.len()
+        + line
+            .attachments
+            .iter()
+            .map(|a| a.content_base64.trim().len())
+            .sum::<usize>();
+    if least_request_bytes > MAX_REQUEST_BYTES {
+        return Err(bad(format!(
+            "body, subject and attachments take {least_request_bytes} bytes; Graph refuses sendMail requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-sendmail)"
+        )));
+    }
+    let attachments = line
+        .attachments
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let content = base64::engine::general_purpose::STANDARD
+                .decode(a.content_base64.trim())
+                .map_err(|e| bad(format!("attachments[{i}].contentBase64 is not base64: {e}")))?;
+            Ok(Attachment {
+                name: a.name,
+                content_type: a
+                    .content_type
+                    .unwrap_or_else(|| "application/octet-stream".into()),
+                content,
+            })
+        })
+        .collect::<Result<Vec<_>, BadEntry>>()?;
+    let attachment_bytes: usize = attachments.iter().map(|a| a.content.len()).sum();
+    if attachment_bytes > MAX_INLINE_ATTACHMENT_BYTES {
+        return Err(bad(format!(
+            "attachments total {attachment_bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline (https://learn.microsoft.com/graph/outlook-large-attachments)"
+        )));
+    }
+    let scheduled_on = line
+        .scheduled_on
+        .map(|raw| {
+            DateTime::parse_from_rfc3339(raw.trim())
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| bad(format!("scheduledOn {raw:?} is not an RFC 3339 time: {e}")))
+        })
+        .transpose()?;
+    let ascii = |list: Vec<Recipient>| -> Vec<Recipient> {
+        list.into_iter()
+            .map(|r| Recipient {
+                address: punycode_domain(&r.address),
+                name: r.name,
+            })
+            .collect()
+    };
+    Ok(NewMessage {
+        id,
+        sender,
+        to: ascii(line.to),
+        cc: ascii(line.cc),
+        bcc: ascii(line.bcc),
+        subject: line.subject,
+        body_content_type,
+        body: line.body.content,
+        headers: line.headers,
+        attachments,
+        scheduled_on,
+    })
+}

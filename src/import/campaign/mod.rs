@@ -1,0 +1,159 @@
+//! A campaign file: one JSON message per line (the format of
+//! `shared/data/campaign-invitations.jsonl`; every field and refusal is listed in
+//! `docs/file-formats.md`):
+//!
+//! ```json
+//! {"id": "<uuid>", "systemMailbox": "events@contoso.example" | "tenant": "northwind",
+//!  "to": [{"address": "…", "name": "…"}], "cc": […], "bcc": […], "subject": "…",
+//!  "body": {"contentType": "html" | "text", "content": "…"},
+//!  "headers": [{"name": "x-campaign-id", "value": "…"}],
+//!  "attachments": [{"name": "invite.ics", "contentType": "text/calendar", "contentBase64": "…"}],
+//!  "scheduledOn": "2026-12-01T15:55:00Z"}
+//! ```
+//!
+//! The file is read **line by line as bytes**: one bad line never costs another. A line that
+//! cannot become a message is reported with its line number (and its id when one can be read)
+//! and skipped: not UTF-8, not JSON, not a message, a bad id, an unknown or ambiguous sender, no
+//! recipients, a bad body type, bad base64, a bad `scheduledOn`, a NUL character anywhere
+//! (PostgreSQL cannot store one), or a size Graph certainly refuses. Recipient addresses and
+//! header names are *not* judged here: a message Graph would refuse is stored and ends `ERROR`
+//! with the reason when sent, never silently dropped. Recipient domains written in Unicode are
+//! converted to punycode (IDNA, UTS #46) so the stored address is what Graph is sent.
+//!
+//! Here the file and its insert; one line's parsing is `line.rs`.
+
+mod line;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::BadEntry;
+use crate::store::{
+    StoreError,
+    messages::{self, NewMessage},
+};
+
+pub use line::parse_line_bytes;
+
+#[derive(Debug, Clone, Default)]
+pub struct SenderDirectory {
+    /// Tenants by name.
+    pub tenants: HashMap<String, Uuid>,
+    /// System mailboxes by lower-case address.
+    pub system_mailboxes: HashMap<String, Uuid>,
+}
+
+/// The lines of `bytes`: split at `\n`, a trailing `\r` removed, a leading UTF-8 byte-order
+/// mark ignored; numbered from 1.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    bytes
+        .split(|b| *b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+}
+
+/// Parses a whole file's bytes: the good messages with their line numbers, and every bad line.
+/// Blank lines are skipped; an id repeated within the file is a bad line (the first one wins).
+pub fn parse_bytes(
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> (Vec<(usize, NewMessage)>, Vec<BadEntry>) {
+    let mut good: Vec<(usize, NewMessage)> = Vec::new();
+    let mut bad = Vec::new();
+    let mut seen = HashMap::new();
+    for (number, line) in lines(bytes) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_line_bytes(number, line, senders) {
+            Ok(m) => {
+                if let Some(first) = seen.insert(m.id, number) {
+                    seen.insert(m.id, first);
+                    bad.push(BadEntry {
+                        location: format!("line {number}"),
+                        reason: format!("id {} repeats line {first}", m.id),
+                    });
+                } else {
+                    good.push((number, m));
+                }
+            }
+            Err(e) => bad.push(e),
+        }
+    }
+    (good, bad)
+}
+
+/// What [`enqueue`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnqueueReport {
+    /// Rows newly inserted.
+    pub inserted: u64,
+    /// Good lines stored now or already present (`inserted` ≤ `stored`).
+    pub stored: usize,
+    /// Every line not stored, by line number, in file order.
+    pub bad: Vec<BadEntry>,
+}
+
+/// How many lines are inserted in one transaction.
+pub(crate) const INSERT_CHUNK: usize = 500;
+
+/// Parses `bytes` and inserts every good line, [`INSERT_CHUNK`] per transaction. A chunk that
+/// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
+/// (with its id); lines are validated before any insert, so this is a last resort.
+///
+/// # Errors
+/// PostgreSQL trouble other than refusing a row (a lost connection, …).
+pub async fn enqueue(
+    pool: &PgPool,
+    bytes: &[u8],
+    senders: &SenderDirectory,
+) -> Result<EnqueueReport, StoreError> {
+    let (good, mut bad) = parse_bytes(bytes, senders);
+    let mut report = EnqueueReport::default();
+    for chunk in good.chunks(INSERT_CHUNK) {
+        let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
+        match messages::insert(pool, &messages).await {
+            Ok(n) => {
+                report.inserted += n;
+                report.stored += chunk.len();
+            }
+            Err(StoreError::Database(sqlx::Error::Database(_))) => {
+                for (number, m) in chunk {
+                    match messages::insert(pool, std::slice::from_ref(m)).await {
+                        Ok(n) => {
+                            report.inserted += n;
+                            report.stored += 1;
+                        }
+                        Err(StoreError::Database(sqlx::Error::Database(e))) => {
+                            bad.push(BadEntry {
+                                location: format!("line {number}"),
+                                reason: format!(
+                                    "PostgreSQL refused the row: {} (id {})",
+                                    crate::mailer::redact::scrub_provider_text(e.message()),
+                                    m.id
+                                ),
+                            });
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    bad.sort_by_key(|b| line_number(&b.location));
+    report.bad = bad;
+    Ok(report)
+}
+
+fn line_number(location: &str) -> usize {
+    location
+        .strip_prefix("line ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
+}

@@ -1,0 +1,284 @@
+//! The claim: due `SCHEDULED` rows straight to `SENDING`, fairly across senders, loaded with
+//! their attachments in the same statement ([`StoredMessage`]); and the give-back of claimed
+//! rows a shutdown never started.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+use super::{Fence, SenderRef};
+use crate::{
+    domain::{Attachment, BodyContentType, MailboxAddress, OutgoingMail, sql_status},
+    store::StoreError,
+};
+
+/// What a send needs of a message row (the `RETURNING` list of [`claim_due`], on the row
+/// aliased `m`): its columns and its attachments in `position`
+/// order as three parallel arrays, so one statement loads a message and its attachments.
+macro_rules! sending_columns {
+    () => {
+        " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
+             m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
+             m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
+             m.send_attempted_at, m.claim_token, now() AS claimed_at, \
+             ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_names, \
+             ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_content_types, \
+             ARRAY(SELECT a.content FROM message_attachments a WHERE a.message_id = m.id \
+                   ORDER BY a.position) AS attachment_contents"
+    };
+}
+
+/// The `SET` list of a claim: `SENDING` with its lease from now (`sending_at`) and a fresh
+/// `claim_token`, `queued_at` = when it was claimed, one more attempt, no wait reason.
+macro_rules! claim_set {
+    () => {
+        concat!(
+            " SET status = ",
+            sql_status!(Sending),
+            ", queued_at = now(), sending_at = now(), attempts = m.attempts + 1, \
+             claim_token = gen_random_uuid(), wait_reason = NULL, \
+             first_attempt_at = coalesce(m.first_attempt_at, now()), updated_at = now()"
+        )
+    };
+}
+
+/// The senders (tenant or system mailbox ids) with due `SCHEDULED` rows, longest-waiting
+/// first: the round that [`claim_due_from`] claims across. One aggregate over the due rows, so
+/// a replica runs it once per round, not once per claim.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT coalesce(system_mailbox_id, tenant_id) FROM messages WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() GROUP BY 1 ORDER BY min(scheduled_on)"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Claims up to `limit` due `SCHEDULED` rows of `senders`, at most `share` of each, in the
+/// senders' order, in one statement: `FOR UPDATE SKIP LOCKED` (replicas never claim the same
+/// row nor wait on each other), straight to `SENDING` with `sending_at = now()` — the lease
+/// that lease recovery ([`super::recover_stale_sending`]) counts from — returned with their
+/// attachments.
+///
+/// # Errors
+/// Database errors; nothing is claimed then.
+pub(crate) async fn claim_due_from(
+    pool: &PgPool,
+    senders: &[Uuid],
+    share: i64,
+    limit: i64,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    // Within a sender, rows deferred before (a booked slot come due, a Retry-After passed) go
+    // first, then the oldest: a booked row never waits behind a backlog never tried, which
+    // would let its slot pass unused (measured: 10,000 unbooked rows kept the booked ones
+    // waiting 5.6 min). `SKIP LOCKED` inside the per-sender subquery lets two replicas claim
+    // at once without waiting on each other or taking the same row.
+    let rows = sqlx::query(concat!(
+        "WITH picked AS ( \
+             SELECT claimed.id FROM unnest($1::uuid[]) AS d(sender) \
+             CROSS JOIN LATERAL ( \
+                 SELECT id FROM messages \
+                 WHERE coalesce(system_mailbox_id, tenant_id) = d.sender AND status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now() \
+                 ORDER BY (deferrals = 0), scheduled_on \
+                 LIMIT $2 FOR UPDATE SKIP LOCKED \
+             ) claimed \
+             LIMIT $3 \
+         ) \
+         UPDATE messages m",
+        claim_set!(),
+        " FROM picked WHERE m.id = picked.id",
+        sending_columns!()
+    ))
+    .bind(senders)
+    .bind(share)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(stored_message).collect()
+}
+
+/// Claims up to `limit` due rows fairly across every sender with due rows (each an equal share,
+/// longest-waiting sender first): [`due_senders`], then [`claim_due_from`].
+///
+/// # Errors
+/// Database errors.
+pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, StoreError> {
+    let senders = due_senders(pool).await?;
+    if senders.is_empty() || limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let share = (limit + senders.len() as i64 - 1) / senders.len() as i64;
+    claim_due_from(pool, &senders, share, limit).await
+}
+
+/// Claimed rows that never started (a shutdown stopped them while they waited for a worker
+/// slot) back to `SCHEDULED`, due as before, the claim's attempt given back. Returns how many.
+///
+/// # Errors
+/// Database errors (lease recovery then takes them after `SEND_LEASE_MS`).
+pub(crate) async fn release_unstarted(pool: &PgPool, fences: &[Fence]) -> Result<u64, StoreError> {
+    let ids: Vec<Uuid> = fences.iter().map(|f| f.id).collect();
+    let tokens: Vec<Uuid> = fences.iter().map(|f| f.token).collect();
+    let done = sqlx::query(concat!(
+        "UPDATE messages m SET status = ",
+        sql_status!(Scheduled),
+        ", attempts = greatest(m.attempts - 1, 0), updated_at = now() \
+         FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token) \
+         WHERE m.id = f.id AND m.claim_token = f.token AND m.status = ",
+        sql_status!(Sending)
+    ))
+    .bind(&ids)
+    .bind(&tokens)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// A message row as loaded for sending. Recipient and header lists stay JSON until
+/// [`StoredMessage::outgoing`]: a producer's malformed list fails that one message, not the
+/// worker.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    /// `id`.
+    pub id: Uuid,
+    /// The sender.
+    pub sender: SenderRef,
+    /// `to_recipients`.
+    pub to: Value,
+    /// `cc_recipients`.
+    pub cc: Value,
+    /// `bcc_recipients`.
+    pub bcc: Value,
+    /// `subject`.
+    pub subject: String,
+    /// `body_content_type`.
+    pub body_content_type: String,
+    /// `body`.
+    pub body: String,
+    /// `headers`.
+    pub headers: Value,
+    /// Attachments in `position` order.
+    pub attachments: Vec<Attachment>,
+    /// `attempts`, including the one now starting.
+    pub attempts: i32,
+    /// `deferrals` so far.
+    pub deferrals: i32,
+    /// `throttles` so far: provider throttling without `Retry-After` (its backoff's exponent).
+    pub throttles: i32,
+    /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
+    pub first_attempt_at: DateTime<Utc>,
+    /// `graph_draft_id`: the draft created by an earlier attempt, if any.
+    pub graph_draft_id: Option<String>,
+    /// `send_attempted_at`: when an earlier attempt wrote a request that may have delivered it.
+    pub send_attempted_at: Option<DateTime<Utc>>,
+    /// The claim's hold on the row (`claim_token`).
+    pub fence: Fence,
+    /// PostgreSQL's `now()` at the claim, and when this process read it: PostgreSQL's clock as
+    /// this attempt sees it ([`Self::db_now`]).
+    pub claimed_at: (DateTime<Utc>, Instant),
+}
+
+impl StoredMessage {
+    /// PostgreSQL's clock now, as far as this attempt knows it: the claim's `now()` plus the
+    /// time since this process read it. Row timestamps are compared with this, never with the
+    /// replica's wall clock.
+    pub fn db_now(&self) -> DateTime<Utc> {
+        let (at, read) = self.claimed_at;
+        at + chrono::Duration::from_std(read.elapsed()).unwrap_or_default()
+    }
+
+    /// Builds the mail to send from `from`.
+    ///
+    /// # Errors
+    /// A sentence naming the column that does not hold what it should.
+    pub fn outgoing(&self, from: MailboxAddress) -> Result<OutgoingMail, String> {
+        fn list<T: serde::de::DeserializeOwned>(column: &str, v: &Value) -> Result<Vec<T>, String> {
+            serde_json::from_value(v.clone())
+                .map_err(|e| format!("messages.{column} is not a valid list: {e}"))
+        }
+        Ok(OutgoingMail {
+            id: self.id,
+            from,
+            to: list("to_recipients", &self.to)?,
+            cc: list("cc_recipients", &self.cc)?,
+            bcc: list("bcc_recipients", &self.bcc)?,
+            subject: self.subject.clone(),
+            body_content_type: BodyContentType::parse(&self.body_content_type).ok_or_else(
+                || {
+                    format!(
+                        "messages.body_content_type {:?} is not text or html",
+                        self.body_content_type
+                    )
+                },
+            )?,
+            body: self.body.clone(),
+            headers: list("headers", &self.headers)?,
+            attachments: self.attachments.clone(),
+        })
+    }
+}
+
+/// A row returned with [`sending_columns`] as a [`StoredMessage`].
+fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreError> {
+    let id: Uuid = row.try_get("id")?;
+    let sender = match (
+        row.try_get::<Option<Uuid>, _>("tenant_id")?,
+        row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
+    ) {
+        (Some(t), None) => SenderRef::Tenant(t),
+        (None, Some(m)) => SenderRef::SystemMailbox(m),
+        _ => {
+            return Err(StoreError::BadRow {
+                table: "messages",
+                problem: format!("message {id} has not exactly one sender"),
+            });
+        }
+    };
+    let names: Vec<String> = row.try_get("attachment_names")?;
+    let content_types: Vec<String> = row.try_get("attachment_content_types")?;
+    let contents: Vec<Vec<u8>> = row.try_get("attachment_contents")?;
+    let attachments = names
+        .into_iter()
+        .zip(content_types)
+        .zip(contents)
+        .map(|((name, content_type), content)| Attachment {
+            name,
+            content_type,
+            content,
+        })
+        .collect();
+    Ok(StoredMessage {
+        id,
+        sender,
+        to: row.try_get("to_recipients")?,
+        cc: row.try_get("cc_recipients")?,
+        bcc: row.try_get("bcc_recipients")?,
+        subject: row.try_get("subject")?,
+        body_content_type: row.try_get("body_content_type")?,
+        body: row.try_get("body")?,
+        headers: row.try_get("headers")?,
+        attachments,
+        attempts: row.try_get("attempts")?,
+        deferrals: row.try_get("deferrals")?,
+        throttles: row.try_get("throttles")?,
+        first_attempt_at: row.try_get("first_attempt_at")?,
+        graph_draft_id: row.try_get("graph_draft_id")?,
+        send_attempted_at: row.try_get("send_attempted_at")?,
+        fence: Fence {
+            id,
+            token: row.try_get("claim_token")?,
+        },
+        claimed_at: (row.try_get("claimed_at")?, Instant::now()),
+    })
+}

@@ -1,0 +1,92 @@
+//! Inserting a campaign's messages and their attachments.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::SenderRef;
+use crate::{
+    domain::{Attachment, BodyContentType, Header, Recipient},
+    store::StoreError,
+};
+
+/// A message to insert (what `mail-worker enqueue` or a producer writes).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// `messages.id`; re-inserting the same id is a no-op.
+    pub id: Uuid,
+    /// Its sender.
+    pub sender: SenderRef,
+    /// `To`.
+    pub to: Vec<Recipient>,
+    /// `Cc`.
+    pub cc: Vec<Recipient>,
+    /// `Bcc`.
+    pub bcc: Vec<Recipient>,
+    /// Subject.
+    pub subject: String,
+    /// Body format.
+    pub body_content_type: BodyContentType,
+    /// Body.
+    pub body: String,
+    /// Custom headers.
+    pub headers: Vec<Header>,
+    /// Attachments.
+    pub attachments: Vec<Attachment>,
+    /// When to send; `None` = now.
+    pub scheduled_on: Option<DateTime<Utc>>,
+}
+
+/// Inserts `messages` in one transaction, skipping ids that already exist. Returns how many
+/// were new.
+///
+/// # Errors
+/// Database errors; nothing is inserted then.
+pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await?;
+    let mut inserted = 0;
+    for m in messages {
+        let (tenant, mailbox) = match m.sender {
+            SenderRef::Tenant(id) => (Some(id), None),
+            SenderRef::SystemMailbox(id) => (None, Some(id)),
+        };
+        let done = sqlx::query(
+            "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
+                 bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now())) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(m.id)
+        .bind(tenant)
+        .bind(mailbox)
+        .bind(sqlx::types::Json(&m.to))
+        .bind(sqlx::types::Json(&m.cc))
+        .bind(sqlx::types::Json(&m.bcc))
+        .bind(&m.subject)
+        .bind(m.body_content_type.as_str())
+        .bind(&m.body)
+        .bind(sqlx::types::Json(&m.headers))
+        .bind(m.scheduled_on)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            continue;
+        }
+        inserted += 1;
+        for (position, a) in m.attachments.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(m.id)
+            .bind(position as i32)
+            .bind(&a.name)
+            .bind(&a.content_type)
+            .bind(&a.content)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(inserted)
+}
