@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use super::{
     MailProviderService, SendOutcome,
-    pause::PAUSED_PREFIX,
     policy::{backoff, human, spread_ms},
 };
 use crate::{
@@ -220,7 +219,7 @@ impl MailProviderService {
         attempted: Option<&messages::Attempted>,
     ) -> Result<SendOutcome, StoreError> {
         let to = (wait, Reschedule::Deferral, wait_reason::PAUSED);
-        let last_error = format!("{PAUSED_PREFIX}{reason}");
+        let last_error = format!("{}{reason}", wait_reason::PAUSED_PREFIX);
         self.reschedule_with(fence, to, last_error, (Instant::now(), attempted))
             .await
     }

@@ -13,9 +13,6 @@ use std::{collections::HashMap, sync::Mutex, time::Duration};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// `last_error` of a message deferred because its sender is paused starts with this.
-pub(crate) const PAUSED_PREFIX: &str = "sender paused: ";
-
 /// The longest wait between two probes: 15 min.
 pub(crate) const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(15 * 60);
 

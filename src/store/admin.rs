@@ -215,7 +215,7 @@ pub(crate) async fn sender_messages(pool: &PgPool, id: Uuid) -> Result<SenderMes
         by_status,
         paused,
         paused_reason: reason.map(|r| {
-            r.strip_prefix(crate::service::pause::PAUSED_PREFIX)
+            r.strip_prefix(super::messages::wait_reason::PAUSED_PREFIX)
                 .unwrap_or(&r)
                 .to_owned()
         }),

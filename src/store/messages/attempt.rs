@@ -121,6 +121,8 @@ pub(crate) enum Reschedule {
 pub(crate) mod wait_reason {
     /// The sender is paused (credentials missing or refused).
     pub(crate) const PAUSED: &str = "paused";
+    /// `last_error` of a message waiting for its sender's pause starts with this.
+    pub(crate) const PAUSED_PREFIX: &str = "sender paused: ";
     /// A transient failure's backoff.
     pub(crate) const RETRY: &str = "retry";
     /// An earlier send's outcome is not confirmed yet.
