@@ -56,6 +56,9 @@ pub enum Command {
     Enqueue {
         /// One JSON message per line.
         file: PathBuf,
+        /// Check every line and count what would be inserted; write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Retry or cancel messages, by filter (instead of SQL).
     #[command(subcommand)]
@@ -280,7 +283,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             ));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Enqueue { file } => {
+        Command::Enqueue { file, dry_run } => {
             let pool = store::open(&config.database_url, 4).await?;
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -288,14 +291,28 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 inserted,
                 good: total,
                 bad,
-            } = import::enqueue(&pool, &bytes).await?;
+            } = if dry_run {
+                import::check(&pool, &bytes).await?
+            } else {
+                import::enqueue(&pool, &bytes).await?
+            };
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }
             out(&format!(
-                "{inserted} messages inserted, {} already present, {} bad lines\n",
+                "{inserted} messages {}, {} already present, {} bad lines{}\n",
+                if dry_run {
+                    "would be inserted"
+                } else {
+                    "inserted"
+                },
                 total - inserted as usize,
-                bad.len()
+                bad.len(),
+                if dry_run {
+                    " (dry run: nothing written)"
+                } else {
+                    ""
+                }
             ));
             Ok(if bad.is_empty() {
                 ExitCode::SUCCESS

@@ -40,15 +40,36 @@ pub async fn enqueue(
     pool: &PgPool,
     bytes: impl AsRef<[u8]>,
 ) -> Result<Enqueued, store::StoreError> {
-    let (tenants, system_mailboxes) = store::senders::sender_ids(pool).await?;
-    let directory = campaign::SenderDirectory {
-        tenants,
-        system_mailboxes,
-    };
+    let directory = senders(pool).await?;
     let report = campaign::enqueue(pool, bytes.as_ref(), &directory).await?;
     Ok(Enqueued {
         inserted: report.inserted,
         good: report.stored,
         bad: report.bad,
+    })
+}
+
+/// What [`enqueue`] would do, writing nothing (`mail-worker enqueue --dry-run`): every line
+/// checked against the stored senders, `inserted` = the good lines whose id is not stored yet.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn check(pool: &PgPool, bytes: impl AsRef<[u8]>) -> Result<Enqueued, store::StoreError> {
+    let directory = senders(pool).await?;
+    let (good, bad) = campaign::parse_bytes(bytes.as_ref(), &directory);
+    let ids: Vec<uuid::Uuid> = good.iter().map(|(_, m)| m.id).collect();
+    let present = store::messages::count_present(pool, &ids).await?;
+    Ok(Enqueued {
+        inserted: ids.len() as u64 - present,
+        good: good.len(),
+        bad,
+    })
+}
+
+async fn senders(pool: &PgPool) -> Result<campaign::SenderDirectory, store::StoreError> {
+    let (tenants, system_mailboxes) = store::senders::sender_ids(pool).await?;
+    Ok(campaign::SenderDirectory {
+        tenants,
+        system_mailboxes,
     })
 }

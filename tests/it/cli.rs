@@ -164,6 +164,18 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         .join("\n"),
     )
     .unwrap();
+    let dry = mail_worker(&["enqueue", "--dry-run", file.to_str().unwrap()], &env);
+    assert_eq!(dry.status.code(), Some(1), "bad lines fail a dry run too");
+    assert!(text(&dry.stderr).contains("campaign.jsonl:line 2: not a message"));
+    assert_eq!(
+        text(&dry.stdout).trim(),
+        "2 messages would be inserted, 0 already present, 2 bad lines (dry run: nothing written)"
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "a dry run writes nothing");
     let out = mail_worker(&["enqueue", file.to_str().unwrap()], &env);
     assert_eq!(
         out.status.code(),
@@ -187,6 +199,11 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     assert_eq!(
         text(&again.stdout).trim(),
         "0 messages inserted, 2 already present, 2 bad lines"
+    );
+    let dry = mail_worker(&["enqueue", "--dry-run", file.to_str().unwrap()], &env);
+    assert_eq!(
+        text(&dry.stdout).trim(),
+        "0 messages would be inserted, 2 already present, 2 bad lines (dry run: nothing written)"
     );
 
     let status = mail_worker(&["status", "--json"], &env);

@@ -90,3 +90,15 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     tx.commit().await?;
     Ok(inserted)
 }
+
+/// How many of `ids` are stored already (what `enqueue --dry-run` reports as present).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn count_present(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_one(pool)
+        .await?;
+    Ok(n as u64)
+}
