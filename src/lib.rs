@@ -50,6 +50,7 @@
 //!   that those users can reach them; inside, visibility is per item.
 
 pub mod admin;
+mod backoff;
 pub mod cli;
 pub mod clock;
 pub mod config;

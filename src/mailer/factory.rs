@@ -17,7 +17,7 @@ use crate::{
         SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{
-        MailError, Mailer,
+        MailError, Mailer, MailerSource,
         graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
         http::build_http_client,
         rate_limited::RateLimitedGraphMailer,
@@ -25,7 +25,6 @@ use crate::{
     },
     ops::metrics::{self, Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID},
     rate_limit::{RateLimiter, RateLimits, TenantBudget},
-    service::MailerSource,
 };
 
 /// The most mailers kept at once; one per distinct sender configuration.
@@ -430,16 +429,6 @@ impl<M: Mailer> Metered<M> {
 
 #[async_trait::async_trait]
 impl<M: Mailer> Mailer for Metered<M> {
-    async fn send(
-        &self,
-        mail: &crate::domain::OutgoingMail,
-    ) -> Result<crate::mailer::SendReceipt, MailError> {
-        let started = std::time::Instant::now();
-        let result = self.inner.send(mail).await;
-        self.count(&result, started);
-        result
-    }
-
     async fn send_with(
         &self,
         mail: &crate::domain::OutgoingMail,

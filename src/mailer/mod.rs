@@ -8,6 +8,7 @@ pub(crate) mod http;
 pub(crate) mod rate_limited;
 pub(crate) mod redact;
 pub mod sendgrid;
+pub mod source;
 pub mod validate;
 
 use std::time::Duration;
@@ -20,29 +21,33 @@ pub use factory::MailerFactory;
 pub use graph::MicrosoftGraphMailer;
 pub use rate_limited::RateLimitedGraphMailer;
 pub use sendgrid::SendGridMailer;
+pub use source::MailerSource;
 
 /// Sends one message through one provider for one sender. Used as `Arc<dyn Mailer>`.
+///
+/// Shaped like lettre's `AsyncTransport`: an implementation writes the one low-level method,
+/// [`Self::send_with`]; [`Self::send`] (a first attempt) is provided on top of it.
 #[async_trait::async_trait]
 pub trait Mailer: Send + Sync + std::fmt::Debug {
-    /// Sends `mail` once. Never retries after the provider accepted it.
+    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and noting,
+    /// before each step that could deliver, what a later attempt must know
+    /// (`attempt.journal`). Never retries after the provider accepted it. Mailers without
+    /// steps (SendGrid, test doubles) ignore `attempt`.
     ///
     /// # Errors
     /// A [`MailError`] that says what to do next.
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError>;
-
-    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and noting,
-    /// before each step that could deliver, what a later attempt must know
-    /// (`attempt.journal`). Mailers without steps (SendGrid, test doubles) send as [`Self::send`].
-    ///
-    /// # Errors
-    /// As [`Self::send`].
     async fn send_with(
         &self,
         mail: &OutgoingMail,
         attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
-        let _ = attempt;
-        self.send(mail).await
+    ) -> Result<SendReceipt, MailError>;
+
+    /// Sends `mail` once, as a first attempt with nothing to remember.
+    ///
+    /// # Errors
+    /// As [`Self::send_with`].
+    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+        self.send_with(mail, &SendAttempt::first()).await
     }
 
     /// The most attachment bytes (before base64) one message may carry through this mailer:

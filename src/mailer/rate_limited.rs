@@ -166,10 +166,6 @@ impl<L: RateLimiter> Drop for LeaseGuard<L> {
 
 #[async_trait::async_trait]
 impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        self.send_with(mail, &SendAttempt::first()).await
-    }
-
     fn max_attachment_bytes(&self) -> usize {
         self.inner.max_attachment_bytes()
     }
@@ -383,7 +379,11 @@ pub(crate) mod tests {
 
     #[async_trait::async_trait]
     impl Mailer for StubMailer {
-        async fn send(&self, _mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+        async fn send_with(
+            &self,
+            _mail: &OutgoingMail,
+            _attempt: &SendAttempt<'_>,
+        ) -> Result<SendReceipt, MailError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let next = self.answers.lock().unwrap().pop_front();
             next.unwrap_or_else(|| {
@@ -623,7 +623,11 @@ pub(crate) mod tests {
 
     #[async_trait::async_trait]
     impl Mailer for Hanging {
-        async fn send(&self, _mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+        async fn send_with(
+            &self,
+            _mail: &OutgoingMail,
+            _attempt: &SendAttempt<'_>,
+        ) -> Result<SendReceipt, MailError> {
             std::future::pending().await
         }
     }

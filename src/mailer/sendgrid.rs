@@ -24,7 +24,7 @@ use crate::{
     clock::Clock,
     domain::{BodyContentType, MailboxAddress, OutgoingMail, Recipient},
     mailer::{
-        MailError, Mailer, SendReceipt,
+        MailError, Mailer, SendAttempt, SendReceipt,
         http::{describe_transport_error, endpoint_url},
         redact::scrub_provider_text,
         validate::{check_sender, validate},
@@ -185,7 +185,12 @@ impl SendGridMailer {
 
 #[async_trait::async_trait]
 impl Mailer for SendGridMailer {
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+    /// Validates locally and sends; SendGrid has no steps, so `attempt` changes nothing.
+    async fn send_with(
+        &self,
+        mail: &OutgoingMail,
+        _attempt: &SendAttempt<'_>,
+    ) -> Result<SendReceipt, MailError> {
         validate(mail)?;
         check_sender(mail, &self.from)?;
         let outcome = self

@@ -329,11 +329,6 @@ impl Mailer for MicrosoftGraphMailer {
         }
     }
 
-    /// A first attempt: [`Self::send_with`] with nothing to remember.
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        self.send_with(mail, &SendAttempt::first()).await
-    }
-
     /// Validates locally, then sends in the configured mode; see `answer.rs` for the mapping of
     /// Graph's answers and `draft.rs` for the checks after an unknown outcome.
     async fn send_with(

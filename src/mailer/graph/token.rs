@@ -225,14 +225,10 @@ struct Inner {
 }
 
 /// The pause after the `n`th transient token-endpoint failure in a row: 2 s × 2^(n−1), capped
-/// at 60 s, then a uniformly random 50–100 % of that. A token endpoint answering 500 for a minute
+/// at 60 s, jittered ([`crate::backoff::jittered`]). A token endpoint answering 500 for a minute
 /// gets about 6 requests per app, not one per waiting send.
 pub(crate) fn transient_backoff(n: u32) -> Duration {
-    use rand::Rng as _;
-    let base = 2_000u64
-        .saturating_mul(1u64 << n.saturating_sub(1).min(10))
-        .min(60_000);
-    Duration::from_millis(rand::rng().random_range(base / 2..=base))
+    crate::backoff::jittered(n, Duration::from_secs(2), Duration::from_secs(60))
 }
 
 enum FetchError {
