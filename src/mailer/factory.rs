@@ -440,8 +440,8 @@ impl<M: Mailer> Mailer for Metered<M> {
         result
     }
 
-    fn max_attachment_bytes(&self) -> usize {
-        self.inner.max_attachment_bytes()
+    fn check(&self, mail: &crate::domain::OutgoingMail) -> Result<(), MailError> {
+        self.inner.check(mail)
     }
 }
 

@@ -50,10 +50,14 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
         self.send_with(mail, &SendAttempt::first()).await
     }
 
-    /// The most attachment bytes (before base64) one message may carry through this mailer:
-    /// [`validate::MAX_INLINE_ATTACHMENT_BYTES`] unless it uploads large attachments.
-    fn max_attachment_bytes(&self) -> usize {
-        validate::MAX_INLINE_ATTACHMENT_BYTES
+    /// The local checks this mailer makes before any request, so a message the provider
+    /// would refuse costs no request; a decorator that spends budget runs them first, so it
+    /// costs no budget either. Default: the provider-neutral [`validate::validate`].
+    ///
+    /// # Errors
+    /// The first rule broken, as [`MailError::Permanent`].
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        validate::validate(mail)
     }
 }
 

@@ -8,9 +8,7 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     events,
-    mailer::{
-        MailError, Mailer, SendAttempt, SendReceipt, validate::validate_with_attachment_limit,
-    },
+    mailer::{MailError, Mailer, SendAttempt, SendReceipt},
     rate_limit::{
         Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation, TenantBudget,
     },
@@ -166,8 +164,8 @@ impl<L: RateLimiter> Drop for LeaseGuard<L> {
 
 #[async_trait::async_trait]
 impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
-    fn max_attachment_bytes(&self) -> usize {
-        self.inner.max_attachment_bytes()
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        self.inner.check(mail)
     }
 
     /// One reservation covers the whole attempt. In `draft` mode an attempt is several Graph
@@ -181,7 +179,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         mail: &OutgoingMail,
         attempt: &SendAttempt<'_>,
     ) -> Result<SendReceipt, MailError> {
-        validate_with_attachment_limit(mail, self.inner.max_attachment_bytes())?;
+        self.inner.check(mail)?;
         let ask = self.ask(mail);
         let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;
         let reservation = match decision {

@@ -27,7 +27,7 @@ use crate::{
         MailError, Mailer, SendAttempt, SendReceipt,
         http::{describe_transport_error, endpoint_url},
         redact::scrub_provider_text,
-        validate::{check_sender, validate},
+        validate::check_sender,
     },
 };
 
@@ -191,7 +191,7 @@ impl Mailer for SendGridMailer {
         mail: &OutgoingMail,
         _attempt: &SendAttempt<'_>,
     ) -> Result<SendReceipt, MailError> {
-        validate(mail)?;
+        self.check(mail)?;
         check_sender(mail, &self.from)?;
         let outcome = self
             .http

@@ -106,12 +106,7 @@ impl MicrosoftGraphMailer {
                 }
                 Some(item) => {
                     if let Some(attempted_at) = prior.send_attempted_at {
-                        if let Some(wait) = self.unsettled(attempted_at) {
-                            return Err(MailError::Unconfirmed {
-                                retry_after: wait,
-                                why: "the draft still reads isDraft true".into(),
-                            });
-                        }
+                        self.settled(attempted_at, "the draft still reads isDraft true")?;
                         if let Some(sent) = self
                             .find_by_internet_message_id(mail.id, &imid, true)
                             .await?
@@ -144,12 +139,7 @@ impl MicrosoftGraphMailer {
                 && let Some(attempted_at) = prior.send_attempted_at
             {
                 // A draft sent just before the crash is in no folder until its copy is visible.
-                if let Some(wait) = self.unsettled(attempted_at) {
-                    return Err(MailError::Unconfirmed {
-                        retry_after: wait,
-                        why: "nothing has its internetMessageId yet".into(),
-                    });
-                }
+                self.settled(attempted_at, "nothing has its internetMessageId yet")?;
                 note = Some(format!(
                     "outcome unknown; nothing had its internetMessageId {} s after the attempt; sent",
                     self.settle.as_secs()
@@ -163,13 +153,10 @@ impl MicrosoftGraphMailer {
                     ));
                 }
                 if let Some(attempted_at) = prior.send_attempted_at {
-                    if let Some(wait) = self.unsettled(attempted_at) {
-                        return Err(MailError::Unconfirmed {
-                            retry_after: wait,
-                            why: "the draft found by internetMessageId still reads isDraft true"
-                                .into(),
-                        });
-                    }
+                    self.settled(
+                        attempted_at,
+                        "the draft found by internetMessageId still reads isDraft true",
+                    )?;
                     note = Some(format!(
                         "outcome unknown; still a draft {} s after the attempt; sent it",
                         self.settle.as_secs()
@@ -215,13 +202,10 @@ impl MicrosoftGraphMailer {
                 "outcome unknown; the draft was gone, a sent copy was found by internetMessageId, not resent",
             ));
         }
-        if let Some(wait) = self.unsettled(attempted_at) {
-            return Err(MailError::Unconfirmed {
-                retry_after: wait,
-                why: "the draft is gone (404) and no sent copy has its internetMessageId yet"
-                    .into(),
-            });
-        }
+        self.settled(
+            attempted_at,
+            "the draft is gone (404) and no sent copy has its internetMessageId yet",
+        )?;
         Err(MailError::Permanent {
             code: "DraftVanished".into(),
             message: format!(
