@@ -68,20 +68,13 @@ mod tests {
     use super::*;
     use crate::mailer::validate::{
         CODE_ATTACHMENTS_TOO_LARGE, MAX_INLINE_ATTACHMENT_BYTES,
-        tests::{attachment, mail},
+        tests::{attachment, code, mail},
         validate,
     };
 
     /// What the Graph mailer checks in `sendmail` mode: the neutral rules, then the size.
     fn graph_check(mail: &OutgoingMail) -> Result<(), MailError> {
         validate(mail).and_then(|()| check_request_size(mail))
-    }
-
-    fn code(result: Result<(), MailError>) -> String {
-        match result {
-            Err(MailError::Permanent { code, .. }) => code,
-            other => panic!("expected Permanent, got {other:?}"),
-        }
     }
 
     #[test]

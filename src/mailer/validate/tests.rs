@@ -30,7 +30,8 @@ pub(crate) fn rcpt(address: &str) -> Recipient {
     }
 }
 
-fn code(result: Result<(), MailError>) -> String {
+/// The `code` of a [`MailError::Permanent`]; panics on anything else.
+pub(crate) fn code(result: Result<(), MailError>) -> String {
     match result {
         Err(MailError::Permanent { code, .. }) => code,
         other => panic!("expected Permanent, got {other:?}"),
