@@ -1,10 +1,11 @@
 //! The `Mailer` trait and its implementations: Microsoft Graph (`graph/`), SendGrid
-//! (`sendgrid.rs`), the rate-limited decorator (`rate_limited.rs`) and the config-hash
-//! factory (`factory.rs`). Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
+//! (`sendgrid/`), the rate-limited and metered decorators (`rate_limited/`, `metered.rs`), the
+//! config-hash factory (`factory/`) and the [`MailerSource`] the service draws from. Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
 
 pub(crate) mod factory;
 pub mod graph;
 pub(crate) mod http;
+pub(crate) mod metered;
 pub(crate) mod rate_limited;
 pub(crate) mod redact;
 pub mod sendgrid;
