@@ -1,6 +1,7 @@
 //! The `Mailer` trait and its implementations: Microsoft Graph (`graph/`), SendGrid
 //! (`sendgrid/`), the rate-limited and metered decorators (`rate_limited/`, `metered.rs`), the
-//! config-hash factory (`factory/`) and the [`MailerSource`] the service draws from. Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
+//! config-hash factory (`factory/`) and the [`MailerSource`] the service draws from. Callers
+//! see only [`Mailer`] and [`MailError`]; never HTTP.
 
 pub(crate) mod factory;
 pub mod graph;
