@@ -8,15 +8,19 @@
 //!
 //! Beside it: `token/` (OAuth2 client credentials, shared cache), `assertion.rs` (the
 //! certificate credential), `request.rs` (JSON bodies), `size.rs` (Graph's request-size rule),
-//! `answer.rs` (the ONE status → [`MailError`] mapping), `retry_after.rs`.
+//! `draft.rs` (the draft flow), `upload.rs` (creating a draft, upload sessions), `lookup.rs`
+//! (requests that cannot deliver), `answer.rs` (the ONE status → [`MailError`] mapping),
+//! `retry_after.rs`.
 
 mod answer;
 pub mod assertion;
 mod draft;
+mod lookup;
 mod request;
 pub mod retry_after;
 mod size;
 pub(crate) mod token;
+mod upload;
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
