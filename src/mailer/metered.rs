@@ -4,7 +4,7 @@ use std::{fmt, sync::Arc};
 
 use crate::{
     domain::OutgoingMail,
-    mailer::{MailError, Mailer, SendAttempt, SendReceipt},
+    mailer::{MailError, MailResult, Mailer, SendAttempt, SendReceipt},
     ops::metrics::{self, Metrics},
 };
 
@@ -36,11 +36,7 @@ impl<M: Mailer> Metered<M> {
 
 #[async_trait::async_trait]
 impl<M: Mailer> Mailer for Metered<M> {
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
         let started = std::time::Instant::now();
         let result = self.inner.send_with(mail, attempt).await;
         self.count(&result, started);

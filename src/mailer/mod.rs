@@ -38,17 +38,13 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// A [`MailError`] that says what to do next.
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError>;
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult;
 
     /// Sends `mail` once, as a first attempt with nothing to remember.
     ///
     /// # Errors
     /// As [`Self::send_with`].
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+    async fn send(&self, mail: &OutgoingMail) -> MailResult {
         self.send_with(mail, &SendAttempt::first()).await
     }
 
@@ -62,6 +58,9 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
         validate::validate(mail)
     }
 }
+
+/// What one send came to: the provider's receipt or what to do next.
+pub type MailResult<T = SendReceipt> = Result<T, MailError>;
 
 /// What earlier attempts of one message left on its row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -259,12 +259,10 @@ mod tests {
 
     #[test]
     fn client_errors_are_permanent_with_graphs_code_and_masked_message() {
+        // One row per status; tests/it/mailer.rs sends every code Graph documents.
         for (status, code) in [
             (400, "ErrorInvalidRecipients"),
-            (400, "InvalidInternetMessageHeader"),
-            (403, "ErrorAccessDenied"),
             (403, "ErrorSendAsDenied"),
-            (404, "ErrorInvalidUser"),
             (404, "MailboxNotEnabledForRESTAPI"),
             (413, "ErrorMessageSizeExceeded"),
         ] {

@@ -35,7 +35,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
-        MailError, Mailer, SendAttempt, SendReceipt,
+        MailError, MailResult, Mailer, SendAttempt, SendReceipt,
         http::endpoint_url,
         validate::{MAX_INLINE_ATTACHMENT_BYTES, check_sender, validate_with_attachment_limit},
     },
@@ -346,11 +346,7 @@ impl Mailer for MicrosoftGraphMailer {
 
     /// Validates locally, then sends in the configured mode; see `answer.rs` for the mapping of
     /// Graph's answers and `draft.rs` for the checks after an unknown outcome.
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
         self.check(mail)?;
         check_sender(mail, &self.mailbox)?;
         let result = match self.mode {

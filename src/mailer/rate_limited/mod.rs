@@ -14,7 +14,7 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     events,
-    mailer::{MailError, Mailer, SendAttempt, SendReceipt},
+    mailer::{MailError, MailResult, Mailer, SendAttempt},
     rate_limit::{
         Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation, TenantBudget,
     },
@@ -147,11 +147,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
     /// step ran: when the check found the message already sent by an earlier attempt
     /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailError::Unconfirmed`]),
     /// or a create/upload step failed ([`MailError::Transient`]), the budget is given back.
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
         self.inner.check(mail)?;
         let ask = self.ask(mail);
         let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;

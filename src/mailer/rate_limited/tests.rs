@@ -4,7 +4,7 @@ use super::*;
 use crate::{
     clock::ManualClock,
     domain::{MailboxAddress, Recipient},
-    mailer::validate::tests::mail,
+    mailer::{SendReceipt, validate::tests::mail},
     rate_limit::{Counted, DenyReason, Reservation},
 };
 use chrono::{DateTime, TimeZone, Utc};
@@ -111,11 +111,7 @@ impl StubMailer {
 
 #[async_trait::async_trait]
 impl Mailer for StubMailer {
-    async fn send_with(
-        &self,
-        _mail: &OutgoingMail,
-        _attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, _mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let next = self.answers.lock().unwrap().pop_front();
         next.unwrap_or_else(|| {
@@ -355,11 +351,7 @@ struct Hanging;
 
 #[async_trait::async_trait]
 impl Mailer for Hanging {
-    async fn send_with(
-        &self,
-        _mail: &OutgoingMail,
-        _attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, _mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
         std::future::pending().await
     }
 }

@@ -18,7 +18,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
-        MailError, Mailer, SendAttempt, SendReceipt, http::endpoint_url, validate::check_sender,
+        MailError, MailResult, Mailer, SendAttempt, http::endpoint_url, validate::check_sender,
     },
 };
 
@@ -74,11 +74,7 @@ impl SendGridMailer {
 #[async_trait::async_trait]
 impl Mailer for SendGridMailer {
     /// Validates locally and sends; SendGrid has no steps, so `attempt` changes nothing.
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        _attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
         self.check(mail)?;
         check_sender(mail, &self.from)?;
         let outcome = self

@@ -14,7 +14,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use mail_worker::{
     domain::{MailboxAddress, OutgoingMail, SystemMailbox, Tenant},
-    mailer::{MailError, Mailer, MailerSource, SendAttempt, SendReceipt},
+    mailer::{MailError, MailResult, Mailer, MailerSource, SendAttempt, SendReceipt},
     rate_limit::{
         Ask, Counted, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation,
     },
@@ -96,11 +96,7 @@ impl ScriptedMailer {
 
 #[async_trait::async_trait]
 impl Mailer for ScriptedMailer {
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        _attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
         self.sent.lock().unwrap().push(mail.id);
         self.script
             .lock()
