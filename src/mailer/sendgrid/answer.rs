@@ -21,10 +21,14 @@ use crate::mailer::{
 /// The parts of a SendGrid answer the mapping reads.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SendGridAnswer {
-    pub status: u16,
-    pub message_id: Option<String>,
-    pub rate_limit_reset: Option<String>,
-    pub body: Vec<u8>,
+    /// HTTP status code.
+    pub(super) status: u16,
+    /// `X-Message-Id`.
+    pub(super) message_id: Option<String>,
+    /// `X-RateLimit-Reset` (Unix seconds).
+    pub(super) rate_limit_reset: Option<String>,
+    /// The body (SendGrid's `{"errors":[…]}` on failures).
+    pub(super) body: Vec<u8>,
 }
 
 #[derive(Deserialize)]

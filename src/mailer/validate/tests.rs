@@ -66,8 +66,7 @@ fn two_addresses_in_one_entry_are_refused_not_split() {
 
 #[test]
 fn every_address_of_a_multi_address_entry_is_masked() {
-    // Line 312 of the shared campaign: the second address used to reach last_error and the
-    // mail.failed log in full.
+    // Not only the first: no address of the entry reaches last_error or mail.failed in full.
     let mut m = mail();
     m.to = vec![rcpt(
         "ylmaz3679@EXAMPLE.COM; oconnor.bakker1470@sub.dept.example.net",
