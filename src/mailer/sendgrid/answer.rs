@@ -15,20 +15,31 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use crate::mailer::{
-    MailError, SendReceipt, http::describe_transport_error, redact::scrub_provider_text,
+    MailError, SendReceipt,
+    http::{describe_transport_error, error_body, header},
+    redact::scrub_provider_text,
 };
 
-/// The parts of a SendGrid answer the mapping reads.
+/// The parts of a SendGrid answer the mapping reads: status, `X-Message-Id`,
+/// `X-RateLimit-Reset` (Unix seconds) and the body (`{"errors":[…]}` on failures).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SendGridAnswer {
-    /// HTTP status code.
-    pub(super) status: u16,
-    /// `X-Message-Id`.
-    pub(super) message_id: Option<String>,
-    /// `X-RateLimit-Reset` (Unix seconds).
-    pub(super) rate_limit_reset: Option<String>,
-    /// The body (SendGrid's `{"errors":[…]}` on failures).
-    pub(super) body: Vec<u8>,
+    status: u16,
+    message_id: Option<String>,
+    rate_limit_reset: Option<String>,
+    body: Vec<u8>,
+}
+
+impl SendGridAnswer {
+    /// What the mapping needs of `response`.
+    pub(super) async fn read(response: reqwest::Response) -> Self {
+        Self {
+            status: response.status().as_u16(),
+            message_id: header(&response, "x-message-id"),
+            rate_limit_reset: header(&response, "x-ratelimit-reset"),
+            body: error_body(response).await,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -86,12 +86,7 @@ impl Mailer for SendGridMailer {
             .send()
             .await;
         let answer = match outcome {
-            Ok(response) => Ok(SendGridAnswer {
-                status: response.status().as_u16(),
-                message_id: crate::mailer::http::header(&response, "x-message-id"),
-                rate_limit_reset: crate::mailer::http::header(&response, "x-ratelimit-reset"),
-                body: crate::mailer::http::error_body(response).await,
-            }),
+            Ok(response) => Ok(SendGridAnswer::read(response).await),
             Err(error) => Err(error),
         };
         interpret(answer, self.clock.now()).map_err(|e| {

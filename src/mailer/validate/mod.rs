@@ -51,7 +51,7 @@ pub(crate) const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
 /// (any case), whose values have no control character, each line at most
 /// [`headers::MAX_HEADER_LINE`] and all together at most [`headers::MAX_HEADER_BYTES`], and
 /// attachments total at most [`MAX_INLINE_ATTACHMENT_BYTES`]. Provider-neutral: Graph's
-/// request-size rule is the Graph mailer's ([`super::graph::check_request_size`]).
+/// request-size rule is the Graph mailer's (`graph::check_request_size`).
 ///
 /// "Control character": U+0000–U+001F but TAB, U+007F–U+009F, U+2028 and U+2029 — CR/LF would
 /// split a header (`x-a\r\nBcc: …`).
