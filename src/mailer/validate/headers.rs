@@ -3,7 +3,7 @@
 
 use crate::{domain::Header, mailer::MailError};
 
-use super::{control_character, permanent};
+use super::{permanent, refuse_control};
 
 /// The most custom `internetMessageHeaders` one message may have: 5. Graph answers more with
 /// `400 InvalidInternetMessageHeaderCollection` ("Maximum number of headers in one message
@@ -63,14 +63,8 @@ pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
                 ),
             ));
         }
-        if let Some(at) = control_character(&header.value) {
-            return Err(permanent(
-                CODE_INVALID_HEADER,
-                format!(
-                    "headers[{index}] ({name}) value contains the control character {at}; CR, LF and other control characters are refused in a header"
-                ),
-            ));
-        }
+        let what = format!("headers[{index}] ({name}) value");
+        refuse_control(&header.value, CODE_INVALID_HEADER, &what, "a header")?;
         let line = name.len() + 2 + header.value.len();
         if line > MAX_HEADER_LINE {
             return Err(permanent(

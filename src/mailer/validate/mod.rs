@@ -91,14 +91,12 @@ pub(crate) fn validate_with_attachment_limit(
             ),
         ));
     }
-    if let Some(at) = control_character(&mail.subject) {
-        return Err(permanent(
-            CODE_CONTROL_CHARACTER,
-            format!(
-                "the subject contains the control character {at}; CR, LF and other control characters are refused in a header"
-            ),
-        ));
-    }
+    refuse_control(
+        &mail.subject,
+        CODE_CONTROL_CHARACTER,
+        "the subject",
+        "a header",
+    )?;
     check_headers(&mail.headers)?;
     let bytes = mail.attachment_bytes();
     if bytes > max_attachment_bytes && max_attachment_bytes != MAX_INLINE_ATTACHMENT_BYTES {
@@ -162,13 +160,9 @@ fn check_recipient(field: &str, index: usize, recipient: &Recipient) -> Result<(
             ),
         ));
     }
-    if let Some(at) = recipient.name.as_deref().and_then(control_character) {
-        return Err(permanent(
-            CODE_CONTROL_CHARACTER,
-            format!(
-                "{field}[{index}].name contains the control character {at}; CR, LF and other control characters are refused in a display name"
-            ),
-        ));
+    if let Some(name) = recipient.name.as_deref() {
+        let what = format!("{field}[{index}].name");
+        refuse_control(name, CODE_CONTROL_CHARACTER, &what, "a display name")?;
     }
     Ok(())
 }
@@ -190,9 +184,28 @@ pub(crate) fn permanent(code: &str, message: String) -> MailError {
 }
 
 /// The first control character of `text` as `U+000D at character 12`, if any (TAB allowed).
-pub(super) fn control_character(text: &str) -> Option<String> {
+fn control_character(text: &str) -> Option<String> {
     text.chars()
         .enumerate()
         .find(|(_, c)| (c.is_control() && *c != '\t') || matches!(c, '\u{2028}' | '\u{2029}'))
         .map(|(i, c)| format!("U+{:04X} at character {}", c as u32, i + 1))
+}
+
+/// Refuses `text` (`what`, e.g. `the subject`) with `code` when it holds a control character,
+/// naming it and `place` (`a header`, `a display name`).
+pub(super) fn refuse_control(
+    text: &str,
+    code: &str,
+    what: &str,
+    place: &str,
+) -> Result<(), MailError> {
+    match control_character(text) {
+        None => Ok(()),
+        Some(at) => Err(permanent(
+            code,
+            format!(
+                "{what} contains the control character {at}; CR, LF and other control characters are refused in {place}"
+            ),
+        )),
+    }
 }
