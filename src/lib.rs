@@ -35,6 +35,7 @@
 //!   targets).
 
 pub mod admin;
+mod backoff;
 pub mod cli;
 pub mod clock;
 pub mod config;

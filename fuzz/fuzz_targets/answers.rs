@@ -6,7 +6,7 @@
 use chrono::TimeZone;
 use libfuzzer_sys::fuzz_target;
 use mail_worker::mailer::{
-    MailError, graph::retry_after::fuzz_graph_answer, sendgrid::fuzz_interpret,
+    MailError, graph::fuzz_graph_answer, sendgrid::fuzz_interpret,
 };
 
 fuzz_target!(|data: &[u8]| {

@@ -1,14 +1,15 @@
-//! Fuzzes local validation (`mailer::validate::validate`): a message built from arbitrary
-//! fields must never panic it, and a message it passes has no CR/LF in its subject, header
-//! names, header values or display names, only `x-` header names, at most 5 headers, and a
-//! `sendMail` body of at most 4 MB.
+//! Fuzzes local validation as the Graph mailer runs it (`mailer::validate::validate`, then
+//! `mailer::graph::check_request_size`): a message built from arbitrary fields must never panic
+//! it, and a message it passes has no CR/LF in its subject, header names, header values or
+//! display names, only `x-` header names, at most 5 headers, and a `sendMail` body of at most
+//! 4 MB.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mail_worker::{
     domain::{BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient},
     mailer::{
-        graph::send_mail_body,
+        graph::{check_request_size, send_mail_body},
         validate::{MAX_HEADERS, MAX_REQUEST_BYTES, validate},
     },
 };
@@ -45,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         headers,
         attachments: vec![],
     };
-    if validate(&mail).is_ok() {
+    if validate(&mail).and_then(|()| check_request_size(&mail)).is_ok() {
         let crlf = |s: &str| s.contains(['\r', '\n']);
         assert!(!crlf(&mail.subject));
         assert!(mail.to.iter().all(|r| !r.name.as_deref().is_some_and(crlf)));

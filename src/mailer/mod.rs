@@ -1,13 +1,16 @@
 //! The `Mailer` trait and its implementations: Microsoft Graph (`graph/`), SendGrid
-//! (`sendgrid.rs`), the rate-limited decorator (`rate_limited.rs`) and the config-hash
-//! factory (`factory.rs`). Callers see only [`Mailer::send`] and [`MailError`]; never HTTP.
+//! (`sendgrid/`), the rate-limited and metered decorators (`rate_limited/`, `metered.rs`), the
+//! config-hash factory (`factory/`) and the [`MailerSource`] the service draws from. Callers
+//! see only [`Mailer`] and [`MailError`]; never HTTP.
 
 pub(crate) mod factory;
 pub mod graph;
 pub(crate) mod http;
+pub(crate) mod metered;
 pub(crate) mod rate_limited;
 pub(crate) mod redact;
 pub mod sendgrid;
+pub mod source;
 pub mod validate;
 
 use std::time::Duration;
@@ -20,37 +23,44 @@ pub use factory::MailerFactory;
 pub use graph::MicrosoftGraphMailer;
 pub use rate_limited::RateLimitedGraphMailer;
 pub use sendgrid::SendGridMailer;
+pub use source::MailerSource;
 
 /// Sends one message through one provider for one sender. Used as `Arc<dyn Mailer>`.
+///
+/// Shaped like lettre's `AsyncTransport`: an implementation writes the one low-level method,
+/// [`Self::send_with`]; [`Self::send`] (a first attempt) is provided on top of it.
 #[async_trait::async_trait]
 pub trait Mailer: Send + Sync + std::fmt::Debug {
-    /// Sends `mail` once. Never retries after the provider accepted it.
+    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and noting,
+    /// before each step that could deliver, what a later attempt must know
+    /// (`attempt.journal`). Never retries after the provider accepted it. Mailers without
+    /// steps (SendGrid, test doubles) ignore `attempt`.
     ///
     /// # Errors
     /// A [`MailError`] that says what to do next.
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError>;
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult;
 
-    /// Sends `mail` knowing what earlier attempts left behind (`attempt.prior`) and noting,
-    /// before each step that could deliver, what a later attempt must know
-    /// (`attempt.journal`). Mailers without steps (SendGrid, test doubles) send as [`Self::send`].
+    /// Sends `mail` once, as a first attempt with nothing to remember.
     ///
     /// # Errors
-    /// As [`Self::send`].
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
-        let _ = attempt;
-        self.send(mail).await
+    /// As [`Self::send_with`].
+    async fn send(&self, mail: &OutgoingMail) -> MailResult {
+        self.send_with(mail, &SendAttempt::first()).await
     }
 
-    /// The most attachment bytes (before base64) one message may carry through this mailer:
-    /// [`validate::MAX_INLINE_ATTACHMENT_BYTES`] unless it uploads large attachments.
-    fn max_attachment_bytes(&self) -> usize {
-        validate::MAX_INLINE_ATTACHMENT_BYTES
+    /// The local checks this mailer makes before any request, so a message the provider
+    /// would refuse costs no request; a decorator that spends budget runs them first, so it
+    /// costs no budget either. Default: the provider-neutral [`validate::validate`].
+    ///
+    /// # Errors
+    /// The first rule broken, as [`MailError::Permanent`].
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        validate::validate(mail)
     }
 }
+
+/// What one send came to: the provider's receipt or what to do next.
+pub type MailResult<T = SendReceipt> = Result<T, MailError>;
 
 /// What earlier attempts of one message left on its row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

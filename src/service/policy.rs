@@ -3,7 +3,6 @@
 
 use std::{hash::Hasher, time::Duration};
 
-use rand::Rng;
 use uuid::Uuid;
 
 /// The per-message spread in ms: FNV-1a 64-bit over the UTF-8 bytes of the id's canonical
@@ -20,13 +19,16 @@ pub fn spread_ms(id: Uuid, max_ms: u64) -> u64 {
     hasher.finish() % max_ms
 }
 
+/// The first wait of [`backoff`]: 5 s.
+const BACKOFF_BASE: Duration = Duration::from_secs(5);
+/// The longest wait of [`backoff`]: 15 min.
+const BACKOFF_CAP: Duration = Duration::from_secs(15 * 60);
+
 /// Exponential backoff with jitter for transient failures and throttling without
-/// `Retry-After`: 5 s × 2^(n−1), capped at 15 min, then a uniformly random 50–100 % of that.
+/// `Retry-After`: 5 s × 2^(n−1), capped at 15 min, then a uniformly random 50–100 % of that
+/// ([`crate::backoff::jittered`]).
 pub(super) fn backoff(n: u32) -> Duration {
-    let base_ms = 5_000u64.saturating_mul(1u64 << n.saturating_sub(1).min(20));
-    let capped = base_ms.min(15 * 60 * 1000);
-    let jittered = rand::rng().random_range(capped / 2..=capped);
-    Duration::from_millis(jittered)
+    crate::backoff::jittered(n, BACKOFF_BASE, BACKOFF_CAP)
 }
 
 /// `3h 20m`, `4m 10s`, `12s`.
@@ -53,15 +55,16 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_with_jitter_and_is_capped() {
-        for n in 1..=30 {
-            let d = backoff(n).as_millis() as u64;
-            let full = (5_000u64 << (n - 1).min(20)).min(900_000);
+    fn backoff_starts_at_five_seconds_and_is_capped_at_fifteen_minutes() {
+        let within = |n, low, high| {
+            let d = backoff(n);
             assert!(
-                d >= full / 2 && d <= full,
-                "n={n}: {d} not in [{}, {full}]",
-                full / 2
+                d >= low && d <= high,
+                "n={n}: {d:?} not in [{low:?}, {high:?}]"
             );
-        }
+        };
+        within(1, Duration::from_millis(2_500), Duration::from_secs(5));
+        within(3, Duration::from_secs(10), Duration::from_secs(20));
+        within(30, Duration::from_secs(450), Duration::from_secs(900));
     }
 }

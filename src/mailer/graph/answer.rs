@@ -148,6 +148,35 @@ fn graph_error(body: &[u8]) -> (Option<String>, Option<String>) {
     }
 }
 
+/// The fuzz target's door to [`interpret`] (`fuzz/fuzz_targets/answers.rs`): `Ok(request-id)`
+/// when sent, `Err` otherwise; a 401 is reported as its second-time error. Only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_graph_answer(
+    status: u16,
+    retry_after: Option<String>,
+    request_id: Option<String>,
+    body: Vec<u8>,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, MailError> {
+    let mailbox = MailboxAddress::parse("fuzz@contoso.example")
+        .map_err(|e| MailError::Misconfigured(e.to_string()))?;
+    match interpret(
+        Ok(HttpAnswer {
+            status,
+            retry_after,
+            request_id,
+            body,
+        }),
+        &mailbox,
+        now,
+    ) {
+        Verdict::Sent(receipt) => Ok(receipt.provider_id),
+        Verdict::TokenRejected(e) | Verdict::Failed(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,12 +259,10 @@ mod tests {
 
     #[test]
     fn client_errors_are_permanent_with_graphs_code_and_masked_message() {
+        // One row per status; tests/it/mailer.rs sends every code Graph documents.
         for (status, code) in [
             (400, "ErrorInvalidRecipients"),
-            (400, "InvalidInternetMessageHeader"),
-            (403, "ErrorAccessDenied"),
             (403, "ErrorSendAsDenied"),
-            (404, "ErrorInvalidUser"),
             (404, "MailboxNotEnabledForRESTAPI"),
             (413, "ErrorMessageSizeExceeded"),
         ] {

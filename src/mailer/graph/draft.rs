@@ -37,44 +37,14 @@
 //! Only the send step may deliver; a failed create, look-up or upload is
 //! [`MailError::Transient`] (nothing was sent, the limiter gives the budget back).
 
-use reqwest::Method;
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::{
-    domain::{Attachment, OutgoingMail},
-    mailer::{MailError, SendAttempt, SendReceipt, http::describe_transport_error},
+    domain::OutgoingMail,
+    mailer::{MailError, SendAttempt, SendReceipt},
 };
 
-use super::{
-    MicrosoftGraphMailer, answer::HttpAnswer, answer::Verdict, answer::interpret, draft_body,
-    internet_message_id, segments, upload_session_body,
-};
-
-/// Bytes per `PUT` to an upload URL: 10 × 320 KiB (3,276,800), a multiple of 320 KiB and under
-/// the 4 MB a chunk may carry (<https://learn.microsoft.com/graph/outlook-large-attachments>).
-pub(crate) const UPLOAD_CHUNK_BYTES: usize = 10 * 320 * 1024;
-
-/// An item found by id or by `internetMessageId`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct FoundItem {
-    pub id: String,
-    #[serde(default)]
-    pub is_draft: bool,
-}
-
-#[derive(Deserialize)]
-struct ItemList {
-    #[serde(default)]
-    value: Vec<FoundItem>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct UploadSession {
-    upload_url: String,
-}
+use super::{MicrosoftGraphMailer, internet_message_id, lookup::FoundItem, segments};
 
 /// A receipt for a message an earlier attempt delivered.
 pub(crate) fn already_sent(item_id: &str, note: &str) -> SendReceipt {
@@ -106,12 +76,7 @@ impl MicrosoftGraphMailer {
                 }
                 Some(item) => {
                     if let Some(attempted_at) = prior.send_attempted_at {
-                        if let Some(wait) = self.unsettled(attempted_at) {
-                            return Err(MailError::Unconfirmed {
-                                retry_after: wait,
-                                why: "the draft still reads isDraft true".into(),
-                            });
-                        }
+                        self.settled(attempted_at, "the draft still reads isDraft true")?;
                         if let Some(sent) = self
                             .find_by_internet_message_id(mail.id, &imid, true)
                             .await?
@@ -144,12 +109,7 @@ impl MicrosoftGraphMailer {
                 && let Some(attempted_at) = prior.send_attempted_at
             {
                 // A draft sent just before the crash is in no folder until its copy is visible.
-                if let Some(wait) = self.unsettled(attempted_at) {
-                    return Err(MailError::Unconfirmed {
-                        retry_after: wait,
-                        why: "nothing has its internetMessageId yet".into(),
-                    });
-                }
+                self.settled(attempted_at, "nothing has its internetMessageId yet")?;
                 note = Some(format!(
                     "outcome unknown; nothing had its internetMessageId {} s after the attempt; sent",
                     self.settle.as_secs()
@@ -163,13 +123,10 @@ impl MicrosoftGraphMailer {
                     ));
                 }
                 if let Some(attempted_at) = prior.send_attempted_at {
-                    if let Some(wait) = self.unsettled(attempted_at) {
-                        return Err(MailError::Unconfirmed {
-                            retry_after: wait,
-                            why: "the draft found by internetMessageId still reads isDraft true"
-                                .into(),
-                        });
-                    }
+                    self.settled(
+                        attempted_at,
+                        "the draft found by internetMessageId still reads isDraft true",
+                    )?;
                     note = Some(format!(
                         "outcome unknown; still a draft {} s after the attempt; sent it",
                         self.settle.as_secs()
@@ -215,13 +172,10 @@ impl MicrosoftGraphMailer {
                 "outcome unknown; the draft was gone, a sent copy was found by internetMessageId, not resent",
             ));
         }
-        if let Some(wait) = self.unsettled(attempted_at) {
-            return Err(MailError::Unconfirmed {
-                retry_after: wait,
-                why: "the draft is gone (404) and no sent copy has its internetMessageId yet"
-                    .into(),
-            });
-        }
+        self.settled(
+            attempted_at,
+            "the draft is gone (404) and no sent copy has its internetMessageId yet",
+        )?;
         Err(MailError::Permanent {
             code: "DraftVanished".into(),
             message: format!(
@@ -248,170 +202,4 @@ impl MicrosoftGraphMailer {
         }
         Ok(None)
     }
-
-    fn has_uploads<'a>(&self, mail: &'a OutgoingMail) -> Vec<&'a Attachment> {
-        draft_body(mail, "").1
-    }
-
-    /// Creates the draft and uploads what does not fit inline; returns its immutable id.
-    async fn create_draft(&self, mail: &OutgoingMail, imid: &str) -> Result<String, MailError> {
-        let (body, large) = draft_body(mail, imid);
-        let url = segments(&self.user_url, &["messages"]);
-        let answer = self
-            .step(Method::POST, &url, Some(&body), mail.id, "create the draft")
-            .await?;
-        let item: FoundItem = parse(&answer, "create the draft")?;
-        for attachment in large {
-            self.upload(mail.id, &item.id, attachment).await?;
-        }
-        Ok(item.id)
-    }
-
-    /// One upload session: `createUploadSession`, then `PUT` chunks to its URL without our
-    /// token (the URL carries its own credential; Graph refuses an `Authorization` header
-    /// there).
-    async fn upload(
-        &self,
-        message_id: Uuid,
-        draft_id: &str,
-        attachment: &Attachment,
-    ) -> Result<(), MailError> {
-        let url = segments(
-            &self.user_url,
-            &["messages", draft_id, "attachments", "createUploadSession"],
-        );
-        let body = upload_session_body(attachment);
-        let answer = self
-            .step(
-                Method::POST,
-                &url,
-                Some(&body),
-                message_id,
-                "open an upload session",
-            )
-            .await?;
-        let session: UploadSession = parse(&answer, "open an upload session")?;
-        let total = attachment.content.len();
-        let mut start = 0;
-        while start < total {
-            let end = (start + UPLOAD_CHUNK_BYTES).min(total);
-            let response = self
-                .http
-                .put(&session.upload_url)
-                .header(
-                    reqwest::header::CONTENT_RANGE,
-                    format!("bytes {start}-{}/{total}", end - 1),
-                )
-                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                .body(attachment.content[start..end].to_vec())
-                .send()
-                .await
-                .map_err(|e| {
-                    MailError::Transient(describe_transport_error(
-                        &format!("uploading attachment {:?}", attachment.name),
-                        &e,
-                    ))
-                })?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                return Err(MailError::Transient(format!(
-                    "uploading attachment {:?} (bytes {start}-{}) answered HTTP {status}; nothing was sent",
-                    attachment.name,
-                    end - 1
-                )));
-            }
-            start = end;
-        }
-        Ok(())
-    }
-
-    /// `GET /users/{mailbox}/messages/{id}`; `None` for `404`.
-    async fn get_item(&self, message_id: Uuid, id: &str) -> Result<Option<FoundItem>, MailError> {
-        let mut url = segments(&self.user_url, &["messages", id]);
-        url.query_pairs_mut()
-            .append_pair("$select", "id,isDraft,internetMessageId");
-        self.get(&url, message_id, "check the draft").await
-    }
-
-    /// `GET /users/{mailbox}/mailFolders/sentitems/messages?$filter=internetMessageId eq '…'`
-    /// (`sent_only`) or `GET /users/{mailbox}/messages?$filter=…` (every folder). A sent copy
-    /// is preferred over a draft.
-    pub(super) async fn find_by_internet_message_id(
-        &self,
-        message_id: Uuid,
-        imid: &str,
-        sent_only: bool,
-    ) -> Result<Option<FoundItem>, MailError> {
-        let mut url = if sent_only {
-            segments(&self.user_url, &["mailFolders", "sentitems", "messages"])
-        } else {
-            segments(&self.user_url, &["messages"])
-        };
-        url.query_pairs_mut()
-            .append_pair(
-                "$filter",
-                &format!("internetMessageId eq '{}'", imid.replace('\'', "''")),
-            )
-            .append_pair("$select", "id,isDraft");
-        let Some(list) = self
-            .get::<ItemList>(&url, message_id, "look the message up")
-            .await?
-        else {
-            return Ok(None);
-        };
-        let mut items = list.value;
-        items.sort_by_key(|i| i.is_draft);
-        Ok(items.into_iter().next())
-    }
-
-    /// A `GET` [`Self::step`] whose JSON answer is read as `T`; `None` for `404`.
-    async fn get<T: serde::de::DeserializeOwned>(
-        &self,
-        url: &url::Url,
-        message_id: Uuid,
-        what: &str,
-    ) -> Result<Option<T>, MailError> {
-        let answer = self.step(Method::GET, url, None, message_id, what).await?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        parse(&answer, what).map(Some)
-    }
-
-    /// A request that cannot deliver: any 2xx or a `404` is returned; a failure is mapped by
-    /// `answer.rs`, except that an unknown outcome is [`MailError::Transient`] here — nothing
-    /// could have been sent.
-    async fn step(
-        &self,
-        method: Method,
-        url: &url::Url,
-        body: Option<&[u8]>,
-        message_id: Uuid,
-        what: &str,
-    ) -> Result<HttpAnswer, MailError> {
-        let outcome = self.call(method, url, body, message_id).await?;
-        if let Ok(answer) = &outcome
-            && ((200..300).contains(&answer.status) || answer.status == 404)
-        {
-            return Ok(outcome.unwrap_or_default());
-        }
-        match interpret(outcome, &self.mailbox, self.clock.now()) {
-            Verdict::Failed(MailError::OutcomeUnknown(text)) => Err(MailError::Transient(format!(
-                "{what}: {text}; nothing was sent"
-            ))),
-            Verdict::Failed(error) | Verdict::TokenRejected(error) => Err(error),
-            Verdict::Sent(_) => Err(MailError::Transient(format!(
-                "{what}: unexpected answer; nothing was sent"
-            ))),
-        }
-    }
-}
-
-fn parse<T: serde::de::DeserializeOwned>(answer: &HttpAnswer, what: &str) -> Result<T, MailError> {
-    serde_json::from_slice(&answer.body).map_err(|e| {
-        MailError::Transient(format!(
-            "{what}: Graph answered HTTP {} with a body that is not the expected JSON ({e}); nothing was sent",
-            answer.status
-        ))
-    })
 }

@@ -1,23 +1,26 @@
 //! `MicrosoftGraphMailer`: sends one message as one mailbox through Graph, in one of two modes
-//! ([`GraphSendMode`], `GRAPH_SEND_MODE`), with an app-only token from [`token`]:
+//! ([`GraphSendMode`], `GRAPH_SEND_MODE`), with an app-only token:
 //! - `sendmail`: one `POST /users/{mailbox}/sendMail`
 //!   (<https://learn.microsoft.com/graph/api/user-sendmail>);
-//! - `draft`: `POST /users/{mailbox}/messages` (a draft with our own `internetMessageId`,
-//!   `Prefer: IdType="ImmutableId"`), upload sessions for big attachments, then
-//!   `POST /users/{mailbox}/messages/{id}/send`; after an unknown outcome the next attempt
-//!   checks the draft before anything is resent (`draft.rs`).
+//! - `draft`: create a draft with our own `internetMessageId`, upload big attachments, send it;
+//!   after an unknown outcome the next attempt checks the draft before anything is resent
+//!   (`draft.rs`).
 //!
-//! Layout: `token.rs` (OAuth2 client credentials, shared cache), `request.rs` (JSON bodies),
-//! `answer.rs` (status → [`MailError`]; the mapping lives there), `draft.rs` (the draft flow
-//! and the checks), `retry_after.rs` (`Retry-After` parsing), `assertion.rs` (the certificate
-//! credential's signed assertion).
+//! Beside it: `token/` (OAuth2 client credentials, shared cache), `assertion.rs` (the
+//! certificate credential), `request.rs` (JSON bodies), `size.rs` (Graph's request-size rule),
+//! `draft.rs` (the draft flow), `upload.rs` (creating a draft, upload sessions), `lookup.rs`
+//! (requests that cannot deliver), `answer.rs` (the ONE status → [`MailError`] mapping),
+//! `retry_after.rs`.
 
 mod answer;
 pub mod assertion;
 mod draft;
+mod lookup;
 mod request;
 pub mod retry_after;
+mod size;
 pub(crate) mod token;
+mod upload;
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
@@ -32,7 +35,7 @@ use crate::{
     clock::Clock,
     domain::{MailboxAddress, OutgoingMail},
     mailer::{
-        MailError, Mailer, SendAttempt, SendReceipt,
+        MailError, MailResult, Mailer, SendAttempt, SendReceipt,
         http::endpoint_url,
         validate::{MAX_INLINE_ATTACHMENT_BYTES, check_sender, validate_with_attachment_limit},
     },
@@ -42,9 +45,12 @@ use crate::{
 /// upload session takes (<https://learn.microsoft.com/graph/outlook-large-attachments>).
 pub const MAX_UPLOAD_ATTACHMENT_BYTES: usize = 150 * 1024 * 1024;
 
+#[cfg(feature = "fuzzing")]
+pub use answer::fuzz_graph_answer;
 use answer::{HttpAnswer, Verdict, interpret};
 pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_session_body};
 pub use retry_after::parse_retry_after;
+pub use size::check_request_size;
 pub(crate) use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
 
 /// How a message goes through Graph (`GRAPH_SEND_MODE`; docs/delivery.md).
@@ -279,12 +285,7 @@ impl MicrosoftGraphMailer {
                         "outcome unknown; found in Sent Items by internetMessageId, not resent",
                     ));
                 }
-                if let Some(wait) = self.unsettled(attempted_at) {
-                    return Err(MailError::Unconfirmed {
-                        retry_after: wait,
-                        why: "no copy in Sent Items yet".into(),
-                    });
-                }
+                self.settled(attempted_at, "no copy in Sent Items yet")?;
                 note = Some(format!(
                     "outcome unknown; no copy in Sent Items {} s after the send; resent",
                     self.settle.as_secs()
@@ -303,12 +304,23 @@ impl MicrosoftGraphMailer {
         Ok(receipt)
     }
 
-    /// How much of the settle time after `attempted_at` is left, if any.
-    fn unsettled(&self, attempted_at: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    /// `Ok` once the settle time after `attempted_at` has passed (a check that sees no sent
+    /// copy can be trusted); before, [`MailError::Unconfirmed`] for the rest of it, saying `why`.
+    fn settled(
+        &self,
+        attempted_at: chrono::DateTime<chrono::Utc>,
+        why: &str,
+    ) -> Result<(), MailError> {
         let elapsed = (self.clock.now() - attempted_at)
             .to_std()
             .unwrap_or_default();
-        self.settle.checked_sub(elapsed).filter(|d| !d.is_zero())
+        match self.settle.checked_sub(elapsed).filter(|d| !d.is_zero()) {
+            Some(wait) => Err(MailError::Unconfirmed {
+                retry_after: wait,
+                why: why.to_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -322,26 +334,20 @@ fn segments(base: &Url, more: &[&str]) -> Url {
 
 #[async_trait::async_trait]
 impl Mailer for MicrosoftGraphMailer {
-    fn max_attachment_bytes(&self) -> usize {
-        match self.mode {
+    /// The neutral rules with this mode's attachment limit, then Graph's request size.
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        let max_attachment_bytes = match self.mode {
             GraphSendMode::SendMail => MAX_INLINE_ATTACHMENT_BYTES,
             GraphSendMode::Draft => MAX_UPLOAD_ATTACHMENT_BYTES,
-        }
-    }
-
-    /// A first attempt: [`Self::send_with`] with nothing to remember.
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
-        self.send_with(mail, &SendAttempt::first()).await
+        };
+        validate_with_attachment_limit(mail, max_attachment_bytes)?;
+        check_request_size(mail)
     }
 
     /// Validates locally, then sends in the configured mode; see `answer.rs` for the mapping of
     /// Graph's answers and `draft.rs` for the checks after an unknown outcome.
-    async fn send_with(
-        &self,
-        mail: &OutgoingMail,
-        attempt: &SendAttempt<'_>,
-    ) -> Result<SendReceipt, MailError> {
-        validate_with_attachment_limit(mail, self.max_attachment_bytes())?;
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
+        self.check(mail)?;
         check_sender(mail, &self.mailbox)?;
         let result = match self.mode {
             GraphSendMode::SendMail => self.send_mail(mail, attempt).await,

@@ -54,36 +54,6 @@ fn parse_http_date(value: &str) -> Option<DateTime<Utc>> {
     None
 }
 
-/// The fuzz target's door to the (private) Graph answer mapping, `answer::interpret`
-/// (`fuzz/fuzz_targets/answers.rs`): `Ok(request-id)` when sent, `Err` otherwise; a 401 is
-/// reported as its second-time error. Only with the `fuzzing` feature.
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub fn fuzz_graph_answer(
-    status: u16,
-    retry_after: Option<String>,
-    request_id: Option<String>,
-    body: Vec<u8>,
-    now: DateTime<Utc>,
-) -> Result<Option<String>, crate::mailer::MailError> {
-    use super::answer::{HttpAnswer, Verdict, interpret};
-    let mailbox = crate::domain::MailboxAddress::parse("fuzz@contoso.example")
-        .map_err(|e| crate::mailer::MailError::Misconfigured(e.to_string()))?;
-    match interpret(
-        Ok(HttpAnswer {
-            status,
-            retry_after,
-            request_id,
-            body,
-        }),
-        &mailbox,
-        now,
-    ) {
-        Verdict::Sent(receipt) => Ok(receipt.provider_id),
-        Verdict::TokenRejected(e) | Verdict::Failed(e) => Err(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

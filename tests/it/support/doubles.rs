@@ -14,11 +14,10 @@ use std::{
 use chrono::{DateTime, Utc};
 use mail_worker::{
     domain::{MailboxAddress, OutgoingMail, SystemMailbox, Tenant},
-    mailer::{MailError, Mailer, SendReceipt},
+    mailer::{MailError, MailResult, Mailer, MailerSource, SendAttempt, SendReceipt},
     rate_limit::{
         Ask, Counted, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation,
     },
-    service::MailerSource,
 };
 use uuid::Uuid;
 
@@ -97,7 +96,7 @@ impl ScriptedMailer {
 
 #[async_trait::async_trait]
 impl Mailer for ScriptedMailer {
-    async fn send(&self, mail: &OutgoingMail) -> Result<SendReceipt, MailError> {
+    async fn send_with(&self, mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
         self.sent.lock().unwrap().push(mail.id);
         self.script
             .lock()

@@ -3,29 +3,28 @@
 //! next message without a restart. Every Graph mailer is wrapped by the rate limiter; SendGrid
 //! is not. One HTTP client, one token cache and one limiter are shared by all mailers.
 
+mod spec;
+
 use std::{fmt, sync::Arc, time::Duration};
 
-use secrecy::SecretString;
-use sha2::{Digest, Sha256};
 use url::Url;
+
+use spec::{ConfigDigest, MailerSpec, hex, unbuildable};
 
 use crate::{
     clock::Clock,
     config::{Config, GraphConfig},
-    domain::{
-        GraphCredentials, MailboxAddress, SECRET_FILE_TTL, SecretFiles, SecretRef, Sender,
-        SystemMailbox, Tenant, TenantTransport,
-    },
+    domain::{SECRET_FILE_TTL, SecretFiles, Sender, SystemMailbox, Tenant},
     mailer::{
-        MailError, Mailer,
-        graph::{GraphApp, GraphTokenCache, MicrosoftGraphMailer, graph_scope, token},
+        MailError, Mailer, MailerSource,
+        graph::{GraphTokenCache, MicrosoftGraphMailer},
         http::build_http_client,
+        metered::Metered,
         rate_limited::RateLimitedGraphMailer,
         sendgrid::SendGridMailer,
     },
-    ops::metrics::{self, Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID},
-    rate_limit::{RateLimiter, RateLimits, TenantBudget},
-    service::MailerSource,
+    ops::metrics::{Metrics, PROVIDER_GRAPH, PROVIDER_SENDGRID},
+    rate_limit::{RateLimiter, RateLimits},
 };
 
 /// The most mailers kept at once; one per distinct sender configuration.
@@ -34,25 +33,6 @@ pub(crate) const MAX_CACHED_MAILERS: u64 = 10_000;
 /// A mailer not used for this long is dropped from the cache (a changed configuration leaves
 /// its old mailer behind until then): 1 hour.
 pub(crate) const MAILER_IDLE: Duration = Duration::from_secs(3600);
-
-type ConfigDigest = [u8; 32];
-
-/// A Graph mailer's own configuration: the mailbox, its app, our limits and the tenant's budget.
-struct GraphSpec {
-    mailbox: MailboxAddress,
-    app: GraphApp,
-    limits: RateLimits,
-    tenant_budget: Option<TenantBudget>,
-}
-
-/// A mailer's whole configuration, secrets resolved.
-enum MailerSpec {
-    Graph(GraphSpec),
-    SendGrid {
-        from: MailboxAddress,
-        api_key: SecretString,
-    },
-}
 
 /// Builds and caches mailers. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct MailerFactory<L: RateLimiter> {
@@ -147,59 +127,6 @@ impl<L: RateLimiter> MailerFactory<L> {
         }
     }
 
-    async fn spec_for(&self, sender: &Sender) -> Result<MailerSpec, MailError> {
-        match sender {
-            Sender::Tenant(tenant) => self.tenant_spec(tenant).await,
-            Sender::SystemMailbox(mailbox) => self.system_mailbox_spec(mailbox).await,
-        }
-    }
-
-    /// A secret column resolved: `env:` through [`SecretEnv`], `file:` through the cache.
-    async fn secret(&self, secret: &SecretRef) -> Result<SecretString, crate::domain::SecretError> {
-        secret
-            .resolve_cached(|n| (self.secret_env)(n), &self.secret_files)
-            .await
-    }
-
-    async fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
-        Ok(match &tenant.transport {
-            TenantTransport::Graph(credentials) => MailerSpec::Graph(GraphSpec {
-                mailbox: tenant.sender_address.clone(),
-                app: self
-                    .app(
-                        credentials,
-                        &format!("tenant {}'s Graph client secret", tenant.name),
-                    )
-                    .await?,
-                limits: self.defaults,
-                tenant_budget: credentials.tenant_budget.clone(),
-            }),
-            TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
-                from: tenant.sender_address.clone(),
-                api_key: self.secret(api_key).await.map_err(|e| {
-                    MailError::Misconfigured(format!(
-                        "tenant {}'s SendGrid API key: {e}",
-                        tenant.name
-                    ))
-                })?,
-            },
-        })
-    }
-
-    async fn system_mailbox_spec(&self, mailbox: &SystemMailbox) -> Result<MailerSpec, MailError> {
-        Ok(MailerSpec::Graph(GraphSpec {
-            mailbox: mailbox.address.clone(),
-            app: self
-                .app(
-                    &mailbox.graph,
-                    &format!("system mailbox {}'s Graph client secret", mailbox.address),
-                )
-                .await?,
-            limits: self.limits_for(mailbox),
-            tenant_budget: mailbox.graph.tenant_budget.clone(),
-        }))
-    }
-
     /// The tenant's mailer: Graph (wrapped by the limiter, default limits) or SendGrid
     /// (unwrapped). The same configuration returns the same `Arc`.
     ///
@@ -239,20 +166,6 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// The budget of tenant Graph mailers (and of system mailboxes without overrides).
     pub fn default_limits(&self) -> RateLimits {
         self.defaults
-    }
-
-    async fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
-        let client_secret = self
-            .secret(&credentials.client_secret)
-            .await
-            .map_err(|e| MailError::Misconfigured(format!("{what}: {e}")))?;
-        Ok(GraphApp {
-            login_base_url: self.graph.login_base_url.clone(),
-            graph_tenant_id: credentials.graph_tenant_id.clone(),
-            client_id: credentials.client_id.clone(),
-            client_secret,
-            scope: graph_scope(&self.graph.api_base_url),
-        })
     }
 
     async fn mailer(&self, spec: MailerSpec) -> Result<Arc<dyn Mailer>, MailError> {
@@ -308,57 +221,6 @@ impl<L: RateLimiter> MailerFactory<L> {
             ))),
         }
     }
-
-    /// SHA-256 over every field that shapes the mailer, each length-prefixed so no two
-    /// configurations encode alike; secrets enter only as their fingerprint.
-    fn digest(&self, spec: &MailerSpec) -> ConfigDigest {
-        let mut hash = Sha256::new();
-        let mut field = |value: &[u8]| {
-            hash.update((value.len() as u64).to_be_bytes());
-            hash.update(value);
-        };
-        field(b"mail-worker mailer config v1");
-        match spec {
-            MailerSpec::Graph(GraphSpec {
-                mailbox,
-                app,
-                limits,
-                tenant_budget,
-            }) => {
-                field(b"microsoft-graph");
-                field(mailbox.as_str().as_bytes());
-                field(self.graph.api_base_url.as_str().as_bytes());
-                field(app.login_base_url.as_str().as_bytes());
-                field(&[u8::from(self.graph.save_to_sent_items)]);
-                field(self.graph.send_mode.as_str().as_bytes());
-                field(&self.graph.send_settle.as_millis().to_be_bytes());
-                field(app.graph_tenant_id.as_bytes());
-                field(app.client_id.as_bytes());
-                field(token::secret_fingerprint(&app.client_secret).as_bytes());
-                field(app.scope.as_bytes());
-                field(&limits.per_minute.get().to_be_bytes());
-                field(&limits.recipients_per_day.get().to_be_bytes());
-                match tenant_budget {
-                    None => field(b"no tenant budget"),
-                    Some(budget) => {
-                        field(b"tenant budget");
-                        field(&budget.external_recipients_per_day.get().to_be_bytes());
-                        field(&(budget.accepted_domains.len() as u64).to_be_bytes());
-                        for domain in &budget.accepted_domains {
-                            field(domain.as_bytes());
-                        }
-                    }
-                }
-            }
-            MailerSpec::SendGrid { from, api_key } => {
-                field(b"sendgrid");
-                field(from.as_str().as_bytes());
-                field(self.sendgrid_api_base_url.as_str().as_bytes());
-                field(token::secret_fingerprint(api_key).as_bytes());
-            }
-        }
-        hash.finalize().into()
-    }
 }
 
 /// The service gets its mailers from the factory (the seam tests replace with a scripted one).
@@ -391,79 +253,5 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
             }
             Err(e) => (unbuildable(&e), Err(e)),
         }
-    }
-}
-
-fn hex(digest: &ConfigDigest) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unbuildable(e: &MailError) -> String {
-    format!("unbuildable: {e}")
-}
-
-/// Counts every request of the provider mailer it wraps
-/// (`mail_worker_provider_requests_total{provider,status}`, `mail_worker_provider_seconds`):
-/// inside the rate limiter, so a denial is not a request. Its `Debug` is the inner mailer's.
-pub(crate) struct Metered<M: Mailer> {
-    inner: M,
-    provider: &'static str,
-    metrics: Arc<Metrics>,
-}
-
-impl<M: Mailer> fmt::Debug for Metered<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl<M: Mailer> Metered<M> {
-    /// Wraps `inner`, labelled `provider`.
-    pub(crate) fn new(inner: M, provider: &'static str, metrics: Arc<Metrics>) -> Self {
-        Self {
-            inner,
-            provider,
-            metrics,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl<M: Mailer> Mailer for Metered<M> {
-    async fn send(
-        &self,
-        mail: &crate::domain::OutgoingMail,
-    ) -> Result<crate::mailer::SendReceipt, MailError> {
-        let started = std::time::Instant::now();
-        let result = self.inner.send(mail).await;
-        self.count(&result, started);
-        result
-    }
-
-    async fn send_with(
-        &self,
-        mail: &crate::domain::OutgoingMail,
-        attempt: &crate::mailer::SendAttempt<'_>,
-    ) -> Result<crate::mailer::SendReceipt, MailError> {
-        let started = std::time::Instant::now();
-        let result = self.inner.send_with(mail, attempt).await;
-        self.count(&result, started);
-        result
-    }
-
-    fn max_attachment_bytes(&self) -> usize {
-        self.inner.max_attachment_bytes()
-    }
-}
-
-impl<M: Mailer> Metered<M> {
-    fn count(
-        &self,
-        result: &Result<crate::mailer::SendReceipt, MailError>,
-        started: std::time::Instant,
-    ) {
-        let status = metrics::provider_status(&result.as_ref().map(|_| ()));
-        self.metrics
-            .provider_request(self.provider, status, started.elapsed());
     }
 }

@@ -1,0 +1,57 @@
+//! [`Metered`]: the decorator that counts a provider mailer's requests.
+
+use std::{fmt, sync::Arc};
+
+use crate::{
+    domain::OutgoingMail,
+    mailer::{MailError, MailResult, Mailer, SendAttempt, SendReceipt},
+    ops::metrics::{self, Metrics},
+};
+
+/// Counts every request of the provider mailer it wraps
+/// (`mail_worker_provider_requests_total{provider,status}`, `mail_worker_provider_seconds`):
+/// inside the rate limiter, so a denial is not a request. Its `Debug` is the inner mailer's.
+pub(crate) struct Metered<M: Mailer> {
+    inner: M,
+    provider: &'static str,
+    metrics: Arc<Metrics>,
+}
+
+impl<M: Mailer> fmt::Debug for Metered<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<M: Mailer> Metered<M> {
+    /// Wraps `inner`, labelled `provider`.
+    pub(crate) fn new(inner: M, provider: &'static str, metrics: Arc<Metrics>) -> Self {
+        Self {
+            inner,
+            provider,
+            metrics,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<M: Mailer> Mailer for Metered<M> {
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
+        let started = std::time::Instant::now();
+        let result = self.inner.send_with(mail, attempt).await;
+        self.count(&result, started);
+        result
+    }
+
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        self.inner.check(mail)
+    }
+}
+
+impl<M: Mailer> Metered<M> {
+    fn count(&self, result: &Result<SendReceipt, MailError>, started: std::time::Instant) {
+        let status = metrics::provider_status(&result.as_ref().map(|_| ()));
+        self.metrics
+            .provider_request(self.provider, status, started.elapsed());
+    }
+}

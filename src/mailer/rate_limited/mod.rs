@@ -1,0 +1,231 @@
+//! `RateLimitedGraphMailer`: the decorator that reserves a place in the sending mailbox's
+//! budgets before the inner Graph mailer sends, and ends the reservation with the request's
+//! outcome. Wrapper anatomy as in tower: `new`, `inner`, `into_inner`; same [`Mailer`] interface.
+
+mod lease;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::{fmt, sync::Arc};
+
+use lease::LeaseGuard;
+
+use crate::{
+    clock::Clock,
+    domain::OutgoingMail,
+    events,
+    mailer::{MailError, MailResult, Mailer, SendAttempt},
+    rate_limit::{
+        Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation, TenantBudget,
+    },
+};
+
+/// `Permanent.code` when a message's recipients alone exceed the mailbox's day budget.
+pub(crate) const CODE_RECIPIENTS_EXCEED_DAY_LIMIT: &str = "RecipientsExceedDayLimit";
+/// `Permanent.code` when a message's external recipients alone exceed its tenant's day budget.
+pub(crate) const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
+    "ExternalRecipientsExceedTenantLimit";
+
+/// Wraps `inner` with the limiter, for one mailbox budget (`limits`).
+///
+/// `send_with`: the inner mailer's local checks ([`Mailer::check`]: a bad message costs no
+/// budget) → `check_and_reserve`:
+/// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
+/// - a message that can never fit → [`MailError::Permanent`] naming both numbers;
+/// - allowed → `inner.send_with`, then [`RateLimiter::release`] with the outcome:
+///   - sent → [`Outcome::Done`]: the budget was used;
+///   - [`MailError::Throttled`] (429/503/504) → `Done`, and a `Retry-After` becomes the
+///     mailbox's cooldown for every replica ([`RateLimiter::cooldown`]);
+///   - [`MailError::OutcomeUnknown`] (a timeout, reset or 5xx after the request was written:
+///     Graph may have delivered it) → `Done`: the budget stays counted;
+///   - any other error (connect failure, local refusal, a 4xx refusal) → [`Outcome::Unsent`]:
+///     the budget is given back (event `mail.rateLimit.released`).
+///
+/// Why a provider's 429/503 keeps the reservation: the mailbox is over Exchange's limit right
+/// now. Giving the slot back would let the next queued message go out at once into the same
+/// refusal, turning our budget into a retry loop against the provider.
+pub struct RateLimitedGraphMailer<M: Mailer, L: RateLimiter> {
+    inner: M,
+    limiter: Arc<L>,
+    limits: RateLimits,
+    tenant: String,
+    tenant_budget: Option<TenantBudget>,
+    clock: Arc<dyn Clock>,
+}
+
+impl<M: Mailer, L: RateLimiter> fmt::Debug for RateLimitedGraphMailer<M, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitedGraphMailer")
+            .field("limits", &self.limits)
+            .field("tenant", &self.tenant)
+            .field("tenant_budget", &self.tenant_budget)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
+    /// Wraps `inner`; `limiter` is the process's shared limiter, `limits` this mailbox's budget,
+    /// `clock` the time the limiter decides by. The mailbox's Graph tenant defaults to its
+    /// domain; set it with [`Self::with_tenant`].
+    pub(crate) fn new(
+        inner: M,
+        limiter: Arc<L>,
+        limits: RateLimits,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            inner,
+            limiter,
+            limits,
+            tenant: String::new(),
+            tenant_budget: None,
+            clock,
+        }
+    }
+
+    /// The mailbox's Graph tenant (the `paced` keys' hash tag) and, when configured, the
+    /// tenant's external-recipient budget.
+    #[must_use]
+    pub(crate) fn with_tenant(mut self, tenant: &str, budget: Option<TenantBudget>) -> Self {
+        self.tenant = tenant.to_lowercase();
+        self.tenant_budget = budget;
+        self
+    }
+
+    fn ask<'a>(&'a self, mail: &'a OutgoingMail) -> Ask<'a> {
+        let tenant = if self.tenant.is_empty() {
+            mail.from.as_str().rsplit('@').next().unwrap_or_default()
+        } else {
+            &self.tenant
+        };
+        Ask {
+            message_id: mail.id,
+            mailbox: &mail.from,
+            tenant,
+            recipients: mail.recipient_count(),
+            limits: self.limits,
+            tenant_budget: self.tenant_budget.as_ref().map(|budget| {
+                let addresses = mail.to.iter().chain(&mail.cc).chain(&mail.bcc);
+                (
+                    budget.external_count(addresses.map(|r| r.address.as_str())),
+                    budget.external_recipients_per_day,
+                )
+            }),
+        }
+    }
+
+    /// Runs `work` (the attempt) while renewing its in-flight lease every
+    /// [`RateLimiter::renew_every`], concurrently, so the attempt is never paused by a renewal.
+    async fn renewing<T>(&self, reservation: &Reservation, work: impl Future<Output = T>) -> T {
+        let Some(every) = self.limiter.renew_every() else {
+            return work.await;
+        };
+        let renew = async {
+            loop {
+                tokio::time::sleep(every).await;
+                self.limiter.renew(reservation, self.clock.now()).await;
+            }
+        };
+        tokio::select! {
+            biased;
+            out = work => out,
+            () = renew => unreachable!("renews until the attempt ends"),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
+    fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
+        self.inner.check(mail)
+    }
+
+    /// One reservation covers the whole attempt. In `draft` mode an attempt is several Graph
+    /// requests made one after another (check, create, upload, send), so the one in-flight lease
+    /// covers each of them in turn; the message slot and recipients are used only when the send
+    /// step ran: when the check found the message already sent by an earlier attempt
+    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailError::Unconfirmed`]),
+    /// or a create/upload step failed ([`MailError::Transient`]), the budget is given back.
+    async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
+        self.inner.check(mail)?;
+        let ask = self.ask(mail);
+        let decision = self.limiter.check_and_reserve(&ask, self.clock.now()).await;
+        let reservation = match decision {
+            Ok(Decision::Allowed(reservation)) => reservation,
+            Ok(Decision::Denied {
+                reason,
+                retry_after,
+                booked,
+            }) => {
+                return Err(MailError::RateLimitExceeded {
+                    reason,
+                    retry_after,
+                    booked,
+                });
+            }
+            Err(RateLimitError::RecipientsExceedDayLimit {
+                mailbox,
+                recipients,
+                recipients_per_day,
+            }) => {
+                return Err(MailError::Permanent {
+                    code: CODE_RECIPIENTS_EXCEED_DAY_LIMIT.to_owned(),
+                    message: format!(
+                        "the message has {recipients} recipients but mailbox {mailbox} may send to at most {recipients_per_day} recipients per day; split it into smaller messages"
+                    ),
+                });
+            }
+            Err(RateLimitError::ExternalRecipientsExceedTenantLimit { external, per_day }) => {
+                return Err(MailError::Permanent {
+                    code: CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT.to_owned(),
+                    message: format!(
+                        "the message has {external} external recipients but tenant {} may send to at most {per_day} external recipients per day; split it into smaller messages",
+                        ask.tenant
+                    ),
+                });
+            }
+            // `validate` already refused it; kept for exhaustiveness.
+            Err(e @ RateLimitError::NoRecipients { .. }) => {
+                return Err(MailError::Permanent {
+                    code: crate::mailer::validate::CODE_NO_RECIPIENTS.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let guard = LeaseGuard::new(Arc::clone(&self.limiter), reservation);
+        let result = self
+            .renewing(guard.reservation(), self.inner.send_with(mail, attempt))
+            .await;
+        let reservation = guard.disarm();
+        match &result {
+            Ok(receipt) if receipt.already_sent => {
+                self.limiter.release(&reservation, Outcome::Unsent).await;
+            }
+            Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
+                self.limiter.release(&reservation, Outcome::Done).await;
+            }
+            Err(MailError::Throttled { retry_after }) => {
+                self.limiter.release(&reservation, Outcome::Done).await;
+                if let Some(wait) = retry_after {
+                    let now = self.clock.now();
+                    let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
+                    self.limiter.cooldown(&ask, until, now).await;
+                }
+            }
+            Err(error) => {
+                self.limiter.release(&reservation, Outcome::Unsent).await;
+                tracing::info!(
+                    event = events::MAIL_RATE_LIMIT_RELEASED,
+                    message.id = %mail.id,
+                    mailbox = %mail.from,
+                    recipients = ask.recipients,
+                    counted = reservation.is_counted(),
+                    error = %error,
+                    "gave the reservation back because the request surely did not reach the provider"
+                );
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,48 @@
+//! [`MailerSource`]: where the service gets a sender's mailer.
+
+use std::sync::Arc;
+
+use crate::{
+    domain::{Sender, SystemMailbox, Tenant},
+    mailer::{MailError, Mailer},
+};
+
+/// Where the service gets a sender's mailer: the [`super::MailerFactory`] in production,
+/// stubs in tests.
+#[async_trait::async_trait]
+pub trait MailerSource: Send + Sync {
+    /// The mailer of a tenant's sender.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] when the tenant's settings cannot make a mailer.
+    async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError>;
+    /// The mailer of a system mailbox (rate-limited with its own limits).
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] when the mailbox's settings cannot make a mailer.
+    async fn mailer_for_system_mailbox(
+        &self,
+        mailbox: &SystemMailbox,
+    ) -> Result<Arc<dyn Mailer>, MailError>;
+
+    /// A fingerprint of everything that shapes the sender's mailer (the factory's config
+    /// digest, or the reason it cannot be built): a paused sender resumes when it changes.
+    /// The default (a constant) leaves resuming to the probes.
+    async fn fingerprint(&self, _sender: &Sender) -> String {
+        String::new()
+    }
+
+    /// The sender's mailer and its [`Self::fingerprint`] together, so a source can read the
+    /// sender's configuration (and resolve its secrets) once per message, not twice.
+    async fn mailer_and_fingerprint(
+        &self,
+        sender: &Sender,
+    ) -> (String, Result<Arc<dyn Mailer>, MailError>) {
+        let fingerprint = self.fingerprint(sender).await;
+        let mailer = match sender {
+            Sender::Tenant(t) => self.mailer_for_tenant(t).await,
+            Sender::SystemMailbox(m) => self.mailer_for_system_mailbox(m).await,
+        };
+        (fingerprint, mailer)
+    }
+}
