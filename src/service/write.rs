@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use uuid::Uuid;
 
 use super::MailProviderService;
@@ -39,8 +38,11 @@ impl MailProviderService {
                     n += 1;
                     self.outcome_write_retries
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let base = 200u64.saturating_mul(1 << n.min(5)).min(5_000);
-                    let wait = Duration::from_millis(rand::rng().random_range(base / 2..=base));
+                    let wait = crate::backoff::jittered(
+                        n + 1,
+                        Duration::from_millis(200),
+                        Duration::from_secs(5),
+                    );
                     tracing::warn!(
                         event = events::MAIL_OUTCOME_WRITE_RETRY,
                         message.id = %id,
