@@ -9,6 +9,7 @@ use std::{fmt, num::NonZeroU32, time::Duration};
 
 use url::Url;
 
+pub use crate::mailer::GraphConfig;
 pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
@@ -151,23 +152,6 @@ pub struct WorkerConfig {
     /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
     /// A live attempt renews it every quarter of it, and stops when it cannot.
     pub send_lease: Duration,
-}
-
-/// Microsoft Graph endpoints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GraphConfig {
-    /// `GRAPH_API_BASE_URL`, default `https://graph.microsoft.com/v1.0`.
-    pub api_base_url: Url,
-    /// `GRAPH_LOGIN_BASE_URL`, default `https://login.microsoftonline.com`.
-    pub login_base_url: Url,
-    /// `GRAPH_SAVE_TO_SENT_ITEMS`, default `true`.
-    pub save_to_sent_items: bool,
-    /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (docs/delivery.md).
-    pub send_mode: crate::mailer::graph::GraphSendMode,
-    /// `GRAPH_SEND_SETTLE_MS`, default 120000 ms: after a send with an unknown outcome, how
-    /// long a check that finds the message still a draft (or not in Sent Items) is not trusted
-    /// to mean "not sent" (Graph is eventually consistent; Microsoft documents no bound).
-    pub send_settle: Duration,
 }
 
 impl Config {
@@ -400,3 +384,14 @@ impl fmt::Debug for Config {
 
 #[cfg(test)]
 mod tests;
+
+impl From<&Config> for crate::mailer::MailerSettings {
+    fn from(config: &Config) -> Self {
+        Self {
+            graph: config.graph.clone(),
+            sendgrid_api_base_url: config.sendgrid_api_base_url.clone(),
+            http_timeout: config.http_timeout,
+            defaults: config.rate_limit.defaults,
+        }
+    }
+}

@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc};
 use crate::{
     domain::OutgoingMail,
     mailer::{MailError, MailResult, Mailer, SendAttempt, SendReceipt},
-    ops::metrics::{self, Metrics},
+    ops::metrics::Metrics,
 };
 
 /// Counts every request of the provider mailer it wraps
@@ -50,8 +50,28 @@ impl<M: Mailer> Mailer for Metered<M> {
 
 impl<M: Mailer> Metered<M> {
     fn count(&self, result: &Result<SendReceipt, MailError>, started: std::time::Instant) {
-        let status = metrics::provider_status(&result.as_ref().map(|_| ()));
+        let status = provider_status(&result.as_ref().map(|_| ()));
         self.metrics
             .provider_request(self.provider, status, started.elapsed());
+    }
+}
+
+/// `mail_worker_provider_requests_total{status}` of a provider call's result: `accepted`, or
+/// the class of the refusal — `throttled` (429/503/504), `transient` (connect error, 408, token
+/// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
+/// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
+/// the providers' own modules own the code → error mapping, and a class is what an alert needs.
+pub(crate) fn provider_status(result: &Result<(), &MailError>) -> &'static str {
+    match result {
+        Ok(()) => "accepted",
+        Err(MailError::Throttled { .. }) => "throttled",
+        Err(MailError::Transient(_)) => "transient",
+        Err(MailError::OutcomeUnknown(_)) => "outcome_unknown",
+        Err(MailError::Permanent { .. }) => "permanent",
+        Err(MailError::Unauthorized(_)) => "unauthorized",
+        Err(MailError::Misconfigured(_)) => "misconfigured",
+        Err(MailError::RateLimitExceeded { .. }) => "rate_limited",
+        Err(MailError::Unconfirmed { .. }) => "unconfirmed",
+        Err(MailError::TokenUnavailable { .. }) => "transient",
     }
 }

@@ -10,6 +10,7 @@ pub(crate) mod metered;
 pub(crate) mod rate_limited;
 pub(crate) mod redact;
 pub mod sendgrid;
+mod settings;
 pub mod source;
 pub mod validate;
 
@@ -23,6 +24,7 @@ pub use factory::MailerFactory;
 pub use graph::MicrosoftGraphMailer;
 pub use rate_limited::RateLimitedGraphMailer;
 pub use sendgrid::SendGridMailer;
+pub use settings::{GraphConfig, MailerSettings};
 pub use source::MailerSource;
 
 /// Sends one message through one provider for one sender. Used as `Arc<dyn Mailer>`.

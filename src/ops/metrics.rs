@@ -9,7 +9,7 @@
 //! | `mail_worker_sends_total` | counter | `provider` (`graph`, `sendgrid`), `outcome` (`sent`, `deferred`, `throttled`, `retried`, `failed`, `paused`) |
 //! | `mail_worker_rate_limit_decisions_total` | counter | `decision` (`allowed`, `minute`, `day`, `tenant`, `cooldown`, `in_flight`, `fail_open`) |
 //! | `mail_worker_rate_limit_seconds` | histogram | — (the limiter's round trip) |
-//! | `mail_worker_provider_requests_total` | counter | `provider`, `status` (see [`provider_status`]) |
+//! | `mail_worker_provider_requests_total` | counter | `provider`, `status` (see `mailer::metered::provider_status`) |
 //! | `mail_worker_provider_seconds` | histogram | `provider` |
 //! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
@@ -35,8 +35,6 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-
-use crate::mailer::MailError;
 
 /// `provider` label values.
 pub(crate) const PROVIDER_GRAPH: &str = "graph";
@@ -108,26 +106,6 @@ impl OutcomeLabel {
             Self::Failed => "failed",
             Self::Paused => "paused",
         }
-    }
-}
-
-/// `mail_worker_provider_requests_total{status}` of a provider call's result: `accepted`, or
-/// the class of the refusal — `throttled` (429/503/504), `transient` (connect error, 408, token
-/// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
-/// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
-/// the providers' own modules own the code → error mapping, and a class is what an alert needs.
-pub(crate) fn provider_status(result: &Result<(), &MailError>) -> &'static str {
-    match result {
-        Ok(()) => "accepted",
-        Err(MailError::Throttled { .. }) => "throttled",
-        Err(MailError::Transient(_)) => "transient",
-        Err(MailError::OutcomeUnknown(_)) => "outcome_unknown",
-        Err(MailError::Permanent { .. }) => "permanent",
-        Err(MailError::Unauthorized(_)) => "unauthorized",
-        Err(MailError::Misconfigured(_)) => "misconfigured",
-        Err(MailError::RateLimitExceeded { .. }) => "rate_limited",
-        Err(MailError::Unconfirmed { .. }) => "unconfirmed",
-        Err(MailError::TokenUnavailable { .. }) => "transient",
     }
 }
 

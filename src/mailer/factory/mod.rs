@@ -13,10 +13,9 @@ use spec::{ConfigDigest, MailerSpec, hex, unbuildable};
 
 use crate::{
     clock::Clock,
-    config::{Config, GraphConfig},
     domain::{SECRET_FILE_TTL, SecretFiles, Sender, SystemMailbox, Tenant},
     mailer::{
-        MailError, Mailer, MailerSource,
+        GraphConfig, MailError, Mailer, MailerSettings, MailerSource,
         graph::{GraphTokenCache, MicrosoftGraphMailer},
         http::build_http_client,
         metered::Metered,
@@ -77,14 +76,19 @@ impl<L: RateLimiter> MailerFactory<L> {
     ///
     /// # Errors
     /// [`MailError::Misconfigured`] when the HTTP client cannot be built.
-    pub fn new(config: &Config, limiter: Arc<L>, clock: Arc<dyn Clock>) -> Result<Self, MailError> {
-        let http = build_http_client(config.http_timeout)?;
+    pub fn new(
+        settings: impl Into<MailerSettings>,
+        limiter: Arc<L>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, MailError> {
+        let settings = settings.into();
+        let http = build_http_client(settings.http_timeout)?;
         Ok(Self {
             tokens: Arc::new(GraphTokenCache::new(http.clone(), Arc::clone(&clock))),
             http,
-            graph: config.graph.clone(),
-            sendgrid_api_base_url: config.sendgrid_api_base_url.clone(),
-            defaults: config.rate_limit.defaults,
+            graph: settings.graph,
+            sendgrid_api_base_url: settings.sendgrid_api_base_url,
+            defaults: settings.defaults,
             limiter,
             clock,
             mailers: moka::future::Cache::builder()
