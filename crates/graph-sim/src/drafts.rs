@@ -89,55 +89,45 @@ pub(crate) async fn create_draft(
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        create(&state, &user, &headers, body, seen).await
-    };
-    routed(&state, "createDraft", &headers, handle).await
-}
-
-async fn create(
-    state: &Arc<SimState>,
-    user: &str,
-    headers: &HeaderMap,
-    body: Body,
-    seen: &mut Seen,
-) -> Result<Reply, GraphError> {
-    let admitted = admit(state, user, headers, seen).await?;
-    let idx = admitted.idx;
-    let bytes = read_body(state, headers, body).await.inspect_err(|_| {
-        state.lock().boxes[idx].refused.validation += 1;
-    })?;
-    let mut message = parse_draft(&bytes, state.mailboxes[idx].limits.recipients_per_message)
-        .inspect_err(|_| {
+        let admitted = admit(&state, &user, &headers, seen).await?;
+        let idx = admitted.idx;
+        let bytes = read_body(&state, &headers, body).await.inspect_err(|_| {
             state.lock().boxes[idx].refused.validation += 1;
         })?;
-    seen.recipients = Some(message.recipient_count());
-    let internet_message_id = message
-        .internet_message_id
-        .clone()
-        .unwrap_or_else(|| format!("<{}@graph-sim.example>", Uuid::new_v4().simple()));
-    message.internet_message_id = Some(internet_message_id.clone());
-    let id = new_item_id();
-    let draft = DraftState {
-        idx,
-        id: id.clone(),
-        sent_id: None,
-        internet_message_id: internet_message_id.clone(),
-        message,
-        immutable: wants_immutable_id(headers),
-        sends: 0,
-        visible_at_ms: None,
-        uploaded: 0,
+        let mut message = parse_draft(&bytes, state.mailboxes[idx].limits.recipients_per_message)
+            .inspect_err(|_| {
+            state.lock().boxes[idx].refused.validation += 1;
+        })?;
+        seen.recipients = Some(message.recipient_count());
+        let internet_message_id = message
+            .internet_message_id
+            .clone()
+            .unwrap_or_else(|| format!("<{}@graph-sim.example>", Uuid::new_v4().simple()));
+        message.internet_message_id = Some(internet_message_id.clone());
+        let id = new_item_id();
+        let draft = DraftState {
+            idx,
+            id: id.clone(),
+            sent_id: None,
+            internet_message_id: internet_message_id.clone(),
+            message,
+            immutable: wants_immutable_id(&headers),
+            sends: 0,
+            visible_at_ms: None,
+            uploaded: 0,
+        };
+        state.lock().drafts.insert(id.clone(), draft);
+        let mut body = message_json(&id, true, Some(&internet_message_id));
+        body["@odata.context"] = json!(format!(
+            "{}/v1.0/$metadata#users('{user}')/messages/$entity",
+            state.origin
+        ));
+        Ok(Reply::Json {
+            status: StatusCode::CREATED,
+            body,
+        })
     };
-    state.lock().drafts.insert(id.clone(), draft);
-    let mut body = message_json(&id, true, Some(&internet_message_id));
-    body["@odata.context"] = json!(format!(
-        "{}/v1.0/$metadata#users('{user}')/messages/$entity",
-        state.origin
-    ));
-    Ok(Reply::Json {
-        status: StatusCode::CREATED,
-        body,
-    })
+    routed(&state, "createDraft", &headers, handle).await
 }
 
 /// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send` (other actions: `400`).
@@ -146,75 +136,52 @@ pub(crate) async fn draft_action(
     Path((user, id, action)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| match send(
-        &state,
-        &user,
-        &id,
-        &headers,
-        ids,
-        arrived_at_ms,
-        seen,
-    )
-    .await
-    {
-        Ok(reply) => reply,
-        Err(e) => Reply::Error(e),
+    let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
+        let admitted = admit(&state, &user, &headers, seen).await?;
+        let idx = admitted.idx;
+        let scripted = next_scripted(&state, idx);
+        if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
+            return Ok(undelivered(&state, idx, answer).await);
+        }
+        let now_ms = state.now().timestamp_millis();
+        let (key, message) = {
+            let inner = state.lock();
+            let found = inner
+                .drafts
+                .iter()
+                .find(|(_, d)| d.idx == idx && d.answers_to(&id, now_ms));
+            match found {
+                Some((key, d)) => (key.clone(), d.message.clone()),
+                None => return Err(item_not_found()),
+            }
+        };
+        seen.recipients = Some(message.recipient_count());
+        let delay = state.sent_visibility_delay_ms;
+        Ok(deliver(
+            &state,
+            &admitted,
+            message,
+            Delivery {
+                ids,
+                arrived_at_ms,
+                request_bytes: 0,
+                via: "draft",
+                draft_id: Some(id.clone()),
+            },
+            scripted,
+            move |inner: &mut Inner, now_ms| {
+                if let Some(d) = inner.drafts.get_mut(&key) {
+                    d.sends += 1;
+                    d.visible_at_ms.get_or_insert(now_ms + delay);
+                    if !d.immutable && d.sent_id.is_none() {
+                        d.sent_id = Some(new_item_id());
+                    }
+                }
+            },
+        )
+        .await)
     };
     action_route(&state, "send", &action, &headers, handle).await
-}
-
-async fn send(
-    state: &Arc<SimState>,
-    user: &str,
-    id: &str,
-    headers: &HeaderMap,
-    ids: &RequestIds,
-    arrived_at_ms: i64,
-    seen: &mut Seen,
-) -> Result<Reply, GraphError> {
-    let admitted = admit(state, user, headers, seen).await?;
-    let idx = admitted.idx;
-    let scripted = next_scripted(state, idx);
-    if let Some(answer) = scripted.as_ref().filter(|a| !a.deliver) {
-        return Ok(undelivered(state, idx, answer).await);
-    }
-    let now_ms = state.now().timestamp_millis();
-    let (key, message) = {
-        let inner = state.lock();
-        let found = inner
-            .drafts
-            .iter()
-            .find(|(_, d)| d.idx == idx && d.answers_to(id, now_ms));
-        match found {
-            Some((key, d)) => (key.clone(), d.message.clone()),
-            None => return Err(item_not_found()),
-        }
-    };
-    seen.recipients = Some(message.recipient_count());
-    let delay = state.sent_visibility_delay_ms;
-    Ok(deliver(
-        state,
-        &admitted,
-        message,
-        Delivery {
-            ids,
-            arrived_at_ms,
-            request_bytes: 0,
-            via: "draft",
-            draft_id: Some(id.to_owned()),
-        },
-        scripted,
-        move |inner: &mut Inner, now_ms| {
-            if let Some(d) = inner.drafts.get_mut(&key) {
-                d.sends += 1;
-                d.visible_at_ms.get_or_insert(now_ms + delay);
-                if !d.immutable && d.sent_id.is_none() {
-                    d.sent_id = Some(new_item_id());
-                }
-            }
-        },
-    )
-    .await)
 }
 
 /// `GET /v1.0/users/{user}/messages/{id}`.
@@ -223,46 +190,37 @@ pub(crate) async fn get_message(
     Path((user, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let handle =
-        async |_: &RequestIds, _, seen: &mut Seen| get(&state, &user, &id, &headers, seen).await;
+    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
+        let admitted = admit(&state, &user, &headers, seen).await?;
+        let now_ms = state.now().timestamp_millis();
+        let inner = state.lock();
+        if let Some(d) = inner.drafts.values().find(|d| {
+            d.idx == admitted.idx
+                && d.answers_to(&id, now_ms)
+                && !d.hidden(state.sent_in_transit, now_ms)
+        }) {
+            return Ok(Reply::Json {
+                status: StatusCode::OK,
+                body: message_json(
+                    d.current_id(now_ms),
+                    !d.sent_visible(now_ms),
+                    Some(&d.internet_message_id),
+                ),
+            });
+        }
+        if let Some(item) = inner
+            .sent_items
+            .iter()
+            .find(|s| s.idx == admitted.idx && s.id == id && now_ms >= s.visible_at_ms)
+        {
+            return Ok(Reply::Json {
+                status: StatusCode::OK,
+                body: message_json(&item.id, false, item.internet_message_id.as_deref()),
+            });
+        }
+        Err(item_not_found())
+    };
     routed(&state, "getMessage", &headers, handle).await
-}
-
-async fn get(
-    state: &Arc<SimState>,
-    user: &str,
-    id: &str,
-    headers: &HeaderMap,
-    seen: &mut Seen,
-) -> Result<Reply, GraphError> {
-    let admitted = admit(state, user, headers, seen).await?;
-    let now_ms = state.now().timestamp_millis();
-    let inner = state.lock();
-    if let Some(d) = inner.drafts.values().find(|d| {
-        d.idx == admitted.idx
-            && d.answers_to(id, now_ms)
-            && !d.hidden(state.sent_in_transit, now_ms)
-    }) {
-        return Ok(Reply::Json {
-            status: StatusCode::OK,
-            body: message_json(
-                d.current_id(now_ms),
-                !d.sent_visible(now_ms),
-                Some(&d.internet_message_id),
-            ),
-        });
-    }
-    if let Some(item) = inner
-        .sent_items
-        .iter()
-        .find(|s| s.idx == admitted.idx && s.id == id && now_ms >= s.visible_at_ms)
-    {
-        return Ok(Reply::Json {
-            status: StatusCode::OK,
-            body: message_json(&item.id, false, item.internet_message_id.as_deref()),
-        });
-    }
-    Err(item_not_found())
 }
 
 /// The OData query of a list request (`$filter`, `$select`, `$top`).
@@ -395,84 +353,73 @@ pub(crate) async fn create_upload_session(
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        open_session(&state, &user, &id, &headers, body, seen).await
+        let admitted = admit(&state, &user, &headers, seen).await?;
+        let bytes = read_body(&state, &headers, body).await?;
+        let root: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| GraphError::body_read("Unable to read JSON request payload."))?;
+        let item = root
+            .as_object()
+            .and_then(|o| {
+                o.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("AttachmentItem"))
+            })
+            .map(|(_, v)| v)
+            .ok_or_else(|| {
+                GraphError::new(
+                    StatusCode::BAD_REQUEST,
+                    "ErrorInvalidParameter",
+                    "The value of the parameter 'AttachmentItem' is empty.",
+                )
+            })?;
+        let size = item.get("size").and_then(Value::as_u64).unwrap_or(0);
+        let name = item
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if item.get("attachmentType").and_then(Value::as_str) != Some("file") {
+            return Err(GraphError::body_read(
+                "AttachmentItem.attachmentType must be 'file'.",
+            ));
+        }
+        if size == 0 || size > MAX_UPLOAD_BYTES {
+            return Err(GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "ErrorAttachmentSizeShouldNotBeLessThanMinimumSize",
+                format!("An upload session takes 1 to {MAX_UPLOAD_BYTES} bytes, not {size}."),
+            ));
+        }
+        let now_ms = state.now().timestamp_millis();
+        let mut inner = state.lock();
+        let draft_id = inner
+            .drafts
+            .iter()
+            .find(|(_, d)| d.idx == admitted.idx && d.answers_to(&id, now_ms) && d.sends == 0)
+            .map(|(k, _)| k.clone())
+            .ok_or_else(item_not_found)?;
+        let token = Uuid::new_v4().simple().to_string();
+        inner.uploads.insert(
+            token.clone(),
+            Upload {
+                idx: admitted.idx,
+                draft_id,
+                name,
+                size,
+                received: Vec::new(),
+            },
+        );
+        let expires = state.now() + chrono::Duration::hours(24);
+        Ok(Reply::Json {
+            status: StatusCode::CREATED,
+            body: json!({
+                "@odata.context": format!("{}/v1.0/$metadata#microsoft.graph.uploadSession", state.origin),
+                "uploadUrl": format!("{}/_upload/{token}", state.origin),
+                "expirationDateTime": expires.to_rfc3339(),
+                "nextExpectedRanges": ["0-"],
+            }),
+        })
     };
     routed(&state, "createUploadSession", &headers, handle).await
-}
-
-async fn open_session(
-    state: &Arc<SimState>,
-    user: &str,
-    id: &str,
-    headers: &HeaderMap,
-    body: Body,
-    seen: &mut Seen,
-) -> Result<Reply, GraphError> {
-    let admitted = admit(state, user, headers, seen).await?;
-    let bytes = read_body(state, headers, body).await?;
-    let root: Value = serde_json::from_slice(&bytes)
-        .map_err(|_| GraphError::body_read("Unable to read JSON request payload."))?;
-    let item = root
-        .as_object()
-        .and_then(|o| {
-            o.iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("AttachmentItem"))
-        })
-        .map(|(_, v)| v)
-        .ok_or_else(|| {
-            GraphError::new(
-                StatusCode::BAD_REQUEST,
-                "ErrorInvalidParameter",
-                "The value of the parameter 'AttachmentItem' is empty.",
-            )
-        })?;
-    let size = item.get("size").and_then(Value::as_u64).unwrap_or(0);
-    let name = item
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if item.get("attachmentType").and_then(Value::as_str) != Some("file") {
-        return Err(GraphError::body_read(
-            "AttachmentItem.attachmentType must be 'file'.",
-        ));
-    }
-    if size == 0 || size > MAX_UPLOAD_BYTES {
-        return Err(GraphError::new(
-            StatusCode::BAD_REQUEST,
-            "ErrorAttachmentSizeShouldNotBeLessThanMinimumSize",
-            format!("An upload session takes 1 to {MAX_UPLOAD_BYTES} bytes, not {size}."),
-        ));
-    }
-    let now_ms = state.now().timestamp_millis();
-    let mut inner = state.lock();
-    let draft_id = inner
-        .drafts
-        .iter()
-        .find(|(_, d)| d.idx == admitted.idx && d.answers_to(id, now_ms) && d.sends == 0)
-        .map(|(k, _)| k.clone())
-        .ok_or_else(item_not_found)?;
-    let token = Uuid::new_v4().simple().to_string();
-    inner.uploads.insert(
-        token.clone(),
-        Upload {
-            idx: admitted.idx,
-            draft_id,
-            name,
-            size,
-            received: Vec::new(),
-        },
-    );
-    let expires = state.now() + chrono::Duration::hours(24);
-    Ok(Reply::Json {
-        status: StatusCode::CREATED,
-        body: json!({
-            "@odata.context": format!("{}/v1.0/$metadata#microsoft.graph.uploadSession", state.origin),
-            "uploadUrl": format!("{}/_upload/{token}", state.origin),
-            "expirationDateTime": expires.to_rfc3339(),
-            "nextExpectedRanges": ["0-"],
-        }),
-    })
 }
 
 fn upload_error(status: StatusCode, code: &str, message: &str) -> Response {

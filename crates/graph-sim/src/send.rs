@@ -103,7 +103,7 @@ pub(crate) async fn send_mail(
     body: Body,
 ) -> Response {
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
-        process(&state, &user, &headers, body, ids, arrived_at_ms, seen).await
+        Ok(process(&state, &user, &headers, body, ids, arrived_at_ms, seen).await)
     };
     action_route(&state, "sendMail", &action, &headers, handle).await
 }
@@ -116,11 +116,11 @@ pub(crate) async fn action_route(
     route: &str,
     action: &str,
     headers: &HeaderMap,
-    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Reply,
+    handle: impl AsyncFnOnce(&RequestIds, i64, &mut Seen) -> Result<Reply, GraphError>,
 ) -> Response {
     routed(state, route, headers, async |ids, arrived_at_ms, seen| {
         if action.eq_ignore_ascii_case(route) {
-            Ok(handle(ids, arrived_at_ms, seen).await)
+            handle(ids, arrived_at_ms, seen).await
         } else {
             Err(GraphError::new(
                 StatusCode::BAD_REQUEST,
