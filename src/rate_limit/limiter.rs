@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    Algorithm, Ask, Counted, Decision, Outcome, RateLimitConfig, RateLimitError, RateLimiter,
+    Algorithm, Ask, Counted, Decision, RateLimitConfig, RateLimitError, RateLimiter, RequestEnd,
     Reservation,
     connection::{RateLimitSetupError, RedisCallError, RedisConn},
     epoch_ms,
@@ -312,13 +312,13 @@ impl MailRateLimiter {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Releases (as [`Outcome::Done`]: the requests may have gone) every lease this process
+    /// Releases (as [`RequestEnd::Done`]: the requests may have gone) every lease this process
     /// still holds — the sends a shutdown cut off — so other replicas need not wait for them
     /// to expire. Returns how many. Call it once the workers have stopped.
     pub async fn release_live(&self) -> usize {
         let left: Vec<Reservation> = self.live_leases().drain().map(|(_, r)| r).collect();
         for reservation in &left {
-            self.release(reservation, Outcome::Done).await;
+            self.release(reservation, RequestEnd::Done).await;
         }
         if !left.is_empty() {
             tracing::info!(
@@ -407,7 +407,7 @@ impl RateLimiter for MailRateLimiter {
     ) -> Result<Decision, RateLimitError> {
         never_fits(ask)?;
         let started = Instant::now();
-        let outcome = match &self.engine {
+        let result = match &self.engine {
             Engine::FixedWindow(fixed) => {
                 fixed
                     .check_and_reserve(&self.redis, &self.key_prefix, ask, now)
@@ -416,14 +416,14 @@ impl RateLimiter for MailRateLimiter {
             Engine::Paced(paced) => self.paced_decision(paced, ask, now).await,
         };
         if let Some(metrics) = &self.metrics {
-            let label = match &outcome {
+            let label = match &result {
                 Ok(Decision::Allowed(_)) => "allowed",
                 Ok(Decision::Denied { reason, .. }) => reason.as_str(),
                 Err(_) => "fail_open",
             };
             metrics.rate_limit_decision(label, started.elapsed());
         }
-        match outcome {
+        match result {
             Ok(decision) => Ok(decision),
             Err(error) => {
                 self.log_failure("check_and_reserve", ask.mailbox, &error);
@@ -440,10 +440,10 @@ impl RateLimiter for MailRateLimiter {
     }
 
     /// See [`RateLimiter::release`]. An uncounted reservation touches nothing; `fixed-window`
-    /// gives back only for [`Outcome::Unsent`] (it has no lease). Counters never go below 0:
+    /// gives back only for [`RequestEnd::Unsent`] (it has no lease). Counters never go below 0:
     /// release each reservation once.
-    async fn release(&self, reservation: &Reservation, outcome: Outcome) {
-        let unsent = outcome == Outcome::Unsent;
+    async fn release(&self, reservation: &Reservation, end: RequestEnd) {
+        let unsent = end == RequestEnd::Unsent;
         let result = match (&self.engine, &reservation.counted) {
             (_, Counted::No) => return,
             (Engine::FixedWindow(fixed), Counted::FixedWindow(minute, day)) => {

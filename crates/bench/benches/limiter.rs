@@ -41,8 +41,9 @@ use mail_worker::{
     config::RateLimitConfig,
     domain::MailboxAddress,
     rate_limit::{
-        Algorithm, Ask, CHECK_AND_RESERVE_LUA, Decision, DenyReason, MailRateLimiter,
-        RateLimitError, RateLimiter, RateLimits, keys,
+        Algorithm, Ask, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
+        RateLimits,
+        fixed_window::{CHECK_AND_RESERVE_LUA, keys},
         paced::{self, keys::PacedKeys},
     },
 };
