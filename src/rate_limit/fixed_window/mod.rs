@@ -36,6 +36,7 @@ impl FixedWindow {
         }
     }
 
+    /// Checks and reserves `ask` in the counters of `now`'s UTC minute and day.
     pub(crate) async fn check_and_reserve(
         &self,
         redis: &RedisConn,

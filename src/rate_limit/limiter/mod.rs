@@ -1,78 +1,36 @@
 //! [`MailRateLimiter`]: the Redis-backed [`RateLimiter`] — one Lua round trip per decision on
 //! its own short-timeout connection, the algorithm chosen by configuration, budgets rebuilt
-//! from the send history when Redis has forgotten them, and a bounded fail-open.
+//! from the send history when Redis has forgotten them (`seeding.rs`), and a bounded fail-open
+//! (`fail_open.rs`).
+
+mod fail_open;
+mod seeding;
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex, PoisonError,
-        atomic::{AtomicI64, Ordering},
-    },
+    sync::{Arc, Mutex, PoisonError, atomic::AtomicI64},
     time::{Duration, Instant},
 };
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub use self::seeding::{SendHistory, SentRecord};
 use super::{
     Algorithm, Ask, Counted, Decision, RateLimitConfig, RateLimitError, RateLimiter, RequestEnd,
     Reservation,
     connection::{RateLimitSetupError, RedisCallError, RedisConn},
-    epoch_ms,
     fixed_window::FixedWindow,
     local::LocalPacer,
     log_throttle::LogThrottle,
     never_fits,
-    paced::{Checked, Paced, keys::PacedKeys},
+    paced::{Paced, keys::PacedKeys},
 };
-use crate::{domain::MailboxAddress, events};
+use crate::events;
 
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
-
-/// How far back the send history is read when a budget is rebuilt: the rolling 24 h.
-const DAY: chrono::Duration = chrono::Duration::hours(24);
-
-/// One message a mailbox sent: when, and to how many recipients (To + Cc + Bcc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SentRecord {
-    /// `messages.sent_at`.
-    pub sent_at: DateTime<Utc>,
-    /// Its recipients.
-    pub recipients: u32,
-}
-
-/// What PostgreSQL knows was sent, so a limiter Redis that comes back empty (a restart without
-/// persistence) rebuilds a mailbox's 24 h budget before its first decision instead of handing
-/// out a fresh one. Implemented by the store.
-#[async_trait::async_trait]
-pub trait SendHistory: Send + Sync + 'static {
-    /// The messages `mailbox` sent since `since`.
-    ///
-    /// # Errors
-    /// A description of the database trouble; the limiter then fails open for that call.
-    async fn sent_since(
-        &self,
-        mailbox: &MailboxAddress,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<SentRecord>, String>;
-
-    /// The messages every mailbox of Graph tenant `graph_tenant` sent since `since`, each with
-    /// its recipients outside the tenant's accepted domains (`recipients` = external ones; the
-    /// messages without any left out). The default knows none (test doubles).
-    ///
-    /// # Errors
-    /// As [`Self::sent_since`].
-    async fn external_sent_since(
-        &self,
-        graph_tenant: &str,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<SentRecord>, String> {
-        let _ = (graph_tenant, since);
-        Ok(Vec::new())
-    }
-}
 
 enum Engine {
     FixedWindow(FixedWindow),
@@ -183,131 +141,6 @@ impl MailRateLimiter {
         Ok(started.elapsed())
     }
 
-    /// A `paced` decision, seeding first what Redis has forgotten: the mailbox's budgets, then
-    /// its tenant's (at most one of each, then the decision).
-    async fn paced_decision(
-        &self,
-        paced: &Paced,
-        ask: &Ask<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Decision, RedisCallError> {
-        let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
-        self.record_fail_open(paced, &keys, ask, now).await?;
-        let mut seeded = (false, false);
-        loop {
-            match paced
-                .check_and_reserve(&self.redis, &self.key_prefix, ask, now)
-                .await?
-            {
-                Checked::Decided(decision, seen) => {
-                    self.clock_offset_ms
-                        .store(seen.now_ms - epoch_ms(now), Ordering::Relaxed);
-                    let allowed = matches!(decision, Decision::Allowed(_));
-                    self.local
-                        .saw(ask.mailbox, seen.total, allowed.then_some(seen.now_ms));
-                    if let Decision::Allowed(reservation) = &decision {
-                        self.live_leases()
-                            .insert((ask.message_id, seen.now_ms), reservation.clone());
-                    }
-                    return Ok(decision);
-                }
-                Checked::NeedsSeed if !seeded.0 => {
-                    seeded.0 = true;
-                    let records = self
-                        .history(|h| h.sent_since(ask.mailbox, now - DAY))
-                        .await?;
-                    if paced
-                        .seed(
-                            &self.redis,
-                            &keys,
-                            ask.limits.per_minute.get(),
-                            &records,
-                            now,
-                        )
-                        .await?
-                    {
-                        tracing::info!(
-                            event = events::MAIL_RATE_LIMIT_SEEDED,
-                            mailbox = %ask.mailbox,
-                            sent_in_24h = records.len(),
-                            recipients_in_24h = records.iter().map(|r| u64::from(r.1)).sum::<u64>(),
-                            "rate-limit budgets rebuilt from the send history"
-                        );
-                    }
-                }
-                Checked::NeedsTenantSeed if !seeded.1 => {
-                    seeded.1 = true;
-                    let records = self
-                        .history(|h| h.external_sent_since(ask.tenant, now - DAY))
-                        .await?;
-                    if paced.seed_tenant(&self.redis, &keys, &records, now).await? {
-                        tracing::info!(
-                            event = events::MAIL_RATE_LIMIT_SEEDED,
-                            mailbox = %ask.mailbox,
-                            graph_tenant = ask.tenant,
-                            sent_in_24h = records.len(),
-                            external_recipients_in_24h =
-                                records.iter().map(|r| u64::from(r.1)).sum::<u64>(),
-                            "tenant external-recipient budget rebuilt from the send history"
-                        );
-                    }
-                }
-                Checked::NeedsSeed | Checked::NeedsTenantSeed => {
-                    return Err(RedisCallError::UnexpectedReply {
-                        script: "paced/check_and_reserve.lua",
-                        reply: "asked for a seed right after seeding".into(),
-                    });
-                }
-            }
-        }
-    }
-
-    /// Adds what this process sent for the mailbox while failing open to Redis's windows, before
-    /// its next decision. Kept for the next try when Redis fails again (a deadline after the
-    /// script ran counts them twice: the safe side).
-    async fn record_fail_open(
-        &self,
-        paced: &Paced,
-        keys: &PacedKeys,
-        ask: &Ask<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<(), RedisCallError> {
-        let pending = self.local.take_pending(ask.mailbox);
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let per_minute = ask.limits.per_minute.get();
-        match paced
-            .record_fail_open(&self.redis, keys, per_minute, &pending, now)
-            .await
-        {
-            Ok(seen) => {
-                self.local.recorded(ask.mailbox, &pending);
-                if let Some(seen) = seen {
-                    self.local.saw(ask.mailbox, seen.total, None);
-                }
-                tracing::info!(
-                    event = events::MAIL_RATE_LIMIT_RECONCILED,
-                    mailbox = %ask.mailbox,
-                    fail_open_sends = pending.len(),
-                    recipients = pending.iter().map(|s| u64::from(s.recipients)).sum::<u64>(),
-                    seeded_instead = seen.is_none(),
-                    "sends made while failing open were added to the shared budgets"
-                );
-                Ok(())
-            }
-            Err(error) => {
-                self.local.put_back(ask.mailbox, pending);
-                Err(error)
-            }
-        }
-    }
-
-    /// `now` on the limiter's clock (Redis's as last seen), ms.
-    fn limiter_ms(&self, now: DateTime<Utc>) -> i64 {
-        epoch_ms(now) + self.clock_offset_ms.load(Ordering::Relaxed)
-    }
-
     fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), Reservation>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -328,67 +161,6 @@ impl MailRateLimiter {
             );
         }
         left.len()
-    }
-
-    /// What `read` finds in the send history, as (sent at, recipients); none without one.
-    async fn history<'h, F, Fut>(
-        &'h self,
-        read: F,
-    ) -> Result<Vec<(DateTime<Utc>, u32)>, RedisCallError>
-    where
-        F: FnOnce(&'h dyn SendHistory) -> Fut,
-        Fut: Future<Output = Result<Vec<SentRecord>, String>>,
-    {
-        let Some(history) = &self.history else {
-            return Ok(Vec::new());
-        };
-        let records =
-            read(history.as_ref())
-                .await
-                .map_err(|e| RedisCallError::UnexpectedReply {
-                    script: "paced seeding (reading the send history)",
-                    reply: e,
-                })?;
-        Ok(records.iter().map(|r| (r.sent_at, r.recipients)).collect())
-    }
-
-    /// Writes the bounded `redisError` (warn) or `scriptError` (error) line for a failed call.
-    /// Fields: `operation`, `mailbox`, `error.kind` (see [`RedisCallError::kind`]),
-    /// `error.message` (with its causes), `deadline_ms` (warn only) and `suppressed`: lines of
-    /// the same event left unwritten since the previous one (at most one per second).
-    fn log_failure(
-        &self,
-        operation: &'static str,
-        mailbox: &MailboxAddress,
-        error: &RedisCallError,
-    ) {
-        let message = error_chain(error);
-        let kind = error.kind();
-        let deadline_ms = u64::try_from(self.redis.deadline().as_millis()).unwrap_or(u64::MAX);
-        if error.is_connectivity() {
-            if let Some(suppressed) = self.redis_error_log.admit(Instant::now()) {
-                tracing::warn!(
-                    event = events::MAIL_RATE_LIMIT_REDIS_ERROR,
-                    operation,
-                    mailbox = %mailbox,
-                    error.kind = %kind,
-                    error.message = %message,
-                    deadline_ms,
-                    suppressed,
-                    "rate limiter's Redis failed; pacing locally without a shared reservation (fail-open)"
-                );
-            }
-        } else if let Some(suppressed) = self.script_error_log.admit(Instant::now()) {
-            tracing::error!(
-                event = events::MAIL_RATE_LIMIT_SCRIPT_ERROR,
-                operation,
-                mailbox = %mailbox,
-                error.kind = %kind,
-                error.message = %message,
-                suppressed,
-                "rate limiter's script failed (a bug to fix); pacing locally without a shared reservation (fail-open)"
-            );
-        }
     }
 }
 
@@ -423,20 +195,7 @@ impl RateLimiter for MailRateLimiter {
             };
             metrics.rate_limit_decision(label, started.elapsed());
         }
-        match result {
-            Ok(decision) => Ok(decision),
-            Err(error) => {
-                self.log_failure("check_and_reserve", ask.mailbox, &error);
-                Ok(match self.engine {
-                    // The design note's fail-open, kept as the baseline: no brake at all.
-                    Engine::FixedWindow(_) => Decision::Allowed(Reservation::uncounted(
-                        ask.mailbox.clone(),
-                        ask.recipients,
-                    )),
-                    Engine::Paced(_) => self.local.decide(ask, self.limiter_ms(now)),
-                })
-            }
-        }
+        Ok(result.unwrap_or_else(|error| self.fail_open(ask, now, &error)))
     }
 
     /// See [`RateLimiter::release`]. An uncounted reservation touches nothing; `fixed-window`
@@ -536,19 +295,4 @@ impl RateLimiter for MailRateLimiter {
             Err(error) => self.log_failure("cooldown", ask.mailbox, &error),
         }
     }
-}
-
-/// The error's message followed by its causes, `": "`-separated, without repeats.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
