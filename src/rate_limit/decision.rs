@@ -3,10 +3,7 @@
 
 use std::{fmt, time::Duration};
 
-use uuid::Uuid;
-
-use super::paced;
-use crate::domain::MailboxAddress;
+use super::Reservation;
 
 /// Which budget refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,55 +48,6 @@ impl DenyReason {
 impl fmt::Display for DenyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// What a reservation took, so [`RateLimiter::release`](super::RateLimiter::release) gives exactly that back. An
-/// *uncounted* reservation (made while failing open) releases nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reservation {
-    /// The mailbox.
-    pub mailbox: MailboxAddress,
-    /// Recipients taken from the day budget.
-    pub recipients: u32,
-    /// Where it was counted.
-    pub counted: Counted,
-}
-
-/// Where a [`Reservation`] was counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Counted {
-    /// Nowhere: made while failing open.
-    No,
-    /// `fixed-window`: the `(minute key, day key)` it incremented.
-    FixedWindow(String, String),
-    /// `paced`: the mailbox's keys, the message, the reservation's time (ms) and the external
-    /// recipients counted against the tenant.
-    Paced {
-        /// The mailbox's keys.
-        keys: Box<paced::keys::PacedKeys>,
-        /// The message holding the in-flight lease.
-        message_id: Uuid,
-        /// When it was counted (ms since the epoch).
-        at_ms: i64,
-        /// External recipients counted against the tenant.
-        external: u32,
-    },
-}
-
-impl Reservation {
-    /// A reservation that took nothing (fail-open): releasing it is a no-op.
-    pub(crate) fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
-        Self {
-            mailbox,
-            recipients,
-            counted: Counted::No,
-        }
-    }
-
-    /// Whether Redis counted it.
-    pub fn is_counted(&self) -> bool {
-        self.counted != Counted::No
     }
 }
 

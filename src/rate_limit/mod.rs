@@ -15,9 +15,10 @@
 //! `decision.rs` (what the limiter answers), `limiter/` ([`MailRateLimiter`]: dispatch,
 //! fail-open, seeding), `connection/` (the limiter's own Redis connection, standalone or
 //! Cluster, with deadlines), one folder per algorithm with its keys (scripts in
-//! `lua/<algorithm>/`), `local.rs` (the in-process pacer used while failing open),
-//! `usage.rs` (read-only usage for operators) and `log_throttle.rs`. A new algorithm is one
-//! more folder and one more [`Algorithm`] variant dispatched in `limiter/`.
+//! `lua/<algorithm>/`), `local.rs` (the in-process pacer used while failing open), `usage.rs`
+//! (read-only usage for operators) and `log_throttle.rs`. [`Reservation`] stays here: it names
+//! each algorithm's state, and the algorithms build it. A new algorithm is one more folder and
+//! one more [`Algorithm`] variant dispatched in `limiter/`.
 //!
 //! Fail-open happens in exactly one place, [`MailRateLimiter::check_and_reserve`]: a Redis
 //! failure never reaches the caller as an error, only as a locally paced, uncounted
@@ -43,15 +44,66 @@ pub(crate) mod usage;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 pub(crate) use ask::never_fits;
 pub use ask::{Ask, RateLimitError};
 pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
-pub use decision::{Counted, Decision, DenyReason, RequestEnd, Reservation};
+pub use decision::{Decision, DenyReason, RequestEnd};
 pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
 pub use settings::{Algorithm, IN_FLIGHT_LEASE, RateLimitConfig, RateLimits};
 
+use crate::domain::MailboxAddress;
 pub(crate) use crate::domain::TenantBudget;
+
+/// What a reservation took, so [`RateLimiter::release`] gives exactly that back. An
+/// *uncounted* reservation (made while failing open) releases nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// The mailbox.
+    pub mailbox: MailboxAddress,
+    /// Recipients taken from the day budget.
+    pub recipients: u32,
+    /// Where it was counted.
+    pub counted: Counted,
+}
+
+/// Where a [`Reservation`] was counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    /// Nowhere: made while failing open.
+    No,
+    /// `fixed-window`: the `(minute key, day key)` it incremented.
+    FixedWindow(String, String),
+    /// `paced`: the mailbox's keys, the message, the reservation's time (ms) and the external
+    /// recipients counted against the tenant.
+    Paced {
+        /// The mailbox's keys.
+        keys: Box<paced::keys::PacedKeys>,
+        /// The message holding the in-flight lease.
+        message_id: Uuid,
+        /// When it was counted (ms since the epoch).
+        at_ms: i64,
+        /// External recipients counted against the tenant.
+        external: u32,
+    },
+}
+
+impl Reservation {
+    /// A reservation that took nothing (fail-open): releasing it is a no-op.
+    pub(crate) fn uncounted(mailbox: MailboxAddress, recipients: u32) -> Self {
+        Self {
+            mailbox,
+            recipients,
+            counted: Counted::No,
+        }
+    }
+
+    /// Whether Redis counted it.
+    pub fn is_counted(&self) -> bool {
+        self.counted != Counted::No
+    }
+}
 
 /// What the rate-limited decorator needs from a limiter; [`MailRateLimiter`] is the real one,
 /// tests use fakes.

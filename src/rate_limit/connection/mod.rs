@@ -32,7 +32,6 @@ pub use self::{
     error::{RateLimitSetupError, RedisCallError},
     urls::RedisUrls,
 };
-use super::RateLimitConfig;
 
 /// The longest one connection attempt may take, capped at the call deadline: 100 ms.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
@@ -106,16 +105,8 @@ pub(crate) struct RedisConn {
 }
 
 impl RedisConn {
-    /// The limiter's connection: `config.redis_url`, `config.redis_timeout` per call.
-    pub(crate) fn new(config: &RateLimitConfig) -> Result<Self, RateLimitSetupError> {
-        Self::with_deadline(&config.redis_url, config.redis_timeout)
-    }
-
     /// A connection to `urls` with `deadline` per call. Touches no network.
-    pub(crate) fn with_deadline(
-        urls: &RedisUrls,
-        deadline: Duration,
-    ) -> Result<Self, RateLimitSetupError> {
+    pub(crate) fn new(urls: &RedisUrls, deadline: Duration) -> Result<Self, RateLimitSetupError> {
         let seeds = urls
             .as_slice()
             .iter()

@@ -81,7 +81,7 @@ impl MailRateLimiter {
     /// [`RateLimitSetupError::RedisUrl`] when the URL cannot be used by the Redis client.
     pub fn new(config: &RateLimitConfig) -> Result<Self, RateLimitSetupError> {
         Ok(Self {
-            redis: RedisConn::new(config)?,
+            redis: RedisConn::new(&config.redis_url, config.redis_timeout)?,
             engine: match config.algorithm {
                 Algorithm::FixedWindow => Engine::FixedWindow(FixedWindow::new()),
                 Algorithm::Paced => Engine::Paced(Box::new(Paced::new(
