@@ -772,7 +772,7 @@ async fn measure_ceiling(
                 .arg(keys::ms_left_in_day(now).to_string());
         }
         Algorithm::Paced => {
-            // The limiter's own argument list (rate_limit/paced/mod.rs): 7 keys, then now
+            // The limiter's own argument list (rate_limit/paced/check.rs): 7 keys, then now
             // (`TIME`, or the caller's fixed at the start), id, L, D, recipients, external,
             // tenant budget, in flight, lease, allowance, grace.
             let now_arg = if setup.caller_clock {
