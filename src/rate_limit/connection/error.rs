@@ -15,8 +15,8 @@ pub enum RateLimitSetupError {
 }
 
 /// One Redis call that did not produce a usable answer. The limiter turns every one of these
-/// into fail-open (`check_and_reserve`) or a skipped release; [`super::MailRateLimiter::ping`]
-/// returns them.
+/// into fail-open (`check_and_reserve`) or a skipped release;
+/// [`crate::rate_limit::MailRateLimiter::ping`] returns them.
 #[derive(Debug, thiserror::Error)]
 pub enum RedisCallError {
     /// No answer within the deadline (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`).
