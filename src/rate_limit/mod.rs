@@ -50,6 +50,7 @@ pub(crate) use ask::never_fits;
 pub use ask::{Ask, RateLimitError};
 pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
+pub(crate) use limiter::DecisionMetrics;
 pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
 pub use settings::{Algorithm, IN_FLIGHT_LEASE, RateLimitConfig, RateLimits};
 

@@ -32,6 +32,16 @@ use crate::events;
 /// interval per limiter (one limiter per process): 1 s.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Where the limiter reports each decision; `ops::Metrics` counts them
+/// (`mail_worker_rate_limit_decisions_total`, `mail_worker_rate_limit_seconds`). A trait so the
+/// limiter does not import the metrics registry that imports it for the health check.
+pub(crate) trait DecisionMetrics: Send + Sync {
+    /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
+    /// and how long it took.
+    fn rate_limit_decision(&self, decision: &'static str, took: Duration);
+}
+
+/// The algorithm the limiter runs, with its scripts.
 enum Engine {
     FixedWindow(FixedWindow),
     /// Boxed: seven scripts.
@@ -58,7 +68,7 @@ pub struct MailRateLimiter {
     live: Mutex<HashMap<(Uuid, i64), Reservation>>,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
-    metrics: Option<Arc<crate::ops::Metrics>>,
+    metrics: Option<Arc<dyn DecisionMetrics>>,
 }
 
 impl std::fmt::Debug for MailRateLimiter {
@@ -101,10 +111,9 @@ impl MailRateLimiter {
         })
     }
 
-    /// Counts decisions (`mail_worker_rate_limit_decisions_total`) and round trips
-    /// (`mail_worker_rate_limit_seconds`) in `metrics`.
+    /// Reports every decision and its round trip to `metrics` (`ops::Metrics`).
     #[must_use]
-    pub(crate) fn with_metrics(mut self, metrics: Arc<crate::ops::Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<impl DecisionMetrics + 'static>) -> Self {
         self.metrics = Some(metrics);
         self
     }
