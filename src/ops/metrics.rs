@@ -292,6 +292,12 @@ impl Metrics {
 #[derive(Debug)]
 pub(crate) struct InFlightGuard(Gauge<i64, AtomicI64>);
 
+impl crate::rate_limit::DecisionMetrics for Metrics {
+    fn rate_limit_decision(&self, decision: &'static str, took: Duration) {
+        Metrics::rate_limit_decision(self, decision, took);
+    }
+}
+
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         self.0.dec();

@@ -63,9 +63,8 @@ impl fmt::Debug for UsageReader<'_> {
 impl<'a> UsageReader<'a> {
     /// A reader of `config`'s Redis; nothing is dialled yet.
     pub fn new(config: &'a RateLimitConfig) -> Self {
-        let conn =
-            RedisConn::with_deadline(&config.redis_url, config.redis_timeout.max(READ_DEADLINE))
-                .map_err(|e| e.to_string());
+        let conn = RedisConn::new(&config.redis_url, config.redis_timeout.max(READ_DEADLINE))
+            .map_err(|e| e.to_string());
         Self { config, conn }
     }
 

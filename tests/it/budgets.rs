@@ -19,8 +19,8 @@ use mail_worker::{
     config::RateLimitConfig,
     domain::MailboxAddress,
     rate_limit::{
-        Algorithm, Ask, Decision, DenyReason, MailRateLimiter, Outcome, RateLimitError,
-        RateLimiter, RateLimits, RedisUrls, SendHistory, SentRecord, paced::keys::PacedKeys,
+        Algorithm, Ask, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
+        RateLimits, RedisUrls, RequestEnd, SendHistory, SentRecord, paced::keys::PacedKeys,
     },
     service::spread_ms,
 };
@@ -266,7 +266,7 @@ impl Drain {
                     };
                     let decision = limiter.check_and_reserve(&ask, now).await;
                     if let Ok(Decision::Allowed(reservation)) = &decision {
-                        limiter.release(reservation, Outcome::Done).await;
+                        limiter.release(reservation, RequestEnd::Done).await;
                     }
                     (i, decision)
                 }
@@ -497,7 +497,7 @@ async fn at_most_3_requests_in_flight_and_a_killed_workers_lease_frees_itself() 
     let earliest = at(12, 0, 0) + chrono::Duration::milliseconds(5 + 40_000);
     assert_eq!(retry_after, (earliest - later).to_std().unwrap());
     // One request ends: one more may start.
-    one.release(&held.pop().unwrap(), Outcome::Done).await;
+    one.release(&held.pop().unwrap(), RequestEnd::Done).await;
     now += chrono::Duration::milliseconds(5);
     assert!(matches!(
         two.check_and_reserve(&ask(&events, Uuid::new_v4(), high), now)
@@ -540,7 +540,7 @@ async fn a_retry_after_holds_the_whole_mailbox_on_every_replica_and_others_keep_
     else {
         panic!()
     };
-    limiters[0].release(&r, Outcome::Done).await;
+    limiters[0].release(&r, RequestEnd::Done).await;
     limiters[0]
         .cooldown(
             &ask(&a, first, limits(25, 9_000)),
@@ -637,7 +637,7 @@ async fn every_paced_key_has_a_ttl_of_more_than_a_day() {
             limiter.check_and_reserve(&b, now).await.unwrap(),
             Decision::Denied { booked: true, .. }
         ));
-        limiter.release(&r, Outcome::Done).await;
+        limiter.release(&r, RequestEnd::Done).await;
         now += chrono::Duration::minutes(20);
     }
     let mut seen = 0;
@@ -666,7 +666,8 @@ async fn every_paced_key_has_a_ttl_of_more_than_a_day() {
 async fn an_unknown_outcome_keeps_the_budget_and_a_sure_failure_gives_it_back() {
     let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
     let mut now = at(12, 0, 0);
-    for (outcome, total_after, sent_after) in [(Outcome::Done, 3, 1), (Outcome::Unsent, 3, 1)] {
+    for (outcome, total_after, sent_after) in [(RequestEnd::Done, 3, 1), (RequestEnd::Unsent, 3, 1)]
+    {
         let mut a = ask(&events, Uuid::new_v4(), limits(25, 9_000));
         a.recipients = 3;
         let Decision::Allowed(r) = limiter.check_and_reserve(&a, now).await.unwrap() else {
@@ -1112,7 +1113,7 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
                             let at = started.elapsed().as_millis() as i64;
                             sends.lock().unwrap().push((at, m, r.is_counted()));
                             tokio::time::sleep(Duration::from_millis(20)).await;
-                            limiter.release(&r, Outcome::Done).await;
+                            limiter.release(&r, RequestEnd::Done).await;
                             id = Uuid::new_v4();
                         }
                         Decision::Denied {
@@ -1205,7 +1206,9 @@ async fn a_killed_master_named_in_the_url_fails_open_for_seconds_then_every_mail
             let fresh = MailboxAddress::parse(&format!("probe{r}@{tenant}")).unwrap();
             let a = ask_in(tenant, &fresh, Uuid::new_v4(), limits(L, 9_000));
             match limiter.check_and_reserve(&a, Utc::now()).await.unwrap() {
-                Decision::Allowed(r) if r.is_counted() => limiter.release(&r, Outcome::Done).await,
+                Decision::Allowed(r) if r.is_counted() => {
+                    limiter.release(&r, RequestEnd::Done).await
+                }
                 other => panic!("{fresh}: counted after the failover, not {other:?}"),
             }
         }
@@ -1556,7 +1559,7 @@ async fn a_replica_whose_clock_runs_20_s_ahead_neither_prunes_leases_nor_dates_r
         );
     }
     for r in &held {
-        right.release(r, Outcome::Done).await;
+        right.release(r, RequestEnd::Done).await;
     }
     let left: i64 = conn.zcard(keys.in_flight()).await.unwrap();
     assert_eq!(left, 0, "released with the reservation's own time");
@@ -1613,7 +1616,7 @@ async fn with_the_in_flight_cap_full_for_30_s_a_waiting_message_is_deferred_at_m
     );
     assert!(most <= 3, "{most} deferrals of one message in 30 s");
     for r in &held {
-        limiter.release(r, Outcome::Done).await;
+        limiter.release(r, RequestEnd::Done).await;
     }
 }
 
@@ -1761,7 +1764,7 @@ async fn campaign_through_an_outage(
             Decision::Allowed(r) => {
                 sends.push(offset);
                 ledger.0.lock().unwrap().push((events.clone(), now, 1));
-                limiter.release(&r, Outcome::Done).await;
+                limiter.release(&r, RequestEnd::Done).await;
             }
             Decision::Denied {
                 retry_after,

@@ -9,8 +9,8 @@ use std::{sync::Arc, time::Duration};
 use chrono::Utc;
 use graph_sim::{RecordedAttachment, ScriptedAnswer, SentInTransit, Target};
 use mail_worker::{
-    clock::SystemClock, mailer::graph::GraphSendMode, rate_limit::keys, service::SendOutcome,
-    store::messages, worker::handler::Handler,
+    clock::SystemClock, mailer::graph::GraphSendMode, rate_limit::fixed_window::keys,
+    service::SendOutcome, store::messages, worker::handler::Handler,
 };
 use redis::AsyncCommands;
 use uuid::Uuid;

@@ -15,8 +15,8 @@ use mail_worker::{
     domain::MailboxAddress,
     events,
     rate_limit::{
-        Algorithm, Counted, Decision, DenyReason, MailRateLimiter, Outcome, RateLimitError,
-        RateLimiter, RateLimits, Reservation, keys,
+        Algorithm, Counted, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
+        RateLimits, RequestEnd, Reservation, fixed_window::keys,
     },
 };
 use redis::AsyncCommands;
@@ -458,22 +458,22 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
     )
     .await;
 
-    limiter.release(&second, Outcome::Unsent).await;
+    limiter.release(&second, RequestEnd::Unsent).await;
     assert_counts(
         &mut conn,
         &[(minute_key.clone(), Some(1)), (day_key.clone(), Some(3))],
     )
     .await;
 
-    limiter.release(&first, Outcome::Unsent).await;
+    limiter.release(&first, RequestEnd::Unsent).await;
     assert_counts(
         &mut conn,
         &[(minute_key.clone(), Some(0)), (day_key.clone(), Some(0))],
     )
     .await;
 
-    limiter.release(&first, Outcome::Unsent).await;
-    limiter.release(&second, Outcome::Unsent).await;
+    limiter.release(&first, RequestEnd::Unsent).await;
+    limiter.release(&second, RequestEnd::Unsent).await;
     assert_counts(
         &mut conn,
         &[(minute_key.clone(), Some(0)), (day_key.clone(), Some(0))],
@@ -485,7 +485,7 @@ async fn release_restores_both_counters_and_a_second_release_never_goes_below_ze
 
     // An expired bucket is not re-created by a late release.
     let _: () = conn.del(&[&minute_key, &day_key]).await.unwrap();
-    limiter.release(&first, Outcome::Unsent).await;
+    limiter.release(&first, RequestEnd::Unsent).await;
     let exists: i64 = conn.exists(&[&minute_key, &day_key]).await.unwrap();
     assert_eq!(exists, 0);
 }
@@ -498,7 +498,7 @@ async fn a_release_after_the_minute_rolled_over_touches_the_old_bucket_only() {
     let mut conn = redis_conn().await;
     let old = counted(&decide(&limiter, 2, limits(25, 9_000), reserved_at).await);
     counted(&decide(&limiter, 5, limits(25, 9_000), later).await);
-    limiter.release(&old, Outcome::Unsent).await;
+    limiter.release(&old, RequestEnd::Unsent).await;
     assert_window_counts(
         &mut conn,
         &prefix,
@@ -565,7 +565,7 @@ async fn fail_open_times(limiter: &MailRateLimiter, calls: usize, most: Duration
         assert!(took < most, "fail-open took {took:?}");
         times.push(took);
         if let Decision::Allowed(reservation) = decision {
-            limiter.release(&reservation, Outcome::Unsent).await; // a no-op
+            limiter.release(&reservation, RequestEnd::Unsent).await; // a no-op
         }
     }
     times

@@ -35,7 +35,9 @@ use mail_worker::{
     clock::Clock,
     config::RateLimitConfig,
     domain::MailboxAddress,
-    rate_limit::{Algorithm, Ask, Decision, MailRateLimiter, RateLimiter, RateLimits, keys},
+    rate_limit::{
+        Algorithm, Ask, Decision, MailRateLimiter, RateLimiter, RateLimits, fixed_window::keys,
+    },
 };
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};

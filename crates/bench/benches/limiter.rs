@@ -41,8 +41,9 @@ use mail_worker::{
     config::RateLimitConfig,
     domain::MailboxAddress,
     rate_limit::{
-        Algorithm, Ask, CHECK_AND_RESERVE_LUA, Decision, DenyReason, MailRateLimiter,
-        RateLimitError, RateLimiter, RateLimits, keys,
+        Algorithm, Ask, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
+        RateLimits,
+        fixed_window::{CHECK_AND_RESERVE_LUA, keys},
         paced::{self, keys::PacedKeys},
     },
 };
@@ -771,7 +772,7 @@ async fn measure_ceiling(
                 .arg(keys::ms_left_in_day(now).to_string());
         }
         Algorithm::Paced => {
-            // The limiter's own argument list (rate_limit/paced/mod.rs): 7 keys, then now
+            // The limiter's own argument list (rate_limit/paced/check.rs): 7 keys, then now
             // (`TIME`, or the caller's fixed at the start), id, L, D, recipients, external,
             // tenant budget, in flight, lease, allowance, grace.
             let now_arg = if setup.caller_clock {

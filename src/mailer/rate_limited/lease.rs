@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::rate_limit::{Outcome, RateLimiter, Reservation};
+use crate::rate_limit::{RateLimiter, RequestEnd, Reservation};
 
 /// Holds an allowed reservation while its attempt runs. Dropped with the reservation still in
 /// it — the attempt's future was dropped: a shutdown's grace cut, a deadline, a panic — it
-/// releases the lease as [`Outcome::Done`] (the request may have gone) on the current Tokio
+/// releases the lease as [`RequestEnd::Done`] (the request may have gone) on the current Tokio
 /// runtime, if there is one, instead of leaving the mailbox's slot held until the lease
 /// expires. As tower's `ConcurrencyLimit` keeps its permit in the response future.
 pub(super) struct LeaseGuard<L: RateLimiter> {
@@ -41,7 +41,7 @@ impl<L: RateLimiter> Drop for LeaseGuard<L> {
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let limiter = Arc::clone(&self.limiter);
-            runtime.spawn(async move { limiter.release(&reservation, Outcome::Done).await });
+            runtime.spawn(async move { limiter.release(&reservation, RequestEnd::Done).await });
         }
     }
 }

@@ -16,7 +16,8 @@ use crate::{
     events,
     mailer::{MailError, MailResult, Mailer, SendAttempt},
     rate_limit::{
-        Ask, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation, TenantBudget,
+        Ask, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
+        TenantBudget,
     },
 };
 
@@ -33,12 +34,12 @@ pub(crate) const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
 /// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
 /// - a message that can never fit → [`MailError::Permanent`] naming both numbers;
 /// - allowed → `inner.send_with`, then [`RateLimiter::release`] with the outcome:
-///   - sent → [`Outcome::Done`]: the budget was used;
+///   - sent → [`RequestEnd::Done`]: the budget was used;
 ///   - [`MailError::Throttled`] (429/503/504) → `Done`, and a `Retry-After` becomes the
 ///     mailbox's cooldown for every replica ([`RateLimiter::cooldown`]);
 ///   - [`MailError::OutcomeUnknown`] (a timeout, reset or 5xx after the request was written:
 ///     Graph may have delivered it) → `Done`: the budget stays counted;
-///   - any other error (connect failure, local refusal, a 4xx refusal) → [`Outcome::Unsent`]:
+///   - any other error (connect failure, local refusal, a 4xx refusal) → [`RequestEnd::Unsent`]:
 ///     the budget is given back (event `mail.rateLimit.released`).
 ///
 /// Why a provider's 429/503 keeps the reservation: the mailbox is over Exchange's limit right
@@ -200,13 +201,13 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         let reservation = guard.disarm();
         match &result {
             Ok(receipt) if receipt.already_sent => {
-                self.limiter.release(&reservation, Outcome::Unsent).await;
+                self.limiter.release(&reservation, RequestEnd::Unsent).await;
             }
             Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
-                self.limiter.release(&reservation, Outcome::Done).await;
+                self.limiter.release(&reservation, RequestEnd::Done).await;
             }
             Err(MailError::Throttled { retry_after }) => {
-                self.limiter.release(&reservation, Outcome::Done).await;
+                self.limiter.release(&reservation, RequestEnd::Done).await;
                 if let Some(wait) = retry_after {
                     let now = self.clock.now();
                     let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
@@ -214,7 +215,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 }
             }
             Err(error) => {
-                self.limiter.release(&reservation, Outcome::Unsent).await;
+                self.limiter.release(&reservation, RequestEnd::Unsent).await;
                 tracing::info!(
                     event = events::MAIL_RATE_LIMIT_RELEASED,
                     message.id = %mail.id,

@@ -33,7 +33,7 @@ pub(crate) struct Check {
 pub(crate) struct FakeLimiter {
     pub script: Mutex<VecDeque<Result<Decision, RateLimitError>>>,
     pub checks: Mutex<Vec<Check>>,
-    pub releases: Mutex<Vec<(Reservation, Outcome)>>,
+    pub releases: Mutex<Vec<(Reservation, RequestEnd)>>,
     pub cooldowns: Mutex<Vec<(MailboxAddress, DateTime<Utc>)>>,
 }
 
@@ -47,7 +47,7 @@ impl FakeLimiter {
     pub(crate) fn checks(&self) -> Vec<Check> {
         self.checks.lock().unwrap().clone()
     }
-    pub(crate) fn releases(&self) -> Vec<(Reservation, Outcome)> {
+    pub(crate) fn releases(&self) -> Vec<(Reservation, RequestEnd)> {
         self.releases.lock().unwrap().clone()
     }
 }
@@ -75,11 +75,11 @@ impl RateLimiter for FakeLimiter {
         })
     }
 
-    async fn release(&self, reservation: &Reservation, outcome: Outcome) {
+    async fn release(&self, reservation: &Reservation, end: RequestEnd) {
         self.releases
             .lock()
             .unwrap()
-            .push((reservation.clone(), outcome));
+            .push((reservation.clone(), end));
     }
 
     async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, _now: DateTime<Utc>) {
@@ -191,7 +191,7 @@ async fn provider_throttling_keeps_the_reservation() {
     assert_eq!(mailer.inner.calls(), 1);
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1);
-    assert_eq!(releases[0].1, Outcome::Done, "a 429 keeps the slot it used");
+    assert_eq!(releases[0].1, RequestEnd::Done, "a 429 keeps its slot");
     let cooldowns = limiter.cooldowns.lock().unwrap().clone();
     assert_eq!(
         cooldowns,
@@ -208,7 +208,7 @@ async fn an_unknown_outcome_keeps_the_budget() {
     assert_eq!(mailer.send(&mail()).await, Err(unknown));
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1);
-    assert_eq!(releases[0].1, Outcome::Done, "Graph may have delivered it");
+    assert_eq!(releases[0].1, RequestEnd::Done, "Graph may have sent it");
     assert!(limiter.cooldowns.lock().unwrap().is_empty());
 }
 
@@ -230,7 +230,7 @@ async fn an_inner_failure_releases_exactly_once_and_returns_the_error() {
         assert_eq!(mailer.inner.calls(), 1);
         let releases = limiter.releases();
         assert_eq!(releases.len(), 1, "{error:?}");
-        assert_eq!(releases[0].1, Outcome::Unsent, "{error:?}");
+        assert_eq!(releases[0].1, RequestEnd::Unsent, "{error:?}");
         assert_eq!(releases[0].0.mailbox, m.from);
         assert_eq!(releases[0].0.recipients, 1);
         assert!(releases[0].0.is_counted());
@@ -245,7 +245,7 @@ async fn a_success_keeps_the_reservation_and_passes_the_receipt_through() {
     assert_eq!(receipt.provider_id.as_deref(), Some("stub"));
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1, "the lease ends with the request");
-    assert_eq!(releases[0].1, Outcome::Done, "the budget stays used");
+    assert_eq!(releases[0].1, RequestEnd::Done, "the budget stays used");
     let checks = limiter.checks();
     assert_eq!(checks.len(), 1);
     assert_eq!(checks[0].mailbox.as_str(), "events@contoso.example");
@@ -324,7 +324,7 @@ async fn a_message_found_already_sent_gives_this_attempts_budget_back() {
     assert_eq!(releases.len(), 1);
     assert_eq!(
         releases[0].1,
-        Outcome::Unsent,
+        RequestEnd::Unsent,
         "the earlier attempt's reservation already counted it"
     );
 }
@@ -341,7 +341,7 @@ async fn an_unconfirmed_check_gives_the_budget_back() {
         &limiter,
     );
     assert_eq!(mailer.send(&mail()).await, Err(unconfirmed));
-    assert_eq!(limiter.releases()[0].1, Outcome::Unsent);
+    assert_eq!(limiter.releases()[0].1, RequestEnd::Unsent);
     assert!(limiter.cooldowns.lock().unwrap().is_empty());
 }
 
@@ -370,7 +370,7 @@ async fn a_send_dropped_mid_flight_releases_its_lease_as_done() {
     tokio::task::yield_now().await;
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1, "released once, by the guard");
-    assert_eq!(releases[0].1, Outcome::Done, "the request may have gone");
+    assert_eq!(releases[0].1, RequestEnd::Done, "the request may have gone");
 }
 
 #[tokio::test]

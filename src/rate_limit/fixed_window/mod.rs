@@ -17,7 +17,7 @@ use super::{
 };
 
 /// `lua/fixed_window/check_and_reserve.lua`: the atomic check-and-reserve (contract in its header).
-pub(crate) const CHECK_AND_RESERVE_LUA: &str =
+pub const CHECK_AND_RESERVE_LUA: &str =
     include_str!("../../../lua/fixed_window/check_and_reserve.lua");
 /// `lua/fixed_window/release.lua`: gives one reservation back (contract in its header).
 pub(crate) const RELEASE_LUA: &str = include_str!("../../../lua/fixed_window/release.lua");
@@ -36,6 +36,7 @@ impl FixedWindow {
         }
     }
 
+    /// Checks and reserves `ask` in the counters of `now`'s UTC minute and day.
     pub(crate) async fn check_and_reserve(
         &self,
         redis: &RedisConn,

@@ -10,7 +10,9 @@
 //! message failed, was cancelled or got stuck) is dropped [`BOOKING_GRACE`] after its slot and
 //! its recipients are given back.
 
+mod check;
 pub mod keys;
+mod seed;
 
 use std::time::Duration;
 
@@ -18,8 +20,11 @@ use chrono::{DateTime, Utc};
 use redis::{Script, Value};
 
 use self::keys::PacedKeys;
+pub(crate) use self::{
+    check::{Checked, Seen},
+    seed::FailOpenSend,
+};
 use super::{
-    Ask, Counted, Decision, DenyReason, Reservation,
     connection::{RedisCallError, RedisConn},
     epoch_ms,
 };
@@ -42,9 +47,8 @@ pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
 
 /// How late a send may run after its slot (the claim's wait, `SCHEDULER_INTERVAL_MS`, and the
 /// wait for a worker slot) without the rolling 60 s window ever holding more than L sends:
-/// slots are spaced (60 s + this) / L apart. 2 s, with margin: measured when that wait was up
-/// to 1.2 s, an allowance of 1 s let the demo's late sends meet the 60 s check about once in
-/// five messages. It costs 1/31 of the minute budget (25 → 24.2).
+/// slots are spaced (60 s + this) / L apart. 2 s: that lateness with margin, at a cost of 1/31
+/// of the minute budget (25 → 24.2).
 pub const PACING_ALLOWANCE: Duration = Duration::from_secs(2);
 
 /// A booking not used this long after its slot is dropped and its recipients given back:
@@ -54,36 +58,6 @@ pub const BOOKING_GRACE: Duration = Duration::from_secs(15 * 60);
 /// The slot spacing for `per_minute`, as the script computes it.
 pub(crate) fn spacing_ms(per_minute: u32) -> u64 {
     (60_000 + PACING_ALLOWANCE.as_millis() as u64).div_ceil(u64::from(per_minute.max(1)))
-}
-
-/// What the check script said.
-pub(crate) enum Checked {
-    /// The decision, the time Redis decided at (ms) and the mailbox's recipients in its 24 h
-    /// window (bookings included) after it.
-    Decided(Decision, Seen),
-    /// The mailbox has no state: seed it, then ask again.
-    NeedsSeed,
-    /// The message counts against a tenant budget that has no state: seed the tenant, then
-    /// ask again.
-    NeedsTenantSeed,
-}
-
-/// What a script reported of the mailbox: the time it decided at (ms, the limiter's clock) and
-/// the recipients in its 24 h window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Seen {
-    pub now_ms: i64,
-    pub total: i64,
-}
-
-/// One send made while failing open, recorded into Redis when it answers again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FailOpenSend {
-    /// When (ms, the limiter's clock as last seen).
-    pub at_ms: i64,
-    pub recipients: u32,
-    /// Recipients counted against the tenant's budget.
-    pub external: u32,
 }
 
 /// The `paced` scripts and settings.
@@ -130,120 +104,6 @@ impl Paced {
         } else {
             "TIME".to_owned()
         }
-    }
-
-    pub(crate) async fn check_and_reserve(
-        &self,
-        redis: &RedisConn,
-        prefix: &str,
-        ask: &Ask<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Checked, RedisCallError> {
-        let keys = PacedKeys::new(prefix, ask.tenant, ask.mailbox);
-        let (external, tenant_per_day) = ask
-            .tenant_budget
-            .map_or((0, 0), |(external, per_day)| (external, per_day.get()));
-        let args = [
-            self.now_arg(now),
-            ask.message_id.to_string(),
-            ask.limits.per_minute.to_string(),
-            ask.limits.recipients_per_day.to_string(),
-            ask.recipients.to_string(),
-            external.min(ask.recipients).to_string(),
-            tenant_per_day.to_string(),
-            self.max_in_flight.to_string(),
-            (self.lease.as_millis() as u64).to_string(),
-            (PACING_ALLOWANCE.as_millis() as u64).to_string(),
-            (BOOKING_GRACE.as_millis() as u64).to_string(),
-        ];
-        let reply = redis.eval(&self.check, &keys.all(), &args).await?;
-        let unexpected = || RedisCallError::UnexpectedReply {
-            script: "paced/check_and_reserve.lua",
-            reply: format!("{reply:?}"),
-        };
-        let Value::Array(items) = &reply else {
-            return Err(unexpected());
-        };
-        Ok(match items.as_slice() {
-            [
-                Value::Int(1),
-                Value::Int(_slot),
-                reason,
-                Value::Int(now_ms),
-                Value::Int(total),
-            ] if super::text(reason) == Some("ok") => Checked::Decided(
-                Decision::Allowed(Reservation {
-                    mailbox: ask.mailbox.clone(),
-                    recipients: ask.recipients,
-                    counted: Counted::Paced {
-                        keys: Box::new(keys),
-                        message_id: ask.message_id,
-                        at_ms: *now_ms,
-                        external: if tenant_per_day > 0 { external } else { 0 },
-                    },
-                }),
-                Seen {
-                    now_ms: *now_ms,
-                    total: *total,
-                },
-            ),
-            [
-                Value::Int(0),
-                Value::Int(ms),
-                reason,
-                Value::Int(now_ms),
-                Value::Int(total),
-            ] => {
-                let reason = super::text(reason)
-                    .and_then(DenyReason::parse)
-                    .ok_or_else(unexpected)?;
-                let ms = u64::try_from(*ms).map_err(|_| unexpected())?;
-                Checked::Decided(
-                    Decision::Denied {
-                        reason,
-                        retry_after: Duration::from_millis(ms),
-                        booked: reason != DenyReason::InFlight,
-                    },
-                    Seen {
-                        now_ms: *now_ms,
-                        total: *total,
-                    },
-                )
-            }
-            [Value::Int(-1), Value::Int(0), reason] => match super::text(reason) {
-                Some("seed") => Checked::NeedsSeed,
-                Some("seed-tenant") => Checked::NeedsTenantSeed,
-                _ => return Err(unexpected()),
-            },
-            _ => return Err(unexpected()),
-        })
-    }
-
-    /// Seeds the mailbox from `history` (sent at, recipients); returns whether this call
-    /// seeded it (false: another replica was first).
-    pub(crate) async fn seed(
-        &self,
-        redis: &RedisConn,
-        keys: &PacedKeys,
-        per_minute: u32,
-        history: &[(DateTime<Utc>, u32)],
-        now: DateTime<Utc>,
-    ) -> Result<bool, RedisCallError> {
-        let head = [self.now_arg(now), spacing_ms(per_minute).to_string()];
-        seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, history).await
-    }
-
-    /// Seeds the tenant's external-recipient budget from `history` (sent at, external
-    /// recipients); returns whether this call seeded it (false: another replica was first).
-    pub(crate) async fn seed_tenant(
-        &self,
-        redis: &RedisConn,
-        keys: &PacedKeys,
-        history: &[(DateTime<Utc>, u32)],
-        now: DateTime<Utc>,
-    ) -> Result<bool, RedisCallError> {
-        let script = (&self.seed_tenant, "paced/seed_tenant.lua");
-        seed_with(redis, script, keys, &[self.now_arg(now)], history).await
     }
 
     /// Ends a request; returns (leases freed, 0 or 1; recipients given back to the mailbox).
@@ -296,40 +156,6 @@ impl Paced {
         }
     }
 
-    /// Adds what this process sent while failing open to the mailbox's windows; `None` when
-    /// the mailbox has no state (Redis came back empty: the seed from the send history counts
-    /// those sends), else what Redis saw after recording.
-    pub(crate) async fn record_fail_open(
-        &self,
-        redis: &RedisConn,
-        keys: &PacedKeys,
-        per_minute: u32,
-        sends: &[FailOpenSend],
-        now: DateTime<Utc>,
-    ) -> Result<Option<Seen>, RedisCallError> {
-        let mut args = vec![self.now_arg(now), spacing_ms(per_minute).to_string()];
-        for send in sends {
-            args.push(send.at_ms.to_string());
-            args.push(send.recipients.to_string());
-            args.push(send.external.to_string());
-        }
-        let reply = redis
-            .eval(&self.record_fail_open, &keys.all(), &args)
-            .await?;
-        if let Value::Array(items) = &reply
-            && let [Value::Int(recorded), Value::Int(now_ms), Value::Int(total)] = items.as_slice()
-        {
-            return Ok((*recorded >= 0).then_some(Seen {
-                now_ms: *now_ms,
-                total: *total,
-            }));
-        }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/record_fail_open.lua",
-            reply: format!("{reply:?}"),
-        })
-    }
-
     /// Sets the mailbox's cooldown `until - now` from Redis's now; returns the cooldown in
     /// force (ms), 0 when not seeded.
     pub(crate) async fn cooldown(
@@ -348,29 +174,6 @@ impl Paced {
                 reply: format!("{other:?}"),
             }),
         }
-    }
-}
-
-/// Runs a seed script with ARGV `head`, then `history` as (ms, count) pairs; true when it
-/// seeded.
-async fn seed_with(
-    redis: &RedisConn,
-    (script, name): (&Script, &'static str),
-    keys: &PacedKeys,
-    head: &[String],
-    history: &[(DateTime<Utc>, u32)],
-) -> Result<bool, RedisCallError> {
-    let mut args: Vec<String> = head.to_vec();
-    for (at, count) in history {
-        args.push(epoch_ms(*at).to_string());
-        args.push(count.to_string());
-    }
-    match redis.eval(script, &keys.all(), &args).await? {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(RedisCallError::UnexpectedReply {
-            script: name,
-            reply: format!("{other:?}"),
-        }),
     }
 }
 

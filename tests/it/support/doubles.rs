@@ -16,7 +16,7 @@ use mail_worker::{
     domain::{MailboxAddress, OutgoingMail, SystemMailbox, Tenant},
     mailer::{MailError, MailResult, Mailer, MailerSource, SendAttempt, SendReceipt},
     rate_limit::{
-        Ask, Counted, Decision, Outcome, RateLimitError, RateLimiter, RateLimits, Reservation,
+        Ask, Counted, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
     },
 };
 use uuid::Uuid;
@@ -48,8 +48,8 @@ impl FakeLimiter {
 }
 
 impl RateLimiter for FakeLimiter {
-    async fn release(&self, _reservation: &Reservation, outcome: Outcome) {
-        if outcome == Outcome::Unsent {
+    async fn release(&self, _reservation: &Reservation, end: RequestEnd) {
+        if end == RequestEnd::Unsent {
             self.releases.fetch_add(1, Ordering::SeqCst);
         }
     }

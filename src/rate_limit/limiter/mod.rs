@@ -1,0 +1,307 @@
+//! [`MailRateLimiter`]: the Redis-backed [`RateLimiter`] — one Lua round trip per decision on
+//! its own short-timeout connection, the algorithm chosen by configuration, budgets rebuilt
+//! from the send history when Redis has forgotten them (`seeding.rs`), and a bounded fail-open
+//! (`fail_open.rs`).
+
+mod fail_open;
+mod seeding;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError, atomic::AtomicI64},
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub use self::seeding::{SendHistory, SentRecord};
+use super::{
+    Algorithm, Ask, Counted, Decision, RateLimitConfig, RateLimitError, RateLimiter, RequestEnd,
+    Reservation,
+    connection::{RateLimitSetupError, RedisCallError, RedisConn},
+    fixed_window::FixedWindow,
+    local::LocalPacer,
+    log_throttle::LogThrottle,
+    never_fits,
+    paced::{Paced, keys::PacedKeys},
+};
+use crate::events;
+
+/// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
+/// interval per limiter (one limiter per process): 1 s.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the limiter reports each decision; `ops::Metrics` counts them
+/// (`mail_worker_rate_limit_decisions_total`, `mail_worker_rate_limit_seconds`). A trait so the
+/// limiter does not import the metrics registry that imports it for the health check.
+pub(crate) trait DecisionMetrics: Send + Sync {
+    /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
+    /// and how long it took.
+    fn rate_limit_decision(&self, decision: &'static str, took: Duration);
+}
+
+/// The algorithm the limiter runs, with its scripts.
+enum Engine {
+    FixedWindow(FixedWindow),
+    /// Boxed: seven scripts.
+    Paced(Box<Paced>),
+}
+
+/// The distributed per-mailbox rate limiter (see the module docs of [`crate::rate_limit`]).
+///
+/// One per process, shared by every Graph mailer through an `Arc`. Every call is bounded by the
+/// configured deadline; past it, or on any Redis error, `check_and_reserve` fails open with an
+/// uncounted [`Reservation`] — `paced` pacing the mailbox in process at its limit ÷
+/// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, `fixed-window` (the design note's) without a brake.
+pub struct MailRateLimiter {
+    redis: RedisConn,
+    engine: Engine,
+    key_prefix: String,
+    history: Option<Arc<dyn SendHistory>>,
+    local: LocalPacer,
+    /// Redis's clock minus this process's (ms), as the last `paced` reply showed: fail-open
+    /// decisions and their records use Redis's clock too. 0 with the caller clock.
+    clock_offset_ms: AtomicI64,
+    /// This process's `paced` reservations whose lease is not released yet, by (message, time):
+    /// what a shutdown releases when it cut sends off ([`Self::release_live`]).
+    live: Mutex<HashMap<(Uuid, i64), Reservation>>,
+    redis_error_log: LogThrottle,
+    script_error_log: LogThrottle,
+    metrics: Option<Arc<dyn DecisionMetrics>>,
+}
+
+impl std::fmt::Debug for MailRateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client is left out: its connection info may carry a password.
+        f.debug_struct("MailRateLimiter")
+            .field("algorithm", &self.algorithm())
+            .field("key_prefix", &self.key_prefix)
+            .field("deadline", &self.redis.deadline())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MailRateLimiter {
+    /// A limiter on `config.redis_url` running `config.algorithm`, with keys under
+    /// `config.key_prefix` and `config.redis_timeout` as the deadline of every call. Does not
+    /// touch the network: it succeeds (and stays usable) while Redis is down.
+    ///
+    /// # Errors
+    /// [`RateLimitSetupError::RedisUrl`] when the URL cannot be used by the Redis client.
+    pub fn new(config: &RateLimitConfig) -> Result<Self, RateLimitSetupError> {
+        Ok(Self {
+            redis: RedisConn::new(&config.redis_url, config.redis_timeout)?,
+            engine: match config.algorithm {
+                Algorithm::FixedWindow => Engine::FixedWindow(FixedWindow::new()),
+                Algorithm::Paced => Engine::Paced(Box::new(Paced::new(
+                    config.max_in_flight.get(),
+                    config.lease,
+                    config.caller_clock,
+                ))),
+            },
+            key_prefix: config.key_prefix.clone(),
+            history: None,
+            local: LocalPacer::new(config.fail_open_replicas),
+            clock_offset_ms: AtomicI64::new(0),
+            live: Mutex::new(HashMap::new()),
+            redis_error_log: LogThrottle::new(LOG_INTERVAL),
+            script_error_log: LogThrottle::new(LOG_INTERVAL),
+            metrics: None,
+        })
+    }
+
+    /// Reports every decision and its round trip to `metrics` (`ops::Metrics`).
+    #[must_use]
+    pub(crate) fn with_metrics(mut self, metrics: Arc<impl DecisionMetrics + 'static>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Rebuilds missing `paced` budgets from `history` (PostgreSQL's sent messages).
+    #[must_use]
+    pub fn with_history(mut self, history: Arc<dyn SendHistory>) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The algorithm it runs.
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        match self.engine {
+            Engine::FixedWindow(_) => Algorithm::FixedWindow,
+            Engine::Paced(_) => Algorithm::Paced,
+        }
+    }
+
+    /// Whether the limiter's Redis is a cluster: configured with several seeds, or found out
+    /// from a `MOVED` answer (after the first call that got one).
+    pub async fn is_cluster(&self) -> bool {
+        self.redis.is_cluster()
+    }
+
+    /// One `PING` within the deadline; returns its round-trip time. For readiness checks and
+    /// to dial the connection before the first send. Logs nothing.
+    ///
+    /// # Errors
+    /// The [`RedisCallError`] that `check_and_reserve` would have failed open on.
+    pub async fn ping(&self) -> Result<Duration, RedisCallError> {
+        let started = Instant::now();
+        self.redis.ping().await?;
+        Ok(started.elapsed())
+    }
+
+    fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), Reservation>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Releases (as [`RequestEnd::Done`]: the requests may have gone) every lease this process
+    /// still holds — the sends a shutdown cut off — so other replicas need not wait for them
+    /// to expire. Returns how many. Call it once the workers have stopped.
+    pub async fn release_live(&self) -> usize {
+        let left: Vec<Reservation> = self.live_leases().drain().map(|(_, r)| r).collect();
+        for reservation in &left {
+            self.release(reservation, RequestEnd::Done).await;
+        }
+        if !left.is_empty() {
+            tracing::info!(
+                event = events::MAIL_RATE_LIMIT_RECONCILED,
+                leases_released = left.len(),
+                "released the in-flight leases of sends cut off by the shutdown"
+            );
+        }
+        left.len()
+    }
+}
+
+impl RateLimiter for MailRateLimiter {
+    /// See [`RateLimiter::check_and_reserve`]. Validates before any Redis call (no
+    /// recipients; more recipients than the day allows; more external recipients than the
+    /// tenant allows).
+    ///
+    /// On a deadline the script may still have run in Redis after we stopped waiting: that
+    /// reservation stays counted although the caller got an uncounted one (over-counting by one
+    /// message, the safe side); its lease expires by itself.
+    async fn check_and_reserve(
+        &self,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, RateLimitError> {
+        never_fits(ask)?;
+        let started = Instant::now();
+        let result = match &self.engine {
+            Engine::FixedWindow(fixed) => {
+                fixed
+                    .check_and_reserve(&self.redis, &self.key_prefix, ask, now)
+                    .await
+            }
+            Engine::Paced(paced) => self.paced_decision(paced, ask, now).await,
+        };
+        if let Some(metrics) = &self.metrics {
+            let label = match &result {
+                Ok(Decision::Allowed(_)) => "allowed",
+                Ok(Decision::Denied { reason, .. }) => reason.as_str(),
+                Err(_) => "fail_open",
+            };
+            metrics.rate_limit_decision(label, started.elapsed());
+        }
+        Ok(result.unwrap_or_else(|error| self.fail_open(ask, now, &error)))
+    }
+
+    /// See [`RateLimiter::release`]. An uncounted reservation touches nothing; `fixed-window`
+    /// gives back only for [`RequestEnd::Unsent`] (it has no lease). Counters never go below 0:
+    /// release each reservation once.
+    async fn release(&self, reservation: &Reservation, end: RequestEnd) {
+        let unsent = end == RequestEnd::Unsent;
+        let result = match (&self.engine, &reservation.counted) {
+            (_, Counted::No) => return,
+            (Engine::FixedWindow(fixed), Counted::FixedWindow(minute, day)) => {
+                if !unsent {
+                    return;
+                }
+                fixed
+                    .release(&self.redis, (minute, day), reservation.recipients)
+                    .await
+            }
+            (
+                Engine::Paced(paced),
+                Counted::Paced {
+                    keys,
+                    message_id,
+                    at_ms,
+                    external,
+                },
+            ) => {
+                self.live_leases().remove(&(*message_id, *at_ms));
+                paced
+                    .release(
+                        &self.redis,
+                        (keys, *message_id, *at_ms, *external),
+                        reservation.recipients,
+                        unsent,
+                    )
+                    .await
+            }
+            // A reservation of the other algorithm (the setting changed under a running send):
+            // nothing of ours to give back.
+            _ => return,
+        };
+        match result {
+            Ok((first, second)) => tracing::debug!(
+                event = events::MAIL_RATE_LIMIT_RELEASED,
+                mailbox = %reservation.mailbox,
+                recipients = reservation.recipients,
+                unsent,
+                counters.first = first,
+                counters.second = second,
+                "rate-limit reservation ended"
+            ),
+            Err(error) => self.log_failure("release", &reservation.mailbox, &error),
+        }
+    }
+
+    /// A third of the lease (`paced`), so two renewals may fail before a running lease lapses.
+    fn renew_every(&self) -> Option<Duration> {
+        match &self.engine {
+            Engine::Paced(paced) => Some(paced.lease() / 3),
+            Engine::FixedWindow(_) => None,
+        }
+    }
+
+    async fn renew(&self, reservation: &Reservation, now: DateTime<Utc>) {
+        let (
+            Engine::Paced(paced),
+            Counted::Paced {
+                keys, message_id, ..
+            },
+        ) = (&self.engine, &reservation.counted)
+        else {
+            return;
+        };
+        match paced.renew(&self.redis, keys, *message_id, now).await {
+            Ok(held) => tracing::debug!(
+                mailbox = %reservation.mailbox,
+                renewed = held,
+                "in-flight lease renewed"
+            ),
+            Err(error) => self.log_failure("renew", &reservation.mailbox, &error),
+        }
+    }
+
+    async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, now: DateTime<Utc>) {
+        let Engine::Paced(paced) = &self.engine else {
+            return;
+        };
+        self.local.cooldown(ask.mailbox, self.limiter_ms(until));
+        let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
+        match paced.cooldown(&self.redis, &keys, until, now).await {
+            Ok(in_force) => tracing::info!(
+                event = events::MAIL_RATE_LIMIT_COOLDOWN,
+                mailbox = %ask.mailbox,
+                until = %until.to_rfc3339(),
+                in_force_ms = in_force,
+                "every message of the mailbox waits for the provider's Retry-After"
+            ),
+            Err(error) => self.log_failure("cooldown", ask.mailbox, &error),
+        }
+    }
+}

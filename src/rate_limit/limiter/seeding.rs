@@ -1,0 +1,159 @@
+//! Budgets rebuilt from the send history: a `paced` decision first seeds what the limiter's
+//! Redis has forgotten (a restart without persistence), from what PostgreSQL knows was sent.
+
+use std::sync::atomic::Ordering;
+
+use chrono::{DateTime, Utc};
+
+use super::MailRateLimiter;
+use crate::{
+    domain::MailboxAddress,
+    events,
+    rate_limit::{
+        Ask, Decision, RedisCallError, epoch_ms,
+        paced::{Checked, Paced, keys::PacedKeys},
+    },
+};
+
+/// How far back the send history is read when a budget is rebuilt: the rolling 24 h.
+const DAY: chrono::Duration = chrono::Duration::hours(24);
+
+/// One message a mailbox sent: when, and to how many recipients (To + Cc + Bcc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentRecord {
+    /// `messages.sent_at`.
+    pub sent_at: DateTime<Utc>,
+    /// Its recipients.
+    pub recipients: u32,
+}
+
+/// What PostgreSQL knows was sent, so a limiter Redis that comes back empty (a restart without
+/// persistence) rebuilds a mailbox's 24 h budget before its first decision instead of handing
+/// out a fresh one. Implemented by the store.
+#[async_trait::async_trait]
+pub trait SendHistory: Send + Sync + 'static {
+    /// The messages `mailbox` sent since `since`.
+    ///
+    /// # Errors
+    /// A description of the database trouble; the limiter then fails open for that call.
+    async fn sent_since(
+        &self,
+        mailbox: &MailboxAddress,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SentRecord>, String>;
+
+    /// The messages every mailbox of Graph tenant `graph_tenant` sent since `since`, each with
+    /// its recipients outside the tenant's accepted domains (`recipients` = external ones; the
+    /// messages without any left out). The default knows none (test doubles).
+    ///
+    /// # Errors
+    /// As [`Self::sent_since`].
+    async fn external_sent_since(
+        &self,
+        graph_tenant: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SentRecord>, String> {
+        let _ = (graph_tenant, since);
+        Ok(Vec::new())
+    }
+}
+
+impl MailRateLimiter {
+    /// A `paced` decision, seeding first what Redis has forgotten: the mailbox's budgets, then
+    /// its tenant's (at most one of each, then the decision).
+    pub(super) async fn paced_decision(
+        &self,
+        paced: &Paced,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, RedisCallError> {
+        let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
+        self.record_fail_open(paced, &keys, ask, now).await?;
+        let mut seeded = (false, false);
+        loop {
+            match paced.check(&self.redis, &keys, ask, now).await? {
+                Checked::Decided(decision, seen) => {
+                    self.clock_offset_ms
+                        .store(seen.now_ms - epoch_ms(now), Ordering::Relaxed);
+                    let allowed = matches!(decision, Decision::Allowed(_));
+                    self.local
+                        .saw(ask.mailbox, seen.total, allowed.then_some(seen.now_ms));
+                    if let Decision::Allowed(reservation) = &decision {
+                        self.live_leases()
+                            .insert((ask.message_id, seen.now_ms), reservation.clone());
+                    }
+                    return Ok(decision);
+                }
+                Checked::NeedsSeed if !seeded.0 => {
+                    seeded.0 = true;
+                    let records = self
+                        .history(|h| h.sent_since(ask.mailbox, now - DAY))
+                        .await?;
+                    if paced
+                        .seed(
+                            &self.redis,
+                            &keys,
+                            ask.limits.per_minute.get(),
+                            &records,
+                            now,
+                        )
+                        .await?
+                    {
+                        tracing::info!(
+                            event = events::MAIL_RATE_LIMIT_SEEDED,
+                            mailbox = %ask.mailbox,
+                            sent_in_24h = records.len(),
+                            recipients_in_24h = records.iter().map(|r| u64::from(r.1)).sum::<u64>(),
+                            "rate-limit budgets rebuilt from the send history"
+                        );
+                    }
+                }
+                Checked::NeedsTenantSeed if !seeded.1 => {
+                    seeded.1 = true;
+                    let records = self
+                        .history(|h| h.external_sent_since(ask.tenant, now - DAY))
+                        .await?;
+                    if paced.seed_tenant(&self.redis, &keys, &records, now).await? {
+                        tracing::info!(
+                            event = events::MAIL_RATE_LIMIT_SEEDED,
+                            mailbox = %ask.mailbox,
+                            graph_tenant = ask.tenant,
+                            sent_in_24h = records.len(),
+                            external_recipients_in_24h =
+                                records.iter().map(|r| u64::from(r.1)).sum::<u64>(),
+                            "tenant external-recipient budget rebuilt from the send history"
+                        );
+                    }
+                }
+                Checked::NeedsSeed | Checked::NeedsTenantSeed => {
+                    return Err(RedisCallError::UnexpectedReply {
+                        script: "paced/check_and_reserve.lua",
+                        reply: "asked for a seed right after seeding".into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// What `read` finds in the send history, as (sent at, recipients); none without one.
+    async fn history<'h, F, Fut>(
+        &'h self,
+        read: F,
+    ) -> Result<Vec<(DateTime<Utc>, u32)>, RedisCallError>
+    where
+        F: FnOnce(&'h dyn SendHistory) -> Fut,
+        Fut: Future<Output = Result<Vec<SentRecord>, String>>,
+    {
+        let Some(history) = &self.history else {
+            return Ok(Vec::new());
+        };
+        let records =
+            read(history.as_ref())
+                .await
+                .map_err(|e| RedisCallError::UnexpectedReply {
+                    script: "paced seeding (reading the send history)",
+                    reply: e,
+                })?;
+        Ok(records.iter().map(|r| (r.sent_at, r.recipients)).collect())
+    }
+}

@@ -1,0 +1,108 @@
+//! What the limiter's Redis is told after the fact: budgets seeded from PostgreSQL's send
+//! history (`seed.lua`, `seed_tenant.lua`) and the sends made while failing open
+//! (`record_fail_open.lua`).
+
+use chrono::{DateTime, Utc};
+use redis::{Script, Value};
+
+use super::{Paced, Seen, keys::PacedKeys, spacing_ms};
+use crate::rate_limit::{
+    connection::{RedisCallError, RedisConn},
+    epoch_ms,
+};
+
+/// One send made while failing open, recorded into Redis when it answers again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FailOpenSend {
+    /// When (ms, the limiter's clock as last seen).
+    pub at_ms: i64,
+    pub recipients: u32,
+    /// Recipients counted against the tenant's budget.
+    pub external: u32,
+}
+
+impl Paced {
+    /// Seeds the mailbox from `history` (sent at, recipients); returns whether this call
+    /// seeded it (false: another replica was first).
+    pub(crate) async fn seed(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        per_minute: u32,
+        history: &[(DateTime<Utc>, u32)],
+        now: DateTime<Utc>,
+    ) -> Result<bool, RedisCallError> {
+        let head = [self.now_arg(now), spacing_ms(per_minute).to_string()];
+        seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, history).await
+    }
+
+    /// Seeds the tenant's external-recipient budget from `history` (sent at, external
+    /// recipients); returns whether this call seeded it (false: another replica was first).
+    pub(crate) async fn seed_tenant(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        history: &[(DateTime<Utc>, u32)],
+        now: DateTime<Utc>,
+    ) -> Result<bool, RedisCallError> {
+        let script = (&self.seed_tenant, "paced/seed_tenant.lua");
+        seed_with(redis, script, keys, &[self.now_arg(now)], history).await
+    }
+
+    /// Adds what this process sent while failing open to the mailbox's windows; `None` when
+    /// the mailbox has no state (Redis came back empty: the seed from the send history counts
+    /// those sends), else what Redis saw after recording.
+    pub(crate) async fn record_fail_open(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        per_minute: u32,
+        sends: &[FailOpenSend],
+        now: DateTime<Utc>,
+    ) -> Result<Option<Seen>, RedisCallError> {
+        let mut args = vec![self.now_arg(now), spacing_ms(per_minute).to_string()];
+        for send in sends {
+            args.push(send.at_ms.to_string());
+            args.push(send.recipients.to_string());
+            args.push(send.external.to_string());
+        }
+        let reply = redis
+            .eval(&self.record_fail_open, &keys.all(), &args)
+            .await?;
+        if let Value::Array(items) = &reply
+            && let [Value::Int(recorded), Value::Int(now_ms), Value::Int(total)] = items.as_slice()
+        {
+            return Ok((*recorded >= 0).then_some(Seen {
+                now_ms: *now_ms,
+                total: *total,
+            }));
+        }
+        Err(RedisCallError::UnexpectedReply {
+            script: "paced/record_fail_open.lua",
+            reply: format!("{reply:?}"),
+        })
+    }
+}
+
+/// Runs a seed script with ARGV `head`, then `history` as (ms, count) pairs; true when it
+/// seeded.
+async fn seed_with(
+    redis: &RedisConn,
+    (script, name): (&Script, &'static str),
+    keys: &PacedKeys,
+    head: &[String],
+    history: &[(DateTime<Utc>, u32)],
+) -> Result<bool, RedisCallError> {
+    let mut args: Vec<String> = head.to_vec();
+    for (at, count) in history {
+        args.push(epoch_ms(*at).to_string());
+        args.push(count.to_string());
+    }
+    match redis.eval(script, &keys.all(), &args).await? {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(RedisCallError::UnexpectedReply {
+            script: name,
+            reply: format!("{other:?}"),
+        }),
+    }
+}

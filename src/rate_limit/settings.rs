@@ -1,0 +1,109 @@
+//! The limiter's settings: which algorithm, which Redis, and the default budgets.
+
+use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
+
+use super::RedisUrls;
+
+/// Which algorithm the limiter runs (`MAIL_RATE_LIMIT_ALGORITHM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// `paced` (default): rolling windows, booked slots, in-flight leases, cooldown.
+    #[default]
+    Paced,
+    /// `fixed-window`: the design note's UTC-minute and UTC-day counters.
+    FixedWindow,
+}
+
+impl Algorithm {
+    /// `paced` or `fixed-window`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Paced => "paced",
+            Self::FixedWindow => "fixed-window",
+        }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "paced" => Ok(Self::Paced),
+            "fixed-window" => Ok(Self::FixedWindow),
+            _ => Err("must be `paced` or `fixed-window`".into()),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The limiter's settings (the `MAIL_RATE_LIMIT_*` and `MAIL_MAILBOX_*` variables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// `MAIL_RATE_LIMIT_ALGORITHM`, default `paced`.
+    pub algorithm: Algorithm,
+    /// `MAIL_RATE_LIMIT_REDIS_URL`; unset means `REDIS_URL`. One URL: a standalone Redis or any
+    /// node of a Redis Cluster (detected from its first `MOVED` answer); several
+    /// (comma-separated): seed nodes of a Redis Cluster.
+    pub redis_url: RedisUrls,
+    /// `MAIL_RATE_LIMIT_PER_MINUTE` (default 25 messages per mailbox per minute) and
+    /// `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (default 9,000 recipients per mailbox per day).
+    /// Both sit a little under Exchange Online's 30 messages a minute and 10,000 recipients per
+    /// rolling 24 h (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>,
+    /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+    pub defaults: RateLimits,
+    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`, default 250 ms: the deadline of one limiter call
+    /// before it fails open.
+    pub redis_timeout: Duration,
+    /// `MAIL_RATE_LIMIT_KEY_PREFIX`, default `mail:rl`.
+    pub key_prefix: String,
+    /// `MAIL_MAILBOX_MAX_IN_FLIGHT`, default 3 (`paced` only): requests in flight per mailbox
+    /// across every replica. Graph allows 4 concurrent requests per app and mailbox
+    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+    pub max_in_flight: NonZeroU32,
+    /// How long an in-flight lease lives unless renewed: [`IN_FLIGHT_LEASE`] (15 s). A running
+    /// attempt renews it every third of that, so a killed worker's leases free within it.
+    pub lease: Duration,
+    /// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, default 1: while the limiter's Redis is unreachable
+    /// each process paces each mailbox at its limit divided by this (set it to the replica
+    /// count).
+    pub fail_open_replicas: NonZeroU32,
+    /// Tests only (the environment never sets it): `paced` decides by the `now` each caller
+    /// passes instead of Redis's `TIME`, so a test can drive virtual time. Production uses one
+    /// clock, Redis's, for every replica. `fixed-window` always uses the caller's (the design
+    /// note's script).
+    pub caller_clock: bool,
+}
+
+/// The in-flight lease: 15 s, renewed every 5 s while the attempt runs (see
+/// `docs/decisions/in-flight-leases.md`).
+pub const IN_FLIGHT_LEASE: Duration = Duration::from_secs(15);
+
+/// One mailbox's budget, passed with every call so an override applies on the next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateLimits {
+    /// Messages per mailbox per minute (`paced`: any 60 s; `fixed-window`: per UTC minute).
+    /// Default 25, under Exchange's 30 per minute.
+    pub per_minute: NonZeroU32,
+    /// Recipients (To + Cc + Bcc) per mailbox per day (`paced`: any 24 h; `fixed-window`: per
+    /// UTC day). Default 9,000, under Exchange's 10,000 per rolling 24 h.
+    /// Source: <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>.
+    pub recipients_per_day: NonZeroU32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithms_parse_by_their_env_names() {
+        assert_eq!("paced".parse(), Ok(Algorithm::Paced));
+        assert_eq!("fixed-window".parse(), Ok(Algorithm::FixedWindow));
+        assert!("gcra".parse::<Algorithm>().is_err());
+        assert_eq!(Algorithm::default().as_str(), "paced");
+    }
+}
