@@ -5,7 +5,8 @@ use std::{num::NonZeroU32, time::Duration};
 
 use url::Url;
 
-use super::{ConfigError, REDIS_SCHEMES, redact::redact_raw};
+use super::{ConfigError, REDIS_SCHEMES};
+use crate::domain::redact_raw;
 use crate::rate_limit::RedisUrls;
 
 /// `raw` as a URL of one of `schemes`, or what is wrong with it.

@@ -3,7 +3,7 @@
 //! Every variable, its default and its meaning is listed in `config/mail-worker.env.example`.
 //! A bad value stops start-up with a [`ConfigError`] naming the variable and what is wrong.
 //! Here the settings' types, [`Config::from_lookup`] and the `check-config` lines; reading one
-//! variable is [`env`]'s, hiding passwords [`redact`]'s.
+//! variable is [`env`]'s, hiding passwords [`crate::domain::redact_url`]'s.
 
 use std::{fmt, num::NonZeroU32, time::Duration};
 
@@ -14,10 +14,9 @@ pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod env;
-mod redact;
 
+pub(crate) use crate::domain::redact_url;
 use env::{Env, with_unit};
-pub(crate) use redact::redact_url;
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -35,7 +35,7 @@ impl RedisUrls {
     pub fn redacted(&self) -> String {
         self.0
             .iter()
-            .map(crate::config::redact_url)
+            .map(crate::domain::redact_url)
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -32,7 +32,7 @@ pub(crate) fn redact_url(url: &Url) -> String {
 }
 
 /// `raw` with its password replaced by `***`, whether it parses as a URL or not.
-pub(super) fn redact_raw(raw: &str) -> String {
+pub(crate) fn redact_raw(raw: &str) -> String {
     match Url::parse(raw) {
         // Without `://` a URL has no authority, so no password the parser would know of.
         Ok(url) if raw.contains("://") => redact_url(&url),
