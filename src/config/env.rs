@@ -78,30 +78,42 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         Ok(self.get(var).unwrap_or_else(|| default.to_owned()))
     }
 
+    /// `var`'s trimmed value as `parse` reads it, or `default` when it is unset; `parse`'s
+    /// error is the problem the [`ConfigError`] names.
+    fn parsed<T>(
+        &self,
+        var: &'static str,
+        default: T,
+        parse: impl FnOnce(&str) -> Result<T, &'static str>,
+    ) -> Result<T, ConfigError> {
+        match self.get(var) {
+            None => Ok(default),
+            Some(raw) => parse(raw.trim()).map_err(|problem| self.error(var, problem)),
+        }
+    }
+
     pub(super) fn positive(
         &self,
         var: &'static str,
         default: u32,
     ) -> Result<NonZeroU32, ConfigError> {
-        let Some(raw) = self.get(var) else {
-            return Ok(NonZeroU32::new(default).expect("defaults are positive"));
-        };
-        raw.trim()
-            .parse::<u32>()
-            .ok()
-            .and_then(NonZeroU32::new)
-            .ok_or_else(|| self.error(var, "must be a whole number from 1 to 4294967295"))
+        let default = NonZeroU32::new(default).expect("defaults are positive");
+        self.parsed(var, default, |raw| {
+            raw.parse::<u32>()
+                .ok()
+                .and_then(NonZeroU32::new)
+                .ok_or("must be a whole number from 1 to 4294967295")
+        })
     }
 
     pub(super) fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
-        let Some(raw) = self.get(var) else {
-            return Ok(Duration::from_millis(default));
-        };
-        match raw.trim().parse::<u64>() {
-            Ok(0) => Err(self.error(var, "must be a positive number of milliseconds, not 0")),
-            Ok(ms) => Ok(Duration::from_millis(ms)),
-            Err(_) => Err(self.error(var, "must be a whole number of milliseconds")),
-        }
+        self.parsed(var, Duration::from_millis(default), |raw| {
+            match raw.parse::<u64>() {
+                Ok(0) => Err("must be a positive number of milliseconds, not 0"),
+                Ok(ms) => Ok(Duration::from_millis(ms)),
+                Err(_) => Err("must be a whole number of milliseconds"),
+            }
+        })
     }
 
     /// A duration with a unit: `500ms`, `30s`, `15m`, `24h`, `1d` (not 0).
@@ -110,40 +122,35 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         var: &'static str,
         default: Duration,
     ) -> Result<Duration, ConfigError> {
-        let Some(raw) = self.get(var) else {
-            return Ok(default);
-        };
-        let raw = raw.trim();
-        let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
-        let (number, unit) = raw.split_at(split);
-        let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
-        let n: u64 = number.parse().map_err(|_| self.error(var, problem))?;
-        let ms_per = match unit.trim() {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(self.error(var, problem)),
-        };
-        match n.checked_mul(ms_per) {
-            Some(0) => Err(self.error(var, "must be more than 0")),
-            Some(ms) => Ok(Duration::from_millis(ms)),
-            None => Err(self.error(var, problem)),
-        }
+        self.parsed(var, default, |raw| {
+            let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+            let (number, unit) = raw.split_at(split);
+            let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
+            let n: u64 = number.parse().map_err(|_| problem)?;
+            let ms_per = match unit.trim() {
+                "ms" => 1,
+                "s" => 1_000,
+                "m" => 60_000,
+                "h" => 3_600_000,
+                "d" => 86_400_000,
+                _ => return Err(problem),
+            };
+            match n.checked_mul(ms_per) {
+                Some(0) => Err("must be more than 0"),
+                Some(ms) => Ok(Duration::from_millis(ms)),
+                None => Err(problem),
+            }
+        })
     }
 
     pub(super) fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
-        match self
-            .get(var)
-            .map(|v| v.trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            None => Ok(default),
-            Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(_) => Err(self.error(var, "must be `true` or `false`")),
-        }
+        self.parsed(var, default, |raw| {
+            match raw.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err("must be `true` or `false`"),
+            }
+        })
     }
 
     /// A provider base URL: `https://`, or `http://` only to a loopback host (127.0.0.0/8,

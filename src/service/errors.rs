@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use tracing::Level;
 use uuid::Uuid;
 
 use super::{
@@ -35,7 +36,8 @@ impl MailProviderService {
         let spread_max = self.settings.defer_spread_max.as_millis() as u64;
         let spread = self.spread(message.id);
         let fence = message.fence;
-        match error {
+        // The deferrals: where to, how long the backoff and the spread were (for the log line).
+        let (wait, waited, label) = match error {
             MailError::RateLimitExceeded {
                 reason,
                 retry_after,
@@ -55,20 +57,7 @@ impl MailProviderService {
                     spread
                 };
                 let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                if let SendOutcome::Deferred { until, .. } = &outcome {
-                    tracing::info!(
-                        event = events::MAIL_RATE_LIMIT_DEFERRED,
-                        message.id = %message.id,
-                        mailbox = %mailbox,
-                        reason = reason.as_str(),
-                        retry_after_ms = retry_after.as_millis() as u64,
-                        spread_ms = spread.as_millis() as u64,
-                        scheduled_on = %until.to_rfc3339(),
-                        "mail deferred by the rate limiter"
-                    );
-                }
-                Ok((outcome, OutcomeLabel::Deferred))
+                (wait, (None, Some(spread)), OutcomeLabel::Deferred)
             }
             MailError::Throttled { retry_after } => {
                 // The backoff counts throttles only: bookings are deferrals too, and must not
@@ -80,63 +69,23 @@ impl MailProviderService {
                     Reschedule::Throttle,
                     wait_reason::COOLDOWN,
                 );
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                if let SendOutcome::Deferred { until, .. } = &outcome {
-                    tracing::warn!(
-                        event = events::MAIL_GRAPH_THROTTLED,
-                        message.id = %message.id,
-                        mailbox = %mailbox,
-                        retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
-                        backoff_ms = backoff_ms.as_millis() as u64,
-                        spread_ms = spread.as_millis() as u64,
-                        scheduled_on = %until.to_rfc3339(),
-                        "provider throttled; mail deferred"
-                    );
-                }
-                Ok((outcome, OutcomeLabel::Throttled))
+                (
+                    wait,
+                    (Some(backoff_ms), Some(spread)),
+                    OutcomeLabel::Throttled,
+                )
             }
-            MailError::Unconfirmed {
-                retry_after,
-                ref why,
-            } => {
+            MailError::Unconfirmed { retry_after, .. } => {
                 let wait = (retry_after, Reschedule::Deferral, wait_reason::UNCONFIRMED);
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                if let SendOutcome::Deferred { until, .. } = &outcome {
-                    tracing::info!(
-                        event = events::MAIL_SEND_UNCONFIRMED,
-                        message.id = %message.id,
-                        mailbox = %mailbox,
-                        retry_after_ms = retry_after.as_millis() as u64,
-                        scheduled_on = %until.to_rfc3339(),
-                        why = %why,
-                        "an earlier send's outcome is not confirmed yet; checking again later, nothing resent"
-                    );
-                }
-                Ok((outcome, OutcomeLabel::Deferred))
+                (wait, (None, None), OutcomeLabel::Deferred)
             }
-            MailError::TokenUnavailable {
-                retry_after,
-                ref why,
-            } => {
+            MailError::TokenUnavailable { retry_after, .. } => {
                 let wait = (
                     retry_after + spread,
                     Reschedule::Deferral,
                     wait_reason::RETRY,
                 );
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                if let SendOutcome::Deferred { until, .. } = &outcome {
-                    tracing::warn!(
-                        event = events::MAIL_GRAPH_THROTTLED,
-                        message.id = %message.id,
-                        mailbox = %mailbox,
-                        retry_after_ms = retry_after.as_millis() as u64,
-                        spread_ms = spread.as_millis() as u64,
-                        scheduled_on = %until.to_rfc3339(),
-                        error = %why,
-                        "Graph token unavailable; mail deferred"
-                    );
-                }
-                Ok((outcome, OutcomeLabel::Deferred))
+                (wait, (None, Some(spread)), OutcomeLabel::Deferred)
             }
             MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
                 let attempts = message.attempts.max(0) as u32;
@@ -164,20 +113,7 @@ impl MailProviderService {
                 let left = self.settings.retry_for.saturating_sub(age);
                 let backoff_ms = backoff(attempts).min(left.max(Duration::from_secs(1)));
                 let wait = (backoff_ms, Reschedule::Retry, wait_reason::RETRY);
-                let outcome = self.reschedule(fence, wait, &error, attempt).await?;
-                if let SendOutcome::Deferred { until, .. } = &outcome {
-                    tracing::warn!(
-                        event = events::MAIL_RETRY_SCHEDULED,
-                        message.id = %message.id,
-                        mailbox = %mailbox,
-                        attempts,
-                        backoff_ms = backoff_ms.as_millis() as u64,
-                        scheduled_on = %until.to_rfc3339(),
-                        error = %why,
-                        "transient failure; mail will be retried"
-                    );
-                }
-                Ok((outcome, OutcomeLabel::Retried))
+                (wait, (Some(backoff_ms), None), OutcomeLabel::Retried)
             }
             MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
                 // Not the message's fault: pause the sender, keep the message, count no attempt.
@@ -198,15 +134,120 @@ impl MailProviderService {
                 }
                 let wait = self.until(paused.until) + spread;
                 let outcome = self.defer_paused(fence, wait, &reason, attempt.1).await?;
-                Ok((outcome, OutcomeLabel::Paused))
+                return Ok((outcome, OutcomeLabel::Paused));
             }
             MailError::Permanent { .. } => {
                 let outcome = self
                     .fail_after(fence, Some(mailbox), error.to_string(), attempt)
                     .await?;
-                Ok((outcome, OutcomeLabel::Failed))
+                return Ok((outcome, OutcomeLabel::Failed));
             }
+        };
+        let outcome = self
+            .deferral(message, mailbox, wait, &error, attempt, waited)
+            .await?;
+        Ok((outcome, label))
+    }
+
+    /// [`Self::reschedule`] for `error`, then, if the deferral was written, its log line: the
+    /// event, level and text for `error`'s kind, with what `error` says and the
+    /// `(backoff, spread)` the wait holds (a field that is `None` is left out).
+    async fn deferral(
+        &self,
+        message: &StoredMessage,
+        mailbox: &MailboxAddress,
+        to: (Duration, Reschedule, &str),
+        error: &MailError,
+        attempt: (Instant, Option<&messages::Attempted>),
+        (backoff, spread): (Option<Duration>, Option<Duration>),
+    ) -> Result<SendOutcome, StoreError> {
+        let outcome = self.reschedule(message.fence, to, error, attempt).await?;
+        let SendOutcome::Deferred { until, .. } = &outcome else {
+            return Ok(outcome);
+        };
+        let ms = |d: Duration| d.as_millis() as u64;
+        // Each deferral's line: its level, event and text, and what its error says.
+        let (line, reason, retry_after, why, error, attempts) = match error {
+            MailError::RateLimitExceeded {
+                reason,
+                retry_after,
+                ..
+            } => {
+                let line = (
+                    Level::INFO,
+                    events::MAIL_RATE_LIMIT_DEFERRED,
+                    "mail deferred by the rate limiter",
+                );
+                (
+                    line,
+                    Some(reason.as_str()),
+                    Some(*retry_after),
+                    None,
+                    None,
+                    None,
+                )
+            }
+            MailError::Throttled { retry_after } => {
+                let line = (
+                    Level::WARN,
+                    events::MAIL_GRAPH_THROTTLED,
+                    "provider throttled; mail deferred",
+                );
+                (line, None, *retry_after, None, None, None)
+            }
+            MailError::Unconfirmed { retry_after, why } => {
+                let line = (
+                    Level::INFO,
+                    events::MAIL_SEND_UNCONFIRMED,
+                    "an earlier send's outcome is not confirmed yet; checking again later, nothing resent",
+                );
+                (line, None, Some(*retry_after), Some(why), None, None)
+            }
+            MailError::TokenUnavailable { retry_after, why } => {
+                let line = (
+                    Level::WARN,
+                    events::MAIL_GRAPH_THROTTLED,
+                    "Graph token unavailable; mail deferred",
+                );
+                (line, None, Some(*retry_after), None, Some(why), None)
+            }
+            MailError::Transient(why) | MailError::OutcomeUnknown(why) => {
+                let line = (
+                    Level::WARN,
+                    events::MAIL_RETRY_SCHEDULED,
+                    "transient failure; mail will be retried",
+                );
+                let attempts = message.attempts.max(0) as u32;
+                (line, None, None, None, Some(why), Some(attempts))
+            }
+            // Not a deferral `handle_error` writes through here.
+            _ => return Ok(outcome),
+        };
+        let (level, event, text) = line;
+        macro_rules! log {
+            ($level:ident) => {
+                tracing::$level!(
+                    event,
+                    message.id = %message.id,
+                    mailbox = %mailbox,
+                    reason,
+                    attempts,
+                    retry_after_ms = retry_after.map(ms),
+                    backoff_ms = backoff.map(ms),
+                    spread_ms = spread.map(ms),
+                    scheduled_on = %until.to_rfc3339(),
+                    why = why.map(String::as_str),
+                    error = error.map(String::as_str),
+                    "{text}"
+                )
+            };
         }
+        if level == Level::INFO {
+            log!(info);
+        } else {
+            log!(warn);
+        }
+        Ok(outcome)
     }
 
     /// Back to `SCHEDULED` after `wait` for the sender's pause (`wait_reason` `paused`,

@@ -23,6 +23,46 @@ impl PgSendHistory {
     }
 }
 
+/// What the mailbox `$2` sent after `$1`: (sent at, recipients).
+const SENT_BY_MAILBOX: &str = concat!(
+    "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
+            + jsonb_array_length(m.cc_recipients) \
+            + jsonb_array_length(m.bcc_recipients))::int4 \
+     FROM messages m \
+     WHERE m.status = ",
+    sql_status!(Sent),
+    " AND m.sent_at > $1 \
+       AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
+           SELECT id FROM system_mailboxes WHERE address = $2 \
+           UNION ALL SELECT id FROM tenants WHERE sender_address = $2) \
+     ORDER BY m.sent_at"
+);
+
+/// What the senders of the Graph tenant `$2` sent after `$1` outside its accepted domains:
+/// (sent at, external recipients), only rows with some.
+const SENT_OUTSIDE_TENANT: &str = concat!(
+    "WITH senders AS ( \
+         SELECT id, accepted_domains FROM system_mailboxes \
+         WHERE lower(graph_tenant_id) = lower($2) \
+         UNION ALL SELECT id, accepted_domains FROM tenants \
+         WHERE lower(graph_tenant_id) = lower($2)), \
+     accepted AS ( \
+         SELECT coalesce(array_agg(DISTINCT d), '{}') AS domains \
+         FROM senders, unnest(accepted_domains) AS d), \
+     sent AS ( \
+         SELECT m.sent_at, ( \
+             SELECT count(*) FROM jsonb_array_elements( \
+                 m.to_recipients || m.cc_recipients || m.bcc_recipients) AS r \
+             WHERE NOT lower(rtrim(substring(r->>'address' FROM '@([^@]*)$'), '.')) \
+                 = ANY(accepted.domains))::int4 AS external \
+         FROM messages m, accepted \
+         WHERE m.status = ",
+    sql_status!(Sent),
+    " AND m.sent_at > $1 \
+           AND coalesce(m.system_mailbox_id, m.tenant_id) IN (SELECT id FROM senders)) \
+     SELECT sent_at, external FROM sent WHERE external > 0 ORDER BY sent_at"
+);
+
 #[async_trait::async_trait]
 impl SendHistory for PgSendHistory {
     async fn sent_since(
@@ -30,24 +70,8 @@ impl SendHistory for PgSendHistory {
         mailbox: &MailboxAddress,
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
-        let rows = sqlx::query_as(concat!(
-            "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
-                    + jsonb_array_length(m.cc_recipients) \
-                    + jsonb_array_length(m.bcc_recipients))::int4 \
-             FROM messages m \
-             WHERE m.status = ",
-            sql_status!(Sent),
-            " AND m.sent_at > $1 \
-               AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
-                   SELECT id FROM system_mailboxes WHERE address = $2 \
-                   UNION ALL SELECT id FROM tenants WHERE sender_address = $2) \
-             ORDER BY m.sent_at"
-        ))
-        .bind(since)
-        .bind(mailbox.as_str())
-        .fetch_all(&self.pool)
-        .await;
-        records(rows, mailbox.as_str())
+        let mailbox = mailbox.as_str();
+        self.records(SENT_BY_MAILBOX, since, mailbox, mailbox).await
     }
 
     /// Every sender of the Graph tenant counts (the real limit is the tenant's, whether or not
@@ -59,47 +83,34 @@ impl SendHistory for PgSendHistory {
         graph_tenant: &str,
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
-        let rows = sqlx::query_as(concat!(
-            "WITH senders AS ( \
-                 SELECT id, accepted_domains FROM system_mailboxes \
-                 WHERE lower(graph_tenant_id) = lower($2) \
-                 UNION ALL SELECT id, accepted_domains FROM tenants \
-                 WHERE lower(graph_tenant_id) = lower($2)), \
-             accepted AS ( \
-                 SELECT coalesce(array_agg(DISTINCT d), '{}') AS domains \
-                 FROM senders, unnest(accepted_domains) AS d), \
-             sent AS ( \
-                 SELECT m.sent_at, ( \
-                     SELECT count(*) FROM jsonb_array_elements( \
-                         m.to_recipients || m.cc_recipients || m.bcc_recipients) AS r \
-                     WHERE NOT lower(rtrim(substring(r->>'address' FROM '@([^@]*)$'), '.')) \
-                         = ANY(accepted.domains))::int4 AS external \
-                 FROM messages m, accepted \
-                 WHERE m.status = ",
-            sql_status!(Sent),
-            " AND m.sent_at > $1 \
-                   AND coalesce(m.system_mailbox_id, m.tenant_id) IN (SELECT id FROM senders)) \
-             SELECT sent_at, external FROM sent WHERE external > 0 ORDER BY sent_at"
-        ))
-        .bind(since)
-        .bind(graph_tenant)
-        .fetch_all(&self.pool)
-        .await;
-        records(rows, &format!("Graph tenant {graph_tenant}"))
+        let whose = format!("Graph tenant {graph_tenant}");
+        self.records(SENT_OUTSIDE_TENANT, since, graph_tenant, &whose)
+            .await
     }
 }
 
-/// The rows (sent at, recipients) of the history of `whose` as records, or what went wrong.
-fn records(
-    rows: Result<Vec<(DateTime<Utc>, i32)>, sqlx::Error>,
-    whose: &str,
-) -> Result<Vec<SentRecord>, String> {
-    let rows = rows.map_err(|e| format!("reading the send history of {whose}: {e}"))?;
-    Ok(rows
-        .into_iter()
-        .map(|(sent_at, recipients)| SentRecord {
-            sent_at,
-            recipients: u32::try_from(recipients).unwrap_or(0),
-        })
-        .collect())
+impl PgSendHistory {
+    /// The rows (sent at, recipients) `sql` selects for `$1` = `since` and `$2` = `who` as
+    /// records, or what went wrong reading the history of `whose`.
+    async fn records(
+        &self,
+        sql: &'static str,
+        since: DateTime<Utc>,
+        who: &str,
+        whose: &str,
+    ) -> Result<Vec<SentRecord>, String> {
+        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(sql)
+            .bind(since)
+            .bind(who)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| format!("reading the send history of {whose}: {e}"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(sent_at, recipients)| SentRecord {
+                sent_at,
+                recipients: u32::try_from(recipients).unwrap_or(0),
+            })
+            .collect())
+    }
 }
