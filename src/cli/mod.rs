@@ -1,10 +1,10 @@
-//! The `mail-worker` command line: subcommands and what each does ([`main`], `execute`); the
-//! daemon's variables as `run`'s flags are in `env_vars.rs`, the text output in `tables.rs`.
+//! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
+//! subcommands themselves in `args.rs`, `run`'s flags in `env_vars.rs`, text output in `tables.rs`.
 
-use std::{num::NonZeroU32, path::PathBuf, process::ExitCode};
+use std::{num::NonZeroU32, process::ExitCode};
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 
 use crate::{
     admin::usage::mailbox_usage,
@@ -14,145 +14,15 @@ use crate::{
     store::{self, admin, report, senders},
 };
 
+mod args;
 mod env_vars;
 mod tables;
 
+pub use args::{
+    Cli, Command, MailboxCommand, MessageArgs, MessagesCommand, SendersCommand, SetLimits,
+};
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
-
-/// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a
-/// distributed per-mailbox rate limiter in Redis. Configured by environment variables
-/// (see config/mail-worker.env.example).
-#[derive(Debug, Parser)]
-#[command(name = "mail-worker", version, about, long_about = None)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Create the database if missing and apply migrations (idempotent).
-    Migrate,
-    /// Print the effective configuration (secrets redacted); non-zero on a bad variable.
-    CheckConfig,
-    /// Run the daemon: claim loop, worker, lease recovery and the metrics/health listener,
-    /// until SIGTERM/SIGINT. Every setting is an environment variable (or its flag).
-    Run(RunArgs),
-    /// Serve the admin UI on ADMIN_LISTEN (default 127.0.0.1:9185) until SIGTERM/SIGINT:
-    /// mailboxes with their live use, limits, messages, retry and cancel. Needs ADMIN_TOKEN;
-    /// runs beside any number of `run` replicas (it reads PostgreSQL and the limiter's Redis).
-    Admin(RunArgs),
-    /// Manage senders (tenants and system mailboxes).
-    #[command(subcommand)]
-    Senders(SendersCommand),
-    /// Manage a system mailbox's settings.
-    #[command(subcommand)]
-    Mailbox(MailboxCommand),
-    /// Insert the messages of a JSONL campaign file (idempotent on `id`); reports every bad
-    /// line with its number and exits non-zero if there was one.
-    Enqueue {
-        /// One JSON message per line.
-        file: PathBuf,
-        /// Check every line and count what would be inserted; write nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
-    /// Retry or cancel messages, by filter (instead of SQL).
-    #[command(subcommand)]
-    Messages(MessagesCommand),
-    /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
-    /// image's `HEALTHCHECK` (it has no curl).
-    Probe {
-        /// Where the daemon listens; default `METRICS_LISTEN` with 0.0.0.0 read as 127.0.0.1.
-        #[arg(long)]
-        addr: Option<std::net::SocketAddr>,
-        /// `/healthz` (liveness) or `/readyz` (readiness).
-        #[arg(long, default_value = "/healthz")]
-        path: String,
-    },
-    /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
-    Status {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// `mail-worker senders …`
-#[derive(Debug, Subcommand)]
-pub enum SendersCommand {
-    /// Upsert tenants and system mailboxes from a JSON file (format of senders.json).
-    Import {
-        /// The senders file.
-        file: PathBuf,
-    },
-}
-
-/// `mail-worker mailbox …`
-#[derive(Debug, Subcommand)]
-pub enum MailboxCommand {
-    /// Set (or clear) a system mailbox's rate-limit overrides; applies to its next message.
-    SetLimits(SetLimits),
-    /// A mailbox's limits, its live budget as the limiter counts it, and its messages.
-    Usage {
-        /// The mailbox's address (a system mailbox or a tenant's sender).
-        address: String,
-        /// Print JSON instead of lines.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// `mail-worker messages …`
-#[derive(Debug, Subcommand)]
-pub enum MessagesCommand {
-    /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR).
-    Retry(MessageArgs),
-    /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
-    Cancel(MessageArgs),
-}
-
-/// The filters of `messages retry|cancel` (all given ones must hold).
-#[derive(Debug, Args)]
-pub struct MessageArgs {
-    /// A sender: system mailbox or tenant sender address, or tenant name.
-    #[arg(long)]
-    pub sender: Option<String>,
-    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED.
-    #[arg(long)]
-    pub status: Option<String>,
-    /// Only messages whose last error contains this text (case-insensitive).
-    #[arg(long)]
-    pub error_like: Option<String>,
-    /// Only this message (repeatable).
-    #[arg(long = "id")]
-    pub ids: Vec<uuid::Uuid>,
-    /// Count what would change; write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Arguments of `mailbox set-limits`.
-#[derive(Debug, Args)]
-pub struct SetLimits {
-    /// The system mailbox's address.
-    pub address: String,
-    /// Messages per UTC minute.
-    #[arg(long, conflicts_with = "clear")]
-    pub per_minute: Option<NonZeroU32>,
-    /// Recipients per UTC day.
-    #[arg(long, conflicts_with = "clear")]
-    pub recipients_per_day: Option<NonZeroU32>,
-    /// Remove both overrides (back to the defaults).
-    #[arg(long)]
-    pub clear: bool,
-}
 
 /// The `mail-worker` binary's whole life: parse the command line, read the config (a bad value
 /// exits 78, `EX_CONFIG`), set up JSON logging, run the command, and report why it exited.
