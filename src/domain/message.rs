@@ -75,13 +75,10 @@ impl std::fmt::Debug for Attachment {
     }
 }
 
-/// A message ready for a [`crate::mailer::Mailer`]: who sends it, to whom, and what.
+/// What a message says and to whom: the part a producer writes, the store keeps and a mailer
+/// sends, the same in each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutgoingMail {
-    /// `messages.id`; sent to Graph as `client-request-id`.
-    pub id: Uuid,
-    /// The sending mailbox.
-    pub from: MailboxAddress,
+pub struct MessageContent {
     /// `To` recipients.
     pub to: Vec<Recipient>,
     /// `Cc` recipients.
@@ -100,7 +97,7 @@ pub struct OutgoingMail {
     pub attachments: Vec<Attachment>,
 }
 
-impl OutgoingMail {
+impl MessageContent {
     /// Recipients as Exchange counts them: To + Cc + Bcc, every address, repeats included.
     pub(crate) fn recipient_count(&self) -> u32 {
         (self.to.len() + self.cc.len() + self.bcc.len()) as u32
@@ -110,4 +107,15 @@ impl OutgoingMail {
     pub(crate) fn attachment_bytes(&self) -> usize {
         self.attachments.iter().map(|a| a.content.len()).sum()
     }
+}
+
+/// A message ready for a [`crate::mailer::Mailer`]: who sends it, to whom, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingMail {
+    /// `messages.id`; sent to Graph as `client-request-id`.
+    pub id: Uuid,
+    /// The sending mailbox.
+    pub from: MailboxAddress,
+    /// Recipients, subject, body, headers and attachments.
+    pub content: MessageContent,
 }

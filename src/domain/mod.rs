@@ -5,6 +5,7 @@
 //! in: a bad one must end as `ERROR` with a reason, not be dropped). Validation against Graph's
 //! rules happens in [`crate::mailer::validate`].
 
+pub(crate) mod keyword;
 mod mailbox;
 mod message;
 mod redact;
@@ -13,7 +14,7 @@ mod sender;
 mod status;
 
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
-pub use message::{Attachment, BodyContentType, Header, OutgoingMail, Recipient};
+pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
 pub(crate) use redact::{redact_raw, redact_url};
 pub use secret::{SECRET_FILE_TTL, SecretError, SecretFiles, SecretRef};
 pub use sender::{
@@ -21,3 +22,14 @@ pub use sender::{
 };
 pub(crate) use status::MessageStatus;
 pub(crate) use status::sql_status;
+
+/// For the checks' tests: `check` accepts every one of `good` and refuses every one of `bad`.
+#[cfg(test)]
+fn assert_sorts<T, E>(check: impl Fn(&str) -> Result<T, E>, good: &[&str], bad: &[&str]) {
+    for g in good {
+        assert!(check(g).is_ok(), "{g:?} should be accepted");
+    }
+    for b in bad {
+        assert!(check(b).is_err(), "{b:?} should be refused");
+    }
+}

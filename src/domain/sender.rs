@@ -1,6 +1,6 @@
 //! Who sends: a tenant (Graph or SendGrid) or a system mailbox (always Graph).
 
-use std::{fmt, num::NonZeroU32, str::FromStr};
+use std::num::NonZeroU32;
 
 use uuid::Uuid;
 
@@ -15,34 +15,10 @@ pub enum MailProvider {
     SendGrid,
 }
 
-impl MailProvider {
-    /// The column value.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::MicrosoftGraph => "microsoft-graph",
-            Self::SendGrid => "sendgrid",
-        }
-    }
-}
-
-impl fmt::Display for MailProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for MailProvider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "microsoft-graph" => Ok(Self::MicrosoftGraph),
-            "sendgrid" => Ok(Self::SendGrid),
-            other => Err(format!(
-                "unknown mail provider {other:?} (expected microsoft-graph or sendgrid)"
-            )),
-        }
-    }
-}
+super::keyword::keywords!(MailProvider {
+    MicrosoftGraph => "microsoft-graph",
+    SendGrid => "sendgrid",
+});
 
 /// An Entra ID app registration allowed to send for a mailbox (application `Mail.Send`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,41 +241,42 @@ mod tests {
             TenantBudget::accepted_domain("München.example"),
             Ok("xn--mnchen-3ya.example".into())
         );
-        for bad in [
-            "",
-            "contoso",
-            "a b.example",
-            "@contoso.example",
-            "x@y.example",
-            "10.0.0.1",
-        ] {
-            assert!(TenantBudget::accepted_domain(bad).is_err(), "{bad:?}");
-        }
+        crate::domain::assert_sorts(
+            TenantBudget::accepted_domain,
+            &[],
+            &[
+                "",
+                "contoso",
+                "a b.example",
+                "@contoso.example",
+                "x@y.example",
+                "10.0.0.1",
+            ],
+        );
     }
 
     #[test]
     fn tenant_ids_are_guids_or_domain_names() {
-        for good in [
-            "9d6b1c1e-0000-4000-8000-00000000abcd",
-            "contoso.example",
-            "contoso.onmicrosoft.com",
-            "a-b.c1.example.",
-        ] {
-            assert_eq!(GraphCredentials::check_tenant_id(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "",
-            "t",
-            "http://evil.example",
-            "contoso.example/../x",
-            "a b.example",
-            "-a.example",
-            "a..example",
-            "10.0.0.1",
-            "9d6b1c1e00004000800000000000abcd",
-            "{9d6b1c1e-0000-4000-8000-00000000abcd}",
-        ] {
-            assert!(GraphCredentials::check_tenant_id(bad).is_err(), "{bad:?}");
-        }
+        crate::domain::assert_sorts(
+            GraphCredentials::check_tenant_id,
+            &[
+                "9d6b1c1e-0000-4000-8000-00000000abcd",
+                "contoso.example",
+                "contoso.onmicrosoft.com",
+                "a-b.c1.example.",
+            ],
+            &[
+                "",
+                "t",
+                "http://evil.example",
+                "contoso.example/../x",
+                "a b.example",
+                "-a.example",
+                "a..example",
+                "10.0.0.1",
+                "9d6b1c1e00004000800000000000abcd",
+                "{9d6b1c1e-0000-4000-8000-00000000abcd}",
+            ],
+        );
     }
 }

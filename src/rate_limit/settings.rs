@@ -1,6 +1,6 @@
 //! The limiter's settings: which algorithm, which Redis, and the default budgets.
 
-use std::{fmt, num::NonZeroU32, str::FromStr, time::Duration};
+use std::{num::NonZeroU32, time::Duration};
 
 use super::RedisUrls;
 
@@ -14,32 +14,10 @@ pub enum Algorithm {
     FixedWindow,
 }
 
-impl Algorithm {
-    /// `paced` or `fixed-window`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Paced => "paced",
-            Self::FixedWindow => "fixed-window",
-        }
-    }
-}
-
-impl FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "paced" => Ok(Self::Paced),
-            "fixed-window" => Ok(Self::FixedWindow),
-            _ => Err("must be `paced` or `fixed-window`".into()),
-        }
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::domain::keyword::keywords!(Algorithm {
+    Paced => "paced",
+    FixedWindow => "fixed-window",
+});
 
 /// The limiter's settings (the `MAIL_RATE_LIMIT_*` and `MAIL_MAILBOX_*` variables).
 #[derive(Debug, Clone, PartialEq, Eq)]

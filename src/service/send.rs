@@ -154,7 +154,7 @@ impl MailProviderService {
                     event = events::MAIL_SENT,
                     message.id = %message.id,
                     mailbox = %mailbox,
-                    recipients = mail.recipient_count(),
+                    recipients = mail.content.recipient_count(),
                     duration_ms = started.elapsed().as_millis() as u64,
                     already_sent = receipt.already_sent,
                     note = receipt.note.as_deref(),

@@ -2,13 +2,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::StoreError;
 use crate::domain::sql_status;
 
 /// One sender's line of the report.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct SenderStatus {
     /// The sending mailbox (lower-case).
     pub mailbox: String,
@@ -40,7 +40,7 @@ pub struct SenderStatus {
 /// # Errors
 /// Database errors.
 pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
-    let rows = sqlx::query(
+    sqlx::query_as::<_, SenderStatus>(
         concat!("SELECT coalesce(t.sender_address, s.address) AS mailbox, \
              CASE WHEN t.id IS NOT NULL THEN 'tenant ' || t.name ELSE 'system mailbox' END AS kind, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Scheduled), ") AS scheduled, \
@@ -60,25 +60,8 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
          GROUP BY 1, 2 ORDER BY 1, 2"),
     )
     .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(SenderStatus {
-                mailbox: r.try_get("mailbox")?,
-                kind: r.try_get("kind")?,
-                scheduled: r.try_get("scheduled")?,
-                scheduled_later: r.try_get("scheduled_later")?,
-                paused: r.try_get("paused")?,
-                sending: r.try_get("sending")?,
-                sent: r.try_get("sent")?,
-                error: r.try_get("error")?,
-                deferrals: r.try_get("deferrals")?,
-                oldest_due: r.try_get("oldest_due")?,
-                next_scheduled: r.try_get("next_scheduled")?,
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
+    .await
+    .map_err(StoreError::from)
 }
 
 /// How many rows are still in progress: `SENDING`, or `SCHEDULED` and either due by

@@ -18,8 +18,8 @@ use mail_worker::{
     clock::{ManualClock, SystemClock},
     config::Config,
     domain::{
-        Attachment, BodyContentType, GraphCredentials, Header, MailboxAddress, OutgoingMail,
-        Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
+        Attachment, BodyContentType, GraphCredentials, Header, MailboxAddress, MessageContent,
+        OutgoingMail, Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
     mailer::{MailError, Mailer, MailerFactory},
     rate_limit::{Decision, DenyReason, MailRateLimiter},
@@ -207,24 +207,26 @@ fn mail_from(from: &str) -> OutgoingMail {
     OutgoingMail {
         id: Uuid::new_v4(),
         from: MailboxAddress::parse(from).unwrap(),
-        to: vec![Recipient {
-            address: RECIPIENT.into(),
-            name: Some("Lotte Jansen".into()),
-        }],
-        cc: vec![],
-        bcc: vec![],
-        subject: "Your invitation".into(),
-        body_content_type: BodyContentType::Html,
-        body: "<p>Welcome</p>".into(),
-        headers: vec![Header {
-            name: "x-campaign-id".into(),
-            value: "42".into(),
-        }],
-        attachments: vec![Attachment {
-            name: "invite.ics".into(),
-            content_type: "text/calendar".into(),
-            content: b"BEGIN:VCALENDAR".to_vec(),
-        }],
+        content: MessageContent {
+            to: vec![Recipient {
+                address: RECIPIENT.into(),
+                name: Some("Lotte Jansen".into()),
+            }],
+            cc: vec![],
+            bcc: vec![],
+            subject: "Your invitation".into(),
+            body_content_type: BodyContentType::Html,
+            body: "<p>Welcome</p>".into(),
+            headers: vec![Header {
+                name: "x-campaign-id".into(),
+                value: "42".into(),
+            }],
+            attachments: vec![Attachment {
+                name: "invite.ics".into(),
+                content_type: "text/calendar".into(),
+                content: b"BEGIN:VCALENDAR".to_vec(),
+            }],
+        },
     }
 }
 
@@ -938,22 +940,22 @@ async fn every_locally_rejected_message_makes_zero_http_requests() {
     let cases: Vec<(&str, Breaker)> = vec![
         (
             "InvalidRecipient",
-            Box::new(|m| m.to[0].address = "a@example.org; b@example.org".into()),
+            Box::new(|m| m.content.to[0].address = "a@example.org; b@example.org".into()),
         ),
         (
             "InvalidRecipient",
             Box::new(|m| {
-                m.cc.push(Recipient {
+                m.content.cc.push(Recipient {
                     address: "not-an-address".into(),
                     name: None,
                 })
             }),
         ),
-        ("NoRecipients", Box::new(|m| m.to.clear())),
+        ("NoRecipients", Box::new(|m| m.content.to.clear())),
         (
             "TooManyRecipients",
             Box::new(|m| {
-                m.bcc = (0..500)
+                m.content.bcc = (0..500)
                     .map(|i| Recipient {
                         address: format!("b{i}@example.org"),
                         name: None,
@@ -963,11 +965,11 @@ async fn every_locally_rejected_message_makes_zero_http_requests() {
         ),
         (
             "InvalidInternetMessageHeader",
-            Box::new(|m| m.headers[0].name = "Campaign-Id".into()),
+            Box::new(|m| m.content.headers[0].name = "Campaign-Id".into()),
         ),
         (
             "AttachmentsTooLarge",
-            Box::new(|m| m.attachments[0].content = vec![7; 3 * 1024 * 1024 + 1]),
+            Box::new(|m| m.content.attachments[0].content = vec![7; 3 * 1024 * 1024 + 1]),
         ),
     ];
     let rig = Rig::new().await;

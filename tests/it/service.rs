@@ -298,13 +298,10 @@ async fn a_message_and_its_attachments_come_back_from_the_claim_in_position_orde
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
-    let names: Vec<&str> = claimed[0]
-        .attachments
-        .iter()
-        .map(|a| a.name.as_str())
-        .collect();
+    let attachments = &claimed[0].content.as_ref().unwrap().attachments;
+    let names: Vec<&str> = attachments.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["a.txt", "b.txt"]);
-    assert_eq!(claimed[0].attachments[1].content, b"b.txt");
+    assert_eq!(attachments[1].content, b"b.txt");
     assert_eq!(claimed[0].attempts, 1);
 }
 

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::SenderDirectory;
 use crate::{
-    domain::{Attachment, BodyContentType, Header, MailboxAddress, Recipient},
+    domain::{Attachment, BodyContentType, Header, MailboxAddress, MessageContent, Recipient},
     import::BadEntry,
     mailer::validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
     store::messages::{NewMessage, SenderRef},
@@ -271,14 +271,16 @@ pub(crate) fn parse_line(
     Ok(NewMessage {
         id,
         sender,
-        to: ascii(line.to),
-        cc: ascii(line.cc),
-        bcc: ascii(line.bcc),
-        subject: line.subject,
-        body_content_type,
-        body: line.body.content,
-        headers: line.headers,
-        attachments,
+        content: MessageContent {
+            to: ascii(line.to),
+            cc: ascii(line.cc),
+            bcc: ascii(line.bcc),
+            subject: line.subject,
+            body_content_type,
+            body: line.body.content,
+            headers: line.headers,
+            attachments,
+        },
         scheduled_on,
     })
 }

@@ -34,12 +34,12 @@ fn good_lines_become_messages_and_bad_lines_are_all_reported() {
     assert_eq!(good.len(), 1);
     let m = &good[0];
     assert_eq!(m.sender, SenderRef::SystemMailbox(Uuid::from_u128(2)));
-    assert_eq!(m.body_content_type, BodyContentType::Html);
+    assert_eq!(m.content.body_content_type, BodyContentType::Html);
     assert_eq!(
-        m.headers[0].name, "Campaign-Id",
+        m.content.headers[0].name, "Campaign-Id",
         "header names are judged at send time"
     );
-    assert_eq!(m.attachments[0].content, b"BEGIN");
+    assert_eq!(m.content.attachments[0].content, b"BEGIN");
     assert_eq!(
         m.scheduled_on.unwrap().to_rfc3339(),
         "2026-12-01T15:55:00+00:00"
@@ -176,11 +176,11 @@ fn a_line_graph_certainly_refuses_for_size_is_refused_at_parse_time() {
 fn unicode_recipient_domains_are_stored_as_punycode() {
     let text = line(9, "").replace("a@example.org", "Jos\u{e9}@B\u{fc}cher.example");
     let m = parse_line(1, &text, &directory()).unwrap();
-    assert_eq!(m.to[0].address, "Jos\u{e9}@xn--bcher-kva.example");
+    assert_eq!(m.content.to[0].address, "Jos\u{e9}@xn--bcher-kva.example");
     let text = line(9, "").replace("a@example.org", "a@example.org ");
     let m = parse_line(1, &text, &directory()).unwrap();
     assert_eq!(
-        m.to[0].address, "a@example.org ",
+        m.content.to[0].address, "a@example.org ",
         "ASCII is kept as written"
     );
 }
@@ -218,15 +218,15 @@ proptest::proptest! {
         .to_string();
         let m = parse_line(1, &rendered, &directory()).unwrap();
         proptest::prop_assert_eq!(m.id, Uuid::from_u128(id));
-        proptest::prop_assert_eq!(&m.subject, &subject);
-        proptest::prop_assert_eq!(&m.body, &body);
-        proptest::prop_assert_eq!(&m.to[0].name, &name);
-        proptest::prop_assert_eq!(&m.headers[0].value, &header_value);
+        proptest::prop_assert_eq!(&m.content.subject, &subject);
+        proptest::prop_assert_eq!(&m.content.body, &body);
+        proptest::prop_assert_eq!(&m.content.to[0].name, &name);
+        proptest::prop_assert_eq!(&m.content.headers[0].value, &header_value);
         proptest::prop_assert_eq!(
-            m.body_content_type,
+            m.content.body_content_type,
             if html { BodyContentType::Html } else { BodyContentType::Text }
         );
-        proptest::prop_assert_eq!(&m.attachments[0].content, &content);
+        proptest::prop_assert_eq!(&m.content.attachments[0].content, &content);
     }
 
     /// Arbitrary bytes never panic the parser, and every non-blank line is either a good

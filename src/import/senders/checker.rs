@@ -37,6 +37,27 @@ impl Checker {
         }
     }
 
+    /// A field that must be a string if it is there: `Some(None)` if it is absent or null,
+    /// `None` (with the error recorded at `path`) if it is something else.
+    fn as_str<'o>(
+        &mut self,
+        object: &'o Map<String, Value>,
+        path: &str,
+        field: &str,
+    ) -> Option<Option<&'o str>> {
+        match object.get(field) {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(raw)) => Some(Some(raw)),
+            Some(other) => {
+                self.fail(
+                    path.to_owned(),
+                    format!("must be a string, got {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
     /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
     /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
     pub(super) fn string(
@@ -47,31 +68,24 @@ impl Checker {
         required: bool,
     ) -> Option<String> {
         let path = format!("{at}.{field}");
-        match object.get(field) {
-            None | Some(Value::Null) => {
+        match self.as_str(object, &path, field)?.map(str::trim) {
+            None => {
                 if required {
                     self.fail(path, "is required");
                 }
                 None
             }
-            Some(Value::String(raw)) => {
-                let value = raw.trim();
-                if value.is_empty() {
-                    if required {
-                        self.fail(path, "is required (it is empty)");
-                    }
-                    None
-                } else if value.contains(char::is_control) {
-                    self.fail(path, "contains a control character (CR, LF, NUL, …)");
-                    None
-                } else {
-                    Some(value.to_owned())
+            Some("") => {
+                if required {
+                    self.fail(path, "is required (it is empty)");
                 }
-            }
-            Some(other) => {
-                self.fail(path, format!("must be a string, got {}", kind(other)));
                 None
             }
+            Some(value) if value.contains(char::is_control) => {
+                self.fail(path, "contains a control character (CR, LF, NUL, …)");
+                None
+            }
+            Some(value) => Some(value.to_owned()),
         }
     }
 
@@ -100,18 +114,14 @@ impl Checker {
     ) -> Option<SecretRef> {
         let path = format!("{at}.{field}");
         // Not `string()`: its messages could not quote a literal, but this one must not either.
-        match object.get(field) {
-            None | Some(Value::Null) => {
+        match self.as_str(object, &path, field)?.map(str::trim) {
+            None => {
                 self.fail(path, "is required");
                 None
             }
-            Some(Value::String(raw)) => self
-                .kept(path, SecretRef::check(raw.trim()))
-                .map(|()| SecretRef::new(raw.trim())),
-            Some(other) => {
-                self.fail(path, format!("must be a string, got {}", kind(other)));
-                None
-            }
+            Some(raw) => self
+                .kept(path, SecretRef::check(raw))
+                .map(|()| SecretRef::new(raw)),
         }
     }
 

@@ -22,7 +22,7 @@ mod size;
 pub(crate) mod token;
 mod upload;
 
-use std::{fmt, str::FromStr, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use reqwest::{
     Method,
@@ -65,32 +65,10 @@ pub enum GraphSendMode {
     Draft,
 }
 
-impl GraphSendMode {
-    /// `sendmail` or `draft`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::SendMail => "sendmail",
-            Self::Draft => "draft",
-        }
-    }
-}
-
-impl FromStr for GraphSendMode {
-    type Err = String;
-    /// The mode whose [`GraphSendMode::as_str`] is `s`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Self::SendMail, Self::Draft]
-            .into_iter()
-            .find(|mode| mode.as_str() == s)
-            .ok_or_else(|| "must be `draft` or `sendmail`".into())
-    }
-}
-
-impl fmt::Display for GraphSendMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::domain::keyword::keywords!(GraphSendMode {
+    SendMail => "sendmail",
+    Draft => "draft",
+});
 
 /// The `internetMessageId` of message `id` sent from `mailbox`: `<{id}@{mailbox's domain}>`,
 /// the same for every attempt, so a copy in the mailbox can be found by it.

@@ -81,18 +81,18 @@ fn message<'a>(
     inline: &[&'a Attachment],
 ) -> Message<'a> {
     Message {
-        subject: &mail.subject,
+        subject: &mail.content.subject,
         body: ItemBody {
-            content_type: match mail.body_content_type {
+            content_type: match mail.content.body_content_type {
                 BodyContentType::Text => "Text",
                 BodyContentType::Html => "HTML",
             },
-            content: &mail.body,
+            content: &mail.content.body,
         },
-        to_recipients: recipients(&mail.to),
-        cc_recipients: recipients(&mail.cc),
-        bcc_recipients: recipients(&mail.bcc),
-        internet_message_headers: mail.headers.iter().collect(),
+        to_recipients: recipients(&mail.content.to),
+        cc_recipients: recipients(&mail.content.cc),
+        bcc_recipients: recipients(&mail.content.bcc),
+        internet_message_headers: mail.content.headers.iter().collect(),
         internet_message_id,
         attachments: inline
             .iter()
@@ -121,7 +121,7 @@ pub fn send_mail_body_with_id(
     save_to_sent_items: bool,
     internet_message_id: Option<&str>,
 ) -> Vec<u8> {
-    let all: Vec<&Attachment> = mail.attachments.iter().collect();
+    let all: Vec<&Attachment> = mail.content.attachments.iter().collect();
     let body = SendMail {
         message: message(mail, internet_message_id, &all),
         save_to_sent_items,
@@ -148,7 +148,7 @@ pub fn draft_body<'a>(
     let mut inline = Vec::new();
     let mut large = Vec::new();
     let mut total = 0usize;
-    for a in &mail.attachments {
+    for a in &mail.content.attachments {
         let size = a.content.len();
         if size <= INLINE_ATTACHMENT_MAX_BYTES && total + size <= INLINE_TOTAL_MAX_BYTES {
             total += size;
@@ -191,11 +191,11 @@ mod tests {
     #[test]
     fn the_body_has_graphs_exact_shape() {
         let mut m = mail();
-        m.body_content_type = BodyContentType::Html;
-        m.body = "<p>Hi</p>".into();
-        m.cc = vec![rcpt(" c@example.org ")];
-        m.headers = vec![header("x-campaign-id", "42")];
-        m.attachments = vec![attachment("a.txt", "text/plain", b"hello".to_vec())];
+        m.content.body_content_type = BodyContentType::Html;
+        m.content.body = "<p>Hi</p>".into();
+        m.content.cc = vec![rcpt(" c@example.org ")];
+        m.content.headers = vec![header("x-campaign-id", "42")];
+        m.content.attachments = vec![attachment("a.txt", "text/plain", b"hello".to_vec())];
         let json: serde_json::Value = serde_json::from_slice(&send_mail_body(&m, false)).unwrap();
         assert_eq!(
             json,
@@ -239,7 +239,7 @@ mod draft_tests {
     #[test]
     fn a_draft_carries_our_internet_message_id_and_leaves_big_attachments_for_upload() {
         let mut m = mail();
-        m.attachments = vec![
+        m.content.attachments = vec![
             attachment("small.txt", "text/plain", b"hi".to_vec()),
             attachment(
                 "big.bin",

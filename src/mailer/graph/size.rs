@@ -23,7 +23,7 @@ pub(crate) const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
 /// # Errors
 /// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming both sizes.
 pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
-    if mail.attachment_bytes() > MAX_INLINE_ATTACHMENT_BYTES
+    if mail.content.attachment_bytes() > MAX_INLINE_ATTACHMENT_BYTES
         || most_request_bytes(mail) <= MAX_REQUEST_BYTES
     {
         return Ok(());
@@ -44,23 +44,28 @@ pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
 /// be escaped to six (`\u001f`), attachments become base64, plus room for the fixed shape.
 fn most_request_bytes(mail: &OutgoingMail) -> usize {
     let recipients: usize = mail
+        .content
         .to
         .iter()
-        .chain(&mail.cc)
-        .chain(&mail.bcc)
+        .chain(&mail.content.cc)
+        .chain(&mail.content.bcc)
         .map(|r| r.address.len() + r.name.as_deref().map_or(0, str::len) + 64)
         .sum();
     let headers: usize = mail
+        .content
         .headers
         .iter()
         .map(|h| h.name.len() + h.value.len() + 32)
         .sum();
     let attachments: usize = mail
+        .content
         .attachments
         .iter()
         .map(|a| a.content.len().div_ceil(3) * 4 + 6 * (a.name.len() + a.content_type.len()) + 128)
         .sum();
-    6 * (mail.subject.len() + mail.body.len() + recipients + headers) + attachments + 256
+    6 * (mail.content.subject.len() + mail.content.body.len() + recipients + headers)
+        + attachments
+        + 256
 }
 
 #[cfg(test)]
@@ -68,7 +73,7 @@ mod tests {
     use super::*;
     use crate::mailer::validate::{
         CODE_ATTACHMENTS_TOO_LARGE, MAX_INLINE_ATTACHMENT_BYTES,
-        tests::{attachment, code, mail},
+        tests::{attachment, code, mail, refused},
         validate,
     };
 
@@ -81,18 +86,18 @@ mod tests {
     fn three_megabytes_of_attachments_make_a_request_over_four() {
         let mut m = mail();
         let binary = "application/octet-stream";
-        m.attachments = vec![
+        m.content.attachments = vec![
             attachment("a.bin", binary, vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10]),
             attachment("b.bin", binary, vec![0; 10]),
         ];
         // Exactly 3 MB passes the attachment rule, but its base64 alone is 4 MB.
         assert_eq!(validate(&m), Ok(()));
         assert_eq!(code(graph_check(&m)), CODE_REQUEST_TOO_LARGE);
-        m.attachments[0]
+        m.content.attachments[0]
             .content
             .truncate(MAX_INLINE_ATTACHMENT_BYTES - 64 * 1024);
         assert_eq!(graph_check(&m), Ok(()), "3 MB less 64 KiB fits in 4 MB");
-        m.attachments[0]
+        m.content.attachments[0]
             .content
             .resize(MAX_INLINE_ATTACHMENT_BYTES, 0);
         assert_eq!(
@@ -105,16 +110,17 @@ mod tests {
     #[test]
     fn a_request_over_four_megabytes_is_refused_before_any_request() {
         let mut m = mail();
-        m.body = "a".repeat(MAX_REQUEST_BYTES);
-        let err = graph_check(&m).unwrap_err();
-        assert_eq!(code(Err(err.clone())), CODE_REQUEST_TOO_LARGE);
-        assert!(err.to_string().contains("4194304"), "{err}");
-        assert!(err.to_string().contains("user-sendmail"), "{err}");
+        m.content.body = "a".repeat(MAX_REQUEST_BYTES);
+        refused(
+            graph_check(&m),
+            CODE_REQUEST_TOO_LARGE,
+            &["4194304", "user-sendmail"],
+        );
         // Escaping counts: 700,000 control-free quotes are 1.4 MB of JSON, fine.
-        m.body = "\"".repeat(700_000);
+        m.content.body = "\"".repeat(700_000);
         assert_eq!(graph_check(&m), Ok(()));
         // A body that fits only before escaping does not.
-        m.body = "\u{1}".repeat(MAX_REQUEST_BYTES / 6 + 1);
+        m.content.body = "\u{1}".repeat(MAX_REQUEST_BYTES / 6 + 1);
         assert_eq!(code(graph_check(&m)), CODE_REQUEST_TOO_LARGE);
     }
 }

@@ -104,10 +104,15 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
             message_id: mail.id,
             mailbox: &mail.from,
             tenant,
-            recipients: mail.recipient_count(),
+            recipients: mail.content.recipient_count(),
             limits: self.limits,
             tenant_budget: self.tenant_budget.as_ref().map(|budget| {
-                let addresses = mail.to.iter().chain(&mail.cc).chain(&mail.bcc);
+                let addresses = mail
+                    .content
+                    .to
+                    .iter()
+                    .chain(&mail.content.cc)
+                    .chain(&mail.content.bcc);
                 (
                     budget.external_count(addresses.map(|r| r.address.as_str())),
                     budget.external_recipients_per_day,

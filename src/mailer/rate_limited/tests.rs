@@ -259,9 +259,9 @@ async fn recipients_are_counted_to_plus_cc_plus_bcc() {
     let mailer = wrap(StubMailer::default(), &limiter);
     for _ in 0..3 {
         let mut m = mail();
-        m.to = rcpts("t", 2);
-        m.cc = rcpts("c", 1);
-        m.bcc = rcpts("b", 2);
+        m.content.to = rcpts("t", 2);
+        m.content.cc = rcpts("c", 1);
+        m.content.bcc = rcpts("b", 2);
         mailer.send(&m).await.unwrap();
     }
     let per_message: Vec<u32> = limiter.checks().iter().map(|c| c.recipients).collect();
@@ -281,7 +281,7 @@ async fn too_many_recipients_for_a_whole_day_is_permanent_naming_both_numbers() 
     )]));
     let mailer = wrap(StubMailer::default(), &limiter);
     let mut m = mail();
-    m.to = rcpts("t", 120);
+    m.content.to = rcpts("t", 120);
     let err = mailer.send(&m).await.unwrap_err();
     let MailError::Permanent { code, message } = &err else {
         panic!("{err:?}")
@@ -300,7 +300,7 @@ async fn an_invalid_message_costs_no_budget() {
     let limiter = Arc::new(FakeLimiter::default());
     let mailer = wrap(StubMailer::default(), &limiter);
     let mut m = mail();
-    m.to[0].address = "a@example.org; b@example.org".into();
+    m.content.to[0].address = "a@example.org; b@example.org".into();
     assert!(matches!(
         mailer.send(&m).await,
         Err(MailError::Permanent { .. })

@@ -72,23 +72,24 @@ fn addresses(list: &[Recipient]) -> Vec<Address<'_>> {
 pub(crate) fn mail_send_body(mail: &OutgoingMail, from: &MailboxAddress) -> Vec<u8> {
     let body = MailSend {
         personalizations: [Personalization {
-            to: addresses(&mail.to),
-            cc: addresses(&mail.cc),
-            bcc: addresses(&mail.bcc),
+            to: addresses(&mail.content.to),
+            cc: addresses(&mail.content.cc),
+            bcc: addresses(&mail.content.bcc),
         }],
         from: Address {
             email: from.as_str(),
             name: None,
         },
-        subject: &mail.subject,
+        subject: &mail.content.subject,
         content: [Content {
-            kind: match mail.body_content_type {
+            kind: match mail.content.body_content_type {
                 BodyContentType::Text => "text/plain",
                 BodyContentType::Html => "text/html",
             },
-            value: &mail.body,
+            value: &mail.content.body,
         }],
         attachments: mail
+            .content
             .attachments
             .iter()
             .map(|a| SgAttachment {
@@ -99,6 +100,7 @@ pub(crate) fn mail_send_body(mail: &OutgoingMail, from: &MailboxAddress) -> Vec<
             })
             .collect(),
         headers: mail
+            .content
             .headers
             .iter()
             .map(|h| (h.name.as_str(), h.value.as_str()))
@@ -119,8 +121,8 @@ mod tests {
     #[test]
     fn the_v3_body_has_personalizations_content_and_headers() {
         let mut m = mail();
-        m.bcc = vec![rcpt("b@example.org")];
-        m.headers = vec![header("X-Campaign", "7")];
+        m.content.bcc = vec![rcpt("b@example.org")];
+        m.content.headers = vec![header("X-Campaign", "7")];
         let from = m.from.clone();
         let json: serde_json::Value = serde_json::from_slice(&mail_send_body(&m, &from)).unwrap();
         assert_eq!(

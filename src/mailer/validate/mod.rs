@@ -71,12 +71,16 @@ pub(crate) fn validate_with_attachment_limit(
     mail: &OutgoingMail,
     max_attachment_bytes: usize,
 ) -> Result<(), MailError> {
-    for (field, list) in [("to", &mail.to), ("cc", &mail.cc), ("bcc", &mail.bcc)] {
+    for (field, list) in [
+        ("to", &mail.content.to),
+        ("cc", &mail.content.cc),
+        ("bcc", &mail.content.bcc),
+    ] {
         for (index, recipient) in list.iter().enumerate() {
             check_recipient(field, index, recipient)?;
         }
     }
-    let recipients = mail.recipient_count();
+    let recipients = mail.content.recipient_count();
     if recipients == 0 {
         return Err(permanent(
             CODE_NO_RECIPIENTS,
@@ -92,13 +96,13 @@ pub(crate) fn validate_with_attachment_limit(
         ));
     }
     refuse_control(
-        &mail.subject,
+        &mail.content.subject,
         CODE_CONTROL_CHARACTER,
         "the subject",
         "a header",
     )?;
-    check_headers(&mail.headers)?;
-    let bytes = mail.attachment_bytes();
+    check_headers(&mail.content.headers)?;
+    let bytes = mail.content.attachment_bytes();
     if bytes > max_attachment_bytes && max_attachment_bytes != MAX_INLINE_ATTACHMENT_BYTES {
         return Err(permanent(
             CODE_ATTACHMENTS_TOO_LARGE,

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use super::{Fence, SenderRef};
 use crate::{
-    domain::{Attachment, BodyContentType, MailboxAddress, OutgoingMail, sql_status},
+    domain::{
+        Attachment, BodyContentType, MailboxAddress, MessageContent, OutgoingMail, sql_status,
+    },
     store::StoreError,
 };
 
@@ -154,22 +156,9 @@ pub struct StoredMessage {
     pub id: Uuid,
     /// The sender.
     pub sender: SenderRef,
-    /// `to_recipients`.
-    pub to: Value,
-    /// `cc_recipients`.
-    pub cc: Value,
-    /// `bcc_recipients`.
-    pub bcc: Value,
-    /// `subject`.
-    pub subject: String,
-    /// `body_content_type`.
-    pub body_content_type: String,
-    /// `body`.
-    pub body: String,
-    /// `headers`.
-    pub headers: Value,
-    /// Attachments in `position` order.
-    pub attachments: Vec<Attachment>,
+    /// What it says and to whom, or a sentence naming the column that does not hold what it
+    /// should (the attempt then ends the message with that error).
+    pub content: Result<MessageContent, String>,
     /// `attempts`, including the one now starting.
     pub attempts: i32,
     /// `deferrals` so far.
@@ -203,30 +192,47 @@ impl StoredMessage {
     /// # Errors
     /// A sentence naming the column that does not hold what it should.
     pub fn outgoing(&self, from: MailboxAddress) -> Result<OutgoingMail, String> {
-        fn list<T: serde::de::DeserializeOwned>(column: &str, v: &Value) -> Result<Vec<T>, String> {
-            serde_json::from_value(v.clone())
-                .map_err(|e| format!("messages.{column} is not a valid list: {e}"))
-        }
         Ok(OutgoingMail {
             id: self.id,
             from,
-            to: list("to_recipients", &self.to)?,
-            cc: list("cc_recipients", &self.cc)?,
-            bcc: list("bcc_recipients", &self.bcc)?,
-            subject: self.subject.clone(),
-            body_content_type: BodyContentType::parse(&self.body_content_type).ok_or_else(
-                || {
-                    format!(
-                        "messages.body_content_type {:?} is not text or html",
-                        self.body_content_type
-                    )
-                },
-            )?,
-            body: self.body.clone(),
-            headers: list("headers", &self.headers)?,
-            attachments: self.attachments.clone(),
+            content: self.content.clone()?,
         })
     }
+}
+
+/// The content columns of a row returned with [`sending_columns`], parsed: a sentence naming
+/// the column that does not hold what it should, if one does not.
+fn content(
+    row: &sqlx::postgres::PgRow,
+    attachments: Vec<Attachment>,
+) -> Result<Result<MessageContent, String>, StoreError> {
+    fn list<T: serde::de::DeserializeOwned>(column: &str, v: Value) -> Result<Vec<T>, String> {
+        serde_json::from_value(v).map_err(|e| format!("messages.{column} is not a valid list: {e}"))
+    }
+    let column = |name| row.try_get::<Value, _>(name);
+    let (to, cc, bcc, headers) = (
+        column("to_recipients")?,
+        column("cc_recipients")?,
+        column("bcc_recipients")?,
+        column("headers")?,
+    );
+    let raw_type: String = row.try_get("body_content_type")?;
+    let (subject, body) = (row.try_get("subject")?, row.try_get("body")?);
+    let parse = || {
+        Ok(MessageContent {
+            to: list("to_recipients", to)?,
+            cc: list("cc_recipients", cc)?,
+            bcc: list("bcc_recipients", bcc)?,
+            subject,
+            body_content_type: BodyContentType::parse(&raw_type).ok_or_else(|| {
+                format!("messages.body_content_type {raw_type:?} is not text or html")
+            })?,
+            body,
+            headers: list("headers", headers)?,
+            attachments,
+        })
+    };
+    Ok(parse())
 }
 
 /// A row returned with [`sending_columns`] as a [`StoredMessage`].
@@ -261,14 +267,7 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
     Ok(StoredMessage {
         id,
         sender,
-        to: row.try_get("to_recipients")?,
-        cc: row.try_get("cc_recipients")?,
-        bcc: row.try_get("bcc_recipients")?,
-        subject: row.try_get("subject")?,
-        body_content_type: row.try_get("body_content_type")?,
-        body: row.try_get("body")?,
-        headers: row.try_get("headers")?,
-        attachments,
+        content: content(row, attachments)?,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,
         throttles: row.try_get("throttles")?,

@@ -5,10 +5,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::SenderRef;
-use crate::{
-    domain::{Attachment, BodyContentType, Header, Recipient},
-    store::StoreError,
-};
+use crate::{domain::MessageContent, store::StoreError};
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
 #[derive(Debug, Clone)]
@@ -17,22 +14,8 @@ pub struct NewMessage {
     pub id: Uuid,
     /// Its sender.
     pub sender: SenderRef,
-    /// `To`.
-    pub to: Vec<Recipient>,
-    /// `Cc`.
-    pub cc: Vec<Recipient>,
-    /// `Bcc`.
-    pub bcc: Vec<Recipient>,
-    /// Subject.
-    pub subject: String,
-    /// Body format.
-    pub body_content_type: BodyContentType,
-    /// Body.
-    pub body: String,
-    /// Custom headers.
-    pub headers: Vec<Header>,
-    /// Attachments.
-    pub attachments: Vec<Attachment>,
+    /// Recipients, subject, body, headers and attachments.
+    pub content: MessageContent,
     /// When to send; `None` = now.
     pub scheduled_on: Option<DateTime<Utc>>,
 }
@@ -59,13 +42,13 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         .bind(m.id)
         .bind(tenant)
         .bind(mailbox)
-        .bind(sqlx::types::Json(&m.to))
-        .bind(sqlx::types::Json(&m.cc))
-        .bind(sqlx::types::Json(&m.bcc))
-        .bind(&m.subject)
-        .bind(m.body_content_type.as_str())
-        .bind(&m.body)
-        .bind(sqlx::types::Json(&m.headers))
+        .bind(sqlx::types::Json(&m.content.to))
+        .bind(sqlx::types::Json(&m.content.cc))
+        .bind(sqlx::types::Json(&m.content.bcc))
+        .bind(&m.content.subject)
+        .bind(m.content.body_content_type.as_str())
+        .bind(&m.content.body)
+        .bind(sqlx::types::Json(&m.content.headers))
         .bind(m.scheduled_on)
         .execute(&mut *tx)
         .await?;
@@ -73,7 +56,7 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
             continue;
         }
         inserted += 1;
-        for (position, a) in m.attachments.iter().enumerate() {
+        for (position, a) in m.content.attachments.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
                  VALUES ($1, $2, $3, $4, $5)",
