@@ -109,18 +109,58 @@ impl OutcomeLabel {
     }
 }
 
-/// One daemon's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
-pub struct Metrics {
-    registry: Registry,
-    sends: Family<SendLabels, Counter>,
-    decisions: Family<DecisionLabels, Counter>,
-    rate_limit_seconds: Histogram,
-    provider_requests: Family<ProviderStatusLabels, Counter>,
-    provider_seconds: Family<ProviderLabels, Histogram>,
-    messages: Family<StatusLabels, Gauge<i64, AtomicI64>>,
-    in_flight: Gauge<i64, AtomicI64>,
-    claimed: Counter<u64, AtomicU64>,
-    paused: Family<MailboxLabels, Gauge<i64, AtomicI64>>,
+/// Declares [`Metrics`]: each entry is a field, its type, the metric's name and help, and how
+/// it is made when not by `Default` (a histogram's buckets); `new` registers them all.
+macro_rules! metrics {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($field:ident: $ty:ty = $metric:literal, $help:literal $(, $init:expr)?;)+
+    }) => {
+        $(#[$meta])*
+        pub struct $name {
+            registry: Registry,
+            $($field: $ty,)+
+        }
+
+        impl $name {
+            /// A fresh registry with every metric registered.
+            pub fn new() -> Self {
+                let mut registry = Registry::default();
+                $(
+                    let $field: $ty = metrics!(@made $($init)?);
+                    registry.register($metric, $help, $field.clone());
+                )+
+                Self { registry, $($field,)+ }
+            }
+        }
+    };
+    (@made) => { Default::default() };
+    (@made $init:expr) => { $init };
+}
+
+metrics! {
+    /// One daemon's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
+    pub struct Metrics {
+        sends: Family<SendLabels, Counter> = "mail_worker_sends",
+            "Sends by provider and outcome (what was written to PostgreSQL)";
+        decisions: Family<DecisionLabels, Counter> = "mail_worker_rate_limit_decisions",
+            "Rate-limiter decisions: allowed, each deny reason, fail_open";
+        rate_limit_seconds: Histogram = "mail_worker_rate_limit_seconds",
+            "Round trip of one rate-limiter decision, seconds",
+            latency_histogram();
+        provider_requests: Family<ProviderStatusLabels, Counter> = "mail_worker_provider_requests",
+            "Provider send requests by provider and result class";
+        provider_seconds: Family<ProviderLabels, Histogram> = "mail_worker_provider_seconds",
+            "Duration of one provider send request, seconds",
+            Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages",
+            "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
+        in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight",
+            "Sends running in this process";
+        claimed: Counter<u64, AtomicU64> = "mail_worker_claimed",
+            "Due messages this process claimed";
+        paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused",
+            "1 while a sender is paused (credentials missing or refused)";
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -141,79 +181,6 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
-    /// A fresh registry with every metric registered.
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let sends = Family::<SendLabels, Counter>::default();
-        registry.register(
-            "mail_worker_sends",
-            "Sends by provider and outcome (what was written to PostgreSQL)",
-            sends.clone(),
-        );
-        let decisions = Family::<DecisionLabels, Counter>::default();
-        registry.register(
-            "mail_worker_rate_limit_decisions",
-            "Rate-limiter decisions: allowed, each deny reason, fail_open",
-            decisions.clone(),
-        );
-        let rate_limit_seconds = latency_histogram();
-        registry.register(
-            "mail_worker_rate_limit_seconds",
-            "Round trip of one rate-limiter decision, seconds",
-            rate_limit_seconds.clone(),
-        );
-        let provider_requests = Family::<ProviderStatusLabels, Counter>::default();
-        registry.register(
-            "mail_worker_provider_requests",
-            "Provider send requests by provider and result class",
-            provider_requests.clone(),
-        );
-        let provider_seconds = Family::<ProviderLabels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
-        registry.register(
-            "mail_worker_provider_seconds",
-            "Duration of one provider send request, seconds",
-            provider_seconds.clone(),
-        );
-        let messages = Family::<StatusLabels, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "mail_worker_messages",
-            "Messages in PostgreSQL by status (all replicas; refreshed periodically)",
-            messages.clone(),
-        );
-        let in_flight = Gauge::<i64, AtomicI64>::default();
-        registry.register(
-            "mail_worker_in_flight",
-            "Sends running in this process",
-            in_flight.clone(),
-        );
-        let claimed = Counter::<u64, AtomicU64>::default();
-        registry.register(
-            "mail_worker_claimed",
-            "Due messages this process claimed",
-            claimed.clone(),
-        );
-        let paused = Family::<MailboxLabels, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "mail_worker_sender_paused",
-            "1 while a sender is paused (credentials missing or refused)",
-            paused.clone(),
-        );
-        Self {
-            registry,
-            sends,
-            decisions,
-            rate_limit_seconds,
-            provider_requests,
-            provider_seconds,
-            messages,
-            in_flight,
-            claimed,
-            paused,
-        }
-    }
-
     /// Counts one send's outcome.
     pub fn send(&self, provider: &'static str, outcome: OutcomeLabel) {
         self.sends
