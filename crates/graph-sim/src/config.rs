@@ -200,26 +200,18 @@ impl SimConfig {
 
     /// Adds an app registration of `tenant_id` with `client_id` / `client_secret`.
     pub fn with_app(
-        mut self,
+        self,
         tenant_id: impl Into<String>,
         client_id: impl Into<String>,
         client_secret: impl Into<String>,
     ) -> Self {
-        self.apps
-            .push(SimApp::new(tenant_id, client_id, client_secret));
-        self
+        self.with_app_registration(SimApp::new(tenant_id, client_id, client_secret))
     }
 
-    /// Adds an app registration of `tenant_id` that authenticates with the certificate
-    /// `certificate_pem` (no secret).
-    pub fn with_certificate_app(
-        mut self,
-        tenant_id: impl Into<String>,
-        client_id: impl Into<String>,
-        certificate_pem: impl Into<String>,
-    ) -> Self {
-        self.apps
-            .push(SimApp::new(tenant_id, client_id, "").with_certificate(certificate_pem));
+    /// Adds an app registration, e.g. one with a certificate ([`SimApp::with_certificate`]).
+    #[must_use]
+    pub fn with_app_registration(mut self, app: SimApp) -> Self {
+        self.apps.push(app);
         self
     }
 
@@ -361,7 +353,8 @@ impl SimConfig {
 }
 
 /// An Entra ID app registration allowed to get tokens (client credentials with a secret).
-#[derive(Clone, Deserialize)]
+/// Its `Debug` shows the secret as `[REDACTED]` ([`SecretString`]).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimApp {
     /// Its tenant (directory) id or domain, as used in the token URL; compared
@@ -402,16 +395,6 @@ impl SimApp {
             client_secret: SecretString::from(client_secret.into()),
             client_certificate: None,
         }
-    }
-}
-
-impl std::fmt::Debug for SimApp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimApp")
-            .field("tenant_id", &self.tenant_id)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &"[redacted]")
-            .finish()
     }
 }
 
@@ -503,17 +486,16 @@ impl SimTenant {
 
     /// How many of `addresses` are outside the accepted domains.
     pub(crate) fn external<'a>(&self, addresses: impl IntoIterator<Item = &'a String>) -> u32 {
-        let n = addresses
-            .into_iter()
-            .filter(|a| {
-                let domain = a.rsplit('@').next().unwrap_or_default();
-                !self
-                    .accepted_domains
-                    .iter()
-                    .any(|d| d.eq_ignore_ascii_case(domain))
-            })
-            .count();
+        let n = addresses.into_iter().filter(|a| !self.accepts(a)).count();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Whether `address`'s domain is one of the accepted domains (case-insensitive).
+    fn accepts(&self, address: &str) -> bool {
+        let domain = address.rsplit('@').next().unwrap_or_default();
+        self.accepted_domains
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(domain))
     }
 }
 
@@ -688,6 +670,6 @@ mod tests {
         let config = SimConfig::new().with_app("t", "c", "very-secret-value");
         let printed = format!("{config:?}");
         assert!(!printed.contains("very-secret-value"), "{printed}");
-        assert!(printed.contains("[redacted]"));
+        assert!(printed.contains("[REDACTED]"), "{printed}");
     }
 }
