@@ -502,8 +502,6 @@ pub(crate) async fn upload_chunk(
     if let Some(d) = inner.drafts.get_mut(&done.draft_id)
         && d.idx == done.idx
     {
-        d.message.attachment_count += 1;
-        d.message.attachment_bytes += attachment.bytes;
         d.message.attachments.push(attachment);
         d.uploaded += 1;
     }

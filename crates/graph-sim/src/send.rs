@@ -578,6 +578,8 @@ fn record(
         b.delayed += 1;
     }
     let answered_status = scripted.map_or(202, |a| a.status);
+    let (attachment_count, attachment_bytes) =
+        (message.attachment_count(), message.attachment_bytes());
     inner.messages.push(RecordedMessage {
         id: Uuid::new_v4(),
         request_id: how.ids.request_id.clone(),
@@ -596,8 +598,8 @@ fn record(
         body_content_type: message.body_content_type,
         body_bytes: message.body_bytes,
         request_bytes: how.request_bytes,
-        attachment_count: message.attachment_count,
-        attachment_bytes: message.attachment_bytes,
+        attachment_count,
+        attachment_bytes,
         save_to_sent_items: message.save_to_sent_items,
         delayed,
         answered_status,
