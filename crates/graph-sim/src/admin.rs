@@ -85,7 +85,6 @@ fn target_of(mailbox: Option<String>) -> Target {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptRequest {
-    #[serde(default)]
     mailbox: Option<String>,
     answers: Vec<ScriptedAnswer>,
 }
@@ -99,7 +98,6 @@ impl AdminRequest for ScriptRequest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LatencyRequest {
-    #[serde(default)]
     mailbox: Option<String>,
     latency: Latency,
 }

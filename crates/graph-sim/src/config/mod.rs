@@ -120,7 +120,6 @@ pub enum SentInTransit {
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
     /// Where to listen; `None` = `127.0.0.1:0` in process (a free port).
-    #[serde(default)]
     pub listen: Option<SocketAddr>,
     /// `expires_in` of issued tokens, in seconds (default 3599).
     #[serde(default = "default_token_lifetime_s")]
@@ -299,7 +298,6 @@ pub struct SimApp {
     pub client_secret: SecretString,
     /// The app's certificate (PEM): a `client_assertion` signed by its key, with its
     /// `x5t#S256`, is accepted instead of the secret.
-    #[serde(default)]
     pub client_certificate: Option<String>,
 }
 
@@ -339,7 +337,6 @@ pub struct SimMailbox {
     /// The tenant that owns it; only tokens of this tenant may send.
     pub tenant_id: String,
     /// Its Graph user id; `None` = a random UUID at start.
-    #[serde(default)]
     pub id: Option<Uuid>,
     /// Client ids allowed to send for it; empty = every app of its tenant.
     #[serde(default)]
