@@ -83,14 +83,14 @@ pub struct ScriptedAnswer {
     /// HTTP status, 200–599.
     pub status: u16,
     /// The error body's `code`; `None` = the default for `status`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     /// The error body's `message`; `None` = a generic one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The raw `Retry-After` header value (seconds such as `2.128`, or an HTTP-date); `None` =
     /// no header.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<String>,
     /// Whether the message is processed and recorded before this answer is given.
     #[serde(default)]
@@ -101,7 +101,7 @@ pub struct ScriptedAnswer {
     pub reset: bool,
     /// Wait this many ms before answering: after recording with `deliver` ("accepted, answered
     /// late", past the client's timeout), or instead of delivering without it (a hang).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub late_ms: Option<u64>,
 }
 

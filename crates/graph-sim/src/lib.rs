@@ -31,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 pub mod auth;
 pub mod config;
 pub mod drafts;

@@ -63,20 +63,16 @@ pub struct RecordedMessage {
     pub answered_status: u16,
     /// The request's `client-request-id` header, if the client sent one (mail-worker sends its
     /// `messages.id` there, so duplicates can be found by message id).
-    #[serde(default)]
     pub client_request_id: Option<String>,
     /// `message.internetMessageId` as the client set it (sendMail or the draft), if any.
-    #[serde(default)]
     pub internet_message_id: Option<String>,
     /// How it was sent: `sendMail`, or `draft` (`POST /messages/{id}/send`).
     #[serde(default)]
     pub via: String,
     /// The draft's id, for a draft send.
-    #[serde(default)]
     pub draft_id: Option<String>,
     /// The fault injected after the message was accepted: `None`, or `status <n>`, `reset`,
     /// `late <ms> ms` (a scripted delivering answer).
-    #[serde(default)]
     pub fault: Option<String>,
     /// Every file attachment (inline or uploaded through an upload session), in order.
     #[serde(default)]

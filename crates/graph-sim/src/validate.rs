@@ -29,8 +29,6 @@ pub(crate) struct ParsedMessage {
     /// `text` or `html`.
     pub body_content_type: String,
     pub body_bytes: usize,
-    pub attachment_count: u32,
-    pub attachment_bytes: usize,
     pub save_to_sent_items: bool,
     /// `message.internetMessageId`, if the client set it.
     pub internet_message_id: Option<String>,
@@ -42,6 +40,16 @@ impl ParsedMessage {
     /// To + Cc + Bcc.
     pub(crate) fn recipient_count(&self) -> u32 {
         u32::try_from(self.to.len() + self.cc.len() + self.bcc.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Number of file attachments.
+    pub(crate) fn attachment_count(&self) -> u32 {
+        u32::try_from(self.attachments.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Decoded bytes of all attachments.
+    pub(crate) fn attachment_bytes(&self) -> usize {
+        self.attachments.iter().map(|a| a.bytes).sum()
     }
 }
 
@@ -184,8 +192,6 @@ fn parse_message(
         headers,
         body_content_type,
         body_bytes,
-        attachment_count: u32::try_from(attachments.len()).unwrap_or(u32::MAX),
-        attachment_bytes: attachments.iter().map(|a| a.bytes).sum(),
         save_to_sent_items,
         internet_message_id,
         attachments,
@@ -442,7 +448,7 @@ mod tests {
                 value: "c-42".into()
             }]
         );
-        assert_eq!((m.attachment_count, m.attachment_bytes), (1, 5));
+        assert_eq!((m.attachment_count(), m.attachment_bytes()), (1, 5));
         assert!(!m.save_to_sent_items);
         assert_eq!(parse(minimal()).unwrap().body_bytes, "héllo".len());
     }

@@ -18,39 +18,32 @@
 //!   and by `sent_in_transit` the draft is gone (`GET` by id `404 ErrorItemNotFound`, in no
 //!   listing: the default, as <https://learn.microsoft.com/graph/outlook-immutable-id> describes
 //!   the sent copy) or still reads as the unsent draft (`isDraft: true`);
-//! - `POST /v1.0/users/{id}/messages/{draft}/attachments/createUploadSession` and
-//!   `PUT {uploadUrl}` (`Content-Range: bytes a-b/total`, no `Authorization`: the URL carries
-//!   its own credential, a request with one is refused `401`) for attachments of 3–150 MB
-//!   (<https://learn.microsoft.com/graph/outlook-large-attachments>,
-//!   <https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
+//! - upload sessions for attachments of 3–150 MB ([`upload`]).
 
 use std::sync::Arc;
 
 use axum::{
     body::Body,
     extract::{Path, Query, State},
-    http::{HeaderMap, StatusCode, header},
-    response::{IntoResponse, Response},
+    http::{HeaderMap, StatusCode},
+    response::Response,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    records::RecordedAttachment,
     send::{
-        Delivery, Reply, Seen, action_route, admit, count, deliver, next_scripted, read_body,
-        read_limited, routed, undelivered,
+        Delivery, Reply, Seen, action_route, admit, deliver, next_scripted, read_body, routed,
+        undelivered,
     },
-    state::{DraftState, Inner, SimState, Upload},
+    state::{DraftState, Inner, SimState},
     validate::parse_draft,
     wire::{GraphError, RequestIds, new_item_id},
 };
 
-/// The largest attachment an upload session takes: 150 MB
-/// (<https://learn.microsoft.com/graph/outlook-large-attachments>).
-pub const MAX_UPLOAD_BYTES: u64 = 150 * 1024 * 1024;
-/// The largest chunk one `PUT` to an upload URL may carry: 4 MB (the same page).
-pub const MAX_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+mod upload;
+pub use upload::{MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES};
+pub(crate) use upload::{create_upload_session, upload_chunk};
 
 fn wants_immutable_id(headers: &HeaderMap) -> bool {
     headers
@@ -345,189 +338,6 @@ async fn listed(
     })
 }
 
-/// `POST /v1.0/users/{user}/messages/{id}/attachments/createUploadSession`.
-pub(crate) async fn create_upload_session(
-    State(state): State<Arc<SimState>>,
-    Path((user, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        let admitted = admit(&state, &user, &headers, seen).await?;
-        let bytes = read_body(&state, &headers, body).await?;
-        let root: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| GraphError::body_read("Unable to read JSON request payload."))?;
-        let item = root
-            .as_object()
-            .and_then(|o| {
-                o.iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("AttachmentItem"))
-            })
-            .map(|(_, v)| v)
-            .ok_or_else(|| {
-                GraphError::new(
-                    StatusCode::BAD_REQUEST,
-                    "ErrorInvalidParameter",
-                    "The value of the parameter 'AttachmentItem' is empty.",
-                )
-            })?;
-        let size = item.get("size").and_then(Value::as_u64).unwrap_or(0);
-        let name = item
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        if item.get("attachmentType").and_then(Value::as_str) != Some("file") {
-            return Err(GraphError::body_read(
-                "AttachmentItem.attachmentType must be 'file'.",
-            ));
-        }
-        if size == 0 || size > MAX_UPLOAD_BYTES {
-            return Err(GraphError::new(
-                StatusCode::BAD_REQUEST,
-                "ErrorAttachmentSizeShouldNotBeLessThanMinimumSize",
-                format!("An upload session takes 1 to {MAX_UPLOAD_BYTES} bytes, not {size}."),
-            ));
-        }
-        let now_ms = state.now().timestamp_millis();
-        let mut inner = state.lock();
-        let draft_id = inner
-            .drafts
-            .iter()
-            .find(|(_, d)| d.idx == admitted.idx && d.answers_to(&id, now_ms) && d.sends == 0)
-            .map(|(k, _)| k.clone())
-            .ok_or_else(item_not_found)?;
-        let token = Uuid::new_v4().simple().to_string();
-        inner.uploads.insert(
-            token.clone(),
-            Upload {
-                idx: admitted.idx,
-                draft_id,
-                name,
-                size,
-                received: Vec::new(),
-            },
-        );
-        let expires = state.now() + chrono::Duration::hours(24);
-        Ok(Reply::Json {
-            status: StatusCode::CREATED,
-            body: json!({
-                "@odata.context": format!("{}/v1.0/$metadata#microsoft.graph.uploadSession", state.origin),
-                "uploadUrl": format!("{}/_upload/{token}", state.origin),
-                "expirationDateTime": expires.to_rfc3339(),
-                "nextExpectedRanges": ["0-"],
-            }),
-        })
-    };
-    routed(&state, "createUploadSession", &headers, handle).await
-}
-
-fn upload_error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({"error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-/// `PUT /_upload/{session}`: one chunk of an upload session.
-pub(crate) async fn upload_chunk(
-    State(state): State<Arc<SimState>>,
-    Path(token): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    count(&state, "uploadChunk");
-    if headers.contains_key(header::AUTHORIZATION) {
-        return upload_error(
-            StatusCode::UNAUTHORIZED,
-            "InvalidAuthenticationToken",
-            "An upload URL carries its own credential; a request with an Authorization header is refused.",
-        );
-    }
-    let range = headers
-        .get(header::CONTENT_RANGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_content_range);
-    let Some((start, end, total)) = range else {
-        return upload_error(
-            StatusCode::BAD_REQUEST,
-            "InvalidContentRange",
-            "Content-Range must be 'bytes start-end/total'.",
-        );
-    };
-    let Some(bytes) = read_limited(body, MAX_CHUNK_BYTES).await else {
-        return upload_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "RequestEntityTooLarge",
-            "A chunk carries at most 4 MB.",
-        );
-    };
-    let mut inner = state.lock();
-    let Some(upload) = inner.uploads.get_mut(&token) else {
-        return upload_error(
-            StatusCode::NOT_FOUND,
-            "ItemNotFound",
-            "The upload session does not exist or has completed.",
-        );
-    };
-    let received = upload.received.len() as u64;
-    if start != received
-        || total != upload.size
-        || end < start
-        || end - start + 1 != bytes.len() as u64
-    {
-        return upload_error(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            "InvalidRange",
-            &format!(
-                "The next expected range starts at {received} of {}.",
-                upload.size
-            ),
-        );
-    }
-    upload.received.extend_from_slice(&bytes);
-    let next = upload.received.len() as u64;
-    if next < upload.size {
-        return (
-            StatusCode::OK,
-            axum::Json(json!({"nextExpectedRanges": [format!("{next}-")]})),
-        )
-            .into_response();
-    }
-    let Some(done) = inner.uploads.remove(&token) else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    let attachment = RecordedAttachment::of(done.name, &done.received);
-    if let Some(d) = inner.drafts.get_mut(&done.draft_id)
-        && d.idx == done.idx
-    {
-        d.message.attachment_count += 1;
-        d.message.attachment_bytes += attachment.bytes;
-        d.message.attachments.push(attachment);
-        d.uploaded += 1;
-    }
-    (
-        StatusCode::CREATED,
-        [(
-            header::LOCATION,
-            format!("{}/_upload/{token}", state.origin),
-        )],
-    )
-        .into_response()
-}
-
-fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
-    let rest = value.trim().strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (start, end) = range.split_once('-')?;
-    Some((
-        start.trim().parse().ok()?,
-        end.trim().parse().ok()?,
-        total.trim().parse().ok()?,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,11 +353,5 @@ mod tests {
             Some("it's")
         );
         assert_eq!(filter_value("subject eq 'x'"), None);
-    }
-
-    #[test]
-    fn content_ranges_parse() {
-        assert_eq!(parse_content_range("bytes 0-9/20"), Some((0, 9, 20)));
-        assert_eq!(parse_content_range("bytes */20"), None);
     }
 }
