@@ -73,19 +73,14 @@ pub struct SystemMailboxEntry {
     /// Certificate credential instead of the secret: a PEM bundle (private key + certificate)
     /// as the value or an `env:`/`file:` reference; stored in the secret column and recognised
     /// when resolved (`mailer::graph::assertion`). Wins over `clientSecret`.
-    #[serde(default)]
     pub client_certificate: Option<String>,
     /// Messages per UTC minute override.
-    #[serde(default)]
     pub rate_limit_per_minute: Option<u32>,
     /// Recipients per UTC day override.
-    #[serde(default)]
     pub rate_limit_recipients_per_day: Option<u32>,
     /// The Graph tenant's external recipients per rolling 24 h (with `acceptedDomains`).
-    #[serde(default)]
     pub external_recipients_per_day: Option<u32>,
     /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
-    #[serde(default)]
     pub accepted_domains: Option<Vec<String>>,
 }
 
@@ -100,25 +95,18 @@ pub struct TenantEntry {
     /// The `From` mailbox.
     pub sender: String,
     /// Graph: Entra ID tenant id or domain.
-    #[serde(default)]
     pub graph_tenant_id: Option<String>,
     /// Graph: app (client) id.
-    #[serde(default)]
     pub client_id: Option<String>,
     /// Graph: secret value or reference.
-    #[serde(default)]
     pub client_secret: Option<String>,
     /// Graph: certificate credential (PEM bundle or reference) instead of the secret.
-    #[serde(default)]
     pub client_certificate: Option<String>,
     /// SendGrid: API key or reference.
-    #[serde(default)]
     pub sendgrid_api_key: Option<String>,
     /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
-    #[serde(default)]
     pub external_recipients_per_day: Option<u32>,
     /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
-    #[serde(default)]
     pub accepted_domains: Option<Vec<String>>,
 }
 

@@ -94,26 +94,33 @@ impl MailRateLimiter {
         let message = error_chain(error);
         let kind = error.kind();
         let deadline_ms = u64::try_from(self.redis.deadline().as_millis()).unwrap_or(u64::MAX);
-        if error.is_connectivity() {
-            if let Some(suppressed) = self.redis_error_log.admit(Instant::now()) {
-                tracing::warn!(
-                    event = events::MAIL_RATE_LIMIT_REDIS_ERROR,
+        // The fields both events carry; the level and the rest differ.
+        macro_rules! failed {
+            ($level:ident, $event:expr, $($rest:tt)+) => {
+                tracing::$level!(
+                    event = $event,
                     operation,
                     mailbox = %mailbox,
                     error.kind = %kind,
                     error.message = %message,
+                    $($rest)+
+                )
+            };
+        }
+        if error.is_connectivity() {
+            if let Some(suppressed) = self.redis_error_log.admit(Instant::now()) {
+                failed!(
+                    warn,
+                    events::MAIL_RATE_LIMIT_REDIS_ERROR,
                     deadline_ms,
                     suppressed,
                     "rate limiter's Redis failed; pacing locally without a shared reservation (fail-open)"
                 );
             }
         } else if let Some(suppressed) = self.script_error_log.admit(Instant::now()) {
-            tracing::error!(
-                event = events::MAIL_RATE_LIMIT_SCRIPT_ERROR,
-                operation,
-                mailbox = %mailbox,
-                error.kind = %kind,
-                error.message = %message,
+            failed!(
+                error,
+                events::MAIL_RATE_LIMIT_SCRIPT_ERROR,
                 suppressed,
                 "rate limiter's script failed (a bug to fix); pacing locally without a shared reservation (fail-open)"
             );
