@@ -241,7 +241,7 @@ async fn run_parts(
     Ok(())
 }
 
-/// Refreshes `mail_worker_messages` every `every` (one `GROUP BY` query) until `done`.
+/// Refreshes `mail_worker_messages` and `mail_worker_messages_waiting` every `every` (a `GROUP BY` query each) until `done`.
 async fn messages_gauge_loop(
     pool: PgPool,
     metrics: Arc<Metrics>,
@@ -255,6 +255,13 @@ async fn messages_gauge_loop(
         match store::report::count_by_status(pool).await {
             Ok(rows) => metrics.set_messages(&rows),
             Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
+        }
+        match store::waiting::count_waiting(pool).await {
+            Ok(rows) => {
+                let rows: Vec<_> = rows.iter().map(|&(r, n)| (r.as_str(), n)).collect();
+                metrics.set_waiting(&rows);
+            }
+            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages_waiting failed"),
         }
     })
     .await;

@@ -100,6 +100,34 @@ pub enum MessagesCommand {
     Retry(MessageArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
     Cancel(MessageArgs),
+    /// List messages, most recently changed first: recipients masked, and for a SCHEDULED one
+    /// why it waits and until when.
+    List(ListArgs),
+    /// One message: status, attempts, last error, and why it waits and until when.
+    Show {
+        /// The message's id.
+        id: uuid::Uuid,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The filters of `messages list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// A sender: system mailbox or tenant sender address, or tenant name.
+    #[arg(long)]
+    pub sender: Option<String>,
+    /// Only this status (SCHEDULED, SENDING, SENT, ERROR).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Print JSON (one array).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The filters of `messages retry|cancel` (all given ones must hold).

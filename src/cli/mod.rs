@@ -19,7 +19,7 @@ mod env_vars;
 mod tables;
 
 pub use args::{
-    Cli, Command, MailboxCommand, MessageArgs, MessagesCommand, SendersCommand, SetLimits,
+    Cli, Command, ListArgs, MailboxCommand, MessageArgs, MessagesCommand, SendersCommand, SetLimits,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -205,15 +205,12 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let (retry, args) = match command {
                 MessagesCommand::Retry(args) => (true, args),
                 MessagesCommand::Cancel(args) => (false, args),
+                MessagesCommand::List(args) => return list_messages(&config, &args).await,
+                MessagesCommand::Show { id, json } => return show_message(&config, id, json).await,
             };
             let filter = admin::MessageFilter {
                 sender: args.sender.clone(),
-                status: match &args.status {
-                    None => None,
-                    Some(s) => Some(s.to_ascii_uppercase().parse::<MessageStatus>().map_err(
-                        |_| anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES),
-                    )?),
-                },
+                status: status_arg(args.status.as_deref())?,
                 error_like: args.error_like.clone(),
                 ids: args.ids.clone(),
             };
@@ -288,4 +285,49 @@ fn out(text: &str) {
 
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// `--status`, any case, as a [`MessageStatus`].
+fn status_arg(raw: Option<&str>) -> anyhow::Result<Option<MessageStatus>> {
+    raw.map(|s| {
+        s.to_ascii_uppercase()
+            .parse::<MessageStatus>()
+            .map_err(|_| anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES))
+    })
+    .transpose()
+}
+
+/// `messages list`.
+async fn list_messages(config: &Config, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let filter = admin::MessageFilter {
+        sender: args.sender.clone(),
+        status: status_arg(args.status.as_deref())?,
+        ..Default::default()
+    };
+    let pool = store::open(&config.database_url, 2).await?;
+    let lines = admin::list(&pool, &filter, args.limit).await?;
+    if args.json {
+        out(&(serde_json::to_string_pretty(&lines)? + "\n"));
+    } else {
+        out(&tables::message_lines(&lines));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `messages show ID`.
+async fn show_message(config: &Config, id: uuid::Uuid, json: bool) -> anyhow::Result<ExitCode> {
+    let filter = admin::MessageFilter {
+        ids: vec![id],
+        ..Default::default()
+    };
+    let pool = store::open(&config.database_url, 2).await?;
+    let Some(line) = admin::list(&pool, &filter, 1).await?.pop() else {
+        anyhow::bail!("no message {id}");
+    };
+    if json {
+        out(&(serde_json::to_string_pretty(&line)? + "\n"));
+    } else {
+        out(&tables::message_text(&line));
+    }
+    Ok(ExitCode::SUCCESS)
 }

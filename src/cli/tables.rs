@@ -1,6 +1,10 @@
-//! The commands' text output: `mailbox usage` as lines, `status` as a fixed-width table.
+//! The commands' text output: `mailbox usage` and `messages show` as lines, `status` and
+//! `messages list` as fixed-width tables.
 
-use crate::{admin::usage::MailboxUsage, store::report};
+use crate::{
+    admin::usage::MailboxUsage,
+    store::{admin::MessageLine, report},
+};
 
 /// `mailbox usage` as lines.
 pub(crate) fn usage_text(u: &MailboxUsage) -> String {
@@ -84,6 +88,52 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
             time(r.oldest_due),
             time(r.next_scheduled)
         ));
+    }
+    out
+}
+
+/// `messages list` as a table: one line per message, a SCHEDULED one's wait in words.
+pub(crate) fn message_lines(lines: &[MessageLine]) -> String {
+    let mut out = format!(
+        "{:<36}  {:<9}  {:<28}  {:<19}  {}\n",
+        "ID", "STATUS", "MAILBOX", "DUE (UTC)", "WAITING / LAST ERROR"
+    );
+    for m in lines {
+        let note = m
+            .waiting
+            .as_deref()
+            .or(m.last_error.as_deref())
+            .unwrap_or("");
+        out.push_str(&format!(
+            "{:<36}  {:<9}  {:<28}  {:<19}  {note}\n",
+            m.id,
+            m.status,
+            m.mailbox,
+            m.scheduled_on.format("%Y-%m-%d %H:%M:%S"),
+        ));
+    }
+    out
+}
+
+/// `messages show` as lines.
+pub(crate) fn message_text(m: &MessageLine) -> String {
+    let mut out = format!(
+        "id          {}\nstatus      {}\nmailbox     {}\nto          {}\nsubject     {}\nattempts    {} ({} deferrals)\ndue         {}\nchanged     {}\n",
+        m.id,
+        m.status,
+        m.mailbox,
+        m.to,
+        m.subject,
+        m.attempts,
+        m.deferrals,
+        m.scheduled_on.format("%Y-%m-%d %H:%M:%S UTC"),
+        m.updated_at.format("%Y-%m-%d %H:%M:%S UTC"),
+    );
+    if let Some(w) = &m.waiting {
+        out.push_str(&format!("waiting     {w}\n"));
+    }
+    if let Some(e) = &m.last_error {
+        out.push_str(&format!("last error  {e}\n"));
     }
     out
 }

@@ -12,6 +12,7 @@
 //! | `mail_worker_provider_requests_total` | counter | `provider`, `status` (see `mailer::metered::provider_status`) |
 //! | `mail_worker_provider_seconds` | histogram | `provider` |
 //! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
+//! | `mail_worker_messages_waiting` | gauge | `reason` (`minute`, `day`, `tenant`, `cooldown`, `in_flight`, `paused`, `retry`, `unconfirmed`, `scheduled`, `due`: why the `SCHEDULED` rows wait) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
@@ -64,6 +65,11 @@ struct ProviderStatusLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderLabels {
     provider: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -154,6 +160,8 @@ metrics! {
             Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages",
             "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
+        waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting",
+            "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight",
             "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed",
@@ -222,6 +230,16 @@ impl Metrics {
                 .get_or_create(&StatusLabels {
                     status: status.to_owned(),
                 })
+                .set(count);
+        }
+    }
+
+    /// Sets `mail_worker_messages_waiting` from `(reason, count)` rows (every reason, as
+    /// `store::waiting::count_waiting` gives them).
+    pub fn set_waiting(&self, rows: &[(&'static str, i64)]) {
+        for &(reason, count) in rows {
+            self.waiting
+                .get_or_create(&ReasonLabels { reason })
                 .set(count);
         }
     }

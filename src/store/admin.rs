@@ -5,7 +5,10 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::StoreError;
+use super::{
+    StoreError,
+    waiting::{WaitReason, wait_reason_sql},
+};
 use crate::domain::MessageStatus;
 use crate::domain::sql_status;
 
@@ -245,6 +248,10 @@ pub(crate) struct MessageLine {
     pub scheduled_on: chrono::DateTime<chrono::Utc>,
     /// When its row last changed.
     pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// A `SCHEDULED` row's reason to wait ([`WaitReason`]'s keyword).
+    pub wait_reason: Option<&'static str>,
+    /// The same in words, with until when.
+    pub waiting: Option<String>,
 }
 
 /// Every status, for a list without a status filter.
@@ -267,8 +274,11 @@ pub(crate) async fn list(
     let sql = format!(
         "SELECT m.id, coalesce(s.address, t.sender_address), m.status, m.subject, \
              m.to_recipients->0->>'address', jsonb_array_length(m.to_recipients), \
-             m.attempts, m.deferrals, m.last_error, m.scheduled_on, m.updated_at \
-         {MATCH} ORDER BY m.updated_at DESC, m.id LIMIT $5"
+             m.attempts, m.deferrals, m.last_error, m.scheduled_on, m.updated_at, \
+             CASE WHEN m.status = {scheduled} THEN {reason} END, now() \
+         {MATCH} ORDER BY m.updated_at DESC, m.id LIMIT $5",
+        scheduled = sql_status!(Scheduled),
+        reason = wait_reason_sql!(),
     );
     type Row = (
         Uuid,
@@ -282,6 +292,8 @@ pub(crate) async fn list(
         Option<String>,
         chrono::DateTime<chrono::Utc>,
         chrono::DateTime<chrono::Utc>,
+        Option<String>,
+        chrono::DateTime<chrono::Utc>,
     );
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&statuses)
@@ -294,12 +306,26 @@ pub(crate) async fn list(
     Ok(rows
         .into_iter()
         .map(
-            |(id, mailbox, status, subject, first, n, attempts, deferrals, error, due, updated)| {
+            |(
+                id,
+                mailbox,
+                status,
+                subject,
+                first,
+                n,
+                attempts,
+                deferrals,
+                error,
+                due,
+                updated,
+                reason,
+                now,
+            )| {
+                let reason = reason.as_deref().map(WaitReason::of);
                 let first =
                     first.map_or_else(|| "-".to_owned(), |a| crate::domain::mask_address(&a));
                 MessageLine {
                     id,
-                    mailbox,
                     status,
                     subject,
                     to: if n > 1 {
@@ -312,6 +338,9 @@ pub(crate) async fn list(
                     last_error: error.map(|e| crate::mailer::redact::scrub_provider_text(&e)),
                     scheduled_on: due,
                     updated_at: updated,
+                    wait_reason: reason.map(WaitReason::as_str),
+                    waiting: reason.map(|r| r.describe(&mailbox, due, now)),
+                    mailbox,
                 }
             },
         )

@@ -238,3 +238,4 @@ pub mod history;
 pub mod messages;
 pub mod report;
 pub mod senders;
+pub mod waiting;

@@ -493,3 +493,102 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     let lines = text(&mail_worker(&["mailbox", "usage", "mb0@contoso.example"], &env).stdout);
     assert!(lines.contains("20 per minute (override)"), "{lines}");
 }
+
+#[tokio::test]
+async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when() {
+    let world = crate::support::spawn_app().await;
+    let url = world.db.url.to_string();
+    let env = [("DATABASE_URL", url.as_str())];
+    let mailbox = "mb0@contoso.example";
+    // One row per reason, as an attempt leaves it (`wait_reason`, `scheduled_on` ahead), plus
+    // a producer's future `scheduledOn` and a due row no attempt has touched.
+    let reasons = [
+        "minute",
+        "day",
+        "tenant",
+        "cooldown",
+        "in_flight",
+        "paused",
+        "retry",
+        "unconfirmed",
+    ];
+    let ids = world.insert(0, reasons.len() + 2, "SCHEDULED").await;
+    for (id, reason) in ids.iter().zip(reasons) {
+        sqlx::query(
+            "UPDATE messages SET wait_reason = $2, deferrals = 1, \
+                 scheduled_on = date_trunc('second', now()) + interval '90 seconds' WHERE id = $1",
+        )
+        .bind(id)
+        .bind(reason)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    }
+    let producer = ids[reasons.len()];
+    sqlx::query("UPDATE messages SET scheduled_on = now() + interval '2 days' WHERE id = $1")
+        .bind(producer)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let sent = world.insert(0, 1, "SENT").await;
+
+    let out = mail_worker(
+        &["messages", "list", "--status", "scheduled", "--json"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(lines.len(), reasons.len() + 2);
+    let of = |id: uuid::Uuid| {
+        lines
+            .iter()
+            .find(|l| l["id"] == id.to_string())
+            .unwrap_or_else(|| panic!("{id} listed"))
+            .clone()
+    };
+    for (id, reason) in ids.iter().zip(reasons) {
+        let line = of(*id);
+        assert_eq!(line["wait_reason"], reason);
+        let words = line["waiting"].as_str().unwrap();
+        let due: chrono::DateTime<chrono::Utc> =
+            serde_json::from_value(line["scheduled_on"].clone()).unwrap();
+        assert!(
+            words.contains(&due.format("%H:%M:%S UTC").to_string()),
+            "{reason}: {words}"
+        );
+    }
+    assert_eq!(of(producer)["wait_reason"], "scheduled");
+    assert_eq!(of(ids[reasons.len() + 1])["wait_reason"], "due");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("guest0@example.org"),
+        "recipients are masked"
+    );
+
+    let day = mail_worker(&["messages", "show", &ids[1].to_string()], &env);
+    assert_eq!(day.status.code(), Some(0), "{}", text(&day.stderr));
+    let shown = text(&day.stdout);
+    assert!(
+        shown.contains(&format!(
+            "waiting     waiting for {mailbox}'s 24 h recipient budget; booked "
+        )),
+        "{shown}"
+    );
+    let done = text(&mail_worker(&["messages", "show", &sent[0].to_string()], &env).stdout);
+    assert!(done.contains("status      SENT") && !done.contains("waiting"), "{done}");
+    let missing = mail_worker(&["messages", "show", &uuid::Uuid::new_v4().to_string()], &env);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("no message"), "{}", text(&missing.stderr));
+
+    let table = text(&mail_worker(&["messages", "list", "--sender", mailbox], &env).stdout);
+    assert_eq!(table.lines().count(), 1 + reasons.len() + 3, "{table}");
+    assert!(table.contains("scheduled by its producer for "), "{table}");
+
+    let waiting = mail_worker::store::waiting::count_waiting(&world.db.pool)
+        .await
+        .unwrap();
+    let counts: std::collections::BTreeMap<&str, i64> =
+        waiting.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+    for reason in reasons.into_iter().chain(["scheduled", "due"]) {
+        assert_eq!(counts[reason], 1, "{reason}: {counts:?}");
+    }
+}
