@@ -241,7 +241,8 @@ async fn run_parts(
     Ok(())
 }
 
-/// Refreshes `mail_worker_messages` and `mail_worker_messages_waiting` every `every` (a `GROUP BY` query each) until `done`.
+/// Refreshes `mail_worker_messages`, `mail_worker_messages_waiting` and
+/// `mail_worker_oldest_due_seconds` every `every` (a `GROUP BY` query each) until `done`.
 async fn messages_gauge_loop(
     pool: PgPool,
     metrics: Arc<Metrics>,
@@ -262,6 +263,12 @@ async fn messages_gauge_loop(
                 metrics.set_waiting(&rows);
             }
             Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages_waiting failed"),
+        }
+        match store::waiting::oldest_due_seconds(pool).await {
+            Ok(seconds) => metrics.set_oldest_due(seconds),
+            Err(e) => {
+                tracing::debug!(error = %e, "refreshing mail_worker_oldest_due_seconds failed")
+            }
         }
     })
     .await;

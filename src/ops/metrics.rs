@@ -13,6 +13,7 @@
 //! | `mail_worker_provider_seconds` | histogram | `provider` |
 //! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
 //! | `mail_worker_messages_waiting` | gauge | `reason` (`minute`, `day`, `tenant`, `cooldown`, `in_flight`, `paused`, `retry`, `unconfirmed`, `scheduled`, `due`: why the `SCHEDULED` rows wait) |
+//! | `mail_worker_oldest_due_seconds` | gauge | — (how long the oldest due `SCHEDULED` row has waited for a claim) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
@@ -162,6 +163,8 @@ metrics! {
             "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
         waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting",
             "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
+        oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds",
+            "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight",
             "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed",
@@ -242,6 +245,11 @@ impl Metrics {
                 .get_or_create(&ReasonLabels { reason })
                 .set(count);
         }
+    }
+
+    /// Sets `mail_worker_oldest_due_seconds`.
+    pub fn set_oldest_due(&self, seconds: f64) {
+        self.oldest_due.set(seconds);
     }
 
     /// One more send in flight until the guard drops.

@@ -135,6 +135,22 @@ pub async fn count_waiting(pool: &PgPool) -> Result<Vec<(WaitReason, i64)>, Stor
         .collect())
 }
 
+/// How long the oldest due `SCHEDULED` row has been due, seconds (0 when none is): a backlog
+/// nothing claims grows this.
+///
+/// # Errors
+/// Database errors.
+pub async fn oldest_due_seconds(pool: &PgPool) -> Result<f64, StoreError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT coalesce(extract(epoch FROM now() - min(scheduled_on)), 0)::float8 \
+         FROM messages WHERE status = ",
+        sql_status!(Scheduled),
+        " AND scheduled_on <= now()"
+    ))
+    .fetch_one(pool)
+    .await?)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;

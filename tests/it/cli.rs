@@ -574,10 +574,20 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         "{shown}"
     );
     let done = text(&mail_worker(&["messages", "show", &sent[0].to_string()], &env).stdout);
-    assert!(done.contains("status      SENT") && !done.contains("waiting"), "{done}");
-    let missing = mail_worker(&["messages", "show", &uuid::Uuid::new_v4().to_string()], &env);
+    assert!(
+        done.contains("status      SENT") && !done.contains("waiting"),
+        "{done}"
+    );
+    let missing = mail_worker(
+        &["messages", "show", &uuid::Uuid::new_v4().to_string()],
+        &env,
+    );
     assert_eq!(missing.status.code(), Some(1));
-    assert!(text(&missing.stderr).contains("no message"), "{}", text(&missing.stderr));
+    assert!(
+        text(&missing.stderr).contains("no message"),
+        "{}",
+        text(&missing.stderr)
+    );
 
     let table = text(&mail_worker(&["messages", "list", "--sender", mailbox], &env).stdout);
     assert_eq!(table.lines().count(), 1 + reasons.len() + 3, "{table}");
