@@ -601,4 +601,14 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
     for reason in reasons.into_iter().chain(["scheduled", "due"]) {
         assert_eq!(counts[reason], 1, "{reason}: {counts:?}");
     }
+    // Only the untouched due row is due; make it 20 minutes late.
+    sqlx::query("UPDATE messages SET scheduled_on = now() - interval '20 minutes' WHERE id = $1")
+        .bind(ids[reasons.len() + 1])
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let late = mail_worker::store::waiting::oldest_due_seconds(&world.db.pool)
+        .await
+        .unwrap();
+    assert!((1200.0..1260.0).contains(&late), "{late}");
 }
