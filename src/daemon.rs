@@ -218,6 +218,12 @@ async fn run_parts(
         config.metrics_refresh,
         done_rx.clone(),
     ));
+    let budgets = tokio::spawn(budget_gauge_loop(
+        config.clone(),
+        pool.clone(),
+        Arc::clone(&observers.metrics),
+        done_rx.clone(),
+    ));
     worker::run_observed(
         pool,
         stack.service,
@@ -231,6 +237,7 @@ async fn run_parts(
     stack.limiter.release_live().await;
     let _ = done_tx.send(true);
     let _ = gauge.await;
+    let _ = budgets.await;
     if let Some(server) = server {
         match server.await {
             Ok(Ok(())) => {}
@@ -274,6 +281,58 @@ async fn messages_gauge_loop(
     .await;
 }
 
+/// Refreshes `mail_worker_budget_used_ratio` every `METRICS_REFRESH_MS` (a limiter read per
+/// Graph mailbox) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget
+/// passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox and 24 h across replicas).
+async fn budget_gauge_loop(
+    config: Config,
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    done: tokio::sync::watch::Receiver<bool>,
+) {
+    let (config, pool, metrics) = (&config, &pool, &metrics);
+    let reader = tokio::sync::Mutex::new(crate::rate_limit::usage::UsageReader::new(
+        &config.rate_limit,
+    ));
+    let reader = &reader;
+    shutdown::every(config.metrics_refresh, done, None, || async move {
+        let mut reader = reader.lock().await;
+        let shares = match crate::admin::usage::budget_shares(&mut reader, config, pool).await {
+            Ok((shares, failed)) => {
+                if let Some(e) = failed {
+                    tracing::debug!(error = %e, "reading a mailbox's budget failed");
+                }
+                shares
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "refreshing mail_worker_budget_used_ratio failed");
+                return;
+            }
+        };
+        for share in shares {
+            metrics.set_budget_used(share.mailbox.as_str(), share.minute, share.day);
+            let Some(threshold) = config.budget_alert_percent else {
+                continue;
+            };
+            if share.day * 100.0 >= f64::from(threshold)
+                && reader
+                    .first_alert(&share.tenant, &share.mailbox)
+                    .await
+                    .unwrap_or(false)
+            {
+                tracing::warn!(
+                    event = events::MAIL_BUDGET_NEARLY_USED,
+                    mailbox = %share.mailbox,
+                    used_percent = (share.day * 100.0).round(),
+                    threshold_percent = threshold,
+                    "a mailbox has nearly used its 24 h recipient budget"
+                );
+            }
+        }
+    })
+    .await;
+}
+
 /// Runs the daemon until `shutdown` completes.
 ///
 /// # Errors
@@ -304,8 +363,4 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on SIGTERM (Kubernetes' stop) or SIGINT (Ctrl-C), logging which.
-pub async fn shutdown_signal() {
-    let signal = shutdown::signal().await;
-    tracing::info!(event = events::DAEMON_STOPPING, signal, "signal received");
-}
+pub use crate::shutdown::shutdown_signal;

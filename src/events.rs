@@ -15,6 +15,9 @@ pub const MAIL_RATE_LIMIT_UNREACHABLE_AT_START: &str = "mail.rateLimit.unreachab
 pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.
 pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
+/// A mailbox has used `MAIL_BUDGET_ALERT_PERCENT` of its 24 h recipient budget (warn; once per
+/// mailbox and 24 h across replicas). Fields: `mailbox`, `used_percent`, `threshold_percent`.
+pub const MAIL_BUDGET_NEARLY_USED: &str = "mail.budget.nearlyUsed";
 /// A mailbox's `paced` budgets were rebuilt from PostgreSQL's send history (info).
 pub(crate) const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
 /// The limiter's Redis answered `MOVED`: it is a cluster node, and the limiter now follows the

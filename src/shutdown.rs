@@ -73,3 +73,13 @@ pub async fn signal() -> &'static str {
         "SIGINT"
     }
 }
+
+/// Completes on SIGTERM (Kubernetes' stop) or SIGINT (Ctrl-C), logging which.
+pub async fn shutdown_signal() {
+    let signal = signal().await;
+    tracing::info!(
+        event = crate::events::DAEMON_STOPPING,
+        signal,
+        "signal received"
+    );
+}

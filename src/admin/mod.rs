@@ -147,6 +147,6 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<std::process::ExitCode
         cookie_secure = state.config.admin.cookie_secure,
         "admin UI listening"
     );
-    serve(listener, state, crate::daemon::shutdown_signal()).await?;
+    serve(listener, state, crate::shutdown::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }

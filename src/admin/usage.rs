@@ -75,38 +75,7 @@ pub(crate) async fn mailbox_usage_with(
     let sender = senders::by_address(pool, address)
         .await?
         .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
-    let defaults = config.rate_limit.defaults;
-    let source = |o: bool| if o { "override" } else { "default" };
-    let (kind, id, tenant, limits) = match &sender {
-        Sender::SystemMailbox(m) => (
-            "system mailbox".to_owned(),
-            m.id,
-            Some(m.graph.graph_tenant_id.clone()),
-            EffectiveLimits {
-                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
-                per_minute_source: source(m.rate_limit_per_minute.is_some()),
-                recipients_per_day: m
-                    .rate_limit_recipients_per_day
-                    .unwrap_or(defaults.recipients_per_day)
-                    .get(),
-                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
-            },
-        ),
-        Sender::Tenant(t) => (
-            format!("tenant {}", t.name),
-            t.id,
-            match &t.transport {
-                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
-                TenantTransport::SendGrid { .. } => None,
-            },
-            EffectiveLimits {
-                per_minute: defaults.per_minute.get(),
-                per_minute_source: "default",
-                recipients_per_day: defaults.recipients_per_day.get(),
-                recipients_per_day_source: "default",
-            },
-        ),
-    };
+    let (kind, id, tenant, limits) = limits_of(&sender, config);
     let (limiter, limiter_error) = match &tenant {
         Some(tenant) => match reader
             .read(&tenant.to_lowercase(), address, chrono::Utc::now())
@@ -136,4 +105,93 @@ pub(crate) async fn mailbox_usage_with(
         limiter_error,
         messages: admin::sender_messages(pool, id).await?,
     })
+}
+
+/// A sender's kind (`system mailbox` / `tenant <name>`), id, Graph tenant (`None`: SendGrid)
+/// and limits in force.
+fn limits_of(
+    sender: &Sender,
+    config: &Config,
+) -> (String, uuid::Uuid, Option<String>, EffectiveLimits) {
+    let defaults = config.rate_limit.defaults;
+    let source = |o: bool| if o { "override" } else { "default" };
+    match sender {
+        Sender::SystemMailbox(m) => (
+            "system mailbox".to_owned(),
+            m.id,
+            Some(m.graph.graph_tenant_id.clone()),
+            EffectiveLimits {
+                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
+                per_minute_source: source(m.rate_limit_per_minute.is_some()),
+                recipients_per_day: m
+                    .rate_limit_recipients_per_day
+                    .unwrap_or(defaults.recipients_per_day)
+                    .get(),
+                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
+            },
+        ),
+        Sender::Tenant(t) => (
+            format!("tenant {}", t.name),
+            t.id,
+            match &t.transport {
+                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
+                TenantTransport::SendGrid { .. } => None,
+            },
+            EffectiveLimits {
+                per_minute: defaults.per_minute.get(),
+                per_minute_source: "default",
+                recipients_per_day: defaults.recipients_per_day.get(),
+                recipients_per_day_source: "default",
+            },
+        ),
+    }
+}
+
+/// The used share of one Graph mailbox's budgets, as the limiter counts them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BudgetShare {
+    /// The mailbox.
+    pub mailbox: MailboxAddress,
+    /// Its Graph tenant (lower case).
+    pub tenant: String,
+    /// Of the per-minute message budget (0–1, above 1 only if the limits were lowered).
+    pub minute: f64,
+    /// Of the 24 h recipient budget.
+    pub day: f64,
+}
+
+/// The [`BudgetShare`] of every Graph sender; senders whose limiter state cannot be read are
+/// left out (the read error is returned beside the rest).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn budget_shares(
+    reader: &mut UsageReader<'_>,
+    config: &Config,
+    pool: &sqlx::PgPool,
+) -> Result<(Vec<BudgetShare>, Option<String>), AdminError> {
+    let mut shares = Vec::new();
+    let mut failed = None;
+    for address in senders::addresses(pool).await? {
+        let Ok(mailbox) = MailboxAddress::parse(&address) else {
+            continue;
+        };
+        let Some(sender) = senders::by_address(pool, &mailbox).await? else {
+            continue;
+        };
+        let (_, _, Some(tenant), limits) = limits_of(&sender, config) else {
+            continue;
+        };
+        let tenant = tenant.to_lowercase();
+        match reader.read(&tenant, &mailbox, chrono::Utc::now()).await {
+            Ok(u) => shares.push(BudgetShare {
+                minute: u.sent_last_minute as f64 / f64::from(limits.per_minute),
+                day: u.recipients_last_day as f64 / f64::from(limits.recipients_per_day),
+                mailbox,
+                tenant,
+            }),
+            Err(e) => failed = Some(e),
+        }
+    }
+    Ok((shares, failed))
 }

@@ -140,7 +140,14 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "metrics-refresh-ms",
         default: Some("15000"),
         secret: false,
-        meaning: "how often mail_worker_messages{status} is re-read (one query)",
+        meaning: "how often the gauges read from PostgreSQL and the limiter (messages, waiting, budgets) are refreshed",
+    },
+    EnvVar {
+        name: "MAIL_BUDGET_ALERT_PERCENT",
+        flag: "mail-budget-alert-percent",
+        default: Some("80"),
+        secret: false,
+        meaning: "used share of a mailbox's 24 h recipient budget that logs mail.budget.nearlyUsed (once per 24 h); `off` disables",
     },
     EnvVar {
         name: "WORKER_CONCURRENCY",

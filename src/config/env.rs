@@ -80,7 +80,7 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
 
     /// `var`'s trimmed value as `parse` reads it, or `default` when it is unset; `parse`'s
     /// error is the problem the [`ConfigError`] names.
-    fn parsed<T>(
+    pub(super) fn parsed<T>(
         &self,
         var: &'static str,
         default: T,

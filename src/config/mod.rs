@@ -101,6 +101,10 @@ pub struct Config {
     /// `METRICS_REFRESH_MS`, default 15,000 ms: how often `mail_worker_messages` is re-read
     /// from PostgreSQL (one query).
     pub metrics_refresh: Duration,
+    /// `MAIL_BUDGET_ALERT_PERCENT`, default 80 (1–100; `off` disables): the used share of a
+    /// mailbox's 24 h recipient budget at which `mail.budget.nearlyUsed` is logged, once per
+    /// mailbox and 24 h across replicas.
+    pub budget_alert_percent: Option<u8>,
     /// Worker, scheduler and queue settings.
     pub worker: WorkerConfig,
     /// Microsoft Graph endpoints.
@@ -236,6 +240,19 @@ impl Config {
             retry_for: env.duration("MAIL_RETRY_FOR", Duration::from_secs(24 * 3600))?,
             metrics_listen: env.listen("METRICS_LISTEN", "0.0.0.0:9184")?,
             metrics_refresh: env.millis("METRICS_REFRESH_MS", 15_000)?,
+            budget_alert_percent: env.parsed(
+                "MAIL_BUDGET_ALERT_PERCENT",
+                Some(80),
+                |raw| match raw {
+                    "off" => Ok(None),
+                    _ => raw
+                        .parse::<u8>()
+                        .ok()
+                        .filter(|p| (1..=100).contains(p))
+                        .map(Some)
+                        .ok_or("must be a whole number from 1 to 100, or off"),
+                },
+            )?,
             worker: WorkerConfig {
                 concurrency: env.positive("WORKER_CONCURRENCY", 128)?,
                 scheduler_interval: env.millis("SCHEDULER_INTERVAL_MS", 250)?,
@@ -334,6 +351,11 @@ impl Config {
                     .map_or_else(|| "off".to_owned(), |a| a.to_string())
             ),
             format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
+            format!(
+                "MAIL_BUDGET_ALERT_PERCENT={}",
+                self.budget_alert_percent
+                    .map_or_else(|| "off".to_owned(), |p| p.to_string())
+            ),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
             format!(
                 "SCHEDULER_INTERVAL_MS={}",

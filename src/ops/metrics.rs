@@ -13,6 +13,7 @@
 //! | `mail_worker_provider_seconds` | histogram | `provider` |
 //! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
 //! | `mail_worker_messages_waiting` | gauge | `reason` (`minute`, `day`, `tenant`, `cooldown`, `in_flight`, `paused`, `retry`, `unconfirmed`, `scheduled`, `due`: why the `SCHEDULED` rows wait) |
+//! | `mail_worker_budget_used_ratio` | gauge | `mailbox`, `window` (`minute`, `day`): the used share of each Graph mailbox's budgets as the limiter counts them |
 //! | `mail_worker_oldest_due_seconds` | gauge | — (how long the oldest due `SCHEDULED` row has waited for a claim) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
@@ -66,6 +67,12 @@ struct ProviderStatusLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderLabels {
     provider: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    mailbox: String,
+    window: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -163,6 +170,8 @@ metrics! {
             "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
         waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting",
             "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
+        budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>> = "mail_worker_budget_used_ratio",
+            "Used share of each Graph mailbox's budget as the limiter counts it, by window (minute, day)";
         oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds",
             "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight",
@@ -244,6 +253,18 @@ impl Metrics {
             self.waiting
                 .get_or_create(&ReasonLabels { reason })
                 .set(count);
+        }
+    }
+
+    /// Sets `mail_worker_budget_used_ratio` of `mailbox`: `minute` and `day` shares.
+    pub fn set_budget_used(&self, mailbox: &str, minute: f64, day: f64) {
+        for (window, share) in [("minute", minute), ("day", day)] {
+            self.budget_used
+                .get_or_create(&BudgetLabels {
+                    mailbox: mailbox.to_owned(),
+                    window,
+                })
+                .set(share);
         }
     }
 

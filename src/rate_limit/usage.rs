@@ -1,5 +1,6 @@
 //! A mailbox's live budget as the limiter counts it, read from the limiter's Redis without
-//! changing anything (`mail-worker mailbox usage`). Reads the keys of
+//! changing anything (`mail-worker mailbox usage`, the budget gauges; only the mark of a
+//! budget alert is written). Reads the keys of
 //! [`super::paced::keys`] or [`super::fixed_window::keys`], whichever algorithm is configured.
 
 use std::{fmt, time::Duration};
@@ -82,6 +83,39 @@ impl<'a> UsageReader<'a> {
         read_usage(conn, self.config, tenant, mailbox, now)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+impl UsageReader<'_> {
+    /// Whether this is the first `mail.budget.nearlyUsed` of `mailbox` (Graph tenant `tenant`)
+    /// in 24 h: sets `<prefix>:{<tenant>}:<mailbox>:alerted` for 24 h unless it is set (every
+    /// replica asks; one is told yes). The one write of this module.
+    ///
+    /// # Errors
+    /// The Redis error as text.
+    pub(crate) async fn first_alert(
+        &mut self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+    ) -> Result<bool, String> {
+        let conn = self.conn.as_ref().map_err(String::clone)?;
+        let key = format!(
+            "{}:alerted",
+            PacedKeys::new(&self.config.key_prefix, tenant, mailbox).state()
+        );
+        let (set,): (Option<String>,) = conn
+            .query(
+                redis::pipe()
+                    .cmd("SET")
+                    .arg(key)
+                    .arg(1)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(86_400_000),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(set.is_some())
     }
 }
 

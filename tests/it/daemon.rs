@@ -549,3 +549,66 @@ async fn a_limiter_redis_that_does_not_answer_at_start_is_said_loudly_once() {
     assert!(loud[0].contains("\"ERROR\""), "at error level: {}", loud[0]);
     assert!(loud[0].contains("MAIL_RATE_LIMIT_REDIS_URL"), "{}", loud[0]);
 }
+
+#[tokio::test]
+async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas() {
+    let world = TestApp::builder().spawn().await;
+    let ids = world.insert(0, 8, "SCHEDULED").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let budget = [
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10"),
+        ("MAIL_BUDGET_ALERT_PERCENT", "70"),
+        ("METRICS_REFRESH_MS", "200"),
+    ];
+    let replica = |metrics: &str| {
+        let mut env = budget.to_vec();
+        env.push(("METRICS_LISTEN", metrics));
+        let mut child = binary(&world, &env)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        (child, stderr)
+    };
+    let (mut a, mut a_err) = replica(&listen);
+    let (mut b, mut b_err) = replica("off");
+    wait_until(Duration::from_secs(30), "8 SENT", async || {
+        world.count("SENT").await == ids.len() as i64
+    })
+    .await;
+    let url = format!("http://{listen}/metrics");
+    let series =
+        "mail_worker_budget_used_ratio{mailbox=\"mb0@contoso.example\",window=\"day\"} 0.8";
+    wait_until(
+        Duration::from_secs(10),
+        "the day share on /metrics",
+        async || match reqwest::get(&url).await {
+            Ok(answer) => answer.text().await.unwrap_or_default().contains(series),
+            Err(_) => false,
+        },
+    )
+    .await;
+    // Both replicas have refreshed several times by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut said = Vec::new();
+    for (child, stderr) in [(&mut a, &mut a_err), (&mut b, &mut b_err)] {
+        sigterm(child).await;
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(stderr, &mut text)
+            .await
+            .unwrap();
+        said.extend(
+            text.lines()
+                .filter(|l| l.contains("mail.budget.nearlyUsed"))
+                .map(str::to_owned),
+        );
+    }
+    assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
+    assert!(said[0].contains("\"used_percent\":80"), "{}", said[0]);
+    assert!(said[0].contains("\"threshold_percent\":70"), "{}", said[0]);
+}
