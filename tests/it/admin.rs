@@ -650,3 +650,31 @@ async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
     }
     assert_eq!(world.sim.messages().len(), 4);
 }
+
+#[tokio::test]
+async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let mb0 = &world.mailboxes[0].0;
+    let limits = format!("/mailboxes/{mb0}/limits");
+    assert_eq!(
+        ui.save_limits(&limits, &login, "25", "4").await.status(),
+        StatusCode::SEE_OTHER
+    );
+    let handler = world.real_handler(Arc::new(mail_worker::clock::SystemClock));
+    let banner = format!("{mb0} has used");
+    for sent in 1..=4 {
+        assert_eq!(send_one(&world, &handler).await, "SENT");
+        let page = ui.page("/mailboxes", &login).await;
+        // MAIL_BUDGET_ALERT_PERCENT's default, 80: 3 of 4 recipients is 75 %.
+        assert_eq!(page.contains(&banner), sent == 4, "{sent} sent: {page}");
+    }
+    let page = ui.page("/mailboxes", &login).await;
+    assert!(
+        page.contains(&format!(
+            "<p class=\"banner\" role=\"alert\">{mb0} has used 100 % of its 24 h recipient budget</p>"
+        )),
+        "{page}"
+    );
+}

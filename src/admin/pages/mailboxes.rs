@@ -84,6 +84,27 @@ struct MailboxesPage {
     refresh: String,
     default_per_minute: u32,
     default_per_day: u32,
+    /// "hr@contoso.example has used 85 % of its 24 h recipient budget", one per mailbox past
+    /// `MAIL_BUDGET_ALERT_PERCENT`.
+    nearly_used: Vec<String>,
+}
+
+/// The banner lines of the mailboxes whose day budget is past `percent`.
+fn nearly_used(rows: &[MailboxRow], percent: Option<u8>) -> Vec<String> {
+    let Some(percent) = percent else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter_map(|r| {
+            let used = r.limiter.as_ref()?.recipients * 100 / u64::from(r.per_day.max(1));
+            (used >= u64::from(percent)).then(|| {
+                format!(
+                    "{} has used {used} % of its 24 h recipient budget",
+                    r.address
+                )
+            })
+        })
+        .collect()
 }
 
 #[derive(Template)]
@@ -118,10 +139,12 @@ pub(super) async fn mailboxes(
     State(state): State<AdminState>,
     Authed(session): Authed,
 ) -> Result<Html<String>, AdminError> {
+    let rows = usage_rows(&state, None).await?;
     render(&MailboxesPage {
         nav: true,
         csrf: session.csrf,
-        rows: usage_rows(&state, None).await?,
+        nearly_used: nearly_used(&rows, state.config.budget_alert_percent),
+        rows,
         refresh: "/mailboxes/rows".into(),
         default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
         default_per_day: state.config.rate_limit.defaults.recipients_per_day.get(),
