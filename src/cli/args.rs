@@ -113,30 +113,14 @@ pub enum MessagesCommand {
     },
 }
 
-/// The filters of `messages list`.
+/// Which messages `messages list|retry|cancel` take (all given filters must hold).
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub struct Selection {
     /// A sender: system mailbox or tenant sender address, or tenant name.
     #[arg(long)]
     pub sender: Option<String>,
-    /// Only this status (SCHEDULED, SENDING, SENT, ERROR).
-    #[arg(long)]
-    pub status: Option<String>,
-    /// At most this many.
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
-    /// Print JSON (one array).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// The filters of `messages retry|cancel` (all given ones must hold).
-#[derive(Debug, Args)]
-pub struct MessageArgs {
-    /// A sender: system mailbox or tenant sender address, or tenant name.
-    #[arg(long)]
-    pub sender: Option<String>,
-    /// Status: retry takes ERROR (default) or SCHEDULED; cancel SCHEDULED.
+    /// Status (SCHEDULED, SENDING, SENT, ERROR); retry takes ERROR (default) or SCHEDULED,
+    /// cancel SCHEDULED.
     #[arg(long)]
     pub status: Option<String>,
     /// Only messages whose last error contains this text (case-insensitive).
@@ -145,6 +129,28 @@ pub struct MessageArgs {
     /// Only this message (repeatable).
     #[arg(long = "id")]
     pub ids: Vec<uuid::Uuid>,
+}
+
+/// Arguments of `messages list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Which messages.
+    #[command(flatten)]
+    pub selection: Selection,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Print JSON (one array).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `messages retry|cancel`.
+#[derive(Debug, Args)]
+pub struct MessageArgs {
+    /// Which messages.
+    #[command(flatten)]
+    pub selection: Selection,
     /// Count what would change; write nothing.
     #[arg(long)]
     pub dry_run: bool,

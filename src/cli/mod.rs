@@ -19,7 +19,7 @@ mod env_vars;
 mod tables;
 
 pub use args::{
-    Cli, Command, ListArgs, MailboxCommand, MessageArgs, MessagesCommand, SendersCommand, SetLimits,
+    Cli, Command, ListArgs, MailboxCommand, MessagesCommand, Selection, SendersCommand, SetLimits,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -208,12 +208,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 MessagesCommand::List(args) => return list_messages(&config, &args).await,
                 MessagesCommand::Show { id, json } => return show_message(&config, id, json).await,
             };
-            let filter = admin::MessageFilter {
-                sender: args.sender.clone(),
-                status: status_arg(args.status.as_deref())?,
-                error_like: args.error_like.clone(),
-                ids: args.ids.clone(),
-            };
+            let filter = selected(&args.selection)?;
             let pool = store::open(&config.database_url, 2).await?;
             let action = if retry {
                 admin::BulkAction::Retry
@@ -287,23 +282,29 @@ fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// `--status`, any case, as a [`MessageStatus`].
-fn status_arg(raw: Option<&str>) -> anyhow::Result<Option<MessageStatus>> {
-    raw.map(|s| {
-        s.to_ascii_uppercase()
-            .parse::<MessageStatus>()
-            .map_err(|_| anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES))
+/// The filter of `messages list|retry|cancel`; `--status` in any case.
+fn selected(selection: &Selection) -> anyhow::Result<admin::MessageFilter> {
+    Ok(admin::MessageFilter {
+        sender: selection.sender.clone(),
+        status: selection
+            .status
+            .as_deref()
+            .map(|s| {
+                s.to_ascii_uppercase()
+                    .parse::<MessageStatus>()
+                    .map_err(|_| {
+                        anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES)
+                    })
+            })
+            .transpose()?,
+        error_like: selection.error_like.clone(),
+        ids: selection.ids.clone(),
     })
-    .transpose()
 }
 
 /// `messages list`.
 async fn list_messages(config: &Config, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let filter = admin::MessageFilter {
-        sender: args.sender.clone(),
-        status: status_arg(args.status.as_deref())?,
-        ..Default::default()
-    };
+    let filter = selected(&args.selection)?;
     let pool = store::open(&config.database_url, 2).await?;
     let lines = admin::list(&pool, &filter, args.limit).await?;
     if args.json {
