@@ -525,11 +525,12 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         .unwrap();
     }
     let producer = ids[reasons.len()];
-    sqlx::query("UPDATE messages SET scheduled_on = now() + interval '2 days' WHERE id = $1")
-        .bind(producer)
-        .execute(&world.db.pool)
-        .await
-        .unwrap();
+    world
+        .execute(
+            "UPDATE messages SET scheduled_on = now() + interval '2 days' WHERE id = $1",
+            producer,
+        )
+        .await;
     let sent = world.insert(0, 1, "SENT").await;
 
     let out = mail_worker(
@@ -602,11 +603,12 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         assert_eq!(counts[reason], 1, "{reason}: {counts:?}");
     }
     // Only the untouched due row is due; make it 20 minutes late.
-    sqlx::query("UPDATE messages SET scheduled_on = now() - interval '20 minutes' WHERE id = $1")
-        .bind(ids[reasons.len() + 1])
-        .execute(&world.db.pool)
-        .await
-        .unwrap();
+    world
+        .execute(
+            "UPDATE messages SET scheduled_on = now() - interval '20 minutes' WHERE id = $1",
+            ids[reasons.len() + 1],
+        )
+        .await;
     let late = mail_worker::store::waiting::oldest_due_seconds(&world.db.pool)
         .await
         .unwrap();

@@ -100,11 +100,8 @@ mod tests {
         m.content.attachments[0]
             .content
             .resize(MAX_INLINE_ATTACHMENT_BYTES, 0);
-        assert_eq!(
-            code(graph_check(&m)),
-            CODE_ATTACHMENTS_TOO_LARGE,
-            "over 3 MB the attachment rule speaks first"
-        );
+        // Over 3 MB the attachment rule speaks first.
+        refused(graph_check(&m), CODE_ATTACHMENTS_TOO_LARGE, &["3 MB"]);
     }
 
     #[test]

@@ -437,6 +437,15 @@ impl TestApp {
         ids
     }
 
+    /// Runs `sql` (an `UPDATE` of one message, say) with `$1` bound to `id`.
+    pub async fn execute(&self, sql: &'static str, id: Uuid) {
+        sqlx::query(sql)
+            .bind(id)
+            .execute(&self.db.pool)
+            .await
+            .unwrap();
+    }
+
     /// The one row `sql` selects with `$1` bound to `key` (e.g. a message's columns by id).
     pub async fn one_row<T, K>(&self, sql: &'static str, key: K) -> T
     where
