@@ -43,6 +43,7 @@ pub mod daemon;
 pub mod domain;
 pub mod events;
 pub mod import;
+pub mod intake;
 pub mod mailer;
 pub mod ops;
 pub mod rate_limit;

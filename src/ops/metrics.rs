@@ -15,6 +15,7 @@
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
+//! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //!
 //! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
 //! layers, which see a deferred or failed mail as a successful job. No label carries a
@@ -121,6 +122,7 @@ pub struct Metrics {
     in_flight: Gauge<i64, AtomicI64>,
     claimed: Counter<u64, AtomicU64>,
     paused: Family<MailboxLabels, Gauge<i64, AtomicI64>>,
+    pub(crate) intake: super::intake::IntakeMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -200,6 +202,7 @@ impl Metrics {
             "1 while a sender is paused (credentials missing or refused)",
             paused.clone(),
         );
+        let intake = super::intake::IntakeMetrics::register(&mut registry);
         Self {
             registry,
             sends,
@@ -211,6 +214,7 @@ impl Metrics {
             in_flight,
             claimed,
             paused,
+            intake,
         }
     }
 

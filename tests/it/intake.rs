@@ -1,0 +1,192 @@
+//! The intake queue (src/intake) against the real Redis and PostgreSQL: jobs pushed as campaign
+//! lines become rows, bad ones are dead-lettered with the file import's reason, finished jobs
+//! leave Redis, and a stopped consumer leaves nothing behind.
+
+use std::{sync::Arc, time::Duration};
+
+use mail_worker::{
+    import::campaign::{SenderDirectory, parse_line_bytes},
+    intake::{self, IntakeSettings, dead},
+    ops::Metrics,
+};
+use redis::AsyncCommands;
+use uuid::Uuid;
+
+use crate::support::{TestApp, redis_url, spawn_app, wait_until};
+
+fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
+    serde_json::json!({
+        "id": id.to_string(),
+        "systemMailbox": mailbox,
+        "to": [{"address": "guest@fabrikam.example"}],
+        "subject": "Invitation",
+        "body": {"contentType": "text", "content": "Hello"},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Every key of `queue` (`<queue>:…`), sorted.
+async fn queue_keys(queue: &str) -> Vec<String> {
+    let mut conn = crate::support::redis_conn().await;
+    let mut keys: Vec<String> = conn.keys(format!("{queue}:*")).await.unwrap();
+    keys.sort();
+    keys
+}
+
+fn settings(app: &TestApp) -> IntakeSettings {
+    let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
+    s.cleanup_every = Duration::from_millis(200);
+    s.poll = Duration::from_millis(20);
+    s
+}
+
+/// Starts a consumer of the app's queue; send `true` to stop it.
+fn consume(
+    app: &TestApp,
+    conn: &intake::ConnectionManager,
+    metrics: &Arc<Metrics>,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
+) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(intake::run(
+        settings(app),
+        conn.clone(),
+        app.db.pool.clone(),
+        Arc::clone(metrics),
+        stopped,
+    ));
+    (stop, consumer)
+}
+
+#[tokio::test]
+async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_reason() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
+    let mut lines: Vec<Vec<u8>> = ids.iter().map(|id| line(*id, &mailbox)).collect();
+    let bad: Vec<Vec<u8>> = vec![
+        b"not json at all".to_vec(),
+        line(Uuid::new_v4(), "nobody@contoso.example"),
+        String::from_utf8(line(Uuid::new_v4(), &mailbox))
+            .unwrap()
+            .replace("Hello", "Hel\\u0000lo")
+            .into_bytes(),
+        [b"{\"id\": \"x\xff\"}".as_slice()].concat(),
+    ];
+    lines.extend(bad.iter().cloned());
+    // The same message pushed again while the first is still queued: not a second job.
+    lines.push(line(ids[0], &mailbox));
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        65
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(20), "60 rows", async || {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        n == 60
+    })
+    .await;
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "4 dead, none done left",
+        async || {
+            let s = dead::stats(&mut c, &queue).await.unwrap();
+            s.dead == 4 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+        },
+    )
+    .await;
+
+    // The dead jobs' reasons are the file import's for the same lines.
+    let directory = SenderDirectory {
+        tenants: Default::default(),
+        system_mailboxes: [(mailbox.clone(), app.mailboxes[0].1)]
+            .into_iter()
+            .collect(),
+    };
+    let mut expected: Vec<String> = bad
+        .iter()
+        .map(|l| parse_line_bytes(1, l, &directory).unwrap_err().reason)
+        .collect();
+    expected.sort();
+    let mut listed: Vec<String> = dead::list(&mut c, &queue, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, expected);
+    let text = metrics.encode();
+    assert!(
+        text.contains("mail_worker_intake_jobs_total{outcome=\"inserted\"} 60"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mail_worker_intake_jobs_total{outcome=\"dead\"} 4"),
+        "{text}"
+    );
+
+    // Discarded, the dead leave nothing but the (empty) structures apalis keeps.
+    assert_eq!(
+        dead::discard(&mut c, &queue, dead::Which::All)
+            .await
+            .unwrap(),
+        4
+    );
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let left = queue_keys(&queue).await;
+    assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");
+}
+
+#[tokio::test]
+async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, "late@contoso.example")])
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(10), "1 dead", async || {
+        dead::stats(&mut c, &queue).await.unwrap().dead == 1
+    })
+    .await;
+    sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ('late@contoso.example', 'c', 't', 's')")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        dead::retry(&mut c, &queue, dead::Which::All).await.unwrap(),
+        1
+    );
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(10), "the row", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
