@@ -190,3 +190,65 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
 }
+
+fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+        .args(args)
+        .env("INTAKE_QUEUE", queue)
+        .env("REDIS_URL", redis_url().as_str())
+        .env("DATABASE_URL", db.as_str())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn enqueue_via_queue_and_the_queue_commands() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    let mut text = String::new();
+    for _ in 0..3 {
+        text += &String::from_utf8(line(Uuid::new_v4(), &mailbox)).unwrap();
+        text += "\n";
+    }
+    text += "{broken\n\n";
+    std::fs::write(&file, text).unwrap();
+    let pushed = cli(
+        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &queue,
+        &app.db.url,
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(pushed.starts_with("4 lines pushed onto"), "{pushed}");
+    let stats = cli(&["queue", "stats"], &queue, &app.db.url);
+    assert!(
+        stats.contains("scheduled 4") || stats.contains("waiting 4"),
+        "{stats}"
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(10), "1 dead, 0 done", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        s.dead == 1 && s.done == 0
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    assert_eq!(app.count("SCHEDULED").await, 3);
+    let listed = cli(&["queue", "dead"], &queue, &app.db.url);
+    assert!(listed.contains("(7 bytes): not a message:"), "{listed}");
+    let discarded = cli(&["queue", "discard", "--all"], &queue, &app.db.url);
+    assert_eq!(discarded, "1 dead jobs discarded\n");
+    assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
+}
