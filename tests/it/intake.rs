@@ -252,3 +252,61 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     assert_eq!(discarded, "1 dead jobs discarded\n");
     assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let id = Uuid::new_v4().to_string();
+    let line = String::from_utf8(line(id.parse().unwrap(), app.mailboxes[0].0.as_str())).unwrap();
+    let url = redis_url();
+    for args in [
+        vec![
+            "HSETNX".to_owned(),
+            format!("{queue}:data"),
+            id.clone(),
+            line,
+        ],
+        [
+            "HSET",
+            &format!("{queue}:meta:{id}"),
+            "attempts",
+            "0",
+            "max_attempts",
+            "25",
+            "status",
+            "Pending",
+            "idempotency_key",
+            "",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        vec!["RPUSH".to_owned(), format!("{queue}:active"), id.clone()],
+    ] {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-u", url.as_str()])
+            .args(&args)
+            .output()
+            .expect("redis-cli");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let metrics = Arc::new(Metrics::new());
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(10), "the row", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
