@@ -41,6 +41,20 @@ fn settings(app: &TestApp) -> IntakeSettings {
     s
 }
 
+/// Waits until message `id` is stored.
+async fn wait_for_row(app: &TestApp, id: Uuid) {
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(10), "the row", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+}
+
 /// Starts a consumer of the app's queue; send `true` to stop it.
 fn consume(
     app: &TestApp,
@@ -177,16 +191,7 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
         dead::retry(&mut c, &queue, dead::Which::All).await.unwrap(),
         1
     );
-    let pool = app.db.pool.clone();
-    wait_until(Duration::from_secs(10), "the row", async || {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-            == 1
-    })
-    .await;
+    wait_for_row(&app, id).await;
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
 }
@@ -297,16 +302,7 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
     let metrics = Arc::new(Metrics::new());
     let conn = intake::connect(&redis_url()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    let pool = app.db.pool.clone();
-    wait_until(Duration::from_secs(10), "the row", async || {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1::uuid")
-            .bind(&id)
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-            == 1
-    })
-    .await;
+    wait_for_row(&app, id.parse().unwrap()).await;
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
 }
