@@ -1,9 +1,9 @@
 //! The intake queue of campaign sends: an apalis worker per process on apalis-redis storage
 //! named by `INTAKE_QUEUE` on `REDIS_URL`. A job is one campaign JSONL line
-//! (docs/file-formats.md, [`job`]); every replica consumes ([`consumer`]: batches of lines
+//! (docs/file-formats.md, `job`); every replica consumes (`consumer`: batches of lines
 //! parsed by the file import's code, one multi-row insert, acked after the commit), bad lines
 //! are dead-lettered with the file import's reason ([`dead`]), and finished jobs are removed
-//! from Redis by our own cleanup ([`cleanup`]). PostgreSQL stays the scheduler: the intake
+//! from Redis by our own cleanup (`cleanup`). PostgreSQL stays the scheduler: the intake
 //! only writes `SCHEDULED` rows, which `send-scheduled-messages` claims as ever. The wire
 //! format for producers in any language is docs/queue.md.
 
@@ -51,7 +51,7 @@ pub struct IntakeSettings {
     pub missed_heartbeats: usize,
     /// How often an idle worker looks for jobs.
     pub poll: Duration,
-    /// How often finished jobs are removed from Redis ([`cleanup`]).
+    /// How often finished jobs are removed from Redis (`cleanup`).
     pub cleanup_every: Duration,
 }
 
