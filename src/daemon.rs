@@ -17,7 +17,7 @@ use sqlx::PgPool;
 use crate::{
     clock::{Clock, SystemClock},
     config::Config,
-    events,
+    events, intake,
     mailer::factory::{MailerFactory, SecretEnv},
     ops::{self, Liveness, Metrics, OpsState, Readiness},
     rate_limit::MailRateLimiter,
@@ -196,15 +196,34 @@ async fn run_parts(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+    // The intake stops when the claim loop does: its jobs in flight are stored or returned.
+    let (intake_stop, intake_stopped) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = intake_stop.send(true);
+    };
+    let intake = match &config.intake.queue {
+        Some(queue) => Some((
+            intake::IntakeSettings::new(queue, config.intake.worker_name.as_deref()),
+            intake::connect_lazily(config.redis_url.first()).await?,
+        )),
+        None => None,
+    };
     let server = listener.map(|listener| {
         let state = OpsState {
             metrics: Arc::clone(&observers.metrics),
             liveness: Arc::clone(&observers.liveness),
-            readiness: Arc::new(Readiness::new(
-                pool.clone(),
-                Some(Arc::clone(&stack.limiter)),
-                Arc::clone(&observers.claiming),
-            )),
+            readiness: Arc::new({
+                let readiness = Readiness::new(
+                    pool.clone(),
+                    Some(Arc::clone(&stack.limiter)),
+                    Arc::clone(&observers.claiming),
+                );
+                match &intake {
+                    Some((_, conn)) => readiness.with_intake(conn.clone()),
+                    None => readiness,
+                }
+            }),
         };
         let mut done = done_rx.clone();
         tokio::spawn(ops::serve(listener, state, async move {
@@ -224,6 +243,15 @@ async fn run_parts(
         Arc::clone(&observers.metrics),
         done_rx.clone(),
     ));
+    let intake = intake.map(|(settings, conn)| {
+        tokio::spawn(intake::run(
+            settings,
+            conn,
+            pool.clone(),
+            Arc::clone(&observers.metrics),
+            intake_stopped,
+        ))
+    });
     worker::run_observed(
         pool,
         stack.service,
@@ -235,6 +263,15 @@ async fn run_parts(
     // Sends the shutdown grace cut off released their leases as they were dropped (spawned);
     // release what is left before the process exits, so other replicas need not wait for it.
     stack.limiter.release_live().await;
+    if let Some(intake) = intake {
+        match intake.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer failed")
+            }
+            Err(e) => tracing::error!(error = %e, "the intake consumer panicked"),
+        }
+    }
     let _ = done_tx.send(true);
     let _ = gauge.await;
     let _ = budgets.await;

@@ -110,3 +110,13 @@ pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
 /// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";
+/// An intake job is not a message (the file import's reason for the line): dead-lettered.
+/// Fields: `task` (the job's id), `reason`. Warn, once per job.
+pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";
+/// Storing a batch of intake jobs in PostgreSQL failed: the jobs wait (not acked). Fields:
+/// `error`. Warn, once per batch.
+pub const INTAKE_STORE_FAILED: &str = "intake.store.failed";
+/// The intake consumer started or stopped. Fields: `queue`, `worker`. Info.
+pub const INTAKE_CONSUMER: &str = "intake.consumer";
+/// The intake queue's Redis failed outside a job (fetch, heartbeat, cleanup). Fields: `error`.
+pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";

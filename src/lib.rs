@@ -5,6 +5,7 @@
 //! The modules follow the send path:
 //!
 //! ```text
+//! intake (apalis-redis queue of campaign lines → one multi-row INSERT per batch → SCHEDULED rows)
 //! worker (claim loop: due rows → SENDING for this replica's free slots → handler)
 //!   → service (MailProviderService: send one message, write the outcome, defer with spread)
 //!     → mailer::factory → mailer::rate_limited ◄── rate_limit (Lua check_and_reserve / release)
@@ -26,8 +27,9 @@
 //! demo`), `crates/bench` (the benchmark lab); this crate uses them only as dev-dependencies.
 //!
 //! Choices a reader might not expect, and why (history: docs/decisions/):
-//! - *PostgreSQL is the queue*: a claim moves due rows straight to `SENDING` for this replica's
-//!   own free slots; no job queue in Redis (less state, one row write less, no poll delay).
+//! - *PostgreSQL is the scheduler*: a claim moves due rows straight to `SENDING` for this
+//!   replica's own free slots; the Redis queue ([`intake`]) only feeds PostgreSQL, it is not in
+//!   the send path (less state, one row write less, no poll delay).
 //! - *`anyhow` only at the top*: [`cli`] and [`daemon`] return `anyhow::Result`; they live in the
 //!   library so that the benchmarks' daemon runs the same entry point.
 //! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls; what is
@@ -43,6 +45,7 @@ pub mod daemon;
 pub mod domain;
 pub mod events;
 pub mod import;
+pub mod intake;
 pub mod mailer;
 pub mod ops;
 pub mod rate_limit;

@@ -46,7 +46,14 @@ pub enum Command {
         /// Check every line and count what would be inserted; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// `database` (default: insert the rows) or `queue`: push every non-blank line as a
+        /// job onto the intake queue (INTAKE_QUEUE on REDIS_URL), for the replicas to consume.
+        #[arg(long, default_value = "database", value_parser = ["database", "queue"])]
+        via: String,
     },
+    /// The intake queue (INTAKE_QUEUE on REDIS_URL): counts and dead-lettered jobs.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Retry or cancel messages, by filter (instead of SQL).
     #[command(subcommand)]
     Messages(MessagesCommand),
@@ -65,6 +72,35 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `mail-worker queue …`
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Waiting, scheduled, in-flight, dead and finished jobs, and workers.
+    Stats,
+    /// The dead-lettered jobs: task id, size, and why the line was refused.
+    Dead {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Put dead jobs back on the queue (after fixing the cause, e.g. importing a sender).
+    Retry {
+        /// Task ids; none with `--all`.
+        ids: Vec<String>,
+        /// Every dead job.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Delete dead jobs.
+    Discard {
+        /// Task ids; none with `--all`.
+        ids: Vec<String>,
+        /// Every dead job.
+        #[arg(long)]
+        all: bool,
     },
 }
 

@@ -49,7 +49,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "redis-url",
         default: Some("redis://127.0.0.1:6379"),
         secret: true,
-        meaning: "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set (no job queue: PostgreSQL is the queue); one URL or comma-separated cluster seeds; `rediss://` for TLS",
+        meaning: "the limiter's Redis unless MAIL_RATE_LIMIT_REDIS_URL is set and the intake queue (INTAKE_QUEUE; PostgreSQL stays the scheduler); one URL or comma-separated cluster seeds; `rediss://` for TLS",
     },
     EnvVar {
         name: "MAIL_RATE_LIMIT_REDIS_URL",
@@ -274,6 +274,20 @@ pub const ENV_VARS: &[EnvVar] = &[
         default: Some("false"),
         secret: false,
         meaning: "`mail-worker admin`: mark the session cookie Secure; set it when the UI is reached over HTTPS",
+    },
+    EnvVar {
+        name: "INTAKE_QUEUE",
+        flag: "intake-queue",
+        default: Some("{mail-worker:campaign-sends}"),
+        secret: false,
+        meaning: "the intake queue of campaign sends on REDIS_URL (apalis-redis namespace; braces = one Redis Cluster hash tag); every replica consumes it into PostgreSQL; `off` disables it (docs/queue.md)",
+    },
+    EnvVar {
+        name: "INTAKE_WORKER_NAME",
+        flag: "intake-worker-name",
+        default: None,
+        secret: false,
+        meaning: "the start of this process's intake worker name (pid and a random suffix are added); unset: the host name; Kubernetes: the pod's name",
     },
 ];
 

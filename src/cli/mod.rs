@@ -10,7 +10,7 @@ use crate::{
     admin::usage::mailbox_usage,
     config::Config,
     domain::{MailboxAddress, MessageStatus},
-    events, import,
+    events, import, intake,
     store::{self, admin, report, senders},
 };
 
@@ -153,7 +153,25 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             ));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Enqueue { file, dry_run } => {
+        Command::Enqueue { file, via, .. } if via == "queue" => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let (queue, mut conn) = queue_of(&config).await?;
+            let lines = bytes
+                .split(|b| *b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+                .map(<[u8]>::to_vec);
+            let pushed = intake::push_lines(conn.clone(), &queue, lines).await?;
+            let stats = intake::dead::stats(&mut conn, &queue).await?;
+            out(&format!(
+                "{pushed} lines pushed onto {queue} ({} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
+                stats.waiting + stats.scheduled
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Queue(command) => queue_command(&config, command).await,
+        Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -329,6 +347,57 @@ async fn show_message(config: &Config, id: uuid::Uuid, json: bool) -> anyhow::Re
         out(&(serde_json::to_string_pretty(&line)? + "\n"));
     } else {
         out(&tables::message_text(&line));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The intake queue's name and a connection to its Redis.
+async fn queue_of(config: &Config) -> anyhow::Result<(String, intake::ConnectionManager)> {
+    let queue = config
+        .intake
+        .queue
+        .clone()
+        .context("INTAKE_QUEUE is off: there is no intake queue")?;
+    let conn = intake::connect(config.redis_url.first()).await?;
+    Ok((queue, conn))
+}
+
+/// `mail-worker queue …`.
+async fn queue_command(config: &Config, command: args::QueueCommand) -> anyhow::Result<ExitCode> {
+    use args::QueueCommand;
+    use intake::dead::{self, Which};
+    let (queue, mut conn) = queue_of(config).await?;
+    let which = |ids: Vec<String>, all: bool| -> anyhow::Result<Which> {
+        match (all, ids.is_empty()) {
+            (true, true) => Ok(Which::All),
+            (false, false) => Ok(Which::Ids(ids)),
+            _ => anyhow::bail!("give task ids or --all (not both)"),
+        }
+    };
+    match command {
+        QueueCommand::Stats => {
+            let s = dead::stats(&mut conn, &queue).await?;
+            out(&format!(
+                "{queue}: waiting {}, scheduled {}, in flight {}, dead {}, done (not yet removed) {}, workers {}\n",
+                s.waiting, s.scheduled, s.in_flight, s.dead, s.done, s.workers
+            ));
+        }
+        QueueCommand::Dead { limit } => {
+            for job in dead::list(&mut conn, &queue, limit).await? {
+                out(&format!(
+                    "{} ({} bytes): {}\n",
+                    job.task, job.bytes, job.reason
+                ));
+            }
+        }
+        QueueCommand::Retry { ids, all } => {
+            let n = dead::retry(&mut conn, &queue, which(ids, all)?).await?;
+            out(&format!("{n} dead jobs back on {queue}\n"));
+        }
+        QueueCommand::Discard { ids, all } => {
+            let n = dead::discard(&mut conn, &queue, which(ids, all)?).await?;
+            out(&format!("{n} dead jobs discarded\n"));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -121,7 +121,26 @@ pub struct Config {
     pub log_filter: String,
     /// The admin UI's settings (`mail-worker admin`).
     pub admin: AdminConfig,
+    /// The intake queue of campaign sends ([`crate::intake`]).
+    pub intake: IntakeConfig,
 }
+
+/// The intake queue's settings ([`crate::intake`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntakeConfig {
+    /// `INTAKE_QUEUE`, default [`DEFAULT_INTAKE_QUEUE`]; `off` (`None`) disables the intake.
+    /// The apalis-redis namespace on `REDIS_URL`: every key is `<queue>:…`.
+    pub queue: Option<String>,
+    /// `INTAKE_WORKER_NAME`, default the host name (a pod's name in Kubernetes): the start of
+    /// this process's apalis worker name, to which the pid and a random suffix are added.
+    pub worker_name: Option<String>,
+}
+
+/// `INTAKE_QUEUE`'s default. In braces, a Redis Cluster hash tag: every key of the queue
+/// (`{mail-worker:campaign-sends}:active`, `…:data`, `…:meta:<id>`, …) hashes to one slot, so
+/// apalis-redis's multi-key Lua scripts may run on a cluster node, and a queue started on a
+/// standalone Redis keeps its key names when moved to a cluster.
+pub const DEFAULT_INTAKE_QUEUE: &str = "{mail-worker:campaign-sends}";
 
 /// The admin UI's settings (`mail-worker admin`, [`crate::admin`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +194,19 @@ impl Config {
         // `rediss://` is TLS (rustls, the system's trust store).
         let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
+        let intake_queue = match env.text("INTAKE_QUEUE", DEFAULT_INTAKE_QUEUE)?.trim() {
+            "off" => None,
+            name if name.contains(char::is_whitespace) => {
+                return Err(env.error("INTAKE_QUEUE", "must not contain white space"));
+            }
+            name => Some(name.to_owned()),
+        };
+        if intake_queue.is_some() && redis_url.is_cluster() {
+            return Err(env.error(
+                "INTAKE_QUEUE",
+                "the intake queue needs one Redis node, and REDIS_URL lists Redis Cluster seeds: set INTAKE_QUEUE=off, or give REDIS_URL one node (docs/queue.md)",
+            ));
+        }
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
         if send_lease < http_timeout * 2 {
             // Blame the variable the operator set: SEND_LEASE_MS when given, else the
@@ -287,6 +319,10 @@ impl Config {
                 token: env.get("ADMIN_TOKEN").map(crate::domain::SecretRef::new),
                 cookie_secure: env.bool("ADMIN_COOKIE_SECURE", false)?,
             },
+            intake: IntakeConfig {
+                queue: intake_queue,
+                worker_name: env.get("INTAKE_WORKER_NAME").map(|n| n.trim().to_owned()),
+            },
         })
     }
 
@@ -393,6 +429,14 @@ impl Config {
                     .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
             ),
             format!("ADMIN_COOKIE_SECURE={}", self.admin.cookie_secure),
+            format!(
+                "INTAKE_QUEUE={}",
+                self.intake.queue.as_deref().unwrap_or("off")
+            ),
+            format!(
+                "INTAKE_WORKER_NAME={}",
+                self.intake.worker_name.as_deref().unwrap_or("(unset)")
+            ),
         ]
     }
 }

@@ -316,8 +316,16 @@ fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted()
         &"MAIL_RATE_LIMIT_REDIS_URL=redis://:***@a:7000,redis://:***@b:7001,redis://:***@c:7002"
             .to_owned()
     ));
-    // REDIS_URL, when it is the limiter's, too.
-    let c = parse(&[("REDIS_URL", "redis://a:7000,redis://b:7001")]).unwrap();
+    // REDIS_URL, when it is the limiter's, too (the intake queue then off: it needs one node).
+    let e = parse(&[("REDIS_URL", "redis://a:7000,redis://b:7001")]).unwrap_err();
+    assert_eq!(e.var, "INTAKE_QUEUE");
+    assert!(e.problem.contains("INTAKE_QUEUE=off"), "{}", e.problem);
+    let c = parse(&[
+        ("REDIS_URL", "redis://a:7000,redis://b:7001"),
+        ("INTAKE_QUEUE", "off"),
+    ])
+    .unwrap();
+    assert_eq!(c.intake.queue, None);
     assert_eq!(c.rate_limit.redis_url.as_slice().len(), 2);
     assert!(!c.redis_url.redacted().contains("***"));
     for (value, needle) in [

@@ -40,7 +40,7 @@ pub async fn enqueue(
     pool: &PgPool,
     bytes: impl AsRef<[u8]>,
 ) -> Result<Enqueued, store::StoreError> {
-    let directory = senders(pool).await?;
+    let directory = sender_directory(pool).await?;
     let report = campaign::enqueue(pool, bytes.as_ref(), &directory).await?;
     Ok(Enqueued {
         inserted: report.inserted,
@@ -55,7 +55,7 @@ pub async fn enqueue(
 /// # Errors
 /// PostgreSQL errors.
 pub async fn check(pool: &PgPool, bytes: impl AsRef<[u8]>) -> Result<Enqueued, store::StoreError> {
-    let directory = senders(pool).await?;
+    let directory = sender_directory(pool).await?;
     let (good, bad) = campaign::parse_bytes(bytes.as_ref(), &directory);
     let ids: Vec<uuid::Uuid> = good.iter().map(|(_, m)| m.id).collect();
     let present = store::messages::count_present(pool, &ids).await?;
@@ -66,7 +66,13 @@ pub async fn check(pool: &PgPool, bytes: impl AsRef<[u8]>) -> Result<Enqueued, s
     })
 }
 
-async fn senders(pool: &PgPool) -> Result<campaign::SenderDirectory, store::StoreError> {
+/// The stored senders by name and address, as a campaign line names them.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub(crate) async fn sender_directory(
+    pool: &PgPool,
+) -> Result<campaign::SenderDirectory, store::StoreError> {
     let (tenants, system_mailboxes) = store::senders::sender_ids(pool).await?;
     Ok(campaign::SenderDirectory {
         tenants,

@@ -104,7 +104,7 @@ pub(crate) struct ReadyReport {
     /// What is down: `postgresql`, `claim_loop`.
     pub down: Vec<&'static str>,
     /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open; on a
-    /// cluster: some master serving slots did not answer).
+    /// cluster: some master serving slots did not answer), `intake_redis` (the intake queue's).
     pub degraded: Vec<&'static str>,
     /// Every check by name.
     pub checks: BTreeMap<&'static str, Check>,
@@ -115,6 +115,7 @@ pub(crate) struct Readiness {
     pool: PgPool,
     limiter: Option<Arc<MailRateLimiter>>,
     claiming: Arc<AtomicBool>,
+    intake: Option<redis::aio::ConnectionManager>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -135,12 +136,21 @@ impl Readiness {
             pool,
             limiter,
             claiming,
+            intake: None,
         }
+    }
+
+    /// Also checks the intake queue's Redis (`intake_redis`; degraded, not unready, when down:
+    /// the jobs wait in Redis, and sends from PostgreSQL go on).
+    pub(crate) fn with_intake(mut self, conn: redis::aio::ConnectionManager) -> Self {
+        self.intake = Some(conn);
+        self
     }
 
     /// Runs every check (concurrently, each within [`CHECK_TIMEOUT`]).
     pub(crate) async fn check(&self) -> ReadyReport {
-        let (postgresql, limiter) = tokio::join!(self.postgresql(), self.limiter());
+        let (postgresql, limiter, intake) =
+            tokio::join!(self.postgresql(), self.limiter(), self.intake());
         let claim_loop = if self.claiming.load(Ordering::SeqCst) {
             ok(None)
         } else {
@@ -155,6 +165,12 @@ impl Readiness {
                 degraded.push("rate_limit_redis");
             }
             checks.insert("rate_limit_redis", limiter);
+        }
+        if let Some(intake) = intake {
+            if !intake.ok {
+                degraded.push("intake_redis");
+            }
+            checks.insert("intake_redis", intake);
         }
         let down: Vec<&'static str> = ["postgresql", "claim_loop"]
             .into_iter()
@@ -183,6 +199,20 @@ impl Readiness {
         Some(match limiter.ping().await {
             Ok(took) => ok(Some(took)),
             Err(e) => failed(e.to_string()),
+        })
+    }
+}
+
+impl Readiness {
+    async fn intake(&self) -> Option<Check> {
+        let mut conn = self.intake.clone()?;
+        let started = Instant::now();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<String>(&mut conn);
+        Some(match tokio::time::timeout(CHECK_TIMEOUT, ping).await {
+            Ok(Ok(_)) => ok(Some(started.elapsed())),
+            Ok(Err(e)) => failed(e.to_string()),
+            Err(_) => failed(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
         })
     }
 }

@@ -18,6 +18,7 @@
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
+//! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //!
 //! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
 //! layers, which see a deferred or failed mail as a successful job. No label carries a
@@ -124,15 +125,18 @@ impl OutcomeLabel {
 }
 
 /// Declares [`Metrics`]: each entry is a field, its type, the metric's name and help, and how
-/// it is made when not by `Default` (a histogram's buckets); `new` registers them all.
+/// it is made when not by `Default` (a histogram's buckets); then groups that register their
+/// own (`[field: Type => register_fn]`). `new` registers them all.
 macro_rules! metrics {
     ($(#[$meta:meta])* pub struct $name:ident {
         $($field:ident: $ty:ty = $metric:literal, $help:literal $(, $init:expr)?;)+
+        $([$group:ident: $gty:ty => $register:path])*
     }) => {
         $(#[$meta])*
         pub struct $name {
             registry: Registry,
             $($field: $ty,)+
+            $(pub(crate) $group: $gty,)*
         }
 
         impl $name {
@@ -143,7 +147,8 @@ macro_rules! metrics {
                     let $field: $ty = metrics!(@made $($init)?);
                     registry.register($metric, $help, $field.clone());
                 )+
-                Self { registry, $($field,)+ }
+                $(let $group = $register(&mut registry);)*
+                Self { registry, $($field,)+ $($group,)* }
             }
         }
     };
@@ -180,6 +185,7 @@ metrics! {
             "Due messages this process claimed";
         paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused",
             "1 while a sender is paused (credentials missing or refused)";
+        [intake: super::intake::IntakeMetrics => super::intake::IntakeMetrics::register]
     }
 }
 

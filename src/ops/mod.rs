@@ -2,6 +2,7 @@
 //! [`metrics`]), `GET /healthz` (liveness) and `GET /readyz` (readiness, [`health`]).
 
 pub(crate) mod health;
+pub mod intake;
 pub mod metrics;
 
 use std::{net::SocketAddr, sync::Arc};

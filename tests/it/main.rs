@@ -9,6 +9,7 @@ mod daemon;
 mod deploy;
 mod exactly_once;
 mod import;
+mod intake;
 mod mailer;
 mod ops;
 mod overlap;

@@ -604,6 +604,8 @@ impl DaemonEnv {
         // would be taken by the first).
         set("METRICS_LISTEN", "off".into());
         set("HOSTNAME", "bench".into());
+        // The send path's figures: no intake consumer polling the queue's Redis beside it.
+        set("INTAKE_QUEUE", "off".into());
         Self(env)
     }
 

@@ -114,6 +114,8 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         .database_url
         .set_path(&format!("/mail_worker_demo_{run_id}"));
     config.rate_limit.key_prefix = format!("mail-worker-demo:{run_id}:rl");
+    // The demo enqueues its campaign into PostgreSQL directly.
+    config.intake.queue = None;
 
     // Senders and campaign.
     let (senders_file, campaign_text) = match (&args.senders, &args.campaign) {

@@ -116,39 +116,66 @@ pub async fn enqueue(
     let (good, mut bad) = parse_bytes(bytes, senders);
     let mut report = EnqueueReport::default();
     for chunk in good.chunks(INSERT_CHUNK) {
-        let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
-        match messages::insert(pool, &messages).await {
-            Ok(n) => {
-                report.inserted += n;
-                report.stored += chunk.len();
-            }
-            Err(StoreError::Database(sqlx::Error::Database(_))) => {
-                for (number, m) in chunk {
-                    match messages::insert(pool, std::slice::from_ref(m)).await {
-                        Ok(n) => {
-                            report.inserted += n;
-                            report.stored += 1;
-                        }
-                        Err(StoreError::Database(sqlx::Error::Database(e))) => {
-                            bad.push(BadEntry {
-                                location: format!("line {number}"),
-                                reason: format!(
-                                    "PostgreSQL refused the row: {} (id {})",
-                                    crate::mailer::redact::scrub_provider_text(e.message()),
-                                    m.id
-                                ),
-                            });
-                        }
-                        Err(other) => return Err(other),
-                    }
-                }
-            }
-            Err(other) => return Err(other),
-        }
+        let stored = insert_chunk(pool, chunk).await?;
+        report.inserted += stored.inserted;
+        report.stored += chunk.len() - stored.refused.len();
+        bad.extend(stored.refused.into_iter().map(|(number, reason)| BadEntry {
+            location: format!("line {number}"),
+            reason,
+        }));
     }
     bad.sort_by_key(|b| line_number(&b.location));
     report.bad = bad;
     Ok(report)
+}
+
+/// What [`insert_chunk`] stored.
+#[derive(Debug, Default)]
+pub(crate) struct Stored {
+    /// Rows newly inserted.
+    pub inserted: u64,
+    /// The lines PostgreSQL refused, by number, with the reason (naming the id).
+    pub refused: Vec<(usize, String)>,
+}
+
+/// Inserts one chunk of parsed lines in one transaction (one multi-row insert); a chunk that
+/// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
+/// (with its id). The file import and the intake queue ([`crate::intake`]) both store so.
+///
+/// # Errors
+/// PostgreSQL trouble other than refusing a row (a lost connection, …).
+pub(crate) async fn insert_chunk(
+    pool: &PgPool,
+    chunk: &[(usize, NewMessage)],
+) -> Result<Stored, StoreError> {
+    let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
+    match messages::insert(pool, &messages).await {
+        Ok(inserted) => Ok(Stored {
+            inserted,
+            refused: Vec::new(),
+        }),
+        Err(StoreError::Database(sqlx::Error::Database(_))) => {
+            let mut stored = Stored::default();
+            for (number, m) in chunk {
+                match messages::insert(pool, std::slice::from_ref(m)).await {
+                    Ok(n) => stored.inserted += n,
+                    Err(StoreError::Database(sqlx::Error::Database(e))) => {
+                        stored.refused.push((
+                            *number,
+                            format!(
+                                "PostgreSQL refused the row: {} (id {})",
+                                crate::mailer::redact::scrub_provider_text(e.message()),
+                                m.id
+                            ),
+                        ));
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            Ok(stored)
+        }
+        Err(other) => Err(other),
+    }
 }
 
 fn line_number(location: &str) -> usize {

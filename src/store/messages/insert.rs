@@ -20,58 +20,106 @@ pub struct NewMessage {
     pub scheduled_on: Option<DateTime<Utc>>,
 }
 
-/// Inserts `messages` in one transaction, skipping ids that already exist. Returns how many
-/// were new.
+/// Inserts `messages` in one transaction of two statements (one multi-row `INSERT … SELECT FROM
+/// UNNEST` for the rows, one for the attachments of the rows that were new), skipping ids that
+/// already exist (also an id repeated within `messages`). Returns how many were new.
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
 pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
-    let mut tx = pool.begin().await?;
-    let mut inserted = 0;
-    for m in messages {
-        let (tenant, mailbox) = match m.sender {
+    if messages.is_empty() {
+        return Ok(0);
+    }
+    let json = |v: &dyn Fn(&NewMessage) -> serde_json::Result<String>| {
+        messages
+            .iter()
+            .map(v)
+            .collect::<serde_json::Result<Vec<String>>>()
+    };
+    let bad_json = |e: serde_json::Error| StoreError::BadRow {
+        table: "messages",
+        problem: e.to_string(),
+    };
+    let (tenants, mailboxes): (Vec<Option<Uuid>>, Vec<Option<Uuid>>) = messages
+        .iter()
+        .map(|m| match m.sender {
             SenderRef::Tenant(id) => (Some(id), None),
             SenderRef::SystemMailbox(id) => (None, Some(id)),
-        };
-        let done = sqlx::query(
-            "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
-                 bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now())) \
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(m.id)
-        .bind(tenant)
-        .bind(mailbox)
-        .bind(sqlx::types::Json(&m.content.to))
-        .bind(sqlx::types::Json(&m.content.cc))
-        .bind(sqlx::types::Json(&m.content.bcc))
-        .bind(&m.content.subject)
-        .bind(m.content.body_content_type.as_str())
-        .bind(&m.content.body)
-        .bind(sqlx::types::Json(&m.content.headers))
-        .bind(m.scheduled_on)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            continue;
-        }
-        inserted += 1;
+        })
+        .unzip();
+    let mut tx = pool.begin().await?;
+    let new_ids: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
+             bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
+         SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
+             subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()) \
+         FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) \
+             AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
+                  body, headers, scheduled_on) \
+         ON CONFLICT (id) DO NOTHING \
+         RETURNING id",
+    )
+    .bind(messages.iter().map(|m| m.id).collect::<Vec<_>>())
+    .bind(tenants)
+    .bind(mailboxes)
+    .bind(json(&|m| serde_json::to_string(&m.content.to)).map_err(bad_json)?)
+    .bind(json(&|m| serde_json::to_string(&m.content.cc)).map_err(bad_json)?)
+    .bind(json(&|m| serde_json::to_string(&m.content.bcc)).map_err(bad_json)?)
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.content.subject.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.content.body_content_type.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.content.body.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(json(&|m| serde_json::to_string(&m.content.headers)).map_err(bad_json)?)
+    .bind(messages.iter().map(|m| m.scheduled_on).collect::<Vec<_>>())
+    .fetch_all(&mut *tx)
+    .await?;
+    // The attachments of the rows inserted now (an id repeated in `messages`: its first).
+    let new: std::collections::HashSet<Uuid> = new_ids.iter().copied().collect();
+    let mut seen = std::collections::HashSet::new();
+    let (mut ids, mut positions, mut names, mut types, mut contents) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for m in messages
+        .iter()
+        .filter(|m| new.contains(&m.id) && seen.insert(m.id))
+    {
         for (position, a) in m.content.attachments.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(m.id)
-            .bind(position as i32)
-            .bind(&a.name)
-            .bind(&a.content_type)
-            .bind(&a.content)
-            .execute(&mut *tx)
-            .await?;
+            ids.push(m.id);
+            positions.push(position as i32);
+            names.push(a.name.as_str());
+            types.push(a.content_type.as_str());
+            contents.push(a.content.as_slice());
         }
     }
+    if !ids.is_empty() {
+        sqlx::query(
+            "INSERT INTO message_attachments (message_id, position, name, content_type, content) \
+             SELECT * FROM UNNEST($1::uuid[], $2::int4[], $3::text[], $4::text[], $5::bytea[])",
+        )
+        .bind(ids)
+        .bind(positions)
+        .bind(names)
+        .bind(types)
+        .bind(contents)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
-    Ok(inserted)
+    Ok(new_ids.len() as u64)
 }
 
 /// How many of `ids` are stored already (what `enqueue --dry-run` reports as present).

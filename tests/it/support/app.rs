@@ -337,6 +337,7 @@ impl Builder {
         config.redis_url = redis_url().into();
         config.rate_limit.redis_url = redis_url().into();
         config.rate_limit.key_prefix = keys.sub("rl");
+        config.intake.queue = Some(keys.sub("intake"));
         config.rate_limit.algorithm = self.algorithm;
         // The handlers run on manual clocks: the limiter decides by them, not by Redis's.
         config.rate_limit.caller_clock = true;

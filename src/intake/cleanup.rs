@@ -1,0 +1,156 @@
+//! Keeping the queue's Redis bounded, on a schedule of ours. apalis-redis 1.0 never removes a
+//! finished job by itself (its `vacuum` is not called by the worker, reads the whole data hash
+//! in one `HGETALL`, and deletes `Failed` jobs that are only waiting for a retry), so every
+//! [`IntakeSettings::cleanup_every`] each replica removes a slice of the done set
+//! (`lua/intake/remove_done.lua`: only ids apalis-redis marked `Done`, so never another
+//! replica's live or retrying job), and refreshes the queue's gauges. A stopping worker leaves
+//! the queue cleanly (`lua/intake/leave.lua`). docs/decisions/intake-queue.md says what we rely on.
+
+use std::{
+    sync::{Arc, LazyLock},
+    time::Instant,
+};
+
+use apalis_redis::ConnectionManager;
+use redis::Script;
+use tokio::sync::watch;
+
+use super::{IntakeError, IntakeSettings};
+use crate::{
+    events,
+    ops::{Metrics, intake::QueueGauges},
+    shutdown,
+};
+
+/// Done jobs one cleanup call removes (one script call each; a call takes well under 1 ms per
+/// 100 ids, so Redis is never held long).
+pub(crate) const REMOVE_PER_CALL: usize = 1_000;
+
+static REMOVE_DONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_done.lua")));
+static LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/leave.lua")));
+
+/// Removes every finished job of `queue` now (in calls of [`REMOVE_PER_CALL`]); returns how many.
+///
+/// # Errors
+/// Redis errors.
+pub async fn remove_done(conn: &mut ConnectionManager, queue: &str) -> Result<u64, IntakeError> {
+    let config = IntakeSettings::new(queue, None).storage_config();
+    let mut total = 0;
+    loop {
+        let n: u64 = REMOVE_DONE
+            .key(config.done_jobs_set())
+            .key(config.job_data_hash())
+            .arg(config.job_meta_hash())
+            .arg(REMOVE_PER_CALL)
+            .invoke_async(conn)
+            .await?;
+        total += n;
+        if n < REMOVE_PER_CALL as u64 {
+            return Ok(total);
+        }
+    }
+}
+
+/// Where the head of the active list was first seen, for the oldest job's age.
+#[derive(Debug, Default)]
+struct Head {
+    id: Option<String>,
+    since: Option<Instant>,
+}
+
+/// What [`gauges`] reads in one pipeline: active, scheduled and dead counts, the active
+/// list's head, the scheduled set's oldest entry, Redis's `TIME`.
+type GaugeReads = (
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Vec<(String, f64)>,
+    (i64, i64),
+);
+
+/// The queue's gauges: waiting jobs, dead jobs, and the age of the oldest waiting one (the
+/// oldest score of the scheduled set, where apalis-redis's own push puts a job with its push
+/// time, or, for the active list, how long its head has been the head as this replica saw it).
+async fn gauges(
+    conn: &mut ConnectionManager,
+    config: &apalis_redis::Config,
+    head: &mut Head,
+) -> Result<QueueGauges, IntakeError> {
+    let (active, scheduled, dead, first, oldest, now): GaugeReads = redis::pipe()
+        .llen(config.active_jobs_list())
+        .zcard(config.scheduled_jobs_set())
+        .scard(config.dead_jobs_set())
+        .lindex(config.active_jobs_list(), 0)
+        .zrange_withscores(config.scheduled_jobs_set(), 0, 0)
+        .cmd("TIME")
+        .query_async(conn)
+        .await?;
+    if head.id != first {
+        head.since = first.as_ref().map(|_| Instant::now());
+        head.id = first;
+    }
+    let head_age = head.since.map_or(0, |t| t.elapsed().as_secs() as i64);
+    let scheduled_age = oldest
+        .first()
+        .map_or(0, |(_, score)| (now.0 - *score as i64).max(0));
+    Ok(QueueGauges {
+        depth: active + scheduled,
+        dead,
+        oldest_seconds: head_age.max(scheduled_age),
+    })
+}
+
+/// Every `settings.cleanup_every` until `stop`: removes finished jobs, refreshes the gauges.
+pub(crate) async fn run(
+    conn: ConnectionManager,
+    settings: IntakeSettings,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) {
+    let config = settings.storage_config();
+    let head = tokio::sync::Mutex::new(Head::default());
+    let (conn, config, head, metrics, queue) = (&conn, &config, &head, &metrics, &settings.queue);
+    shutdown::every(settings.cleanup_every, stop, None, || async move {
+        let mut conn = conn.clone();
+        let result = async {
+            remove_done(&mut conn, queue).await?;
+            gauges(&mut conn, config, &mut *head.lock().await).await
+        };
+        match result.await {
+            Ok(g) => metrics.intake.set(g),
+            Err(e) => tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake queue's cleanup failed; it runs again"),
+        }
+    })
+    .await;
+}
+
+/// Leaves the queue (`lua/intake/leave.lua`): jobs still in this worker's in-flight set go back
+/// to the queue; its name and keys are removed. Returns how many jobs went back.
+///
+/// # Errors
+/// Redis errors.
+pub(crate) async fn leave(
+    conn: &mut ConnectionManager,
+    settings: &IntakeSettings,
+) -> Result<u64, IntakeError> {
+    let config = settings.storage_config();
+    Ok(LEAVE
+        .key(config.workers_set())
+        .key(format!(
+            "{}:{}",
+            config.inflight_jobs_set(),
+            settings.worker
+        ))
+        .key(config.active_jobs_list())
+        .key(format!(
+            "{}:workers:metadata:{}",
+            settings.queue, settings.worker
+        ))
+        .key(config.signal_list())
+        .arg(&settings.worker)
+        .invoke_async(conn)
+        .await?)
+}

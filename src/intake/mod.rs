@@ -1,0 +1,237 @@
+//! The intake queue of campaign sends: an apalis worker per process on apalis-redis storage
+//! named by `INTAKE_QUEUE` on `REDIS_URL`. A job is one campaign JSONL line
+//! (docs/file-formats.md, `job`); every replica consumes (`consumer`: batches of lines
+//! parsed by the file import's code, one multi-row insert, acked after the commit), bad lines
+//! are dead-lettered with the file import's reason ([`dead`]), and finished jobs are removed
+//! from Redis by our own cleanup (`cleanup`). PostgreSQL stays the scheduler: the intake
+//! only writes `SCHEDULED` rows, which `send-scheduled-messages` claims as ever. The wire
+//! format for producers in any language is docs/queue.md.
+
+pub(crate) mod cleanup;
+pub(crate) mod consumer;
+pub mod dead;
+pub(crate) mod job;
+
+use std::{sync::Arc, time::Duration};
+
+use apalis::prelude::{BackendExt, TaskBuilder, TaskId, WorkerBuilder, WorkerBuilderExt};
+pub use apalis_redis::ConnectionManager;
+use apalis_redis::RedisStorage;
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+use crate::{events, ops::Metrics, shutdown};
+
+/// Failures of the intake layer.
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    /// The queue's Redis failed.
+    #[error("the intake queue's Redis (REDIS_URL): {0}")]
+    Redis(#[from] redis::RedisError),
+    /// apalis-redis failed.
+    #[error("the intake queue (apalis-redis): {0}")]
+    Queue(String),
+}
+
+/// How one process consumes the queue.
+#[derive(Debug, Clone)]
+pub struct IntakeSettings {
+    /// The apalis-redis namespace (`INTAKE_QUEUE`).
+    pub queue: String,
+    /// This process's worker name (unique: see [`worker_name`]).
+    pub worker: String,
+    /// Jobs one fetch takes.
+    pub fetch: usize,
+    /// Jobs in flight in this process (their handlers wait for the batch's commit).
+    pub in_flight: usize,
+    /// apalis-redis's heartbeat: a worker silent for `heartbeat × missed_heartbeats` is dead, and
+    /// its in-flight jobs go back to the queue.
+    pub heartbeat: Duration,
+    /// See [`Self::heartbeat`].
+    pub missed_heartbeats: usize,
+    /// How often an idle worker looks for jobs.
+    pub poll: Duration,
+    /// How often finished jobs are removed from Redis (`cleanup`).
+    pub cleanup_every: Duration,
+}
+
+impl IntakeSettings {
+    /// The production settings for `queue`, with a fresh worker name from `name_start`.
+    pub fn new(queue: &str, name_start: Option<&str>) -> Self {
+        Self {
+            queue: queue.to_owned(),
+            worker: worker_name(name_start),
+            fetch: 100,
+            in_flight: 2 * consumer::MAX_BATCH,
+            heartbeat: Duration::from_secs(10),
+            missed_heartbeats: 3,
+            poll: Duration::from_millis(100),
+            cleanup_every: Duration::from_secs(5),
+        }
+    }
+
+    /// apalis-redis's configuration of the queue.
+    pub(crate) fn storage_config(&self) -> apalis_redis::Config {
+        apalis_redis::Config::default()
+            .queue(&self.queue)
+            .batch_size(self.fetch)
+            .heartbeat_interval(self.heartbeat)
+            .missed_heartbeats(self.missed_heartbeats)
+            // No pub/sub traffic: nothing of ours subscribes.
+            .emit_events(false)
+    }
+}
+
+/// `<start>-<pid>-<random>`: apalis-redis refuses a worker name seen within a heartbeat, and two
+/// processes must never share one (each owns its in-flight set). `start`: `INTAKE_WORKER_NAME`,
+/// else the host name.
+pub fn worker_name(start: Option<&str>) -> String {
+    let start = start
+        .map(str::to_owned)
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "mail-worker".to_owned());
+    let random: u32 = rand::random();
+    format!("{start}-{}-{random:08x}", std::process::id())
+}
+
+/// Connects to the queue's Redis (a connection manager: it redials after a lost connection).
+///
+/// # Errors
+/// A URL the client refuses or a Redis that does not answer.
+pub async fn connect(url: &url::Url) -> Result<ConnectionManager, IntakeError> {
+    Ok(apalis_redis::connect(url.as_str()).await?)
+}
+
+/// A connection manager that does not need Redis to answer now (the daemon starts with the
+/// queue's Redis down; the worker waits for it, `/readyz` says degraded meanwhile).
+///
+/// # Errors
+/// A URL the client refuses.
+pub(crate) async fn connect_lazily(url: &url::Url) -> Result<ConnectionManager, IntakeError> {
+    let client = redis::Client::open(url.as_str())?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(30)));
+    Ok(ConnectionManager::new_lazy_with_config(client, config)?)
+}
+
+/// Pushes `lines` (campaign JSONL lines, each a job, task id = the line's `id`) onto `queue`, in
+/// pushes of 500 (`mail-worker enqueue --via queue`, the demo, the tests). A line whose id is
+/// still in the queue is not pushed twice (apalis-redis's `HSETNX`).
+///
+/// # Errors
+/// Redis errors.
+pub async fn push_lines(
+    conn: ConnectionManager,
+    queue: &str,
+    lines: impl IntoIterator<Item = Vec<u8>>,
+) -> Result<usize, IntakeError> {
+    let settings = IntakeSettings::new(queue, None);
+    let mut storage = RedisStorage::<Vec<u8>>::new(conn).with_config(settings.storage_config());
+    let tasks: Vec<_> = lines
+        .into_iter()
+        .map(|line| {
+            let id = job::task_id(&line);
+            TaskBuilder::new(line)
+                .task_id(TaskId::from(id))
+                .max_attempts(25)
+                .build()
+        })
+        .collect();
+    let n = tasks.len();
+    // The storage's own sink takes the bytes as they are (its `TaskSink` would JSON-encode them).
+    for chunk in tasks.chunks(consumer::MAX_BATCH) {
+        let mut items = futures::stream::iter(chunk.iter().cloned().map(Ok));
+        futures::SinkExt::send_all(&mut storage, &mut items)
+            .await
+            .map_err(|e| IntakeError::Queue(e.to_string()))?;
+    }
+    Ok(n)
+}
+
+/// Consumes the queue until `stop` turns true: the worker stops fetching, the jobs in flight are
+/// stored (or, with PostgreSQL down, returned to the queue), the worker deregisters. A worker
+/// that fails (the queue's Redis down) is started again, under a fresh name, 5 s later.
+///
+/// # Errors
+/// None so far; the type leaves room for a failure that must stop the daemon.
+pub async fn run(
+    mut settings: IntakeSettings,
+    conn: ConnectionManager,
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), IntakeError> {
+    loop {
+        match run_once(
+            settings.clone(),
+            conn.clone(),
+            pool.clone(),
+            Arc::clone(&metrics),
+            stop.clone(),
+        )
+        .await
+        {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer stopped; it starts again in 5 s")
+            }
+        }
+        tokio::select! {
+            () = shutdown::stopped(&mut stop) => return Ok(()),
+            () = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+        settings.worker = worker_name(settings.worker.rsplitn(3, '-').nth(2));
+    }
+}
+
+async fn run_once(
+    settings: IntakeSettings,
+    conn: ConnectionManager,
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), IntakeError> {
+    let (stopping_tx, stopping_rx) = watch::channel(false);
+    let (batcher, batches) = consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx);
+    let storage = RedisStorage::<Vec<u8>>::new(conn.clone()).with_config(settings.storage_config());
+    let mut leave_conn = conn.clone();
+    let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));
+    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
+    let worker = WorkerBuilder::new(settings.worker.as_str())
+        .backend(
+            storage
+                .with_codec(job::LineBytes)
+                .poll_with_interval(settings.poll),
+        )
+        .concurrency(settings.in_flight)
+        .data(batcher)
+        .build(consumer::consume);
+    let signal = async move {
+        shutdown::stopped(&mut stop).await;
+        let _ = stopping_tx.send(true);
+        Ok::<(), std::io::Error>(())
+    };
+    let result = worker
+        .run_until(signal)
+        .await
+        .map_err(|e| IntakeError::Queue(e.to_string()));
+    let _ = batches.await;
+    let _ = cleanup.await;
+    match cleanup::leave(&mut leave_conn, &settings).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            event = events::INTAKE_CONSUMER,
+            jobs = n,
+            "intake jobs not started went back to the queue"
+        ),
+        Err(e) => {
+            tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "leaving the intake queue failed: another replica takes this worker's jobs after its heartbeat lapses")
+        }
+    }
+    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "stopped consuming the intake queue");
+    result
+}

@@ -1,0 +1,308 @@
+//! The intake queue (src/intake) against the real Redis and PostgreSQL: jobs pushed as campaign
+//! lines become rows, bad ones are dead-lettered with the file import's reason, finished jobs
+//! leave Redis, and a stopped consumer leaves nothing behind.
+
+use std::{sync::Arc, time::Duration};
+
+use mail_worker::{
+    import::campaign::{SenderDirectory, parse_line_bytes},
+    intake::{self, IntakeSettings, dead},
+    ops::Metrics,
+};
+use redis::AsyncCommands;
+use uuid::Uuid;
+
+use crate::support::{TestApp, redis_url, spawn_app, wait_until};
+
+fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
+    serde_json::json!({
+        "id": id.to_string(),
+        "systemMailbox": mailbox,
+        "to": [{"address": "guest@fabrikam.example"}],
+        "subject": "Invitation",
+        "body": {"contentType": "text", "content": "Hello"},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Every key of `queue` (`<queue>:…`), sorted.
+async fn queue_keys(queue: &str) -> Vec<String> {
+    let mut conn = crate::support::redis_conn().await;
+    let mut keys: Vec<String> = conn.keys(format!("{queue}:*")).await.unwrap();
+    keys.sort();
+    keys
+}
+
+fn settings(app: &TestApp) -> IntakeSettings {
+    let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
+    s.cleanup_every = Duration::from_millis(200);
+    s.poll = Duration::from_millis(20);
+    s
+}
+
+/// Waits until message `id` is stored.
+async fn wait_for_row(app: &TestApp, id: Uuid) {
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(10), "the row", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+}
+
+/// Starts a consumer of the app's queue; send `true` to stop it.
+fn consume(
+    app: &TestApp,
+    conn: &intake::ConnectionManager,
+    metrics: &Arc<Metrics>,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
+) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(intake::run(
+        settings(app),
+        conn.clone(),
+        app.db.pool.clone(),
+        Arc::clone(metrics),
+        stopped,
+    ));
+    (stop, consumer)
+}
+
+#[tokio::test]
+async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_reason() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
+    let mut lines: Vec<Vec<u8>> = ids.iter().map(|id| line(*id, &mailbox)).collect();
+    let bad: Vec<Vec<u8>> = vec![
+        b"not json at all".to_vec(),
+        line(Uuid::new_v4(), "nobody@contoso.example"),
+        String::from_utf8(line(Uuid::new_v4(), &mailbox))
+            .unwrap()
+            .replace("Hello", "Hel\\u0000lo")
+            .into_bytes(),
+        [b"{\"id\": \"x\xff\"}".as_slice()].concat(),
+    ];
+    lines.extend(bad.iter().cloned());
+    // The same message pushed again while the first is still queued: not a second job.
+    lines.push(line(ids[0], &mailbox));
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        65
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(20), "60 rows", async || {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        n == 60
+    })
+    .await;
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "4 dead, none done left",
+        async || {
+            let s = dead::stats(&mut c, &queue).await.unwrap();
+            s.dead == 4 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+        },
+    )
+    .await;
+
+    // The dead jobs' reasons are the file import's for the same lines.
+    let directory = SenderDirectory {
+        tenants: Default::default(),
+        system_mailboxes: [(mailbox.clone(), app.mailboxes[0].1)]
+            .into_iter()
+            .collect(),
+    };
+    let mut expected: Vec<String> = bad
+        .iter()
+        .map(|l| parse_line_bytes(1, l, &directory).unwrap_err().reason)
+        .collect();
+    expected.sort();
+    let mut listed: Vec<String> = dead::list(&mut c, &queue, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, expected);
+    let text = metrics.encode();
+    assert!(
+        text.contains("mail_worker_intake_jobs_total{outcome=\"inserted\"} 60"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mail_worker_intake_jobs_total{outcome=\"dead\"} 4"),
+        "{text}"
+    );
+
+    // Discarded, the dead leave nothing but the (empty) structures apalis keeps.
+    assert_eq!(
+        dead::discard(&mut c, &queue, dead::Which::All)
+            .await
+            .unwrap(),
+        4
+    );
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let left = queue_keys(&queue).await;
+    assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");
+}
+
+#[tokio::test]
+async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, "late@contoso.example")])
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(10), "1 dead", async || {
+        dead::stats(&mut c, &queue).await.unwrap().dead == 1
+    })
+    .await;
+    sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ('late@contoso.example', 'c', 't', 's')")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        dead::retry(&mut c, &queue, dead::Which::All).await.unwrap(),
+        1
+    );
+    wait_for_row(&app, id).await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
+
+fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+        .args(args)
+        .env("INTAKE_QUEUE", queue)
+        .env("REDIS_URL", redis_url().as_str())
+        .env("DATABASE_URL", db.as_str())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn enqueue_via_queue_and_the_queue_commands() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    let mut text = String::new();
+    for _ in 0..3 {
+        text += &String::from_utf8(line(Uuid::new_v4(), &mailbox)).unwrap();
+        text += "\n";
+    }
+    text += "{broken\n\n";
+    std::fs::write(&file, text).unwrap();
+    let pushed = cli(
+        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &queue,
+        &app.db.url,
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(pushed.starts_with("4 lines pushed onto"), "{pushed}");
+    let stats = cli(&["queue", "stats"], &queue, &app.db.url);
+    assert!(
+        stats.contains("scheduled 4") || stats.contains("waiting 4"),
+        "{stats}"
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(10), "1 dead, 0 done", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        s.dead == 1 && s.done == 0
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    assert_eq!(app.count("SCHEDULED").await, 3);
+    let listed = cli(&["queue", "dead"], &queue, &app.db.url);
+    assert!(listed.contains("(7 bytes): not a message:"), "{listed}");
+    let discarded = cli(&["queue", "discard", "--all"], &queue, &app.db.url);
+    assert_eq!(discarded, "1 dead jobs discarded\n");
+    assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let id = Uuid::new_v4().to_string();
+    let line = String::from_utf8(line(id.parse().unwrap(), app.mailboxes[0].0.as_str())).unwrap();
+    let url = redis_url();
+    for args in [
+        vec![
+            "HSETNX".to_owned(),
+            format!("{queue}:data"),
+            id.clone(),
+            line,
+        ],
+        [
+            "HSET",
+            &format!("{queue}:meta:{id}"),
+            "attempts",
+            "0",
+            "max_attempts",
+            "25",
+            "status",
+            "Pending",
+            "idempotency_key",
+            "",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        vec!["RPUSH".to_owned(), format!("{queue}:active"), id.clone()],
+    ] {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-u", url.as_str()])
+            .args(&args)
+            .output()
+            .expect("redis-cli");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let metrics = Arc::new(Metrics::new());
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_for_row(&app, id.parse().unwrap()).await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
