@@ -231,15 +231,18 @@ impl RateLimiter for MailRateLimiter {
                     external,
                 },
             ) => {
-                self.live_leases().remove(&(*message_id, *at_ms));
-                paced
+                let released = paced
                     .release(
                         &self.redis,
                         (keys, *message_id, *at_ms, *external),
                         reservation.recipients,
                         unsent,
                     )
-                    .await
+                    .await;
+                // Forgotten only once Redis has it: a release still on its way when the process
+                // stops is then also done by `release_live` (ending a lease twice is harmless).
+                self.live_leases().remove(&(*message_id, *at_ms));
+                released
             }
             // A reservation of the other algorithm (the setting changed under a running send):
             // nothing of ours to give back.
