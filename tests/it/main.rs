@@ -12,6 +12,7 @@ mod import;
 mod mailer;
 mod ops;
 mod overlap;
+mod priority;
 mod rate_limit;
 mod real_campaign;
 mod service;

@@ -5,7 +5,10 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::SenderRef;
-use crate::{domain::MessageContent, store::StoreError};
+use crate::{
+    domain::{MessageContent, Priority},
+    store::StoreError,
+};
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
 #[derive(Debug, Clone)]
@@ -18,6 +21,8 @@ pub struct NewMessage {
     pub content: MessageContent,
     /// When to send; `None` = now.
     pub scheduled_on: Option<DateTime<Utc>>,
+    /// Which of its sender's due rows a claim takes first.
+    pub priority: Priority,
 }
 
 /// Inserts `messages` in one transaction, skipping ids that already exist. Returns how many
@@ -35,8 +40,8 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         };
         let done = sqlx::query(
             "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
-                 bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now())) \
+                 bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12) \
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(m.id)
@@ -50,6 +55,7 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         .bind(&m.content.body)
         .bind(sqlx::types::Json(&m.content.headers))
         .bind(m.scheduled_on)
+        .bind(m.priority.as_str())
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
