@@ -10,3 +10,9 @@ CREATE INDEX messages_due_by_sender
                  (CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END),
                  (deferrals = 0), scheduled_on)
     WHERE status = 'SCHEDULED';
+
+-- A sender's default priority (the senders file's `priority`): a line without its own takes it.
+ALTER TABLE system_mailboxes ADD COLUMN priority text NOT NULL DEFAULT 'normal'
+    CONSTRAINT system_mailboxes_priority_keyword CHECK (priority IN ('high', 'normal', 'bulk'));
+ALTER TABLE tenants ADD COLUMN priority text NOT NULL DEFAULT 'normal'
+    CONSTRAINT tenants_priority_keyword CHECK (priority IN ('high', 'normal', 'bulk'));

@@ -150,3 +150,57 @@ async fn the_priority_claim_stays_an_index_scan_on_100k_rows() {
         "the rows must come in index order:\n{plan}"
     );
 }
+
+/// The senders file's `priority` is the sender's default; a line's own priority wins; a bad
+/// word is refused at its path and nothing is written.
+#[tokio::test]
+async fn a_senders_default_priority_is_stored_and_a_lines_own_wins() {
+    let db = TestDb::new().await;
+    let file = mail_worker::import::senders::parse(
+        r#"{"systemMailboxes":[{"address":"alerts@prio.example","graphTenantId":"prio.example","clientId":"c","clientSecret":"env:S","priority":"high"}],
+            "tenants":[{"name":"prio-news","provider":"sendgrid","sender":"news@prio.example","sendgridApiKey":"env:K","priority":"bulk"}]}"#,
+    )
+    .unwrap();
+    mail_worker::import::senders::import(&db.pool, &file)
+        .await
+        .unwrap();
+    let line = |id: u128, sender: &str, extra: &str| {
+        format!(
+            r#"{{"id":"{}",{sender},"to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#,
+            Uuid::from_u128(id)
+        )
+    };
+    let text = [
+        line(1, r#""systemMailbox":"alerts@prio.example""#, ""),
+        line(
+            2,
+            r#""systemMailbox":"alerts@prio.example""#,
+            r#","priority":"bulk""#,
+        ),
+        line(3, r#""tenant":"prio-news""#, ""),
+        line(4, r#""tenant":"prio-news""#, r#","priority":"normal""#),
+    ]
+    .join("\n");
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    assert_eq!((enqueued.inserted, enqueued.bad.len()), (4, 0));
+    let stored: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT id, priority FROM messages ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let want: Vec<(Uuid, String)> = [(1, "high"), (2, "bulk"), (3, "bulk"), (4, "normal")]
+        .into_iter()
+        .map(|(id, p)| (Uuid::from_u128(id), p.to_owned()))
+        .collect();
+    assert_eq!(stored, want);
+
+    let bad = mail_worker::import::senders::check(
+        r#"{"systemMailboxes":[{"address":"alerts@prio.example","graphTenantId":"prio.example","clientId":"c","clientSecret":"env:S","priority":"urgent"}]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("systemMailboxes[0].priority: must be `high`, `normal` or `bulk`"),
+        "{bad}"
+    );
+}

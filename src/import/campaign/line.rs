@@ -274,8 +274,7 @@ pub(crate) fn parse_line(
                 .parse::<Priority>()
                 .map_err(|e| bad(format!("priority {raw:?} {e}")))
         })
-        .transpose()?
-        .unwrap_or_default();
+        .transpose()?;
     let ascii = |list: Vec<Recipient>| -> Vec<Recipient> {
         list.into_iter()
             .map(|r| Recipient {

@@ -252,21 +252,21 @@ proptest::proptest! {
 }
 
 #[test]
-fn priority_is_read_defaults_to_normal_and_an_unknown_word_is_refused_naming_it() {
+fn priority_is_read_absent_is_none_and_an_unknown_word_is_refused_naming_it() {
     let line = |extra: &str| {
         format!(
             r#"{{"id":"00000000-0000-0000-0000-000000000007","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
         )
     };
     let priority = |extra: &str| parse_line(1, &line(extra), &directory()).map(|m| m.priority);
-    assert_eq!(priority(""), Ok(crate::domain::Priority::Normal));
+    assert_eq!(priority(""), Ok(None), "the sender's default then");
     assert_eq!(
         priority(r#","priority":"high""#),
-        Ok(crate::domain::Priority::High)
+        Ok(Some(crate::domain::Priority::High))
     );
     assert_eq!(
         priority(r#","priority":" bulk ""#),
-        Ok(crate::domain::Priority::Bulk)
+        Ok(Some(crate::domain::Priority::Bulk))
     );
     let refused = priority(r#","priority":"urgent""#).unwrap_err();
     assert_eq!(

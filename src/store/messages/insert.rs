@@ -21,8 +21,9 @@ pub struct NewMessage {
     pub content: MessageContent,
     /// When to send; `None` = now.
     pub scheduled_on: Option<DateTime<Utc>>,
-    /// Which of its sender's due rows a claim takes first.
-    pub priority: Priority,
+    /// Which of its sender's due rows a claim takes first; `None` = the sender's default
+    /// (`tenants.priority` / `system_mailboxes.priority`).
+    pub priority: Option<Priority>,
 }
 
 /// Inserts `messages` in one transaction, skipping ids that already exist. Returns how many
@@ -41,7 +42,9 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         let done = sqlx::query(
             "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
                  bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), $12) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, now()), \
+                 coalesce($12, (SELECT priority FROM system_mailboxes WHERE id = $3), \
+                     (SELECT priority FROM tenants WHERE id = $2), 'normal')) \
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(m.id)
@@ -55,7 +58,7 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         .bind(&m.content.body)
         .bind(sqlx::types::Json(&m.content.headers))
         .bind(m.scheduled_on)
-        .bind(m.priority.as_str())
+        .bind(m.priority.map(Priority::as_str))
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
