@@ -8,6 +8,7 @@
 pub(crate) mod keyword;
 mod mailbox;
 mod message;
+mod priority;
 mod redact;
 mod secret;
 mod sender;
@@ -15,6 +16,7 @@ mod status;
 
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
+pub use priority::Priority;
 pub(crate) use redact::{redact_raw, redact_url};
 pub use secret::{SECRET_FILE_TTL, SecretError, SecretFiles, SecretRef};
 pub use sender::{

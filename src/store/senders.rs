@@ -357,3 +357,29 @@ pub async fn set_limits(
     };
     Ok((positive(m), positive(d)))
 }
+
+/// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`): what a
+/// message of it without its own priority is stored with.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn set_priority(
+    pool: &PgPool,
+    sender: crate::store::messages::SenderRef,
+    priority: crate::domain::Priority,
+) -> Result<(), StoreError> {
+    use crate::store::messages::SenderRef;
+    let (sql, id) = match sender {
+        SenderRef::Tenant(id) => ("UPDATE tenants SET priority = $2 WHERE id = $1", id),
+        SenderRef::SystemMailbox(id) => (
+            "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
+            id,
+        ),
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(priority.as_str())
+        .execute(pool)
+        .await?;
+    Ok(())
+}

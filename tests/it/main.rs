@@ -13,6 +13,7 @@ mod intake;
 mod mailer;
 mod ops;
 mod overlap;
+mod priority;
 mod rate_limit;
 mod real_campaign;
 mod service;

@@ -16,6 +16,7 @@ pub fn demo_senders() -> SendersFile {
         rate_limit_recipients_per_day: None,
         external_recipients_per_day: None,
         accepted_domains: None,
+        priority: None,
     };
     SendersFile {
         system_mailboxes: vec![

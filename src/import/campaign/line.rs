@@ -8,7 +8,9 @@ use uuid::Uuid;
 
 use super::SenderDirectory;
 use crate::{
-    domain::{Attachment, BodyContentType, Header, MailboxAddress, MessageContent, Recipient},
+    domain::{
+        Attachment, BodyContentType, Header, MailboxAddress, MessageContent, Priority, Recipient,
+    },
     import::BadEntry,
     mailer::validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
     store::messages::{NewMessage, SenderRef},
@@ -37,6 +39,8 @@ struct Line {
     attachments: Vec<LineAttachment>,
     #[serde(default)]
     scheduled_on: Option<String>,
+    #[serde(default)]
+    priority: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,6 +92,9 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
     }
     if let Some(s) = &line.scheduled_on {
         fields.push(("scheduledOn".into(), s));
+    }
+    if let Some(p) = &line.priority {
+        fields.push(("priority".into(), p));
     }
     fields
 }
@@ -260,6 +267,14 @@ pub(crate) fn parse_line(
                 .map_err(|e| bad(format!("scheduledOn {raw:?} is not an RFC 3339 time: {e}")))
         })
         .transpose()?;
+    let priority = line
+        .priority
+        .map(|raw| {
+            raw.trim()
+                .parse::<Priority>()
+                .map_err(|e| bad(format!("priority {raw:?} {e}")))
+        })
+        .transpose()?;
     let ascii = |list: Vec<Recipient>| -> Vec<Recipient> {
         list.into_iter()
             .map(|r| Recipient {
@@ -282,5 +297,6 @@ pub(crate) fn parse_line(
             attachments,
         },
         scheduled_on,
+        priority,
     })
 }

@@ -250,3 +250,27 @@ proptest::proptest! {
         proptest::prop_assert_eq!(good.len() + bad.len(), counted);
     }
 }
+
+#[test]
+fn priority_is_read_absent_is_none_and_an_unknown_word_is_refused_naming_it() {
+    let line = |extra: &str| {
+        format!(
+            r#"{{"id":"00000000-0000-0000-0000-000000000007","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
+        )
+    };
+    let priority = |extra: &str| parse_line(1, &line(extra), &directory()).map(|m| m.priority);
+    assert_eq!(priority(""), Ok(None), "the sender's default then");
+    assert_eq!(
+        priority(r#","priority":"high""#),
+        Ok(Some(crate::domain::Priority::High))
+    );
+    assert_eq!(
+        priority(r#","priority":" bulk ""#),
+        Ok(Some(crate::domain::Priority::Bulk))
+    );
+    let refused = priority(r#","priority":"urgent""#).unwrap_err();
+    assert_eq!(
+        refused.reason,
+        "priority \"urgent\" must be `high`, `normal` or `bulk` (id 00000000-0000-0000-0000-000000000007)"
+    );
+}

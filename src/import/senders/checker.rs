@@ -58,6 +58,14 @@ impl Checker {
         }
     }
 
+    /// An entry's optional `priority` (`high` | `normal` | `bulk`); `normal` when absent or
+    /// refused (a refusal is recorded, so the entry is not written).
+    pub(super) fn priority(&mut self, object: &Map<String, Value>, at: &str) -> Priority {
+        self.string(object, at, "priority", false)
+            .and_then(|p| self.kept(format!("{at}.priority"), p.trim().parse::<Priority>()))
+            .unwrap_or_default()
+    }
+
     /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
     /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
     pub(super) fn string(
@@ -357,6 +365,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "rateLimitRecipientsPerDay",
     "externalRecipientsPerDay",
     "acceptedDomains",
+    "priority",
 ];
 pub(super) const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -369,6 +378,7 @@ pub(super) const TENANT_FIELDS: &[&str] = &[
     "sendgridApiKey",
     "externalRecipientsPerDay",
     "acceptedDomains",
+    "priority",
 ];
 pub(super) const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
 pub(super) const ACCEPTED_DOMAINS: &str = "acceptedDomains";

@@ -34,9 +34,10 @@ use sqlx::PgPool;
 use super::BadEntry;
 use crate::{
     domain::{
-        GraphCredentials, MailProvider, MailboxAddress, SecretRef, TenantBudget, TenantTransport,
+        GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, TenantBudget,
+        TenantTransport,
     },
-    store::{StoreError, senders},
+    store::{StoreError, messages::SenderRef, senders},
 };
 
 mod checker;
@@ -82,6 +83,9 @@ pub struct SystemMailboxEntry {
     pub external_recipients_per_day: Option<u32>,
     /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
     pub accepted_domains: Option<Vec<String>>,
+    /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
+    #[serde(default)]
+    pub priority: Option<String>,
 }
 
 /// One `tenants[]` entry.
@@ -108,6 +112,9 @@ pub struct TenantEntry {
     pub external_recipients_per_day: Option<u32>,
     /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
     pub accepted_domains: Option<Vec<String>>,
+    /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
+    #[serde(default)]
+    pub priority: Option<String>,
 }
 
 /// What an import did.
@@ -171,12 +178,16 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
     let mut report = ImportReport::default();
     for entry in entries {
         match entry {
-            Validated::Mailbox(address, graph, per_minute, per_day) => {
-                senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day).await?;
+            Validated::Mailbox(address, graph, per_minute, per_day, priority) => {
+                let id =
+                    senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
+                        .await?;
+                senders::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
                 report.system_mailboxes += 1;
             }
-            Validated::Tenant(name, sender, transport) => {
-                senders::upsert_tenant(pool, &name, &sender, &transport).await?;
+            Validated::Tenant(name, sender, transport, priority) => {
+                let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
+                senders::set_priority(pool, SenderRef::Tenant(id), priority).await?;
                 report.tenants += 1;
             }
         }

@@ -13,8 +13,9 @@ pub(super) enum Validated {
         GraphCredentials,
         Option<NonZeroU32>,
         Option<NonZeroU32>,
+        Priority,
     ),
-    Tenant(String, MailboxAddress, TenantTransport),
+    Tenant(String, MailboxAddress, TenantTransport, Priority),
 }
 
 /// Checks a whole senders document, collecting every error with its JSON path.
@@ -58,6 +59,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let graph = check.graph_app(m, &at);
         let per_minute = check.limit(m, &at, "rateLimitPerMinute");
         let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
+        let priority = check.priority(m, &at);
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
         }
@@ -65,7 +67,9 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             (address, graph, per_minute, per_day)
             && check.errors.len() == errors
         {
-            good.push(Validated::Mailbox(address, graph, per_minute, per_day));
+            good.push(Validated::Mailbox(
+                address, graph, per_minute, per_day, priority,
+            ));
         }
     }
     for (at, t) in check.entries(root, "tenants") {
@@ -76,6 +80,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
         let sender = check.mailbox(t, &at, "sender");
+        let priority = check.priority(t, &at);
         let provider = check
             .string(t, &at, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
@@ -102,7 +107,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
             && check.errors.len() == errors
         {
-            good.push(Validated::Tenant(name, sender, transport));
+            good.push(Validated::Tenant(name, sender, transport, priority));
         }
     }
     check.one_budget_per_graph_tenant(&budgets);

@@ -5,7 +5,10 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::SenderRef;
-use crate::{domain::MessageContent, store::StoreError};
+use crate::{
+    domain::{MessageContent, Priority},
+    store::StoreError,
+};
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
 #[derive(Debug, Clone)]
@@ -18,6 +21,9 @@ pub struct NewMessage {
     pub content: MessageContent,
     /// When to send; `None` = now.
     pub scheduled_on: Option<DateTime<Utc>>,
+    /// Which of its sender's due rows a claim takes first; `None` = the sender's default
+    /// (`tenants.priority` / `system_mailboxes.priority`).
+    pub priority: Option<Priority>,
 }
 
 /// Inserts `messages` in one transaction of two statements (one multi-row `INSERT … SELECT FROM
@@ -50,13 +56,16 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     let mut tx = pool.begin().await?;
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
-             bcc_recipients, subject, body_content_type, body, headers, scheduled_on) \
+             bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority) \
          SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
-             subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()) \
+             subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()), \
+             coalesce(t.priority, \
+                 (SELECT s.priority FROM system_mailboxes s WHERE s.id = t.system_mailbox_id), \
+                 (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal') \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
-             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[]) \
              AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
-                  body, headers, scheduled_on) \
+                  body, headers, scheduled_on, priority) \
          ON CONFLICT (id) DO NOTHING \
          RETURNING id",
     )
@@ -86,6 +95,12 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     )
     .bind(json(&|m| serde_json::to_string(&m.content.headers)).map_err(bad_json)?)
     .bind(messages.iter().map(|m| m.scheduled_on).collect::<Vec<_>>())
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.priority.map(Priority::as_str))
+            .collect::<Vec<_>>(),
+    )
     .fetch_all(&mut *tx)
     .await?;
     // The attachments of the rows inserted now (an id repeated in `messages`: its first).
