@@ -120,7 +120,7 @@ pub(crate) async fn run(
             gauges(&mut conn, config, &mut *head.lock().await).await
         };
         match result.await {
-            Ok(g) => metrics.intake.set(g),
+            Ok(g) => metrics.set_intake(g),
             Err(e) => tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake queue's cleanup failed; it runs again"),
         }
     })

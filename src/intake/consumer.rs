@@ -93,15 +93,9 @@ async fn batches(
     mut rx: mpsc::Receiver<Pending>,
     stopping: watch::Receiver<bool>,
 ) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
-        store_batch(&pool, &metrics, batch, &stopping).await;
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        store_batch(&pool, &metrics, std::mem::take(&mut batch), &stopping).await;
     }
 }
 
@@ -187,12 +181,10 @@ async fn store_batch(
         }
         let _ = p.reply.send(answer);
     }
-    metrics
-        .intake
-        .jobs(IntakeOutcome::Inserted, stored.inserted);
-    metrics.intake.jobs(
+    metrics.intake_jobs(IntakeOutcome::Inserted, stored.inserted);
+    metrics.intake_jobs(
         IntakeOutcome::Duplicate,
         kept.saturating_sub(stored.inserted),
     );
-    metrics.intake.jobs(IntakeOutcome::Dead, dead);
+    metrics.intake_jobs(IntakeOutcome::Dead, dead);
 }

@@ -1,4 +1,4 @@
-//! The intake queue's metrics (registered by [`super::Metrics::new`], counted by
+//! The intake queue's metrics (in [`super::Metrics`]'s table, counted by
 //! [`crate::intake`]):
 //!
 //! | metric | type | labels |
@@ -8,13 +8,7 @@
 //! | `mail_worker_intake_dead` | gauge | — (dead-lettered jobs kept for `mail-worker queue dead`) |
 //! | `mail_worker_intake_oldest_job_seconds` | gauge | — (age of the oldest waiting job) |
 
-use std::sync::atomic::AtomicI64;
-
-use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
-    registry::Registry,
-};
+use prometheus_client::encoding::EncodeLabelSet;
 
 /// `outcome` of `mail_worker_intake_jobs_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +33,7 @@ impl IntakeOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
+pub(super) struct OutcomeLabels {
     outcome: &'static str,
 }
 
@@ -54,46 +48,11 @@ pub struct QueueGauges {
     pub oldest_seconds: i64,
 }
 
-/// The intake's metric handles.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct IntakeMetrics {
-    jobs: Family<OutcomeLabels, Counter>,
-    depth: Gauge<i64, AtomicI64>,
-    dead: Gauge<i64, AtomicI64>,
-    oldest: Gauge<i64, AtomicI64>,
-}
-
-impl IntakeMetrics {
-    /// Registers every intake metric in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> Self {
-        let me = Self::default();
-        registry.register(
-            "mail_worker_intake_jobs",
-            "Intake queue jobs by outcome (inserted, duplicate, dead)",
-            me.jobs.clone(),
-        );
-        registry.register(
-            "mail_worker_intake_queue_depth",
-            "Intake jobs waiting in Redis (active + retries)",
-            me.depth.clone(),
-        );
-        registry.register(
-            "mail_worker_intake_dead",
-            "Dead-lettered intake jobs",
-            me.dead.clone(),
-        );
-        registry.register(
-            "mail_worker_intake_oldest_job_seconds",
-            "Age of the oldest waiting intake job, seconds",
-            me.oldest.clone(),
-        );
-        me
-    }
-
-    /// Counts `n` jobs of `outcome`.
-    pub(crate) fn jobs(&self, outcome: IntakeOutcome, n: u64) {
+impl super::Metrics {
+    /// Counts `n` intake jobs of `outcome`.
+    pub(crate) fn intake_jobs(&self, outcome: IntakeOutcome, n: u64) {
         if n > 0 {
-            self.jobs
+            self.intake_jobs
                 .get_or_create(&OutcomeLabels {
                     outcome: outcome.as_str(),
                 })
@@ -101,10 +60,10 @@ impl IntakeMetrics {
         }
     }
 
-    /// Sets the gauges.
-    pub(crate) fn set(&self, gauges: QueueGauges) {
-        self.depth.set(gauges.depth);
-        self.dead.set(gauges.dead);
-        self.oldest.set(gauges.oldest_seconds);
+    /// Sets the intake queue's gauges.
+    pub(crate) fn set_intake(&self, gauges: QueueGauges) {
+        self.intake_depth.set(gauges.depth);
+        self.intake_dead.set(gauges.dead);
+        self.intake_oldest.set(gauges.oldest_seconds);
     }
 }

@@ -29,6 +29,7 @@ use std::{
     time::Duration,
 };
 
+use super::intake::OutcomeLabels;
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{
@@ -49,45 +50,45 @@ pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 pub(crate) const STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SendLabels {
+pub(super) struct SendLabels {
     provider: &'static str,
     outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DecisionLabels {
+pub(super) struct DecisionLabels {
     decision: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProviderStatusLabels {
+pub(super) struct ProviderStatusLabels {
     provider: &'static str,
     status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProviderLabels {
+pub(super) struct ProviderLabels {
     provider: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BudgetLabels {
+pub(super) struct BudgetLabels {
     mailbox: String,
     window: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
+pub(super) struct ReasonLabels {
     reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StatusLabels {
+pub(super) struct StatusLabels {
     status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MailboxLabels {
+pub(super) struct MailboxLabels {
     mailbox: String,
 }
 
@@ -125,18 +126,17 @@ impl OutcomeLabel {
 }
 
 /// Declares [`Metrics`]: each entry is a field, its type, the metric's name and help, and how
-/// it is made when not by `Default` (a histogram's buckets); then groups that register their
-/// own (`[field: Type => register_fn]`). `new` registers them all.
-macro_rules! metrics {
+/// it is made when not by `Default` (a histogram's buckets); `new` registers them all. The
+/// fields are the `ops` module's, so the intake's counting methods live beside its labels
+/// (`ops/intake.rs`).
+macro_rules! metric_table {
     ($(#[$meta:meta])* pub struct $name:ident {
         $($field:ident: $ty:ty = $metric:literal, $help:literal $(, $init:expr)?;)+
-        $([$group:ident: $gty:ty => $register:path])*
     }) => {
         $(#[$meta])*
         pub struct $name {
             registry: Registry,
-            $($field: $ty,)+
-            $(pub(crate) $group: $gty,)*
+            $(pub(super) $field: $ty,)+
         }
 
         impl $name {
@@ -144,11 +144,10 @@ macro_rules! metrics {
             pub fn new() -> Self {
                 let mut registry = Registry::default();
                 $(
-                    let $field: $ty = metrics!(@made $($init)?);
+                    let $field: $ty = metric_table!(@made $($init)?);
                     registry.register($metric, $help, $field.clone());
                 )+
-                $(let $group = $register(&mut registry);)*
-                Self { registry, $($field,)+ $($group,)* }
+                Self { registry, $($field,)+ }
             }
         }
     };
@@ -156,36 +155,25 @@ macro_rules! metrics {
     (@made $init:expr) => { $init };
 }
 
-metrics! {
+metric_table! {
     /// One daemon's metrics. Cheap to share behind an `Arc`; every method takes `&self`.
     pub struct Metrics {
-        sends: Family<SendLabels, Counter> = "mail_worker_sends",
-            "Sends by provider and outcome (what was written to PostgreSQL)";
-        decisions: Family<DecisionLabels, Counter> = "mail_worker_rate_limit_decisions",
-            "Rate-limiter decisions: allowed, each deny reason, fail_open";
-        rate_limit_seconds: Histogram = "mail_worker_rate_limit_seconds",
-            "Round trip of one rate-limiter decision, seconds",
-            latency_histogram();
-        provider_requests: Family<ProviderStatusLabels, Counter> = "mail_worker_provider_requests",
-            "Provider send requests by provider and result class";
-        provider_seconds: Family<ProviderLabels, Histogram> = "mail_worker_provider_seconds",
-            "Duration of one provider send request, seconds",
-            Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages",
-            "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
-        waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting",
-            "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
-        budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>> = "mail_worker_budget_used_ratio",
-            "Used share of each Graph mailbox's budget as the limiter counts it, by window (minute, day)";
-        oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds",
-            "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
-        in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight",
-            "Sends running in this process";
-        claimed: Counter<u64, AtomicU64> = "mail_worker_claimed",
-            "Due messages this process claimed";
-        paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused",
-            "1 while a sender is paused (credentials missing or refused)";
-        [intake: super::intake::IntakeMetrics => super::intake::IntakeMetrics::register]
+        sends: Family<SendLabels, Counter> = "mail_worker_sends", "Sends by provider and outcome (what was written to PostgreSQL)";
+        decisions: Family<DecisionLabels, Counter> = "mail_worker_rate_limit_decisions", "Rate-limiter decisions: allowed, each deny reason, fail_open";
+        rate_limit_seconds: Histogram = "mail_worker_rate_limit_seconds", "Round trip of one rate-limiter decision, seconds", latency_histogram();
+        provider_requests: Family<ProviderStatusLabels, Counter> = "mail_worker_provider_requests", "Provider send requests by provider and result class";
+        provider_seconds: Family<ProviderLabels, Histogram> = "mail_worker_provider_seconds", "Duration of one provider send request, seconds", Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages", "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
+        waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting", "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
+        budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>> = "mail_worker_budget_used_ratio", "Used share of each Graph mailbox's budget as the limiter counts it, by window (minute, day)";
+        oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds", "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
+        in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
+        claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
+        paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
+        intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
+        intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
+        intake_dead: Gauge<i64, AtomicI64> = "mail_worker_intake_dead", "Dead-lettered intake jobs";
+        intake_oldest: Gauge<i64, AtomicI64> = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
     }
 }
 

@@ -74,18 +74,12 @@ impl SentWriter {
 /// Takes the first waiting write, everything queued behind it (up to [`MAX_BATCH`]), writes
 /// them in one statement and answers each; until every sender is gone.
 async fn write_batches(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
-    while let Some(first) = queue.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let rows: Vec<(Fence, Option<String>)> =
             batch.iter().map(|p| (p.fence, p.note.clone())).collect();
         let written = messages::mark_sent_many(&pool, &rows).await.ok();
-        for p in batch {
+        for p in batch.drain(..) {
             let answer = written.as_ref().map(|ids| ids.contains(&p.fence.id));
             let _ = p.reply.send(answer);
         }
