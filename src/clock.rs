@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 /// Tells the current UTC time.
-pub trait Clock: Send + Sync + 'static {
+pub trait Clock: std::fmt::Debug + Send + Sync + 'static {
     /// Now, in UTC.
     fn now(&self) -> DateTime<Utc>;
 

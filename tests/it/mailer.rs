@@ -842,7 +842,12 @@ async fn sendgrid_is_never_wrapped_and_sends_v3_json_with_the_bearer_key() {
         .mount(&rig.server)
         .await;
     let mailer = rig.sendgrid_mailer().await;
-    assert!(format!("{mailer:?}").starts_with("SendGridMailer"));
+    let debug = format!("{mailer:?}");
+    assert!(debug.starts_with("SendGridMailer"), "{debug}");
+    assert!(
+        !debug.contains("SG.key") && debug.contains("REDACTED"),
+        "the key never shows: {debug}"
+    );
     let m = sendgrid_mail();
     let receipt = mailer.send(&m).await.unwrap();
     assert_eq!(receipt.provider_id.as_deref(), Some("sg-msg-1"));

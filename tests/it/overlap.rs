@@ -219,6 +219,7 @@ async fn a_throttle_without_retry_after_after_ten_bookings_waits_the_first_backo
 }
 
 /// A replica's wall clock, `by` off the real one.
+#[derive(Debug)]
 struct Skewed(chrono::Duration);
 
 impl mail_worker::clock::Clock for Skewed {

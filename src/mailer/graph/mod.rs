@@ -22,7 +22,7 @@ mod size;
 pub(crate) mod token;
 mod upload;
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use reqwest::{
     Method,
@@ -85,6 +85,7 @@ pub(crate) fn internet_message_id(id: Uuid, mailbox: &MailboxAddress) -> String 
 ///
 /// Each Graph request is made at most twice: the second only after a `401`, with a freshly
 /// fetched token and the byte-identical body. Never a second `sendMail`/`send` after a `202`.
+#[derive(Debug)]
 pub struct MicrosoftGraphMailer {
     http: reqwest::Client,
     /// `{api}/users/{mailbox}`.
@@ -96,19 +97,6 @@ pub struct MicrosoftGraphMailer {
     settle: Duration,
     tokens: Arc<TokenSource>,
     clock: Arc<dyn Clock>,
-}
-
-impl fmt::Debug for MicrosoftGraphMailer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MicrosoftGraphMailer")
-            .field("mailbox", &self.mailbox)
-            .field("send_url", &self.send_url.as_str())
-            .field("save_to_sent_items", &self.save_to_sent_items)
-            .field("mode", &self.mode)
-            .field("settle", &self.settle)
-            .field("tokens", &self.tokens)
-            .finish()
-    }
 }
 
 impl MicrosoftGraphMailer {

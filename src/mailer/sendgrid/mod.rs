@@ -9,7 +9,7 @@ mod body;
 #[cfg(feature = "fuzzing")]
 pub use answer::fuzz_interpret;
 
-use std::{fmt, sync::Arc};
+use std::sync::Arc;
 
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
@@ -25,22 +25,15 @@ use crate::{
 use answer::{SendGridAnswer, interpret};
 use body::mail_send_body;
 
-/// Sends as one verified SendGrid sender with one API key.
+/// Sends as one verified SendGrid sender with one API key (its `Debug` shows the key as
+/// `[REDACTED]`).
+#[derive(Debug)]
 pub struct SendGridMailer {
     http: reqwest::Client,
     send_url: Url,
     from: MailboxAddress,
     api_key: SecretString,
     clock: Arc<dyn Clock>,
-}
-
-impl fmt::Debug for SendGridMailer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SendGridMailer")
-            .field("from", &self.from)
-            .field("send_url", &self.send_url.as_str())
-            .finish_non_exhaustive()
-    }
 }
 
 impl SendGridMailer {
