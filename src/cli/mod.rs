@@ -9,13 +9,15 @@ use clap::Parser;
 use crate::{
     admin::usage::mailbox_usage,
     config::Config,
-    domain::{MailboxAddress, MessageStatus},
+    domain::MailboxAddress,
     events, import, intake,
     store::{self, admin, report, senders},
 };
 
 mod args;
 mod env_vars;
+mod messages;
+mod queue;
 mod tables;
 
 pub use args::{
@@ -156,7 +158,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Enqueue { file, via, .. } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let (queue, mut conn) = queue_of(&config).await?;
+            let (queue, mut conn) = queue::queue_of(&config).await?;
             let lines = bytes
                 .split(|b| *b == b'\n')
                 .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
@@ -170,7 +172,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             ));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Queue(command) => queue_command(&config, command).await,
+        Command::Queue(command) => queue::queue_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;
             let bytes =
@@ -223,10 +225,14 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let (retry, args) = match command {
                 MessagesCommand::Retry(args) => (true, args),
                 MessagesCommand::Cancel(args) => (false, args),
-                MessagesCommand::List(args) => return list_messages(&config, &args).await,
-                MessagesCommand::Show { id, json } => return show_message(&config, id, json).await,
+                MessagesCommand::List(args) => {
+                    return messages::list_messages(&config, &args).await;
+                }
+                MessagesCommand::Show { id, json } => {
+                    return messages::show_message(&config, id, json).await;
+                }
             };
-            let filter = selected(&args.selection)?;
+            let filter = messages::selected(&args.selection)?;
             let pool = store::open(&config.database_url, 2).await?;
             let action = if retry {
                 admin::BulkAction::Retry
@@ -298,106 +304,4 @@ fn out(text: &str) {
 
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// The filter of `messages list|retry|cancel`; `--status` in any case.
-fn selected(selection: &Selection) -> anyhow::Result<admin::MessageFilter> {
-    Ok(admin::MessageFilter {
-        sender: selection.sender.clone(),
-        status: selection
-            .status
-            .as_deref()
-            .map(|s| {
-                s.to_ascii_uppercase()
-                    .parse::<MessageStatus>()
-                    .map_err(|_| {
-                        anyhow::anyhow!("--status {s}: not one of {}", MessageStatus::NAMES)
-                    })
-            })
-            .transpose()?,
-        error_like: selection.error_like.clone(),
-        ids: selection.ids.clone(),
-    })
-}
-
-/// `messages list`.
-async fn list_messages(config: &Config, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let filter = selected(&args.selection)?;
-    let pool = store::open(&config.database_url, 2).await?;
-    let lines = admin::list(&pool, &filter, args.limit).await?;
-    if args.json {
-        out(&(serde_json::to_string_pretty(&lines)? + "\n"));
-    } else {
-        out(&tables::message_lines(&lines));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `messages show ID`.
-async fn show_message(config: &Config, id: uuid::Uuid, json: bool) -> anyhow::Result<ExitCode> {
-    let filter = admin::MessageFilter {
-        ids: vec![id],
-        ..Default::default()
-    };
-    let pool = store::open(&config.database_url, 2).await?;
-    let Some(line) = admin::list(&pool, &filter, 1).await?.pop() else {
-        anyhow::bail!("no message {id}");
-    };
-    if json {
-        out(&(serde_json::to_string_pretty(&line)? + "\n"));
-    } else {
-        out(&tables::message_text(&line));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The intake queue's name and a connection to its Redis.
-async fn queue_of(config: &Config) -> anyhow::Result<(String, intake::ConnectionManager)> {
-    let queue = config
-        .intake
-        .queue
-        .clone()
-        .context("INTAKE_QUEUE is off: there is no intake queue")?;
-    let conn = intake::connect(config.redis_url.first()).await?;
-    Ok((queue, conn))
-}
-
-/// `mail-worker queue …`.
-async fn queue_command(config: &Config, command: args::QueueCommand) -> anyhow::Result<ExitCode> {
-    use args::QueueCommand;
-    use intake::dead::{self, Which};
-    let (queue, mut conn) = queue_of(config).await?;
-    let which = |ids: Vec<String>, all: bool| -> anyhow::Result<Which> {
-        match (all, ids.is_empty()) {
-            (true, true) => Ok(Which::All),
-            (false, false) => Ok(Which::Ids(ids)),
-            _ => anyhow::bail!("give task ids or --all (not both)"),
-        }
-    };
-    match command {
-        QueueCommand::Stats => {
-            let s = dead::stats(&mut conn, &queue).await?;
-            out(&format!(
-                "{queue}: waiting {}, scheduled {}, in flight {}, dead {}, done (not yet removed) {}, workers {}\n",
-                s.waiting, s.scheduled, s.in_flight, s.dead, s.done, s.workers
-            ));
-        }
-        QueueCommand::Dead { limit } => {
-            for job in dead::list(&mut conn, &queue, limit).await? {
-                out(&format!(
-                    "{} ({} bytes): {}\n",
-                    job.task, job.bytes, job.reason
-                ));
-            }
-        }
-        QueueCommand::Retry { ids, all } => {
-            let n = dead::retry(&mut conn, &queue, which(ids, all)?).await?;
-            out(&format!("{n} dead jobs back on {queue}\n"));
-        }
-        QueueCommand::Discard { ids, all } => {
-            let n = dead::discard(&mut conn, &queue, which(ids, all)?).await?;
-            out(&format!("{n} dead jobs discarded\n"));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,6 @@ use std::{
     net::SocketAddr,
     process::ExitCode,
     sync::{Arc, atomic::AtomicBool},
-    time::Duration,
 };
 
 use anyhow::Context;
@@ -25,6 +24,8 @@ use crate::{
     shutdown, store,
     worker::{self, DaemonSettings, Observers},
 };
+
+mod gauges;
 
 /// The service stack and the parts of it the daemon also watches.
 #[derive(Debug, Clone)]
@@ -230,14 +231,14 @@ async fn run_parts(
             shutdown::stopped(&mut done).await;
         }))
     });
-    let gauge = tokio::spawn(messages_gauge_loop(
+    let gauge = tokio::spawn(gauges::messages_gauge_loop(
         pool.clone(),
         Arc::clone(&observers.metrics),
         Arc::clone(&observers.liveness),
         config.metrics_refresh,
         done_rx.clone(),
     ));
-    let budgets = tokio::spawn(budget_gauge_loop(
+    let budgets = tokio::spawn(gauges::budget_gauge_loop(
         config.clone(),
         pool.clone(),
         Arc::clone(&observers.metrics),
@@ -283,91 +284,6 @@ async fn run_parts(
         }
     }
     Ok(())
-}
-
-/// Refreshes `mail_worker_messages`, `mail_worker_messages_waiting` and
-/// `mail_worker_oldest_due_seconds` every `every` (a `GROUP BY` query each) until `done`.
-async fn messages_gauge_loop(
-    pool: PgPool,
-    metrics: Arc<Metrics>,
-    liveness: Arc<Liveness>,
-    every: Duration,
-    done: tokio::sync::watch::Receiver<bool>,
-) {
-    let (pool, metrics) = (&pool, &metrics);
-    let beat = Some((&*liveness, "metrics"));
-    shutdown::every(every, done, beat, || async move {
-        match store::report::count_by_status(pool).await {
-            Ok(rows) => metrics.set_messages(&rows),
-            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
-        }
-        match store::waiting::count_waiting(pool).await {
-            Ok(rows) => {
-                let rows: Vec<_> = rows.iter().map(|&(r, n)| (r.as_str(), n)).collect();
-                metrics.set_waiting(&rows);
-            }
-            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages_waiting failed"),
-        }
-        match store::waiting::oldest_due_seconds(pool).await {
-            Ok(seconds) => metrics.set_oldest_due(seconds),
-            Err(e) => {
-                tracing::debug!(error = %e, "refreshing mail_worker_oldest_due_seconds failed")
-            }
-        }
-    })
-    .await;
-}
-
-/// Refreshes `mail_worker_budget_used_ratio` every `METRICS_REFRESH_MS` (a limiter read per
-/// Graph mailbox) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget
-/// passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox and 24 h across replicas).
-async fn budget_gauge_loop(
-    config: Config,
-    pool: PgPool,
-    metrics: Arc<Metrics>,
-    done: tokio::sync::watch::Receiver<bool>,
-) {
-    let (config, pool, metrics) = (&config, &pool, &metrics);
-    let reader = tokio::sync::Mutex::new(crate::rate_limit::usage::UsageReader::new(
-        &config.rate_limit,
-    ));
-    let reader = &reader;
-    shutdown::every(config.metrics_refresh, done, None, || async move {
-        let mut reader = reader.lock().await;
-        let shares = match crate::admin::usage::budget_shares(&mut reader, config, pool).await {
-            Ok((shares, failed)) => {
-                if let Some(e) = failed {
-                    tracing::debug!(error = %e, "reading a mailbox's budget failed");
-                }
-                shares
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "refreshing mail_worker_budget_used_ratio failed");
-                return;
-            }
-        };
-        for share in shares {
-            metrics.set_budget_used(share.mailbox.as_str(), share.minute, share.day);
-            let Some(threshold) = config.budget_alert_percent else {
-                continue;
-            };
-            if share.day * 100.0 >= f64::from(threshold)
-                && reader
-                    .first_alert(&share.tenant, &share.mailbox)
-                    .await
-                    .unwrap_or(false)
-            {
-                tracing::warn!(
-                    event = events::MAIL_BUDGET_NEARLY_USED,
-                    mailbox = %share.mailbox,
-                    used_percent = (share.day * 100.0).round(),
-                    threshold_percent = threshold,
-                    "a mailbox has nearly used its 24 h recipient budget"
-                );
-            }
-        }
-    })
-    .await;
 }
 
 /// Runs the daemon until `shutdown` completes.

@@ -1,0 +1,107 @@
+//! `mail-worker check-config`'s lines: the effective configuration, passwords hidden.
+
+use std::time::Duration;
+
+use super::{Config, LogFormat, env::with_unit, redact_url};
+
+impl Config {
+    /// The effective configuration as `NAME=value` lines, in the env file's order, with
+    /// passwords in URLs replaced by `***`. This is what `mail-worker check-config` prints.
+    pub(crate) fn redacted_lines(&self) -> Vec<String> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        vec![
+            format!("DATABASE_URL={}", redact_url(&self.database_url)),
+            format!("DATABASE_MAX_CONNECTIONS={}", self.database_max_connections),
+            format!("REDIS_URL={}", self.redis_url.redacted()),
+            format!("MAIL_RATE_LIMIT_ALGORITHM={}", self.rate_limit.algorithm),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_URL={}",
+                self.rate_limit.redis_url.redacted()
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_PER_MINUTE={}",
+                self.rate_limit.defaults.per_minute
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY={}",
+                self.rate_limit.defaults.recipients_per_day
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS={}",
+                ms(self.rate_limit.redis_timeout)
+            ),
+            format!("MAIL_RATE_LIMIT_KEY_PREFIX={}", self.rate_limit.key_prefix),
+            format!(
+                "MAIL_MAILBOX_MAX_IN_FLIGHT={}",
+                self.rate_limit.max_in_flight
+            ),
+            format!(
+                "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS={}",
+                self.rate_limit.fail_open_replicas
+            ),
+            format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
+            format!(
+                "MAIL_MAX_ATTEMPTS={}",
+                self.max_attempts
+                    .map_or_else(|| "none".to_owned(), |n| n.to_string())
+            ),
+            format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
+            format!(
+                "METRICS_LISTEN={}",
+                self.metrics_listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
+            format!(
+                "MAIL_BUDGET_ALERT_PERCENT={}",
+                self.budget_alert_percent
+                    .map_or_else(|| "off".to_owned(), |p| p.to_string())
+            ),
+            format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
+            format!(
+                "SCHEDULER_INTERVAL_MS={}",
+                ms(self.worker.scheduler_interval)
+            ),
+            format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
+            format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
+            format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
+            format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
+            format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
+            format!("GRAPH_SEND_MODE={}", self.graph.send_mode),
+            format!("GRAPH_SEND_SETTLE_MS={}", ms(self.graph.send_settle)),
+            format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
+            format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
+            format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),
+            format!(
+                "LOG_FORMAT={}",
+                match self.log_format {
+                    LogFormat::Json => "json",
+                    LogFormat::Pretty => "pretty",
+                }
+            ),
+            format!("RUST_LOG={}", self.log_filter),
+            format!(
+                "ADMIN_LISTEN={}",
+                self.admin
+                    .listen
+                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
+            ),
+            format!(
+                "ADMIN_TOKEN={}",
+                self.admin
+                    .token
+                    .as_ref()
+                    .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
+            ),
+            format!("ADMIN_COOKIE_SECURE={}", self.admin.cookie_secure),
+            format!(
+                "INTAKE_QUEUE={}",
+                self.intake.queue.as_deref().unwrap_or("off")
+            ),
+            format!(
+                "INTAKE_WORKER_NAME={}",
+                self.intake.worker_name.as_deref().unwrap_or("(unset)")
+            ),
+        ]
+    }
+}

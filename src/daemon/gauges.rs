@@ -1,0 +1,98 @@
+//! The gauges read from PostgreSQL and the limiter on a schedule (every `METRICS_REFRESH_MS`),
+//! and the budget alert they raise.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::PgPool;
+
+use crate::{
+    config::Config,
+    events,
+    ops::{Liveness, Metrics},
+    shutdown, store,
+};
+
+/// Refreshes `mail_worker_messages`, `mail_worker_messages_waiting` and
+/// `mail_worker_oldest_due_seconds` every `every` (a `GROUP BY` query each) until `done`.
+pub(super) async fn messages_gauge_loop(
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    liveness: Arc<Liveness>,
+    every: Duration,
+    done: tokio::sync::watch::Receiver<bool>,
+) {
+    let (pool, metrics) = (&pool, &metrics);
+    let beat = Some((&*liveness, "metrics"));
+    shutdown::every(every, done, beat, || async move {
+        match store::report::count_by_status(pool).await {
+            Ok(rows) => metrics.set_messages(&rows),
+            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
+        }
+        match store::waiting::count_waiting(pool).await {
+            Ok(rows) => {
+                let rows: Vec<_> = rows.iter().map(|&(r, n)| (r.as_str(), n)).collect();
+                metrics.set_waiting(&rows);
+            }
+            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages_waiting failed"),
+        }
+        match store::waiting::oldest_due_seconds(pool).await {
+            Ok(seconds) => metrics.set_oldest_due(seconds),
+            Err(e) => {
+                tracing::debug!(error = %e, "refreshing mail_worker_oldest_due_seconds failed")
+            }
+        }
+    })
+    .await;
+}
+
+/// Refreshes `mail_worker_budget_used_ratio` every `METRICS_REFRESH_MS` (a limiter read per
+/// Graph mailbox) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget
+/// passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox and 24 h across replicas).
+pub(super) async fn budget_gauge_loop(
+    config: Config,
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    done: tokio::sync::watch::Receiver<bool>,
+) {
+    let (config, pool, metrics) = (&config, &pool, &metrics);
+    let reader = tokio::sync::Mutex::new(crate::rate_limit::usage::UsageReader::new(
+        &config.rate_limit,
+    ));
+    let reader = &reader;
+    shutdown::every(config.metrics_refresh, done, None, || async move {
+        let mut reader = reader.lock().await;
+        let shares = match crate::admin::usage::budget_shares(&mut reader, config, pool).await {
+            Ok((shares, failed)) => {
+                if let Some(e) = failed {
+                    tracing::debug!(error = %e, "reading a mailbox's budget failed");
+                }
+                shares
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "refreshing mail_worker_budget_used_ratio failed");
+                return;
+            }
+        };
+        for share in shares {
+            metrics.set_budget_used(share.mailbox.as_str(), share.minute, share.day);
+            let Some(threshold) = config.budget_alert_percent else {
+                continue;
+            };
+            if share.day * 100.0 >= f64::from(threshold)
+                && reader
+                    .first_alert(&share.tenant, &share.mailbox)
+                    .await
+                    .unwrap_or(false)
+            {
+                tracing::warn!(
+                    event = events::MAIL_BUDGET_NEARLY_USED,
+                    mailbox = %share.mailbox,
+                    used_percent = (share.day * 100.0).round(),
+                    threshold_percent = threshold,
+                    "a mailbox has nearly used its 24 h recipient budget"
+                );
+            }
+        }
+    })
+    .await;
+}
