@@ -118,6 +118,17 @@ pub(crate) async fn connect_lazily(url: &url::Url) -> Result<ConnectionManager, 
     Ok(ConnectionManager::new_lazy_with_config(client, config)?)
 }
 
+/// The jobs of a campaign JSONL file: its non-blank lines (a trailing `\r` dropped), as bytes,
+/// so a line that is not UTF-8 is judged by the consumer like any other (`mail-worker enqueue
+/// --via queue`, the demo).
+pub fn file_lines(bytes: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .map(<[u8]>::to_vec)
+}
+
 /// Pushes `lines` (campaign JSONL lines, each a job, task id = the line's `id`) onto `queue`, in
 /// pushes of 500 (`mail-worker enqueue --via queue`, the demo, the tests). A line whose id is
 /// still in the queue is not pushed twice (apalis-redis's `HSETNX`).
