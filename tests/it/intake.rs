@@ -443,3 +443,95 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
         .unwrap();
     assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
 }
+
+/// `n` good lines for `mailbox` to be sent in 2099 (so a daemon under test stores them and
+/// sends none), and their ids.
+fn later_lines(mailbox: &str, n: usize) -> (Vec<Uuid>, Vec<Vec<u8>>) {
+    let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
+    let lines = ids
+        .iter()
+        .map(|id| {
+            let mut v: serde_json::Value = serde_json::from_slice(&line(*id, mailbox)).unwrap();
+            v["scheduledOn"] = "2099-01-01T00:00:00Z".into();
+            v.to_string().into_bytes()
+        })
+        .collect();
+    (ids, lines)
+}
+
+/// Rows stored for the app.
+async fn rows(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM messages")
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
+    const JOBS: usize = 20_000;
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    // A Redis of its own: the shared one's memory moves with every other test.
+    let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
+    let conn = intake::connect(&redis.url).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
+    let (_, warm_up) = later_lines(&mailbox, 100);
+    intake::push_lines(conn.clone(), &queue, warm_up)
+        .await
+        .unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(20),
+        "the warm-up consumed",
+        async || {
+            let s = dead::stats(&mut c, &queue).await.unwrap();
+            rows(&app).await == 100 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+        },
+    )
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let (keys_before, memory_before) = (redis.dbsize().await, redis.used_memory().await);
+    let (_, lines) = later_lines(&mailbox, JOBS);
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        JOBS
+    );
+    let (keys_full, memory_full) = (redis.dbsize().await, redis.used_memory().await);
+    assert!(
+        keys_full >= JOBS as u64,
+        "{keys_full} keys with {JOBS} jobs queued"
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_until(Duration::from_secs(60), "every job a row", async || {
+        rows(&app).await == 100 + JOBS as i64
+    })
+    .await;
+    wait_until(Duration::from_secs(20), "done jobs removed", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        s.done == 0 && s.waiting == 0 && s.in_flight == 0
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let (keys_after, memory_after) = (redis.dbsize().await, redis.used_memory().await);
+    eprintln!(
+        "keys {keys_before} → {keys_full} → {keys_after}; used_memory {memory_before} → {memory_full} → {memory_after}"
+    );
+    assert!(
+        keys_after <= keys_before + 100,
+        "{keys_after} keys left (before: {keys_before})"
+    );
+    assert!(
+        memory_after <= memory_before + 1_000_000,
+        "used_memory {memory_after} after, {memory_before} before"
+    );
+}

@@ -5,7 +5,7 @@
 //   REDIS_URL=redis://127.0.0.1:6379 node examples/producers/node/push.js campaign.jsonl
 //
 // INTAKE_QUEUE names the queue (default {mail-worker:campaign-sends}). Each non-blank line is one
-// job, its task id the line's "id" (a fresh UUID if it has none), pushed by ../push.lua in calls
+// job, its task id the line's "id" (a fresh UUID if it has none), pushed by lua/intake/push.lua in calls
 // of 500 lines; a line already queued is skipped. The replicas judge each line as
 // `mail-worker enqueue` does: a bad one is dead-lettered (`mail-worker queue dead`).
 "use strict";
@@ -15,7 +15,7 @@ const path = require("node:path");
 const crypto = require("node:crypto");
 const Redis = require("ioredis");
 
-const PUSH = fs.readFileSync(path.join(__dirname, "..", "push.lua"), "utf8");
+const PUSH = fs.readFileSync(path.join(__dirname, "..", "..", "..", "lua", "intake", "push.lua"), "utf8");
 const CHUNK = 500;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -5,7 +5,7 @@
     REDIS_URL=redis://127.0.0.1:6379 python3 examples/producers/python/push.py campaign.jsonl
 
 INTAKE_QUEUE names the queue (default {mail-worker:campaign-sends}). Each non-blank line is one
-job, its task id the line's "id" (a fresh UUID if it has none), pushed by ../push.lua in calls
+job, its task id the line's "id" (a fresh UUID if it has none), pushed by lua/intake/push.lua in calls
 of 500 lines; a line already queued is skipped. The replicas judge each line as
 `mail-worker enqueue` does: a bad one is dead-lettered (`mail-worker queue dead`).
 """
@@ -18,7 +18,7 @@ import uuid
 
 import redis
 
-PUSH = (pathlib.Path(__file__).resolve().parent.parent / "push.lua").read_text()
+PUSH = (pathlib.Path(__file__).resolve().parents[3] / "lua" / "intake" / "push.lua").read_text()
 CHUNK = 500
 
 
