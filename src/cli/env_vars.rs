@@ -289,6 +289,13 @@ pub const ENV_VARS: &[EnvVar] = &[
         secret: false,
         meaning: "the start of this process's intake worker name (pid and a random suffix are added); unset: the host name; Kubernetes: the pod's name",
     },
+    EnvVar {
+        name: "INTAKE_HEARTBEAT_MS",
+        flag: "intake-heartbeat-ms",
+        default: Some("10000"),
+        secret: false,
+        meaning: "the intake worker's heartbeat (apalis-redis): a replica silent for 3 heartbeats is dead and another consumes its in-flight jobs; lower only in tests",
+    },
 ];
 
 /// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its

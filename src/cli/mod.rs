@@ -159,12 +159,8 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let (queue, mut conn) = queue::queue_of(&config).await?;
-            let lines = bytes
-                .split(|b| *b == b'\n')
-                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-                .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-                .map(<[u8]>::to_vec);
-            let pushed = intake::push_lines(conn.clone(), &queue, lines).await?;
+            let pushed =
+                intake::push_lines(conn.clone(), &queue, intake::file_lines(&bytes)).await?;
             let stats = intake::dead::stats(&mut conn, &queue).await?;
             out(&format!(
                 "{pushed} lines pushed onto {queue} ({} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",

@@ -102,6 +102,7 @@ impl Config {
                 "INTAKE_WORKER_NAME={}",
                 self.intake.worker_name.as_deref().unwrap_or("(unset)")
             ),
+            format!("INTAKE_HEARTBEAT_MS={}", self.intake.heartbeat.as_millis()),
         ]
     }
 }

@@ -135,6 +135,9 @@ pub struct IntakeConfig {
     /// `INTAKE_WORKER_NAME`, default the host name (a pod's name in Kubernetes): the start of
     /// this process's apalis worker name, to which the pid and a random suffix are added.
     pub worker_name: Option<String>,
+    /// `INTAKE_HEARTBEAT_MS`, default 10 s: apalis-redis's heartbeat; a replica silent for three
+    /// of them is dead and its in-flight jobs are consumed by another.
+    pub heartbeat: Duration,
 }
 
 /// `INTAKE_QUEUE`'s default. In braces, a Redis Cluster hash tag: every key of the queue
@@ -323,6 +326,7 @@ impl Config {
             intake: IntakeConfig {
                 queue: intake_queue,
                 worker_name: env.get("INTAKE_WORKER_NAME").map(|n| n.trim().to_owned()),
+                heartbeat: env.millis("INTAKE_HEARTBEAT_MS", 10_000)?,
             },
         })
     }

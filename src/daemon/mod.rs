@@ -205,7 +205,10 @@ async fn run_parts(
     };
     let intake = match &config.intake.queue {
         Some(queue) => Some((
-            intake::IntakeSettings::new(queue, config.intake.worker_name.as_deref()),
+            intake::IntakeSettings {
+                heartbeat: config.intake.heartbeat,
+                ..intake::IntakeSettings::new(queue, config.intake.worker_name.as_deref())
+            },
             intake::connect_lazily(config.redis_url.first()).await?,
         )),
         None => None,

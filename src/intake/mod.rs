@@ -14,7 +14,7 @@ pub(crate) mod job;
 
 use std::{sync::Arc, time::Duration};
 
-use apalis::prelude::{BackendExt, TaskBuilder, TaskId, WorkerBuilder, WorkerBuilderExt};
+use apalis::prelude::{BackendExt, WorkerBuilder, WorkerBuilderExt};
 pub use apalis_redis::ConnectionManager;
 use apalis_redis::RedisStorage;
 use sqlx::PgPool;
@@ -118,38 +118,50 @@ pub(crate) async fn connect_lazily(url: &url::Url) -> Result<ConnectionManager, 
     Ok(ConnectionManager::new_lazy_with_config(client, config)?)
 }
 
+/// The jobs of a campaign JSONL file: its non-blank lines (a trailing `\r` dropped), as bytes,
+/// so a line that is not UTF-8 is judged by the consumer like any other (`mail-worker enqueue
+/// --via queue`, the demo).
+pub fn file_lines(bytes: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .map(<[u8]>::to_vec)
+}
+
+static PUSH: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../../lua/intake/push.lua")));
+
 /// Pushes `lines` (campaign JSONL lines, each a job, task id = the line's `id`) onto `queue`, in
-/// pushes of 500 (`mail-worker enqueue --via queue`, the demo, the tests). A line whose id is
-/// still in the queue is not pushed twice (apalis-redis's `HSETNX`).
+/// calls of 500 of `lua/intake/push.lua` (`mail-worker enqueue --via queue`, the demo, the
+/// tests; the Python and Node producers call the same script). A line whose id is still in
+/// the queue is not pushed twice (`HSETNX`). Returns the lines given.
+///
+/// The jobs go onto the active list, not apalis-redis's own push path: that one puts every job
+/// in the scheduled set, which `fetch_next.lua` then moves with one `unpack` of all due ids,
+/// failing ("too many results to unpack") once more than about 8,000 are waiting, and the
+/// worker with it, for good (docs/decisions/intake-queue.md).
 ///
 /// # Errors
 /// Redis errors.
 pub async fn push_lines(
-    conn: ConnectionManager,
+    mut conn: ConnectionManager,
     queue: &str,
     lines: impl IntoIterator<Item = Vec<u8>>,
 ) -> Result<usize, IntakeError> {
-    let settings = IntakeSettings::new(queue, None);
-    let mut storage = RedisStorage::<Vec<u8>>::new(conn).with_config(settings.storage_config());
-    let tasks: Vec<_> = lines
-        .into_iter()
-        .map(|line| {
-            let id = job::task_id(&line);
-            TaskBuilder::new(line)
-                .task_id(TaskId::from(id))
-                .max_attempts(25)
-                .build()
-        })
-        .collect();
-    let n = tasks.len();
-    // The storage's own sink takes the bytes as they are (its `TaskSink` would JSON-encode them).
-    for chunk in tasks.chunks(consumer::MAX_BATCH) {
-        let mut items = futures::stream::iter(chunk.iter().cloned().map(Ok));
-        futures::SinkExt::send_all(&mut storage, &mut items)
-            .await
-            .map_err(|e| IntakeError::Queue(e.to_string()))?;
+    let config = IntakeSettings::new(queue, None).storage_config();
+    let lines: Vec<Vec<u8>> = lines.into_iter().collect();
+    for chunk in lines.chunks(consumer::MAX_BATCH) {
+        let mut call = PUSH.key(config.job_data_hash());
+        call.key(config.active_jobs_list())
+            .key(config.signal_list())
+            .arg(config.job_meta_hash());
+        for line in chunk {
+            call.arg(job::task_id(line)).arg(line.as_slice());
+        }
+        let _pushed: usize = call.invoke_async(&mut conn).await?;
     }
-    Ok(n)
+    Ok(lines.len())
 }
 
 /// Consumes the queue until `stop` turns true: the worker stops fetching, the jobs in flight are

@@ -344,28 +344,7 @@ fn spawn_binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Chil
 
 /// The command [`spawn_binary`] runs.
 fn binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Command {
-    let config = &world.config;
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"));
-    command
-        .arg("run")
-        .env("DATABASE_URL", config.database_url.as_str())
-        .env("REDIS_URL", config.redis_url.first().as_str())
-        .env("MAIL_RATE_LIMIT_KEY_PREFIX", &config.rate_limit.key_prefix)
-        .env(
-            "MAIL_RATE_LIMIT_ALGORITHM",
-            config.rate_limit.algorithm.as_str(),
-        )
-        .env("GRAPH_API_BASE_URL", config.graph.api_base_url.as_str())
-        .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())
-        .env("METRICS_LISTEN", "off")
-        .env("WORKER_CONCURRENCY", "8")
-        .env("SCHEDULER_INTERVAL_MS", "100")
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true);
-    for (name, value) in extra {
-        command.env(name, value);
-    }
-    command
+    world.daemon_command(extra)
 }
 
 /// Sends SIGTERM to `child` and waits (at most 20 s) for it to exit.

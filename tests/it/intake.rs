@@ -306,3 +306,232 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
 }
+
+/// A Python with the `redis` package: `python3` if it has it, else a venv under target/ that
+/// this installs it into once (as .ci/run does for hadolint), so the test never skips.
+fn python_with_redis() -> std::path::PathBuf {
+    let has_redis = |python: &std::path::Path| {
+        std::process::Command::new(python)
+            .args(["-c", "import redis"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let system = std::path::PathBuf::from("python3");
+    if has_redis(&system) {
+        return system;
+    }
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    let venv = target.join("producers-venv");
+    let python = venv.join("bin/python");
+    if has_redis(&python) {
+        return python;
+    }
+    // Built aside and renamed, so a run cut short never leaves a venv without the package.
+    let building = target.join(format!("producers-venv-{}", Uuid::new_v4().simple()));
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd
+            .output()
+            .expect("python3 (scripts/services.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&building));
+    run(std::process::Command::new(building.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        "-r",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/producers/python/requirements.txt"
+        ),
+    ]));
+    if std::fs::rename(&building, &venv).is_err() {
+        // Another run finished first: use its venv.
+        let _ = std::fs::remove_dir_all(&building);
+    }
+    assert!(
+        has_redis(&python),
+        "{} has no redis package",
+        python.display()
+    );
+    python
+}
+
+#[tokio::test]
+async fn jobs_pushed_by_the_python_producer_example_become_rows() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let ids: Vec<Uuid> = (0..25).map(|_| Uuid::new_v4()).collect();
+    let mut text = String::new();
+    for id in &ids {
+        text += &String::from_utf8(line(*id, &mailbox)).unwrap();
+        text += "\r\n";
+    }
+    text += "\nnot json\n";
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    std::fs::write(&file, &text).unwrap();
+    let push = || {
+        std::process::Command::new(python_with_redis())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/producers/python/push.py"
+            ))
+            .arg(&file)
+            .env("INTAKE_QUEUE", &queue)
+            .env("REDIS_URL", redis_url().as_str())
+            .output()
+            .unwrap()
+    };
+    let first = push();
+    // Pushed again while queued: only the line without an id is a new job.
+    let second = push();
+    std::fs::remove_file(&file).unwrap();
+    for out in [&first, &second] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        format!("26 lines pushed onto {queue} (0 already queued)\n")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&second.stdout),
+        format!("1 lines pushed onto {queue} (25 already queued)\n")
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(10), "2 dead, none left", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        s.dead == 2 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let mut stored: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM messages WHERE status = 'SCHEDULED'")
+            .fetch_all(&app.db.pool)
+            .await
+            .unwrap();
+    stored.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(stored, expected);
+    let reasons: Vec<String> = dead::list(&mut c, &queue, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.reason)
+        .collect();
+    assert!(
+        reasons.iter().all(|r| r.starts_with("not a message:")),
+        "{reasons:?}"
+    );
+    dead::discard(&mut c, &queue, dead::Which::All)
+        .await
+        .unwrap();
+    assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
+}
+
+/// `n` good lines for `mailbox` to be sent in 2099 (so a daemon under test stores them and
+/// sends none), and their ids.
+fn later_lines(mailbox: &str, n: usize) -> (Vec<Uuid>, Vec<Vec<u8>>) {
+    let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
+    let lines = ids
+        .iter()
+        .map(|id| {
+            let mut v: serde_json::Value = serde_json::from_slice(&line(*id, mailbox)).unwrap();
+            v["scheduledOn"] = "2099-01-01T00:00:00Z".into();
+            v.to_string().into_bytes()
+        })
+        .collect();
+    (ids, lines)
+}
+
+/// Rows stored for the app.
+async fn rows(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM messages")
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
+    const JOBS: usize = 20_000;
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    // A Redis of its own: the shared one's memory moves with every other test.
+    let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
+    let conn = intake::connect(&redis.url).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
+    let (_, warm_up) = later_lines(&mailbox, 100);
+    intake::push_lines(conn.clone(), &queue, warm_up)
+        .await
+        .unwrap();
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(20),
+        "the warm-up consumed",
+        async || {
+            let s = dead::stats(&mut c, &queue).await.unwrap();
+            rows(&app).await == 100 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+        },
+    )
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let (keys_before, memory_before) = (redis.dbsize().await, redis.used_memory().await);
+    let (_, lines) = later_lines(&mailbox, JOBS);
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        JOBS
+    );
+    let (keys_full, memory_full) = (redis.dbsize().await, redis.used_memory().await);
+    assert!(
+        keys_full >= JOBS as u64,
+        "{keys_full} keys with {JOBS} jobs queued"
+    );
+
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_until(Duration::from_secs(60), "every job a row", async || {
+        rows(&app).await == 100 + JOBS as i64
+    })
+    .await;
+    wait_until(Duration::from_secs(20), "done jobs removed", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        s.done == 0 && s.waiting == 0 && s.in_flight == 0
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let (keys_after, memory_after) = (redis.dbsize().await, redis.used_memory().await);
+    eprintln!(
+        "keys {keys_before} → {keys_full} → {keys_after}; used_memory {memory_before} → {memory_full} → {memory_after}"
+    );
+    assert!(
+        keys_after <= keys_before + 100,
+        "{keys_after} keys left (before: {keys_before})"
+    );
+    assert!(
+        memory_after <= memory_before + 1_000_000,
+        "used_memory {memory_after} after, {memory_before} before"
+    );
+}

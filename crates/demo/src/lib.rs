@@ -1,10 +1,13 @@
 //! The demo (`cargo demo`, the `mail-worker-demo` binary): a campaign end to end on this machine. Against the local PostgreSQL and
 //! Redis (a database `mail_worker_demo_<run>` and a key prefix `mail-worker-demo:<run>:` of its
 //! own, both removed at the end, so two demos on one server never meet), it starts graph-sim (and a SendGrid stand-in) in process with Exchange Online's
-//! limits, registers the senders, enqueues the campaign, runs the real worker until every due
-//! message is `SENT` or `ERROR`, shows live progress, and ends with a per-mailbox report.
+//! limits, registers the senders, pushes the campaign through the intake queue (a queue of its
+//! own on `REDIS_URL`, consumed by the daemon's intake into PostgreSQL: [`intake`]), runs the
+//! real worker until every due message is `SENT` or `ERROR`, shows live progress, and ends with
+//! a per-mailbox report.
 
 mod campaign;
+pub mod intake;
 
 use std::{
     collections::BTreeMap,
@@ -91,8 +94,10 @@ pub struct MailboxReport {
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoReport {
-    /// Messages enqueued.
+    /// Messages enqueued (rows the intake committed).
     pub messages: usize,
+    /// How the campaign came through the intake queue.
+    pub intake: intake::IntakeReport,
     /// Campaign lines that could not become messages.
     pub bad_lines: Vec<String>,
     /// Wall time of the send phase, in seconds.
@@ -114,8 +119,9 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         .database_url
         .set_path(&format!("/mail_worker_demo_{run_id}"));
     config.rate_limit.key_prefix = format!("mail-worker-demo:{run_id}:rl");
-    // The demo enqueues its campaign into PostgreSQL directly.
-    config.intake.queue = None;
+    // The campaign goes through an intake queue of the demo's own (one hash tag, as the default).
+    let queue = format!("{{mail-worker-demo:{run_id}:campaign-sends}}");
+    config.intake.queue = Some(queue.clone());
 
     // Senders and campaign.
     let (senders_file, campaign_text) = match (&args.senders, &args.campaign) {
@@ -153,8 +159,17 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
     let pool = store::prepare(&config.database_url, config.database_max_connections.get()).await?;
     import::senders::import(&pool, &senders_file).await?;
-    let import::Enqueued { inserted, bad, .. } = import::enqueue(&pool, &campaign_text).await?;
-    let bad_lines: Vec<String> = bad.iter().map(ToString::to_string).collect();
+    let conn = mail_worker::intake::connect(config.redis_url.first()).await?;
+    let (intake, consumer) = intake::push_and_consume(
+        conn,
+        &queue,
+        &pool,
+        campaign_text.as_bytes(),
+        Duration::from_secs(60),
+    )
+    .await?;
+    let inserted = intake.committed as u64;
+    let bad_lines = intake.dead.clone();
 
     // The real worker, until every due message is done.
     let service = daemon::build_service(&config, pool.clone(), Arc::new(SystemClock))?;
@@ -171,6 +186,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     let mut settings = daemon::daemon_settings(&config);
     settings.shutdown_grace = Duration::from_secs(5);
     worker::run(pool.clone(), service, settings, shutdown).await;
+    consumer.stop().await;
     let finished = watcher.await.unwrap_or(false);
     let elapsed_s = started.elapsed().as_secs_f64();
 
@@ -179,7 +195,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         &config,
         &senders_file,
         (&sim, &sendgrid.accepted()),
-        inserted as usize,
+        intake,
         bad_lines,
         elapsed_s,
         finished,
@@ -191,13 +207,32 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     if let Err(e) = store::drop_database_if_exists(&config.database_url).await {
         eprintln!("mail-worker-demo: could not drop its database: {e}");
     }
-    if let Err(e) = delete_keys(&config, &format!("mail-worker-demo:{run_id}:")).await {
-        eprintln!("mail-worker-demo: could not delete its Redis keys: {e}");
+    for prefix in [format!("mail-worker-demo:{run_id}:"), format!("{queue}:")] {
+        if let Err(e) = delete_keys(&config, &prefix).await {
+            eprintln!("mail-worker-demo: could not delete its Redis keys: {e}");
+        }
+    }
+    if let Err(e) = forget_queue(&config, &queue).await {
+        eprintln!("mail-worker-demo: could not remove its queue from apalis's list: {e}");
     }
     Ok(report)
 }
 
-/// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`).
+/// Removes the demo's queue from the list apalis-redis keeps of every queue
+/// (`core:apalis:queues:list`, members `<queue>:workers`), the one key outside its prefix.
+async fn forget_queue(config: &Config, queue: &str) -> redis::RedisResult<()> {
+    let mut conn = redis::Client::open(config.redis_url.first().as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    redis::cmd("ZREM")
+        .arg("core:apalis:queues:list")
+        .arg(format!("{queue}:workers"))
+        .query_async::<()>(&mut conn)
+        .await
+}
+
+/// Deletes every Redis key under `prefix` (SCAN + UNLINK of that prefix only, never `FLUSHDB`;
+/// a prefix with `[` would need escaping: ours have none).
 async fn delete_keys(config: &Config, prefix: &str) -> redis::RedisResult<()> {
     let mut conn = redis::Client::open(config.redis_url.first().as_str())?
         .get_multiplexed_async_connection()
@@ -346,11 +381,12 @@ async fn build_report(
     config: &Config,
     senders: &SendersFile,
     (sim, sendgrid_accepted): (&GraphSim, &BTreeMap<String, u64>),
-    messages: usize,
+    intake: intake::IntakeReport,
     bad_lines: Vec<String>,
     elapsed_s: f64,
     finished: bool,
 ) -> anyhow::Result<DemoReport> {
+    let messages = intake.committed as usize;
     let stats = sim.stats();
     let errors = report::errors_by_reason(pool).await?;
     let mut mailboxes = Vec::new();
@@ -411,6 +447,7 @@ async fn build_report(
     }
     Ok(DemoReport {
         messages,
+        intake,
         bad_lines,
         elapsed_s,
         finished,
@@ -430,6 +467,13 @@ pub fn render(report: &DemoReport) -> String {
         } else {
             " (timed out: some messages are not done)"
         }
+    ));
+    out.push_str(&format!(
+        "{} lines pushed to {}, {} rows committed by the intake, {} dead-lettered\n\n",
+        report.intake.pushed,
+        report.intake.queue,
+        report.intake.committed,
+        report.intake.dead.len()
     ));
     out.push_str(&format!(
         "{:<30} {:<16} {:>5} {:>8} {:>6} {:>5} {:>6} {:>9} {:>13} {:>10} {:>22}\n",
@@ -494,7 +538,7 @@ pub fn render(report: &DemoReport) -> String {
     }
     if !report.bad_lines.is_empty() {
         out.push_str(&format!(
-            "\n{} campaign lines were refused:\n",
+            "\n{} campaign lines were refused (dead-lettered by the intake):\n",
             report.bad_lines.len()
         ));
         for line in &report.bad_lines {

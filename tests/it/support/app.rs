@@ -400,6 +400,37 @@ impl TestApp {
         }
     }
 
+    /// `mail-worker run` (the binary) on this app's database, Redis key prefix, intake queue and
+    /// graph-sim, metrics off, with `extra` variables; killed when dropped.
+    pub fn daemon_command(&self, extra: &[(&str, &str)]) -> tokio::process::Command {
+        let config = &self.config;
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"));
+        command
+            .arg("run")
+            .env("DATABASE_URL", config.database_url.as_str())
+            .env("REDIS_URL", config.redis_url.first().as_str())
+            .env("MAIL_RATE_LIMIT_KEY_PREFIX", &config.rate_limit.key_prefix)
+            .env(
+                "MAIL_RATE_LIMIT_ALGORITHM",
+                config.rate_limit.algorithm.as_str(),
+            )
+            .env(
+                "INTAKE_QUEUE",
+                config.intake.queue.as_deref().unwrap_or("off"),
+            )
+            .env("GRAPH_API_BASE_URL", config.graph.api_base_url.as_str())
+            .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())
+            .env("METRICS_LISTEN", "off")
+            .env("WORKER_CONCURRENCY", "8")
+            .env("SCHEDULER_INTERVAL_MS", "100")
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true);
+        for (name, value) in extra {
+            command.env(name, value);
+        }
+        command
+    }
+
     /// The job handler over the real service stack (MailerFactory → RateLimitedGraphMailer →
     /// MicrosoftGraphMailer, the real limiter on Redis) against graph-sim, on `clock`.
     pub fn real_handler(&self, clock: Arc<dyn Clock>) -> Handler {
