@@ -155,15 +155,23 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             ));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Enqueue { file, via, .. } if via == "queue" => {
+        // A dry run pushes nothing: it checks the lines as the import would (the branch below).
+        Command::Enqueue {
+            file,
+            via,
+            dry_run: false,
+            ..
+        } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let (queue, mut conn) = queue::queue_of(&config).await?;
-            let pushed =
-                intake::push_lines(conn.clone(), &queue, intake::file_lines(&bytes)).await?;
+            let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();
+            let given = lines.len();
+            let pushed = intake::push_lines(conn.clone(), &queue, lines).await?;
             let stats = intake::dead::stats(&mut conn, &queue).await?;
             out(&format!(
-                "{pushed} lines pushed onto {queue} ({} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
+                "{pushed} of {given} lines pushed onto {queue} ({} already there: waiting, in flight or dead — a dead one must be discarded with `mail-worker queue discard ID` before it is pushed again; {} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
+                given - pushed,
                 stats.waiting + stats.scheduled
             ));
             Ok(ExitCode::SUCCESS)

@@ -135,7 +135,8 @@ static PUSH: std::sync::LazyLock<redis::Script> =
 /// Pushes `lines` (campaign JSONL lines, each a job, task id = the line's `id`) onto `queue`, in
 /// calls of 500 of `lua/intake/push.lua` (`mail-worker enqueue --via queue`, the demo, the
 /// tests; the Python and Node producers call the same script). A line whose id is still in
-/// the queue is not pushed twice (`HSETNX`). Returns the lines given.
+/// the queue (waiting, in flight or dead) is not pushed twice (`HSETNX`). Returns how many were
+/// pushed.
 ///
 /// The jobs go onto the active list, not apalis-redis's own push path: that one puts every job
 /// in the scheduled set, which `fetch_next.lua` then moves with one `unpack` of all due ids,
@@ -151,6 +152,7 @@ pub async fn push_lines(
 ) -> Result<usize, IntakeError> {
     let config = IntakeSettings::new(queue, None).storage_config();
     let lines: Vec<Vec<u8>> = lines.into_iter().collect();
+    let mut pushed = 0;
     for chunk in lines.chunks(consumer::MAX_BATCH) {
         let mut call = PUSH.key(config.job_data_hash());
         call.key(config.active_jobs_list())
@@ -159,9 +161,10 @@ pub async fn push_lines(
         for line in chunk {
             call.arg(job::task_id(line)).arg(line.as_slice());
         }
-        let _pushed: usize = call.invoke_async(&mut conn).await?;
+        let new: usize = call.invoke_async(&mut conn).await?;
+        pushed += new;
     }
-    Ok(lines.len())
+    Ok(pushed)
 }
 
 /// Consumes the queue until `stop` turns true: the worker stops fetching, the jobs in flight are

@@ -99,7 +99,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
         intake::push_lines(conn.clone(), &queue, lines)
             .await
             .unwrap(),
-        65
+        64
     );
 
     let metrics = Arc::new(Metrics::new());
@@ -226,16 +226,35 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     }
     text += "{broken\n\n";
     std::fs::write(&file, text).unwrap();
-    let pushed = cli(
-        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
-        &queue,
-        &app.db.url,
+    let path = file.to_str().unwrap();
+    // A dry run checks the lines as the import would and pushes nothing.
+    let dry = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+        .args(["enqueue", path, "--via", "queue", "--dry-run"])
+        .env("INTAKE_QUEUE", &queue)
+        .env("REDIS_URL", redis_url().as_str())
+        .env("DATABASE_URL", app.db.url.as_str())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(1), "the bad line is reported");
+    let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert!(
+        dry.contains("3 messages would be inserted") && dry.contains("(dry run: nothing written)"),
+        "{dry}"
     );
+    assert_eq!(queue_keys(&queue).await, Vec::<String>::new(), "{dry}");
+    let pushed = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
+    assert!(pushed.starts_with("4 of 4 lines pushed onto"), "{pushed}");
+    let again = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
     std::fs::remove_file(&file).unwrap();
-    assert!(pushed.starts_with("4 lines pushed onto"), "{pushed}");
+    assert!(
+        // The 3 messages are there already; a line without an id is a new job each time.
+        again.starts_with("1 of 4 lines pushed onto") && again.contains("(3 already there"),
+        "{again}"
+    );
     let stats = cli(&["queue", "stats"], &queue, &app.db.url);
     assert!(
-        stats.contains("scheduled 4") || stats.contains("waiting 4"),
+        stats.contains("scheduled 5") || stats.contains("waiting 5"),
         "{stats}"
     );
 
@@ -243,9 +262,9 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     let conn = intake::connect(&redis_url()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
-    wait_until(Duration::from_secs(10), "1 dead, 0 done", async || {
+    wait_until(Duration::from_secs(10), "2 dead, 0 done", async || {
         let s = dead::stats(&mut c, &queue).await.unwrap();
-        s.dead == 1 && s.done == 0
+        s.dead == 2 && s.done == 0
     })
     .await;
     let _ = stop.send(true);
@@ -254,7 +273,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     let listed = cli(&["queue", "dead"], &queue, &app.db.url);
     assert!(listed.contains("(7 bytes): not a message:"), "{listed}");
     let discarded = cli(&["queue", "discard", "--all"], &queue, &app.db.url);
-    assert_eq!(discarded, "1 dead jobs discarded\n");
+    assert_eq!(discarded, "2 dead jobs discarded\n");
     assert_eq!(queue_keys(&queue).await, Vec::<String>::new());
 }
 
