@@ -5,9 +5,7 @@
 
 use chrono::TimeZone;
 use libfuzzer_sys::fuzz_target;
-use mail_worker::mailer::{
-    MailError, graph::fuzz_graph_answer, sendgrid::fuzz_interpret,
-};
+use mail_worker::mailer::{MailError, graph::fuzz_graph_answer, sendgrid::fuzz_interpret};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {

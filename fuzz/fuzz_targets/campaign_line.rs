@@ -26,37 +26,34 @@ fuzz_target!(|data: &[u8]| {
             .all(|(n, _)| bad.iter().all(|b| b.location != format!("line {n}")))
     );
     if let Ok(m) = parse_line_bytes(1, data, &senders) {
-        let strings =
-            m.to.iter()
-                .chain(&m.cc)
-                .chain(&m.bcc)
-                .flat_map(|r| [Some(r.address.as_str()), r.name.as_deref()])
-                .flatten()
-                .chain([m.subject.as_str(), m.body.as_str()])
-                .chain(
-                    m.headers
-                        .iter()
-                        .flat_map(|h| [h.name.as_str(), h.value.as_str()]),
-                )
-                .chain(
-                    m.attachments
-                        .iter()
-                        .flat_map(|a| [a.name.as_str(), a.content_type.as_str()]),
-                );
+        let strings = m
+            .content
+            .to
+            .iter()
+            .chain(&m.content.cc)
+            .chain(&m.content.bcc)
+            .flat_map(|r| [Some(r.address.as_str()), r.name.as_deref()])
+            .flatten()
+            .chain([m.content.subject.as_str(), m.content.body.as_str()])
+            .chain(
+                m.content
+                    .headers
+                    .iter()
+                    .flat_map(|h| [h.name.as_str(), h.value.as_str()]),
+            )
+            .chain(
+                m.content
+                    .attachments
+                    .iter()
+                    .flat_map(|a| [a.name.as_str(), a.content_type.as_str()]),
+            );
         for s in strings {
             assert!(!s.contains('\0'), "a NUL reached an accepted message");
         }
         let mail = OutgoingMail {
             id: m.id,
             from: MailboxAddress::parse("events@contoso.example").unwrap(),
-            to: m.to,
-            cc: m.cc,
-            bcc: m.bcc,
-            subject: m.subject,
-            body_content_type: m.body_content_type,
-            body: m.body,
-            headers: m.headers,
-            attachments: m.attachments,
+            content: m.content,
         };
         let _ = validate(&mail);
     }

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mail_worker::{
-    domain::{BodyContentType, Header, MailboxAddress, OutgoingMail, Recipient},
+    domain::{BodyContentType, Header, MailboxAddress, MessageContent, OutgoingMail, Recipient},
     mailer::{
         graph::{check_request_size, send_mail_body},
         validate::{MAX_HEADERS, MAX_REQUEST_BYTES, validate},
@@ -34,24 +34,34 @@ fuzz_target!(|data: &[u8]| {
     let mail = OutgoingMail {
         id: uuid::Uuid::nil(),
         from: MailboxAddress::parse("events@contoso.example").unwrap(),
-        to: vec![Recipient {
-            address: field(0),
-            name: Some(field(1)).filter(|n| !n.is_empty()),
-        }],
-        cc: vec![],
-        bcc: vec![],
-        subject: field(2),
-        body_content_type: BodyContentType::Html,
-        body: field(3),
-        headers,
-        attachments: vec![],
+        content: MessageContent {
+            to: vec![Recipient {
+                address: field(0),
+                name: Some(field(1)).filter(|n| !n.is_empty()),
+            }],
+            cc: vec![],
+            bcc: vec![],
+            subject: field(2),
+            body_content_type: BodyContentType::Html,
+            body: field(3),
+            headers,
+            attachments: vec![],
+        },
     };
-    if validate(&mail).and_then(|()| check_request_size(&mail)).is_ok() {
+    if validate(&mail)
+        .and_then(|()| check_request_size(&mail))
+        .is_ok()
+    {
         let crlf = |s: &str| s.contains(['\r', '\n']);
-        assert!(!crlf(&mail.subject));
-        assert!(mail.to.iter().all(|r| !r.name.as_deref().is_some_and(crlf)));
-        assert!(mail.headers.len() <= MAX_HEADERS);
-        for h in &mail.headers {
+        assert!(!crlf(&mail.content.subject));
+        assert!(
+            mail.content
+                .to
+                .iter()
+                .all(|r| !r.name.as_deref().is_some_and(crlf))
+        );
+        assert!(mail.content.headers.len() <= MAX_HEADERS);
+        for h in &mail.content.headers {
             assert!(!crlf(&h.name) && !crlf(&h.value));
             assert!(h.name.trim().to_ascii_lowercase().starts_with("x-"));
         }
