@@ -160,8 +160,8 @@ pub(crate) struct BudgetShare {
     pub day: f64,
 }
 
-/// The [`BudgetShare`] of every Graph sender; senders whose limiter state cannot be read are
-/// left out (the read error is returned beside the rest).
+/// The [`BudgetShare`] of every Graph sender (the senders read in two queries); senders whose
+/// limiter state cannot be read are left out (the read error is returned beside the rest).
 ///
 /// # Errors
 /// Database errors.
@@ -172,13 +172,9 @@ pub(crate) async fn budget_shares(
 ) -> Result<(Vec<BudgetShare>, Option<String>), AdminError> {
     let mut shares = Vec::new();
     let mut failed = None;
-    for address in senders::addresses(pool).await? {
-        let Ok(mailbox) = MailboxAddress::parse(&address) else {
-            continue;
-        };
-        let Some(sender) = senders::by_address(pool, &mailbox).await? else {
-            continue;
-        };
+    // Two queries per refresh whatever the number of mailboxes (not one lookup per mailbox).
+    for sender in senders::all(pool).await? {
+        let mailbox = sender.mailbox().clone();
         let (_, _, Some(tenant), limits) = limits_of(&sender, config) else {
             continue;
         };

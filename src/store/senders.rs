@@ -165,6 +165,32 @@ pub async fn by_address(
         .map(crate::domain::Sender::Tenant))
 }
 
+/// Every sender, in two queries: each system mailbox, then each tenant whose sender address no
+/// system mailbox has (by name), as [`by_address`] would pick them.
+///
+/// # Errors
+/// Database errors, or a row the code cannot use.
+pub(crate) async fn all(pool: &PgPool) -> Result<Vec<crate::domain::Sender>, StoreError> {
+    let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes ORDER BY address");
+    let mut senders = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| mailbox_from_row(row).map(crate::domain::Sender::SystemMailbox))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants ORDER BY name");
+    for row in sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await?
+    {
+        let tenant = crate::domain::Sender::Tenant(tenant_from_row(&row)?);
+        if !senders.iter().any(|s| s.mailbox() == tenant.mailbox()) {
+            senders.push(tenant);
+        }
+    }
+    Ok(senders)
+}
+
 /// Every sending address: each system mailbox and each tenant's sender, once, in order.
 ///
 /// # Errors
