@@ -556,7 +556,8 @@ async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas()
     };
     let (mut a, mut a_err) = replica(&listen);
     let (mut b, mut b_err) = replica("off");
-    wait_until(Duration::from_secs(30), "8 SENT", async || {
+    // Generous: CI runs this beside another build on two cores.
+    wait_until(Duration::from_secs(90), "8 SENT", async || {
         world.count("SENT").await == ids.len() as i64
     })
     .await;
@@ -564,7 +565,7 @@ async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas()
     let series =
         "mail_worker_budget_used_ratio{mailbox=\"mb0@contoso.example\",window=\"day\"} 0.8";
     wait_until(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "the day share on /metrics",
         async || match reqwest::get(&url).await {
             Ok(answer) => answer.text().await.unwrap_or_default().contains(series),
@@ -588,6 +589,13 @@ async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas()
         );
     }
     assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
-    assert!(said[0].contains("\"used_percent\":80"), "{}", said[0]);
+    // The first refresh at or past 70 % logs it: after the 7th or the 8th of the 8 sends.
+    let used: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
+    let used = used["used_percent"].as_f64().unwrap();
+    assert!(
+        used == 70.0 || used == 80.0,
+        "used_percent {used}: {}",
+        said[0]
+    );
     assert!(said[0].contains("\"threshold_percent\":70"), "{}", said[0]);
 }
