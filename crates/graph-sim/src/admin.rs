@@ -82,31 +82,27 @@ fn target_of(mailbox: Option<String>) -> Target {
     mailbox.map_or(Target::Global, Target::Mailbox)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScriptRequest {
-    mailbox: Option<String>,
-    answers: Vec<ScriptedAnswer>,
+/// A fault-injection request aimed at one mailbox or, without `mailbox`, at all:
+/// `{"mailbox"?: "…", "<field>": …}`, applied by the [`SimState`] method named.
+macro_rules! targeted_request {
+    ($name:ident { $field:ident: $ty:ty } => $method:ident) => {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            mailbox: Option<String>,
+            $field: $ty,
+        }
+
+        impl AdminRequest for $name {
+            fn apply(self, state: &SimState) -> Result<(), SimError> {
+                state.$method(&target_of(self.mailbox), self.$field)
+            }
+        }
+    };
 }
 
-impl AdminRequest for ScriptRequest {
-    fn apply(self, state: &SimState) -> Result<(), SimError> {
-        state.push_script(&target_of(self.mailbox), self.answers)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LatencyRequest {
-    mailbox: Option<String>,
-    latency: Latency,
-}
-
-impl AdminRequest for LatencyRequest {
-    fn apply(self, state: &SimState) -> Result<(), SimError> {
-        state.set_latency(&target_of(self.mailbox), self.latency)
-    }
-}
+targeted_request!(ScriptRequest { answers: Vec<ScriptedAnswer> } => push_script);
+targeted_request!(LatencyRequest { latency: Latency } => set_latency);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
