@@ -21,12 +21,12 @@
 //! Every request naming a client id is counted for [`super::GraphSim::token_requests`].
 //! Tokens are opaque strings valid until `now + token_lifetime_s` on the sim's clock.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use axum::{
     Json,
     body::Bytes,
-    extract::{Path, State},
+    extract::Path,
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 use super::{
     state::{IssuedToken, SimState},
-    wire::{EntraError, GraphError, entra_headers},
+    wire::{Call, EntraError, GraphError, entra_headers},
 };
 use mail_worker::events;
 
@@ -53,9 +53,8 @@ pub(crate) struct TokenOwner {
 
 /// The token endpoint handler.
 pub(crate) async fn token(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path(tenant): Path<String>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let now = state.now();

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use axum::{
     Router,
-    extract::{Path, State},
-    http::{HeaderMap, StatusCode, Uri},
+    extract::Path,
+    http::{StatusCode, Uri},
     response::Response,
     routing::{get, post, put},
 };
@@ -21,7 +21,7 @@ use axum::{
 use super::{
     admin, auth, drafts, send,
     state::SimState,
-    wire::{GraphError, RequestIds},
+    wire::{Call, GraphError, RequestIds},
 };
 
 /// The whole router.
@@ -53,11 +53,7 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         .with_state(state)
 }
 
-async fn me(
-    State(state): State<Arc<SimState>>,
-    Path(_action): Path<String>,
-    headers: HeaderMap,
-) -> Response {
+async fn me(Call { state, headers }: Call, Path(_action): Path<String>) -> Response {
     GraphError::new(
         StatusCode::BAD_REQUEST,
         "BadRequest",
@@ -66,7 +62,7 @@ async fn me(
     .into_response(&RequestIds::new(&headers), state.now())
 }
 
-async fn not_found(State(state): State<Arc<SimState>>, uri: Uri, headers: HeaderMap) -> Response {
+async fn not_found(Call { state, headers }: Call, uri: Uri) -> Response {
     let segment = uri
         .path()
         .trim_start_matches('/')

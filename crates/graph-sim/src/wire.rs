@@ -10,12 +10,38 @@
 //! `{"error","error_description":"AADSTS<n>: … Trace ID: … Correlation ID: … Timestamp: …",
 //! "error_codes":[n],"timestamp","trace_id","correlation_id","error_uri"}`.
 
+use std::sync::Arc;
+
 use axum::{
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
+    extract::FromRequestParts,
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+use super::state::SimState;
+
+/// What every handler but the admin API's reads besides its path and body: the sim and the
+/// request's headers, as one extractor.
+pub(crate) struct Call {
+    pub state: Arc<SimState>,
+    pub headers: HeaderMap,
+}
+
+impl FromRequestParts<Arc<SimState>> for Call {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<SimState>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            state: Arc::clone(state),
+            headers: parts.headers.clone(),
+        })
+    }
+}
 
 /// The ids of one Graph request: ours, and the client's (echoed, or ours when it sent none).
 #[derive(Debug, Clone)]

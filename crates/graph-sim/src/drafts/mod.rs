@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use axum::{
     body::Body,
-    extract::{Path, Query, State},
+    extract::{Path, Query},
     http::{HeaderMap, StatusCode},
     response::Response,
 };
@@ -38,7 +38,7 @@ use super::{
     },
     state::{DraftState, Inner, SimState},
     validate::parse_draft,
-    wire::{GraphError, RequestIds, new_item_id},
+    wire::{Call, GraphError, RequestIds, new_item_id},
 };
 
 mod upload;
@@ -76,9 +76,8 @@ fn message_json(id: &str, is_draft: bool, internet_message_id: Option<&str>) -> 
 
 /// `POST /v1.0/users/{user}/messages`: create a draft.
 pub(crate) async fn create_draft(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path(user): Path<String>,
-    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
@@ -125,9 +124,8 @@ pub(crate) async fn create_draft(
 
 /// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send` (other actions: `400`).
 pub(crate) async fn draft_action(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path((user, id, action)): Path<(String, String, String)>,
-    headers: HeaderMap,
 ) -> Response {
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;
@@ -179,9 +177,8 @@ pub(crate) async fn draft_action(
 
 /// `GET /v1.0/users/{user}/messages/{id}`.
 pub(crate) async fn get_message(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path((user, id)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;
@@ -241,20 +238,18 @@ fn filter_value(filter: &str) -> Option<String> {
 
 /// `GET /v1.0/users/{user}/messages` (every folder: drafts too).
 pub(crate) async fn list_messages(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path(user): Path<String>,
     Query(query): Query<ListQuery>,
-    headers: HeaderMap,
 ) -> Response {
     list(state, user, None, query, headers).await
 }
 
 /// `GET /v1.0/users/{user}/mailFolders/{folder}/messages` (`sentitems` or `drafts`).
 pub(crate) async fn list_folder_messages(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path((user, folder)): Path<(String, String)>,
     Query(query): Query<ListQuery>,
-    headers: HeaderMap,
 ) -> Response {
     list(state, user, Some(folder), query, headers).await
 }

@@ -5,12 +5,10 @@
 //! (<https://learn.microsoft.com/graph/outlook-large-attachments>,
 //! <https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
 
-use std::sync::Arc;
-
 use axum::{
     body::Body,
-    extract::{Path, State},
-    http::{HeaderMap, StatusCode, header},
+    extract::Path,
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
@@ -20,8 +18,8 @@ use super::item_not_found;
 use crate::{
     records::RecordedAttachment,
     send::{Reply, Seen, admit, count, read_body, read_limited, routed},
-    state::{SimState, Upload},
-    wire::{GraphError, RequestIds},
+    state::Upload,
+    wire::{Call, GraphError, RequestIds},
 };
 
 /// The largest attachment an upload session takes: 150 MB
@@ -32,9 +30,8 @@ pub const MAX_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
 /// `POST /v1.0/users/{user}/messages/{id}/attachments/createUploadSession`.
 pub(crate) async fn create_upload_session(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path((user, id)): Path<(String, String)>,
-    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
@@ -117,9 +114,8 @@ fn upload_error(status: StatusCode, code: &str, message: &str) -> Response {
 
 /// `PUT /_upload/{session}`: one chunk of an upload session.
 pub(crate) async fn upload_chunk(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path(token): Path<String>,
-    headers: HeaderMap,
     body: Body,
 ) -> Response {
     count(&state, "uploadChunk");

@@ -36,7 +36,7 @@ use std::{sync::Arc, time::Instant};
 
 use axum::{
     body::Body,
-    extract::{Path, State},
+    extract::Path,
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -49,7 +49,7 @@ use super::{
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
-    wire::{self, GraphError, RequestIds},
+    wire::{self, Call, GraphError, RequestIds},
 };
 use mail_worker::events;
 
@@ -81,9 +81,8 @@ pub(crate) struct Seen {
 
 /// The sendMail handler (any case of `sendMail` in the last segment).
 pub(crate) async fn send_mail(
-    State(state): State<Arc<SimState>>,
+    Call { state, headers }: Call,
     Path((user, action)): Path<(String, String)>,
-    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
