@@ -73,7 +73,7 @@ mod tests {
     use super::*;
     use crate::mailer::validate::{
         CODE_ATTACHMENTS_TOO_LARGE, MAX_INLINE_ATTACHMENT_BYTES,
-        tests::{attachment, code, mail, refused},
+        tests::{code, mail, mail_with_three_megabytes_of_attachments, refused},
         validate,
     };
 
@@ -84,12 +84,7 @@ mod tests {
 
     #[test]
     fn three_megabytes_of_attachments_make_a_request_over_four() {
-        let mut m = mail();
-        let binary = "application/octet-stream";
-        m.content.attachments = vec![
-            attachment("a.bin", binary, vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10]),
-            attachment("b.bin", binary, vec![0; 10]),
-        ];
+        let mut m = mail_with_three_megabytes_of_attachments();
         // Exactly 3 MB passes the attachment rule, but its base64 alone is 4 MB.
         assert_eq!(validate(&m), Ok(()));
         assert_eq!(code(graph_check(&m)), CODE_REQUEST_TOO_LARGE);

@@ -147,12 +147,7 @@ fn custom_headers_must_start_with_x_dash() {
 
 #[test]
 fn attachments_over_three_megabytes_are_refused_naming_upload_sessions() {
-    let mut m = mail();
-    let binary = "application/octet-stream";
-    m.content.attachments = vec![
-        attachment("a.bin", binary, vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10]),
-        attachment("b.bin", binary, vec![0; 10]),
-    ];
+    let mut m = mail_with_three_megabytes_of_attachments();
     assert_eq!(validate(&m), Ok(()), "exactly 3 MB is allowed");
     m.content.attachments[1].content.push(0);
     let err = refused(validate(&m), CODE_ATTACHMENTS_TOO_LARGE, &["3145729 bytes"]);
@@ -161,6 +156,17 @@ fn attachments_over_three_megabytes_are_refused_naming_upload_sessions() {
             .contains("upload sessions in GRAPH_SEND_MODE=draft"),
         "{err}"
     );
+}
+
+/// [`mail`] with two binary attachments of exactly 3 MB together (the inline limit).
+pub(crate) fn mail_with_three_megabytes_of_attachments() -> OutgoingMail {
+    let mut m = mail();
+    let binary = "application/octet-stream";
+    m.content.attachments = vec![
+        attachment("a.bin", binary, vec![0; MAX_INLINE_ATTACHMENT_BYTES - 10]),
+        attachment("b.bin", binary, vec![0; 10]),
+    ];
+    m
 }
 
 /// A custom header.
