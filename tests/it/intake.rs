@@ -12,7 +12,7 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, spawn_app, wait_until};
+use crate::support::{TestApp, redis_url, sorted, spawn_app, wait_until};
 
 fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
     serde_json::json!({
@@ -131,19 +131,12 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
             .into_iter()
             .collect(),
     };
-    let mut expected: Vec<String> = bad
-        .iter()
-        .map(|l| parse_line_bytes(1, l, &directory).unwrap_err().reason)
-        .collect();
-    expected.sort();
-    let mut listed: Vec<String> = dead::list(&mut c, &queue, 100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|d| d.reason)
-        .collect();
-    listed.sort();
-    assert_eq!(listed, expected);
+    let expected = sorted(
+        bad.iter()
+            .map(|l| parse_line_bytes(1, l, &directory).unwrap_err().reason),
+    );
+    let listed = dead::list(&mut c, &queue, 100).await.unwrap();
+    assert_eq!(sorted(listed.into_iter().map(|d| d.reason)), expected);
     let text = metrics.encode();
     assert!(
         text.contains("mail_worker_intake_jobs_total{outcome=\"inserted\"} 60"),
@@ -438,15 +431,12 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     .await;
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
-    let mut stored: Vec<Uuid> =
+    let stored: Vec<Uuid> =
         sqlx::query_scalar("SELECT id FROM messages WHERE status = 'SCHEDULED'")
             .fetch_all(&app.db.pool)
             .await
             .unwrap();
-    stored.sort();
-    let mut expected = ids.clone();
-    expected.sort();
-    assert_eq!(stored, expected);
+    assert_eq!(sorted(stored), sorted(ids.clone()));
     let reasons: Vec<String> = dead::list(&mut c, &queue, 10)
         .await
         .unwrap()

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::support::TestDb;
+use crate::support::{TestDb, sorted};
 
 async fn mailbox(db: &TestDb) -> Uuid {
     sqlx::query_scalar(
@@ -33,19 +33,8 @@ async fn due_row(db: &TestDb, mailbox: Uuid, priority: &str, ago_s: i32) -> Uuid
 }
 
 async fn claim(db: &TestDb, limit: i64) -> Vec<Uuid> {
-    let mut ids: Vec<Uuid> = mail_worker::store::messages::claim_due(&db.pool, limit)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn sorted(mut ids: Vec<Uuid>) -> Vec<Uuid> {
-    ids.sort();
-    ids
+    let claimed = mail_worker::store::messages::claim_due(&db.pool, limit).await;
+    sorted(claimed.unwrap().into_iter().map(|m| m.id))
 }
 
 #[tokio::test]

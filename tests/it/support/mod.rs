@@ -49,6 +49,13 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// `items` collected and sorted: for comparing what comes in no promised order.
+pub fn sorted<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut items: Vec<T> = items.into_iter().collect();
+    items.sort();
+    items
+}
+
 /// Waits until `condition` holds, checking every 20 ms; panics naming `what` if it still does
 /// not hold after `within`. Instead of sleeping "long enough".
 pub async fn wait_until(within: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
