@@ -55,6 +55,25 @@ async fn wait_for_row(app: &TestApp, id: Uuid) {
     .await;
 }
 
+/// Waits (up to 20 s) until the queue's counts satisfy `holds`.
+async fn wait_for_stats(
+    conn: &intake::ConnectionManager,
+    queue: &str,
+    what: &str,
+    holds: impl Fn(&dead::QueueStats) -> bool,
+) {
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(20), what, async || {
+        holds(&dead::stats(&mut c, queue).await.unwrap())
+    })
+    .await;
+}
+
+/// Every finished job is gone: none done (kept), waiting or in flight.
+fn drained(s: &dead::QueueStats) -> bool {
+    s.done == 0 && s.waiting == 0 && s.in_flight == 0
+}
+
 /// Starts a consumer of the app's queue; send `true` to stop it.
 fn consume(
     app: &TestApp,
@@ -113,16 +132,11 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
         n == 60
     })
     .await;
-    let mut c = conn.clone();
-    wait_until(
-        Duration::from_secs(10),
-        "4 dead, none done left",
-        async || {
-            let s = dead::stats(&mut c, &queue).await.unwrap();
-            s.dead == 4 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
-        },
-    )
+    wait_for_stats(&conn, &queue, "4 dead, none done left", |s| {
+        s.dead == 4 && drained(s)
+    })
     .await;
+    let mut c = conn.clone();
 
     // The dead jobs' reasons are the file import's for the same lines.
     let directory = SenderDirectory {
@@ -171,11 +185,8 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
         .unwrap();
     let metrics = Arc::new(Metrics::new());
     let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_for_stats(&conn, &queue, "1 dead", |s| s.dead == 1).await;
     let mut c = conn.clone();
-    wait_until(Duration::from_secs(10), "1 dead", async || {
-        dead::stats(&mut c, &queue).await.unwrap().dead == 1
-    })
-    .await;
     sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ('late@contoso.example', 'c', 't', 's')")
         .execute(&app.db.pool)
         .await
@@ -189,19 +200,25 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     consumer.await.unwrap().unwrap();
 }
 
-fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
-        .args(args)
-        .env("INTAKE_QUEUE", queue)
-        .env("REDIS_URL", redis_url().as_str())
-        .env("DATABASE_URL", db.as_str())
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+/// Runs `cmd` to its end; panics with its stderr unless it succeeded.
+fn succeeded(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
         out.status.success(),
-        "{args:?}: {}",
+        "{cmd:?}: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
+    let out = succeeded(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+            .args(args)
+            .env("INTAKE_QUEUE", queue)
+            .env("REDIS_URL", redis_url().as_str())
+            .env("DATABASE_URL", db.as_str())
+            .env("RUST_LOG", "warn"),
     );
     String::from_utf8(out.stdout).unwrap()
 }
@@ -254,9 +271,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     let metrics = Arc::new(Metrics::new());
     let conn = intake::connect(&redis_url()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    let mut c = conn.clone();
-    wait_until(Duration::from_secs(10), "2 dead, 0 done", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
+    wait_for_stats(&conn, &queue, "2 dead, 0 done", |s| {
         s.dead == 2 && s.done == 0
     })
     .await;
@@ -300,15 +315,10 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
         .to_vec(),
         vec!["RPUSH".to_owned(), format!("{queue}:active"), id.clone()],
     ] {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-u", url.as_str()])
-            .args(&args)
-            .output()
-            .expect("redis-cli");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            std::process::Command::new("redis-cli")
+                .args(["-u", url.as_str()])
+                .args(&args),
         );
     }
     let metrics = Arc::new(Metrics::new());
@@ -340,20 +350,13 @@ fn python_with_redis() -> std::path::PathBuf {
     }
     // Built aside and renamed, so a run cut short never leaves a venv without the package.
     let building = target.join(format!("producers-venv-{}", Uuid::new_v4().simple()));
-    let run = |cmd: &mut std::process::Command| {
-        let out = cmd
-            .output()
-            .expect("python3 (scripts/services.sh installs it)");
-        assert!(
-            out.status.success(),
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(std::process::Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&building));
-    run(std::process::Command::new(building.join("bin/pip")).args([
+    // python3 itself: scripts/services.sh installs it.
+    succeeded(
+        std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&building),
+    );
+    succeeded(std::process::Command::new(building.join("bin/pip")).args([
         "install",
         "--quiet",
         "-r",
@@ -389,28 +392,21 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
     std::fs::write(&file, &text).unwrap();
     let push = || {
-        std::process::Command::new(python_with_redis())
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/examples/producers/python/push.py"
-            ))
-            .arg(&file)
-            .env("INTAKE_QUEUE", &queue)
-            .env("REDIS_URL", redis_url().as_str())
-            .output()
-            .unwrap()
+        succeeded(
+            std::process::Command::new(python_with_redis())
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/examples/producers/python/push.py"
+                ))
+                .arg(&file)
+                .env("INTAKE_QUEUE", &queue)
+                .env("REDIS_URL", redis_url().as_str()),
+        )
     };
     let first = push();
     // Pushed again while queued: only the line without an id is a new job.
     let second = push();
     std::fs::remove_file(&file).unwrap();
-    for out in [&first, &second] {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     assert_eq!(
         String::from_utf8_lossy(&first.stdout),
         format!("26 lines pushed onto {queue} (0 already queued)\n")
@@ -423,12 +419,11 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     let metrics = Arc::new(Metrics::new());
     let conn = intake::connect(&redis_url()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    let mut c = conn.clone();
-    wait_until(Duration::from_secs(10), "2 dead, none left", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
-        s.dead == 2 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
+    wait_for_stats(&conn, &queue, "2 dead, none left", |s| {
+        s.dead == 2 && drained(s)
     })
     .await;
+    let mut c = conn.clone();
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
     let stored: Vec<Uuid> =
@@ -492,16 +487,11 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         .await
         .unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    let mut c = conn.clone();
-    wait_until(
-        Duration::from_secs(20),
-        "the warm-up consumed",
-        async || {
-            let s = dead::stats(&mut c, &queue).await.unwrap();
-            rows(&app).await == 100 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
-        },
-    )
+    wait_until(Duration::from_secs(20), "the warm-up stored", async || {
+        rows(&app).await == 100
+    })
     .await;
+    wait_for_stats(&conn, &queue, "the warm-up's jobs removed", drained).await;
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
     let (keys_before, memory_before) = (redis.dbsize().await, redis.used_memory().await);
@@ -524,11 +514,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         rows(&app).await == 100 + JOBS as i64
     })
     .await;
-    wait_until(Duration::from_secs(20), "done jobs removed", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
-        s.done == 0 && s.waiting == 0 && s.in_flight == 0
-    })
-    .await;
+    wait_for_stats(&conn, &queue, "done jobs removed", drained).await;
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
     let (keys_after, memory_after) = (redis.dbsize().await, redis.used_memory().await);
