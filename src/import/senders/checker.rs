@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// One object of the file at its JSON path (`tenants[2]`): what every field check reads.
+#[derive(Clone, Copy)]
+pub(super) struct Entry<'o> {
+    pub(super) at: &'o str,
+    pub(super) object: &'o Map<String, Value>,
+}
+
+impl Entry<'_> {
+    /// The JSON path of its `field` (`tenants[2].clientSecret`).
+    fn path(self, field: &str) -> String {
+        format!("{}.{field}", self.at)
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Checker {
     pub(super) errors: Vec<BadEntry>,
@@ -25,12 +39,12 @@ impl Checker {
         result.map_err(|e| self.fail(location, e.to_string())).ok()
     }
 
-    /// Refuses every key of `object` not in `known`.
-    pub(super) fn known_keys(&mut self, object: &Map<String, Value>, at: &str, known: &[&str]) {
-        for key in object.keys() {
+    /// Refuses every key of `entry` not in `known`.
+    pub(super) fn known_keys(&mut self, entry: Entry, known: &[&str]) {
+        for key in entry.object.keys() {
             if !known.contains(&key.as_str()) {
                 self.fail(
-                    format!("{at}.{}", key.escape_debug()),
+                    entry.path(&key.escape_debug().to_string()),
                     format!("unknown field; expected one of {}", known.join(", ")),
                 );
             }
@@ -60,23 +74,17 @@ impl Checker {
 
     /// An entry's optional `priority` (`high` | `normal` | `bulk`); `normal` when absent or
     /// refused (a refusal is recorded, so the entry is not written).
-    pub(super) fn priority(&mut self, object: &Map<String, Value>, at: &str) -> Priority {
-        self.string(object, at, "priority", false)
-            .and_then(|p| self.kept(format!("{at}.priority"), p.trim().parse::<Priority>()))
+    pub(super) fn priority(&mut self, entry: Entry) -> Priority {
+        self.string(entry, "priority", false)
+            .and_then(|p| self.kept(entry.path("priority"), p.trim().parse::<Priority>()))
             .unwrap_or_default()
     }
 
     /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
     /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
-    pub(super) fn string(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-        field: &str,
-        required: bool,
-    ) -> Option<String> {
-        let path = format!("{at}.{field}");
-        match self.as_str(object, &path, field)?.map(str::trim) {
+    pub(super) fn string(&mut self, entry: Entry, field: &str, required: bool) -> Option<String> {
+        let path = entry.path(field);
+        match self.as_str(entry.object, &path, field)?.map(str::trim) {
             None => {
                 if required {
                     self.fail(path, "is required");
@@ -97,32 +105,22 @@ impl Checker {
         }
     }
 
-    pub(super) fn mailbox(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-        field: &str,
-    ) -> Option<MailboxAddress> {
-        let raw = self.string(object, at, field, true)?;
-        self.kept(format!("{at}.{field}"), MailboxAddress::parse(&raw))
+    pub(super) fn mailbox(&mut self, entry: Entry, field: &str) -> Option<MailboxAddress> {
+        let raw = self.string(entry, field, true)?;
+        self.kept(entry.path(field), MailboxAddress::parse(&raw))
     }
 
-    pub(super) fn tenant_id(&mut self, object: &Map<String, Value>, at: &str) -> Option<String> {
-        let raw = self.string(object, at, "graphTenantId", true)?;
+    pub(super) fn tenant_id(&mut self, entry: Entry) -> Option<String> {
+        let raw = self.string(entry, "graphTenantId", true)?;
         let checked = GraphCredentials::check_tenant_id(&raw);
-        self.kept(format!("{at}.graphTenantId"), checked)
+        self.kept(entry.path("graphTenantId"), checked)
             .map(|()| raw)
     }
 
-    pub(super) fn secret(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-        field: &str,
-    ) -> Option<SecretRef> {
-        let path = format!("{at}.{field}");
+    pub(super) fn secret(&mut self, entry: Entry, field: &str) -> Option<SecretRef> {
+        let path = entry.path(field);
         // Not `string()`: its messages could not quote a literal, but this one must not either.
-        match self.as_str(object, &path, field)?.map(str::trim) {
+        match self.as_str(entry.object, &path, field)?.map(str::trim) {
             None => {
                 self.fail(path, "is required");
                 None
@@ -135,24 +133,15 @@ impl Checker {
 
     /// A Graph app's credential: `clientCertificate` (a PEM bundle or a reference to one)
     /// when given, else `clientSecret`; either is stored in the secret column.
-    pub(super) fn credential(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-    ) -> Option<SecretRef> {
-        match object.get("clientCertificate") {
-            None | Some(Value::Null) => self.secret(object, at, "clientSecret"),
-            Some(_) => self.secret(object, at, "clientCertificate"),
+    pub(super) fn credential(&mut self, entry: Entry) -> Option<SecretRef> {
+        match entry.object.get("clientCertificate") {
+            None | Some(Value::Null) => self.secret(entry, "clientSecret"),
+            Some(_) => self.secret(entry, "clientCertificate"),
         }
     }
 
-    pub(super) fn limit(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-        field: &str,
-    ) -> Result<Option<NonZeroU32>, ()> {
-        match object.get(field) {
+    pub(super) fn limit(&mut self, entry: Entry, field: &str) -> Result<Option<NonZeroU32>, ()> {
+        match entry.object.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(value) => match value
                 .as_u64()
@@ -162,7 +151,7 @@ impl Checker {
                 Some(v) => Ok(Some(v)),
                 None => {
                     self.fail(
-                        format!("{at}.{field}"),
+                        entry.path(field),
                         format!(
                             "must be a positive whole number up to {}, got {}",
                             i32::MAX,
@@ -177,13 +166,9 @@ impl Checker {
 
     /// `acceptedDomains`: a non-empty array of domain names, each stored lower case in
     /// punycode; `Ok(None)` when absent.
-    pub(super) fn accepted_domains(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-    ) -> Result<Option<Vec<String>>, ()> {
-        let path = format!("{at}.{ACCEPTED_DOMAINS}");
-        let items = match object.get(ACCEPTED_DOMAINS) {
+    pub(super) fn accepted_domains(&mut self, entry: Entry) -> Result<Option<Vec<String>>, ()> {
+        let path = entry.path(ACCEPTED_DOMAINS);
+        let items = match entry.object.get(ACCEPTED_DOMAINS) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Array(items)) if items.is_empty() => {
                 self.fail(path, "must list at least one domain of the tenant");
@@ -221,13 +206,9 @@ impl Checker {
 
     /// A Graph app's tenant budget: `externalRecipientsPerDay` and `acceptedDomains`, both or
     /// neither.
-    pub(super) fn tenant_budget(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-    ) -> Result<Option<TenantBudget>, ()> {
-        let per_day = self.limit(object, at, EXTERNAL_PER_DAY);
-        let domains = self.accepted_domains(object, at);
+    pub(super) fn tenant_budget(&mut self, entry: Entry) -> Result<Option<TenantBudget>, ()> {
+        let per_day = self.limit(entry, EXTERNAL_PER_DAY);
+        let domains = self.accepted_domains(entry);
         match (per_day?, domains?) {
             (None, None) => Ok(None),
             (Some(external_recipients_per_day), Some(accepted_domains)) => Ok(Some(TenantBudget {
@@ -236,7 +217,7 @@ impl Checker {
             })),
             (Some(_), None) => {
                 self.fail(
-                    format!("{at}.{ACCEPTED_DOMAINS}"),
+                    entry.path(ACCEPTED_DOMAINS),
                     format!(
                         "is required with {EXTERNAL_PER_DAY}: the tenant's own domains (recipients in any other domain count against the budget)"
                     ),
@@ -245,7 +226,7 @@ impl Checker {
             }
             (None, Some(_)) => {
                 self.fail(
-                    format!("{at}.{EXTERNAL_PER_DAY}"),
+                    entry.path(EXTERNAL_PER_DAY),
                     format!(
                         "is required with {ACCEPTED_DOMAINS}: the tenant's external recipients per rolling 24 h"
                     ),
@@ -256,15 +237,11 @@ impl Checker {
     }
 
     /// A Graph app: `graphTenantId`, `clientId`, the credential and the tenant budget.
-    pub(super) fn graph_app(
-        &mut self,
-        object: &Map<String, Value>,
-        at: &str,
-    ) -> Option<GraphCredentials> {
-        let graph_tenant_id = self.tenant_id(object, at);
-        let client_id = self.string(object, at, "clientId", true);
-        let client_secret = self.credential(object, at);
-        let tenant_budget = self.tenant_budget(object, at);
+    pub(super) fn graph_app(&mut self, entry: Entry) -> Option<GraphCredentials> {
+        let graph_tenant_id = self.tenant_id(entry);
+        let client_id = self.string(entry, "clientId", true);
+        let client_secret = self.credential(entry);
+        let tenant_budget = self.tenant_budget(entry);
         Some(GraphCredentials {
             graph_tenant_id: graph_tenant_id?,
             client_id: client_id?,

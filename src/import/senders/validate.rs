@@ -2,7 +2,7 @@
 //! addresses given once, one tenant budget per Graph tenant; the entries ready to write.
 
 use super::{
-    checker::{ACCEPTED_DOMAINS, EXTERNAL_PER_DAY, MAILBOX_FIELDS, TENANT_FIELDS, kind},
+    checker::{ACCEPTED_DOMAINS, EXTERNAL_PER_DAY, Entry, MAILBOX_FIELDS, TENANT_FIELDS, kind},
     *,
 };
 
@@ -31,7 +31,11 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         );
         return Err(check.errors);
     };
-    check.known_keys(root, "(file)", &["systemMailboxes", "tenants"]);
+    let file = Entry {
+        at: "(file)",
+        object: root,
+    };
+    check.known_keys(file, &["systemMailboxes", "tenants"]);
     let mut good = Vec::new();
     // A name or address given twice would silently overwrite the first entry.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
@@ -49,17 +53,18 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
     };
     // Every Graph app of the file with its path, to check one budget per Graph tenant.
     let mut budgets: Vec<(String, GraphCredentials)> = Vec::new();
-    for (at, m) in check.entries(root, "systemMailboxes") {
-        check.known_keys(m, &at, MAILBOX_FIELDS);
+    for (at, object) in check.entries(root, "systemMailboxes") {
+        let m = Entry { at: &at, object };
+        check.known_keys(m, MAILBOX_FIELDS);
         let errors = check.errors.len();
-        let address = check.mailbox(m, &at, "address");
+        let address = check.mailbox(m, "address");
         if let Some(a) = &address {
             once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
         }
-        let graph = check.graph_app(m, &at);
-        let per_minute = check.limit(m, &at, "rateLimitPerMinute");
-        let per_day = check.limit(m, &at, "rateLimitRecipientsPerDay");
-        let priority = check.priority(m, &at);
+        let graph = check.graph_app(m);
+        let per_minute = check.limit(m, "rateLimitPerMinute");
+        let per_day = check.limit(m, "rateLimitRecipientsPerDay");
+        let priority = check.priority(m);
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
         }
@@ -72,26 +77,27 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             ));
         }
     }
-    for (at, t) in check.entries(root, "tenants") {
-        check.known_keys(t, &at, TENANT_FIELDS);
+    for (at, object) in check.entries(root, "tenants") {
+        let t = Entry { at: &at, object };
+        check.known_keys(t, TENANT_FIELDS);
         let errors = check.errors.len();
-        let name = check.string(t, &at, "name", true);
+        let name = check.string(t, "name", true);
         if let Some(n) = &name {
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
-        let sender = check.mailbox(t, &at, "sender");
-        let priority = check.priority(t, &at);
+        let sender = check.mailbox(t, "sender");
+        let priority = check.priority(t);
         let provider = check
-            .string(t, &at, "provider", true)
+            .string(t, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
         let transport = match provider {
-            Some(MailProvider::MicrosoftGraph) => check.graph_app(t, &at).map(|graph| {
+            Some(MailProvider::MicrosoftGraph) => check.graph_app(t).map(|graph| {
                 budgets.push((at.clone(), graph.clone()));
                 TenantTransport::Graph(graph)
             }),
             Some(MailProvider::SendGrid) => {
                 for field in [EXTERNAL_PER_DAY, ACCEPTED_DOMAINS] {
-                    if t.get(field).is_some_and(|v| !v.is_null()) {
+                    if object.get(field).is_some_and(|v| !v.is_null()) {
                         check.fail(
                             format!("{at}.{field}"),
                             "is only for provider microsoft-graph (a tenant budget is Exchange Online's)",
@@ -99,7 +105,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
                     }
                 }
                 check
-                    .secret(t, &at, "sendgridApiKey")
+                    .secret(t, "sendgridApiKey")
                     .map(|api_key| TenantTransport::SendGrid { api_key })
             }
             None => None,
