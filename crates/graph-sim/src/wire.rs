@@ -1,5 +1,5 @@
 //! The wire shapes graph-sim answers with: Graph's error body and headers, and Entra ID's token
-//! error body.
+//! error body; and [`Call`], what its handlers read of every request.
 //!
 //! Graph (<https://learn.microsoft.com/graph/errors>):
 //! `{"error":{"code","message","innerError":{"date","request-id","client-request-id"}}}` with a
