@@ -110,6 +110,12 @@ pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
 /// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";
+/// An operator put dead-lettered intake jobs back on the queue in the admin UI (`queue
+/// retry`). Info. Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
+pub const MAIL_ADMIN_QUEUE_RETRIED: &str = "mail.admin.queueRetried";
+/// An operator discarded dead-lettered intake jobs in the admin UI (`queue discard`). Info.
+/// Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
+pub const MAIL_ADMIN_QUEUE_DISCARDED: &str = "mail.admin.queueDiscarded";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";

@@ -164,11 +164,12 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let (queue, mut conn) = queue::queue_of(&config).await?;
+            let (settings, mut conn) = queue::queue_of(&config).await?;
+            let queue = settings.queue.as_str();
             let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();
             let given = lines.len();
-            let pushed = intake::push_lines(conn.clone(), &queue, lines).await?;
-            let stats = intake::dead::stats(&mut conn, &queue).await?;
+            let pushed = intake::push_lines(conn.clone(), queue, lines).await?;
+            let stats = intake::dead::stats(&mut conn, queue, settings.orphaned_after()).await?;
             out(&format!(
                 "{pushed} of {given} lines pushed onto {queue} ({} already there: waiting, in flight or dead — a dead one must be discarded with `mail-worker queue discard ID` before it is pushed again; {} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
                 given - pushed,

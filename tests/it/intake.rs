@@ -14,7 +14,10 @@ use uuid::Uuid;
 
 use crate::support::{TestApp, redis_url, spawn_app, wait_until};
 
-fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
+/// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
+const ALIVE: Duration = Duration::from_secs(30);
+
+pub(crate) fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
     serde_json::json!({
         "id": id.to_string(),
         "systemMailbox": mailbox,
@@ -34,7 +37,7 @@ async fn queue_keys(queue: &str) -> Vec<String> {
     keys
 }
 
-fn settings(app: &TestApp) -> IntakeSettings {
+pub(crate) fn settings(app: &TestApp) -> IntakeSettings {
     let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
     s.cleanup_every = Duration::from_millis(200);
     s.poll = Duration::from_millis(20);
@@ -56,7 +59,7 @@ async fn wait_for_row(app: &TestApp, id: Uuid) {
 }
 
 /// Starts a consumer of the app's queue; send `true` to stop it.
-fn consume(
+pub(crate) fn consume(
     app: &TestApp,
     conn: &intake::ConnectionManager,
     metrics: &Arc<Metrics>,
@@ -118,7 +121,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
         Duration::from_secs(10),
         "4 dead, none done left",
         async || {
-            let s = dead::stats(&mut c, &queue).await.unwrap();
+            let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
             s.dead == 4 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
         },
     )
@@ -180,7 +183,7 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
     wait_until(Duration::from_secs(10), "1 dead", async || {
-        dead::stats(&mut c, &queue).await.unwrap().dead == 1
+        dead::stats(&mut c, &queue, ALIVE).await.unwrap().dead == 1
     })
     .await;
     sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ('late@contoso.example', 'c', 't', 's')")
@@ -263,7 +266,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
     wait_until(Duration::from_secs(10), "2 dead, 0 done", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
+        let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
         s.dead == 2 && s.done == 0
     })
     .await;
@@ -432,7 +435,7 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
     wait_until(Duration::from_secs(10), "2 dead, none left", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
+        let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
         s.dead == 2 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
     })
     .await;
@@ -507,7 +510,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         Duration::from_secs(20),
         "the warm-up consumed",
         async || {
-            let s = dead::stats(&mut c, &queue).await.unwrap();
+            let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
             rows(&app).await == 100 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
         },
     )
@@ -535,7 +538,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     })
     .await;
     wait_until(Duration::from_secs(20), "done jobs removed", async || {
-        let s = dead::stats(&mut c, &queue).await.unwrap();
+        let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
         s.done == 0 && s.waiting == 0 && s.in_flight == 0
     })
     .await;
@@ -553,4 +556,65 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         memory_after <= memory_before + 1_000_000,
         "used_memory {memory_after} after, {memory_before} before"
     );
+}
+
+/// Redis's clock, Unix seconds.
+async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs
+}
+
+#[tokio::test]
+async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_jobs_age() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    // A worker that beat 100 s ago (killed: its in-flight set still holds a job) and one that
+    // beat now, as apalis-redis registers them.
+    let _: () = r
+        .zadd(format!("{queue}:workers"), "killed-1", now - 100)
+        .await
+        .unwrap();
+    let _: () = r
+        .zadd(format!("{queue}:workers"), "live-1", now)
+        .await
+        .unwrap();
+    let _: () = r
+        .sadd(format!("{queue}:inflight:killed-1"), "some-task")
+        .await
+        .unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
+        .await
+        .unwrap();
+    let pushed_at: u64 = r
+        .hget(format!("{queue}:meta:{id}"), "pushed_at")
+        .await
+        .unwrap();
+    assert!(
+        pushed_at.abs_diff(now) <= 5,
+        "pushed_at {pushed_at}, now {now}"
+    );
+    // As if it had waited 50 s.
+    let _: () = r
+        .hset(format!("{queue}:meta:{id}"), "pushed_at", now - 50)
+        .await
+        .unwrap();
+    let mut c = conn.clone();
+    let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
+    assert_eq!((s.workers, s.workers_silent), (1, 1), "{s:?}");
+    assert_eq!((s.waiting, s.in_flight), (1, 1), "{s:?}");
+    let oldest = s.oldest_seconds.unwrap();
+    assert!((50..60).contains(&oldest), "{s:?}");
+    let text = cli(&["queue", "stats"], &queue, &app.db.url);
+    assert!(
+        text.contains("workers alive 1 (1 silent for over 30 s)"),
+        "{text}"
+    );
+    assert!(text.contains("oldest waiting 5"), "{text}");
+    let keys = queue_keys(&queue).await;
+    let _: () = r.del(keys).await.unwrap();
 }
