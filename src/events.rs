@@ -77,8 +77,11 @@ pub(crate) const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 pub(crate) const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
 /// The daemon started. Fields: `worker`, `concurrency`.
 pub(crate) const DAEMON_STARTED: &str = "daemon.started";
-/// Shutdown was requested (SIGTERM/SIGINT); in-flight sends are finishing.
+/// Shutdown was requested; in-flight sends are finishing. Once per shutdown. Fields:
+/// `in_flight`.
 pub(crate) const DAEMON_STOPPING: &str = "daemon.stopping";
+/// A stop signal arrived (`run`, `admin`). Fields: `signal` (`SIGTERM` or `SIGINT`).
+pub(crate) const DAEMON_SIGNAL: &str = "daemon.signal";
 /// The daemon stopped. Fields: `reason`.
 pub(crate) const DAEMON_STOPPED: &str = "daemon.stopped";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at

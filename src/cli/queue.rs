@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{args, out};
-use crate::{config::Config, intake};
+use crate::{config::Config, intake, plural::counted};
 
 /// The intake queue's settings and a connection to its Redis.
 pub(super) async fn queue_of(
@@ -52,22 +52,30 @@ pub(super) async fn queue_command(
         }
         QueueCommand::Dead { limit } => {
             let jobs = dead::list(&mut conn, queue, limit).await?;
+            if jobs.is_empty() {
+                out(&format!("no dead-lettered jobs in {queue}\n"));
+            }
             for job in jobs {
                 out(&format!(
-                    "{} ({} bytes): {}\n",
-                    job.task, job.bytes, job.reason
+                    "{} ({}): {}\n",
+                    job.task,
+                    counted(job.bytes as u64, "byte", "bytes"),
+                    job.reason
                 ));
             }
         }
         QueueCommand::Retry { ids, all } => {
             let n = dead::retry(&mut conn, queue, which(ids, all)?).await?;
-            out(&format!("{n} dead jobs back on {queue}\n"));
+            out(&format!(
+                "{} back on {queue}\n",
+                counted(n, "dead job", "dead jobs")
+            ));
         }
         QueueCommand::Discard { ids, all } => {
             let n = dead::discard(&mut conn, queue, which(ids, all)?).await?;
             out(&format!(
-                "{n} dead jobs discarded
-"
+                "{} discarded\n",
+                counted(n, "dead job", "dead jobs")
             ));
         }
     }

@@ -226,10 +226,11 @@ async fn run_once(
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), IntakeError> {
+    let mut leave_conn = conn.clone();
+    cleanup::started(&mut leave_conn, &settings).await?;
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let (batcher, batches) = consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx);
     let storage = RedisStorage::<Vec<u8>>::new(conn.clone()).with_config(settings.storage_config());
-    let mut leave_conn = conn.clone();
     let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));
     tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
     let worker = WorkerBuilder::new(settings.worker.as_str())

@@ -618,3 +618,133 @@ async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_j
     let keys = queue_keys(&queue).await;
     let _: () = r.del(keys).await.unwrap();
 }
+
+#[tokio::test]
+async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singular() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    assert_eq!(
+        cli(&["queue", "dead"], &queue, &app.db.url),
+        format!("no dead-lettered jobs in {queue}\n")
+    );
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    std::fs::write(&file, line(Uuid::new_v4(), &mailbox)).unwrap();
+    let pushed = cli(
+        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &queue,
+        &app.db.url,
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(pushed.starts_with("1 of 1 line pushed onto"), "{pushed}");
+    // One dead job (as apalis-redis files one), retried, then one discarded.
+    let mut r = crate::support::redis_conn().await;
+    let _: () = r.sadd(format!("{queue}:dead"), "t-1").await.unwrap();
+    assert_eq!(
+        cli(&["queue", "retry", "t-1"], &queue, &app.db.url),
+        format!("1 dead job back on {queue}\n")
+    );
+    let _: () = r.sadd(format!("{queue}:dead"), "t-2").await.unwrap();
+    assert_eq!(
+        cli(&["queue", "discard", "--all"], &queue, &app.db.url),
+        "1 dead job discarded\n"
+    );
+    let keys = queue_keys(&queue).await;
+    let _: () = r.del(keys).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_and_live_ones_are_kept()
+ {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
+        .await
+        .unwrap();
+    // What a SIGKILLed replica leaves: registered (its last beat 100 s ago), listed as started,
+    // its metadata, the job it had fetched in its in-flight set. And a live one of another
+    // replica (beating now) that must be left alone.
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    let id_text = id.to_string();
+    let _: () = r
+        .lrem(format!("{queue}:active"), 1, &id_text)
+        .await
+        .unwrap();
+    // (live-2's clock runs a minute ahead: it stays live however slow this test runs.)
+    for (name, beat) in [("killed-1", now - 100), ("live-2", now + 60)] {
+        let _: () = r
+            .zadd(format!("{queue}:workers"), name, beat)
+            .await
+            .unwrap();
+        let _: () = r
+            .zadd(format!("{queue}:workers:started"), name, now - 100)
+            .await
+            .unwrap();
+        let _: () = r
+            .hset(
+                format!("{queue}:workers:metadata:{name}"),
+                "backend_name",
+                "RedisStorage",
+            )
+            .await
+            .unwrap();
+    }
+    let _: () = r
+        .sadd(format!("{queue}:inflight:killed-1"), &id_text)
+        .await
+        .unwrap();
+
+    // A live consumer: apalis-redis's heartbeat (2 s × 3) re-queues the job, our cleanup then
+    // forgets the dead worker.
+    let mut settings = settings(&app);
+    settings.heartbeat = Duration::from_secs(2);
+    let me = settings.worker.clone();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(intake::run(
+        settings,
+        conn.clone(),
+        app.db.pool.clone(),
+        Arc::new(Metrics::new()),
+        stopped,
+    ));
+    wait_for_row(&app, id).await;
+    let keys = async || queue_keys(&queue).await;
+    wait_until(Duration::from_secs(30), "killed-1 forgotten", async || {
+        !keys()
+            .await
+            .contains(&format!("{queue}:workers:metadata:killed-1"))
+    })
+    .await;
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    let started: Vec<String> = r
+        .zrange(format!("{queue}:workers:started"), 0, -1)
+        .await
+        .unwrap();
+    assert!(
+        !workers.contains(&"killed-1".to_owned()) && !started.contains(&"killed-1".to_owned()),
+        "{workers:?} {started:?}"
+    );
+    assert!(workers.contains(&"live-2".to_owned()), "{workers:?}");
+    assert!(workers.contains(&me), "{workers:?}");
+    assert!(started.contains(&"live-2".to_owned()) && started.contains(&me));
+    let left = keys().await;
+    for name in ["live-2", me.as_str()] {
+        assert!(
+            left.contains(&format!("{queue}:workers:metadata:{name}")),
+            "{left:?}"
+        );
+    }
+    assert!(!left.contains(&format!("{queue}:inflight:killed-1")));
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let left = keys().await;
+    assert!(
+        !left.iter().any(|k| k.contains(&me)),
+        "the stopped worker left: {left:?}"
+    );
+    let _: () = r.del(left).await.unwrap();
+}
