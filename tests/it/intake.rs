@@ -1,6 +1,7 @@
 //! The intake queue (src/intake) against the real Redis and PostgreSQL: jobs pushed as campaign
 //! lines become rows, bad ones are dead-lettered with the file import's reason, finished jobs
-//! leave Redis, and a stopped consumer leaves nothing behind.
+//! leave Redis, a stopped consumer leaves nothing behind, a killed one is forgotten once its jobs
+//! are re-queued, and a replica SIGKILLed with jobs in flight loses none of them.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,7 +13,10 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, spawn_app, wait_until};
+use crate::{
+    daemon::{Logged, sigterm},
+    support::{TestApp, redis_url, spawn_app, wait_until},
+};
 
 /// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
 const ALIVE: Duration = Duration::from_secs(30);
@@ -747,4 +751,160 @@ async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_an
         "the stopped worker left: {left:?}"
     );
     let _: () = r.del(left).await.unwrap();
+}
+
+/// The one worker of `queue` whose name starts with `start` (`INTAKE_WORKER_NAME`), if registered.
+async fn worker_named(
+    r: &mut redis::aio::MultiplexedConnection,
+    queue: &str,
+    start: &str,
+) -> Option<String> {
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    workers
+        .into_iter()
+        .find(|w| w.starts_with(&format!("{start}-")))
+}
+
+#[tokio::test]
+async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_once() {
+    const JOBS: usize = 2_000;
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (ids, lines) = later_lines(&mailbox, JOBS);
+    // 200 of them are in PostgreSQL already (imported from a file): their jobs are redeliveries
+    // for the insert to absorb.
+    let imported = lines[..200].join(&b'\n');
+    let done = mail_worker::import::enqueue(&app.db.pool, &imported)
+        .await
+        .unwrap();
+    assert_eq!(done.inserted, 200);
+
+    // Two replicas, apalis-redis's heartbeat at 2 s (dead after 3 missed: 6 s).
+    let replica = |name: &str| {
+        Logged::spawn(app.daemon_command(&[
+            ("INTAKE_HEARTBEAT_MS", "2000"),
+            ("INTAKE_WORKER_NAME", name),
+            ("RUST_LOG", "info"),
+        ]))
+    };
+    let mut a = replica("replica-a");
+    let mut b = replica("replica-b");
+    let mut r = crate::support::redis_conn().await;
+    let (mut name_a, mut name_b) = (None, None);
+    wait_until(
+        Duration::from_secs(90),
+        "both replicas registered",
+        async || {
+            name_a = worker_named(&mut r, &queue, "replica-a").await;
+            name_b = worker_named(&mut r, &queue, "replica-b").await;
+            name_a.is_some() && name_b.is_some()
+        },
+    )
+    .await;
+    let (name_a, name_b) = (name_a.unwrap(), name_b.unwrap());
+    let inflight_a = format!("{queue}:inflight:{name_a}");
+
+    // PostgreSQL stalls the inserts (a table lock held by the test), so the replicas' jobs stay
+    // in flight, unacked, while replica A is killed.
+    let mut lock = app.db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        JOBS
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "jobs in flight in replica A",
+        async || {
+            let n: u64 = r.scard(&inflight_a).await.unwrap();
+            n > 0
+        },
+    )
+    .await;
+    let held: Vec<String> = r.smembers(&inflight_a).await.unwrap();
+    assert!(!held.is_empty());
+    a.child.start_kill().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "SIGKILLed"
+    );
+    lock.rollback().await.unwrap();
+
+    // Replica B stores its own jobs, re-queues A's after A's beats lapse, and stores those.
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(180), "every job a row", async || {
+        rows(&app).await == JOBS as i64
+    })
+    .await;
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(60),
+        "the queue drained, A forgotten",
+        async || {
+            let s = dead::stats(&mut c, &queue, Duration::from_secs(6))
+                .await
+                .unwrap();
+            let a_keys: u64 = r
+                .exists(&[
+                    inflight_a.clone(),
+                    format!("{queue}:workers:metadata:{name_a}"),
+                ])
+                .await
+                .unwrap();
+            s.waiting + s.scheduled + s.in_flight + s.dead + s.done == 0
+                && s.workers == 1
+                && s.workers_silent == 0
+                && a_keys == 0
+        },
+    )
+    .await;
+    // Exactly one row per job, A's held jobs among them, nothing else.
+    let (count, distinct, known): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id = ANY($1)) FROM messages",
+    )
+    .bind(&ids)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (count, distinct, known),
+        (JOBS as i64, JOBS as i64, JOBS as i64)
+    );
+    let held: Vec<Uuid> = held.iter().map(|t| Uuid::parse_str(t).unwrap()).collect();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
+        .bind(&held)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored,
+        held.len() as i64,
+        "A's {} held jobs each a row",
+        held.len()
+    );
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    assert_eq!(workers, vec![name_b]);
+    eprintln!(
+        "replica A held {} jobs when killed; B consumed them; log lines: A {}, B {}",
+        held.len(),
+        a.lines.lock().unwrap().len(),
+        b.lines.lock().unwrap().len()
+    );
+
+    // B leaves cleanly: nothing of the queue is left in Redis.
+    assert_eq!(sigterm(&mut b.child).await.code(), Some(0));
+    let left = queue_keys(&queue).await;
+    assert_eq!(left, Vec::<String>::new());
 }
