@@ -138,7 +138,8 @@ type GaugeReads = (
 
 /// The queue's gauges: waiting jobs, dead jobs, and the age of the oldest waiting one (the
 /// oldest score of the scheduled set, where apalis-redis's own push puts a job with its push
-/// time, or, for the active list, how long its head has been the head as this replica saw it).
+/// time, or, for the active list, its head's `pushed_at` (`lua/intake/push.lua`), else how long
+/// the head has been the head as this replica saw it).
 async fn gauges(
     conn: &mut ConnectionManager,
     config: &apalis_redis::Config,
@@ -153,11 +154,25 @@ async fn gauges(
         .cmd("TIME")
         .query_async(conn)
         .await?;
+    let pushed_at: Option<i64> = match &first {
+        Some(id) => {
+            redis::AsyncCommands::hget(
+                conn,
+                format!("{}:{id}", config.job_meta_hash()),
+                super::dead::PUSHED_AT,
+            )
+            .await?
+        }
+        None => None,
+    };
     if head.id != first {
         head.since = first.as_ref().map(|_| Instant::now());
         head.id = first;
     }
-    let head_age = head.since.map_or(0, |t| t.elapsed().as_secs() as i64);
+    let head_age = match pushed_at {
+        Some(t) => (now.0 - t).max(0),
+        None => head.since.map_or(0, |t| t.elapsed().as_secs() as i64),
+    };
     let scheduled_age = oldest
         .first()
         .map_or(0, |(_, score)| (now.0 - *score as i64).max(0));

@@ -908,3 +908,56 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
     let left = queue_keys(&queue).await;
     assert_eq!(left, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_oldest_job_gauge_reads_the_heads_push_time() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    // The inserts stalled (a table lock), so jobs wait behind the consumer's in-flight ones.
+    let mut lock = app.db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (ids, lines) = later_lines(&mailbox, 3 * consumer_in_flight());
+    intake::push_lines(conn.clone(), &queue, lines)
+        .await
+        .unwrap();
+    // Each as if pushed 50 s ago.
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.hset(format!("{queue}:meta:{id}"), "pushed_at", now - 50)
+            .ignore();
+    }
+    let _: () = pipe.query_async(&mut r).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_until(
+        Duration::from_secs(30),
+        "the gauge at 50 s or more",
+        async || {
+            metrics.encode().lines().any(|l| {
+                l.strip_prefix("mail_worker_intake_oldest_job_seconds ")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| (50..120).contains(&v))
+            })
+        },
+    )
+    .await;
+    lock.rollback().await.unwrap();
+    wait_until(Duration::from_secs(60), "every job a row", async || {
+        rows(&app).await == ids.len() as i64
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
+
+/// How many jobs one consumer holds in flight at most.
+fn consumer_in_flight() -> usize {
+    IntakeSettings::new("q", None).in_flight
+}
