@@ -807,11 +807,7 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
 
     // PostgreSQL stalls the inserts (a table lock held by the test), so the replicas' jobs stay
     // in flight, unacked, while replica A is killed.
-    let mut lock = app.db.pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = stall_inserts(&app).await;
     let conn = intake::connect(&redis_url()).await.unwrap();
     assert_eq!(
         intake::push_lines(conn.clone(), &queue, lines)
@@ -915,11 +911,7 @@ async fn the_oldest_job_gauge_reads_the_heads_push_time() {
     let queue = app.config.intake.queue.clone().unwrap();
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     // The inserts stalled (a table lock), so jobs wait behind the consumer's in-flight ones.
-    let mut lock = app.db.pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = stall_inserts(&app).await;
     let conn = intake::connect(&redis_url()).await.unwrap();
     let (ids, lines) = later_lines(&mailbox, 3 * consumer_in_flight());
     intake::push_lines(conn.clone(), &queue, lines)
@@ -960,4 +952,14 @@ async fn the_oldest_job_gauge_reads_the_heads_push_time() {
 /// How many jobs one consumer holds in flight at most.
 fn consumer_in_flight() -> usize {
     IntakeSettings::new("q", None).in_flight
+}
+
+/// Holds a lock on `messages` that stalls every insert (reads go on) until it is rolled back.
+async fn stall_inserts(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut lock = app.db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock
 }
