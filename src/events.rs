@@ -77,8 +77,11 @@ pub(crate) const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 pub(crate) const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
 /// The daemon started. Fields: `worker`, `concurrency`.
 pub(crate) const DAEMON_STARTED: &str = "daemon.started";
-/// Shutdown was requested (SIGTERM/SIGINT); in-flight sends are finishing.
+/// Shutdown was requested; in-flight sends are finishing. Once per shutdown. Fields:
+/// `in_flight`.
 pub(crate) const DAEMON_STOPPING: &str = "daemon.stopping";
+/// A stop signal arrived (`run`, `admin`). Fields: `signal` (`SIGTERM` or `SIGINT`).
+pub(crate) const DAEMON_SIGNAL: &str = "daemon.signal";
 /// The daemon stopped. Fields: `reason`.
 pub(crate) const DAEMON_STOPPED: &str = "daemon.stopped";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
@@ -110,6 +113,12 @@ pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
 /// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";
+/// An operator put dead-lettered intake jobs back on the queue in the admin UI (`queue
+/// retry`). Info. Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
+pub const MAIL_ADMIN_QUEUE_RETRIED: &str = "mail.admin.queueRetried";
+/// An operator discarded dead-lettered intake jobs in the admin UI (`queue discard`). Info.
+/// Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
+pub const MAIL_ADMIN_QUEUE_DISCARDED: &str = "mail.admin.queueDiscarded";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";

@@ -48,6 +48,7 @@ pub mod import;
 pub mod intake;
 pub mod mailer;
 pub mod ops;
+mod plural;
 pub mod rate_limit;
 pub mod service;
 pub mod shutdown;

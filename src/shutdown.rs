@@ -78,7 +78,7 @@ pub async fn signal() -> &'static str {
 pub async fn shutdown_signal() {
     let signal = signal().await;
     tracing::info!(
-        event = crate::events::DAEMON_STOPPING,
+        event = crate::events::DAEMON_SIGNAL,
         signal,
         "signal received"
     );

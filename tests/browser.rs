@@ -2,7 +2,8 @@
 //! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
-//! `ERROR` message and sees it `SENT`. Writes screenshots of the pages to `target/admin-*.png`
+//! `ERROR` message and sees it `SENT`, then retries and discards a dead-lettered intake job on
+//! the Queue page. Writes screenshots of the pages to `target/admin-*.png`
 //! (docs/operations.md's `docs/admin-mailboxes.png` is one of those).
 //!
 //! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with
@@ -21,6 +22,7 @@ use mail_worker::{
     admin::{self, AdminState, AdminToken},
     daemon,
     domain::SecretRef,
+    intake,
     rate_limit::Algorithm,
 };
 use support::{TestApp, wait_until};
@@ -234,6 +236,61 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         .await;
         assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
         artifact("admin-mailboxes.png", &browser.screenshot().await);
+
+        // A campaign line for a sender nobody imported: dead-lettered by the daemon's intake,
+        // listed on the Queue page, retried (dead again), then discarded.
+        let queue = world.config.intake.queue.clone().unwrap();
+        let conn = intake::connect(&support::redis_url()).await.unwrap();
+        let task = uuid::Uuid::new_v4();
+        let line = serde_json::json!({
+            "id": task.to_string(),
+            "systemMailbox": "nobody@contoso.example",
+            "to": [{"address": "guest@fabrikam.example"}],
+            "subject": "Invitation",
+            "body": {"contentType": "text", "content": "Hello"},
+        });
+        intake::push_lines(conn.clone(), &queue, [line.to_string().into_bytes()])
+            .await
+            .unwrap();
+        let dead_row = format!("tr[data-task=\"{task}\"]");
+        wait_until(
+            Duration::from_secs(30),
+            "the job on the Queue page",
+            async || {
+                browser.goto(&format!("{ui}/queue")).await;
+                browser.text_of(&dead_row).await.is_some()
+            },
+        )
+        .await;
+        let reason = browser
+            .text_of(&format!("{dead_row} td.error-text"))
+            .await
+            .unwrap();
+        assert!(
+            reason.contains("nobody@contoso.example is unknown"),
+            "{reason}"
+        );
+        assert_eq!(browser.text_of("#dead").await.as_deref(), Some("1"));
+        artifact("admin-queue.png", &browser.screenshot().await);
+        browser
+            .click(
+                &browser
+                    .find(&format!("input[name=\"id\"][value=\"{task}\"]"))
+                    .await,
+            )
+            .await;
+        browser.click(&browser.find("#retry").await).await;
+        let notice = browser.wait_text("#notice").await;
+        assert!(notice.starts_with("1 dead job retried"), "{notice}");
+        wait_until(Duration::from_secs(30), "the job dead again", async || {
+            browser.goto(&format!("{ui}/queue")).await;
+            browser.text_of(&dead_row).await.is_some()
+        })
+        .await;
+        browser.click(&browser.find("#discard-all").await).await;
+        let notice = browser.wait_text("#notice").await;
+        assert!(notice.starts_with("1 dead job discarded"), "{notice}");
+        assert!(browser.text_of("#no-dead").await.is_some());
     };
     tokio::pin!(run);
     tokio::select! {

@@ -4,6 +4,7 @@
 -- worker).
 -- KEYS[1]: <queue>:workers   KEYS[2]: <queue>:inflight:<worker>   KEYS[3]: <queue>:active
 -- KEYS[4]: <queue>:workers:metadata:<worker>   KEYS[5]: <queue>:signal
+-- KEYS[6]: <queue>:workers:started (ours: see forget_workers.lua)
 -- ARGV[1]: the worker's name
 local left = redis.call('SMEMBERS', KEYS[2])
 if #left > 0 then
@@ -13,4 +14,5 @@ if #left > 0 then
 end
 redis.call('DEL', KEYS[2], KEYS[4])
 redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
 return #left

@@ -4,13 +4,17 @@
 -- KEYS[1]: <queue>:data   KEYS[2]: <queue>:active   KEYS[3]: <queue>:signal
 -- ARGV[1]: <queue>:meta (the meta hashes' prefix; same hash tag)
 -- ARGV[2], ARGV[3], …: task id, line, task id, line, …
+-- Records each job's push time (Redis's clock, Unix seconds) as `pushed_at` in its meta hash
+-- (the queue's oldest-job age).
 -- Returns how many jobs were pushed.
 local pushed = 0
+local now = redis.call('TIME')[1]
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', ARGV[1] .. ':' .. id,
-      'attempts', 0, 'max_attempts', 25, 'status', 'Pending', 'idempotency_key', '')
+      'attempts', 0, 'max_attempts', 25, 'status', 'Pending', 'idempotency_key', '',
+      'pushed_at', now)
     redis.call('RPUSH', KEYS[2], id)
     pushed = pushed + 1
   end

@@ -1,8 +1,9 @@
 //! The admin UI (`mail-worker admin`, on `ADMIN_LISTEN`): server-rendered pages over the same
 //! code as the operators' commands — [`usage`] (`mailbox usage`), [`crate::store::admin`]
-//! (`messages retry|cancel`), [`crate::store::senders::set_limits`] (`mailbox set-limits`).
+//! (`messages retry|cancel`), [`crate::store::senders::set_limits`] (`mailbox set-limits`),
+//! [`crate::intake::dead`] (`queue stats|dead|retry|discard`).
 //!
-//! It reads PostgreSQL and the limiter's Redis and keeps no state of its own (sessions are
+//! It reads PostgreSQL, the limiter's Redis and the intake queue's Redis and keeps no state of its own (sessions are
 //! signed cookies, [`auth`]), so it runs beside any number of `mail-worker run` replicas: a
 //! limit changed here is in `system_mailboxes`, which every replica reads per message.
 //!
@@ -40,6 +41,9 @@ pub enum AdminError {
     /// PostgreSQL.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The intake queue's Redis.
+    #[error(transparent)]
+    Intake(#[from] crate::intake::IntakeError),
     /// A template failed to render (a bug).
     #[error("rendering the page: {0}")]
     Template(#[from] askama::Error),
@@ -52,6 +56,7 @@ impl IntoResponse for AdminError {
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Csrf => StatusCode::FORBIDDEN,
             Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            Self::Intake(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if code.is_server_error() {

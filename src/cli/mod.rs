@@ -11,6 +11,7 @@ use crate::{
     config::Config,
     domain::MailboxAddress,
     events, import, intake,
+    plural::counted,
     store::{self, admin, report, senders},
 };
 
@@ -119,9 +120,13 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             }
             let report = import::senders::import(&pool, &parsed).await?;
             out(&format!(
-                "imported {} tenants and {} system mailboxes from {}\n",
-                report.tenants,
-                report.system_mailboxes,
+                "imported {} and {} from {}\n",
+                counted(report.tenants as u64, "tenant", "tenants"),
+                counted(
+                    report.system_mailboxes as u64,
+                    "system mailbox",
+                    "system mailboxes"
+                ),
                 file.display()
             ));
             Ok(ExitCode::SUCCESS)
@@ -164,13 +169,15 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let (queue, mut conn) = queue::queue_of(&config).await?;
+            let (settings, mut conn) = queue::queue_of(&config).await?;
+            let queue = settings.queue.as_str();
             let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();
             let given = lines.len();
-            let pushed = intake::push_lines(conn.clone(), &queue, lines).await?;
-            let stats = intake::dead::stats(&mut conn, &queue).await?;
+            let pushed = intake::push_lines(conn.clone(), queue, lines).await?;
+            let stats = intake::dead::stats(&mut conn, queue, settings.orphaned_after()).await?;
             out(&format!(
-                "{pushed} of {given} lines pushed onto {queue} ({} already there: waiting, in flight or dead — a dead one must be discarded with `mail-worker queue discard ID` before it is pushed again; {} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
+                "{pushed} of {} pushed onto {queue} ({} already there: waiting, in flight or dead — a dead one must be discarded with `mail-worker queue discard ID` before it is pushed again; {} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
+                counted(given as u64, "line", "lines"),
                 given - pushed,
                 stats.waiting + stats.scheduled
             ));
@@ -194,14 +201,15 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 eprintln!("{}:{entry}", file.display());
             }
             out(&format!(
-                "{inserted} messages {}, {} already present, {} bad lines{}\n",
+                "{} {}, {} already present, {}{}\n",
+                counted(inserted, "message", "messages"),
                 if dry_run {
                     "would be inserted"
                 } else {
                     "inserted"
                 },
                 total - inserted as usize,
-                bad.len(),
+                counted(bad.len() as u64, "bad line", "bad lines"),
                 if dry_run {
                     " (dry run: nothing written)"
                 } else {
@@ -250,13 +258,14 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 let verb = if retry { "retried" } else { "cancelled" };
                 out(&if changed.dry_run {
                     format!(
-                        "{} messages match; dry run: nothing {verb}\n",
-                        changed.matched
+                        "{} match; dry run: nothing {verb}\n",
+                        counted(changed.matched, "message", "messages")
                     )
                 } else {
                     format!(
-                        "{} messages {verb} ({} matched)\n",
-                        changed.changed, changed.matched
+                        "{} {verb} ({} matched)\n",
+                        counted(changed.changed, "message", "messages"),
+                        changed.matched
                     )
                 });
             }

@@ -5,19 +5,16 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{args, out};
-use crate::{config::Config, intake};
+use crate::{config::Config, intake, plural::counted};
 
-/// The intake queue's name and a connection to its Redis.
+/// The intake queue's settings and a connection to its Redis.
 pub(super) async fn queue_of(
     config: &Config,
-) -> anyhow::Result<(String, intake::ConnectionManager)> {
-    let queue = config
-        .intake
-        .queue
-        .clone()
+) -> anyhow::Result<(intake::IntakeSettings, intake::ConnectionManager)> {
+    let settings = intake::IntakeSettings::from_config(&config.intake)
         .context("INTAKE_QUEUE is off: there is no intake queue")?;
     let conn = intake::connect(config.redis_url.first()).await?;
-    Ok((queue, conn))
+    Ok((settings, conn))
 }
 
 /// `mail-worker queue …`.
@@ -27,7 +24,8 @@ pub(super) async fn queue_command(
 ) -> anyhow::Result<ExitCode> {
     use args::QueueCommand;
     use intake::dead::{self, Which};
-    let (queue, mut conn) = queue_of(config).await?;
+    let (settings, mut conn) = queue_of(config).await?;
+    let queue = settings.queue.as_str();
     let which = |ids: Vec<String>, all: bool| -> anyhow::Result<Which> {
         match (all, ids.is_empty()) {
             (true, true) => Ok(Which::All),
@@ -37,27 +35,48 @@ pub(super) async fn queue_command(
     };
     match command {
         QueueCommand::Stats => {
-            let s = dead::stats(&mut conn, &queue).await?;
+            let s = dead::stats(&mut conn, queue, settings.orphaned_after()).await?;
             out(&format!(
-                "{queue}: waiting {}, scheduled {}, in flight {}, dead {}, done (not yet removed) {}, workers {}\n",
-                s.waiting, s.scheduled, s.in_flight, s.dead, s.done, s.workers
+                "{queue}: waiting {}, scheduled {}, in flight {}, dead {}, done (not yet removed) {}, oldest waiting {}, workers alive {} ({} silent for over {} s)\n",
+                s.waiting,
+                s.scheduled,
+                s.in_flight,
+                s.dead,
+                s.done,
+                s.oldest_seconds
+                    .map_or("-".to_owned(), |a| format!("{a} s")),
+                s.workers,
+                s.workers_silent,
+                settings.orphaned_after().as_secs()
             ));
         }
         QueueCommand::Dead { limit } => {
-            for job in dead::list(&mut conn, &queue, limit).await? {
+            let jobs = dead::list(&mut conn, queue, limit).await?;
+            if jobs.is_empty() {
+                out(&format!("no dead-lettered jobs in {queue}\n"));
+            }
+            for job in jobs {
                 out(&format!(
-                    "{} ({} bytes): {}\n",
-                    job.task, job.bytes, job.reason
+                    "{} ({}): {}\n",
+                    job.task,
+                    counted(job.bytes as u64, "byte", "bytes"),
+                    job.reason
                 ));
             }
         }
         QueueCommand::Retry { ids, all } => {
-            let n = dead::retry(&mut conn, &queue, which(ids, all)?).await?;
-            out(&format!("{n} dead jobs back on {queue}\n"));
+            let n = dead::retry(&mut conn, queue, which(ids, all)?).await?;
+            out(&format!(
+                "{} back on {queue}\n",
+                counted(n, "dead job", "dead jobs")
+            ));
         }
         QueueCommand::Discard { ids, all } => {
-            let n = dead::discard(&mut conn, &queue, which(ids, all)?).await?;
-            out(&format!("{n} dead jobs discarded\n"));
+            let n = dead::discard(&mut conn, queue, which(ids, all)?).await?;
+            out(&format!(
+                "{} discarded\n",
+                counted(n, "dead job", "dead jobs")
+            ));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -199,7 +199,8 @@ impl Config {
         let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
         let intake_queue = match env.text("INTAKE_QUEUE", DEFAULT_INTAKE_QUEUE)?.trim() {
-            "off" => None,
+            // `off` in any case, as every setting reads it (`ADMIN_LISTEN=OFF`, …).
+            off if off.eq_ignore_ascii_case("off") => None,
             name if name.contains(char::is_whitespace) => {
                 return Err(env.error("INTAKE_QUEUE", "must not contain white space"));
             }
@@ -280,7 +281,7 @@ impl Config {
                 "MAIL_BUDGET_ALERT_PERCENT",
                 Some(80),
                 |raw| match raw {
-                    "off" => Ok(None),
+                    off if off.eq_ignore_ascii_case("off") => Ok(None),
                     _ => raw
                         .parse::<u8>()
                         .ok()

@@ -326,6 +326,15 @@ fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted()
     ])
     .unwrap();
     assert_eq!(c.intake.queue, None);
+    // `off` in any case, as the other settings read it: never a queue named "OFF".
+    for off in ["OFF", "Off", " off "] {
+        let c = parse(&[("INTAKE_QUEUE", off), ("MAIL_BUDGET_ALERT_PERCENT", off)]).unwrap();
+        assert_eq!(c.intake.queue, None, "INTAKE_QUEUE={off:?}");
+        assert_eq!(
+            c.budget_alert_percent, None,
+            "MAIL_BUDGET_ALERT_PERCENT={off:?}"
+        );
+    }
     assert_eq!(c.rate_limit.redis_url.as_slice().len(), 2);
     assert!(!c.redis_url.redacted().contains("***"));
     for (value, needle) in [

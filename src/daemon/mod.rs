@@ -203,12 +203,9 @@ async fn run_parts(
         shutdown.await;
         let _ = intake_stop.send(true);
     };
-    let intake = match &config.intake.queue {
-        Some(queue) => Some((
-            intake::IntakeSettings {
-                heartbeat: config.intake.heartbeat,
-                ..intake::IntakeSettings::new(queue, config.intake.worker_name.as_deref())
-            },
+    let intake = match intake::IntakeSettings::from_config(&config.intake) {
+        Some(settings) => Some((
+            settings,
             intake::connect_lazily(config.redis_url.first()).await?,
         )),
         None => None,

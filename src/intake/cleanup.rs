@@ -3,8 +3,11 @@
 //! in one `HGETALL`, and deletes `Failed` jobs that are only waiting for a retry), so every
 //! [`IntakeSettings::cleanup_every`] each replica removes a slice of the done set
 //! (`lua/intake/remove_done.lua`: only ids apalis-redis marked `Done`, so never another
-//! replica's live or retrying job), and refreshes the queue's gauges. A stopping worker leaves
-//! the queue cleanly (`lua/intake/leave.lua`). docs/decisions/intake-queue.md says what we rely on.
+//! replica's live or retrying job), forgets workers that died without leaving
+//! (`lua/intake/forget_workers.lua`: registration and metadata of a worker silent past the orphan
+//! threshold, once apalis-redis's heartbeat has re-enqueued its jobs), and refreshes the queue's
+//! gauges. A stopping worker leaves the queue cleanly (`lua/intake/leave.lua`).
+//! docs/decisions/intake-queue.md says what we rely on.
 
 use std::{
     sync::{Arc, LazyLock},
@@ -30,6 +33,68 @@ static REMOVE_DONE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_done.lua")));
 static LEAVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/leave.lua")));
+static FORGET_WORKERS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/forget_workers.lua")));
+
+/// `<queue>:workers:started`: each worker of ours by its start (Unix s), from its start until it
+/// leaves or is forgotten ([`forget_dead_workers`]).
+fn started_set(queue: &str) -> String {
+    format!("{queue}:workers:started")
+}
+
+/// `<queue>:workers:metadata:<worker>`: apalis-redis's hash of a registered worker.
+fn metadata_key(queue: &str, worker: &str) -> String {
+    format!("{queue}:workers:metadata:{worker}")
+}
+
+/// Now on this process's clock, Unix seconds (apalis-redis's heartbeats use the same).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Lists `settings.worker` as started now, before it registers, so that
+/// [`forget_dead_workers`] finds it should it die without leaving.
+///
+/// # Errors
+/// Redis errors.
+pub(crate) async fn started(
+    conn: &mut ConnectionManager,
+    settings: &IntakeSettings,
+) -> Result<(), IntakeError> {
+    let _: () = redis::AsyncCommands::zadd(
+        conn,
+        started_set(&settings.queue),
+        &settings.worker,
+        unix_now(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Forgets the workers that died without leaving (`lua/intake/forget_workers.lua`): started
+/// and silent for longer than `settings.orphaned_after()`, their in-flight set gone (re-enqueued
+/// by apalis-redis's heartbeat). Returns how many.
+///
+/// # Errors
+/// Redis errors.
+pub(crate) async fn forget_dead_workers(
+    conn: &mut ConnectionManager,
+    settings: &IntakeSettings,
+) -> Result<u64, IntakeError> {
+    let config = settings.storage_config();
+    Ok(FORGET_WORKERS
+        .key(config.workers_set())
+        .key(started_set(&settings.queue))
+        .arg(metadata_key(&settings.queue, ""))
+        .arg(format!("{}:", config.inflight_jobs_set()))
+        .arg(unix_now())
+        .arg(settings.orphaned_after().as_secs())
+        .invoke_async(conn)
+        .await?)
+}
 
 /// Removes every finished job of `queue` now (in calls of [`REMOVE_PER_CALL`]); returns how many.
 ///
@@ -73,7 +138,8 @@ type GaugeReads = (
 
 /// The queue's gauges: waiting jobs, dead jobs, and the age of the oldest waiting one (the
 /// oldest score of the scheduled set, where apalis-redis's own push puts a job with its push
-/// time, or, for the active list, how long its head has been the head as this replica saw it).
+/// time, or, for the active list, its head's `pushed_at` (`lua/intake/push.lua`), else how long
+/// the head has been the head as this replica saw it).
 async fn gauges(
     conn: &mut ConnectionManager,
     config: &apalis_redis::Config,
@@ -88,11 +154,25 @@ async fn gauges(
         .cmd("TIME")
         .query_async(conn)
         .await?;
+    let pushed_at: Option<i64> = match &first {
+        Some(id) => {
+            redis::AsyncCommands::hget(
+                conn,
+                format!("{}:{id}", config.job_meta_hash()),
+                super::dead::PUSHED_AT,
+            )
+            .await?
+        }
+        None => None,
+    };
     if head.id != first {
         head.since = first.as_ref().map(|_| Instant::now());
         head.id = first;
     }
-    let head_age = head.since.map_or(0, |t| t.elapsed().as_secs() as i64);
+    let head_age = match pushed_at {
+        Some(t) => (now.0 - t).max(0),
+        None => head.since.map_or(0, |t| t.elapsed().as_secs() as i64),
+    };
     let scheduled_age = oldest
         .first()
         .map_or(0, |(_, score)| (now.0 - *score as i64).max(0));
@@ -112,11 +192,19 @@ pub(crate) async fn run(
 ) {
     let config = settings.storage_config();
     let head = tokio::sync::Mutex::new(Head::default());
-    let (conn, config, head, metrics, queue) = (&conn, &config, &head, &metrics, &settings.queue);
+    let (conn, config, head, metrics, settings) = (&conn, &config, &head, &metrics, &settings);
     shutdown::every(settings.cleanup_every, stop, None, || async move {
         let mut conn = conn.clone();
         let result = async {
-            remove_done(&mut conn, queue).await?;
+            remove_done(&mut conn, &settings.queue).await?;
+            let forgotten = forget_dead_workers(&mut conn, settings).await?;
+            if forgotten > 0 {
+                tracing::info!(
+                    event = events::INTAKE_CONSUMER,
+                    workers = forgotten,
+                    "intake workers that died without leaving were forgotten (their jobs were re-queued)"
+                );
+            }
             gauges(&mut conn, config, &mut *head.lock().await).await
         };
         match result.await {
@@ -145,11 +233,9 @@ pub(crate) async fn leave(
             settings.worker
         ))
         .key(config.active_jobs_list())
-        .key(format!(
-            "{}:workers:metadata:{}",
-            settings.queue, settings.worker
-        ))
+        .key(metadata_key(&settings.queue, &settings.worker))
         .key(config.signal_list())
+        .key(started_set(&settings.queue))
         .arg(&settings.worker)
         .invoke_async(conn)
         .await?)

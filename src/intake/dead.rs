@@ -2,7 +2,7 @@
 //! counts, and the dead-lettered jobs with the reason their line was refused, to retry (after
 //! fixing the cause, e.g. importing a missing sender) or discard.
 
-use std::sync::LazyLock;
+use std::{sync::LazyLock, time::Duration};
 
 use apalis_redis::ConnectionManager;
 use redis::{AsyncCommands, Script};
@@ -17,14 +17,22 @@ pub struct QueueStats {
     pub waiting: u64,
     /// Jobs scheduled (a retry, or a producer's push time).
     pub scheduled: u64,
-    /// Jobs fetched by a live worker, not acked yet.
+    /// Jobs fetched by a worker and not acked yet (a silent worker's too, until another
+    /// replica's heartbeat puts them back on the queue).
     pub in_flight: u64,
     /// Dead-lettered jobs.
     pub dead: u64,
     /// Finished jobs not yet removed by the cleanup.
     pub done: u64,
-    /// Workers registered (live, or not yet found dead).
+    /// Workers alive: registered, with a heartbeat within `heartbeat × missed heartbeats`.
     pub workers: u64,
+    /// Workers still registered but silent for longer than that (stopped or killed; another
+    /// replica's heartbeat re-queues their jobs and deregisters them).
+    pub workers_silent: u64,
+    /// The age in seconds of the oldest job waiting (the active list's head, by the push time
+    /// `lua/intake/push.lua` records, or the scheduled set's oldest entry); `None` when
+    /// nothing waits or the head has no push time (a producer that does not record it).
+    pub oldest_seconds: Option<u64>,
 }
 
 /// One dead-lettered job.
@@ -36,41 +44,93 @@ pub struct DeadJob {
     pub reason: String,
     /// Its line's size in bytes (the line itself may hold addresses: not shown).
     pub bytes: usize,
+    /// When it was dead-lettered (Unix seconds, apalis-redis's `done_at`).
+    pub dead_at: Option<i64>,
 }
 
 fn config(queue: &str) -> apalis_redis::Config {
     IntakeSettings::new(queue, None).storage_config()
 }
 
-/// The queue's counts.
+/// What [`stats`] reads in one pipeline.
+type StatsReads = (
+    u64,
+    u64,
+    u64,
+    u64,
+    Vec<(String, f64)>,
+    Option<String>,
+    Vec<(String, f64)>,
+    (u64, u64),
+);
+
+/// The queue's counts; a worker is alive if its last heartbeat is within `alive_within`
+/// ([`IntakeSettings::orphaned_after`]) of Redis's clock.
 ///
 /// # Errors
 /// Redis errors.
-pub async fn stats(conn: &mut ConnectionManager, queue: &str) -> Result<QueueStats, IntakeError> {
+pub async fn stats(
+    conn: &mut ConnectionManager,
+    queue: &str,
+    alive_within: Duration,
+) -> Result<QueueStats, IntakeError> {
     let c = config(queue);
-    let (waiting, scheduled, dead, done, workers): (u64, u64, u64, u64, Vec<String>) =
+    let (waiting, scheduled, dead, done, workers, head, first_scheduled, now): StatsReads =
         redis::pipe()
             .llen(c.active_jobs_list())
             .zcard(c.scheduled_jobs_set())
             .scard(c.dead_jobs_set())
             .scard(c.done_jobs_set())
-            .zrange(c.workers_set(), 0, -1)
+            .zrange_withscores(c.workers_set(), 0, -1)
+            .lindex(c.active_jobs_list(), 0)
+            .zrange_withscores(c.scheduled_jobs_set(), 0, 0)
+            .cmd("TIME")
             .query_async(conn)
             .await?;
-    let mut in_flight = 0;
-    for w in &workers {
-        let n: u64 = conn.scard(format!("{}:{w}", c.inflight_jobs_set())).await?;
-        in_flight += n;
+    let now = now.0;
+    let mut pipe = redis::pipe();
+    for (w, _) in &workers {
+        pipe.scard(format!("{}:{w}", c.inflight_jobs_set()));
     }
+    let pushed_at: Option<u64> = match &head {
+        Some(id) => {
+            conn.hget(format!("{}:{id}", c.job_meta_hash()), PUSHED_AT)
+                .await?
+        }
+        None => None,
+    };
+    let in_flight: Vec<u64> = if workers.is_empty() {
+        Vec::new()
+    } else {
+        pipe.query_async(conn).await?
+    };
+    // apalis-redis's rule: a worker whose beat is at or before `now - orphaned` is dead.
+    let dead_before = now.saturating_sub(alive_within.as_secs()) as f64;
+    let alive = workers
+        .iter()
+        .filter(|(_, beat)| *beat > dead_before)
+        .count() as u64;
+    let ages = [
+        pushed_at.map(|t| now.saturating_sub(t)),
+        first_scheduled
+            .first()
+            .map(|(_, score)| now.saturating_sub(*score as u64)),
+    ];
     Ok(QueueStats {
         waiting,
         scheduled,
-        in_flight,
+        in_flight: in_flight.iter().sum(),
         dead,
         done,
-        workers: workers.len() as u64,
+        workers: alive,
+        workers_silent: workers.len() as u64 - alive,
+        oldest_seconds: ages.into_iter().flatten().max(),
     })
 }
+
+/// The meta hash's field where `lua/intake/push.lua` records a job's push time (Redis's
+/// clock, Unix seconds).
+pub(crate) const PUSHED_AT: &str = "pushed_at";
 
 /// The reason apalis-redis stored for a dead job: `{"Err":"AbortError: <reason>"}` → `<reason>`.
 fn reason(result: Option<String>) -> String {
@@ -101,8 +161,10 @@ pub async fn list(
     ids.truncate(limit);
     let mut jobs = Vec::with_capacity(ids.len());
     for task in ids {
-        let (result, bytes): (Option<String>, usize) = redis::pipe()
-            .hget(format!("{}:{task}", c.job_meta_hash()), "result")
+        let meta = format!("{}:{task}", c.job_meta_hash());
+        let (result, dead_at, bytes): (Option<String>, Option<i64>, usize) = redis::pipe()
+            .hget(&meta, "result")
+            .hget(&meta, "done_at")
             .cmd("HSTRLEN")
             .arg(c.job_data_hash())
             .arg(&task)
@@ -112,6 +174,7 @@ pub async fn list(
             reason: reason(result),
             task,
             bytes,
+            dead_at,
         });
     }
     Ok(jobs)

@@ -20,7 +20,7 @@ use apalis_redis::RedisStorage;
 use sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::{events, ops::Metrics, shutdown};
+use crate::{config::IntakeConfig, events, ops::Metrics, shutdown};
 
 /// Failures of the intake layer.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,22 @@ impl IntakeSettings {
             poll: Duration::from_millis(100),
             cleanup_every: Duration::from_secs(5),
         }
+    }
+
+    /// The production settings of the configured queue (`INTAKE_QUEUE`, `INTAKE_WORKER_NAME`,
+    /// `INTAKE_HEARTBEAT_MS`); `None` when the intake is off.
+    pub fn from_config(config: &IntakeConfig) -> Option<Self> {
+        let queue = config.queue.as_deref()?;
+        Some(Self {
+            heartbeat: config.heartbeat,
+            ..Self::new(queue, config.worker_name.as_deref())
+        })
+    }
+
+    /// How long a worker may be silent before it counts as dead (`heartbeat ×
+    /// missed_heartbeats`, apalis-redis's orphan threshold).
+    pub fn orphaned_after(&self) -> Duration {
+        self.heartbeat * self.missed_heartbeats as u32
     }
 
     /// apalis-redis's configuration of the queue.
@@ -210,10 +226,11 @@ async fn run_once(
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), IntakeError> {
+    let mut leave_conn = conn.clone();
+    cleanup::started(&mut leave_conn, &settings).await?;
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let (batcher, batches) = consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx);
     let storage = RedisStorage::<Vec<u8>>::new(conn.clone()).with_config(settings.storage_config());
-    let mut leave_conn = conn.clone();
     let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));
     tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
     let worker = WorkerBuilder::new(settings.worker.as_str())

@@ -3,13 +3,14 @@
 //! selection, the failed-login limit, start-up refusals, and a limit changed in the UI reaching
 //! two replicas' next message.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use mail_worker::{
     admin::{self, AdminState, AdminToken, auth},
     clock::ManualClock,
     domain::SecretRef,
-    events,
+    events, intake,
+    ops::Metrics,
     worker::handler::Handler,
 };
 use reqwest::{StatusCode, header};
@@ -20,7 +21,7 @@ use crate::support::{
     app::noon,
     claim_and_send,
     logs::{capture_logs, logs_containing},
-    spawn_app, unique,
+    redis_url, spawn_app, unique, wait_until,
 };
 
 /// The test's `ADMIN_TOKEN`.
@@ -41,8 +42,13 @@ struct Login {
 
 async fn start_ui(world: &TestApp, cookie_secure: bool) -> Ui {
     let mut config = world.config.clone();
-    config.admin.token = Some(SecretRef::new(TOKEN));
     config.admin.cookie_secure = cookie_secure;
+    start_ui_on(world, config).await
+}
+
+/// The UI on port 0 for `world` with `config` (its token set to [`TOKEN`]), stopped on drop.
+async fn start_ui_on(world: &TestApp, mut config: mail_worker::config::Config) -> Ui {
+    config.admin.token = Some(SecretRef::new(TOKEN));
     let token = AdminToken::resolve(config.admin.token.as_ref()).unwrap();
     let state = AdminState::new(config, world.db.pool.clone(), token);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -213,6 +219,7 @@ async fn every_page_and_action_needs_a_session() {
         format!("/mailboxes/{mb0}"),
         "/messages".to_owned(),
         "/messages?status=ERROR".to_owned(),
+        "/queue".to_owned(),
         "/assets/admin.js".to_owned(),
     ];
     let forged = Login {
@@ -232,6 +239,8 @@ async fn every_page_and_action_needs_a_session() {
             (limits.as_str(), vec![("rate_limit_per_minute", "5")]),
             ("/messages/retry", vec![("id", id.as_str())]),
             ("/messages/cancel", vec![("id", id.as_str())]),
+            ("/queue/retry", vec![("all", "1")]),
+            ("/queue/discard", vec![("all", "1")]),
         ] {
             let answer = ui.post(path, login, &form).await;
             assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "POST {path}");
@@ -677,4 +686,170 @@ async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
         )),
         "{page}"
     );
+}
+
+/// The dead-job count of the app's queue.
+async fn dead_count(conn: &mut intake::ConnectionManager, queue: &str) -> u64 {
+    intake::dead::stats(conn, queue, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .dead
+}
+
+#[tokio::test]
+async fn the_queue_page_lists_dead_jobs_and_retries_or_discards_them_with_csrf() {
+    capture_logs();
+    let world = spawn_app().await;
+    let queue = world.config.intake.queue.clone().unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let late = "late@contoso.example";
+    let lines = vec![
+        crate::intake::line(a, late),
+        crate::intake::line(b, late),
+        b"not json".to_vec(),
+    ];
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        3
+    );
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = crate::intake::consume(&world, &conn, &metrics);
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(20), "3 dead", async || {
+        dead_count(&mut c, &queue).await == 3
+    })
+    .await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let page = ui.page("/queue", &login).await;
+    assert!(page.contains("<a href=\"/queue\">Queue</a>"), "{page}");
+    assert!(
+        page.contains(&format!("<code id=\"queue-name\">{queue}</code>")),
+        "{page}"
+    );
+    assert!(page.contains("<td id=\"dead\">3</td>"), "{page}");
+    assert!(page.contains("<td id=\"workers\">1"), "{page}");
+    for task in [a, b] {
+        assert!(page.contains(&format!("data-task=\"{task}\"")), "{page}");
+    }
+    assert!(
+        page.contains(&format!("systemMailbox {late} is unknown")),
+        "{page}"
+    );
+    assert!(page.contains("not a message"), "{page}");
+    assert!(page.contains(" UTC</td>"), "the time it died: {page}");
+    assert!(
+        !page.contains("guest@fabrikam.example"),
+        "never a recipient address"
+    );
+    let not_json = intake::dead::list(&mut c, &queue, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.reason.contains("not a message"))
+        .unwrap()
+        .task;
+
+    // Without the session's CSRF token, nothing moves.
+    for path in ["/queue/retry", "/queue/discard"] {
+        for form in [vec![("all", "1")], vec![("all", "1"), ("csrf", "00")]] {
+            let answer = ui.post(path, Some(&login), &form).await;
+            assert_eq!(answer.status(), StatusCode::FORBIDDEN, "POST {path}");
+        }
+    }
+    assert_eq!(dead_count(&mut c, &queue).await, 3);
+
+    // Retried with its sender still unknown, a job is consumed again and dead again.
+    let a_text = a.to_string();
+    let answer = ui.submit("/queue/retry", &login, &[("id", &a_text)]).await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        answer.headers()[header::LOCATION],
+        "/queue?done=retried&changed=1"
+    );
+    assert!(
+        ui.page("/queue?done=retried&changed=1", &login)
+            .await
+            .contains("1 dead job retried.")
+    );
+    wait_until(Duration::from_secs(20), "a dead again", async || {
+        metrics
+            .encode()
+            .contains("mail_worker_intake_jobs_total{outcome=\"dead\"} 4")
+            && dead_count(&mut c, &queue).await == 3
+    })
+    .await;
+
+    // Discarded, a job is gone: id, payload and meta.
+    let answer = ui
+        .submit("/queue/discard", &login, &[("id", &not_json)])
+        .await;
+    assert_eq!(
+        answer.headers()[header::LOCATION],
+        "/queue?done=discarded&changed=1"
+    );
+    assert_eq!(dead_count(&mut c, &queue).await, 2);
+    let mut r = crate::support::redis_conn().await;
+    let payload: bool = redis::AsyncCommands::hexists(&mut r, format!("{queue}:data"), &not_json)
+        .await
+        .unwrap();
+    assert!(!payload, "the discarded job's payload is gone");
+    let page = ui.page("/queue", &login).await;
+    assert!(!page.contains(&not_json), "{page}");
+
+    // Its sender imported, "retry all" stores both.
+    sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ('late@contoso.example', 'c', 't', 's')")
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let answer = ui.submit("/queue/retry", &login, &[("all", "1")]).await;
+    assert_eq!(
+        answer.headers()[header::LOCATION],
+        "/queue?done=retried&changed=2"
+    );
+    let pool = world.db.pool.clone();
+    wait_until(Duration::from_secs(20), "a and b stored", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages WHERE id = ANY($1)")
+            .bind([a, b].to_vec())
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == 2
+    })
+    .await;
+    let page = ui.page("/queue", &login).await;
+    assert!(
+        page.contains(&format!("No dead-lettered jobs in {queue}.")),
+        "{page}"
+    );
+    let retried = logged(events::MAIL_ADMIN_QUEUE_RETRIED, &queue);
+    assert_eq!(retried.len(), 2, "{retried:?}");
+    assert_eq!(field(&retried[0], "tasks"), a_text);
+    assert_eq!(field(&retried[1], "tasks"), "all");
+    assert_eq!(field(&retried[1], "changed"), "2");
+    let discarded = logged(events::MAIL_ADMIN_QUEUE_DISCARDED, &queue);
+    assert_eq!(discarded.len(), 1);
+    assert_eq!(field(&discarded[0], "tasks"), not_json);
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn with_the_intake_off_the_queue_page_says_so() {
+    let world = spawn_app().await;
+    let mut config = world.config.clone();
+    config.intake.queue = None;
+    let ui = start_ui_on(&world, config).await;
+    let login = ui.login().await;
+    let page = ui.page("/queue", &login).await;
+    assert!(
+        page.contains("The intake queue is off (<code>INTAKE_QUEUE=off</code>)"),
+        "{page}"
+    );
+    let answer = ui.submit("/queue/retry", &login, &[("all", "1")]).await;
+    assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(answer.text().await.unwrap().contains("INTAKE_QUEUE is off"));
 }

@@ -20,7 +20,7 @@ use crate::support::{
     app::noon,
     claim_and_send, claim_and_send_all,
     logs::{capture_logs, logs_containing},
-    wait_until,
+    spawn_app, wait_until,
 };
 
 /// Claims `ids` and sends them all at once; their outcomes.
@@ -347,8 +347,65 @@ fn binary(world: &TestApp, extra: &[(&str, &str)]) -> tokio::process::Command {
     world.daemon_command(extra)
 }
 
+/// A running binary and the lines it has written to stderr (its logs) so far.
+pub(crate) struct Logged {
+    pub child: tokio::process::Child,
+    pub lines: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Logged {
+    /// Spawns `command` with stderr collected line by line.
+    pub(crate) fn spawn(mut command: tokio::process::Command) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = command
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reader = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = Arc::clone(&lines);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = reader.next_line().await {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// How many lines so far carry `event`.
+    pub(crate) fn count(&self, event: &str) -> usize {
+        let needle = format!("\"event\":\"{event}\"");
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(&needle))
+            .count()
+    }
+}
+
+#[tokio::test]
+async fn a_sigterm_logs_daemon_stopping_once() {
+    let world = spawn_app().await;
+    let mut daemon = Logged::spawn(binary(&world, &[("RUST_LOG", "info")]));
+    wait_until(Duration::from_secs(60), "daemon.started", async || {
+        daemon.count("daemon.started") == 1
+    })
+    .await;
+    let status = sigterm(&mut daemon.child).await;
+    assert_eq!(status.code(), Some(0));
+    wait_until(Duration::from_secs(10), "daemon.stopped", async || {
+        daemon.count("daemon.stopped") == 1
+    })
+    .await;
+    let lines = daemon.lines.lock().unwrap().join("\n");
+    assert_eq!(daemon.count("daemon.stopping"), 1, "{lines}");
+    assert_eq!(daemon.count("daemon.signal"), 1, "{lines}");
+    assert!(lines.contains("\"signal\":\"SIGTERM\""), "{lines}");
+}
+
 /// Sends SIGTERM to `child` and waits (at most 20 s) for it to exit.
-async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+pub(crate) async fn sigterm(child: &mut tokio::process::Child) -> std::process::ExitStatus {
     let pid = child.id().unwrap().to_string();
     let term = std::process::Command::new("kill")
         .args(["-TERM", &pid])

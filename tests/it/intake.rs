@@ -1,6 +1,7 @@
 //! The intake queue (src/intake) against the real Redis and PostgreSQL: jobs pushed as campaign
 //! lines become rows, bad ones are dead-lettered with the file import's reason, finished jobs
-//! leave Redis, and a stopped consumer leaves nothing behind.
+//! leave Redis, a stopped consumer leaves nothing behind, a killed one is forgotten once its jobs
+//! are re-queued, and a replica SIGKILLed with jobs in flight loses none of them.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,9 +13,15 @@ use mail_worker::{
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, sorted, spawn_app, wait_until};
+use crate::{
+    daemon::{Logged, sigterm},
+    support::{TestApp, redis_url, sorted, spawn_app, wait_until},
+};
 
-fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
+/// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
+const ALIVE: Duration = Duration::from_secs(30);
+
+pub(crate) fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
     serde_json::json!({
         "id": id.to_string(),
         "systemMailbox": mailbox,
@@ -34,7 +41,7 @@ async fn queue_keys(queue: &str) -> Vec<String> {
     keys
 }
 
-fn settings(app: &TestApp) -> IntakeSettings {
+pub(crate) fn settings(app: &TestApp) -> IntakeSettings {
     let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
     s.cleanup_every = Duration::from_millis(200);
     s.poll = Duration::from_millis(20);
@@ -64,7 +71,7 @@ async fn wait_for_stats(
 ) {
     let mut c = conn.clone();
     wait_until(Duration::from_secs(20), what, async || {
-        holds(&dead::stats(&mut c, queue).await.unwrap())
+        holds(&dead::stats(&mut c, queue, ALIVE).await.unwrap())
     })
     .await;
 }
@@ -75,7 +82,7 @@ fn drained(s: &dead::QueueStats) -> bool {
 }
 
 /// Starts a consumer of the app's queue; send `true` to stop it.
-fn consume(
+pub(crate) fn consume(
     app: &TestApp,
     conn: &intake::ConnectionManager,
     metrics: &Arc<Metrics>,
@@ -529,4 +536,406 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         memory_after <= memory_before + 1_000_000,
         "used_memory {memory_after} after, {memory_before} before"
     );
+}
+
+/// Redis's clock, Unix seconds.
+async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs
+}
+
+#[tokio::test]
+async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_jobs_age() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    // A worker that beat 100 s ago (killed: its in-flight set still holds a job) and one that
+    // beat now, as apalis-redis registers them.
+    let _: () = r
+        .zadd(format!("{queue}:workers"), "killed-1", now - 100)
+        .await
+        .unwrap();
+    let _: () = r
+        .zadd(format!("{queue}:workers"), "live-1", now)
+        .await
+        .unwrap();
+    let _: () = r
+        .sadd(format!("{queue}:inflight:killed-1"), "some-task")
+        .await
+        .unwrap();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
+        .await
+        .unwrap();
+    let pushed_at: u64 = r
+        .hget(format!("{queue}:meta:{id}"), "pushed_at")
+        .await
+        .unwrap();
+    assert!(
+        pushed_at.abs_diff(now) <= 5,
+        "pushed_at {pushed_at}, now {now}"
+    );
+    // As if it had waited 50 s.
+    let _: () = r
+        .hset(format!("{queue}:meta:{id}"), "pushed_at", now - 50)
+        .await
+        .unwrap();
+    let mut c = conn.clone();
+    let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
+    assert_eq!((s.workers, s.workers_silent), (1, 1), "{s:?}");
+    assert_eq!((s.waiting, s.in_flight), (1, 1), "{s:?}");
+    let oldest = s.oldest_seconds.unwrap();
+    assert!((50..60).contains(&oldest), "{s:?}");
+    let text = cli(&["queue", "stats"], &queue, &app.db.url);
+    assert!(
+        text.contains("workers alive 1 (1 silent for over 30 s)"),
+        "{text}"
+    );
+    assert!(text.contains("oldest waiting 5"), "{text}");
+    let keys = queue_keys(&queue).await;
+    let _: () = r.del(keys).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singular() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    assert_eq!(
+        cli(&["queue", "dead"], &queue, &app.db.url),
+        format!("no dead-lettered jobs in {queue}\n")
+    );
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    std::fs::write(&file, line(Uuid::new_v4(), &mailbox)).unwrap();
+    let pushed = cli(
+        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &queue,
+        &app.db.url,
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(pushed.starts_with("1 of 1 line pushed onto"), "{pushed}");
+    // One dead job (as apalis-redis files one), retried, then one discarded.
+    let mut r = crate::support::redis_conn().await;
+    let _: () = r.sadd(format!("{queue}:dead"), "t-1").await.unwrap();
+    assert_eq!(
+        cli(&["queue", "retry", "t-1"], &queue, &app.db.url),
+        format!("1 dead job back on {queue}\n")
+    );
+    let _: () = r.sadd(format!("{queue}:dead"), "t-2").await.unwrap();
+    assert_eq!(
+        cli(&["queue", "discard", "--all"], &queue, &app.db.url),
+        "1 dead job discarded\n"
+    );
+    let keys = queue_keys(&queue).await;
+    let _: () = r.del(keys).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_and_live_ones_are_kept()
+ {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let id = Uuid::new_v4();
+    intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
+        .await
+        .unwrap();
+    // What a SIGKILLed replica leaves: registered (its last beat 100 s ago), listed as started,
+    // its metadata, the job it had fetched in its in-flight set. And a live one of another
+    // replica (beating now) that must be left alone.
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    let id_text = id.to_string();
+    let _: () = r
+        .lrem(format!("{queue}:active"), 1, &id_text)
+        .await
+        .unwrap();
+    // (live-2's clock runs a minute ahead: it stays live however slow this test runs.)
+    for (name, beat) in [("killed-1", now - 100), ("live-2", now + 60)] {
+        let _: () = r
+            .zadd(format!("{queue}:workers"), name, beat)
+            .await
+            .unwrap();
+        let _: () = r
+            .zadd(format!("{queue}:workers:started"), name, now - 100)
+            .await
+            .unwrap();
+        let _: () = r
+            .hset(
+                format!("{queue}:workers:metadata:{name}"),
+                "backend_name",
+                "RedisStorage",
+            )
+            .await
+            .unwrap();
+    }
+    let _: () = r
+        .sadd(format!("{queue}:inflight:killed-1"), &id_text)
+        .await
+        .unwrap();
+
+    // A live consumer: apalis-redis's heartbeat (2 s × 3) re-queues the job, our cleanup then
+    // forgets the dead worker.
+    let mut settings = settings(&app);
+    settings.heartbeat = Duration::from_secs(2);
+    let me = settings.worker.clone();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(intake::run(
+        settings,
+        conn.clone(),
+        app.db.pool.clone(),
+        Arc::new(Metrics::new()),
+        stopped,
+    ));
+    wait_for_row(&app, id).await;
+    let keys = async || queue_keys(&queue).await;
+    wait_until(Duration::from_secs(30), "killed-1 forgotten", async || {
+        !keys()
+            .await
+            .contains(&format!("{queue}:workers:metadata:killed-1"))
+    })
+    .await;
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    let started: Vec<String> = r
+        .zrange(format!("{queue}:workers:started"), 0, -1)
+        .await
+        .unwrap();
+    assert!(
+        !workers.contains(&"killed-1".to_owned()) && !started.contains(&"killed-1".to_owned()),
+        "{workers:?} {started:?}"
+    );
+    assert!(workers.contains(&"live-2".to_owned()), "{workers:?}");
+    assert!(workers.contains(&me), "{workers:?}");
+    assert!(started.contains(&"live-2".to_owned()) && started.contains(&me));
+    let left = keys().await;
+    for name in ["live-2", me.as_str()] {
+        assert!(
+            left.contains(&format!("{queue}:workers:metadata:{name}")),
+            "{left:?}"
+        );
+    }
+    assert!(!left.contains(&format!("{queue}:inflight:killed-1")));
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let left = keys().await;
+    assert!(
+        !left.iter().any(|k| k.contains(&me)),
+        "the stopped worker left: {left:?}"
+    );
+    let _: () = r.del(left).await.unwrap();
+}
+
+/// The one worker of `queue` whose name starts with `start` (`INTAKE_WORKER_NAME`), if registered.
+async fn worker_named(
+    r: &mut redis::aio::MultiplexedConnection,
+    queue: &str,
+    start: &str,
+) -> Option<String> {
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    workers
+        .into_iter()
+        .find(|w| w.starts_with(&format!("{start}-")))
+}
+
+#[tokio::test]
+async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_once() {
+    const JOBS: usize = 2_000;
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (ids, lines) = later_lines(&mailbox, JOBS);
+    // 200 of them are in PostgreSQL already (imported from a file): their jobs are redeliveries
+    // for the insert to absorb.
+    let imported = lines[..200].join(&b'\n');
+    let done = mail_worker::import::enqueue(&app.db.pool, &imported)
+        .await
+        .unwrap();
+    assert_eq!(done.inserted, 200);
+
+    // Two replicas, apalis-redis's heartbeat at 2 s (dead after 3 missed: 6 s).
+    let replica = |name: &str| {
+        Logged::spawn(app.daemon_command(&[
+            ("INTAKE_HEARTBEAT_MS", "2000"),
+            ("INTAKE_WORKER_NAME", name),
+            ("RUST_LOG", "info"),
+        ]))
+    };
+    let mut a = replica("replica-a");
+    let mut b = replica("replica-b");
+    let mut r = crate::support::redis_conn().await;
+    let (mut name_a, mut name_b) = (None, None);
+    wait_until(
+        Duration::from_secs(90),
+        "both replicas registered",
+        async || {
+            name_a = worker_named(&mut r, &queue, "replica-a").await;
+            name_b = worker_named(&mut r, &queue, "replica-b").await;
+            name_a.is_some() && name_b.is_some()
+        },
+    )
+    .await;
+    let (name_a, name_b) = (name_a.unwrap(), name_b.unwrap());
+    let inflight_a = format!("{queue}:inflight:{name_a}");
+
+    // PostgreSQL stalls the inserts (a table lock held by the test), so the replicas' jobs stay
+    // in flight, unacked, while replica A is killed.
+    let lock = stall_inserts(&app).await;
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        JOBS
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "jobs in flight in replica A",
+        async || {
+            let n: u64 = r.scard(&inflight_a).await.unwrap();
+            n > 0
+        },
+    )
+    .await;
+    let held: Vec<String> = r.smembers(&inflight_a).await.unwrap();
+    assert!(!held.is_empty());
+    a.child.start_kill().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "SIGKILLed"
+    );
+    lock.rollback().await.unwrap();
+
+    // Replica B stores its own jobs, re-queues A's after A's beats lapse, and stores those.
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(180), "every job a row", async || {
+        rows(&app).await == JOBS as i64
+    })
+    .await;
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(60),
+        "the queue drained, A forgotten",
+        async || {
+            let s = dead::stats(&mut c, &queue, Duration::from_secs(6))
+                .await
+                .unwrap();
+            let a_keys: u64 = r
+                .exists(&[
+                    inflight_a.clone(),
+                    format!("{queue}:workers:metadata:{name_a}"),
+                ])
+                .await
+                .unwrap();
+            s.waiting + s.scheduled + s.in_flight + s.dead + s.done == 0
+                && s.workers == 1
+                && s.workers_silent == 0
+                && a_keys == 0
+        },
+    )
+    .await;
+    // Exactly one row per job, A's held jobs among them, nothing else.
+    let (count, distinct, known): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id = ANY($1)) FROM messages",
+    )
+    .bind(&ids)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (count, distinct, known),
+        (JOBS as i64, JOBS as i64, JOBS as i64)
+    );
+    let held: Vec<Uuid> = held.iter().map(|t| Uuid::parse_str(t).unwrap()).collect();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
+        .bind(&held)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored,
+        held.len() as i64,
+        "A's {} held jobs each a row",
+        held.len()
+    );
+    let workers: Vec<String> = r.zrange(format!("{queue}:workers"), 0, -1).await.unwrap();
+    assert_eq!(workers, vec![name_b]);
+    eprintln!(
+        "replica A held {} jobs when killed; B consumed them; log lines: A {}, B {}",
+        held.len(),
+        a.lines.lock().unwrap().len(),
+        b.lines.lock().unwrap().len()
+    );
+
+    // B leaves cleanly: nothing of the queue is left in Redis.
+    assert_eq!(sigterm(&mut b.child).await.code(), Some(0));
+    let left = queue_keys(&queue).await;
+    assert_eq!(left, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_oldest_job_gauge_reads_the_heads_push_time() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    // The inserts stalled (a table lock), so jobs wait behind the consumer's in-flight ones.
+    let lock = stall_inserts(&app).await;
+    let conn = intake::connect(&redis_url()).await.unwrap();
+    let (ids, lines) = later_lines(&mailbox, 3 * consumer_in_flight());
+    intake::push_lines(conn.clone(), &queue, lines)
+        .await
+        .unwrap();
+    // Each as if pushed 50 s ago.
+    let mut r = crate::support::redis_conn().await;
+    let now = redis_now(&mut r).await;
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.hset(format!("{queue}:meta:{id}"), "pushed_at", now - 50)
+            .ignore();
+    }
+    let _: () = pipe.query_async(&mut r).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    wait_until(
+        Duration::from_secs(30),
+        "the gauge at 50 s or more",
+        async || {
+            metrics.encode().lines().any(|l| {
+                l.strip_prefix("mail_worker_intake_oldest_job_seconds ")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| (50..120).contains(&v))
+            })
+        },
+    )
+    .await;
+    lock.rollback().await.unwrap();
+    wait_until(Duration::from_secs(60), "every job a row", async || {
+        rows(&app).await == ids.len() as i64
+    })
+    .await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+}
+
+/// How many jobs one consumer holds in flight at most.
+fn consumer_in_flight() -> usize {
+    IntakeSettings::new("q", None).in_flight
+}
+
+/// Holds a lock on `messages` that stalls every insert (reads go on) until it is rolled back.
+async fn stall_inserts(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut lock = app.db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock
 }

@@ -246,7 +246,7 @@ async fn throughput(
     let mut c = conn.clone();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        match intake::dead::stats(&mut c, &queue).await {
+        match intake::dead::stats(&mut c, &queue, Duration::from_secs(30)).await {
             Ok(s) if s.done == 0 => break,
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }

@@ -59,6 +59,7 @@ pub async fn push_and_consume(
 ) -> anyhow::Result<(IntakeReport, Consumer)> {
     let (stop, stopped) = watch::channel(false);
     let settings = IntakeSettings::new(queue, Some("mail-worker-demo"));
+    let alive_within = settings.orphaned_after();
     let task = tokio::spawn(intake::run(
         settings,
         conn.clone(),
@@ -71,7 +72,7 @@ pub async fn push_and_consume(
     let mut c = conn;
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let s = dead::stats(&mut c, queue).await?;
+        let s = dead::stats(&mut c, queue, alive_within).await?;
         if s.waiting + s.scheduled + s.in_flight == 0 {
             break;
         }

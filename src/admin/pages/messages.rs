@@ -114,22 +114,6 @@ pub(super) async fn messages(
     })
 }
 
-/// The most message ids one audit line names.
-const LOGGED_IDS: usize = 50;
-
-/// The selection for the audit line: up to [`LOGGED_IDS`] ids, comma-separated, then `…`.
-fn logged_ids(ids: &[uuid::Uuid]) -> String {
-    let mut text: Vec<String> = ids
-        .iter()
-        .take(LOGGED_IDS)
-        .map(uuid::Uuid::to_string)
-        .collect();
-    if ids.len() > LOGGED_IDS {
-        text.push("…".into());
-    }
-    text.join(",")
-}
-
 /// Retries or cancels the selected messages: the code of `messages retry|cancel`, with the
 /// selection as `--id`s and the page's status filter as `--status`.
 pub(super) async fn act(

@@ -1,5 +1,5 @@
 //! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
-//! its limits form, the messages with retry and cancel. HTML from `templates/admin/` (askama,
+//! its limits form, the messages with retry and cancel, the intake queue with its dead letters. HTML from `templates/admin/` (askama,
 //! escaped); every page but the login form needs a session, every POST its CSRF token.
 //! Here the router, the security headers, the session extractor and form parsing; a file per
 //! page beside it (like zero2prod's `routes/admin/*`).
@@ -39,10 +39,12 @@ use crate::rate_limit::usage::UsageReader;
 mod login;
 mod mailboxes;
 mod messages;
+mod queue;
 
 use login::{login, login_form, logout};
 use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
 use messages::{act, messages};
+use queue::{queue, queue_act};
 /// The most messages a messages page lists.
 pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
@@ -69,6 +71,15 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route(
             "/messages/cancel",
             post(|state, session, body| act(state, session, body, ops::BulkAction::Cancel)),
+        )
+        .route("/queue", get(queue))
+        .route(
+            "/queue/retry",
+            post(|state, session, body| queue_act(state, session, body, queue::Action::Retry)),
+        )
+        .route(
+            "/queue/discard",
+            post(|state, session, body| queue_act(state, session, body, queue::Action::Discard)),
         )
         .route(
             "/assets/admin.css",
@@ -158,6 +169,18 @@ impl Fields {
             Err(AdminError::Csrf)
         }
     }
+}
+
+/// The most ids one audit line names.
+const LOGGED_IDS: usize = 50;
+
+/// The selection for the audit line: up to [`LOGGED_IDS`] ids, comma-separated, then `…`.
+fn logged_ids<T: ToString>(ids: &[T]) -> String {
+    let mut text: Vec<String> = ids.iter().take(LOGGED_IDS).map(T::to_string).collect();
+    if ids.len() > LOGGED_IDS {
+        text.push("…".into());
+    }
+    text.join(",")
 }
 
 fn render(template: &impl Template) -> Result<Html<String>, AdminError> {
