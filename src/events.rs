@@ -110,6 +110,11 @@ pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
 /// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";
+/// A retention round deleted finished messages older than `MAIL_RETENTION` (info; only for a
+/// round that deleted some). Fields: `messages`, `attachments`, `batches`, `duration_ms`.
+pub(crate) const MESSAGES_PURGED: &str = "mail.retention.purged";
+/// A retention round failed; the next one tries again (warn). Fields: `error`.
+pub(crate) const MESSAGES_PURGE_FAILED: &str = "mail.retention.failed";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";
