@@ -54,7 +54,7 @@ pub enum Command {
     /// The intake queue (INTAKE_QUEUE on REDIS_URL): counts and dead-lettered jobs.
     #[command(subcommand)]
     Queue(QueueCommand),
-    /// List, show, retry or cancel messages, by filter (instead of SQL).
+    /// List, show, retry or cancel messages, by filter (instead of SQL); purge old finished ones.
     #[command(subcommand)]
     Messages(MessagesCommand),
     /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the

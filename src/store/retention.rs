@@ -48,7 +48,9 @@ macro_rules! expired {
 /// One batch: the next [`BATCH`] expired rows after the key `($2, $3)` in the index
 /// `messages_finished_by_age` (created_at, id), locked without waiting, deleted with their
 /// attachments (explicitly, to count them; the cascade then finds none); returns how many of
-/// each went and the last key it saw (the next batch starts after it).
+/// each went and the last key it saw (the next batch starts after it). `= ANY(ARRAY(…))`, not a
+/// join: with a join on the CTE the planner hashed the whole attachments table each batch; an
+/// array is an index scan on both tables (docs/decisions/retention.md has the plan).
 const DELETE_BATCH: &str = concat!(
     "WITH doomed AS ( \
          SELECT id, created_at FROM messages \
@@ -58,10 +60,10 @@ const DELETE_BATCH: &str = concat!(
          ORDER BY created_at, id LIMIT $4 \
          FOR UPDATE SKIP LOCKED), \
      files AS ( \
-         DELETE FROM message_attachments a USING doomed d WHERE a.message_id = d.id \
-         RETURNING a.id), \
+         DELETE FROM message_attachments \
+         WHERE message_id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING id), \
      gone AS ( \
-         DELETE FROM messages m USING doomed d WHERE m.id = d.id RETURNING m.id), \
+         DELETE FROM messages WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING id), \
      last AS (SELECT created_at, id FROM doomed ORDER BY created_at DESC, id DESC LIMIT 1) \
      SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM files), \
             (SELECT created_at FROM last), (SELECT id FROM last)"
