@@ -332,6 +332,8 @@ mod tests {
         m.provider_request(PROVIDER_GRAPH, "accepted", Duration::from_millis(40));
         m.set_messages(&[("SENT".into(), 7)]);
         m.claimed(3);
+        m.purged(1_000);
+        m.purged(40);
         let guard = m.in_flight();
         let text = m.encode();
         drop(guard);
@@ -345,6 +347,7 @@ mod tests {
             "mail_worker_messages{status=\"ERROR\"} 0",
             "mail_worker_in_flight 1",
             "mail_worker_claimed_total 3",
+            "mail_worker_messages_purged_total 1040",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }
