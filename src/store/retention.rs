@@ -1,10 +1,10 @@
-//! Retention (`MAIL_RETENTION`, `mail-worker messages purge`): finished messages (`SENT`,
+//! Retention (`MAIL_RETENTION`, `mail-worker messages purge`): finished messages (`SENT`, and
 //! `ERROR`, which a cancelled one ends as) older than a cut-off are deleted with their
-//! attachments (`message_attachments` cascades), in batches of [`BATCH`] rows, one short
-//! statement each, by one process at a time ([`LOCK_KEY`], a session advisory lock), never a row
-//! a claim could take (only finished rows are locked, `SKIP LOCKED`), never one finished,
-//! created or sent in the last [`MIN_RETENTION`] (the limiter's seeding reads that much send
-//! history, [`super::history`]). docs/decisions/retention.md says why batches, not partitions.
+//! attachments, in batches of [`BATCH`] rows, one short statement each, by one process at a time
+//! ([`LOCK_KEY`], a session advisory lock), never a row a claim could take (only finished rows
+//! are locked, `SKIP LOCKED`), never one finished, created or sent in the last
+//! [`MIN_RETENTION`] (the limiter's seeding reads that much send history, [`super::history`]).
+//! docs/decisions/retention.md says why batches, not partitions.
 
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub const BATCH: i64 = 1_000;
 pub const PAUSE: Duration = Duration::from_millis(50);
 
 /// The advisory lock (`pg_try_advisory_lock`) a retention round holds: one process deletes at a
-/// time; another that does not get it skips the round. (`mail-worker` retention in ASCII.)
+/// time; another that does not get it skips the round. (`mailret\0` in ASCII.)
 pub const LOCK_KEY: i64 = 0x6d61_696c_7265_7400;
 
 /// The rows a round may delete: finished, and created, last written and sent before `$1`.
