@@ -119,6 +119,11 @@ pub const MAIL_ADMIN_QUEUE_RETRIED: &str = "mail.admin.queueRetried";
 /// An operator discarded dead-lettered intake jobs in the admin UI (`queue discard`). Info.
 /// Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
 pub const MAIL_ADMIN_QUEUE_DISCARDED: &str = "mail.admin.queueDiscarded";
+/// A retention round deleted finished messages older than `MAIL_RETENTION` (info; only for a
+/// round that deleted some). Fields: `messages`, `attachments`, `batches`, `duration_ms`.
+pub(crate) const MESSAGES_PURGED: &str = "mail.retention.purged";
+/// A retention round failed; the next one tries again (warn). Fields: `error`.
+pub(crate) const MESSAGES_PURGE_FAILED: &str = "mail.retention.failed";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";

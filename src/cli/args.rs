@@ -54,7 +54,7 @@ pub enum Command {
     /// The intake queue (INTAKE_QUEUE on REDIS_URL): counts and dead-lettered jobs.
     #[command(subcommand)]
     Queue(QueueCommand),
-    /// List, show, retry or cancel messages, by filter (instead of SQL).
+    /// List, show, retry or cancel messages, by filter (instead of SQL); purge old finished ones.
     #[command(subcommand)]
     Messages(MessagesCommand),
     /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
@@ -136,6 +136,9 @@ pub enum MessagesCommand {
     Retry(MessageArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
     Cancel(MessageArgs),
+    /// Delete finished (SENT, ERROR) messages and their attachments older than `--older-than`,
+    /// in batches, as the daemon's MAIL_RETENTION rounds do (at least 24h).
+    Purge(PurgeArgs),
     /// List messages, most recently changed first: recipients masked, and for a SCHEDULED one
     /// why it waits and until when.
     List(ListArgs),
@@ -188,6 +191,20 @@ pub struct MessageArgs {
     #[command(flatten)]
     pub selection: Selection,
     /// Count what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `messages purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Finished longer ago than this (`ms`, `s`, `m`, `h`, `d`; at least `24h`), e.g. `30d`.
+    #[arg(long)]
+    pub older_than: String,
+    /// Count what would be deleted; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Print JSON.

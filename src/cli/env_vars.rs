@@ -122,6 +122,13 @@ pub const ENV_VARS: &[EnvVar] = &[
         meaning: "how long transient failures are retried (from the first attempt; `ms`/`s`/`m`/`h`/`d`), backoff capped at 15 min, then ERROR",
     },
     EnvVar {
+        name: "MAIL_RETENTION",
+        flag: "retention",
+        default: Some("30d"),
+        secret: false,
+        meaning: "how long finished (SENT, ERROR) messages and their attachments are kept before the daemon deletes them, in batches (at least `24h`; `off` keeps everything)",
+    },
+    EnvVar {
         name: "MAIL_MAX_ATTEMPTS",
         flag: "max-attempts",
         default: None,

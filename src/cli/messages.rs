@@ -1,12 +1,12 @@
-//! `mail-worker messages list|show`, and the selection `list|retry|cancel` share.
+//! `mail-worker messages list|show|purge`, and the selection `list|retry|cancel` share.
 
 use std::process::ExitCode;
 
-use super::{ListArgs, Selection, out, tables};
+use super::{ListArgs, PurgeArgs, Selection, out, tables};
 use crate::{
-    config::Config,
+    config::{Config, parse_duration},
     domain::MessageStatus,
-    store::{self, admin},
+    store::{self, admin, retention},
 };
 
 /// The filter of `messages list|retry|cancel`; `--status` in any case.
@@ -60,6 +60,46 @@ pub(super) async fn show_message(
         out(&(serde_json::to_string_pretty(&line)? + "\n"));
     } else {
         out(&tables::message_text(&line));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `messages purge --older-than D [--dry-run]`: a retention round now (refused under 24 h, and
+/// while a replica's round holds the lock).
+pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
+    let given = args.older_than.trim();
+    let older_than = parse_duration(given)
+        .map_err(|problem| anyhow::anyhow!("--older-than {given}: {problem}"))?;
+    if older_than < retention::MIN_RETENTION {
+        anyhow::bail!(
+            "--older-than {given}: must be at least 24h (the limiter rebuilds a mailbox's rolling 24 h budget from the last 24 h of sent messages)"
+        );
+    }
+    let pool = store::open(&config.database_url, 2).await?;
+    let purged = if args.dry_run {
+        retention::count(&pool, older_than).await?
+    } else {
+        let (_keep, never) = tokio::sync::watch::channel(false);
+        retention::purge(&pool, older_than, retention::PAUSE, never)
+            .await?
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "another process is purging now (a replica's MAIL_RETENTION round holds the lock): nothing deleted, try again later"
+                )
+            })?
+    };
+    if args.json {
+        out(&(serde_json::to_string_pretty(&purged)? + "\n"));
+    } else if args.dry_run {
+        out(&format!(
+            "{} messages ({} attachments) finished more than {given} ago; dry run: nothing deleted\n",
+            purged.messages, purged.attachments
+        ));
+    } else {
+        out(&format!(
+            "{} messages deleted ({} attachments, {} batches), finished more than {given} ago\n",
+            purged.messages, purged.attachments, purged.batches
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,8 @@ mod queue;
 mod tables;
 
 pub use args::{
-    Cli, Command, ListArgs, MailboxCommand, MessagesCommand, Selection, SendersCommand, SetLimits,
+    Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection, SendersCommand,
+    SetLimits,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -242,6 +243,9 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 }
                 MessagesCommand::Show { id, json } => {
                     return messages::show_message(&config, id, json).await;
+                }
+                MessagesCommand::Purge(args) => {
+                    return messages::purge_messages(&config, &args).await;
                 }
             };
             let filter = messages::selected(&args.selection)?;

@@ -122,25 +122,19 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         var: &'static str,
         default: Duration,
     ) -> Result<Duration, ConfigError> {
-        self.parsed(var, default, |raw| {
-            let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
-            let (number, unit) = raw.split_at(split);
-            let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
-            let n: u64 = number.parse().map_err(|_| problem)?;
-            let ms_per = match unit.trim() {
-                "ms" => 1,
-                "s" => 1_000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                "d" => 86_400_000,
-                _ => return Err(problem),
-            };
-            match n.checked_mul(ms_per) {
-                Some(0) => Err("must be more than 0"),
-                Some(ms) => Ok(Duration::from_millis(ms)),
-                None => Err(problem),
-            }
-        })
+        self.parsed(var, default, parse_duration)
+    }
+
+    /// A duration as [`Self::duration`], or `off` in any case (`None`).
+    pub(super) fn duration_or_off(
+        &self,
+        var: &'static str,
+        default: Duration,
+    ) -> Result<Option<Duration>, ConfigError> {
+        match self.get(var) {
+            Some(raw) if raw.trim().eq_ignore_ascii_case("off") => Ok(None),
+            _ => self.duration(var, default).map(Some),
+        }
     }
 
     pub(super) fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
@@ -228,6 +222,31 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             urls.push(url);
         }
         Ok(RedisUrls::new(urls).expect("split yields at least one element"))
+    }
+}
+
+/// A duration with a unit: `500ms`, `30s`, `15m`, `24h`, `1d` (not 0), as the duration
+/// variables (`MAIL_RETRY_FOR`, `MAIL_RETENTION`) and `messages purge --older-than` take it.
+///
+/// # Errors
+/// What is wrong with `raw`.
+pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (number, unit) = raw.split_at(split);
+    let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
+    let n: u64 = number.parse().map_err(|_| problem)?;
+    let ms_per = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(problem),
+    };
+    match n.checked_mul(ms_per) {
+        Some(0) => Err("must be more than 0"),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+        None => Err(problem),
     }
 }
 

@@ -47,6 +47,10 @@ impl Config {
             ),
             format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
             format!(
+                "MAIL_RETENTION={}",
+                self.retention.map_or_else(|| "off".to_owned(), with_unit)
+            ),
+            format!(
                 "METRICS_LISTEN={}",
                 self.metrics_listen
                     .map_or_else(|| "off".to_owned(), |a| a.to_string())

@@ -18,6 +18,7 @@ mod lines;
 
 pub(crate) use crate::domain::redact_url;
 use env::Env;
+pub(crate) use env::parse_duration;
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -96,6 +97,10 @@ pub struct Config {
     /// `MAIL_RETRY_FOR`, default `24h` (a number with a unit: `ms`, `s`, `m`, `h`, `d`): how long a message may keep failing
     /// transiently (counted from its `created_at`) before it ends `ERROR`.
     pub retry_for: Duration,
+    /// `MAIL_RETENTION`, default `30d` (a duration as `MAIL_RETRY_FOR`'s, at least `24h`);
+    /// `off` (`None`) keeps every row: how long a finished (`SENT`, `ERROR`) message and its
+    /// attachments are kept before the daemon deletes them ([`crate::store::retention`]).
+    pub retention: Option<Duration>,
     /// `METRICS_LISTEN`, default `0.0.0.0:9184`; `off` disables the listener (`/metrics`,
     /// `/healthz`, `/readyz`).
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -238,7 +243,15 @@ impl Config {
             };
             return Err(env.error(var, &problem));
         }
+        let retention = env.duration_or_off("MAIL_RETENTION", Duration::from_secs(30 * 86_400))?;
+        if retention.is_some_and(|r| r < crate::store::retention::MIN_RETENTION) {
+            return Err(env.error(
+                "MAIL_RETENTION",
+                "must be at least 24h (the limiter rebuilds a mailbox's rolling 24 h budget from the last 24 h of sent messages), or off",
+            ));
+        }
         Ok(Self {
+            retention,
             database_url: env.url(
                 "DATABASE_URL",
                 "postgres://postgres@127.0.0.1:5432/mail_worker",

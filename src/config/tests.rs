@@ -434,3 +434,30 @@ fn default_limits_above_exchange_online_are_warned_about() {
     let only_day = parse(&[("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "20000")]).unwrap();
     assert_eq!(only_day.warnings().len(), 1);
 }
+
+#[test]
+fn retention_is_a_duration_of_at_least_a_day_or_off() {
+    let day = Duration::from_secs(86_400);
+    assert_eq!(parse(&[]).unwrap().retention, Some(30 * day));
+    assert_eq!(
+        parse(&[("MAIL_RETENTION", "45d")]).unwrap().retention,
+        Some(45 * day)
+    );
+    assert_eq!(
+        parse(&[("MAIL_RETENTION", "24h")]).unwrap().retention,
+        Some(day)
+    );
+    for off in ["off", "OFF", " Off "] {
+        assert_eq!(parse(&[("MAIL_RETENTION", off)]).unwrap().retention, None);
+    }
+    for (value, problem) in [
+        ("23h", "must be at least 24h"),
+        ("90m", "must be at least 24h"),
+        ("30", "unit"),
+        ("never", "unit"),
+    ] {
+        let e = parse(&[("MAIL_RETENTION", value)]).unwrap_err();
+        assert_eq!(e.var, "MAIL_RETENTION");
+        assert!(e.problem.contains(problem), "{value}: {e}");
+    }
+}

@@ -26,6 +26,7 @@ use crate::{
 };
 
 mod gauges;
+mod retention;
 
 /// The service stack and the parts of it the daemon also watches.
 #[derive(Debug, Clone)]
@@ -244,6 +245,14 @@ async fn run_parts(
         Arc::clone(&observers.metrics),
         done_rx.clone(),
     ));
+    let retention = config.retention.map(|keep| {
+        tokio::spawn(retention::retention_loop(
+            pool.clone(),
+            Arc::clone(&observers.metrics),
+            keep,
+            done_rx.clone(),
+        ))
+    });
     let intake = intake.map(|(settings, conn)| {
         tokio::spawn(intake::run(
             settings,
@@ -276,6 +285,9 @@ async fn run_parts(
     let _ = done_tx.send(true);
     let _ = gauge.await;
     let _ = budgets.await;
+    if let Some(retention) = retention {
+        let _ = retention.await;
+    }
     if let Some(server) = server {
         match server.await {
             Ok(Ok(())) => {}

@@ -17,6 +17,7 @@
 //! | `mail_worker_oldest_due_seconds` | gauge | — (how long the oldest due `SCHEDULED` row has waited for a claim) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
+//! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //!
@@ -169,6 +170,7 @@ metric_table! {
         oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds", "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
+        purged: Counter<u64, AtomicU64> = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
         paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
@@ -278,6 +280,11 @@ impl Metrics {
         self.claimed.inc_by(n);
     }
 
+    /// Counts `n` messages deleted by retention.
+    pub fn purged(&self, n: u64) {
+        self.purged.inc_by(n);
+    }
+
     /// Marks `mailbox` paused (or not).
     pub fn set_paused(&self, mailbox: &str, paused: bool) {
         self.paused
@@ -325,6 +332,8 @@ mod tests {
         m.provider_request(PROVIDER_GRAPH, "accepted", Duration::from_millis(40));
         m.set_messages(&[("SENT".into(), 7)]);
         m.claimed(3);
+        m.purged(1_000);
+        m.purged(40);
         let guard = m.in_flight();
         let text = m.encode();
         drop(guard);
@@ -338,6 +347,7 @@ mod tests {
             "mail_worker_messages{status=\"ERROR\"} 0",
             "mail_worker_in_flight 1",
             "mail_worker_claimed_total 3",
+            "mail_worker_messages_purged_total 1040",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

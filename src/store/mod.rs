@@ -237,5 +237,6 @@ pub mod admin;
 pub mod history;
 pub mod messages;
 pub mod report;
+pub mod retention;
 pub mod senders;
 pub mod waiting;

@@ -16,6 +16,7 @@ mod overlap;
 mod priority;
 mod rate_limit;
 mod real_campaign;
+mod retention;
 mod service;
 mod store;
 mod support;

@@ -68,7 +68,7 @@ pub struct Fence {
 }
 
 /// `d` as a PostgreSQL interval.
-fn interval(d: Duration) -> sqlx::postgres::types::PgInterval {
+pub(crate) fn interval(d: Duration) -> sqlx::postgres::types::PgInterval {
     sqlx::postgres::types::PgInterval {
         months: 0,
         days: 0,
