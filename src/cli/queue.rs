@@ -8,15 +8,13 @@ use super::{args, out};
 use crate::{config::Config, intake};
 
 /// The intake queue's name and a connection to its Redis.
-pub(super) async fn queue_of(
-    config: &Config,
-) -> anyhow::Result<(String, intake::ConnectionManager)> {
+pub(super) async fn queue_of(config: &Config) -> anyhow::Result<(String, intake::QueueConnection)> {
     let queue = config
         .intake
         .queue
         .clone()
         .context("INTAKE_QUEUE is off: there is no intake queue")?;
-    let conn = intake::connect(config.redis_url.first()).await?;
+    let conn = intake::connect(&config.redis_url).await?;
     Ok((queue, conn))
 }
 

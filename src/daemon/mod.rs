@@ -209,7 +209,7 @@ async fn run_parts(
                 heartbeat: config.intake.heartbeat,
                 ..intake::IntakeSettings::new(queue, config.intake.worker_name.as_deref())
             },
-            intake::connect_lazily(config.redis_url.first()).await?,
+            intake::QueueConnection::lazy(&config.redis_url)?,
         )),
         None => None,
     };

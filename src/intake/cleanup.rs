@@ -2,7 +2,7 @@
 //! finished job by itself (its `vacuum` is not called by the worker, reads the whole data hash
 //! in one `HGETALL`, and deletes `Failed` jobs that are only waiting for a retry), so every
 //! [`IntakeSettings::cleanup_every`] each replica removes a slice of the done set
-//! (`lua/intake/remove_done.lua`: only ids apalis-redis marked `Done`, so never another
+//! (`lua/intake/remove_jobs.lua` on the done set: only ids apalis-redis marked `Done`, so never another
 //! replica's live or retrying job), and refreshes the queue's gauges. A stopping worker leaves
 //! the queue cleanly (`lua/intake/leave.lua`). docs/decisions/intake-queue.md says what we rely on.
 
@@ -11,11 +11,10 @@ use std::{
     time::Instant,
 };
 
-use apalis_redis::ConnectionManager;
-use redis::Script;
+use redis::{AsyncCommands, Script};
 use tokio::sync::watch;
 
-use super::{IntakeError, IntakeSettings};
+use super::{IntakeError, IntakeSettings, QueueConnection};
 use crate::{
     events,
     ops::{Metrics, intake::QueueGauges},
@@ -26,8 +25,10 @@ use crate::{
 /// 100 ids, so Redis is never held long).
 pub(crate) const REMOVE_PER_CALL: usize = 1_000;
 
-static REMOVE_DONE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_done.lua")));
+/// `lua/intake/remove_jobs.lua`: removes the jobs of one set (done here, dead for
+/// `queue discard`).
+pub(crate) static REMOVE_JOBS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_jobs.lua")));
 static LEAVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/leave.lua")));
 
@@ -35,19 +36,24 @@ static LEAVE: LazyLock<Script> =
 ///
 /// # Errors
 /// Redis errors.
-pub async fn remove_done(conn: &mut ConnectionManager, queue: &str) -> Result<u64, IntakeError> {
+pub async fn remove_done(conn: &mut QueueConnection, queue: &str) -> Result<u64, IntakeError> {
     let config = IntakeSettings::new(queue, None).storage_config();
     let mut total = 0;
     loop {
-        let n: u64 = REMOVE_DONE
-            .key(config.done_jobs_set())
-            .key(config.job_data_hash())
-            .arg(config.job_meta_hash())
-            .arg(REMOVE_PER_CALL)
-            .invoke_async(conn)
+        let ids: Vec<String> = conn
+            .srandmember_multiple(config.done_jobs_set(), REMOVE_PER_CALL as isize)
             .await?;
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        let mut call = REMOVE_JOBS.key(config.done_jobs_set());
+        call.key(config.job_data_hash());
+        for id in &ids {
+            call.key(format!("{}:{id}", config.job_meta_hash())).arg(id);
+        }
+        let n: u64 = call.invoke_async(conn).await?;
         total += n;
-        if n < REMOVE_PER_CALL as u64 {
+        if ids.len() < REMOVE_PER_CALL {
             return Ok(total);
         }
     }
@@ -75,7 +81,7 @@ type GaugeReads = (
 /// oldest score of the scheduled set, where apalis-redis's own push puts a job with its push
 /// time, or, for the active list, how long its head has been the head as this replica saw it).
 async fn gauges(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     config: &apalis_redis::Config,
     head: &mut Head,
 ) -> Result<QueueGauges, IntakeError> {
@@ -105,7 +111,7 @@ async fn gauges(
 
 /// Every `settings.cleanup_every` until `stop`: removes finished jobs, refreshes the gauges.
 pub(crate) async fn run(
-    conn: ConnectionManager,
+    conn: QueueConnection,
     settings: IntakeSettings,
     metrics: Arc<Metrics>,
     stop: watch::Receiver<bool>,
@@ -133,7 +139,7 @@ pub(crate) async fn run(
 /// # Errors
 /// Redis errors.
 pub(crate) async fn leave(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     settings: &IntakeSettings,
 ) -> Result<u64, IntakeError> {
     let config = settings.storage_config();

@@ -4,11 +4,10 @@
 
 use std::sync::LazyLock;
 
-use apalis_redis::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use serde::Serialize;
 
-use super::{IntakeError, IntakeSettings};
+use super::{IntakeError, IntakeSettings, QueueConnection};
 
 /// The queue's counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -46,7 +45,7 @@ fn config(queue: &str) -> apalis_redis::Config {
 ///
 /// # Errors
 /// Redis errors.
-pub async fn stats(conn: &mut ConnectionManager, queue: &str) -> Result<QueueStats, IntakeError> {
+pub async fn stats(conn: &mut QueueConnection, queue: &str) -> Result<QueueStats, IntakeError> {
     let c = config(queue);
     let (waiting, scheduled, dead, done, workers): (u64, u64, u64, u64, Vec<String>) =
         redis::pipe()
@@ -91,7 +90,7 @@ fn reason(result: Option<String>) -> String {
 /// # Errors
 /// Redis errors.
 pub async fn list(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     limit: usize,
 ) -> Result<Vec<DeadJob>, IntakeError> {
@@ -119,8 +118,6 @@ pub async fn list(
 
 static RETRY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/retry_dead.lua")));
-static DISCARD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/intake/discard_dead.lua")));
 
 /// Which dead jobs a command takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +129,7 @@ pub enum Which {
 }
 
 async fn dead_ids(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     c: &apalis_redis::Config,
     which: Which,
 ) -> Result<Vec<String>, IntakeError> {
@@ -142,10 +139,10 @@ async fn dead_ids(
     })
 }
 
-/// Runs `script` (KEYS: the dead set then `keys`; ARGV: the meta prefix then ids) over the
+/// Runs `script` (KEYS: the dead set, `keys`, then each id's meta hash; ARGV: the ids) over the
 /// chosen dead jobs, 500 ids a call; returns the sum of its answers.
 async fn each_chunk(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     c: &apalis_redis::Config,
     which: Which,
     script: &Script,
@@ -157,11 +154,10 @@ async fn each_chunk(
         for key in keys {
             call.key(key);
         }
-        let done: u64 = call
-            .arg(c.job_meta_hash())
-            .arg(chunk)
-            .invoke_async(conn)
-            .await?;
+        for id in chunk {
+            call.key(format!("{}:{id}", c.job_meta_hash())).arg(id);
+        }
+        let done: u64 = call.invoke_async(conn).await?;
         n += done;
     }
     Ok(n)
@@ -172,7 +168,7 @@ async fn each_chunk(
 /// # Errors
 /// Redis errors.
 pub async fn retry(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     which: Which,
 ) -> Result<u64, IntakeError> {
@@ -186,11 +182,11 @@ pub async fn retry(
 /// # Errors
 /// Redis errors.
 pub async fn discard(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     which: Which,
 ) -> Result<u64, IntakeError> {
     let c = config(queue);
     let keys = [c.job_data_hash()];
-    each_chunk(conn, &c, which, &DISCARD, &keys).await
+    each_chunk(conn, &c, which, &super::cleanup::REMOVE_JOBS, &keys).await
 }

@@ -8,11 +8,16 @@ use mail_worker::{
     import::campaign::{SenderDirectory, parse_line_bytes},
     intake::{self, IntakeSettings, dead},
     ops::Metrics,
+    rate_limit::RedisUrls,
 };
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::support::{TestApp, redis_url, spawn_app, wait_until};
+use crate::support::{
+    TestApp,
+    private_redis::{PrivateRedis, owner, start_cluster},
+    redis_url, spawn_app, wait_until,
+};
 
 fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
     serde_json::json!({
@@ -55,10 +60,49 @@ async fn wait_for_row(app: &TestApp, id: Uuid) {
     .await;
 }
 
+/// Waits until `rows` messages are stored and `queue` holds only `dead` dead jobs (nothing
+/// waiting, in flight or done).
+async fn wait_for_drain(
+    app: &TestApp,
+    conn: &intake::QueueConnection,
+    queue: &str,
+    rows: i64,
+    dead: u64,
+) {
+    let pool = app.db.pool.clone();
+    wait_until(Duration::from_secs(60), "the rows", async || {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        n == rows
+    })
+    .await;
+    let mut c = conn.clone();
+    wait_until(
+        Duration::from_secs(30),
+        "the dead, the queue drained",
+        async || {
+            let s = dead::stats(&mut c, queue).await.unwrap();
+            s.dead == dead && s.done == 0 && s.waiting == 0 && s.in_flight == 0 && s.scheduled == 0
+        },
+    )
+    .await;
+}
+
+/// `mail_worker_intake_jobs_total` says `inserted` and `dead`.
+fn assert_counted(metrics: &Metrics, inserted: u64, dead: u64) {
+    let text = metrics.encode();
+    for (outcome, n) in [("inserted", inserted), ("dead", dead)] {
+        let line = format!("mail_worker_intake_jobs_total{{outcome=\"{outcome}\"}} {n}");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+}
+
 /// Starts a consumer of the app's queue; send `true` to stop it.
 fn consume(
     app: &TestApp,
-    conn: &intake::ConnectionManager,
+    conn: &intake::QueueConnection,
     metrics: &Arc<Metrics>,
 ) -> (
     tokio::sync::watch::Sender<bool>,
@@ -80,7 +124,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
     let mut lines: Vec<Vec<u8>> = ids.iter().map(|id| line(*id, &mailbox)).collect();
     let bad: Vec<Vec<u8>> = vec![
@@ -104,25 +148,8 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
 
     let metrics = Arc::new(Metrics::new());
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    let pool = app.db.pool.clone();
-    wait_until(Duration::from_secs(20), "60 rows", async || {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        n == 60
-    })
-    .await;
+    wait_for_drain(&app, &conn, &queue, 60, 4).await;
     let mut c = conn.clone();
-    wait_until(
-        Duration::from_secs(10),
-        "4 dead, none done left",
-        async || {
-            let s = dead::stats(&mut c, &queue).await.unwrap();
-            s.dead == 4 && s.done == 0 && s.waiting == 0 && s.in_flight == 0
-        },
-    )
-    .await;
 
     // The dead jobs' reasons are the file import's for the same lines.
     let directory = SenderDirectory {
@@ -144,15 +171,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
         .collect();
     listed.sort();
     assert_eq!(listed, expected);
-    let text = metrics.encode();
-    assert!(
-        text.contains("mail_worker_intake_jobs_total{outcome=\"inserted\"} 60"),
-        "{text}"
-    );
-    assert!(
-        text.contains("mail_worker_intake_jobs_total{outcome=\"dead\"} 4"),
-        "{text}"
-    );
+    assert_counted(&metrics, 60, 4);
 
     // Discarded, the dead leave nothing but the (empty) structures apalis keeps.
     assert_eq!(
@@ -171,7 +190,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
 async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let id = Uuid::new_v4();
     intake::push_lines(conn.clone(), &queue, [line(id, "late@contoso.example")])
         .await
@@ -197,10 +216,15 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
 }
 
 fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
+    cli_on(redis_url().as_str(), args, queue, db)
+}
+
+/// `mail-worker <args>` with `REDIS_URL=<redis>` (a list of cluster seeds, say).
+fn cli_on(redis: &str, args: &[&str], queue: &str, db: &url::Url) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
         .args(args)
         .env("INTAKE_QUEUE", queue)
-        .env("REDIS_URL", redis_url().as_str())
+        .env("REDIS_URL", redis)
         .env("DATABASE_URL", db.as_str())
         .env("RUST_LOG", "warn")
         .output()
@@ -259,7 +283,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     );
 
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
     wait_until(Duration::from_secs(10), "2 dead, 0 done", async || {
@@ -319,7 +343,7 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
         );
     }
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     wait_for_row(&app, id.parse().unwrap()).await;
     let _ = stop.send(true);
@@ -428,7 +452,7 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     );
 
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     let mut c = conn.clone();
     wait_until(Duration::from_secs(10), "2 dead, none left", async || {
@@ -494,7 +518,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     // A Redis of its own: the shared one's memory moves with every other test.
     let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
-    let conn = intake::connect(&redis.url).await.unwrap();
+    let conn = intake::connect(&redis.url.clone().into()).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
     let (_, warm_up) = later_lines(&mailbox, 100);
@@ -553,4 +577,116 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
         memory_after <= memory_before + 1_000_000,
         "used_memory {memory_after} after, {memory_before} before"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_dead() {
+    let nodes = start_cluster(3, 0);
+    let seeds = nodes
+        .iter()
+        .map(|n| n.url().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let app = spawn_app().await;
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    // A queue whose slot is on another master than apalis-redis's global queue list, the key
+    // its own register script writes (refused there: the case this works around).
+    let global = owner(&nodes, "core:apalis:queues:list");
+    let queue = (0..)
+        .map(|i| format!("{{{}}}", app.keys.sub(&format!("intake{i}"))))
+        .find(|q| owner(&nodes, &format!("{q}:active")) != global)
+        .unwrap();
+
+    let ids: Vec<Uuid> = (0..500).map(|_| Uuid::new_v4()).collect();
+    let mut text = String::new();
+    for id in &ids {
+        text += &String::from_utf8(line(*id, &mailbox)).unwrap();
+        text += "\n";
+    }
+    let bad = [
+        b"not json at all".to_vec(),
+        line(Uuid::new_v4(), "nobody@contoso.example"),
+    ];
+    for l in &bad {
+        text += &String::from_utf8(l.clone()).unwrap();
+        text += "\n";
+    }
+    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    std::fs::write(&file, text).unwrap();
+    let pushed = cli_on(
+        &seeds,
+        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &queue,
+        &app.db.url,
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(
+        pushed.starts_with("502 of 502 lines pushed onto"),
+        "{pushed}"
+    );
+
+    let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
+    let conn = intake::connect(&urls).await.unwrap();
+    assert!(conn.is_cluster());
+    let metrics = Arc::new(Metrics::new());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut settings = IntakeSettings::new(&queue, Some("it-cluster"));
+    settings.cleanup_every = Duration::from_millis(200);
+    settings.poll = Duration::from_millis(20);
+    let consumer = tokio::spawn(intake::run(
+        settings,
+        conn.clone(),
+        app.db.pool.clone(),
+        Arc::clone(&metrics),
+        stopped,
+    ));
+    wait_for_drain(&app, &conn, &queue, 500, 2).await;
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
+        .bind(&ids)
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 500);
+    assert_counted(&metrics, 500, 2);
+
+    // The operators' commands on the cluster: stats, the dead with the file import's reasons,
+    // discard.
+    let stats = cli_on(&seeds, &["queue", "stats"], &queue, &app.db.url);
+    assert_eq!(
+        stats,
+        format!(
+            "{queue}: waiting 0, scheduled 0, in flight 0, dead 2, done (not yet removed) 0, workers 1\n"
+        )
+    );
+    let directory = SenderDirectory {
+        tenants: Default::default(),
+        system_mailboxes: [(mailbox.clone(), app.mailboxes[0].1)]
+            .into_iter()
+            .collect(),
+    };
+    let listed = cli_on(&seeds, &["queue", "dead"], &queue, &app.db.url);
+    for l in &bad {
+        let reason = parse_line_bytes(1, l, &directory).unwrap_err().reason;
+        assert!(
+            listed.contains(&format!("bytes): {reason}\n")),
+            "{reason} in {listed}"
+        );
+    }
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    let discarded = cli_on(&seeds, &["queue", "discard", "--all"], &queue, &app.db.url);
+    assert_eq!(discarded, "2 dead jobs discarded\n");
+
+    // Stopped, the queue leaves no key on any node, and apalis-redis's global list was never
+    // written.
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    for node in &nodes {
+        let mut n = redis::Client::open(node.url().as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let keys: Vec<String> = n.keys("*").await.unwrap();
+        assert_eq!(keys, Vec::<String>::new(), "keys left on {}", node.url());
+    }
 }
