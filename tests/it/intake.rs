@@ -597,32 +597,58 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
         .find(|q| owner(&nodes, &format!("{q}:active")) != global)
         .unwrap();
 
+    // Half the jobs and a bad line through `enqueue --via queue`, half and the other bad line
+    // through the Python producer example, both with the seeds as REDIS_URL.
     let ids: Vec<Uuid> = (0..500).map(|_| Uuid::new_v4()).collect();
-    let mut text = String::new();
-    for id in &ids {
-        text += &String::from_utf8(line(*id, &mailbox)).unwrap();
-        text += "\n";
-    }
     let bad = [
         b"not json at all".to_vec(),
         line(Uuid::new_v4(), "nobody@contoso.example"),
     ];
-    for l in &bad {
-        text += &String::from_utf8(l.clone()).unwrap();
-        text += "\n";
-    }
-    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
-    std::fs::write(&file, text).unwrap();
+    let files: Vec<std::path::PathBuf> = [(&ids[..250], &bad[0]), (&ids[250..], &bad[1])]
+        .into_iter()
+        .map(|(ids, bad)| {
+            let mut text = Vec::new();
+            for l in ids
+                .iter()
+                .map(|id| line(*id, &mailbox))
+                .chain([bad.clone()])
+            {
+                text.extend(l);
+                text.push(b'\n');
+            }
+            let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+            std::fs::write(&file, text).unwrap();
+            file
+        })
+        .collect();
     let pushed = cli_on(
         &seeds,
-        &["enqueue", file.to_str().unwrap(), "--via", "queue"],
+        &["enqueue", files[0].to_str().unwrap(), "--via", "queue"],
         &queue,
         &app.db.url,
     );
-    std::fs::remove_file(&file).unwrap();
     assert!(
-        pushed.starts_with("502 of 502 lines pushed onto"),
+        pushed.starts_with("251 of 251 lines pushed onto"),
         "{pushed}"
+    );
+    let python = std::process::Command::new(python_with_redis())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/producers/python/push.py"
+        ))
+        .arg(&files[1])
+        .env("INTAKE_QUEUE", &queue)
+        .env("REDIS_URL", &seeds)
+        .output()
+        .unwrap();
+    for file in &files {
+        std::fs::remove_file(file).unwrap();
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&python.stdout),
+        format!("251 lines pushed onto {queue} (0 already queued)\n"),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
     );
 
     let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
