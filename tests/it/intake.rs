@@ -40,7 +40,12 @@ async fn queue_keys(queue: &str) -> Vec<String> {
 }
 
 fn settings(app: &TestApp) -> IntakeSettings {
-    let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
+    quick_settings(app.config.intake.queue.as_deref().unwrap(), "it")
+}
+
+/// `queue`'s settings with a cleanup every 200 ms and a poll every 20 ms.
+fn quick_settings(queue: &str, worker: &str) -> IntakeSettings {
+    let mut s = IntakeSettings::new(queue, Some(worker));
     s.cleanup_every = Duration::from_millis(200);
     s.poll = Duration::from_millis(20);
     s
@@ -60,22 +65,25 @@ async fn wait_for_row(app: &TestApp, id: Uuid) {
     .await;
 }
 
-/// Waits until `rows` messages are stored and `queue` holds only `dead` dead jobs (nothing
-/// waiting, in flight or done).
+/// Waits until the messages `ids` are stored (`SCHEDULED`, and no other row) and `queue` holds
+/// only `dead` dead jobs (nothing waiting, in flight or done).
 async fn wait_for_drain(
     app: &TestApp,
     conn: &intake::QueueConnection,
     queue: &str,
-    rows: i64,
+    ids: &[Uuid],
     dead: u64,
 ) {
     let pool = app.db.pool.clone();
     wait_until(Duration::from_secs(60), "the rows", async || {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        n == rows
+        let (ours, all): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE id = ANY($1)), count(*) FROM messages WHERE status = 'SCHEDULED'",
+        )
+        .bind(ids)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        ours == ids.len() as i64 && all == ours
     })
     .await;
     let mut c = conn.clone();
@@ -99,18 +107,27 @@ fn assert_counted(metrics: &Metrics, inserted: u64, dead: u64) {
     }
 }
 
+/// A running consumer: send `true` to stop it, then await it.
+type Consumer = (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
+);
+
 /// Starts a consumer of the app's queue; send `true` to stop it.
-fn consume(
+fn consume(app: &TestApp, conn: &intake::QueueConnection, metrics: &Arc<Metrics>) -> Consumer {
+    consume_with(settings(app), app, conn, metrics)
+}
+
+/// Starts a consumer with `settings` into the app's database; send `true` to stop it.
+fn consume_with(
+    settings: IntakeSettings,
     app: &TestApp,
     conn: &intake::QueueConnection,
     metrics: &Arc<Metrics>,
-) -> (
-    tokio::sync::watch::Sender<bool>,
-    tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
-) {
+) -> Consumer {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let consumer = tokio::spawn(intake::run(
-        settings(app),
+        settings,
         conn.clone(),
         app.db.pool.clone(),
         Arc::clone(metrics),
@@ -148,7 +165,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
 
     let metrics = Arc::new(Metrics::new());
     let (stop, consumer) = consume(&app, &conn, &metrics);
-    wait_for_drain(&app, &conn, &queue, 60, 4).await;
+    wait_for_drain(&app, &conn, &queue, &ids, 4).await;
     let mut c = conn.clone();
 
     // The dead jobs' reasons are the file import's for the same lines.
@@ -655,24 +672,9 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
     let conn = intake::connect(&urls).await.unwrap();
     assert!(conn.is_cluster());
     let metrics = Arc::new(Metrics::new());
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut settings = IntakeSettings::new(&queue, Some("it-cluster"));
-    settings.cleanup_every = Duration::from_millis(200);
-    settings.poll = Duration::from_millis(20);
-    let consumer = tokio::spawn(intake::run(
-        settings,
-        conn.clone(),
-        app.db.pool.clone(),
-        Arc::clone(&metrics),
-        stopped,
-    ));
-    wait_for_drain(&app, &conn, &queue, 500, 2).await;
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
-        .bind(&ids)
-        .fetch_one(&app.db.pool)
-        .await
-        .unwrap();
-    assert_eq!(stored, 500);
+    let (stop, consumer) =
+        consume_with(quick_settings(&queue, "it-cluster"), &app, &conn, &metrics);
+    wait_for_drain(&app, &conn, &queue, &ids, 2).await;
     assert_counted(&metrics, 500, 2);
 
     // The operators' commands on the cluster: stats, the dead with the file import's reasons,
@@ -715,4 +717,90 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
         let keys: Vec<String> = n.keys("*").await.unwrap();
         assert_eq!(keys, Vec::<String>::new(), "keys left on {}", node.url());
     }
+}
+
+/// `redis-cli -p <port> <args>`'s output.
+fn redis_cli(node: &PrivateRedis, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &node.port.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The number after `<field>:` in an `INFO` answer.
+fn info_field(info: &str, field: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_queues_master_fails_over_mid_campaign_every_job_is_stored_once() {
+    let mut nodes = start_cluster(3, 1);
+    let app = spawn_app().await;
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let queue = format!("{{{}}}", app.keys.sub("intake"));
+    let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
+    let conn = intake::connect(&urls).await.unwrap();
+    let ids: Vec<Uuid> = (0..3_000).map(|_| Uuid::new_v4()).collect();
+    let lines = ids.iter().map(|id| line(*id, &mailbox));
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        3_000
+    );
+    // The master's replica has every push before the consumer starts (replication is
+    // asynchronous: a push not yet copied would die with the master).
+    let home = owner(&nodes, &format!("{queue}:active"));
+    let offset = info_field(
+        &redis_cli(&nodes[home], &["info", "replication"]),
+        "master_repl_offset",
+    )
+    .unwrap();
+    let replica = (0..nodes.len())
+        .find(|&i| {
+            info_field(
+                &redis_cli(&nodes[i], &["info", "replication"]),
+                "master_port",
+            ) == Some(u64::from(nodes[home].port))
+        })
+        .expect("the queue's master has a replica");
+    wait_until(Duration::from_secs(30), "the replica in sync", async || {
+        let info = redis_cli(&nodes[replica], &["info", "replication"]);
+        info_field(&info, "slave_repl_offset").is_some_and(|o| o >= offset)
+    })
+    .await;
+
+    let metrics = Arc::new(Metrics::new());
+    let mut settings = quick_settings(&queue, "it-failover");
+    // A worker silent for 3 × 3 s is dead and its jobs go back (should the consumer's worker
+    // fail with the master and start again under a new name).
+    settings.heartbeat = Duration::from_secs(3);
+    let (stop, consumer) = consume_with(settings, &app, &conn, &metrics);
+    let pool = app.db.pool.clone();
+    let stored = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SCHEDULED'")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    wait_until(Duration::from_secs(60), "the first 200 rows", async || {
+        stored().await >= 200
+    })
+    .await;
+    nodes[home].kill();
+    let before = stored().await;
+    assert!(
+        before < 3_000,
+        "the master died mid-campaign: {before} stored"
+    );
+    // Its replica takes over; the consumer follows it and every job is stored exactly once.
+    wait_for_drain(&app, &conn, &queue, &ids, 0).await;
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let promoted = redis_cli(&nodes[replica], &["info", "replication"]);
+    assert!(promoted.contains("role:master"), "{promoted}");
 }
