@@ -8,14 +8,14 @@ use mail_worker::{
     import::campaign::{SenderDirectory, parse_line_bytes},
     intake::{self, IntakeSettings, dead},
     ops::Metrics,
-    rate_limit::RedisUrls,
+    rate_limit::{Algorithm, RedisUrls},
 };
 use redis::AsyncCommands;
 use uuid::Uuid;
 
 use crate::support::{
     TestApp,
-    private_redis::{PrivateRedis, owner, start_cluster},
+    private_redis::{PrivateRedis, free_port, owner, start_cluster},
     redis_url, spawn_app, wait_until,
 };
 
@@ -599,11 +599,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_dead() {
     let nodes = start_cluster(3, 0);
-    let seeds = nodes
-        .iter()
-        .map(|n| n.url().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (seeds, urls) = seeds_of(&nodes);
     let app = spawn_app().await;
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     // A queue whose slot is on another master than apalis-redis's global queue list, the key
@@ -668,7 +664,6 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
         String::from_utf8_lossy(&python.stderr)
     );
 
-    let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
     let conn = intake::connect(&urls).await.unwrap();
     assert!(conn.is_cluster());
     let metrics = Arc::new(Metrics::new());
@@ -719,6 +714,18 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
     }
 }
 
+/// The cluster's seeds as `REDIS_URL` reads them (comma-separated), and parsed.
+fn seeds_of(nodes: &[PrivateRedis]) -> (String, RedisUrls) {
+    let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
+    let text = urls
+        .as_slice()
+        .iter()
+        .map(url::Url::as_str)
+        .collect::<Vec<_>>()
+        .join(",");
+    (text, urls)
+}
+
 /// `redis-cli -p <port> <args>`'s output.
 fn redis_cli(node: &PrivateRedis, args: &[&str]) -> String {
     let out = std::process::Command::new("redis-cli")
@@ -739,10 +746,10 @@ fn info_field(info: &str, field: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_the_queues_master_fails_over_mid_campaign_every_job_is_stored_once() {
     let mut nodes = start_cluster(3, 1);
+    let (_, urls) = seeds_of(&nodes);
     let app = spawn_app().await;
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     let queue = format!("{{{}}}", app.keys.sub("intake"));
-    let urls = RedisUrls::new(nodes.iter().map(PrivateRedis::url).collect()).unwrap();
     let conn = intake::connect(&urls).await.unwrap();
     let ids: Vec<Uuid> = (0..3_000).map(|_| Uuid::new_v4()).collect();
     let lines = ids.iter().map(|id| line(*id, &mailbox));
@@ -803,4 +810,57 @@ async fn when_the_queues_master_fails_over_mid_campaign_every_job_is_stored_once
     consumer.await.unwrap().unwrap();
     let promoted = redis_cli(&nodes[replica], &["info", "replication"]);
     assert!(promoted.contains("role:master"), "{promoted}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_worker_run_on_cluster_seeds_sends_the_queued_campaign_and_is_ready() {
+    let nodes = start_cluster(3, 0);
+    let (seeds, urls) = seeds_of(&nodes);
+    let app = TestApp::builder()
+        .per_minute(1_000)
+        .sim_per_minute(1_000)
+        .algorithm(Algorithm::Paced)
+        .spawn()
+        .await;
+    let queue = format!("{{{}}}", app.keys.sub("intake"));
+    let conn = intake::connect(&urls).await.unwrap();
+    let ids: Vec<Uuid> = (0..20).map(|_| Uuid::new_v4()).collect();
+    let lines = ids.iter().map(|id| line(*id, app.mailboxes[0].0.as_str()));
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        20
+    );
+    // The daemon with the seeds as REDIS_URL: the intake queue and the limiter on the cluster.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut daemon = app
+        .daemon_command(&[
+            ("REDIS_URL", &seeds),
+            ("INTAKE_QUEUE", &queue),
+            ("METRICS_LISTEN", &listen),
+        ])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "20 SENT", async || {
+        app.count("SENT").await == 20
+    })
+    .await;
+    assert_eq!(app.sim.messages().len(), 20, "each sent once");
+    let body = reqwest::get(format!("http://{listen}/readyz"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["checks"]["intake_redis"]["ok"], true, "{body}");
+    assert_eq!(ready["ready"], true, "{body}");
+    let mut c = conn.clone();
+    wait_until(Duration::from_secs(30), "the queue drained", async || {
+        let s = dead::stats(&mut c, &queue).await.unwrap();
+        (s.waiting, s.in_flight, s.done, s.dead, s.workers) == (0, 0, 0, 0, 1)
+    })
+    .await;
+    daemon.kill().await.unwrap();
 }
