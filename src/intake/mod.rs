@@ -27,11 +27,25 @@ use crate::{events, ops::Metrics, rate_limit::RedisUrls, shutdown};
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
     /// The queue's Redis failed.
-    #[error("the intake queue's Redis (REDIS_URL): {0}")]
+    #[error("the intake queue's Redis (REDIS_URL): {0}{hint}", hint = one_cluster_node(.0))]
     Redis(#[from] redis::RedisError),
     /// apalis-redis failed.
-    #[error("the intake queue (apalis-redis): {0}")]
+    #[error("the intake queue (apalis-redis): {0}{hint}", hint = one_cluster_node(.0))]
     Queue(String),
+}
+
+/// The fix, when `error` is a redirection (`MOVED`/`ASK`): `REDIS_URL` is one URL, so the queue
+/// is on one node, and that node is part of a Redis Cluster. Empty for any other error.
+fn one_cluster_node(error: &impl std::fmt::Display) -> &'static str {
+    let text = error.to_string();
+    if ["Moved: ", "Ask: ", "MOVED ", "ASK "]
+        .iter()
+        .any(|r| text.contains(r))
+    {
+        " (REDIS_URL names one node of a Redis Cluster: give it the cluster's seeds, comma-separated)"
+    } else {
+        ""
+    }
 }
 
 /// How one process consumes the queue.

@@ -698,6 +698,16 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
     assert_eq!(listed.lines().count(), 2, "{listed}");
     let discarded = cli_on(&seeds, &["queue", "discard", "--all"], &queue, &app.db.url);
     assert_eq!(discarded, "2 dead jobs discarded\n");
+    // One URL is one node: on a node that does not serve the queue's slot the commands fail,
+    // saying what to fix.
+    let home = owner(&nodes, &format!("{queue}:active"));
+    let other = nodes[(home + 1) % nodes.len()].url();
+    let mut one = intake::connect(&other.clone().into()).await.unwrap();
+    let e = dead::stats(&mut one, &queue).await.unwrap_err().to_string();
+    assert!(
+        e.contains("REDIS_URL names one node of a Redis Cluster: give it the cluster's seeds"),
+        "{e}"
+    );
 
     // Stopped, the queue leaves no key on any node, and apalis-redis's global list was never
     // written.
