@@ -240,7 +240,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         // A campaign line for a sender nobody imported: dead-lettered by the daemon's intake,
         // listed on the Queue page, retried (dead again), then discarded.
         let queue = world.config.intake.queue.clone().unwrap();
-        let conn = intake::connect(&support::redis_url()).await.unwrap();
+        let conn = intake::connect(&support::redis_url().into()).await.unwrap();
         let task = uuid::Uuid::new_v4();
         let line = serde_json::json!({
             "id": task.to_string(),

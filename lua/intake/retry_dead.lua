@@ -1,13 +1,13 @@
--- Puts dead jobs of an apalis-redis queue back on its active list, attempts reset.
+-- Puts dead jobs of an apalis-redis queue back on its active list, attempts reset. Every key it
+-- touches is in KEYS.
 -- KEYS[1]: <queue>:dead   KEYS[2]: <queue>:active   KEYS[3]: <queue>:signal
--- ARGV[1]: <queue>:meta (prefix)   ARGV[2..]: task ids
+-- KEYS[3 + n]: <queue>:meta:<ARGV[n]>   ARGV[n]: task id n
 local moved = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  if redis.call('SREM', KEYS[1], id) == 1 then
-    redis.call('HSET', ARGV[1] .. ':' .. id, 'status', 'Pending', 'attempts', 0)
-    redis.call('HDEL', ARGV[1] .. ':' .. id, 'result', 'done_at')
-    redis.call('RPUSH', KEYS[2], id)
+for n = 1, #ARGV do
+  if redis.call('SREM', KEYS[1], ARGV[n]) == 1 then
+    redis.call('HSET', KEYS[3 + n], 'status', 'Pending', 'attempts', 0)
+    redis.call('HDEL', KEYS[3 + n], 'result', 'done_at')
+    redis.call('RPUSH', KEYS[2], ARGV[n])
     moved = moved + 1
   end
 end

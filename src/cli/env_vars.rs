@@ -287,7 +287,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "intake-queue",
         default: Some("{mail-worker:campaign-sends}"),
         secret: false,
-        meaning: "the intake queue of campaign sends on REDIS_URL (apalis-redis namespace; braces = one Redis Cluster hash tag); every replica consumes it into PostgreSQL; `off` (any case) disables it (docs/queue.md)",
+        meaning: "the intake queue of campaign sends on REDIS_URL (apalis-redis namespace; braces = one Redis Cluster hash tag, required when REDIS_URL lists cluster seeds); every replica consumes it into PostgreSQL; `off` (any case) disables it (docs/queue.md)",
     },
     EnvVar {
         name: "INTAKE_WORKER_NAME",

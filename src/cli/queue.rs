@@ -10,10 +10,10 @@ use crate::{config::Config, intake, plural::counted};
 /// The intake queue's settings and a connection to its Redis.
 pub(super) async fn queue_of(
     config: &Config,
-) -> anyhow::Result<(intake::IntakeSettings, intake::ConnectionManager)> {
+) -> anyhow::Result<(intake::IntakeSettings, intake::QueueConnection)> {
     let settings = intake::IntakeSettings::from_config(&config.intake)
         .context("INTAKE_QUEUE is off: there is no intake queue")?;
-    let conn = intake::connect(config.redis_url.first()).await?;
+    let conn = intake::connect(&config.redis_url).await?;
     Ok((settings, conn))
 }
 

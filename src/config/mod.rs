@@ -211,10 +211,13 @@ impl Config {
             }
             name => Some(name.to_owned()),
         };
-        if intake_queue.is_some() && redis_url.is_cluster() {
+        if let Some(name) = &intake_queue
+            && redis_url.is_cluster()
+            && !has_hash_tag(name)
+        {
             return Err(env.error(
                 "INTAKE_QUEUE",
-                "the intake queue needs one Redis node, and REDIS_URL lists Redis Cluster seeds: set INTAKE_QUEUE=off, or give REDIS_URL one node (docs/queue.md)",
+                &format!("REDIS_URL lists Redis Cluster seeds, so the queue's name needs a hash tag (braces, e.g. {{{name}}}) to keep all its keys in one slot"),
             ));
         }
         let send_lease = env.millis("SEND_LEASE_MS", 600_000)?;
@@ -378,4 +381,13 @@ impl From<&Config> for crate::mailer::MailerSettings {
             defaults: config.rate_limit.defaults,
         }
     }
+}
+
+/// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,
+/// later in `name`, by a `}` with at least one byte between (the first `{` and the first `}`
+/// after it count, as Redis reads a key).
+fn has_hash_tag(name: &str) -> bool {
+    name.find('{')
+        .and_then(|open| name[open + 1..].find('}'))
+        .is_some_and(|len| len > 0)
 }

@@ -316,15 +316,21 @@ fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted()
         &"MAIL_RATE_LIMIT_REDIS_URL=redis://:***@a:7000,redis://:***@b:7001,redis://:***@c:7002"
             .to_owned()
     ));
-    // REDIS_URL, when it is the limiter's, too (the intake queue then off: it needs one node).
-    let e = parse(&[("REDIS_URL", "redis://a:7000,redis://b:7001")]).unwrap_err();
-    assert_eq!(e.var, "INTAKE_QUEUE");
-    assert!(e.problem.contains("INTAKE_QUEUE=off"), "{}", e.problem);
-    let c = parse(&[
-        ("REDIS_URL", "redis://a:7000,redis://b:7001"),
-        ("INTAKE_QUEUE", "off"),
-    ])
-    .unwrap();
+    // REDIS_URL, when it is the limiter's, too; the intake queue on it needs a hash tag.
+    let cluster = ("REDIS_URL", "redis://a:7000,redis://b:7001");
+    let c = parse(&[cluster]).unwrap();
+    assert_eq!(c.intake.queue.as_deref(), Some(DEFAULT_INTAKE_QUEUE));
+    for name in ["mail-worker:q", "q{}", "q}{", "{q"] {
+        let e = parse(&[cluster, ("INTAKE_QUEUE", name)]).unwrap_err();
+        assert_eq!(e.var, "INTAKE_QUEUE");
+        assert!(e.problem.contains("hash tag (braces"), "{}", e.problem);
+    }
+    assert!(parse(&[cluster, ("INTAKE_QUEUE", "mail-worker:{q}")]).is_ok());
+    assert!(
+        parse(&[("INTAKE_QUEUE", "mail-worker:q")]).is_ok(),
+        "one node: any name"
+    );
+    let c = parse(&[cluster, ("INTAKE_QUEUE", "off")]).unwrap();
     assert_eq!(c.intake.queue, None);
     // `off` in any case, as the other settings read it: never a queue named "OFF".
     for off in ["OFF", "Off", " off "] {

@@ -205,10 +205,7 @@ async fn run_parts(
         let _ = intake_stop.send(true);
     };
     let intake = match intake::IntakeSettings::from_config(&config.intake) {
-        Some(settings) => Some((
-            settings,
-            intake::connect_lazily(config.redis_url.first()).await?,
-        )),
+        Some(settings) => Some((settings, intake::QueueConnection::lazy(&config.redis_url)?)),
         None => None,
     };
     let server = listener.map(|listener| {

@@ -2,7 +2,7 @@
 //! finished job by itself (its `vacuum` is not called by the worker, reads the whole data hash
 //! in one `HGETALL`, and deletes `Failed` jobs that are only waiting for a retry), so every
 //! [`IntakeSettings::cleanup_every`] each replica removes a slice of the done set
-//! (`lua/intake/remove_done.lua`: only ids apalis-redis marked `Done`, so never another
+//! (`lua/intake/remove_jobs.lua` on the done set: only ids apalis-redis marked `Done`, so never another
 //! replica's live or retrying job), forgets workers that died without leaving
 //! (`lua/intake/forget_workers.lua`: registration and metadata of a worker silent past the orphan
 //! threshold, once apalis-redis's heartbeat has re-enqueued its jobs), and refreshes the queue's
@@ -14,11 +14,10 @@ use std::{
     time::Instant,
 };
 
-use apalis_redis::ConnectionManager;
-use redis::Script;
+use redis::{AsyncCommands, Script};
 use tokio::sync::watch;
 
-use super::{IntakeError, IntakeSettings};
+use super::{IntakeError, IntakeSettings, QueueConnection};
 use crate::{
     events,
     ops::{Metrics, intake::QueueGauges},
@@ -29,8 +28,10 @@ use crate::{
 /// 100 ids, so Redis is never held long).
 pub(crate) const REMOVE_PER_CALL: usize = 1_000;
 
-static REMOVE_DONE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_done.lua")));
+/// `lua/intake/remove_jobs.lua`: removes the jobs of one set (done here, dead for
+/// `queue discard`).
+pub(crate) static REMOVE_JOBS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/remove_jobs.lua")));
 static LEAVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/leave.lua")));
 static FORGET_WORKERS: LazyLock<Script> =
@@ -61,7 +62,7 @@ fn unix_now() -> u64 {
 /// # Errors
 /// Redis errors.
 pub(crate) async fn started(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     settings: &IntakeSettings,
 ) -> Result<(), IntakeError> {
     let _: () = redis::AsyncCommands::zadd(
@@ -81,7 +82,7 @@ pub(crate) async fn started(
 /// # Errors
 /// Redis errors.
 pub(crate) async fn forget_dead_workers(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     settings: &IntakeSettings,
 ) -> Result<u64, IntakeError> {
     let config = settings.storage_config();
@@ -100,19 +101,24 @@ pub(crate) async fn forget_dead_workers(
 ///
 /// # Errors
 /// Redis errors.
-pub async fn remove_done(conn: &mut ConnectionManager, queue: &str) -> Result<u64, IntakeError> {
+pub async fn remove_done(conn: &mut QueueConnection, queue: &str) -> Result<u64, IntakeError> {
     let config = IntakeSettings::new(queue, None).storage_config();
     let mut total = 0;
     loop {
-        let n: u64 = REMOVE_DONE
-            .key(config.done_jobs_set())
-            .key(config.job_data_hash())
-            .arg(config.job_meta_hash())
-            .arg(REMOVE_PER_CALL)
-            .invoke_async(conn)
+        let ids: Vec<String> = conn
+            .srandmember_multiple(config.done_jobs_set(), REMOVE_PER_CALL as isize)
             .await?;
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        let mut call = REMOVE_JOBS.key(config.done_jobs_set());
+        call.key(config.job_data_hash());
+        for id in &ids {
+            call.key(format!("{}:{id}", config.job_meta_hash())).arg(id);
+        }
+        let n: u64 = call.invoke_async(conn).await?;
         total += n;
-        if n < REMOVE_PER_CALL as u64 {
+        if ids.len() < REMOVE_PER_CALL {
             return Ok(total);
         }
     }
@@ -141,7 +147,7 @@ type GaugeReads = (
 /// time, or, for the active list, its head's `pushed_at` (`lua/intake/push.lua`), else how long
 /// the head has been the head as this replica saw it).
 async fn gauges(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     config: &apalis_redis::Config,
     head: &mut Head,
 ) -> Result<QueueGauges, IntakeError> {
@@ -159,7 +165,7 @@ async fn gauges(
             redis::AsyncCommands::hget(
                 conn,
                 format!("{}:{id}", config.job_meta_hash()),
-                super::dead::PUSHED_AT,
+                super::job::PUSHED_AT,
             )
             .await?
         }
@@ -185,7 +191,7 @@ async fn gauges(
 
 /// Every `settings.cleanup_every` until `stop`: removes finished jobs, refreshes the gauges.
 pub(crate) async fn run(
-    conn: ConnectionManager,
+    conn: QueueConnection,
     settings: IntakeSettings,
     metrics: Arc<Metrics>,
     stop: watch::Receiver<bool>,
@@ -221,7 +227,7 @@ pub(crate) async fn run(
 /// # Errors
 /// Redis errors.
 pub(crate) async fn leave(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     settings: &IntakeSettings,
 ) -> Result<u64, IntakeError> {
     let config = settings.storage_config();

@@ -4,11 +4,10 @@
 
 use std::{sync::LazyLock, time::Duration};
 
-use apalis_redis::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use serde::Serialize;
 
-use super::{IntakeError, IntakeSettings};
+use super::{IntakeError, IntakeSettings, QueueConnection};
 
 /// The queue's counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -70,7 +69,7 @@ type StatsReads = (
 /// # Errors
 /// Redis errors.
 pub async fn stats(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     alive_within: Duration,
 ) -> Result<QueueStats, IntakeError> {
@@ -94,7 +93,7 @@ pub async fn stats(
     }
     let pushed_at: Option<u64> = match &head {
         Some(id) => {
-            conn.hget(format!("{}:{id}", c.job_meta_hash()), PUSHED_AT)
+            conn.hget(format!("{}:{id}", c.job_meta_hash()), super::job::PUSHED_AT)
                 .await?
         }
         None => None,
@@ -128,10 +127,6 @@ pub async fn stats(
     })
 }
 
-/// The meta hash's field where `lua/intake/push.lua` records a job's push time (Redis's
-/// clock, Unix seconds).
-pub(crate) const PUSHED_AT: &str = "pushed_at";
-
 /// The reason apalis-redis stored for a dead job: `{"Err":"AbortError: <reason>"}` → `<reason>`.
 fn reason(result: Option<String>) -> String {
     let Some(raw) = result else {
@@ -151,7 +146,7 @@ fn reason(result: Option<String>) -> String {
 /// # Errors
 /// Redis errors.
 pub async fn list(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     limit: usize,
 ) -> Result<Vec<DeadJob>, IntakeError> {
@@ -182,8 +177,6 @@ pub async fn list(
 
 static RETRY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/retry_dead.lua")));
-static DISCARD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/intake/discard_dead.lua")));
 
 /// Which dead jobs a command takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,7 +188,7 @@ pub enum Which {
 }
 
 async fn dead_ids(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     c: &apalis_redis::Config,
     which: Which,
 ) -> Result<Vec<String>, IntakeError> {
@@ -205,10 +198,10 @@ async fn dead_ids(
     })
 }
 
-/// Runs `script` (KEYS: the dead set then `keys`; ARGV: the meta prefix then ids) over the
+/// Runs `script` (KEYS: the dead set, `keys`, then each id's meta hash; ARGV: the ids) over the
 /// chosen dead jobs, 500 ids a call; returns the sum of its answers.
 async fn each_chunk(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     c: &apalis_redis::Config,
     which: Which,
     script: &Script,
@@ -220,11 +213,10 @@ async fn each_chunk(
         for key in keys {
             call.key(key);
         }
-        let done: u64 = call
-            .arg(c.job_meta_hash())
-            .arg(chunk)
-            .invoke_async(conn)
-            .await?;
+        for id in chunk {
+            call.key(format!("{}:{id}", c.job_meta_hash())).arg(id);
+        }
+        let done: u64 = call.invoke_async(conn).await?;
         n += done;
     }
     Ok(n)
@@ -235,7 +227,7 @@ async fn each_chunk(
 /// # Errors
 /// Redis errors.
 pub async fn retry(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     which: Which,
 ) -> Result<u64, IntakeError> {
@@ -249,11 +241,11 @@ pub async fn retry(
 /// # Errors
 /// Redis errors.
 pub async fn discard(
-    conn: &mut ConnectionManager,
+    conn: &mut QueueConnection,
     queue: &str,
     which: Which,
 ) -> Result<u64, IntakeError> {
     let c = config(queue);
     let keys = [c.job_data_hash()];
-    each_chunk(conn, &c, which, &DISCARD, &keys).await
+    each_chunk(conn, &c, which, &super::cleanup::REMOVE_JOBS, &keys).await
 }

@@ -39,3 +39,7 @@ pub(crate) fn task_id(line: &[u8]) -> String {
         .unwrap_or_else(uuid::Uuid::new_v4)
         .to_string()
 }
+
+/// The meta hash's field where `lua/intake/push.lua` records a job's push time (Redis's
+/// clock, Unix seconds).
+pub(crate) const PUSHED_AT: &str = "pushed_at";

@@ -8,6 +8,7 @@
 //! format for producers in any language is docs/queue.md.
 
 pub(crate) mod cleanup;
+mod connection;
 pub(crate) mod consumer;
 pub mod dead;
 pub(crate) mod job;
@@ -15,22 +16,36 @@ pub(crate) mod job;
 use std::{sync::Arc, time::Duration};
 
 use apalis::prelude::{BackendExt, WorkerBuilder, WorkerBuilderExt};
-pub use apalis_redis::ConnectionManager;
 use apalis_redis::RedisStorage;
+pub use connection::QueueConnection;
 use sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::{config::IntakeConfig, events, ops::Metrics, shutdown};
+use crate::{config::IntakeConfig, events, ops::Metrics, rate_limit::RedisUrls, shutdown};
 
 /// Failures of the intake layer.
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
     /// The queue's Redis failed.
-    #[error("the intake queue's Redis (REDIS_URL): {0}")]
+    #[error("the intake queue's Redis (REDIS_URL): {0}{hint}", hint = one_cluster_node(.0))]
     Redis(#[from] redis::RedisError),
     /// apalis-redis failed.
-    #[error("the intake queue (apalis-redis): {0}")]
+    #[error("the intake queue (apalis-redis): {0}{hint}", hint = one_cluster_node(.0))]
     Queue(String),
+}
+
+/// The fix, when `error` is a redirection (`MOVED`/`ASK`): `REDIS_URL` is one URL, so the queue
+/// is on one node, and that node is part of a Redis Cluster. Empty for any other error.
+fn one_cluster_node(error: &impl std::fmt::Display) -> &'static str {
+    let text = error.to_string();
+    if ["Moved: ", "Ask: ", "MOVED ", "ASK "]
+        .iter()
+        .any(|r| text.contains(r))
+    {
+        " (REDIS_URL names one node of a Redis Cluster: give it the cluster's seeds, comma-separated)"
+    } else {
+        ""
+    }
 }
 
 /// How one process consumes the queue.
@@ -113,25 +128,13 @@ pub fn worker_name(start: Option<&str>) -> String {
     format!("{start}-{}-{random:08x}", std::process::id())
 }
 
-/// Connects to the queue's Redis (a connection manager: it redials after a lost connection).
+/// Connects to the queue's Redis now: one node, or a Redis Cluster when `urls` lists several
+/// seeds (it redials after a lost connection).
 ///
 /// # Errors
 /// A URL the client refuses or a Redis that does not answer.
-pub async fn connect(url: &url::Url) -> Result<ConnectionManager, IntakeError> {
-    Ok(apalis_redis::connect(url.as_str()).await?)
-}
-
-/// A connection manager that does not need Redis to answer now (the daemon starts with the
-/// queue's Redis down; the worker waits for it, `/readyz` says degraded meanwhile).
-///
-/// # Errors
-/// A URL the client refuses.
-pub(crate) async fn connect_lazily(url: &url::Url) -> Result<ConnectionManager, IntakeError> {
-    let client = redis::Client::open(url.as_str())?;
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(30)));
-    Ok(ConnectionManager::new_lazy_with_config(client, config)?)
+pub async fn connect(urls: &RedisUrls) -> Result<QueueConnection, IntakeError> {
+    QueueConnection::connect(urls).await
 }
 
 /// The jobs of a campaign JSONL file: its non-blank lines (a trailing `\r` dropped), as bytes,
@@ -162,7 +165,7 @@ static PUSH: std::sync::LazyLock<redis::Script> =
 /// # Errors
 /// Redis errors.
 pub async fn push_lines(
-    mut conn: ConnectionManager,
+    mut conn: QueueConnection,
     queue: &str,
     lines: impl IntoIterator<Item = Vec<u8>>,
 ) -> Result<usize, IntakeError> {
@@ -172,10 +175,12 @@ pub async fn push_lines(
     for chunk in lines.chunks(consumer::MAX_BATCH) {
         let mut call = PUSH.key(config.job_data_hash());
         call.key(config.active_jobs_list())
-            .key(config.signal_list())
-            .arg(config.job_meta_hash());
+            .key(config.signal_list());
         for line in chunk {
-            call.arg(job::task_id(line)).arg(line.as_slice());
+            let id = job::task_id(line);
+            call.key(format!("{}:{id}", config.job_meta_hash()))
+                .arg(id)
+                .arg(line.as_slice());
         }
         let new: usize = call.invoke_async(&mut conn).await?;
         pushed += new;
@@ -191,7 +196,7 @@ pub async fn push_lines(
 /// None so far; the type leaves room for a failure that must stop the daemon.
 pub async fn run(
     mut settings: IntakeSettings,
-    conn: ConnectionManager,
+    conn: QueueConnection,
     pool: PgPool,
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
@@ -221,7 +226,7 @@ pub async fn run(
 
 async fn run_once(
     settings: IntakeSettings,
-    conn: ConnectionManager,
+    conn: QueueConnection,
     pool: PgPool,
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
@@ -230,7 +235,8 @@ async fn run_once(
     cleanup::started(&mut leave_conn, &settings).await?;
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let (batcher, batches) = consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx);
-    let storage = RedisStorage::<Vec<u8>>::new(conn.clone()).with_config(settings.storage_config());
+    let storage = RedisStorage::<Vec<u8>, QueueConnection>::new(conn.clone())
+        .with_config(settings.storage_config());
     let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));
     tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
     let worker = WorkerBuilder::new(settings.worker.as_str())

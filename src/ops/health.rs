@@ -115,8 +115,12 @@ pub(crate) struct Readiness {
     pool: PgPool,
     limiter: Option<Arc<MailRateLimiter>>,
     claiming: Arc<AtomicBool>,
-    intake: Option<redis::aio::ConnectionManager>,
+    intake: Option<IntakeProbe>,
 }
+
+/// A fresh handle on the intake queue's connection (one node or a cluster), behind the redis
+/// crate's trait: ops does not depend on the intake.
+type IntakeProbe = Arc<dyn Fn() -> Box<dyn redis::aio::ConnectionLike + Send> + Send + Sync>;
 
 impl std::fmt::Debug for Readiness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,8 +146,11 @@ impl Readiness {
 
     /// Also checks the intake queue's Redis (`intake_redis`; degraded, not unready, when down:
     /// the jobs wait in Redis, and sends from PostgreSQL go on).
-    pub(crate) fn with_intake(mut self, conn: redis::aio::ConnectionManager) -> Self {
-        self.intake = Some(conn);
+    pub(crate) fn with_intake(
+        mut self,
+        conn: impl redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    ) -> Self {
+        self.intake = Some(Arc::new(move || Box::new(conn.clone())));
         self
     }
 
@@ -205,10 +212,10 @@ impl Readiness {
 
 impl Readiness {
     async fn intake(&self) -> Option<Check> {
-        let mut conn = self.intake.clone()?;
+        let mut conn = (self.intake.as_ref()?)();
         let started = Instant::now();
         let cmd = redis::cmd("PING");
-        let ping = cmd.query_async::<String>(&mut conn);
+        let ping = async { conn.req_packed_command(&cmd).await?.extract_error() };
         Some(match tokio::time::timeout(CHECK_TIMEOUT, ping).await {
             Ok(Ok(_)) => ok(Some(started.elapsed())),
             Ok(Err(e)) => failed(e.to_string()),

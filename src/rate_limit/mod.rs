@@ -48,6 +48,7 @@ use uuid::Uuid;
 
 pub(crate) use ask::never_fits;
 pub use ask::{Ask, RateLimitError};
+pub(crate) use connection::Link as RedisLink;
 pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;

@@ -689,7 +689,7 @@ async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
 }
 
 /// The dead-job count of the app's queue.
-async fn dead_count(conn: &mut intake::ConnectionManager, queue: &str) -> u64 {
+async fn dead_count(conn: &mut intake::QueueConnection, queue: &str) -> u64 {
     intake::dead::stats(conn, queue, Duration::from_secs(30))
         .await
         .unwrap()
@@ -701,7 +701,7 @@ async fn the_queue_page_lists_dead_jobs_and_retries_or_discards_them_with_csrf()
     capture_logs();
     let world = spawn_app().await;
     let queue = world.config.intake.queue.clone().unwrap();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     let late = "late@contoso.example";
     let lines = vec![

@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
-const ALIVE: Duration = Duration::from_secs(30);
+pub(crate) const ALIVE: Duration = Duration::from_secs(30);
 
 pub(crate) fn line(id: Uuid, mailbox: &str) -> Vec<u8> {
     serde_json::json!({
@@ -42,7 +42,12 @@ async fn queue_keys(queue: &str) -> Vec<String> {
 }
 
 pub(crate) fn settings(app: &TestApp) -> IntakeSettings {
-    let mut s = IntakeSettings::new(app.config.intake.queue.as_deref().unwrap(), Some("it"));
+    quick_settings(app.config.intake.queue.as_deref().unwrap(), "it")
+}
+
+/// `queue`'s settings with a cleanup every 200 ms and a poll every 20 ms.
+pub(crate) fn quick_settings(queue: &str, worker: &str) -> IntakeSettings {
+    let mut s = IntakeSettings::new(queue, Some(worker));
     s.cleanup_every = Duration::from_millis(200);
     s.poll = Duration::from_millis(20);
     s
@@ -64,7 +69,7 @@ async fn wait_for_row(app: &TestApp, id: Uuid) {
 
 /// Waits (up to 20 s) until the queue's counts satisfy `holds`.
 async fn wait_for_stats(
-    conn: &intake::ConnectionManager,
+    conn: &intake::QueueConnection,
     queue: &str,
     what: &str,
     holds: impl Fn(&dead::QueueStats) -> bool,
@@ -84,15 +89,28 @@ fn drained(s: &dead::QueueStats) -> bool {
 /// Starts a consumer of the app's queue; send `true` to stop it.
 pub(crate) fn consume(
     app: &TestApp,
-    conn: &intake::ConnectionManager,
+    conn: &intake::QueueConnection,
     metrics: &Arc<Metrics>,
-) -> (
+) -> Consumer {
+    consume_with(settings(app), app, conn, metrics)
+}
+
+/// A running consumer: send `true` to stop it, then await it.
+pub(crate) type Consumer = (
     tokio::sync::watch::Sender<bool>,
     tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
-) {
+);
+
+/// Starts a consumer with `settings` into the app's database; send `true` to stop it.
+pub(crate) fn consume_with(
+    settings: IntakeSettings,
+    app: &TestApp,
+    conn: &intake::QueueConnection,
+    metrics: &Arc<Metrics>,
+) -> Consumer {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let consumer = tokio::spawn(intake::run(
-        settings(app),
+        settings,
         conn.clone(),
         app.db.pool.clone(),
         Arc::clone(metrics),
@@ -106,7 +124,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
     let mut lines: Vec<Vec<u8>> = ids.iter().map(|id| line(*id, &mailbox)).collect();
     let bad: Vec<Vec<u8>> = vec![
@@ -185,7 +203,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
 async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let id = Uuid::new_v4();
     intake::push_lines(conn.clone(), &queue, [line(id, "late@contoso.example")])
         .await
@@ -219,11 +237,16 @@ fn succeeded(cmd: &mut std::process::Command) -> std::process::Output {
 }
 
 fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
+    cli_on(redis_url().as_str(), args, queue, db)
+}
+
+/// `mail-worker <args>` with `REDIS_URL=<redis>` (a list of cluster seeds, say).
+pub(crate) fn cli_on(redis: &str, args: &[&str], queue: &str, db: &url::Url) -> String {
     let out = succeeded(
         std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
             .args(args)
             .env("INTAKE_QUEUE", queue)
-            .env("REDIS_URL", redis_url().as_str())
+            .env("REDIS_URL", redis)
             .env("DATABASE_URL", db.as_str())
             .env("RUST_LOG", "warn"),
     );
@@ -276,7 +299,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     );
 
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     wait_for_stats(&conn, &queue, "2 dead, 0 done", |s| {
         s.dead == 2 && s.done == 0
@@ -329,7 +352,7 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
         );
     }
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     wait_for_row(&app, id.parse().unwrap()).await;
     let _ = stop.send(true);
@@ -338,7 +361,7 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
 
 /// A Python with the `redis` package: `python3` if it has it, else a venv under target/ that
 /// this installs it into once (as .ci/run does for hadolint), so the test never skips.
-fn python_with_redis() -> std::path::PathBuf {
+pub(crate) fn python_with_redis() -> std::path::PathBuf {
     let has_redis = |python: &std::path::Path| {
         std::process::Command::new(python)
             .args(["-c", "import redis"])
@@ -424,7 +447,7 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     );
 
     let metrics = Arc::new(Metrics::new());
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     wait_for_stats(&conn, &queue, "2 dead, none left", |s| {
         s.dead == 2 && drained(s)
@@ -486,7 +509,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     // A Redis of its own: the shared one's memory moves with every other test.
     let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
-    let conn = intake::connect(&redis.url).await.unwrap();
+    let conn = intake::connect(&redis.url.clone().into()).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
     let (_, warm_up) = later_lines(&mailbox, 100);
@@ -565,7 +588,7 @@ async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_j
         .sadd(format!("{queue}:inflight:killed-1"), "some-task")
         .await
         .unwrap();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let id = Uuid::new_v4();
     intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
         .await
@@ -639,7 +662,7 @@ async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_an
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let id = Uuid::new_v4();
     intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
         .await
@@ -784,7 +807,7 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
     // PostgreSQL stalls the inserts (a table lock held by the test), so the replicas' jobs stay
     // in flight, unacked, while replica A is killed.
     let lock = stall_inserts(&app).await;
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     assert_eq!(
         intake::push_lines(conn.clone(), &queue, lines)
             .await
@@ -888,7 +911,7 @@ async fn the_oldest_job_gauge_reads_the_heads_push_time() {
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
     // The inserts stalled (a table lock), so jobs wait behind the consumer's in-flight ones.
     let lock = stall_inserts(&app).await;
-    let conn = intake::connect(&redis_url()).await.unwrap();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (ids, lines) = later_lines(&mailbox, 3 * consumer_in_flight());
     intake::push_lines(conn.clone(), &queue, lines)
         .await

@@ -10,6 +10,7 @@ mod deploy;
 mod exactly_once;
 mod import;
 mod intake;
+mod intake_cluster;
 mod mailer;
 mod ops;
 mod overlap;

@@ -71,6 +71,7 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
         let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(ready["ready"], true);
         assert_eq!(ready["checks"]["postgresql"]["ok"], true);
+        assert_eq!(ready["checks"]["intake_redis"]["ok"], true, "{body}");
         // The gauge is refreshed every 100 ms.
         let mut text = String::new();
         wait_until(Duration::from_secs(5), "gauge shows 12 SENT", async || {

@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 use clap::Parser;
 use mail_worker::{
     import,
-    intake::{self, ConnectionManager, IntakeSettings},
+    intake::{self, IntakeSettings, QueueConnection},
     ops::Metrics,
 };
 use serde::Serialize;
@@ -153,7 +153,7 @@ async fn rows(db: &BenchDb) -> i64 {
 fn consumers(
     n: usize,
     queue: &str,
-    conn: &ConnectionManager,
+    conn: &QueueConnection,
     db: &BenchDb,
 ) -> (
     tokio::sync::watch::Sender<bool>,
@@ -221,7 +221,7 @@ async fn throughput(
 ) -> Result<Phase, String> {
     let (db, mailbox) = database().await;
     let queue = format!("{{{}}}", support::bench_prefix("intake"));
-    let conn = intake::connect(&redis.url)
+    let conn = intake::connect(&redis.url.clone().into())
         .await
         .unwrap_or_else(|e| fail(&format!("the private Redis: {e}")));
     let (keys0, mem0) = (redis.dbsize().await, redis.used_memory().await);
@@ -283,7 +283,7 @@ async fn throughput(
 async fn latency(rate: u32, seconds: u64, redis: &PrivateRedis) -> Latency {
     let (db, mailbox) = database().await;
     let queue = format!("{{{}}}", support::bench_prefix("intake-latency"));
-    let conn = intake::connect(&redis.url)
+    let conn = intake::connect(&redis.url.clone().into())
         .await
         .unwrap_or_else(|e| fail(&format!("the private Redis: {e}")));
     let (stop, tasks) = consumers(1, &queue, &conn, &db);

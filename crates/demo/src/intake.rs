@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use tokio::{sync::watch, task::JoinHandle};
 
 use mail_worker::{
-    intake::{self, ConnectionManager, IntakeError, IntakeSettings, dead},
+    intake::{self, IntakeError, IntakeSettings, QueueConnection, dead},
     ops::Metrics,
 };
 
@@ -51,7 +51,7 @@ impl Consumer {
 /// # Errors
 /// Redis errors, or a queue that did not drain within `within`.
 pub async fn push_and_consume(
-    conn: ConnectionManager,
+    conn: QueueConnection,
     queue: &str,
     pool: &PgPool,
     campaign: &[u8],

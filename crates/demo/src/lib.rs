@@ -159,7 +159,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
     let pool = store::prepare(&config.database_url, config.database_max_connections.get()).await?;
     import::senders::import(&pool, &senders_file).await?;
-    let conn = mail_worker::intake::connect(config.redis_url.first()).await?;
+    let conn = mail_worker::intake::connect(&config.redis_url).await?;
     let (intake, consumer) = intake::push_and_consume(
         conn,
         &queue,

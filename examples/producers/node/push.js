@@ -4,7 +4,8 @@
 //   cd examples/producers/node && npm install
 //   REDIS_URL=redis://127.0.0.1:6379 node examples/producers/node/push.js campaign.jsonl
 //
-// INTAKE_QUEUE names the queue (default {mail-worker:campaign-sends}). Each non-blank line is one
+// INTAKE_QUEUE names the queue (default {mail-worker:campaign-sends}); a comma-separated REDIS_URL
+// lists the seeds of a Redis Cluster. Each non-blank line is one
 // job, its task id the line's "id" (a fresh UUID if it has none), pushed by lua/intake/push.lua in calls
 // of 500 lines; a line already queued is skipped. The replicas judge each line as
 // `mail-worker enqueue` does: a bad one is dead-lettered (`mail-worker queue dead`).
@@ -31,13 +32,19 @@ function taskId(line) {
 }
 
 // Pushes `lines` (Buffers) onto `queue`; resolves to how many jobs were new.
+// `redis`: an ioredis Redis or Cluster client.
 async function push(redis, queue, lines) {
-  redis.defineCommand("intakePush", { numberOfKeys: 3, lua: PUSH });
+  redis.defineCommand("intakePush", { lua: PUSH });
   let pushed = 0;
   for (let start = 0; start < lines.length; start += CHUNK) {
-    const args = [`${queue}:meta`];
-    for (const line of lines.slice(start, start + CHUNK)) args.push(taskId(line), line);
-    pushed += await redis.intakePush(`${queue}:data`, `${queue}:active`, `${queue}:signal`, ...args);
+    const keys = [`${queue}:data`, `${queue}:active`, `${queue}:signal`];
+    const args = [];
+    for (const line of lines.slice(start, start + CHUNK)) {
+      const id = taskId(line);
+      keys.push(`${queue}:meta:${id}`);
+      args.push(id, line);
+    }
+    pushed += await redis.intakePush(keys.length, ...keys, ...args);
   }
   return pushed;
 }
@@ -48,7 +55,9 @@ async function main() {
     return 2;
   }
   const queue = process.env.INTAKE_QUEUE || "{mail-worker:campaign-sends}";
-  const redis = new Redis(process.env.REDIS_URL || "redis://127.0.0.1:6379");
+  const urls = (process.env.REDIS_URL || "redis://127.0.0.1:6379").split(",").map((u) => u.trim());
+  // Several URLs: the seeds of a Redis Cluster, as mail-worker reads REDIS_URL.
+  const redis = urls.length > 1 ? new Redis.Cluster(urls) : new Redis(urls[0]);
   try {
     const data = fs.readFileSync(process.argv[2]);
     const lines = [];

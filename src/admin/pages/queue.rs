@@ -61,11 +61,11 @@ fn when(at: Option<i64>) -> String {
 /// The configured queue and a connection to its Redis; `None` when the intake is off.
 async fn connect(
     state: &AdminState,
-) -> Result<Option<(IntakeSettings, intake::ConnectionManager)>, AdminError> {
+) -> Result<Option<(IntakeSettings, intake::QueueConnection)>, AdminError> {
     let Some(settings) = IntakeSettings::from_config(&state.config.intake) else {
         return Ok(None);
     };
-    let conn = intake::connect(state.config.redis_url.first()).await?;
+    let conn = intake::connect(&state.config.redis_url).await?;
     Ok(Some((settings, conn)))
 }
 

@@ -50,9 +50,10 @@ const FAILURES_BEFORE_REDIAL: u32 = 3;
 /// cluster that is down costs one new client a second at most: 1 s.
 const CLUSTER_REDIAL_MIN_AGE: Duration = Duration::from_secs(1);
 
-/// A standalone or a cluster connection, both multiplexed and cheap to clone.
+/// A standalone or a cluster connection, both multiplexed and cheap to clone (also the intake
+/// queue's, in `intake::QueueConnection`).
 #[derive(Clone)]
-enum Link {
+pub(crate) enum Link {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
 }

@@ -1,0 +1,189 @@
+//! The intake queue's Redis connection ([`QueueConnection`]): one node (`REDIS_URL` one URL: the
+//! redis crate's connection manager) or a Redis Cluster (`REDIS_URL` several comma-separated
+//! seeds: its cluster client, which follows `MOVED`/`ASK` and a failover). The same connection
+//! serves apalis-redis's storage (generic over the connection), our scripts and the queue
+//! commands.
+//!
+//! Every key of the queue carries the queue name's hash tag (`{…}`: the config refuses a
+//! cluster queue name without one), so every script runs on the one node owning that slot. All
+//! but one of apalis-redis 1.0.0's scripts touch only keys under the queue name;
+//! `register_worker.lua` also writes `core:apalis:queues:list`, which a cluster node that does
+//! not own that key's slot refuses. On a cluster this connection therefore runs
+//! `lua/intake/register.lua` in its place: the same KEYS, ARGV and effect on the queue's keys,
+//! without the global list (a list of queues for apalis-board; nothing of ours reads it).
+
+use std::{sync::LazyLock, time::Duration};
+
+use redis::{
+    Arg, Cmd, Pipeline, RedisFuture, Script, ScriptInvocation, Value,
+    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    cluster::{ClusterClient, ClusterConfig},
+};
+
+use super::IntakeError;
+use crate::rate_limit::{RedisLink as Link, RedisUrls};
+
+/// The longest one connection attempt may take: 2 s.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest one command may wait for its answer: 30 s.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The SHA-1 of apalis-redis 1.0.0's `lua/register_worker.lua`, the script replaced on a cluster
+/// (a later apalis-redis with a changed script would no longer match: the cluster test in
+/// tests/it/intake.rs then fails at the worker's registration).
+const APALIS_REGISTER_SHA: &str = "0d5fbce91e1dcff1121ece41f7169da3c0e39194";
+
+static REGISTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/register.lua")));
+
+/// A connection to the queue's Redis: one node or a cluster (see the module docs). Cheap to
+/// clone (multiplexed).
+#[derive(Clone)]
+pub struct QueueConnection(Link);
+
+impl std::fmt::Debug for QueueConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Link::Single(_) => "QueueConnection::Single",
+            Link::Cluster(_) => "QueueConnection::Cluster",
+        })
+    }
+}
+
+impl QueueConnection {
+    /// Connects to `urls` now (`mail-worker queue …`, `enqueue --via queue`, the demo).
+    ///
+    /// # Errors
+    /// A URL the client refuses, or a Redis that does not answer.
+    pub async fn connect(urls: &RedisUrls) -> Result<Self, IntakeError> {
+        Ok(Self(if urls.is_cluster() {
+            Link::Cluster(
+                cluster_client(urls)?
+                    .get_async_connection_with_config(cluster_config())
+                    .await?,
+            )
+        } else {
+            Link::Single(apalis_redis::connect(urls.first().as_str()).await?)
+        }))
+    }
+
+    /// A connection that does not need Redis to answer now (the daemon starts with the queue's
+    /// Redis down; the worker waits for it, `/readyz` says degraded meanwhile).
+    ///
+    /// # Errors
+    /// A URL the client refuses.
+    pub(crate) fn lazy(urls: &RedisUrls) -> Result<Self, IntakeError> {
+        Ok(Self(if urls.is_cluster() {
+            Link::Cluster(
+                cluster_client(urls)?.get_pending_async_connection_with_config(cluster_config()),
+            )
+        } else {
+            let client = redis::Client::open(urls.first().as_str())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                .set_response_timeout(Some(RESPONSE_TIMEOUT));
+            Link::Single(ConnectionManager::new_lazy_with_config(client, config)?)
+        }))
+    }
+
+    /// Whether this is a Redis Cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.0, Link::Cluster(_))
+    }
+}
+
+fn cluster_client(urls: &RedisUrls) -> Result<ClusterClient, IntakeError> {
+    let seeds = urls.as_slice().iter().map(url::Url::as_str);
+    Ok(ClusterClient::builder(seeds)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .build()?)
+}
+
+fn cluster_config() -> ClusterConfig {
+    ClusterConfig::new()
+        .set_connection_timeout(CONNECT_TIMEOUT)
+        .set_response_timeout(RESPONSE_TIMEOUT)
+}
+
+/// A script call's keys and arguments.
+type KeysAndArgs<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
+
+/// The keys and the arguments of `cmd` when it is an `EVALSHA` of apalis-redis's register
+/// script (to run `lua/intake/register.lua` with); else `None`.
+fn apalis_register(cmd: &Cmd) -> Option<KeysAndArgs<'_>> {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        Arg::Simple(bytes) => bytes,
+        _ => &[],
+    });
+    if !args.next()?.eq_ignore_ascii_case(b"EVALSHA")
+        || args.next()? != APALIS_REGISTER_SHA.as_bytes()
+    {
+        return None;
+    }
+    let keys: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+    let keys: Vec<&[u8]> = args.by_ref().take(keys).collect();
+    Some((keys, args.collect()))
+}
+
+/// [`REGISTER`] with `keys` and `args`.
+fn register<'a>(keys: &[&'a [u8]], args: &[&'a [u8]]) -> ScriptInvocation<'static> {
+    let mut call = REGISTER.prepare_invoke();
+    for key in keys {
+        call.key(*key);
+    }
+    for arg in args {
+        call.arg(*arg);
+    }
+    call
+}
+
+impl ConnectionLike for QueueConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let register_call = match self.0 {
+            Link::Cluster(_) => apalis_register(cmd).map(|(keys, args)| register(&keys, &args)),
+            Link::Single(_) => None,
+        };
+        match (&mut self.0, register_call) {
+            (Link::Cluster(c), Some(call)) => Box::pin(async move { call.invoke_async(c).await }),
+            (link, _) => link.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.0.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_apalis_redis_register_script_is_replaced_its_keys_and_arguments_kept() {
+        let mut apalis = redis::cmd("EVALSHA");
+        apalis
+            .arg(APALIS_REGISTER_SHA)
+            .arg(2)
+            .arg("{q}:workers")
+            .arg("{q}:workers:metadata:w")
+            .arg(1_700_000_000)
+            .arg("w");
+        let (keys, args) = apalis_register(&apalis).expect("replaced");
+        assert_eq!(keys, [&b"{q}:workers"[..], b"{q}:workers:metadata:w"]);
+        assert_eq!(args, [&b"1700000000"[..], b"w"]);
+        let mut other = redis::cmd("EVALSHA");
+        other.arg("0".repeat(40)).arg(0);
+        assert!(apalis_register(&other).is_none());
+        assert!(apalis_register(&redis::cmd("PING")).is_none());
+    }
+}
