@@ -290,9 +290,7 @@ fn campaign_is_the_campaign_id_else_the_x_campaign_id_header_else_none() {
         "the header, any case, trimmed"
     );
     assert_eq!(
-        campaign(
-            r#","campaignId":"spring","headers":[{"name":"x-campaign-id","value":"camp-7"}]"#
-        ),
+        campaign(r#","campaignId":"spring","headers":[{"name":"x-campaign-id","value":"camp-7"}]"#),
         Ok(Some("spring".into())),
         "the field wins over the header"
     );
