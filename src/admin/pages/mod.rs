@@ -168,9 +168,12 @@ fn render(template: &impl Template) -> Result<Html<String>, AdminError> {
     Ok(Html(template.render()?))
 }
 
-/// A path segment for `text` (`@` and `+` escaped).
+/// A path segment for `text` (`@`, `+`, `&` escaped; a space as `%20`, since a path does not
+/// read `+` as a space).
 fn segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
 }
 
 async fn script(Authed(_): Authed) -> impl IntoResponse {
