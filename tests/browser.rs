@@ -161,7 +161,13 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         assert!(limits.contains("5/min override"), "mb0 limits: {limits:?}");
 
         // A campaign for mb0: 12 messages due now.
-        world.insert(0, 12, "SCHEDULED").await;
+        for id in world.insert(0, 12, "SCHEDULED").await {
+            sqlx::query("UPDATE messages SET campaign_id = 'winter-invitations' WHERE id = $1")
+                .bind(id)
+                .execute(&world.db.pool)
+                .await
+                .unwrap();
+        }
 
         // Retry the ERROR message, then see it SENT.
         browser.goto(&format!("{ui}/messages?status=ERROR")).await;
@@ -215,6 +221,29 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             "{in_first_minute} sends in mb0's first minute: {sends:?}"
         );
         assert!(busiest_minute(&sends) <= LIMIT, "{sends:?}");
+
+        // The campaigns page (from the navigation), then the campaign by sender: mb0's sends so
+        // far and the forecast finish of the rest (at 5/min, 12 take over two minutes).
+        browser
+            .click(&browser.find("nav a[href=\"/campaigns\"]").await)
+            .await;
+        let sent = browser.text_of("tr.campaign td.sent").await.unwrap();
+        assert!(
+            sent.parse::<usize>().unwrap() >= 3,
+            "campaign sent: {sent:?}"
+        );
+        browser
+            .click(
+                &browser
+                    .find("a[href=\"/campaigns/winter-invitations\"]")
+                    .await,
+            )
+            .await;
+        let summary = browser.wait_text("#summary").await;
+        assert!(summary.contains(" waiting"), "{summary}");
+        let finish = browser.text_of("tr.sender td.finish").await.unwrap();
+        assert!(finish.ends_with(" UTC"), "forecast finish: {finish:?}");
+        artifact("admin-campaign.png", &browser.screenshot().await);
 
         // The mailboxes page, for docs/operations.md and as the run's artifact.
         browser.goto(&format!("{ui}/mailboxes")).await;

@@ -24,7 +24,7 @@ macro_rules! recipients_sql {
 /// 15 min grace): `$1` is whether the limiter books at all.
 macro_rules! booked_sql {
     () => {
-        "($1 AND m.wait_reason IN ('minute', 'day', 'tenant') \
+        "($1 AND coalesce(m.wait_reason IN ('minute', 'day', 'tenant'), false) \
           AND m.scheduled_on > now() - interval '15 minutes')"
     };
 }
