@@ -29,6 +29,8 @@ pub struct SenderForecast {
     pub mailbox: String,
     /// `system mailbox` or `tenant <name>`.
     pub sender: String,
+    /// `graph` or `sendgrid` (not rate-limited: its messages are forecast to go at once).
+    pub provider: &'static str,
     /// The budgets in force.
     pub limits: Limits,
     /// The messages forecast (the file's lines, or the campaign's still waiting) and their
@@ -335,10 +337,26 @@ async fn sender_forecast(
             recipients: backlog.unbooked_recipients,
         },
     };
-    let finish = forecast::finish(&state, sends);
+    let finish = if tenant.is_some() {
+        forecast::finish(&state, sends)
+    } else {
+        // SendGrid: no limiter, every message as soon as it is due.
+        let due = sends.iter().map(|s| s.not_before.unwrap_or(now).max(now));
+        Finish {
+            first: due.clone().min(),
+            finish: due.max().unwrap_or(now),
+            spilled: 0,
+            too_large: 0,
+        }
+    };
     SenderForecast {
         mailbox: mailbox.to_string(),
         sender: kind,
+        provider: if tenant.is_some() {
+            "graph"
+        } else {
+            "sendgrid"
+        },
         limits,
         messages: Load {
             messages: sends.len() as u64,
