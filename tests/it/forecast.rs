@@ -155,3 +155,120 @@ async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forec
     );
     assert_eq!(finished.forecast_finish, None, "nothing waits");
 }
+
+#[tokio::test]
+async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_and_status_counts() {
+    use crate::cli::{mail_worker, text};
+    use mail_worker::{clock::SystemClock, service::SendOutcome};
+    let world = TestApp::builder()
+        .mailboxes(2)
+        .algorithm(Algorithm::Paced)
+        .per_minute(20)
+        .tenant_budget(5, &["contoso.example"])
+        .await;
+    // mb0's limiter first holds 4 recipients (sent or booked), all external (example.org).
+    let handler = world.real_handler(std::sync::Arc::new(SystemClock));
+    let mut booked = 0;
+    for id in world.insert(0, 4, "SCHEDULED").await {
+        match crate::support::claim_and_send(&world.db.pool, &handler, id)
+            .await
+            .unwrap()
+        {
+            Some(SendOutcome::Sent) => {}
+            Some(SendOutcome::Deferred { .. }) => booked += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(booked >= 1, "at 20/min some of 4 are booked");
+    // The file: 10 external messages for mb0, 3 internal ones for mb1.
+    let line = |mailbox: usize, to: String| {
+        serde_json::json!({
+            "id": Uuid::new_v4(),
+            "systemMailbox": world.mailboxes[mailbox].0.as_str(),
+            "campaignId": "cli-campaign",
+            "to": [{"address": to}],
+            "body": {"contentType": "text", "content": "hi"},
+        })
+        .to_string()
+    };
+    let mut lines: Vec<String> = (0..10)
+        .map(|k| line(0, format!("guest{k}@example.org")))
+        .collect();
+    lines.extend((0..3).map(|k| line(1, format!("colleague{k}@contoso.example"))));
+    let dir = std::env::temp_dir().join(crate::support::unique("mw-forecast-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("campaign.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let file = path.to_str().unwrap();
+    let url = world.db.url.to_string();
+    let prefix = world.config.rate_limit.key_prefix.clone();
+    let env = [
+        ("DATABASE_URL", url.as_str()),
+        ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.as_str()),
+        ("MAIL_RATE_LIMIT_ALGORITHM", "paced"),
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "8"),
+    ];
+    let by = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+
+    let out = mail_worker(&["campaign", "forecast", file, "--by", &by, "--json"], &env);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "past --by: {}",
+        text(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mb0 = &report["senders"][0];
+    assert_eq!(mb0["mailbox"], "mb0@contoso.example");
+    assert_eq!(mb0["messages"]["messages"], 10);
+    assert_eq!(mb0["recipients_last_day"], 4, "{mb0}");
+    assert_eq!(mb0["backlog"]["unbooked"], 0, "booked rows need no slot");
+    assert_eq!(mb0["backlog"]["booked"], booked);
+    // 8 a day, 4 held: 4 new fit today, the other 6 wait for tomorrow.
+    assert_eq!(mb0["spilled"], 6, "{mb0}");
+    let kinds: Vec<&str> = mb0["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["after_deadline", "day_budget"]);
+    assert!(mb0["seconds"].as_f64().unwrap() > 86_400.0);
+    let mb1 = &report["senders"][1];
+    assert_eq!(mb1["warnings"], serde_json::json!([]));
+    // 20/min: 3.1 s a slot; mb1 is idle, so its 3rd slot is 6.2 s out.
+    assert_eq!(mb1["seconds"], 6.2);
+    assert_eq!(
+        report["tenant_warnings"],
+        serde_json::json!([{"kind": "tenant_budget", "tenant": "contoso.example", "external": 14, "external_recipients_per_day": 5}])
+    );
+
+    let table = text(&mail_worker(&["campaign", "forecast", file], &env).stdout);
+    assert!(
+        table.contains("warning: mb0@contoso.example: 6 messages exceed the mailbox's day budget of 8 recipients and spill into the next day"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "warning: tenant contoso.example: 14 external recipients exceed its budget of 5 a day"
+        ),
+        "{table}"
+    );
+
+    let out = mail_worker(&["enqueue", file], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = mail_worker(&["campaign", "status", "cli-campaign", "--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["total"]["waiting"], 13);
+    assert_eq!(status["total"]["sent"], 0);
+    assert_eq!(status["senders"][1]["waiting"], 3);
+    assert!(status["senders"][1]["forecast_finish"].is_string());
+    let table = text(&mail_worker(&["campaign", "status", "cli-campaign"], &env).stdout);
+    assert!(table.starts_with("campaign cli-campaign\n"), "{table}");
+    assert!(table.contains("all senders"), "{table}");
+    let out = mail_worker(&["campaign", "status", "no-such-campaign"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no message has campaign \"no-such-campaign\""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
