@@ -2,7 +2,8 @@
 //! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
-//! `ERROR` message and sees it `SENT`. Writes screenshots of the pages to `target/admin-*.png`
+//! `ERROR` message and sees it `SENT`, then opens the campaign from the Campaigns page and sees its
+//! forecast finish. Writes screenshots of the pages to `target/admin-*.png`
 //! (docs/operations.md's `docs/admin-mailboxes.png` is one of those).
 //!
 //! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with

@@ -143,6 +143,33 @@ pub struct CampaignStatus {
     pub senders: Vec<SenderStatus>,
 }
 
+/// What every campaign's progress reads once (a page of many campaigns reads it once): the
+/// senders, what waits per sender, the limiter's connection.
+pub(crate) struct Readings<'a> {
+    config: &'a Config,
+    senders: HashMap<Uuid, Sender>,
+    waiting: HashMap<Uuid, Waiting>,
+    reader: UsageReader<'a>,
+    booking: bool,
+}
+
+impl<'a> Readings<'a> {
+    /// Reads the senders and what waits for each.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub(crate) async fn new(config: &'a Config, pool: &sqlx::PgPool) -> Result<Self, AdminError> {
+        let booking = config.rate_limit.algorithm == Algorithm::Paced;
+        Ok(Self {
+            config,
+            senders: senders_by_id(pool).await?,
+            waiting: campaigns::waiting_by_sender(pool, booking).await?,
+            reader: UsageReader::new(&config.rate_limit),
+            booking,
+        })
+    }
+}
+
 /// Campaign `campaign`'s progress (`None`: no message has that campaign).
 ///
 /// # Errors
@@ -152,14 +179,23 @@ pub async fn campaign_status(
     pool: &sqlx::PgPool,
     campaign: &str,
 ) -> Result<Option<CampaignStatus>, AdminError> {
-    let booking = config.rate_limit.algorithm == Algorithm::Paced;
-    let rows = campaigns::by_sender(pool, campaign, booking).await?;
+    let mut readings = Readings::new(config, pool).await?;
+    status_with(&mut readings, pool, campaign).await
+}
+
+/// [`campaign_status`] over `readings`.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn status_with(
+    readings: &mut Readings<'_>,
+    pool: &sqlx::PgPool,
+    campaign: &str,
+) -> Result<Option<CampaignStatus>, AdminError> {
+    let rows = campaigns::by_sender(pool, campaign, readings.booking).await?;
     if rows.is_empty() {
         return Ok(None);
     }
-    let senders = senders_by_id(pool).await?;
-    let waiting = campaigns::waiting_by_sender(pool, booking).await?;
-    let mut reader = UsageReader::new(&config.rate_limit);
     let now = Utc::now();
     let mut out = Vec::new();
     let mut total = CampaignCounts::default();
@@ -170,8 +206,12 @@ pub async fn campaign_status(
         // latest they can go); its booked rows go at their slots.
         let mut forecast_finish = c.last_booked_slot.filter(|_| c.waiting > 0);
         let mut warnings = Vec::new();
-        if let (Some(sender), true) = (senders.get(&row.sender_id), c.unbooked > 0) {
-            let mut all = waiting.get(&row.sender_id).copied().unwrap_or_default();
+        if let (Some(sender), true) = (readings.senders.get(&row.sender_id), c.unbooked > 0) {
+            let mut all = readings
+                .waiting
+                .get(&row.sender_id)
+                .copied()
+                .unwrap_or_default();
             all.unbooked = all.unbooked.saturating_sub(c.unbooked as u64);
             all.unbooked_recipients = all
                 .unbooked_recipients
@@ -185,7 +225,9 @@ pub async fn campaign_status(
                 };
                 c.unbooked as usize
             ];
-            let f = sender_forecast(config, &mut reader, sender, all, &sends, now, None).await;
+            let config = readings.config;
+            let f =
+                sender_forecast(config, &mut readings.reader, sender, all, &sends, now, None).await;
             forecast_finish = forecast_finish.max(Some(f.finish.finish));
             warnings = f.warnings;
         }

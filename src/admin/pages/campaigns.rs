@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::{
-    admin::campaign::{CampaignStatus, campaign_status},
+    admin::campaign::{CampaignStatus, Readings, campaign_status, status_with},
     rate_limit::Algorithm,
     store::campaigns::{self, CampaignLine},
 };
@@ -33,9 +33,10 @@ pub(super) async fn campaigns_page(
 ) -> Result<Html<String>, AdminError> {
     let booking = state.config.rate_limit.algorithm == Algorithm::Paced;
     let mut lines = Vec::new();
+    let mut readings = Readings::new(&state.config, &state.pool).await?;
     for line in campaigns::list(&state.pool, booking, CAMPAIGNS_PAGE).await? {
         let finish = if line.counts.waiting > 0 {
-            campaign_status(&state.config, &state.pool, &line.campaign)
+            status_with(&mut readings, &state.pool, &line.campaign)
                 .await?
                 .and_then(|s| s.forecast_finish)
         } else {
