@@ -91,6 +91,8 @@ pub async fn forecast_file(
     let directory = crate::import::sender_directory(pool).await?;
     let (good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
     let senders = senders_by_id(pool).await?;
+    // A line without a priority is stored with its sender's (as the insert does).
+    let defaults = senders::priorities(pool).await?;
     let mut shares: BTreeMap<Uuid, Share> = BTreeMap::new();
     for (_, m) in &good {
         let id = m.sender.id();
@@ -101,7 +103,10 @@ pub async fn forecast_file(
         share.sends.push(NewSend {
             not_before: m.scheduled_on,
             recipients: m.content.recipient_count(),
-            priority: m.priority.unwrap_or_default(),
+            priority: m
+                .priority
+                .or_else(|| defaults.get(&id).copied())
+                .unwrap_or_default(),
         });
         if let Some(budget) = senders.get(&id).and_then(tenant_budget) {
             let c = &m.content;
