@@ -44,6 +44,7 @@ pub mod config;
 pub mod daemon;
 pub mod domain;
 pub mod events;
+pub mod forecast;
 pub mod import;
 pub mod intake;
 pub mod mailer;

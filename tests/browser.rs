@@ -2,8 +2,9 @@
 //! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
-//! `ERROR` message and sees it `SENT`, then retries and discards a dead-lettered intake job on
-//! the Queue page. Writes screenshots of the pages to `target/admin-*.png`
+//! `ERROR` message and sees it `SENT`, retries and discards a dead-lettered intake job on the
+//! Queue page, then opens the campaign from the Campaigns page and sees its forecast finish.
+//! Writes screenshots of the pages to `target/admin-*.png`
 //! (docs/operations.md's `docs/admin-mailboxes.png` is one of those).
 //!
 //! Ignored by default: it needs Chromium (`scripts/browser.sh`); `.ci/run` runs it with
@@ -163,7 +164,13 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         assert!(limits.contains("5/min override"), "mb0 limits: {limits:?}");
 
         // A campaign for mb0: 12 messages due now.
-        world.insert(0, 12, "SCHEDULED").await;
+        for id in world.insert(0, 12, "SCHEDULED").await {
+            sqlx::query("UPDATE messages SET campaign_id = 'winter-invitations' WHERE id = $1")
+                .bind(id)
+                .execute(&world.db.pool)
+                .await
+                .unwrap();
+        }
 
         // Retry the ERROR message, then see it SENT.
         browser.goto(&format!("{ui}/messages?status=ERROR")).await;
@@ -217,6 +224,29 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             "{in_first_minute} sends in mb0's first minute: {sends:?}"
         );
         assert!(busiest_minute(&sends) <= LIMIT, "{sends:?}");
+
+        // The campaigns page (from the navigation), then the campaign by sender: mb0's sends so
+        // far and the forecast finish of the rest (at 5/min, 12 take over two minutes).
+        browser
+            .click(&browser.find("nav a[href=\"/campaigns\"]").await)
+            .await;
+        let sent = browser.text_of("tr.campaign td.sent").await.unwrap();
+        assert!(
+            sent.parse::<usize>().unwrap() >= 3,
+            "campaign sent: {sent:?}"
+        );
+        browser
+            .click(
+                &browser
+                    .find("a[href=\"/campaigns/winter-invitations\"]")
+                    .await,
+            )
+            .await;
+        let summary = browser.wait_text("#summary").await;
+        assert!(summary.contains(" waiting"), "{summary}");
+        let finish = browser.text_of("tr.sender td.finish").await.unwrap();
+        assert!(finish.ends_with(" UTC"), "forecast finish: {finish:?}");
+        artifact("admin-campaign.png", &browser.screenshot().await);
 
         // The mailboxes page, for docs/operations.md and as the run's artifact.
         browser.goto(&format!("{ui}/mailboxes")).await;

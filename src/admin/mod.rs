@@ -11,6 +11,7 @@
 //! - [`pages`]: the routes and their templates (`templates/admin/`).
 
 pub mod auth;
+pub mod campaign;
 pub mod pages;
 pub mod usage;
 

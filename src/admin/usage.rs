@@ -109,7 +109,7 @@ pub(crate) async fn mailbox_usage_with(
 
 /// A sender's kind (`system mailbox` / `tenant <name>`), id, Graph tenant (`None`: SendGrid)
 /// and limits in force.
-fn limits_of(
+pub(crate) fn limits_of(
     sender: &Sender,
     config: &Config,
 ) -> (String, uuid::Uuid, Option<String>, EffectiveLimits) {

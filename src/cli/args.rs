@@ -51,6 +51,9 @@ pub enum Command {
         #[arg(long, default_value = "database", value_parser = ["database", "queue"])]
         via: String,
     },
+    /// Campaigns: when a campaign file would finish, and how a running campaign goes.
+    #[command(subcommand)]
+    Campaign(CampaignCommand),
     /// The intake queue (INTAKE_QUEUE on REDIS_URL): counts and dead-lettered jobs.
     #[command(subcommand)]
     Queue(QueueCommand),
@@ -69,6 +72,34 @@ pub enum Command {
     },
     /// Counts by status per sender, the oldest due message, the next scheduled one, deferrals.
     Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `mail-worker campaign …`
+#[derive(Debug, Subcommand)]
+pub enum CampaignCommand {
+    /// Before enqueueing: per sender, the earliest finish of a campaign file given the senders'
+    /// budgets, what the limiter has booked and used, and what already waits; warns when a
+    /// finish is after --by (exit 1 then), past a mailbox's day budget or a tenant's external
+    /// budget. Writes nothing.
+    Forecast {
+        /// The campaign file (JSONL, as `enqueue` takes it).
+        file: PathBuf,
+        /// The deadline, RFC 3339 (e.g. 2026-12-02T17:00:00Z).
+        #[arg(long)]
+        by: Option<chrono::DateTime<chrono::Utc>>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// While it runs: sent, waiting, failed and cancelled per sender, and the forecast finish
+    /// of what still waits.
+    Status {
+        /// The campaign's id (`campaignId`, or the lines' `x-campaign-id` header).
+        campaign: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,

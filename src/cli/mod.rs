@@ -16,14 +16,15 @@ use crate::{
 };
 
 mod args;
+mod campaign;
 mod env_vars;
 mod messages;
 mod queue;
 mod tables;
 
 pub use args::{
-    Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection, SendersCommand,
-    SetLimits,
+    CampaignCommand, Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection,
+    SendersCommand, SetLimits,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -185,6 +186,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Command::Queue(command) => queue::queue_command(&config, command).await,
+        Command::Campaign(command) => campaign::campaign_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;
             let bytes =

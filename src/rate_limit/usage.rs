@@ -87,6 +87,24 @@ impl<'a> UsageReader<'a> {
 }
 
 impl UsageReader<'_> {
+    /// The external recipients the Graph tenant `tenant`'s budget counts in its rolling 24 h
+    /// (`paced`; `fixed-window` keeps no tenant budget: 0).
+    ///
+    /// # Errors
+    /// The Redis error as text.
+    pub(crate) async fn tenant_external(&mut self, tenant: &str) -> Result<u64, String> {
+        if self.config.algorithm != Algorithm::Paced {
+            return Ok(0);
+        }
+        let conn = self.conn.as_ref().map_err(String::clone)?;
+        let key = PacedKeys::tenant_state(&self.config.key_prefix, tenant);
+        let (total,): (Option<u64>,) = conn
+            .query(redis::pipe().cmd("HGET").arg(key).arg("total"))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(total.unwrap_or(0))
+    }
+
     /// Whether this is the first `mail.budget.nearlyUsed` of `mailbox` (Graph tenant `tenant`)
     /// in 24 h: sets `<prefix>:{<tenant>}:<mailbox>:alerted` for 24 h unless it is set (every
     /// replica asks; one is told yes). The one write of this module.

@@ -234,6 +234,7 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     prepare(url, 4).await
 }
 pub mod admin;
+pub mod campaigns;
 pub mod history;
 pub mod messages;
 pub mod report;

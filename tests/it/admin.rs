@@ -220,6 +220,7 @@ async fn every_page_and_action_needs_a_session() {
         "/messages".to_owned(),
         "/messages?status=ERROR".to_owned(),
         "/queue".to_owned(),
+        "/campaigns".to_owned(),
         "/assets/admin.js".to_owned(),
     ];
     let forged = Login {
@@ -852,4 +853,104 @@ async fn with_the_intake_off_the_queue_page_says_so() {
     let answer = ui.submit("/queue/retry", &login, &[("all", "1")]).await;
     assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert!(answer.text().await.unwrap().contains("INTAKE_QUEUE is off"));
+}
+
+#[tokio::test]
+async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish() {
+    let world = TestApp::builder().mailboxes(2).await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let campaign = "spring & summer";
+    let mut ids = world.insert(0, 3, "SENT").await;
+    ids.extend(world.insert(0, 2, "SCHEDULED").await);
+    ids.extend(world.insert(1, 1, "ERROR").await);
+    ids.extend(world.insert(1, 1, "SCHEDULED").await);
+    let other = world.insert(1, 4, "SCHEDULED").await;
+    for id in &ids {
+        sqlx::query("UPDATE messages SET campaign_id = $2, sent_at = CASE WHEN status = 'SENT' THEN now() END WHERE id = $1")
+            .bind(id)
+            .bind(campaign)
+            .execute(&world.db.pool)
+            .await
+            .unwrap();
+    }
+    let cancelled = world.insert(1, 1, "ERROR").await[0];
+    sqlx::query("UPDATE messages SET campaign_id = $2, last_error = $3 WHERE id = $1")
+        .bind(cancelled)
+        .bind(campaign)
+        .bind(format!(
+            "{}: test",
+            mail_worker::store::admin::CANCELLED_PREFIX
+        ))
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+
+    let list = ui.page("/campaigns", &login).await;
+    assert!(
+        list.contains("<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>"),
+        "{list}"
+    );
+    assert!(
+        list.contains("<a href=\"/campaigns\">Campaigns</a>"),
+        "in the nav"
+    );
+
+    // The forecast: mailbox 0 has its 2 waiting; mailbox 1 its 1 behind the 4 others waiting
+    // (fixed-window at 25/min: 2.4 s a slot), so the 5th slot: 4 × 2.4 s from now.
+    let status = admin::campaign::campaign_status(&world.config, &world.db.pool, campaign)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            status.total.sent,
+            status.total.waiting,
+            status.total.failed,
+            status.total.cancelled
+        ),
+        (3, 3, 1, 1)
+    );
+    let by: Vec<(String, i64, Option<i64>)> = status
+        .senders
+        .iter()
+        .map(|s| {
+            (
+                s.mailbox.clone(),
+                s.counts.waiting,
+                s.forecast_finish
+                    .map(|f| (f - status.now).num_milliseconds()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        [
+            ("mb0@contoso.example".to_owned(), 2, Some(2_400)),
+            ("mb1@contoso.example".to_owned(), 1, Some(4 * 2_400)),
+        ]
+    );
+    assert_eq!(
+        status
+            .forecast_finish
+            .map(|f| (f - status.now).num_milliseconds()),
+        Some(9_600)
+    );
+    assert_eq!(other.len(), 4);
+
+    let page = ui.page("/campaigns/spring%20%26%20summer", &login).await;
+    assert!(
+        page.contains("<h1>Campaign spring &#38; summer</h1>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("3 sent, 3 waiting (0 booked), 1 failed, 1 cancelled"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"waiting\">1</td>"),
+        "{page}"
+    );
+    let answer = ui.get("/campaigns/none-such", Some(&login)).await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
 }

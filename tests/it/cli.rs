@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 
 use crate::support::TestDb;
 
-fn mail_worker(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn mail_worker(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mail-worker"))
         .args(args)
         .envs(env.iter().copied())
@@ -13,7 +13,7 @@ fn mail_worker(args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 

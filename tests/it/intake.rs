@@ -225,6 +225,49 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
     consumer.await.unwrap().unwrap();
 }
 
+#[tokio::test]
+async fn a_jobs_campaign_is_stored_from_its_campaign_id_or_its_x_campaign_id_header() {
+    let app = spawn_app().await;
+    let queue = app.config.intake.queue.clone().unwrap();
+    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
+    let with = |id: Uuid, extra: serde_json::Value| {
+        let mut v: serde_json::Value = serde_json::from_slice(&line(id, &mailbox)).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v.to_string().into_bytes()
+    };
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let lines = [
+        with(a, serde_json::json!({"campaignId": "spring"})),
+        with(
+            b,
+            serde_json::json!({"headers": [{"name": "x-campaign-id", "value": "autumn"}]}),
+        ),
+        line(c, &mailbox),
+    ];
+    intake::push_lines(conn.clone(), &queue, lines)
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, consumer) = consume(&app, &conn, &metrics);
+    for id in [a, b, c] {
+        wait_for_row(&app, id).await;
+    }
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    for (id, campaign) in [(a, Some("spring")), (b, Some("autumn")), (c, None)] {
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT campaign_id FROM messages WHERE id = $1")
+                .bind(id)
+                .fetch_one(&app.db.pool)
+                .await
+                .unwrap();
+        assert_eq!(stored.as_deref(), campaign);
+    }
+}
+
 /// Runs `cmd` to its end; panics with its stderr unless it succeeded.
 fn succeeded(cmd: &mut std::process::Command) -> std::process::Output {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

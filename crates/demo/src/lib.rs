@@ -7,6 +7,7 @@
 //! a per-mailbox report.
 
 mod campaign;
+pub mod forecast;
 pub mod intake;
 
 use std::{
@@ -106,6 +107,8 @@ pub struct DemoReport {
     pub finished: bool,
     /// Per mailbox.
     pub mailboxes: Vec<MailboxReport>,
+    /// The forecast made before enqueueing against each mailbox's actual finish.
+    pub forecast: Vec<forecast::ForecastLine>,
 }
 
 /// Runs the demo.
@@ -159,6 +162,11 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
 
     let pool = store::prepare(&config.database_url, config.database_max_connections.get()).await?;
     import::senders::import(&pool, &senders_file).await?;
+    // Before enqueueing, as an operator would: `mail-worker campaign forecast`'s report.
+    let before =
+        mail_worker::admin::campaign::forecast_file(&config, &pool, campaign_text.as_bytes(), None)
+            .await?;
+    eprintln!("{}", forecast::summary(&before));
     let conn = mail_worker::intake::connect(&config.redis_url).await?;
     let (intake, consumer) = intake::push_and_consume(
         conn,
@@ -190,7 +198,8 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     let finished = watcher.await.unwrap_or(false);
     let elapsed_s = started.elapsed().as_secs_f64();
 
-    let report = build_report(
+    let compared = forecast::compare(&pool, &before).await?;
+    let mut report = build_report(
         &pool,
         &config,
         &senders_file,
@@ -201,6 +210,7 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         finished,
     )
     .await?;
+    report.forecast = compared;
     drop(sendgrid);
     sim.shutdown().await?;
     pool.close().await;
@@ -452,6 +462,7 @@ async fn build_report(
         elapsed_s,
         finished,
         mailboxes,
+        forecast: Vec::new(),
     })
 }
 
@@ -521,6 +532,7 @@ pub fn render(report: &DemoReport) -> String {
          deferrals: waits our limiter or Graph asked for (never failures); max/UTC min: most sends in one UTC minute / our limit; \
          max/60 s: most in any rolling 60 s / Exchange's 30; Graph 429: the stand-in's refusals by cause, each deferred and retried, not failed.\n",
     );
+    out.push_str(&forecast::render(&report.forecast));
     let errors: Vec<_> = report
         .mailboxes
         .iter()

@@ -1,5 +1,5 @@
 //! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
-//! its limits form, the messages with retry and cancel, the intake queue with its dead letters. HTML from `templates/admin/` (askama,
+//! its limits form, the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast. HTML from `templates/admin/` (askama,
 //! escaped); every page but the login form needs a session, every POST its CSRF token.
 //! Here the router, the security headers, the session extractor and form parsing; a file per
 //! page beside it (like zero2prod's `routes/admin/*`).
@@ -36,11 +36,13 @@ use crate::config::{
 };
 use crate::rate_limit::usage::UsageReader;
 
+mod campaigns;
 mod login;
 mod mailboxes;
 mod messages;
 mod queue;
 
+use campaigns::{campaign_page, campaigns_page};
 use login::{login, login_form, logout};
 use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
 use messages::{act, messages};
@@ -64,6 +66,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/mailboxes/{address}", get(mailbox))
         .route("/mailboxes/{address}/limits", post(set_limits))
         .route("/messages", get(messages))
+        .route("/campaigns", get(campaigns_page))
+        .route("/campaigns/{campaign}", get(campaign_page))
         .route(
             "/messages/retry",
             post(|state, session, body| act(state, session, body, ops::BulkAction::Retry)),
@@ -187,9 +191,12 @@ fn render(template: &impl Template) -> Result<Html<String>, AdminError> {
     Ok(Html(template.render()?))
 }
 
-/// A path segment for `text` (`@` and `+` escaped).
+/// A path segment for `text` (`@`, `+`, `&` escaped; a space as `%20`, since a path does not
+/// read `+` as a space).
 fn segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
 }
 
 async fn script(Authed(_): Authed) -> impl IntoResponse {

@@ -41,6 +41,8 @@ struct Line {
     scheduled_on: Option<String>,
     #[serde(default)]
     priority: Option<String>,
+    #[serde(default)]
+    campaign_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,6 +97,9 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
     }
     if let Some(p) = &line.priority {
         fields.push(("priority".into(), p));
+    }
+    if let Some(c) = &line.campaign_id {
+        fields.push(("campaignId".into(), c));
     }
     fields
 }
@@ -275,6 +280,7 @@ pub(crate) fn parse_line(
                 .map_err(|e| bad(format!("priority {raw:?} {e}")))
         })
         .transpose()?;
+    let campaign_id = campaign_of(line.campaign_id.as_deref(), &line.headers).map_err(bad)?;
     let ascii = |list: Vec<Recipient>| -> Vec<Recipient> {
         list.into_iter()
             .map(|r| Recipient {
@@ -298,5 +304,35 @@ pub(crate) fn parse_line(
         },
         scheduled_on,
         priority,
+        campaign_id,
     })
+}
+
+/// The longest campaign id kept (a label, not a payload).
+pub(crate) const MAX_CAMPAIGN_ID_CHARS: usize = 200;
+
+/// A line's campaign: its `campaignId` (trimmed), else the value of its `x-campaign-id` header
+/// (any case, the first one); `None` when neither is given or the one given is blank.
+///
+/// # Errors
+/// A `campaignId` over [`MAX_CAMPAIGN_ID_CHARS`] characters, naming the field.
+fn campaign_of(given: Option<&str>, headers: &[Header]) -> Result<Option<String>, String> {
+    let (field, raw) = match given {
+        Some(raw) => ("campaignId", raw),
+        None => match headers
+            .iter()
+            .find(|h| h.name.trim().eq_ignore_ascii_case("x-campaign-id"))
+        {
+            Some(h) => ("the x-campaign-id header", h.value.as_str()),
+            None => return Ok(None),
+        },
+    };
+    let id = raw.trim();
+    if id.chars().count() > MAX_CAMPAIGN_ID_CHARS {
+        return Err(format!(
+            "{field} has {} characters; a campaign id has at most {MAX_CAMPAIGN_ID_CHARS}",
+            id.chars().count()
+        ));
+    }
+    Ok((!id.is_empty()).then(|| id.to_owned()))
 }

@@ -274,3 +274,37 @@ fn priority_is_read_absent_is_none_and_an_unknown_word_is_refused_naming_it() {
         "priority \"urgent\" must be `high`, `normal` or `bulk` (id 00000000-0000-0000-0000-000000000007)"
     );
 }
+
+#[test]
+fn campaign_is_the_campaign_id_else_the_x_campaign_id_header_else_none() {
+    let line = |extra: &str| {
+        format!(
+            r#"{{"id":"00000000-0000-0000-0000-000000000008","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
+        )
+    };
+    let campaign = |extra: &str| parse_line(1, &line(extra), &directory()).map(|m| m.campaign_id);
+    assert_eq!(campaign(""), Ok(None));
+    assert_eq!(
+        campaign(r#","headers":[{"name":"X-Campaign-Id","value":" camp-7 "}]"#),
+        Ok(Some("camp-7".into())),
+        "the header, any case, trimmed"
+    );
+    assert_eq!(
+        campaign(r#","campaignId":"spring","headers":[{"name":"x-campaign-id","value":"camp-7"}]"#),
+        Ok(Some("spring".into())),
+        "the field wins over the header"
+    );
+    assert_eq!(campaign(r#","campaignId":"  ""#), Ok(None), "blank is none");
+    let long = "c".repeat(201);
+    let refused = campaign(&format!(r#","campaignId":"{long}""#)).unwrap_err();
+    assert_eq!(
+        refused.reason,
+        "campaignId has 201 characters; a campaign id has at most 200 (id 00000000-0000-0000-0000-000000000008)"
+    );
+    assert!(
+        campaign(r#","campaignId":"a\u0000b""#)
+            .unwrap_err()
+            .reason
+            .starts_with("campaignId contains a NUL character")
+    );
+}

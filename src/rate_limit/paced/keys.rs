@@ -31,13 +31,8 @@ pub struct PacedKeys {
 impl PacedKeys {
     /// The keys of `mailbox` in Graph tenant `tenant` under `prefix`.
     pub fn new(prefix: &str, tenant: &str, mailbox: &MailboxAddress) -> Self {
-        let tag: String = tenant
-            .chars()
-            .filter(|c| *c != '{' && *c != '}')
-            .flat_map(char::to_lowercase)
-            .collect();
-        let state = format!("{prefix}:{{{tag}}}:{mailbox}");
-        let tenant = format!("{prefix}:{{{tag}}}:tenant");
+        let state = format!("{prefix}:{{{}}}:{mailbox}", Self::tag(tenant));
+        let tenant = Self::tenant_state(prefix, tenant);
         Self {
             keys: [
                 state.clone(),
@@ -49,6 +44,20 @@ impl PacedKeys {
                 format!("{tenant}:days"),
             ],
         }
+    }
+
+    /// The hash tag of Graph tenant `tenant`: lower case, without braces.
+    fn tag(tenant: &str) -> String {
+        tenant
+            .chars()
+            .filter(|c| *c != '{' && *c != '}')
+            .flat_map(char::to_lowercase)
+            .collect()
+    }
+
+    /// The state hash of Graph tenant `tenant`'s external-recipient budget under `prefix`.
+    pub(crate) fn tenant_state(prefix: &str, tenant: &str) -> String {
+        format!("{prefix}:{{{}}}:tenant", Self::tag(tenant))
     }
 
     /// The mailbox's state hash.

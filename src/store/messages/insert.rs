@@ -24,6 +24,9 @@ pub struct NewMessage {
     /// Which of its sender's due rows a claim takes first; `None` = the sender's default
     /// (`tenants.priority` / `system_mailboxes.priority`).
     pub priority: Option<Priority>,
+    /// Its campaign (`messages.campaign_id`): the line's `campaignId`, else its
+    /// `x-campaign-id` header; `None` = none.
+    pub campaign_id: Option<String>,
 }
 
 /// Inserts `messages` in one transaction of two statements (one multi-row `INSERT … SELECT FROM
@@ -56,16 +59,17 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     let mut tx = pool.begin().await?;
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
-             bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority) \
+             bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id) \
          SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
              subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()), \
              coalesce(t.priority, \
                  (SELECT s.priority FROM system_mailboxes s WHERE s.id = t.system_mailbox_id), \
-                 (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal') \
+                 (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal'), \
+             campaign_id \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
-             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[]) \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) \
              AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
-                  body, headers, scheduled_on, priority) \
+                  body, headers, scheduled_on, priority, campaign_id) \
          ON CONFLICT (id) DO NOTHING \
          RETURNING id",
     )
@@ -99,6 +103,12 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         messages
             .iter()
             .map(|m| m.priority.map(Priority::as_str))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.campaign_id.as_deref())
             .collect::<Vec<_>>(),
     )
     .fetch_all(&mut *tx)

@@ -1,0 +1,420 @@
+//! A campaign's forecast (before it is enqueued: `mail-worker campaign forecast FILE`) and its
+//! progress (while it runs: `mail-worker campaign status CAMPAIGN`, the admin UI's campaigns
+//! pages), one implementation for both: the senders and what waits from PostgreSQL, the
+//! budgets from the limiter's Redis ([`UsageReader`]), the arithmetic in [`crate::forecast`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{AdminError, usage::limits_of};
+use crate::{
+    config::Config,
+    domain::{Priority, Sender, TenantTransport},
+    forecast::{self, Finish, Limits, Load, NewSend, SenderState, Warning},
+    import::BadEntry,
+    rate_limit::{Algorithm, usage::UsageReader},
+    store::{
+        campaigns::{self, CampaignCounts, Waiting},
+        senders,
+    },
+};
+
+/// One sender's forecast.
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderForecast {
+    /// The mailbox.
+    pub mailbox: String,
+    /// `system mailbox` or `tenant <name>`.
+    pub sender: String,
+    /// `graph` or `sendgrid` (not rate-limited: its messages are forecast to go at once).
+    pub provider: &'static str,
+    /// The budgets in force.
+    pub limits: Limits,
+    /// The messages forecast (the file's lines, or the campaign's still waiting) and their
+    /// recipients.
+    pub messages: Load,
+    /// What already waits for the sender in PostgreSQL.
+    pub backlog: Waiting,
+    /// Recipients the limiter counts in the sender's rolling 24 h.
+    pub recipients_last_day: u64,
+    /// The limiter's next free slot (after its bookings).
+    pub next_free_slot: Option<DateTime<Utc>>,
+    /// The first slot and the last (the finish), with what spills past the day budget.
+    #[serde(flatten)]
+    pub finish: Finish,
+    /// From the reading to the finish, in seconds.
+    pub seconds: f64,
+    /// What to look at.
+    pub warnings: Vec<Warning>,
+    /// Why the limiter's Redis could not be read (the forecast then assumes an idle mailbox).
+    pub limiter_error: Option<String>,
+}
+
+/// A whole forecast: every sender, the latest finish, and the tenants' warnings.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignForecast {
+    /// When it was computed.
+    pub now: DateTime<Utc>,
+    /// The limiter's algorithm.
+    pub algorithm: &'static str,
+    /// The deadline given (`--by`).
+    pub by: Option<DateTime<Utc>>,
+    /// The latest finish of any sender.
+    pub finish: DateTime<Utc>,
+    /// Per sender, by mailbox.
+    pub senders: Vec<SenderForecast>,
+    /// The Graph tenants' external budgets exceeded.
+    pub tenant_warnings: Vec<Warning>,
+    /// The file's lines that are not messages (they are not forecast).
+    pub bad_lines: Vec<String>,
+}
+
+/// What a sender sends, for [`forecast_for`].
+struct Share {
+    sends: Vec<NewSend>,
+    external: u64,
+}
+
+/// The forecast of campaign file `bytes` if it were enqueued now (nothing is written).
+///
+/// # Errors
+/// Database errors; a limiter that cannot be read is reported per sender, not as a failure.
+pub async fn forecast_file(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    bytes: &[u8],
+    by: Option<DateTime<Utc>>,
+) -> Result<CampaignForecast, AdminError> {
+    let directory = crate::import::sender_directory(pool).await?;
+    let (good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
+    let senders = senders_by_id(pool).await?;
+    // A line without a priority is stored with its sender's (as the insert does).
+    let defaults = senders::priorities(pool).await?;
+    let mut shares: BTreeMap<Uuid, Share> = BTreeMap::new();
+    for (_, m) in &good {
+        let id = m.sender.id();
+        let share = shares.entry(id).or_insert(Share {
+            sends: Vec::new(),
+            external: 0,
+        });
+        share.sends.push(NewSend {
+            not_before: m.scheduled_on,
+            recipients: m.content.recipient_count(),
+            priority: m
+                .priority
+                .or_else(|| defaults.get(&id).copied())
+                .unwrap_or_default(),
+        });
+        if let Some(budget) = senders.get(&id).and_then(tenant_budget) {
+            let c = &m.content;
+            let all = c.to.iter().chain(&c.cc).chain(&c.bcc);
+            share.external += u64::from(budget.external_count(all.map(|r| r.address.as_str())));
+        }
+    }
+    let mut result = forecast_for(config, pool, &senders, shares, by).await?;
+    result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
+    Ok(result)
+}
+
+/// One sender's part of a running campaign, with the forecast finish of what still waits.
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderStatus {
+    /// The mailbox.
+    pub mailbox: String,
+    /// Its rows by status.
+    #[serde(flatten)]
+    pub counts: CampaignCounts,
+    /// When its last waiting message will have been sent (`null`: nothing waits).
+    pub forecast_finish: Option<DateTime<Utc>>,
+    /// What to look at.
+    pub warnings: Vec<Warning>,
+}
+
+/// A running campaign: per sender, and the latest forecast finish.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignStatus {
+    /// `campaignId`.
+    pub campaign: String,
+    /// When it was read.
+    pub now: DateTime<Utc>,
+    /// All senders together.
+    pub total: CampaignCounts,
+    /// The latest forecast finish (`null`: nothing waits).
+    pub forecast_finish: Option<DateTime<Utc>>,
+    /// Per sender, by mailbox.
+    pub senders: Vec<SenderStatus>,
+}
+
+/// What every campaign's progress reads once (a page of many campaigns reads it once): the
+/// senders, what waits per sender, the limiter's connection.
+pub(crate) struct Readings<'a> {
+    config: &'a Config,
+    senders: HashMap<Uuid, Sender>,
+    waiting: HashMap<Uuid, Waiting>,
+    reader: UsageReader<'a>,
+    booking: bool,
+}
+
+impl<'a> Readings<'a> {
+    /// Reads the senders and what waits for each.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub(crate) async fn new(config: &'a Config, pool: &sqlx::PgPool) -> Result<Self, AdminError> {
+        let booking = config.rate_limit.algorithm == Algorithm::Paced;
+        Ok(Self {
+            config,
+            senders: senders_by_id(pool).await?,
+            waiting: campaigns::waiting_by_sender(pool, booking).await?,
+            reader: UsageReader::new(&config.rate_limit),
+            booking,
+        })
+    }
+}
+
+/// Campaign `campaign`'s progress (`None`: no message has that campaign).
+///
+/// # Errors
+/// Database errors.
+pub async fn campaign_status(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    campaign: &str,
+) -> Result<Option<CampaignStatus>, AdminError> {
+    let mut readings = Readings::new(config, pool).await?;
+    status_with(&mut readings, pool, campaign).await
+}
+
+/// [`campaign_status`] over `readings`.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn status_with(
+    readings: &mut Readings<'_>,
+    pool: &sqlx::PgPool,
+    campaign: &str,
+) -> Result<Option<CampaignStatus>, AdminError> {
+    let rows = campaigns::by_sender(pool, campaign, readings.booking).await?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let now = Utc::now();
+    let mut out = Vec::new();
+    let mut total = CampaignCounts::default();
+    for row in rows {
+        let c = &row.counts;
+        add(&mut total, c);
+        // The campaign's unbooked rows are taken to wait behind the sender's others (the
+        // latest they can go); its booked rows go at their slots.
+        let mut forecast_finish = c.last_booked_slot.filter(|_| c.waiting > 0);
+        let mut warnings = Vec::new();
+        if let (Some(sender), true) = (readings.senders.get(&row.sender_id), c.unbooked > 0) {
+            let mut all = readings
+                .waiting
+                .get(&row.sender_id)
+                .copied()
+                .unwrap_or_default();
+            all.unbooked = all.unbooked.saturating_sub(c.unbooked as u64);
+            all.unbooked_recipients = all
+                .unbooked_recipients
+                .saturating_sub(c.unbooked_recipients as u64);
+            let per = (c.unbooked_recipients / c.unbooked.max(1)).max(1) as u32;
+            let sends = vec![
+                NewSend {
+                    not_before: None,
+                    recipients: per,
+                    priority: Priority::default(),
+                };
+                c.unbooked as usize
+            ];
+            let config = readings.config;
+            let f =
+                sender_forecast(config, &mut readings.reader, sender, all, &sends, now, None).await;
+            forecast_finish = forecast_finish.max(Some(f.finish.finish));
+            warnings = f.warnings;
+        }
+        out.push(SenderStatus {
+            mailbox: row.mailbox,
+            counts: row.counts,
+            forecast_finish,
+            warnings,
+        });
+    }
+    Ok(Some(CampaignStatus {
+        campaign: campaign.to_owned(),
+        now,
+        forecast_finish: out.iter().filter_map(|s| s.forecast_finish).max(),
+        total,
+        senders: out,
+    }))
+}
+
+/// Adds `c`'s counts to `total` (the times: the earliest first, the latest last).
+pub(crate) fn add(total: &mut CampaignCounts, c: &CampaignCounts) {
+    total.sent += c.sent;
+    total.waiting += c.waiting;
+    total.failed += c.failed;
+    total.cancelled += c.cancelled;
+    total.booked += c.booked;
+    total.unbooked += c.unbooked;
+    total.unbooked_recipients += c.unbooked_recipients;
+    total.last_booked_slot = total.last_booked_slot.max(c.last_booked_slot);
+    total.first_sent = match (total.first_sent, c.first_sent) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    total.last_sent = total.last_sent.max(c.last_sent);
+}
+
+async fn senders_by_id(pool: &sqlx::PgPool) -> Result<HashMap<Uuid, Sender>, AdminError> {
+    Ok(senders::all(pool)
+        .await?
+        .into_iter()
+        .map(|s| (sender_id(&s), s))
+        .collect())
+}
+
+fn sender_id(sender: &Sender) -> Uuid {
+    match sender {
+        Sender::Tenant(t) => t.id,
+        Sender::SystemMailbox(m) => m.id,
+    }
+}
+
+fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
+    match sender {
+        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
+        Sender::Tenant(t) => match &t.transport {
+            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
+            TenantTransport::SendGrid { .. } => None,
+        },
+    }
+}
+
+/// Every sender's forecast of its `shares`, and the tenants' warnings.
+async fn forecast_for(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    senders: &HashMap<Uuid, Sender>,
+    shares: BTreeMap<Uuid, Share>,
+    by: Option<DateTime<Utc>>,
+) -> Result<CampaignForecast, AdminError> {
+    let booking = config.rate_limit.algorithm == Algorithm::Paced;
+    let waiting = campaigns::waiting_by_sender(pool, booking).await?;
+    let mut reader = UsageReader::new(&config.rate_limit);
+    let now = Utc::now();
+    let mut out = Vec::new();
+    // Graph tenant → (its budget, external recipients added).
+    let mut tenants: BTreeMap<String, (u32, u64)> = BTreeMap::new();
+    for (id, share) in shares {
+        let Some(sender) = senders.get(&id) else {
+            continue;
+        };
+        let backlog = waiting.get(&id).copied().unwrap_or_default();
+        out.push(
+            sender_forecast(config, &mut reader, sender, backlog, &share.sends, now, by).await,
+        );
+        if let (Some(budget), (_, _, Some(tenant), _)) =
+            (tenant_budget(sender), limits_of(sender, config))
+        {
+            let entry = tenants
+                .entry(tenant.to_lowercase())
+                .or_insert((budget.external_recipients_per_day.get(), 0));
+            entry.1 += share.external;
+        }
+    }
+    let mut tenant_warnings = Vec::new();
+    for (tenant, (per_day, adding)) in tenants {
+        let used = reader.tenant_external(&tenant).await.unwrap_or(0);
+        tenant_warnings.extend(forecast::tenant_warning(
+            &tenant,
+            used,
+            adding,
+            per_day,
+            Priority::default(),
+        ));
+    }
+    out.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
+    Ok(CampaignForecast {
+        now,
+        algorithm: config.rate_limit.algorithm.as_str(),
+        by,
+        finish: out.iter().map(|s| s.finish.finish).max().unwrap_or(now),
+        senders: out,
+        tenant_warnings,
+        bad_lines: Vec::new(),
+    })
+}
+
+/// One sender's forecast of `sends` after `backlog`, its budgets read from the limiter.
+async fn sender_forecast(
+    config: &Config,
+    reader: &mut UsageReader<'_>,
+    sender: &Sender,
+    backlog: Waiting,
+    sends: &[NewSend],
+    now: DateTime<Utc>,
+    by: Option<DateTime<Utc>>,
+) -> SenderForecast {
+    let (kind, _, tenant, limits) = limits_of(sender, config);
+    let limits = Limits {
+        per_minute: limits.per_minute,
+        recipients_per_day: limits.recipients_per_day,
+    };
+    let mailbox = sender.mailbox();
+    let (usage, limiter_error) = match &tenant {
+        Some(t) => match reader.read(&t.to_lowercase(), mailbox, now).await {
+            Ok(u) => (Some(u), None),
+            Err(e) => (None, Some(e)),
+        },
+        None => (None, None),
+    };
+    let state = SenderState {
+        now,
+        algorithm: config.rate_limit.algorithm,
+        limits,
+        next_free_slot: usage.as_ref().and_then(|u| u.next_free_slot),
+        cooldown_until: usage.as_ref().and_then(|u| u.cooldown_until),
+        recipients_last_day: usage.as_ref().map_or(0, |u| u.recipients_last_day),
+        backlog: Load {
+            messages: backlog.unbooked,
+            recipients: backlog.unbooked_recipients,
+        },
+    };
+    let finish = if tenant.is_some() {
+        forecast::finish(&state, sends)
+    } else {
+        // SendGrid: no limiter, every message as soon as it is due.
+        let due = sends.iter().map(|s| s.not_before.unwrap_or(now).max(now));
+        Finish {
+            first: due.clone().min(),
+            finish: due.max().unwrap_or(now),
+            spilled: 0,
+            too_large: 0,
+        }
+    };
+    SenderForecast {
+        mailbox: mailbox.to_string(),
+        sender: kind,
+        provider: if tenant.is_some() {
+            "graph"
+        } else {
+            "sendgrid"
+        },
+        limits,
+        messages: Load {
+            messages: sends.len() as u64,
+            recipients: sends.iter().map(|s| u64::from(s.recipients)).sum(),
+        },
+        backlog,
+        recipients_last_day: state.recipients_last_day,
+        next_free_slot: state.next_free_slot,
+        seconds: (finish.finish - now).num_milliseconds() as f64 / 1000.0,
+        warnings: forecast::warnings(&finish, limits, by),
+        finish,
+        limiter_error,
+    }
+}

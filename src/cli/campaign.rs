@@ -1,0 +1,178 @@
+//! `mail-worker campaign forecast|status`: the reports of [`crate::admin::campaign`] as tables
+//! or JSON.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+
+use super::{CampaignCommand, out};
+use crate::{
+    admin::campaign::{self, CampaignForecast, CampaignStatus},
+    config::Config,
+    forecast::Warning,
+    store,
+};
+
+/// Runs `campaign …`.
+pub(super) async fn campaign_command(
+    config: &Config,
+    command: CampaignCommand,
+) -> anyhow::Result<ExitCode> {
+    let pool = store::open(&config.database_url, 2).await?;
+    match command {
+        CampaignCommand::Forecast { file, by, json } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let report = campaign::forecast_file(config, &pool, &bytes, by).await?;
+            for bad in &report.bad_lines {
+                eprintln!("{}:{bad}", file.display());
+            }
+            if json {
+                out(&(serde_json::to_string_pretty(&report)? + "\n"));
+            } else {
+                out(&forecast_table(&report));
+            }
+            let late = report.senders.iter().any(|s| {
+                s.warnings
+                    .iter()
+                    .any(|w| matches!(w, Warning::AfterDeadline { .. }))
+            });
+            Ok(if late {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        CampaignCommand::Status { campaign, json } => {
+            let Some(report) = campaign::campaign_status(config, &pool, &campaign).await? else {
+                anyhow::bail!("no message has campaign {campaign:?}");
+            };
+            if json {
+                out(&(serde_json::to_string_pretty(&report)? + "\n"));
+            } else {
+                out(&status_table(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or("-".to_owned(), |t| {
+        t.format("%Y-%m-%d %H:%M:%S").to_string()
+    })
+}
+
+/// `campaign forecast` as a table, then its warnings.
+pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
+    let mut out = format!(
+        "{:<32} {:>8} {:>10} {:>8} {:>7} {:>11} {:>12}  {:<19}  {:>9}\n",
+        "mailbox",
+        "messages",
+        "recipients",
+        "backlog",
+        "booked",
+        "per minute",
+        "per day",
+        "finish (UTC)",
+        "duration"
+    );
+    let mut warnings = Vec::new();
+    for s in &r.senders {
+        out.push_str(&format!(
+            "{:<32} {:>8} {:>10} {:>8} {:>7} {:>11} {:>12}  {:<19}  {:>9}\n",
+            s.mailbox,
+            s.messages.messages,
+            s.messages.recipients,
+            s.backlog.unbooked,
+            s.backlog.booked,
+            s.limits.per_minute,
+            s.limits.recipients_per_day,
+            time(Some(s.finish.finish)),
+            duration(s.seconds)
+        ));
+        warnings.extend(s.warnings.iter().map(|w| format!("{}: {w}", s.mailbox)));
+        if let Some(e) = &s.limiter_error {
+            warnings.push(format!(
+                "{}: the limiter could not be read ({e}); forecast as if the mailbox were idle",
+                s.mailbox
+            ));
+        }
+    }
+    warnings.extend(r.tenant_warnings.iter().map(ToString::to_string));
+    out.push_str(&format!(
+        "finish {} UTC ({} from now, {} limiter){}\n",
+        r.finish.format("%Y-%m-%d %H:%M:%S"),
+        duration((r.finish - r.now).num_milliseconds() as f64 / 1000.0),
+        r.algorithm,
+        r.by.map_or(String::new(), |by| format!(
+            "; deadline {}",
+            by.format("%Y-%m-%d %H:%M:%S UTC")
+        ))
+    ));
+    for w in warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+/// `campaign status` as a table.
+pub(crate) fn status_table(r: &CampaignStatus) -> String {
+    let mut out = format!(
+        "campaign {}\n{:<32} {:>6} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+        r.campaign,
+        "mailbox",
+        "sent",
+        "waiting",
+        "failed",
+        "cancelled",
+        "booked",
+        "last sent (UTC)",
+        "forecast finish"
+    );
+    let row = |mailbox: &str, c: &store::campaigns::CampaignCounts, f: Option<DateTime<Utc>>| {
+        format!(
+            "{:<32} {:>6} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+            mailbox,
+            c.sent,
+            c.waiting,
+            c.failed,
+            c.cancelled,
+            c.booked,
+            time(c.last_sent),
+            time(f)
+        )
+    };
+    for s in &r.senders {
+        out.push_str(&row(&s.mailbox, &s.counts, s.forecast_finish));
+    }
+    out.push_str(&row("all senders", &r.total, r.forecast_finish));
+    for s in &r.senders {
+        for w in &s.warnings {
+            out.push_str(&format!("warning: {}: {w}\n", s.mailbox));
+        }
+    }
+    out
+}
+
+/// `1h 02m 05s`, `4m 05s`, `12s`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m {s:02}s"),
+        (h, m, s) => format!("{h}h {m:02}m {s:02}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_read_as_hours_minutes_seconds() {
+        assert_eq!(super::duration(12.4), "12s");
+        assert_eq!(super::duration(245.5), "4m 06s");
+        assert_eq!(super::duration(3725.0), "1h 02m 05s");
+        assert_eq!(super::duration(-3.0), "0s");
+    }
+}

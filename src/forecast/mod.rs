@@ -1,0 +1,320 @@
+//! When a sender's messages will have been sent: the arithmetic of `mail-worker campaign
+//! forecast|status` and the admin UI's campaigns page, pure (no I/O; the inputs are read by
+//! [`crate::admin::campaign`]).
+//!
+//! The limiter hands out one slot per message, in time order, [`spacing`] apart (`paced`:
+//! (60 s + [`crate::rate_limit::paced::PACING_ALLOWANCE`]) / L; `fixed-window`: 60 s / L on
+//! average), never before the mailbox's next free slot or the end of its cooldown, and never
+//! while the message's recipients would take the rolling 24 h past the day budget. [`finish`]
+//! replays exactly that for the messages already waiting and then the new ones, so the
+//! forecast is the last slot. What it does not model, on the safe side: recipients already in
+//! the 24 h window are taken to leave it only 24 h from now (the limiter frees them as their
+//! minute buckets age, so a spill can end earlier); the claim's wait and Graph's answer (a few
+//! seconds at most) come after the last slot.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+use crate::{domain::Priority, rate_limit::Algorithm};
+
+#[cfg(test)]
+mod tests;
+
+/// A mailbox's budgets: messages per minute and recipients per rolling 24 h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Messages per minute.
+    pub per_minute: u32,
+    /// Recipients per rolling 24 h.
+    pub recipients_per_day: u32,
+}
+
+/// The share of `limits` a message of `priority` may use. The one place the forecast asks:
+/// today every priority may use the whole budget (the limiter's reserved headroom for `high`,
+/// when it is configured, is wired in here).
+pub fn usable_budget(limits: Limits, priority: Priority) -> Limits {
+    let _ = priority;
+    limits
+}
+
+/// The time between two slots of a mailbox allowed `per_minute` messages.
+pub fn spacing(algorithm: Algorithm, per_minute: u32) -> Duration {
+    let ms = match algorithm {
+        Algorithm::Paced => crate::rate_limit::paced::spacing_ms(per_minute),
+        Algorithm::FixedWindow => 60_000_u64.div_ceil(u64::from(per_minute.max(1))),
+    };
+    Duration::milliseconds(ms as i64)
+}
+
+/// What the limiter and PostgreSQL hold for one sender now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SenderState {
+    /// The time of the reading.
+    pub now: DateTime<Utc>,
+    /// The limiter's algorithm.
+    pub algorithm: Algorithm,
+    /// The budgets in force (the sender's overrides or the defaults).
+    pub limits: Limits,
+    /// The next free slot of the pacing (after every booking), if the limiter has one.
+    pub next_free_slot: Option<DateTime<Utc>>,
+    /// Until when a provider's `Retry-After` holds the mailbox.
+    pub cooldown_until: Option<DateTime<Utc>>,
+    /// Recipients the limiter counts in the rolling 24 h (bookings included).
+    pub recipients_last_day: u64,
+    /// Messages waiting in PostgreSQL that hold no booked slot (they need one, ahead of new
+    /// messages), and their recipients.
+    pub backlog: Load,
+}
+
+/// A number of messages and their recipients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Load {
+    /// Messages.
+    pub messages: u64,
+    /// Their recipients (To + Cc + Bcc).
+    pub recipients: u64,
+}
+
+/// One new message to forecast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSend {
+    /// Its `scheduledOn` (`None`: now).
+    pub not_before: Option<DateTime<Utc>>,
+    /// Its recipients.
+    pub recipients: u32,
+    /// Its priority.
+    pub priority: Priority,
+}
+
+/// When a sender's messages will have been sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finish {
+    /// The first slot (of the backlog or the new messages); `None` when nothing waits.
+    pub first: Option<DateTime<Utc>>,
+    /// The last new message's slot (`now` when there are none): the forecast finish.
+    pub finish: DateTime<Utc>,
+    /// New messages sent only once the day budget let them (from the first that waited for
+    /// recipients to leave the rolling 24 h on): the campaign spills into the next day.
+    pub spilled: u64,
+    /// New messages with more recipients than the whole day budget: never sent (refused).
+    pub too_large: u64,
+}
+
+/// Replays the limiter's slots for `state`'s backlog and then `sends` (in `scheduledOn` order,
+/// as the claim takes due rows) and returns the last slot. See the module doc for what is and
+/// is not modelled.
+pub fn finish(state: &SenderState, sends: &[NewSend]) -> Finish {
+    let mut replay = Replay::new(state);
+    let backlog = state.backlog;
+    let per_backlog = backlog
+        .recipients
+        .checked_div(backlog.messages)
+        .unwrap_or(0);
+    let mut left_over = backlog.recipients - per_backlog * backlog.messages;
+    for _ in 0..backlog.messages {
+        let extra = u64::from(left_over > 0);
+        left_over = left_over.saturating_sub(1);
+        replay.take(None, per_backlog + extra, Priority::Normal);
+    }
+    replay.new_ones = true;
+    let mut ordered: Vec<NewSend> = sends.to_vec();
+    ordered.sort_by_key(|s| s.not_before);
+    for send in ordered {
+        replay.take(send.not_before, u64::from(send.recipients), send.priority);
+    }
+    Finish {
+        first: replay.first,
+        finish: replay.last_new.unwrap_or(state.now),
+        spilled: replay.spilled,
+        too_large: replay.too_large,
+    }
+}
+
+/// The limiter's slots as [`finish`] replays them.
+struct Replay<'a> {
+    state: &'a SenderState,
+    /// The next free slot.
+    next: DateTime<Utc>,
+    /// Recipients in the rolling 24 h: (the time they leave it, how many).
+    window: VecDeque<(DateTime<Utc>, u64)>,
+    in_window: u64,
+    first: Option<DateTime<Utc>>,
+    last_new: Option<DateTime<Utc>>,
+    new_ones: bool,
+    /// Whether a new message has waited for the day budget (every later one is past it too).
+    spilling: bool,
+    spilled: u64,
+    too_large: u64,
+}
+
+impl<'a> Replay<'a> {
+    fn new(state: &'a SenderState) -> Self {
+        let next = [state.next_free_slot, state.cooldown_until]
+            .into_iter()
+            .flatten()
+            .fold(state.now, DateTime::max);
+        let day = Duration::hours(24);
+        Self {
+            state,
+            next,
+            // The safe side: what the window holds leaves it 24 h from now at the latest.
+            window: VecDeque::from([(state.now + day, state.recipients_last_day)]),
+            in_window: state.recipients_last_day,
+            first: None,
+            last_new: None,
+            new_ones: false,
+            spilling: false,
+            spilled: 0,
+            too_large: 0,
+        }
+    }
+
+    /// One message of `recipients`, not before `not_before`.
+    fn take(&mut self, not_before: Option<DateTime<Utc>>, recipients: u64, priority: Priority) {
+        let limits = usable_budget(self.state.limits, priority);
+        let per_day = u64::from(limits.recipients_per_day);
+        if recipients > per_day {
+            self.too_large += u64::from(self.new_ones);
+            return;
+        }
+        let mut slot = not_before.map_or(self.next, |t| t.max(self.next));
+        let mut day_full = false;
+        loop {
+            while let Some(&(leaves, n)) = self.window.front() {
+                if leaves > slot {
+                    break;
+                }
+                self.window.pop_front();
+                self.in_window -= n;
+            }
+            if self.in_window + recipients <= per_day {
+                break;
+            }
+            day_full = true;
+            // Wait for the oldest recipients to leave the window.
+            slot = self.window.front().map_or(slot, |&(leaves, _)| leaves);
+        }
+        self.window
+            .push_back((slot + Duration::hours(24), recipients));
+        self.in_window += recipients;
+        self.next = slot + spacing(self.state.algorithm, limits.per_minute);
+        self.first.get_or_insert(slot);
+        if self.new_ones {
+            self.last_new = Some(slot);
+            self.spilling |= day_full;
+            self.spilled += u64::from(self.spilling);
+        }
+    }
+}
+
+/// Why a forecast deserves a second look.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Warning {
+    /// The finish is after the deadline `--by`.
+    AfterDeadline {
+        /// The deadline.
+        by: DateTime<Utc>,
+    },
+    /// The sender's share with what its mailbox already counts exceeds its day budget: this
+    /// many messages wait for the next day(s).
+    DayBudget {
+        /// Messages past the budget.
+        spilled: u64,
+        /// The day budget (recipients).
+        recipients_per_day: u32,
+    },
+    /// Messages with more recipients than the whole day budget (never sent).
+    TooLarge {
+        /// How many.
+        messages: u64,
+    },
+    /// The Graph tenant's external recipients (already counted + this campaign's) exceed its
+    /// external budget: the tenant's mail outside its domains waits for the next day(s).
+    TenantBudget {
+        /// The Graph tenant.
+        tenant: String,
+        /// External recipients the tenant's window would hold.
+        external: u64,
+        /// Its budget.
+        external_recipients_per_day: u32,
+    },
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AfterDeadline { by } => {
+                write!(
+                    f,
+                    "finishes after --by {}",
+                    by.format("%Y-%m-%d %H:%M:%S UTC")
+                )
+            }
+            Self::DayBudget {
+                spilled,
+                recipients_per_day,
+            } => write!(
+                f,
+                "{spilled} messages exceed the mailbox's day budget of {recipients_per_day} recipients and spill into the next day"
+            ),
+            Self::TooLarge { messages } => write!(
+                f,
+                "{messages} messages have more recipients than the whole day budget and will fail"
+            ),
+            Self::TenantBudget {
+                tenant,
+                external,
+                external_recipients_per_day,
+            } => write!(
+                f,
+                "tenant {tenant}: {external} external recipients exceed its budget of {external_recipients_per_day} a day; its external mail spills into the next day"
+            ),
+        }
+    }
+}
+
+/// The sender's warnings for `finish` (the tenant's are [`tenant_warning`]'s).
+pub fn warnings(finish: &Finish, limits: Limits, by: Option<DateTime<Utc>>) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if let Some(by) = by.filter(|by| finish.finish > *by) {
+        out.push(Warning::AfterDeadline { by });
+    }
+    if finish.spilled > 0 {
+        out.push(Warning::DayBudget {
+            spilled: finish.spilled,
+            recipients_per_day: limits.recipients_per_day,
+        });
+    }
+    if finish.too_large > 0 {
+        out.push(Warning::TooLarge {
+            messages: finish.too_large,
+        });
+    }
+    out
+}
+
+/// A warning when `used` + `adding` external recipients exceed the Graph tenant's usable
+/// external budget `per_day` (for `priority`, as [`usable_budget`] shares a mailbox's).
+pub fn tenant_warning(
+    tenant: &str,
+    used: u64,
+    adding: u64,
+    per_day: u32,
+    priority: Priority,
+) -> Option<Warning> {
+    let usable = usable_budget(
+        Limits {
+            per_minute: 1,
+            recipients_per_day: per_day,
+        },
+        priority,
+    )
+    .recipients_per_day;
+    (adding > 0 && used + adding > u64::from(usable)).then(|| Warning::TenantBudget {
+        tenant: tenant.to_owned(),
+        external: used + adding,
+        external_recipients_per_day: usable,
+    })
+}

@@ -1,0 +1,188 @@
+use chrono::TimeZone;
+
+use super::*;
+
+fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 2, h, m, s).unwrap()
+}
+
+fn state(per_minute: u32, per_day: u32) -> SenderState {
+    SenderState {
+        now: at(9, 0, 0),
+        algorithm: Algorithm::Paced,
+        limits: Limits {
+            per_minute,
+            recipients_per_day: per_day,
+        },
+        next_free_slot: None,
+        cooldown_until: None,
+        recipients_last_day: 0,
+        backlog: Load::default(),
+    }
+}
+
+fn sends(n: usize, recipients: u32) -> Vec<NewSend> {
+    vec![
+        NewSend {
+            not_before: None,
+            recipients,
+            priority: Priority::Bulk,
+        };
+        n
+    ]
+}
+
+#[test]
+fn usable_budget_is_the_whole_limit_for_every_priority_today() {
+    let limits = Limits {
+        per_minute: 25,
+        recipients_per_day: 9_000,
+    };
+    for p in [Priority::High, Priority::Normal, Priority::Bulk] {
+        assert_eq!(usable_budget(limits, p), limits);
+    }
+}
+
+#[test]
+fn spacing_is_the_limiters() {
+    assert_eq!(spacing(Algorithm::Paced, 25).num_milliseconds(), 2_480);
+    assert_eq!(spacing(Algorithm::Paced, 10).num_milliseconds(), 6_200);
+    assert_eq!(
+        spacing(Algorithm::FixedWindow, 25).num_milliseconds(),
+        2_400
+    );
+}
+
+#[test]
+fn n_messages_on_an_idle_mailbox_finish_n_minus_1_slots_from_now() {
+    // 100 messages at 25/min: slots 0, 2.48 s, … 99 × 2.48 s = 245.52 s.
+    let f = finish(&state(25, 9_000), &sends(100, 1));
+    assert_eq!(f.first, Some(at(9, 0, 0)));
+    assert_eq!(f.finish, at(9, 0, 0) + Duration::milliseconds(245_520));
+    assert_eq!((f.spilled, f.too_large), (0, 0));
+    assert!(warnings(&f, state(25, 9_000).limits, None).is_empty());
+}
+
+#[test]
+fn nothing_to_send_finishes_now() {
+    let f = finish(&state(25, 9_000), &[]);
+    assert_eq!((f.first, f.finish), (None, at(9, 0, 0)));
+}
+
+#[test]
+fn bookings_cooldown_and_backlog_come_first() {
+    let mut s = state(10, 9_000);
+    s.next_free_slot = Some(at(9, 1, 0));
+    s.cooldown_until = Some(at(9, 2, 0));
+    s.backlog = Load {
+        messages: 10,
+        recipients: 10,
+    };
+    // Slots from 09:02:00, 6.2 s apart: 10 backlog, then 5 new; the last is slot 14.
+    let f = finish(&s, &sends(5, 1));
+    assert_eq!(f.first, Some(at(9, 2, 0)));
+    assert_eq!(f.finish, at(9, 2, 0) + Duration::milliseconds(14 * 6_200));
+}
+
+#[test]
+fn a_later_scheduled_on_moves_the_slot_and_the_pacing_restarts_there() {
+    let s = state(60, 9_000);
+    let mut list = sends(2, 1);
+    list.push(NewSend {
+        not_before: Some(at(10, 0, 0)),
+        recipients: 1,
+        priority: Priority::Normal,
+    });
+    list.push(NewSend {
+        not_before: Some(at(10, 0, 0)),
+        recipients: 1,
+        priority: Priority::Normal,
+    });
+    let f = finish(&s, &list);
+    // 60/min paced: 1,034 ms apart; the last is one slot after 10:00:00.
+    assert_eq!(f.finish, at(10, 0, 0) + Duration::milliseconds(1_034));
+}
+
+#[test]
+fn a_share_past_the_day_budget_spills_24_hours_after_the_window_filled() {
+    let mut s = state(60, 100);
+    s.recipients_last_day = 40;
+    // 70 messages of 1 recipient: 60 fit (40 + 60 = 100), 10 wait for the window: the 40
+    // counted now leave at 09:00 tomorrow, so the 61st goes then, the rest paced after it.
+    let f = finish(&s, &sends(70, 1));
+    assert_eq!(f.spilled, 10);
+    assert_eq!(
+        f.finish,
+        at(9, 0, 0) + Duration::hours(24) + Duration::milliseconds(9 * 1_034)
+    );
+    let w = warnings(&f, s.limits, Some(at(12, 0, 0)));
+    assert_eq!(
+        w,
+        [
+            Warning::AfterDeadline { by: at(12, 0, 0) },
+            Warning::DayBudget {
+                spilled: 10,
+                recipients_per_day: 100
+            }
+        ]
+    );
+    assert_eq!(
+        w[1].to_string(),
+        "10 messages exceed the mailbox's day budget of 100 recipients and spill into the next day"
+    );
+}
+
+#[test]
+fn the_campaigns_own_sends_leave_the_window_24_hours_after_their_slot() {
+    // 30 recipients a day, 3 per message, nothing counted before: 10 messages fit today, the
+    // 11th waits for the first one's recipients (slot 0 + 24 h), the 12th for the second's:
+    // both spill.
+    let s = state(60, 30);
+    let f = finish(&s, &sends(12, 3));
+    assert_eq!(f.spilled, 2);
+    assert_eq!(
+        f.finish,
+        at(9, 0, 0) + Duration::hours(24) + Duration::milliseconds(1_034)
+    );
+}
+
+#[test]
+fn a_message_larger_than_the_day_budget_is_counted_not_scheduled() {
+    let f = finish(&state(60, 10), &sends(2, 11));
+    assert_eq!((f.too_large, f.first), (2, None));
+    assert_eq!(
+        warnings(&f, state(60, 10).limits, None),
+        [Warning::TooLarge { messages: 2 }]
+    );
+}
+
+#[test]
+fn backlog_recipients_are_spread_over_its_messages() {
+    // 3 backlog messages with 7 recipients (3 + 2 + 2) and a day budget of 10: one new
+    // 3-recipient message still fits (7 + 3), a second spills.
+    let mut s = state(60, 10);
+    s.backlog = Load {
+        messages: 3,
+        recipients: 7,
+    };
+    let f = finish(&s, &sends(2, 3));
+    assert_eq!(f.spilled, 1);
+}
+
+#[test]
+fn the_tenant_warning_counts_what_is_used_and_what_is_added() {
+    assert_eq!(tenant_warning("contoso", 10, 5, 20, Priority::Bulk), None);
+    assert_eq!(
+        tenant_warning("contoso", 10, 15, 20, Priority::Bulk),
+        Some(Warning::TenantBudget {
+            tenant: "contoso".into(),
+            external: 25,
+            external_recipients_per_day: 20
+        })
+    );
+    assert_eq!(
+        tenant_warning("contoso", 30, 0, 20, Priority::Bulk),
+        None,
+        "nothing external added: no warning for this campaign"
+    );
+}
