@@ -10,6 +10,8 @@
 -- ARGV[7] tenant external recipients per rolling 24 h (0 = no tenant budget)
 -- ARGV[8] requests in flight per mailbox           ARGV[9] lease ms (renewed while it runs)
 -- ARGV[10] pacing allowance ms                     ARGV[11] booking grace ms
+-- ARGV[12] priority: high | normal | bulk (optional, default normal)
+-- ARGV[13] reserved percent R, 0..90 (optional, default 0 = off: priority ignored)
 -- Returns {1, slot, "ok", now, total}  allowed: counted in every budget, one in-flight lease
 --                                   taken; `now` is the reservation's time (release.lua needs
 --                                   it), `total` the mailbox's recipients in the 24 h window
@@ -33,6 +35,17 @@
 -- allowance are also checked directly (at most L), so a late send can never burst. A cooldown
 -- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
+--
+-- Reserved headroom (R > 0). `normal` and `bulk` get (100 - R) % of each budget: they are paced
+-- (and booked) at floor(L * (100 - R) / 100) a minute (at least 1) and book only while the day
+-- and tenant windows stay under (100 - R) % (a message larger than that share may use the
+-- whole budget). `high` ignores their pacing (`tat`, their queue of bookings) and never moves
+-- it: it takes now when the direct 60 s check, the in-flight cap and the whole day and tenant
+-- budgets allow, else the earliest time they do (booked like any other). Since the others
+-- leave R % of the minute free, a `high` message normally goes at once and displaces no one;
+-- when `high` traffic takes more than its share, a booked send that finds the 60 s full is
+-- held until it has room, keeping its booking (the direct check below): the safety net, never
+-- L + 1 in any 60 s.
 --
 -- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
 -- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
@@ -63,10 +76,14 @@ local max_in_flight = tonumber(ARGV[8])
 local lease_ms = tonumber(ARGV[9])
 local allowance = tonumber(ARGV[10])
 local grace = tonumber(ARGV[11])
+local priority = ARGV[12] or 'normal'
+local reserved = tonumber(ARGV[13] or '0')
 if not (now and per_minute and per_day and recipients and external and tenant_per_day
-        and max_in_flight and lease_ms and allowance and grace)
+        and max_in_flight and lease_ms and allowance and grace and reserved)
     or id == nil or id == '' or recipients < 1 or per_minute < 1 or per_day < 1
-    or max_in_flight < 1 or external < 0 or external > recipients then
+    or max_in_flight < 1 or external < 0 or external > recipients
+    or not (priority == 'high' or priority == 'normal' or priority == 'bulk')
+    or reserved < 0 or reserved > 90 or reserved % 1 ~= 0 then
   return redis.error_reply('ERR paced check_and_reserve: bad ARGV (see the header)')
 end
 
@@ -81,7 +98,13 @@ local total = tonumber(state[4] or '0')
 local ttl_at = tonumber(state[5] or '0')
 local raw = state[6]
 
-local spacing = math.ceil((60000 + allowance) / per_minute)
+-- Reserved headroom: `high` may use every budget whole, the others (100 - R) % of it.
+local high = priority == 'high' and reserved > 0
+local function share(limit, need)
+  if high or reserved == 0 then return limit end
+  return math.max(math.floor(limit * (100 - reserved) / 100), need)
+end
+local spacing = math.ceil((60000 + allowance) / share(per_minute, 1))
 -- The direct check counts reservations over 60 s + half the allowance, not 60 s: the time
 -- from a reservation to the provider's arrival (a token fetch, a new connection) varies, and
 -- the provider counts any 60 s of its arrivals. Half, so that paced slots that run late by
@@ -256,13 +279,14 @@ for _, booking_id in ipairs(stale) do
 end
 
 -- A new request: the earliest slot where every budget has room.
-local slot = math.max(now, tat)
+local slot = high and now or math.max(now, tat)   -- `high` goes ahead of every booking
 local reason = 'minute'
 if cool > slot then slot = cool; reason = 'cooldown' end
-local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, per_day)
+local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, share(per_day, recipients))
 if day_at > slot then slot = day_at; reason = 'day' end
 if tenant_on then
-  local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external, tenant_per_day)
+  local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external,
+    share(tenant_per_day, external))
   if tenant_at > slot then slot = tenant_at; reason = 'tenant' end
 end
 if slot <= now then
@@ -275,7 +299,7 @@ if slot <= now then
     if flying >= max_in_flight then
       return in_flight_denial()   -- nothing taken, nothing booked
     end
-    redis.call('HSET', KEYS[1], 'tat', now + spacing)
+    if not high then redis.call('HSET', KEYS[1], 'tat', now + spacing) end
     add(KEYS[1], KEYS[2], now, recipients)
     if tenant_on then add(KEYS[6], KEYS[7], now, external) end
     return take_lease_and_count(now, sent, flying)
@@ -283,8 +307,8 @@ if slot <= now then
 end
 
 -- Book it. Held by the tenant budget alone, it leaves the mailbox's pacing where it is, so
--- mail to the tenant's own domains is not held behind it.
-if reason ~= 'tenant' then tat = slot + spacing end
+-- mail to the tenant's own domains is not held behind it; a `high` booking never moves it.
+if reason ~= 'tenant' and not high then tat = slot + spacing end
 redis.call('HSET', KEYS[1], 'tat', tat, 'b:' .. id,
   slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason)
 redis.call('ZADD', KEYS[3], slot, id)

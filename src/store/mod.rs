@@ -1,5 +1,6 @@
 //! PostgreSQL access: connecting, creating the database, migrations (compiled in from
-//! `migrations/`), and the queries of each table (`messages/`, `senders.rs`).
+//! `migrations/`), and the queries of each table (`messages/`, `senders.rs`,
+//! `sender_settings.rs`).
 
 use std::str::FromStr;
 
@@ -237,5 +238,6 @@ pub mod admin;
 pub mod history;
 pub mod messages;
 pub mod report;
+pub(crate) mod sender_settings;
 pub mod senders;
 pub mod waiting;

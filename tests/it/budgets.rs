@@ -40,6 +40,7 @@ fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(per_minute).unwrap(),
         recipients_per_day: NonZeroU32::new(recipients_per_day).unwrap(),
+        reserved_percent: 0,
     }
 }
 
@@ -263,6 +264,7 @@ impl Drain {
                         recipients: m.recipients,
                         limits,
                         tenant_budget: budget.map(|per_day| (m.external, per_day)),
+                        priority: mail_worker::domain::Priority::Normal,
                     };
                     let decision = limiter.check_and_reserve(&ask, now).await;
                     if let Ok(Decision::Allowed(reservation)) = &decision {
@@ -446,6 +448,7 @@ fn ask_in<'a>(tenant: &'a str, m: &'a MailboxAddress, id: Uuid, limits: RateLimi
         recipients: 1,
         limits,
         tenant_budget: None,
+        priority: mail_worker::domain::Priority::Normal,
     }
 }
 

@@ -200,6 +200,7 @@ fn system_mailbox(address: &str, secret: &str, per_minute: Option<u32>) -> Syste
         graph: graph_credentials(secret),
         rate_limit_per_minute: per_minute.and_then(NonZeroU32::new),
         rate_limit_recipients_per_day: None,
+        rate_limit_reserved_percent: None,
     }
 }
 
@@ -227,6 +228,7 @@ fn mail_from(from: &str) -> OutgoingMail {
                 content: b"BEGIN:VCALENDAR".to_vec(),
             }],
         },
+        priority: Default::default(),
     }
 }
 

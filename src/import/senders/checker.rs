@@ -363,6 +363,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "clientCertificate",
     "rateLimitPerMinute",
     "rateLimitRecipientsPerDay",
+    "rateLimitReservedPercent",
     "externalRecipientsPerDay",
     "acceptedDomains",
     "priority",
