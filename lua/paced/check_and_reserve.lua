@@ -37,15 +37,17 @@
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
 --
 -- Reserved headroom (R > 0). `normal` and `bulk` get (100 - R) % of each budget: they are paced
--- (and booked) at floor(L * (100 - R) / 100) a minute (at least 1) and book only while the day
--- and tenant windows stay under (100 - R) % (a message larger than that share may use the
+-- (and booked) at L' = floor(L * (100 - R) / 100) a minute (at least 1) and book only while the
+-- day and tenant windows stay under (100 - R) % (a message larger than that share may use the
 -- whole budget). `high` ignores their pacing (`tat`, their queue of bookings) and never moves
 -- it: it takes now when the direct 60 s check, the in-flight cap and the whole day and tenant
--- budgets allow, else the earliest time they do (booked like any other). Since the others
--- leave R % of the minute free, a `high` message normally goes at once and displaces no one;
--- when `high` traffic takes more than its share, a booked send that finds the 60 s full is
--- held until it has room, keeping its booking (the direct check below): the safety net, never
--- L + 1 in any 60 s.
+-- budgets allow, else the earliest time they do (booked like any other). The others leave
+-- S = L - L' of every 60 s free, so a `high` message normally goes at once and displaces no
+-- one. Field `h` logs the last S `high` slots (sent or booked): past S in the direct check's
+-- window while normal or bulk is booked ahead (`tat` > now), a `high` message waits for its
+-- share (the oldest logged slot + the window) instead of taking a booked slot's room, so a
+-- booking is never overtaken into a second denial; with nothing booked ahead it may use the
+-- whole L. The direct check still holds any send that would be the L + 1st in 60 s.
 --
 -- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
 -- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
@@ -88,7 +90,7 @@ if not (now and per_minute and per_day and recipients and external and tenant_pe
 end
 
 -- One read of everything the decision needs from the state hash.
-local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id)
+local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id, 'h')
 if not state[1] and not state[2] then
   return {-1, 0, 'seed'}
 end
@@ -100,11 +102,16 @@ local raw = state[6]
 
 -- Reserved headroom: `high` may use every budget whole, the others (100 - R) % of it.
 local high = priority == 'high' and reserved > 0
-local function share(limit, need)
-  if high or reserved == 0 then return limit end
+local function low_share(limit, need)
+  if reserved == 0 then return limit end
   return math.max(math.floor(limit * (100 - reserved) / 100), need)
 end
-local spacing = math.ceil((60000 + allowance) / share(per_minute, 1))
+local function share(limit, need)
+  if high then return limit end
+  return low_share(limit, need)
+end
+local spacing = math.ceil((60000 + allowance) / low_share(per_minute, 1))
+local high_share = math.max(per_minute - low_share(per_minute, 1), 1)
 -- The direct check counts reservations over 60 s + half the allowance, not 60 s: the time
 -- from a reservation to the provider's arrival (a token fetch, a new connection) varies, and
 -- the provider counts any 60 s of its arrivals. Half, so that paced slots that run late by
@@ -166,6 +173,31 @@ local function day_free_at(hash, buckets, in_window, need, limit)
     end
   end
   return now
+end
+
+-- `high` only, when the count with every booking (above) has no room: whether `need` sent now
+-- fits each 24 h window it falls in (those ending in the next 24 h), so bookings a day ahead
+-- do not take the reserved share. Two commands, a sweep over the buckets.
+local function fits_now(hash, buckets, need, limit)
+  local bs = redis.call('ZRANGE', buckets, 0, -1)
+  if #bs == 0 then return need <= limit end
+  local fields = {}
+  for i, b in ipairs(bs) do fields[i] = 'd:' .. b end
+  local got = redis.call('HMGET', hash, unpack(fields))
+  local x, span = math.floor(now / BUCKET_MS), DAY_MS / BUCKET_MS
+  local lo, hi, sum = 1, 0, 0
+  local function fits_window(y)           -- the window ending in bucket y: buckets [y - span, y]
+    while hi < #bs and tonumber(bs[hi + 1]) <= y do hi = hi + 1; sum = sum + tonumber(got[hi] or '0') end
+    while lo <= hi and tonumber(bs[lo]) < y - span do sum = sum - tonumber(got[lo] or '0'); lo = lo + 1 end
+    return sum + need <= limit
+  end
+  if not fits_window(x) then return false end
+  for _, b in ipairs(bs) do
+    b = tonumber(b)
+    if b > x + span then break end
+    if b > x and not fits_window(b) then return false end
+  end
+  return true
 end
 
 local function forget_booking(booking_id, fields)
@@ -279,14 +311,35 @@ for _, booking_id in ipairs(stale) do
 end
 
 -- A new request: the earliest slot where every budget has room.
-local slot = high and now or math.max(now, tat)   -- `high` goes ahead of every booking
+local slot = math.max(now, tat)
+local highs = {}   -- `high` only: its logged slots still in the window, oldest first
+if high then
+  for t in string.gmatch(state[7] or '', '[^,]+') do
+    if tonumber(t) > now - window then highs[#highs + 1] = tonumber(t) end
+  end
+  table.sort(highs)
+  slot = now                            -- ahead of every booking, unless past its share
+  if #highs >= high_share and tat > now then
+    slot = math.max(now, highs[#highs - high_share + 1] + window)
+  end
+end
+-- The log with `at` added, its last `high_share` slots (written with the decision).
+local function high_log(at)
+  highs[#highs + 1] = at
+  table.sort(highs)
+  return table.concat(highs, ',', math.max(#highs - high_share + 1, 1))
+end
 local reason = 'minute'
 if cool > slot then slot = cool; reason = 'cooldown' end
 local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, share(per_day, recipients))
+if high and day_at > now and fits_now(KEYS[1], KEYS[2], recipients, per_day) then day_at = now end
 if day_at > slot then slot = day_at; reason = 'day' end
 if tenant_on then
   local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external,
     share(tenant_per_day, external))
+  if high and tenant_at > now and fits_now(KEYS[6], KEYS[7], external, tenant_per_day) then
+    tenant_at = now
+  end
   if tenant_at > slot then slot = tenant_at; reason = 'tenant' end
 end
 if slot <= now then
@@ -299,7 +352,8 @@ if slot <= now then
     if flying >= max_in_flight then
       return in_flight_denial()   -- nothing taken, nothing booked
     end
-    if not high then redis.call('HSET', KEYS[1], 'tat', now + spacing) end
+    if high then redis.call('HSET', KEYS[1], 'h', high_log(now))
+    else redis.call('HSET', KEYS[1], 'tat', now + spacing) end
     add(KEYS[1], KEYS[2], now, recipients)
     if tenant_on then add(KEYS[6], KEYS[7], now, external) end
     return take_lease_and_count(now, sent, flying)
@@ -309,7 +363,7 @@ end
 -- Book it. Held by the tenant budget alone, it leaves the mailbox's pacing where it is, so
 -- mail to the tenant's own domains is not held behind it; a `high` booking never moves it.
 if reason ~= 'tenant' and not high then tat = slot + spacing end
-redis.call('HSET', KEYS[1], 'tat', tat, 'b:' .. id,
+redis.call('HSET', KEYS[1], high and 'h' or 'tat', high and high_log(slot) or tat, 'b:' .. id,
   slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason)
 redis.call('ZADD', KEYS[3], slot, id)
 redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)

@@ -8,6 +8,7 @@ mod cli;
 mod daemon;
 mod deploy;
 mod exactly_once;
+mod headroom;
 mod import;
 mod intake;
 mod mailer;

@@ -150,7 +150,9 @@ fn the_example_file_is_clean() {
 #[test]
 fn a_reserved_percent_is_a_whole_number_from_0_to_90() {
     for good in ["0", "20", "90"] {
-        let file = check(&mailbox_with(&format!(r#","rateLimitReservedPercent":{good}"#)));
+        let file = check(&mailbox_with(&format!(
+            r#","rateLimitReservedPercent":{good}"#
+        )));
         let file = file.unwrap_or_else(|e| panic!("{good}: {e:?}"));
         assert_eq!(
             file.system_mailboxes[0].rate_limit_reserved_percent,
@@ -158,7 +160,9 @@ fn a_reserved_percent_is_a_whole_number_from_0_to_90() {
         );
     }
     for bad in ["91", "-1", "12.5", r#""20""#, "true"] {
-        let found = errors(&mailbox_with(&format!(r#","rateLimitReservedPercent":{bad}"#)));
+        let found = errors(&mailbox_with(&format!(
+            r#","rateLimitReservedPercent":{bad}"#
+        )));
         assert_eq!(
             found,
             [format!(
