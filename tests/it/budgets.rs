@@ -44,7 +44,12 @@ pub(crate) fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
     }
 }
 
-fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateLimitConfig {
+pub(crate) fn config(
+    url: &Url,
+    prefix: &str,
+    algorithm: Algorithm,
+    replicas: u32,
+) -> RateLimitConfig {
     RateLimitConfig {
         algorithm,
         redis_url: url.clone().into(),
@@ -806,7 +811,7 @@ fn free_port() -> u16 {
 }
 
 /// A `redis-server` of this test's own (no persistence), stopped on drop.
-struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     port: u16,
     child: Option<Child>,
     args: Vec<String>,
@@ -814,7 +819,7 @@ struct PrivateRedis {
 }
 
 impl PrivateRedis {
-    fn start(extra: &[&str]) -> Self {
+    pub(crate) fn start(extra: &[&str]) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("mw-redis-{port}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -869,7 +874,7 @@ impl PrivateRedis {
         assert!(status.success(), "kill {signal} {pid}");
     }
 
-    fn url(&self) -> Url {
+    pub(crate) fn url(&self) -> Url {
         Url::parse(&format!("redis://127.0.0.1:{}", self.port)).unwrap()
     }
 }

@@ -5,17 +5,20 @@
 //! and on `fixed-window`, which show today's wait; `high` traffic over its share waits for its
 //! share instead of pushing bookings back.
 
-use std::num::NonZeroU32;
+use std::{num::NonZeroU32, sync::Arc};
 
 use mail_worker::{
     domain::{MailboxAddress, Priority},
-    rate_limit::{Algorithm, RateLimits},
+    rate_limit::{Algorithm, MailRateLimiter, RateLimits},
     service::spread_ms,
 };
 use uuid::Uuid;
 
 use crate::{
-    budgets::{Drained, Msg, at, count, drain, limiter, limits, mailbox, messages, recipients},
+    budgets::{
+        Drained, Msg, PrivateRedis, at, config, count, drain, limiter, limits, mailbox, messages,
+        recipients,
+    },
     support::TestKeys,
 };
 
@@ -42,11 +45,10 @@ fn of(priority: Priority, m: &MailboxAddress, n: usize, external: u32) -> Vec<Ms
         .collect()
 }
 
-/// A `high` message due `due_ms` after the start, with an id of the given FNV spread or more
-/// (so `fixed-window`'s spread puts it behind most of a backlog: a fixed, not a lucky, case).
+/// A `high` message due `due_ms` after the start, with a fresh id of the given FNV spread or
+/// more (so `fixed-window`'s spread puts it behind most of a backlog: a fixed, not a lucky, case).
 fn high_at(m: &MailboxAddress, due_ms: i64, min_spread_ms: u64) -> Msg {
-    let id = (1u128..)
-        .map(Uuid::from_u128)
+    let id = std::iter::repeat_with(Uuid::new_v4)
         .find(|id| spread_ms(*id, 30_000) >= min_spread_ms)
         .unwrap();
     Msg {
@@ -262,4 +264,79 @@ async fn high_traffic_over_its_share_waits_for_its_share_and_no_booking_is_denie
     // Its share, 5 a minute, went at once; the rest waited for the share, not for the bulk.
     assert_eq!(pct(0), 0);
     assert!(waits[waits.len() - 1] < 10 * MINUTE_MS, "{waits:?}");
+}
+
+/// Commands Redis ran (`INFO commandstats`) since the last `CONFIG RESETSTAT`: inside the
+/// scripts (what a decision costs), and the `EVALSHA`/`EVAL` calls themselves.
+async fn commands_run(redis: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    let (mut inside, mut evals) = (0, 0);
+    for line in info.lines().filter_map(|l| l.strip_prefix("cmdstat_")) {
+        let (name, rest) = line.split_once(':').unwrap();
+        let calls: u64 = rest
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        match name {
+            "evalsha" | "eval" => evals += calls,
+            "info" | "config" | "script" | "ping" | "client" | "hello" => {}
+            _ => inside += calls,
+        }
+    }
+    (inside, evals)
+}
+
+#[tokio::test]
+async fn redis_commands_per_decision_with_priority_on_and_off() {
+    // 1,000 bulk and 20 high (one every 2 min) on a private Redis, so only these are counted.
+    let events = mailbox("events");
+    let mut per_mail = Vec::new();
+    for percent in [0u8, 20] {
+        let server = PrivateRedis::start(&[]);
+        let limiter = Arc::new(
+            MailRateLimiter::new(&config(&server.url(), "mw:rl", Algorithm::Paced, 1)).unwrap(),
+        );
+        let mut redis = redis::Client::open(server.url().as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut all = of(Priority::Bulk, &events, 1_000, 0);
+        all.extend((0..20).map(|i| high_at(&events, i * 2 * MINUTE_MS + 1_000, 0)));
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let start = at(12, 0, 0);
+        let run = drain(
+            vec![limiter],
+            reserving(25, 9_000, percent),
+            start + chrono::Duration::minutes(60),
+        )
+        .run(all, start)
+        .await;
+        let (inside, evals) = commands_run(&mut redis).await;
+        println!(
+            "paced reserved {percent} %: {} decisions, {} sent, {inside} commands inside the scripts ({evals} EVALSHA, decisions + releases): {:.2} per decision, {:.2} per mail sent",
+            run.calls,
+            run.sends.len(),
+            inside as f64 / run.calls as f64,
+            inside as f64 / run.sends.len() as f64,
+        );
+        assert_eq!(run.sends.len(), 1_020);
+        assert_eq!(max_denials(&run), 1, "{:?}", run.reasons);
+        per_mail.push(inside as f64 / run.sends.len() as f64);
+    }
+    // Priority costs no command of its own (one more HMGET field, `h` written instead of `tat`).
+    assert!(
+        per_mail[1] <= per_mail[0] * 1.10,
+        "priority on: {per_mail:?}"
+    );
 }
