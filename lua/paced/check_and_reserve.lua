@@ -47,11 +47,15 @@
 -- window while normal or bulk is booked ahead (`tat` > now), a `high` message waits for its
 -- share (the oldest logged slot + the window) instead of taking a booked slot's room, so a
 -- booking is never overtaken into a second denial; with nothing booked ahead it may use the
--- whole L. The direct check still holds any send that would be the L + 1st in 60 s.
+-- whole L. The day and tenant counts include every booking; when bookings a day ahead fill
+-- them, a `high` message checks the 24 h windows it falls in instead (fits_now). The direct
+-- check still holds any send that would be the L + 1st in 60 s.
 --
 -- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
 -- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
--- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. TTLs: every key lives at least 24 h after
+-- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. Priority adds
+-- none (one more HMGET field; `h` is written instead of `tat`), but for 2 (fits_now) when a
+-- `high` message's day or tenant count is full of bookings a day ahead. TTLs: every key lives at least 24 h after
 -- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
 -- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +
 -- twice that, instead of 5-7 PEXPIREs on every call.
