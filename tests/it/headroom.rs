@@ -340,3 +340,133 @@ async fn redis_commands_per_decision_with_priority_on_and_off() {
         "priority on: {per_mail:?}"
     );
 }
+
+/// `mail-worker run` (`paced`, `MAIL_RATE_LIMIT_RESERVED_PERCENT=percent`) against graph-sim
+/// (Exchange's 30 per rolling 60 s), our limit 25: 1,000 bulk rows, all booked, then one `high`
+/// row inserted. Returns the app, the running daemon, the bulk rows and the high one.
+async fn daemon_with_booked_bulk(
+    percent: &str,
+) -> (
+    crate::support::TestApp,
+    tokio::process::Child,
+    Vec<Uuid>,
+    Uuid,
+) {
+    use crate::support::{TestApp, wait_until};
+    let world = TestApp::builder().algorithm(Algorithm::Paced).spawn().await;
+    let bulk = world.insert(0, 1_000, "SCHEDULED").await;
+    sqlx::query("UPDATE messages SET priority = 'bulk'")
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let daemon = world
+        .daemon_command(&[("MAIL_RATE_LIMIT_RESERVED_PERCENT", percent)])
+        .spawn()
+        .unwrap();
+    let booked = "SELECT count(*) FROM messages WHERE deferrals > 0 OR status = 'SENT'";
+    wait_until(
+        std::time::Duration::from_secs(120),
+        "every bulk row booked",
+        async || {
+            sqlx::query_scalar::<_, i64>(booked)
+                .fetch_one(&world.db.pool)
+                .await
+                .unwrap()
+                == 1_000
+        },
+    )
+    .await;
+    let high = world.insert(0, 1, "SCHEDULED").await[0];
+    world
+        .execute("UPDATE messages SET priority = 'high' WHERE id = $1", high)
+        .await;
+    (world, daemon, bulk, high)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_daemon_a_high_message_behind_1000_booked_bulk_goes_out_at_once() {
+    use std::time::Duration;
+
+    use crate::support::wait_until;
+
+    let (world, _daemon, bulk, high) = daemon_with_booked_bulk("20").await;
+    wait_until(
+        Duration::from_secs(60),
+        "the high message sent",
+        async || world.status_of(high).await.0 == "SENT",
+    )
+    .await;
+    let (created, sent): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = world
+        .one_row(
+            "SELECT created_at, sent_at FROM messages WHERE id = $1",
+            high,
+        )
+        .await;
+    let wait_ms = (sent - created).num_milliseconds();
+    let mut received: Vec<i64> = world
+        .sim
+        .messages()
+        .iter()
+        .map(|m| m.received_at_ms)
+        .collect();
+    received.sort_unstable();
+    let most = received
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            received[i..]
+                .iter()
+                .take_while(|u| *u - t < MINUTE_MS)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    println!(
+        "daemon: high behind 1,000 booked bulk sent {wait_ms} ms after its insert; graph-sim saw {} sends, most {most} in a 60 s, {} refused",
+        received.len(),
+        world.sim_refused()
+    );
+    // One pacing interval (2.48 s) + the claim interval (100 ms), with room for a loaded
+    // machine; headroom off, it waits for the backlog (next test).
+    assert!(wait_ms < 15_000, "{wait_ms} ms");
+    assert_eq!(world.sim_refused(), 0, "no Graph 429");
+    assert!(most <= 25, "{most}");
+    let sent_bulk: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE status = 'SENT' AND id = ANY($1)")
+            .bind(&bulk)
+            .fetch_one(&world.db.pool)
+            .await
+            .unwrap();
+    assert!(
+        sent_bulk < 1_000,
+        "the backlog still waits: {sent_bulk} sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_daemon_with_headroom_off_the_high_message_books_behind_the_backlog() {
+    use std::time::Duration;
+
+    use crate::support::wait_until;
+
+    let (world, _daemon, _bulk, high) = daemon_with_booked_bulk("0").await;
+    wait_until(
+        Duration::from_secs(60),
+        "the high message booked",
+        async || world.row(high).await.2 > 0,
+    )
+    .await;
+    let (created, due): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = world
+        .one_row(
+            "SELECT created_at, scheduled_on FROM messages WHERE id = $1",
+            high,
+        )
+        .await;
+    let wait = due - created;
+    println!(
+        "daemon, headroom off: the high message booked {} s after its insert",
+        wait.num_seconds()
+    );
+    // 1,000 slots of (60 s + 2 s) / 25 ahead of it.
+    assert!(wait > chrono::Duration::minutes(35), "{wait}");
+}
