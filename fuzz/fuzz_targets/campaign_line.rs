@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
             id: m.id,
             from: MailboxAddress::parse("events@contoso.example").unwrap(),
             content: m.content,
+            priority: m.priority.unwrap_or_default(),
         };
         let _ = validate(&mail);
     }

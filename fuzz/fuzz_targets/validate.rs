@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
             headers,
             attachments: vec![],
         },
+        priority: Default::default(),
     };
     if validate(&mail)
         .and_then(|()| check_request_size(&mail))

@@ -10,6 +10,8 @@
 -- ARGV[7] tenant external recipients per rolling 24 h (0 = no tenant budget)
 -- ARGV[8] requests in flight per mailbox           ARGV[9] lease ms (renewed while it runs)
 -- ARGV[10] pacing allowance ms                     ARGV[11] booking grace ms
+-- ARGV[12] priority: high | normal | bulk (optional, default normal)
+-- ARGV[13] reserved percent R, 0..90 (optional, default 0 = off: priority ignored)
 -- Returns {1, slot, "ok", now, total}  allowed: counted in every budget, one in-flight lease
 --                                   taken; `now` is the reservation's time (release.lua needs
 --                                   it), `total` the mailbox's recipients in the 24 h window
@@ -34,9 +36,26 @@
 -- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
 --
+-- Reserved headroom (R > 0). `normal` and `bulk` get (100 - R) % of each budget: they are paced
+-- (and booked) at L' = floor(L * (100 - R) / 100) a minute (at least 1) and book only while the
+-- day and tenant windows stay under (100 - R) % (a message larger than that share may use the
+-- whole budget). `high` ignores their pacing (`tat`, their queue of bookings) and never moves
+-- it: it takes now when the direct 60 s check, the in-flight cap and the whole day and tenant
+-- budgets allow, else the earliest time they do (booked like any other). The others leave
+-- S = L - L' of every 60 s free, so a `high` message normally goes at once and displaces no
+-- one. Field `h` logs the last S `high` slots (sent or booked): past S in the direct check's
+-- window while normal or bulk is booked ahead (`tat` > now), a `high` message waits for its
+-- share (the oldest logged slot + the window) instead of taking a booked slot's room, so a
+-- booking is never overtaken into a second denial; with nothing booked ahead it may use the
+-- whole L. The day and tenant counts include every booking; when bookings a day ahead fill
+-- them, a `high` message checks the 24 h windows it falls in instead (fits_now). The direct
+-- check still holds any send that would be the L + 1st in 60 s.
+--
 -- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
 -- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
--- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. TTLs: every key lives at least 24 h after
+-- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. Priority adds
+-- none (one more HMGET field; `h` is written instead of `tat`), but for 2 (fits_now) when a
+-- `high` message's day or tenant count is full of bookings a day ahead. TTLs: every key lives at least 24 h after
 -- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
 -- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +
 -- twice that, instead of 5-7 PEXPIREs on every call.
@@ -63,15 +82,19 @@ local max_in_flight = tonumber(ARGV[8])
 local lease_ms = tonumber(ARGV[9])
 local allowance = tonumber(ARGV[10])
 local grace = tonumber(ARGV[11])
+local priority = ARGV[12] or 'normal'
+local reserved = tonumber(ARGV[13] or '0')
 if not (now and per_minute and per_day and recipients and external and tenant_per_day
-        and max_in_flight and lease_ms and allowance and grace)
+        and max_in_flight and lease_ms and allowance and grace and reserved)
     or id == nil or id == '' or recipients < 1 or per_minute < 1 or per_day < 1
-    or max_in_flight < 1 or external < 0 or external > recipients then
+    or max_in_flight < 1 or external < 0 or external > recipients
+    or not (priority == 'high' or priority == 'normal' or priority == 'bulk')
+    or reserved < 0 or reserved > 90 or reserved % 1 ~= 0 then
   return redis.error_reply('ERR paced check_and_reserve: bad ARGV (see the header)')
 end
 
 -- One read of everything the decision needs from the state hash.
-local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id)
+local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id, 'h')
 if not state[1] and not state[2] then
   return {-1, 0, 'seed'}
 end
@@ -81,7 +104,18 @@ local total = tonumber(state[4] or '0')
 local ttl_at = tonumber(state[5] or '0')
 local raw = state[6]
 
-local spacing = math.ceil((60000 + allowance) / per_minute)
+-- Reserved headroom: `high` may use every budget whole, the others (100 - R) % of it.
+local high = priority == 'high' and reserved > 0
+local function low_share(limit, need)
+  if reserved == 0 then return limit end
+  return math.max(math.floor(limit * (100 - reserved) / 100), need)
+end
+local function share(limit, need)
+  if high then return limit end
+  return low_share(limit, need)
+end
+local spacing = math.ceil((60000 + allowance) / low_share(per_minute, 1))
+local high_share = math.max(per_minute - low_share(per_minute, 1), 1)
 -- The direct check counts reservations over 60 s + half the allowance, not 60 s: the time
 -- from a reservation to the provider's arrival (a token fetch, a new connection) varies, and
 -- the provider counts any 60 s of its arrivals. Half, so that paced slots that run late by
@@ -143,6 +177,31 @@ local function day_free_at(hash, buckets, in_window, need, limit)
     end
   end
   return now
+end
+
+-- `high` only, when the count with every booking (above) has no room: whether `need` sent now
+-- fits each 24 h window it falls in (those ending in the next 24 h), so bookings a day ahead
+-- do not take the reserved share. Two commands, a sweep over the buckets.
+local function fits_now(hash, buckets, need, limit)
+  local bs = redis.call('ZRANGE', buckets, 0, -1)
+  if #bs == 0 then return need <= limit end
+  local fields = {}
+  for i, b in ipairs(bs) do fields[i] = 'd:' .. b end
+  local got = redis.call('HMGET', hash, unpack(fields))
+  local x, span = math.floor(now / BUCKET_MS), DAY_MS / BUCKET_MS
+  local lo, hi, sum = 1, 0, 0
+  local function fits_window(y)           -- the window ending in bucket y: buckets [y - span, y]
+    while hi < #bs and tonumber(bs[hi + 1]) <= y do hi = hi + 1; sum = sum + tonumber(got[hi] or '0') end
+    while lo <= hi and tonumber(bs[lo]) < y - span do sum = sum - tonumber(got[lo] or '0'); lo = lo + 1 end
+    return sum + need <= limit
+  end
+  if not fits_window(x) then return false end
+  for _, b in ipairs(bs) do
+    b = tonumber(b)
+    if b > x + span then break end
+    if b > x and not fits_window(b) then return false end
+  end
+  return true
 end
 
 local function forget_booking(booking_id, fields)
@@ -257,12 +316,34 @@ end
 
 -- A new request: the earliest slot where every budget has room.
 local slot = math.max(now, tat)
+local highs = {}   -- `high` only: its logged slots still in the window, oldest first
+if high then
+  for t in string.gmatch(state[7] or '', '[^,]+') do
+    if tonumber(t) > now - window then highs[#highs + 1] = tonumber(t) end
+  end
+  table.sort(highs)
+  slot = now                            -- ahead of every booking, unless past its share
+  if #highs >= high_share and tat > now then
+    slot = math.max(now, highs[#highs - high_share + 1] + window)
+  end
+end
+-- The log with `at` added, its last `high_share` slots (written with the decision).
+local function high_log(at)
+  highs[#highs + 1] = at
+  table.sort(highs)
+  return table.concat(highs, ',', math.max(#highs - high_share + 1, 1))
+end
 local reason = 'minute'
 if cool > slot then slot = cool; reason = 'cooldown' end
-local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, per_day)
+local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, share(per_day, recipients))
+if high and day_at > now and fits_now(KEYS[1], KEYS[2], recipients, per_day) then day_at = now end
 if day_at > slot then slot = day_at; reason = 'day' end
 if tenant_on then
-  local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external, tenant_per_day)
+  local tenant_at = day_free_at(KEYS[6], KEYS[7], tenant_total, external,
+    share(tenant_per_day, external))
+  if high and tenant_at > now and fits_now(KEYS[6], KEYS[7], external, tenant_per_day) then
+    tenant_at = now
+  end
   if tenant_at > slot then slot = tenant_at; reason = 'tenant' end
 end
 if slot <= now then
@@ -275,7 +356,8 @@ if slot <= now then
     if flying >= max_in_flight then
       return in_flight_denial()   -- nothing taken, nothing booked
     end
-    redis.call('HSET', KEYS[1], 'tat', now + spacing)
+    if high then redis.call('HSET', KEYS[1], 'h', high_log(now))
+    else redis.call('HSET', KEYS[1], 'tat', now + spacing) end
     add(KEYS[1], KEYS[2], now, recipients)
     if tenant_on then add(KEYS[6], KEYS[7], now, external) end
     return take_lease_and_count(now, sent, flying)
@@ -283,9 +365,9 @@ if slot <= now then
 end
 
 -- Book it. Held by the tenant budget alone, it leaves the mailbox's pacing where it is, so
--- mail to the tenant's own domains is not held behind it.
-if reason ~= 'tenant' then tat = slot + spacing end
-redis.call('HSET', KEYS[1], 'tat', tat, 'b:' .. id,
+-- mail to the tenant's own domains is not held behind it; a `high` booking never moves it.
+if reason ~= 'tenant' and not high then tat = slot + spacing end
+redis.call('HSET', KEYS[1], high and 'h' or 'tat', high and high_log(slot) or tat, 'b:' .. id,
   slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason)
 redis.call('ZADD', KEYS[3], slot, id)
 redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)

@@ -333,7 +333,7 @@ async fn forecast_for(
             &tenant,
             used,
             adding,
-            per_day,
+            (per_day, reserved_percent_of(config, None)),
             Priority::default(),
         ));
     }
@@ -347,6 +347,23 @@ async fn forecast_for(
         tenant_warnings,
         bad_lines: Vec::new(),
     })
+}
+
+/// The share of `sender`'s budgets reserved for `high`: its override, else
+/// `MAIL_RATE_LIMIT_RESERVED_PERCENT`; 0 under `fixed-window` (it ignores priority).
+fn reserved_percent(sender: &Sender, config: &Config) -> u8 {
+    let own = match sender {
+        Sender::SystemMailbox(m) => m.rate_limit_reserved_percent,
+        Sender::Tenant(_) => None,
+    };
+    reserved_percent_of(config, own)
+}
+
+fn reserved_percent_of(config: &Config, own: Option<u8>) -> u8 {
+    match config.rate_limit.algorithm {
+        Algorithm::FixedWindow => 0,
+        Algorithm::Paced => own.unwrap_or(config.rate_limit.defaults.reserved_percent),
+    }
 }
 
 /// One sender's forecast of `sends` after `backlog`, its budgets read from the limiter.
@@ -363,6 +380,7 @@ async fn sender_forecast(
     let limits = Limits {
         per_minute: limits.per_minute,
         recipients_per_day: limits.recipients_per_day,
+        reserved_percent: reserved_percent(sender, config),
     };
     let mailbox = sender.mailbox();
     let (usage, limiter_error) = match &tenant {

@@ -80,6 +80,13 @@ pub const ENV_VARS: &[EnvVar] = &[
         meaning: "recipients (To+Cc+Bcc) per mailbox per day (`paced`: any 24 h; Exchange: 10,000 per rolling 24 h)",
     },
     EnvVar {
+        name: "MAIL_RATE_LIMIT_RESERVED_PERCENT",
+        flag: "rate-limit-reserved-percent",
+        default: Some("20"),
+        secret: false,
+        meaning: "`paced`: the share of each mailbox's minute and day budgets (and a tenant's external budget) only `high` messages may use; `normal` and `bulk` get the rest; 0 to 90, 0 = off (priority ignored by the limiter)",
+    },
+    EnvVar {
         name: "MAIL_MAILBOX_MAX_IN_FLIGHT",
         flag: "mailbox-max-in-flight",
         default: Some("3"),

@@ -27,6 +27,10 @@ impl Config {
                 self.rate_limit.defaults.recipients_per_day
             ),
             format!(
+                "MAIL_RATE_LIMIT_RESERVED_PERCENT={}",
+                self.rate_limit.defaults.reserved_percent
+            ),
+            format!(
                 "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS={}",
                 ms(self.rate_limit.redis_timeout)
             ),

@@ -279,6 +279,11 @@ impl Config {
                     per_minute: env.positive("MAIL_RATE_LIMIT_PER_MINUTE", 25)?,
                     recipients_per_day: env
                         .positive("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", 9_000)?,
+                    reserved_percent: env.parsed(
+                        "MAIL_RATE_LIMIT_RESERVED_PERCENT",
+                        20,
+                        crate::rate_limit::parse_reserved_percent,
+                    )?,
                 },
                 redis_timeout: env.millis("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", 250)?,
                 key_prefix: env.text("MAIL_RATE_LIMIT_KEY_PREFIX", "mail:rl")?,

@@ -37,6 +37,7 @@ fn defaults_match_the_documented_table() {
     assert_eq!(c.rate_limit.redis_url, c.redis_url);
     assert_eq!(c.rate_limit.defaults.per_minute.get(), 25);
     assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 9000);
+    assert_eq!(c.rate_limit.defaults.reserved_percent, 20);
     assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(250));
     assert_eq!(c.rate_limit.key_prefix, "mail:rl");
     assert_eq!(c.defer_spread_max, Duration::from_millis(30_000));
@@ -116,6 +117,7 @@ fn every_variable_is_read() {
         ("MAIL_RATE_LIMIT_REDIS_URL", "redis://rl:6381"),
         ("MAIL_RATE_LIMIT_PER_MINUTE", "10"),
         ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "500"),
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
         ("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", "100"),
         ("MAIL_RATE_LIMIT_KEY_PREFIX", "t:rl"),
         ("MAIL_DEFER_SPREAD_MAX_MS", "5000"),
@@ -143,6 +145,7 @@ fn every_variable_is_read() {
     assert_eq!(c.rate_limit.redis_url.first().host_str(), Some("rl"));
     assert_eq!(c.rate_limit.defaults.per_minute.get(), 10);
     assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 500);
+    assert_eq!(c.rate_limit.defaults.reserved_percent, 0);
     assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
     assert_eq!(c.rate_limit.key_prefix, "t:rl");
     assert_eq!(c.defer_spread_max, Duration::from_millis(5000));
@@ -175,6 +178,9 @@ fn bad_values_name_the_variable() {
         ("MAIL_RATE_LIMIT_PER_MINUTE", "abc", "whole number"),
         ("MAIL_RATE_LIMIT_PER_MINUTE", "0", "whole number"),
         ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "-5", "whole number"),
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "91", "from 0 to 90"),
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "20%", "from 0 to 90"),
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "-1", "from 0 to 90"),
         ("WORKER_CONCURRENCY", "1.5", "whole number"),
         ("SCHEDULER_INTERVAL_MS", "0", "not 0"),
         ("HTTP_TIMEOUT_MS", "soon", "milliseconds"),

@@ -118,4 +118,6 @@ pub struct OutgoingMail {
     pub from: MailboxAddress,
     /// Recipients, subject, body, headers and attachments.
     pub content: MessageContent,
+    /// `messages.priority`: `high` may use the `paced` limiter's reserved headroom.
+    pub priority: super::Priority,
 }

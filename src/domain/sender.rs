@@ -187,6 +187,8 @@ pub struct SystemMailbox {
     pub rate_limit_per_minute: Option<NonZeroU32>,
     /// Override of `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY` (recipients per UTC day); `None` = default.
     pub rate_limit_recipients_per_day: Option<NonZeroU32>,
+    /// Override of `MAIL_RATE_LIMIT_RESERVED_PERCENT` (0 to 90); `None` = default.
+    pub rate_limit_reserved_percent: Option<u8>,
 }
 
 /// The sender of one message.

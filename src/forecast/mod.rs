@@ -21,21 +21,33 @@ use crate::{domain::Priority, rate_limit::Algorithm};
 #[cfg(test)]
 mod tests;
 
-/// A mailbox's budgets: messages per minute and recipients per rolling 24 h.
+/// A mailbox's budgets: messages per minute and recipients per rolling 24 h, and the share of
+/// them reserved for `high` (`MAIL_RATE_LIMIT_RESERVED_PERCENT`; 0 under `fixed-window`, which
+/// ignores priority).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Limits {
     /// Messages per minute.
     pub per_minute: u32,
     /// Recipients per rolling 24 h.
     pub recipients_per_day: u32,
+    /// Percent of each budget only `high` may use.
+    pub reserved_percent: u8,
 }
 
-/// The share of `limits` a message of `priority` may use. The one place the forecast asks:
-/// today every priority may use the whole budget (the limiter's reserved headroom for `high`,
-/// when it is configured, is wired in here).
+/// The share of `limits` a message of `priority` may use: the `paced` limiter's own rule
+/// (`lua/paced/check_and_reserve.lua`'s `low_share`): `high` the whole budget, `normal` and
+/// `bulk` ⌊limit × (100 − R) / 100⌋ (at least 1) of each.
 pub fn usable_budget(limits: Limits, priority: Priority) -> Limits {
-    let _ = priority;
-    limits
+    let r = u64::from(limits.reserved_percent);
+    if priority == Priority::High || r == 0 {
+        return limits;
+    }
+    let low = |limit: u32| ((u64::from(limit) * (100 - r) / 100) as u32).max(1);
+    Limits {
+        per_minute: low(limits.per_minute),
+        recipients_per_day: low(limits.recipients_per_day),
+        ..limits
+    }
 }
 
 /// The time between two slots of a mailbox allowed `per_minute` messages.
@@ -173,8 +185,9 @@ impl<'a> Replay<'a> {
     /// One message of `recipients`, not before `not_before`.
     fn take(&mut self, not_before: Option<DateTime<Utc>>, recipients: u64, priority: Priority) {
         let limits = usable_budget(self.state.limits, priority);
-        let per_day = u64::from(limits.recipients_per_day);
-        if recipients > per_day {
+        // A message larger than its share may use the whole day (the limiter's `max(share, need)`).
+        let per_day = u64::from(limits.recipients_per_day).max(recipients);
+        if recipients > u64::from(self.state.limits.recipients_per_day) {
             self.too_large += u64::from(self.new_ones);
             return;
         }
@@ -301,13 +314,14 @@ pub fn tenant_warning(
     tenant: &str,
     used: u64,
     adding: u64,
-    per_day: u32,
+    (per_day, reserved_percent): (u32, u8),
     priority: Priority,
 ) -> Option<Warning> {
     let usable = usable_budget(
         Limits {
             per_minute: 1,
             recipients_per_day: per_day,
+            reserved_percent,
         },
         priority,
     )

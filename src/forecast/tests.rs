@@ -13,6 +13,7 @@ fn state(per_minute: u32, per_day: u32) -> SenderState {
         limits: Limits {
             per_minute,
             recipients_per_day: per_day,
+            reserved_percent: 0,
         },
         next_free_slot: None,
         cooldown_until: None,
@@ -33,14 +34,27 @@ fn sends(n: usize, recipients: u32) -> Vec<NewSend> {
 }
 
 #[test]
-fn usable_budget_is_the_whole_limit_for_every_priority_today() {
+fn usable_budget_keeps_the_reserved_share_for_high() {
     let limits = Limits {
         per_minute: 25,
         recipients_per_day: 9_000,
+        reserved_percent: 20,
     };
-    for p in [Priority::High, Priority::Normal, Priority::Bulk] {
-        assert_eq!(usable_budget(limits, p), limits);
+    assert_eq!(usable_budget(limits, Priority::High), limits);
+    for p in [Priority::Normal, Priority::Bulk] {
+        let usable = usable_budget(limits, p);
+        assert_eq!((usable.per_minute, usable.recipients_per_day), (20, 7_200));
     }
+    let off = Limits {
+        reserved_percent: 0,
+        ..limits
+    };
+    assert_eq!(usable_budget(off, Priority::Bulk), off);
+    let tiny = Limits {
+        per_minute: 1,
+        ..limits
+    };
+    assert_eq!(usable_budget(tiny, Priority::Bulk).per_minute, 1);
 }
 
 #[test]
@@ -171,9 +185,12 @@ fn backlog_recipients_are_spread_over_its_messages() {
 
 #[test]
 fn the_tenant_warning_counts_what_is_used_and_what_is_added() {
-    assert_eq!(tenant_warning("contoso", 10, 5, 20, Priority::Bulk), None);
     assert_eq!(
-        tenant_warning("contoso", 10, 15, 20, Priority::Bulk),
+        tenant_warning("contoso", 10, 5, (20, 0), Priority::Bulk),
+        None
+    );
+    assert_eq!(
+        tenant_warning("contoso", 10, 15, (20, 0), Priority::Bulk),
         Some(Warning::TenantBudget {
             tenant: "contoso".into(),
             external: 25,
@@ -181,7 +198,7 @@ fn the_tenant_warning_counts_what_is_used_and_what_is_added() {
         })
     );
     assert_eq!(
-        tenant_warning("contoso", 30, 0, 20, Priority::Bulk),
+        tenant_warning("contoso", 30, 0, (20, 0), Priority::Bulk),
         None,
         "nothing external added: no warning for this campaign"
     );

@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 use uuid::Uuid;
 
 use super::RateLimits;
-use crate::domain::MailboxAddress;
+use crate::domain::{MailboxAddress, Priority};
 
 /// What one send asks of the limiter.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +23,10 @@ pub struct Ask<'a> {
     pub limits: RateLimits,
     /// The tenant's external budget and how many of the recipients count against it.
     pub tenant_budget: Option<(u32, NonZeroU32)>,
+    /// The message's priority: with `paced` and a reserved share
+    /// ([`RateLimits::reserved_percent`]), `high` may use the whole budget, ahead of bookings;
+    /// `normal` and `bulk` only the rest. `fixed-window` ignores it.
+    pub priority: Priority,
 }
 
 /// Failures a caller must act on. Redis trouble is *not* here: the limiter fails open.

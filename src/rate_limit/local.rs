@@ -193,6 +193,7 @@ mod tests {
         let limits = RateLimits {
             per_minute: NonZeroU32::new(60).unwrap(),
             recipients_per_day: NonZeroU32::new(100).unwrap(),
+            reserved_percent: 0,
         };
         let ask = |m| Ask {
             message_id: uuid::Uuid::nil(),
@@ -201,6 +202,7 @@ mod tests {
             recipients: 1,
             limits,
             tenant_budget: None,
+            priority: crate::domain::Priority::Normal,
         };
         let t0 = Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).unwrap();
         let mut allowed = 0;
@@ -241,6 +243,7 @@ mod tests {
         let limits = RateLimits {
             per_minute: NonZeroU32::new(60).unwrap(),
             recipients_per_day: NonZeroU32::new(40).unwrap(),
+            reserved_percent: 0,
         };
         let ask = Ask {
             message_id: uuid::Uuid::nil(),
@@ -249,6 +252,7 @@ mod tests {
             recipients: 1,
             limits,
             tenant_budget: None,
+            priority: crate::domain::Priority::Normal,
         };
         // Redis counted 30 sends of this process between 50 s and 59 s; the day stands at 30.
         for i in 0..30 {

@@ -53,7 +53,10 @@ pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;
 pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
-pub use settings::{Algorithm, IN_FLIGHT_LEASE, RateLimitConfig, RateLimits};
+pub use settings::{
+    Algorithm, IN_FLIGHT_LEASE, MAX_RESERVED_PERCENT, RateLimitConfig, RateLimits,
+    parse_reserved_percent,
+};
 
 use crate::domain::MailboxAddress;
 pub(crate) use crate::domain::TenantBudget;

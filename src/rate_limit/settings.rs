@@ -71,6 +71,25 @@ pub struct RateLimits {
     /// UTC day). Default 9,000, under Exchange's 10,000 per rolling 24 h.
     /// Source: <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>.
     pub recipients_per_day: NonZeroU32,
+    /// The share (percent, 0 to [`MAX_RESERVED_PERCENT`]) of the minute, day and tenant budgets
+    /// that only `high` messages may use (`paced` only; 0: off, priority ignored by the
+    /// limiter). Default 20 (`MAIL_RATE_LIMIT_RESERVED_PERCENT`).
+    pub reserved_percent: u8,
+}
+
+/// The largest reserved share: `normal` and `bulk` keep at least a tenth of every budget.
+pub const MAX_RESERVED_PERCENT: u8 = 90;
+
+/// Reads a reserved share: a whole number from 0 to [`MAX_RESERVED_PERCENT`].
+///
+/// # Errors
+/// The sentence to show when it is not.
+pub fn parse_reserved_percent(raw: &str) -> Result<u8, &'static str> {
+    raw.trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= MAX_RESERVED_PERCENT)
+        .ok_or("must be a whole number from 0 to 90")
 }
 
 #[cfg(test)]

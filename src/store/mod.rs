@@ -1,5 +1,6 @@
 //! PostgreSQL access: connecting, creating the database, migrations (compiled in from
-//! `migrations/`), and the queries of each table (`messages/`, `senders.rs`).
+//! `migrations/`), and the queries of each table (`messages/`, `senders.rs`,
+//! `sender_settings.rs`).
 
 use std::str::FromStr;
 
@@ -239,5 +240,6 @@ pub mod history;
 pub mod messages;
 pub mod report;
 pub mod retention;
+pub(crate) mod sender_settings;
 pub mod senders;
 pub mod waiting;

@@ -17,7 +17,7 @@ const TENANT_COLUMNS: &str = "id, name, mail_provider, sender_address, graph_ten
      accepted_domains";
 const MAILBOX_COLUMNS: &str = "id, address, graph_tenant_id, graph_client_id, \
      graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day, \
-     external_recipients_per_day, accepted_domains";
+     rate_limit_reserved_percent, external_recipients_per_day, accepted_domains";
 
 fn bad(table: &'static str, problem: impl Into<String>) -> StoreError {
     StoreError::BadRow {
@@ -95,6 +95,9 @@ fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
         graph: graph_from_row(row)?,
         rate_limit_per_minute: positive(row, "rate_limit_per_minute")?,
         rate_limit_recipients_per_day: positive(row, "rate_limit_recipients_per_day")?,
+        rate_limit_reserved_percent: row
+            .try_get::<Option<i32>, _>("rate_limit_reserved_percent")?
+            .and_then(|v| u8::try_from(v).ok()),
     })
 }
 
@@ -401,30 +404,4 @@ pub(crate) async fn priorities(
         .into_iter()
         .map(|(id, p)| (id, p.parse().unwrap_or_default()))
         .collect())
-}
-
-/// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`): what a
-/// message of it without its own priority is stored with.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn set_priority(
-    pool: &PgPool,
-    sender: crate::store::messages::SenderRef,
-    priority: crate::domain::Priority,
-) -> Result<(), StoreError> {
-    use crate::store::messages::SenderRef;
-    let (sql, id) = match sender {
-        SenderRef::Tenant(id) => ("UPDATE tenants SET priority = $2 WHERE id = $1", id),
-        SenderRef::SystemMailbox(id) => (
-            "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
-            id,
-        ),
-    };
-    sqlx::query(sql)
-        .bind(id)
-        .bind(priority.as_str())
-        .execute(pool)
-        .await?;
-    Ok(())
 }

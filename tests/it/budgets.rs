@@ -16,7 +16,7 @@ use std::{
 use chrono::{DateTime, TimeZone, Utc};
 use mail_worker::{
     config::RateLimitConfig,
-    domain::MailboxAddress,
+    domain::{MailboxAddress, Priority},
     rate_limit::{
         Algorithm, Ask, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
         RateLimits, RedisUrls, RequestEnd, SendHistory, SentRecord, paced::keys::PacedKeys,
@@ -37,16 +37,22 @@ use crate::support::{
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const TENANT: &str = "contoso.example";
+pub(crate) const TENANT: &str = "contoso.example";
 
-fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
+pub(crate) fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(per_minute).unwrap(),
         recipients_per_day: NonZeroU32::new(recipients_per_day).unwrap(),
+        reserved_percent: 0,
     }
 }
 
-fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateLimitConfig {
+pub(crate) fn config(
+    url: &Url,
+    prefix: &str,
+    algorithm: Algorithm,
+    replicas: u32,
+) -> RateLimitConfig {
     RateLimitConfig {
         algorithm,
         redis_url: url.clone().into(),
@@ -61,7 +67,7 @@ fn config(url: &Url, prefix: &str, algorithm: Algorithm, replicas: u32) -> RateL
     }
 }
 
-fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
+pub(crate) fn limiter(prefix: &str, algorithm: Algorithm) -> Arc<MailRateLimiter> {
     Arc::new(MailRateLimiter::new(&config(&redis_url(), prefix, algorithm, 1)).unwrap())
 }
 
@@ -87,12 +93,12 @@ async fn paced_events() -> (
     )
 }
 
-fn mailbox(local: &str) -> MailboxAddress {
+pub(crate) fn mailbox(local: &str) -> MailboxAddress {
     MailboxAddress::parse(&format!("{local}@contoso.example")).unwrap()
 }
 
 /// 2031-01-01 at the given UTC time (virtual: the limiter decides by the `now` it is given).
-fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+pub(crate) fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2031, 1, 1, h, m, s).unwrap()
 }
 
@@ -102,41 +108,49 @@ fn ms(d: chrono::Duration) -> i64 {
 
 /// One message of a drain.
 #[derive(Debug, Clone)]
-struct Msg {
-    id: Uuid,
-    mailbox: MailboxAddress,
-    recipients: u32,
+pub(crate) struct Msg {
+    pub(crate) id: Uuid,
+    pub(crate) mailbox: MailboxAddress,
+    pub(crate) recipients: u32,
     /// External recipients counted against a tenant budget (with `tenant_budget`).
-    external: u32,
+    pub(crate) external: u32,
+    /// Its priority (`normal` unless a test says otherwise).
+    pub(crate) priority: Priority,
+    /// Due this long after the drain's start (0 unless a test says otherwise).
+    pub(crate) due_ms: i64,
 }
 
-fn messages(mailbox: &MailboxAddress, n: usize, recipients: u32) -> Vec<Msg> {
+pub(crate) fn messages(mailbox: &MailboxAddress, n: usize, recipients: u32) -> Vec<Msg> {
     (0..n)
         .map(|_| Msg {
             id: Uuid::new_v4(),
             mailbox: mailbox.clone(),
             recipients,
             external: 0,
+            priority: Priority::Normal,
+            due_ms: 0,
         })
         .collect()
 }
 
 /// What a drain saw.
 #[derive(Debug, Default)]
-struct Drained {
+pub(crate) struct Drained {
     /// Allowed sends: (virtual ms, mailbox, recipients, external).
-    sends: Vec<(i64, MailboxAddress, u32, u32)>,
+    pub(crate) sends: Vec<(i64, MailboxAddress, u32, u32)>,
     /// Denials per message.
-    denials: HashMap<Uuid, u32>,
+    pub(crate) denials: HashMap<Uuid, u32>,
     /// Limiter calls made.
-    calls: u64,
+    pub(crate) calls: u64,
     /// Deny reasons seen.
-    reasons: HashMap<DenyReason, u64>,
+    pub(crate) reasons: HashMap<DenyReason, u64>,
+    /// When each message was allowed (virtual ms).
+    pub(crate) sent_at: HashMap<Uuid, i64>,
 }
 
 impl Drained {
     /// The most sends of `mailbox` in any rolling window of `window_ms` (`[t, t + window)`).
-    fn max_in_window(
+    pub(crate) fn max_in_window(
         &self,
         mailbox: &MailboxAddress,
         window_ms: i64,
@@ -163,7 +177,7 @@ impl Drained {
         max
     }
 
-    fn sent(&self, mailbox: &MailboxAddress) -> usize {
+    pub(crate) fn sent(&self, mailbox: &MailboxAddress) -> usize {
         self.sends.iter().filter(|s| &s.1 == mailbox).count()
     }
 
@@ -206,16 +220,16 @@ fn sent_and_most_in_window(
         .collect()
 }
 
-fn count(_: u32, _: u32) -> u64 {
+pub(crate) fn count(_: u32, _: u32) -> u64 {
     1
 }
 
-fn recipients(r: u32, _: u32) -> u64 {
+pub(crate) fn recipients(r: u32, _: u32) -> u64 {
     u64::from(r)
 }
 
 /// How one drain runs.
-struct Drain {
+pub(crate) struct Drain {
     /// The "processes": calls are spread over them round-robin.
     limiters: Vec<Arc<MailRateLimiter>>,
     limits: RateLimits,
@@ -226,18 +240,18 @@ struct Drain {
     /// Stop at this virtual time.
     until: DateTime<Utc>,
     /// The tenant budget (external recipients per day), if any.
-    tenant_budget: Option<NonZeroU32>,
+    pub(crate) tenant_budget: Option<NonZeroU32>,
 }
 
 impl Drain {
     /// Every message is due at `start`; each call runs at its virtual due time; an allowed
     /// send is recorded and its lease released at once (`Done`); a denied one comes back after
     /// `retry_after` (+ the FNV spread when not booked), as the service schedules it.
-    async fn run(&self, messages: Vec<Msg>, start: DateTime<Utc>) -> Drained {
+    pub(crate) async fn run(&self, messages: Vec<Msg>, start: DateTime<Utc>) -> Drained {
         let mut due: BinaryHeap<Reverse<(i64, usize)>> = messages
             .iter()
             .enumerate()
-            .map(|(i, _)| Reverse((start.timestamp_millis(), i)))
+            .map(|(i, m)| Reverse((start.timestamp_millis() + m.due_ms, i)))
             .collect();
         let mut drained = Drained::default();
         let mut next_limiter = 0;
@@ -266,6 +280,7 @@ impl Drain {
                         recipients: m.recipients,
                         limits,
                         tenant_budget: budget.map(|per_day| (m.external, per_day)),
+                        priority: m.priority,
                     };
                     let decision = limiter.check_and_reserve(&ask, now).await;
                     if let Ok(Decision::Allowed(reservation)) = &decision {
@@ -282,6 +297,7 @@ impl Drain {
                         drained
                             .sends
                             .push((t, m.mailbox.clone(), m.recipients, m.external));
+                        drained.sent_at.insert(m.id, t);
                     }
                     Decision::Denied {
                         reason,
@@ -305,7 +321,11 @@ impl Drain {
     }
 }
 
-fn drain(limiters: Vec<Arc<MailRateLimiter>>, limits: RateLimits, until: DateTime<Utc>) -> Drain {
+pub(crate) fn drain(
+    limiters: Vec<Arc<MailRateLimiter>>,
+    limits: RateLimits,
+    until: DateTime<Utc>,
+) -> Drain {
     Drain {
         limiters,
         limits,
@@ -449,6 +469,7 @@ fn ask_in<'a>(tenant: &'a str, m: &'a MailboxAddress, id: Uuid, limits: RateLimi
         recipients: 1,
         limits,
         tenant_budget: None,
+        priority: Priority::Normal,
     }
 }
 
@@ -731,6 +752,8 @@ async fn the_tenant_budget_counts_external_recipients_of_every_mailbox_of_the_te
                 recipients: 2,
                 // Half of the messages go to one colleague and one outsider.
                 external: if i % 2 == 0 { 2 } else { 1 },
+                priority: Priority::Normal,
+                due_ms: 0,
             });
         }
     }

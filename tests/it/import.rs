@@ -204,3 +204,42 @@ async fn set_limits_overrides_keeps_omitted_ones_clears_and_names_an_unknown_mai
         .unwrap_err();
     assert!(err.to_string().contains("nobody@contoso.example"), "{err}");
 }
+
+#[tokio::test]
+async fn a_mailboxs_reserved_percent_is_stored_and_a_reimport_without_it_clears_it() {
+    let db = TestDb::new().await;
+    let file = |extra: &str| {
+        import::senders::parse(&format!(
+            r#"{{"systemMailboxes":[{{"address":"alerts@contoso.example","graphTenantId":"contoso.example","clientId":"c","clientSecret":"env:S","priority":"high"{extra}}}]}}"#
+        ))
+        .unwrap()
+    };
+    import::senders::import(&db.pool, &file(r#","rateLimitReservedPercent":35"#))
+        .await
+        .unwrap();
+    let (_, mailboxes) = senders::sender_ids(&db.pool).await.unwrap();
+    let id = mailboxes["alerts@contoso.example"];
+    assert_eq!(
+        system_mailbox(&db, id).await.rate_limit_reserved_percent,
+        Some(35)
+    );
+    import::senders::import(&db.pool, &file("")).await.unwrap();
+    assert_eq!(
+        system_mailbox(&db, id).await.rate_limit_reserved_percent,
+        None,
+        "back to MAIL_RATE_LIMIT_RESERVED_PERCENT"
+    );
+    // The column refuses what the file's check refuses.
+    let refused =
+        sqlx::query("UPDATE system_mailboxes SET rate_limit_reserved_percent = 91 WHERE id = $1")
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("system_mailboxes_reserved_percent_range"),
+        "{refused}"
+    );
+}

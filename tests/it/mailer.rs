@@ -200,6 +200,7 @@ fn system_mailbox(address: &str, secret: &str, per_minute: Option<u32>) -> Syste
         graph: graph_credentials(secret),
         rate_limit_per_minute: per_minute.and_then(NonZeroU32::new),
         rate_limit_recipients_per_day: None,
+        rate_limit_reserved_percent: None,
     }
 }
 
@@ -227,6 +228,7 @@ fn mail_from(from: &str) -> OutgoingMail {
                 content: b"BEGIN:VCALENDAR".to_vec(),
             }],
         },
+        priority: Default::default(),
     }
 }
 
@@ -726,6 +728,32 @@ async fn a_changed_rate_limit_per_minute_yields_a_new_mailer_applying_it() {
         .collect();
     assert_eq!(limits, [(25, 9000), (5, 9000), (25, 9000)]);
     assert_eq!(rig.count(TOKEN_PATH).await, 1, "same app, same token");
+}
+
+#[tokio::test]
+async fn a_changed_reserved_percent_yields_a_new_mailer_applying_it() {
+    let rig = Rig::new().await;
+    rig.token_endpoint(3600, Duration::ZERO).await;
+    rig.send_answers(ResponseTemplate::new(202), 2).await;
+    assert_eq!(rig.factory.default_limits().reserved_percent, 20);
+    let plain = system_mailbox("events@contoso.example", SECRET, None);
+    let first = rig.factory.mailer_for_system_mailbox(&plain).await.unwrap();
+    first.send(&mail()).await.unwrap();
+    let off = SystemMailbox {
+        rate_limit_reserved_percent: Some(0),
+        ..plain
+    };
+    assert_eq!(rig.factory.limits_for(&off).reserved_percent, 0);
+    let second = rig.factory.mailer_for_system_mailbox(&off).await.unwrap();
+    assert!(!Arc::ptr_eq(&first, &second), "the digest covers it");
+    second.send(&mail()).await.unwrap();
+    let reserved: Vec<u8> = rig
+        .limiter
+        .checks()
+        .iter()
+        .map(|(_, _, l)| l.reserved_percent)
+        .collect();
+    assert_eq!(reserved, [20, 0]);
 }
 
 #[tokio::test]

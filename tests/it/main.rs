@@ -9,6 +9,7 @@ mod daemon;
 mod deploy;
 mod exactly_once;
 mod forecast;
+mod headroom;
 mod import;
 mod intake;
 mod intake_cluster;

@@ -50,6 +50,7 @@ fn limits(per_minute: u32, recipients_per_day: u32) -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(per_minute).unwrap(),
         recipients_per_day: NonZeroU32::new(recipients_per_day).unwrap(),
+        reserved_percent: 0,
     }
 }
 

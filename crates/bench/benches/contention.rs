@@ -197,6 +197,7 @@ fn limits(per_minute: u32) -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN),
         recipients_per_day: NonZeroU32::new(RECIPIENTS_PER_DAY).unwrap_or(NonZeroU32::MIN),
+        reserved_percent: 0,
     }
 }
 
@@ -530,6 +531,7 @@ async fn child(args: Args) -> ExitCode {
                     recipients: 1,
                     limits: limits(limit),
                     tenant_budget: None,
+                    priority: mail_worker::domain::Priority::Normal,
                 };
                 match limiter.check_and_reserve(&ask, now).await {
                     Ok(Decision::Allowed(r)) if r.is_counted() => Attempt::Reserved,

@@ -526,6 +526,7 @@ fn limits() -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(PER_MINUTE).unwrap_or(NonZeroU32::MIN),
         recipients_per_day: NonZeroU32::new(RECIPIENTS_PER_DAY).unwrap_or(NonZeroU32::MIN),
+        reserved_percent: 0,
     }
 }
 
@@ -627,6 +628,7 @@ async fn drive(
                         recipients: 1,
                         limits: limits(),
                         tenant_budget: None,
+                        priority: mail_worker::domain::Priority::Normal,
                     };
                     let outcome = limiter.check_and_reserve(&ask, now).await;
                     let nanos = sent.elapsed().as_nanos();

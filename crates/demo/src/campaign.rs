@@ -14,6 +14,7 @@ pub fn demo_senders() -> SendersFile {
         client_certificate: None,
         rate_limit_per_minute: per_minute,
         rate_limit_recipients_per_day: None,
+        rate_limit_reserved_percent: None,
         external_recipients_per_day: None,
         accepted_domains: None,
         priority: None,

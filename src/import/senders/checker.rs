@@ -340,6 +340,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "clientCertificate",
     "rateLimitPerMinute",
     "rateLimitRecipientsPerDay",
+    "rateLimitReservedPercent",
     "externalRecipientsPerDay",
     "acceptedDomains",
     "priority",

@@ -37,7 +37,7 @@ use crate::{
         GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, TenantBudget,
         TenantTransport,
     },
-    store::{StoreError, messages::SenderRef, senders},
+    store::{StoreError, messages::SenderRef, sender_settings, senders},
 };
 
 mod checker;
@@ -79,6 +79,9 @@ pub struct SystemMailboxEntry {
     pub rate_limit_per_minute: Option<u32>,
     /// Recipients per UTC day override.
     pub rate_limit_recipients_per_day: Option<u32>,
+    /// Override of `MAIL_RATE_LIMIT_RESERVED_PERCENT` (0 to 90): the share of its budgets
+    /// only `high` messages may use.
+    pub rate_limit_reserved_percent: Option<u32>,
     /// The Graph tenant's external recipients per rolling 24 h (with `acceptedDomains`).
     pub external_recipients_per_day: Option<u32>,
     /// The Graph tenant's own domains (with `externalRecipientsPerDay`).
@@ -178,16 +181,17 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
     let mut report = ImportReport::default();
     for entry in entries {
         match entry {
-            Validated::Mailbox(address, graph, per_minute, per_day, priority) => {
+            Validated::Mailbox(address, graph, (per_minute, per_day, reserved), priority) => {
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
-                senders::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
+                sender_settings::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
+                sender_settings::set_reserved_percent(pool, id, reserved).await?;
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(name, sender, transport, priority) => {
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
-                senders::set_priority(pool, SenderRef::Tenant(id), priority).await?;
+                sender_settings::set_priority(pool, SenderRef::Tenant(id), priority).await?;
                 report.tenants += 1;
             }
         }

@@ -146,3 +146,29 @@ fn the_example_file_is_clean() {
     let text = include_str!("../../../examples/senders.json");
     assert!(check(text).is_ok());
 }
+
+#[test]
+fn a_reserved_percent_is_a_whole_number_from_0_to_90() {
+    for good in ["0", "20", "90"] {
+        let file = check(&mailbox_with(&format!(
+            r#","rateLimitReservedPercent":{good}"#
+        )));
+        let file = file.unwrap_or_else(|e| panic!("{good}: {e:?}"));
+        assert_eq!(
+            file.system_mailboxes[0].rate_limit_reserved_percent,
+            Some(good.parse().unwrap())
+        );
+    }
+    for bad in ["91", "-1", "12.5", r#""20""#, "true"] {
+        let found = errors(&mailbox_with(&format!(
+            r#","rateLimitReservedPercent":{bad}"#
+        )));
+        assert_eq!(
+            found,
+            [format!(
+                "systemMailboxes[0].rateLimitReservedPercent: must be a whole number from 0 to 90, got {bad}"
+            )],
+            "{bad}"
+        );
+    }
+}

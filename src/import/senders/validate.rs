@@ -8,11 +8,11 @@ use super::{
 
 /// A validated entry, ready to write.
 pub(super) enum Validated {
+    /// The mailbox, its app, its overrides (per minute, per day, reserved percent), priority.
     Mailbox(
         MailboxAddress,
         GraphCredentials,
-        Option<NonZeroU32>,
-        Option<NonZeroU32>,
+        (Option<NonZeroU32>, Option<NonZeroU32>, Option<u8>),
         Priority,
     ),
     Tenant(String, MailboxAddress, TenantTransport, Priority),
@@ -64,16 +64,20 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let graph = check.graph_app(m);
         let per_minute = check.limit(m, "rateLimitPerMinute");
         let per_day = check.limit(m, "rateLimitRecipientsPerDay");
+        let reserved = reserved_percent(&mut check, m);
         let priority = check.priority(m);
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
         }
-        if let (Some(address), Some(graph), Ok(per_minute), Ok(per_day)) =
-            (address, graph, per_minute, per_day)
+        if let (Some(address), Some(graph), Ok(per_minute), Ok(per_day), Ok(reserved)) =
+            (address, graph, per_minute, per_day, reserved)
             && check.errors.len() == errors
         {
             good.push(Validated::Mailbox(
-                address, graph, per_minute, per_day, priority,
+                address,
+                graph,
+                (per_minute, per_day, reserved),
+                priority,
             ));
         }
     }
@@ -127,4 +131,28 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
 pub(super) fn validate(file: &SendersFile) -> Result<Vec<Validated>, Vec<BadEntry>> {
     // Serialising plain strings and numbers cannot fail.
     validate_value(&serde_json::to_value(file).unwrap_or(Value::Null))
+}
+
+/// A mailbox's optional `rateLimitReservedPercent`: a whole number from 0 to 90.
+fn reserved_percent(check: &mut Checker, entry: Entry) -> Result<Option<u8>, ()> {
+    const FIELD: &str = "rateLimitReservedPercent";
+    match entry.object.get(FIELD) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => {
+            let parsed = value.as_u64().map(|v| v.to_string());
+            match parsed
+                .as_deref()
+                .map(crate::rate_limit::parse_reserved_percent)
+            {
+                Some(Ok(p)) => Ok(Some(p)),
+                _ => {
+                    check.fail(
+                        format!("{}.{FIELD}", entry.at),
+                        format!("must be a whole number from 0 to 90, got {value}"),
+                    );
+                    Err(())
+                }
+            }
+        }
+    }
 }

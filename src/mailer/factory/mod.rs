@@ -155,7 +155,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     }
 
     /// A system mailbox's budget: its `rate_limit_per_minute` / `rate_limit_recipients_per_day`
-    /// where set, else the defaults.
+    /// / `rate_limit_reserved_percent` where set, else the defaults.
     pub fn limits_for(&self, mailbox: &SystemMailbox) -> RateLimits {
         RateLimits {
             per_minute: mailbox
@@ -164,6 +164,9 @@ impl<L: RateLimiter> MailerFactory<L> {
             recipients_per_day: mailbox
                 .rate_limit_recipients_per_day
                 .unwrap_or(self.defaults.recipients_per_day),
+            reserved_percent: mailbox
+                .rate_limit_reserved_percent
+                .unwrap_or(self.defaults.reserved_percent),
         }
     }
 

@@ -29,7 +29,7 @@ pub(super) struct GraphSpec {
 
 /// A mailer's whole configuration, secrets resolved.
 pub(super) enum MailerSpec {
-    Graph(GraphSpec),
+    Graph(Box<GraphSpec>),
     SendGrid {
         from: MailboxAddress,
         api_key: SecretString,
@@ -53,7 +53,7 @@ impl<L: RateLimiter> MailerFactory<L> {
 
     pub(super) async fn tenant_spec(&self, tenant: &Tenant) -> Result<MailerSpec, MailError> {
         Ok(match &tenant.transport {
-            TenantTransport::Graph(credentials) => MailerSpec::Graph(GraphSpec {
+            TenantTransport::Graph(credentials) => MailerSpec::Graph(Box::new(GraphSpec {
                 mailbox: tenant.sender_address.clone(),
                 app: self
                     .app(
@@ -63,7 +63,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                     .await?,
                 limits: self.defaults,
                 tenant_budget: credentials.tenant_budget.clone(),
-            }),
+            })),
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
                 api_key: self.secret(api_key).await.map_err(|e| {
@@ -80,7 +80,7 @@ impl<L: RateLimiter> MailerFactory<L> {
         &self,
         mailbox: &SystemMailbox,
     ) -> Result<MailerSpec, MailError> {
-        Ok(MailerSpec::Graph(GraphSpec {
+        Ok(MailerSpec::Graph(Box::new(GraphSpec {
             mailbox: mailbox.address.clone(),
             app: self
                 .app(
@@ -90,7 +90,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 .await?,
             limits: self.limits_for(mailbox),
             tenant_budget: mailbox.graph.tenant_budget.clone(),
-        }))
+        })))
     }
 
     async fn app(&self, credentials: &GraphCredentials, what: &str) -> Result<GraphApp, MailError> {
@@ -117,12 +117,13 @@ impl<L: RateLimiter> MailerFactory<L> {
         };
         field(b"mail-worker mailer config v1");
         match spec {
-            MailerSpec::Graph(GraphSpec {
-                mailbox,
-                app,
-                limits,
-                tenant_budget,
-            }) => {
+            MailerSpec::Graph(spec) => {
+                let GraphSpec {
+                    mailbox,
+                    app,
+                    limits,
+                    tenant_budget,
+                } = &**spec;
                 field(b"microsoft-graph");
                 field(mailbox.as_str().as_bytes());
                 field(self.graph.api_base_url.as_str().as_bytes());
@@ -136,6 +137,7 @@ impl<L: RateLimiter> MailerFactory<L> {
                 field(app.scope.as_bytes());
                 field(&limits.per_minute.get().to_be_bytes());
                 field(&limits.recipients_per_day.get().to_be_bytes());
+                field(&[limits.reserved_percent]);
                 match tenant_budget {
                     None => field(b"no tenant budget"),
                     Some(budget) => {

@@ -118,6 +118,7 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
                     budget.external_recipients_per_day,
                 )
             }),
+            priority: mail.priority,
         }
     }
 

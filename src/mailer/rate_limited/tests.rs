@@ -127,6 +127,7 @@ fn limits() -> RateLimits {
     RateLimits {
         per_minute: NonZeroU32::new(25).unwrap(),
         recipients_per_day: NonZeroU32::new(9000).unwrap(),
+        reserved_percent: 0,
     }
 }
 

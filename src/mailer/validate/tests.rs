@@ -21,6 +21,7 @@ pub(crate) fn mail() -> OutgoingMail {
             headers: vec![],
             attachments: vec![],
         },
+        priority: Default::default(),
     }
 }
 

@@ -56,6 +56,8 @@ impl Paced {
             (self.lease.as_millis() as u64).to_string(),
             (PACING_ALLOWANCE.as_millis() as u64).to_string(),
             (BOOKING_GRACE.as_millis() as u64).to_string(),
+            ask.priority.as_str().to_owned(),
+            ask.limits.reserved_percent.to_string(),
         ];
         let reply = redis.eval(&self.check, &keys.all(), &args).await?;
         let unexpected = || RedisCallError::UnexpectedReply {

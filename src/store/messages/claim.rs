@@ -12,7 +12,8 @@ use uuid::Uuid;
 use super::{Fence, SenderRef};
 use crate::{
     domain::{
-        Attachment, BodyContentType, MailboxAddress, MessageContent, OutgoingMail, sql_status,
+        Attachment, BodyContentType, MailboxAddress, MessageContent, OutgoingMail, Priority,
+        sql_status,
     },
     store::StoreError,
 };
@@ -25,7 +26,7 @@ macro_rules! sending_columns {
         " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
              m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
              m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
-             m.send_attempted_at, m.claim_token, now() AS claimed_at, \
+             m.send_attempted_at, m.claim_token, m.priority, now() AS claimed_at, \
              ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
                    ORDER BY a.position) AS attachment_names, \
              ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
@@ -166,6 +167,8 @@ pub struct StoredMessage {
     pub attempts: i32,
     /// `deferrals` so far.
     pub deferrals: i32,
+    /// `priority`.
+    pub priority: Priority,
     /// `throttles` so far: provider throttling without `Retry-After` (its backoff's exponent).
     pub throttles: i32,
     /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
@@ -199,6 +202,7 @@ impl StoredMessage {
             id: self.id,
             from,
             content: self.content.clone()?,
+            priority: self.priority,
         })
     }
 }
@@ -273,6 +277,13 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
         content: content(row, attachments)?,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,
+        priority: row
+            .try_get::<String, _>("priority")?
+            .parse()
+            .map_err(|problem: String| StoreError::BadRow {
+                table: "messages",
+                problem: format!("message {id}: priority {problem}"),
+            })?,
         throttles: row.try_get("throttles")?,
         first_attempt_at: row.try_get("first_attempt_at")?,
         graph_draft_id: row.try_get("graph_draft_id")?,

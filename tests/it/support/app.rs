@@ -341,6 +341,9 @@ impl Builder {
         config.rate_limit.algorithm = self.algorithm;
         // The handlers run on manual clocks: the limiter decides by them, not by Redis's.
         config.rate_limit.caller_clock = true;
+        // The in-process stacks keep the whole budget for every priority (the tests before
+        // issue 24 count on it); `headroom.rs` runs the reserve (and the binary its default).
+        config.rate_limit.defaults.reserved_percent = 0;
         config.graph.api_base_url = sim.graph_base_url();
         config.graph.login_base_url = sim.login_base_url();
         config.http_timeout = Duration::from_secs(10);

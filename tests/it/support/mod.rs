@@ -92,6 +92,7 @@ pub trait LimiterExt: mail_worker::rate_limit::RateLimiter {
                     recipients,
                     limits,
                     tenant_budget: None,
+                    priority: mail_worker::domain::Priority::Normal,
                 },
                 now,
             )

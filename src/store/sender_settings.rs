@@ -1,0 +1,51 @@
+//! What `senders import` writes on a sender after its upsert: its default priority and its
+//! reserved headroom (`rateLimitReservedPercent`).
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{StoreError, messages::SenderRef};
+use crate::domain::Priority;
+
+/// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`): what a
+/// message of it without its own priority is stored with.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn set_priority(
+    pool: &PgPool,
+    sender: SenderRef,
+    priority: Priority,
+) -> Result<(), StoreError> {
+    let (sql, id) = match sender {
+        SenderRef::Tenant(id) => ("UPDATE tenants SET priority = $2 WHERE id = $1", id),
+        SenderRef::SystemMailbox(id) => (
+            "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
+            id,
+        ),
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(priority.as_str())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Sets a system mailbox's override of `MAIL_RATE_LIMIT_RESERVED_PERCENT`
+/// (`system_mailboxes.rate_limit_reserved_percent`); `None` removes it (back to the default).
+///
+/// # Errors
+/// Database errors (a value over 90 breaks the column's CHECK).
+pub(crate) async fn set_reserved_percent(
+    pool: &PgPool,
+    mailbox: Uuid,
+    percent: Option<u8>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE system_mailboxes SET rate_limit_reserved_percent = $2 WHERE id = $1")
+        .bind(mailbox)
+        .bind(percent.map(i32::from))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
