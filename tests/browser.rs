@@ -47,6 +47,19 @@ fn sends_of(world: &TestApp, mailbox: &str) -> Vec<DateTime<Utc>> {
 }
 
 /// Writes a screenshot to `target/<name>` (the run's artifacts).
+/// Ticks the row of `id` on the page open, presses Retry and returns the notice.
+async fn retry_selected(browser: &Browser, id: uuid::Uuid) -> String {
+    browser
+        .click(
+            &browser
+                .find(&format!("input[name=\"id\"][value=\"{id}\"]"))
+                .await,
+        )
+        .await;
+    browser.click(&browser.find("#retry").await).await;
+    browser.wait_text("#notice").await
+}
+
 fn artifact(name: &str, png: &[u8]) {
     assert_eq!(&png[1..4], b"PNG", "{name} is a PNG");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -174,15 +187,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
 
         // Retry the ERROR message, then see it SENT.
         browser.goto(&format!("{ui}/messages?status=ERROR")).await;
-        browser
-            .click(
-                &browser
-                    .find(&format!("input[name=\"id\"][value=\"{failed}\"]"))
-                    .await,
-            )
-            .await;
-        browser.click(&browser.find("#retry").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = retry_selected(&browser, failed).await;
         assert!(notice.starts_with("1 message retried"), "{notice}");
         artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");
@@ -302,15 +307,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         );
         assert_eq!(browser.text_of("#dead").await.as_deref(), Some("1"));
         artifact("admin-queue.png", &browser.screenshot().await);
-        browser
-            .click(
-                &browser
-                    .find(&format!("input[name=\"id\"][value=\"{task}\"]"))
-                    .await,
-            )
-            .await;
-        browser.click(&browser.find("#retry").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = retry_selected(&browser, task).await;
         assert!(notice.starts_with("1 dead job retried"), "{notice}");
         wait_until(Duration::from_secs(30), "the job dead again", async || {
             browser.goto(&format!("{ui}/queue")).await;
