@@ -47,6 +47,35 @@ fn sends_of(world: &TestApp, mailbox: &str) -> Vec<DateTime<Utc>> {
 }
 
 /// Writes a screenshot to `target/<name>` (the run's artifacts).
+/// Reloads `url` until the text of `css` (`None`: no such element) passes `done`, 30 s at the
+/// most.
+async fn reload_until(
+    browser: &Browser,
+    url: &str,
+    css: &str,
+    what: &str,
+    done: impl Fn(Option<&str>) -> bool,
+) {
+    wait_until(Duration::from_secs(30), what, async || {
+        browser.goto(url).await;
+        done(browser.text_of(css).await.as_deref())
+    })
+    .await;
+}
+
+/// Ticks the row of `id` on the page open, presses Retry and returns the notice.
+async fn retry_selected(browser: &Browser, id: uuid::Uuid) -> String {
+    browser
+        .click(
+            &browser
+                .find(&format!("input[name=\"id\"][value=\"{id}\"]"))
+                .await,
+        )
+        .await;
+    browser.click(&browser.find("#retry").await).await;
+    browser.wait_text("#notice").await
+}
+
 fn artifact(name: &str, png: &[u8]) {
     assert_eq!(&png[1..4], b"PNG", "{name} is a PNG");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -174,25 +203,16 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
 
         // Retry the ERROR message, then see it SENT.
         browser.goto(&format!("{ui}/messages?status=ERROR")).await;
-        browser
-            .click(
-                &browser
-                    .find(&format!("input[name=\"id\"][value=\"{failed}\"]"))
-                    .await,
-            )
-            .await;
-        browser.click(&browser.find("#retry").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = retry_selected(&browser, failed).await;
         assert!(notice.starts_with("1 message retried"), "{notice}");
         artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");
-        wait_until(
-            Duration::from_secs(30),
+        reload_until(
+            &browser,
+            &format!("{ui}/messages?sender={mb1}"),
+            &status,
             "the retried message SENT on the page",
-            async || {
-                browser.goto(&format!("{ui}/messages?sender={mb1}")).await;
-                browser.text_of(&status).await.as_deref() == Some("SENT")
-            },
+            |t| t == Some("SENT"),
         )
         .await;
 
@@ -283,13 +303,14 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             .await
             .unwrap();
         let dead_row = format!("tr[data-task=\"{task}\"]");
-        wait_until(
-            Duration::from_secs(30),
+        let queue_page = format!("{ui}/queue");
+        let shown = |t: Option<&str>| t.is_some();
+        reload_until(
+            &browser,
+            &queue_page,
+            &dead_row,
             "the job on the Queue page",
-            async || {
-                browser.goto(&format!("{ui}/queue")).await;
-                browser.text_of(&dead_row).await.is_some()
-            },
+            shown,
         )
         .await;
         let reason = browser
@@ -302,20 +323,15 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         );
         assert_eq!(browser.text_of("#dead").await.as_deref(), Some("1"));
         artifact("admin-queue.png", &browser.screenshot().await);
-        browser
-            .click(
-                &browser
-                    .find(&format!("input[name=\"id\"][value=\"{task}\"]"))
-                    .await,
-            )
-            .await;
-        browser.click(&browser.find("#retry").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = retry_selected(&browser, task).await;
         assert!(notice.starts_with("1 dead job retried"), "{notice}");
-        wait_until(Duration::from_secs(30), "the job dead again", async || {
-            browser.goto(&format!("{ui}/queue")).await;
-            browser.text_of(&dead_row).await.is_some()
-        })
+        reload_until(
+            &browser,
+            &queue_page,
+            &dead_row,
+            "the job dead again",
+            shown,
+        )
         .await;
         browser.click(&browser.find("#discard-all").await).await;
         let notice = browser.wait_text("#notice").await;

@@ -417,11 +417,7 @@ async fn sender_forecast(
     SenderForecast {
         mailbox: mailbox.to_string(),
         sender: kind,
-        provider: if tenant.is_some() {
-            "graph"
-        } else {
-            "sendgrid"
-        },
+        provider: super::usage::provider(tenant.as_deref()),
         limits,
         messages: Load {
             messages: sends.len() as u64,

@@ -95,16 +95,21 @@ pub(crate) async fn mailbox_usage_with(
     Ok(MailboxUsage {
         mailbox: address.to_string(),
         sender: kind,
-        provider: if tenant.is_some() {
-            "graph"
-        } else {
-            "sendgrid"
-        },
+        provider: provider(tenant.as_deref()),
         limits,
         limiter,
         limiter_error,
         messages: admin::sender_messages(pool, id).await?,
     })
+}
+
+/// `graph` for a sender with a Graph tenant, `sendgrid` for one without.
+pub(crate) fn provider(tenant: Option<&str>) -> &'static str {
+    if tenant.is_some() {
+        "graph"
+    } else {
+        "sendgrid"
+    }
 }
 
 /// A sender's kind (`system mailbox` / `tenant <name>`), id, Graph tenant (`None`: SendGrid)

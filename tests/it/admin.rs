@@ -887,13 +887,12 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         .unwrap();
 
     let list = ui.page("/campaigns", &login).await;
-    assert!(
-        list.contains("<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>"),
-        "{list}"
-    );
-    assert!(
-        list.contains("<a href=\"/campaigns\">Campaigns</a>"),
-        "in the nav"
+    assert_all_in(
+        &list,
+        &[
+            "<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>",
+            "<a href=\"/campaigns\">Campaigns</a>",
+        ],
     );
 
     // The forecast: mailbox 0 has its 2 waiting; mailbox 1 its 1 behind the 4 others waiting
@@ -939,18 +938,22 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
     assert_eq!(other.len(), 4);
 
     let page = ui.page("/campaigns/spring%20%26%20summer", &login).await;
-    assert!(
-        page.contains("<h1>Campaign spring &#38; summer</h1>"),
-        "{page}"
-    );
-    assert!(
-        page.contains("3 sent, 3 waiting (0 booked), 1 failed, 1 cancelled"),
-        "{page}"
-    );
-    assert!(
-        page.contains("<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"waiting\">1</td>"),
-        "{page}"
+    assert_all_in(
+        &page,
+        &[
+            "<h1>Campaign spring &#38; summer</h1>",
+            "3 sent, 3 waiting (0 booked), 1 failed, 1 cancelled",
+            "<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"waiting\">1</td>",
+        ],
     );
     let answer = ui.get("/campaigns/none-such", Some(&login)).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+}
+
+/// Asserts that `page` holds every one of `wanted`, naming the one missing.
+#[track_caller]
+fn assert_all_in(page: &str, wanted: &[&str]) {
+    for want in wanted {
+        assert!(page.contains(want), "{want:?} not in {page}");
+    }
 }

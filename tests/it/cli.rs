@@ -1,16 +1,41 @@
 //! The `mail-worker` binary's commands, run as a user would.
 
-use std::process::{Command, Output};
+use std::{
+    ffi::OsStr,
+    process::{Command, Output},
+};
 
 use crate::support::TestDb;
 
-pub(crate) fn mail_worker(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn mail_worker(args: &[&str], env: &[(&str, impl AsRef<OsStr>)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mail-worker"))
         .args(args)
-        .envs(env.iter().copied())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
         .output()
         .unwrap()
+}
+
+/// The environment of a command run against `world`'s database and limiter (paced), with a
+/// day budget of `recipients_per_day`.
+pub(crate) fn paced_env(
+    world: &crate::support::TestApp,
+    recipients_per_day: &str,
+) -> [(&'static str, String); 5] {
+    [
+        ("DATABASE_URL", world.db.url.to_string()),
+        (
+            "MAIL_RATE_LIMIT_KEY_PREFIX",
+            world.config.rate_limit.key_prefix.clone(),
+        ),
+        ("MAIL_RATE_LIMIT_ALGORITHM", "paced".to_owned()),
+        (
+            "MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY",
+            recipients_per_day.to_owned(),
+        ),
+        // As the test app's limiter: no share reserved for `high`.
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0".to_owned()),
+    ]
 }
 
 pub(crate) fn text(bytes: &[u8]) -> String {
@@ -328,7 +353,7 @@ async fn commands_on_a_missing_or_unmigrated_database_name_mail_worker_migrate_a
 
 #[test]
 fn run_help_lists_every_environment_variable() {
-    let out = mail_worker(&["run", "--help"], &[]);
+    let out = mail_worker(&["run", "--help"], &[] as &[(&str, &str)]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
     for mail_worker::cli::EnvVar {
@@ -463,14 +488,7 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
         }
     }
     assert!(sent >= 1, "{sent} sent");
-    let url = world.db.url.to_string();
-    let prefix = world.config.rate_limit.key_prefix.clone();
-    let env = [
-        ("DATABASE_URL", url.as_str()),
-        ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.as_str()),
-        ("MAIL_RATE_LIMIT_ALGORITHM", "paced"),
-        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "7000"),
-    ];
+    let env = paced_env(&world, "7000");
     let out = mail_worker(&["mailbox", "usage", "MB0@contoso.example", "--json"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let usage: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

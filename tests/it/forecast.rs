@@ -200,16 +200,7 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
     let path = dir.join("campaign.jsonl");
     std::fs::write(&path, lines.join("\n")).unwrap();
     let file = path.to_str().unwrap();
-    let url = world.db.url.to_string();
-    let prefix = world.config.rate_limit.key_prefix.clone();
-    let env = [
-        ("DATABASE_URL", url.as_str()),
-        ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.as_str()),
-        ("MAIL_RATE_LIMIT_ALGORITHM", "paced"),
-        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "8"),
-        // As the test app's limiter (no share reserved for `high`: these lines are `normal`).
-        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
-    ];
+    let env = crate::cli::paced_env(&world, "8");
     let by = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
 
     let out = mail_worker(&["campaign", "forecast", file, "--by", &by, "--json"], &env);

@@ -119,11 +119,17 @@ pub(crate) fn consume_with(
     (stop, consumer)
 }
 
-#[tokio::test]
-async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_reason() {
+/// An app with an intake queue: it, the queue's name and its first mailbox.
+async fn intake_app() -> (TestApp, String, String) {
     let app = spawn_app().await;
     let queue = app.config.intake.queue.clone().unwrap();
     let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    (app, queue, mailbox)
+}
+
+#[tokio::test]
+async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_reason() {
+    let (app, queue, mailbox) = intake_app().await;
     let conn = intake::connect(&redis_url().into()).await.unwrap();
     let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
     let mut lines: Vec<Vec<u8>> = ids.iter().map(|id| line(*id, &mailbox)).collect();
@@ -227,9 +233,7 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
 
 #[tokio::test]
 async fn a_jobs_campaign_is_stored_from_its_campaign_id_or_its_x_campaign_id_header() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let conn = intake::connect(&redis_url().into()).await.unwrap();
     let with = |id: Uuid, extra: serde_json::Value| {
         let mut v: serde_json::Value = serde_json::from_slice(&line(id, &mailbox)).unwrap();
@@ -298,9 +302,7 @@ pub(crate) fn cli_on(redis: &str, args: &[&str], queue: &str, db: &url::Url) -> 
 
 #[tokio::test]
 async fn enqueue_via_queue_and_the_queue_commands() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
     let mut text = String::new();
     for _ in 0..3 {
@@ -452,9 +454,7 @@ pub(crate) fn python_with_redis() -> std::path::PathBuf {
 
 #[tokio::test]
 async fn jobs_pushed_by_the_python_producer_example_become_rows() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let ids: Vec<Uuid> = (0..25).map(|_| Uuid::new_v4()).collect();
     let mut text = String::new();
     for id in &ids {
@@ -547,9 +547,7 @@ async fn rows(app: &TestApp) -> i64 {
 #[tokio::test]
 async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     const JOBS: usize = 20_000;
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     // A Redis of its own: the shared one's memory moves with every other test.
     let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
     let conn = intake::connect(&redis.url.clone().into()).await.unwrap();
@@ -612,9 +610,7 @@ async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 
 #[tokio::test]
 async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_jobs_age() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let mut r = crate::support::redis_conn().await;
     let now = redis_now(&mut r).await;
     // A worker that beat 100 s ago (killed: its in-flight set still holds a job) and one that
@@ -667,9 +663,7 @@ async fn queue_stats_count_only_workers_with_a_recent_heartbeat_and_the_oldest_j
 
 #[tokio::test]
 async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singular() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     assert_eq!(
         cli(&["queue", "dead"], &queue, &app.db.url),
         format!("no dead-lettered jobs in {queue}\n")
@@ -702,9 +696,7 @@ async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singul
 #[tokio::test]
 async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_and_live_ones_are_kept()
  {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let conn = intake::connect(&redis_url().into()).await.unwrap();
     let id = Uuid::new_v4();
     intake::push_lines(conn.clone(), &queue, [line(id, &mailbox)])
@@ -810,9 +802,7 @@ async fn worker_named(
 #[tokio::test]
 async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_once() {
     const JOBS: usize = 2_000;
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     let (ids, lines) = later_lines(&mailbox, JOBS);
     // 200 of them are in PostgreSQL already (imported from a file): their jobs are redeliveries
     // for the insert to absorb.
@@ -949,9 +939,7 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
 
 #[tokio::test]
 async fn the_oldest_job_gauge_reads_the_heads_push_time() {
-    let app = spawn_app().await;
-    let queue = app.config.intake.queue.clone().unwrap();
-    let mailbox = app.mailboxes[0].0.as_str().to_owned();
+    let (app, queue, mailbox) = intake_app().await;
     // The inserts stalled (a table lock), so jobs wait behind the consumer's in-flight ones.
     let lock = stall_inserts(&app).await;
     let conn = intake::connect(&redis_url().into()).await.unwrap();

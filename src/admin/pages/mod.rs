@@ -13,7 +13,7 @@ use axum::{
     http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
     middleware::{self, Next},
     response::{Html, IntoResponse, Redirect, Response},
-    routing::{get, post},
+    routing::{MethodRouter, get, post},
 };
 use serde::Deserialize;
 
@@ -55,6 +55,16 @@ pub(crate) const MAILBOX_MESSAGES: u32 = 25;
 const CSS: &str = include_str!("../../../templates/admin/admin.css");
 const JS: &str = include_str!("../../../templates/admin/admin.js");
 
+/// The POST route of a messages button.
+fn bulk(action: ops::BulkAction) -> MethodRouter<AdminState> {
+    post(move |state, session, body| act(state, session, body, action))
+}
+
+/// The POST route of a dead-letters button.
+fn dead(action: queue::Action) -> MethodRouter<AdminState> {
+    post(move |state, session, body| queue_act(state, session, body, action))
+}
+
 /// Every route of the UI.
 pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
@@ -68,23 +78,11 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/messages", get(messages))
         .route("/campaigns", get(campaigns_page))
         .route("/campaigns/{campaign}", get(campaign_page))
-        .route(
-            "/messages/retry",
-            post(|state, session, body| act(state, session, body, ops::BulkAction::Retry)),
-        )
-        .route(
-            "/messages/cancel",
-            post(|state, session, body| act(state, session, body, ops::BulkAction::Cancel)),
-        )
+        .route("/messages/retry", bulk(ops::BulkAction::Retry))
+        .route("/messages/cancel", bulk(ops::BulkAction::Cancel))
         .route("/queue", get(queue))
-        .route(
-            "/queue/retry",
-            post(|state, session, body| queue_act(state, session, body, queue::Action::Retry)),
-        )
-        .route(
-            "/queue/discard",
-            post(|state, session, body| queue_act(state, session, body, queue::Action::Discard)),
-        )
+        .route("/queue/retry", dead(queue::Action::Retry))
+        .route("/queue/discard", dead(queue::Action::Discard))
         .route(
             "/assets/admin.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),

@@ -251,13 +251,16 @@ proptest::proptest! {
     }
 }
 
+/// A one-recipient northwind line with id `id` and `extra` fields after its body.
+fn northwind_line(id: &str, extra: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
+    )
+}
+
 #[test]
 fn priority_is_read_absent_is_none_and_an_unknown_word_is_refused_naming_it() {
-    let line = |extra: &str| {
-        format!(
-            r#"{{"id":"00000000-0000-0000-0000-000000000007","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
-        )
-    };
+    let line = |extra: &str| northwind_line("00000000-0000-0000-0000-000000000007", extra);
     let priority = |extra: &str| parse_line(1, &line(extra), &directory()).map(|m| m.priority);
     assert_eq!(priority(""), Ok(None), "the sender's default then");
     assert_eq!(
@@ -277,11 +280,7 @@ fn priority_is_read_absent_is_none_and_an_unknown_word_is_refused_naming_it() {
 
 #[test]
 fn campaign_is_the_campaign_id_else_the_x_campaign_id_header_else_none() {
-    let line = |extra: &str| {
-        format!(
-            r#"{{"id":"00000000-0000-0000-0000-000000000008","tenant":"northwind","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}{extra}}}"#
-        )
-    };
+    let line = |extra: &str| northwind_line("00000000-0000-0000-0000-000000000008", extra);
     let campaign = |extra: &str| parse_line(1, &line(extra), &directory()).map(|m| m.campaign_id);
     assert_eq!(campaign(""), Ok(None));
     assert_eq!(
