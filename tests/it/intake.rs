@@ -993,3 +993,100 @@ async fn stall_inserts(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgr
         .unwrap();
     lock
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_it() {
+    // A private PostgreSQL the test stops and starts again.
+    let mut pg = mail_worker_bench::daemon::PrivatePostgres::start(30, &[]);
+    let mut url = pg.url.clone();
+    url.set_path("/mw_intake_outage");
+    mail_worker::store::migrate(&url).await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(url.as_str())
+        .await
+        .unwrap();
+    let mailbox = "outage@contoso.example";
+    sqlx::query("INSERT INTO system_mailboxes (address, graph_client_id, graph_tenant_id, graph_client_secret) VALUES ($1, 'c', 't', 's')")
+        .bind(mailbox)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let count = async |pool: &sqlx::PgPool| -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM messages")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    let queue = format!("{{{}}}", crate::support::unique("mw-intake-outage"));
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(intake::run(
+        quick_settings(&queue, "it-outage"),
+        conn.clone(),
+        pool.clone(),
+        Arc::clone(&metrics),
+        stopped,
+    ));
+    let (before, lines) = later_lines(mailbox, 100);
+    intake::push_lines(conn.clone(), &queue, lines)
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(30), "100 rows before", async || {
+        count(&pool).await == 100
+    })
+    .await;
+
+    pg.stop();
+    let (during, lines) = later_lines(mailbox, 200);
+    assert_eq!(
+        intake::push_lines(conn.clone(), &queue, lines)
+            .await
+            .unwrap(),
+        200
+    );
+    // Long enough for the consumer to fetch them and fail to store them, several times.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut c = conn.clone();
+    let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
+    assert_eq!(s.dead, 0, "nothing dead-lettered during the outage: {s:?}");
+    assert_eq!(
+        s.waiting + s.in_flight + s.scheduled,
+        200,
+        "every job of the outage still queued: {s:?}"
+    );
+
+    pg.restart();
+    wait_until(Duration::from_secs(60), "300 rows after", async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM messages")
+            .fetch_one(&pool)
+            .await
+            .is_ok_and(|n| n == 300)
+    })
+    .await;
+    let stored: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM messages ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, sorted(before.into_iter().chain(during)));
+    wait_for_stats(&conn, &queue, "none dead, the queue drained", |s| {
+        s.dead == 0 && drained(s)
+    })
+    .await;
+    let text = metrics.encode();
+    assert!(
+        text.contains("mail_worker_intake_jobs_total{outcome=\"inserted\"} 300"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("mail_worker_intake_jobs_total{outcome=\"dead\"}"))
+            .all(|l| l.ends_with(" 0")),
+        "{text}"
+    );
+    let _ = stop.send(true);
+    consumer.await.unwrap().unwrap();
+    let left = queue_keys(&queue).await;
+    assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");
+}
