@@ -1,5 +1,6 @@
-//! What `senders import` writes on a sender after its upsert: its default priority and its
-//! reserved headroom (`rateLimitReservedPercent`).
+//! A sender's settings beside its row: what `senders import` writes after its upsert (its
+//! default priority and its reserved headroom, `rateLimitReservedPercent`), and every sender's
+//! default priority, read back.
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -48,4 +49,23 @@ pub(crate) async fn set_reserved_percent(
         .execute(pool)
         .await?;
     Ok(())
+}
+
+/// Every sender's default priority by id (system mailbox or tenant); an unknown keyword (a
+/// newer replica's) reads as `normal`.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn priorities(
+    pool: &PgPool,
+) -> Result<std::collections::HashMap<Uuid, crate::domain::Priority>, StoreError> {
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT id, priority FROM system_mailboxes UNION ALL SELECT id, priority FROM tenants",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, p)| (id, p.parse().unwrap_or_default()))
+        .collect())
 }

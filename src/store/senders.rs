@@ -386,22 +386,3 @@ pub async fn set_limits(
     };
     Ok((positive(m), positive(d)))
 }
-
-/// Every sender's default priority by id (system mailbox or tenant); an unknown keyword (a
-/// newer replica's) reads as `normal`.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn priorities(
-    pool: &PgPool,
-) -> Result<std::collections::HashMap<Uuid, crate::domain::Priority>, StoreError> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
-        "SELECT id, priority FROM system_mailboxes UNION ALL SELECT id, priority FROM tenants",
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, p)| (id, p.parse().unwrap_or_default()))
-        .collect())
-}

@@ -17,10 +17,14 @@ use crate::{
     import::BadEntry,
     rate_limit::{Algorithm, usage::UsageReader},
     store::{
-        campaigns::{self, CampaignCounts, Waiting},
+        campaigns::{self, Waiting},
         senders,
     },
 };
+
+mod status;
+pub use status::{CampaignStatus, SenderStatus, campaign_status};
+pub(crate) use status::{Readings, status_with};
 
 /// One sender's forecast.
 #[derive(Debug, Clone, Serialize)]
@@ -92,7 +96,7 @@ pub async fn forecast_file(
     let (good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
     let senders = senders_by_id(pool).await?;
     // A line without a priority is stored with its sender's (as the insert does).
-    let defaults = senders::priorities(pool).await?;
+    let defaults = crate::store::sender_settings::priorities(pool).await?;
     let mut shares: BTreeMap<Uuid, Share> = BTreeMap::new();
     for (_, m) in &good {
         let id = m.sender.id();
@@ -117,156 +121,6 @@ pub async fn forecast_file(
     let mut result = forecast_for(config, pool, &senders, shares, by).await?;
     result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
     Ok(result)
-}
-
-/// One sender's part of a running campaign, with the forecast finish of what still waits.
-#[derive(Debug, Clone, Serialize)]
-pub struct SenderStatus {
-    /// The mailbox.
-    pub mailbox: String,
-    /// Its rows by status.
-    #[serde(flatten)]
-    pub counts: CampaignCounts,
-    /// When its last waiting message will have been sent (`null`: nothing waits).
-    pub forecast_finish: Option<DateTime<Utc>>,
-    /// What to look at.
-    pub warnings: Vec<Warning>,
-}
-
-/// A running campaign: per sender, and the latest forecast finish.
-#[derive(Debug, Clone, Serialize)]
-pub struct CampaignStatus {
-    /// `campaignId`.
-    pub campaign: String,
-    /// When it was read.
-    pub now: DateTime<Utc>,
-    /// All senders together.
-    pub total: CampaignCounts,
-    /// The latest forecast finish (`null`: nothing waits).
-    pub forecast_finish: Option<DateTime<Utc>>,
-    /// Per sender, by mailbox.
-    pub senders: Vec<SenderStatus>,
-}
-
-/// What every campaign's progress reads once (a page of many campaigns reads it once): the
-/// senders, what waits per sender, the limiter's connection.
-pub(crate) struct Readings<'a> {
-    config: &'a Config,
-    senders: HashMap<Uuid, Sender>,
-    waiting: HashMap<Uuid, Waiting>,
-    reader: UsageReader<'a>,
-    booking: bool,
-}
-
-impl<'a> Readings<'a> {
-    /// Reads the senders and what waits for each.
-    ///
-    /// # Errors
-    /// Database errors.
-    pub(crate) async fn new(config: &'a Config, pool: &sqlx::PgPool) -> Result<Self, AdminError> {
-        let booking = config.rate_limit.algorithm == Algorithm::Paced;
-        Ok(Self {
-            config,
-            senders: senders_by_id(pool).await?,
-            waiting: campaigns::waiting_by_sender(pool, booking).await?,
-            reader: UsageReader::new(&config.rate_limit),
-            booking,
-        })
-    }
-}
-
-/// Campaign `campaign`'s progress (`None`: no message has that campaign).
-///
-/// # Errors
-/// Database errors.
-pub async fn campaign_status(
-    config: &Config,
-    pool: &sqlx::PgPool,
-    campaign: &str,
-) -> Result<Option<CampaignStatus>, AdminError> {
-    let mut readings = Readings::new(config, pool).await?;
-    status_with(&mut readings, pool, campaign).await
-}
-
-/// [`campaign_status`] over `readings`.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn status_with(
-    readings: &mut Readings<'_>,
-    pool: &sqlx::PgPool,
-    campaign: &str,
-) -> Result<Option<CampaignStatus>, AdminError> {
-    let rows = campaigns::by_sender(pool, campaign, readings.booking).await?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let now = Utc::now();
-    let mut out = Vec::new();
-    let mut total = CampaignCounts::default();
-    for row in rows {
-        let c = &row.counts;
-        add(&mut total, c);
-        // The campaign's unbooked rows are taken to wait behind the sender's others (the
-        // latest they can go); its booked rows go at their slots.
-        let mut forecast_finish = c.last_booked_slot.filter(|_| c.waiting > 0);
-        let mut warnings = Vec::new();
-        if let (Some(sender), true) = (readings.senders.get(&row.sender_id), c.unbooked > 0) {
-            let mut all = readings
-                .waiting
-                .get(&row.sender_id)
-                .copied()
-                .unwrap_or_default();
-            all.unbooked = all.unbooked.saturating_sub(c.unbooked as u64);
-            all.unbooked_recipients = all
-                .unbooked_recipients
-                .saturating_sub(c.unbooked_recipients as u64);
-            let per = (c.unbooked_recipients / c.unbooked.max(1)).max(1) as u32;
-            let sends = vec![
-                NewSend {
-                    not_before: None,
-                    recipients: per,
-                    priority: Priority::default(),
-                };
-                c.unbooked as usize
-            ];
-            let config = readings.config;
-            let f =
-                sender_forecast(config, &mut readings.reader, sender, all, &sends, now, None).await;
-            forecast_finish = forecast_finish.max(Some(f.finish.finish));
-            warnings = f.warnings;
-        }
-        out.push(SenderStatus {
-            mailbox: row.mailbox,
-            counts: row.counts,
-            forecast_finish,
-            warnings,
-        });
-    }
-    Ok(Some(CampaignStatus {
-        campaign: campaign.to_owned(),
-        now,
-        forecast_finish: out.iter().filter_map(|s| s.forecast_finish).max(),
-        total,
-        senders: out,
-    }))
-}
-
-/// Adds `c`'s counts to `total` (the times: the earliest first, the latest last).
-pub(crate) fn add(total: &mut CampaignCounts, c: &CampaignCounts) {
-    total.sent += c.sent;
-    total.waiting += c.waiting;
-    total.failed += c.failed;
-    total.cancelled += c.cancelled;
-    total.booked += c.booked;
-    total.unbooked += c.unbooked;
-    total.unbooked_recipients += c.unbooked_recipients;
-    total.last_booked_slot = total.last_booked_slot.max(c.last_booked_slot);
-    total.first_sent = match (total.first_sent, c.first_sent) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    total.last_sent = total.last_sent.max(c.last_sent);
 }
 
 async fn senders_by_id(pool: &sqlx::PgPool) -> Result<HashMap<Uuid, Sender>, AdminError> {
