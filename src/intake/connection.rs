@@ -11,6 +11,10 @@
 //! not own that key's slot refuses. On a cluster this connection therefore runs
 //! `lua/intake/register.lua` in its place: the same KEYS, ARGV and effect on the queue's keys,
 //! without the global list (a list of queues for apalis-board; nothing of ours reads it).
+//!
+//! On every connection, apalis-redis's `acquire_leases.lua` runs as
+//! `lua/intake/acquire_leases.lua`: the same without a per-job `LREM` of the active list, which
+//! `fetch_next.lua` has already trimmed (that scan made each job cost O(backlog)).
 
 use std::{sync::LazyLock, time::Duration};
 
@@ -35,6 +39,13 @@ const APALIS_REGISTER_SHA: &str = "0d5fbce91e1dcff1121ece41f7169da3c0e39194";
 
 static REGISTER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/register.lua")));
+
+/// The SHA-1 of apalis-redis 1.0.0's `lua/acquire_leases.lua`, replaced on every connection (a
+/// changed script would no longer match: it then runs as apalis-redis wrote it).
+const APALIS_ACQUIRE_LEASES_SHA: &str = "f7ff133460a6cd6a739e294b0f4f7a584599f1fc";
+
+static ACQUIRE_LEASES: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/intake/acquire_leases.lua")));
 
 /// A connection to the queue's Redis: one node or a cluster (see the module docs). Cheap to
 /// clone (multiplexed).
@@ -109,16 +120,13 @@ fn cluster_config() -> ClusterConfig {
 /// A script call's keys and arguments.
 type KeysAndArgs<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
 
-/// The keys and the arguments of `cmd` when it is an `EVALSHA` of apalis-redis's register
-/// script (to run `lua/intake/register.lua` with); else `None`.
-fn apalis_register(cmd: &Cmd) -> Option<KeysAndArgs<'_>> {
+/// The keys and the arguments of `cmd` when it is an `EVALSHA` of the script `sha`; else `None`.
+fn evalsha_of<'c>(cmd: &'c Cmd, sha: &str) -> Option<KeysAndArgs<'c>> {
     let mut args = cmd.args_iter().map(|arg| match arg {
         Arg::Simple(bytes) => bytes,
         _ => &[],
     });
-    if !args.next()?.eq_ignore_ascii_case(b"EVALSHA")
-        || args.next()? != APALIS_REGISTER_SHA.as_bytes()
-    {
+    if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") || args.next()? != sha.as_bytes() {
         return None;
     }
     let keys: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
@@ -126,27 +134,30 @@ fn apalis_register(cmd: &Cmd) -> Option<KeysAndArgs<'_>> {
     Some((keys, args.collect()))
 }
 
-/// [`REGISTER`] with `keys` and `args`.
-fn register<'a>(keys: &[&'a [u8]], args: &[&'a [u8]]) -> ScriptInvocation<'static> {
-    let mut call = REGISTER.prepare_invoke();
+/// Our script to run in place of `cmd` (an apalis-redis script call we replace: its register
+/// script on a cluster, its lease script everywhere), with `cmd`'s keys and arguments.
+fn replacement(cmd: &Cmd, cluster: bool) -> Option<ScriptInvocation<'static>> {
+    let (script, (keys, args)) = match evalsha_of(cmd, APALIS_ACQUIRE_LEASES_SHA) {
+        Some(call) => (&*ACQUIRE_LEASES, call),
+        None if cluster => (&*REGISTER, evalsha_of(cmd, APALIS_REGISTER_SHA)?),
+        None => return None,
+    };
+    let mut call = script.prepare_invoke();
     for key in keys {
-        call.key(*key);
+        call.key(key);
     }
     for arg in args {
-        call.arg(*arg);
+        call.arg(arg);
     }
-    call
+    Some(call)
 }
 
 impl ConnectionLike for QueueConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let register_call = match self.0 {
-            Link::Cluster(_) => apalis_register(cmd).map(|(keys, args)| register(&keys, &args)),
-            Link::Single(_) => None,
-        };
-        match (&mut self.0, register_call) {
-            (Link::Cluster(c), Some(call)) => Box::pin(async move { call.invoke_async(c).await }),
-            (link, _) => link.req_packed_command(cmd),
+        match (replacement(cmd, self.is_cluster()), &mut self.0) {
+            (Some(call), Link::Cluster(c)) => Box::pin(async move { call.invoke_async(c).await }),
+            (Some(call), Link::Single(c)) => Box::pin(async move { call.invoke_async(c).await }),
+            (None, link) => link.req_packed_command(cmd),
         }
     }
 
@@ -178,12 +189,31 @@ mod tests {
             .arg("{q}:workers:metadata:w")
             .arg(1_700_000_000)
             .arg("w");
-        let (keys, args) = apalis_register(&apalis).expect("replaced");
+        let (keys, args) = evalsha_of(&apalis, APALIS_REGISTER_SHA).expect("replaced");
         assert_eq!(keys, [&b"{q}:workers"[..], b"{q}:workers:metadata:w"]);
         assert_eq!(args, [&b"1700000000"[..], b"w"]);
+        assert!(replacement(&apalis, true).is_some(), "on a cluster");
+        assert!(replacement(&apalis, false).is_none(), "on one node");
         let mut other = redis::cmd("EVALSHA");
         other.arg("0".repeat(40)).arg(0);
-        assert!(apalis_register(&other).is_none());
-        assert!(apalis_register(&redis::cmd("PING")).is_none());
+        assert!(replacement(&other, true).is_none());
+        assert!(replacement(&redis::cmd("PING"), true).is_none());
+    }
+
+    #[test]
+    fn apalis_redis_lease_script_is_replaced_on_every_connection() {
+        let mut apalis = redis::cmd("EVALSHA");
+        apalis
+            .arg(APALIS_ACQUIRE_LEASES_SHA)
+            .arg(4)
+            .arg(&["{q}:inflight:w", "{q}:workers", "{q}:meta", "{q}:active"][..])
+            .arg(&["w", "1700000000", "false", "task-1"][..]);
+        for cluster in [false, true] {
+            assert!(replacement(&apalis, cluster).is_some(), "cluster {cluster}");
+        }
+        // Our script is apalis-redis's without the LREM, nothing else.
+        let ours = include_str!("../../lua/intake/acquire_leases.lua");
+        assert!(!ours.contains("\"lrem\""), "{ours}");
+        assert!(ours.contains("redis.call(\"sadd\", KEYS[1], task_id)"));
     }
 }
