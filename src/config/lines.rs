@@ -1,6 +1,6 @@
 //! `mail-worker check-config`'s lines: the effective configuration, passwords hidden.
 
-use std::time::Duration;
+use std::{fmt::Display, time::Duration};
 
 use super::{Config, LogFormat, env::with_unit, redact_url};
 
@@ -44,26 +44,17 @@ impl Config {
                 self.rate_limit.fail_open_replicas
             ),
             format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
-            format!(
-                "MAIL_MAX_ATTEMPTS={}",
-                self.max_attempts
-                    .map_or_else(|| "none".to_owned(), |n| n.to_string())
-            ),
+            format!("MAIL_MAX_ATTEMPTS={}", or(self.max_attempts, "none")),
             format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),
             format!(
                 "MAIL_RETENTION={}",
-                self.retention.map_or_else(|| "off".to_owned(), with_unit)
+                or(self.retention.map(with_unit), "off")
             ),
-            format!(
-                "METRICS_LISTEN={}",
-                self.metrics_listen
-                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
-            ),
+            format!("METRICS_LISTEN={}", or(self.metrics_listen, "off")),
             format!("METRICS_REFRESH_MS={}", ms(self.metrics_refresh)),
             format!(
                 "MAIL_BUDGET_ALERT_PERCENT={}",
-                self.budget_alert_percent
-                    .map_or_else(|| "off".to_owned(), |p| p.to_string())
+                or(self.budget_alert_percent, "off")
             ),
             format!("WORKER_CONCURRENCY={}", self.worker.concurrency),
             format!(
@@ -88,29 +79,23 @@ impl Config {
                 }
             ),
             format!("RUST_LOG={}", self.log_filter),
-            format!(
-                "ADMIN_LISTEN={}",
-                self.admin
-                    .listen
-                    .map_or_else(|| "off".to_owned(), |a| a.to_string())
-            ),
+            format!("ADMIN_LISTEN={}", or(self.admin.listen, "off")),
             format!(
                 "ADMIN_TOKEN={}",
-                self.admin
-                    .token
-                    .as_ref()
-                    .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
+                or(self.admin.token.as_ref().map(|t| t.describe()), "(unset)")
             ),
             format!("ADMIN_COOKIE_SECURE={}", self.admin.cookie_secure),
-            format!(
-                "INTAKE_QUEUE={}",
-                self.intake.queue.as_deref().unwrap_or("off")
-            ),
+            format!("INTAKE_QUEUE={}", or(self.intake.queue.as_deref(), "off")),
             format!(
                 "INTAKE_WORKER_NAME={}",
-                self.intake.worker_name.as_deref().unwrap_or("(unset)")
+                or(self.intake.worker_name.as_deref(), "(unset)")
             ),
             format!("INTAKE_HEARTBEAT_MS={}", self.intake.heartbeat.as_millis()),
         ]
     }
+}
+
+/// `value` as it prints, or `none` (`off`, `(unset)`, …) where it is not set.
+fn or(value: Option<impl Display>, none: &str) -> String {
+    value.map_or_else(|| none.to_owned(), |v| v.to_string())
 }
