@@ -13,6 +13,19 @@ fn parse(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
     Config::from_lookup(|k| map.get(k).cloned())
 }
 
+/// The limiter's knobs: per minute, recipients per day, reserved percent, Redis timeout, key
+/// prefix.
+fn limiter_knobs(c: &Config) -> (u32, u32, u8, Duration, &str) {
+    let r = &c.rate_limit;
+    (
+        r.defaults.per_minute.get(),
+        r.defaults.recipients_per_day.get(),
+        r.defaults.reserved_percent,
+        r.redis_timeout,
+        &r.key_prefix,
+    )
+}
+
 /// The worker's knobs: metrics refresh, concurrency, database connections, scheduler
 /// interval and batch size, send lease.
 fn worker_knobs(c: &Config) -> (Duration, u32, u32, Duration, u32, Duration) {
@@ -35,11 +48,10 @@ fn defaults_match_the_documented_table() {
     );
     assert_eq!(c.redis_url.first().as_str(), "redis://127.0.0.1:6379");
     assert_eq!(c.rate_limit.redis_url, c.redis_url);
-    assert_eq!(c.rate_limit.defaults.per_minute.get(), 25);
-    assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 9000);
-    assert_eq!(c.rate_limit.defaults.reserved_percent, 20);
-    assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(250));
-    assert_eq!(c.rate_limit.key_prefix, "mail:rl");
+    assert_eq!(
+        limiter_knobs(&c),
+        (25, 9000, 20, Duration::from_millis(250), "mail:rl")
+    );
     assert_eq!(c.defer_spread_max, Duration::from_millis(30_000));
     assert_eq!(c.max_attempts, None);
     assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
@@ -143,11 +155,10 @@ fn every_variable_is_read() {
     assert_eq!(c.database_url.port(), Some(5433));
     assert_eq!(c.redis_url.first().host_str(), Some("q"));
     assert_eq!(c.rate_limit.redis_url.first().host_str(), Some("rl"));
-    assert_eq!(c.rate_limit.defaults.per_minute.get(), 10);
-    assert_eq!(c.rate_limit.defaults.recipients_per_day.get(), 500);
-    assert_eq!(c.rate_limit.defaults.reserved_percent, 0);
-    assert_eq!(c.rate_limit.redis_timeout, Duration::from_millis(100));
-    assert_eq!(c.rate_limit.key_prefix, "t:rl");
+    assert_eq!(
+        limiter_knobs(&c),
+        (10, 500, 0, Duration::from_millis(100), "t:rl")
+    );
     assert_eq!(c.defer_spread_max, Duration::from_millis(5000));
     assert_eq!(c.max_attempts.map(NonZeroU32::get), Some(3));
     assert_eq!(c.retry_for, Duration::from_secs(60));

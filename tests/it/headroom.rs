@@ -57,6 +57,21 @@ fn high_at(m: &MailboxAddress, due_ms: i64, min_spread_ms: u64) -> Msg {
     }
 }
 
+/// Drains `all` from `start` for `minutes` through one fresh `algorithm` limiter with `limits`.
+async fn drain_from(
+    start: chrono::DateTime<chrono::Utc>,
+    algorithm: Algorithm,
+    limits: RateLimits,
+    minutes: i64,
+    all: Vec<Msg>,
+) -> Drained {
+    let keys = TestKeys::new();
+    let until = start + chrono::Duration::minutes(minutes);
+    drain(vec![limiter(&keys.sub("rl"), algorithm)], limits, until)
+        .run(all, start)
+        .await
+}
+
 /// The sends of messages of `priority` (by their ids in `all`), and the most in any `window_ms`.
 fn most_in_window_of(run: &Drained, all: &[Msg], priority: Priority, window_ms: i64) -> usize {
     let mut times: Vec<i64> = all
@@ -82,7 +97,6 @@ fn max_denials(run: &Drained) -> u32 {
 
 #[tokio::test]
 async fn bulk_and_normal_never_use_the_reserved_share_of_the_minute_or_the_day() {
-    let keys = TestKeys::new();
     let events = mailbox("events");
     // 25 a minute, 100 recipients a day, 20 % reserved: the others get 20 a minute and 80 a day.
     let mut all = of(Priority::Bulk, &events, 75, 0);
@@ -90,12 +104,13 @@ async fn bulk_and_normal_never_use_the_reserved_share_of_the_minute_or_the_day()
     let late_high = high_at(&events, 20 * MINUTE_MS, 0);
     all.push(late_high.clone());
     let start = at(12, 0, 0);
-    let run = drain(
-        vec![limiter(&keys.sub("rl"), Algorithm::Paced)],
+    let run = drain_from(
+        start,
+        Algorithm::Paced,
         reserving(25, 100, 20),
-        start + chrono::Duration::minutes(30),
+        30,
+        all.clone(),
     )
-    .run(all.clone(), start)
     .await;
     let low = |p| most_in_window_of(&run, &all, p, MINUTE_MS);
     let lows_in_60_s = {
@@ -163,18 +178,17 @@ async fn bulk_never_uses_the_reserved_share_of_the_tenant_budget() {
 /// One mailbox: 1,000 bulk messages due at the start (all booked within the first call
 /// round), a `high` one due 5 min 20 s later (mid-minute for `fixed-window`), drained for 60 min.
 async fn high_behind_1000_bulk(algorithm: Algorithm, percent: u8) -> (Drained, Msg, Vec<Msg>) {
-    let keys = TestKeys::new();
     let events = mailbox("events");
     let mut all = of(Priority::Bulk, &events, 1_000, 0);
     let high = high_at(&events, 5 * MINUTE_MS + 20_000, 20_000);
     all.push(high.clone());
-    let start = at(12, 0, 0);
-    let run = drain(
-        vec![limiter(&keys.sub("rl"), algorithm)],
+    let run = drain_from(
+        at(12, 0, 0),
+        algorithm,
         reserving(25, 9_000, percent),
-        start + chrono::Duration::minutes(60),
+        60,
+        all.clone(),
     )
-    .run(all.clone(), start)
     .await;
     (run, high, all)
 }
@@ -222,7 +236,6 @@ async fn a_high_message_behind_1000_booked_bulk_goes_out_within_one_pacing_inter
 
 #[tokio::test]
 async fn high_traffic_over_its_share_waits_for_its_share_and_no_booking_is_denied_twice() {
-    let keys = TestKeys::new();
     let events = mailbox("events");
     // 1,000 booked bulk; then 10 high a minute for 5 min (twice the reserved 5 of 25).
     let mut all = of(Priority::Bulk, &events, 1_000, 0);
@@ -235,12 +248,13 @@ async fn high_traffic_over_its_share_waits_for_its_share_and_no_booking_is_denie
         .collect();
     all.extend(highs.iter().cloned());
     let start = at(12, 0, 0);
-    let run = drain(
-        vec![limiter(&keys.sub("rl"), Algorithm::Paced)],
+    let run = drain_from(
+        start,
+        Algorithm::Paced,
         reserving(25, 9_000, 20),
-        start + chrono::Duration::minutes(30),
+        30,
+        all.clone(),
     )
-    .run(all.clone(), start)
     .await;
     let mut waits: Vec<i64> = highs
         .iter()
@@ -382,26 +396,33 @@ async fn daemon_with_booked_bulk(
     (world, daemon, bulk, high)
 }
 
+/// Waits (60 s at most) until `done` holds, then how long after the high message's insert its
+/// `sql` (`SELECT created_at, <a later time> FROM messages WHERE id = $1`) says it went or is due.
+async fn high_waited(
+    world: &crate::support::TestApp,
+    high: Uuid,
+    what: &str,
+    done: impl AsyncFnMut() -> bool,
+    sql: &'static str,
+) -> chrono::Duration {
+    crate::support::wait_until(std::time::Duration::from_secs(60), what, done).await;
+    let (created, later): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+        world.one_row(sql, high).await;
+    later - created
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_daemon_a_high_message_behind_1000_booked_bulk_goes_out_at_once() {
-    use std::time::Duration;
-
-    use crate::support::wait_until;
-
     let (world, _daemon, bulk, high) = daemon_with_booked_bulk("20").await;
-    wait_until(
-        Duration::from_secs(60),
+    let wait_ms = high_waited(
+        &world,
+        high,
         "the high message sent",
         async || world.status_of(high).await.0 == "SENT",
+        "SELECT created_at, sent_at FROM messages WHERE id = $1",
     )
-    .await;
-    let (created, sent): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = world
-        .one_row(
-            "SELECT created_at, sent_at FROM messages WHERE id = $1",
-            high,
-        )
-        .await;
-    let wait_ms = (sent - created).num_milliseconds();
+    .await
+    .num_milliseconds();
     let mut received: Vec<i64> = world
         .sim
         .messages()
@@ -444,24 +465,15 @@ async fn through_the_daemon_a_high_message_behind_1000_booked_bulk_goes_out_at_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_daemon_with_headroom_off_the_high_message_books_behind_the_backlog() {
-    use std::time::Duration;
-
-    use crate::support::wait_until;
-
     let (world, _daemon, _bulk, high) = daemon_with_booked_bulk("0").await;
-    wait_until(
-        Duration::from_secs(60),
+    let wait = high_waited(
+        &world,
+        high,
         "the high message booked",
         async || world.row(high).await.2 > 0,
+        "SELECT created_at, scheduled_on FROM messages WHERE id = $1",
     )
     .await;
-    let (created, due): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = world
-        .one_row(
-            "SELECT created_at, scheduled_on FROM messages WHERE id = $1",
-            high,
-        )
-        .await;
-    let wait = due - created;
     println!(
         "daemon, headroom off: the high message booked {} s after its insert",
         wait.num_seconds()
