@@ -74,15 +74,26 @@ async fn wait_for_stats(
     what: &str,
     holds: impl Fn(&dead::QueueStats) -> bool,
 ) {
+    wait_for_stats_within(Duration::from_secs(20), conn, queue, what, holds).await;
+}
+
+/// Waits (up to `within`) until the queue's counts satisfy `holds`.
+pub(crate) async fn wait_for_stats_within(
+    within: Duration,
+    conn: &intake::QueueConnection,
+    queue: &str,
+    what: &str,
+    holds: impl Fn(&dead::QueueStats) -> bool,
+) {
     let mut c = conn.clone();
-    wait_until(Duration::from_secs(20), what, async || {
+    wait_until(within, what, async || {
         holds(&dead::stats(&mut c, queue, ALIVE).await.unwrap())
     })
     .await;
 }
 
 /// Every finished job is gone: none done (kept), waiting or in flight.
-fn drained(s: &dead::QueueStats) -> bool {
+pub(crate) fn drained(s: &dead::QueueStats) -> bool {
     s.done == 0 && s.waiting == 0 && s.in_flight == 0
 }
 

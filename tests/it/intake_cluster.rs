@@ -14,7 +14,10 @@ use redis::AsyncCommands;
 use uuid::Uuid;
 
 use crate::{
-    intake::{ALIVE, cli_on, consume_with, line, python_with_redis, quick_settings},
+    intake::{
+        ALIVE, cli_on, consume_with, drained, line, python_with_redis, quick_settings,
+        wait_for_stats_within,
+    },
     support::{
         TestApp,
         private_redis::{PrivateRedis, free_port, owner, start_cluster},
@@ -43,14 +46,12 @@ async fn wait_for_drain(
         ours == ids.len() as i64 && all == ours
     })
     .await;
-    let mut c = conn.clone();
-    wait_until(
+    wait_for_stats_within(
         Duration::from_secs(30),
+        conn,
+        queue,
         "the dead, the queue drained",
-        async || {
-            let s = dead::stats(&mut c, queue, ALIVE).await.unwrap();
-            s.dead == dead && s.done == 0 && s.waiting == 0 && s.in_flight == 0 && s.scheduled == 0
-        },
+        |s| s.dead == dead && s.scheduled == 0 && drained(s),
     )
     .await;
 }
@@ -337,11 +338,13 @@ async fn mail_worker_run_on_cluster_seeds_sends_the_queued_campaign_and_is_ready
     let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(ready["checks"]["intake_redis"]["ok"], true, "{body}");
     assert_eq!(ready["ready"], true, "{body}");
-    let mut c = conn.clone();
-    wait_until(Duration::from_secs(30), "the queue drained", async || {
-        let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
-        (s.waiting, s.in_flight, s.done, s.dead, s.workers) == (0, 0, 0, 0, 1)
-    })
+    wait_for_stats_within(
+        Duration::from_secs(30),
+        &conn,
+        &queue,
+        "the queue drained",
+        |s| (s.waiting, s.in_flight, s.done, s.dead, s.workers) == (0, 0, 0, 0, 1),
+    )
     .await;
     daemon.kill().await.unwrap();
 }
