@@ -298,7 +298,7 @@ impl Metrics {
     }
 
     /// Counts `n` recipients dropped as suppressed at `stage` ([`STAGE_INTAKE`], [`STAGE_SEND`]).
-    pub(crate) fn recipients_suppressed(&self, stage: &'static str, n: u64) {
+    pub fn recipients_suppressed(&self, stage: &'static str, n: u64) {
         self.suppressed
             .get_or_create(&StageLabels { stage })
             .inc_by(n);
