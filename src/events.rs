@@ -124,6 +124,17 @@ pub const MAIL_ADMIN_QUEUE_DISCARDED: &str = "mail.admin.queueDiscarded";
 pub(crate) const MESSAGES_PURGED: &str = "mail.retention.purged";
 /// A retention round failed; the next one tries again (warn). Fields: `error`.
 pub(crate) const MESSAGES_PURGE_FAILED: &str = "mail.retention.failed";
+/// Recipients were dropped as on their sender's suppression list. Info, once per intake batch
+/// or send that dropped some (never the addresses). Fields: `stage` (`intake`, `send`),
+/// `recipients`, `messages_failed` (left with none: `ERROR` "all recipients suppressed"), and
+/// at `send` `message.id`.
+pub(crate) const RECIPIENTS_SUPPRESSED: &str = "mail.recipients.suppressed";
+/// An operator added an address to a suppression list in the admin UI. Info. Fields: `scope`,
+/// `address` (masked), `added` (false: it was listed already).
+pub const MAIL_ADMIN_SUPPRESSION_ADDED: &str = "mail.admin.suppressionAdded";
+/// An operator removed an address from a suppression list in the admin UI. Info. Fields:
+/// `scope`, `address` (masked), `removed` (false: it was not listed).
+pub const MAIL_ADMIN_SUPPRESSION_REMOVED: &str = "mail.admin.suppressionRemoved";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";

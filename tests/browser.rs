@@ -2,8 +2,9 @@
 //! against the daemon (`paced` limiter, real Redis and PostgreSQL) sending to graph-sim and the
 //! admin UI, all in process. An operator logs in, sees the mailboxes with their live use, sets a
 //! mailbox to 5 a minute (graph-sim then records at most 5 of its sends in any 60 s), retries an
-//! `ERROR` message and sees it `SENT`, retries and discards a dead-lettered intake job on the
-//! Queue page, then opens the campaign from the Campaigns page and sees its forecast finish.
+//! `ERROR` message and sees it `SENT`, opens the campaign from the Campaigns page and sees its
+//! forecast finish, retries and discards a dead-lettered intake job on the Queue page, then adds
+//! and removes an address on the Suppressions page.
 //! Writes screenshots of the pages to `target/admin-*.png`
 //! (docs/operations.md's `docs/admin-mailboxes.png` is one of those).
 //!
@@ -337,6 +338,33 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         let notice = browser.wait_text("#notice").await;
         assert!(notice.starts_with("1 dead job discarded"), "{notice}");
         assert!(browser.text_of("#no-dead").await.is_some());
+
+        // The Suppressions page: an address added for the first scope, then removed.
+        browser.goto(&format!("{ui}/suppressions")).await;
+        browser
+            .type_into(
+                &browser.find("#add-address").await,
+                "Bounced@Fabrikam.example",
+            )
+            .await;
+        browser.click(&browser.find("#add-submit").await).await;
+        let notice = browser.wait_text("#notice").await;
+        assert!(notice.starts_with("Suppressed"), "{notice}");
+        let entry = "tr[data-address=\"bounced@fabrikam.example\"]";
+        assert!(browser.text_of(entry).await.is_some());
+        assert_eq!(
+            browser
+                .text_of("#count")
+                .await
+                .map(|t| t.starts_with("1 entry")),
+            Some(true)
+        );
+        browser
+            .click(&browser.find(&format!("{entry} button")).await)
+            .await;
+        let notice = browser.wait_text("#notice").await;
+        assert!(notice.starts_with("Removed"), "{notice}");
+        assert!(browser.text_of("#none").await.is_some());
     };
     tokio::pin!(run);
     tokio::select! {

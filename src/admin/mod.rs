@@ -57,6 +57,7 @@ impl IntoResponse for AdminError {
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Csrf => StatusCode::FORBIDDEN,
             Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            Self::Store(StoreError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Intake(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -60,6 +60,11 @@ pub enum Command {
     /// List, show, retry or cancel messages, by filter (instead of SQL); purge old finished ones.
     #[command(subcommand)]
     Messages(MessagesCommand),
+    /// The suppression list: recipients a sender (a system mailbox or a tenant) no longer
+    /// sends to — hard bounces, operators' entries, CSV imports. A suppressed recipient is
+    /// dropped from new messages and again just before a send.
+    #[command(subcommand)]
+    Suppressions(SuppressionsCommand),
     /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
     /// image's `HEALTHCHECK` (it has no curl).
     Probe {
@@ -132,6 +137,48 @@ pub enum QueueCommand {
         /// Every dead job.
         #[arg(long)]
         all: bool,
+    },
+}
+
+/// `mail-worker suppressions …`; a scope is a system mailbox's address or a tenant's name.
+#[derive(Debug, Subcommand)]
+pub enum SuppressionsCommand {
+    /// The entries, newest first: address, scope, source, since, reason.
+    List {
+        /// Only this scope's entries.
+        #[arg(long)]
+        scope: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+        /// Print JSON (one array).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Suppress ADDRESS for a scope (kept if it is listed already).
+    Add {
+        /// The recipient's address.
+        address: String,
+        /// A system mailbox's address or a tenant's name.
+        #[arg(long)]
+        scope: String,
+        /// Why (shown in the list).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Remove ADDRESS from a scope's list (exit 1 if it is not there).
+    Remove {
+        /// The recipient's address.
+        address: String,
+        /// A system mailbox's address or a tenant's name.
+        #[arg(long)]
+        scope: String,
+    },
+    /// Add the entries of a CSV file, `address,scope[,reason]` a line (a header line is
+    /// skipped): all or nothing, every bad line named by its number.
+    Import {
+        /// The CSV file.
+        file: PathBuf,
     },
 }
 

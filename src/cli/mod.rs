@@ -1,5 +1,6 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
-//! subcommands themselves in `args.rs`, `run`'s flags in `env_vars.rs`, text output in `tables.rs`.
+//! subcommands themselves in `args.rs`, `run`'s flags in `env_vars.rs`, text output in `tables.rs`;
+//! `messages`, `queue`, `campaign` and `suppressions` in their own files.
 
 use std::{num::NonZeroU32, process::ExitCode};
 
@@ -20,11 +21,12 @@ mod campaign;
 mod env_vars;
 mod messages;
 mod queue;
+mod suppressions;
 mod tables;
 
 pub use args::{
     CampaignCommand, Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection,
-    SendersCommand, SetLimits,
+    SendersCommand, SetLimits, SuppressionsCommand,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -186,6 +188,9 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Command::Queue(command) => queue::queue_command(&config, command).await,
+        Command::Suppressions(command) => {
+            suppressions::suppressions_command(&config, command).await
+        }
         Command::Campaign(command) => campaign::campaign_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;
@@ -195,6 +200,8 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 inserted,
                 good: total,
                 bad,
+                suppressed,
+                all_suppressed,
             } = if dry_run {
                 import::check(&pool, &bytes).await?
             } else {
@@ -203,8 +210,18 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
             }
+            let suppressed = if suppressed > 0 {
+                format!(
+                    ", {} suppressed ({} left with none: ERROR \"{}\")",
+                    counted(suppressed, "recipient", "recipients"),
+                    counted(all_suppressed, "message", "messages"),
+                    crate::domain::ALL_SUPPRESSED
+                )
+            } else {
+                String::new()
+            };
             out(&format!(
-                "{} {}, {} already present, {}{}\n",
+                "{} {}, {} already present, {}{suppressed}{}\n",
                 counted(inserted, "message", "messages"),
                 if dry_run {
                     "would be inserted"

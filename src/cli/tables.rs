@@ -1,10 +1,29 @@
-//! The commands' text output: `mailbox usage` and `messages show` as lines, `status` and
-//! `messages list` as fixed-width tables.
+//! The commands' text output: `mailbox usage` and `messages show` as lines, `status`,
+//! `messages list` and `suppressions list` as fixed-width tables.
 
 use crate::{
     admin::usage::MailboxUsage,
-    store::{admin::MessageLine, report},
+    store::{admin::MessageLine, report, suppressions::Suppression},
 };
+
+/// `suppressions list` as a fixed-width table.
+pub(crate) fn suppression_lines(entries: &[Suppression]) -> String {
+    let mut out = format!(
+        "{:<40} {:<32} {:<7} {:<20} {}\n",
+        "ADDRESS", "SCOPE", "SOURCE", "SINCE", "REASON"
+    );
+    for e in entries {
+        out.push_str(&format!(
+            "{:<40} {:<32} {:<7} {:<20} {}\n",
+            e.address,
+            e.scope_name,
+            e.source,
+            e.created_at.format("%Y-%m-%d %H:%M:%S"),
+            e.reason
+        ));
+    }
+    out
+}
 
 /// `mailbox usage` as lines.
 pub(crate) fn usage_text(u: &MailboxUsage) -> String {

@@ -65,6 +65,19 @@ pub fn mask_address(address: &str) -> String {
     }
 }
 
+/// `local@Bücher.example` → `local@xn--bcher-kva.example`. An ASCII address, or one whose
+/// domain IDNA cannot convert, is returned unchanged (send-time validation judges it).
+pub(crate) fn punycode_domain(address: &str) -> String {
+    let trimmed = address.trim();
+    match trimmed.rsplit_once('@') {
+        Some((local, domain)) if !domain.is_ascii() => match idna::domain_to_ascii(domain) {
+            Ok(ascii) if !ascii.is_empty() => format!("{local}@{ascii}"),
+            _ => address.to_owned(),
+        },
+        _ => address.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,6 +103,25 @@ impl MessageContent {
         (self.to.len() + self.cc.len() + self.bcc.len()) as u32
     }
 
+    /// Every recipient's address in the form the suppression list matches
+    /// ([`super::match_key`]), To, Cc, Bcc.
+    pub(crate) fn recipient_keys(&self) -> impl Iterator<Item = String> + '_ {
+        self.to
+            .iter()
+            .chain(&self.cc)
+            .chain(&self.bcc)
+            .map(|r| super::match_key(&r.address))
+    }
+
+    /// Drops every recipient whose match key `suppressed` says is on the list; returns how many.
+    pub(crate) fn drop_recipients(&mut self, suppressed: impl Fn(&str) -> bool) -> u32 {
+        let before = self.recipient_count();
+        for list in [&mut self.to, &mut self.cc, &mut self.bcc] {
+            list.retain(|r| !suppressed(&super::match_key(&r.address)));
+        }
+        before - self.recipient_count()
+    }
+
     /// Total attachment bytes before base64 encoding.
     pub(crate) fn attachment_bytes(&self) -> usize {
         self.attachments.iter().map(|a| a.content.len()).sum()

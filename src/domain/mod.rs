@@ -13,7 +13,9 @@ mod redact;
 mod secret;
 mod sender;
 mod status;
+mod suppression;
 
+pub(crate) use mailbox::punycode_domain;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
 pub use priority::Priority;
@@ -24,6 +26,8 @@ pub use sender::{
 };
 pub(crate) use status::MessageStatus;
 pub(crate) use status::sql_status;
+pub use suppression::{ALL_SUPPRESSED, HardBounce, SuppressionSource, classify};
+pub(crate) use suppression::{match_key, suppressed_address};
 
 /// For the checks' tests: `check` accepts every one of `good` and refuses every one of `bad`.
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! Reading producer files: the senders file (`mail-worker senders import`) and a campaign
-//! JSONL file (`mail-worker enqueue`).
+//! Reading producer files: the senders file (`mail-worker senders import`), a campaign
+//! JSONL file (`mail-worker enqueue`) and a suppression CSV (`mail-worker suppressions import`).
 
 pub mod campaign;
 pub mod senders;
+pub mod suppressions;
 
 use sqlx::PgPool;
 
@@ -27,6 +28,10 @@ pub struct Enqueued {
     pub good: usize,
     /// Lines that could not become a message, with their line numbers.
     pub bad: Vec<BadEntry>,
+    /// Recipients dropped from the inserted messages as suppressed (none in a dry run).
+    pub suppressed: u64,
+    /// Messages inserted `ERROR` "all recipients suppressed".
+    pub all_suppressed: u64,
 }
 
 /// Parses a campaign file (JSONL, [`campaign`]; its bytes, so a line that is not UTF-8 costs
@@ -46,6 +51,8 @@ pub async fn enqueue(
         inserted: report.inserted,
         good: report.stored,
         bad: report.bad,
+        suppressed: report.suppressed,
+        all_suppressed: report.all_suppressed,
     })
 }
 
@@ -63,6 +70,8 @@ pub async fn check(pool: &PgPool, bytes: impl AsRef<[u8]>) -> Result<Enqueued, s
         inserted: ids.len() as u64 - present,
         good: good.len(),
         bad,
+        suppressed: 0,
+        all_suppressed: 0,
     })
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::{
     events,
     import::{self, campaign},
-    ops::{Metrics, intake::IntakeOutcome},
+    ops::{Metrics, intake::IntakeOutcome, metrics::STAGE_INTAKE},
     store::StoreError,
 };
 
@@ -187,4 +187,14 @@ async fn store_batch(
         kept.saturating_sub(stored.inserted),
     );
     metrics.intake_jobs(IntakeOutcome::Dead, dead);
+    if stored.suppressed > 0 {
+        metrics.recipients_suppressed(STAGE_INTAKE, stored.suppressed);
+        tracing::info!(
+            event = events::RECIPIENTS_SUPPRESSED,
+            stage = STAGE_INTAKE,
+            recipients = stored.suppressed,
+            messages_failed = stored.all_suppressed,
+            "suppressed recipients dropped from new messages"
+        );
+    }
 }

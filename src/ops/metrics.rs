@@ -19,6 +19,7 @@
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
+//! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //!
 //! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
@@ -87,6 +88,16 @@ pub(super) struct ReasonLabels {
 pub(super) struct StatusLabels {
     status: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StageLabels {
+    stage: &'static str,
+}
+
+/// `stage` of `mail_worker_recipients_suppressed_total`: dropped from a new message.
+pub(crate) const STAGE_INTAKE: &str = "intake";
+/// `stage` of `mail_worker_recipients_suppressed_total`: dropped just before the send.
+pub(crate) const STAGE_SEND: &str = "send";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct MailboxLabels {
@@ -172,6 +183,7 @@ metric_table! {
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
         purged: Counter<u64, AtomicU64> = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
         paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
+        suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
         intake_dead: Gauge<i64, AtomicI64> = "mail_worker_intake_dead", "Dead-lettered intake jobs";
@@ -285,6 +297,13 @@ impl Metrics {
         self.purged.inc_by(n);
     }
 
+    /// Counts `n` recipients dropped as suppressed at `stage` ([`STAGE_INTAKE`], [`STAGE_SEND`]).
+    pub fn recipients_suppressed(&self, stage: &'static str, n: u64) {
+        self.suppressed
+            .get_or_create(&StageLabels { stage })
+            .inc_by(n);
+    }
+
     /// Marks `mailbox` paused (or not).
     pub fn set_paused(&self, mailbox: &str, paused: bool) {
         self.paused
@@ -334,6 +353,8 @@ mod tests {
         m.claimed(3);
         m.purged(1_000);
         m.purged(40);
+        m.recipients_suppressed(STAGE_INTAKE, 3);
+        m.recipients_suppressed(STAGE_SEND, 1);
         let guard = m.in_flight();
         let text = m.encode();
         drop(guard);
@@ -348,6 +369,8 @@ mod tests {
             "mail_worker_in_flight 1",
             "mail_worker_claimed_total 3",
             "mail_worker_messages_purged_total 1040",
+            "mail_worker_recipients_suppressed_total{stage=\"intake\"} 3",
+            "mail_worker_recipients_suppressed_total{stage=\"send\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

@@ -10,7 +10,8 @@
 //! send (`send.rs`), what a failed send becomes (`errors.rs`), how an outcome is written
 //! (`write.rs`: retried while PostgreSQL is unreachable), the retry policy's arithmetic
 //! (`policy.rs`: spread, backoff), the attempt journal (`journal.rs`), the lease of an
-//! attempt, batched `SENT` writes (`sent_batch.rs`) and sender pauses.
+//! attempt, batched `SENT` writes (`sent_batch.rs`), the suppression list's check before a
+//! send (`suppress.rs`) and sender pauses.
 
 pub(crate) mod lease;
 pub(crate) mod pause;
@@ -20,6 +21,7 @@ mod journal;
 mod policy;
 mod send;
 mod sent_batch;
+mod suppress;
 mod write;
 
 pub use policy::spread_ms;

@@ -1,14 +1,16 @@
-//! One send: the sender and its mailer, the pause's admission, the attempt under its lease,
-//! and the outcome written ([`super::errors`] for a failed one).
+//! One send: the sender and its mailer, the suppressed recipients dropped (`suppress.rs`), the
+//! pause's admission, the attempt under its lease, and the outcome written ([`super::errors`] for a failed one).
 
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{MailProviderService, SendOutcome, journal::AttemptJournal, lease, pause::Admit};
+use super::{
+    MailProviderService, SendOutcome, journal::AttemptJournal, lease, pause::Admit, suppress,
+};
 use crate::{
-    domain::{Sender, TenantTransport},
+    domain::{ALL_SUPPRESSED, Sender, TenantTransport},
     events,
     mailer::{MailError, PriorAttempt, SendAttempt},
     ops::metrics::{OutcomeLabel, PROVIDER_GRAPH, PROVIDER_SENDGRID},
@@ -47,7 +49,7 @@ impl MailProviderService {
         };
         let mailbox = sender.mailbox().clone();
         let provider = provider_of(&sender);
-        let mail = match message.outgoing(mailbox.clone()) {
+        let mut mail = match message.outgoing(mailbox.clone()) {
             Ok(mail) => mail,
             Err(problem) => {
                 let outcome = self.fail(message.fence, Some(&mailbox), problem).await?;
@@ -55,6 +57,14 @@ impl MailProviderService {
                 return Ok(outcome);
             }
         };
+        let suppressed = self.drop_suppressed(message, &mut mail.content).await?;
+        if suppressed > 0 && mail.content.recipient_count() == 0 {
+            let outcome = self
+                .fail(message.fence, Some(&mailbox), ALL_SUPPRESSED.into())
+                .await?;
+            self.count(provider, &outcome, OutcomeLabel::Failed);
+            return Ok(outcome);
+        }
         let sender_id = sender_id(&sender);
         let (fingerprint, mailer) = self.mailers.mailer_and_fingerprint(&sender).await;
         match self.pauses.admit(sender_id, &fingerprint, self.clock.now()) {
@@ -139,10 +149,10 @@ impl MailProviderService {
         }
         match result {
             Ok(receipt) => {
-                let note = receipt.note.as_deref();
+                let note = suppress::sent_note(receipt.note.as_deref(), suppressed);
                 let written = self
                     .durably(message.id, started, "sent", || {
-                        self.sent.mark_sent(message.fence, note)
+                        self.sent.mark_sent(message.fence, note.as_deref())
                     })
                     .await?;
                 if !written {
@@ -155,6 +165,7 @@ impl MailProviderService {
                     message.id = %message.id,
                     mailbox = %mailbox,
                     recipients = mail.content.recipient_count(),
+                    suppressed,
                     duration_ms = started.elapsed().as_millis() as u64,
                     already_sent = receipt.already_sent,
                     note = receipt.note.as_deref(),

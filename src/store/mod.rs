@@ -1,6 +1,6 @@
 //! PostgreSQL access: connecting, creating the database, migrations (compiled in from
 //! `migrations/`), and the queries of each table (`messages/`, `senders.rs`,
-//! `sender_settings.rs`).
+//! `sender_settings.rs`, `suppressions.rs`).
 
 use std::str::FromStr;
 
@@ -36,6 +36,9 @@ pub enum StoreError {
     /// A named row does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// A value given to store cannot be stored; the text names it (an address masked).
+    #[error("{0}")]
+    Invalid(String),
     /// The server cannot be reached: `DATABASE_URL (127.0.0.1:5433): connection refused`.
     #[error("DATABASE_URL ({address}): {reason}")]
     Unreachable {
@@ -242,4 +245,5 @@ pub mod report;
 pub mod retention;
 pub(crate) mod sender_settings;
 pub mod senders;
+pub mod suppressions;
 pub mod waiting;

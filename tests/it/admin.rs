@@ -28,19 +28,19 @@ use crate::support::{
 const TOKEN: &str = "test-admin-token-0123456789";
 
 /// The UI on port 0 for `world`, stopped on drop.
-struct Ui {
+pub(crate) struct Ui {
     base: String,
     http: reqwest::Client,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 /// A logged-in browser: its session cookie and its CSRF token.
-struct Login {
+pub(crate) struct Login {
     cookie: String,
     csrf: String,
 }
 
-async fn start_ui(world: &TestApp, cookie_secure: bool) -> Ui {
+pub(crate) async fn start_ui(world: &TestApp, cookie_secure: bool) -> Ui {
     let mut config = world.config.clone();
     config.admin.cookie_secure = cookie_secure;
     start_ui_on(world, config).await
@@ -104,7 +104,7 @@ impl Ui {
         send_as(self.http.get(self.url(path)), login).await
     }
 
-    async fn post(
+    pub(crate) async fn post(
         &self,
         path: &str,
         login: Option<&Login>,
@@ -114,12 +114,12 @@ impl Ui {
     }
 
     /// The page at `path` in `login`'s session, as text.
-    async fn page(&self, path: &str, login: &Login) -> String {
+    pub(crate) async fn page(&self, path: &str, login: &Login) -> String {
         self.get(path, Some(login)).await.text().await.unwrap()
     }
 
     /// Posts the form `fields` to `path` in `login`'s session, its CSRF token first.
-    async fn submit(
+    pub(crate) async fn submit(
         &self,
         path: &str,
         login: &Login,
@@ -161,7 +161,7 @@ impl Ui {
             .unwrap()
     }
 
-    async fn login(&self) -> Login {
+    pub(crate) async fn login(&self) -> Login {
         let answer = self.try_login(TOKEN).await;
         assert_eq!(answer.status(), StatusCode::SEE_OTHER);
         let (cookie, _) = set_cookie(&answer, auth::SESSION_COOKIE).expect("a session cookie");
@@ -179,7 +179,7 @@ impl Ui {
 }
 
 /// The log lines of `event` that contain `needle` (the whole binary's logs: [`capture_logs`]).
-fn logged(event: &str, needle: &str) -> Vec<serde_json::Value> {
+pub(crate) fn logged(event: &str, needle: &str) -> Vec<serde_json::Value> {
     logs_containing(needle)
         .into_iter()
         .filter(|l| l["event"] == event)
@@ -187,7 +187,7 @@ fn logged(event: &str, needle: &str) -> Vec<serde_json::Value> {
 }
 
 /// A field of a log line as text.
-fn field(line: &serde_json::Value, name: &str) -> String {
+pub(crate) fn field(line: &serde_json::Value, name: &str) -> String {
     match &line[name] {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -23,4 +23,5 @@ mod retention;
 mod service;
 mod store;
 mod support;
+mod suppressions;
 mod tenant_budget;

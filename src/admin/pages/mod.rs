@@ -1,5 +1,5 @@
 //! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
-//! its limits form, the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast. HTML from `templates/admin/` (askama,
+//! its limits form, the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast, the suppression list with add and remove. HTML from `templates/admin/` (askama,
 //! escaped); every page but the login form needs a session, every POST its CSRF token.
 //! Here the router, the security headers, the session extractor and form parsing; a file per
 //! page beside it (like zero2prod's `routes/admin/*`).
@@ -41,12 +41,14 @@ mod login;
 mod mailboxes;
 mod messages;
 mod queue;
+mod suppressions;
 
 use campaigns::{campaign_page, campaigns_page};
 use login::{login, login_form, logout};
 use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
 use messages::{act, messages};
 use queue::{queue, queue_act};
+use suppressions::{suppressions_change, suppressions_page};
 /// The most messages a messages page lists.
 pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
@@ -63,6 +65,11 @@ fn bulk(action: ops::BulkAction) -> MethodRouter<AdminState> {
 /// The POST route of a dead-letters button.
 fn dead(action: queue::Action) -> MethodRouter<AdminState> {
     post(move |state, session, body| queue_act(state, session, body, action))
+}
+
+/// The POST route of a suppression form.
+fn suppression(change: suppressions::Change) -> MethodRouter<AdminState> {
+    post(move |state, session, body| suppressions_change(state, session, body, change))
 }
 
 /// Every route of the UI.
@@ -83,6 +90,12 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/queue", get(queue))
         .route("/queue/retry", dead(queue::Action::Retry))
         .route("/queue/discard", dead(queue::Action::Discard))
+        .route("/suppressions", get(suppressions_page))
+        .route("/suppressions/add", suppression(suppressions::Change::Add))
+        .route(
+            "/suppressions/remove",
+            suppression(suppressions::Change::Remove),
+        )
         .route(
             "/assets/admin.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),

@@ -10,6 +10,7 @@ use super::SenderDirectory;
 use crate::{
     domain::{
         Attachment, BodyContentType, Header, MailboxAddress, MessageContent, Priority, Recipient,
+        punycode_domain,
     },
     import::BadEntry,
     mailer::validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
@@ -102,19 +103,6 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
         fields.push(("campaignId".into(), c));
     }
     fields
-}
-
-/// `local@Bücher.example` → `local@xn--bcher-kva.example`. An ASCII address, or one whose
-/// domain IDNA cannot convert, is returned unchanged (send-time validation judges it).
-fn punycode_domain(address: &str) -> String {
-    let trimmed = address.trim();
-    match trimmed.rsplit_once('@') {
-        Some((local, domain)) if !domain.is_ascii() => match idna::domain_to_ascii(domain) {
-            Ok(ascii) if !ascii.is_empty() => format!("{local}@{ascii}"),
-            _ => address.to_owned(),
-        },
-        _ => address.to_owned(),
-    }
 }
 
 /// ` (id <uuid>)` when the line's id could be read, for the end of a reason.

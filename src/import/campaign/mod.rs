@@ -32,9 +32,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::BadEntry;
+use crate::domain::{ALL_SUPPRESSED, MailboxAddress};
 use crate::store::{
     StoreError,
-    messages::{self, NewMessage},
+    messages::{self, NewMessage, SenderRef},
+    suppressions,
 };
 
 pub use line::parse_line_bytes;
@@ -47,9 +49,30 @@ pub struct SenderDirectory {
     pub system_mailboxes: HashMap<String, Uuid>,
 }
 
+impl SenderDirectory {
+    /// The sender an operator names by a system mailbox's address (any case) or a tenant's
+    /// name: a suppression list's scope.
+    pub fn scope(&self, name: &str) -> Option<SenderRef> {
+        let name = name.trim();
+        MailboxAddress::parse(name)
+            .ok()
+            .and_then(|a| self.system_mailboxes.get(a.as_str()))
+            .map(|id| SenderRef::SystemMailbox(*id))
+            .or_else(|| self.tenants.get(name).map(|id| SenderRef::Tenant(*id)))
+    }
+}
+
+/// Why [`SenderDirectory::scope`] found nothing, naming `name`.
+pub fn unknown_scope(name: &str) -> String {
+    format!(
+        "scope {:?} is neither a system mailbox's address nor a tenant's name (see `mail-worker senders import`)",
+        name.trim()
+    )
+}
+
 /// The lines of `bytes`: split at `\n`, a trailing `\r` removed, a leading UTF-8 byte-order
 /// mark ignored; numbered from 1.
-fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     bytes
         .split(|b| *b == b'\n')
@@ -97,12 +120,17 @@ pub struct EnqueueReport {
     pub stored: usize,
     /// Every line not stored, by line number, in file order.
     pub bad: Vec<BadEntry>,
+    /// Recipients dropped as suppressed.
+    pub suppressed: u64,
+    /// Lines stored `ERROR` [`ALL_SUPPRESSED`].
+    pub all_suppressed: u64,
 }
 
 /// How many lines are inserted in one transaction.
 pub(crate) const INSERT_CHUNK: usize = 500;
 
-/// Parses `bytes` and inserts every good line, [`INSERT_CHUNK`] per transaction. A chunk that
+/// Parses `bytes` and inserts every good line, [`INSERT_CHUNK`] per transaction (suppressed
+/// recipients dropped: [`insert_chunk`]). A chunk that
 /// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
 /// (with its id); lines are validated before any insert, so this is a last resort.
 ///
@@ -119,6 +147,8 @@ pub async fn enqueue(
         let stored = insert_chunk(pool, chunk).await?;
         report.inserted += stored.inserted;
         report.stored += chunk.len() - stored.refused.len();
+        report.suppressed += stored.suppressed;
+        report.all_suppressed += stored.all_suppressed;
         bad.extend(stored.refused.into_iter().map(|(number, reason)| BadEntry {
             location: format!("line {number}"),
             reason,
@@ -136,11 +166,52 @@ pub(crate) struct Stored {
     pub inserted: u64,
     /// The lines PostgreSQL refused, by number, with the reason (naming the id).
     pub refused: Vec<(usize, String)>,
+    /// Recipients dropped as suppressed from the rows inserted now.
+    pub suppressed: u64,
+    /// Rows inserted now as `ERROR` because every recipient is suppressed.
+    pub all_suppressed: u64,
 }
 
-/// Inserts one chunk of parsed lines in one transaction (one multi-row insert); a chunk that
-/// PostgreSQL refuses is retried line by line, so only the line it refuses is lost, and named
-/// (with its id). The file import and the intake queue ([`crate::intake`]) both store so.
+/// The chunk's messages without their suppressed recipients (one query for the whole chunk),
+/// with each one's `ERROR` reason when none is left (it keeps its recipients then, so a retry
+/// after the entries are removed sends it) and how many of its recipients were dropped.
+type Unsuppressed = (Vec<NewMessage>, Vec<Option<&'static str>>, Vec<u32>);
+
+async fn unsuppressed(
+    pool: &PgPool,
+    chunk: &[(usize, NewMessage)],
+) -> Result<Unsuppressed, StoreError> {
+    let pairs: Vec<(Uuid, String)> = chunk
+        .iter()
+        .flat_map(|(_, m)| {
+            let scope = m.sender.id();
+            m.content.recipient_keys().map(move |key| (scope, key))
+        })
+        .collect();
+    let listed = suppressions::suppressed_among(pool, &pairs).await?;
+    let mut out: Unsuppressed = Default::default();
+    for (_, m) in chunk {
+        let mut kept = m.clone();
+        let scope = m.sender.id();
+        let n = if listed.is_empty() {
+            0
+        } else {
+            kept.content
+                .drop_recipients(|key| listed.contains(&(scope, key.to_owned())))
+        };
+        let all = kept.content.recipient_count() == 0;
+        out.0.push(if all { m.clone() } else { kept });
+        out.1.push(all.then_some(ALL_SUPPRESSED));
+        out.2.push(n);
+    }
+    Ok(out)
+}
+
+/// Inserts one chunk of parsed lines in one transaction (one multi-row insert), without the
+/// recipients on their sender's suppression list (a message left with none is stored `ERROR`
+/// [`ALL_SUPPRESSED`]); a chunk that PostgreSQL refuses is retried line by line, so only the
+/// line it refuses is lost, and named (with its id). The file import and the intake queue
+/// ([`crate::intake`]) both store so.
 ///
 /// # Errors
 /// PostgreSQL trouble other than refusing a row (a lost connection, …).
@@ -148,17 +219,17 @@ pub(crate) async fn insert_chunk(
     pool: &PgPool,
     chunk: &[(usize, NewMessage)],
 ) -> Result<Stored, StoreError> {
-    let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
-    match messages::insert(pool, &messages).await {
-        Ok(inserted) => Ok(Stored {
-            inserted,
-            refused: Vec::new(),
-        }),
+    let (messages, failed, dropped) = unsuppressed(pool, chunk).await?;
+    let mut stored = Stored::default();
+    let mut new = Vec::new();
+    match messages::insert(pool, &messages, &failed).await {
+        Ok(ids) => new = ids,
         Err(StoreError::Database(sqlx::Error::Database(_))) => {
-            let mut stored = Stored::default();
-            for (number, m) in chunk {
-                match messages::insert(pool, std::slice::from_ref(m)).await {
-                    Ok(n) => stored.inserted += n,
+            for (((number, _), m), failed) in chunk.iter().zip(&messages).zip(&failed) {
+                match messages::insert(pool, std::slice::from_ref(m), std::slice::from_ref(failed))
+                    .await
+                {
+                    Ok(ids) => new.extend(ids),
                     Err(StoreError::Database(sqlx::Error::Database(e))) => {
                         stored.refused.push((
                             *number,
@@ -172,10 +243,19 @@ pub(crate) async fn insert_chunk(
                     Err(other) => return Err(other),
                 }
             }
-            Ok(stored)
         }
-        Err(other) => Err(other),
+        Err(other) => return Err(other),
     }
+    stored.inserted = new.len() as u64;
+    // Counted for the rows inserted now: a line stored before (a repeated job) counts once.
+    let new: std::collections::HashSet<Uuid> = new.into_iter().collect();
+    for ((m, failed), n) in messages.iter().zip(&failed).zip(dropped) {
+        if new.contains(&m.id) {
+            stored.suppressed += u64::from(n);
+            stored.all_suppressed += u64::from(failed.is_some());
+        }
+    }
+    Ok(stored)
 }
 
 fn line_number(location: &str) -> usize {

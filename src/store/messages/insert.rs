@@ -31,14 +31,21 @@ pub struct NewMessage {
 
 /// Inserts `messages` in one transaction of two statements (one multi-row `INSERT … SELECT FROM
 /// UNNEST` for the rows, one for the attachments of the rows that were new), skipping ids that
-/// already exist (also an id repeated within `messages`). Returns how many were new.
+/// already exist (also an id repeated within `messages`). A message whose `failed` entry is a
+/// reason is stored `ERROR` with it as `last_error` (never sent: every recipient suppressed),
+/// the others `SCHEDULED`. Returns the ids that were new.
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
-pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+pub(crate) async fn insert(
+    pool: &PgPool,
+    messages: &[NewMessage],
+    failed: &[Option<&str>],
+) -> Result<Vec<Uuid>, StoreError> {
     if messages.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
+    debug_assert_eq!(messages.len(), failed.len());
     let json = |v: &dyn Fn(&NewMessage) -> serde_json::Result<String>| {
         messages
             .iter()
@@ -59,17 +66,19 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
     let mut tx = pool.begin().await?;
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
-             bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id) \
+             bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id, \
+             status, last_error) \
          SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
              subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()), \
              coalesce(t.priority, \
                  (SELECT s.priority FROM system_mailboxes s WHERE s.id = t.system_mailbox_id), \
                  (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal'), \
-             campaign_id \
+             campaign_id, CASE WHEN failed IS NULL THEN 'SCHEDULED' ELSE 'ERROR' END, failed \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
-             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], \
+             $14::text[]) \
              AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
-                  body, headers, scheduled_on, priority, campaign_id) \
+                  body, headers, scheduled_on, priority, campaign_id, failed) \
          ON CONFLICT (id) DO NOTHING \
          RETURNING id",
     )
@@ -111,6 +120,7 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
             .map(|m| m.campaign_id.as_deref())
             .collect::<Vec<_>>(),
     )
+    .bind(failed)
     .fetch_all(&mut *tx)
     .await?;
     // The attachments of the rows inserted now (an id repeated in `messages`: its first).
@@ -144,7 +154,7 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         .await?;
     }
     tx.commit().await?;
-    Ok(new_ids.len() as u64)
+    Ok(new_ids)
 }
 
 /// How many of `ids` are stored already (what `enqueue --dry-run` reports as present).
