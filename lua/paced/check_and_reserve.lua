@@ -287,7 +287,8 @@ end
 
 -- `high` only, when the count with every booking (above) has no room: whether `need` sent now
 -- fits each 24 h window it falls in (those ending in the next 24 h), so bookings a day ahead
--- do not take the reserved share. Two commands, a sweep over the buckets of those windows.
+-- do not take the reserved share. Two commands (more past 1,000 buckets), a sweep over the
+-- buckets of those 48 h only, whatever the bookings beyond.
 local function fits_now(hash, buckets, need, limit)
   local x, span = now_bucket, DAY_MS / BUCKET_MS
   local bs = redis.call('ZRANGEBYSCORE', buckets, x - span, x + span)
