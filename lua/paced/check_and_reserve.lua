@@ -51,16 +51,28 @@
 -- them, a `high` message checks the 24 h windows it falls in instead (fits_now). The direct
 -- check still holds any send that would be the L + 1st in 60 s.
 --
--- Cost (Redis commands inside the script, as INFO commandstats counts them): a booking 9, the
--- booked send 10-12, a send that fits at once 13-15 (TIME included), plus housekeeping when a bucket leaves
--- the 24 h or a booking is abandoned, and 2 more per call with a tenant budget. Priority adds
--- none (one more HMGET field; `h` is written instead of `tat`), but for 2 (fits_now) when a
--- `high` message's day or tenant count is full of bookings a day ahead. TTLs: every key lives at least 24 h after
+-- Day windows: recipients per one-minute bucket (`d:<minute>`, the buckets in KEYS[2]) and per
+-- hour (`H:<hour>`: the sum of its minutes), `total` their sum. The earliest time a budget has
+-- room walks back from the newest bucket: whole hours (26 a read) to the hour where the
+-- recipients above it pass the room, then that hour's minutes, so its cost does not grow with
+-- the booked backlog (docs/decisions/flat-day-window.md). `lo`: no bucket older (eviction is
+-- looked for once a minute), `bmin`: no booking earlier (`-`: none; stale bookings looked for
+-- only when it is older than the grace), `hs`: the hour sums are kept (else they are rebuilt once).
+--
+-- Cost (Redis commands inside the script, as INFO commandstats counts them): a send that fits
+-- at once 9-10 (TIME included; 12-14 on a mailbox's first call, the TTLs set), a booking 9-11,
+-- the booked send 8-10, plus housekeeping when a bucket leaves the 24 h (5-6, once a minute)
+-- or a booking is abandoned, and 2-3 more per call with a tenant budget. Finding the slot when
+-- a day budget is full: 3 (4 with more than 26 hours of buckets below the room). Priority adds
+-- none (`h` is written instead of `tat`), but for 2 (fits_now) when a `high` message's day or
+-- tenant count is full of bookings a day ahead. TTLs: every key lives at least 24 h after
 -- its last write. A sorted set gets its TTL when a write creates it; the long-lived keys are
 -- refreshed at most once per TTL_REFRESH_MS (field `ttl` of the state), with a TTL of 24 h +
 -- twice that, instead of 5-7 PEXPIREs on every call.
 
 local BUCKET_MS = 60000
+local HOUR_BUCKETS = 60
+local HOURS_PER_READ = 26
 local DAY_MS = 86400000
 local TTL_REFRESH_MS = 1800000
 local KEY_TTL_MS = DAY_MS + 2 * TTL_REFRESH_MS
@@ -93,8 +105,11 @@ if not (now and per_minute and per_day and recipients and external and tenant_pe
   return redis.error_reply('ERR paced check_and_reserve: bad ARGV (see the header)')
 end
 
--- One read of everything the decision needs from the state hash.
-local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id, 'h')
+-- One read of everything the decision needs from the state hash, the bucket and hour of now too.
+local now_bucket = math.floor(now / BUCKET_MS)
+local now_hour = math.floor(now_bucket / HOUR_BUCKETS)
+local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id, 'h',
+  'hs', 'lo', 'bmin', 'd:' .. now_bucket, 'H:' .. now_hour)
 if not state[1] and not state[2] then
   return {-1, 0, 'seed'}
 end
@@ -103,6 +118,14 @@ local cool = tonumber(state[3] or '0')
 local total = tonumber(state[4] or '0')
 local ttl_at = tonumber(state[5] or '0')
 local raw = state[6]
+-- The fields of now's bucket and hour as read, kept current by every change below (`cached`),
+-- and what the decision's one HSET writes besides (`writes`).
+local cached = {['d:' .. now_bucket] = tonumber(state[11] or '0'), ['H:' .. now_hour] = tonumber(state[12] or '0')}
+local writes = {}
+local refresh = now - ttl_at >= TTL_REFRESH_MS
+if refresh then writes.ttl = now end
+if not state[8] and total == 0 then writes.hs = 1 end
+local bookings_known = state[10] or (not state[5] and '-')   -- nil: state from before `bmin`
 
 -- Reserved headroom: `high` may use every budget whole, the others (100 - R) % of it.
 local high = priority == 'high' and reserved > 0
@@ -123,72 +146,156 @@ local high_share = math.max(per_minute - low_share(per_minute, 1), 1)
 local window = 60000 + math.floor(allowance / 2)
 local tenant_on = tenant_per_day > 0 and external > 0
 
--- Day budgets: `total` is the sum of the buckets still in the window; `d:<bucket>` each bucket.
--- Returns the state's total after the eviction, or nil when nothing left the window.
-local function evict(hash, buckets)
+local function hincrby(hash, field, amount)
+  local v = redis.call('HINCRBY', hash, field, amount)
+  if hash == KEYS[1] and cached[field] then cached[field] = v end
+  return v
+end
+
+-- A command over many fields, 1,000 at a time (Lua's unpack takes a few thousand values at
+-- most); the replies joined.
+local function each_1000(command, hash, args)
+  local all = {}
+  for i = 1, #args, 1000 do
+    local part = redis.call(command, hash, unpack(args, i, math.min(i + 999, #args)))
+    if type(part) == 'table' then for _, v in ipairs(part) do all[#all + 1] = v end end
+  end
+  return all
+end
+
+-- A legacy state (before `hs`) gets its hour sums from its minute buckets, once.
+local function keep_hours(hash, buckets)
+  local bs = redis.call('ZRANGE', buckets, 0, -1)
+  local fields = {}
+  for i, b in ipairs(bs) do fields[i] = 'd:' .. b end
+  local got, sums, flat = each_1000('HMGET', hash, fields), {}, {'hs', 1}
+  for i, b in ipairs(bs) do
+    local h = math.floor(tonumber(b) / HOUR_BUCKETS)
+    sums[h] = (sums[h] or 0) + tonumber(got[i] or '0')
+  end
+  for h, v in pairs(sums) do
+    flat[#flat + 1] = 'H:' .. h; flat[#flat + 1] = v
+    if hash == KEYS[1] and h == now_hour then cached['H:' .. h] = v end
+  end
+  each_1000('HSET', hash, flat)
+end
+
+-- Day budgets: buckets that left the window go, from their hours and `total` too. `lo` (nil:
+-- unknown) is the oldest bucket there can be: nothing to look for before the cutoff reaches it.
+-- Returns the hash's total after the eviction, or nil when nothing left the window.
+local function evict(hash, buckets, lo, in_window)
   local cutoff = math.floor((now - DAY_MS) / BUCKET_MS) - 1
+  if (lo and cutoff < lo) or (not lo and in_window == 0) then
+    if not lo and hash == KEYS[1] then writes.lo = cutoff + 1 end
+    return nil
+  end
+  if hash == KEYS[1] then writes.lo = cutoff + 1 end
   local old = redis.call('ZRANGEBYSCORE', buckets, '-inf', cutoff)
   if #old == 0 then return nil end
+  local fields, hours = {}, {}
+  for i, b in ipairs(old) do fields[i] = 'd:' .. b end
+  local got = each_1000('HMGET', hash, fields)
   local gone = 0
-  for _, b in ipairs(old) do
-    gone = gone + tonumber(redis.call('HGET', hash, 'd:' .. b) or '0')
-    redis.call('HDEL', hash, 'd:' .. b)
+  for i, b in ipairs(old) do
+    local v, h = tonumber(got[i] or '0'), math.floor(tonumber(b) / HOUR_BUCKETS)
+    gone = gone + v
+    hours[h] = (hours[h] or 0) + v
   end
+  for h, v in pairs(hours) do   -- an hour's field goes with its last recipients
+    if (v == 0 and (h + 1) * HOUR_BUCKETS - 1 <= cutoff) or (v > 0 and redis.call('HINCRBY', hash, 'H:' .. h, -v) <= 0) then
+      fields[#fields + 1] = 'H:' .. h
+    end
+  end
+  each_1000('HDEL', hash, fields)
   redis.call('ZREMRANGEBYSCORE', buckets, '-inf', cutoff)
   return redis.call('HINCRBY', hash, 'total', -gone)
 end
 
 -- A write that creates a key gives it its TTL (a bucket ZADDed the first time: at most once a
--- minute; a hash whose total starts from 0).
+-- minute; a tenant hash whose total starts from 0), unless this call refreshes every TTL after.
+-- `total` of the mailbox's own hash is written by the decision's HSET.
 local function add(hash, buckets, at, amount)
   if amount == 0 then return end
   local b = math.floor(at / BUCKET_MS)
-  local in_bucket = redis.call('HINCRBY', hash, 'd:' .. b, amount)
-  if redis.call('HINCRBY', hash, 'total', amount) == amount then
+  local in_bucket = hincrby(hash, 'd:' .. b, amount)
+  hincrby(hash, 'H:' .. math.floor(b / HOUR_BUCKETS), amount)
+  if hash == KEYS[1] then
+    total = total + amount
+  elseif redis.call('HINCRBY', hash, 'total', amount) == amount and not refresh then
     redis.call('PEXPIRE', hash, KEY_TTL_MS)
   end
-  if in_bucket == amount and redis.call('ZADD', buckets, b, b) == 1 then
+  if in_bucket == amount and redis.call('ZADD', buckets, b, b) == 1 and not refresh then
     redis.call('PEXPIRE', buckets, KEY_TTL_MS)
   end
-  if hash == KEYS[1] then total = total + amount end
 end
 
--- Gives back `amount` from the bucket of `at`, never below zero.
+-- Gives back `amount` from the bucket of `at` (and its hour), never below zero.
 local function take_back(hash, at, amount)
   if amount == 0 then return end
-  local field = 'd:' .. math.floor(at / BUCKET_MS)
+  local b = math.floor(at / BUCKET_MS)
+  local field = 'd:' .. b
   local have = tonumber(redis.call('HGET', hash, field) or '0')
   local back = math.min(have, amount)
   if back > 0 then
-    redis.call('HINCRBY', hash, field, -back)
+    hincrby(hash, field, -back)
+    hincrby(hash, 'H:' .. math.floor(b / HOUR_BUCKETS), -back)
     redis.call('HINCRBY', hash, 'total', -back)
     if hash == KEYS[1] then total = total - back end
   end
 end
 
--- The earliest time at which `need` more fits under `limit` (buckets leave the window in order).
-local function day_free_at(hash, buckets, in_window, need, limit)
-  if in_window + need <= limit then return now end
-  local all = redis.call('ZRANGE', buckets, 0, -1)
-  for _, b in ipairs(all) do
+-- The earliest time at which `need` more fits under `limit`, counting every bucket (bookings
+-- too): the end of the 24 h after the newest bucket at which the recipients after it pass the
+-- room. Walked back from the newest bucket, by hours, then the minutes of the one hour.
+local function day_free_at_by_minutes(hash, buckets, in_window, need, limit)
+  for _, b in ipairs(redis.call('ZRANGE', buckets, 0, -1)) do
     in_window = in_window - tonumber(redis.call('HGET', hash, 'd:' .. b) or '0')
-    if in_window + need <= limit then
-      return (tonumber(b) + 1) * BUCKET_MS + DAY_MS
-    end
+    if in_window + need <= limit then return (tonumber(b) + 1) * BUCKET_MS + DAY_MS end
   end
   return now
+end
+local function day_free_at(hash, buckets, in_window, need, limit)
+  if in_window + need <= limit or need > limit then return now end
+  local room = limit - need
+  local top = tonumber(redis.call('ZRANGE', buckets, -1, -1)[1] or '')
+  if not top then return now end
+  local lowest = math.floor(math.floor((now - DAY_MS) / BUCKET_MS) / HOUR_BUCKETS)
+  local above, hour, cross = 0, math.floor(top / HOUR_BUCKETS), nil
+  while not cross and hour >= lowest do
+    local n, fields = math.min(HOURS_PER_READ, hour - lowest + 1), {}
+    for i = 1, n do fields[i] = 'H:' .. (hour - i + 1) end
+    local got = redis.call('HMGET', hash, unpack(fields))
+    for i = 1, n do
+      local v = tonumber(got[i] or '0')
+      if above + v > room then cross = hour - i + 1; break end
+      above = above + v
+    end
+    hour = hour - n
+  end
+  if cross then
+    local last, fields = math.min(cross * HOUR_BUCKETS + HOUR_BUCKETS - 1, top), {}
+    for m = last, cross * HOUR_BUCKETS, -1 do fields[#fields + 1] = 'd:' .. m end
+    local got = redis.call('HMGET', hash, unpack(fields))
+    for i = 1, #fields do
+      above = above + tonumber(got[i] or '0')
+      if above > room then return (last - i + 2) * BUCKET_MS + DAY_MS end
+    end
+  end
+  -- The hours disagree with their minutes (never expected): the minutes decide.
+  return day_free_at_by_minutes(hash, buckets, in_window, need, limit)
 end
 
 -- `high` only, when the count with every booking (above) has no room: whether `need` sent now
 -- fits each 24 h window it falls in (those ending in the next 24 h), so bookings a day ahead
--- do not take the reserved share. Two commands, a sweep over the buckets.
+-- do not take the reserved share. Two commands (more past 1,000 buckets), a sweep over the
+-- buckets of those 48 h only, whatever the bookings beyond.
 local function fits_now(hash, buckets, need, limit)
-  local bs = redis.call('ZRANGE', buckets, 0, -1)
+  local x, span = now_bucket, DAY_MS / BUCKET_MS
+  local bs = redis.call('ZRANGEBYSCORE', buckets, x - span, x + span)
   if #bs == 0 then return need <= limit end
   local fields = {}
   for i, b in ipairs(bs) do fields[i] = 'd:' .. b end
-  local got = redis.call('HMGET', hash, unpack(fields))
-  local x, span = math.floor(now / BUCKET_MS), DAY_MS / BUCKET_MS
+  local got = each_1000('HMGET', hash, fields)
   local lo, hi, sum = 1, 0, 0
   local function fits_window(y)           -- the window ending in bucket y: buckets [y - span, y]
     while hi < #bs and tonumber(bs[hi + 1]) <= y do hi = hi + 1; sum = sum + tonumber(got[hi] or '0') end
@@ -198,7 +305,6 @@ local function fits_now(hash, buckets, need, limit)
   if not fits_window(x) then return false end
   for _, b in ipairs(bs) do
     b = tonumber(b)
-    if b > x + span then break end
     if b > x and not fits_window(b) then return false end
   end
   return true
@@ -218,16 +324,25 @@ local function split(text)
   return fields
 end
 
+-- The decision's one write of the state hash: `extra` (field, value pairs) and `writes`.
+local function write_state(extra)
+  for f, v in pairs(writes) do extra[#extra + 1] = f; extra[#extra + 1] = v end
+  writes = {}
+  if #extra > 0 then redis.call('HSET', KEYS[1], unpack(extra)) end
+end
+
 -- The long-lived keys' TTLs, at most once per TTL_REFRESH_MS (and the tenant's when it has a
--- budget): each then outlives its last write by at least KEY_TTL_MS - TTL_REFRESH_MS > 24 h.
+-- budget; the bookings' when there may be any): each then outlives its last write by at least
+-- KEY_TTL_MS - TTL_REFRESH_MS > 24 h. `ttl` is written with the decision (`writes`).
 local function refresh_ttls()
-  if now - ttl_at < TTL_REFRESH_MS then return end
-  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], KEY_TTL_MS) end
+  if not refresh then return end
+  for i = 1, 5 do
+    if i ~= 3 or bookings_known ~= '-' then redis.call('PEXPIRE', KEYS[i], KEY_TTL_MS) end
+  end
   if tenant_per_day > 0 then
     redis.call('PEXPIRE', KEYS[6], KEY_TTL_MS)
     redis.call('PEXPIRE', KEYS[7], KEY_TTL_MS)
   end
-  redis.call('HSET', KEYS[1], 'ttl', now)
 end
 
 -- The reservations of the direct check's window, and the requests in flight (pruned).
@@ -266,9 +381,10 @@ end
 -- `sent` and `flying`: the sets' sizes before; an empty set is created by this write.
 local function take_lease_and_count(slot, sent, flying)
   redis.call('ZADD', KEYS[4], now, id .. ':' .. now)   -- a resend counts again
-  if sent == 0 then redis.call('PEXPIRE', KEYS[4], KEY_TTL_MS) end
+  if sent == 0 and not refresh then redis.call('PEXPIRE', KEYS[4], KEY_TTL_MS) end
   redis.call('ZADD', KEYS[5], now + lease_ms, id)
-  if flying == 0 then redis.call('PEXPIRE', KEYS[5], KEY_TTL_MS) end
+  if flying == 0 and not refresh then redis.call('PEXPIRE', KEYS[5], KEY_TTL_MS) end
+  write_state({})
   refresh_ttls()
   return {1, slot, 'ok', now, total}
 end
@@ -300,18 +416,27 @@ end
 -- by the seed: missing means the tenant has no state).
 local tenant_total = 0
 if tenant_on then
-  local t = redis.call('HGET', KEYS[6], 'total')
-  if not t then return {-1, 0, 'seed-tenant'} end
-  tenant_total = tonumber(t)
+  local t = redis.call('HMGET', KEYS[6], 'total', 'hs')
+  if not t[1] then return {-1, 0, 'seed-tenant'} end
+  tenant_total = tonumber(t[1])
+  if not t[2] and tenant_total > 0 then keep_hours(KEYS[6], KEYS[7]) end
 end
+if not state[8] and total > 0 then keep_hours(KEYS[1], KEYS[2]) end
 
 -- Housekeeping before a new slot is chosen: old buckets, bookings never used.
-total = evict(KEYS[1], KEYS[2]) or total
-if tenant_on then tenant_total = evict(KEYS[6], KEYS[7]) or tenant_total end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
-for _, booking_id in ipairs(stale) do
-  local booked = redis.call('HGET', KEYS[1], 'b:' .. booking_id)
-  if booked then forget_booking(booking_id, split(booked)) else redis.call('ZREM', KEYS[3], booking_id) end
+total = evict(KEYS[1], KEYS[2], tonumber(state[9] or ''), total) or total
+if tenant_on then tenant_total = evict(KEYS[6], KEYS[7], nil, nil) or tenant_total end
+local bmin = tonumber(bookings_known or '')
+if (bmin and bmin <= now - grace) or not bookings_known then
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - grace, 'LIMIT', 0, EXPIRE_PER_CALL)
+  for _, booking_id in ipairs(stale) do
+    local booked = redis.call('HGET', KEYS[1], 'b:' .. booking_id)
+    if booked then forget_booking(booking_id, split(booked)) else redis.call('ZREM', KEYS[3], booking_id) end
+  end
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  bookings_known = first or '-'
+  writes.bmin = bookings_known
+  bmin = tonumber(first or '')
 end
 
 -- A new request: the earliest slot where every budget has room.
@@ -356,9 +481,14 @@ if slot <= now then
     if flying >= max_in_flight then
       return in_flight_denial()   -- nothing taken, nothing booked
     end
-    if high then redis.call('HSET', KEYS[1], 'h', high_log(now))
-    else redis.call('HSET', KEYS[1], 'tat', now + spacing) end
-    add(KEYS[1], KEYS[2], now, recipients)
+    -- Counted in now's bucket and hour by the one HSET (their values were read with the state).
+    local d, h = 'd:' .. now_bucket, 'H:' .. now_hour
+    total = total + recipients
+    writes[high and 'h' or 'tat'] = high and high_log(now) or now + spacing
+    writes[d], writes[h], writes.total = cached[d] + recipients, cached[h] + recipients, total
+    if cached[d] == 0 and redis.call('ZADD', KEYS[2], now_bucket, now_bucket) == 1 and not refresh then
+      redis.call('PEXPIRE', KEYS[2], KEY_TTL_MS)
+    end
     if tenant_on then add(KEYS[6], KEYS[7], now, external) end
     return take_lease_and_count(now, sent, flying)
   end
@@ -367,11 +497,12 @@ end
 -- Book it. Held by the tenant budget alone, it leaves the mailbox's pacing where it is, so
 -- mail to the tenant's own domains is not held behind it; a `high` booking never moves it.
 if reason ~= 'tenant' and not high then tat = slot + spacing end
-redis.call('HSET', KEYS[1], high and 'h' or 'tat', high and high_log(slot) or tat, 'b:' .. id,
-  slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason)
-redis.call('ZADD', KEYS[3], slot, id)
-redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)
 add(KEYS[1], KEYS[2], slot, recipients)
 if tenant_on then add(KEYS[6], KEYS[7], slot, external) end
+if not bmin or slot < bmin then writes.bmin = slot end
+write_state({high and 'h' or 'tat', high and high_log(slot) or tat, 'b:' .. id,
+  slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason, 'total', total})
+redis.call('ZADD', KEYS[3], slot, id)
+redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)
 refresh_ttls()
 return {0, slot - now, reason, now, total}

@@ -32,6 +32,7 @@ local KEY_TTL_MS = 86400000 + 3600000
 local function add(hash, buckets, at, amount)
   local b = math.floor(at / 60000)
   redis.call('HINCRBY', hash, 'd:' .. b, amount)
+  redis.call('HINCRBY', hash, 'H:' .. math.floor(b / 60), amount)   -- the hour's sum
   redis.call('ZADD', buckets, b, b)
   return redis.call('HINCRBY', hash, 'total', amount)
 end
@@ -50,6 +51,7 @@ for i = 3, #ARGV, 3 do
 end
 if recorded > 0 then
   redis.call('HSET', KEYS[1], 'tat', math.max(tat, last + spacing))
+  redis.call('HDEL', KEYS[1], 'lo')   -- older buckets than it knew: the next check looks
   for _, i in ipairs({1, 2, 4}) do redis.call('PEXPIRE', KEYS[i], KEY_TTL_MS) end
   if tenant then
     redis.call('PEXPIRE', KEYS[6], KEY_TTL_MS)

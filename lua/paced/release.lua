@@ -9,7 +9,8 @@
 -- the in-flight lease and keeps every budget. "unsent" (the request surely never reached the
 -- provider) also gives back the recipients and the 60 s reservation. The pacing slot is not
 -- given back (the next message simply finds it in the past). Never goes below zero. Two
--- commands for "done" (EVALSHA and its ZREM): nothing is read back that no caller uses.
+-- commands for "done" (EVALSHA and its ZREM): nothing is read back that no caller uses. The
+-- minute bucket `d:<minute>` and its hour's sum `H:<hour>` shrink together (check_and_reserve.lua).
 
 local id = ARGV[1]
 local mode = ARGV[2]
@@ -26,11 +27,13 @@ if mode == 'unsent' then
   redis.call('ZREM', KEYS[4], id .. ':' .. at)
   local function take_back(state, amount)
     if amount <= 0 then return end
-    local field = 'd:' .. math.floor(at / 60000)
+    local b = math.floor(at / 60000)
+    local field = 'd:' .. b
     local have = tonumber(redis.call('HGET', state, field) or '0')
     local back = math.min(have, amount)
     if back > 0 then
       redis.call('HINCRBY', state, field, -back)
+      redis.call('HINCRBY', state, 'H:' .. math.floor(b / 60), -back)   -- its hour's sum
       redis.call('HINCRBY', state, 'total', -back)
     end
     return back

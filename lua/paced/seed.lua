@@ -22,6 +22,7 @@ for i = 3, #ARGV, 2 do
   if at > now - 86400000 then
     local b = math.floor(at / 60000)
     redis.call('HINCRBY', KEYS[1], 'd:' .. b, r)
+    redis.call('HINCRBY', KEYS[1], 'H:' .. math.floor(b / 60), r)   -- the hour's sum
     redis.call('ZADD', KEYS[2], b, b)
     total = total + r
     -- 61 s: the direct check's window, 60 s + half the pacing allowance (PACING_ALLOWANCE, 2 s).
@@ -29,7 +30,8 @@ for i = 3, #ARGV, 2 do
     if at > last then last = at end
   end
 end
-redis.call('HSET', KEYS[1], 'total', total, 'tat', last > 0 and (last + spacing) or 0, 'seeded', now)
+redis.call('HSET', KEYS[1], 'total', total, 'tat', last > 0 and (last + spacing) or 0, 'seeded', now,
+  'hs', 1, 'bmin', '-')   -- hour sums kept, no bookings (check_and_reserve.lua)
 for i = 1, 2 do redis.call('PEXPIRE', KEYS[i], 86400000 + 3600000) end
 redis.call('PEXPIRE', KEYS[4], 120000)
 return 1

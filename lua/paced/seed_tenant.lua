@@ -22,10 +22,11 @@ for i = 2, #ARGV, 2 do
   if at > now - 86400000 and e > 0 then
     local b = math.floor(at / 60000)
     redis.call('HINCRBY', KEYS[6], 'd:' .. b, e)
+    redis.call('HINCRBY', KEYS[6], 'H:' .. math.floor(b / 60), e)   -- the hour's sum
     redis.call('ZADD', KEYS[7], b, b)
     total = total + e
   end
 end
-redis.call('HSET', KEYS[6], 'total', total, 'seeded', now)
+redis.call('HSET', KEYS[6], 'total', total, 'seeded', now, 'hs', 1)   -- hour sums kept
 for i = 6, 7 do redis.call('PEXPIRE', KEYS[i], 86400000 + 3600000) end
 return 1

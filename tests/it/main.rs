@@ -6,6 +6,7 @@ mod bad_input;
 mod budgets;
 mod cli;
 mod daemon;
+mod day_window;
 mod deploy;
 mod exactly_once;
 mod forecast;

@@ -3,14 +3,16 @@
 //! ```text
 //! <prefix>:{<tenant>}:<mailbox>            hash: tat (next free slot, ms), cool (cooldown until),
 //!                                          total (recipients in the 24 h window), d:<minute>
-//!                                          (recipients per one-minute bucket), b:<id> (bookings),
-//!                                          seeded (when it was rebuilt from PostgreSQL), ttl
-//!                                          (when the keys' TTLs were last refreshed)
+//!                                          (recipients per one-minute bucket), H:<hour> (their
+//!                                          sum per hour), b:<id> (bookings), seeded (when it was
+//!                                          rebuilt from PostgreSQL), ttl (when the keys' TTLs
+//!                                          were last refreshed), hs (hour sums kept), lo (no
+//!                                          older bucket), bmin (no earlier booking; - none)
 //! <prefix>:{<tenant>}:<mailbox>:days       zset: the minute buckets holding recipients
 //! <prefix>:{<tenant>}:<mailbox>:booked     zset: message id -> booked slot (ms)
 //! <prefix>:{<tenant>}:<mailbox>:sent       zset: reservations of the last 60 s
 //! <prefix>:{<tenant>}:<mailbox>:inflight   zset: message id -> lease expiry (ms)
-//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>)
+//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>, H:<hour>, hs)
 //! <prefix>:{<tenant>}:tenant:days          zset: its minute buckets
 //! ```
 //!
