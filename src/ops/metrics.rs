@@ -48,7 +48,7 @@ pub(crate) const PROVIDER_GRAPH: &str = "graph";
 pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
+pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct SendLabels {
