@@ -13,6 +13,7 @@ pub use crate::mailer::GraphConfig;
 pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
+mod bounces;
 mod env;
 mod lines;
 
@@ -129,6 +130,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The intake queue of campaign sends ([`crate::intake`]).
     pub intake: IntakeConfig,
+    /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
+    pub bounces: crate::bounces::BounceSettings,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -254,6 +257,7 @@ impl Config {
             ));
         }
         Ok(Self {
+            bounces: bounces::read(&env)?,
             retention,
             database_url: env.url(
                 "DATABASE_URL",

@@ -18,6 +18,7 @@
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
+//! | `mail_worker_bounces_total` | counter | `code_class` (`5.1`, `5.2`, `5.4`, `5.7`, …, `other`: the DSN code's class and subject, never an address) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //!
@@ -54,6 +55,11 @@ pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
 pub(super) struct SendLabels {
     provider: &'static str,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct CodeClassLabels {
+    code_class: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -171,6 +177,7 @@ metric_table! {
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
         purged: Counter<u64, AtomicU64> = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
+        bounces: Family<CodeClassLabels, Counter> = "mail_worker_bounces", "Messages marked BOUNCED from a non-delivery report, by DSN code class (5.1, 5.7, …)";
         paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
@@ -283,6 +290,14 @@ impl Metrics {
     /// Counts `n` messages deleted by retention.
     pub fn purged(&self, n: u64) {
         self.purged.inc_by(n);
+    }
+
+    /// Counts one message marked `BOUNCED`; `code_class` is [`crate::bounces`]'s class of its
+    /// DSN code (`5.1`, never an address).
+    pub(crate) fn bounced(&self, code_class: &'static str) {
+        self.bounces
+            .get_or_create(&CodeClassLabels { code_class })
+            .inc();
     }
 
     /// Marks `mailbox` paused (or not).
