@@ -1,5 +1,5 @@
+-- KEYS[1]-KEYS[5] the mailbox's keys (not touched; passed so every call names one slot)
 -- KEYS[6] tenant state (hash)             KEYS[7] tenant day buckets (zset)
--- (KEYS[1]-KEYS[5] the mailbox's keys, not touched; passed so every call names one slot)
 -- ARGV[1] now: `TIME` (Redis's clock) or ms since the epoch (tests)
 -- ARGV[2] the tenant's external recipients per rolling 24 h
 -- Returns {added, free_at}: the external recipients added to the current minute's bucket so the

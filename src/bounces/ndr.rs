@@ -142,7 +142,13 @@ fn failures(body: &str) -> Vec<Failure> {
     }
     if out.is_empty()
         && let Some(code) = body
-            .split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '(' | ')' | ';' | ','))
+            .split(|c: char| {
+                c.is_whitespace()
+                    || matches!(
+                        c,
+                        '\'' | '"' | '(' | ')' | ';' | ',' | '#' | '[' | ']' | '<' | '>'
+                    )
+            })
             .find(|w| is_code(w) && !w.starts_with('2'))
     {
         out.push(Failure {

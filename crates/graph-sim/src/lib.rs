@@ -40,6 +40,7 @@ pub mod faults;
 mod inbox;
 pub use inbox::SimInboxItem;
 pub mod limits;
+mod ndr;
 pub mod records;
 pub mod send;
 pub mod sendgrid;

@@ -157,13 +157,12 @@ impl Paced {
             (self.lease.as_millis() as u64).to_string(),
         ];
         let reply = redis.eval(&self.read_lease, &keys.all(), &args).await?;
-        match &reply {
-            Value::Array(items) => match items.as_slice() {
+        if let Value::Array(items) = &reply {
+            match items.as_slice() {
                 [Value::Int(1), Value::Int(at)] => return Ok(Ok(*at)),
                 [Value::Int(0), Value::Int(wait)] => return Ok(Err(*wait)),
                 _ => {}
-            },
-            _ => {}
+            }
         }
         Err(RedisCallError::UnexpectedReply {
             script: "paced/read_lease.lua",

@@ -1,5 +1,5 @@
 //! The mailbox's Inbox as Graph serves it, holding the non-delivery reports (NDRs) graph-sim
-//! generates ([`ndr`]) and any message a test delivers:
+//! generates ([`crate::ndr`]) and any message a test delivers:
 //! - `GET /v1.0/users/{id}/mailFolders/{inbox | folder}/messages` with `$filter`, `$select`,
 //!   `$top`, `$skip` ([`query`]) and `@odata.nextLink` paging
 //!   (<https://learn.microsoft.com/graph/api/mailfolder-list-messages>,
@@ -15,7 +15,6 @@
 //! concurrent requests per app, its request quota): Exchange's limits count every request.
 //! An NDR is in no listing before its delay has passed.
 
-pub(crate) mod ndr;
 mod query;
 pub(crate) mod routes;
 
@@ -25,39 +24,15 @@ use axum::{
     body::Body,
     http::{HeaderMap, StatusCode},
 };
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::{
+    ndr::{INBOX, NOTE_CLASS},
     send::{Reply, Seen, admit, read_body},
-    state::SimState,
+    state::{InboxItem, SimState},
     wire::{GraphError, new_item_id},
 };
 use query::{Clause, DEFAULT_TOP, MAX_TOP, parse_filter};
-
-/// The Inbox's well-known name.
-pub(crate) const INBOX: &str = "inbox";
-
-/// One message in a mailbox folder other than Drafts and Sent Items.
-#[derive(Debug, Clone)]
-pub(crate) struct InboxItem {
-    pub idx: usize,
-    pub id: String,
-    /// `inbox`, or the `destinationId` it was moved to (lower case).
-    pub folder: String,
-    pub visible_at_ms: i64,
-    pub received_at: DateTime<Utc>,
-    pub is_read: bool,
-    pub message_class: &'static str,
-    pub subject: String,
-    pub from_name: String,
-    pub from_address: String,
-    pub to: String,
-    /// The text body.
-    pub body: String,
-    pub internet_message_id: String,
-    pub headers: Vec<(String, String)>,
-}
 
 impl InboxItem {
     fn matches(&self, clauses: &[Clause]) -> bool {
@@ -138,61 +113,6 @@ impl InboxItem {
     }
 }
 
-/// Files the NDR of `message` (sent by mailbox `idx`, accepted at `now`) for `failures` in the
-/// mailbox's Inbox, visible after the configured delay. Nothing when `failures` is empty.
-pub(crate) fn bounce(
-    state: &SimState,
-    inner: &mut crate::state::Inner,
-    idx: usize,
-    message: &crate::validate::ParsedMessage,
-    failures: &[ndr::Failure],
-    now: DateTime<Utc>,
-) {
-    if failures.is_empty() {
-        return;
-    }
-    let generated;
-    let imid = match &message.internet_message_id {
-        Some(id) => id.as_str(),
-        None => {
-            generated = format!("<{}@graph-sim.example>", uuid::Uuid::new_v4().simple());
-            &generated
-        }
-    };
-    let delay = i64::try_from(state.bounces.delay_ms).unwrap_or(i64::MAX / 2);
-    let original = ndr::Original {
-        mailbox_idx: idx,
-        mailbox: state.mailboxes[idx].address.as_str(),
-        subject: message.subject.as_deref().unwrap_or_default(),
-        internet_message_id: imid,
-        sent_at: now,
-    };
-    let visible_at_ms = now.timestamp_millis().saturating_add(delay);
-    let received_at = now + chrono::Duration::milliseconds(delay);
-    inner
-        .inbox
-        .push(ndr::report(&original, failures, visible_at_ms, received_at));
-}
-
-/// The failures of an accepted message: its recipients configured as unknown.
-pub(crate) fn unknown_failures(
-    state: &SimState,
-    message: &crate::validate::ParsedMessage,
-) -> Vec<ndr::Failure> {
-    message
-        .to
-        .iter()
-        .chain(&message.cc)
-        .chain(&message.bcc)
-        .filter_map(|r| {
-            state
-                .bounces
-                .unknown(r)
-                .map(|code| ndr::Failure::unknown(r, code))
-        })
-        .collect()
-}
-
 /// One item of a mailbox's folders as a test sees it ([`crate::GraphSim::inbox`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SimInboxItem {
@@ -242,7 +162,7 @@ impl SimState {
             visible_at_ms: now.timestamp_millis(),
             received_at: now,
             is_read: false,
-            message_class: ndr::NOTE_CLASS,
+            message_class: NOTE_CLASS,
             subject: subject.to_owned(),
             from_name: from.to_owned(),
             from_address: from.to_owned(),

@@ -33,7 +33,7 @@
 //!     NDR with `550 5.7.233` for its external recipients goes to the mailbox's Inbox;
 //! 12. recorded; `202 Accepted` with an empty body, or the scripted delivering answer; a
 //!     recipient configured as unknown (`bounces.unknown_recipients`) gets an NDR (`5.1.1`,
-//!     `5.1.10`) in the Inbox ([`super::inbox`]).
+//!     `5.1.10`) in the Inbox ([`super::ndr`]).
 
 use std::{sync::Arc, time::Instant};
 
@@ -48,8 +48,8 @@ use uuid::Uuid;
 use super::{
     config::DEFAULT_MAX_REQUEST_BYTES,
     faults::ScriptedAnswer,
-    inbox,
     limits::{SendVerdict, retry_after_ms, retry_after_secs},
+    ndr,
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
@@ -403,15 +403,15 @@ fn record(
                 .chain(&message.cc)
                 .chain(&message.bcc)
                 .filter(|a| !tenant.accepts(a))
-                .map(|a| inbox::ndr::Failure::tenant_limit(a))
+                .map(|a| ndr::Failure::tenant_limit(a))
                 .collect();
-            inbox::bounce(state, &mut inner, idx, &message, &failures, received_at);
+            ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
             on_recorded(&mut inner, now_ms);
             return Ok(());
         }
     }
-    let failures = inbox::unknown_failures(state, &message);
-    inbox::bounce(state, &mut inner, idx, &message, &failures, received_at);
+    let failures = ndr::unknown_failures(state, &message);
+    ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
     if delayed {

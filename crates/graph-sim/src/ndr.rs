@@ -11,8 +11,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::InboxItem;
-use crate::wire::new_item_id;
+use crate::{
+    state::{InboxItem, Inner, SimState},
+    validate::ParsedMessage,
+    wire::new_item_id,
+};
+
+/// The Inbox's well-known name.
+pub(crate) const INBOX: &str = "inbox";
 
 /// The message class of an NDR.
 pub(crate) const NDR_CLASS: &str = "REPORT.IPM.Note.NDR";
@@ -127,7 +133,7 @@ pub(crate) fn report(
     InboxItem {
         idx: original.mailbox_idx,
         id: new_item_id(),
-        folder: super::INBOX.to_owned(),
+        folder: INBOX.to_owned(),
         visible_at_ms,
         received_at,
         is_read: false,
@@ -155,4 +161,56 @@ pub(crate) fn report(
         ],
         internet_message_id: own_id,
     }
+}
+
+/// Files the NDR of `message` (sent by mailbox `idx`, accepted at `now`) for `failures` in the
+/// mailbox's Inbox, visible after the configured delay. Nothing when `failures` is empty.
+pub(crate) fn bounce(
+    state: &SimState,
+    inner: &mut Inner,
+    idx: usize,
+    message: &ParsedMessage,
+    failures: &[Failure],
+    now: DateTime<Utc>,
+) {
+    if failures.is_empty() {
+        return;
+    }
+    let generated;
+    let imid = match &message.internet_message_id {
+        Some(id) => id.as_str(),
+        None => {
+            generated = format!("<{}@graph-sim.example>", uuid::Uuid::new_v4().simple());
+            &generated
+        }
+    };
+    let delay = i64::try_from(state.bounces.delay_ms).unwrap_or(i64::MAX / 2);
+    let original = Original {
+        mailbox_idx: idx,
+        mailbox: state.mailboxes[idx].address.as_str(),
+        subject: message.subject.as_deref().unwrap_or_default(),
+        internet_message_id: imid,
+        sent_at: now,
+    };
+    let visible_at_ms = now.timestamp_millis().saturating_add(delay);
+    let received_at = now + chrono::Duration::milliseconds(delay);
+    inner
+        .inbox
+        .push(report(&original, failures, visible_at_ms, received_at));
+}
+
+/// The failures of an accepted message: its recipients configured as unknown.
+pub(crate) fn unknown_failures(state: &SimState, message: &ParsedMessage) -> Vec<Failure> {
+    message
+        .to
+        .iter()
+        .chain(&message.cc)
+        .chain(&message.bcc)
+        .filter_map(|r| {
+            state
+                .bounces
+                .unknown(r)
+                .map(|code| Failure::unknown(r, code))
+        })
+        .collect()
 }
