@@ -60,15 +60,27 @@ async fn bouncing_app(budget: Option<(u32, u64)>) -> (TestApp, ManualClock) {
     (builder.spawn().await, clock)
 }
 
+/// The reads' interval in these tests (PostgreSQL's clock decides when a read is due).
+const INTERVAL: Duration = Duration::from_millis(200);
+
 fn reader(
     app: &TestApp,
     clock: &ManualClock,
     folder: Option<&str>,
 ) -> (BounceReader, Arc<Metrics>) {
+    reader_every(app, clock, folder, INTERVAL)
+}
+
+fn reader_every(
+    app: &TestApp,
+    clock: &ManualClock,
+    folder: Option<&str>,
+    interval: Duration,
+) -> (BounceReader, Arc<Metrics>) {
     let mut config = app.config.clone();
     config.bounces = BounceSettings {
         enabled: true,
-        interval: Duration::from_secs(1),
+        interval,
         folder: folder.map(str::to_owned),
     };
     let metrics = Arc::new(Metrics::new());
@@ -99,10 +111,10 @@ async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
     }
 }
 
-/// One round of `reader` for the app's mailbox; waits out the 1 s interval first (the next
-/// read is due by PostgreSQL's clock).
+/// One round of `reader` for the app's mailbox; waits out the interval first (the next read
+/// is due by PostgreSQL's clock).
 async fn read(reader: &BounceReader) -> ReadOutcome {
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
     let mut done = reader.round().await.unwrap();
     assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
     done.remove(0).1
@@ -286,8 +298,9 @@ async fn two_replicas_do_not_both_read_one_inbox() {
     app.sim
         .set_latency(graph_sim::Target::Global, graph_sim::Latency::Fixed(300))
         .unwrap();
-    let (one, _) = reader(&app, &clock, None);
-    let (two, _) = reader(&app, &clock, None);
+    let every = Duration::from_secs(5);
+    let (one, _) = reader_every(&app, &clock, None, every);
+    let (two, _) = reader_every(&app, &clock, None, every);
     let (a, b) = tokio::join!(one.round(), two.round());
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(
@@ -302,4 +315,34 @@ async fn two_replicas_do_not_both_read_one_inbox() {
     assert_eq!(stats.requests.get("listInbox"), Some(&1));
     assert_eq!(stats.requests.get("patchMessage"), Some(&1));
     assert_eq!(bounce_of(&app, id).await.0, "BOUNCED");
+}
+
+/// The figure of BENCHMARKS.md §13: an hour of reads at the default interval (5 min: 12 reads)
+/// while 5 of the mailbox's messages bounce costs 12 listings + 5 PATCHes = 17 Graph requests.
+#[tokio::test]
+async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr() {
+    let (app, clock) = bouncing_app(None).await;
+    let (reader, _metrics) = reader(&app, &clock, None);
+    let mut outcomes = Vec::new();
+    for minute in (0..60).step_by(5) {
+        if [0, 10, 25, 40, 50].contains(&minute) {
+            let id = insert_to(&app, &format!("gone{minute}@nowhere.example")).await;
+            send(&app, &clock, &[id]).await;
+        }
+        clock.set(noon() + chrono::Duration::minutes(minute + 1));
+        outcomes.push(read(&reader).await);
+    }
+    let requests: u32 = outcomes.iter().map(|o| o.requests).sum();
+    let bounced: u32 = outcomes.iter().map(|o| o.bounced).sum();
+    let stats = app.sim.stats();
+    let at_graph: u64 = ["listInbox", "patchMessage"]
+        .iter()
+        .filter_map(|r| stats.requests.get(*r))
+        .sum();
+    println!(
+        "bounce reading, 1 mailbox, 1 h at a 5 min interval, {bounced} NDRs: {requests} Graph requests ({at_graph} counted by graph-sim)"
+    );
+    assert_eq!((outcomes.len(), bounced), (12, 5));
+    assert_eq!(requests, 12 + 5);
+    assert_eq!(at_graph, u64::from(requests));
 }
