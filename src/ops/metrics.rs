@@ -294,7 +294,7 @@ impl Metrics {
 
     /// Counts one message marked `BOUNCED`; `code_class` is [`crate::bounces`]'s class of its
     /// DSN code (`5.1`, never an address).
-    pub(crate) fn bounced(&self, code_class: &'static str) {
+    pub fn bounced(&self, code_class: &'static str) {
         self.bounces
             .get_or_create(&CodeClassLabels { code_class })
             .inc();

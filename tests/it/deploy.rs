@@ -320,6 +320,7 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.set_messages(&[]);
     m.claimed(1);
     m.set_paused("mb@example.org", false);
+    m.bounced("5.1");
     let exported: BTreeSet<String> = m
         .encode()
         .lines()
