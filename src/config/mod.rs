@@ -18,8 +18,8 @@ mod env;
 mod lines;
 
 pub(crate) use crate::domain::redact_url;
-use env::Env;
 pub(crate) use env::parse_duration;
+use env::{Env, has_hash_tag};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -390,13 +390,4 @@ impl From<&Config> for crate::mailer::MailerSettings {
             defaults: config.rate_limit.defaults,
         }
     }
-}
-
-/// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,
-/// later in `name`, by a `}` with at least one byte between (the first `{` and the first `}`
-/// after it count, as Redis reads a key).
-fn has_hash_tag(name: &str) -> bool {
-    name.find('{')
-        .and_then(|open| name[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
 }

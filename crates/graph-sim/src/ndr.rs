@@ -12,7 +12,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::{
-    state::{InboxItem, Inner, SimState},
+    records::InboxItem,
+    state::{Inner, SimState},
     validate::ParsedMessage,
     wire::new_item_id,
 };

@@ -70,7 +70,7 @@ pub(crate) struct Inner {
     /// Open upload sessions by token.
     pub uploads: HashMap<String, Upload>,
     /// Every mailbox's Inbox (NDRs, delivered messages) and the folders they were moved to.
-    pub inbox: Vec<InboxItem>,
+    pub inbox: Vec<super::records::InboxItem>,
     /// Graph requests by route.
     pub requests: BTreeMap<String, u64>,
     /// `jti`s of the client assertions accepted (a replay is refused).
@@ -389,27 +389,6 @@ pub(crate) struct SentItem {
     pub id: String,
     pub internet_message_id: Option<String>,
     pub visible_at_ms: i64,
-}
-
-/// One message in a mailbox folder other than Drafts and Sent Items.
-#[derive(Debug, Clone)]
-pub(crate) struct InboxItem {
-    pub idx: usize,
-    pub id: String,
-    /// `inbox`, or the `destinationId` it was moved to (lower case).
-    pub folder: String,
-    pub visible_at_ms: i64,
-    pub received_at: DateTime<Utc>,
-    pub is_read: bool,
-    pub message_class: &'static str,
-    pub subject: String,
-    pub from_name: String,
-    pub from_address: String,
-    pub to: String,
-    /// The text body.
-    pub body: String,
-    pub internet_message_id: String,
-    pub headers: Vec<(String, String)>,
 }
 
 /// An open upload session.
