@@ -346,3 +346,55 @@ async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr
     assert_eq!(requests, 12 + 5);
     assert_eq!(at_graph, u64::from(requests));
 }
+
+/// Each Inbox request takes one of the mailbox's in-flight leases, the ones sends take: with
+/// every slot held by running sends the read makes no request and waits for the next interval.
+#[tokio::test]
+async fn a_read_waits_for_a_free_in_flight_slot_of_the_mailbox() {
+    let (app, clock) = bouncing_app(None).await;
+    let id = insert_to(&app, "ghost@nowhere.example").await;
+    send(&app, &clock, &[id]).await;
+    clock.advance(NDR_DELAY);
+    let keys = mail_worker::rate_limit::paced::keys::PacedKeys::new(
+        &app.config.rate_limit.key_prefix,
+        "contoso.example",
+        &app.mailboxes[0].0,
+    );
+    let mut conn = crate::support::redis_conn().await;
+    let held = app.config.rate_limit.max_in_flight.get();
+    let expiry = clock.now().timestamp_millis() + 60_000;
+    for k in 0..held {
+        let _: i64 = redis::cmd("ZADD")
+            .arg(keys.in_flight())
+            .arg(expiry)
+            .arg(format!("running-send-{k}"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let (reader, _metrics) = reader(&app, &clock, None);
+    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
+    let done = reader.round().await.unwrap();
+    assert_eq!(
+        done[0].1,
+        ReadOutcome::default(),
+        "no request without a lease"
+    );
+    assert_eq!(app.sim.stats().requests.get("listInbox"), None);
+    assert_eq!(bounce_of(&app, id).await.0, "SENT");
+    // A send ends: the next read gets its slot.
+    let _: i64 = redis::cmd("ZREM")
+        .arg(keys.in_flight())
+        .arg("running-send-0")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcome = read(&reader).await;
+    assert_eq!((outcome.requests, outcome.bounced), (2, 1));
+    let left: i64 = redis::cmd("ZCARD")
+        .arg(keys.in_flight())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, i64::from(held) - 1, "the read's leases were released");
+}
