@@ -288,12 +288,18 @@ async fn a_5_7_233_pauses_the_tenants_external_sending_until_its_window_frees() 
     assert_eq!(app.row(internal).await.0, "SENT");
 }
 
-#[tokio::test]
-async fn two_replicas_do_not_both_read_one_inbox() {
+/// An app with one message to an unknown user sent, and its NDR visible now.
+async fn one_ndr_waiting() -> (TestApp, ManualClock, Uuid) {
     let (app, clock) = bouncing_app(None).await;
     let id = insert_to(&app, "ghost@nowhere.example").await;
     send(&app, &clock, &[id]).await;
     clock.advance(NDR_DELAY);
+    (app, clock, id)
+}
+
+#[tokio::test]
+async fn two_replicas_do_not_both_read_one_inbox() {
+    let (app, clock, id) = one_ndr_waiting().await;
     // Slow Inbox requests, so the two rounds overlap.
     app.sim
         .set_latency(graph_sim::Target::Global, graph_sim::Latency::Fixed(300))
@@ -351,10 +357,7 @@ async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr
 /// every slot held by running sends the read makes no request and waits for the next interval.
 #[tokio::test]
 async fn a_read_waits_for_a_free_in_flight_slot_of_the_mailbox() {
-    let (app, clock) = bouncing_app(None).await;
-    let id = insert_to(&app, "ghost@nowhere.example").await;
-    send(&app, &clock, &[id]).await;
-    clock.advance(NDR_DELAY);
+    let (app, clock, id) = one_ndr_waiting().await;
     let keys = mail_worker::rate_limit::paced::keys::PacedKeys::new(
         &app.config.rate_limit.key_prefix,
         "contoso.example",
