@@ -135,6 +135,22 @@ pub const MAIL_ADMIN_SUPPRESSION_ADDED: &str = "mail.admin.suppressionAdded";
 /// An operator removed an address from a suppression list in the admin UI. Info. Fields:
 /// `scope`, `address` (masked), `removed` (false: it was not listed).
 pub const MAIL_ADMIN_SUPPRESSION_REMOVED: &str = "mail.admin.suppressionRemoved";
+/// A non-delivery report in a Graph mailbox's Inbox turned a `SENT` message `BOUNCED` (info).
+/// Fields: `message.id`, `mailbox`, `code` (the DSN code, `5.1.1`), `recipients` (how many the
+/// NDR names). No address.
+pub(crate) const MAIL_BOUNCE_RECORDED: &str = "mail.bounce.recorded";
+/// A `550 5.7.233` NDR: the Graph tenant is over Exchange's tenant external recipient rate limit,
+/// so its external sending is paused until its rolling 24 h window frees (warn). Fields:
+/// `tenant`, `mailbox`, `until` (when the first external recipient fits again, or empty when the
+/// tenant has no external budget configured to pause), `message.id`.
+pub(crate) const MAIL_BOUNCE_TENANT_PAUSED: &str = "mail.bounce.tenantPaused";
+/// One mailbox's Inbox was read for bounces (debug; info when it found any). Fields: `mailbox`,
+/// `requests` (Graph requests the read made), `reports` (NDRs listed), `bounced`, `left` (NDRs
+/// left for a later read: not sent yet, or not ours).
+pub(crate) const MAIL_BOUNCE_READ: &str = "mail.bounce.read";
+/// Reading a mailbox's Inbox for bounces failed; the next interval tries again (warn). Fields:
+/// `mailbox`, `error`.
+pub(crate) const MAIL_BOUNCE_READ_FAILED: &str = "mail.bounce.readFailed";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";

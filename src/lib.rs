@@ -38,6 +38,7 @@
 
 pub mod admin;
 mod backoff;
+pub mod bounces;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -227,6 +227,27 @@ pub const ENV_VARS: &[EnvVar] = &[
         meaning: "after a send with an unknown outcome, how long \"still a draft\" / \"not in Sent Items\" is not trusted",
     },
     EnvVar {
+        name: "GRAPH_READ_BOUNCES",
+        flag: "graph-read-bounces",
+        default: Some("off"),
+        secret: false,
+        meaning: "`on`: read each Graph sender's Inbox for non-delivery reports and mark their messages BOUNCED (needs Mail.Read and Mail.ReadWrite; per sender `readBounces`)",
+    },
+    EnvVar {
+        name: "GRAPH_BOUNCE_INTERVAL",
+        flag: "graph-bounce-interval",
+        default: Some("5m"),
+        secret: false,
+        meaning: "how often each Inbox is read for bounces (a duration: `ms`, `s`, `m`, `h`; at least 1s)",
+    },
+    EnvVar {
+        name: "GRAPH_BOUNCE_FOLDER",
+        flag: "graph-bounce-folder",
+        default: None,
+        secret: false,
+        meaning: "where a handled NDR is moved (a well-known folder name such as `deleteditems`, or a folder id); unset: it is marked read",
+    },
+    EnvVar {
         name: "SENDGRID_API_BASE_URL",
         flag: "sendgrid-api-base-url",
         default: Some("https://api.sendgrid.com"),

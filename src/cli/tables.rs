@@ -76,7 +76,7 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
 /// The status report as a fixed-width table.
 pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
     let mut out = format!(
-        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>7} {:>9}  {:<20} {:<20}\n",
         "mailbox",
         "sender",
         "SCHEDULED",
@@ -84,6 +84,7 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
         "SENDING",
         "SENT",
         "ERROR",
+        "BOUNCED",
         "deferrals",
         "oldest due",
         "next scheduled"
@@ -95,7 +96,7 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
     };
     for r in rows {
         out.push_str(&format!(
-            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>9}  {:<20} {:<20}\n",
+            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>7} {:>9}  {:<20} {:<20}\n",
             r.mailbox,
             r.kind,
             r.scheduled,
@@ -103,6 +104,7 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
             r.sending,
             r.sent,
             r.error,
+            r.bounced,
             r.deferrals,
             time(r.oldest_due),
             time(r.next_scheduled)

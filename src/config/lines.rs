@@ -68,6 +68,15 @@ impl Config {
             format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
             format!("GRAPH_SEND_MODE={}", self.graph.send_mode),
             format!("GRAPH_SEND_SETTLE_MS={}", ms(self.graph.send_settle)),
+            format!(
+                "GRAPH_READ_BOUNCES={}",
+                if self.bounces.enabled { "on" } else { "off" }
+            ),
+            format!("GRAPH_BOUNCE_INTERVAL={}", with_unit(self.bounces.interval)),
+            format!(
+                "GRAPH_BOUNCE_FOLDER={}",
+                self.bounces.folder.as_deref().unwrap_or("(unset)")
+            ),
             format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
             format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
             format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),

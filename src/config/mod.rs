@@ -13,12 +13,13 @@ pub use crate::mailer::GraphConfig;
 pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
+mod bounces;
 mod env;
 mod lines;
 
 pub(crate) use crate::domain::redact_url;
-use env::Env;
 pub(crate) use env::parse_duration;
+use env::{Env, has_hash_tag};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -129,6 +130,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The intake queue of campaign sends ([`crate::intake`]).
     pub intake: IntakeConfig,
+    /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
+    pub bounces: crate::bounces::BounceSettings,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -254,6 +257,7 @@ impl Config {
             ));
         }
         Ok(Self {
+            bounces: bounces::read(&env)?,
             retention,
             database_url: env.url(
                 "DATABASE_URL",
@@ -386,13 +390,4 @@ impl From<&Config> for crate::mailer::MailerSettings {
             defaults: config.rate_limit.defaults,
         }
     }
-}
-
-/// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,
-/// later in `name`, by a `}` with at least one byte between (the first `{` and the first `}`
-/// after it count, as Redis reads a key).
-fn has_hash_tag(name: &str) -> bool {
-    name.find('{')
-        .and_then(|open| name[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
 }

@@ -35,6 +35,8 @@ pub(crate) struct Stack {
     pub service: Arc<MailProviderService>,
     /// The limiter (for `/readyz`'s degraded check).
     pub limiter: Arc<MailRateLimiter>,
+    /// The bounce reader (`GRAPH_READ_BOUNCES=on`), on the same limiter and factory.
+    pub bounces: crate::bounces::BounceReader,
 }
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
@@ -61,9 +63,18 @@ pub(crate) fn build_stack(
     if let Some(env) = secret_env {
         factory = factory.with_secret_env(env);
     }
+    let factory = Arc::new(factory);
+    let bounces = crate::bounces::BounceReader::new(
+        pool.clone(),
+        Arc::clone(&factory),
+        Arc::clone(&limiter),
+        Arc::clone(&metrics),
+        clock.clone(),
+        config.bounces.clone(),
+    );
     let service = MailProviderService::new(
         pool,
-        Arc::new(factory),
+        factory,
         clock,
         ServiceSettings {
             defer_spread_max: config.defer_spread_max,
@@ -76,7 +87,23 @@ pub(crate) fn build_stack(
     Ok(Stack {
         service: Arc::new(service),
         limiter,
+        bounces,
     })
+}
+
+/// The bounce reader over the real stack for `config` on `pool` (its own limiter, factory and
+/// metrics, the process environment), on `clock`: what a replica runs with
+/// `GRAPH_READ_BOUNCES=on`, for tests and benchmarks that drive its rounds.
+///
+/// # Errors
+/// As [`build_stack`].
+pub fn build_bounce_reader(
+    config: &Config,
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<crate::bounces::BounceReader> {
+    Ok(build_stack(config, pool, clock, metrics, None)?.bounces)
 }
 
 /// Builds the service stack for `config` on `pool` (its own metrics, the process environment).
@@ -250,6 +277,10 @@ async fn run_parts(
             done_rx.clone(),
         ))
     });
+    let bounces = config.bounces.enabled.then(|| {
+        let stop = done_rx.clone();
+        tokio::spawn(stack.bounces.run(stop))
+    });
     let intake = intake.map(|(settings, conn)| {
         tokio::spawn(intake::run(
             settings,
@@ -284,6 +315,9 @@ async fn run_parts(
     let _ = budgets.await;
     if let Some(retention) = retention {
         let _ = retention.await;
+    }
+    if let Some(bounces) = bounces {
+        let _ = bounces.await;
     }
     if let Some(server) = server {
         match server.await {

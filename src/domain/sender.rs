@@ -208,6 +208,17 @@ impl Sender {
             Self::SystemMailbox(m) => &m.address,
         }
     }
+
+    /// Its Graph app (and tenant budget); `None` for a SendGrid tenant.
+    pub(crate) fn graph(&self) -> Option<&GraphCredentials> {
+        match self {
+            Self::Tenant(t) => match &t.transport {
+                TenantTransport::Graph(g) => Some(g),
+                TenantTransport::SendGrid { .. } => None,
+            },
+            Self::SystemMailbox(m) => Some(&m.graph),
+        }
+    }
 }
 
 #[cfg(test)]

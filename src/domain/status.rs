@@ -3,7 +3,8 @@
 use std::{fmt, str::FromStr};
 
 /// `SCHEDULED → SENDING → SENT | ERROR`, and back to `SCHEDULED` on a deferral,
-/// a transient failure or an expired lease.
+/// a transient failure or an expired lease; `SENT → BOUNCED` when the mailbox received a
+/// non-delivery report for it (`crate::bounces`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum MessageStatus {
     /// Waiting for `scheduled_on`.
@@ -14,6 +15,9 @@ pub(crate) enum MessageStatus {
     Sent,
     /// It cannot be sent; `last_error` says why (terminal).
     Error,
+    /// Sent, then reported undeliverable by the mailbox's NDR; `bounce_code` and `bounce_text`
+    /// say why (terminal).
+    Bounced,
 }
 
 /// A [`MessageStatus`] as an SQL literal (`'SCHEDULED'`), for `concat!` into a query: queries
@@ -34,31 +38,44 @@ macro_rules! sql_status {
     (Error) => {
         "'ERROR'"
     };
+    (Bounced) => {
+        "'BOUNCED'"
+    };
 }
 pub(crate) use sql_status;
 
-/// A status string that is not one of the four.
+/// A status string that is not one of the five.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown message status {0:?}")]
 pub(crate) struct UnknownStatus(pub String);
 
 impl MessageStatus {
-    /// The column value: `SCHEDULED`, `SENDING`, `SENT` or `ERROR`.
+    /// The column value: `SCHEDULED`, `SENDING`, `SENT`, `ERROR` or `BOUNCED`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "SCHEDULED",
             Self::Sending => "SENDING",
             Self::Sent => "SENT",
             Self::Error => "ERROR",
+            Self::Bounced => "BOUNCED",
         }
     }
 
-    /// The four names, for a message that lists them.
-    pub(crate) const NAMES: &'static str = "SCHEDULED, SENDING, SENT, ERROR";
+    /// The five names, for a message that lists them.
+    pub(crate) const NAMES: &'static str = "SCHEDULED, SENDING, SENT, ERROR, BOUNCED";
 
-    /// All four, in lifecycle order.
-    pub(crate) const ALL: [MessageStatus; 4] =
-        [Self::Scheduled, Self::Sending, Self::Sent, Self::Error];
+    /// All five, in lifecycle order.
+    pub(crate) const ALL: [MessageStatus; 5] = [
+        Self::Scheduled,
+        Self::Sending,
+        Self::Sent,
+        Self::Error,
+        Self::Bounced,
+    ];
+
+    /// [`Self::ALL`]'s names, for lists (the admin UI's filter, the gauge, `messages list`).
+    pub(crate) const ALL_NAMES: [&'static str; 5] =
+        ["SCHEDULED", "SENDING", "SENT", "ERROR", "BOUNCED"];
 }
 
 impl FromStr for MessageStatus {
@@ -88,10 +105,12 @@ mod tests {
             (sql_status!(Sending), MessageStatus::Sending),
             (sql_status!(Sent), MessageStatus::Sent),
             (sql_status!(Error), MessageStatus::Error),
+            (sql_status!(Bounced), MessageStatus::Bounced),
         ] {
             assert_eq!(literal, format!("'{status}'"));
         }
         let names: Vec<&str> = MessageStatus::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(MessageStatus::NAMES, names.join(", "));
+        assert_eq!(MessageStatus::ALL_NAMES.as_slice(), names.as_slice());
     }
 }

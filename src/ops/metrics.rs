@@ -18,6 +18,7 @@
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
+//! | `mail_worker_bounces_total` | counter | `code_class` (`5.1`, `5.2`, `5.4`, `5.7`, …, `other`: the DSN code's class and subject, never an address) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
@@ -49,12 +50,17 @@ pub(crate) const PROVIDER_GRAPH: &str = "graph";
 pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
+pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct SendLabels {
     provider: &'static str,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct CodeClassLabels {
+    code_class: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -182,6 +188,7 @@ metric_table! {
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
         purged: Counter<u64, AtomicU64> = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
+        bounces: Family<CodeClassLabels, Counter> = "mail_worker_bounces", "Messages marked BOUNCED from a non-delivery report, by DSN code class (5.1, 5.7, …)";
         paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
@@ -302,6 +309,14 @@ impl Metrics {
         self.suppressed
             .get_or_create(&StageLabels { stage })
             .inc_by(n);
+    }
+
+    /// Counts one message marked `BOUNCED`; `code_class` is [`crate::bounces`]'s class of its
+    /// DSN code (`5.1`, never an address).
+    pub fn bounced(&self, code_class: &'static str) {
+        self.bounces
+            .get_or_create(&CodeClassLabels { code_class })
+            .inc();
     }
 
     /// Marks `mailbox` paused (or not).

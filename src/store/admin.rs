@@ -255,7 +255,7 @@ pub(crate) struct MessageLine {
 }
 
 /// Every status, for a list without a status filter.
-const ALL_STATUSES: [&str; 4] = ["SCHEDULED", "SENDING", "SENT", "ERROR"];
+const ALL_STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
 
 /// The messages matching `filter` (any status when it names none), most recently changed
 /// first, at most `limit` — what `messages retry|cancel` would select, for the admin UI.

@@ -27,6 +27,8 @@ pub struct SenderStatus {
     pub sent: i64,
     /// Rows `ERROR`.
     pub error: i64,
+    /// `BOUNCED` rows (an NDR came back after the send).
+    pub bounced: i64,
     /// Sum of `deferrals` over all its rows.
     pub deferrals: i64,
     /// The oldest `scheduled_on` of a due `SCHEDULED` row (a backlog's age).
@@ -51,6 +53,7 @@ pub async fn by_sender(pool: &PgPool) -> Result<Vec<SenderStatus>, StoreError> {
              count(*) FILTER (WHERE m.status = ", sql_status!(Sending), ") AS sending, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Sent), ") AS sent, \
              count(*) FILTER (WHERE m.status = ", sql_status!(Error), ") AS error, \
+             count(*) FILTER (WHERE m.status = ", sql_status!(Bounced), ") AS bounced, \
              coalesce(sum(m.deferrals), 0)::bigint AS deferrals, \
              min(m.scheduled_on) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on <= now()) AS oldest_due, \
              min(m.scheduled_on) FILTER (WHERE m.status = ", sql_status!(Scheduled), " AND m.scheduled_on > now()) AS next_scheduled \

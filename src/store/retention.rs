@@ -1,5 +1,5 @@
-//! Retention (`MAIL_RETENTION`, `mail-worker messages purge`): finished messages (`SENT`, and
-//! `ERROR`, which a cancelled one ends as) older than a cut-off are deleted with their
+//! Retention (`MAIL_RETENTION`, `mail-worker messages purge`): finished messages (`SENT`,
+//! `BOUNCED`, and `ERROR`, which a cancelled one ends as) older than a cut-off are deleted with their
 //! attachments, in batches of [`BATCH`] rows, one short statement each, by one process at a time
 //! ([`LOCK_KEY`], a session advisory lock), never a row a claim could take (only finished rows
 //! are locked, `SKIP LOCKED`), never one finished, created or sent in the last
@@ -40,13 +40,15 @@ macro_rules! expired {
             sql_status!(Sent),
             ", ",
             sql_status!(Error),
+            ", ",
+            sql_status!(Bounced),
             ") AND created_at < $1 AND updated_at < $1 AND (sent_at IS NULL OR sent_at < $1)"
         )
     };
 }
 
 /// One batch: the next [`BATCH`] expired rows after the key `($2, $3)` in the index
-/// `messages_finished_by_age` (created_at, id), locked without waiting, deleted with their
+/// `messages_finished_by_age_v2` (created_at, id), locked without waiting, deleted with their
 /// attachments (explicitly, to count them; the cascade then finds none); returns how many of
 /// each went and the last key it saw (the next batch starts after it). `= ANY(ARRAY(…))`, not a
 /// join: with a join on the CTE the planner hashed the whole attachments table each batch; an

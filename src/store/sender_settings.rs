@@ -33,6 +33,27 @@ pub(crate) async fn set_priority(
     Ok(())
 }
 
+/// Sets whether a sender's Inbox is read for bounces (`read_bounces`, the senders file's
+/// `readBounces`; read only while `GRAPH_READ_BOUNCES=on`).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn set_read_bounces(
+    pool: &PgPool,
+    sender: SenderRef,
+    read: bool,
+) -> Result<(), StoreError> {
+    let (sql, id) = match sender {
+        SenderRef::Tenant(id) => ("UPDATE tenants SET read_bounces = $2 WHERE id = $1", id),
+        SenderRef::SystemMailbox(id) => (
+            "UPDATE system_mailboxes SET read_bounces = $2 WHERE id = $1",
+            id,
+        ),
+    };
+    sqlx::query(sql).bind(id).bind(read).execute(pool).await?;
+    Ok(())
+}
+
 /// Sets a system mailbox's override of `MAIL_RATE_LIMIT_RESERVED_PERCENT`
 /// (`system_mailboxes.rate_limit_reserved_percent`); `None` removes it (back to the default).
 ///

@@ -321,6 +321,7 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.claimed(1);
     m.set_paused("mb@example.org", false);
     m.recipients_suppressed("intake", 1);
+    m.bounced("5.1");
     let exported: BTreeSet<String> = m
         .encode()
         .lines()

@@ -3,6 +3,7 @@
 
 mod admin;
 mod bad_input;
+mod bounces;
 mod budgets;
 mod cli;
 mod daemon;

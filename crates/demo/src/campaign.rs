@@ -18,6 +18,7 @@ pub fn demo_senders() -> SendersFile {
         external_recipients_per_day: None,
         accepted_domains: None,
         priority: None,
+        read_bounces: None,
     };
     SendersFile {
         system_mailboxes: vec![

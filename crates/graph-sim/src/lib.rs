@@ -3,7 +3,8 @@
 //! process ([`GraphSim::start`]).
 //!
 //! It serves Entra ID's client-credentials token endpoint ([`auth`]) and Graph's `sendMail`
-//! ([`send`]), validates bodies as Graph does ([`validate`]), enforces per-mailbox limits with
+//! ([`send`]), the Inbox with the non-delivery reports it generates (`inbox`: listing, `PATCH`,
+//! `move`), validates bodies as Graph does ([`validate`]), enforces per-mailbox limits with
 //! Microsoft's defaults over rolling windows on an injectable clock ([`limits`]), injects faults
 //! ([`faults`]) and records what it accepted ([`records`]). Sources of the behaviour and numbers:
 //! - sendMail: <https://learn.microsoft.com/graph/api/user-sendmail>;
@@ -36,7 +37,10 @@ pub mod auth;
 pub mod config;
 pub mod drafts;
 pub mod faults;
+mod inbox;
+pub use inbox::SimInboxItem;
 pub mod limits;
+mod ndr;
 pub mod records;
 pub mod send;
 pub mod sendgrid;
@@ -57,7 +61,8 @@ use uuid::Uuid;
 pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
     CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TOKEN_LIFETIME_S, MailboxLimits,
-    MinuteOverflow, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant,
+    MinuteOverflow, SentInTransit, SimApp, SimBounces, SimConfig, SimMailbox, SimTenant,
+    UnknownRecipients,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
@@ -205,6 +210,34 @@ impl GraphSim {
     /// Every draft created so far (`POST /users/{id}/messages`), with its send count.
     pub fn drafts(&self) -> Vec<SimDraft> {
         self.state.drafts()
+    }
+
+    /// Every item of `address`'s Inbox and the folders items were moved to (NDRs, delivered
+    /// messages), oldest first; empty for an unknown mailbox.
+    pub fn inbox(&self, address: &str) -> Vec<SimInboxItem> {
+        self.state
+            .resolve_mailbox(address)
+            .map(|i| self.state.inbox_of(i))
+            .unwrap_or_default()
+    }
+
+    /// Delivers an ordinary message (not an NDR) from `from` into `address`'s Inbox.
+    ///
+    /// # Errors
+    /// [`SimError::UnknownMailbox`].
+    pub fn deliver_to_inbox(
+        &self,
+        address: &str,
+        from: &str,
+        subject: &str,
+        body: &str,
+    ) -> Result<(), SimError> {
+        let idx = self
+            .state
+            .resolve_mailbox(address)
+            .ok_or_else(|| SimError::UnknownMailbox(address.to_owned()))?;
+        self.state.deliver_note(idx, from, subject, body);
+        Ok(())
     }
 
     /// Every throttling refusal (`429` for concurrency, request quota, day or minute) so far,

@@ -300,3 +300,24 @@ impl SimStats {
         self.mailboxes.iter().map(|m| m.accepted).sum()
     }
 }
+
+/// One message in a mailbox folder other than Drafts and Sent Items.
+#[derive(Debug, Clone)]
+pub(crate) struct InboxItem {
+    pub idx: usize,
+    pub id: String,
+    /// `inbox`, or the `destinationId` it was moved to (lower case).
+    pub folder: String,
+    pub visible_at_ms: i64,
+    pub received_at: DateTime<Utc>,
+    pub is_read: bool,
+    pub message_class: &'static str,
+    pub subject: String,
+    pub from_name: String,
+    pub from_address: String,
+    pub to: String,
+    /// The text body.
+    pub body: String,
+    pub internet_message_id: String,
+    pub headers: Vec<(String, String)>,
+}

@@ -4,6 +4,7 @@
 //! - `POST /{tenant}/oauth2/v2.0/token` — Entra ID client credentials ([`super::auth`]);
 //! - `POST /v1.0/users/{id | userPrincipalName}/sendMail` — Graph sendMail ([`super::send`]);
 //! - drafts, `send`, `GET` by id, `$filter` look-ups and upload sessions ([`super::drafts`]);
+//! - the Inbox: its listing, `PATCH` (`isRead`) and `move` ([`super::inbox`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
 //! Every other path gets Graph's `400 BadRequest` "Resource not found for the segment …".
@@ -19,7 +20,7 @@ use axum::{
 };
 
 use super::{
-    admin, auth, drafts, send,
+    admin, auth, drafts, inbox, send,
     state::SimState,
     wire::{Call, GraphError, RequestIds},
 };
@@ -33,7 +34,10 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
             "/v1.0/users/{user}/messages",
             post(drafts::create_draft).get(drafts::list_messages),
         )
-        .route("/v1.0/users/{user}/messages/{id}", get(drafts::get_message))
+        .route(
+            "/v1.0/users/{user}/messages/{id}",
+            get(drafts::get_message).patch(inbox::routes::patch_message),
+        )
         .route(
             "/v1.0/users/{user}/messages/{id}/{action}",
             post(drafts::draft_action),

@@ -42,6 +42,8 @@ pub(crate) struct SimState {
     pub sent_visibility_delay_ms: i64,
     /// What a sent draft looks like until then.
     pub sent_in_transit: super::config::SentInTransit,
+    /// When messages bounce back as NDRs.
+    pub bounces: super::config::SimBounces,
     inner: Mutex<Inner>,
 }
 
@@ -67,6 +69,8 @@ pub(crate) struct Inner {
     pub sent_items: Vec<SentItem>,
     /// Open upload sessions by token.
     pub uploads: HashMap<String, Upload>,
+    /// Every mailbox's Inbox (NDRs, delivered messages) and the folders they were moved to.
+    pub inbox: Vec<super::records::InboxItem>,
     /// Graph requests by route.
     pub requests: BTreeMap<String, u64>,
     /// `jti`s of the client assertions accepted (a replay is refused).
@@ -156,6 +160,7 @@ impl SimState {
             sent_visibility_delay_ms: i64::try_from(config.sent_visibility_delay_ms)
                 .unwrap_or(i64::MAX),
             sent_in_transit: config.sent_in_transit,
+            bounces: config.bounces,
             inner: Mutex::new(inner),
         }
     }
@@ -236,6 +241,7 @@ impl SimState {
         inner.tenant_windows.clear();
         inner.unknown_mailbox_requests = 0;
         inner.requests.clear();
+        inner.inbox.clear();
         for b in &mut inner.boxes {
             *b = MailboxRuntime {
                 in_flight: std::mem::take(&mut b.in_flight),

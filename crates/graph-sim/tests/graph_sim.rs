@@ -1723,3 +1723,6 @@ fn a_tenant_budget_needs_a_limit_and_domains() {
     let config = SimConfig::from_json_str(json).unwrap();
     assert_eq!(config.tenants[0].external_recipients_per_day, 5);
 }
+
+#[path = "graph_sim/inbox.rs"]
+mod inbox;

@@ -100,7 +100,7 @@ pub(super) async fn messages(
                 (a, on)
             })
             .collect(),
-        statuses: ["SCHEDULED", "SENDING", "SENT", "ERROR"]
+        statuses: MessageStatus::ALL_NAMES
             .into_iter()
             .map(|s| (s, s == status))
             .collect(),

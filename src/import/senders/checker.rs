@@ -80,6 +80,22 @@ impl Checker {
             .unwrap_or_default()
     }
 
+    /// `readBounces`: a boolean, default true.
+    pub(super) fn read_bounces(&mut self, entry: Entry) -> bool {
+        const FIELD: &str = "readBounces";
+        match entry.object.get(FIELD) {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                self.fail(
+                    entry.path(FIELD),
+                    format!("must be true or false, got {}", kind(other)),
+                );
+                true
+            }
+        }
+    }
+
     /// A string field: `None` (with an error when `required`) if it is absent, null, empty or
     /// not a string; trimmed otherwise. Control characters (NUL included) are refused.
     pub(super) fn string(&mut self, entry: Entry, field: &str, required: bool) -> Option<String> {
@@ -344,6 +360,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "externalRecipientsPerDay",
     "acceptedDomains",
     "priority",
+    "readBounces",
 ];
 pub(super) const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -357,6 +374,7 @@ pub(super) const TENANT_FIELDS: &[&str] = &[
     "externalRecipientsPerDay",
     "acceptedDomains",
     "priority",
+    "readBounces",
 ];
 pub(super) const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
 pub(super) const ACCEPTED_DOMAINS: &str = "acceptedDomains";

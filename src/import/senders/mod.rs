@@ -17,6 +17,9 @@
 //! `"externalRecipientsPerDay": 50000, "acceptedDomains": ["fabrikam.example"]` (both or neither,
 //! the same on every entry of one `graphTenantId`).
 //!
+//! Any Graph entry may say `"readBounces": false` to keep its Inbox from being read for bounces
+//! while `GRAPH_READ_BOUNCES=on` (default true).
+//!
 //! The import is all-or-nothing, and reports **every** error of the file at once, each at its
 //! JSON path (`tenants[2].clientSecret: …`): a wrong type, an unknown or missing field, a bad
 //! address, tenant id, secret reference or limit, a name or address given twice. Every field
@@ -89,6 +92,10 @@ pub struct SystemMailboxEntry {
     /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
     #[serde(default)]
     pub priority: Option<String>,
+    /// Whether its Inbox is read for bounces while `GRAPH_READ_BOUNCES=on` (default true;
+    /// needs the app's `Mail.Read` application permission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bounces: Option<bool>,
 }
 
 /// One `tenants[]` entry.
@@ -118,6 +125,10 @@ pub struct TenantEntry {
     /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
     #[serde(default)]
     pub priority: Option<String>,
+    /// Graph: whether its Inbox is read for bounces while `GRAPH_READ_BOUNCES=on` (default
+    /// true; needs the app's `Mail.Read` application permission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bounces: Option<bool>,
 }
 
 /// What an import did.
@@ -181,17 +192,26 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
     let mut report = ImportReport::default();
     for entry in entries {
         match entry {
-            Validated::Mailbox(address, graph, (per_minute, per_day, reserved), priority) => {
+            Validated::Mailbox(
+                address,
+                graph,
+                (per_minute, per_day, reserved),
+                (priority, read_bounces),
+            ) => {
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
                 sender_settings::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
+                sender_settings::set_read_bounces(pool, SenderRef::SystemMailbox(id), read_bounces)
+                    .await?;
                 sender_settings::set_reserved_percent(pool, id, reserved).await?;
                 report.system_mailboxes += 1;
             }
-            Validated::Tenant(name, sender, transport, priority) => {
+            Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
                 sender_settings::set_priority(pool, SenderRef::Tenant(id), priority).await?;
+                sender_settings::set_read_bounces(pool, SenderRef::Tenant(id), read_bounces)
+                    .await?;
                 report.tenants += 1;
             }
         }

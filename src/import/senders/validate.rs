@@ -8,14 +8,15 @@ use super::{
 
 /// A validated entry, ready to write.
 pub(super) enum Validated {
-    /// The mailbox, its app, its overrides (per minute, per day, reserved percent), priority.
+    /// The mailbox, its app, its overrides (per minute, per day, reserved percent), priority
+    /// and `readBounces`.
     Mailbox(
         MailboxAddress,
         GraphCredentials,
         (Option<NonZeroU32>, Option<NonZeroU32>, Option<u8>),
-        Priority,
+        (Priority, bool),
     ),
-    Tenant(String, MailboxAddress, TenantTransport, Priority),
+    Tenant(String, MailboxAddress, TenantTransport, (Priority, bool)),
 }
 
 /// Checks a whole senders document, collecting every error with its JSON path.
@@ -65,7 +66,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let per_minute = check.limit(m, "rateLimitPerMinute");
         let per_day = check.limit(m, "rateLimitRecipientsPerDay");
         let reserved = reserved_percent(&mut check, m);
-        let priority = check.priority(m);
+        let priority = (check.priority(m), check.read_bounces(m));
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
         }
@@ -90,7 +91,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
         let sender = check.mailbox(t, "sender");
-        let priority = check.priority(t);
+        let priority = (check.priority(t), check.read_bounces(t));
         let provider = check
             .string(t, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));

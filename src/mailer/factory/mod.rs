@@ -33,6 +33,17 @@ pub(crate) const MAX_CACHED_MAILERS: u64 = 10_000;
 /// its old mailer behind until then): 1 hour.
 pub(crate) const MAILER_IDLE: Duration = Duration::from_secs(3600);
 
+/// A Graph mailbox to read ([`MailerFactory::graph_mailbox`]).
+#[derive(Debug)]
+pub(crate) struct GraphMailbox {
+    /// Its Graph mailer (the Inbox requests are its methods).
+    pub mailer: MicrosoftGraphMailer,
+    /// Its Graph tenant, lower case (the limiter's keys).
+    pub tenant: String,
+    /// Its tenant's external-recipient budget, if configured.
+    pub budget: Option<crate::rate_limit::TenantBudget>,
+}
+
 /// Builds and caches mailers. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct MailerFactory<L: RateLimiter> {
     http: reqwest::Client,
@@ -168,6 +179,35 @@ impl<L: RateLimiter> MailerFactory<L> {
                 .rate_limit_reserved_percent
                 .unwrap_or(self.defaults.reserved_percent),
         }
+    }
+
+    /// A Graph sender's mailbox for reading its Inbox (bounce reading): its own Graph mailer,
+    /// not cached and not rate-limited (each request takes its lease itself), its Graph tenant
+    /// (lower case) and the tenant's external budget. `None` for a SendGrid tenant.
+    ///
+    /// # Errors
+    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    pub(crate) async fn graph_mailbox(
+        &self,
+        sender: &Sender,
+    ) -> Result<Option<GraphMailbox>, MailError> {
+        let MailerSpec::Graph(spec) = self.spec_for(sender).await? else {
+            return Ok(None);
+        };
+        let tenant = spec.app.graph_tenant_id.to_lowercase();
+        let mailer = MicrosoftGraphMailer::new(
+            self.http.clone(),
+            &self.graph.api_base_url,
+            spec.mailbox,
+            false,
+            self.tokens.source(spec.app)?,
+            Arc::clone(&self.clock),
+        )?;
+        Ok(Some(GraphMailbox {
+            mailer,
+            tenant,
+            budget: spec.tenant_budget,
+        }))
     }
 
     /// The budget of tenant Graph mailers (and of system mailboxes without overrides).

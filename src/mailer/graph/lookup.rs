@@ -115,7 +115,7 @@ impl MicrosoftGraphMailer {
     }
 }
 
-pub(super) fn parse<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     answer: &HttpAnswer,
     what: &str,
 ) -> Result<T, MailError> {

@@ -9,12 +9,14 @@
 //! Beside it: `token/` (OAuth2 client credentials, shared cache), `assertion.rs` (the
 //! certificate credential), `request.rs` (JSON bodies), `size.rs` (Graph's request-size rule),
 //! `draft.rs` (the draft flow), `upload.rs` (creating a draft, upload sessions), `lookup.rs`
-//! (requests that cannot deliver), `answer.rs` (the ONE status → [`MailError`] mapping),
+//! (requests that cannot deliver), `inbox.rs` (the Inbox's NDRs, for bounce reading),
+//! `answer.rs` (the ONE status → [`MailError`] mapping),
 //! `retry_after.rs`.
 
 mod answer;
 pub mod assertion;
 mod draft;
+pub(crate) mod inbox;
 mod lookup;
 mod request;
 pub mod retry_after;
@@ -178,6 +180,7 @@ impl MicrosoftGraphMailer {
         body: Option<&[u8]>,
         message_id: Uuid,
     ) -> Result<HttpAnswer, reqwest::Error> {
+        let get = method == Method::GET;
         let mut request = self
             .http
             .request(method, url.clone())
@@ -187,6 +190,10 @@ impl MicrosoftGraphMailer {
             // Ids that survive the move from Drafts to Sent Items
             // (<https://learn.microsoft.com/graph/outlook-immutable-id>).
             request = request.header("Prefer", "IdType=\"ImmutableId\"");
+        }
+        if get {
+            // Text bodies: an NDR's codes are read from its text (bounce reading).
+            request = request.header("Prefer", "outlook.body-content-type=\"text\"");
         }
         request = match body {
             Some(bytes) => request

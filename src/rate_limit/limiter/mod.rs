@@ -4,6 +4,7 @@
 //! (`fail_open.rs`).
 
 mod fail_open;
+mod reads;
 mod seeding;
 
 use std::{
@@ -15,6 +16,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
 use super::{
     Algorithm, Ask, Counted, Decision, RateLimitConfig, RateLimitError, RateLimiter, RequestEnd,

@@ -41,6 +41,10 @@ pub(crate) const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
 pub(crate) const SEED_TENANT_LUA: &str = include_str!("../../../lua/paced/seed_tenant.lua");
 /// `lua/paced/renew.lua`.
 pub(crate) const RENEW_LUA: &str = include_str!("../../../lua/paced/renew.lua");
+/// `lua/paced/read_lease.lua`.
+pub(crate) const READ_LEASE_LUA: &str = include_str!("../../../lua/paced/read_lease.lua");
+/// `lua/paced/tenant_used_up.lua`.
+pub(crate) const TENANT_USED_UP_LUA: &str = include_str!("../../../lua/paced/tenant_used_up.lua");
 /// `lua/paced/record_fail_open.lua`.
 pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
     include_str!("../../../lua/paced/record_fail_open.lua");
@@ -69,6 +73,8 @@ pub(crate) struct Paced {
     seed_tenant: Script,
     renew: Script,
     record_fail_open: Script,
+    read_lease: Script,
+    tenant_used_up: Script,
     max_in_flight: u32,
     lease: Duration,
     caller_clock: bool,
@@ -85,6 +91,8 @@ impl Paced {
             seed_tenant: Script::new(SEED_TENANT_LUA),
             renew: Script::new(RENEW_LUA),
             record_fail_open: Script::new(RECORD_FAIL_OPEN_LUA),
+            read_lease: Script::new(READ_LEASE_LUA),
+            tenant_used_up: Script::new(TENANT_USED_UP_LUA),
             max_in_flight,
             lease,
             caller_clock,
@@ -129,6 +137,57 @@ impl Paced {
         }
         Err(RedisCallError::UnexpectedReply {
             script: "paced/release.lua",
+            reply: format!("{reply:?}"),
+        })
+    }
+
+    /// Takes one in-flight lease `id` for a request that sends nothing (an Inbox read): `Ok(Ok(at
+    /// ms))` when taken, `Ok(Err(retry ms))` when the mailbox is cooling down or full.
+    pub(crate) async fn read_lease(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        id: uuid::Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Result<i64, i64>, RedisCallError> {
+        let args = [
+            self.now_arg(now),
+            id.to_string(),
+            self.max_in_flight.to_string(),
+            (self.lease.as_millis() as u64).to_string(),
+        ];
+        let reply = redis.eval(&self.read_lease, &keys.all(), &args).await?;
+        if let Value::Array(items) = &reply {
+            match items.as_slice() {
+                [Value::Int(1), Value::Int(at)] => return Ok(Ok(*at)),
+                [Value::Int(0), Value::Int(wait)] => return Ok(Err(*wait)),
+                _ => {}
+            }
+        }
+        Err(RedisCallError::UnexpectedReply {
+            script: "paced/read_lease.lua",
+            reply: format!("{reply:?}"),
+        })
+    }
+
+    /// Fills the tenant's external window up to `per_day` now; returns (recipients added, when
+    /// the first external recipient fits again, ms).
+    pub(crate) async fn tenant_used_up(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        per_day: u32,
+        now: DateTime<Utc>,
+    ) -> Result<(i64, i64), RedisCallError> {
+        let args = [self.now_arg(now), per_day.to_string()];
+        let reply = redis.eval(&self.tenant_used_up, &keys.all(), &args).await?;
+        if let Value::Array(items) = &reply
+            && let [Value::Int(added), Value::Int(free_at)] = items.as_slice()
+        {
+            return Ok((*added, *free_at));
+        }
+        Err(RedisCallError::UnexpectedReply {
+            script: "paced/tenant_used_up.lua",
             reply: format!("{reply:?}"),
         })
     }
@@ -202,6 +261,8 @@ mod tests {
             SEED_TENANT_LUA,
             RENEW_LUA,
             RECORD_FAIL_OPEN_LUA,
+            READ_LEASE_LUA,
+            TENANT_USED_UP_LUA,
         ] {
             assert!(lua.starts_with("-- KEYS[1]"), "{lua}");
             assert!(lua.lines().take(16).any(|l| l.starts_with("-- ARGV[1]")));

@@ -4,7 +4,8 @@
 //! Transitions: `SCHEDULED → SENDING` ([`claim_due`], one statement that also loads the rows
 //! and their attachments), `SENDING → SENT | ERROR | SCHEDULED` ([`mark_sent_many`],
 //! [`mark_error`], [`reschedule`], [`release_unstarted`]), and back to `SCHEDULED` from stale
-//! `SENDING` rows ([`recover_stale_sending`]).
+//! `SENDING` rows ([`recover_stale_sending`]); `SENT → BOUNCED` when the mailbox received a
+//! non-delivery report ([`bounce::mark`]).
 //!
 //! Row writes of a sent message: the claim and the outcome, two. What the Graph mailer notes
 //! before a request that may deliver ([`Attempted`]: when, and the draft's id) is written with
@@ -20,6 +21,7 @@
 //! (`attempt.rs`: lease renewal and outcome) and lease recovery (`recover.rs`).
 
 mod attempt;
+pub mod bounce;
 mod claim;
 mod insert;
 mod recover;

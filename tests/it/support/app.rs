@@ -204,6 +204,8 @@ pub struct Builder {
     sim_certificate: Option<String>,
     tenant_budget: Option<TenantBudget>,
     sim_retry_after_holds: bool,
+    sim_bounces: graph_sim::SimBounces,
+    sim_tenant_budget: Option<u64>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -248,6 +250,11 @@ impl Builder {
         fn sim_latency(Latency);
         /// The scripted mailer's answers, in order (then `Ok`).
         fn script(Vec<Result<SendReceipt, MailError>>);
+        /// When graph-sim returns non-delivery reports (default: never).
+        fn sim_bounces(graph_sim::SimBounces);
+        /// graph-sim's tenant external budget when it differs from ours (Exchange counting
+        /// more than we do: other senders of the tenant).
+        fn sim_tenant_budget(u64) as Some;
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -295,10 +302,12 @@ impl Builder {
         if let Some(budget) = &self.tenant_budget {
             sim_config = sim_config.with_tenant(SimTenant::new(
                 TENANT,
-                u64::from(budget.external_recipients_per_day.get()),
+                self.sim_tenant_budget
+                    .unwrap_or(u64::from(budget.external_recipients_per_day.get())),
                 budget.accepted_domains.clone(),
             ));
         }
+        sim_config.bounces = self.sim_bounces;
         let mut mailboxes = Vec::new();
         for i in 0..self.mailboxes {
             let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
@@ -400,6 +409,8 @@ impl TestApp {
             sim_certificate: None,
             tenant_budget: None,
             sim_retry_after_holds: true,
+            sim_bounces: graph_sim::SimBounces::default(),
+            sim_tenant_budget: None,
         }
     }
 

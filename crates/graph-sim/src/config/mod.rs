@@ -45,7 +45,9 @@ use uuid::Uuid;
 use super::SimError;
 use mail_worker::clock::Clock;
 
+mod bounces;
 mod resolve;
+pub use bounces::{SimBounces, UnknownRecipients};
 pub(crate) use resolve::ResolvedMailbox;
 
 /// The config file format, as printed by `graph-sim --help`.
@@ -80,8 +82,13 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
       { "tenant_id": "contoso.example",      over it the message gets 202 but bounces
         "external_recipients_per_day": 500,  (a tenant_external_limit finding, not accepted)
         "accepted_domains": ["contoso.example"] }
-    ]
-  }
+    ],
+    "bounces": {                         optional; non-delivery reports into the sender's Inbox:
+      "delay_ms": 0,                       how long after the send the NDR appears
+      "unknown_recipients": [              accepted, then bounced (an NDR, not a refusal):
+        { "address": "*@nowhere.example", "code": "5.1.1" } ] }   or one "user@domain";
+  }                                      code 5.1.1 (default) or 5.1.10; a tenant over its
+                                         external budget gets an NDR with 550 5.7.233
 A 429 with Retry-After holds the mailbox (retry_after_holds): every request to it before
 then gets 429 again (a retry_after_ignored finding).
 Defaults are Microsoft's: https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits
@@ -144,6 +151,9 @@ pub struct SimConfig {
     /// Tenants' external-recipient budgets (none = no tenant limit).
     #[serde(default)]
     pub tenants: Vec<SimTenant>,
+    /// Non-delivery reports: unknown recipients, their delay ([`SimBounces`]).
+    #[serde(default)]
+    pub bounces: SimBounces,
     /// The clock of every window and token expiry; `None` = the system clock.
     #[serde(skip)]
     pub clock: Option<Arc<dyn Clock>>,
@@ -168,6 +178,7 @@ impl Default for SimConfig {
             apps: Vec::new(),
             mailboxes: Vec::new(),
             tenants: Vec::new(),
+            bounces: SimBounces::default(),
             clock: None,
         }
     }
@@ -182,6 +193,7 @@ impl std::fmt::Debug for SimConfig {
             .field("apps", &self.apps)
             .field("mailboxes", &self.mailboxes)
             .field("tenants", &self.tenants)
+            .field("bounces", &self.bounces)
             .field("clock", &self.clock.as_ref().map(|_| "custom"))
             .finish()
     }
@@ -197,6 +209,21 @@ impl SimConfig {
     #[must_use]
     pub fn with_tenant(mut self, tenant: SimTenant) -> Self {
         self.tenants.push(tenant);
+        self
+    }
+
+    /// Every accepted message to one of `recipients` gets a non-delivery report in the sending
+    /// mailbox's Inbox.
+    #[must_use]
+    pub fn with_unknown_recipients(mut self, recipients: UnknownRecipients) -> Self {
+        self.bounces.unknown_recipients.push(recipients);
+        self
+    }
+
+    /// Non-delivery reports appear `delay` after the send (default at once).
+    #[must_use]
+    pub fn with_ndr_delay(mut self, delay: Duration) -> Self {
+        self.bounces.delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self
     }
 
@@ -420,7 +447,7 @@ impl SimTenant {
     }
 
     /// Whether `address`'s domain is one of the accepted domains (case-insensitive).
-    fn accepts(&self, address: &str) -> bool {
+    pub(crate) fn accepts(&self, address: &str) -> bool {
         let domain = address.rsplit('@').next().unwrap_or_default();
         self.accepted_domains
             .iter()

@@ -25,6 +25,17 @@ impl SimConfig {
                 )));
             }
         }
+        if let Some(bad) = self
+            .bounces
+            .unknown_recipients
+            .iter()
+            .find(|u| !u.code_is_permanent() || !u.address.contains('@'))
+        {
+            return Err(SimError::Config(format!(
+                "bounces.unknown_recipients: {:?} with code {:?}: the address must be user@domain or *@domain and the code a permanent DSN code like 5.1.1",
+                bad.address, bad.code
+            )));
+        }
         if self.token_lifetime_s == 0 {
             return Err(SimError::Config(
                 "token_lifetime_s must be at least 1".into(),

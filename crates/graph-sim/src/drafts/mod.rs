@@ -122,11 +122,16 @@ pub(crate) async fn create_draft(
     routed(&state, "createDraft", &headers, handle).await
 }
 
-/// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send` (other actions: `400`).
+/// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send`, or `move` ([`crate::inbox`]);
+/// other actions: `400`.
 pub(crate) async fn draft_action(
     Call { state, headers }: Call,
     Path((user, id, action)): Path<(String, String, String)>,
+    body: Body,
 ) -> Response {
+    if action.eq_ignore_ascii_case("move") {
+        return crate::inbox::routes::move_message(state, headers, user, id, body).await;
+    }
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;
         let idx = admitted.idx;
@@ -245,13 +250,21 @@ pub(crate) async fn list_messages(
     list(state, user, None, query, headers).await
 }
 
-/// `GET /v1.0/users/{user}/mailFolders/{folder}/messages` (`sentitems` or `drafts`).
+/// `GET /v1.0/users/{user}/mailFolders/{folder}/messages`: `sentitems` or `drafts` here,
+/// any other folder (the Inbox) in [`crate::inbox`].
 pub(crate) async fn list_folder_messages(
     Call { state, headers }: Call,
     Path((user, folder)): Path<(String, String)>,
-    Query(query): Query<ListQuery>,
+    Query(query): Query<crate::inbox::FolderQuery>,
 ) -> Response {
-    list(state, user, Some(folder), query, headers).await
+    if ["sentitems", "drafts"].contains(&folder.to_ascii_lowercase().as_str()) {
+        let query = ListQuery {
+            filter: query.filter,
+        };
+        list(state, user, Some(folder), query, headers).await
+    } else {
+        crate::inbox::routes::list(state, user, folder, query, headers).await
+    }
 }
 
 async fn list(

@@ -29,8 +29,11 @@
 //!     <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>);
 //! 11. over the tenant's `external_recipients_per_day` (recipients outside its accepted domains
 //!     in the rolling 24 h, all its mailboxes together) → `202` as Exchange answers, but the
-//!     message bounces: recorded as a `tenant_external_limit` finding, not as accepted;
-//! 12. recorded; `202 Accepted` with an empty body, or the scripted delivering answer.
+//!     message bounces: recorded as a `tenant_external_limit` finding, not as accepted, and an
+//!     NDR with `550 5.7.233` for its external recipients goes to the mailbox's Inbox;
+//! 12. recorded; `202 Accepted` with an empty body, or the scripted delivering answer; a
+//!     recipient configured as unknown (`bounces.unknown_recipients`) gets an NDR (`5.1.1`,
+//!     `5.1.10`) in the Inbox ([`super::ndr`]).
 
 use std::{sync::Arc, time::Instant};
 
@@ -46,6 +49,7 @@ use super::{
     config::DEFAULT_MAX_REQUEST_BYTES,
     faults::ScriptedAnswer,
     limits::{SendVerdict, retry_after_ms, retry_after_secs},
+    ndr,
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
@@ -393,10 +397,21 @@ fn record(
                 client_request_id: admitted.client_request_id.clone(),
             };
             inner.record_refusal(idx, r);
+            let failures: Vec<_> = message
+                .to
+                .iter()
+                .chain(&message.cc)
+                .chain(&message.bcc)
+                .filter(|a| !tenant.accepts(a))
+                .map(|a| ndr::Failure::tenant_limit(a))
+                .collect();
+            ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
             on_recorded(&mut inner, now_ms);
             return Ok(());
         }
     }
+    let failures = ndr::unknown_failures(state, &message);
+    ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
     if delayed {

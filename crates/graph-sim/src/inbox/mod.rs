@@ -1,0 +1,353 @@
+//! The mailbox's Inbox as Graph serves it, holding the non-delivery reports (NDRs) graph-sim
+//! generates ([`crate::ndr`]) and any message a test delivers:
+//! - `GET /v1.0/users/{id}/mailFolders/{inbox | folder}/messages` with `$filter`, `$select`,
+//!   `$top`, `$skip` ([`query`]) and `@odata.nextLink` paging
+//!   (<https://learn.microsoft.com/graph/api/mailfolder-list-messages>,
+//!   <https://learn.microsoft.com/graph/paging>); newest first; `Prefer:
+//!   outlook.body-content-type="text"` gives the text body, else HTML
+//!   (<https://learn.microsoft.com/graph/api/resources/message>);
+//! - `PATCH /v1.0/users/{id}/messages/{id}` with `{"isRead": true}` (`200`, the message;
+//!   <https://learn.microsoft.com/graph/api/message-update>);
+//! - `POST /v1.0/users/{id}/messages/{id}/move` with `{"destinationId": "…"}` (`201`, the
+//!   message in its new folder under a new id; <https://learn.microsoft.com/graph/api/message-move>).
+//!
+//! Every one of them goes through the same admission as a send (token, the mailbox's 4
+//! concurrent requests per app, its request quota): Exchange's limits count every request.
+//! An NDR is in no listing before its delay has passed.
+
+mod query;
+pub(crate) mod routes;
+mod snapshot;
+pub use snapshot::SimInboxItem;
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    http::{HeaderMap, StatusCode},
+};
+use serde_json::{Value, json};
+
+use crate::{
+    ndr::INBOX,
+    records::InboxItem,
+    send::{Reply, Seen, admit, read_body},
+    state::SimState,
+    wire::{GraphError, new_item_id},
+};
+use query::{Clause, DEFAULT_TOP, MAX_TOP, parse_filter};
+
+impl InboxItem {
+    fn matches(&self, clauses: &[Clause]) -> bool {
+        clauses.iter().all(|c| match c {
+            Clause::IsRead(read) => self.is_read == *read,
+            Clause::InternetMessageId(id) => &self.internet_message_id == id,
+            Clause::MessageClass(class) => self.message_class.eq_ignore_ascii_case(class),
+        })
+    }
+
+    /// The message's JSON: every default property, or those of `select` (`id` always), with
+    /// `internetMessageHeaders` only when selected (as Graph returns them).
+    fn json(&self, select: Option<&[String]>, text: bool) -> Value {
+        let address =
+            |name: &str, address: &str| json!({"emailAddress": {"name": name, "address": address}});
+        let body = if text {
+            json!({"contentType": "text", "content": self.body})
+        } else {
+            let escaped = self
+                .body
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace("\r\n", "<br>\r\n");
+            json!({"contentType": "html", "content": format!("<html><body>{escaped}</body></html>")})
+        };
+        let received = self.received_at.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let all = json!({
+            "@odata.etag": format!("W/\"CQAAABYAAAA{}\"", &self.id[self.id.len().saturating_sub(8)..]),
+            "id": self.id,
+            "createdDateTime": received,
+            "lastModifiedDateTime": received,
+            "receivedDateTime": received,
+            "sentDateTime": received,
+            "hasAttachments": false,
+            "internetMessageId": self.internet_message_id,
+            "subject": self.subject,
+            "bodyPreview": self.body.chars().take(255).collect::<String>(),
+            "importance": "normal",
+            "parentFolderId": self.folder,
+            "isRead": self.is_read,
+            "isDraft": false,
+            "body": body,
+            "sender": address(&self.from_name, &self.from_address),
+            "from": address(&self.from_name, &self.from_address),
+            "toRecipients": [address(&self.to, &self.to)],
+            "ccRecipients": [],
+            "bccRecipients": [],
+            "replyTo": [],
+        });
+        let headers = || {
+            Value::Array(
+                self.headers
+                    .iter()
+                    .map(|(n, v)| json!({"name": n, "value": v}))
+                    .collect(),
+            )
+        };
+        match select {
+            None => all,
+            Some(fields) => {
+                let mut out = serde_json::Map::new();
+                out.insert("@odata.etag".into(), all["@odata.etag"].clone());
+                out.insert("id".into(), all["id"].clone());
+                for f in fields {
+                    if f.eq_ignore_ascii_case("internetMessageHeaders") {
+                        out.insert("internetMessageHeaders".into(), headers());
+                    } else if let Some((k, v)) = all
+                        .as_object()
+                        .and_then(|o| o.iter().find(|(k, _)| k.eq_ignore_ascii_case(f)))
+                    {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+                Value::Object(out)
+            }
+        }
+    }
+}
+
+/// The query of a folder listing.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub(crate) struct FolderQuery {
+    #[serde(rename = "$filter")]
+    pub filter: Option<String>,
+    #[serde(rename = "$select")]
+    pub select: Option<String>,
+    #[serde(rename = "$top")]
+    pub top: Option<String>,
+    #[serde(rename = "$skip")]
+    pub skip: Option<String>,
+}
+
+fn wants_text(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| {
+            p.trim()
+                .to_ascii_lowercase()
+                .replace(' ', "")
+                .starts_with("outlook.body-content-type=\"text\"")
+        })
+}
+
+fn bad_query(message: impl Into<String>) -> GraphError {
+    GraphError::new(StatusCode::BAD_REQUEST, "ErrorInvalidUrlQuery", message)
+}
+
+fn number(value: Option<&str>, name: &str, default: usize) -> Result<usize, GraphError> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| bad_query(format!("{name} must be a whole number, got '{v}'."))),
+    }
+}
+
+/// `GET …/mailFolders/{folder}/messages` for a folder that is not Drafts or Sent Items.
+pub(crate) async fn list(
+    state: &Arc<SimState>,
+    user: &str,
+    folder: &str,
+    query: &FolderQuery,
+    headers: &HeaderMap,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let clauses = match query.filter.as_deref() {
+        None => Vec::new(),
+        Some(f) => parse_filter(f).ok_or_else(|| {
+            GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "ErrorInvalidUrlQueryFilter",
+                "graph-sim filters an Inbox by isRead, internetMessageId and the message class extended property (String 0x001A), joined by and.",
+            )
+        })?,
+    };
+    let top = number(query.top.as_deref(), "$top", DEFAULT_TOP)?;
+    if top == 0 || top > MAX_TOP {
+        return Err(bad_query(format!("$top must be 1 to {MAX_TOP}.")));
+    }
+    let skip = number(query.skip.as_deref(), "$skip", 0)?;
+    let select: Option<Vec<String>> = query
+        .select
+        .as_deref()
+        .map(|s| s.split(',').map(|f| f.trim().to_owned()).collect());
+    let text = wants_text(headers);
+    let folder = folder.to_ascii_lowercase();
+    let now_ms = state.now().timestamp_millis();
+    let inner = state.lock();
+    let mut items: Vec<&InboxItem> = inner
+        .inbox
+        .iter()
+        .filter(|i| {
+            i.idx == admitted.idx
+                && i.folder == folder
+                && now_ms >= i.visible_at_ms
+                && i.matches(&clauses)
+        })
+        .collect();
+    items.sort_by(|a, b| b.received_at.cmp(&a.received_at).then(b.id.cmp(&a.id)));
+    let page: Vec<Value> = items
+        .iter()
+        .skip(skip)
+        .take(top)
+        .map(|i| i.json(select.as_deref(), text))
+        .collect();
+    let mut body = json!({
+        "@odata.context": format!("{}/v1.0/$metadata#users('{user}')/mailFolders('{folder}')/messages", state.origin),
+        "value": page,
+    });
+    if items.len() > skip + top {
+        let mut next = url::Url::parse(&format!(
+            "{}/v1.0/users/{user}/mailFolders/{folder}/messages",
+            state.origin
+        ))
+        .map_err(|e| {
+            GraphError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                e.to_string(),
+            )
+        })?;
+        {
+            let mut pairs = next.query_pairs_mut();
+            for (name, value) in [
+                ("$filter", query.filter.as_deref()),
+                ("$select", query.select.as_deref()),
+            ] {
+                if let Some(v) = value {
+                    pairs.append_pair(name, v);
+                }
+            }
+            pairs.append_pair("$top", &top.to_string());
+            pairs.append_pair("$skip", &(skip + top).to_string());
+        }
+        body["@odata.nextLink"] = json!(next.as_str());
+    }
+    Ok(Reply::Json {
+        status: StatusCode::OK,
+        body,
+    })
+}
+
+/// The visible item `id` of mailbox `idx`, or Graph's `404`.
+fn find<'a>(
+    items: &'a mut [InboxItem],
+    idx: usize,
+    id: &str,
+    now_ms: i64,
+) -> Result<&'a mut InboxItem, GraphError> {
+    items
+        .iter_mut()
+        .find(|i| i.idx == idx && i.id == id && now_ms >= i.visible_at_ms)
+        .ok_or_else(|| {
+            GraphError::new(
+                StatusCode::NOT_FOUND,
+                "ErrorItemNotFound",
+                "The specified object was not found in the store.",
+            )
+        })
+}
+
+/// `PATCH /v1.0/users/{user}/messages/{id}`: `isRead` (other properties are ignored).
+pub(crate) async fn patch(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let bytes = read_body(state, headers, body).await?;
+    let patch: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| GraphError::body_read(format!("Invalid JSON: {e}")))?;
+    let is_read = match patch.get("isRead") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(GraphError::body_read(
+                "Cannot convert the literal to the expected type 'Edm.Boolean'.",
+            ));
+        }
+    };
+    let now_ms = state.now().timestamp_millis();
+    let mut inner = state.lock();
+    let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
+    if let Some(read) = is_read {
+        item.is_read = read;
+    }
+    Ok(Reply::Json {
+        status: StatusCode::OK,
+        body: item.json(None, false),
+    })
+}
+
+/// `POST /v1.0/users/{user}/messages/{id}/move`: to `destinationId` (a well-known folder name
+/// or a folder id; graph-sim takes any), under a new id.
+pub(crate) async fn move_to(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let bytes = read_body(state, headers, body).await?;
+    let destination = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| {
+            v.get("destinationId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| GraphError::body_read("The destinationId parameter is required."))?;
+    let now_ms = state.now().timestamp_millis();
+    let mut inner = state.lock();
+    let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
+    item.folder = destination.to_ascii_lowercase();
+    item.id = new_item_id();
+    Ok(Reply::Json {
+        status: StatusCode::CREATED,
+        body: item.json(None, false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_asked_for_with_the_outlook_prefer_header() {
+        let mut h = HeaderMap::new();
+        assert!(!wants_text(&h));
+        h.insert(
+            "prefer",
+            "outlook.body-content-type=\"text\"".parse().unwrap(),
+        );
+        assert!(wants_text(&h));
+        h.insert(
+            "prefer",
+            "IdType=\"ImmutableId\", outlook.body-content-type=\"html\""
+                .parse()
+                .unwrap(),
+        );
+        assert!(!wants_text(&h));
+    }
+}

@@ -1,0 +1,51 @@
+-- KEYS[1]-KEYS[5] the mailbox's keys (not touched; passed so every call names one slot)
+-- KEYS[6] tenant state (hash)             KEYS[7] tenant day buckets (zset)
+-- ARGV[1] now: `TIME` (Redis's clock) or ms since the epoch (tests)
+-- ARGV[2] the tenant's external recipients per rolling 24 h
+-- Returns {added, free_at}: the external recipients added to the current minute's bucket so the
+-- window holds the whole budget, and when the first external recipient fits again (ms)
+--
+-- Exchange answered `550 5.7.233` (the tenant is over its external recipient rate limit): its
+-- count is higher than ours (other senders of the tenant, or a budget set too high). The budget
+-- learns from it: the window is filled up to the limit now, so every new external message is
+-- booked (reason `tenant`) for when the window frees, which it does as the recipients we
+-- counted leave it (the filler itself leaves 24 h from now). Buckets out of the window are
+-- evicted first, as check_and_reserve.lua does. A tenant without state yet starts full.
+
+local BUCKET_MS = 60000
+local DAY_MS = 86400000
+local KEY_TTL_MS = DAY_MS + 3600000
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
+local limit = tonumber(ARGV[2])
+if not (now and limit) or limit < 1 then
+  return redis.error_reply('ERR paced tenant_used_up: bad ARGV (see the header)')
+end
+local cutoff = math.floor((now - DAY_MS) / BUCKET_MS) - 1
+local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', cutoff)
+local gone = 0
+for _, b in ipairs(old) do
+  gone = gone + tonumber(redis.call('HGET', KEYS[6], 'd:' .. b) or '0')
+  redis.call('HDEL', KEYS[6], 'd:' .. b)
+end
+if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', cutoff) end
+local total = tonumber(redis.call('HGET', KEYS[6], 'total') or '0') - gone
+local added = math.max(limit - total, 0)
+local bucket = math.floor(now / BUCKET_MS)
+if added > 0 then
+  redis.call('HINCRBY', KEYS[6], 'd:' .. bucket, added)
+  redis.call('ZADD', KEYS[7], bucket, bucket)
+end
+total = total + added
+redis.call('HSET', KEYS[6], 'total', total)
+redis.call('PEXPIRE', KEYS[6], KEY_TTL_MS)
+redis.call('PEXPIRE', KEYS[7], KEY_TTL_MS)
+-- When one more fits: buckets leave the window in order, a minute after their last send.
+local in_window = total
+for _, b in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
+  in_window = in_window - tonumber(redis.call('HGET', KEYS[6], 'd:' .. b) or '0')
+  if in_window + 1 <= limit then
+    return {added, (tonumber(b) + 1) * BUCKET_MS + DAY_MS}
+  end
+end
+return {added, now}

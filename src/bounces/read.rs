@@ -1,0 +1,278 @@
+//! One mailbox's read: list its NDRs (each request under an in-flight lease), mark each of our
+//! messages `BOUNCED`, learn from `5.7.233`, then move the NDR or mark it read.
+
+use std::time::Duration;
+
+use super::{
+    BounceReader, MAX_PAGES, PAGE_SIZE,
+    ndr::{Report, code_class},
+};
+use crate::{
+    domain::{MailboxAddress, Priority, Sender},
+    events,
+    mailer::{MailError, factory::GraphMailbox, graph::inbox::ReportMessage, redact},
+    rate_limit::{Ask, RateLimiter, ReadLease, RedisCallError, RequestEnd},
+    store::{
+        StoreError,
+        messages::bounce::{self, Bounce, Marked},
+    },
+};
+
+/// The code of the tenant external recipient rate limit (TERRL).
+pub const TENANT_LIMIT_CODE: &str = "5.7.233";
+
+/// How often a request waits for a free in-flight slot before the read gives up (the next
+/// interval tries again); each wait at most [`MAX_LEASE_WAIT`].
+const LEASE_TRIES: u32 = 5;
+const MAX_LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// What one read did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// Graph requests made (listing pages, marks and moves).
+    pub requests: u32,
+    /// NDRs listed.
+    pub reports: u32,
+    /// Messages that became `BOUNCED`.
+    pub bounced: u32,
+    /// NDRs left in place for a later read (their message not `SENT` yet) or as not ours.
+    pub left: u32,
+    /// Whether a `5.7.233` marked the tenant's external budget used up.
+    pub tenant_paused: bool,
+}
+
+/// Why a read stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A Graph request failed.
+    #[error("Graph: {0}")]
+    Graph(#[from] MailError),
+    /// PostgreSQL failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The limiter's Redis failed (no lease, no read).
+    #[error("the limiter's Redis: {0}")]
+    Redis(#[from] RedisCallError),
+    /// The mailbox had no free in-flight slot (its sends use them, or a cooldown holds it).
+    #[error("the mailbox stayed busy (in-flight slots taken or cooling down); read later")]
+    Busy,
+}
+
+impl BounceReader {
+    /// Reads `sender`'s Inbox.
+    pub(super) async fn read(&self, sender: &Sender) -> Result<ReadOutcome, ReadError> {
+        let mut out = ReadOutcome::default();
+        let Some(mailbox) = self.factory.graph_mailbox(sender).await? else {
+            return Ok(out);
+        };
+        let address = sender.mailbox();
+        let mut url = Some(
+            mailbox
+                .mailer
+                .reports_url(self.settings.folder.is_none(), PAGE_SIZE),
+        );
+        let mut reports = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let Some(page_url) = url.take() else { break };
+            let page = self
+                .leased(
+                    &mailbox,
+                    address,
+                    &mut out,
+                    mailbox.mailer.report_page(&page_url),
+                )
+                .await?;
+            reports.extend(page.value);
+            url = page
+                .next_link
+                .map(|next| mailbox.mailer.next_reports_url(&next))
+                .transpose()?;
+        }
+        out.reports = u32::try_from(reports.len()).unwrap_or(u32::MAX);
+        for message in &reports {
+            if self.handle(&mailbox, address, message, &mut out).await? {
+                let dispose = async {
+                    match &self.settings.folder {
+                        Some(folder) => mailbox.mailer.move_message(&message.id, folder).await,
+                        None => mailbox.mailer.mark_read(&message.id).await,
+                    }
+                };
+                self.leased(&mailbox, address, &mut out, dispose).await?;
+            } else {
+                out.left += 1;
+            }
+        }
+        let level_info = out.bounced > 0;
+        macro_rules! read_line {
+            ($level:ident) => {
+                tracing::$level!(
+                    event = events::MAIL_BOUNCE_READ,
+                    mailbox = %address,
+                    requests = out.requests,
+                    reports = out.reports,
+                    bounced = out.bounced,
+                    left = out.left,
+                    "read the Inbox for bounces"
+                )
+            };
+        }
+        if level_info {
+            read_line!(info);
+        } else {
+            read_line!(debug);
+        }
+        Ok(out)
+    }
+
+    /// One NDR: `true` when it is done with (to move or mark read), `false` to leave it.
+    async fn handle(
+        &self,
+        mailbox: &GraphMailbox,
+        address: &MailboxAddress,
+        message: &ReportMessage,
+        out: &mut ReadOutcome,
+    ) -> Result<bool, ReadError> {
+        let report = Report::read(message);
+        let domain = address.as_str().rsplit('@').next().unwrap_or_default();
+        let Some(message_id) = report.our_message(domain) else {
+            // Not one of ours (a person's mail from the same mailbox): theirs to read.
+            return Ok(false);
+        };
+        let first = report
+            .failures
+            .iter()
+            .find(|f| f.code.starts_with('5'))
+            .or_else(|| report.failures.first());
+        let (code, text) = first.map_or(("5.0.0", "the NDR names no status code"), |f| {
+            (f.code.as_str(), f.text.as_str())
+        });
+        let text = redact::scrub_provider_text(text);
+        let failed: Vec<String> = report
+            .failures
+            .iter()
+            .filter(|f| !f.recipient.is_empty())
+            .map(|f| f.recipient.clone())
+            .collect();
+        let marked = bounce::mark(
+            &self.pool,
+            &Bounce {
+                message_id,
+                mailbox: address,
+                code,
+                text: &text,
+                failed: &failed,
+            },
+        )
+        .await?;
+        match marked {
+            Marked::Bounced(bounced) => {
+                out.bounced += 1;
+                self.metrics.bounced(code_class(code));
+                tracing::info!(
+                    event = events::MAIL_BOUNCE_RECORDED,
+                    message.id = %message_id,
+                    mailbox = %address,
+                    code,
+                    recipients = bounced.bounced.len(),
+                    "a non-delivery report turned a sent message BOUNCED"
+                );
+                if report.failures.iter().any(|f| f.code == TENANT_LIMIT_CODE) && !out.tenant_paused
+                {
+                    out.tenant_paused = true;
+                    self.pause_tenant(mailbox, address, message_id).await;
+                }
+                Ok(true)
+            }
+            Marked::AlreadyBounced | Marked::Unknown => Ok(true),
+            Marked::NotSentYet => Ok(false),
+        }
+    }
+
+    /// `550 5.7.233`: the tenant's external budget is used up until its window frees.
+    async fn pause_tenant(
+        &self,
+        mailbox: &GraphMailbox,
+        address: &MailboxAddress,
+        message_id: uuid::Uuid,
+    ) {
+        let Some(budget) = &mailbox.budget else {
+            tracing::warn!(
+                event = events::MAIL_BOUNCE_TENANT_PAUSED,
+                tenant = %mailbox.tenant,
+                mailbox = %address,
+                until = "",
+                message.id = %message_id,
+                "550 5.7.233: the tenant is over Exchange's tenant external recipient rate limit, but it has no external budget configured (externalRecipientsPerDay, acceptedDomains in the senders file), so its external sending cannot be paused; configure one"
+            );
+            return;
+        };
+        let per_day = budget.external_recipients_per_day.get();
+        match self
+            .limiter
+            .tenant_used_up(&mailbox.tenant, address, per_day, self.clock.now())
+            .await
+        {
+            Ok(until) => tracing::warn!(
+                event = events::MAIL_BOUNCE_TENANT_PAUSED,
+                tenant = %mailbox.tenant,
+                mailbox = %address,
+                until = %until.map(|u| u.to_rfc3339()).unwrap_or_default(),
+                message.id = %message_id,
+                "550 5.7.233: the tenant is over Exchange's tenant external recipient rate limit; its external budget is marked used up and its external sending waits until its rolling 24 h window frees"
+            ),
+            Err(e) => tracing::warn!(
+                event = events::MAIL_BOUNCE_READ_FAILED,
+                mailbox = %address,
+                error = %e,
+                "550 5.7.233, but the limiter's Redis did not take the tenant's pause"
+            ),
+        }
+    }
+
+    /// Runs `request` under one in-flight lease of the mailbox, counted in `out.requests`; a
+    /// `429`/`503` with `Retry-After` becomes the mailbox's cooldown, as for a send.
+    async fn leased<T>(
+        &self,
+        mailbox: &GraphMailbox,
+        address: &MailboxAddress,
+        out: &mut ReadOutcome,
+        request: impl Future<Output = Result<T, MailError>>,
+    ) -> Result<T, ReadError> {
+        let mut tries = 0;
+        let lease = loop {
+            match self
+                .limiter
+                .read_lease(&mailbox.tenant, address, self.clock.now())
+                .await?
+            {
+                ReadLease::Taken(lease) => break lease,
+                ReadLease::Wait(wait) if tries < LEASE_TRIES && wait <= MAX_LEASE_WAIT => {
+                    tries += 1;
+                    tokio::time::sleep(wait).await;
+                }
+                ReadLease::Wait(_) => return Err(ReadError::Busy),
+            }
+        };
+        out.requests += 1;
+        let result = request.await;
+        self.limiter.release(&lease, RequestEnd::Done).await;
+        if let Err(MailError::Throttled {
+            retry_after: Some(wait),
+        }) = &result
+        {
+            let ask = Ask {
+                message_id: uuid::Uuid::nil(),
+                mailbox: address,
+                tenant: &mailbox.tenant,
+                recipients: 1,
+                limits: self.factory.default_limits(),
+                tenant_budget: None,
+                priority: Priority::default(),
+            };
+            let now = self.clock.now();
+            let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();
+            self.limiter.cooldown(&ask, until, now).await;
+        }
+        Ok(result?)
+    }
+}

@@ -1,0 +1,152 @@
+//! The Inbox requests of bounce reading (`crate::bounces`), app-only with `Mail.Read` (listing)
+//! and `Mail.ReadWrite` (marking read or moving the NDR):
+//! - `GET /users/{mailbox}/mailFolders/inbox/messages?$filter=…&$select=…&$top=…`, then each
+//!   `@odata.nextLink` (<https://learn.microsoft.com/graph/api/mailfolder-list-messages>,
+//!   <https://learn.microsoft.com/graph/paging>): NDRs only, by their message class
+//!   `REPORT.IPM.Note.NDR` through the extended property `String 0x001A`
+//!   (<https://learn.microsoft.com/graph/api/singlevaluelegacyextendedproperty-get>), unread
+//!   ones only when they are marked read afterwards; the text body (`Prefer:
+//!   outlook.body-content-type="text"`, sent with every `GET`);
+//! - `PATCH /users/{mailbox}/messages/{id}` `{"isRead": true}`
+//!   (<https://learn.microsoft.com/graph/api/message-update>);
+//! - `POST /users/{mailbox}/messages/{id}/move` `{"destinationId": …}`
+//!   (<https://learn.microsoft.com/graph/api/message-move>).
+
+use reqwest::Method;
+use serde::Deserialize;
+use url::Url;
+use uuid::Uuid;
+
+use super::{MicrosoftGraphMailer, lookup::parse, segments};
+use crate::mailer::MailError;
+
+/// The `$filter` of NDRs: their message class through `PidTagMessageClass` (`String 0x001A`).
+pub(crate) const NDR_FILTER: &str = "singleValueExtendedProperties/any(ep:ep/id eq 'String 0x001A' and ep/value eq 'REPORT.IPM.Note.NDR')";
+
+/// What a listing selects of each NDR.
+const SELECT: &str = "id,body,internetMessageHeaders";
+
+/// One page of a listing.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ReportPage {
+    #[serde(default)]
+    pub value: Vec<ReportMessage>,
+    #[serde(rename = "@odata.nextLink")]
+    pub next_link: Option<String>,
+}
+
+/// An NDR as listed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReportMessage {
+    pub id: String,
+    #[serde(default)]
+    pub body: Option<ItemBody>,
+    #[serde(default)]
+    pub internet_message_headers: Vec<MessageHeader>,
+}
+
+/// A message body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ItemBody {
+    #[serde(default)]
+    pub content_type: String,
+    #[serde(default)]
+    pub content: String,
+}
+
+/// One of `internetMessageHeaders`.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct MessageHeader {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+impl MicrosoftGraphMailer {
+    /// The first page's URL: NDRs in the Inbox (unread ones only with `unread_only`), `top` a
+    /// page.
+    pub(crate) fn reports_url(&self, unread_only: bool, top: u32) -> Url {
+        let mut url = segments(&self.user_url, &["mailFolders", "inbox", "messages"]);
+        let filter = if unread_only {
+            format!("{NDR_FILTER} and isRead eq false")
+        } else {
+            NDR_FILTER.to_owned()
+        };
+        url.query_pairs_mut()
+            .append_pair("$filter", &filter)
+            .append_pair("$select", SELECT)
+            .append_pair("$top", &top.to_string());
+        url
+    }
+
+    /// `next`, an `@odata.nextLink`, when it stays on Graph's origin (our token goes to it).
+    ///
+    /// # Errors
+    /// [`MailError::Transient`] for a link elsewhere (or no URL).
+    pub(crate) fn next_reports_url(&self, next: &str) -> Result<Url, MailError> {
+        Url::parse(next)
+            .ok()
+            .filter(|u| u.origin() == self.user_url.origin())
+            .ok_or_else(|| {
+                MailError::Transient(
+                    "list NDRs: @odata.nextLink leaves GRAPH_API_BASE_URL's origin; not followed"
+                        .to_owned(),
+                )
+            })
+    }
+
+    /// One page of NDRs at `url`; an empty page for `404` (no Inbox).
+    ///
+    /// # Errors
+    /// As every Graph request ([`MailError::Throttled`] with its `Retry-After`, …).
+    pub(crate) async fn report_page(&self, url: &Url) -> Result<ReportPage, MailError> {
+        let answer = self
+            .step(Method::GET, url, None, Uuid::new_v4(), "list NDRs")
+            .await?;
+        if answer.status == 404 {
+            return Ok(ReportPage {
+                value: Vec::new(),
+                next_link: None,
+            });
+        }
+        parse(&answer, "list NDRs")
+    }
+
+    /// Marks message `id` read; `Ok` also when it is gone (`404`).
+    ///
+    /// # Errors
+    /// As every Graph request.
+    pub(crate) async fn mark_read(&self, id: &str) -> Result<(), MailError> {
+        let url = segments(&self.user_url, &["messages", id]);
+        self.step(
+            Method::PATCH,
+            &url,
+            Some(br#"{"isRead":true}"#),
+            Uuid::new_v4(),
+            "mark the NDR read",
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Moves message `id` to `destination` (a well-known folder name or a folder id); `Ok`
+    /// also when it is gone (`404`).
+    ///
+    /// # Errors
+    /// As every Graph request.
+    pub(crate) async fn move_message(&self, id: &str, destination: &str) -> Result<(), MailError> {
+        let url = segments(&self.user_url, &["messages", id, "move"]);
+        let body = serde_json::json!({ "destinationId": destination }).to_string();
+        self.step(
+            Method::POST,
+            &url,
+            Some(body.as_bytes()),
+            Uuid::new_v4(),
+            "move the NDR",
+        )
+        .await
+        .map(drop)
+    }
+}

@@ -1,0 +1,82 @@
+//! What the bounce reader asks of the limiter (`crate::bounces`): an in-flight lease for each
+//! Inbox request, in the same set as the sends (Exchange's 4 concurrent requests count every
+//! request), and, after a `550 5.7.233` NDR, the tenant's external budget marked used up.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Engine, MailRateLimiter};
+use crate::{
+    domain::MailboxAddress,
+    rate_limit::{Counted, RedisCallError, Reservation, paced::keys::PacedKeys},
+};
+
+/// The answer to [`MailRateLimiter::read_lease`].
+#[derive(Debug)]
+pub(crate) enum ReadLease {
+    /// Taken: release it as [`crate::rate_limit::RequestEnd::Done`] when the request ends.
+    Taken(Reservation),
+    /// Not now: the mailbox is cooling down or has every in-flight slot taken; ask again after
+    /// this.
+    Wait(Duration),
+}
+
+impl MailRateLimiter {
+    /// One in-flight lease of `mailbox` (Graph tenant `tenant`) for a request that sends
+    /// nothing. `fixed-window` keeps no leases: always taken, uncounted.
+    ///
+    /// # Errors
+    /// A Redis failure: the caller skips the read (nothing fails open here).
+    pub(crate) async fn read_lease(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        now: DateTime<Utc>,
+    ) -> Result<ReadLease, RedisCallError> {
+        let Engine::Paced(paced) = &self.engine else {
+            return Ok(ReadLease::Taken(Reservation::uncounted(mailbox.clone(), 0)));
+        };
+        let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
+        let id = Uuid::new_v4();
+        Ok(match paced.read_lease(&self.redis, &keys, id, now).await? {
+            Ok(at_ms) => ReadLease::Taken(Reservation {
+                mailbox: mailbox.clone(),
+                recipients: 0,
+                counted: Counted::Paced {
+                    keys: Box::new(keys),
+                    message_id: id,
+                    at_ms,
+                    external: 0,
+                },
+            }),
+            Err(wait_ms) => ReadLease::Wait(Duration::from_millis(
+                u64::try_from(wait_ms).unwrap_or(1_000),
+            )),
+        })
+    }
+
+    /// Marks Graph tenant `tenant`'s external budget (`per_day` recipients per rolling 24 h)
+    /// used up now; returns when its first external recipient fits again. `None` with
+    /// `fixed-window` (it keeps no tenant budget).
+    ///
+    /// # Errors
+    /// A Redis failure.
+    pub(crate) async fn tenant_used_up(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        per_day: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, RedisCallError> {
+        let Engine::Paced(paced) = &self.engine else {
+            return Ok(None);
+        };
+        let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
+        let (_added, free_at) = paced
+            .tenant_used_up(&self.redis, &keys, per_day, now)
+            .await?;
+        Ok(DateTime::from_timestamp_millis(free_at))
+    }
+}
