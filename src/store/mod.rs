@@ -9,6 +9,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgConnection, PgPoolOptions},
 };
 use url::Url;
+use uuid::Uuid;
 
 /// The schema, embedded at compile time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -248,3 +249,21 @@ pub(crate) mod sender_settings;
 pub mod senders;
 pub mod suppressions;
 pub mod waiting;
+
+/// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SenderRef {
+    /// `messages.tenant_id`.
+    Tenant(Uuid),
+    /// `messages.system_mailbox_id`.
+    SystemMailbox(Uuid),
+}
+
+impl SenderRef {
+    /// The tenant's or system mailbox's id.
+    pub(crate) fn id(self) -> Uuid {
+        match self {
+            Self::Tenant(id) | Self::SystemMailbox(id) => id,
+        }
+    }
+}

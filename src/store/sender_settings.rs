@@ -5,7 +5,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{StoreError, messages::SenderRef};
+use super::{SenderRef, StoreError};
 use crate::domain::Priority;
 
 /// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`): what a

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::{StoreError, messages::SenderRef};
+use super::{SenderRef, StoreError};
 use crate::domain::{SuppressionSource, suppressed_address};
 
 /// One entry as listed.

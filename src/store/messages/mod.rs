@@ -40,23 +40,7 @@ pub use insert::NewMessage;
 pub(crate) use insert::{count_present, insert};
 pub use recover::recover_stale_sending;
 
-/// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SenderRef {
-    /// `messages.tenant_id`.
-    Tenant(Uuid),
-    /// `messages.system_mailbox_id`.
-    SystemMailbox(Uuid),
-}
-
-impl SenderRef {
-    /// The tenant's or system mailbox's id.
-    pub(crate) fn id(self) -> Uuid {
-        match self {
-            Self::Tenant(id) | Self::SystemMailbox(id) => id,
-        }
-    }
-}
+pub use super::SenderRef;
 
 /// One attempt's hold on its row: the message and the `claim_token` its claim set. Every write
 /// of the attempt matches both, so it changes nothing once lease recovery and a new claim took
