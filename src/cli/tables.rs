@@ -153,6 +153,9 @@ pub(crate) fn message_text(m: &MessageLine) -> String {
     if let Some(w) = &m.waiting {
         out.push_str(&format!("waiting     {w}\n"));
     }
+    if let Some(b) = &m.bounce {
+        out.push_str(&format!("bounced     {b}\n"));
+    }
     if let Some(e) = &m.last_error {
         out.push_str(&format!("last error  {e}\n"));
     }

@@ -252,6 +252,8 @@ pub(crate) struct MessageLine {
     pub wait_reason: Option<&'static str>,
     /// The same in words, with until when.
     pub waiting: Option<String>,
+    /// A `BOUNCED` row's DSN status code and the NDR's text (scrubbed when it was read).
+    pub bounce: Option<String>,
 }
 
 /// Every status, for a list without a status filter.
@@ -275,7 +277,9 @@ pub(crate) async fn list(
         "SELECT m.id, coalesce(s.address, t.sender_address), m.status, m.subject, \
              m.to_recipients->0->>'address', jsonb_array_length(m.to_recipients), \
              m.attempts, m.deferrals, m.last_error, m.scheduled_on, m.updated_at, \
-             CASE WHEN m.status = {scheduled} THEN {reason} END, now() \
+             CASE WHEN m.status = {scheduled} THEN {reason} END, now(), \
+             CASE WHEN m.bounce_code IS NOT NULL \
+                 THEN concat_ws(' ', m.bounce_code, m.bounce_text) END \
          {MATCH} ORDER BY m.updated_at DESC, m.id LIMIT $5",
         scheduled = sql_status!(Scheduled),
         reason = wait_reason_sql!(),
@@ -294,6 +298,7 @@ pub(crate) async fn list(
         chrono::DateTime<chrono::Utc>,
         Option<String>,
         chrono::DateTime<chrono::Utc>,
+        Option<String>,
     );
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&statuses)
@@ -320,6 +325,7 @@ pub(crate) async fn list(
                 updated,
                 reason,
                 now,
+                bounce,
             )| {
                 let reason = reason.as_deref().map(WaitReason::of);
                 let first =
@@ -340,6 +346,7 @@ pub(crate) async fn list(
                     updated_at: updated,
                     wait_reason: reason.map(WaitReason::as_str),
                     waiting: reason.map(|r| r.describe(&mailbox, due, now)),
+                    bounce,
                     mailbox,
                 }
             },

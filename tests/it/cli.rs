@@ -632,4 +632,20 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         .await
         .unwrap();
     assert!((1200.0..1260.0).contains(&late), "{late}");
+
+    // A bounced message shows the NDR's code and text.
+    let bounced = world.insert(0, 1, "SENT").await[0];
+    world
+        .execute(
+            "UPDATE messages SET status = 'BOUNCED', bounce_code = '5.1.1', \
+             bounce_text = 'RESOLVER.ADR.RecipNotFound; not found' WHERE id = $1",
+            bounced,
+        )
+        .await;
+    let shown = text(&mail_worker(&["messages", "show", &bounced.to_string()], &env).stdout);
+    assert!(
+        shown.contains("status      BOUNCED\n")
+            && shown.contains("bounced     5.1.1 RESOLVER.ADR.RecipNotFound; not found\n"),
+        "{shown}"
+    );
 }
