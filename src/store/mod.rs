@@ -237,6 +237,7 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
 pub mod admin;
 pub mod campaigns;
 pub mod history;
+pub mod mailbox_list;
 pub mod messages;
 pub mod report;
 pub mod retention;
