@@ -96,10 +96,12 @@ pub(crate) async fn messages_of(
 ) -> Result<HashMap<Uuid, SenderMessages>, StoreError> {
     // Both from the indexes alone: counts by (sender, status); the paused rows (rare) by the
     // page's SCHEDULED rows.
+    // Two halves, not one `OR`: a bitmap of both indexes would read the rows themselves.
     let counts: Vec<(Uuid, String, i64)> = sqlx::query_as(
-        "SELECT coalesce(system_mailbox_id, tenant_id), status, count(*) FROM messages \
-         WHERE system_mailbox_id = ANY($1) OR tenant_id = ANY($1) \
-         GROUP BY system_mailbox_id, tenant_id, status",
+        "SELECT system_mailbox_id, status, count(*) FROM messages \
+         WHERE system_mailbox_id = ANY($1) GROUP BY 1, 2 \
+         UNION ALL \
+         SELECT tenant_id, status, count(*) FROM messages WHERE tenant_id = ANY($1) GROUP BY 1, 2",
     )
     .bind(ids)
     .fetch_all(pool)
