@@ -8,7 +8,7 @@ use crate::{
     config::Config,
     domain::{MailboxAddress, Sender, TenantTransport},
     rate_limit::usage::{LimiterUsage, UsageReader},
-    store::{admin, senders},
+    store::{admin, mailbox_list, senders},
 };
 
 /// `mailbox usage`'s report (its `--json` shape is stable).
@@ -75,32 +75,124 @@ pub(crate) async fn mailbox_usage_with(
     let sender = senders::by_address(pool, address)
         .await?
         .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
-    let (kind, id, tenant, limits) = limits_of(&sender, config);
-    let (limiter, limiter_error) = match &tenant {
-        Some(tenant) => match reader
-            .read(&tenant.to_lowercase(), address, chrono::Utc::now())
-            .await
-        {
-            Ok(usage) => (Some(usage), None),
-            Err(e) => (
-                None,
-                Some(format!(
-                    "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
-                    config.rate_limit.redis_url.redacted()
-                )),
-            ),
-        },
-        None => (None, None),
-    };
-    Ok(MailboxUsage {
-        mailbox: address.to_string(),
-        sender: kind,
-        provider: provider(tenant.as_deref()),
-        limits,
-        limiter,
-        limiter_error,
-        messages: admin::sender_messages(pool, id).await?,
+    Ok(usages(reader, config, pool, vec![sender])
+        .await?
+        .pop()
+        .unwrap_or_else(|| unreachable!("one usage per sender")))
+}
+
+/// One page of `mailbox usage` (no address) and of the admin UI's mailboxes page (its `--json`
+/// shape is stable).
+#[derive(Debug, Clone, Serialize)]
+pub struct UsagePage {
+    /// This page, from 1.
+    pub page: u32,
+    /// Mailboxes per page.
+    pub per_page: u32,
+    /// Every sending mailbox (system mailboxes and tenants' senders).
+    pub total: u64,
+    /// Pages in all (at least 1).
+    pub pages: u32,
+    /// This page's mailboxes, busiest first: most unfinished (`SCHEDULED` + `SENDING`)
+    /// messages, equal ones by address.
+    pub mailboxes: Vec<MailboxUsage>,
+}
+
+/// Page `page` (from 1) of `per_page` mailboxes (at most [`mailbox_list::MAX_PER_PAGE`]),
+/// busiest first, each with its [`MailboxUsage`]: a fixed number of queries (the page's
+/// addresses, their senders, their messages) and one Redis round trip for the page, whatever
+/// the number of mailboxes.
+///
+/// # Errors
+/// [`AdminError::BadInput`] for page 0 or a `per_page` of 0 or above the most; database errors.
+pub async fn usage_page(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    page: u32,
+    per_page: u32,
+) -> Result<UsagePage, AdminError> {
+    if page == 0 {
+        return Err(AdminError::BadInput("page: pages count from 1".into()));
+    }
+    if per_page == 0 || per_page > mailbox_list::MAX_PER_PAGE {
+        return Err(AdminError::BadInput(format!(
+            "per_page: from 1 to {} (got {per_page})",
+            mailbox_list::MAX_PER_PAGE
+        )));
+    }
+    let listed = mailbox_list::busiest(pool, page, per_page).await?;
+    let addresses: Vec<String> = listed.addresses.iter().map(|(a, _)| a.clone()).collect();
+    let mut found = senders::matching(pool, Some(&addresses)).await?;
+    // In the page's order (busiest first), not the query's.
+    found.sort_by_key(|s| addresses.iter().position(|a| a == s.mailbox().as_str()));
+    let mailboxes = usages(
+        &mut UsageReader::new(&config.rate_limit),
+        config,
+        pool,
+        found,
+    )
+    .await?;
+    Ok(UsagePage {
+        page,
+        per_page,
+        total: listed.total,
+        pages: u32::try_from(listed.total.div_ceil(u64::from(per_page)))
+            .unwrap_or(u32::MAX)
+            .max(1),
+        mailboxes,
     })
+}
+
+/// The [`MailboxUsage`] of each of `senders`, in their order: their messages in one query,
+/// their limiter state in one round trip.
+async fn usages(
+    reader: &mut UsageReader<'_>,
+    config: &Config,
+    pool: &sqlx::PgPool,
+    senders: Vec<Sender>,
+) -> Result<Vec<MailboxUsage>, AdminError> {
+    let described: Vec<_> = senders.iter().map(|s| limits_of(s, config)).collect();
+    let ids: Vec<uuid::Uuid> = described.iter().map(|(_, id, _, _)| *id).collect();
+    let mut messages = mailbox_list::messages_of(pool, &ids).await?;
+    let graph: Vec<(String, MailboxAddress)> = senders
+        .iter()
+        .zip(&described)
+        .filter_map(|(s, (_, _, tenant, _))| {
+            Some((tenant.as_ref()?.to_lowercase(), s.mailbox().clone()))
+        })
+        .collect();
+    let mut read = reader
+        .read_many(&graph, chrono::Utc::now())
+        .await
+        .into_iter();
+    let mut out = Vec::with_capacity(senders.len());
+    for (sender, (kind, id, tenant, limits)) in senders.iter().zip(described) {
+        let (limiter, limiter_error) = match &tenant {
+            Some(_) => match read.next().unwrap_or_else(|| Err("not read".into())) {
+                Ok(usage) => (Some(usage), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
+                        config.rate_limit.redis_url.redacted()
+                    )),
+                ),
+            },
+            None => (None, None),
+        };
+        out.push(MailboxUsage {
+            mailbox: sender.mailbox().to_string(),
+            sender: kind,
+            provider: provider(tenant.as_deref()),
+            limits,
+            limiter,
+            limiter_error,
+            messages: messages
+                .remove(&id)
+                .unwrap_or_else(admin::SenderMessages::zeros),
+        });
+    }
+    Ok(out)
 }
 
 /// `graph` for a sender with a Graph tenant, `sendgrid` for one without.
@@ -177,14 +269,22 @@ pub(crate) async fn budget_shares(
 ) -> Result<(Vec<BudgetShare>, Option<String>), AdminError> {
     let mut shares = Vec::new();
     let mut failed = None;
-    // Two queries per refresh whatever the number of mailboxes (not one lookup per mailbox).
-    for sender in senders::all(pool).await? {
-        let mailbox = sender.mailbox().clone();
-        let (_, _, Some(tenant), limits) = limits_of(&sender, config) else {
-            continue;
-        };
-        let tenant = tenant.to_lowercase();
-        match reader.read(&tenant, &mailbox, chrono::Utc::now()).await {
+    // Two queries and one Redis round trip per refresh whatever the number of mailboxes.
+    let graph: Vec<(String, MailboxAddress, EffectiveLimits)> = senders::all(pool)
+        .await?
+        .iter()
+        .filter_map(|sender| {
+            let (_, _, tenant, limits) = limits_of(sender, config);
+            Some((tenant?.to_lowercase(), sender.mailbox().clone(), limits))
+        })
+        .collect();
+    let asked: Vec<(String, MailboxAddress)> = graph
+        .iter()
+        .map(|(t, m, _)| (t.clone(), m.clone()))
+        .collect();
+    let read = reader.read_many(&asked, chrono::Utc::now()).await;
+    for ((tenant, mailbox, limits), usage) in graph.into_iter().zip(read) {
+        match usage {
             Ok(u) => shares.push(BudgetShare {
                 minute: u.sent_last_minute as f64 / f64::from(limits.per_minute),
                 day: u.recipients_last_day as f64 / f64::from(limits.recipients_per_day),

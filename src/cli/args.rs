@@ -197,10 +197,17 @@ pub enum SendersCommand {
 pub enum MailboxCommand {
     /// Set (or clear) a system mailbox's rate-limit overrides; applies to its next message.
     SetLimits(SetLimits),
-    /// A mailbox's limits, its live budget as the limiter counts it, and its messages.
+    /// A mailbox's limits, its live budget as the limiter counts it, and its messages; without
+    /// an address, one page of every mailbox, busiest (most unfinished messages) first.
     Usage {
         /// The mailbox's address (a system mailbox or a tenant's sender).
-        address: String,
+        address: Option<String>,
+        /// The page to print, from 1 (without an address).
+        #[arg(long, default_value_t = 1, conflicts_with = "address")]
+        page: u32,
+        /// Mailboxes per page, at most 500 (without an address).
+        #[arg(long, default_value_t = 50, conflicts_with = "address")]
+        per_page: u32,
         /// Print JSON instead of lines.
         #[arg(long)]
         json: bool,

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::{
-    admin::usage::mailbox_usage,
+    admin::usage::{mailbox_usage, usage_page},
     config::Config,
     domain::MailboxAddress,
     events, import, intake,
@@ -29,7 +29,7 @@ pub use args::{
     SendersCommand, SetLimits, SuppressionsCommand,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
-pub(crate) use tables::{status_table, usage_text};
+pub(crate) use tables::{status_table, usage_page_text, usage_text};
 
 /// The `mail-worker` binary's whole life: parse the command line, read the config (a bad value
 /// exits 78, `EX_CONFIG`), set up JSON logging, run the command, and report why it exited.
@@ -242,10 +242,23 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 ExitCode::FAILURE
             })
         }
-        Command::Mailbox(MailboxCommand::Usage { address, json }) => {
-            let address = MailboxAddress::parse(&address)?;
+        Command::Mailbox(MailboxCommand::Usage {
+            address,
+            page,
+            per_page,
+            json,
+        }) => {
             let pool = store::open(&config.database_url, 2).await?;
-            let usage = mailbox_usage(&config, &pool, &address).await?;
+            let Some(address) = address else {
+                let page = usage_page(&config, &pool, page, per_page).await?;
+                out(&if json {
+                    serde_json::to_string_pretty(&page)? + "\n"
+                } else {
+                    usage_page_text(&page)
+                });
+                return Ok(ExitCode::SUCCESS);
+            };
+            let usage = mailbox_usage(&config, &pool, &MailboxAddress::parse(&address)?).await?;
             if json {
                 out(&(serde_json::to_string_pretty(&usage)? + "\n"));
             } else {

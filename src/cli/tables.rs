@@ -2,7 +2,7 @@
 //! `messages list` and `suppressions list` as fixed-width tables.
 
 use crate::{
-    admin::usage::MailboxUsage,
+    admin::usage::{MailboxUsage, UsagePage},
     store::{admin::MessageLine, report, suppressions::Suppression},
 };
 
@@ -70,6 +70,46 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
             u.messages.paused_reason.as_deref().unwrap_or("?")
         ));
     }
+    out
+}
+
+/// A page of `mailbox usage` as a fixed-width table, one mailbox a line, busiest first.
+pub(crate) fn usage_page_text(p: &UsagePage) -> String {
+    let mut out = format!(
+        "{:<32} {:>7} {:>9} {:>7} {:>6} {:>9} {:>10} {:>6}\n",
+        "mailbox", "per min", "per day", "minute", "24 h", "in flight", "SCHEDULED", "SENT"
+    );
+    for u in &p.mailboxes {
+        let (minute, day, in_flight) = u.limiter.as_ref().map_or_else(
+            || ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+            |l| {
+                (
+                    l.sent_last_minute.to_string(),
+                    l.recipients_last_day.to_string(),
+                    l.in_flight.to_string(),
+                )
+            },
+        );
+        let count = |s: &str| u.messages.by_status.get(s).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "{:<32} {:>7} {:>9} {:>7} {:>6} {:>9} {:>10} {:>6}\n",
+            u.mailbox,
+            u.limits.per_minute,
+            u.limits.recipients_per_day,
+            minute,
+            day,
+            in_flight,
+            count("SCHEDULED"),
+            count("SENT"),
+        ));
+        if let Some(e) = &u.limiter_error {
+            out.push_str(&format!("  limiter unreadable: {e}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "page {} of {} ({} per page, {} mailboxes in all)\n",
+        p.page, p.pages, p.per_page, p.total
+    ));
     out
 }
 

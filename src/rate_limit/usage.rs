@@ -3,13 +3,14 @@
 //! budget alert is written). Reads the keys of
 //! [`super::paced::keys`] or [`super::fixed_window::keys`], whichever algorithm is configured.
 
-use std::{fmt, time::Duration};
+use std::{collections::BTreeMap, fmt, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
+use redis::{ParsingError, Pipeline, Value, from_redis_value_ref};
 use serde::Serialize;
 
 use super::{
-    Algorithm, RateLimitConfig, RedisCallError, connection::RedisConn, fixed_window::keys as fixed,
+    Algorithm, RateLimitConfig, connection::RedisConn, fixed_window::keys as fixed,
     paced::keys::PacedKeys,
 };
 use crate::domain::MailboxAddress;
@@ -79,10 +80,24 @@ impl<'a> UsageReader<'a> {
         mailbox: &MailboxAddress,
         now: DateTime<Utc>,
     ) -> Result<LimiterUsage, String> {
-        let conn = self.conn.as_ref().map_err(String::clone)?;
-        read_usage(conn, self.config, tenant, mailbox, now)
+        self.read_many(&[(tenant.to_owned(), mailbox.clone())], now)
             .await
-            .map_err(|e| e.to_string())
+            .pop()
+            .unwrap_or_else(|| Err("not read".to_owned()))
+    }
+
+    /// The usage of each of `mailboxes` (Graph tenant in lower case, mailbox) at `now`, in
+    /// their order, in one round trip (one pipeline; on a Redis Cluster one per slot, sent at
+    /// once) — a page of the admin UI costs one wait for Redis, not one per mailbox.
+    pub(crate) async fn read_many(
+        &mut self,
+        mailboxes: &[(String, MailboxAddress)],
+        now: DateTime<Utc>,
+    ) -> Vec<Result<LimiterUsage, String>> {
+        match self.conn.as_ref() {
+            Ok(conn) => read_usages(conn, self.config, mailboxes, now).await,
+            Err(e) => vec![Err(e.clone()); mailboxes.len()],
+        }
     }
 }
 
@@ -137,66 +152,170 @@ impl UsageReader<'_> {
     }
 }
 
-/// Reads `mailbox`'s usage (Graph tenant `tenant`) at `now` over `conn`.
-async fn read_usage(
-    conn: &RedisConn,
+/// The commands that read one mailbox's usage, appended to `pipe`; [`parse_usage`] reads
+/// their answers (as many as [`commands_per_mailbox`]).
+fn usage_commands(
+    pipe: &mut Pipeline,
     config: &RateLimitConfig,
     tenant: &str,
     mailbox: &MailboxAddress,
     now: DateTime<Utc>,
-) -> Result<LimiterUsage, RedisCallError> {
+) -> Vec<String> {
     let now_ms = now.timestamp_millis();
     match config.algorithm {
         Algorithm::FixedWindow => {
             let minute = fixed::minute_key(&config.key_prefix, mailbox, now);
             let day = fixed::day_key(&config.key_prefix, mailbox, now);
-            let (m, d): (Option<u64>, Option<u64>) =
-                conn.query(redis::pipe().get(&minute).get(&day)).await?;
-            Ok(LimiterUsage {
-                algorithm: Algorithm::FixedWindow.as_str(),
-                sent_last_minute: m.unwrap_or(0),
-                recipients_last_day: d.unwrap_or(0),
-                in_flight: 0,
-                booked: 0,
-                cooldown_until: None,
-                next_free_slot: None,
-                keys: vec![minute, day],
-            })
+            pipe.get(&minute).get(&day);
+            vec![minute, day]
         }
         Algorithm::Paced => {
             let keys = PacedKeys::new(&config.key_prefix, tenant, mailbox);
-            let ((tat, cool, total), sent, in_flight, booked): (StateFields, u64, u64, u64) = conn
-                .query(
-                    redis::pipe()
-                        .cmd("HMGET")
-                        .arg(keys.state())
-                        .arg("tat")
-                        .arg("cool")
-                        .arg("total")
-                        .cmd("ZCOUNT")
-                        .arg(keys.sent())
-                        .arg(format!("({}", now_ms - 60_000))
-                        .arg("+inf")
-                        .cmd("ZCOUNT")
-                        .arg(keys.in_flight())
-                        .arg(format!("({now_ms}"))
-                        .arg("+inf")
-                        .cmd("ZCARD")
-                        .arg(keys.booked()),
-                )
-                .await?;
-            Ok(LimiterUsage {
-                algorithm: Algorithm::Paced.as_str(),
-                sent_last_minute: sent,
-                recipients_last_day: total.unwrap_or(0),
-                in_flight,
-                booked,
-                cooldown_until: cool.filter(|c| *c > now_ms).and_then(at_ms),
-                next_free_slot: Some(tat.map_or(now_ms, |t| t.max(now_ms))).and_then(at_ms),
-                keys: [keys.state(), keys.sent(), keys.in_flight(), keys.booked()]
-                    .map(str::to_owned)
-                    .to_vec(),
-            })
+            pipe.cmd("HMGET")
+                .arg(keys.state())
+                .arg("tat")
+                .arg("cool")
+                .arg("total")
+                .cmd("ZCOUNT")
+                .arg(keys.sent())
+                .arg(format!("({}", now_ms - 60_000))
+                .arg("+inf")
+                .cmd("ZCOUNT")
+                .arg(keys.in_flight())
+                .arg(format!("({now_ms}"))
+                .arg("+inf")
+                .cmd("ZCARD")
+                .arg(keys.booked());
+            [keys.state(), keys.sent(), keys.in_flight(), keys.booked()]
+                .map(str::to_owned)
+                .to_vec()
         }
     }
+}
+
+/// How many answers [`usage_commands`] adds per mailbox.
+fn commands_per_mailbox(algorithm: Algorithm) -> usize {
+    match algorithm {
+        Algorithm::FixedWindow => 2,
+        Algorithm::Paced => 4,
+    }
+}
+
+/// One mailbox's usage from the answers of its [`usage_commands`].
+fn parse_usage(
+    algorithm: Algorithm,
+    answers: &[Value],
+    keys: Vec<String>,
+    now: DateTime<Utc>,
+) -> Result<LimiterUsage, ParsingError> {
+    let now_ms = now.timestamp_millis();
+    let count = |i: usize| from_redis_value_ref::<Option<u64>>(&answers[i]);
+    Ok(match algorithm {
+        Algorithm::FixedWindow => LimiterUsage {
+            algorithm: Algorithm::FixedWindow.as_str(),
+            sent_last_minute: count(0)?.unwrap_or(0),
+            recipients_last_day: count(1)?.unwrap_or(0),
+            in_flight: 0,
+            booked: 0,
+            cooldown_until: None,
+            next_free_slot: None,
+            keys,
+        },
+        Algorithm::Paced => {
+            let (tat, cool, total): StateFields = from_redis_value_ref(&answers[0])?;
+            LimiterUsage {
+                algorithm: Algorithm::Paced.as_str(),
+                sent_last_minute: count(1)?.unwrap_or(0),
+                recipients_last_day: total.unwrap_or(0),
+                in_flight: count(2)?.unwrap_or(0),
+                booked: count(3)?.unwrap_or(0),
+                cooldown_until: cool.filter(|c| *c > now_ms).and_then(at_ms),
+                next_free_slot: Some(tat.map_or(now_ms, |t| t.max(now_ms))).and_then(at_ms),
+                keys,
+            }
+        }
+    })
+}
+
+/// The hash tag of `key` (`{…}`), or the whole key: keys with the same one share a cluster
+/// slot, so one pipeline may read them.
+fn hash_tag(key: &str) -> &str {
+    key.split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key)
+}
+
+/// The usage of each of `mailboxes` (Graph tenant, mailbox) at `now` over `conn`, in their
+/// order: one pipeline on a standalone Redis; on a cluster one per hash tag (a pipeline's keys
+/// must share a slot), all sent at once.
+async fn read_usages(
+    conn: &RedisConn,
+    config: &RateLimitConfig,
+    mailboxes: &[(String, MailboxAddress)],
+    now: DateTime<Utc>,
+) -> Vec<Result<LimiterUsage, String>> {
+    let keys: Vec<Vec<String>> = mailboxes
+        .iter()
+        .map(|(tenant, mailbox)| usage_commands(&mut redis::pipe(), config, tenant, mailbox, now))
+        .collect();
+    let groups = |cluster: bool| -> Vec<Vec<usize>> {
+        if !cluster {
+            return vec![(0..mailboxes.len()).collect()];
+        }
+        let mut by_tag: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            by_tag.entry(hash_tag(&k[0])).or_default().push(i);
+        }
+        by_tag.into_values().collect()
+    };
+    let read_group = |group: Vec<usize>| async move {
+        let mut pipe = redis::pipe();
+        for &i in &group {
+            let (tenant, mailbox) = &mailboxes[i];
+            usage_commands(&mut pipe, config, tenant, mailbox, now);
+        }
+        (group, conn.query::<Vec<Value>>(&pipe).await)
+    };
+    let mut answers =
+        futures::future::join_all(groups(conn.is_cluster()).into_iter().map(read_group)).await;
+    // A single seed that turned out to be a cluster node: the one pipeline crossed slots.
+    if answers.len() == 1 && answers[0].1.is_err() && conn.is_cluster() && mailboxes.len() > 1 {
+        answers = futures::future::join_all(groups(true).into_iter().map(read_group)).await;
+    }
+    let per = commands_per_mailbox(config.algorithm);
+    let mut out: Vec<Result<LimiterUsage, String>> =
+        vec![Err("not read".to_owned()); mailboxes.len()];
+    let mut keys: Vec<Option<Vec<String>>> = keys.into_iter().map(Some).collect();
+    for (group, answer) in answers {
+        match answer {
+            Ok(values) => {
+                for (n, &i) in group.iter().enumerate() {
+                    let own = values.get(n * per..(n + 1) * per).unwrap_or_default();
+                    out[i] = if own.len() < per {
+                        Err(format!(
+                            "{} answers for {} commands",
+                            values.len(),
+                            group.len() * per
+                        ))
+                    } else {
+                        parse_usage(
+                            config.algorithm,
+                            own,
+                            keys[i].take().unwrap_or_default(),
+                            now,
+                        )
+                        .map_err(|e| e.to_string())
+                    };
+                }
+            }
+            Err(e) => {
+                for &i in &group {
+                    out[i] = Err(e.to_string());
+                }
+            }
+        }
+    }
+    out
 }

@@ -242,6 +242,7 @@ pub mod admin;
 pub(crate) mod bounce_reads;
 pub mod campaigns;
 pub mod history;
+pub mod mailbox_list;
 pub mod messages;
 pub mod report;
 pub mod retention;

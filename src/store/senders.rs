@@ -174,15 +174,34 @@ pub async fn by_address(
 /// # Errors
 /// Database errors, or a row the code cannot use.
 pub(crate) async fn all(pool: &PgPool) -> Result<Vec<crate::domain::Sender>, StoreError> {
-    let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes ORDER BY address");
+    matching(pool, None).await
+}
+
+/// As [`all`], of the sending addresses `only` (lower case) when given.
+///
+/// # Errors
+/// As [`all`].
+pub(crate) async fn matching(
+    pool: &PgPool,
+    only: Option<&[String]>,
+) -> Result<Vec<crate::domain::Sender>, StoreError> {
+    let sql = format!(
+        "SELECT {MAILBOX_COLUMNS} FROM system_mailboxes \
+         WHERE $1::text[] IS NULL OR address = ANY($1) ORDER BY address"
+    );
     let mut senders = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(only)
         .fetch_all(pool)
         .await?
         .iter()
         .map(|row| mailbox_from_row(row).map(crate::domain::Sender::SystemMailbox))
         .collect::<Result<Vec<_>, _>>()?;
-    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants ORDER BY name");
+    let sql = format!(
+        "SELECT {TENANT_COLUMNS} FROM tenants \
+         WHERE $1::text[] IS NULL OR lower(sender_address) = ANY($1) ORDER BY name"
+    );
     for row in sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(only)
         .fetch_all(pool)
         .await?
     {

@@ -957,3 +957,133 @@ fn assert_all_in(page: &str, wanted: &[&str]) {
         assert!(page.contains(want), "{want:?} not in {page}");
     }
 }
+
+/// The order `page` lists mailboxes in: each `data-mailbox="…"` row's address.
+fn listed(page: &str) -> Vec<String> {
+    page.split("data-mailbox=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
+    use mail_worker::{clock::SystemClock, rate_limit::Algorithm};
+    let world = TestApp::builder()
+        .algorithm(Algorithm::Paced)
+        .mailboxes(5)
+        .per_minute(20)
+        .spawn()
+        .await;
+    // Unfinished (SCHEDULED + SENDING) per mailbox: mb2 3 (and 1 SENT through the limiter),
+    // mb0 2, mb4 2, mb1 0 (4 SENT: finished), mb3 0.
+    world.insert(0, 1, "SCHEDULED").await;
+    world.insert(0, 1, "SENDING").await;
+    world.insert(1, 4, "SENT").await;
+    let mb2 = world.insert(2, 4, "SCHEDULED").await;
+    world.insert(4, 2, "SCHEDULED").await;
+    let handler = world.real_handler(Arc::new(SystemClock));
+    claim_and_send(&world.db.pool, &handler, mb2[0])
+        .await
+        .unwrap();
+    assert_eq!(world.status_of(mb2[0]).await.0, "SENT");
+    let name = |i: usize| world.mailboxes[i].0.to_string();
+
+    let report = |page: u32| {
+        let (config, pool) = (world.config.clone(), world.db.pool.clone());
+        async move {
+            admin::usage::usage_page(&config, &pool, page, 2)
+                .await
+                .unwrap()
+        }
+    };
+    let first = report(1).await;
+    assert_eq!((first.total, first.pages, first.per_page), (5, 3, 2));
+    let order = |p: &admin::usage::UsagePage| -> Vec<String> {
+        p.mailboxes.iter().map(|u| u.mailbox.clone()).collect()
+    };
+    assert_eq!(order(&first), [name(2), name(0)]);
+    assert_eq!(order(&report(2).await), [name(4), name(1)]);
+    assert_eq!(order(&report(3).await), [name(3)]);
+    let past = report(4).await;
+    assert_eq!((past.total, past.mailboxes.len()), (5, 0));
+    // Each row carries its own mailbox's figures (the page's limiter reads are not shuffled).
+    let busiest = &first.mailboxes[0];
+    assert_eq!(busiest.messages.by_status["SCHEDULED"], 3);
+    assert_eq!(busiest.messages.by_status["SENT"], 1);
+    assert_eq!(busiest.limiter.as_ref().unwrap().sent_last_minute, 1);
+    let second = &first.mailboxes[1];
+    assert_eq!(second.messages.by_status["SENDING"], 1);
+    assert_eq!(second.limiter.as_ref().unwrap().sent_last_minute, 0);
+    let quiet = &report(2).await.mailboxes[1];
+    assert_eq!(quiet.messages.by_status["SENT"], 4);
+    assert_eq!(quiet.limiter.as_ref().unwrap().sent_last_minute, 0);
+
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let page = ui.page("/mailboxes?page=1&per_page=2", &login).await;
+    assert_eq!(listed(&page), [name(2), name(0)]);
+    assert!(page.contains("Page 1 of 3 (5 mailboxes"), "{page}");
+    assert!(
+        page.contains("href=\"/mailboxes?page=2&#38;per_page=2\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("data-refresh=\"/mailboxes/rows?page=1&#38;per_page=2\""),
+        "{page}"
+    );
+    let rows = ui.page("/mailboxes/rows?page=2&per_page=2", &login).await;
+    assert_eq!(listed(&rows), [name(4), name(1)]);
+    let all = ui.page("/mailboxes", &login).await;
+    assert_eq!(listed(&all), [name(2), name(0), name(4), name(1), name(3)]);
+    let refused = ui.get("/mailboxes?page=0", Some(&login)).await;
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    let env = crate::cli::paced_env(&world, "10000");
+    let out = crate::cli::mail_worker(
+        &[
+            "mailbox",
+            "usage",
+            "--page",
+            "2",
+            "--per-page",
+            "2",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::cli::text(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["total"], 5);
+    assert_eq!(json["pages"], 3);
+    assert_eq!(json["mailboxes"][0]["mailbox"], name(4));
+    assert_eq!(json["mailboxes"][1]["mailbox"], name(1));
+    assert_eq!(json["mailboxes"][1]["messages"]["by_status"]["SENT"], 4);
+    let lines = crate::cli::text(&crate::cli::mail_worker(&["mailbox", "usage"], &env).stdout);
+    let first_column: Vec<&str> = lines
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        first_column,
+        [
+            name(2).as_str(),
+            &name(0),
+            &name(4),
+            &name(1),
+            &name(3),
+            "page"
+        ]
+    );
+    assert!(
+        lines.ends_with("page 1 of 1 (50 per page, 5 mailboxes in all)\n"),
+        "{lines}"
+    );
+}

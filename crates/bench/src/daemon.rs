@@ -111,7 +111,7 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// The ids of `parent`'s child processes (a scan of `/proc/*/stat` for the parent id).
-fn children_of(parent: u32) -> Vec<u32> {
+pub fn children_of(parent: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -136,7 +136,7 @@ fn signal(pid: u32, signal: &str) {
 
 /// A free TCP port on 127.0.0.1 (bound and released; another process could take it before us,
 /// which start-up then reports).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -914,6 +914,28 @@ impl PrivatePostgres {
         pg.url = Url::parse(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
             .unwrap_or_else(|e| fail(&e.to_string()));
         pg
+    }
+
+    /// The postmaster's process id (0 while stopped).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// CPU seconds of the whole server so far: the postmaster, its live processes (backends,
+    /// autovacuum, checkpointer, …) and the ones that exited (`cutime` + `cstime`).
+    pub fn cpu_seconds(&self) -> f64 {
+        let own = proc_stat_fields(self.pid).map_or(0.0, |f| {
+            f.get(11..15)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|v| v.parse::<f64>().ok())
+                .sum::<f64>()
+                / clock_ticks()
+        });
+        own + children_of(self.pid)
+            .into_iter()
+            .filter_map(cpu_seconds)
+            .sum::<f64>()
     }
 
     fn start_server(&mut self) {

@@ -10,6 +10,7 @@
 //! production claim (the send-mode benchmark and `tests/it`).
 
 pub mod claim;
+pub mod cluster;
 pub mod daemon;
 pub mod e2e;
 pub mod perf;

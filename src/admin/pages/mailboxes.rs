@@ -1,4 +1,5 @@
-//! The mailboxes page (every mailbox with its limits and live use, refreshed every 5 s) and one
+//! The mailboxes page (a page of the mailboxes, busiest first, with their limits and live use,
+//! refreshed every 5 s: `?page=`, `?per_page=`) and one
 //! mailbox's page (its limits form, warned above Exchange Online's, live use and latest
 //! messages): one row type serves both.
 
@@ -85,8 +86,12 @@ struct MailboxesPage {
     default_per_minute: u32,
     default_per_day: u32,
     /// "hr@contoso.example has used 85 % of its 24 h recipient budget", one per mailbox past
-    /// `MAIL_BUDGET_ALERT_PERCENT`.
+    /// `MAIL_BUDGET_ALERT_PERCENT` on this page.
     nearly_used: Vec<String>,
+    /// "Page 2 of 100 (5,000 mailboxes, …)".
+    position: String,
+    previous: Option<PageLink>,
+    next: Option<PageLink>,
 }
 
 /// The banner lines of the mailboxes whose day budget is past `percent`.
@@ -113,58 +118,98 @@ struct MailboxRows {
     rows: Vec<MailboxRow>,
 }
 
-async fn usage_rows(
-    state: &AdminState,
-    only: Option<&MailboxAddress>,
-) -> Result<Vec<MailboxRow>, AdminError> {
-    let addresses = match only {
-        Some(a) => vec![a.clone()],
-        None => senders::addresses(&state.pool)
-            .await?
-            .iter()
-            .filter_map(|a| MailboxAddress::parse(a).ok())
-            .collect(),
-    };
-    let mut rows = Vec::with_capacity(addresses.len());
-    let mut reader = UsageReader::new(&state.config.rate_limit);
-    for address in &addresses {
-        rows.push(MailboxRow::of(
-            &mailbox_usage_with(&mut reader, &state.config, &state.pool, address).await?,
-        ));
+/// Mailboxes a page lists unless `?per_page=` says otherwise.
+const PER_PAGE: u32 = 50;
+
+/// `?page=` (from 1) and `?per_page=` of the mailboxes page and its refresh.
+#[derive(Deserialize)]
+pub(super) struct PageQuery {
+    page: Option<u32>,
+    per_page: Option<u32>,
+}
+
+impl PageQuery {
+    async fn read(&self, state: &AdminState) -> Result<UsagePage, AdminError> {
+        usage_page(
+            &state.config,
+            &state.pool,
+            self.page.unwrap_or(1),
+            self.per_page.unwrap_or(PER_PAGE),
+        )
+        .await
     }
-    Ok(rows)
+}
+
+/// A link to another page of the mailboxes.
+struct PageLink {
+    label: String,
+    href: String,
+}
+
+/// The links to the pages before and after `p`.
+fn page_links(p: &UsagePage) -> (Option<PageLink>, Option<PageLink>) {
+    let link = |page: u32, label: &str| PageLink {
+        label: label.to_owned(),
+        href: format!("/mailboxes?page={page}&per_page={}", p.per_page),
+    };
+    (
+        (p.page > 1).then(|| link((p.page - 1).min(p.pages), "← busier")),
+        (p.page < p.pages).then(|| link(p.page + 1, "quieter →")),
+    )
 }
 
 pub(super) async fn mailboxes(
     State(state): State<AdminState>,
     Authed(session): Authed,
+    Query(q): Query<PageQuery>,
 ) -> Result<Html<String>, AdminError> {
-    let rows = usage_rows(&state, None).await?;
+    let page = q.read(&state).await?;
+    let rows: Vec<MailboxRow> = page.mailboxes.iter().map(MailboxRow::of).collect();
+    let (previous, next) = page_links(&page);
     render(&MailboxesPage {
         nav: true,
         csrf: session.csrf,
         nearly_used: nearly_used(&rows, state.config.budget_alert_percent),
         rows,
-        refresh: "/mailboxes/rows".into(),
+        refresh: format!(
+            "/mailboxes/rows?page={}&per_page={}",
+            page.page, page.per_page
+        ),
         default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
         default_per_day: state.config.rate_limit.defaults.recipients_per_day.get(),
+        position: format!(
+            "Page {} of {} ({} mailboxes, busiest first: most messages waiting or in flight)",
+            page.page, page.pages, page.total
+        ),
+        previous,
+        next,
     })
 }
 
 #[derive(Deserialize)]
 pub(super) struct RowsQuery {
     address: Option<String>,
+    page: Option<u32>,
+    per_page: Option<u32>,
 }
 
-/// The rows alone, for the pages' 5-second refresh (`admin.js`).
+/// The rows alone, for the pages' 5-second refresh (`admin.js`): one mailbox's, or a page's.
 pub(super) async fn mailbox_rows(
     State(state): State<AdminState>,
     Authed(_): Authed,
-    Query(RowsQuery { address }): Query<RowsQuery>,
+    Query(RowsQuery {
+        address,
+        page,
+        per_page,
+    }): Query<RowsQuery>,
 ) -> Result<Html<String>, AdminError> {
-    let only = address.as_deref().map(parse_address).transpose()?;
+    let page = PageQuery { page, per_page };
+    let usages = match address.as_deref().map(parse_address).transpose()? {
+        Some(a) => vec![mailbox_usage(&state.config, &state.pool, &a).await?],
+        None => page.read(&state).await?.mailboxes,
+    };
     render(&MailboxRows {
-        rows: usage_rows(&state, only.as_ref()).await?,
+        rows: usages.iter().map(MailboxRow::of).collect(),
     })
 }
 

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::{
     AdminError, AdminState,
     auth::{self, Session},
-    usage::{MailboxUsage, mailbox_usage, mailbox_usage_with},
+    usage::{MailboxUsage, UsagePage, mailbox_usage, usage_page},
 };
 use crate::{
     domain::{MailboxAddress, MessageStatus},
@@ -34,7 +34,6 @@ pub use crate::config::EXCHANGE_LIMITS_PAGE as EXCHANGE_LIMITS_URL;
 use crate::config::{
     EXCHANGE_MESSAGES_PER_MINUTE as EXCHANGE_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY,
 };
-use crate::rate_limit::usage::UsageReader;
 
 mod campaigns;
 mod login;
