@@ -198,7 +198,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             } = if dry_run {
                 import::check(&pool, &bytes).await?
             } else {
-                import::enqueue(&pool, &bytes).await?
+                import::enqueue(&pool, &bytes, config.events.outbox()).await?
             };
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
@@ -257,7 +257,9 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             } else {
                 admin::BulkAction::Cancel
             };
-            let changed = action.apply(&pool, &filter, args.dry_run).await?;
+            let changed = action
+                .apply(&pool, &filter, args.dry_run, config.events.outbox())
+                .await?;
             if args.json {
                 out(&(serde_json::to_string_pretty(&changed)? + "\n"));
             } else {

@@ -14,7 +14,11 @@ pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod env;
+mod events;
 mod lines;
+
+pub use events::EventsConfig;
+pub(crate) use events::shown as shown_url;
 
 pub(crate) use crate::domain::redact_url;
 use env::Env;
@@ -129,6 +133,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The intake queue of campaign sends ([`crate::intake`]).
     pub intake: IntakeConfig,
+    /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
+    pub events: EventsConfig,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -350,6 +356,7 @@ impl Config {
                 worker_name: env.get("INTAKE_WORKER_NAME").map(|n| n.trim().to_owned()),
                 heartbeat: env.millis("INTAKE_HEARTBEAT_MS", 10_000)?,
             },
+            events: env.events()?,
         })
     }
 

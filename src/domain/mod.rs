@@ -5,6 +5,7 @@
 //! in: a bad one must end as `ERROR` with a reason, not be dropped). Validation against Graph's
 //! rules happens in [`crate::mailer::validate`].
 
+mod event;
 pub(crate) mod keyword;
 mod mailbox;
 mod message;
@@ -14,6 +15,7 @@ mod secret;
 mod sender;
 mod status;
 
+pub use event::EventKind;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
 pub use priority::Priority;

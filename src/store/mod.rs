@@ -236,6 +236,7 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
 }
 pub mod admin;
 pub mod campaigns;
+pub mod events;
 pub mod history;
 pub mod messages;
 pub mod report;

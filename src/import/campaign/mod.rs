@@ -26,6 +26,7 @@ mod line;
 #[cfg(test)]
 mod tests;
 
+use crate::store::events::Outbox;
 use std::collections::HashMap;
 
 use sqlx::PgPool;
@@ -112,11 +113,12 @@ pub async fn enqueue(
     pool: &PgPool,
     bytes: &[u8],
     senders: &SenderDirectory,
+    outbox: Outbox,
 ) -> Result<EnqueueReport, StoreError> {
     let (good, mut bad) = parse_bytes(bytes, senders);
     let mut report = EnqueueReport::default();
     for chunk in good.chunks(INSERT_CHUNK) {
-        let stored = insert_chunk(pool, chunk).await?;
+        let stored = insert_chunk(pool, chunk, outbox).await?;
         report.inserted += stored.inserted;
         report.stored += chunk.len() - stored.refused.len();
         bad.extend(stored.refused.into_iter().map(|(number, reason)| BadEntry {
@@ -147,9 +149,10 @@ pub(crate) struct Stored {
 pub(crate) async fn insert_chunk(
     pool: &PgPool,
     chunk: &[(usize, NewMessage)],
+    outbox: Outbox,
 ) -> Result<Stored, StoreError> {
     let messages: Vec<NewMessage> = chunk.iter().map(|(_, m)| m.clone()).collect();
-    match messages::insert(pool, &messages).await {
+    match messages::insert(pool, &messages, outbox).await {
         Ok(inserted) => Ok(Stored {
             inserted,
             refused: Vec::new(),
@@ -157,7 +160,7 @@ pub(crate) async fn insert_chunk(
         Err(StoreError::Database(sqlx::Error::Database(_))) => {
             let mut stored = Stored::default();
             for (number, m) in chunk {
-                match messages::insert(pool, std::slice::from_ref(m)).await {
+                match messages::insert(pool, std::slice::from_ref(m), outbox).await {
                     Ok(n) => stored.inserted += n,
                     Err(StoreError::Database(sqlx::Error::Database(e))) => {
                         stored.refused.push((

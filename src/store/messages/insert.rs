@@ -6,8 +6,11 @@ use uuid::Uuid;
 
 use super::SenderRef;
 use crate::{
-    domain::{MessageContent, Priority},
-    store::StoreError,
+    domain::{EventKind, MessageContent, Priority},
+    store::{
+        StoreError,
+        events::{self, Outbox},
+    },
 };
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
@@ -31,11 +34,16 @@ pub struct NewMessage {
 
 /// Inserts `messages` in one transaction of two statements (one multi-row `INSERT … SELECT FROM
 /// UNNEST` for the rows, one for the attachments of the rows that were new), skipping ids that
-/// already exist (also an id repeated within `messages`). Returns how many were new.
+/// already exist (also an id repeated within `messages`), and, with `outbox` on, their
+/// `accepted` events (one more multi-row insert). Returns how many were new.
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
-pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64, StoreError> {
+pub(crate) async fn insert(
+    pool: &PgPool,
+    messages: &[NewMessage],
+    outbox: Outbox,
+) -> Result<u64, StoreError> {
     if messages.is_empty() {
         return Ok(0);
     }
@@ -142,6 +150,9 @@ pub(crate) async fn insert(pool: &PgPool, messages: &[NewMessage]) -> Result<u64
         .bind(contents)
         .execute(&mut *tx)
         .await?;
+    }
+    if outbox.is_on() {
+        events::record(&mut *tx, EventKind::Accepted, &new_ids).await?;
     }
     tx.commit().await?;
     Ok(new_ids.len() as u64)
