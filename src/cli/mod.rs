@@ -19,12 +19,13 @@ mod args;
 mod campaign;
 mod env_vars;
 mod messages;
+mod outbox;
 mod queue;
 mod tables;
 
 pub use args::{
-    CampaignCommand, Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection,
-    SendersCommand, SetLimits,
+    CampaignCommand, Cli, Command, EventsCommand, ListArgs, MailboxCommand, MessagesCommand,
+    PurgeArgs, Selection, SendersCommand, SetLimits,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_text};
@@ -186,6 +187,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Command::Queue(command) => queue::queue_command(&config, command).await,
+        Command::Events(command) => outbox::events_command(&config, command).await,
         Command::Campaign(command) => campaign::campaign_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;

@@ -7,6 +7,7 @@ mod budgets;
 mod cli;
 mod daemon;
 mod deploy;
+mod events;
 mod exactly_once;
 mod forecast;
 mod headroom;

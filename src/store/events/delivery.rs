@@ -15,7 +15,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::super::{StoreError, messages::interval};
+use super::super::StoreError;
 
 /// An event as a receiver gets it (docs/events.md's fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -96,7 +96,7 @@ pub(crate) async fn claim(
     lease: Duration,
 ) -> Result<Option<Claimed>, StoreError> {
     Ok(sqlx::query_as(
-        "UPDATE event_receivers r SET leased_by = $2, leased_until = now() + $3, seen_at = now() \
+        "UPDATE event_receivers r SET leased_by = $2, leased_until = now() + make_interval(secs => $3), seen_at = now() \
          FROM (SELECT url_key FROM event_receivers WHERE url_key = $1 AND next_try_at <= now() \
                AND (leased_by IS NULL OR leased_by = $2 OR leased_until < now()) \
                FOR UPDATE SKIP LOCKED) due \
@@ -105,7 +105,7 @@ pub(crate) async fn claim(
     )
     .bind(url_key)
     .bind(me)
-    .bind(interval(lease))
+    .bind(lease.as_secs_f64())
     .fetch_optional(pool)
     .await?)
 }
@@ -175,12 +175,12 @@ pub(crate) async fn failed(
     error: &str,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE event_receivers SET failures = failures + 1, next_try_at = now() + $3, \
+        "UPDATE event_receivers SET failures = failures + 1, next_try_at = now() + make_interval(secs => $3), \
              last_error = $4 WHERE url_key = $1 AND leased_by = $2",
     )
     .bind(url_key)
     .bind(me)
-    .bind(interval(wait))
+    .bind(wait.as_secs_f64())
     .bind(error)
     .execute(pool)
     .await?;
