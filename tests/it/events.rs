@@ -357,3 +357,42 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
         .collect();
     assert_eq!(got, stored_ids(&app).await);
 }
+
+#[tokio::test]
+async fn retention_deletes_old_events_only_once_every_recent_receiver_passed_them() {
+    let app = TestApp::builder().await;
+    enqueue(&app, 3).await;
+    sqlx::query("UPDATE events SET occurred_at = now() - interval '40 days'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    // A receiver claimed an hour ago whose cursor is before them keeps them.
+    sqlx::query(
+        "INSERT INTO event_receivers (url_key, display, seen_at) VALUES ('k', 'https://r.example/', now() - interval '1 hour')",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let purge = async || {
+        let (_stop, stop) = tokio::sync::watch::channel(false);
+        mail_worker::store::retention::purge(
+            &app.db.pool,
+            Duration::from_secs(30 * 86_400),
+            Duration::ZERO,
+            stop,
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .events
+    };
+    assert_eq!(purge().await, 0);
+    assert_eq!(stored_ids(&app).await.len(), 3);
+    // Once it is past them (or silent for over a day), they go.
+    sqlx::query("UPDATE event_receivers SET cursor_xid = (SELECT max(xid) FROM events), cursor_seq = (SELECT max(seq) FROM events)")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(purge().await, 3);
+    assert!(stored_ids(&app).await.is_empty());
+}

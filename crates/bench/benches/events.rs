@@ -95,7 +95,8 @@ struct Report {
     smoke: bool,
     send_path: Vec<SendArm>,
     delivery: Vec<DeliveryArm>,
-    lag_at_2000_events_per_s_max_seconds: f64,
+    lag_written_events_per_s: f64,
+    lag_max_seconds: f64,
 }
 
 /// A local receiver counting the events it is POSTed (200 to each).
@@ -382,16 +383,19 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         );
         delivery.push(arm);
     }
-    let (_, lag) = delivery_arm(100, 0, &redis, Some(args.lag_seconds)).await;
+    let (written, lag) = delivery_arm(100, 0, &redis, Some(args.lag_seconds)).await;
+    let rate = written.events as f64 / args.lag_seconds as f64;
     println!(
-        "lag while 2,000 events/s are written (batch size 100): worst {lag:.2} s (goal ≤ 5 s)"
+        "lag while {rate:.0} events/s are written for {} s (goal 2,000/s; batch size 100): worst {lag:.2} s (goal ≤ 5 s)",
+        args.lag_seconds
     );
     let report = Report {
         machine,
         smoke: args.smoke,
         send_path,
         delivery,
-        lag_at_2000_events_per_s_max_seconds: lag,
+        lag_written_events_per_s: rate,
+        lag_max_seconds: lag,
     };
     let path = support::write_json(&support::results_name("events", args.smoke), &report);
     println!("results: {}", path.display());
