@@ -274,3 +274,12 @@ pub(super) fn with_unit(d: Duration) -> String {
     }
     format!("{ms}ms")
 }
+
+/// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,
+/// later in `name`, by a `}` with at least one byte between (the first `{` and the first `}`
+/// after it count, as Redis reads a key).
+pub(super) fn has_hash_tag(name: &str) -> bool {
+    name.find('{')
+        .and_then(|open| name[open + 1..].find('}'))
+        .is_some_and(|len| len > 0)
+}

@@ -14,15 +14,13 @@ pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod env;
-mod events;
+pub(crate) mod events;
 mod lines;
-
 pub use events::EventsConfig;
-pub(crate) use events::shown as shown_url;
 
 pub(crate) use crate::domain::redact_url;
-use env::Env;
 pub(crate) use env::parse_duration;
+use env::{Env, has_hash_tag};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -393,13 +391,4 @@ impl From<&Config> for crate::mailer::MailerSettings {
             defaults: config.rate_limit.defaults,
         }
     }
-}
-
-/// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,
-/// later in `name`, by a `}` with at least one byte between (the first `{` and the first `}`
-/// after it count, as Redis reads a key).
-fn has_hash_tag(name: &str) -> bool {
-    name.find('{')
-        .and_then(|open| name[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
 }

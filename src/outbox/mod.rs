@@ -55,7 +55,7 @@ impl std::fmt::Debug for OutboxSettings {
                 &self
                     .urls
                     .iter()
-                    .map(crate::config::shown_url)
+                    .map(crate::config::events::shown)
                     .collect::<Vec<_>>(),
             )
             .field("batch_size", &self.batch_size)
@@ -121,7 +121,7 @@ impl Receiver {
             .map(|b| format!("{b:02x}"))
             .collect();
         Self {
-            shown: crate::config::shown_url(&url),
+            shown: crate::config::events::shown(&url),
             key,
             url,
         }

@@ -335,15 +335,28 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     );
     assert!(receiver.accepted().is_empty());
     receiver.heal();
-    let replayed = admin::replay(
-        &app.db.pool,
-        chrono::Utc::now() - chrono::Duration::hours(1),
-    )
-    .await
-    .unwrap();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+            .args(args)
+            .env("DATABASE_URL", app.config.database_url.as_str())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = cli(&["events", "dead", "--since", "1h"]);
+    assert_eq!(listed.lines().count(), 10, "{listed}");
+    assert!(
+        listed.contains("not delivered within EVENTS_RETRY_FOR"),
+        "{listed}"
+    );
+    let stats = cli(&["events", "stats"]);
+    let line = format!("{}: delivered 0, dead 10, pending 0", receiver.url());
+    assert!(stats.contains(&line), "{stats}");
+    let replayed = cli(&["events", "replay", "--since", "1h"]);
     assert_eq!(
-        (replayed.receivers, replayed.events, replayed.dead_cleared),
-        (1, 10, 10)
+        replayed,
+        "10 events since 1h to be delivered again to 1 receiver (10 dead cleared)\n"
     );
     wait_until(Duration::from_secs(30), "10 events delivered", async || {
         receiver.accepted().len() == 10
