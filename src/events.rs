@@ -161,3 +161,17 @@ pub const INTAKE_STORE_FAILED: &str = "intake.store.failed";
 pub const INTAKE_CONSUMER: &str = "intake.consumer";
 /// The intake queue's Redis failed outside a job (fetch, heartbeat, cleanup). Fields: `error`.
 pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";
+/// A batch of outbox events was POSTed to a webhook receiver and accepted (debug). Fields:
+/// `receiver` (URL, query and password hidden), `events`, `duration_ms`.
+pub(crate) const EVENTS_DELIVERED: &str = "events.delivered";
+/// A webhook receiver refused or did not answer a batch; it is tried again after a jittered
+/// backoff (warn). Fields: `receiver`, `events`, `failures`, `retry_in_ms`, `error`.
+pub(crate) const EVENTS_DELIVERY_FAILED: &str = "events.deliveryFailed";
+/// Events older than `EVENTS_RETRY_FOR` were given up at a failing receiver (error). Fields:
+/// `receiver`, `events`, `reason`; `mail-worker events dead` lists them, `replay` resends.
+pub(crate) const EVENTS_DEAD: &str = "events.dead";
+/// This replica delivers the outbox to a receiver (info, at start). Fields: `receiver`.
+pub(crate) const EVENTS_DISPATCHER: &str = "events.dispatcher";
+/// The outbox's PostgreSQL queries failed; the dispatcher tries again (warn). Fields:
+/// `receiver`, `error`.
+pub(crate) const EVENTS_STORE_ERROR: &str = "events.storeError";

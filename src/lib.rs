@@ -50,6 +50,7 @@ pub mod import;
 pub mod intake;
 pub mod mailer;
 pub mod ops;
+pub mod outbox;
 mod plural;
 pub mod rate_limit;
 pub mod service;

@@ -27,7 +27,7 @@ use crate::{
     ops::Metrics,
     rate_limit::MailRateLimiter,
     shutdown,
-    store::{self, StoreError},
+    store::{self, StoreError, events::Outbox},
 };
 pub use read::ReadOutcome;
 
@@ -75,6 +75,8 @@ pub struct BounceReader {
     settings: BounceSettings,
     /// This replica in `bounce_reads.reader`.
     reader: String,
+    /// Whether a `BOUNCED` row writes its `bounced` event (`EVENTS_WEBHOOK_URL`).
+    outbox: Outbox,
 }
 
 impl std::fmt::Debug for BounceReader {
@@ -104,7 +106,15 @@ impl BounceReader {
             clock,
             settings,
             reader: uuid::Uuid::new_v4().to_string(),
+            outbox: Outbox::Off,
         }
+    }
+
+    /// Writes a `bounced` event with each `BOUNCED` row when `outbox` is on.
+    #[must_use]
+    pub(crate) fn with_outbox(mut self, outbox: Outbox) -> Self {
+        self.outbox = outbox;
+        self
     }
 
     /// Rounds every interval until `stop`.

@@ -162,6 +162,7 @@ impl BounceReader {
                 text: &text,
                 failed: &failed,
             },
+            self.outbox,
         )
         .await?;
         match marked {

@@ -65,6 +65,10 @@ pub enum Command {
     /// dropped from new messages and again just before a send.
     #[command(subcommand)]
     Suppressions(SuppressionsCommand),
+    /// The outbox of events and its webhooks (EVENTS_WEBHOOK_URL): delivery state, dead
+    /// events, replay.
+    #[command(subcommand)]
+    Events(EventsCommand),
     /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
     /// image's `HEALTHCHECK` (it has no curl).
     Probe {
@@ -179,6 +183,37 @@ pub enum SuppressionsCommand {
     Import {
         /// The CSV file.
         file: PathBuf,
+    },
+}
+
+/// `mail-worker events …`
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// Each receiver's delivered, dead and pending events, its lag and last error; events kept
+    /// by kind.
+    Stats {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The events given up at a receiver (after EVENTS_RETRY_FOR), with why.
+    Dead {
+        /// Those that happened since: an RFC 3339 time or a duration back from now (`24h`).
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver again, to every receiver, the events that happened since (same ids: receivers
+    /// de-duplicate); dead ones included.
+    Replay {
+        /// An RFC 3339 time or a duration back from now (`2h`).
+        #[arg(long)]
+        since: String,
     },
 }
 

@@ -331,6 +331,34 @@ pub const ENV_VARS: &[EnvVar] = &[
         secret: false,
         meaning: "the intake worker's heartbeat (apalis-redis): a replica silent for 3 heartbeats is dead and another consumes its in-flight jobs; lower only in tests",
     },
+    EnvVar {
+        name: "EVENTS_WEBHOOK_URL",
+        flag: "events-webhook-url",
+        default: Some("off"),
+        secret: true,
+        meaning: "where the outbox's events are POSTed, signed, in batches (docs/events.md): one or more comma-separated URLs, `https://` (http:// only to loopback or PROVIDER_CLEARTEXT_HOSTS); `off` writes no events at all",
+    },
+    EnvVar {
+        name: "EVENTS_WEBHOOK_SECRET",
+        flag: "events-webhook-secret",
+        default: None,
+        secret: true,
+        meaning: "the HMAC-SHA256 key of each POST's `X-Mail-Worker-Signature` (a value, `env:NAME` or `file:/path`; at least 16 characters); required with EVENTS_WEBHOOK_URL",
+    },
+    EnvVar {
+        name: "EVENTS_BATCH_SIZE",
+        flag: "events-batch-size",
+        default: Some("100"),
+        secret: false,
+        meaning: "the most events one webhook POST carries",
+    },
+    EnvVar {
+        name: "EVENTS_RETRY_FOR",
+        flag: "events-retry-for",
+        default: Some("24h"),
+        secret: false,
+        meaning: "how long after it happened an event is retried (jittered backoff) at a receiver that fails, then dead there (`mail-worker events dead`, `replay`)",
+    },
 ];
 
 /// `mail-worker run`'s flags: one per environment variable of [`ENV_VARS`], each read from its

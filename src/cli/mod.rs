@@ -20,13 +20,14 @@ mod args;
 mod campaign;
 mod env_vars;
 mod messages;
+mod outbox;
 mod queue;
 mod suppressions;
 mod tables;
 
 pub use args::{
-    CampaignCommand, Cli, Command, ListArgs, MailboxCommand, MessagesCommand, PurgeArgs, Selection,
-    SendersCommand, SetLimits, SuppressionsCommand,
+    CampaignCommand, Cli, Command, EventsCommand, ListArgs, MailboxCommand, MessagesCommand,
+    PurgeArgs, Selection, SendersCommand, SetLimits, SuppressionsCommand,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_page_text, usage_text};
@@ -191,6 +192,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Suppressions(command) => {
             suppressions::suppressions_command(&config, command).await
         }
+        Command::Events(command) => outbox::events_command(&config, command).await,
         Command::Campaign(command) => campaign::campaign_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
             let pool = store::open(&config.database_url, 4).await?;
@@ -205,7 +207,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             } = if dry_run {
                 import::check(&pool, &bytes).await?
             } else {
-                import::enqueue(&pool, &bytes).await?
+                import::enqueue(&pool, &bytes, config.events.outbox()).await?
             };
             for entry in &bad {
                 eprintln!("{}:{entry}", file.display());
@@ -287,7 +289,9 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             } else {
                 admin::BulkAction::Cancel
             };
-            let changed = action.apply(&pool, &filter, args.dry_run).await?;
+            let changed = action
+                .apply(&pool, &filter, args.dry_run, config.events.outbox())
+                .await?;
             if args.json {
                 out(&(serde_json::to_string_pretty(&changed)? + "\n"));
             } else {

@@ -11,7 +11,7 @@ use crate::{config::Config, intake, plural::counted};
 pub(super) async fn queue_of(
     config: &Config,
 ) -> anyhow::Result<(intake::IntakeSettings, intake::QueueConnection)> {
-    let settings = intake::IntakeSettings::from_config(&config.intake)
+    let settings = intake::IntakeSettings::from_config(&config.intake, config.events.outbox())
         .context("INTAKE_QUEUE is off: there is no intake queue")?;
     let conn = intake::connect(&config.redis_url).await?;
     Ok((settings, conn))

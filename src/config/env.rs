@@ -155,7 +155,16 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         var: &'static str,
         default: &str,
     ) -> Result<Url, ConfigError> {
-        let url = self.url(var, default, &["http", "https"])?;
+        let raw = self.get(var).unwrap_or_else(|| default.to_owned());
+        self.checked_url(raw.trim(), "client secrets, API keys and tokens cross it")
+            .map_err(|problem| self.error(var, &problem))
+    }
+
+    /// `raw` as an `https://` URL, or `http://` only to a loopback host or one named in
+    /// `PROVIDER_CLEARTEXT_HOSTS` (the provider URLs' rule, also the webhooks'); `why` says
+    /// what crosses it. The error is the problem.
+    pub(super) fn checked_url(&self, raw: &str, why: &str) -> Result<Url, String> {
+        let url = parse_url(raw, &["http", "https"])?;
         // `PROVIDER_CLEARTEXT_HOSTS`: host names an operator explicitly lets the provider URLs
         // reach over http:// — a stand-in such as compose's `graph-sim`, never a real provider.
         let allowed = self.get("PROVIDER_CLEARTEXT_HOSTS").unwrap_or_default();
@@ -166,13 +175,12 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
                 .any(|h| !h.is_empty() && h.eq_ignore_ascii_case(host))
         });
         if url.scheme() == "http" && !is_loopback(&url) && !named {
-            return Err(self.error(
-                var,
-                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost, or a host named in PROVIDER_CLEARTEXT_HOSTS), because client secrets, API keys and tokens cross it",
+            return Err(format!(
+                "must use https:// (http:// is accepted only for a loopback host: 127.0.0.0/8, ::1, localhost, or a host named in PROVIDER_CLEARTEXT_HOSTS), because {why}"
             ));
         }
         if url.host().is_none() {
-            return Err(self.error(var, "must name a host"));
+            return Err("must name a host".into());
         }
         Ok(url)
     }

@@ -100,6 +100,29 @@ impl Config {
                 or(self.intake.worker_name.as_deref(), "(unset)")
             ),
             format!("INTAKE_HEARTBEAT_MS={}", self.intake.heartbeat.as_millis()),
+            format!(
+                "EVENTS_WEBHOOK_URL={}",
+                if self.events.webhook_urls.is_empty() {
+                    "off".to_owned()
+                } else {
+                    let urls: Vec<String> = self
+                        .events
+                        .webhook_urls
+                        .iter()
+                        .map(super::events::shown)
+                        .collect();
+                    urls.join(",")
+                }
+            ),
+            format!(
+                "EVENTS_WEBHOOK_SECRET={}",
+                self.events
+                    .secret
+                    .as_ref()
+                    .map_or_else(|| "(unset)".to_owned(), |t| t.describe())
+            ),
+            format!("EVENTS_BATCH_SIZE={}", self.events.batch_size),
+            format!("EVENTS_RETRY_FOR={}", with_unit(self.events.retry_for)),
         ]
     }
 }

@@ -15,7 +15,9 @@ use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod bounces;
 mod env;
+pub(crate) mod events;
 mod lines;
+pub use events::EventsConfig;
 
 pub(crate) use crate::domain::redact_url;
 pub(crate) use env::parse_duration;
@@ -132,6 +134,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
     pub bounces: crate::bounces::BounceSettings,
+    /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
+    pub events: EventsConfig,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -354,6 +358,7 @@ impl Config {
                 worker_name: env.get("INTAKE_WORKER_NAME").map(|n| n.trim().to_owned()),
                 heartbeat: env.millis("INTAKE_HEARTBEAT_MS", 10_000)?,
             },
+            events: env.events()?,
         })
     }
 

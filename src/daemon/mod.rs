@@ -71,7 +71,8 @@ pub(crate) fn build_stack(
         Arc::clone(&metrics),
         clock.clone(),
         config.bounces.clone(),
-    );
+    )
+    .with_outbox(config.events.outbox());
     let service = MailProviderService::new(
         pool,
         factory,
@@ -83,7 +84,8 @@ pub(crate) fn build_stack(
         },
     )
     .with_metrics(Arc::clone(&metrics))
-    .with_send_lease(config.worker.send_lease);
+    .with_send_lease(config.worker.send_lease)
+    .with_outbox(config.events.outbox());
     Ok(Stack {
         service: Arc::new(service),
         limiter,
@@ -170,6 +172,8 @@ pub async fn start(
     for warning in config.warnings() {
         tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
     }
+    // The webhook secret is read now: a missing file stops start-up, naming the variable.
+    let outbox = crate::outbox::OutboxSettings::from_config(&config)?;
     // Independent of WORKER_CONCURRENCY: a send holds a connection only per statement.
     let pool = store::open(&config.database_url, config.database_max_connections.get()).await?;
     let metrics = Arc::new(Metrics::new());
@@ -188,9 +192,16 @@ pub async fn start(
         claiming: Arc::new(AtomicBool::new(false)),
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let run = run_parts(config, pool, stack, observers, listener, async move {
-        shutdown::stopped(&mut stop_rx).await;
-    });
+    let run = run_parts(
+        config,
+        pool,
+        stack,
+        observers,
+        (listener, outbox),
+        async move {
+            shutdown::stopped(&mut stop_rx).await;
+        },
+    );
     Ok((
         Handle {
             ops_addr,
@@ -221,7 +232,10 @@ async fn run_parts(
     pool: PgPool,
     stack: Stack,
     observers: Observers,
-    listener: Option<tokio::net::TcpListener>,
+    (listener, outbox): (
+        Option<tokio::net::TcpListener>,
+        Option<crate::outbox::OutboxSettings>,
+    ),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
@@ -231,7 +245,7 @@ async fn run_parts(
         shutdown.await;
         let _ = intake_stop.send(true);
     };
-    let intake = match intake::IntakeSettings::from_config(&config.intake) {
+    let intake = match intake::IntakeSettings::from_config(&config.intake, config.events.outbox()) {
         Some(settings) => Some((settings, intake::QueueConnection::lazy(&config.redis_url)?)),
         None => None,
     };
@@ -281,6 +295,15 @@ async fn run_parts(
         let stop = done_rx.clone();
         tokio::spawn(stack.bounces.run(stop))
     });
+    // The webhooks: their own tasks, so a slow receiver never holds a send.
+    let outbox = outbox.map(|settings| {
+        tokio::spawn(crate::outbox::run(
+            pool.clone(),
+            settings,
+            Arc::clone(&observers.metrics),
+            done_rx.clone(),
+        ))
+    });
     let intake = intake.map(|(settings, conn)| {
         tokio::spawn(intake::run(
             settings,
@@ -318,6 +341,11 @@ async fn run_parts(
     }
     if let Some(bounces) = bounces {
         let _ = bounces.await;
+    }
+    if let Some(outbox) = outbox
+        && let Ok(Err(e)) = outbox.await
+    {
+        tracing::warn!(error = %e, "the outbox's dispatchers could not start");
     }
     if let Some(server) = server {
         match server.await {

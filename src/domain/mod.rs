@@ -5,6 +5,7 @@
 //! in: a bad one must end as `ERROR` with a reason, not be dropped). Validation against Graph's
 //! rules happens in [`crate::mailer::validate`].
 
+mod event;
 pub(crate) mod keyword;
 mod mailbox;
 mod message;
@@ -15,6 +16,7 @@ mod sender;
 mod status;
 mod suppression;
 
+pub use event::EventKind;
 pub(crate) use mailbox::punycode_domain;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};

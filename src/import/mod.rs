@@ -44,9 +44,10 @@ pub struct Enqueued {
 pub async fn enqueue(
     pool: &PgPool,
     bytes: impl AsRef<[u8]>,
+    outbox: store::events::Outbox,
 ) -> Result<Enqueued, store::StoreError> {
     let directory = sender_directory(pool).await?;
-    let report = campaign::enqueue(pool, bytes.as_ref(), &directory).await?;
+    let report = campaign::enqueue(pool, bytes.as_ref(), &directory, outbox).await?;
     Ok(Enqueued {
         inserted: report.inserted,
         good: report.stored,

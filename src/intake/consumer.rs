@@ -5,6 +5,7 @@
 //! (`Killed`: dead-lettered with its reason); a line that could not be stored while this
 //! process stops returns a [`DeferredError`] (back to the queue, consumed after).
 
+use crate::store::events::Outbox;
 use std::{sync::Arc, time::Duration};
 
 use apalis::prelude::{AbortError, BoxDynError, Data, DeferredError, TaskId};
@@ -57,9 +58,10 @@ impl Batcher {
         pool: PgPool,
         metrics: Arc<Metrics>,
         stopping: watch::Receiver<bool>,
+        outbox: Outbox,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
-        let task = tokio::spawn(batches(pool, metrics, rx, stopping));
+        let task = tokio::spawn(batches(pool, metrics, rx, stopping, outbox));
         (Self { tx }, task)
     }
 
@@ -92,10 +94,12 @@ async fn batches(
     metrics: Arc<Metrics>,
     mut rx: mpsc::Receiver<Pending>,
     stopping: watch::Receiver<bool>,
+    outbox: Outbox,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        store_batch(&pool, &metrics, std::mem::take(&mut batch), &stopping).await;
+        let batch = std::mem::take(&mut batch);
+        store_batch(&pool, &metrics, batch, &stopping, outbox).await;
     }
 }
 
@@ -141,6 +145,7 @@ async fn store_batch(
     metrics: &Metrics,
     batch: Vec<Pending>,
     stopping: &watch::Receiver<bool>,
+    outbox: Outbox,
 ) {
     let mut wait = Duration::from_millis(100);
     let mut said = false;
@@ -148,7 +153,7 @@ async fn store_batch(
         let attempt = async {
             let directory = import::sender_directory(pool).await?;
             let (good, bad) = parse(&batch, &directory);
-            let stored = campaign::insert_chunk(pool, &good).await?;
+            let stored = campaign::insert_chunk(pool, &good, outbox).await?;
             Ok::<_, StoreError>((stored, good, bad))
         };
         match attempt.await {

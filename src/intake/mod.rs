@@ -68,6 +68,8 @@ pub struct IntakeSettings {
     pub poll: Duration,
     /// How often finished jobs are removed from Redis (`cleanup`).
     pub cleanup_every: Duration,
+    /// Whether stored rows write their `accepted` events (`EVENTS_WEBHOOK_URL`).
+    pub outbox: crate::store::events::Outbox,
 }
 
 impl IntakeSettings {
@@ -82,15 +84,20 @@ impl IntakeSettings {
             missed_heartbeats: 3,
             poll: Duration::from_millis(100),
             cleanup_every: Duration::from_secs(5),
+            outbox: crate::store::events::Outbox::Off,
         }
     }
 
     /// The production settings of the configured queue (`INTAKE_QUEUE`, `INTAKE_WORKER_NAME`,
-    /// `INTAKE_HEARTBEAT_MS`); `None` when the intake is off.
-    pub fn from_config(config: &IntakeConfig) -> Option<Self> {
+    /// `INTAKE_HEARTBEAT_MS`) writing events as `outbox` says; `None` when the intake is off.
+    pub fn from_config(
+        config: &IntakeConfig,
+        outbox: crate::store::events::Outbox,
+    ) -> Option<Self> {
         let queue = config.queue.as_deref()?;
         Some(Self {
             heartbeat: config.heartbeat,
+            outbox,
             ..Self::new(queue, config.worker_name.as_deref())
         })
     }
@@ -234,7 +241,8 @@ async fn run_once(
     let mut leave_conn = conn.clone();
     cleanup::started(&mut leave_conn, &settings).await?;
     let (stopping_tx, stopping_rx) = watch::channel(false);
-    let (batcher, batches) = consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx);
+    let (batcher, batches) =
+        consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx, settings.outbox);
     let storage = RedisStorage::<Vec<u8>, QueueConnection>::new(conn.clone())
         .with_config(settings.storage_config());
     let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));

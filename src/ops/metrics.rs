@@ -22,6 +22,7 @@
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
+//! | `mail_worker_events_*` | | the outbox's webhooks (`super::events`) |
 //!
 //! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
 //! layers, which see a deferred or failed mail as a successful job. No label carries a
@@ -195,6 +196,10 @@ metric_table! {
         intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
         intake_dead: Gauge<i64, AtomicI64> = "mail_worker_intake_dead", "Dead-lettered intake jobs";
         intake_oldest: Gauge<i64, AtomicI64> = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
+        events_delivered: Counter<u64, AtomicU64> = "mail_worker_events_delivered", "Outbox events this process delivered to a webhook receiver (2xx)";
+        events_retried: Counter<u64, AtomicU64> = "mail_worker_events_retried", "Outbox events of a batch a receiver refused or did not answer, to be tried again";
+        events_dead: Counter<u64, AtomicU64> = "mail_worker_events_dead", "Outbox events given up at a receiver after EVENTS_RETRY_FOR";
+        events_oldest: Gauge<f64, AtomicU64> = "mail_worker_events_oldest_undelivered_seconds", "Age of the oldest outbox event some receiver has not got yet, seconds (0: none)";
     }
 }
 

@@ -1,6 +1,7 @@
 //! The daemon's own HTTP listener (`METRICS_LISTEN`): `GET /metrics` (Prometheus text,
 //! [`metrics`]), `GET /healthz` (liveness) and `GET /readyz` (readiness, [`health`]).
 
+pub mod events;
 pub(crate) mod health;
 pub mod intake;
 pub mod metrics;

@@ -289,7 +289,7 @@ impl MailProviderService {
         let to = (self.wait(wait), kind, why);
         let written = self
             .durably(fence.id, started, "rescheduled", || {
-                messages::reschedule(&self.pool, fence, to, &last_error, attempted)
+                messages::reschedule(&self.pool, fence, to, &last_error, attempted, self.outbox)
             })
             .await?;
         match written {
@@ -323,7 +323,7 @@ impl MailProviderService {
     ) -> Result<SendOutcome, StoreError> {
         let written = self
             .durably(fence.id, started, "failed", || {
-                messages::mark_error(&self.pool, fence, &reason, attempted)
+                messages::mark_error(&self.pool, fence, &reason, attempted, self.outbox)
             })
             .await?;
         if !written {

@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::store::events::Outbox;
 use crate::{
     clock::Clock,
     domain::Sender,
@@ -100,6 +101,7 @@ pub struct MailProviderService {
     lease: lease::LeaseKeeper,
     outcome_write_retries: std::sync::atomic::AtomicU64,
     sent: sent_batch::SentWriter,
+    outbox: Outbox,
 }
 
 impl std::fmt::Debug for MailProviderService {
@@ -119,7 +121,8 @@ impl MailProviderService {
         settings: ServiceSettings,
     ) -> Self {
         Self {
-            sent: sent_batch::SentWriter::new(pool.clone()),
+            sent: sent_batch::SentWriter::new(pool.clone(), Outbox::Off),
+            outbox: Outbox::Off,
             lease: lease::LeaseKeeper::new(pool.clone(), DEFAULT_SEND_LEASE),
             pool,
             mailers,
@@ -142,6 +145,15 @@ impl MailProviderService {
     pub(crate) fn with_send_lease(mut self, lease: Duration) -> Self {
         self.outcome_write_deadline = lease;
         self.lease = lease::LeaseKeeper::new(self.pool.clone(), lease);
+        self
+    }
+
+    /// Writes each outcome's event (`sent`, `deferred`, `failed`) in its transaction when
+    /// `outbox` is on (`EVENTS_WEBHOOK_URL`).
+    #[must_use]
+    pub fn with_outbox(mut self, outbox: Outbox) -> Self {
+        self.outbox = outbox;
+        self.sent = sent_batch::SentWriter::new(self.pool.clone(), outbox);
         self
     }
 

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use crate::store::{
     StoreError,
+    events::Outbox,
     messages::{self, Fence},
 };
 use sqlx::PgPool;
@@ -25,15 +26,17 @@ struct Pending {
 /// Writes `SENT` outcomes, batching those that arrive while a write runs.
 pub(crate) struct SentWriter {
     pool: PgPool,
+    outbox: Outbox,
     queue: OnceLock<mpsc::UnboundedSender<Pending>>,
 }
 
 impl SentWriter {
     /// A writer on `pool`; its task starts with the first write (on the caller's runtime) and
     /// ends when the writer is dropped.
-    pub(crate) fn new(pool: PgPool) -> Self {
+    pub(crate) fn new(pool: PgPool, outbox: Outbox) -> Self {
         Self {
             pool,
+            outbox,
             queue: OnceLock::new(),
         }
     }
@@ -50,7 +53,7 @@ impl SentWriter {
     ) -> Result<bool, StoreError> {
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(write_batches(self.pool.clone(), rx));
+            tokio::spawn(write_batches(self.pool.clone(), self.outbox, rx));
             tx
         });
         let (reply, answer) = oneshot::channel();
@@ -65,20 +68,22 @@ impl SentWriter {
             return Ok(was_sending);
         }
         let note = note.map(str::to_owned);
-        Ok(messages::mark_sent_many(&self.pool, &[(fence, note)])
-            .await?
-            .contains(&fence.id))
+        Ok(
+            messages::mark_sent_many(&self.pool, &[(fence, note)], self.outbox)
+                .await?
+                .contains(&fence.id),
+        )
     }
 }
 
 /// Takes the first waiting write, everything queued behind it (up to [`MAX_BATCH`]), writes
 /// them in one statement and answers each; until every sender is gone.
-async fn write_batches(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Pending>) {
+async fn write_batches(pool: PgPool, outbox: Outbox, mut queue: mpsc::UnboundedReceiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let rows: Vec<(Fence, Option<String>)> =
             batch.iter().map(|p| (p.fence, p.note.clone())).collect();
-        let written = messages::mark_sent_many(&pool, &rows).await.ok();
+        let written = messages::mark_sent_many(&pool, &rows, outbox).await.ok();
         for p in batch.drain(..) {
             let answer = written.as_ref().map(|ids| ids.contains(&p.fence.id));
             let _ = p.reply.send(answer);

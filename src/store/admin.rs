@@ -140,13 +140,13 @@ impl BulkAction {
                 ", scheduled_on = now(), attempts = 0, \
                      deferrals = 0, throttles = 0, wait_reason = NULL, first_attempt_at = NULL, updated_at = now(), \
                      last_error = 'retried by an operator (mail-worker messages retry); was: ' || coalesce(last_error, '') \
-                 WHERE id = ANY($1) AND status = ANY($2)"
+                 WHERE id = ANY($1) AND status = ANY($2) RETURNING id"
             ),
             Self::Cancel => concat!(
                 "UPDATE messages SET status = ",
                 sql_status!(Error),
                 ", updated_at = now(), last_error = $3 \
-                 WHERE id = ANY($1) AND status = ANY($2)"
+                 WHERE id = ANY($1) AND status = ANY($2) RETURNING id"
             ),
         }
     }
@@ -160,6 +160,7 @@ impl BulkAction {
         pool: &PgPool,
         filter: &MessageFilter,
         dry_run: bool,
+        outbox: super::events::Outbox,
     ) -> Result<Changed, StoreError> {
         let accepted = self.accepted();
         let statuses = statuses(filter, accepted, accepted[0])?;
@@ -168,12 +169,18 @@ impl BulkAction {
             return Ok(summary(self.name(), dry_run, &rows, 0));
         }
         let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
-        let mut update = sqlx::query(self.update()).bind(&ids).bind(&statuses);
+        let mut update = sqlx::query_scalar(self.update()).bind(&ids).bind(&statuses);
         if self == Self::Cancel {
             update = update.bind(CANCELLED_PREFIX);
         }
-        let done = update.execute(pool).await?;
-        Ok(summary(self.name(), false, &rows, done.rows_affected()))
+        // A cancel writes its `cancelled` events in its transaction.
+        let mut tx = pool.begin().await?;
+        let changed: Vec<Uuid> = update.fetch_all(&mut *tx).await?;
+        if self == Self::Cancel && outbox.is_on() {
+            super::events::record(&mut *tx, crate::domain::EventKind::Cancelled, &changed).await?;
+        }
+        tx.commit().await?;
+        Ok(summary(self.name(), false, &rows, changed.len() as u64))
     }
 }
 

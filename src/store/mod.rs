@@ -241,6 +241,7 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
 pub mod admin;
 pub(crate) mod bounce_reads;
 pub mod campaigns;
+pub mod events;
 pub mod history;
 pub mod mailbox_list;
 pub mod messages;

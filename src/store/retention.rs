@@ -80,6 +80,9 @@ pub struct Purged {
     pub attachments: u64,
     /// Delete statements run (0 on a dry run).
     pub batches: u64,
+    /// Outbox events deleted: older than the cut-off and passed by every receiver
+    /// ([`super::events::admin::purge_batch`]; 0 on a dry run).
+    pub events: u64,
 }
 
 /// The cut-off of a purge of rows older than `older_than`, clamped to [`MIN_RETENTION`], by
@@ -118,6 +121,7 @@ pub async fn count(pool: &PgPool, older_than: Duration) -> Result<Purged, StoreE
         messages: messages.unsigned_abs(),
         attachments: attachments.unsigned_abs(),
         batches: 0,
+        events: 0,
     })
 }
 
@@ -166,6 +170,7 @@ async fn batches(
         messages: 0,
         attachments: 0,
         batches: 0,
+        events: 0,
     };
     // Before any row: 0001-01-01 (PostgreSQL cannot take chrono's minimum).
     let start = DateTime::<Utc>::from_timestamp(-62_135_596_800, 0).expect("in range");
@@ -193,6 +198,15 @@ async fn batches(
             () = tokio::time::sleep(pause) => {}
             () = crate::shutdown::stopped(&mut stop) => break,
         }
+    }
+    // The outbox's events older than the cut-off, once every receiver passed them.
+    while !*stop.borrow() {
+        let n = super::events::admin::purge_batch(conn, before, BATCH).await?;
+        purged.events += n;
+        if n < BATCH.unsigned_abs() {
+            break;
+        }
+        tokio::time::sleep(pause).await;
     }
     Ok(purged)
 }

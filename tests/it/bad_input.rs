@@ -219,7 +219,7 @@ async fn a_refused_chunk_is_retried_line_by_line() {
     directory.tenants.insert("ghost".into(), Uuid::new_v4());
     let ghost = line(3, "Hello", "Hi").replace("northwind", "ghost");
     let bytes = file_with(20, 3, ghost.as_bytes());
-    let report = campaign::enqueue(&db.pool, &bytes, &directory)
+    let report = campaign::enqueue(&db.pool, &bytes, &directory, Default::default())
         .await
         .unwrap();
     assert_eq!(
@@ -321,6 +321,8 @@ async fn enqueue(
     pool: &sqlx::PgPool,
     bytes: &[u8],
 ) -> (u64, usize, Vec<mail_worker::import::BadEntry>) {
-    let e = mail_worker::import::enqueue(pool, bytes).await.unwrap();
+    let e = mail_worker::import::enqueue(pool, bytes, Default::default())
+        .await
+        .unwrap();
     (e.inserted, e.good, e.bad)
 }

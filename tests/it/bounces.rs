@@ -78,6 +78,9 @@ fn reader_every(
     interval: Duration,
 ) -> (BounceReader, Arc<Metrics>) {
     let mut config = app.config.clone();
+    // Events on (no dispatcher runs here): a `BOUNCED` row writes its `bounced` event.
+    config.events.webhook_urls = vec!["http://127.0.0.1:9/events".parse().unwrap()];
+    config.events.secret = Some(mail_worker::domain::SecretRef::new("0123456789abcdef"));
     config.bounces = BounceSettings {
         enabled: true,
         interval,
@@ -215,6 +218,16 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
         ("ERROR", Some("all recipients suppressed"))
     );
     assert_eq!(app.sim.messages().len(), sent_before);
+
+    // The outbox got one `bounced` event, in the BOUNCED write's transaction, with the code.
+    let bounced: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT message_id, reason FROM events WHERE kind = 'bounced'")
+            .fetch_all(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(bounced.len(), 1, "{bounced:?}");
+    assert_eq!(bounced[0].0, ghost);
+    assert_eq!(bounced[0].1, "5.1.1 RESOLVER.ADR.RecipNotFound; not found");
 }
 
 #[tokio::test]

@@ -90,7 +90,7 @@ async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forec
         .map(|s| s.backlog.unbooked)
         .collect();
     assert_eq!(backlogs, [0, BACKLOG as u64, 0]);
-    let report = mail_worker::import::enqueue(&world.db.pool, file.as_bytes())
+    let report = mail_worker::import::enqueue(&world.db.pool, file.as_bytes(), Default::default())
         .await
         .unwrap();
     assert_eq!(report.inserted, 62);

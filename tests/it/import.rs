@@ -138,14 +138,16 @@ async fn the_whole_campaign_enqueues_once_with_its_attachments() {
                 .map_or(0, Vec::len)
         })
         .sum();
-    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text, Default::default())
+        .await
+        .unwrap();
     let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted as usize, good, bad.len()),
         (CAMPAIGN_LINES, CAMPAIGN_LINES, 0),
         "{bad:?}"
     );
-    let again = mail_worker::import::enqueue(&db.pool, &text)
+    let again = mail_worker::import::enqueue(&db.pool, &text, Default::default())
         .await
         .unwrap()
         .inserted;

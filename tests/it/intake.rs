@@ -818,7 +818,7 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
     // 200 of them are in PostgreSQL already (imported from a file): their jobs are redeliveries
     // for the insert to absorb.
     let imported = lines[..200].join(&b'\n');
-    let done = mail_worker::import::enqueue(&app.db.pool, &imported)
+    let done = mail_worker::import::enqueue(&app.db.pool, &imported, Default::default())
         .await
         .unwrap();
     assert_eq!(done.inserted, 200);

@@ -9,6 +9,7 @@ mod cli;
 mod daemon;
 mod day_window;
 mod deploy;
+mod events;
 mod exactly_once;
 mod forecast;
 mod headroom;

@@ -170,7 +170,9 @@ async fn a_senders_default_priority_is_stored_and_a_lines_own_wins() {
         line(4, r#""tenant":"prio-news""#, r#","priority":"normal""#),
     ]
     .join("\n");
-    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text, Default::default())
+        .await
+        .unwrap();
     assert_eq!((enqueued.inserted, enqueued.bad.len()), (4, 0));
     let stored: Vec<(Uuid, String)> =
         sqlx::query_as("SELECT id, priority FROM messages ORDER BY id")

@@ -219,7 +219,9 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
             .await
             .unwrap();
     }
-    let enqueued = mail_worker::import::enqueue(&db.pool, &text).await.unwrap();
+    let enqueued = mail_worker::import::enqueue(&db.pool, &text, Default::default())
+        .await
+        .unwrap();
     let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
         (inserted, good, bad.len()),

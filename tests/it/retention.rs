@@ -108,7 +108,8 @@ async fn a_purge_deletes_finished_rows_past_the_cut_off_with_their_attachments_a
         Purged {
             messages: 2_550,
             attachments: 2_500 + 60,
-            batches: 3
+            batches: 3,
+            events: 0,
         }
     );
     for (what, ids) in [
@@ -139,7 +140,8 @@ async fn a_purge_deletes_finished_rows_past_the_cut_off_with_their_attachments_a
         Some(Purged {
             messages: 0,
             attachments: 0,
-            batches: 1
+            batches: 1,
+            events: 0,
         }),
         "a second round finds nothing"
     );

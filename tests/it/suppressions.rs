@@ -10,7 +10,7 @@ use mail_worker::{
     domain::{SuppressionSource, classify},
     events, import, intake,
     ops::Metrics,
-    store::{messages::SenderRef, suppressions},
+    store::{events::Outbox, messages::SenderRef, suppressions},
 };
 use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
@@ -126,7 +126,9 @@ async fn suppressed_recipients_are_dropped_from_new_messages_and_counted() {
         line(&app, none, &["gone@fabrikam.example"], &[], None),
     ]
     .join("\n");
-    let report = import::enqueue(&app.db.pool, &file).await.unwrap();
+    let report = import::enqueue(&app.db.pool, &file, Outbox::Off)
+        .await
+        .unwrap();
     assert_eq!(
         (report.inserted, report.suppressed, report.all_suppressed),
         (2, 3, 1)
@@ -145,7 +147,9 @@ async fn suppressed_recipients_are_dropped_from_new_messages_and_counted() {
         "kept, for a retry once removed"
     );
     // Enqueued again, nothing is stored and nothing counted twice.
-    let again = import::enqueue(&app.db.pool, &file).await.unwrap();
+    let again = import::enqueue(&app.db.pool, &file, Outbox::Off)
+        .await
+        .unwrap();
     assert_eq!((again.inserted, again.suppressed), (0, 0));
 
     // The intake queue: the same code, counted on the consumer's metrics.
@@ -210,7 +214,9 @@ async fn a_recipient_suppressed_after_its_message_was_stored_is_dropped_at_send(
         ),
     ]
     .join("\n");
-    let report = import::enqueue(&app.db.pool, &file).await.unwrap();
+    let report = import::enqueue(&app.db.pool, &file, Outbox::Off)
+        .await
+        .unwrap();
     assert_eq!((report.inserted, report.suppressed), (2, 0));
     // The bounce of an earlier message arrives after these were stored.
     suppressions::add(

@@ -138,7 +138,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         mailboxes[1].0,
         (forecast.finish - forecast.now).num_milliseconds() as f64 / 1000.0
     );
-    let enqueued = import::enqueue(&db.pool, file.as_bytes())
+    let enqueued = import::enqueue(&db.pool, file.as_bytes(), Default::default())
         .await
         .unwrap_or_else(|e| support::fail(&format!("cannot enqueue: {e}")));
     let expected = enqueued.good + args.backlog;

@@ -197,7 +197,7 @@ async fn ceiling(jobs: usize) -> f64 {
         text.push(b'\n');
     }
     let started = Instant::now();
-    let done = import::enqueue(&db.pool, &text)
+    let done = import::enqueue(&db.pool, &text, Default::default())
         .await
         .unwrap_or_else(|e| fail(&format!("the file import failed: {e}")));
     let seconds = started.elapsed().as_secs_f64();

@@ -149,7 +149,9 @@ pub(super) async fn act(
     filter.ids = ids;
     let selected = filter.ids.len();
     let ids = logged_ids(&filter.ids);
-    let changed = action.apply(&state.pool, &filter, false).await?;
+    let changed = action
+        .apply(&state.pool, &filter, false, state.config.events.outbox())
+        .await?;
     let (verb, event, after) = match action {
         ops::BulkAction::Retry => ("retried", events::MAIL_ADMIN_MESSAGES_RETRIED, "SCHEDULED"),
         ops::BulkAction::Cancel => ("cancelled", events::MAIL_ADMIN_MESSAGES_CANCELLED, "ERROR"),

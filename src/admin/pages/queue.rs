@@ -62,7 +62,9 @@ fn when(at: Option<i64>) -> String {
 async fn connect(
     state: &AdminState,
 ) -> Result<Option<(IntakeSettings, intake::QueueConnection)>, AdminError> {
-    let Some(settings) = IntakeSettings::from_config(&state.config.intake) else {
+    let Some(settings) =
+        IntakeSettings::from_config(&state.config.intake, state.config.events.outbox())
+    else {
         return Ok(None);
     };
     let conn = intake::connect(&state.config.redis_url).await?;

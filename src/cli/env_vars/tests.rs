@@ -110,7 +110,10 @@ fn check_config_prints_every_variable_with_the_tables_default() {
 fn check_config_redacts_every_secret() {
     let secret = |name: &str| match name {
         "DATABASE_URL" => "postgres://app:hunter2@db.example:5432/mail".to_owned(),
-        "ADMIN_TOKEN" => "hunter2-hunter2-hunter2".to_owned(),
+        "ADMIN_TOKEN" | "EVENTS_WEBHOOK_SECRET" => "hunter2-hunter2-hunter2".to_owned(),
+        "EVENTS_WEBHOOK_URL" => {
+            "https://hooks:hunter2@hooks.example/in?token=hunter2,https://b.example/x".to_owned()
+        }
         _ => format!("redis://:hunter2@{}.example:6379", name.to_lowercase()),
     };
     let secrets: Vec<&str> = ENV_VARS

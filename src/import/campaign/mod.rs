@@ -26,6 +26,7 @@ mod line;
 #[cfg(test)]
 mod tests;
 
+use crate::store::events::Outbox;
 use std::collections::HashMap;
 
 use sqlx::PgPool;
@@ -140,11 +141,12 @@ pub async fn enqueue(
     pool: &PgPool,
     bytes: &[u8],
     senders: &SenderDirectory,
+    outbox: Outbox,
 ) -> Result<EnqueueReport, StoreError> {
     let (good, mut bad) = parse_bytes(bytes, senders);
     let mut report = EnqueueReport::default();
     for chunk in good.chunks(INSERT_CHUNK) {
-        let stored = insert_chunk(pool, chunk).await?;
+        let stored = insert_chunk(pool, chunk, outbox).await?;
         report.inserted += stored.inserted;
         report.stored += chunk.len() - stored.refused.len();
         report.suppressed += stored.suppressed;
@@ -218,16 +220,22 @@ async fn unsuppressed(
 pub(crate) async fn insert_chunk(
     pool: &PgPool,
     chunk: &[(usize, NewMessage)],
+    outbox: Outbox,
 ) -> Result<Stored, StoreError> {
     let (messages, failed, dropped) = unsuppressed(pool, chunk).await?;
     let mut stored = Stored::default();
     let mut new = Vec::new();
-    match messages::insert(pool, &messages, &failed).await {
+    match messages::insert(pool, &messages, &failed, outbox).await {
         Ok(ids) => new = ids,
         Err(StoreError::Database(sqlx::Error::Database(_))) => {
             for (((number, _), m), failed) in chunk.iter().zip(&messages).zip(&failed) {
-                match messages::insert(pool, std::slice::from_ref(m), std::slice::from_ref(failed))
-                    .await
+                match messages::insert(
+                    pool,
+                    std::slice::from_ref(m),
+                    std::slice::from_ref(failed),
+                    outbox,
+                )
+                .await
                 {
                     Ok(ids) => new.extend(ids),
                     Err(StoreError::Database(sqlx::Error::Database(e))) => {

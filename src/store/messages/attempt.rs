@@ -9,25 +9,30 @@ use uuid::Uuid;
 
 use super::{Fence, interval};
 use crate::{
-    domain::{MessageStatus, sql_status},
-    store::StoreError,
+    domain::{EventKind, MessageStatus, sql_status},
+    store::{
+        StoreError,
+        events::{self, Outbox},
+    },
 };
 
 /// `SENDING → SENT` of many messages in one statement, each with `last_error = note` (what a
 /// person should know although it went, e.g. `outcome unknown; resent`), `NULL` without one.
 /// Returns the ids written: those still held by their [`Fence`] (the others were taken over by
-/// lease recovery and a new claim meanwhile).
+/// lease recovery and a new claim meanwhile). With `outbox` on, their `sent` events are written
+/// in the same transaction (one multi-row insert).
 ///
 /// # Errors
 /// Database errors; nothing is written then.
 pub(crate) async fn mark_sent_many(
     pool: &PgPool,
     sent: &[(Fence, Option<String>)],
+    outbox: Outbox,
 ) -> Result<Vec<Uuid>, StoreError> {
     let ids: Vec<Uuid> = sent.iter().map(|(f, _)| f.id).collect();
     let tokens: Vec<Uuid> = sent.iter().map(|(f, _)| f.token).collect();
     let notes: Vec<Option<&str>> = sent.iter().map(|(_, note)| note.as_deref()).collect();
-    Ok(sqlx::query_scalar(concat!(
+    let update = sqlx::query_scalar(concat!(
         "UPDATE messages m SET status = ",
         sql_status!(Sent),
         ", sent_at = now(), last_error = s.note, updated_at = now() \
@@ -38,9 +43,15 @@ pub(crate) async fn mark_sent_many(
     ))
     .bind(&ids)
     .bind(&tokens)
-    .bind(&notes)
-    .fetch_all(pool)
-    .await?)
+    .bind(&notes);
+    if !outbox.is_on() {
+        return Ok(update.fetch_all(pool).await?);
+    }
+    let mut tx = pool.begin().await?;
+    let written: Vec<Uuid> = update.fetch_all(&mut *tx).await?;
+    events::record(&mut *tx, EventKind::Sent, &written).await?;
+    tx.commit().await?;
+    Ok(written)
 }
 
 /// Renews the lease of the attempt holding `fence`: `sending_at = now()`, so lease recovery
@@ -99,8 +110,9 @@ pub(crate) async fn mark_error(
     fence: Fence,
     error: &str,
     attempted: Option<&Attempted>,
+    outbox: Outbox,
 ) -> Result<bool, StoreError> {
-    let left = leave_sending(pool, fence, Leave::Error, error, attempted).await?;
+    let left = leave_sending(pool, fence, Leave::Error, (error, attempted), outbox).await?;
     Ok(left.is_some())
 }
 
@@ -144,9 +156,10 @@ pub(crate) async fn reschedule(
     (wait, kind, reason): (Wait, Reschedule, &str),
     last_error: &str,
     attempted: Option<&Attempted>,
+    outbox: Outbox,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     let to = Leave::Scheduled { wait, kind, reason };
-    leave_sending(pool, fence, to, last_error, attempted).await
+    leave_sending(pool, fence, to, (last_error, attempted), outbox).await
 }
 
 /// How long a rescheduled row waits: from PostgreSQL's `now()`, or until `virtual_at` (a
@@ -171,14 +184,15 @@ enum Leave<'a> {
 
 /// `SENDING → ERROR | SCHEDULED` (at `now()` + its wait; a deferral counted and its attempt
 /// given back), with `last_error` and what the attempt noted, if the row is still `fence`'s. One
-/// statement for every outcome but `SENT` (batched: [`mark_sent_many`]). Returns the row's
+/// statement for every outcome but `SENT` (batched: [`mark_sent_many`]); with `outbox` on, its
+/// event (`failed`, or `deferred` once per reason) in the same transaction. Returns the row's
 /// `scheduled_on` when it was written.
 async fn leave_sending(
     pool: &PgPool,
     fence: Fence,
     to: Leave<'_>,
-    last_error: &str,
-    attempted: Option<&Attempted>,
+    (last_error, attempted): (&str, Option<&Attempted>),
+    outbox: Outbox,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     let (status, wait, kind, reason) = match to {
         Leave::Error => (MessageStatus::Error, None, None, None),
@@ -191,7 +205,7 @@ async fn leave_sending(
     };
     let deferral = matches!(kind, Some(Reschedule::Deferral | Reschedule::Throttle));
     let throttle = kind == Some(Reschedule::Throttle);
-    Ok(sqlx::query_scalar(concat!(
+    let update = sqlx::query_scalar(concat!(
         "UPDATE messages SET status = $3, \
              scheduled_on = coalesce($11, now() + $4, scheduled_on), \
              last_error = $5, deferrals = deferrals + CASE WHEN $6 THEN 1 ELSE 0 END, \
@@ -213,9 +227,21 @@ async fn leave_sending(
     .bind(reason)
     .bind(attempted.map(|a| interval(a.at.elapsed())))
     .bind(attempted.and_then(|a| a.draft_id.as_deref()))
-    .bind(wait.and_then(|w| w.virtual_at))
-    .fetch_optional(pool)
-    .await?)
+    .bind(wait.and_then(|w| w.virtual_at));
+    if !outbox.is_on() {
+        return Ok(update.fetch_optional(pool).await?);
+    }
+    let event = match status {
+        MessageStatus::Error => EventKind::Failed,
+        _ => EventKind::Deferred,
+    };
+    let mut tx = pool.begin().await?;
+    let left: Option<DateTime<Utc>> = update.fetch_optional(&mut *tx).await?;
+    if left.is_some() {
+        events::record_one(&mut *tx, event, fence.id).await?;
+    }
+    tx.commit().await?;
+    Ok(left)
 }
 
 /// The `SCHEDULED` messages of sender `sender` (a tenant or system mailbox id) that wait for

@@ -6,8 +6,12 @@ use uuid::Uuid;
 
 use super::SenderRef;
 use crate::{
-    domain::{MailboxAddress, SuppressionSource, classify, sql_status},
-    store::{StoreError, suppressions},
+    domain::{EventKind, MailboxAddress, SuppressionSource, classify, sql_status},
+    store::{
+        StoreError,
+        events::{self, Outbox},
+        suppressions,
+    },
 };
 
 /// What the NDR says about one of our messages.
@@ -56,15 +60,23 @@ pub enum Marked {
 }
 
 /// Marks the message of `bounce` `BOUNCED` with the code and text, if it is `SENT` from
-/// `bounce.mailbox`, in one transaction.
+/// `bounce.mailbox`, in one transaction with the suppression of a hard bounce's recipients and,
+/// with `outbox` on, the `bounced` event.
 ///
 /// # Errors
 /// Database errors.
-pub async fn mark(pool: &PgPool, bounce: &Bounce<'_>) -> Result<Marked, StoreError> {
+pub async fn mark(
+    pool: &PgPool,
+    bounce: &Bounce<'_>,
+    outbox: Outbox,
+) -> Result<Marked, StoreError> {
     let mut tx = pool.begin().await?;
     let marked = mark_in(&mut tx, bounce).await?;
     if let Marked::Bounced(b) = &marked {
         suppress_hard(&mut tx, b).await?;
+        if outbox.is_on() {
+            events::record_one(&mut *tx, EventKind::Bounced, b.message_id).await?;
+        }
     }
     tx.commit().await?;
     Ok(marked)

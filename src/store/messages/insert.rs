@@ -6,8 +6,11 @@ use uuid::Uuid;
 
 use super::SenderRef;
 use crate::{
-    domain::{MessageContent, Priority},
-    store::StoreError,
+    domain::{EventKind, MessageContent, Priority},
+    store::{
+        StoreError,
+        events::{self, Outbox},
+    },
 };
 
 /// A message to insert (what `mail-worker enqueue` or a producer writes).
@@ -33,7 +36,9 @@ pub struct NewMessage {
 /// UNNEST` for the rows, one for the attachments of the rows that were new), skipping ids that
 /// already exist (also an id repeated within `messages`). A message whose `failed` entry is a
 /// reason is stored `ERROR` with it as `last_error` (never sent: every recipient suppressed),
-/// the others `SCHEDULED`. Returns the ids that were new.
+/// the others `SCHEDULED`; with `outbox` on, their events in the same transaction (`accepted`
+/// for every new row, and `failed` for those stored `ERROR`: one multi-row insert each).
+/// Returns the ids that were new.
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
@@ -41,6 +46,7 @@ pub(crate) async fn insert(
     pool: &PgPool,
     messages: &[NewMessage],
     failed: &[Option<&str>],
+    outbox: Outbox,
 ) -> Result<Vec<Uuid>, StoreError> {
     if messages.is_empty() {
         return Ok(Vec::new());
@@ -152,6 +158,18 @@ pub(crate) async fn insert(
         .bind(contents)
         .execute(&mut *tx)
         .await?;
+    }
+    if outbox.is_on() && !new_ids.is_empty() {
+        events::record(&mut *tx, EventKind::Accepted, &new_ids).await?;
+        let refused: Vec<Uuid> = messages
+            .iter()
+            .zip(failed)
+            .filter(|(m, f)| f.is_some() && new.contains(&m.id))
+            .map(|(m, _)| m.id)
+            .collect();
+        if !refused.is_empty() {
+            events::record(&mut *tx, EventKind::Failed, &refused).await?;
+        }
     }
     tx.commit().await?;
     Ok(new_ids)

@@ -1,0 +1,90 @@
+//! The outbox's webhooks (`EVENTS_*`, docs/events.md): where events go, how they are signed,
+//! batched and retried.
+
+use std::{num::NonZeroU32, time::Duration};
+
+use url::Url;
+
+use super::{ConfigError, env::Env};
+use crate::{domain::SecretRef, store::events::Outbox};
+
+/// The outbox's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsConfig {
+    /// `EVENTS_WEBHOOK_URL`: one or more comma-separated receivers; empty = `off` (the default:
+    /// no event is written).
+    pub webhook_urls: Vec<Url>,
+    /// `EVENTS_WEBHOOK_SECRET`: the HMAC-SHA256 key of the signature header (a value or an
+    /// `env:NAME` / `file:/path` reference); required when a URL is set.
+    pub secret: Option<SecretRef>,
+    /// `EVENTS_BATCH_SIZE`, default 100: the most events one POST carries.
+    pub batch_size: NonZeroU32,
+    /// `EVENTS_RETRY_FOR`, default `24h`: how long after it happened an event is retried at a
+    /// receiver that fails, before it is dead there.
+    pub retry_for: Duration,
+}
+
+impl EventsConfig {
+    /// Whether status changes write events.
+    pub fn outbox(&self) -> Outbox {
+        if self.webhook_urls.is_empty() {
+            Outbox::Off
+        } else {
+            Outbox::On
+        }
+    }
+}
+
+/// `url` as logs, `check-config` and `events stats` show it: password and query hidden (a
+/// receiver's token may sit in either).
+pub(crate) fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    if url.query().is_some() {
+        url.set_query(Some("***"));
+    }
+    super::redact_url(&url)
+}
+
+impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
+    /// The `EVENTS_*` variables.
+    pub(super) fn events(&self) -> Result<EventsConfig, ConfigError> {
+        let raw = self.text("EVENTS_WEBHOOK_URL", "off")?;
+        let mut webhook_urls = Vec::new();
+        if !raw.trim().eq_ignore_ascii_case("off") {
+            for (n, element) in raw.split(',').map(str::trim).enumerate() {
+                let bad = |problem: &str| ConfigError {
+                    var: "EVENTS_WEBHOOK_URL",
+                    value: crate::domain::redact_raw(element),
+                    problem: format!("list element {} {problem}", n + 1),
+                };
+                if element.is_empty() {
+                    return Err(bad("is empty"));
+                }
+                let url = self
+                    .checked_url(element, "signed events cross it")
+                    .map_err(|e| bad(&e))?;
+                if webhook_urls.contains(&url) {
+                    return Err(bad("is listed twice"));
+                }
+                webhook_urls.push(url);
+            }
+        }
+        let secret = self.get("EVENTS_WEBHOOK_SECRET").map(SecretRef::new);
+        if !webhook_urls.is_empty() && secret.is_none() {
+            return Err(self.error(
+                "EVENTS_WEBHOOK_SECRET",
+                "must be set when EVENTS_WEBHOOK_URL is: receivers verify each POST's signature with it (at least 16 characters, e.g. `openssl rand -hex 32`)",
+            ));
+        }
+        if let Some(secret) = &secret {
+            SecretRef::check(secret.raw())
+                .map_err(|e| self.error("EVENTS_WEBHOOK_SECRET", &e.to_string()))?;
+        }
+        Ok(EventsConfig {
+            webhook_urls,
+            secret,
+            batch_size: self.positive("EVENTS_BATCH_SIZE", 100)?,
+            retry_for: self.duration("EVENTS_RETRY_FOR", Duration::from_secs(24 * 3600))?,
+        })
+    }
+}

@@ -1,0 +1,46 @@
+//! What an outbox event says happened to a message ([`EventKind`], `events.kind`,
+//! docs/events.md).
+
+use super::keyword::keywords;
+
+/// The kind of an event: one status change a campaign system cares about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Stored by `enqueue` or the intake queue.
+    Accepted,
+    /// The provider accepted it (`SENT`).
+    Sent,
+    /// Rescheduled, with the reason and the next slot (once per message and reason).
+    Deferred,
+    /// It ended `ERROR`, with the reason.
+    Failed,
+    /// A non-delivery report came back after it was sent.
+    Bounced,
+    /// An operator cancelled it (`messages cancel`, the admin UI).
+    Cancelled,
+}
+
+keywords!(EventKind {
+    Accepted => "accepted",
+    Sent => "sent",
+    Deferred => "deferred",
+    Failed => "failed",
+    Bounced => "bounced",
+    Cancelled => "cancelled",
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_match_the_migrations_check() {
+        let sql = include_str!("../../migrations/20270210000001_events.sql");
+        for kind in EventKind::ALL {
+            assert!(
+                sql.contains(&format!("'{kind}'")),
+                "{kind} not in events.kind's CHECK"
+            );
+        }
+    }
+}

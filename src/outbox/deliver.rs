@@ -1,0 +1,197 @@
+//! One receiver's dispatcher: claim its lease, take the next batch after its cursor, POST it
+//! signed, and move the cursor on — or back off (jittered, [`crate::backoff`]) and, for events
+//! older than `EVENTS_RETRY_FOR`, give them up as dead.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use secrecy::ExposeSecret;
+use sqlx::PgPool;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{OutboxSettings, POLL, Receiver, sign};
+use crate::{
+    events,
+    ops::Metrics,
+    shutdown,
+    store::{
+        StoreError,
+        events::delivery::{self, Event},
+    },
+};
+
+/// What a step did: found work (go on at once) or none (wait [`POLL`]).
+enum Step {
+    Busy,
+    Idle,
+}
+
+/// The body of one POST.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    events: &'a [Event],
+}
+
+pub(super) struct Dispatcher {
+    pub pool: PgPool,
+    pub client: reqwest::Client,
+    pub receiver: Receiver,
+    pub settings: Arc<OutboxSettings>,
+    pub metrics: Arc<Metrics>,
+    /// This process's lease holder id.
+    pub me: Uuid,
+}
+
+impl Dispatcher {
+    /// Delivers until `done`.
+    pub(super) async fn run(self, mut done: watch::Receiver<bool>) {
+        let shown = self.receiver.shown.as_str();
+        tracing::info!(
+            event = events::EVENTS_DISPATCHER,
+            receiver = shown,
+            "delivering events"
+        );
+        let mut registered = false;
+        while !*done.borrow() {
+            let step = if registered {
+                self.step().await
+            } else {
+                delivery::register(&self.pool, &self.receiver.key, shown)
+                    .await
+                    .map(|()| {
+                        registered = true;
+                        Step::Busy
+                    })
+            };
+            let wait = match step {
+                Ok(Step::Busy) => continue,
+                Ok(Step::Idle) => POLL,
+                Err(e) => {
+                    tracing::warn!(event = events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "the outbox's query failed; trying again");
+                    Duration::from_secs(1)
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = shutdown::stopped(&mut done) => {}
+            }
+        }
+    }
+
+    /// One claim, batch and POST.
+    async fn step(&self) -> Result<Step, StoreError> {
+        let (key, me) = (self.receiver.key.as_str(), self.me);
+        // The lease outlives one POST and the writes after it.
+        let lease = self.settings.timeout + Duration::from_secs(30);
+        let Some(claimed) = delivery::claim(&self.pool, key, me, lease).await? else {
+            return Ok(Step::Idle);
+        };
+        let after = (claimed.cursor_xid, claimed.cursor_seq);
+        let batch = delivery::next_batch(&self.pool, after, self.settings.batch_size).await?;
+        let Some(last) = batch.last().map(|e| (e.xid, e.seq)) else {
+            return Ok(Step::Idle);
+        };
+        let n = batch.len() as u64;
+        let started = Instant::now();
+        let shown = self.receiver.shown.as_str();
+        match self.post(&batch).await {
+            Ok(()) => {
+                if delivery::delivered(&self.pool, key, me, last, n).await? {
+                    self.metrics.events_delivered(n);
+                }
+                tracing::debug!(
+                    event = events::EVENTS_DELIVERED,
+                    receiver = shown,
+                    events = n,
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "events delivered"
+                );
+                Ok(Step::Busy)
+            }
+            Err(why) => {
+                let cutoff = Utc::now()
+                    - chrono::Duration::from_std(self.settings.retry_for)
+                        .unwrap_or(chrono::Duration::MAX);
+                let expired: Vec<(i64, i64)> = batch
+                    .iter()
+                    .take_while(|e| e.occurred_at < cutoff)
+                    .map(|e| (e.xid, e.seq))
+                    .collect();
+                if !expired.is_empty() {
+                    let reason =
+                        format!("not delivered within EVENTS_RETRY_FOR; last error: {why}");
+                    if delivery::dead(&self.pool, key, me, &expired, &reason).await? {
+                        self.metrics.events_dead(expired.len() as u64);
+                        tracing::error!(
+                            event = events::EVENTS_DEAD,
+                            receiver = shown,
+                            events = expired.len(),
+                            reason = %reason,
+                            "events given up at this receiver (mail-worker events dead; events replay resends)"
+                        );
+                    }
+                    return Ok(Step::Busy);
+                }
+                let failures = u32::try_from(claimed.failures).unwrap_or(0) + 1;
+                let wait = crate::backoff::jittered(
+                    failures,
+                    self.settings.backoff_base,
+                    self.settings.backoff_cap,
+                );
+                delivery::failed(&self.pool, key, me, wait, &why).await?;
+                self.metrics.events_retried(n);
+                tracing::warn!(
+                    event = events::EVENTS_DELIVERY_FAILED,
+                    receiver = shown,
+                    events = n,
+                    failures,
+                    retry_in_ms = wait.as_millis() as u64,
+                    error = %why,
+                    "a webhook receiver did not take a batch of events; trying again"
+                );
+                Ok(Step::Idle)
+            }
+        }
+    }
+
+    /// POSTs `batch`, signed; `Err` with what went wrong unless the receiver answered 2xx.
+    async fn post(&self, batch: &[Event]) -> Result<(), String> {
+        let body = serde_json::to_vec(&Body { events: batch }).map_err(|e| e.to_string())?;
+        let timestamp = Utc::now().timestamp();
+        let signature = sign::signature(
+            self.settings.secret.expose_secret().trim().as_bytes(),
+            timestamp,
+            &body,
+        );
+        let answer = self
+            .client
+            .post(self.receiver.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
+            .header(sign::SIGNATURE_HEADER, signature)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                // reqwest's text names the URL, and a URL may carry a token.
+                let kind = if e.is_timeout() {
+                    "timed out"
+                } else if e.is_connect() {
+                    "cannot connect"
+                } else {
+                    "request failed"
+                };
+                format!("{kind} ({})", self.receiver.shown)
+            })?;
+        let status = answer.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("answered {status}"))
+        }
+    }
+}
