@@ -41,6 +41,10 @@ pub struct EffectiveLimits {
     pub recipients_per_day: u32,
     /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
     pub recipients_per_day_source: &'static str,
+    /// Percent of each budget only `high` messages may use (`paced`; `fixed-window` ignores it).
+    pub reserved_percent: u8,
+    /// `override` or `default` (`MAIL_RATE_LIMIT_RESERVED_PERCENT`).
+    pub reserved_percent_source: &'static str,
 }
 
 /// Builds `mailbox usage`'s report.
@@ -118,22 +122,30 @@ pub(crate) fn limits_of(
     sender: &Sender,
     config: &Config,
 ) -> (String, uuid::Uuid, Option<String>, EffectiveLimits) {
-    let defaults = config.rate_limit.defaults;
+    let inforce = config.rate_limit.defaults.for_sender(sender);
     let source = |o: bool| if o { "override" } else { "default" };
+    let (own_minute, own_day, own_reserved) = match sender {
+        Sender::SystemMailbox(m) => (
+            m.rate_limit_per_minute.is_some(),
+            m.rate_limit_recipients_per_day.is_some(),
+            m.rate_limit_reserved_percent.is_some(),
+        ),
+        Sender::Tenant(_) => (false, false, false),
+    };
+    let limits = EffectiveLimits {
+        per_minute: inforce.per_minute.get(),
+        per_minute_source: source(own_minute),
+        recipients_per_day: inforce.recipients_per_day.get(),
+        recipients_per_day_source: source(own_day),
+        reserved_percent: inforce.reserved_percent,
+        reserved_percent_source: source(own_reserved),
+    };
     match sender {
         Sender::SystemMailbox(m) => (
             "system mailbox".to_owned(),
             m.id,
             Some(m.graph.graph_tenant_id.clone()),
-            EffectiveLimits {
-                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
-                per_minute_source: source(m.rate_limit_per_minute.is_some()),
-                recipients_per_day: m
-                    .rate_limit_recipients_per_day
-                    .unwrap_or(defaults.recipients_per_day)
-                    .get(),
-                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
-            },
+            limits,
         ),
         Sender::Tenant(t) => (
             format!("tenant {}", t.name),
@@ -142,12 +154,7 @@ pub(crate) fn limits_of(
                 TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
                 TenantTransport::SendGrid { .. } => None,
             },
-            EffectiveLimits {
-                per_minute: defaults.per_minute.get(),
-                per_minute_source: "default",
-                recipients_per_day: defaults.recipients_per_day.get(),
-                recipients_per_day_source: "default",
-            },
+            limits,
         ),
     }
 }

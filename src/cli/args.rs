@@ -254,7 +254,11 @@ pub struct SetLimits {
     /// Recipients per UTC day.
     #[arg(long, conflicts_with = "clear")]
     pub recipients_per_day: Option<NonZeroU32>,
-    /// Remove both overrides (back to the defaults).
+    /// The share R (percent, 0 to 90) of the minute, day and tenant budgets that only `high`
+    /// messages may use (`paced`); overrides MAIL_RATE_LIMIT_RESERVED_PERCENT.
+    #[arg(long, conflicts_with = "clear", value_parser = crate::rate_limit::parse_reserved_percent)]
+    pub reserved_percent: Option<u8>,
+    /// Remove every override (back to the defaults).
     #[arg(long)]
     pub clear: bool,
 }

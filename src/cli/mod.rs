@@ -145,20 +145,23 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 senders::LimitsChange::Set {
                     per_minute: args.per_minute,
                     recipients_per_day: args.recipients_per_day,
+                    reserved_percent: args.reserved_percent,
                 }
             };
-            let (per_minute, per_day) = senders::set_limits(&pool, &address, change).await?;
+            let now = senders::set_limits(&pool, &address, change).await?;
             for warning in crate::config::above_exchange(
-                per_minute.map(|v| ("--per-minute", v.get())),
-                per_day.map(|v| ("--recipients-per-day", v.get())),
+                now.per_minute.map(|v| ("--per-minute", v.get())),
+                now.recipients_per_day
+                    .map(|v| ("--recipients-per-day", v.get())),
             ) {
                 eprintln!("mail-worker: warning: {warning}");
             }
-            let show = |v: Option<NonZeroU32>| v.map_or("default".into(), |v| v.to_string());
+            let show = |v: Option<u32>| v.map_or("default".into(), |v| v.to_string());
             out(&format!(
-                "{address}: per minute {}, recipients per day {}\n",
-                show(per_minute),
-                show(per_day)
+                "{address}: per minute {}, recipients per day {}, reserved percent {}\n",
+                show(now.per_minute.map(NonZeroU32::get)),
+                show(now.recipients_per_day.map(NonZeroU32::get)),
+                show(now.reserved_percent.map(u32::from))
             ));
             Ok(ExitCode::SUCCESS)
         }

@@ -110,6 +110,7 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
     let change = senders::LimitsChange::Set {
         per_minute: NonZeroU32::new(3),
         recipients_per_day: None,
+        reserved_percent: None,
     };
     senders::set_limits(&world.db.pool, &world.mailboxes[0].0, change)
         .await

@@ -67,6 +67,7 @@ async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forec
         let change = LimitsChange::Set {
             per_minute: NonZeroU32::new(per_minute),
             recipients_per_day: None,
+            reserved_percent: None,
         };
         senders::set_limits(&world.db.pool, &world.mailboxes[mailbox].0, change)
             .await

@@ -187,7 +187,10 @@ async fn forecast_for(
             &tenant,
             used,
             adding,
-            (per_day, reserved_percent_of(config, None)),
+            (
+                per_day,
+                applied_reserve(config, config.rate_limit.defaults.reserved_percent),
+            ),
             Priority::default(),
         ));
     }
@@ -203,20 +206,12 @@ async fn forecast_for(
     })
 }
 
-/// The share of `sender`'s budgets reserved for `high`: its override, else
-/// `MAIL_RATE_LIMIT_RESERVED_PERCENT`; 0 under `fixed-window` (it ignores priority).
-fn reserved_percent(sender: &Sender, config: &Config) -> u8 {
-    let own = match sender {
-        Sender::SystemMailbox(m) => m.rate_limit_reserved_percent,
-        Sender::Tenant(_) => None,
-    };
-    reserved_percent_of(config, own)
-}
-
-fn reserved_percent_of(config: &Config, own: Option<u8>) -> u8 {
+/// The share of a budget reserved for `high` as the limiter applies it: `reserved` (the
+/// mailbox's, from [`limits_of`]) under `paced`, 0 under `fixed-window` (it ignores priority).
+fn applied_reserve(config: &Config, reserved: u8) -> u8 {
     match config.rate_limit.algorithm {
         Algorithm::FixedWindow => 0,
-        Algorithm::Paced => own.unwrap_or(config.rate_limit.defaults.reserved_percent),
+        Algorithm::Paced => reserved,
     }
 }
 
@@ -234,7 +229,7 @@ async fn sender_forecast(
     let limits = Limits {
         per_minute: limits.per_minute,
         recipients_per_day: limits.recipients_per_day,
-        reserved_percent: reserved_percent(sender, config),
+        reserved_percent: applied_reserve(config, limits.reserved_percent),
     };
     let mailbox = sender.mailbox();
     let (usage, limiter_error) = match &tenant {

@@ -38,13 +38,15 @@ use crate::rate_limit::usage::UsageReader;
 
 mod campaigns;
 mod login;
+mod mailbox;
 mod mailboxes;
 mod messages;
 mod queue;
 
 use campaigns::{campaign_page, campaigns_page};
 use login::{login, login_form, logout};
-use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
+use mailbox::{mailbox, set_limits};
+use mailboxes::{mailbox_rows, mailboxes};
 use messages::{act, messages};
 use queue::{queue, queue_act};
 /// The most messages a messages page lists.
