@@ -89,7 +89,7 @@ pub enum CampaignCommand {
         /// The campaign file (JSONL, as `enqueue` takes it).
         file: PathBuf,
         /// The deadline, RFC 3339 (e.g. 2026-12-02T17:00:00Z).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_deadline)]
         by: Option<chrono::DateTime<chrono::Utc>>,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -261,4 +261,15 @@ pub struct SetLimits {
     /// Remove every override (back to the defaults).
     #[arg(long)]
     pub clear: bool,
+}
+
+/// `--by`: an RFC 3339 time, the error naming the format expected.
+fn parse_deadline(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(raw.trim())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            format!(
+                "{e}: expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z or 2026-12-02T18:00:00+01:00"
+            )
+        })
 }

@@ -134,8 +134,14 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
-            if !args.clear && args.per_minute.is_none() && args.recipients_per_day.is_none() {
-                anyhow::bail!("give --per-minute and/or --recipients-per-day, or --clear");
+            if !args.clear
+                && args.per_minute.is_none()
+                && args.recipients_per_day.is_none()
+                && args.reserved_percent.is_none()
+            {
+                anyhow::bail!(
+                    "give --per-minute, --recipients-per-day and/or --reserved-percent, or --clear"
+                );
             }
             let address = MailboxAddress::parse(&args.address)?;
             let pool = store::open(&config.database_url, 2).await?;

@@ -274,6 +274,12 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     assert_eq!(
         text(&reserved.stdout).trim(),
         "events@contoso.example: per minute 12, recipients per day 5000, reserved percent 35",
+        "{}",
+        text(&reserved.stderr)
+    );
+    assert_eq!(
+        text(&reserved.stdout).trim(),
+        "events@contoso.example: per minute 12, recipients per day 5000, reserved percent 35",
         "the other overrides are kept"
     );
     let usage = text(&mail_worker(&["mailbox", "usage", "events@contoso.example"], &env).stdout);

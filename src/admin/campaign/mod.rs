@@ -17,6 +17,7 @@ use crate::{
     import::BadEntry,
     rate_limit::{Algorithm, usage::UsageReader},
     store::{
+        self,
         campaigns::{self, Waiting},
         senders,
     },
@@ -37,6 +38,9 @@ pub struct SenderForecast {
     pub provider: &'static str,
     /// The budgets in force.
     pub limits: Limits,
+    /// The share of them the file's messages may use: [`forecast::usable_budget`] of `normal`
+    /// (the whole budget when every message is `high`).
+    pub usable: Limits,
     /// The messages forecast (the file's lines, or the campaign's still waiting) and their
     /// recipients.
     pub messages: Load,
@@ -74,6 +78,9 @@ pub struct CampaignForecast {
     pub tenant_warnings: Vec<Warning>,
     /// The file's lines that are not messages (they are not forecast).
     pub bad_lines: Vec<String>,
+    /// The file's good lines whose id is stored already: `enqueue` does not insert them again,
+    /// so they are not forecast.
+    pub already_stored: u64,
 }
 
 /// What a sender sends, for [`forecast_for`].
@@ -93,7 +100,16 @@ pub async fn forecast_file(
     by: Option<DateTime<Utc>>,
 ) -> Result<CampaignForecast, AdminError> {
     let directory = crate::import::sender_directory(pool).await?;
-    let (good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
+    let (mut good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
+    // What `enqueue` would skip: ids stored already (a repeat within the file is a bad line).
+    let ids: Vec<Uuid> = good.iter().map(|(_, m)| m.id).collect();
+    let stored: std::collections::HashSet<Uuid> = store::messages::present(pool, &ids)
+        .await?
+        .into_iter()
+        .collect();
+    let lines = good.len();
+    good.retain(|(_, m)| !stored.contains(&m.id));
+    let already_stored = (lines - good.len()) as u64;
     let senders = senders_by_id(pool).await?;
     // A line without a priority is stored with its sender's (as the insert does).
     let defaults = crate::store::sender_settings::priorities(pool).await?;
@@ -120,6 +136,7 @@ pub async fn forecast_file(
     }
     let mut result = forecast_for(config, pool, &senders, shares, by).await?;
     result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
+    result.already_stored = already_stored;
     Ok(result)
 }
 
@@ -203,6 +220,7 @@ async fn forecast_for(
         senders: out,
         tenant_warnings,
         bad_lines: Vec::new(),
+        already_stored: 0,
     })
 }
 
@@ -263,11 +281,20 @@ async fn sender_forecast(
             too_large: 0,
         }
     };
+    let all_high = !sends.is_empty() && sends.iter().all(|s| s.priority == Priority::High);
     SenderForecast {
         mailbox: mailbox.to_string(),
         sender: kind,
         provider: super::usage::provider(tenant.as_deref()),
         limits,
+        usable: forecast::usable_budget(
+            limits,
+            if all_high {
+                Priority::High
+            } else {
+                Priority::Normal
+            },
+        ),
         messages: Load {
             messages: sends.len() as u64,
             recipients: sends.iter().map(|s| u64::from(s.recipients)).sum(),
