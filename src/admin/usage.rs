@@ -203,3 +203,68 @@ pub(crate) async fn budget_shares(
     }
     Ok((shares, failed))
 }
+
+/// The used share of one Graph tenant's external recipient budget (rolling 24 h), as the
+/// `paced` limiter counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TenantShare {
+    /// The Graph tenant (lower case).
+    pub tenant: String,
+    /// External recipients in its rolling 24 h (bookings included).
+    pub external: u64,
+    /// Its budget.
+    pub per_day: u32,
+    /// `external / per_day`.
+    pub share: f64,
+}
+
+/// The tenant budget `sender` sends under (`None`: none, or SendGrid).
+pub(crate) fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
+    match sender {
+        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
+        Sender::Tenant(t) => match &t.transport {
+            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
+            TenantTransport::SendGrid { .. } => None,
+        },
+    }
+}
+
+/// The [`TenantShare`] of every Graph tenant with an external budget (one read per tenant, the
+/// senders in two queries); tenants whose state cannot be read are left out (the error is
+/// returned beside the rest). `fixed-window` keeps no tenant budget: none.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn tenant_shares(
+    reader: &mut UsageReader<'_>,
+    config: &Config,
+    pool: &sqlx::PgPool,
+) -> Result<(Vec<TenantShare>, Option<String>), AdminError> {
+    if config.rate_limit.algorithm != crate::rate_limit::Algorithm::Paced {
+        return Ok((Vec::new(), None));
+    }
+    let mut budgets = std::collections::BTreeMap::new();
+    for sender in senders::all(pool).await? {
+        if let (Some(budget), (_, _, Some(tenant), _)) =
+            (tenant_budget(&sender), limits_of(&sender, config))
+        {
+            budgets
+                .entry(tenant.to_lowercase())
+                .or_insert(budget.external_recipients_per_day.get());
+        }
+    }
+    let mut shares = Vec::new();
+    let mut failed = None;
+    for (tenant, per_day) in budgets {
+        match reader.tenant_external(&tenant).await {
+            Ok(external) => shares.push(TenantShare {
+                share: external as f64 / f64::from(per_day),
+                tenant,
+                external,
+                per_day,
+            }),
+            Err(e) => failed = Some(e),
+        }
+    }
+    Ok((shares, failed))
+}

@@ -9,10 +9,13 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{AdminError, usage::limits_of};
+use super::{
+    AdminError,
+    usage::{limits_of, tenant_budget},
+};
 use crate::{
     config::Config,
-    domain::{Priority, Sender, TenantTransport},
+    domain::{Priority, Sender},
     forecast::{self, Finish, Limits, Load, NewSend, SenderState, Warning},
     import::BadEntry,
     rate_limit::{Algorithm, usage::UsageReader},
@@ -152,16 +155,6 @@ fn sender_id(sender: &Sender) -> Uuid {
     match sender {
         Sender::Tenant(t) => t.id,
         Sender::SystemMailbox(m) => m.id,
-    }
-}
-
-fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
-    match sender {
-        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
-        Sender::Tenant(t) => match &t.transport {
-            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
-            TenantTransport::SendGrid { .. } => None,
-        },
     }
 }
 

@@ -3,6 +3,7 @@
 //! ([`super::mailbox`]) shares.
 
 use super::*;
+use crate::admin::usage::{TenantShare, tenant_shares};
 
 /// One mailbox's line, ready to print.
 pub(super) struct MailboxRow {
@@ -85,26 +86,35 @@ struct MailboxesPage {
     default_per_minute: u32,
     default_per_day: u32,
     /// "hr@contoso.example has used 85 % of its 24 h recipient budget", one per mailbox past
-    /// `MAIL_BUDGET_ALERT_PERCENT`.
+    /// `MAIL_BUDGET_ALERT_PERCENT`, then one per Graph tenant past it of its external budget.
     nearly_used: Vec<String>,
 }
 
-/// The banner lines of the mailboxes whose day budget is past `percent`.
-fn nearly_used(rows: &[MailboxRow], percent: Option<u8>) -> Vec<String> {
+/// The banner lines of the mailboxes whose day budget, and of the Graph tenants whose external
+/// budget, is past `percent`.
+fn nearly_used(rows: &[MailboxRow], tenants: &[TenantShare], percent: Option<u8>) -> Vec<String> {
     let Some(percent) = percent else {
         return Vec::new();
     };
-    rows.iter()
-        .filter_map(|r| {
-            let used = r.limiter.as_ref()?.recipients * 100 / u64::from(r.per_day.max(1));
-            (used >= u64::from(percent)).then(|| {
-                format!(
-                    "{} has used {used} % of its 24 h recipient budget",
-                    r.address
-                )
-            })
+    let mailboxes = rows.iter().filter_map(|r| {
+        let used = r.limiter.as_ref()?.recipients * 100 / u64::from(r.per_day.max(1));
+        (used >= u64::from(percent)).then(|| {
+            format!(
+                "{} has used {used} % of its 24 h recipient budget",
+                r.address
+            )
         })
-        .collect()
+    });
+    let tenants = tenants.iter().filter_map(|t| {
+        let used = t.external * 100 / u64::from(t.per_day.max(1));
+        (used >= u64::from(percent)).then(|| {
+            format!(
+                "tenant {} has used {used} % of its 24 h external recipient budget ({} of {})",
+                t.tenant, t.external, t.per_day
+            )
+        })
+    });
+    mailboxes.chain(tenants).collect()
 }
 
 #[derive(Template)]
@@ -140,10 +150,12 @@ pub(super) async fn mailboxes(
     Authed(session): Authed,
 ) -> Result<Html<String>, AdminError> {
     let rows = usage_rows(&state, None).await?;
+    let mut reader = UsageReader::new(&state.config.rate_limit);
+    let (tenants, _) = tenant_shares(&mut reader, &state.config, &state.pool).await?;
     render(&MailboxesPage {
         nav: true,
         csrf: session.csrf,
-        nearly_used: nearly_used(&rows, state.config.budget_alert_percent),
+        nearly_used: nearly_used(&rows, &tenants, state.config.budget_alert_percent),
         rows,
         refresh: "/mailboxes/rows".into(),
         default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
