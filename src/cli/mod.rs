@@ -180,6 +180,20 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            // The lines checked as the import (and `--dry-run`) would: a bad one is named and
+            // nothing is pushed, instead of dead letters for the replicas to find.
+            let pool = store::open(&config.database_url, 2).await?;
+            let bad = import::check(&pool, &bytes).await?.bad;
+            if !bad.is_empty() {
+                for entry in &bad {
+                    eprintln!("{}:{entry}", file.display());
+                }
+                eprintln!(
+                    "mail-worker: {}: nothing pushed (fix them, or check with `enqueue --dry-run`)",
+                    counted(bad.len() as u64, "bad line", "bad lines")
+                );
+                return Ok(ExitCode::FAILURE);
+            }
             let (settings, mut conn) = queue::queue_of(&config).await?;
             let queue = settings.queue.as_str();
             let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();
