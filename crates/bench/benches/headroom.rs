@@ -15,8 +15,8 @@
 //! Results: `bench-results/headroom.json` (`headroom-smoke.json`), each daemon's log beside it.
 //! A `high` message not sent within `--wait` seconds is reported with the slot PostgreSQL holds
 //! for it. Exit status 1 when `paced` missed its goal (every `high` within the pacing interval
-//! 60 s ÷ 25 + the claim interval, SCHEDULER_INTERVAL_MS), graph-sim refused a request, or a
-//! rolling 60 s held more than 25 sends.
+//! 60 s ÷ 25 + the claim interval, SCHEDULER_INTERVAL_MS), or graph-sim refused one of its
+//! requests, or a rolling 60 s held more than 25 of its sends (`fixed-window`'s are reported).
 
 use mail_worker_bench as support;
 
@@ -263,11 +263,13 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     );
     // The goal: one pacing interval + the claim interval (+ Graph's answer, a second at most).
     let goal_ms = 60_000 / u64::from(PER_MINUTE) + CLAIM_INTERVAL_MS + 1_000;
-    let ok = arms.iter().all(|a| {
+    // `fixed-window` is the baseline: its clock-minute bursts (up to 2 × 25 in a rolling 60 s)
+    // and Graph's 429s are reported, not held against the run.
+    let ok = arms.iter().filter(|a| a.algorithm == "paced").all(|a| {
         a.graph_sim_refused == 0
             && a.max_in_60s <= PER_MINUTE as usize
-            && (a.algorithm != "paced"
-                || (a.high_sent == a.high && a.max_ms.is_some_and(|m| m <= goal_ms)))
+            && a.high_sent == a.high
+            && a.max_ms.is_some_and(|m| m <= goal_ms)
     });
     #[derive(Serialize)]
     struct Report {
