@@ -41,6 +41,10 @@ pub struct EffectiveLimits {
     pub recipients_per_day: u32,
     /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
     pub recipients_per_day_source: &'static str,
+    /// Percent of each budget only `high` messages may use (`paced`; `fixed-window` ignores it).
+    pub reserved_percent: u8,
+    /// `override` or `default` (`MAIL_RATE_LIMIT_RESERVED_PERCENT`).
+    pub reserved_percent_source: &'static str,
 }
 
 /// Builds `mailbox usage`'s report.
@@ -210,22 +214,30 @@ pub(crate) fn limits_of(
     sender: &Sender,
     config: &Config,
 ) -> (String, uuid::Uuid, Option<String>, EffectiveLimits) {
-    let defaults = config.rate_limit.defaults;
+    let inforce = config.rate_limit.defaults.for_sender(sender);
     let source = |o: bool| if o { "override" } else { "default" };
+    let (own_minute, own_day, own_reserved) = match sender {
+        Sender::SystemMailbox(m) => (
+            m.rate_limit_per_minute.is_some(),
+            m.rate_limit_recipients_per_day.is_some(),
+            m.rate_limit_reserved_percent.is_some(),
+        ),
+        Sender::Tenant(_) => (false, false, false),
+    };
+    let limits = EffectiveLimits {
+        per_minute: inforce.per_minute.get(),
+        per_minute_source: source(own_minute),
+        recipients_per_day: inforce.recipients_per_day.get(),
+        recipients_per_day_source: source(own_day),
+        reserved_percent: inforce.reserved_percent,
+        reserved_percent_source: source(own_reserved),
+    };
     match sender {
         Sender::SystemMailbox(m) => (
             "system mailbox".to_owned(),
             m.id,
             Some(m.graph.graph_tenant_id.clone()),
-            EffectiveLimits {
-                per_minute: m.rate_limit_per_minute.unwrap_or(defaults.per_minute).get(),
-                per_minute_source: source(m.rate_limit_per_minute.is_some()),
-                recipients_per_day: m
-                    .rate_limit_recipients_per_day
-                    .unwrap_or(defaults.recipients_per_day)
-                    .get(),
-                recipients_per_day_source: source(m.rate_limit_recipients_per_day.is_some()),
-            },
+            limits,
         ),
         Sender::Tenant(t) => (
             format!("tenant {}", t.name),
@@ -234,12 +246,7 @@ pub(crate) fn limits_of(
                 TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
                 TenantTransport::SendGrid { .. } => None,
             },
-            EffectiveLimits {
-                per_minute: defaults.per_minute.get(),
-                per_minute_source: "default",
-                recipients_per_day: defaults.recipients_per_day.get(),
-                recipients_per_day_source: "default",
-            },
+            limits,
         ),
     }
 }
@@ -290,6 +297,71 @@ pub(crate) async fn budget_shares(
                 day: u.recipients_last_day as f64 / f64::from(limits.recipients_per_day),
                 mailbox,
                 tenant,
+            }),
+            Err(e) => failed = Some(e),
+        }
+    }
+    Ok((shares, failed))
+}
+
+/// The used share of one Graph tenant's external recipient budget (rolling 24 h), as the
+/// `paced` limiter counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TenantShare {
+    /// The Graph tenant (lower case).
+    pub tenant: String,
+    /// External recipients in its rolling 24 h (bookings included).
+    pub external: u64,
+    /// Its budget.
+    pub per_day: u32,
+    /// `external / per_day`.
+    pub share: f64,
+}
+
+/// The tenant budget `sender` sends under (`None`: none, or SendGrid).
+pub(crate) fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
+    match sender {
+        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
+        Sender::Tenant(t) => match &t.transport {
+            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
+            TenantTransport::SendGrid { .. } => None,
+        },
+    }
+}
+
+/// The [`TenantShare`] of every Graph tenant with an external budget (one read per tenant, the
+/// senders in two queries); tenants whose state cannot be read are left out (the error is
+/// returned beside the rest). `fixed-window` keeps no tenant budget: none.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn tenant_shares(
+    reader: &mut UsageReader<'_>,
+    config: &Config,
+    pool: &sqlx::PgPool,
+) -> Result<(Vec<TenantShare>, Option<String>), AdminError> {
+    if config.rate_limit.algorithm != crate::rate_limit::Algorithm::Paced {
+        return Ok((Vec::new(), None));
+    }
+    let mut budgets = std::collections::BTreeMap::new();
+    for sender in senders::all(pool).await? {
+        if let (Some(budget), (_, _, Some(tenant), _)) =
+            (tenant_budget(&sender), limits_of(&sender, config))
+        {
+            budgets
+                .entry(tenant.to_lowercase())
+                .or_insert(budget.external_recipients_per_day.get());
+        }
+    }
+    let mut shares = Vec::new();
+    let mut failed = None;
+    for (tenant, per_day) in budgets {
+        match reader.tenant_external(&tenant).await {
+            Ok(external) => shares.push(TenantShare {
+                share: external as f64 / f64::from(per_day),
+                tenant,
+                external,
+                per_day,
             }),
             Err(e) => failed = Some(e),
         }

@@ -98,7 +98,7 @@ pub enum CampaignCommand {
         /// The campaign file (JSONL, as `enqueue` takes it).
         file: PathBuf,
         /// The deadline, RFC 3339 (e.g. 2026-12-02T17:00:00Z).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_deadline)]
         by: Option<chrono::DateTime<chrono::Utc>>,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -343,7 +343,22 @@ pub struct SetLimits {
     /// Recipients per UTC day.
     #[arg(long, conflicts_with = "clear")]
     pub recipients_per_day: Option<NonZeroU32>,
-    /// Remove both overrides (back to the defaults).
+    /// The share R (percent, 0 to 90) of the minute, day and tenant budgets that only `high`
+    /// messages may use (`paced`); overrides MAIL_RATE_LIMIT_RESERVED_PERCENT.
+    #[arg(long, conflicts_with = "clear", value_parser = crate::rate_limit::parse_reserved_percent)]
+    pub reserved_percent: Option<u8>,
+    /// Remove every override (back to the defaults).
     #[arg(long)]
     pub clear: bool,
+}
+
+/// `--by`: an RFC 3339 time, the error naming the format expected.
+fn parse_deadline(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(raw.trim())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            format!(
+                "{e}: expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z or 2026-12-02T18:00:00+01:00"
+            )
+        })
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{CampaignCommand, out};
+use crate::plural::counted;
 use crate::{
     admin::campaign::{self, CampaignForecast, CampaignStatus},
     config::Config,
@@ -28,6 +29,12 @@ pub(super) async fn campaign_command(
             for bad in &report.bad_lines {
                 eprintln!("{}:{bad}", file.display());
             }
+            if !report.bad_lines.is_empty() {
+                eprintln!(
+                    "mail-worker: {} not forecast (fix them: `enqueue` refuses them too)",
+                    counted(report.bad_lines.len() as u64, "bad line", "bad lines")
+                );
+            }
             if json {
                 out(&(serde_json::to_string_pretty(&report)? + "\n"));
             } else {
@@ -38,7 +45,7 @@ pub(super) async fn campaign_command(
                     .iter()
                     .any(|w| matches!(w, Warning::AfterDeadline { .. }))
             });
-            Ok(if late {
+            Ok(if late || !report.bad_lines.is_empty() {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
@@ -79,6 +86,15 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
         "duration"
     );
     let mut warnings = Vec::new();
+    // The share of the budgets the file's messages may use, of the whole (the rest is reserved
+    // for `high`).
+    let share = |usable: u32, whole: u32| {
+        if usable == whole {
+            whole.to_string()
+        } else {
+            format!("{usable} of {whole}")
+        }
+    };
     for s in &r.senders {
         out.push_str(&format!(
             "{:<32} {:>8} {:>10} {:>8} {:>7} {:>11} {:>12}  {:<19}  {:>9}\n",
@@ -87,8 +103,8 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
             s.messages.recipients,
             s.backlog.unbooked,
             s.backlog.booked,
-            s.limits.per_minute,
-            s.limits.recipients_per_day,
+            share(s.usable.per_minute, s.limits.per_minute),
+            share(s.usable.recipients_per_day, s.limits.recipients_per_day),
             time(Some(s.finish.finish)),
             duration(s.seconds)
         ));
@@ -101,6 +117,12 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
         }
     }
     warnings.extend(r.tenant_warnings.iter().map(ToString::to_string));
+    if r.already_stored > 0 {
+        out.push_str(&format!(
+            "{} already stored: `enqueue` skips them, not forecast\n",
+            counted(r.already_stored, "message", "messages")
+        ));
+    }
     out.push_str(&format!(
         "finish {} UTC ({} from now, {} limiter){}\n",
         r.finish.format("%Y-%m-%d %H:%M:%S"),

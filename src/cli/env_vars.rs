@@ -124,7 +124,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar {
         name: "MAIL_RETRY_FOR",
         flag: "retry-for",
-        default: Some("24h"),
+        default: Some("1d"),
         secret: false,
         meaning: "how long transient failures are retried (from the first attempt; `ms`/`s`/`m`/`h`/`d`), backoff capped at 15 min, then ERROR",
     },

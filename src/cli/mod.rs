@@ -137,8 +137,14 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
-            if !args.clear && args.per_minute.is_none() && args.recipients_per_day.is_none() {
-                anyhow::bail!("give --per-minute and/or --recipients-per-day, or --clear");
+            if !args.clear
+                && args.per_minute.is_none()
+                && args.recipients_per_day.is_none()
+                && args.reserved_percent.is_none()
+            {
+                anyhow::bail!(
+                    "give --per-minute, --recipients-per-day and/or --reserved-percent, or --clear"
+                );
             }
             let address = MailboxAddress::parse(&args.address)?;
             let pool = store::open(&config.database_url, 2).await?;
@@ -148,20 +154,23 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 senders::LimitsChange::Set {
                     per_minute: args.per_minute,
                     recipients_per_day: args.recipients_per_day,
+                    reserved_percent: args.reserved_percent,
                 }
             };
-            let (per_minute, per_day) = senders::set_limits(&pool, &address, change).await?;
+            let now = senders::set_limits(&pool, &address, change).await?;
             for warning in crate::config::above_exchange(
-                per_minute.map(|v| ("--per-minute", v.get())),
-                per_day.map(|v| ("--recipients-per-day", v.get())),
+                now.per_minute.map(|v| ("--per-minute", v.get())),
+                now.recipients_per_day
+                    .map(|v| ("--recipients-per-day", v.get())),
             ) {
                 eprintln!("mail-worker: warning: {warning}");
             }
-            let show = |v: Option<NonZeroU32>| v.map_or("default".into(), |v| v.to_string());
+            let show = |v: Option<u32>| v.map_or("default".into(), |v| v.to_string());
             out(&format!(
-                "{address}: per minute {}, recipients per day {}\n",
-                show(per_minute),
-                show(per_day)
+                "{address}: per minute {}, recipients per day {}, reserved percent {}\n",
+                show(now.per_minute.map(NonZeroU32::get)),
+                show(now.recipients_per_day.map(NonZeroU32::get)),
+                show(now.reserved_percent.map(u32::from))
             ));
             Ok(ExitCode::SUCCESS)
         }
@@ -174,6 +183,20 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         } if via == "queue" => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            // The lines checked as the import (and `--dry-run`) would: a bad one is named and
+            // nothing is pushed, instead of dead letters for the replicas to find.
+            let pool = store::open(&config.database_url, 2).await?;
+            let bad = import::check(&pool, &bytes).await?.bad;
+            if !bad.is_empty() {
+                for entry in &bad {
+                    eprintln!("{}:{entry}", file.display());
+                }
+                eprintln!(
+                    "mail-worker: {}: nothing pushed (fix them, or check with `enqueue --dry-run`)",
+                    counted(bad.len() as u64, "bad line", "bad lines")
+                );
+                return Ok(ExitCode::FAILURE);
+            }
             let (settings, mut conn) = queue::queue_of(&config).await?;
             let queue = settings.queue.as_str();
             let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();

@@ -13,7 +13,18 @@ pub(super) async fn queue_of(
 ) -> anyhow::Result<(intake::IntakeSettings, intake::QueueConnection)> {
     let settings = intake::IntakeSettings::from_config(&config.intake, config.events.outbox())
         .context("INTAKE_QUEUE is off: there is no intake queue")?;
-    let conn = intake::connect(&config.redis_url).await?;
+    // One line naming the server (its password hidden) and the cause once: the error's own
+    // chain repeats the cause at every level.
+    let conn = intake::connect(&config.redis_url).await.map_err(|e| {
+        let cause = match &e {
+            intake::IntakeError::Redis(r) => r.to_string(),
+            other => other.to_string(),
+        };
+        anyhow::anyhow!(
+            "cannot reach the intake queue's Redis at {} (REDIS_URL): {cause}",
+            config.redis_url.redacted()
+        )
+    })?;
     Ok((settings, conn))
 }
 
@@ -65,19 +76,37 @@ pub(super) async fn queue_command(
             }
         }
         QueueCommand::Retry { ids, all } => {
+            let given = ids.len() as u64;
             let n = dead::retry(&mut conn, queue, which(ids, all)?).await?;
             out(&format!(
                 "{} back on {queue}\n",
                 counted(n, "dead job", "dead jobs")
             ));
+            return Ok(not_dead(queue, given, n));
         }
         QueueCommand::Discard { ids, all } => {
+            let given = ids.len() as u64;
             let n = dead::discard(&mut conn, queue, which(ids, all)?).await?;
             out(&format!(
                 "{} discarded\n",
                 counted(n, "dead job", "dead jobs")
             ));
+            return Ok(not_dead(queue, given, n));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 1 with a hint when fewer of the `given` task ids than that were dead letters (`done`);
+/// success otherwise (and for `--all`, `given` 0).
+fn not_dead(queue: &str, given: u64, done: u64) -> ExitCode {
+    if done >= given {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "mail-worker: {} of the given task ids {} not in {queue}'s dead letters (a task id, as `mail-worker queue dead` lists them: waiting or stored jobs are not dead)",
+        given - done,
+        if given - done == 1 { "is" } else { "are" }
+    );
+    ExitCode::FAILURE
 }

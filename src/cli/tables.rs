@@ -32,29 +32,39 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
             t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
         })
     };
-    let mut out = format!(
-        "mailbox             {} ({}, {})\nlimits              {} per minute ({}), {} recipients per day ({})\n",
-        u.mailbox,
-        u.sender,
-        u.provider,
-        u.limits.per_minute,
-        u.limits.per_minute_source,
-        u.limits.recipients_per_day,
-        u.limits.recipients_per_day_source
+    // Every row: its label in a 20-character column, then its value.
+    let mut out = String::new();
+    let mut row = |label: &str, value: String| out.push_str(&format!("{label:<20}{value}\n"));
+    row(
+        "mailbox",
+        format!("{} ({}, {})", u.mailbox, u.sender, u.provider),
+    );
+    row(
+        "limits",
+        format!(
+            "{} per minute ({}), {} recipients per day ({}), {} % reserved for high ({})",
+            u.limits.per_minute,
+            u.limits.per_minute_source,
+            u.limits.recipients_per_day,
+            u.limits.recipients_per_day_source,
+            u.limits.reserved_percent,
+            u.limits.reserved_percent_source
+        ),
     );
     match (&u.limiter, &u.limiter_error) {
-        (Some(l), _) => out.push_str(&format!(
-            "limiter ({})   {} sent in the last minute, {} recipients in the last day, {} in flight, {} booked\ncooldown until      {}\nnext free slot      {}\n",
-            l.algorithm,
-            l.sent_last_minute,
-            l.recipients_last_day,
-            l.in_flight,
-            l.booked,
-            time(l.cooldown_until),
-            time(l.next_free_slot)
-        )),
-        (None, Some(e)) => out.push_str(&format!("limiter             unreadable: {e}\n")),
-        (None, None) => out.push_str("limiter             none (SendGrid is not rate-limited)\n"),
+        (Some(l), _) => {
+            row(
+                "limiter",
+                format!(
+                    "{}: {} sent in the last minute, {} recipients in the last day, {} in flight, {} booked",
+                    l.algorithm, l.sent_last_minute, l.recipients_last_day, l.in_flight, l.booked
+                ),
+            );
+            row("cooldown until", time(l.cooldown_until));
+            row("next free slot", time(l.next_free_slot));
+        }
+        (None, Some(e)) => row("limiter", format!("unreadable: {e}")),
+        (None, None) => row("limiter", "none (SendGrid is not rate-limited)".to_owned()),
     }
     let counts: Vec<String> = u
         .messages
@@ -62,13 +72,16 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
         .iter()
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
-    out.push_str(&format!("messages            {}\n", counts.join(", ")));
+    row("messages", counts.join(", "));
     if u.messages.paused > 0 {
-        out.push_str(&format!(
-            "PAUSED              {} messages wait: {}\n",
-            u.messages.paused,
-            u.messages.paused_reason.as_deref().unwrap_or("?")
-        ));
+        row(
+            "PAUSED",
+            format!(
+                "{} messages wait: {}",
+                u.messages.paused,
+                u.messages.paused_reason.as_deref().unwrap_or("?")
+            ),
+        );
     }
     out
 }

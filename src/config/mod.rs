@@ -97,7 +97,7 @@ pub struct Config {
     /// `MAIL_MAX_ATTEMPTS`, default none: an extra cap on transient failures before a message
     /// ends `ERROR` (the main rule is [`Self::retry_for`]); set it high to give up by time only.
     pub max_attempts: Option<NonZeroU32>,
-    /// `MAIL_RETRY_FOR`, default `24h` (a number with a unit: `ms`, `s`, `m`, `h`, `d`): how long a message may keep failing
+    /// `MAIL_RETRY_FOR`, default `1d` (a number with a unit: `ms`, `s`, `m`, `h`, `d`): how long a message may keep failing
     /// transiently (counted from its `created_at`) before it ends `ERROR`.
     pub retry_for: Duration,
     /// `MAIL_RETENTION`, default `30d` (a duration as `MAIL_RETRY_FOR`'s, at least `24h`);
@@ -210,6 +210,12 @@ impl Config {
         // `rediss://` is TLS (rustls, the system's trust store).
         let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
+        if lookup("INTAKE_QUEUE").is_some_and(|v| v.trim().is_empty()) {
+            return Err(env.error(
+                "INTAKE_QUEUE",
+                &format!("is set but empty: give a queue name (the default is {DEFAULT_INTAKE_QUEUE}), or `off` to turn the intake queue off"),
+            ));
+        }
         let intake_queue = match env.text("INTAKE_QUEUE", DEFAULT_INTAKE_QUEUE)?.trim() {
             // `off` in any case, as every setting reads it (`ADMIN_LISTEN=OFF`, …).
             off if off.eq_ignore_ascii_case("off") => None,

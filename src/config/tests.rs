@@ -484,3 +484,13 @@ fn retention_is_a_duration_of_at_least_a_day_or_off() {
         assert!(e.problem.contains(problem), "{value}: {e}");
     }
 }
+
+#[test]
+fn an_empty_intake_queue_is_an_error_naming_it_not_the_default() {
+    for empty in ["", "  "] {
+        let e = parse(&[("INTAKE_QUEUE", empty)]).unwrap_err();
+        assert_eq!(e.var, "INTAKE_QUEUE");
+        assert!(e.to_string().contains("is set but empty"), "{e}");
+        assert!(e.to_string().contains("`off`"), "{e}");
+    }
+}

@@ -45,9 +45,11 @@ pub(super) async fn messages_gauge_loop(
     .await;
 }
 
-/// Refreshes `mail_worker_budget_used_ratio` every `METRICS_REFRESH_MS` (a limiter read per
-/// Graph mailbox) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget
-/// passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox and 24 h across replicas).
+/// Refreshes `mail_worker_budget_used_ratio` and `mail_worker_tenant_budget_used_ratio` every
+/// `METRICS_REFRESH_MS` (a limiter read per Graph mailbox and per tenant with an external
+/// budget) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget or a
+/// tenant's external budget passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox or tenant and
+/// 24 h across replicas).
 pub(super) async fn budget_gauge_loop(
     config: Config,
     pool: PgPool,
@@ -90,6 +92,37 @@ pub(super) async fn budget_gauge_loop(
                     used_percent = (share.day * 100.0).round(),
                     threshold_percent = threshold,
                     "a mailbox has nearly used its 24 h recipient budget"
+                );
+            }
+        }
+        let tenants = match crate::admin::usage::tenant_shares(&mut reader, config, pool).await {
+            Ok((shares, failed)) => {
+                if let Some(e) = failed {
+                    tracing::debug!(error = %e, "reading a tenant's budget failed");
+                }
+                shares
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "refreshing mail_worker_tenant_budget_used_ratio failed");
+                return;
+            }
+        };
+        for t in tenants {
+            metrics.set_tenant_budget_used(&t.tenant, t.share);
+            let Some(threshold) = config.budget_alert_percent else {
+                continue;
+            };
+            if t.share * 100.0 >= f64::from(threshold)
+                && reader.first_tenant_alert(&t.tenant).await.unwrap_or(false)
+            {
+                tracing::warn!(
+                    event = events::MAIL_BUDGET_NEARLY_USED,
+                    tenant = %t.tenant,
+                    external = t.external,
+                    external_recipients_per_day = t.per_day,
+                    used_percent = (t.share * 100.0).round(),
+                    threshold_percent = threshold,
+                    "a Graph tenant has nearly used its 24 h external recipient budget"
                 );
             }
         }

@@ -146,8 +146,12 @@ pub fn finish(state: &SenderState, sends: &[NewSend]) -> Finish {
 /// The limiter's slots as [`finish`] replays them.
 struct Replay<'a> {
     state: &'a SenderState,
-    /// The next free slot.
+    /// The earliest any message may go: now, or the end of the cooldown.
+    open: DateTime<Utc>,
+    /// The next free slot of `normal` and `bulk` (the limiter's `tat`).
     next: DateTime<Utc>,
+    /// The slots of the `high` messages replayed (the limiter's `h` log), in order.
+    high: Vec<DateTime<Utc>>,
     /// Recipients in the rolling 24 h: (the time they leave it, how many).
     window: VecDeque<(DateTime<Utc>, u64)>,
     in_window: u64,
@@ -162,14 +166,14 @@ struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     fn new(state: &'a SenderState) -> Self {
-        let next = [state.next_free_slot, state.cooldown_until]
-            .into_iter()
-            .flatten()
-            .fold(state.now, DateTime::max);
+        let open = state.cooldown_until.map_or(state.now, |c| c.max(state.now));
+        let next = state.next_free_slot.map_or(open, |t| t.max(open));
         let day = Duration::hours(24);
         Self {
             state,
+            open,
             next,
+            high: Vec::new(),
             // The safe side: what the window holds leaves it 24 h from now at the latest.
             window: VecDeque::from([(state.now + day, state.recipients_last_day)]),
             in_window: state.recipients_last_day,
@@ -191,7 +195,8 @@ impl<'a> Replay<'a> {
             self.too_large += u64::from(self.new_ones);
             return;
         }
-        let mut slot = not_before.map_or(self.next, |t| t.max(self.next));
+        let ahead = self.ahead(priority);
+        let mut slot = self.high_slot(not_before.map_or(ahead, |t| t.max(ahead)), priority);
         let mut day_full = false;
         loop {
             while let Some(&(leaves, n)) = self.window.front() {
@@ -211,12 +216,66 @@ impl<'a> Replay<'a> {
         self.window
             .push_back((slot + Duration::hours(24), recipients));
         self.in_window += recipients;
-        self.next = slot + spacing(self.state.algorithm, limits.per_minute);
-        self.first.get_or_insert(slot);
+        if self.goes_ahead(priority) {
+            let at = self.high.partition_point(|t| *t <= slot);
+            self.high.insert(at, slot);
+        } else {
+            self.next = slot + spacing(self.state.algorithm, limits.per_minute);
+        }
+        // A `high` slot can come before the slots replayed ahead of it.
+        self.first = Some(self.first.map_or(slot, |f| f.min(slot)));
         if self.new_ones {
-            self.last_new = Some(slot);
+            self.last_new = Some(self.last_new.map_or(slot, |l| l.max(slot)));
             self.spilling |= day_full;
             self.spilled += u64::from(self.spilling);
+        }
+    }
+}
+
+impl Replay<'_> {
+    /// Whether `priority` goes ahead of the others' pacing: `high` under `paced` with a
+    /// reserved share (the limiter's `high`); otherwise every message takes the next slot.
+    fn goes_ahead(&self, priority: Priority) -> bool {
+        priority == Priority::High
+            && self.state.limits.reserved_percent > 0
+            && self.state.algorithm == Algorithm::Paced
+    }
+
+    /// The earliest a message of `priority` may go before its own rate: `high` now (or after
+    /// the cooldown), ignoring the others' bookings; the others their next free slot.
+    fn ahead(&self, priority: Priority) -> DateTime<Utc> {
+        if self.goes_ahead(priority) {
+            self.open
+        } else {
+            self.next
+        }
+    }
+
+    /// A `high` message's slot from `slot` on, as the limiter's direct check and `h` log place
+    /// it: at most S = L − L' `high` slots in any window of 60 s + half the pacing allowance
+    /// while `normal` or `bulk` is paced ahead (their slot is later), at most L with nothing
+    /// ahead; past that, the oldest slot counted + the window. The others' slots: unchanged.
+    fn high_slot(&self, mut slot: DateTime<Utc>, priority: Priority) -> DateTime<Utc> {
+        if !self.goes_ahead(priority) {
+            return slot;
+        }
+        let limits = self.state.limits;
+        let window = Duration::milliseconds(
+            60_000 + crate::rate_limit::paced::PACING_ALLOWANCE.as_millis() as i64 / 2,
+        );
+        let low = usable_budget(limits, Priority::Normal).per_minute;
+        loop {
+            let cap = if self.next > slot {
+                limits.per_minute.saturating_sub(low).max(1)
+            } else {
+                limits.per_minute
+            } as usize;
+            let from = self.high.partition_point(|t| *t <= slot - window);
+            let to = self.high.partition_point(|t| *t <= slot);
+            if to - from < cap {
+                return slot;
+            }
+            slot = self.high[to - cap] + window;
         }
     }
 }

@@ -203,3 +203,54 @@ fn the_tenant_warning_counts_what_is_used_and_what_is_added() {
         "nothing external added: no warning for this campaign"
     );
 }
+
+fn high(n: usize) -> Vec<NewSend> {
+    vec![
+        NewSend {
+            not_before: None,
+            recipients: 1,
+            priority: Priority::High,
+        };
+        n
+    ]
+}
+
+#[test]
+fn high_goes_ahead_of_the_bookings_within_its_share() {
+    // L = 25, R = 20 %: the others get 20 a minute, `high` S = 5 of every 61 s ahead of them.
+    let mut s = state(25, 9_000);
+    s.limits.reserved_percent = 20;
+    s.next_free_slot = Some(at(9, 40, 0)); // 1,000 bulk booked ahead
+    let f = finish(&s, &high(3));
+    assert_eq!(
+        (f.first, f.finish),
+        (Some(at(9, 0, 0)), at(9, 0, 0)),
+        "at once"
+    );
+    // 12: 5 now, 5 a window (61 s) later, 2 two windows later.
+    let f = finish(&s, &high(12));
+    assert_eq!(f.finish, at(9, 2, 2));
+    // Nothing booked ahead: the whole L in a window, the 26th a window later.
+    s.next_free_slot = None;
+    assert_eq!(finish(&s, &high(25)).finish, at(9, 0, 0));
+    assert_eq!(finish(&s, &high(26)).finish, at(9, 1, 1));
+}
+
+#[test]
+fn high_does_not_move_the_others_and_is_paced_when_the_reserve_is_off() {
+    let mut s = state(25, 9_000);
+    s.limits.reserved_percent = 20;
+    let mut mixed = sends(10, 1);
+    mixed.extend(high(2));
+    // Bulk at 20 a minute (3.1 s apart): slots 0 … 9 × 3.1 s; the `high` ones at once.
+    let f = finish(&s, &mixed);
+    assert_eq!(f.finish, at(9, 0, 0) + Duration::milliseconds(9 * 3_100));
+    // Reserve off (or `fixed-window`): `high` is one more message in the queue.
+    s.limits.reserved_percent = 0;
+    let f = finish(&s, &high(3));
+    assert_eq!(f.finish, at(9, 0, 0) + Duration::milliseconds(2 * 2_480));
+    s.limits.reserved_percent = 20;
+    s.algorithm = Algorithm::FixedWindow;
+    let f = finish(&s, &high(3));
+    assert_eq!(f.finish, at(9, 0, 0) + Duration::milliseconds(2 * 2_400));
+}

@@ -66,7 +66,7 @@ pub async fn check(pool: &PgPool, bytes: impl AsRef<[u8]>) -> Result<Enqueued, s
     let directory = sender_directory(pool).await?;
     let (good, bad) = campaign::parse_bytes(bytes.as_ref(), &directory);
     let ids: Vec<uuid::Uuid> = good.iter().map(|(_, m)| m.id).collect();
-    let present = store::messages::count_present(pool, &ids).await?;
+    let present = store::messages::present(pool, &ids).await?.len() as u64;
     Ok(Enqueued {
         inserted: ids.len() as u64 - present,
         good: good.len(),

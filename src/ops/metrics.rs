@@ -14,6 +14,7 @@
 //! | `mail_worker_messages` | gauge | `status` (every row in PostgreSQL, refreshed by one query) |
 //! | `mail_worker_messages_waiting` | gauge | `reason` (`minute`, `day`, `tenant`, `cooldown`, `in_flight`, `paused`, `retry`, `unconfirmed`, `scheduled`, `due`: why the `SCHEDULED` rows wait) |
 //! | `mail_worker_budget_used_ratio` | gauge | `mailbox`, `window` (`minute`, `day`): the used share of each Graph mailbox's budgets as the limiter counts them |
+//! | `mail_worker_tenant_budget_used_ratio` | gauge | `tenant`: the used share of each Graph tenant's external recipient budget (rolling 24 h) |
 //! | `mail_worker_oldest_due_seconds` | gauge | — (how long the oldest due `SCHEDULED` row has waited for a claim) |
 //! | `mail_worker_in_flight` | gauge | — (sends running in this process) |
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
@@ -84,6 +85,11 @@ pub(super) struct ProviderLabels {
 pub(super) struct BudgetLabels {
     mailbox: String,
     window: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TenantLabels {
+    tenant: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -185,6 +191,7 @@ metric_table! {
         messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages", "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
         waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting", "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
         budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>> = "mail_worker_budget_used_ratio", "Used share of each Graph mailbox's budget as the limiter counts it, by window (minute, day)";
+        tenant_budget_used: Family<TenantLabels, Gauge<f64, AtomicU64>> = "mail_worker_tenant_budget_used_ratio", "Used share of each Graph tenant's external recipient budget (rolling 24 h) as the limiter counts it";
         oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds", "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
         in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
         claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
@@ -286,6 +293,15 @@ impl Metrics {
                 })
                 .set(share);
         }
+    }
+
+    /// Sets `mail_worker_tenant_budget_used_ratio` of Graph tenant `tenant`.
+    pub fn set_tenant_budget_used(&self, tenant: &str, share: f64) {
+        self.tenant_budget_used
+            .get_or_create(&TenantLabels {
+                tenant: tenant.to_owned(),
+            })
+            .set(share);
     }
 
     /// Sets `mail_worker_oldest_due_seconds`.

@@ -77,6 +77,32 @@ pub struct RateLimits {
     pub reserved_percent: u8,
 }
 
+impl RateLimits {
+    /// The budget of `sender` when these are the defaults: a system mailbox's own
+    /// `rate_limit_per_minute`, `rate_limit_recipients_per_day` and
+    /// `rate_limit_reserved_percent` where set (a tenant's sender has none) — the one place the
+    /// limits in force are decided (the mailer factory, `mailbox usage`, the forecast).
+    pub fn for_sender(self, sender: &crate::domain::Sender) -> Self {
+        match sender {
+            crate::domain::Sender::SystemMailbox(m) => self.for_system_mailbox(m),
+            crate::domain::Sender::Tenant(_) => self,
+        }
+    }
+
+    /// [`Self::for_sender`] of a system mailbox.
+    pub fn for_system_mailbox(self, m: &crate::domain::SystemMailbox) -> Self {
+        Self {
+            per_minute: m.rate_limit_per_minute.unwrap_or(self.per_minute),
+            recipients_per_day: m
+                .rate_limit_recipients_per_day
+                .unwrap_or(self.recipients_per_day),
+            reserved_percent: m
+                .rate_limit_reserved_percent
+                .unwrap_or(self.reserved_percent),
+        }
+    }
+}
+
 /// The largest reserved share: `normal` and `bulk` keep at least a tenth of every budget.
 pub const MAX_RESERVED_PERCENT: u8 = 90;
 

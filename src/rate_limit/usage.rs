@@ -122,7 +122,7 @@ impl UsageReader<'_> {
 
     /// Whether this is the first `mail.budget.nearlyUsed` of `mailbox` (Graph tenant `tenant`)
     /// in 24 h: sets `<prefix>:{<tenant>}:<mailbox>:alerted` for 24 h unless it is set (every
-    /// replica asks; one is told yes). The one write of this module.
+    /// replica asks; one is told yes). One of the two writes of this module.
     ///
     /// # Errors
     /// The Redis error as text.
@@ -131,16 +131,30 @@ impl UsageReader<'_> {
         tenant: &str,
         mailbox: &MailboxAddress,
     ) -> Result<bool, String> {
+        let key = PacedKeys::new(&self.config.key_prefix, tenant, mailbox)
+            .state()
+            .to_owned();
+        self.mark_alerted(key).await
+    }
+
+    /// Whether this is the first `mail.budget.nearlyUsed` of Graph tenant `tenant`'s external
+    /// budget in 24 h: `<prefix>:{<tenant>}:tenant:alerted`, as [`Self::first_alert`].
+    ///
+    /// # Errors
+    /// The Redis error as text.
+    pub(crate) async fn first_tenant_alert(&mut self, tenant: &str) -> Result<bool, String> {
+        self.mark_alerted(PacedKeys::tenant_state(&self.config.key_prefix, tenant))
+            .await
+    }
+
+    /// `SET <state>:alerted 1 NX PX 24h`: whether it was not set.
+    async fn mark_alerted(&mut self, state: String) -> Result<bool, String> {
         let conn = self.conn.as_ref().map_err(String::clone)?;
-        let key = format!(
-            "{}:alerted",
-            PacedKeys::new(&self.config.key_prefix, tenant, mailbox).state()
-        );
         let (set,): (Option<String>,) = conn
             .query(
                 redis::pipe()
                     .cmd("SET")
-                    .arg(key)
+                    .arg(format!("{state}:alerted"))
                     .arg(1)
                     .arg("NX")
                     .arg("PX")

@@ -689,6 +689,84 @@ async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
     );
 }
 
+#[tokio::test]
+async fn the_limits_form_sets_the_reserved_share_and_refuses_one_over_90() {
+    let world = spawn_app().await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let (mb0, id) = (&world.mailboxes[0].0, world.mailboxes[0].1);
+    let limits = format!("/mailboxes/{mb0}/limits");
+    let reserved = async || -> Option<i32> {
+        sqlx::query_scalar("SELECT rate_limit_reserved_percent FROM system_mailboxes WHERE id = $1")
+            .bind(id)
+            .fetch_one(&world.db.pool)
+            .await
+            .unwrap()
+    };
+    let form = |r: &'static str| {
+        [
+            ("rate_limit_per_minute", ""),
+            ("rate_limit_recipients_per_day", ""),
+            ("rate_limit_reserved_percent", r),
+            ("action", "save"),
+        ]
+    };
+    let answer = ui.submit(&limits, &login, &form("35")).await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(reserved().await, Some(35));
+    let page = ui.page(&format!("/mailboxes/{mb0}"), &login).await;
+    assert!(
+        page.contains("id=\"rate_limit_reserved_percent\" value=\"35\""),
+        "{page}"
+    );
+    let refused = ui.submit(&limits, &login, &form("95")).await;
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let page = refused.text().await.unwrap();
+    assert!(
+        page.contains(
+            "rate_limit_reserved_percent: must be a whole number from 0 to 90 (got &#34;95&#34;)"
+        ) || page.contains(
+            "rate_limit_reserved_percent: must be a whole number from 0 to 90 (got &quot;95&quot;)"
+        ),
+        "{page}"
+    );
+    assert_eq!(reserved().await, Some(35), "nothing written");
+    // An empty field: back to MAIL_RATE_LIMIT_RESERVED_PERCENT.
+    let answer = ui.submit(&limits, &login, &form("")).await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    assert_eq!(reserved().await, None);
+}
+
+#[tokio::test]
+async fn the_mailboxes_page_warns_of_a_tenant_budget_past_the_alert_share() {
+    let world = TestApp::builder()
+        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+        .tenant_budget(5, &["contoso.example"])
+        .spawn()
+        .await;
+    let ui = start_ui(&world, false).await;
+    let login = ui.login().await;
+    let handler = world.real_handler(Arc::new(mail_worker::clock::SystemClock));
+    for sent in 1..=4 {
+        // One external recipient each (example.org); sent, or booked at its paced slot (a
+        // booking holds its recipients in the tenant's window too).
+        let status = send_one(&world, &handler).await;
+        assert!(["SENT", "SCHEDULED"].contains(&status.as_str()), "{status}");
+        let page = ui.page("/mailboxes", &login).await;
+        // MAIL_BUDGET_ALERT_PERCENT's default, 80: 3 of 5 is 60 %, 4 of 5 80 %.
+        assert_eq!(
+            page.contains("tenant contoso.example has used"),
+            sent == 4,
+            "{sent} sent: {page}"
+        );
+    }
+    let page = ui.page("/mailboxes", &login).await;
+    assert!(
+        page.contains("<p class=\"banner\" role=\"alert\">tenant contoso.example has used 80 % of its 24 h external recipient budget (4 of 5)</p>"),
+        "{page}"
+    );
+}
+
 /// The dead-job count of the app's queue.
 async fn dead_count(conn: &mut intake::QueueConnection, queue: &str) -> u64 {
     intake::dead::stats(conn, queue, Duration::from_secs(30))

@@ -259,7 +259,54 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     );
     assert_eq!(
         text(&limits.stdout).trim(),
-        "events@contoso.example: per minute 12, recipients per day 5000"
+        "events@contoso.example: per minute 12, recipients per day 5000, reserved percent default"
+    );
+    let reserved = mail_worker(
+        &[
+            "mailbox",
+            "set-limits",
+            "events@contoso.example",
+            "--reserved-percent",
+            "35",
+        ],
+        &env,
+    );
+    assert_eq!(
+        text(&reserved.stdout).trim(),
+        "events@contoso.example: per minute 12, recipients per day 5000, reserved percent 35",
+        "{}",
+        text(&reserved.stderr)
+    );
+    assert_eq!(
+        text(&reserved.stdout).trim(),
+        "events@contoso.example: per minute 12, recipients per day 5000, reserved percent 35",
+        "the other overrides are kept"
+    );
+    let usage = text(&mail_worker(&["mailbox", "usage", "events@contoso.example"], &env).stdout);
+    assert!(
+        usage.contains("12 per minute (override), 5000 recipients per day (override), 35 % reserved for high (override)"),
+        "{usage}"
+    );
+    // Every row's value starts in the same column.
+    for line in usage.lines() {
+        assert_eq!(line.get(19..20), Some(" "), "{usage}");
+        assert_ne!(line.get(20..21), Some(" "), "{usage}");
+    }
+    let too_much = mail_worker(
+        &[
+            "mailbox",
+            "set-limits",
+            "events@contoso.example",
+            "--reserved-percent",
+            "95",
+        ],
+        &env,
+    );
+    assert_eq!(too_much.status.code(), Some(2));
+    assert!(
+        text(&too_much.stderr).contains("must be a whole number from 0 to 90"),
+        "{}",
+        text(&too_much.stderr)
     );
     assert!(
         !text(&limits.stderr).contains("warning"),

@@ -110,6 +110,7 @@ async fn a_lowered_limit_applies_to_the_next_minute_without_a_restart() {
     let change = senders::LimitsChange::Set {
         per_minute: NonZeroU32::new(3),
         recipients_per_day: None,
+        reserved_percent: None,
     };
     senders::set_limits(&world.db.pool, &world.mailboxes[0].0, change)
         .await
@@ -655,4 +656,74 @@ async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas()
         said[0]
     );
     assert!(said[0].contains("\"threshold_percent\":70"), "{}", said[0]);
+}
+
+#[tokio::test]
+async fn a_nearly_used_tenant_budget_is_a_gauge_and_one_event_across_two_replicas() {
+    let world = TestApp::builder()
+        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+        .tenant_budget(10, &["contoso.example"])
+        .spawn()
+        .await;
+    // One external recipient each (example.org): 8 of the tenant's 10.
+    let ids = world.insert(0, 8, "SCHEDULED").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let budget = [
+        ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
+        ("MAIL_BUDGET_ALERT_PERCENT", "70"),
+        ("METRICS_REFRESH_MS", "200"),
+    ];
+    let replica = |metrics: &str| {
+        let mut env = budget.to_vec();
+        env.push(("METRICS_LISTEN", metrics));
+        Logged::spawn(binary(&world, &env))
+    };
+    let (mut a, mut b) = (replica(&listen), replica("off"));
+    wait_until(Duration::from_secs(90), "8 SENT", async || {
+        world.count("SENT").await == ids.len() as i64
+    })
+    .await;
+    let url = format!("http://{listen}/metrics");
+    let series = "mail_worker_tenant_budget_used_ratio{tenant=\"contoso.example\"} 0.8";
+    wait_until(
+        Duration::from_secs(30),
+        "the tenant's share on /metrics",
+        async || match reqwest::get(&url).await {
+            Ok(answer) => answer.text().await.unwrap_or_default().contains(series),
+            Err(_) => false,
+        },
+    )
+    .await;
+    // Both replicas have refreshed several times by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for replica in [&mut a, &mut b] {
+        sigterm(&mut replica.child).await;
+    }
+    let said: Vec<String> = [&a, &b]
+        .iter()
+        .flat_map(|r| r.lines.lock().unwrap().clone())
+        .filter(|l| l.contains("mail.budget.nearlyUsed"))
+        .collect();
+    assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
+    let event: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
+    let fields = if event["fields"].is_object() {
+        &event["fields"]
+    } else {
+        &event
+    };
+    assert_eq!(fields["tenant"], "contoso.example", "{}", said[0]);
+    assert_eq!(fields["external_recipients_per_day"], 10, "{}", said[0]);
+    // The first refresh at or past 70 %: after the 7th or the 8th send.
+    let used = fields["used_percent"].as_f64().unwrap();
+    assert!(used == 70.0 || used == 80.0, "{}", said[0]);
+    assert!(
+        fields["mailbox"].is_null(),
+        "a tenant's, not a mailbox's: {}",
+        said[0]
+    );
 }

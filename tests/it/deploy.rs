@@ -322,6 +322,8 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.set_paused("mb@example.org", false);
     m.recipients_suppressed("intake", 1);
     m.bounced("5.1");
+    m.set_budget_used("mb@example.org", 0.1, 0.2);
+    m.set_tenant_budget_used("contoso.example", 0.3);
     let exported: BTreeSet<String> = m
         .encode()
         .lines()

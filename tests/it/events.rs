@@ -116,6 +116,7 @@ async fn every_transition_writes_one_event_and_each_post_is_signed() {
     let change = mail_worker::store::senders::LimitsChange::Set {
         per_minute: None,
         recipients_per_day: std::num::NonZeroU32::new(2),
+        reserved_percent: None,
     };
     mail_worker::store::senders::set_limits(&app.db.pool, &app.mailboxes[0].0, change)
         .await

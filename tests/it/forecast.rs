@@ -67,6 +67,7 @@ async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forec
         let change = LimitsChange::Set {
             per_minute: NonZeroU32::new(per_minute),
             recipients_per_day: None,
+            reserved_percent: None,
         };
         senders::set_limits(&world.db.pool, &world.mailboxes[mailbox].0, change)
             .await
@@ -263,5 +264,97 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
     let out = mail_worker(&["campaign", "status", "no-such-campaign"], &env);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no message has campaign \"no-such-campaign\""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A fresh user's findings: stored ids are not forecast again, `high` goes at once within its
+/// share, the per-minute column is the usable share, bad lines exit 1 naming them, and `--by`
+/// says the format it expects.
+#[tokio::test]
+async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad_lines() {
+    use crate::cli::{mail_worker, text};
+    let world = TestApp::builder()
+        .mailboxes(2)
+        .algorithm(Algorithm::Paced)
+        .per_minute(25)
+        .await;
+    let line = |id: Uuid, mailbox: usize, priority: &str| {
+        serde_json::json!({
+            "id": id,
+            "systemMailbox": world.mailboxes[mailbox].0.as_str(),
+            "priority": priority,
+            "to": [{"address": "guest@example.org"}],
+            "body": {"contentType": "text", "content": "hi"},
+        })
+        .to_string()
+    };
+    let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+    let dir = std::env::temp_dir().join(crate::support::unique("mw-forecast-fixes-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let env: Vec<(&str, String)> = crate::cli::paced_env(&world, "9000")
+        .into_iter()
+        .map(|(k, v)| match k {
+            "MAIL_RATE_LIMIT_RESERVED_PERCENT" => (k, "20".to_owned()),
+            _ => (k, v),
+        })
+        .collect();
+    // Two of mb0's five lines are stored already.
+    let first = dir.join("first.jsonl");
+    std::fs::write(
+        &first,
+        format!("{}\n{}\n", line(ids[0], 0, "bulk"), line(ids[1], 0, "bulk")),
+    )
+    .unwrap();
+    let out = mail_worker(&["enqueue", first.to_str().unwrap()], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut lines: Vec<String> = ids.iter().map(|id| line(*id, 0, "bulk")).collect();
+    lines.extend((0..3).map(|_| line(Uuid::new_v4(), 1, "high")));
+    let path = dir.join("campaign.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let file = path.to_str().unwrap();
+
+    let out = mail_worker(&["campaign", "forecast", file, "--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["already_stored"], 2);
+    let (mb0, mb1) = (&report["senders"][0], &report["senders"][1]);
+    assert_eq!(mb0["messages"]["messages"], 3, "{mb0}");
+    assert_eq!(
+        (&mb0["limits"]["per_minute"], &mb0["usable"]["per_minute"]),
+        (&serde_json::json!(25), &serde_json::json!(20))
+    );
+    // The 2 stored wait (unbooked: never claimed), ahead of the 3 new, once each: bulk at 20
+    // a minute → 3.1 s a slot, the 5th at 12.4 s. `high` at once, with the whole budget.
+    assert_eq!(mb0["backlog"]["unbooked"], 2, "{mb0}");
+    assert_eq!(mb0["seconds"], 12.4, "{mb0}");
+    assert_eq!(mb1["usable"]["per_minute"], 25);
+    assert!(mb1["seconds"].as_f64().unwrap() < 0.1, "{mb1}");
+    let table = text(&mail_worker(&["campaign", "forecast", file], &env).stdout);
+    assert!(table.contains(" 20 of 25 "), "{table}");
+    assert!(
+        table.contains("2 messages already stored: `enqueue` skips them, not forecast"),
+        "{table}"
+    );
+
+    // A bad line: exit 1, named by its number, as `enqueue --dry-run`.
+    let mut bad = lines.clone();
+    bad.insert(2, "{\"id\": \"not-a-uuid\"}".to_owned());
+    std::fs::write(&path, bad.join("\n") + "\n").unwrap();
+    let out = mail_worker(&["campaign", "forecast", file], &env);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{file}:line 3: not a message")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 bad line not forecast"), "{stderr}");
+
+    let out = mail_worker(&["campaign", "forecast", file, "--by", "17:00"], &env);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

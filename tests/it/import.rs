@@ -176,6 +176,7 @@ async fn set_limits_overrides_keeps_omitted_ones_clears_and_names_an_unknown_mai
     let set = |per_minute, recipients_per_day| senders::LimitsChange::Set {
         per_minute,
         recipients_per_day,
+        reserved_percent: None,
     };
     senders::set_limits(
         &db.pool,
@@ -188,8 +189,8 @@ async fn set_limits_overrides_keeps_omitted_ones_clears_and_names_an_unknown_mai
         .await
         .unwrap();
     assert_eq!(
-        now,
-        (NonZeroU32::new(9), NonZeroU32::new(500)),
+        (now.per_minute, now.recipients_per_day, now.reserved_percent),
+        (NonZeroU32::new(9), NonZeroU32::new(500), None),
         "an omitted override is kept"
     );
     let (_, ids) = senders::sender_ids(&db.pool).await.unwrap();

@@ -294,6 +294,21 @@ fn succeeded(cmd: &mut std::process::Command) -> std::process::Output {
     out
 }
 
+/// `mail-worker <args>` that must exit 1: its stderr.
+fn failed(args: &[&str], queue: &str, db: &url::Url) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+        .args(args)
+        .env("INTAKE_QUEUE", queue)
+        .env("REDIS_URL", redis_url().as_str())
+        .env("DATABASE_URL", db.as_str())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    stderr
+}
+
 fn cli(args: &[&str], queue: &str, db: &url::Url) -> String {
     cli_on(redis_url().as_str(), args, queue, db)
 }
@@ -321,7 +336,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
         text += "\n";
     }
     text += "{broken\n\n";
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(&file, &text).unwrap();
     let path = file.to_str().unwrap();
     // A dry run checks the lines as the import would and pushes nothing.
     let dry = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
@@ -339,15 +354,29 @@ async fn enqueue_via_queue_and_the_queue_commands() {
         "{dry}"
     );
     assert_eq!(queue_keys(&queue).await, Vec::<String>::new(), "{dry}");
+    // Without --dry-run: the same check, and a bad line pushes nothing (exit 1, named).
+    let refused = failed(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
+    assert!(
+        refused.contains(&format!("{path}:line 4: not a message"))
+            && refused.contains("1 bad line: nothing pushed"),
+        "{refused}"
+    );
+    assert_eq!(queue_keys(&queue).await, Vec::<String>::new(), "{refused}");
+    let good: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, good).unwrap();
     let pushed = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
-    assert!(pushed.starts_with("4 of 4 lines pushed onto"), "{pushed}");
+    assert!(pushed.starts_with("3 of 3 lines pushed onto"), "{pushed}");
     let again = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
     std::fs::remove_file(&file).unwrap();
     assert!(
-        // The 3 messages are there already; a line without an id is a new job each time.
-        again.starts_with("1 of 4 lines pushed onto") && again.contains("(3 already there"),
+        again.starts_with("0 of 3 lines pushed onto") && again.contains("(3 already there"),
         "{again}"
     );
+    // A producer of its own can still push a bad line (it becomes a dead letter): two, each
+    // without an id, so each a new job.
+    let conn = intake::connect(&redis_url().into()).await.unwrap();
+    let bad = vec![b"{broken".to_vec(), b"{broken".to_vec()];
+    assert_eq!(intake::push_lines(conn, &queue, bad).await.unwrap(), 2);
     let stats = cli(&["queue", "stats"], &queue, &app.db.url);
     assert!(
         stats.contains("scheduled 5") || stats.contains("waiting 5"),
@@ -497,7 +526,7 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     );
     assert_eq!(
         String::from_utf8_lossy(&second.stdout),
-        format!("1 lines pushed onto {queue} (25 already queued)\n")
+        format!("1 line pushed onto {queue} (25 already queued)\n")
     );
 
     let metrics = Arc::new(Metrics::new());
@@ -694,6 +723,14 @@ async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singul
     assert_eq!(
         cli(&["queue", "retry", "t-1"], &queue, &app.db.url),
         format!("1 dead job back on {queue}\n")
+    );
+    // An id that is not dead: exit 1, and where to look.
+    let hint = failed(&["queue", "retry", "t-unknown"], &queue, &app.db.url);
+    assert!(
+        hint.contains(&format!(
+            "1 of the given task ids is not in {queue}'s dead letters"
+        )) && hint.contains("`mail-worker queue dead` lists them"),
+        "{hint}"
     );
     let _: () = r.sadd(format!("{queue}:dead"), "t-2").await.unwrap();
     assert_eq!(
@@ -1100,4 +1137,31 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
     consumer.await.unwrap().unwrap();
     let left = queue_keys(&queue).await;
     assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");
+}
+
+#[test]
+fn a_queue_redis_that_is_down_is_one_line_naming_its_url_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // closed again: nothing listens there
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+        .args(["queue", "stats"])
+        .env("REDIS_URL", format!("redis://:hunter2@127.0.0.1:{port}"))
+        .env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/unused")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the intake queue's Redis at redis://:***@127.0.0.1:{port} (REDIS_URL)"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
 }

@@ -214,6 +214,7 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         let change = senders::LimitsChange::Set {
             per_minute,
             recipients_per_day: per_day,
+            reserved_percent: None,
         };
         senders::set_limits(&db.pool, &address, change)
             .await

@@ -113,6 +113,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         let change = LimitsChange::Set {
             per_minute: NonZeroU32::new(limit),
             recipients_per_day: None,
+            reserved_percent: None,
         };
         senders::set_limits(&setup, address, change)
             .await

@@ -33,6 +33,11 @@ function taskId(line) {
 
 // Pushes `lines` (Buffers) onto `queue`; resolves to how many jobs were new.
 // `redis`: an ioredis Redis or Cluster client.
+// "1 line", "2 lines" (as mail-worker's own messages say it).
+function counted(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 async function push(redis, queue, lines) {
   redis.defineCommand("intakePush", { lua: PUSH });
   let pushed = 0;
@@ -71,7 +76,7 @@ async function main() {
       start = end + 1;
     }
     const pushed = await push(redis, queue, lines);
-    console.log(`${pushed} lines pushed onto ${queue} (${lines.length - pushed} already queued)`);
+    console.log(`${counted(pushed, "line", "lines")} pushed onto ${queue} (${lines.length - pushed} already queued)`);
     return 0;
   } finally {
     redis.disconnect();

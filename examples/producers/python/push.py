@@ -34,6 +34,11 @@ def task_id(line: bytes) -> str:
         return str(uuid.uuid4())
 
 
+def counted(n: int, one: str, many: str) -> str:
+    """ "1 line", "2 lines" (as mail-worker's own messages say it)."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def push(client, queue: str, lines: list[bytes]) -> int:
     """Pushes `lines` onto `queue` (a redis.Redis or redis.cluster.RedisCluster client); returns
     how many jobs were new."""
@@ -64,7 +69,7 @@ def main() -> int:
     data = pathlib.Path(sys.argv[1]).read_bytes()
     lines = [l.rstrip(b"\r") for l in data.split(b"\n") if l.strip()]
     pushed = push(client, queue, lines)
-    print(f"{pushed} lines pushed onto {queue} ({len(lines) - pushed} already queued)")
+    print(f"{counted(pushed, 'line', 'lines')} pushed onto {queue} ({len(lines) - pushed} already queued)")
     return 0
 
 

@@ -9,14 +9,18 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{AdminError, usage::limits_of};
+use super::{
+    AdminError,
+    usage::{limits_of, tenant_budget},
+};
 use crate::{
     config::Config,
-    domain::{Priority, Sender, TenantTransport},
+    domain::{Priority, Sender},
     forecast::{self, Finish, Limits, Load, NewSend, SenderState, Warning},
     import::BadEntry,
     rate_limit::{Algorithm, usage::UsageReader},
     store::{
+        self,
         campaigns::{self, Waiting},
         senders,
     },
@@ -37,6 +41,9 @@ pub struct SenderForecast {
     pub provider: &'static str,
     /// The budgets in force.
     pub limits: Limits,
+    /// The share of them the file's messages may use: [`forecast::usable_budget`] of `normal`
+    /// (the whole budget when every message is `high`).
+    pub usable: Limits,
     /// The messages forecast (the file's lines, or the campaign's still waiting) and their
     /// recipients.
     pub messages: Load,
@@ -74,6 +81,9 @@ pub struct CampaignForecast {
     pub tenant_warnings: Vec<Warning>,
     /// The file's lines that are not messages (they are not forecast).
     pub bad_lines: Vec<String>,
+    /// The file's good lines whose id is stored already: `enqueue` does not insert them again,
+    /// so they are not forecast.
+    pub already_stored: u64,
 }
 
 /// What a sender sends, for [`forecast_for`].
@@ -93,7 +103,16 @@ pub async fn forecast_file(
     by: Option<DateTime<Utc>>,
 ) -> Result<CampaignForecast, AdminError> {
     let directory = crate::import::sender_directory(pool).await?;
-    let (good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
+    let (mut good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
+    // What `enqueue` would skip: ids stored already (a repeat within the file is a bad line).
+    let ids: Vec<Uuid> = good.iter().map(|(_, m)| m.id).collect();
+    let stored: std::collections::HashSet<Uuid> = store::messages::present(pool, &ids)
+        .await?
+        .into_iter()
+        .collect();
+    let lines = good.len();
+    good.retain(|(_, m)| !stored.contains(&m.id));
+    let already_stored = (lines - good.len()) as u64;
     let senders = senders_by_id(pool).await?;
     // A line without a priority is stored with its sender's (as the insert does).
     let defaults = crate::store::sender_settings::priorities(pool).await?;
@@ -120,6 +139,7 @@ pub async fn forecast_file(
     }
     let mut result = forecast_for(config, pool, &senders, shares, by).await?;
     result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
+    result.already_stored = already_stored;
     Ok(result)
 }
 
@@ -135,16 +155,6 @@ fn sender_id(sender: &Sender) -> Uuid {
     match sender {
         Sender::Tenant(t) => t.id,
         Sender::SystemMailbox(m) => m.id,
-    }
-}
-
-fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
-    match sender {
-        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
-        Sender::Tenant(t) => match &t.transport {
-            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
-            TenantTransport::SendGrid { .. } => None,
-        },
     }
 }
 
@@ -187,7 +197,10 @@ async fn forecast_for(
             &tenant,
             used,
             adding,
-            (per_day, reserved_percent_of(config, None)),
+            (
+                per_day,
+                applied_reserve(config, config.rate_limit.defaults.reserved_percent),
+            ),
             Priority::default(),
         ));
     }
@@ -200,23 +213,16 @@ async fn forecast_for(
         senders: out,
         tenant_warnings,
         bad_lines: Vec::new(),
+        already_stored: 0,
     })
 }
 
-/// The share of `sender`'s budgets reserved for `high`: its override, else
-/// `MAIL_RATE_LIMIT_RESERVED_PERCENT`; 0 under `fixed-window` (it ignores priority).
-fn reserved_percent(sender: &Sender, config: &Config) -> u8 {
-    let own = match sender {
-        Sender::SystemMailbox(m) => m.rate_limit_reserved_percent,
-        Sender::Tenant(_) => None,
-    };
-    reserved_percent_of(config, own)
-}
-
-fn reserved_percent_of(config: &Config, own: Option<u8>) -> u8 {
+/// The share of a budget reserved for `high` as the limiter applies it: `reserved` (the
+/// mailbox's, from [`limits_of`]) under `paced`, 0 under `fixed-window` (it ignores priority).
+fn applied_reserve(config: &Config, reserved: u8) -> u8 {
     match config.rate_limit.algorithm {
         Algorithm::FixedWindow => 0,
-        Algorithm::Paced => own.unwrap_or(config.rate_limit.defaults.reserved_percent),
+        Algorithm::Paced => reserved,
     }
 }
 
@@ -234,7 +240,7 @@ async fn sender_forecast(
     let limits = Limits {
         per_minute: limits.per_minute,
         recipients_per_day: limits.recipients_per_day,
-        reserved_percent: reserved_percent(sender, config),
+        reserved_percent: applied_reserve(config, limits.reserved_percent),
     };
     let mailbox = sender.mailbox();
     let (usage, limiter_error) = match &tenant {
@@ -268,11 +274,20 @@ async fn sender_forecast(
             too_large: 0,
         }
     };
+    let all_high = !sends.is_empty() && sends.iter().all(|s| s.priority == Priority::High);
     SenderForecast {
         mailbox: mailbox.to_string(),
         sender: kind,
         provider: super::usage::provider(tenant.as_deref()),
         limits,
+        usable: forecast::usable_budget(
+            limits,
+            if all_high {
+                Priority::High
+            } else {
+                Priority::Normal
+            },
+        ),
         messages: Load {
             messages: sends.len() as u64,
             recipients: sends.iter().map(|s| u64::from(s.recipients)).sum(),

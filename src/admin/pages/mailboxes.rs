@@ -1,33 +1,36 @@
 //! The mailboxes page (a page of the mailboxes, busiest first, with their limits and live use,
-//! refreshed every 5 s: `?page=`, `?per_page=`) and one
-//! mailbox's page (its limits form, warned above Exchange Online's, live use and latest
-//! messages): one row type serves both.
+//! refreshed every 5 s: `?page=`, `?per_page=`, under the banner of the budgets nearly used)
+//! and the row type one mailbox's page ([`super::mailbox`]) shares.
 
 use super::*;
+use crate::{
+    admin::usage::{TenantShare, tenant_shares},
+    rate_limit::usage::UsageReader,
+};
 
 /// One mailbox's line, ready to print.
-struct MailboxRow {
-    address: String,
-    href: String,
-    sender: String,
-    provider: &'static str,
-    per_minute: u32,
-    per_minute_source: &'static str,
-    per_day: u32,
-    per_day_source: &'static str,
-    limiter: Option<LimiterCells>,
-    limiter_note: String,
-    paused: Option<String>,
-    counts: Vec<(String, i64)>,
+pub(super) struct MailboxRow {
+    pub(super) address: String,
+    pub(super) href: String,
+    pub(super) sender: String,
+    pub(super) provider: &'static str,
+    pub(super) per_minute: u32,
+    pub(super) per_minute_source: &'static str,
+    pub(super) per_day: u32,
+    pub(super) per_day_source: &'static str,
+    pub(super) limiter: Option<LimiterCells>,
+    pub(super) limiter_note: String,
+    pub(super) paused: Option<String>,
+    pub(super) counts: Vec<(String, i64)>,
 }
 
-struct LimiterCells {
-    sent: u64,
-    recipients: u64,
-    in_flight: u64,
-    booked: u64,
-    cooldown: String,
-    next_slot: String,
+pub(super) struct LimiterCells {
+    pub(super) sent: u64,
+    pub(super) recipients: u64,
+    pub(super) in_flight: u64,
+    pub(super) booked: u64,
+    pub(super) cooldown: String,
+    pub(super) next_slot: String,
 }
 
 fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
@@ -35,7 +38,7 @@ fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
 }
 
 impl MailboxRow {
-    fn of(u: &MailboxUsage) -> Self {
+    pub(super) fn of(u: &MailboxUsage) -> Self {
         Self {
             address: u.mailbox.clone(),
             href: format!("/mailboxes/{}", segment(&u.mailbox)),
@@ -86,7 +89,8 @@ struct MailboxesPage {
     default_per_minute: u32,
     default_per_day: u32,
     /// "hr@contoso.example has used 85 % of its 24 h recipient budget", one per mailbox past
-    /// `MAIL_BUDGET_ALERT_PERCENT` on this page.
+    /// `MAIL_BUDGET_ALERT_PERCENT` on this page, then one per Graph tenant past it of its external
+    /// budget.
     nearly_used: Vec<String>,
     /// "Page 2 of 100 (5,000 mailboxes, …)".
     position: String,
@@ -94,22 +98,31 @@ struct MailboxesPage {
     next: Option<PageLink>,
 }
 
-/// The banner lines of the mailboxes whose day budget is past `percent`.
-fn nearly_used(rows: &[MailboxRow], percent: Option<u8>) -> Vec<String> {
+/// The banner lines of the mailboxes whose day budget, and of the Graph tenants whose external
+/// budget, is past `percent`.
+fn nearly_used(rows: &[MailboxRow], tenants: &[TenantShare], percent: Option<u8>) -> Vec<String> {
     let Some(percent) = percent else {
         return Vec::new();
     };
-    rows.iter()
-        .filter_map(|r| {
-            let used = r.limiter.as_ref()?.recipients * 100 / u64::from(r.per_day.max(1));
-            (used >= u64::from(percent)).then(|| {
-                format!(
-                    "{} has used {used} % of its 24 h recipient budget",
-                    r.address
-                )
-            })
+    let mailboxes = rows.iter().filter_map(|r| {
+        let used = r.limiter.as_ref()?.recipients * 100 / u64::from(r.per_day.max(1));
+        (used >= u64::from(percent)).then(|| {
+            format!(
+                "{} has used {used} % of its 24 h recipient budget",
+                r.address
+            )
         })
-        .collect()
+    });
+    let tenants = tenants.iter().filter_map(|t| {
+        let used = t.external * 100 / u64::from(t.per_day.max(1));
+        (used >= u64::from(percent)).then(|| {
+            format!(
+                "tenant {} has used {used} % of its 24 h external recipient budget ({} of {})",
+                t.tenant, t.external, t.per_day
+            )
+        })
+    });
+    mailboxes.chain(tenants).collect()
 }
 
 #[derive(Template)]
@@ -166,10 +179,12 @@ pub(super) async fn mailboxes(
     let page = q.read(&state).await?;
     let rows: Vec<MailboxRow> = page.mailboxes.iter().map(MailboxRow::of).collect();
     let (previous, next) = page_links(&page);
+    let mut reader = UsageReader::new(&state.config.rate_limit);
+    let (tenants, _) = tenant_shares(&mut reader, &state.config, &state.pool).await?;
     render(&MailboxesPage {
         nav: true,
         csrf: session.csrf,
-        nearly_used: nearly_used(&rows, state.config.budget_alert_percent),
+        nearly_used: nearly_used(&rows, &tenants, state.config.budget_alert_percent),
         rows,
         refresh: format!(
             "/mailboxes/rows?page={}&per_page={}",
@@ -213,215 +228,6 @@ pub(super) async fn mailbox_rows(
     })
 }
 
-#[derive(Template)]
-#[template(path = "admin/mailbox.html")]
-struct MailboxPage {
-    nav: bool,
-    csrf: String,
-    rows: Vec<MailboxRow>,
-    refresh: String,
-    system_mailbox: bool,
-    per_minute_value: String,
-    per_day_value: String,
-    default_per_minute: u32,
-    default_per_day: u32,
-    error: Option<String>,
-    notice: Option<String>,
-    warnings: Vec<String>,
-    limits_url: &'static str,
-    messages: Vec<ops::MessageLine>,
-    messages_href: String,
-    select: bool,
-}
-
-fn parse_address(raw: &str) -> Result<MailboxAddress, AdminError> {
+pub(super) fn parse_address(raw: &str) -> Result<MailboxAddress, AdminError> {
     MailboxAddress::parse(raw).map_err(|e| AdminError::BadInput(format!("address: {e}")))
-}
-
-/// Warnings for limits above Exchange Online's.
-fn warnings(per_minute: u32, per_day: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    if per_minute > EXCHANGE_PER_MINUTE {
-        out.push(format!(
-            "{per_minute} messages a minute is above Exchange Online's {EXCHANGE_PER_MINUTE}: Graph will throttle (429) what our limiter lets through."
-        ));
-    }
-    if per_day > EXCHANGE_RECIPIENTS_PER_DAY {
-        out.push(format!(
-            "{per_day} recipients a day is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} per 24 h: the mailbox may be blocked from sending."
-        ));
-    }
-    out
-}
-
-#[derive(Deserialize)]
-pub(super) struct MailboxQuery {
-    saved: Option<String>,
-}
-
-pub(super) async fn mailbox(
-    State(state): State<AdminState>,
-    Authed(session): Authed,
-    Path(raw): Path<String>,
-    Query(q): Query<MailboxQuery>,
-) -> Result<Html<String>, AdminError> {
-    let address = parse_address(&raw)?;
-    mailbox_page(
-        &state,
-        session,
-        &address,
-        None,
-        q.saved.map(|_| {
-            "Saved: the next message from this mailbox uses these limits, on every replica."
-                .to_owned()
-        }),
-        None,
-    )
-    .await
-    .map(|(_, page)| page)
-}
-
-/// The mailbox page; `form` keeps what the operator typed after a refusal.
-async fn mailbox_page(
-    state: &AdminState,
-    session: Session,
-    address: &MailboxAddress,
-    error: Option<String>,
-    notice: Option<String>,
-    form: Option<(String, String)>,
-) -> Result<(StatusCode, Html<String>), AdminError> {
-    let usage = mailbox_usage(&state.config, &state.pool, address).await?;
-    let system_mailbox = usage.sender == "system mailbox";
-    let shown = |v: u32, source: &str| {
-        if source == "override" {
-            v.to_string()
-        } else {
-            String::new()
-        }
-    };
-    let (per_minute_value, per_day_value) = form.unwrap_or_else(|| {
-        (
-            shown(usage.limits.per_minute, usage.limits.per_minute_source),
-            shown(
-                usage.limits.recipients_per_day,
-                usage.limits.recipients_per_day_source,
-            ),
-        )
-    });
-    let filter = ops::MessageFilter {
-        sender: Some(address.to_string()),
-        ..ops::MessageFilter::default()
-    };
-    let messages = ops::list(&state.pool, &filter, MAILBOX_MESSAGES).await?;
-    let page = MailboxPage {
-        nav: true,
-        csrf: session.csrf,
-        warnings: warnings(usage.limits.per_minute, usage.limits.recipients_per_day),
-        rows: vec![MailboxRow::of(&usage)],
-        refresh: format!("/mailboxes/rows?address={}", segment(address.as_str())),
-        system_mailbox,
-        per_minute_value,
-        per_day_value,
-        default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
-        default_per_day: state.config.rate_limit.defaults.recipients_per_day.get(),
-        error: error.clone(),
-        notice,
-        limits_url: EXCHANGE_LIMITS_URL,
-        messages,
-        messages_href: format!("/messages?sender={}", segment(address.as_str())),
-        select: false,
-    };
-    let code = if error.is_some() {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::OK
-    };
-    Ok((code, render(&page)?))
-}
-
-/// A limit field: empty means "no override" (the default); otherwise a positive integer that
-/// fits the column (`integer`).
-fn limit_field(name: &str, raw: &str) -> Result<Option<NonZeroU32>, String> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Ok(None);
-    }
-    raw.parse::<u32>()
-        .ok()
-        .filter(|v| *v <= i32::MAX as u32)
-        .and_then(NonZeroU32::new)
-        .map(Some)
-        .ok_or_else(|| {
-            format!(
-                "{name}: must be a whole number from 1 to {} (got {raw:?}); leave it empty for the default",
-                i32::MAX
-            )
-        })
-}
-
-pub(super) async fn set_limits(
-    State(state): State<AdminState>,
-    Authed(session): Authed,
-    Path(raw): Path<String>,
-    body: String,
-) -> Result<Response, AdminError> {
-    let fields = Fields::parse(&body);
-    fields.check_csrf(&session)?;
-    let address = parse_address(&raw)?;
-    let clear = fields.get("action") == Some("clear");
-    let typed = (
-        fields.get("rate_limit_per_minute").unwrap_or("").to_owned(),
-        fields
-            .get("rate_limit_recipients_per_day")
-            .unwrap_or("")
-            .to_owned(),
-    );
-    let parsed = if clear {
-        Ok((None, None))
-    } else {
-        limit_field("rate_limit_per_minute", &typed.0)
-            .and_then(|m| limit_field("rate_limit_recipients_per_day", &typed.1).map(|d| (m, d)))
-    };
-    let (per_minute, recipients_per_day) = match parsed {
-        Ok(v) => v,
-        Err(problem) => {
-            return Ok(
-                mailbox_page(&state, session, &address, Some(problem), None, Some(typed))
-                    .await?
-                    .into_response(),
-            );
-        }
-    };
-    let before = match senders::by_address(&state.pool, &address).await? {
-        Some(crate::domain::Sender::SystemMailbox(m)) => {
-            (m.rate_limit_per_minute, m.rate_limit_recipients_per_day)
-        }
-        Some(crate::domain::Sender::Tenant(_)) => {
-            return Err(AdminError::BadInput(format!(
-                "{address} is a tenant's sender: tenant senders always use the defaults \
-                 (MAIL_RATE_LIMIT_PER_MINUTE, MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY)"
-            )));
-        }
-        None => return Err(AdminError::NoSuchSender(address.to_string())),
-    };
-    let after = senders::set_limits(
-        &state.pool,
-        &address,
-        senders::LimitsChange::Replace {
-            per_minute,
-            recipients_per_day,
-        },
-    )
-    .await?;
-    let show = |v: Option<NonZeroU32>| v.map_or_else(|| "default".to_owned(), |v| v.to_string());
-    tracing::info!(
-        event = events::MAIL_ADMIN_LIMITS_CHANGED,
-        mailbox = %address,
-        per_minute_before = %show(before.0),
-        per_minute_after = %show(after.0),
-        recipients_per_day_before = %show(before.1),
-        recipients_per_day_after = %show(after.1),
-        "rate-limit overrides changed in the admin UI"
-    );
-    Ok(Redirect::to(&format!("/mailboxes/{}?saved=1", segment(address.as_str()))).into_response())
 }

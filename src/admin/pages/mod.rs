@@ -37,6 +37,7 @@ use crate::config::{
 
 mod campaigns;
 mod login;
+mod mailbox;
 mod mailboxes;
 mod messages;
 mod queue;
@@ -44,7 +45,8 @@ mod suppressions;
 
 use campaigns::{campaign_page, campaigns_page};
 use login::{login, login_form, logout};
-use mailboxes::{mailbox, mailbox_rows, mailboxes, set_limits};
+use mailbox::{mailbox, set_limits};
+use mailboxes::{mailbox_rows, mailboxes};
 use messages::{act, messages};
 use queue::{queue, queue_act};
 use suppressions::{suppressions_change, suppressions_page};

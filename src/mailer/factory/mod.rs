@@ -168,17 +168,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// A system mailbox's budget: its `rate_limit_per_minute` / `rate_limit_recipients_per_day`
     /// / `rate_limit_reserved_percent` where set, else the defaults.
     pub fn limits_for(&self, mailbox: &SystemMailbox) -> RateLimits {
-        RateLimits {
-            per_minute: mailbox
-                .rate_limit_per_minute
-                .unwrap_or(self.defaults.per_minute),
-            recipients_per_day: mailbox
-                .rate_limit_recipients_per_day
-                .unwrap_or(self.defaults.recipients_per_day),
-            reserved_percent: mailbox
-                .rate_limit_reserved_percent
-                .unwrap_or(self.defaults.reserved_percent),
-        }
+        self.defaults.for_system_mailbox(mailbox)
     }
 
     /// A Graph sender's mailbox for reading its Inbox (bounce reading): its own Graph mailer,

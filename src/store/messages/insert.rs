@@ -175,14 +175,16 @@ pub(crate) async fn insert(
     Ok(new_ids)
 }
 
-/// How many of `ids` are stored already (what `enqueue --dry-run` reports as present).
+/// Which of `ids` are stored already (what `enqueue` skips and `enqueue --dry-run` reports as
+/// present).
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn count_present(pool: &PgPool, ids: &[Uuid]) -> Result<u64, StoreError> {
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_one(pool)
-        .await?;
-    Ok(n as u64)
+pub(crate) async fn present(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM messages WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(pool)
+            .await?,
+    )
 }

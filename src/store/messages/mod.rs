@@ -37,7 +37,7 @@ pub(crate) use attempt::{
 pub use claim::{StoredMessage, claim_due};
 pub(crate) use claim::{claim_due_from, due_senders, release_unstarted};
 pub use insert::NewMessage;
-pub(crate) use insert::{count_present, insert};
+pub(crate) use insert::{insert, present};
 pub use recover::recover_stale_sending;
 
 pub use super::SenderRef;
