@@ -230,9 +230,13 @@ async fn a_receiver_down_for_60_s_loses_nothing_and_gets_the_same_ids_again() {
     // Up again, but the first POST is answered 500 after it was read (a lost answer).
     receiver.fail_next(1);
     receiver.up().await;
-    wait_until(Duration::from_secs(90), "40 events delivered", async || {
-        receiver.accepted().len() >= 40
-    })
+    // The backoff is at its 60 s cap by now: the next try may be up to a minute away, and the
+    // try after the refused one another minute (jittered), so allow three.
+    wait_until(
+        Duration::from_secs(180),
+        "40 events delivered",
+        async || receiver.accepted().len() >= 40,
+    )
     .await;
     stop(daemon).await;
     let posts = receiver.posts();
