@@ -355,7 +355,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     EnvVar {
         name: "EVENTS_RETRY_FOR",
         flag: "events-retry-for",
-        default: Some("24h"),
+        default: Some("1d"),
         secret: false,
         meaning: "how long after it happened an event is retried (jittered backoff) at a receiver that fails, then dead there (`mail-worker events dead`, `replay`)",
     },

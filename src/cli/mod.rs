@@ -99,6 +99,8 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             if config.admin.token.is_some() {
                 crate::admin::AdminToken::resolve(config.admin.token.as_ref())?;
             }
+            // And the webhooks' secret as `run` reads it (its reference resolved, its length).
+            crate::outbox::OutboxSettings::from_config(&config)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(_) => crate::daemon::run(config).await,

@@ -19,7 +19,7 @@ pub struct EventsConfig {
     pub secret: Option<SecretRef>,
     /// `EVENTS_BATCH_SIZE`, default 100: the most events one POST carries.
     pub batch_size: NonZeroU32,
-    /// `EVENTS_RETRY_FOR`, default `24h`: how long after it happened an event is retried at a
+    /// `EVENTS_RETRY_FOR`, default `1d`: how long after it happened an event is retried at a
     /// receiver that fails, before it is dead there.
     pub retry_for: Duration,
 }
@@ -52,9 +52,14 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         let mut webhook_urls = Vec::new();
         if !raw.trim().eq_ignore_ascii_case("off") {
             for (n, element) in raw.split(',').map(str::trim).enumerate() {
+                // As `shown`: the password and the query (a receiver's token) hidden.
+                let value = match element.split_once('?') {
+                    Some((head, _)) => format!("{}?***", crate::domain::redact_raw(head)),
+                    None => crate::domain::redact_raw(element),
+                };
                 let bad = |problem: &str| ConfigError {
                     var: "EVENTS_WEBHOOK_URL",
-                    value: crate::domain::redact_raw(element),
+                    value: value.clone(),
                     problem: format!("list element {} {problem}", n + 1),
                 };
                 if element.is_empty() {
@@ -77,8 +82,12 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             ));
         }
         if let Some(secret) = &secret {
-            SecretRef::check(secret.raw())
-                .map_err(|e| self.error("EVENTS_WEBHOOK_SECRET", &e.to_string()))?;
+            // Never the value itself: `<literal>`, or the reference.
+            SecretRef::check(secret.raw()).map_err(|e| ConfigError {
+                var: "EVENTS_WEBHOOK_SECRET",
+                value: secret.describe(),
+                problem: e.to_string(),
+            })?;
         }
         Ok(EventsConfig {
             webhook_urls,

@@ -80,6 +80,10 @@ impl Dispatcher {
                 () = shutdown::stopped(&mut done) => {}
             }
         }
+        // A restarted replica (or another) takes over at once, not after the lease.
+        if let Err(e) = delivery::release(&self.pool, &self.receiver.key, self.me).await {
+            tracing::warn!(event = events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "could not give the receiver's lease back; it lapses by itself");
+        }
     }
 
     /// One claim, batch and POST.

@@ -106,6 +106,56 @@ fn check_config_refuses_an_admin_token_that_admin_would_refuse_without_echoing_i
 }
 
 #[test]
+fn check_config_refuses_a_webhook_secret_run_would_refuse_and_echoes_neither_it_nor_a_url_token() {
+    let hook = "https://hooks.example.org/mail";
+    for (secret, names) in [
+        ("short-hunter5", "at least 16"),
+        (
+            "env:MW_CHECK_CONFIG_SURELY_UNSET",
+            "MW_CHECK_CONFIG_SURELY_UNSET",
+        ),
+        ("my webhook hunter5 secret", "whitespace"),
+    ] {
+        let out = mail_worker(
+            &["check-config"],
+            &[
+                ("EVENTS_WEBHOOK_URL", hook),
+                ("EVENTS_WEBHOOK_SECRET", secret),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(78),
+            "EVENTS_WEBHOOK_SECRET={secret}"
+        );
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("EVENTS_WEBHOOK_SECRET") && stderr.contains(names),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("hunter5"), "{stderr}");
+    }
+    // A refused URL is shown without its password and its query (a receiver's token).
+    let out = mail_worker(
+        &["check-config"],
+        &[
+            (
+                "EVENTS_WEBHOOK_URL",
+                "http://user:pw-hunter6@hooks.example.org/mail?token=tok-hunter6",
+            ),
+            ("EVENTS_WEBHOOK_SECRET", "0123456789abcdef0123"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("EVENTS_WEBHOOK_URL") && stderr.contains("?***"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter6"), "{stderr}");
+}
+
+#[test]
 fn limits_above_exchanges_warn_when_set_by_env() {
     let out = mail_worker(
         &["check-config"],

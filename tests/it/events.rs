@@ -239,6 +239,13 @@ async fn a_receiver_down_for_60_s_loses_nothing_and_gets_the_same_ids_again() {
     )
     .await;
     stop(daemon).await;
+    // Stopped, the daemon gave its receiver's lease back (a restart delivers at once).
+    let leased: Vec<Option<uuid::Uuid>> =
+        sqlx::query_scalar("SELECT leased_by FROM event_receivers")
+            .fetch_all(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(leased, vec![None]);
     let posts = receiver.posts();
     assert!(posts.iter().all(|p| p.signed));
     let refused = &posts.iter().find(|p| p.status == 500).unwrap().events;

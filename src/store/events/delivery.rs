@@ -110,6 +110,23 @@ pub(crate) async fn claim(
     .await?)
 }
 
+/// Gives the lease of receiver `url_key` back (at shutdown), so another replica or this
+/// one's successor delivers at once instead of after the lease.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn release(pool: &PgPool, url_key: &str, me: Uuid) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE event_receivers SET leased_by = NULL, leased_until = NULL \
+         WHERE url_key = $1 AND leased_by = $2",
+    )
+    .bind(url_key)
+    .bind(me)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// The next `limit` events after the cursor, in commit order, of transactions that ended.
 ///
 /// # Errors
