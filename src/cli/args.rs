@@ -337,10 +337,10 @@ pub struct PurgeArgs {
 pub struct SetLimits {
     /// The system mailbox's address.
     pub address: String,
-    /// Messages per UTC minute.
+    /// Messages per minute (`paced`: any rolling 60 s; `fixed-window`: a UTC minute).
     #[arg(long, conflicts_with = "clear")]
     pub per_minute: Option<NonZeroU32>,
-    /// Recipients per UTC day.
+    /// Recipients per day (`paced`: any rolling 24 h; `fixed-window`: a UTC day).
     #[arg(long, conflicts_with = "clear")]
     pub recipients_per_day: Option<NonZeroU32>,
     /// The share R (percent, 0 to 90) of the minute, day and tenant budgets that only `high`
