@@ -142,10 +142,11 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
 /// `campaign status` as a table.
 pub(crate) fn status_table(r: &CampaignStatus) -> String {
     let mut out = format!(
-        "campaign {}\n{:<32} {:>6} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+        "campaign {}\n{:<32} {:>6} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
         r.campaign,
         "mailbox",
         "sent",
+        "bounced",
         "waiting",
         "failed",
         "cancelled",
@@ -155,9 +156,10 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
     );
     let row = |mailbox: &str, c: &store::campaigns::CampaignCounts, f: Option<DateTime<Utc>>| {
         format!(
-            "{:<32} {:>6} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+            "{:<32} {:>6} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
             mailbox,
             c.sent,
+            c.bounced,
             c.waiting,
             c.failed,
             c.cancelled,

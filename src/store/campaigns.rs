@@ -86,6 +86,8 @@ pub(crate) async fn waiting_by_sender(
 pub struct CampaignCounts {
     /// `SENT`.
     pub sent: i64,
+    /// `BOUNCED`: sent, then a non-delivery report came back.
+    pub bounced: i64,
     /// `SCHEDULED` or `SENDING`.
     pub waiting: i64,
     /// `ERROR`, not cancelled.
@@ -113,7 +115,9 @@ macro_rules! counts_sql {
         concat!(
             "count(*) FILTER (WHERE m.status = ",
             sql_status!(Sent),
-            ") AS sent, count(*) FILTER (WHERE m.status IN (",
+            ") AS sent, count(*) FILTER (WHERE m.status = ",
+            sql_status!(Bounced),
+            ") AS bounced, count(*) FILTER (WHERE m.status IN (",
             sql_status!(Scheduled),
             ", ",
             sql_status!(Sending),

@@ -963,12 +963,20 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         .execute(&world.db.pool)
         .await
         .unwrap();
+    // Sent, then its NDR came back: counted as bounced, not sent.
+    let bounced = world.insert(1, 1, "SENT").await[0];
+    sqlx::query("UPDATE messages SET campaign_id = $2, status = 'BOUNCED', sent_at = now(), bounce_code = '5.1.1' WHERE id = $1")
+        .bind(bounced)
+        .bind(campaign)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
 
     let list = ui.page("/campaigns", &login).await;
     assert_all_in(
         &list,
         &[
-            "<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>",
+            "<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"bounced\">1</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>",
             "<a href=\"/campaigns\">Campaigns</a>",
         ],
     );
@@ -982,11 +990,12 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
     assert_eq!(
         (
             status.total.sent,
+            status.total.bounced,
             status.total.waiting,
             status.total.failed,
             status.total.cancelled
         ),
-        (3, 3, 1, 1)
+        (3, 1, 3, 1, 1)
     );
     let by: Vec<(String, i64, Option<i64>)> = status
         .senders
@@ -1020,8 +1029,8 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         &page,
         &[
             "<h1>Campaign spring &#38; summer</h1>",
-            "3 sent, 3 waiting (0 booked), 1 failed, 1 cancelled",
-            "<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"waiting\">1</td>",
+            "3 sent, 1 bounced, 3 waiting (0 booked), 1 failed, 1 cancelled",
+            "<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"bounced\">1</td><td class=\"waiting\">1</td>",
         ],
     );
     let answer = ui.get("/campaigns/none-such", Some(&login)).await;

@@ -256,11 +256,20 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["total"]["waiting"], 13);
     assert_eq!(status["total"]["sent"], 0);
+    assert_eq!(status["total"]["bounced"], 0);
     assert_eq!(status["senders"][1]["waiting"], 3);
     assert!(status["senders"][1]["forecast_finish"].is_string());
     let table = text(&mail_worker(&["campaign", "status", "cli-campaign"], &env).stdout);
     assert!(table.starts_with("campaign cli-campaign\n"), "{table}");
     assert!(table.contains("all senders"), "{table}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains(" sent bounced  waiting "),
+        "{table}"
+    );
     let out = mail_worker(&["campaign", "status", "no-such-campaign"], &env);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no message has campaign \"no-such-campaign\""));

@@ -153,6 +153,7 @@ pub(crate) async fn status_with(
 /// Adds `c`'s counts to `total` (the times: the earliest first, the latest last).
 pub(crate) fn add(total: &mut CampaignCounts, c: &CampaignCounts) {
     total.sent += c.sent;
+    total.bounced += c.bounced;
     total.waiting += c.waiting;
     total.failed += c.failed;
     total.cancelled += c.cancelled;
