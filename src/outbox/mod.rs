@@ -159,12 +159,19 @@ pub async fn run(
             tokio::spawn(run.run(done.clone()))
         })
         .collect();
+    let keys: Vec<String> = settings
+        .urls
+        .iter()
+        .map(|url| Receiver::new(url.clone()).key)
+        .collect();
     tasks.push(tokio::spawn({
         let (pool, metrics, done) = (pool.clone(), Arc::clone(&metrics), done.clone());
         async move {
-            let (pool, metrics) = (&pool, &metrics);
+            let (pool, metrics, keys) = (&pool, &metrics, &keys);
             shutdown::every(settings.refresh, done, None, || async move {
-                if let Ok(age) = store::events::delivery::oldest_undelivered_seconds(pool).await {
+                if let Ok(age) =
+                    store::events::delivery::oldest_undelivered_seconds(pool, keys).await
+                {
                     metrics.set_events_oldest(age);
                 }
             })

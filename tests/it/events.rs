@@ -421,3 +421,35 @@ async fn retention_deletes_old_events_only_once_every_recent_receiver_passed_the
     assert_eq!(purge().await, 3);
     assert!(stored_ids(&app).await.is_empty());
 }
+
+#[tokio::test]
+async fn the_lag_gauge_counts_only_the_receivers_this_replica_delivers_to() {
+    let app = TestApp::builder().per_minute(1_000).await;
+    let receiver = Receiver::start().await;
+    // A receiver since removed from EVENTS_WEBHOOK_URL: its row stays, its cursor at the start.
+    sqlx::query(
+        "INSERT INTO event_receivers (url_key, display) VALUES ('removed', 'https://old.example/hook')",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let mut config = with_events(&app, &[receiver.url()], Duration::from_secs(3600));
+    config.metrics_refresh = Duration::from_millis(200);
+    let daemon = start(config).await;
+    enqueue(&app, 5).await;
+    wait_until(Duration::from_secs(30), "10 events delivered", async || {
+        receiver.accepted().len() >= 10
+    })
+    .await;
+    // An hour old, every event: the removed receiver has none of them, the configured one all.
+    sqlx::query("UPDATE events SET occurred_at = now() - interval '1 hour'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        metric(&daemon.0, "mail_worker_events_oldest_undelivered_seconds"),
+        0.0
+    );
+    stop(daemon).await;
+}

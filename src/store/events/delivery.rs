@@ -250,19 +250,24 @@ pub(crate) async fn dead(
     Ok(true)
 }
 
-/// How long the oldest event not yet delivered to some receiver (seen in the last day) has
+/// How long the oldest event not yet delivered to one of `receivers` (their `url_key`s: this
+/// replica's `EVENTS_WEBHOOK_URL`, so a receiver removed from it does not hold the gauge up) has
 /// waited, seconds (0 when none).
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn oldest_undelivered_seconds(pool: &PgPool) -> Result<f64, StoreError> {
+pub(crate) async fn oldest_undelivered_seconds(
+    pool: &PgPool,
+    receivers: &[String],
+) -> Result<f64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT coalesce(max(extract(epoch FROM now() - e.occurred_at)), 0)::float8 \
          FROM event_receivers r CROSS JOIN LATERAL ( \
              SELECT occurred_at FROM events WHERE (xid, seq) > (r.cursor_xid, r.cursor_seq) \
              ORDER BY xid, seq LIMIT 1) e \
-         WHERE r.seen_at > now() - interval '1 day'",
+         WHERE r.url_key = ANY($1)",
     )
+    .bind(receivers)
     .fetch_one(pool)
     .await?)
 }
