@@ -262,6 +262,27 @@ pub enum SenderRef {
 }
 
 impl SenderRef {
+    /// The sender of a row with `tenant_id` and `system_mailbox_id` columns (exactly one set),
+    /// or [`StoreError::BadRow`] naming `table` and the row `what` (e.g. "message <id>").
+    pub(crate) fn of_row(
+        row: &sqlx::postgres::PgRow,
+        table: &'static str,
+        what: impl FnOnce() -> String,
+    ) -> Result<Self, StoreError> {
+        use sqlx::Row;
+        match (
+            row.try_get::<Option<Uuid>, _>("tenant_id")?,
+            row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
+        ) {
+            (Some(t), None) => Ok(Self::Tenant(t)),
+            (None, Some(m)) => Ok(Self::SystemMailbox(m)),
+            _ => Err(StoreError::BadRow {
+                table,
+                problem: format!("{} has not exactly one sender", what()),
+            }),
+        }
+    }
+
     /// The tenant's or system mailbox's id.
     pub(crate) fn id(self) -> Uuid {
         match self {

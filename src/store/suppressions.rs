@@ -162,19 +162,7 @@ pub async fn list(
     rows.iter()
         .map(|row| {
             let id: i64 = row.try_get("id")?;
-            let scope = match (
-                row.try_get::<Option<Uuid>, _>("tenant_id")?,
-                row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
-            ) {
-                (Some(t), None) => SenderRef::Tenant(t),
-                (None, Some(m)) => SenderRef::SystemMailbox(m),
-                _ => {
-                    return Err(StoreError::BadRow {
-                        table: "suppressions",
-                        problem: format!("entry {id} has not exactly one scope"),
-                    });
-                }
-            };
+            let scope = SenderRef::of_row(row, "suppressions", || format!("entry {id}"))?;
             Ok(Suppression {
                 id,
                 scope,

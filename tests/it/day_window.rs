@@ -45,31 +45,6 @@ async fn book(
     last.unwrap()
 }
 
-/// Commands run inside the scripts since the last `CONFIG RESETSTAT`, and the EVALSHAs.
-async fn inside(redis: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(redis)
-        .await
-        .unwrap();
-    let (mut inside, mut evals) = (0, 0);
-    for line in info.lines().filter_map(|l| l.strip_prefix("cmdstat_")) {
-        let (name, rest) = line.split_once(':').unwrap();
-        let calls: u64 = rest
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("calls="))
-            .unwrap()
-            .parse()
-            .unwrap();
-        match name {
-            "evalsha" | "eval" => evals += calls,
-            "info" | "config" | "script" | "ping" | "client" | "hello" => {}
-            _ => inside += calls,
-        }
-    }
-    (inside, evals)
-}
-
 async fn reset(redis: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -116,7 +91,7 @@ async fn a_backlog_past_the_day_budget_costs_the_same_commands_at_10_000_booked_
         .await;
         reset(&mut redis).await;
         let last = book(&limiter, &events, 200, now).await;
-        let (commands, evals) = inside(&mut redis).await;
+        let (commands, evals) = crate::headroom::commands_run(&mut redis).await;
         assert_eq!(evals, 200);
         let Decision::Denied {
             booked: true,

@@ -281,7 +281,7 @@ async fn high_traffic_over_its_share_waits_for_its_share_and_no_booking_is_denie
 
 /// Commands Redis ran (`INFO commandstats`) since the last `CONFIG RESETSTAT`: inside the
 /// scripts (what a decision costs), and the `EVALSHA`/`EVAL` calls themselves.
-async fn commands_run(redis: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+pub(crate) async fn commands_run(redis: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(redis)

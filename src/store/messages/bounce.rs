@@ -145,19 +145,9 @@ async fn mark_in(conn: &mut PgConnection, bounce: &Bounce<'_>) -> Result<Marked,
     .bind(bounce.text)
     .execute(&mut *conn)
     .await?;
-    let sender = match (
-        row.try_get::<Option<Uuid>, _>("tenant_id")?,
-        row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
-    ) {
-        (Some(id), _) => SenderRef::Tenant(id),
-        (None, Some(id)) => SenderRef::SystemMailbox(id),
-        (None, None) => {
-            return Err(StoreError::BadRow {
-                table: "messages",
-                problem: format!("message {} has no sender", bounce.message_id),
-            });
-        }
-    };
+    let sender = SenderRef::of_row(&row, "messages", || {
+        format!("message {}", bounce.message_id)
+    })?;
     let recipients: Vec<String> = row.try_get("recipients")?;
     let bounced = recipients
         .iter()

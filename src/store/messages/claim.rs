@@ -245,19 +245,7 @@ fn content(
 /// A row returned with [`sending_columns`] as a [`StoredMessage`].
 fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreError> {
     let id: Uuid = row.try_get("id")?;
-    let sender = match (
-        row.try_get::<Option<Uuid>, _>("tenant_id")?,
-        row.try_get::<Option<Uuid>, _>("system_mailbox_id")?,
-    ) {
-        (Some(t), None) => SenderRef::Tenant(t),
-        (None, Some(m)) => SenderRef::SystemMailbox(m),
-        _ => {
-            return Err(StoreError::BadRow {
-                table: "messages",
-                problem: format!("message {id} has not exactly one sender"),
-            });
-        }
-    };
+    let sender = SenderRef::of_row(row, "messages", || format!("message {id}"))?;
     let names: Vec<String> = row.try_get("attachment_names")?;
     let content_types: Vec<String> = row.try_get("attachment_content_types")?;
     let contents: Vec<Vec<u8>> = row.try_get("attachment_contents")?;
