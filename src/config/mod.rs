@@ -16,8 +16,13 @@ use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 mod bounces;
 mod env;
 pub(crate) mod events;
+mod exchange;
 mod lines;
 pub use events::EventsConfig;
+pub use exchange::EXCHANGE_LIMITS_PAGE;
+pub(crate) use exchange::{
+    EXCHANGE_MESSAGES_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY, above_exchange,
+};
 
 pub(crate) use crate::domain::redact_url;
 pub(crate) use env::parse_duration;
@@ -38,36 +43,6 @@ pub struct ConfigError {
 /// The schemes of `REDIS_URL` and `MAIL_RATE_LIMIT_REDIS_URL`: `redis://`, or `rediss://` for
 /// TLS (rustls, verified against the system's trust store).
 const REDIS_SCHEMES: &[&str] = &["redis", "rediss"];
-
-/// Exchange Online's per-mailbox limits the default budgets must stay under: 30 messages per
-/// minute and 10,000 recipients per rolling 24 h
-/// (<https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
-pub(crate) const EXCHANGE_MESSAGES_PER_MINUTE: u32 = 30;
-/// See [`EXCHANGE_MESSAGES_PER_MINUTE`].
-pub(crate) const EXCHANGE_RECIPIENTS_PER_DAY: u32 = 10_000;
-/// Where Microsoft documents both.
-pub const EXCHANGE_LIMITS_PAGE: &str = "https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits";
-
-/// A warning for each limit above Exchange Online's: `per_minute` and `per_day` are
-/// `(where it was set, value)`, e.g. `("--per-minute", 40)`. The env, `mailbox set-limits` and
-/// the senders import all warn through this one function.
-pub(crate) fn above_exchange(
-    per_minute: Option<(&str, u32)>,
-    per_day: Option<(&str, u32)>,
-) -> Vec<String> {
-    let mut found = Vec::new();
-    if let Some((name, value)) = per_minute.filter(|(_, v)| *v > EXCHANGE_MESSAGES_PER_MINUTE) {
-        found.push(format!(
-            "{name}={value} is above Exchange Online's {EXCHANGE_MESSAGES_PER_MINUTE} messages per mailbox per minute: Graph will throttle the excess with 429s ({EXCHANGE_LIMITS_PAGE})"
-        ));
-    }
-    if let Some((name, value)) = per_day.filter(|(_, v)| *v > EXCHANGE_RECIPIENTS_PER_DAY) {
-        found.push(format!(
-            "{name}={value} is above Exchange Online's {EXCHANGE_RECIPIENTS_PER_DAY} recipients per mailbox per rolling 24 h: Exchange blocks a mailbox that exceeds it, and its mail bounces after Graph accepted it ({EXCHANGE_LIMITS_PAGE})"
-        ));
-    }
-    found
-}
 
 /// How log lines are written (`LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

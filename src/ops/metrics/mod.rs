@@ -29,14 +29,22 @@
 //! layers, which see a deferred or failed mail as a successful job. No label carries a
 //! recipient address.
 
+mod labels;
+
 use std::{
     sync::atomic::{AtomicI64, AtomicU64},
     time::Duration,
 };
 
 use super::intake::OutcomeLabels;
+pub use labels::OutcomeLabel;
+use labels::{
+    BudgetLabels, CodeClassLabels, DecisionLabels, MailboxLabels, ProviderLabels,
+    ProviderStatusLabels, ReasonLabels, SendLabels, StageLabels, StatusLabels, TenantLabels,
+};
+pub(crate) use labels::{PROVIDER_GRAPH, PROVIDER_SENDGRID, STAGE_INTAKE, STAGE_SEND, STATUSES};
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::text::encode,
     metrics::{
         counter::Counter,
         family::Family,
@@ -45,110 +53,6 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-
-/// `provider` label values.
-pub(crate) const PROVIDER_GRAPH: &str = "graph";
-/// `provider` label value of SendGrid.
-pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
-
-/// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct SendLabels {
-    provider: &'static str,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct CodeClassLabels {
-    code_class: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct DecisionLabels {
-    decision: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ProviderStatusLabels {
-    provider: &'static str,
-    status: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ProviderLabels {
-    provider: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct BudgetLabels {
-    mailbox: String,
-    window: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct TenantLabels {
-    tenant: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ReasonLabels {
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct StatusLabels {
-    status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct StageLabels {
-    stage: &'static str,
-}
-
-/// `stage` of `mail_worker_recipients_suppressed_total`: dropped from a new message.
-pub(crate) const STAGE_INTAKE: &str = "intake";
-/// `stage` of `mail_worker_recipients_suppressed_total`: dropped just before the send.
-pub(crate) const STAGE_SEND: &str = "send";
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct MailboxLabels {
-    mailbox: String,
-}
-
-/// The `outcome` label of `mail_worker_sends_total`: what became of one send as the metric
-/// counts it. Finer than the service's [`crate::service::SendOutcome`] (the row as written):
-/// a deferral is told apart by its cause.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutcomeLabel {
-    /// `SENT`.
-    Sent,
-    /// Our limiter deferred it.
-    Deferred,
-    /// The provider throttled it (429/503/504): deferred by its `Retry-After`.
-    Throttled,
-    /// A transient failure: retried with backoff.
-    Retried,
-    /// `ERROR`.
-    Failed,
-    /// Its sender is paused (credentials missing or refused): deferred, not an attempt.
-    Paused,
-}
-
-impl OutcomeLabel {
-    /// The label value.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Sent => "sent",
-            Self::Deferred => "deferred",
-            Self::Throttled => "throttled",
-            Self::Retried => "retried",
-            Self::Failed => "failed",
-            Self::Paused => "paused",
-        }
-    }
-}
 
 /// Declares [`Metrics`]: each entry is a field, its type, the metric's name and help, and how
 /// it is made when not by `Default` (a histogram's buckets); `new` registers them all. The
@@ -375,41 +279,4 @@ impl Drop for InFlightGuard {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_the_contract() {
-        let m = Metrics::new();
-        m.send(PROVIDER_GRAPH, OutcomeLabel::Sent);
-        m.send(PROVIDER_GRAPH, OutcomeLabel::Sent);
-        m.rate_limit_decision("allowed", Duration::from_millis(2));
-        m.provider_request(PROVIDER_GRAPH, "accepted", Duration::from_millis(40));
-        m.set_messages(&[("SENT".into(), 7)]);
-        m.claimed(3);
-        m.purged(1_000);
-        m.purged(40);
-        m.recipients_suppressed(STAGE_INTAKE, 3);
-        m.recipients_suppressed(STAGE_SEND, 1);
-        let guard = m.in_flight();
-        let text = m.encode();
-        drop(guard);
-        for line in [
-            "mail_worker_sends_total{provider=\"graph\",outcome=\"sent\"} 2",
-            "mail_worker_rate_limit_decisions_total{decision=\"allowed\"} 1",
-            "mail_worker_rate_limit_seconds_count 1",
-            "mail_worker_provider_requests_total{provider=\"graph\",status=\"accepted\"} 1",
-            "mail_worker_provider_seconds_count{provider=\"graph\"} 1",
-            "mail_worker_messages{status=\"SENT\"} 7",
-            "mail_worker_messages{status=\"ERROR\"} 0",
-            "mail_worker_in_flight 1",
-            "mail_worker_claimed_total 3",
-            "mail_worker_messages_purged_total 1040",
-            "mail_worker_recipients_suppressed_total{stage=\"intake\"} 3",
-            "mail_worker_recipients_suppressed_total{stage=\"send\"} 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
-        }
-        assert!(m.encode().lines().any(|l| l == "mail_worker_in_flight 0"));
-    }
-}
+mod tests;

@@ -1,0 +1,106 @@
+//! A system mailbox's rate-limit overrides (`rate_limit_*` columns of `system_mailboxes`):
+//! what `mailbox set-limits` and the admin UI's limits form change.
+
+use std::num::NonZeroU32;
+
+use sqlx::PgPool;
+
+use crate::{domain::MailboxAddress, store::StoreError};
+
+/// A change to a system mailbox's rate-limit overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitsChange {
+    /// Set the given overrides; a `None` leaves that override as it is.
+    Set {
+        /// Messages per minute (`paced`: any rolling 60 s).
+        per_minute: Option<NonZeroU32>,
+        /// Recipients per day (`paced`: any rolling 24 h).
+        recipients_per_day: Option<NonZeroU32>,
+        /// Percent of each budget reserved for `high` (0 to 90).
+        reserved_percent: Option<u8>,
+    },
+    /// Set every override exactly: a `None` removes that override (back to its default) —
+    /// what the admin UI's form does.
+    Replace {
+        /// Messages per minute (`paced`: any rolling 60 s).
+        per_minute: Option<NonZeroU32>,
+        /// Recipients per day (`paced`: any rolling 24 h).
+        recipients_per_day: Option<NonZeroU32>,
+        /// Percent of each budget reserved for `high` (0 to 90).
+        reserved_percent: Option<u8>,
+    },
+    /// Remove every override (back to the defaults).
+    Clear,
+}
+
+/// A system mailbox's rate-limit overrides (`None`: the default applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Overrides {
+    /// `rate_limit_per_minute`.
+    pub per_minute: Option<NonZeroU32>,
+    /// `rate_limit_recipients_per_day`.
+    pub recipients_per_day: Option<NonZeroU32>,
+    /// `rate_limit_reserved_percent`.
+    pub reserved_percent: Option<u8>,
+}
+
+/// Changes a system mailbox's rate-limit overrides — what `mailbox set-limits` and the admin
+/// UI do. The next message from that mailbox uses them; no restart. Returns the overrides now
+/// in force.
+///
+/// # Errors
+/// [`StoreError::NotFound`] naming the address when no such system mailbox exists; a reserved
+/// share over 90 breaks the column's CHECK.
+pub async fn set_limits(
+    pool: &PgPool,
+    address: &MailboxAddress,
+    change: LimitsChange,
+) -> Result<Overrides, StoreError> {
+    // `keep`: a `None` leaves that override as it is (`Set`); otherwise it becomes NULL.
+    let (keep, given) = match change {
+        LimitsChange::Set {
+            per_minute,
+            recipients_per_day,
+            reserved_percent,
+        } => (true, (per_minute, recipients_per_day, reserved_percent)),
+        LimitsChange::Replace {
+            per_minute,
+            recipients_per_day,
+            reserved_percent,
+        } => (false, (per_minute, recipients_per_day, reserved_percent)),
+        LimitsChange::Clear => (false, (None, None, None)),
+    };
+    let row: Option<(Option<i32>, Option<i32>, Option<i32>)> = sqlx::query_as(
+        "UPDATE system_mailboxes SET \
+             rate_limit_per_minute = CASE WHEN $4 THEN coalesce($2, rate_limit_per_minute) ELSE $2 END, \
+             rate_limit_recipients_per_day = \
+                 CASE WHEN $4 THEN coalesce($3, rate_limit_recipients_per_day) ELSE $3 END, \
+             rate_limit_reserved_percent = \
+                 CASE WHEN $4 THEN coalesce($5, rate_limit_reserved_percent) ELSE $5 END, \
+             updated_at = now() \
+         WHERE address = $1 \
+         RETURNING rate_limit_per_minute, rate_limit_recipients_per_day, rate_limit_reserved_percent",
+    )
+    .bind(address.as_str())
+    .bind(given.0.map(|v| v.get().min(i32::MAX as u32) as i32))
+    .bind(given.1.map(|v| v.get().min(i32::MAX as u32) as i32))
+    .bind(keep)
+    .bind(given.2.map(i32::from))
+    .fetch_optional(pool)
+    .await?;
+    let Some((m, d, r)) = row else {
+        return Err(StoreError::NotFound(format!(
+            "no system mailbox {address} (system mailboxes come from `mail-worker senders import`; \
+             tenant senders always use the default limits)"
+        )));
+    };
+    let positive = |v: Option<i32>| {
+        v.and_then(|v| u32::try_from(v).ok())
+            .and_then(NonZeroU32::new)
+    };
+    Ok(Overrides {
+        per_minute: positive(m),
+        recipients_per_day: positive(d),
+        reserved_percent: r.and_then(|r| u8::try_from(r).ok()),
+    })
+}
