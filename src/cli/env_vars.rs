@@ -131,7 +131,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "retention",
         default: Some("30d"),
         secret: false,
-        meaning: "how long finished (SENT, ERROR) messages and their attachments are kept before the daemon deletes them, in batches (at least `24h`; `off` keeps everything)",
+        meaning: "how long finished (SENT, BOUNCED, ERROR: failed or cancelled) messages and their attachments are kept before the daemon deletes them, in batches (at least `24h`; `off` keeps everything)",
     },
     EnvVar {
         name: "MAIL_MAX_ATTEMPTS",
@@ -236,7 +236,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "graph-bounce-interval",
         default: Some("5m"),
         secret: false,
-        meaning: "how often each Inbox is read for bounces (a duration: `ms`, `s`, `m`, `h`; at least 1s)",
+        meaning: "how often each Inbox is read for bounces (a duration: `ms`, `s`, `m`, `h`, `d`; at least 1s)",
     },
     EnvVar {
         name: "GRAPH_BOUNCE_FOLDER",
