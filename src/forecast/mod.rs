@@ -118,17 +118,7 @@ pub struct Finish {
 /// is not modelled.
 pub fn finish(state: &SenderState, sends: &[NewSend]) -> Finish {
     let mut replay = Replay::new(state);
-    let backlog = state.backlog;
-    let per_backlog = backlog
-        .recipients
-        .checked_div(backlog.messages)
-        .unwrap_or(0);
-    let mut left_over = backlog.recipients - per_backlog * backlog.messages;
-    for _ in 0..backlog.messages {
-        let extra = u64::from(left_over > 0);
-        left_over = left_over.saturating_sub(1);
-        replay.take(None, per_backlog + extra, Priority::Normal);
-    }
+    replay.take_backlog();
     replay.new_ones = true;
     let mut ordered: Vec<NewSend> = sends.to_vec();
     ordered.sort_by_key(|s| s.not_before);
@@ -141,6 +131,17 @@ pub fn finish(state: &SenderState, sends: &[NewSend]) -> Finish {
         spilled: replay.spilled,
         too_large: replay.too_large,
     }
+}
+
+/// When the messages already waiting for `state`'s sender will have been sent: the last slot
+/// of its unbooked backlog replayed after every booking, or the booked ones' end (the next free
+/// slot, one spacing after the last booking: the safe side) when none is unbooked; `None` when
+/// nothing waits.
+pub fn backlog_end(state: &SenderState) -> Option<DateTime<Utc>> {
+    let mut replay = Replay::new(state);
+    replay.take_backlog();
+    let booked = state.next_free_slot.filter(|t| *t > state.now);
+    replay.last.max(booked)
 }
 
 /// The limiter's slots as [`finish`] replays them.
@@ -156,6 +157,8 @@ struct Replay<'a> {
     window: VecDeque<(DateTime<Utc>, u64)>,
     in_window: u64,
     first: Option<DateTime<Utc>>,
+    /// The latest slot replayed (backlog or new).
+    last: Option<DateTime<Utc>>,
     last_new: Option<DateTime<Utc>>,
     new_ones: bool,
     /// Whether a new message has waited for the day budget (every later one is past it too).
@@ -178,6 +181,7 @@ impl<'a> Replay<'a> {
             window: VecDeque::from([(state.now + day, state.recipients_last_day)]),
             in_window: state.recipients_last_day,
             first: None,
+            last: None,
             last_new: None,
             new_ones: false,
             spilling: false,
@@ -224,6 +228,7 @@ impl<'a> Replay<'a> {
         }
         // A `high` slot can come before the slots replayed ahead of it.
         self.first = Some(self.first.map_or(slot, |f| f.min(slot)));
+        self.last = self.last.max(Some(slot));
         if self.new_ones {
             self.last_new = Some(self.last_new.map_or(slot, |l| l.max(slot)));
             self.spilling |= day_full;
@@ -233,6 +238,22 @@ impl<'a> Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// The messages waiting with no booked slot ([`SenderState::backlog`]), `normal`, their
+    /// recipients spread evenly (only their sum is known).
+    fn take_backlog(&mut self) {
+        let backlog = self.state.backlog;
+        let per_backlog = backlog
+            .recipients
+            .checked_div(backlog.messages)
+            .unwrap_or(0);
+        let mut left_over = backlog.recipients - per_backlog * backlog.messages;
+        for _ in 0..backlog.messages {
+            let extra = u64::from(left_over > 0);
+            left_over = left_over.saturating_sub(1);
+            self.take(None, per_backlog + extra, Priority::Normal);
+        }
+    }
+
     /// Whether `priority` goes ahead of the others' pacing: `high` under `paced` with a
     /// reserved share (the limiter's `high`); otherwise every message takes the next slot.
     fn goes_ahead(&self, priority: Priority) -> bool {

@@ -254,3 +254,36 @@ fn high_does_not_move_the_others_and_is_paced_when_the_reserve_is_off() {
     let f = finish(&s, &high(3));
     assert_eq!(f.finish, at(9, 0, 0) + Duration::milliseconds(2 * 2_400));
 }
+
+#[test]
+fn a_backlog_past_the_day_budget_ends_on_the_day_its_last_share_fits() {
+    // D = 9,000 one-recipient messages a rolling 24 h, 100,000 waiting: day k sends messages
+    // 9,000k .. 9,000k + 8,999, each 24 h after the one 9,000 before it.
+    let mut s = state(25, 9_000);
+    s.backlog = Load {
+        messages: 100_000,
+        recipients: 100_000,
+    };
+    let spacing = spacing(Algorithm::Paced, 25);
+    assert_eq!(
+        backlog_end(&s),
+        Some(s.now + Duration::days(11) + spacing * 999)
+    );
+}
+
+#[test]
+fn a_backlog_end_is_the_booked_ones_end_without_unbooked_messages_and_none_when_idle() {
+    let mut s = state(25, 9_000);
+    assert_eq!(backlog_end(&s), None);
+    s.next_free_slot = Some(at(10, 30, 0));
+    assert_eq!(backlog_end(&s), Some(at(10, 30, 0)));
+    // Behind the bookings: 10 more from the next free slot on.
+    s.backlog = Load {
+        messages: 10,
+        recipients: 10,
+    };
+    assert_eq!(
+        backlog_end(&s),
+        Some(at(10, 30, 0) + spacing(Algorithm::Paced, 25) * 9)
+    );
+}
