@@ -78,28 +78,25 @@ pub(super) async fn queue_command(
         QueueCommand::Retry { ids, all } => {
             let given = ids.len() as u64;
             let n = dead::retry(&mut conn, queue, which(ids, all)?).await?;
-            out(&format!(
-                "{} back on {queue}\n",
-                counted(n, "dead job", "dead jobs")
-            ));
-            return Ok(not_dead(queue, given, n));
+            return Ok(acted(queue, given, n, &format!("back on {queue}")));
         }
         QueueCommand::Discard { ids, all } => {
             let given = ids.len() as u64;
             let n = dead::discard(&mut conn, queue, which(ids, all)?).await?;
-            out(&format!(
-                "{} discarded\n",
-                counted(n, "dead job", "dead jobs")
-            ));
-            return Ok(not_dead(queue, given, n));
+            return Ok(acted(queue, given, n, "discarded"));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Exit 1 with a hint when fewer of the `given` task ids than that were dead letters (`done`);
-/// success otherwise (and for `--all`, `given` 0).
-fn not_dead(queue: &str, given: u64, done: u64) -> ExitCode {
+/// Says how many dead jobs were `what` (`done` of them); then exit 1 with a hint when fewer of
+/// the `given` task ids than that were dead letters, success otherwise (and for `--all`,
+/// `given` 0).
+fn acted(queue: &str, given: u64, done: u64, what: &str) -> ExitCode {
+    out(&format!(
+        "{} {what}\n",
+        counted(done, "dead job", "dead jobs")
+    ));
     if done >= given {
         return ExitCode::SUCCESS;
     }

@@ -25,13 +25,14 @@ pub(crate) fn suppression_lines(entries: &[Suppression]) -> String {
     out
 }
 
+/// `t` in `format`, or `-` when there is none.
+fn time_or_dash(t: Option<chrono::DateTime<chrono::Utc>>, format: &str) -> String {
+    t.map_or("-".to_owned(), |t| t.format(format).to_string())
+}
+
 /// `mailbox usage` as lines.
 pub(crate) fn usage_text(u: &MailboxUsage) -> String {
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("-".to_owned(), |t| {
-            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
-        })
-    };
+    let time = |t| time_or_dash(t, "%Y-%m-%d %H:%M:%S%.3f");
     // Every row: its label in a 20-character column, then its value.
     let mut out = String::new();
     let mut row = |label: &str, value: String| out.push_str(&format!("{label:<20}{value}\n"));
@@ -142,11 +143,7 @@ pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
         "oldest due",
         "next scheduled"
     );
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("-".to_owned(), |t| {
-            t.format("%Y-%m-%d %H:%M:%S").to_string()
-        })
-    };
+    let time = |t| time_or_dash(t, "%Y-%m-%d %H:%M:%S");
     for r in rows {
         out.push_str(&format!(
             "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>7} {:>9}  {:<20} {:<20}\n",

@@ -63,17 +63,10 @@ pub(super) async fn budget_gauge_loop(
     let reader = &reader;
     shutdown::every(config.metrics_refresh, done, None, || async move {
         let mut reader = reader.lock().await;
-        let shares = match crate::admin::usage::budget_shares(&mut reader, config, pool).await {
-            Ok((shares, failed)) => {
-                if let Some(e) = failed {
-                    tracing::debug!(error = %e, "reading a mailbox's budget failed");
-                }
-                shares
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "refreshing mail_worker_budget_used_ratio failed");
-                return;
-            }
+        let read = crate::admin::usage::budget_shares(&mut reader, config, pool).await;
+        let Some(shares) = shares_or_log(read, "a mailbox's", "mail_worker_budget_used_ratio")
+        else {
+            return;
         };
         for share in shares {
             metrics.set_budget_used(share.mailbox.as_str(), share.minute, share.day);
@@ -95,17 +88,11 @@ pub(super) async fn budget_gauge_loop(
                 );
             }
         }
-        let tenants = match crate::admin::usage::tenant_shares(&mut reader, config, pool).await {
-            Ok((shares, failed)) => {
-                if let Some(e) = failed {
-                    tracing::debug!(error = %e, "reading a tenant's budget failed");
-                }
-                shares
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "refreshing mail_worker_tenant_budget_used_ratio failed");
-                return;
-            }
+        let read = crate::admin::usage::tenant_shares(&mut reader, config, pool).await;
+        let Some(tenants) =
+            shares_or_log(read, "a tenant's", "mail_worker_tenant_budget_used_ratio")
+        else {
+            return;
         };
         for t in tenants {
             metrics.set_tenant_budget_used(&t.tenant, t.share);
@@ -128,4 +115,25 @@ pub(super) async fn budget_gauge_loop(
         }
     })
     .await;
+}
+
+/// The shares a budget read gave, logging (at debug) the one `whose` budget that could not be
+/// read, or the whole read of `gauge` that failed (then `None`: the refresh stops there).
+fn shares_or_log<T, E: std::fmt::Display>(
+    read: Result<(Vec<T>, Option<String>), E>,
+    whose: &str,
+    gauge: &str,
+) -> Option<Vec<T>> {
+    match read {
+        Ok((shares, failed)) => {
+            if let Some(e) = failed {
+                tracing::debug!(error = %e, "reading {whose} budget failed");
+            }
+            Some(shares)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "refreshing {gauge} failed");
+            None
+        }
+    }
 }

@@ -131,17 +131,6 @@ struct Head {
     since: Option<Instant>,
 }
 
-/// What [`gauges`] reads in one pipeline: active, scheduled and dead counts, the active
-/// list's head, the scheduled set's oldest entry, Redis's `TIME`.
-type GaugeReads = (
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    Vec<(String, f64)>,
-    (i64, i64),
-);
-
 /// The queue's gauges: waiting jobs, dead jobs, and the age of the oldest waiting one (the
 /// oldest score of the scheduled set, where apalis-redis's own push puts a job with its push
 /// time, or, for the active list, its head's `pushed_at` (`lua/intake/push.lua`), else how long
@@ -151,41 +140,19 @@ async fn gauges(
     config: &apalis_redis::Config,
     head: &mut Head,
 ) -> Result<QueueGauges, IntakeError> {
-    let (active, scheduled, dead, first, oldest, now): GaugeReads = redis::pipe()
-        .llen(config.active_jobs_list())
-        .zcard(config.scheduled_jobs_set())
-        .scard(config.dead_jobs_set())
-        .lindex(config.active_jobs_list(), 0)
-        .zrange_withscores(config.scheduled_jobs_set(), 0, 0)
-        .cmd("TIME")
-        .query_async(conn)
-        .await?;
-    let pushed_at: Option<i64> = match &first {
-        Some(id) => {
-            redis::AsyncCommands::hget(
-                conn,
-                format!("{}:{id}", config.job_meta_hash()),
-                super::job::PUSHED_AT,
-            )
-            .await?
-        }
-        None => None,
-    };
-    if head.id != first {
-        head.since = first.as_ref().map(|_| Instant::now());
-        head.id = first;
+    let waiting = super::waiting::read(conn, config).await?;
+    if head.id != waiting.head {
+        head.since = waiting.head.as_ref().map(|_| Instant::now());
+        head.id.clone_from(&waiting.head);
     }
-    let head_age = match pushed_at {
-        Some(t) => (now.0 - t).max(0),
-        None => head.since.map_or(0, |t| t.elapsed().as_secs() as i64),
-    };
-    let scheduled_age = oldest
-        .first()
-        .map_or(0, |(_, score)| (now.0 - *score as i64).max(0));
+    let head_age = waiting
+        .head_age()
+        .unwrap_or_else(|| head.since.map_or(0, |t| t.elapsed().as_secs()));
+    let oldest = head_age.max(waiting.scheduled_age().unwrap_or(0));
     Ok(QueueGauges {
-        depth: active + scheduled,
-        dead,
-        oldest_seconds: head_age.max(scheduled_age),
+        depth: (waiting.active + waiting.scheduled) as i64,
+        dead: waiting.dead as i64,
+        oldest_seconds: oldest as i64,
     })
 }
 

@@ -51,17 +51,9 @@ fn config(queue: &str) -> apalis_redis::Config {
     IntakeSettings::new(queue, None).storage_config()
 }
 
-/// What [`stats`] reads in one pipeline.
-type StatsReads = (
-    u64,
-    u64,
-    u64,
-    u64,
-    Vec<(String, f64)>,
-    Option<String>,
-    Vec<(String, f64)>,
-    (u64, u64),
-);
+/// What [`stats`] reads besides [`super::waiting::read`]: the done count and the workers with
+/// their heartbeats.
+type StatsReads = (u64, Vec<(String, f64)>);
 
 /// The queue's counts; a worker is alive if its last heartbeat is within `alive_within`
 /// ([`IntakeSettings::orphaned_after`]) of Redis's clock.
@@ -74,30 +66,17 @@ pub async fn stats(
     alive_within: Duration,
 ) -> Result<QueueStats, IntakeError> {
     let c = config(queue);
-    let (waiting, scheduled, dead, done, workers, head, first_scheduled, now): StatsReads =
-        redis::pipe()
-            .llen(c.active_jobs_list())
-            .zcard(c.scheduled_jobs_set())
-            .scard(c.dead_jobs_set())
-            .scard(c.done_jobs_set())
-            .zrange_withscores(c.workers_set(), 0, -1)
-            .lindex(c.active_jobs_list(), 0)
-            .zrange_withscores(c.scheduled_jobs_set(), 0, 0)
-            .cmd("TIME")
-            .query_async(conn)
-            .await?;
-    let now = now.0;
+    let waiting = super::waiting::read(conn, &c).await?;
+    let (done, workers): StatsReads = redis::pipe()
+        .scard(c.done_jobs_set())
+        .zrange_withscores(c.workers_set(), 0, -1)
+        .query_async(conn)
+        .await?;
+    let now = waiting.now;
     let mut pipe = redis::pipe();
     for (w, _) in &workers {
         pipe.scard(format!("{}:{w}", c.inflight_jobs_set()));
     }
-    let pushed_at: Option<u64> = match &head {
-        Some(id) => {
-            conn.hget(format!("{}:{id}", c.job_meta_hash()), super::job::PUSHED_AT)
-                .await?
-        }
-        None => None,
-    };
     let in_flight: Vec<u64> = if workers.is_empty() {
         Vec::new()
     } else {
@@ -109,17 +88,12 @@ pub async fn stats(
         .iter()
         .filter(|(_, beat)| *beat > dead_before)
         .count() as u64;
-    let ages = [
-        pushed_at.map(|t| now.saturating_sub(t)),
-        first_scheduled
-            .first()
-            .map(|(_, score)| now.saturating_sub(*score as u64)),
-    ];
+    let ages = [waiting.head_age(), waiting.scheduled_age()];
     Ok(QueueStats {
-        waiting,
-        scheduled,
+        waiting: waiting.active,
+        scheduled: waiting.scheduled,
         in_flight: in_flight.iter().sum(),
-        dead,
+        dead: waiting.dead,
         done,
         workers: alive,
         workers_silent: workers.len() as u64 - alive,

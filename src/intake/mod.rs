@@ -12,6 +12,7 @@ mod connection;
 pub(crate) mod consumer;
 pub mod dead;
 pub(crate) mod job;
+mod waiting;
 
 use std::{sync::Arc, time::Duration};
 

@@ -18,19 +18,11 @@ pub(crate) async fn set_priority(
     sender: SenderRef,
     priority: Priority,
 ) -> Result<(), StoreError> {
-    let (sql, id) = match sender {
-        SenderRef::Tenant(id) => ("UPDATE tenants SET priority = $2 WHERE id = $1", id),
-        SenderRef::SystemMailbox(id) => (
-            "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
-            id,
-        ),
-    };
-    sqlx::query(sql)
-        .bind(id)
-        .bind(priority.as_str())
-        .execute(pool)
-        .await?;
-    Ok(())
+    let sql = [
+        "UPDATE tenants SET priority = $2 WHERE id = $1",
+        "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
+    ];
+    update_sender(pool, sender, sql, priority.as_str()).await
 }
 
 /// Sets whether a sender's Inbox is read for bounces (`read_bounces`, the senders file's
@@ -43,14 +35,29 @@ pub(crate) async fn set_read_bounces(
     sender: SenderRef,
     read: bool,
 ) -> Result<(), StoreError> {
+    let sql = [
+        "UPDATE tenants SET read_bounces = $2 WHERE id = $1",
+        "UPDATE system_mailboxes SET read_bounces = $2 WHERE id = $1",
+    ];
+    update_sender(pool, sender, sql, read).await
+}
+
+/// Runs the tenant's or the system mailbox's statement of `sql` (`[tenants, system_mailboxes]`,
+/// each `UPDATE … SET <column> = $2 WHERE id = $1`) with the sender's id and `value`.
+async fn update_sender<T>(
+    pool: &PgPool,
+    sender: SenderRef,
+    sql: [&'static str; 2],
+    value: T,
+) -> Result<(), StoreError>
+where
+    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+{
     let (sql, id) = match sender {
-        SenderRef::Tenant(id) => ("UPDATE tenants SET read_bounces = $2 WHERE id = $1", id),
-        SenderRef::SystemMailbox(id) => (
-            "UPDATE system_mailboxes SET read_bounces = $2 WHERE id = $1",
-            id,
-        ),
+        SenderRef::Tenant(id) => (sql[0], id),
+        SenderRef::SystemMailbox(id) => (sql[1], id),
     };
-    sqlx::query(sql).bind(id).bind(read).execute(pool).await?;
+    sqlx::query(sql).bind(id).bind(value).execute(pool).await?;
     Ok(())
 }
 

@@ -178,6 +178,15 @@ impl Ui {
     }
 }
 
+/// Where a `303 See Other` answer sends the browser (asserts it is one).
+pub(crate) fn redirected_to(answer: &reqwest::Response) -> String {
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    answer.headers()[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// The log lines of `event` that contain `needle` (the whole binary's logs: [`capture_logs`]).
 pub(crate) fn logged(event: &str, needle: &str) -> Vec<serde_json::Value> {
     logs_containing(needle)
@@ -409,12 +418,8 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
 
     // Above Exchange's limits: saved, with a warning and Microsoft's page.
     let answer = ui.save_limits(&limits, &login, "40", "12000").await;
-    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    let location = redirected_to(&answer);
     assert_eq!(overrides_of(&world, &mb0).await, (Some(40), Some(12_000)));
-    let location = answer.headers()[header::LOCATION]
-        .to_str()
-        .unwrap()
-        .to_owned();
     let page = ui.page(&location, &login).await;
     assert!(
         page.contains("40 messages a minute is above Exchange Online&#39;s 30"),
@@ -499,11 +504,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
             ],
         )
         .await;
-    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
-    let location = answer.headers()[header::LOCATION]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let location = redirected_to(&answer);
     assert_eq!(
         location,
         "/messages?status=ERROR&done=retried&matched=2&changed=2"
@@ -533,13 +534,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
     let answer = ui
         .submit("/messages/cancel", &login, &[("id", s.as_str())])
         .await;
-    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
-    assert!(
-        answer.headers()[header::LOCATION]
-            .to_str()
-            .unwrap()
-            .ends_with("done=cancelled&matched=1&changed=1")
-    );
+    assert!(redirected_to(&answer).ends_with("done=cancelled&matched=1&changed=1"));
     let (status, error, _) = world.status_of(scheduled[0]).await;
     assert_eq!(status, "ERROR");
     assert!(

@@ -56,10 +56,7 @@ fn file_with(count: usize, at: usize, bad: &[u8]) -> Vec<u8> {
 }
 
 async fn stored(db: &TestDb) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM messages")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
+    db.rows_in("messages").await
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use crate::support::{
     TestApp,
     app::noon,
     claim_and_send,
-    logs::{capture_logs, logs_containing},
+    logs::{capture_logs, first_logged, logs_containing},
 };
 
 /// graph-sim's delay before an NDR appears.
@@ -174,11 +174,7 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
         "{}",
         metrics.encode()
     );
-    let recorded = logs_containing(&ghost.to_string());
-    let line = recorded
-        .iter()
-        .find(|l| l["event"] == "mail.bounce.recorded")
-        .expect("mail.bounce.recorded");
+    let line = first_logged("mail.bounce.recorded", &ghost.to_string());
     assert_eq!(line["code"], "5.1.1");
     assert!(
         !line.to_string().contains("ghost@"),
@@ -293,17 +289,10 @@ async fn a_5_7_233_pauses_the_tenants_external_sending_until_its_window_frees() 
         text.unwrap()
             .contains("tenant external recipient rate limit")
     );
-    let paused = logs_containing(&second.to_string());
-    let paused = paused
-        .iter()
-        .find(|l| l["event"] == "mail.bounce.tenantPaused")
-        .expect("mail.bounce.tenantPaused");
+    let paused = first_logged("mail.bounce.tenantPaused", &second.to_string());
     assert_eq!(paused["tenant"], "contoso.example");
     // 5.7.233 is the tenant's limit, not the recipient's fault: nobody is suppressed.
-    let suppressed: i64 = sqlx::query_scalar("SELECT count(*) FROM suppressions")
-        .fetch_one(&app.db.pool)
-        .await
-        .unwrap();
+    let suppressed = app.db.rows_in("suppressions").await;
     assert_eq!(suppressed, 0);
     let until = chrono::DateTime::parse_from_rfc3339(paused["until"].as_str().unwrap()).unwrap();
     // The first free slot is when the first counted recipient leaves the 24 h window.

@@ -247,10 +247,7 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         text(&dry.stdout).trim(),
         "2 messages would be inserted, 0 already present, 2 bad lines (dry run: nothing written)"
     );
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let stored = db.rows_in("messages").await;
     assert_eq!(stored, 0, "a dry run writes nothing");
     let out = mail_worker(&["enqueue", file.to_str().unwrap()], &env);
     assert_eq!(

@@ -19,7 +19,7 @@ use crate::support::{
     TestApp,
     app::noon,
     claim_and_send, claim_and_send_all,
-    logs::{capture_logs, logs_containing},
+    logs::{capture_logs, first_logged, logs_containing},
     spawn_app, wait_until,
 };
 
@@ -67,11 +67,7 @@ async fn forty_messages_at_a_ten_per_minute_limit_go_out_ten_per_utc_minute_with
                 off <= 1_000,
                 "{id}: scheduled_on {scheduled_on}, expected {expected}"
             );
-            let logged = logs_containing(&id.to_string());
-            let event = logged
-                .iter()
-                .find(|l| l["event"] == "mail.rateLimit.deferred")
-                .unwrap_or_else(|| panic!("no deferral event for {id}: {logged:?}"));
+            let event = first_logged("mail.rateLimit.deferred", &id.to_string());
             assert_eq!(event["reason"], "minute");
             assert_eq!(event["retry_after_ms"], 60_000);
             assert_eq!(event["spread_ms"], spread_ms(id, 30_000));
@@ -587,44 +583,36 @@ async fn a_limiter_redis_that_does_not_answer_at_start_is_said_loudly_once() {
     assert!(loud[0].contains("MAIL_RATE_LIMIT_REDIS_URL"), "{}", loud[0]);
 }
 
-#[tokio::test]
-async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas() {
-    let world = TestApp::builder().spawn().await;
+/// 8 due messages sent by two replicas of the binary with `budget` set, the budget alert at
+/// 70 % and the gauges refreshed every 200 ms (the first replica serving `/metrics`), until all
+/// are `SENT` and `/metrics` shows `series`; then both are stopped, and the lines they logged
+/// with `mail.budget.nearlyUsed` are returned.
+async fn two_replicas_until_sent(
+    world: &TestApp,
+    budget: (&str, &str),
+    series: &str,
+) -> Vec<String> {
     let ids = world.insert(0, 8, "SCHEDULED").await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let budget = [
-        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10"),
-        ("MAIL_BUDGET_ALERT_PERCENT", "70"),
-        ("METRICS_REFRESH_MS", "200"),
-    ];
+    let listen = format!("127.0.0.1:{}", crate::support::private_redis::free_port());
     let replica = |metrics: &str| {
-        let mut env = budget.to_vec();
-        env.push(("METRICS_LISTEN", metrics));
-        let mut child = binary(&world, &env)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        (child, stderr)
+        let env = [
+            budget,
+            ("MAIL_BUDGET_ALERT_PERCENT", "70"),
+            ("METRICS_REFRESH_MS", "200"),
+            ("METRICS_LISTEN", metrics),
+        ];
+        Logged::spawn(binary(world, &env))
     };
-    let (mut a, mut a_err) = replica(&listen);
-    let (mut b, mut b_err) = replica("off");
+    let (mut a, mut b) = (replica(&listen), replica("off"));
     // Generous: CI runs this beside another build on two cores.
     wait_until(Duration::from_secs(90), "8 SENT", async || {
         world.count("SENT").await == ids.len() as i64
     })
     .await;
     let url = format!("http://{listen}/metrics");
-    let series =
-        "mail_worker_budget_used_ratio{mailbox=\"mb0@contoso.example\",window=\"day\"} 0.8";
     wait_until(
         Duration::from_secs(30),
-        "the day share on /metrics",
+        &format!("{series} on /metrics"),
         async || match reqwest::get(&url).await {
             Ok(answer) => answer.text().await.unwrap_or_default().contains(series),
             Err(_) => false,
@@ -633,19 +621,25 @@ async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas()
     .await;
     // Both replicas have refreshed several times by now.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut said = Vec::new();
-    for (child, stderr) in [(&mut a, &mut a_err), (&mut b, &mut b_err)] {
-        sigterm(child).await;
-        let mut text = String::new();
-        tokio::io::AsyncReadExt::read_to_string(stderr, &mut text)
-            .await
-            .unwrap();
-        said.extend(
-            text.lines()
-                .filter(|l| l.contains("mail.budget.nearlyUsed"))
-                .map(str::to_owned),
-        );
+    for replica in [&mut a, &mut b] {
+        sigterm(&mut replica.child).await;
     }
+    [&a, &b]
+        .iter()
+        .flat_map(|r| r.lines.lock().unwrap().clone())
+        .filter(|l| l.contains("mail.budget.nearlyUsed"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas() {
+    let world = TestApp::builder().spawn().await;
+    let said = two_replicas_until_sent(
+        &world,
+        ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10"),
+        "mail_worker_budget_used_ratio{mailbox=\"mb0@contoso.example\",window=\"day\"} 0.8",
+    )
+    .await;
     assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
     // The first refresh at or past 70 % logs it: after the 7th or the 8th of the 8 sends.
     let used: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
@@ -666,49 +660,12 @@ async fn a_nearly_used_tenant_budget_is_a_gauge_and_one_event_across_two_replica
         .spawn()
         .await;
     // One external recipient each (example.org): 8 of the tenant's 10.
-    let ids = world.insert(0, 8, "SCHEDULED").await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let budget = [
+    let said = two_replicas_until_sent(
+        &world,
         ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
-        ("MAIL_BUDGET_ALERT_PERCENT", "70"),
-        ("METRICS_REFRESH_MS", "200"),
-    ];
-    let replica = |metrics: &str| {
-        let mut env = budget.to_vec();
-        env.push(("METRICS_LISTEN", metrics));
-        Logged::spawn(binary(&world, &env))
-    };
-    let (mut a, mut b) = (replica(&listen), replica("off"));
-    wait_until(Duration::from_secs(90), "8 SENT", async || {
-        world.count("SENT").await == ids.len() as i64
-    })
-    .await;
-    let url = format!("http://{listen}/metrics");
-    let series = "mail_worker_tenant_budget_used_ratio{tenant=\"contoso.example\"} 0.8";
-    wait_until(
-        Duration::from_secs(30),
-        "the tenant's share on /metrics",
-        async || match reqwest::get(&url).await {
-            Ok(answer) => answer.text().await.unwrap_or_default().contains(series),
-            Err(_) => false,
-        },
+        "mail_worker_tenant_budget_used_ratio{tenant=\"contoso.example\"} 0.8",
     )
     .await;
-    // Both replicas have refreshed several times by now.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    for replica in [&mut a, &mut b] {
-        sigterm(&mut replica.child).await;
-    }
-    let said: Vec<String> = [&a, &b]
-        .iter()
-        .flat_map(|r| r.lines.lock().unwrap().clone())
-        .filter(|l| l.contains("mail.budget.nearlyUsed"))
-        .collect();
     assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
     let event: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
     let fields = if event["fields"].is_object() {

@@ -578,10 +578,7 @@ fn later_lines(mailbox: &str, n: usize) -> (Vec<Uuid>, Vec<Vec<u8>>) {
 
 /// Rows stored for the app.
 async fn rows(app: &TestApp) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM messages")
-        .fetch_one(&app.db.pool)
-        .await
-        .unwrap()
+    app.db.rows_in("messages").await
 }
 
 #[tokio::test]

@@ -5,19 +5,13 @@ use crate::support::TestDb;
 #[tokio::test]
 async fn migrations_apply_to_a_fresh_database_and_a_second_run_is_a_noop() {
     let db = TestDb::new().await;
-    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let applied = db.rows_in("_sqlx_migrations").await;
     assert_eq!(
         applied as usize,
         mail_worker::store::MIGRATOR.iter().count()
     );
     mail_worker::store::migrate(&db.url).await.unwrap();
-    let again: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let again = db.rows_in("_sqlx_migrations").await;
     assert_eq!(again, applied);
     let columns: Vec<String> = sqlx::query_scalar(
         "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'messages' ORDER BY ordinal_position",

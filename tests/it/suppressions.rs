@@ -12,12 +12,12 @@ use mail_worker::{
     ops::Metrics,
     store::{events::Outbox, messages::SenderRef, suppressions},
 };
-use reqwest::{StatusCode, header};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    admin::{field, logged, start_ui},
+    admin::{field, logged, redirected_to, start_ui},
     cli::{mail_worker, text},
     support::{TestApp, logs::capture_logs, redis_url, spawn_app, unique, wait_until},
 };
@@ -68,10 +68,7 @@ async fn row(app: &TestApp, id: Uuid) -> (String, Option<String>, Vec<String>, V
 }
 
 async fn entries(app: &TestApp) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM suppressions")
-        .fetch_one(&app.db.pool)
-        .await
-        .unwrap()
+    app.db.rows_in("suppressions").await
 }
 
 #[tokio::test]
@@ -499,11 +496,7 @@ async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_
             ],
         )
         .await;
-    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
-    let back = answer.headers()[header::LOCATION]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let back = redirected_to(&answer);
     assert_eq!(back, "/suppressions?scope=mb0%40contoso.example&done=added");
     let page = ui.page(&back, &login).await;
     assert!(
@@ -548,13 +541,7 @@ async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_
             &[("address", &address), ("scope", mailbox)],
         )
         .await;
-    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
-    assert!(
-        answer.headers()[header::LOCATION]
-            .to_str()
-            .unwrap()
-            .ends_with("done=removed")
-    );
+    assert!(redirected_to(&answer).ends_with("done=removed"));
     assert_eq!(entries(&app).await, 0);
     assert_eq!(
         logged(

@@ -421,11 +421,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     db.drop().await;
     drop(limiter_redis);
     drop(queue_redis);
-    if over_limit || sent == 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    support::exit_code(!over_limit && sent != 0)
 }
 
 async fn sleep_until(at: DateTime<Utc>) {

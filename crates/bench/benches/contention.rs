@@ -462,11 +462,7 @@ async fn parent(args: Args) -> ExitCode {
     };
     let path = support::write_json(name, &report);
     println!("results: {}", path.display());
-    if lua_over {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    support::exit_code(!lua_over)
 }
 
 #[allow(clippy::cast_precision_loss)]

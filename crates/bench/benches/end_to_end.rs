@@ -288,11 +288,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     println!("results: {}", path.display());
     world.close().await;
     drop(private);
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    support::exit_code(!failed)
 }
 
 /// The medians of `scenario`'s runs.

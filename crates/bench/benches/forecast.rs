@@ -191,7 +191,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         })
         .collect();
     let secs = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
-    support::print_table(
+    support::print_table_of(
         &[
             "mailbox",
             "per min",
@@ -203,22 +203,20 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             "error %",
             "goal",
         ],
-        &lines
-            .iter()
-            .map(|l| {
-                vec![
-                    l.mailbox.clone(),
-                    l.per_minute.to_string(),
-                    l.messages.to_string(),
-                    l.backlog.to_string(),
-                    secs(Some(l.forecast_s)),
-                    secs(l.actual_s),
-                    secs(l.error_s),
-                    secs(l.error_percent),
-                    if l.within_goal { "met" } else { "MISSED" }.to_owned(),
-                ]
-            })
-            .collect::<Vec<_>>(),
+        &lines,
+        |l| {
+            vec![
+                l.mailbox.clone(),
+                l.per_minute.to_string(),
+                l.messages.to_string(),
+                l.backlog.to_string(),
+                secs(Some(l.forecast_s)),
+                secs(l.actual_s),
+                secs(l.error_s),
+                secs(l.error_percent),
+                if l.within_goal { "met" } else { "MISSED" }.to_owned(),
+            ]
+        },
     );
     let report = Report {
         machine,
@@ -240,11 +238,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         && report.graph_sim_refused == 0
         && usize::try_from(report.sent).unwrap_or(0) >= expected;
     db.drop().await;
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    support::exit_code(ok)
 }
 
 fn main() -> ExitCode {

@@ -227,7 +227,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         }
     }
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| format!("{v}"));
-    support::print_table(
+    support::print_table_of(
         &[
             "algorithm",
             "reserved %",
@@ -241,25 +241,23 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             "max in 60 s",
             "429s",
         ],
-        &arms
-            .iter()
-            .map(|a| {
-                vec![
-                    a.algorithm.to_owned(),
-                    a.reserved_percent.to_string(),
-                    a.backlog.to_string(),
-                    format!("{:.1}", a.booked_s),
-                    format!("{} of {}", a.high_sent, a.high),
-                    ms(a.p50_ms),
-                    ms(a.p99_ms),
-                    ms(a.max_ms),
-                    a.unsent_next_try_s
-                        .map_or("-".to_owned(), |s| format!("{s:.0}")),
-                    a.max_in_60s.to_string(),
-                    a.graph_sim_refused.to_string(),
-                ]
-            })
-            .collect::<Vec<_>>(),
+        &arms,
+        |a| {
+            vec![
+                a.algorithm.to_owned(),
+                a.reserved_percent.to_string(),
+                a.backlog.to_string(),
+                format!("{:.1}", a.booked_s),
+                format!("{} of {}", a.high_sent, a.high),
+                ms(a.p50_ms),
+                ms(a.p99_ms),
+                ms(a.max_ms),
+                a.unsent_next_try_s
+                    .map_or("-".to_owned(), |s| format!("{s:.0}")),
+                a.max_in_60s.to_string(),
+                a.graph_sim_refused.to_string(),
+            ]
+        },
     );
     // The goal: one pacing interval + the claim interval (+ Graph's answer, a second at most).
     let goal_ms = 60_000 / u64::from(PER_MINUTE) + CLAIM_INTERVAL_MS + 1_000;
@@ -291,11 +289,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         "goal (paced): every high within {goal_ms} ms; results: {}",
         path.display()
     );
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    support::exit_code(ok)
 }
 
 fn main() -> ExitCode {

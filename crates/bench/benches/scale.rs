@@ -397,18 +397,12 @@ async fn measure(
             .filter(|r| r.at >= before.utc && r.at < after.utc)
             .count(),
         claim,
-        cpu_ms_per_message_daemons: before
-            .daemons
-            .iter()
-            .zip(&after.daemons)
-            .map(|(b, a)| per(a - b))
+        cpu_ms_per_message_daemons: support::deltas(&before.daemons, &after.daemons)
+            .map(per)
             .collect(),
         cpu_ms_per_message_postgres: per(after.postgres - before.postgres),
-        cpu_ms_per_message_redis: before
-            .redis
-            .iter()
-            .zip(&after.redis)
-            .map(|(b, a)| per(a - b))
+        cpu_ms_per_message_redis: support::deltas(&before.redis, &after.redis)
+            .map(per)
             .collect(),
         cpu_ms_per_message_graph_sim_and_harness: per(after.harness - before.harness),
         machine_busy_percent: (after.machine.0 - before.machine.0) as f64 * 100.0

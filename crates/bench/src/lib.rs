@@ -116,6 +116,15 @@ where
     block_on(run(args, machine))
 }
 
+/// A benchmark's exit status: success when `ok` (its goals held and the run was sound).
+pub fn exit_code(ok: bool) -> std::process::ExitCode {
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 /// A fresh key prefix for one benchmark run: `bench:<name>:<12 hex>`. Benchmarks never
 /// `FLUSHDB`; they delete their own prefix with [`unlink_prefix`].
 pub fn bench_prefix(name: &str) -> String {
@@ -379,6 +388,12 @@ pub fn print_table_of<T>(
 ) {
     let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
     print_table(headers, &rows);
+}
+
+/// `after - before`, item by item (two readings of the same counters, e.g. CPU seconds per
+/// process).
+pub fn deltas<'a>(before: &'a [f64], after: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
+    before.iter().zip(after).map(|(b, a)| a - b)
 }
 
 /// `bench-results/` at the workspace root (gitignored), where every benchmark writes.

@@ -1,5 +1,6 @@
 //! The wire shapes graph-sim answers with: Graph's error body and headers, and Entra ID's token
-//! error body; and [`Call`], what its handlers read of every request.
+//! error body; [`Call`], what its handlers read of every request, and [`prefers`] (its
+//! `Prefer` header).
 //!
 //! Graph (<https://learn.microsoft.com/graph/errors>):
 //! `{"error":{"code","message","innerError":{"date","request-id","client-request-id"}}}` with a
@@ -128,6 +129,17 @@ pub(crate) fn graph_headers(headers: &mut HeaderMap, ids: &RequestIds, retry_aft
     if let Some(v) = retry_after {
         insert(headers, header::RETRY_AFTER, v);
     }
+}
+
+/// Whether one of the request's `Prefer` preferences (every header, split at commas, trimmed)
+/// is one `wanted` accepts.
+pub(crate) fn prefers(headers: &HeaderMap, wanted: impl Fn(&str) -> bool) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| wanted(p.trim()))
 }
 
 fn insert(headers: &mut HeaderMap, name: HeaderName, value: &str) {

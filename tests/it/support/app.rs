@@ -86,6 +86,15 @@ impl TestDb {
         url.set_path(&format!("/{}", unique("mw_test_")));
         url
     }
+
+    /// How many rows `table` (a name written in the test) holds.
+    pub async fn rows_in(&self, table: &'static str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
 }
 
 impl Drop for TestDb {

@@ -67,6 +67,17 @@ pub fn logs_containing(needle: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The first line captured by [`capture_logs`] of `event` whose text contains `needle`;
+/// panics naming both (and the lines with `needle`) when there is none.
+pub fn first_logged(event: &str, needle: &str) -> serde_json::Value {
+    let lines = logs_containing(needle);
+    lines
+        .iter()
+        .find(|l| l["event"] == event)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {event} line with {needle}: {lines:?}"))
+}
+
 /// One captured event: its level and fields as text.
 #[derive(Debug, Clone)]
 pub struct Captured {

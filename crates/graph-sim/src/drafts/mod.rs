@@ -46,16 +46,10 @@ pub use upload::{MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES};
 pub(crate) use upload::{create_upload_session, upload_chunk};
 
 fn wants_immutable_id(headers: &HeaderMap) -> bool {
-    headers
-        .get_all("prefer")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| {
-            let p = p.trim();
-            p.eq_ignore_ascii_case("IdType=\"ImmutableId\"")
-                || p.eq_ignore_ascii_case("IdType=ImmutableId")
-        })
+    crate::wire::prefers(headers, |p| {
+        p.eq_ignore_ascii_case("IdType=\"ImmutableId\"")
+            || p.eq_ignore_ascii_case("IdType=ImmutableId")
+    })
 }
 
 fn item_not_found() -> GraphError {

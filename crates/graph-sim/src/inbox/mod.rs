@@ -130,17 +130,11 @@ pub(crate) struct FolderQuery {
 }
 
 fn wants_text(headers: &HeaderMap) -> bool {
-    headers
-        .get_all("prefer")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| {
-            p.trim()
-                .to_ascii_lowercase()
-                .replace(' ', "")
-                .starts_with("outlook.body-content-type=\"text\"")
-        })
+    crate::wire::prefers(headers, |p| {
+        p.to_ascii_lowercase()
+            .replace(' ', "")
+            .starts_with("outlook.body-content-type=\"text\"")
+    })
 }
 
 fn bad_query(message: impl Into<String>) -> GraphError {
