@@ -8,11 +8,7 @@ use crate::{
     config::Config,
     domain::{MailboxAddress, Sender, TenantTransport},
     rate_limit::usage::{LimiterUsage, UsageReader},
-    store::{
-        admin,
-        mailbox_list::{self, Order},
-        mailbox_order, senders,
-    },
+    store::{admin, mailbox_list, senders},
 };
 
 /// `mailbox usage`'s report (its `--json` shape is stable).
@@ -102,18 +98,17 @@ pub struct UsagePage {
     /// Pages in all (at least 1).
     pub pages: u32,
     /// This page's mailboxes, busiest first: most unfinished (`SCHEDULED` + `SENDING`)
-    /// messages as of [`Self::order_as_of`], equal ones by address (each one's `messages` are
-    /// counted now).
+    /// messages as of [`Self::order_as_of`], equal ones by address (`messages` read now).
     pub mailboxes: Vec<MailboxUsage>,
     /// When the order's counts were taken: the snapshot's time (at most
-    /// [`mailbox_order::MAX_AGE`] ago), or now where it was counted live.
+    /// [`crate::store::mailbox_order::MAX_AGE`] ago), or now where it was counted live.
     pub order_as_of: chrono::DateTime<chrono::Utc>,
 }
 
 /// Page `page` (from 1) of `per_page` mailboxes (at most [`mailbox_list::MAX_PER_PAGE`]),
-/// busiest first by the order's snapshot (at most [`mailbox_order::MAX_AGE`] old), each with
-/// its [`MailboxUsage`]: a fixed number of queries (the order, the page's senders, their
-/// messages) and one Redis round trip for the page, whatever the number of mailboxes.
+/// busiest first by the order's snapshot ([`mailbox_list::Order::SNAPSHOT`]), each with its
+/// [`MailboxUsage`]: a fixed number of queries (the order, the page's senders, their messages)
+/// and one Redis round trip for the page, whatever the number of mailboxes.
 ///
 /// # Errors
 /// [`AdminError::BadInput`] for page 0 or a `per_page` of 0 or above the most; database errors.
@@ -123,14 +118,10 @@ pub async fn usage_page(
     page: u32,
     per_page: u32,
 ) -> Result<UsagePage, AdminError> {
-    let order = Order::Snapshot {
-        max_age: mailbox_order::MAX_AGE,
-    };
-    usage_page_ordered(config, pool, page, per_page, order).await
+    usage_page_ordered(config, pool, page, per_page, mailbox_list::Order::SNAPSHOT).await
 }
 
-/// [`usage_page`] with its order counted as `order` says ([`Order::Live`]: what the snapshot
-/// saves, for the benchmark).
+/// [`usage_page`] with its order as `order` says (`Live`: what the snapshot saves, for benches).
 ///
 /// # Errors
 /// As [`usage_page`].
@@ -139,7 +130,7 @@ pub async fn usage_page_ordered(
     pool: &sqlx::PgPool,
     page: u32,
     per_page: u32,
-    order: Order,
+    order: mailbox_list::Order,
 ) -> Result<UsagePage, AdminError> {
     if page == 0 {
         return Err(AdminError::BadInput("page: pages count from 1".into()));
@@ -177,10 +168,11 @@ pub async fn usage_page_ordered(
 impl UsagePage {
     /// How fresh the order is, for the page and the CLI: `as of 19:58:03 UTC, 4 s old`.
     pub fn order_freshness(&self) -> String {
-        let age = (chrono::Utc::now() - self.order_as_of).num_seconds().max(0);
+        let (at, age) = (self.order_as_of, chrono::Utc::now() - self.order_as_of);
         format!(
-            "as of {} UTC, {age} s old",
-            self.order_as_of.format("%H:%M:%S")
+            "as of {} UTC, {} s old",
+            at.format("%H:%M:%S"),
+            age.num_seconds().max(0)
         )
     }
 }

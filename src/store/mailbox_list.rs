@@ -32,6 +32,13 @@ pub enum Order {
     },
 }
 
+impl Order {
+    /// The snapshot at most [`mailbox_order::MAX_AGE`] old: what the pages use.
+    pub const SNAPSHOT: Self = Self::Snapshot {
+        max_age: mailbox_order::MAX_AGE,
+    };
+}
+
 /// One page of the sending addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddressPage {

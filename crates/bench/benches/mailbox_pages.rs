@@ -104,46 +104,49 @@ fn ms(started: Instant) -> f64 {
 /// The mailboxes, the backlog and the history, in three inserts, then `VACUUM ANALYZE`.
 async fn fill(db: &BenchDb, args: &Args) {
     let setup = db.setup_pool().await;
-    let run = |sql: &'static str| {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let run = |sql: &'static str, binds: [i64; 2]| {
         let setup = &setup;
         async move {
             sqlx::query(sql)
-                .bind(i64::try_from(args.mailboxes).unwrap_or(1))
-                .bind(i64::try_from(args.tenants).unwrap_or(1))
-                .bind(i64::try_from(args.busy).unwrap_or(1))
-                .bind(i64::try_from(args.unfinished).unwrap_or(0))
-                .bind(i64::try_from(args.history).unwrap_or(0))
+                .bind(binds[0])
+                .bind(binds[1])
                 .execute(setup)
                 .await
                 .unwrap_or_else(|e| fail(&format!("set-up: {e}\n{sql}")));
         }
     };
-    run("INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
+    run(
+        "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
          SELECT 'mb' || lpad(g::text, 5, '0') || '@t' || (g % $2) || '.example', \
              't' || (g % $2) || '.example', 'bench-client-' || (g % $2), 'bench-secret' \
-         FROM generate_series(0, $1 - 1) AS g \
-         WHERE $3 + $4 + $5 >= 0")
+         FROM generate_series(0, $1 - 1) AS g",
+        [n(args.mailboxes), n(args.tenants)],
+    )
     .await;
-    // Mailbox k of the busy ones gets ~ (1 - k/busy) of a square law: a few hold thousands.
+    // Mailbox k of the busy ones (by address) gets a square law's share: a few hold thousands.
     run(
         "WITH m AS (SELECT array_agg(id ORDER BY address) AS ids FROM system_mailboxes) \
          INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, scheduled_on) \
          SELECT gen_random_uuid(), \
-             m.ids[1 + floor($3 * power((g % 10007)::float8 / 10007, 2))::int], \
+             m.ids[1 + floor($1 * power((g % 10007)::float8 / 10007, 2))::int], \
              jsonb_build_array(jsonb_build_object('address', 'guest' || g || '@example.org')), \
              'Invitation ' || g, '<p>hi</p>', now() + g * interval '1 millisecond' \
-         FROM m, generate_series(0, $4 - 1) AS g WHERE $1 + $2 + $5 >= 0",
+         FROM m, generate_series(0, $2 - 1) AS g",
+        [n(args.busy), n(args.unfinished)],
     )
     .await;
-    run("WITH m AS (SELECT array_agg(id ORDER BY address) AS ids FROM system_mailboxes) \
+    run(
+        "WITH m AS (SELECT array_agg(id ORDER BY address) AS ids FROM system_mailboxes) \
          INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, \
              scheduled_on, sent_at, created_at, updated_at, attempts) \
          SELECT gen_random_uuid(), m.ids[1 + (g % $1)], \
              jsonb_build_array(jsonb_build_object('address', 'old' || g || '@example.org')), \
              'Earlier ' || g, '<p>hi</p>', 'SENT', t, t, t, t, 1 \
-         FROM m, generate_series(0, $5 - 1) AS g, \
-             LATERAL (SELECT now() - interval '25 hours' - (g % 40000) * interval '1 minute' AS t) at \
-         WHERE $2 + $3 + $4 >= 0")
+         FROM m, generate_series(0, $2 - 1) AS g, \
+             LATERAL (SELECT now() - interval '25 hours' - (g % 40000) * interval '1 minute' AS t) at",
+        [n(args.mailboxes), n(args.history)],
+    )
     .await;
     sqlx::query("VACUUM ANALYZE")
         .execute(&setup)
