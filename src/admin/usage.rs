@@ -98,14 +98,17 @@ pub struct UsagePage {
     /// Pages in all (at least 1).
     pub pages: u32,
     /// This page's mailboxes, busiest first: most unfinished (`SCHEDULED` + `SENDING`)
-    /// messages, equal ones by address.
+    /// messages as of [`Self::order_as_of`], equal ones by address (`messages` read now).
     pub mailboxes: Vec<MailboxUsage>,
+    /// When the order's counts were taken: the snapshot's time (at most
+    /// [`crate::store::mailbox_order::MAX_AGE`] ago), or now where it was counted live.
+    pub order_as_of: chrono::DateTime<chrono::Utc>,
 }
 
 /// Page `page` (from 1) of `per_page` mailboxes (at most [`mailbox_list::MAX_PER_PAGE`]),
-/// busiest first, each with its [`MailboxUsage`]: a fixed number of queries (the page's
-/// addresses, their senders, their messages) and one Redis round trip for the page, whatever
-/// the number of mailboxes.
+/// busiest first by the order's snapshot ([`mailbox_list::Order::SNAPSHOT`]), each with its
+/// [`MailboxUsage`]: a fixed number of queries (the order, the page's senders, their messages)
+/// and one Redis round trip for the page, whatever the number of mailboxes.
 ///
 /// # Errors
 /// [`AdminError::BadInput`] for page 0 or a `per_page` of 0 or above the most; database errors.
@@ -114,6 +117,20 @@ pub async fn usage_page(
     pool: &sqlx::PgPool,
     page: u32,
     per_page: u32,
+) -> Result<UsagePage, AdminError> {
+    usage_page_ordered(config, pool, page, per_page, mailbox_list::Order::SNAPSHOT).await
+}
+
+/// [`usage_page`] with its order as `order` says (`Live`: what the snapshot saves, for benches).
+///
+/// # Errors
+/// As [`usage_page`].
+pub async fn usage_page_ordered(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    page: u32,
+    per_page: u32,
+    order: mailbox_list::Order,
 ) -> Result<UsagePage, AdminError> {
     if page == 0 {
         return Err(AdminError::BadInput("page: pages count from 1".into()));
@@ -124,7 +141,7 @@ pub async fn usage_page(
             mailbox_list::MAX_PER_PAGE
         )));
     }
-    let listed = mailbox_list::busiest(pool, page, per_page).await?;
+    let listed = mailbox_list::busiest(pool, page, per_page, order).await?;
     let addresses: Vec<String> = listed.addresses.iter().map(|(a, _)| a.clone()).collect();
     let mut found = senders::matching(pool, Some(&addresses)).await?;
     // In the page's order (busiest first), not the query's.
@@ -144,7 +161,20 @@ pub async fn usage_page(
             .unwrap_or(u32::MAX)
             .max(1),
         mailboxes,
+        order_as_of: listed.order_as_of,
     })
+}
+
+impl UsagePage {
+    /// How fresh the order is, for the page and the CLI: `as of 19:58:03 UTC, 4 s old`.
+    pub fn order_freshness(&self) -> String {
+        let (at, age) = (self.order_as_of, chrono::Utc::now() - self.order_as_of);
+        format!(
+            "as of {} UTC, {} s old",
+            at.format("%H:%M:%S"),
+            age.num_seconds().max(0)
+        )
+    }
 }
 
 /// The [`MailboxUsage`] of each of `senders`, in their order: their messages in one query,

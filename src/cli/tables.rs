@@ -121,8 +121,12 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
         }
     }
     out.push_str(&format!(
-        "page {} of {} ({} per page, {} mailboxes in all)\n",
-        p.page, p.pages, p.per_page, p.total
+        "page {} of {} ({} per page, {} mailboxes in all; busiest first {})\n",
+        p.page,
+        p.pages,
+        p.per_page,
+        p.total,
+        p.order_freshness()
     ));
     out
 }

@@ -137,3 +137,18 @@ fn shares_or_log<T, E: std::fmt::Display>(
         }
     }
 }
+
+/// Takes the mailboxes page's order snapshot ([`store::mailbox_order`]) every
+/// [`store::mailbox_order::REFRESH_EVERY`] until `done`: each replica tries, the one that gets
+/// the lock counts unless another did in the last interval.
+pub(super) async fn mailbox_order_loop(pool: PgPool, done: tokio::sync::watch::Receiver<bool>) {
+    let every = store::mailbox_order::REFRESH_EVERY;
+    let pool = &pool;
+    shutdown::every(every, done, None, || async move {
+        // A little under the interval: the replica whose tick comes first after it counts.
+        if let Err(e) = store::mailbox_order::refresh(pool, every * 9 / 10).await {
+            tracing::debug!(error = %e, "taking the mailboxes' order snapshot failed");
+        }
+    })
+    .await;
+}

@@ -283,6 +283,7 @@ async fn run_parts(
         Arc::clone(&observers.metrics),
         done_rx.clone(),
     ));
+    let order = tokio::spawn(gauges::mailbox_order_loop(pool.clone(), done_rx.clone()));
     let retention = config.retention.map(|keep| {
         tokio::spawn(retention::retention_loop(
             pool.clone(),
@@ -336,6 +337,7 @@ async fn run_parts(
     let _ = done_tx.send(true);
     let _ = gauge.await;
     let _ = budgets.await;
+    let _ = order.await;
     if let Some(retention) = retention {
         let _ = retention.await;
     }

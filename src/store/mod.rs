@@ -244,6 +244,7 @@ pub mod campaigns;
 pub mod events;
 pub mod history;
 pub mod mailbox_list;
+pub mod mailbox_order;
 pub mod messages;
 pub mod report;
 pub mod retention;

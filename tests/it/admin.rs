@@ -1165,7 +1165,119 @@ async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
         ]
     );
     assert!(
-        lines.ends_with("page 1 of 1 (50 per page, 5 mailboxes in all)\n"),
+        lines.contains("page 1 of 1 (50 per page, 5 mailboxes in all; busiest first as of "),
         "{lines}"
+    );
+    assert!(lines.ends_with(" s old)\n"), "{lines}");
+    assert!(json["order_as_of"].is_string(), "{json}");
+}
+
+#[tokio::test]
+async fn the_order_snapshot_is_refreshed_when_stale_and_hides_no_mailbox() {
+    use mail_worker::store::{mailbox_list::Order, mailbox_order};
+    let world = TestApp::builder().mailboxes(4).spawn().await;
+    let pool = &world.db.pool;
+    let name = |i: usize| world.mailboxes[i].0.to_string();
+    world.insert(0, 2, "SCHEDULED").await;
+    world.insert(1, 1, "SENDING").await;
+    world.insert(2, 3, "SENT").await;
+    assert_eq!(mailbox_order::taken(pool).await.unwrap(), None);
+    let page =
+        |page: u32, per_page: u32| admin::usage::usage_page(&world.config, pool, page, per_page);
+    let order = |p: &admin::usage::UsagePage| -> Vec<(String, i64)> {
+        p.mailboxes
+            .iter()
+            .map(|u| {
+                let n = |s: &str| u.messages.by_status.get(s).copied().unwrap_or(0);
+                (u.mailbox.clone(), n("SCHEDULED") + n("SENDING"))
+            })
+            .collect()
+    };
+    // No snapshot: the first page takes it.
+    let first = page(1, 50).await.unwrap();
+    let (taken, age) = mailbox_order::taken(pool).await.unwrap().unwrap();
+    assert_eq!(first.order_as_of, taken);
+    assert!(age < Duration::from_secs(5), "{age:?}");
+    assert_eq!(
+        order(&first),
+        [(name(0), 2), (name(1), 1), (name(2), 0), (name(3), 0)]
+    );
+    // Work given after the snapshot: the mailbox is still listed, with its live count, in the
+    // snapshot's place (0 then: by address) until the next snapshot.
+    world.insert(3, 5, "SCHEDULED").await;
+    let fresh = page(1, 50).await.unwrap();
+    assert_eq!(fresh.order_as_of, taken);
+    assert_eq!(
+        order(&fresh),
+        [(name(0), 2), (name(1), 1), (name(2), 0), (name(3), 5)]
+    );
+    assert_eq!(
+        order(&page(2, 2).await.unwrap()),
+        [(name(2), 0), (name(3), 5)]
+    );
+    // Live, it is first.
+    let live = admin::usage::usage_page_ordered(&world.config, pool, 1, 50, Order::Live)
+        .await
+        .unwrap();
+    assert_eq!(order(&live)[0], (name(3), 5));
+    assert!(live.order_as_of >= taken);
+    // A snapshot younger than the interval is not taken again.
+    assert_eq!(
+        mailbox_order::refresh(pool, mailbox_order::REFRESH_EVERY)
+            .await
+            .unwrap(),
+        None
+    );
+    // Older than MAX_AGE: while another process holds the lock, the page counts live and leaves
+    // the snapshot alone ...
+    sqlx::query("UPDATE mailbox_order SET taken_at = taken_at - interval '1 minute'")
+        .execute(pool)
+        .await
+        .unwrap();
+    let stale = mailbox_order::taken(pool).await.unwrap().unwrap().0;
+    let mut other = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(mailbox_order::LOCK_KEY)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let locked_out = page(1, 50).await.unwrap();
+    assert_eq!(order(&locked_out)[0], (name(3), 5));
+    assert!(locked_out.order_as_of > taken);
+    assert_eq!(
+        mailbox_order::refresh(pool, Duration::ZERO).await.unwrap(),
+        None
+    );
+    assert_eq!(mailbox_order::taken(pool).await.unwrap().unwrap().0, stale);
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(mailbox_order::LOCK_KEY)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    drop(other);
+    // ... and without it takes a new one: the mailbox moves up.
+    let retaken = page(1, 50).await.unwrap();
+    assert_eq!(
+        order(&retaken),
+        [(name(3), 5), (name(0), 2), (name(1), 1), (name(2), 0)]
+    );
+    let (now_taken, _) = mailbox_order::taken(pool).await.unwrap().unwrap();
+    assert_eq!(retaken.order_as_of, now_taken);
+    assert!(now_taken > taken);
+    // What the snapshot holds: the senders with unfinished rows, and their counts.
+    let (ids, counts): (Vec<Uuid>, Vec<i64>) =
+        sqlx::query_as("SELECT sender_ids, unfinished FROM mailbox_order")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let mut held: Vec<(Uuid, i64)> = ids.into_iter().zip(counts).collect();
+    held.sort_by_key(|(_, n)| -n);
+    assert_eq!(
+        held,
+        [
+            (world.mailboxes[3].1, 5),
+            (world.mailboxes[0].1, 2),
+            (world.mailboxes[1].1, 1)
+        ]
     );
 }

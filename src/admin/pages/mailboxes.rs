@@ -193,8 +193,11 @@ pub(super) async fn mailboxes(
         default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
         default_per_day: state.config.rate_limit.defaults.recipients_per_day.get(),
         position: format!(
-            "Page {} of {} ({} mailboxes, busiest first: most messages waiting or in flight)",
-            page.page, page.pages, page.total
+            "Page {} of {} ({} mailboxes, busiest first: most messages waiting or in flight, {})",
+            page.page,
+            page.pages,
+            page.total,
+            page.order_freshness()
         ),
         previous,
         next,
