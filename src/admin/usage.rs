@@ -8,7 +8,7 @@ use crate::{
     config::Config,
     domain::{MailboxAddress, Sender, TenantTransport},
     rate_limit::usage::{LimiterUsage, UsageReader},
-    store::{admin, mailbox_list, senders},
+    store::{SenderRef, admin, campaigns, mailbox_list, senders},
 };
 
 /// `mailbox usage`'s report (its `--json` shape is stable).
@@ -28,6 +28,11 @@ pub struct MailboxUsage {
     pub limiter_error: Option<String>,
     /// Its messages.
     pub messages: admin::SenderMessages,
+    /// When the messages waiting now will have been sent (a forecast: the limiter's bookings,
+    /// then the unbooked ones at the mailbox's budgets; `crate::forecast::backlog_end`). Only
+    /// in the report of one mailbox, and only when something waits for a Graph mailbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog_ends: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A mailbox's limits and where each comes from.
@@ -79,10 +84,23 @@ pub(crate) async fn mailbox_usage_with(
     let sender = senders::by_address(pool, address)
         .await?
         .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
-    Ok(usages(reader, config, pool, vec![sender])
+    let mut usage = usages(reader, config, pool, vec![sender.clone()])
         .await?
         .pop()
-        .unwrap_or_else(|| unreachable!("one usage per sender")))
+        .unwrap_or_else(|| unreachable!("one usage per sender"));
+    if let Some(limiter) = &usage.limiter {
+        let booking = config.rate_limit.algorithm == crate::rate_limit::Algorithm::Paced;
+        let waiting = campaigns::waiting_of(pool, booking, SenderRef::of(&sender)).await?;
+        let state = super::campaign::sender_state(
+            config,
+            &usage.limits,
+            Some(limiter),
+            waiting,
+            chrono::Utc::now(),
+        );
+        usage.backlog_ends = crate::forecast::backlog_end(&state);
+    }
+    Ok(usage)
 }
 
 /// One page of `mailbox usage` (no address) and of the admin UI's mailboxes page (its `--json`
@@ -224,6 +242,7 @@ async fn usages(
             messages: messages
                 .remove(&id)
                 .unwrap_or_else(admin::SenderMessages::zeros),
+            backlog_ends: None,
         });
     }
     Ok(out)

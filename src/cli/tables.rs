@@ -74,6 +74,15 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
     row("messages", counts.join(", "));
+    if let Some(ends) = u.backlog_ends {
+        row(
+            "waiting sent by",
+            format!(
+                "{} (forecast at these budgets)",
+                ends.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+        );
+    }
     if u.messages.paused > 0 {
         row(
             "PAUSED",

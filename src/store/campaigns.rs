@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{StoreError, admin::CANCELLED_PREFIX};
+use super::{SenderRef, StoreError, admin::CANCELLED_PREFIX};
 use crate::domain::sql_status;
 
 /// A row's recipients in SQL (To + Cc + Bcc of `messages m`).
@@ -49,23 +49,58 @@ pub(crate) async fn waiting_by_sender(
     pool: &PgPool,
     booking: bool,
 ) -> Result<HashMap<Uuid, Waiting>, StoreError> {
-    let rows: Vec<(Uuid, i64, i64, i64)> = sqlx::query_as(concat!(
-        "SELECT coalesce(m.system_mailbox_id, m.tenant_id), \
-                count(*) FILTER (WHERE NOT ",
-        booked_sql!(),
-        "), coalesce(sum(",
-        recipients_sql!(),
-        ") FILTER (WHERE NOT ",
-        booked_sql!(),
-        "), 0)::bigint, count(*) FILTER (WHERE ",
-        booked_sql!(),
-        ") FROM messages m WHERE m.status = ",
-        sql_status!(Scheduled),
-        " GROUP BY 1"
-    ))
-    .bind(booking)
-    .fetch_all(pool)
-    .await?;
+    waiting(pool, booking, None).await
+}
+
+/// What waits for one sender (its rows only, through the sender indexes).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn waiting_of(
+    pool: &PgPool,
+    booking: bool,
+    sender: SenderRef,
+) -> Result<Waiting, StoreError> {
+    Ok(waiting(pool, booking, Some(sender))
+        .await?
+        .remove(&sender.id())
+        .unwrap_or_default())
+}
+
+async fn waiting(
+    pool: &PgPool,
+    booking: bool,
+    only: Option<SenderRef>,
+) -> Result<HashMap<Uuid, Waiting>, StoreError> {
+    let filter = match only {
+        None => "",
+        Some(SenderRef::SystemMailbox(_)) => " AND m.system_mailbox_id = $2",
+        Some(SenderRef::Tenant(_)) => " AND m.system_mailbox_id IS NULL AND m.tenant_id = $2",
+    };
+    let sql = format!(
+        concat!(
+            "SELECT coalesce(m.system_mailbox_id, m.tenant_id), \
+                    count(*) FILTER (WHERE NOT ",
+            booked_sql!(),
+            "), coalesce(sum(",
+            recipients_sql!(),
+            ") FILTER (WHERE NOT ",
+            booked_sql!(),
+            "), 0)::bigint, count(*) FILTER (WHERE ",
+            booked_sql!(),
+            ") FROM messages m WHERE m.status = ",
+            sql_status!(Scheduled),
+            "{} GROUP BY 1"
+        ),
+        filter
+    );
+    // `filter` is one of the fixed fragments above: no input reaches the text.
+    let mut query =
+        sqlx::query_as::<_, (Uuid, i64, i64, i64)>(sqlx::AssertSqlSafe(sql)).bind(booking);
+    if let Some(sender) = only {
+        query = query.bind(sender.id());
+    }
+    let rows = query.fetch_all(pool).await?;
     Ok(rows
         .into_iter()
         .map(|(id, unbooked, recipients, booked)| {

@@ -263,6 +263,14 @@ pub enum SenderRef {
 }
 
 impl SenderRef {
+    /// The messages' reference to `sender`.
+    pub(crate) fn of(sender: &crate::domain::Sender) -> Self {
+        match sender {
+            crate::domain::Sender::Tenant(t) => Self::Tenant(t.id),
+            crate::domain::Sender::SystemMailbox(m) => Self::SystemMailbox(m.id),
+        }
+    }
+
     /// The sender of a row with `tenant_id` and `system_mailbox_id` columns (exactly one set),
     /// or [`StoreError::BadRow`] naming `table` and the row `what` (e.g. "message <id>").
     pub(crate) fn of_row(

@@ -714,6 +714,14 @@ async fn the_limits_form_sets_the_reserved_share_and_refuses_one_over_90() {
         page.contains("id=\"rate_limit_reserved_percent\" value=\"35\""),
         "{page}"
     );
+    // Nothing waits: no forecast; then 3 messages do.
+    assert!(!page.contains("id=\"backlog-ends\""), "{page}");
+    world.insert(0, 3, "SCHEDULED").await;
+    let page = ui.page(&format!("/mailboxes/{mb0}"), &login).await;
+    assert!(
+        page.contains("<p id=\"backlog-ends\">The messages waiting now are sent by 20"),
+        "{page}"
+    );
     let refused = ui.submit(&limits, &login, &form("95")).await;
     assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let page = refused.text().await.unwrap();

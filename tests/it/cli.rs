@@ -603,8 +603,28 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     assert_eq!(usage["messages"]["by_status"]["SENT"], sent);
     assert_eq!(usage["messages"]["by_status"]["SCHEDULED"], deferred);
     assert_eq!(usage["messages"]["paused"], 0);
+    // What waits is booked: it is sent by the next free slot (one spacing after the last).
+    let time = |v: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("{usage}")))
+            .unwrap()
+    };
+    if deferred > 0 {
+        assert_eq!(
+            time(&usage["backlog_ends"]),
+            time(&limiter["next_free_slot"])
+        );
+    }
+    // 10 more, unbooked: paced behind the bookings, (60 s + the pacing allowance) / 20 apart.
+    world.insert(0, 10, "SCHEDULED").await;
+    let out = mail_worker(&["mailbox", "usage", "mb0@contoso.example", "--json"], &env);
+    let usage: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let behind = time(&usage["backlog_ends"]) - time(&usage["limiter"]["next_free_slot"]);
+    let spacing = mail_worker::forecast::spacing(Algorithm::Paced, 20);
+    assert_eq!(spacing.num_milliseconds(), 3100);
+    assert_eq!(behind, spacing * 9, "{usage}");
     let lines = text(&mail_worker(&["mailbox", "usage", "mb0@contoso.example"], &env).stdout);
     assert!(lines.contains("20 per minute (override)"), "{lines}");
+    assert!(lines.contains("waiting sent by     20"), "{lines}");
 }
 
 #[tokio::test]

@@ -11,14 +11,17 @@ use uuid::Uuid;
 
 use super::{
     AdminError,
-    usage::{limits_of, tenant_budget},
+    usage::{EffectiveLimits, limits_of, tenant_budget},
 };
 use crate::{
     config::Config,
     domain::{Priority, Sender},
     forecast::{self, Finish, Limits, Load, NewSend, SenderState, Warning},
     import::BadEntry,
-    rate_limit::{Algorithm, usage::UsageReader},
+    rate_limit::{
+        Algorithm,
+        usage::{LimiterUsage, UsageReader},
+    },
     store::{
         self,
         campaigns::{self, Waiting},
@@ -152,10 +155,7 @@ async fn senders_by_id(pool: &sqlx::PgPool) -> Result<HashMap<Uuid, Sender>, Adm
 }
 
 fn sender_id(sender: &Sender) -> Uuid {
-    match sender {
-        Sender::Tenant(t) => t.id,
-        Sender::SystemMailbox(m) => m.id,
-    }
+    store::SenderRef::of(sender).id()
 }
 
 /// Every sender's forecast of its `shares`, and the tenants' warnings.
@@ -226,6 +226,33 @@ fn applied_reserve(config: &Config, reserved: u8) -> u8 {
     }
 }
 
+/// What the forecast starts from for a sender with `limits` in force: the limiter's reading
+/// `usage` (`None`: unread, or SendGrid) and what waits in PostgreSQL.
+pub(super) fn sender_state(
+    config: &Config,
+    limits: &EffectiveLimits,
+    usage: Option<&LimiterUsage>,
+    backlog: Waiting,
+    now: DateTime<Utc>,
+) -> SenderState {
+    SenderState {
+        now,
+        algorithm: config.rate_limit.algorithm,
+        limits: Limits {
+            per_minute: limits.per_minute,
+            recipients_per_day: limits.recipients_per_day,
+            reserved_percent: applied_reserve(config, limits.reserved_percent),
+        },
+        next_free_slot: usage.and_then(|u| u.next_free_slot),
+        cooldown_until: usage.and_then(|u| u.cooldown_until),
+        recipients_last_day: usage.map_or(0, |u| u.recipients_last_day),
+        backlog: Load {
+            messages: backlog.unbooked,
+            recipients: backlog.unbooked_recipients,
+        },
+    }
+}
+
 /// One sender's forecast of `sends` after `backlog`, its budgets read from the limiter.
 async fn sender_forecast(
     config: &Config,
@@ -237,11 +264,6 @@ async fn sender_forecast(
     by: Option<DateTime<Utc>>,
 ) -> SenderForecast {
     let (kind, _, tenant, limits) = limits_of(sender, config);
-    let limits = Limits {
-        per_minute: limits.per_minute,
-        recipients_per_day: limits.recipients_per_day,
-        reserved_percent: applied_reserve(config, limits.reserved_percent),
-    };
     let mailbox = sender.mailbox();
     let (usage, limiter_error) = match &tenant {
         Some(t) => match reader.read(&t.to_lowercase(), mailbox, now).await {
@@ -250,18 +272,8 @@ async fn sender_forecast(
         },
         None => (None, None),
     };
-    let state = SenderState {
-        now,
-        algorithm: config.rate_limit.algorithm,
-        limits,
-        next_free_slot: usage.as_ref().and_then(|u| u.next_free_slot),
-        cooldown_until: usage.as_ref().and_then(|u| u.cooldown_until),
-        recipients_last_day: usage.as_ref().map_or(0, |u| u.recipients_last_day),
-        backlog: Load {
-            messages: backlog.unbooked,
-            recipients: backlog.unbooked_recipients,
-        },
-    };
+    let state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+    let limits = state.limits;
     let finish = if tenant.is_some() {
         forecast::finish(&state, sends)
     } else {

@@ -27,6 +27,8 @@ struct MailboxPage {
     messages: Vec<ops::MessageLine>,
     messages_href: String,
     select: bool,
+    /// When what waits now will have been sent (forecast), UTC.
+    backlog_ends: Option<String>,
 }
 
 /// Warnings for limits above Exchange Online's.
@@ -122,6 +124,9 @@ async fn mailbox_page(
         messages,
         messages_href: format!("/messages?sender={}", segment(address.as_str())),
         select: false,
+        backlog_ends: usage
+            .backlog_ends
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()),
     };
     let code = if error.is_some() {
         StatusCode::UNPROCESSABLE_ENTITY
