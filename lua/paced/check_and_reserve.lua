@@ -26,6 +26,9 @@
 --         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
 --                                   state: seed it from the tenant's history (seed_tenant.lua)
 --
+-- One file of ~500 lines, on purpose: an EVALSHA script cannot load another, so the decision's
+-- parts (housekeeping, the day walk, priority, booking) are sections of this one.
+--
 -- The paced algorithm. Slots are handed out in time order, spaced (60 s + allowance) / L apart
 -- (GCRA's virtual scheduling: `tat` is the next free slot), so at most L fall in any 60 s even
 -- when a send runs up to `allowance` late. Recipients are counted in one-minute buckets over a
