@@ -35,7 +35,7 @@
 //! ```
 //!
 //! Results: `bench-results/scale.json` (`scale-smoke.json`); daemon logs
-//! `bench-results/scale-<arm>-r<replicas>-<n>.log`. Exit status 1 when a Graph 429 was seen or a
+//! `bench-results/scale-<arm>-r<replicas>-<round>-<n>.log`. Exit status 1 when a Graph 429 was seen or a
 //! mailbox went over L in a rolling minute; 2 when the benchmark could not run.
 
 use mail_worker_bench as support;
