@@ -152,7 +152,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "metrics-refresh-ms",
         default: Some("15000"),
         secret: false,
-        meaning: "how often the gauges read from PostgreSQL and the limiter (messages, waiting, budgets) are refreshed",
+        meaning: "how often the gauges read from PostgreSQL and the limiter (messages, waiting, budgets) are refreshed; the finished statuses of `mail_worker_messages` every 20th time",
     },
     EnvVar {
         name: "MAIL_BUDGET_ALERT_PERCENT",

@@ -12,8 +12,20 @@ use crate::{
     shutdown, store,
 };
 
-/// Refreshes `mail_worker_messages`, `mail_worker_messages_waiting` and
-/// `mail_worker_oldest_due_seconds` every `every` (a `GROUP BY` query each) until `done`.
+/// The statuses `mail_worker_messages` counts every refresh (their partial indexes keep it
+/// cheap; this is the backlog an operator watches).
+const UNFINISHED: [&str; 2] = ["SCHEDULED", "SENDING"];
+/// The finished statuses, counted every [`FINISHED_EVERY`]th refresh: a `GROUP BY` over every
+/// row kept, ~1 s of PostgreSQL CPU per million rows (BENCHMARKS.md section 15), which every
+/// replica ran every `METRICS_REFRESH_MS` before.
+const FINISHED: [&str; 3] = ["SENT", "ERROR", "BOUNCED"];
+/// Every this many refreshes (the first included) the finished statuses are counted again:
+/// every 5 min at the default `METRICS_REFRESH_MS` of 15 s.
+const FINISHED_EVERY: u32 = 20;
+
+/// Refreshes `mail_worker_messages` (the finished statuses every [`FINISHED_EVERY`]th time),
+/// `mail_worker_messages_waiting` and `mail_worker_oldest_due_seconds` every `every` until
+/// `done`.
 pub(super) async fn messages_gauge_loop(
     pool: PgPool,
     metrics: Arc<Metrics>,
@@ -23,10 +35,19 @@ pub(super) async fn messages_gauge_loop(
 ) {
     let (pool, metrics) = (&pool, &metrics);
     let beat = Some((&*liveness, "metrics"));
+    let ticks = std::sync::atomic::AtomicU32::new(0);
+    let ticks = &ticks;
     shutdown::every(every, done, beat, || async move {
-        match store::report::count_by_status(pool).await {
-            Ok(rows) => metrics.set_messages(&rows),
+        match store::report::count_unfinished(pool).await {
+            Ok(rows) => metrics.set_messages_of(&UNFINISHED, &rows),
             Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
+        }
+        let tick = ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if tick.is_multiple_of(FINISHED_EVERY) {
+            match store::report::count_finished(pool).await {
+                Ok(rows) => metrics.set_messages_of(&FINISHED, &rows),
+                Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages failed"),
+            }
         }
         match store::waiting::count_waiting(pool).await {
             Ok(rows) => {
@@ -151,4 +172,15 @@ pub(super) async fn mailbox_order_loop(pool: PgPool, done: tokio::sync::watch::R
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_refreshes_cover_every_status_once() {
+        let both: Vec<&str> = UNFINISHED.iter().chain(&FINISHED).copied().collect();
+        assert_eq!(both, crate::ops::metrics::STATUSES);
+    }
 }

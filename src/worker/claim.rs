@@ -21,7 +21,9 @@ use uuid::Uuid;
 use super::{Observers, handler::Handler};
 use crate::{
     config::WorkerConfig,
-    events, shutdown,
+    events,
+    ops::Metrics,
+    shutdown,
     store::{
         StoreError,
         messages::{self, StoredMessage},
@@ -93,6 +95,7 @@ pub struct SenderRound {
     next: usize,
     read_at: Option<Instant>,
     refresh: Duration,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl SenderRound {
@@ -103,6 +106,16 @@ impl SenderRound {
             next: 0,
             read_at: None,
             refresh,
+            metrics: None,
+        }
+    }
+
+    /// This round, each claim statement's round trip observed in `metrics`
+    /// (`mail_worker_claim_duration_seconds`).
+    pub fn observed(self, metrics: Arc<Metrics>) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..self
         }
     }
 
@@ -142,6 +155,7 @@ impl SenderRound {
             let want = limit - claimed.len();
             let end = (self.next + want).min(self.senders.len());
             let share = want.div_ceil(end - self.next);
+            let started = Instant::now();
             let rows = messages::claim_due_from(
                 pool,
                 &self.senders[self.next..end],
@@ -149,6 +163,9 @@ impl SenderRound {
                 want as i64,
             )
             .await?;
+            if let Some(metrics) = &self.metrics {
+                metrics.claim_statement(started.elapsed());
+            }
             // A sender that gave less than its share has nothing more due (for this replica):
             // it leaves the round, so every pass claims something or shrinks the round. Unless
             // the claim's outer limit cut it off: when the claim filled `want`, a sender that
@@ -223,7 +240,8 @@ pub(crate) async fn run_loop(
     observers: Observers,
 ) {
     let slots = Slots::new(config.concurrency.get() as usize);
-    let mut round = SenderRound::new(config.scheduler_interval);
+    let mut round =
+        SenderRound::new(config.scheduler_interval).observed(Arc::clone(&observers.metrics));
     let batch = config.scheduler_batch_size.get() as usize;
     // A claim may wait on PostgreSQL up to its acquire timeout (10 s) and more.
     let allowance = config.scheduler_interval * 3 + Duration::from_secs(60);

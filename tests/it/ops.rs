@@ -72,7 +72,7 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
         assert_eq!(ready["ready"], true);
         assert_eq!(ready["checks"]["postgresql"]["ok"], true);
         assert_eq!(ready["checks"]["intake_redis"]["ok"], true, "{body}");
-        // The gauge is refreshed every 100 ms.
+        // The gauge is refreshed every 100 ms, its finished statuses every 20th time (2 s).
         let mut text = String::new();
         wait_until(Duration::from_secs(5), "gauge shows 12 SENT", async || {
             text = get(d, "/metrics").await.1;
@@ -113,6 +113,18 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
     ] {
         assert_eq!(sample(&text, line), Some(value), "{line} in\n{text}");
     }
+    // Each claim statement observed once: 12 rows took at least one, at most 12 (one a row).
+    let claims = sample(&text, "mail_worker_claim_duration_seconds_count").unwrap();
+    assert!((1.0..=12.0).contains(&claims), "{claims} claim statements");
+    assert_eq!(
+        sample(
+            &text,
+            "mail_worker_claim_duration_seconds_bucket{le=\"+Inf\"}"
+        ),
+        Some(claims)
+    );
+    let seconds = sample(&text, "mail_worker_claim_duration_seconds_sum").unwrap();
+    assert!(seconds > 0.0 && seconds < claims * 5.0, "{seconds} s");
     assert!(
         !text.contains("guest0@example.org"),
         "no recipient address in a label"

@@ -1,21 +1,27 @@
 //! Benchmark 13, a campaign day at scale (issue 23): a private PostgreSQL, a private 3-master
 //! Redis Cluster for the limiter, graph-sim in this process with latency and Exchange's
 //! limits, `--mailboxes` system mailboxes in `--tenants` Graph tenants with `--messages` due
-//! each, and `mail-worker run` replicas (the real binary). Two arms, each on a fresh database:
-//! the `messages` table empty, then pre-filled with `--history` finished (`SENT`) rows of the
-//! last 29 days (one `generate_series` insert, then `VACUUM ANALYZE`). Each arm runs each
-//! `--replicas` count for `--warmup` s, then measures `--seconds` s:
+//! each, and `mail-worker run` replicas (the real binary). Two arms, two databases of the one
+//! server, both set up first: the `messages` table empty, and pre-filled with `--history`
+//! finished (`SENT`) rows of the last 29 days (one `generate_series` insert, then `VACUUM
+//! ANALYZE`). The arms take turns so outside load falls on both alike: for each `--replicas`
+//! count, `--rounds` rounds of empty then history (every other round history first), each
+//! `--warmup` s, then `--seconds` s measured:
 //!
 //! - sends/s (graph-sim's accepted messages in the window) against Σ L/60 (every mailbox at
 //!   `MAIL_RATE_LIMIT_PER_MINUTE` = `--per-minute`; goal ≥ 0.95 while every mailbox has due
 //!   work, which the benchmark checks at the window's end);
 //! - Graph 429s (graph-sim's refusals) and the most messages of one mailbox in any rolling 60 s
 //!   (graph-sim's records; goal ≤ L);
-//! - the claim statement (pg_stat_statements: calls, mean, stddev, max) and PostgreSQL's CPU
-//!   (the whole private server) per sent message, empty table against history (goal within 10 %);
+//! - the claim statement: p50/p99 from the daemons' `mail_worker_claim_duration_seconds`
+//!   (each replica's `/metrics` before and after the window, summed, interpolated inside a
+//!   bucket as `histogram_quantile`), and calls, mean, max from pg_stat_statements; PostgreSQL's
+//!   CPU (the whole private server) per sent message, empty table against history (goal within
+//!   10 %), and every statement's share of it (pg_stat_statements: time, buffers per call);
 //! - Redis commands per script call and per sent message, and `used_memory` (all masters);
 //! - CPU ms per sent message of each process (`/proc/PID/stat`) and the machine's busy share
-//!   (`/proc/stat`): where the sends/s stop growing with replicas, the CPU binds.
+//!   (`/proc/stat`): where the sends/s stop growing with replicas, the CPU binds; the sum over
+//!   the processes gives the sends/s this machine's cores could carry.
 //!
 //! Then, on the history arm with its backlog in place and mailboxes added up to
 //! `--page-mailboxes`: the mailboxes page's report (`admin::usage::usage_page`, what the admin
@@ -29,7 +35,7 @@
 //! ```
 //!
 //! Results: `bench-results/scale.json` (`scale-smoke.json`); daemon logs
-//! `bench-results/scale-<arm>-r<replicas>-<n>.log`. Exit status 1 when a Graph 429 was seen or a
+//! `bench-results/scale-<arm>-r<replicas>-<round>-<n>.log`. Exit status 1 when a Graph 429 was seen or a
 //! mailbox went over L in a rolling minute; 2 when the benchmark could not run.
 
 use mail_worker_bench as support;
@@ -45,6 +51,8 @@ use support::{
     cluster::PrivateCluster,
     daemon::{self, BenchDb, Daemon, DaemonEnv, PrivatePostgres, PrivateRedis, total_calls},
     fail,
+    prom::Buckets,
+    statements::Statement,
 };
 use uuid::Uuid;
 
@@ -73,6 +81,10 @@ struct Args {
     /// Seconds before each measurement (start-up, the first claims).
     #[arg(long, default_value_t = 15)]
     warmup: u64,
+    /// Rounds of the two arms per replica count (they alternate: empty, history, history,
+    /// empty, …).
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
     /// `MAIL_RATE_LIMIT_PER_MINUTE` (L) of every mailbox.
     #[arg(long, default_value_t = 25)]
     per_minute: u32,
@@ -98,14 +110,21 @@ impl support::BenchArgs for Args {
         self.messages = 10;
         self.history = 2_000;
         self.replicas = vec![1];
+        self.rounds = 1;
         self.seconds = 3;
         self.warmup = 2;
         self.page_mailboxes = 100;
     }
 
     fn invalid(&self) -> Option<&'static str> {
-        (self.mailboxes == 0 || self.tenants == 0 || self.messages == 0 || self.seconds == 0)
-            .then_some("--mailboxes, --tenants, --messages and --seconds must be positive")
+        (self.mailboxes == 0
+            || self.tenants == 0
+            || self.messages == 0
+            || self.seconds == 0
+            || self.rounds == 0)
+            .then_some(
+                "--mailboxes, --tenants, --messages, --seconds and --rounds must be positive",
+            )
             .or_else(|| {
                 self.replicas
                     .contains(&0)
@@ -287,12 +306,54 @@ struct ClaimStatement {
     rows_per_call: f64,
 }
 
-/// One replica count of one arm.
+/// The claim statement's round trips in the window, the daemons' own histogram
+/// (`mail_worker_claim_duration_seconds`, all replicas summed), ms.
+#[derive(Debug, Clone, Default, Serialize)]
+struct ClaimHistogram {
+    count: u64,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    buckets: Buckets,
+}
+
+impl ClaimHistogram {
+    fn of(buckets: Buckets) -> Self {
+        let ms = |q: f64| buckets.quantile(q).map(|s| s * 1_000.0);
+        Self {
+            count: buckets.count(),
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+            buckets,
+        }
+    }
+}
+
+/// The daemon histogram's name.
+const CLAIM_HISTOGRAM: &str = "mail_worker_claim_duration_seconds";
+
+/// The claim histogram of each daemon's `/metrics` (empty for one that did not answer).
+async fn scrape_claims(ports: &[u16]) -> Vec<Buckets> {
+    let mut out = Vec::new();
+    for port in ports {
+        let text = match reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await {
+            Ok(answer) => answer.text().await.unwrap_or_default(),
+            Err(e) => {
+                eprintln!("warning: /metrics on port {port}: {e}");
+                String::new()
+            }
+        };
+        out.push(Buckets::parse(&text, CLAIM_HISTOGRAM));
+    }
+    out
+}
+
+/// One replica count of one arm, one round.
 #[derive(Debug, Clone, Serialize)]
 struct Run {
     arm: String,
     history: u64,
     replicas: u32,
+    round: u32,
     window_s: f64,
     sent: usize,
     sends_per_s: f64,
@@ -301,10 +362,13 @@ struct Run {
     mailboxes_without_due_work: i64,
     graph_429s: usize,
     claim: ClaimStatement,
+    claim_histogram: ClaimHistogram,
+    statements: Vec<Statement>,
     cpu_ms_per_message_daemons: Vec<f64>,
     cpu_ms_per_message_postgres: f64,
     cpu_ms_per_message_redis: Vec<f64>,
     cpu_ms_per_message_graph_sim_and_harness: f64,
+    cpu_ms_per_message_total: f64,
     machine_busy_percent: f64,
     redis_commands_per_script_call: f64,
     redis_commands_per_sent: f64,
@@ -336,24 +400,40 @@ async fn claim_statement(db: &BenchDb) -> ClaimStatement {
 async fn measure(
     args: &Args,
     arm: &Arm,
-    replicas: u32,
+    (replicas, round): (u32, u32),
     (pg, queue, cluster): (&PrivatePostgres, &PrivateRedis, &PrivateCluster),
 ) -> Run {
-    let env = arm.env(args, queue, cluster);
     let mut daemons = Vec::new();
+    let mut ports = Vec::new();
     for d in 0..replicas {
-        let log = daemon::results_path(&format!("scale-{}-r{replicas}-{}.log", arm.name, d + 1));
+        let log = daemon::results_path(&format!(
+            "scale-{}-r{replicas}-{round}-{}.log",
+            arm.name,
+            d + 1
+        ));
+        // Each replica's own /metrics, for its claim histogram.
+        let port = daemon::free_port();
+        let mut env = arm.env(args, queue, cluster);
+        env.set("METRICS_LISTEN", format!("127.0.0.1:{port}"));
         daemons.push(Daemon::spawn(&env, &log).await);
+        ports.push(port);
     }
     tokio::time::sleep(Duration::from_secs(args.warmup)).await;
     sqlx::query("SELECT pg_stat_statements_reset()")
         .execute(&arm.db.pool)
         .await
         .unwrap_or_else(|e| fail(&format!("pg_stat_statements_reset: {e}")));
+    let claims_before = scrape_claims(&ports).await;
     let before = Snapshot::take(&daemons, pg, cluster);
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
     let after = Snapshot::take(&daemons, pg, cluster);
+    let claims_after = scrape_claims(&ports).await;
     let claim = claim_statement(&arm.db).await;
+    let statements = support::statements::top(&arm.db.pool, 8).await;
+    let claim_buckets = claims_after
+        .iter()
+        .zip(&claims_before)
+        .fold(Buckets::default(), |sum, (a, b)| sum.add(&a.since(b)));
     let idle: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM system_mailboxes m WHERE NOT EXISTS (SELECT 1 FROM messages \
          WHERE system_mailbox_id = m.id AND status = 'SCHEDULED')",
@@ -380,10 +460,15 @@ async fn measure(
         .sum();
     let budget_per_s = arm.mailboxes.len() as f64 * f64::from(args.per_minute) / 60.0;
     let sends_per_s = sent as f64 / window_s;
+    let cpu_total = after.daemons.iter().sum::<f64>() - before.daemons.iter().sum::<f64>()
+        + (after.postgres - before.postgres)
+        + (after.redis.iter().sum::<f64>() - before.redis.iter().sum::<f64>())
+        + (after.harness - before.harness);
     Run {
         arm: arm.name.clone(),
         history: arm.history,
         replicas,
+        round,
         window_s,
         sent,
         sends_per_s,
@@ -397,6 +482,8 @@ async fn measure(
             .filter(|r| r.at >= before.utc && r.at < after.utc)
             .count(),
         claim,
+        claim_histogram: ClaimHistogram::of(claim_buckets),
+        statements,
         cpu_ms_per_message_daemons: support::deltas(&before.daemons, &after.daemons)
             .map(per)
             .collect(),
@@ -405,6 +492,7 @@ async fn measure(
             .map(per)
             .collect(),
         cpu_ms_per_message_graph_sim_and_harness: per(after.harness - before.harness),
+        cpu_ms_per_message_total: per(cpu_total),
         machine_busy_percent: (after.machine.0 - before.machine.0) as f64 * 100.0
             / (after.machine.1 - before.machine.1).max(1) as f64,
         redis_commands_per_script_call: total_calls(&commands) as f64 / scripts.max(1) as f64,
@@ -557,7 +645,228 @@ struct Report {
     setup_s: Vec<(String, f64)>,
     runs: Vec<Run>,
     max_per_rolling_minute: Vec<(String, String, usize)>,
+    comparisons: Vec<Comparison>,
     pages: Option<Pages>,
+}
+
+/// One arm at one replica count, its rounds together (CPU and time summed, then per message).
+#[derive(Debug, Clone, Default, Serialize)]
+struct ArmTotal {
+    sent: usize,
+    sends_per_s: f64,
+    postgres_ms_per_message: f64,
+    all_ms_per_message: f64,
+    machine_busy_percent: f64,
+    claim_calls: i64,
+    claim_mean_ms: f64,
+    claim: ClaimHistogram,
+    /// Per statement, its rounds together.
+    statements: Vec<StatementTotal>,
+}
+
+/// One statement over an arm's rounds.
+#[derive(Debug, Clone, Default, Serialize)]
+struct StatementTotal {
+    query: String,
+    calls_per_message: f64,
+    exec_ms_per_message: f64,
+    hit_per_call: f64,
+    read_per_call: f64,
+}
+
+impl StatementTotal {
+    /// `runs`' statements merged by their text, per message of `sent`, most time first.
+    fn merged(runs: &[&Run], sent: usize) -> Vec<Self> {
+        let n = sent.max(1) as f64;
+        let mut out: Vec<(String, f64, f64, f64, f64)> = Vec::new();
+        for st in runs.iter().flat_map(|r| &r.statements) {
+            let calls = st.calls as f64;
+            let (hit, read) = (st.hit_per_call * calls, st.read_per_call * calls);
+            match out.iter_mut().find(|s| s.0 == st.query) {
+                Some(s) => {
+                    s.1 += calls;
+                    s.2 += st.total_ms;
+                    s.3 += hit;
+                    s.4 += read;
+                }
+                None => out.push((st.query.clone(), calls, st.total_ms, hit, read)),
+            }
+        }
+        let mut out: Vec<Self> = out
+            .into_iter()
+            .map(|(query, calls, ms, hit, read)| Self {
+                query,
+                calls_per_message: calls / n,
+                exec_ms_per_message: ms / n,
+                hit_per_call: hit / calls.max(1.0),
+                read_per_call: read / calls.max(1.0),
+            })
+            .collect();
+        out.sort_by(|a, b| b.exec_ms_per_message.total_cmp(&a.exec_ms_per_message));
+        out
+    }
+}
+
+impl ArmTotal {
+    fn of(runs: &[&Run]) -> Self {
+        let sent: usize = runs.iter().map(|r| r.sent).sum();
+        let per = |f: &dyn Fn(&Run) -> f64| {
+            runs.iter().map(|r| f(r) * r.sent as f64).sum::<f64>() / sent.max(1) as f64
+        };
+        let mean = |f: &dyn Fn(&Run) -> f64| {
+            runs.iter().map(|r| f(r)).sum::<f64>() / runs.len().max(1) as f64
+        };
+        let calls: i64 = runs.iter().map(|r| r.claim.calls).sum();
+        Self {
+            sent,
+            sends_per_s: mean(&|r| r.sends_per_s),
+            postgres_ms_per_message: per(&|r| r.cpu_ms_per_message_postgres),
+            all_ms_per_message: per(&|r| r.cpu_ms_per_message_total),
+            machine_busy_percent: mean(&|r| r.machine_busy_percent),
+            claim_calls: calls,
+            claim_mean_ms: runs
+                .iter()
+                .map(|r| r.claim.mean_ms * r.claim.calls as f64)
+                .sum::<f64>()
+                / calls.max(1) as f64,
+            claim: ClaimHistogram::of(
+                runs.iter()
+                    .fold(Buckets::default(), |b, r| b.add(&r.claim_histogram.buckets)),
+            ),
+            statements: StatementTotal::merged(runs, sent),
+        }
+    }
+}
+
+/// Both arms at one replica count.
+#[derive(Debug, Clone, Serialize)]
+struct Comparison {
+    replicas: u32,
+    empty: ArmTotal,
+    history: Option<ArmTotal>,
+    /// history ÷ empty, PostgreSQL CPU per message, each round.
+    postgres_ratio_by_round: Vec<f64>,
+    /// The sends/s this machine's cores would carry at the empty arm's CPU per message (all
+    /// processes), were they all ours.
+    cores_would_carry_per_s: f64,
+}
+
+/// `v` ms with two decimals, `-` when not measured.
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v:.2}"))
+}
+
+fn print_total(arm: &str, t: &ArmTotal) {
+    println!(
+        "            {arm:<7} {:>6.1} sends/s, PostgreSQL {:.3} CPU ms/msg, all processes {:.2}, machine {:.0} % busy; claim p50 {} p99 {} ms ({} statements), mean {:.2} ms",
+        t.sends_per_s,
+        t.postgres_ms_per_message,
+        t.all_ms_per_message,
+        t.machine_busy_percent,
+        ms(t.claim.p50_ms),
+        ms(t.claim.p99_ms),
+        t.claim.count,
+        t.claim_mean_ms,
+    );
+}
+
+fn print_statements(empty: &ArmTotal, history: &ArmTotal) {
+    println!(
+        "            statements, exec ms per sent message (calls per message, buffers hit/read per call): empty | history"
+    );
+    let mut queries: Vec<&str> = Vec::new();
+    for st in history
+        .statements
+        .iter()
+        .take(8)
+        .chain(empty.statements.iter().take(8))
+    {
+        if !queries.contains(&st.query.as_str()) {
+            queries.push(&st.query);
+        }
+    }
+    let cell = |t: &ArmTotal, q: &str| {
+        t.statements
+            .iter()
+            .find(|s| s.query == q)
+            .map_or(format!("{:>28}", "-"), |s| {
+                format!(
+                    "{:>7.4} ({:.4}, {:>4.0}/{:<5.1})",
+                    s.exec_ms_per_message, s.calls_per_message, s.hit_per_call, s.read_per_call
+                )
+            })
+    };
+    for q in queries {
+        println!(
+            "              {} | {}  {q}",
+            cell(empty, q),
+            cell(history, q)
+        );
+    }
+}
+
+/// History against empty at each replica count, and what the CPU per message says of the
+/// machine.
+fn compare(args: &Args, runs: &[Run]) -> Vec<Comparison> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let budget = args.mailboxes as f64 * f64::from(args.per_minute) / 60.0;
+    let ratio = |h: f64, e: f64| h / e.max(1e-9);
+    let mut out = Vec::new();
+    for &replicas in &args.replicas {
+        let of = |history: bool| -> Vec<&Run> {
+            runs.iter()
+                .filter(|r| r.replicas == replicas && (r.history > 0) == history)
+                .collect()
+        };
+        let empty = ArmTotal::of(&of(false));
+        let history = (args.history > 0).then(|| ArmTotal::of(&of(true)));
+        let by_round: Vec<f64> = (1..=args.rounds)
+            .filter_map(|round| {
+                let e = of(false).into_iter().find(|r| r.round == round)?;
+                let h = of(true).into_iter().find(|r| r.round == round)?;
+                Some(ratio(
+                    h.cpu_ms_per_message_postgres,
+                    e.cpu_ms_per_message_postgres,
+                ))
+            })
+            .collect();
+        let carry = cores * 1_000.0 / empty.all_ms_per_message.max(1e-9);
+        println!("{replicas} replicas, {} round(s) each arm:", args.rounds);
+        print_total("empty", &empty);
+        println!(
+            "            at the empty arm's CPU per message this machine's {cores} cores would carry {carry:.0} sends/s ({:.2} × Σ L/60 = {budget:.1})",
+            carry / budget
+        );
+        if let Some(h) = &history {
+            print_total("history", h);
+            let q = |h: Option<f64>, e: Option<f64>| match (h, e) {
+                (Some(h), Some(e)) => format!("{:.2}", ratio(h, e)),
+                _ => "-".to_owned(),
+            };
+            println!(
+                "            history ÷ empty: PostgreSQL CPU per message {:.2} (each round {}), claim p50 {} p99 {} mean {:.2}, sends/s {:.3}",
+                ratio(h.postgres_ms_per_message, empty.postgres_ms_per_message),
+                by_round
+                    .iter()
+                    .map(|r| format!("{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+                q(h.claim.p50_ms, empty.claim.p50_ms),
+                q(h.claim.p99_ms, empty.claim.p99_ms),
+                ratio(h.claim_mean_ms, empty.claim_mean_ms),
+                ratio(h.sends_per_s, empty.sends_per_s)
+            );
+            print_statements(&empty, h);
+        }
+        out.push(Comparison {
+            replicas,
+            empty,
+            history,
+            postgres_ratio_by_round: by_round,
+            cores_would_carry_per_s: carry,
+        });
+    }
+    out
 }
 
 fn print_run(r: &Run) {
@@ -568,9 +877,10 @@ fn print_run(r: &Run) {
             .join("/")
     };
     println!(
-        "{:<8} {:>2} replicas: {:>6.1} sends/s of Σ L/60 {:.1} = {:.3}; {} Graph 429s; {} mailboxes without due work at the end",
+        "{:<8} {:>2} replicas, round {}: {:>6.1} sends/s of Σ L/60 {:.1} = {:.3}; {} Graph 429s; {} mailboxes without due work at the end",
         r.arm,
         r.replicas,
+        r.round,
         r.sends_per_s,
         r.budget_per_s,
         r.ratio,
@@ -587,10 +897,17 @@ fn print_run(r: &Run) {
         r.cpu_ms_per_message_postgres
     );
     println!(
-        "            CPU ms/msg: daemons {}, Redis masters {}, graph-sim+harness {:.2}; machine {:.0} % busy",
+        "            claim histogram (daemons): {} statements, p50 {} ms, p99 {} ms",
+        r.claim_histogram.count,
+        ms(r.claim_histogram.p50_ms),
+        ms(r.claim_histogram.p99_ms)
+    );
+    println!(
+        "            CPU ms/msg: daemons {}, Redis masters {}, graph-sim+harness {:.2}, all {:.2}; machine {:.0} % busy",
         list(&r.cpu_ms_per_message_daemons),
         list(&r.cpu_ms_per_message_redis),
         r.cpu_ms_per_message_graph_sim_and_harness,
+        r.cpu_ms_per_message_total,
         r.machine_busy_percent
     );
     println!(
@@ -625,23 +942,37 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     let last = *histories.last().unwrap_or(&0);
     let (mut runs, mut rolling, mut setup_s, mut paged) =
         (Vec::new(), Vec::new(), Vec::new(), None);
+    let mut arms = Vec::new();
     for history in histories {
         let arm = Arm::setup(&pg, &args, history).await;
         println!("arm {}: set up in {:.0} s", arm.name, arm.setup_s);
         setup_s.push((arm.name.clone(), arm.setup_s));
-        for &replicas in &args.replicas {
-            let r = measure(&args, &arm, replicas, (&pg, &queue, &cluster)).await;
-            print_run(&r);
-            runs.push(r);
+        arms.push(arm);
+    }
+    // The arms take turns, every other round the other first: a load that comes and goes
+    // falls on both alike.
+    for &replicas in &args.replicas {
+        for round in 1..=args.rounds {
+            let mut order: Vec<&Arm> = arms.iter().collect();
+            if round % 2 == 0 {
+                order.reverse();
+            }
+            for arm in order {
+                let r = measure(&args, arm, (replicas, round), (&pg, &queue, &cluster)).await;
+                print_run(&r);
+                runs.push(r);
+            }
         }
+    }
+    for arm in &arms {
         let (mailbox, worst) = max_per_rolling_minute(&arm.sim);
         println!(
             "arm {}: at most {worst} messages of one mailbox ({mailbox}) in a rolling 60 s (L = {})",
             arm.name, args.per_minute
         );
         rolling.push((arm.name.clone(), mailbox, worst));
-        if history == last {
-            let p = pages(&args, &arm, &queue, &cluster).await;
+        if arm.history == last {
+            let p = pages(&args, arm, &queue, &cluster).await;
             println!(
                 "pages ({} mailboxes, {} rows; p50 / max of 10, ms): first page of 50 {:.1} / {:.1}, last page {:.1} / {:.1}, a page of 500 {:.1} / {:.1}; `mailbox usage --page 1` as a process {:.1} / {:.1}; the first page's 50 mailboxes one at a time {:.1} / {:.1}",
                 p.mailboxes,
@@ -659,26 +990,14 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             );
             paged = Some(p);
         }
+    }
+    for arm in arms {
         if let Err(e) = arm.sim.shutdown().await {
             eprintln!("warning: graph-sim: {e}");
         }
         arm.db.drop().await;
     }
-    // History against empty at each replica count.
-    for r in runs.iter().filter(|r| r.history > 0) {
-        if let Some(e) = runs
-            .iter()
-            .find(|e| e.history == 0 && e.replicas == r.replicas)
-        {
-            println!(
-                "{} replicas, history ÷ empty: PostgreSQL CPU per message {:.2}, claim mean {:.2}, sends/s {:.3}",
-                r.replicas,
-                r.cpu_ms_per_message_postgres / e.cpu_ms_per_message_postgres.max(1e-9),
-                r.claim.mean_ms / e.claim.mean_ms.max(1e-9),
-                r.sends_per_s / e.sends_per_s.max(1e-9)
-            );
-        }
-    }
+    let comparisons = compare(&args, &runs);
     let over = rolling
         .iter()
         .any(|(_, _, n)| *n > args.per_minute as usize);
@@ -699,6 +1018,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         setup_s,
         runs,
         max_per_rolling_minute: rolling,
+        comparisons,
         pages: paged,
     };
     let path = support::write_json(if args.smoke { "scale-smoke" } else { "scale" }, &report);

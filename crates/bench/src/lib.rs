@@ -14,6 +14,8 @@ pub mod cluster;
 pub mod daemon;
 pub mod e2e;
 pub mod perf;
+pub mod prom;
+pub mod statements;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
