@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod campaign;
+mod limits;
 pub mod pages;
 pub mod usage;
 

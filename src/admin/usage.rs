@@ -3,10 +3,14 @@
 
 use serde::Serialize;
 
-use super::AdminError;
+pub use super::limits::EffectiveLimits;
+use super::{
+    AdminError,
+    limits::{limits_of, provider, tenant_budget},
+};
 use crate::{
     config::Config,
-    domain::{MailboxAddress, Sender, TenantTransport},
+    domain::{MailboxAddress, Sender},
     rate_limit::usage::{LimiterUsage, UsageReader},
     store::{SenderRef, admin, campaigns, mailbox_list, senders},
 };
@@ -33,23 +37,6 @@ pub struct MailboxUsage {
     /// in the report of one mailbox, and only when something waits for a Graph mailbox.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog_ends: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-/// A mailbox's limits and where each comes from.
-#[derive(Debug, Clone, Serialize)]
-pub struct EffectiveLimits {
-    /// Messages per minute.
-    pub per_minute: u32,
-    /// `override` (the mailbox's own) or `default` (`MAIL_RATE_LIMIT_PER_MINUTE`).
-    pub per_minute_source: &'static str,
-    /// Recipients per day.
-    pub recipients_per_day: u32,
-    /// `override` or `default` (`MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`).
-    pub recipients_per_day_source: &'static str,
-    /// Percent of each budget only `high` messages may use (`paced`; `fixed-window` ignores it).
-    pub reserved_percent: u8,
-    /// `override` or `default` (`MAIL_RATE_LIMIT_RESERVED_PERCENT`).
-    pub reserved_percent_source: &'static str,
 }
 
 /// Builds `mailbox usage`'s report.
@@ -248,58 +235,6 @@ async fn usages(
     Ok(out)
 }
 
-/// `graph` for a sender with a Graph tenant, `sendgrid` for one without.
-pub(crate) fn provider(tenant: Option<&str>) -> &'static str {
-    if tenant.is_some() {
-        "graph"
-    } else {
-        "sendgrid"
-    }
-}
-
-/// A sender's kind (`system mailbox` / `tenant <name>`), id, Graph tenant (`None`: SendGrid)
-/// and limits in force.
-pub(crate) fn limits_of(
-    sender: &Sender,
-    config: &Config,
-) -> (String, uuid::Uuid, Option<String>, EffectiveLimits) {
-    let inforce = config.rate_limit.defaults.for_sender(sender);
-    let source = |o: bool| if o { "override" } else { "default" };
-    let (own_minute, own_day, own_reserved) = match sender {
-        Sender::SystemMailbox(m) => (
-            m.rate_limit_per_minute.is_some(),
-            m.rate_limit_recipients_per_day.is_some(),
-            m.rate_limit_reserved_percent.is_some(),
-        ),
-        Sender::Tenant(_) => (false, false, false),
-    };
-    let limits = EffectiveLimits {
-        per_minute: inforce.per_minute.get(),
-        per_minute_source: source(own_minute),
-        recipients_per_day: inforce.recipients_per_day.get(),
-        recipients_per_day_source: source(own_day),
-        reserved_percent: inforce.reserved_percent,
-        reserved_percent_source: source(own_reserved),
-    };
-    match sender {
-        Sender::SystemMailbox(m) => (
-            "system mailbox".to_owned(),
-            m.id,
-            Some(m.graph.graph_tenant_id.clone()),
-            limits,
-        ),
-        Sender::Tenant(t) => (
-            format!("tenant {}", t.name),
-            t.id,
-            match &t.transport {
-                TenantTransport::Graph(c) => Some(c.graph_tenant_id.clone()),
-                TenantTransport::SendGrid { .. } => None,
-            },
-            limits,
-        ),
-    }
-}
-
 /// The used share of one Graph mailbox's budgets, as the limiter counts them.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct BudgetShare {
@@ -365,17 +300,6 @@ pub(crate) struct TenantShare {
     pub per_day: u32,
     /// `external / per_day`.
     pub share: f64,
-}
-
-/// The tenant budget `sender` sends under (`None`: none, or SendGrid).
-pub(crate) fn tenant_budget(sender: &Sender) -> Option<&crate::domain::TenantBudget> {
-    match sender {
-        Sender::SystemMailbox(m) => m.graph.tenant_budget.as_ref(),
-        Sender::Tenant(t) => match &t.transport {
-            TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
-            TenantTransport::SendGrid { .. } => None,
-        },
-    }
 }
 
 /// The [`TenantShare`] of every Graph tenant with an external budget (one read per tenant, the

@@ -20,6 +20,8 @@ use crate::{domain::Priority, rate_limit::Algorithm};
 
 #[cfg(test)]
 mod tests;
+mod warnings;
+pub use warnings::{Warning, tenant_warning, warnings};
 
 /// A mailbox's budgets: messages per minute and recipients per rolling 24 h, and the share of
 /// them reserved for `high` (`MAIL_RATE_LIMIT_RESERVED_PERCENT`; 0 under `fixed-window`, which
@@ -299,116 +301,4 @@ impl Replay<'_> {
             slot = self.high[to - cap] + window;
         }
     }
-}
-
-/// Why a forecast deserves a second look.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Warning {
-    /// The finish is after the deadline `--by`.
-    AfterDeadline {
-        /// The deadline.
-        by: DateTime<Utc>,
-    },
-    /// The sender's share with what its mailbox already counts exceeds its day budget: this
-    /// many messages wait for the next day(s).
-    DayBudget {
-        /// Messages past the budget.
-        spilled: u64,
-        /// The day budget (recipients).
-        recipients_per_day: u32,
-    },
-    /// Messages with more recipients than the whole day budget (never sent).
-    TooLarge {
-        /// How many.
-        messages: u64,
-    },
-    /// The Graph tenant's external recipients (already counted + this campaign's) exceed its
-    /// external budget: the tenant's mail outside its domains waits for the next day(s).
-    TenantBudget {
-        /// The Graph tenant.
-        tenant: String,
-        /// External recipients the tenant's window would hold.
-        external: u64,
-        /// Its budget.
-        external_recipients_per_day: u32,
-    },
-}
-
-impl std::fmt::Display for Warning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::AfterDeadline { by } => {
-                write!(
-                    f,
-                    "finishes after --by {}",
-                    by.format("%Y-%m-%d %H:%M:%S UTC")
-                )
-            }
-            Self::DayBudget {
-                spilled,
-                recipients_per_day,
-            } => write!(
-                f,
-                "{spilled} messages exceed the mailbox's day budget of {recipients_per_day} recipients and spill into the next day"
-            ),
-            Self::TooLarge { messages } => write!(
-                f,
-                "{messages} messages have more recipients than the whole day budget and will fail"
-            ),
-            Self::TenantBudget {
-                tenant,
-                external,
-                external_recipients_per_day,
-            } => write!(
-                f,
-                "tenant {tenant}: {external} external recipients exceed its budget of {external_recipients_per_day} a day; its external mail spills into the next day"
-            ),
-        }
-    }
-}
-
-/// The sender's warnings for `finish` (the tenant's are [`tenant_warning`]'s).
-pub fn warnings(finish: &Finish, limits: Limits, by: Option<DateTime<Utc>>) -> Vec<Warning> {
-    let mut out = Vec::new();
-    if let Some(by) = by.filter(|by| finish.finish > *by) {
-        out.push(Warning::AfterDeadline { by });
-    }
-    if finish.spilled > 0 {
-        out.push(Warning::DayBudget {
-            spilled: finish.spilled,
-            recipients_per_day: limits.recipients_per_day,
-        });
-    }
-    if finish.too_large > 0 {
-        out.push(Warning::TooLarge {
-            messages: finish.too_large,
-        });
-    }
-    out
-}
-
-/// A warning when `used` + `adding` external recipients exceed the Graph tenant's usable
-/// external budget `per_day` (for `priority`, as [`usable_budget`] shares a mailbox's).
-pub fn tenant_warning(
-    tenant: &str,
-    used: u64,
-    adding: u64,
-    (per_day, reserved_percent): (u32, u8),
-    priority: Priority,
-) -> Option<Warning> {
-    let usable = usable_budget(
-        Limits {
-            per_minute: 1,
-            recipients_per_day: per_day,
-            reserved_percent,
-        },
-        priority,
-    )
-    .recipients_per_day;
-    (adding > 0 && used + adding > u64::from(usable)).then(|| Warning::TenantBudget {
-        tenant: tenant.to_owned(),
-        external: used + adding,
-        external_recipients_per_day: usable,
-    })
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{
     AdminError,
-    usage::{EffectiveLimits, limits_of, tenant_budget},
+    limits::{EffectiveLimits, limits_of, provider, tenant_budget},
 };
 use crate::{
     config::Config,
@@ -290,7 +290,7 @@ async fn sender_forecast(
     SenderForecast {
         mailbox: mailbox.to_string(),
         sender: kind,
-        provider: super::usage::provider(tenant.as_deref()),
+        provider: provider(tenant.as_deref()),
         limits,
         usable: forecast::usable_budget(
             limits,
