@@ -75,17 +75,25 @@ pub(crate) async fn mailbox_usage_with(
         .await?
         .pop()
         .unwrap_or_else(|| unreachable!("one usage per sender"));
-    if let Some(limiter) = &usage.limiter {
+    // A paused sender sends nothing until it resumes: no forecast then.
+    if let Some(limiter) = &usage.limiter
+        && usage.messages.paused == 0
+    {
         let booking = config.rate_limit.algorithm == crate::rate_limit::Algorithm::Paced;
-        let waiting = campaigns::waiting_of(pool, booking, SenderRef::of(&sender)).await?;
-        let state = super::campaign::sender_state(
-            config,
-            &usage.limits,
-            Some(limiter),
-            waiting,
-            chrono::Utc::now(),
-        );
-        usage.backlog_ends = crate::forecast::backlog_end(&state);
+        let sender_ref = SenderRef::of(&sender);
+        let waiting = campaigns::waiting_of(pool, booking, sender_ref).await?;
+        if waiting.booked + waiting.unbooked > 0 {
+            let state = super::campaign::sender_state(
+                config,
+                &usage.limits,
+                Some(limiter),
+                waiting,
+                chrono::Utc::now(),
+            );
+            // Not before the latest booked slot or future `scheduledOn` either.
+            let latest = campaigns::latest_scheduled(pool, sender_ref).await?;
+            usage.backlog_ends = crate::forecast::backlog_end(&state).max(latest);
+        }
     }
     Ok(usage)
 }

@@ -67,6 +67,33 @@ pub(crate) async fn waiting_of(
         .unwrap_or_default())
 }
 
+/// The latest `scheduled_on` of a sender's `SCHEDULED` rows (a booked slot or a producer's
+/// future `scheduledOn`): nothing waiting goes before it.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn latest_scheduled(
+    pool: &PgPool,
+    sender: SenderRef,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let sql = concat!(
+        "SELECT max(m.scheduled_on) FROM messages m WHERE m.status = ",
+        sql_status!(Scheduled),
+        " AND "
+    );
+    let filter = match sender {
+        SenderRef::SystemMailbox(_) => "m.system_mailbox_id = $1",
+        SenderRef::Tenant(_) => "m.system_mailbox_id IS NULL AND m.tenant_id = $1",
+    };
+    // `filter` is one of the two fixed fragments above: no input reaches the text.
+    Ok(
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{sql}{filter}")))
+            .bind(sender.id())
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
 async fn waiting(
     pool: &PgPool,
     booking: bool,

@@ -622,6 +622,20 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     let spacing = mail_worker::forecast::spacing(Algorithm::Paced, 20);
     assert_eq!(spacing.num_milliseconds(), 3100);
     assert_eq!(behind, spacing * 9, "{usage}");
+    // One for 30 days from now (a producer's scheduledOn): nothing waiting ends before it.
+    let later = world.insert(0, 1, "SCHEDULED").await;
+    sqlx::query("UPDATE messages SET scheduled_on = now() + interval '30 days' WHERE id = $1")
+        .bind(later[0])
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let out = mail_worker(&["mailbox", "usage", "mb0@contoso.example", "--json"], &env);
+    let usage: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ahead = time(&usage["backlog_ends"]).with_timezone(&chrono::Utc) - chrono::Utc::now();
+    assert!(
+        ahead > chrono::Duration::days(29) && ahead <= chrono::Duration::days(30),
+        "{usage}"
+    );
     let lines = text(&mail_worker(&["mailbox", "usage", "mb0@contoso.example"], &env).stdout);
     assert!(lines.contains("20 per minute (override)"), "{lines}");
     assert!(lines.contains("waiting sent by     20"), "{lines}");
