@@ -52,7 +52,8 @@ pub async fn claim_and_send_all(
 }
 
 /// Claims the `SCHEDULED` ones of `ids` through [`messages::claim_due`], and no other row: they
-/// are put first in line and the other due rows step a millennium ahead while the claim runs;
+/// are put first in line and the other due rows — and those due within the hour, which a slow
+/// claim could reach — step a millennium ahead while the claim runs;
 /// all get their `scheduled_on` back. Claims in this process take turns.
 ///
 /// # Panics
@@ -72,7 +73,7 @@ async fn claim(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<StoredMessage>, StoreE
     sqlx::query(
         "UPDATE messages SET scheduled_on = scheduled_on + CASE WHEN id = ANY($1) \
              THEN -interval '1000 years' ELSE interval '1000 years' END \
-         WHERE status = 'SCHEDULED' AND (id = ANY($1) OR scheduled_on <= now())",
+         WHERE status = 'SCHEDULED' AND (id = ANY($1) OR scheduled_on <= now() + interval '1 hour')",
     )
     .bind(&wanted)
     .execute(pool)
