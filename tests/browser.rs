@@ -64,8 +64,9 @@ async fn reload_until(
     .await;
 }
 
-/// Ticks the row of `id` on the page open, presses Retry and returns the notice.
-async fn retry_selected(browser: &Browser, id: uuid::Uuid) -> String {
+/// Ticks the row of `id` on the page open, presses Retry and returns the notice (waited for
+/// until it starts with `expected`).
+async fn retry_selected(browser: &Browser, id: uuid::Uuid, expected: &str) -> String {
     browser
         .click(
             &browser
@@ -74,7 +75,7 @@ async fn retry_selected(browser: &Browser, id: uuid::Uuid) -> String {
         )
         .await;
     browser.click(&browser.find("#retry").await).await;
-    browser.wait_text("#notice").await
+    browser.wait_text_starting("#notice", expected).await
 }
 
 fn artifact(name: &str, png: &[u8]) {
@@ -187,7 +188,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         let field = browser.find("#rate_limit_per_minute").await;
         browser.type_into(&field, &LIMIT.to_string()).await;
         browser.click(&browser.find("#save").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = browser.wait_text_starting("#notice", "Saved").await;
         assert!(notice.starts_with("Saved"), "{notice}");
         artifact("admin-mailbox.png", &browser.screenshot().await);
         let limits = browser.text_of(&row(&mb0, "limits")).await.unwrap();
@@ -204,7 +205,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
 
         // Retry the ERROR message, then see it SENT.
         browser.goto(&format!("{ui}/messages?status=ERROR")).await;
-        let notice = retry_selected(&browser, failed).await;
+        let notice = retry_selected(&browser, failed, "1 message retried").await;
         assert!(notice.starts_with("1 message retried"), "{notice}");
         artifact("admin-messages.png", &browser.screenshot().await);
         let status = format!("tr[data-id=\"{failed}\"] td.status");
@@ -324,7 +325,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         );
         assert_eq!(browser.text_of("#dead").await.as_deref(), Some("1"));
         artifact("admin-queue.png", &browser.screenshot().await);
-        let notice = retry_selected(&browser, task).await;
+        let notice = retry_selected(&browser, task, "1 dead job retried").await;
         assert!(notice.starts_with("1 dead job retried"), "{notice}");
         reload_until(
             &browser,
@@ -335,7 +336,9 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         )
         .await;
         browser.click(&browser.find("#discard-all").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = browser
+            .wait_text_starting("#notice", "1 dead job discarded")
+            .await;
         assert!(notice.starts_with("1 dead job discarded"), "{notice}");
         assert!(browser.text_of("#no-dead").await.is_some());
 
@@ -348,7 +351,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             )
             .await;
         browser.click(&browser.find("#add-submit").await).await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = browser.wait_text_starting("#notice", "Suppressed").await;
         assert!(notice.starts_with("Suppressed"), "{notice}");
         let entry = "tr[data-address=\"bounced@fabrikam.example\"]";
         assert!(browser.text_of(entry).await.is_some());
@@ -362,7 +365,7 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         browser
             .click(&browser.find(&format!("{entry} button")).await)
             .await;
-        let notice = browser.wait_text("#notice").await;
+        let notice = browser.wait_text_starting("#notice", "Removed").await;
         assert!(notice.starts_with("Removed"), "{notice}");
         assert!(browser.text_of("#none").await.is_some());
     };

@@ -111,15 +111,27 @@ impl Browser {
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|error| panic!("WebDriver {path}: {error}"))
+    }
+
+    /// [`Self::call`], with WebDriver's error (e.g. a stale element) as `Err`.
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let mut request = self.http.request(method, format!("{}{path}", self.session));
         if let Some(body) = body {
             request = request.json(&body);
         }
         let answer: Value = request.send().await.unwrap().json().await.unwrap();
-        if let Some(error) = answer["value"]["error"].as_str() {
-            panic!("WebDriver {path}: {error}: {}", answer["value"]["message"]);
+        match answer["value"]["error"].as_str() {
+            Some(error) => Err(format!("{error}: {}", answer["value"]["message"])),
+            None => Ok(answer["value"].clone()),
         }
-        answer["value"].clone()
     }
 
     /// Opens `url`.
@@ -174,6 +186,28 @@ impl Browser {
     pub async fn wait_text(&self, css: &str) -> String {
         let e = self.find(css).await;
         self.text(&e).await
+    }
+
+    /// The text of the first element matching `css` once it starts with `prefix`, waited for up
+    /// to [`PAGE_WAIT`]; else the last text seen, for the caller's assertion to show. A click
+    /// that posts a form returns while the old page (and its element, e.g. the previous
+    /// `#notice`) is still there, and that element goes stale when the next page arrives.
+    pub async fn wait_text_starting(&self, css: &str, prefix: &str) -> String {
+        let deadline = std::time::Instant::now() + PAGE_WAIT;
+        let mut last = String::new();
+        while std::time::Instant::now() < deadline {
+            if let Some(e) = self.find_all(css).await.into_iter().next() {
+                let path = format!("/element/{}/text", e.0);
+                if let Ok(text) = self.try_call(reqwest::Method::GET, &path, None).await {
+                    last = text.as_str().unwrap_or_default().to_owned();
+                    if last.starts_with(prefix) {
+                        return last;
+                    }
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        last
     }
 
     /// The text of the first element matching `css`, if any.
