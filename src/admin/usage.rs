@@ -91,8 +91,7 @@ pub(crate) async fn mailbox_usage_with(
                 chrono::Utc::now(),
             );
             // Not before the latest booked slot or future `scheduledOn` either.
-            let latest = campaigns::latest_scheduled(pool, sender_ref).await?;
-            usage.backlog_ends = crate::forecast::backlog_end(&state).max(latest);
+            usage.backlog_ends = crate::forecast::backlog_end(&state).max(waiting.latest);
         }
     }
     Ok(usage)

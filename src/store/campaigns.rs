@@ -38,6 +38,10 @@ pub struct Waiting {
     pub unbooked_recipients: u64,
     /// `SCHEDULED` rows holding a booked slot.
     pub booked: u64,
+    /// The latest `scheduled_on` of the `SCHEDULED` rows (a booked slot or a producer's future
+    /// `scheduledOn`): nothing waiting goes before it.
+    #[serde(skip)]
+    pub latest: Option<DateTime<Utc>>,
 }
 
 /// What waits, per sender id (system mailbox or tenant); `booking` = the limiter books
@@ -67,33 +71,6 @@ pub(crate) async fn waiting_of(
         .unwrap_or_default())
 }
 
-/// The latest `scheduled_on` of a sender's `SCHEDULED` rows (a booked slot or a producer's
-/// future `scheduledOn`): nothing waiting goes before it.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn latest_scheduled(
-    pool: &PgPool,
-    sender: SenderRef,
-) -> Result<Option<DateTime<Utc>>, StoreError> {
-    let sql = concat!(
-        "SELECT max(m.scheduled_on) FROM messages m WHERE m.status = ",
-        sql_status!(Scheduled),
-        " AND "
-    );
-    let filter = match sender {
-        SenderRef::SystemMailbox(_) => "m.system_mailbox_id = $1",
-        SenderRef::Tenant(_) => "m.system_mailbox_id IS NULL AND m.tenant_id = $1",
-    };
-    // `filter` is one of the two fixed fragments above: no input reaches the text.
-    Ok(
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{sql}{filter}")))
-            .bind(sender.id())
-            .fetch_one(pool)
-            .await?,
-    )
-}
-
 async fn waiting(
     pool: &PgPool,
     booking: bool,
@@ -115,7 +92,7 @@ async fn waiting(
             booked_sql!(),
             "), 0)::bigint, count(*) FILTER (WHERE ",
             booked_sql!(),
-            ") FROM messages m WHERE m.status = ",
+            "), max(m.scheduled_on) FROM messages m WHERE m.status = ",
             sql_status!(Scheduled),
             "{} GROUP BY 1"
         ),
@@ -123,20 +100,22 @@ async fn waiting(
     );
     // `filter` is one of the fixed fragments above: no input reaches the text.
     let mut query =
-        sqlx::query_as::<_, (Uuid, i64, i64, i64)>(sqlx::AssertSqlSafe(sql)).bind(booking);
+        sqlx::query_as::<_, (Uuid, i64, i64, i64, Option<DateTime<Utc>>)>(sqlx::AssertSqlSafe(sql))
+            .bind(booking);
     if let Some(sender) = only {
         query = query.bind(sender.id());
     }
     let rows = query.fetch_all(pool).await?;
     Ok(rows
         .into_iter()
-        .map(|(id, unbooked, recipients, booked)| {
+        .map(|(id, unbooked, recipients, booked, latest)| {
             (
                 id,
                 Waiting {
                     unbooked: unbooked as u64,
                     unbooked_recipients: recipients as u64,
                     booked: booked as u64,
+                    latest,
                 },
             )
         })
