@@ -54,14 +54,18 @@ fn names_follow_the_contract() {
         })
         .collect();
     assert_eq!(claim_buckets.len(), 33, "{text}");
+    assert!(
+        text.contains("mail_worker_claim_duration_seconds_bucket{le=\"0.000354\"} 1"),
+        "{text}"
+    );
     let at = |i: usize| claim_buckets[i];
     assert!(
-        (at(1).0 - 0.000_353_6).abs() < 1e-7 && at(1).1 == 1,
+        (at(1).0 - 0.000_354).abs() < 1e-9 && at(1).1 == 1,
         "{:?}",
         at(1)
     );
     assert!(
-        (at(7).0 - 0.002_828).abs() < 1e-6 && at(7).1 == 1,
+        (at(7).0 - 0.002_83).abs() < 1e-9 && at(7).1 == 1,
         "{:?}",
         at(7)
     );
