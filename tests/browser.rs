@@ -274,7 +274,10 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
         browser.goto(&format!("{ui}/mailboxes")).await;
         let sent = browser.text_of(&row(&mb0, "sent")).await.unwrap();
         assert!(sent.ends_with("/ 5"), "mb0 sent: {sent:?}");
-        // The rows refresh in place (admin.js, every 5 s), without a reload.
+        let freshness = browser.text_of("#order-freshness").await.unwrap();
+        assert!(freshness.starts_with("as of "), "{freshness}");
+        // The rows refresh in place (admin.js, every 5 s), without a reload, and with them the
+        // order's age (≥ 5 s later, so another text).
         wait_until(
             Duration::from_secs(12),
             "the rows refreshed in place",
@@ -286,6 +289,11 @@ async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
             },
         )
         .await;
+        let refreshed = browser.text_of("#order-freshness").await.unwrap();
+        assert!(
+            refreshed.starts_with("as of ") && refreshed != freshness,
+            "{freshness} → {refreshed}"
+        );
         assert_eq!(browser.current_url().await, format!("{ui}/mailboxes"));
         artifact("admin-mailboxes.png", &browser.screenshot().await);
 

@@ -2,6 +2,8 @@
 //! refreshed every 5 s: `?page=`, `?per_page=`, under the banner of the budgets nearly used)
 //! and the row type one mailbox's page ([`super::mailbox`]) shares.
 
+use axum::{http::HeaderValue, response::IntoResponse};
+
 use super::*;
 use crate::{
     admin::usage::{TenantShare, tenant_shares},
@@ -92,8 +94,11 @@ struct MailboxesPage {
     /// `MAIL_BUDGET_ALERT_PERCENT` on this page, then one per Graph tenant past it of its external
     /// budget.
     nearly_used: Vec<String>,
-    /// "Page 2 of 100 (5,000 mailboxes, …)".
+    /// "Page 2 of 100 (5,000 mailboxes, busiest first: …".
     position: String,
+    /// "as of 19:58:03 UTC, 4 s old" (the 5-second refresh updates it from the rows'
+    /// [`ORDER_FRESHNESS`] header).
+    freshness: String,
     previous: Option<PageLink>,
     next: Option<PageLink>,
 }
@@ -193,12 +198,10 @@ pub(super) async fn mailboxes(
         default_per_minute: state.config.rate_limit.defaults.per_minute.get(),
         default_per_day: state.config.rate_limit.defaults.recipients_per_day.get(),
         position: format!(
-            "Page {} of {} ({} mailboxes, busiest first: most messages waiting or in flight, {})",
-            page.page,
-            page.pages,
-            page.total,
-            page.order_freshness()
+            "Page {} of {} ({} mailboxes, busiest first: most messages waiting or in flight,",
+            page.page, page.pages, page.total,
         ),
+        freshness: page.order_freshness(),
         previous,
         next,
     })
@@ -220,16 +223,31 @@ pub(super) async fn mailbox_rows(
         page,
         per_page,
     }): Query<RowsQuery>,
-) -> Result<Html<String>, AdminError> {
+) -> Result<axum::response::Response, AdminError> {
     let page = PageQuery { page, per_page };
-    let usages = match address.as_deref().map(parse_address).transpose()? {
-        Some(a) => vec![mailbox_usage(&state.config, &state.pool, &a).await?],
-        None => page.read(&state).await?.mailboxes,
+    let (usages, freshness) = match address.as_deref().map(parse_address).transpose()? {
+        Some(a) => (
+            vec![mailbox_usage(&state.config, &state.pool, &a).await?],
+            None,
+        ),
+        None => {
+            let page = page.read(&state).await?;
+            let freshness = page.order_freshness();
+            (page.mailboxes, Some(freshness))
+        }
     };
-    render(&MailboxRows {
+    let rows = render(&MailboxRows {
         rows: usages.iter().map(MailboxRow::of).collect(),
-    })
+    })?;
+    let mut response = rows.into_response();
+    if let Some(freshness) = freshness.and_then(|f| HeaderValue::from_str(&f).ok()) {
+        response.headers_mut().insert(ORDER_FRESHNESS, freshness);
+    }
+    Ok(response)
 }
+
+/// The rows' header with the page order's [`UsagePage::order_freshness`], for `admin.js`.
+const ORDER_FRESHNESS: &str = "x-order-freshness";
 
 pub(super) fn parse_address(raw: &str) -> Result<MailboxAddress, AdminError> {
     MailboxAddress::parse(raw).map_err(|e| AdminError::BadInput(format!("address: {e}")))
