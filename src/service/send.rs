@@ -152,7 +152,8 @@ impl MailProviderService {
                 let note = suppress::sent_note(receipt.note.as_deref(), suppressed);
                 let written = self
                     .durably(message.id, started, "sent", || {
-                        self.sent.mark_sent(message.fence, note.as_deref())
+                        self.sent
+                            .mark_sent(message.fence, note.as_deref(), suppressed)
                     })
                     .await?;
                 if !written {

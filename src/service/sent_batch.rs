@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use crate::store::{
     StoreError,
     events::Outbox,
-    messages::{self, Fence},
+    messages::{self, Fence, SentRow},
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
@@ -18,8 +18,7 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// One `SENT` to write and who waits for it: `Some(was SENDING)`, or `None` when the batch
 /// failed (the caller then writes it alone, to see its own error).
 struct Pending {
-    fence: Fence,
-    note: Option<String>,
+    row: SentRow,
     reply: oneshot::Sender<Option<bool>>,
 }
 
@@ -41,8 +40,9 @@ impl SentWriter {
         }
     }
 
-    /// `SENDING → SENT` of the row `fence` holds, with `last_error = note`, together with
-    /// whatever else finishes meanwhile. Returns whether the row was still the attempt's.
+    /// `SENDING → SENT` of the row `fence` holds, with `last_error = note` (`suppressed`: how
+    /// many of its recipients were dropped before the send), together with whatever else
+    /// finishes meanwhile. Returns whether the row was still the attempt's.
     ///
     /// # Errors
     /// Database errors of this row's write.
@@ -50,6 +50,7 @@ impl SentWriter {
         &self,
         fence: Fence,
         note: Option<&str>,
+        suppressed: u32,
     ) -> Result<bool, StoreError> {
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -57,9 +58,13 @@ impl SentWriter {
             tx
         });
         let (reply, answer) = oneshot::channel();
-        let pending = Pending {
+        let row = SentRow {
             fence,
             note: note.map(str::to_owned),
+            suppressed,
+        };
+        let pending = Pending {
+            row: row.clone(),
             reply,
         };
         if queue.send(pending).is_ok()
@@ -67,12 +72,9 @@ impl SentWriter {
         {
             return Ok(was_sending);
         }
-        let note = note.map(str::to_owned);
-        Ok(
-            messages::mark_sent_many(&self.pool, &[(fence, note)], self.outbox)
-                .await?
-                .contains(&fence.id),
-        )
+        Ok(messages::mark_sent_many(&self.pool, &[row], self.outbox)
+            .await?
+            .contains(&fence.id))
     }
 }
 
@@ -81,11 +83,10 @@ impl SentWriter {
 async fn write_batches(pool: PgPool, outbox: Outbox, mut queue: mpsc::UnboundedReceiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let rows: Vec<(Fence, Option<String>)> =
-            batch.iter().map(|p| (p.fence, p.note.clone())).collect();
+        let rows: Vec<SentRow> = batch.iter().map(|p| p.row.clone()).collect();
         let written = messages::mark_sent_many(&pool, &rows, outbox).await.ok();
         for p in batch.drain(..) {
-            let answer = written.as_ref().map(|ids| ids.contains(&p.fence.id));
+            let answer = written.as_ref().map(|ids| ids.contains(&p.row.fence.id));
             let _ = p.reply.send(answer);
         }
     }

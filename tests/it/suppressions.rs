@@ -230,6 +230,8 @@ async fn a_recipient_suppressed_after_its_message_was_stored_is_dropped_at_send(
     config.metrics_listen = None;
     config.rate_limit.caller_clock = false;
     config.worker.scheduler_interval = Duration::from_millis(100);
+    // The outbox on (a receiver nobody answers: only the events table is read here).
+    config.events.webhook_urls = vec!["http://127.0.0.1:9/events".parse().unwrap()];
     let (handle, run) = daemon::start(config, daemon::Options::default())
         .await
         .unwrap();
@@ -285,6 +287,15 @@ async fn a_recipient_suppressed_after_its_message_was_stored_is_dropped_at_send(
         text.contains("mail_worker_recipients_suppressed_total{stage=\"send\"} 2"),
         "{text}"
     );
+    // Its `sent` event counts the 2 recipients it went to, not the row's 3.
+    let sent_to: Vec<i32> = sqlx::query_scalar(
+        "SELECT recipients FROM events WHERE kind = 'sent' AND message_id = $1",
+    )
+    .bind(some)
+    .fetch_all(&app.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(sent_to, [2]);
     handle.stop();
     run.await.unwrap();
 }

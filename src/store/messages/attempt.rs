@@ -16,22 +16,32 @@ use crate::{
     },
 };
 
-/// `SENDING → SENT` of many messages in one statement, each with `last_error = note` (what a
-/// person should know although it went, e.g. `outcome unknown; resent`), `NULL` without one.
-/// Returns the ids written: those still held by their [`Fence`] (the others were taken over by
-/// lease recovery and a new claim meanwhile). With `outbox` on, their `sent` events are written
-/// in the same transaction (one multi-row insert).
+/// One `SENT` to write: the attempt's [`Fence`], its note (what a person should know although
+/// it went, e.g. `outcome unknown; resent`) and how many of the row's recipients were
+/// suppressed just before the send (not sent to: its `sent` event does not count them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentRow {
+    pub fence: Fence,
+    pub note: Option<String>,
+    pub suppressed: u32,
+}
+
+/// `SENDING → SENT` of many messages in one statement, each with `last_error = note`, `NULL`
+/// without one. Returns the ids written: those still held by their [`Fence`] (the others were
+/// taken over by lease recovery and a new claim meanwhile). With `outbox` on, their `sent`
+/// events are written in the same transaction (one multi-row insert), with the recipients
+/// actually sent to.
 ///
 /// # Errors
 /// Database errors; nothing is written then.
 pub(crate) async fn mark_sent_many(
     pool: &PgPool,
-    sent: &[(Fence, Option<String>)],
+    sent: &[SentRow],
     outbox: Outbox,
 ) -> Result<Vec<Uuid>, StoreError> {
-    let ids: Vec<Uuid> = sent.iter().map(|(f, _)| f.id).collect();
-    let tokens: Vec<Uuid> = sent.iter().map(|(f, _)| f.token).collect();
-    let notes: Vec<Option<&str>> = sent.iter().map(|(_, note)| note.as_deref()).collect();
+    let ids: Vec<Uuid> = sent.iter().map(|r| r.fence.id).collect();
+    let tokens: Vec<Uuid> = sent.iter().map(|r| r.fence.token).collect();
+    let notes: Vec<Option<&str>> = sent.iter().map(|r| r.note.as_deref()).collect();
     let update = sqlx::query_scalar(concat!(
         "UPDATE messages m SET status = ",
         sql_status!(Sent),
@@ -50,6 +60,24 @@ pub(crate) async fn mark_sent_many(
     let mut tx = pool.begin().await?;
     let written: Vec<Uuid> = update.fetch_all(&mut *tx).await?;
     events::record(&mut *tx, EventKind::Sent, &written).await?;
+    let (suppressed_ids, suppressed): (Vec<Uuid>, Vec<i32>) = sent
+        .iter()
+        .filter(|r| r.suppressed > 0 && written.contains(&r.fence.id))
+        .map(|r| (r.fence.id, i32::try_from(r.suppressed).unwrap_or(i32::MAX)))
+        .unzip();
+    if !suppressed_ids.is_empty() {
+        // Only the events this transaction wrote (`xid`), never an earlier send's.
+        sqlx::query(
+            "UPDATE events e SET recipients = greatest(e.recipients - s.n, 0) \
+             FROM unnest($1::uuid[], $2::int[]) AS s(id, n) \
+             WHERE e.kind = 'sent' AND e.message_id = s.id \
+                 AND e.xid = pg_current_xact_id()::text::bigint",
+        )
+        .bind(&suppressed_ids)
+        .bind(&suppressed)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(written)
 }

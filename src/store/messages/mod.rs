@@ -31,8 +31,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 pub(crate) use attempt::{
-    Attempted, Reschedule, Wait, holder, mark_error, mark_sent_many, renew_lease, reschedule,
-    resume_paused, wait_reason,
+    Attempted, Reschedule, SentRow, Wait, holder, mark_error, mark_sent_many, renew_lease,
+    reschedule, resume_paused, wait_reason,
 };
 pub use claim::{StoredMessage, claim_due};
 pub(crate) use claim::{claim_due_from, due_senders, release_unstarted};
