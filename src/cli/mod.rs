@@ -41,7 +41,7 @@ pub async fn main() -> ExitCode {
         Command::Run(args) | Command::Admin(args) => args.overrides.clone(),
         _ => Vec::new(),
     };
-    let config = match Config::from_lookup(|name| {
+    let config = match Config::from_lookup_all(|name| {
         overrides
             .iter()
             .find(|(var, _)| *var == name)
@@ -49,8 +49,11 @@ pub async fn main() -> ExitCode {
             .or_else(|| std::env::var(name).ok())
     }) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("mail-worker: bad configuration: {e}");
+        Err(errors) => {
+            // Every bad variable, one line each, so one fix-and-retry round fixes them all.
+            for e in errors {
+                eprintln!("mail-worker: bad configuration: {e}");
+            }
             return ExitCode::from(78); // EX_CONFIG
         }
     };

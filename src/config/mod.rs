@@ -15,6 +15,7 @@ use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod bounces;
 mod env;
+mod errors;
 pub(crate) mod events;
 mod exchange;
 mod lines;

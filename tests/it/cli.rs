@@ -83,6 +83,30 @@ fn a_bad_variable_stops_start_up_naming_it() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(var) && stderr.contains(value), "{stderr}");
     }
+    // Several at once: each named, one line each, in the order they are read.
+    let out = mail_worker(
+        &["check-config"],
+        &[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "abc"),
+            ("WORKER_CONCURRENCY", "0"),
+            ("LOG_FORMAT", "xml"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = text(&out.stderr);
+    let named: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("mail-worker: bad configuration: "))
+        .filter_map(|l| l.split_once(':').map(|(var, _)| var))
+        .collect();
+    assert_eq!(named.len(), 3, "{stderr}");
+    for var in [
+        "MAIL_RATE_LIMIT_PER_MINUTE",
+        "WORKER_CONCURRENCY",
+        "LOG_FORMAT",
+    ] {
+        assert!(named.contains(&var), "{var} not named: {stderr}");
+    }
 }
 
 #[test]

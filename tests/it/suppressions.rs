@@ -288,13 +288,12 @@ async fn a_recipient_suppressed_after_its_message_was_stored_is_dropped_at_send(
         "{text}"
     );
     // Its `sent` event counts the 2 recipients it went to, not the row's 3.
-    let sent_to: Vec<i32> = sqlx::query_scalar(
-        "SELECT recipients FROM events WHERE kind = 'sent' AND message_id = $1",
-    )
-    .bind(some)
-    .fetch_all(&app.db.pool)
-    .await
-    .unwrap();
+    let sent_to: Vec<i32> =
+        sqlx::query_scalar("SELECT recipients FROM events WHERE kind = 'sent' AND message_id = $1")
+            .bind(some)
+            .fetch_all(&app.db.pool)
+            .await
+            .unwrap();
     assert_eq!(sent_to, [2]);
     handle.stop();
     run.await.unwrap();
