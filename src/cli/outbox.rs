@@ -52,9 +52,25 @@ pub(super) async fn events_command(
                     kinds.join(", ")
                 }
             ));
+            // A receiver taken out of EVENTS_WEBHOOK_URL keeps its row (and its counts): say so,
+            // since nothing delivers to it any more and its events are purged after a day.
+            let configured: Vec<String> = config
+                .events
+                .webhook_urls
+                .iter()
+                .map(crate::config::events::shown)
+                .collect();
             for r in &stats.receivers {
+                let gone = if configured.is_empty() || configured.contains(&r.receiver) {
+                    String::new()
+                } else {
+                    format!(
+                        " (not in EVENTS_WEBHOOK_URL: last claimed {}, nothing delivers to it)",
+                        r.seen_at.to_rfc3339()
+                    )
+                };
                 out(&format!(
-                    "{}: delivered {}, dead {}, pending {} (oldest {:.0} s), failures in a row {}{}\n",
+                    "{}: delivered {}, dead {}, pending {} (oldest {:.0} s), failures in a row {}{}{gone}\n",
                     r.receiver,
                     r.delivered,
                     r.dead,

@@ -347,15 +347,18 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     );
     assert!(receiver.accepted().is_empty());
     receiver.heal();
-    let cli = |args: &[&str]| {
+    let cli_with = |args: &[&str], webhooks: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"))
             .args(args)
             .env("DATABASE_URL", app.config.database_url.as_str())
+            .env("EVENTS_WEBHOOK_URL", webhooks)
+            .env("EVENTS_WEBHOOK_SECRET", SECRET)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
+    let cli = |args: &[&str]| cli_with(args, "off");
     let listed = cli(&["events", "dead", "--since", "1h"]);
     assert_eq!(listed.lines().count(), 10, "{listed}");
     assert!(
@@ -365,6 +368,14 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     let stats = cli(&["events", "stats"]);
     let line = format!("{}: delivered 0, dead 10, pending 0", receiver.url());
     assert!(stats.contains(&line), "{stats}");
+    // Configured: no note; taken out of EVENTS_WEBHOOK_URL: said so.
+    let here = cli_with(&["events", "stats"], receiver.url().as_str());
+    assert!(!here.contains("not in EVENTS_WEBHOOK_URL"), "{here}");
+    let elsewhere = cli_with(&["events", "stats"], "http://127.0.0.1:9/other");
+    assert!(
+        elsewhere.contains("(not in EVENTS_WEBHOOK_URL: last claimed "),
+        "{elsewhere}"
+    );
     let replayed = cli(&["events", "replay", "--since", "1h"]);
     assert_eq!(
         replayed,
@@ -381,6 +392,15 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
         .map(|e| e["id"].as_str().unwrap().parse().unwrap())
         .collect();
     assert_eq!(got, stored_ids(&app).await);
+    // A receiver no replica claimed for a day (removed) is not replayed to.
+    sqlx::query("UPDATE event_receivers SET seen_at = now() - interval '2 days'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        cli(&["events", "replay", "--since", "1h"]),
+        "10 events since 1h to be delivered again to 0 receivers (0 dead cleared)\n"
+    );
 }
 
 #[tokio::test]

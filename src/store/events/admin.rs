@@ -119,7 +119,8 @@ pub struct Replayed {
 
 /// Moves every receiver's cursor back to the first event that happened at or after `since`
 /// (never forward), so the events since are delivered again with their ids; their dead notes
-/// go. One transaction.
+/// go. One transaction. A receiver no replica claimed in the last day (taken out of
+/// `EVENTS_WEBHOOK_URL`; the purge no longer keeps events for it either) is left alone.
 ///
 /// # Errors
 /// Database errors.
@@ -140,7 +141,7 @@ pub async fn replay(pool: &PgPool, since: DateTime<Utc>) -> Result<Replayed, Sto
     };
     let moved = sqlx::query(
         "UPDATE event_receivers SET cursor_xid = $1, cursor_seq = $2 - 1, failures = 0, next_try_at = now() \
-         WHERE (cursor_xid, cursor_seq) >= ($1, $2)",
+         WHERE (cursor_xid, cursor_seq) >= ($1, $2) AND seen_at > now() - interval '1 day'",
     )
     .bind(xid)
     .bind(seq)
