@@ -11,6 +11,7 @@
 //! - [`pages`]: the routes and their templates (`templates/admin/`).
 
 pub mod auth;
+pub(crate) mod bookings;
 pub mod campaign;
 mod limits;
 pub mod pages;

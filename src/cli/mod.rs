@@ -9,7 +9,10 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::{
-    admin::usage::{mailbox_usage, usage_page},
+    admin::{
+        bookings,
+        usage::{mailbox_usage, usage_page},
+    },
     config::Config,
     domain::MailboxAddress,
     events, import, intake,
@@ -164,6 +167,8 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 }
             };
             let now = senders::set_limits(&pool, &address, change).await?;
+            let (unbooked, due_now) =
+                bookings::after_limit_change(&config, &pool, &address).await?;
             for warning in crate::config::above_exchange(
                 now.per_minute.map(|v| ("--per-minute", v.get())),
                 now.recipients_per_day
@@ -178,6 +183,13 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 show(now.recipients_per_day.map(NonZeroU32::get)),
                 show(now.reserved_percent.map(u32::from))
             ));
+            if unbooked + due_now > 0 {
+                out(&format!(
+                    "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
+                    counted(unbooked, "booking", "bookings"),
+                    counted(due_now, "message", "messages")
+                ));
+            }
             Ok(ExitCode::SUCCESS)
         }
         // A dry run pushes nothing: it checks the lines as the import would (the branch below).
@@ -321,6 +333,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let changed = action
                 .apply(&pool, &filter, args.dry_run, config.events.outbox())
                 .await?;
+            bookings::unbook_messages(&config, &pool, &changed.changed_ids).await?;
             if args.json {
                 out(&(serde_json::to_string_pretty(&changed)? + "\n"));
             } else {

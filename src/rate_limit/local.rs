@@ -25,7 +25,7 @@ const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 86_400_000;
 /// A fail-open denial by the day budget comes back after this: the process cannot know when
 /// the window frees (Redis knows), and Redis may answer by then.
-const DAY_RETRY: Duration = Duration::from_secs(60);
+pub(crate) const DAY_RETRY: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Default)]
 struct Pace {
@@ -78,7 +78,12 @@ impl LocalPacer {
 
     /// Allowed (uncounted, and kept for recording) when the mailbox's local slot is free and
     /// this process's shares of the minute and the day have room, else denied until then.
-    pub(crate) fn decide(&self, ask: &Ask<'_>, now_ms: i64) -> Decision {
+    /// `ledger`: the recipients the send history (PostgreSQL) holds for the mailbox's last
+    /// 24 h, every replica's sends; the day share is taken from what is left after the larger
+    /// of it (this process's fail-open sends taken out: they count as its own) and the total
+    /// Redis last reported, which may be stale (another replica sent since, or a reply that
+    /// came too late said the day was full).
+    pub(crate) fn decide(&self, ask: &Ask<'_>, now_ms: i64, ledger: Option<u32>) -> Decision {
         let replicas = i64::from(self.replicas.get());
         let spacing = i64::try_from(spacing_ms(ask.limits.per_minute.get()))
             .unwrap_or(i64::MAX)
@@ -110,13 +115,17 @@ impl LocalPacer {
                     .unwrap_or(now_ms);
                 return denied(DenyReason::Minute, wait(oldest + MINUTE_MS + 1));
             }
-            let day_share = per_day.saturating_sub(pace.known_total) / self.replicas.get();
             let fail_open_recipients: u32 = pace
                 .pending
                 .iter()
                 .filter(|s| s.at_ms > now_ms - DAY_MS)
                 .map(|s| s.recipients)
                 .sum();
+            let known = ledger.map_or(pace.known_total, |sent| {
+                pace.known_total
+                    .max(sent.saturating_sub(fail_open_recipients))
+            });
+            let day_share = per_day.saturating_sub(known) / self.replicas.get();
             if fail_open_recipients + ask.recipients > day_share {
                 return denied(DenyReason::Day, DAY_RETRY);
             }
@@ -209,7 +218,7 @@ mod tests {
         for ms in 0..60_000 {
             let now = t0 + chrono::Duration::milliseconds(ms);
             if matches!(
-                pacer.decide(&ask(&mailbox), epoch_ms(now)),
+                pacer.decide(&ask(&mailbox), epoch_ms(now), None),
                 Decision::Allowed(_)
             ) {
                 allowed += 1;
@@ -218,7 +227,7 @@ mod tests {
         // 60 a minute shared by 2 replicas, spaced (60 s + 2 s) / 60 × 2 apart: 30 in 60 s.
         assert_eq!(allowed, 30);
         assert!(matches!(
-            pacer.decide(&ask(&other), epoch_ms(t0)),
+            pacer.decide(&ask(&other), epoch_ms(t0), None),
             Decision::Allowed(_)
         ));
         pacer.cooldown(&other, epoch_ms(t0 + chrono::Duration::seconds(300)));
@@ -226,7 +235,11 @@ mod tests {
             reason,
             retry_after,
             ..
-        } = pacer.decide(&ask(&other), epoch_ms(t0 + chrono::Duration::seconds(10)))
+        } = pacer.decide(
+            &ask(&other),
+            epoch_ms(t0 + chrono::Duration::seconds(10)),
+            None,
+        )
         else {
             panic!("a cooldown holds the mailbox");
         };
@@ -262,7 +275,7 @@ mod tests {
         let allowed = |from: i64, to: i64| {
             (from..to)
                 .step_by(100)
-                .filter(|ms| matches!(pacer.decide(&ask, *ms), Decision::Allowed(_)))
+                .filter(|ms| matches!(pacer.decide(&ask, *ms, None), Decision::Allowed(_)))
                 .count()
         };
         // Its 30 in 60 s are used: nothing until the first of them leaves the window.
@@ -270,7 +283,7 @@ mod tests {
             reason,
             retry_after,
             ..
-        } = pacer.decide(&ask, now)
+        } = pacer.decide(&ask, now, None)
         else {
             panic!("the minute share is spent");
         };
@@ -281,7 +294,7 @@ mod tests {
         assert_eq!(allowed(now, 110_000), 0);
         // The day had 10 left: its share is 5, whatever the minute allows.
         assert_eq!(allowed(110_000, 600_000), 5);
-        let Decision::Denied { reason, .. } = pacer.decide(&ask, now + 700_000) else {
+        let Decision::Denied { reason, .. } = pacer.decide(&ask, now + 700_000, None) else {
             panic!("the day share is spent");
         };
         assert_eq!(reason, DenyReason::Day);

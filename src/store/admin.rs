@@ -41,6 +41,9 @@ pub(crate) struct Changed {
     pub changed: u64,
     /// Matched rows by status.
     pub by_status: std::collections::BTreeMap<String, u64>,
+    /// The rows written: their bookings in the limiter go (`admin::bookings`).
+    #[serde(skip)]
+    pub changed_ids: Vec<Uuid>,
 }
 
 const MATCH: &str = "FROM messages m \
@@ -97,6 +100,7 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
         matched: rows.len() as u64,
         changed,
         by_status,
+        changed_ids: Vec::new(),
     }
 }
 
@@ -180,7 +184,9 @@ impl BulkAction {
             super::events::record(&mut *tx, crate::domain::EventKind::Cancelled, &changed).await?;
         }
         tx.commit().await?;
-        Ok(summary(self.name(), false, &rows, changed.len() as u64))
+        let mut done = summary(self.name(), false, &rows, changed.len() as u64);
+        done.changed_ids = changed;
+        Ok(done)
     }
 }
 

@@ -1717,3 +1717,143 @@ async fn a_30_s_freeze_never_takes_a_mailbox_past_its_day_budget() {
         "mail kept flowing while Redis was frozen: {during}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_slower_than_the_deadline_never_takes_a_mailbox_past_its_day_budget() {
+    // D = 10; replica A sends 8 (its last answer: 8 in the 24 h), replica B the last 2. Then
+    // Redis is paused just past the 50 ms deadline: A's next call fails open, Redis itself
+    // denies it (day) a moment later. A's stale 8 gave it a fail-open share of (10 − 8) / 2 = 1,
+    // the 11th recipient; what PostgreSQL knows was sent (10) leaves it none.
+    let redis = PrivateRedis::start(&[]);
+    let ledger = Arc::new(Ledger::default());
+    let [a, b] = [0, 1].map(|_| {
+        let mut c = config(&redis.url(), "rl", Algorithm::Paced, 2);
+        c.redis_timeout = Duration::from_millis(50);
+        MailRateLimiter::new(&c)
+            .unwrap()
+            .with_history(ledger.clone() as Arc<dyn SendHistory>)
+    });
+    let events = mailbox("events");
+    let day = limits(60, 10);
+    let t0 = at(12, 0, 0);
+    let mut sent = 0;
+    for (i, limiter) in [&a; 8].into_iter().chain([&b; 2]).enumerate() {
+        let now = t0 + chrono::Duration::seconds(3 * i as i64);
+        let Decision::Allowed(r) = limiter
+            .check_and_reserve(&ask(&events, Uuid::new_v4(), day), now)
+            .await
+            .unwrap()
+        else {
+            panic!("message {i} fits the day");
+        };
+        ledger.0.lock().unwrap().push((events.clone(), now, 1));
+        limiter.release(&r, RequestEnd::Done).await;
+        sent += 1;
+    }
+    let mut pauser = redis::Client::open(redis.url().as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("ALL")
+        .query_async(&mut pauser)
+        .await
+        .unwrap();
+    let now = t0 + chrono::Duration::seconds(40);
+    let decision = a
+        .check_and_reserve(&ask(&events, Uuid::new_v4(), day), now)
+        .await
+        .unwrap();
+    if matches!(decision, Decision::Allowed(_)) {
+        sent += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let Decision::Denied { booked: true, .. } = b
+        .check_and_reserve(&ask(&events, Uuid::new_v4(), day), now)
+        .await
+        .unwrap()
+    else {
+        panic!("Redis answers again: the day is full, the message booked a day on");
+    };
+    assert!(
+        matches!(
+            decision,
+            Decision::Denied {
+                reason: DenyReason::Day,
+                booked: false,
+                ..
+            }
+        ),
+        "{decision:?}"
+    );
+    assert_eq!(sent, 10, "recipients sent in the 24 h against D = 10");
+}
+
+#[tokio::test]
+async fn bookings_a_lowered_day_budget_made_go_with_unbook_and_the_raised_one_sends_them_now() {
+    let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
+    let low = limits(60, 3);
+    let t0 = at(12, 0, 0);
+    let asks: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+    for (i, id) in asks.iter().enumerate() {
+        let decision = limiter
+            .check_and_reserve(
+                &ask(&events, *id, low),
+                t0 + chrono::Duration::seconds(i as i64 * 2),
+            )
+            .await
+            .unwrap();
+        match (i, decision) {
+            (0..3, Decision::Allowed(r)) => limiter.release(&r, RequestEnd::Done).await,
+            (
+                3 | 4,
+                Decision::Denied {
+                    booked: true,
+                    retry_after,
+                    ..
+                },
+            ) => assert!(
+                retry_after > Duration::from_secs(23 * 3_600),
+                "a day out (the 5th behind the 4th)"
+            ),
+            (i, other) => panic!("{i}: {other:?}"),
+        }
+    }
+    let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+    assert_eq!(total, 5, "3 sent, 2 booked a day out");
+    // One cancelled: only its booking goes.
+    assert_eq!(
+        limiter
+            .unbook(TENANT, &events, &asks[4..], t0)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        limiter
+            .unbook(TENANT, &events, &asks[4..], t0)
+            .await
+            .unwrap(),
+        0
+    );
+    // The budget raised to 10: every booking goes and the booked message is allowed now.
+    let now = t0 + chrono::Duration::seconds(20);
+    assert_eq!(limiter.unbook(TENANT, &events, &[], now).await.unwrap(), 1);
+    let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+    assert_eq!(total, 3, "the bookings' recipients given back");
+    let bookings: i64 = conn.zcard(keys.booked()).await.unwrap();
+    assert_eq!(bookings, 0);
+    let Decision::Allowed(r) = limiter
+        .check_and_reserve(&ask(&events, asks[3], limits(60, 10)), now)
+        .await
+        .unwrap()
+    else {
+        panic!("the raised budget has room now");
+    };
+    limiter.release(&r, RequestEnd::Done).await;
+    let total: i64 = conn.hget(keys.state(), "total").await.unwrap();
+    assert_eq!(total, 4);
+}

@@ -801,3 +801,109 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         "{shown}"
     );
 }
+
+#[tokio::test]
+async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions_made() {
+    use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
+    let world = crate::support::TestApp::builder()
+        .algorithm(Algorithm::Paced)
+        .per_minute(1)
+        .spawn()
+        .await;
+    let handler = world.real_handler(std::sync::Arc::new(SystemClock));
+    let env = paced_env(&world, "7000");
+    let usage = || {
+        let out = mail_worker(&["mailbox", "usage", "mb0@contoso.example", "--json"], &env);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["limiter"].clone()
+    };
+    let send = |id| {
+        let (pool, handler) = (&world.db.pool, &handler);
+        async move {
+            crate::support::claim_and_send(pool, handler, id)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let waits = |id: uuid::Uuid| {
+        let pool = world.db.pool.clone();
+        async move {
+            let s: f64 = sqlx::query_scalar(
+                "SELECT extract(epoch FROM scheduled_on - now())::float8 FROM messages WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            s
+        }
+    };
+    // 1 a minute: the first goes, the next 5 are booked a minute apart (62 s, 124 s, …).
+    let ids = world.insert(0, 6, "SCHEDULED").await;
+    assert!(matches!(send(ids[0]).await, SendOutcome::Sent));
+    for &id in &ids[1..] {
+        assert!(matches!(send(id).await, SendOutcome::Deferred { .. }));
+    }
+    assert!(waits(ids[5]).await > 240.0, "booked 5 minutes out");
+    assert_eq!(usage()["booked"], 5);
+    assert_eq!(usage()["recipients_last_day"], 6);
+
+    // A cancel frees its booking (and its recipient) at once, not 15 min after its slot.
+    let out = mail_worker(&["messages", "cancel", "--id", &ids[5].to_string()], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(usage()["booked"], 4);
+    assert_eq!(usage()["recipients_last_day"], 5);
+
+    // A retry takes a fresh decision: its old booking goes.
+    let out = mail_worker(
+        &[
+            "messages",
+            "retry",
+            "--status",
+            "SCHEDULED",
+            "--id",
+            &ids[4].to_string(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(usage()["booked"], 3);
+    assert_eq!(usage()["recipients_last_day"], 4);
+    assert!(waits(ids[4]).await <= 0.0, "due now");
+
+    // The limit raised: every booking goes, the booked rows are due now and go as the new
+    // limit allows (25 a minute: 2.48 s apart), not at the old slots minutes out.
+    let out = mail_worker(
+        &[
+            "mailbox",
+            "set-limits",
+            "mb0@contoso.example",
+            "--per-minute",
+            "25",
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("3 bookings dropped, 3 messages due now"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(usage()["booked"], 0);
+    assert_eq!(usage()["recipients_last_day"], 1, "the one sent");
+    for &id in &ids[1..5] {
+        assert!(waits(id).await <= 0.0, "due now");
+    }
+    let mut sent = 0;
+    for &id in &ids[1..5] {
+        match send(id).await {
+            SendOutcome::Sent => sent += 1,
+            SendOutcome::Deferred { .. } => {
+                assert!(waits(id).await < 15.0, "booked under the new limit");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(sent >= 1, "{sent} sent at once");
+}

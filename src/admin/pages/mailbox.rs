@@ -229,6 +229,9 @@ pub(super) async fn set_limits(
         },
     )
     .await?;
+    // Bookings made under the old limits go: the rows take fresh decisions under the new ones.
+    let (unbooked, due_now) =
+        crate::admin::bookings::after_limit_change(&state.config, &state.pool, &address).await?;
     let show = |v: Option<u32>| v.map_or_else(|| "default".to_owned(), |v| v.to_string());
     let count = |v: Option<NonZeroU32>| v.map(NonZeroU32::get);
     tracing::info!(
@@ -238,6 +241,8 @@ pub(super) async fn set_limits(
         per_minute_after = %show(count(after.per_minute)),
         recipients_per_day_before = %show(count(before.1)),
         recipients_per_day_after = %show(count(after.recipients_per_day)),
+        bookings_dropped = unbooked,
+        messages_due_now = due_now,
         reserved_percent_before = %show(before.2.map(u32::from)),
         reserved_percent_after = %show(after.reserved_percent.map(u32::from)),
         "rate-limit overrides changed in the admin UI"

@@ -152,6 +152,8 @@ pub(super) async fn act(
     let changed = action
         .apply(&state.pool, &filter, false, state.config.events.outbox())
         .await?;
+    crate::admin::bookings::unbook_messages(&state.config, &state.pool, &changed.changed_ids)
+        .await?;
     let (verb, event, after) = match action {
         ops::BulkAction::Retry => ("retried", events::MAIL_ADMIN_MESSAGES_RETRIED, "SCHEDULED"),
         ops::BulkAction::Cancel => ("cancelled", events::MAIL_ADMIN_MESSAGES_CANCELLED, "ERROR"),

@@ -2,25 +2,38 @@
 //! (`LocalPacer`) and records those sends into Redis's windows once it answers again;
 //! `fixed-window` (the design note's) allows without a brake. Either way one bounded log line.
 
-use std::{sync::atomic::Ordering, time::Instant};
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
 
 use chrono::{DateTime, Utc};
 
-use super::{Engine, MailRateLimiter};
+use super::{Engine, MailRateLimiter, seeding::DAY};
 use crate::{
     domain::MailboxAddress,
     events,
     rate_limit::{
-        Ask, Decision, RedisCallError, Reservation, epoch_ms,
+        Ask, Decision, DenyReason, RedisCallError, Reservation, epoch_ms,
+        local::DAY_RETRY,
         paced::{Paced, keys::PacedKeys},
     },
 };
+
+/// How long a fail-open decision waits for the send history (PostgreSQL): 1 s.
+const LEDGER_DEADLINE: Duration = Duration::from_secs(1);
 
 impl MailRateLimiter {
     /// The decision when `error` kept Redis from deciding: logged (bounded), then allowed
     /// uncounted — `paced` paced locally, `fixed-window` without a brake (the design note's
     /// fail-open, kept as the baseline).
-    pub(super) fn fail_open(
+    ///
+    /// `paced` reads the send history first (within [`LEDGER_DEADLINE`]): Redis's last reply to
+    /// this process may be stale — another replica sent since, or the call that failed was only
+    /// slow and Redis, a moment later, found the day full — so the day share comes from what
+    /// every replica is known to have sent. A history that cannot be read holds the message
+    /// (the day budget cannot be checked).
+    pub(super) async fn fail_open(
         &self,
         ask: &Ask<'_>,
         now: DateTime<Utc>,
@@ -31,7 +44,40 @@ impl MailRateLimiter {
             Engine::FixedWindow(_) => {
                 Decision::Allowed(Reservation::uncounted(ask.mailbox.clone(), ask.recipients))
             }
-            Engine::Paced(_) => self.local.decide(ask, self.limiter_ms(now)),
+            Engine::Paced(_) => {
+                let ledger = match &self.history {
+                    None => None,
+                    Some(history) => {
+                        let read = history.sent_since(ask.mailbox, now - DAY);
+                        match tokio::time::timeout(LEDGER_DEADLINE, read).await {
+                            Ok(Ok(records)) => Some(
+                                records
+                                    .iter()
+                                    .fold(0u32, |sum, r| sum.saturating_add(r.recipients)),
+                            ),
+                            failed => {
+                                let why = match failed {
+                                    Ok(Err(message)) => message,
+                                    _ => format!("no answer within {LEDGER_DEADLINE:?}"),
+                                };
+                                tracing::warn!(
+                                    event = events::MAIL_RATE_LIMIT_REDIS_ERROR,
+                                    operation = "fail_open_send_history",
+                                    mailbox = %ask.mailbox,
+                                    error.message = %why,
+                                    "failing open: the send history cannot be read, the message waits"
+                                );
+                                return Decision::Denied {
+                                    reason: DenyReason::Day,
+                                    retry_after: DAY_RETRY,
+                                    booked: false,
+                                };
+                            }
+                        }
+                    }
+                };
+                self.local.decide(ask, self.limiter_ms(now), ledger)
+            }
         }
     }
 

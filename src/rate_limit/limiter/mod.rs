@@ -206,7 +206,10 @@ impl RateLimiter for MailRateLimiter {
             };
             metrics.rate_limit_decision(label, started.elapsed());
         }
-        Ok(result.unwrap_or_else(|error| self.fail_open(ask, now, &error)))
+        Ok(match result {
+            Ok(decision) => decision,
+            Err(error) => self.fail_open(ask, now, &error).await,
+        })
     }
 
     /// See [`RateLimiter::release`]. An uncounted reservation touches nothing; `fixed-window`

@@ -79,4 +79,25 @@ impl MailRateLimiter {
             .await?;
         Ok(DateTime::from_timestamp_millis(free_at))
     }
+
+    /// Drops the bookings of `ids` from `mailbox` (Graph tenant `tenant`) — none: every
+    /// booking of the mailbox, after its limits changed — so their messages take a fresh
+    /// decision; returns the bookings dropped. 0 with `fixed-window` (it books nothing).
+    ///
+    /// # Errors
+    /// A Redis failure (the bookings then expire by themselves after the grace).
+    pub async fn unbook(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        ids: &[Uuid],
+        now: DateTime<Utc>,
+    ) -> Result<u64, RedisCallError> {
+        let Engine::Paced(paced) = &self.engine else {
+            return Ok(0);
+        };
+        let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
+        let (dropped, _recipients) = paced.unbook(&self.redis, &keys, ids, now).await?;
+        Ok(u64::try_from(dropped).unwrap_or(0))
+    }
 }

@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// How far back the send history is read when a budget is rebuilt: the rolling 24 h.
-const DAY: chrono::Duration = chrono::Duration::hours(24);
+pub(super) const DAY: chrono::Duration = chrono::Duration::hours(24);
 
 /// One message a mailbox sent: when, and to how many recipients (To + Cc + Bcc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,6 +13,7 @@
 mod check;
 pub mod keys;
 mod seed;
+mod unbook;
 
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ pub(crate) const SEED_TENANT_LUA: &str = include_str!("../../../lua/paced/seed_t
 pub(crate) const RENEW_LUA: &str = include_str!("../../../lua/paced/renew.lua");
 /// `lua/paced/read_lease.lua`.
 pub(crate) const READ_LEASE_LUA: &str = include_str!("../../../lua/paced/read_lease.lua");
+/// `lua/paced/unbook.lua`.
+pub(crate) const UNBOOK_LUA: &str = include_str!("../../../lua/paced/unbook.lua");
 /// `lua/paced/tenant_used_up.lua`.
 pub(crate) const TENANT_USED_UP_LUA: &str = include_str!("../../../lua/paced/tenant_used_up.lua");
 /// `lua/paced/record_fail_open.lua`.
@@ -75,6 +78,7 @@ pub(crate) struct Paced {
     record_fail_open: Script,
     read_lease: Script,
     tenant_used_up: Script,
+    unbook: Script,
     max_in_flight: u32,
     lease: Duration,
     caller_clock: bool,
@@ -93,6 +97,7 @@ impl Paced {
             record_fail_open: Script::new(RECORD_FAIL_OPEN_LUA),
             read_lease: Script::new(READ_LEASE_LUA),
             tenant_used_up: Script::new(TENANT_USED_UP_LUA),
+            unbook: Script::new(UNBOOK_LUA),
             max_in_flight,
             lease,
             caller_clock,
@@ -263,6 +268,7 @@ mod tests {
             RECORD_FAIL_OPEN_LUA,
             READ_LEASE_LUA,
             TENANT_USED_UP_LUA,
+            UNBOOK_LUA,
         ] {
             assert!(lua.starts_with("-- KEYS[1]"), "{lua}");
             assert!(lua.lines().take(16).any(|l| l.starts_with("-- ARGV[1]")));
