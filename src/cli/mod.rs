@@ -1,9 +1,10 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
 //! subcommands themselves in `args.rs`, the settings table in `env_vars.rs` (`run`'s flags in
 //! `env_vars/run_args.rs`), text output in `tables.rs`; `messages`, `queue`, `campaign` and
-//! `suppressions` in their own files.
+//! `suppressions` in their own files, `senders import` and `mailbox set-limits` in
+//! `sender_settings.rs`.
 
-use std::{num::NonZeroU32, process::ExitCode};
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
@@ -17,7 +18,7 @@ use crate::{
     domain::MailboxAddress,
     events, import, intake,
     plural::counted,
-    store::{self, admin, report, senders},
+    store::{self, admin, report},
 };
 
 mod args;
@@ -26,6 +27,7 @@ mod env_vars;
 mod messages;
 mod outbox;
 mod queue;
+mod sender_settings;
 mod suppressions;
 mod tables;
 
@@ -113,84 +115,10 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Run(_) => crate::daemon::run(config).await,
         Command::Admin(_) => crate::admin::run(config).await,
         Command::Senders(SendersCommand::Import { file }) => {
-            let pool = store::open(&config.database_url, 4).await?;
-            let text = read(&file)?;
-            let parsed =
-                import::senders::parse(&text).with_context(|| file.display().to_string())?;
-            for mailbox in &parsed.system_mailboxes {
-                let per_minute = mailbox.rate_limit_per_minute;
-                let per_day = mailbox.rate_limit_recipients_per_day;
-                let name = |field: &str| format!("{} {}: {field}", file.display(), mailbox.address);
-                let (minute_name, day_name) = (
-                    name("rateLimitPerMinute"),
-                    name("rateLimitRecipientsPerDay"),
-                );
-                for warning in crate::config::above_exchange(
-                    per_minute.map(|v| (minute_name.as_str(), v)),
-                    per_day.map(|v| (day_name.as_str(), v)),
-                ) {
-                    eprintln!("mail-worker: warning: {warning}");
-                }
-            }
-            let report = import::senders::import(&pool, &parsed).await?;
-            out(&format!(
-                "imported {} and {} from {}\n",
-                counted(report.tenants as u64, "tenant", "tenants"),
-                counted(
-                    report.system_mailboxes as u64,
-                    "system mailbox",
-                    "system mailboxes"
-                ),
-                file.display()
-            ));
-            Ok(ExitCode::SUCCESS)
+            sender_settings::import_file(&config, &file).await
         }
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
-            if !args.clear
-                && args.per_minute.is_none()
-                && args.recipients_per_day.is_none()
-                && args.reserved_percent.is_none()
-            {
-                anyhow::bail!(
-                    "give --per-minute, --recipients-per-day and/or --reserved-percent, or --clear"
-                );
-            }
-            let address = MailboxAddress::parse(&args.address)?;
-            let pool = store::open(&config.database_url, 2).await?;
-            let change = if args.clear {
-                senders::LimitsChange::Clear
-            } else {
-                senders::LimitsChange::Set {
-                    per_minute: args.per_minute,
-                    recipients_per_day: args.recipients_per_day,
-                    reserved_percent: args.reserved_percent,
-                }
-            };
-            let now = senders::set_limits(&pool, &address, change).await?;
-            let (unbooked, due_now) =
-                bookings::after_limit_change(&config, &pool, &address).await?;
-            for warning in crate::config::above_exchange(
-                now.per_minute.map(|v| ("--per-minute", v.get())),
-                now.recipients_per_day
-                    .map(|v| ("--recipients-per-day", v.get())),
-            ) {
-                eprintln!("mail-worker: warning: {warning}");
-            }
-            let show = |v: Option<u32>| v.map_or("default".into(), |v| v.to_string());
-            out(&format!(
-                "{address}: per minute {}, recipients per day {}, reserved percent {}\n",
-                show(now.per_minute.map(NonZeroU32::get)),
-                show(now.recipients_per_day.map(NonZeroU32::get)),
-                show(now.reserved_percent.map(u32::from))
-            ));
-            if unbooked + due_now > 0 {
-                out(&format!(
-                    "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
-                    counted(unbooked, "booking", "bookings"),
-                    counted(due_now, "message", "messages")
-                ));
-            }
-            Ok(ExitCode::SUCCESS)
+            sender_settings::set_limits(&config, args).await
         }
         // A dry run pushes nothing: it checks the lines as the import would (the branch below).
         Command::Enqueue {

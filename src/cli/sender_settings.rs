@@ -1,0 +1,101 @@
+//! `mail-worker senders import` and `mailbox set-limits`: the senders' settings, with
+//! warnings for limits above Exchange's and the bookings a limit change makes stale.
+
+use std::{num::NonZeroU32, process::ExitCode};
+
+use anyhow::Context;
+
+use super::{SetLimits, out, read};
+use crate::{
+    admin::bookings,
+    config::Config,
+    domain::MailboxAddress,
+    import,
+    plural::counted,
+    store::{self, senders},
+};
+
+/// `senders import FILE`: all or nothing, bad lines named.
+pub(super) async fn import_file(
+    config: &Config,
+    file: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let pool = store::open(&config.database_url, 4).await?;
+    let text = read(file)?;
+    let parsed = import::senders::parse(&text).with_context(|| file.display().to_string())?;
+    for mailbox in &parsed.system_mailboxes {
+        let per_minute = mailbox.rate_limit_per_minute;
+        let per_day = mailbox.rate_limit_recipients_per_day;
+        let name = |field: &str| format!("{} {}: {field}", file.display(), mailbox.address);
+        let (minute_name, day_name) = (
+            name("rateLimitPerMinute"),
+            name("rateLimitRecipientsPerDay"),
+        );
+        for warning in crate::config::above_exchange(
+            per_minute.map(|v| (minute_name.as_str(), v)),
+            per_day.map(|v| (day_name.as_str(), v)),
+        ) {
+            eprintln!("mail-worker: warning: {warning}");
+        }
+    }
+    let report = import::senders::import(&pool, &parsed).await?;
+    out(&format!(
+        "imported {} and {} from {}\n",
+        counted(report.tenants as u64, "tenant", "tenants"),
+        counted(
+            report.system_mailboxes as u64,
+            "system mailbox",
+            "system mailboxes"
+        ),
+        file.display()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mailbox set-limits ADDRESS …`: the new limits, then the mailbox's bookings dropped.
+pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Result<ExitCode> {
+    if !args.clear
+        && args.per_minute.is_none()
+        && args.recipients_per_day.is_none()
+        && args.reserved_percent.is_none()
+    {
+        anyhow::bail!(
+            "give --per-minute, --recipients-per-day and/or --reserved-percent, or --clear"
+        );
+    }
+    let address = MailboxAddress::parse(&args.address)?;
+    let pool = store::open(&config.database_url, 2).await?;
+    let change = if args.clear {
+        senders::LimitsChange::Clear
+    } else {
+        senders::LimitsChange::Set {
+            per_minute: args.per_minute,
+            recipients_per_day: args.recipients_per_day,
+            reserved_percent: args.reserved_percent,
+        }
+    };
+    let now = senders::set_limits(&pool, &address, change).await?;
+    let (unbooked, due_now) = bookings::after_limit_change(config, &pool, &address).await?;
+    for warning in crate::config::above_exchange(
+        now.per_minute.map(|v| ("--per-minute", v.get())),
+        now.recipients_per_day
+            .map(|v| ("--recipients-per-day", v.get())),
+    ) {
+        eprintln!("mail-worker: warning: {warning}");
+    }
+    let show = |v: Option<u32>| v.map_or("default".into(), |v| v.to_string());
+    out(&format!(
+        "{address}: per minute {}, recipients per day {}, reserved percent {}\n",
+        show(now.per_minute.map(NonZeroU32::get)),
+        show(now.recipients_per_day.map(NonZeroU32::get)),
+        show(now.reserved_percent.map(u32::from))
+    ));
+    if unbooked + due_now > 0 {
+        out(&format!(
+            "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
+            counted(unbooked, "booking", "bookings"),
+            counted(due_now, "message", "messages")
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
