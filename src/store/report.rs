@@ -105,7 +105,7 @@ pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)
 }
 
 /// `SCHEDULED` and `SENDING` rows, across every sender (the `mail_worker_messages` gauge's
-/// unfinished statuses, every refresh): two counts over their partial indexes (`messages_due`,
+/// unfinished statuses, every refresh): two counts over their partial indexes (`messages_due_v2`,
 /// `messages_sending_at`), so the cost follows the backlog, never the finished history.
 ///
 /// # Errors

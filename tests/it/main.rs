@@ -5,6 +5,7 @@ mod admin;
 mod bad_input;
 mod bounces;
 mod budgets;
+mod claim_round;
 mod cli;
 mod daemon;
 mod day_window;

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::support::{TestDb, sorted};
+use crate::support::{TestDb, claim_due_ids as claim, sorted};
 
 async fn mailbox(db: &TestDb) -> Uuid {
     sqlx::query_scalar(
@@ -30,11 +30,6 @@ async fn due_row(db: &TestDb, mailbox: Uuid, priority: &str, ago_s: i32) -> Uuid
     .fetch_one(&db.pool)
     .await
     .unwrap()
-}
-
-async fn claim(db: &TestDb, limit: i64) -> Vec<Uuid> {
-    let claimed = mail_worker::store::messages::claim_due(&db.pool, limit).await;
-    sorted(claimed.unwrap().into_iter().map(|m| m.id))
 }
 
 #[tokio::test]

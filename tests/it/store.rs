@@ -47,12 +47,12 @@ async fn migrations_apply_to_a_fresh_database_and_a_second_run_is_a_noop() {
         );
     }
     let partial: String =
-        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_due'")
+        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_due_v2'")
             .fetch_one(&db.pool)
             .await
             .unwrap();
     assert!(
-        partial.contains("(scheduled_on)") && partial.contains("'SCHEDULED'"),
+        partial.contains("(scheduled_on) INCLUDE (wait_reason)") && partial.contains("'SCHEDULED'"),
         "{partial}"
     );
 }

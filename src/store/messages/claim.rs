@@ -51,16 +51,24 @@ macro_rules! claim_set {
 }
 
 /// The senders (tenant or system mailbox ids) with due `SCHEDULED` rows, longest-waiting
-/// first: the round that [`claim_due_from`] claims across. One aggregate over the due rows, so
-/// a replica runs it once per round, not once per claim.
+/// first (by their oldest due row): the round that [`claim_due_from`] claims across. A replica
+/// runs it once per round, not once per claim. Each known sender (the `system_mailboxes` and
+/// `tenants` rows; the foreign keys keep every row's sender among them) probes
+/// `messages_scheduled_by_sender` for its oldest due row, `LIMIT 1`: a few buffers a sender,
+/// whatever the number of due rows and the history kept (an aggregate over the due rows read
+/// every due row's page: docs/decisions/claim-round-buffers.md).
 ///
 /// # Errors
 /// Database errors.
 pub(crate) async fn due_senders(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(concat!(
-        "SELECT coalesce(system_mailbox_id, tenant_id) FROM messages WHERE status = ",
+        "SELECT s.id FROM (SELECT id FROM system_mailboxes UNION ALL SELECT id FROM tenants) s \
+         CROSS JOIN LATERAL ( \
+             SELECT m.scheduled_on FROM messages m \
+             WHERE coalesce(m.system_mailbox_id, m.tenant_id) = s.id AND m.status = ",
         sql_status!(Scheduled),
-        " AND scheduled_on <= now() GROUP BY 1 ORDER BY min(scheduled_on)"
+        " AND m.scheduled_on <= now() ORDER BY m.scheduled_on LIMIT 1 \
+         ) oldest ORDER BY oldest.scheduled_on"
     ))
     .fetch_all(pool)
     .await?)

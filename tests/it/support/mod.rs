@@ -51,6 +51,12 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// The ids of what [`mail_worker::store::messages::claim_due`] claims (up to `limit`), sorted.
+pub async fn claim_due_ids(db: &TestDb, limit: i64) -> Vec<uuid::Uuid> {
+    let claimed = mail_worker::store::messages::claim_due(&db.pool, limit).await;
+    sorted(claimed.unwrap().into_iter().map(|m| m.id))
+}
+
 /// `items` collected and sorted: for comparing what comes in no promised order.
 pub fn sorted<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut items: Vec<T> = items.into_iter().collect();
