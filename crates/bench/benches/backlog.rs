@@ -58,13 +58,8 @@ struct Args {
     /// BENCHMARKS.md) unless told otherwise; benchmark 6 (`budgets`) runs both side by side.
     #[arg(long, default_value = "fixed-window")]
     algorithm: mail_worker::rate_limit::Algorithm,
-    /// A smoke run for CI: 50 messages, no alignment, stop when each message was tried once
-    /// (a few seconds). Proves the harness works; the figures are one partial minute.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 /// What happened between two snapshots (one UTC minute in a full run).
@@ -178,7 +173,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         args.drain.limit,
         args.algorithm,
         args.drain.concurrency,
-        daemon::drain_span(args.smoke, args.drain.minutes),
+        daemon::drain_span(args.run.smoke, args.drain.minutes),
         start.format("%H:%M:%S"),
         queue_redis.url,
         limiter_redis.url,
@@ -188,13 +183,13 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
 
     let mut snapshots = Vec::new();
     snapshots.push(snapshot(&mut limiter_redis, &mut queue_redis, &db, None).await);
-    let log = daemon::results_path(if args.smoke {
+    let log = daemon::results_path(if args.run.smoke {
         "backlog-smoke-daemon.log"
     } else {
         "backlog-daemon.log"
     });
     let worker = Daemon::spawn(&env, &log).await;
-    if args.smoke {
+    if args.run.smoke {
         // Until every message was sent or denied once (each was claimed, sent to the limiter
         // and written back), or 60 s.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -381,7 +376,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: support::RunInfo {
             benchmark: "backlog",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         messages: args.messages,
         limit_per_minute: args.drain.limit,
@@ -413,7 +408,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         daemon_exit: exit,
         snapshots,
     };
-    let path = support::write_json(&support::results_name("backlog", args.smoke), &report);
+    let path = support::write_json(&support::results_name("backlog", args.run.smoke), &report);
     println!("results: {}", path.display());
     if let Err(e) = sim.shutdown().await {
         eprintln!("warning: graph-sim: {e}");
@@ -628,6 +623,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 50 messages, no alignment, stop when each message was tried once (a few seconds). Proves the harness works; the figures are one partial minute.";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.messages == 0 || self.drain.is_empty())
             .then_some("--messages, --limit, --minutes and --concurrency must be positive")

@@ -61,13 +61,8 @@ struct Args {
     /// line up with the measured minutes).
     #[arg(long)]
     no_align: bool,
-    /// A smoke run for CI: 50 messages, the other mailbox's 2 due after 2 s, no alignment;
-    /// stops when every backlog message was tried once and the other mailbox's were sent.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 /// One arm's set-up: servers, database, graph-sim, the daemon's environment.
@@ -193,7 +188,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             args.other_messages,
             other_due.format("%H:%M:%S"),
             args.drain.concurrency,
-            daemon::drain_span(args.smoke, args.drain.minutes),
+            daemon::drain_span(args.run.smoke, args.drain.minutes),
             start.format("%H:%M:%S"),
         );
         let (a, b) = tokio::join!(
@@ -212,7 +207,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: support::RunInfo {
             benchmark: "budgets",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         limit_per_minute: args.drain.limit,
         minutes: args.drain.minutes,
@@ -222,7 +217,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         aligned: !args.no_align,
         runs,
     };
-    let path = support::write_json(&support::results_name("budgets", args.smoke), &report);
+    let path = support::write_json(&support::results_name("budgets", args.run.smoke), &report);
     println!("results: {}", path.display());
     if broken {
         println!("FAILURE: an arm sent nothing: the daemon or the harness is broken (see its log)");
@@ -319,7 +314,7 @@ async fn drive(
     other_due: DateTime<Utc>,
 ) -> ArmResult {
     let name = arm.algorithm.as_str();
-    let log = daemon::results_path(&if args.smoke {
+    let log = daemon::results_path(&if args.run.smoke {
         format!("budgets-smoke-{name}-daemon.log")
     } else {
         format!("budgets-{name}-{messages}-daemon.log")
@@ -327,7 +322,7 @@ async fn drive(
     sleep_until(start).await;
     let mut snapshots = vec![snapshot(&mut arm).await];
     let worker = Daemon::spawn(&arm.env, &log).await;
-    if args.smoke {
+    if args.run.smoke {
         // Until every backlog message was sent or denied once and the other mailbox's were
         // sent, or 60 s.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -462,7 +457,7 @@ async fn drive(
         max_utc_minute: backlog_stats.map_or(0, |b| b.max_in_utc_minute),
         max_rolling_60s_other: other_stats.map_or(0, |b| b.max_in_rolling_60s),
         max_in_flight: backlog_stats.map_or(0, |b| b.max_concurrent),
-        graph_429: stats.mailboxes.iter().map(|m| m.refused.total()).sum(),
+        graph_429: stats.refused_total(),
         throttled_lines: with_event(events::MAIL_GRAPH_THROTTLED).count() as u64,
         error_lines: lines.iter().filter(|l| l.level == "ERROR").count() as u64,
         other,
@@ -728,7 +723,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
             })
             .collect()
     };
-    if !args.smoke && p.snapshots.len() > 2 && w.snapshots.len() > 2 {
+    if !args.run.smoke && p.snapshots.len() > 2 && w.snapshots.len() > 2 {
         // After the first minute: the booking pass of a small backlog is over, so this is
         // what a send costs once the backlog is booked (paced) — and the re-tries (fixed-window).
         let steady = |r: &ArmResult| {
@@ -773,7 +768,7 @@ fn print_size(args: &Args, p: &ArmResult, w: &ArmResult) {
         );
         println!();
     }
-    if !args.smoke {
+    if !args.run.smoke {
         let (pm, wm) = (per_minute(p), per_minute(w));
         let rows: Vec<Vec<String>> = pm
             .iter()
@@ -816,6 +811,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 50 messages, the other mailbox's 2 due after 2 s, no alignment; stops when every backlog message was tried once and the other mailbox's were sent.";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.messages.contains(&0) || self.drain.is_empty() || self.other_messages == 0).then_some(
             "--messages, --limit, --minutes, --concurrency, --other-messages must be positive",

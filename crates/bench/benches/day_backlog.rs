@@ -65,15 +65,13 @@ struct Args {
     /// Calls in flight (one limiter, one multiplexed connection).
     #[arg(long, default_value_t = 16)]
     in_flight: u64,
-    /// Levels 0, 500, 2,000 and 200 decisions: proves the benchmark works.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "Levels 0, 500, 2,000 and 200 decisions: proves the benchmark works.";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.decisions == 0 || self.in_flight == 0 || self.booked.is_empty())
             .then_some("--decisions, --in-flight and --booked must be positive / non-empty")
@@ -344,7 +342,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     let at_rest = at_rest(&redis.url, &mut conn).await;
     print(&levels, &at_rest);
     let path = support::write_json(
-        &support::results_name("day_backlog", args.smoke),
+        &support::results_name("day_backlog", args.run.smoke),
         &Results {
             machine,
             levels: levels.clone(),

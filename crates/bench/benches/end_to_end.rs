@@ -81,10 +81,6 @@ struct Args {
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 300)]
     timeout_s: u64,
-    /// A smoke run for CI: 100 messages over 20 mailboxes, scale-out 1 and 2 daemons at +20 ms,
-    /// 200 for the queue Redis, 100 paced at 100/s; 1 run, 60 s timeout (figures meaningless).
-    #[arg(long)]
-    smoke: bool,
     /// Use the local PostgreSQL server (`DATABASE_URL`) instead of a private cluster.
     #[arg(long)]
     shared_postgres: bool,
@@ -92,9 +88,8 @@ struct Args {
     /// `DATABASE_MAX_CONNECTIONS` 10 fit with room to spare).
     #[arg(long, default_value_t = 100)]
     max_connections: u32,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -203,7 +198,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         args.runs,
         scenarios.len()
     );
-    let label = &support::results_name("end_to_end", args.smoke);
+    let label = &support::results_name("end_to_end", args.run.smoke);
     let mut results: Vec<RunResult> = Vec::new();
     for run in 0..args.runs {
         let order: Vec<&Scenario> = if run % 2 == 0 {
@@ -275,7 +270,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: support::RunInfo {
             benchmark: "end_to_end",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         messages: args.load.messages,
         mailboxes: args.load.mailboxes,
@@ -471,6 +466,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 100 messages over 20 mailboxes, scale-out 1 and 2 daemons at +20 ms, 200 for the queue Redis, 100 paced at 100/s; 1 run, 60 s timeout (figures meaningless).";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.load.is_empty()
             || self.runs == 0

@@ -53,15 +53,13 @@ struct Args {
     /// Seconds of the lag run at 2,000 events/s.
     #[arg(long, default_value_t = 20)]
     lag_seconds: u64,
-    /// A smoke run for CI.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 200 sends, 1,000 events, 3 s of lag.";
+
     fn smoke(&mut self) {
         self.sends = 200;
         self.events = 1_000;
@@ -247,12 +245,7 @@ async fn send_arm(events: bool, n: usize, redis: &PrivateRedis) -> SendArm {
         })
         .await;
     }
-    let cpu: f64 = db
-        .daemon_backends()
-        .await
-        .into_iter()
-        .filter_map(daemon::cpu_seconds)
-        .sum();
+    let cpu = db.daemon_backends_cpu().await;
     let after = db.row_writes().await;
     handle.stop();
     let _ = run.await;
@@ -391,13 +384,13 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     );
     let report = Report {
         machine,
-        smoke: args.smoke,
+        smoke: args.run.smoke,
         send_path,
         delivery,
         lag_written_events_per_s: rate,
         lag_max_seconds: lag,
     };
-    let path = support::write_json(&support::results_name("events", args.smoke), &report);
+    let path = support::write_json(&support::results_name("events", args.run.smoke), &report);
     println!("results: {}", path.display());
     ExitCode::SUCCESS
 }

@@ -50,12 +50,8 @@ struct Args {
     /// Messages already waiting for the second mailbox before the campaign.
     #[arg(long, default_value_t = 20)]
     backlog: usize,
-    /// A smoke run for CI: 5 messages per mailbox, 3 waiting.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 /// One mailbox's forecast against its actual finish.
@@ -143,7 +139,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         .await
         .unwrap_or_else(|e| support::fail(&format!("cannot enqueue: {e}")));
     let expected = enqueued.good + args.backlog;
-    let log = daemon::results_path(if args.smoke {
+    let log = daemon::results_path(if args.run.smoke {
         "forecast-smoke-daemon.log"
     } else {
         "forecast-daemon.log"
@@ -220,19 +216,14 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     );
     let report = Report {
         machine,
-        smoke: args.smoke,
+        smoke: args.run.smoke,
         forecast_at: forecast.now,
-        graph_sim_refused: sim
-            .stats()
-            .mailboxes
-            .iter()
-            .map(|m| m.refused.total())
-            .sum(),
+        graph_sim_refused: sim.stats().refused_total(),
         lines,
         sent,
         expected,
     };
-    let path = support::write_json(&support::results_name("forecast", args.smoke), &report);
+    let path = support::write_json(&support::results_name("forecast", args.run.smoke), &report);
     println!("results: {}", path.display());
     let ok = report.lines.iter().all(|l| l.within_goal)
         && report.graph_sim_refused == 0
@@ -246,6 +237,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 5 messages per mailbox, 3 waiting.";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.messages == 0).then_some("--messages must be positive")
     }

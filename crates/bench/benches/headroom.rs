@@ -57,12 +57,8 @@ struct Args {
     /// Seconds to wait for the last `high` message before reporting it unsent.
     #[arg(long, default_value_t = 60)]
     wait: u64,
-    /// A smoke run for CI: a backlog of 60, 3 `high` 3 s apart, 20 s wait.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 /// One arm's figures.
@@ -136,7 +132,7 @@ async fn arm(args: &Args, algorithm: &'static str, backlog: usize) -> Arm {
         .set("SCHEDULER_INTERVAL_MS", CLAIM_INTERVAL_MS);
     let log = daemon::results_path(&format!(
         "headroom-{algorithm}-{backlog}{}-daemon.log",
-        if args.smoke { "-smoke" } else { "" }
+        if args.run.smoke { "-smoke" } else { "" }
     ));
     let worker = Daemon::spawn(&env, &log).await;
     let started = Instant::now();
@@ -203,12 +199,7 @@ async fn arm(args: &Args, algorithm: &'static str, backlog: usize) -> Arm {
         max_ms: latencies.last().copied(),
         unsent_next_try_s: next_try,
         max_in_60s,
-        graph_sim_refused: sim
-            .stats()
-            .mailboxes
-            .iter()
-            .map(|m| m.refused.total())
-            .sum(),
+        graph_sim_refused: sim.stats().refused_total(),
     };
     db.drop().await;
     result
@@ -277,10 +268,10 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         arms: Vec<Arm>,
     }
     let path = support::write_json(
-        &support::results_name("headroom", args.smoke),
+        &support::results_name("headroom", args.run.smoke),
         &Report {
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
             goal_ms,
             arms,
         },
@@ -297,6 +288,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: a backlog of 60, 3 `high` 3 s apart, 20 s wait.";
+
     fn invalid(&self) -> Option<&'static str> {
         if self.backlog.is_empty() || self.high == 0 {
             Some("--backlog and --high must be positive")

@@ -57,15 +57,13 @@ struct Args {
     /// Seconds of the latency phase.
     #[arg(long, default_value_t = 10)]
     latency_s: u64,
-    /// A smoke run for CI: 2,000 jobs, 2 s of latency.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 2,000 jobs, 2 s of latency.";
+
     fn smoke(&mut self) {
         self.jobs = 2_000;
         self.latency_s = 2;
@@ -399,7 +397,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         phases,
         latency,
     };
-    let path = support::write_json(&support::results_name("intake", args.smoke), &results);
+    let path = support::write_json(&support::results_name("intake", args.run.smoke), &results);
     println!("results: {}", path.display());
     drop(redis);
     if failed.is_empty() {

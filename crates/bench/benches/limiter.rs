@@ -75,9 +75,6 @@ const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 #[derive(Debug, Parser)]
 #[command(name = "limiter")]
 struct Args {
-    /// One run of 0.2 s measurements, to prove the benchmark works (figures not meaningful).
-    #[arg(long)]
-    smoke: bool,
     /// Runs; each measures every cell once, ours and the ceiling side by side. Medians are
     /// reported.
     #[arg(long, default_value_t = 5)]
@@ -100,9 +97,8 @@ struct Args {
     /// `paced` only: also measure it on the caller's clock (`ARGV[1]` = ms) beside Redis's.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     caller_clock_too: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -259,7 +255,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
 
     // Mailboxes shaped like redis-benchmark's `bench__rand_int__@bench.example` (12 digits), so
     // ours and the ceiling send keys of the same length. A smoke run needs fewer.
-    let pool_size = if args.smoke { 5_000 } else { SPREAD_POOL };
+    let pool_size = if args.run.smoke { 5_000 } else { SPREAD_POOL };
     let spread: Arc<[MailboxAddress]> = (0..pool_size)
         .map(|i| mailbox(&format!("bench{i:012}@bench.example")))
         .collect();
@@ -495,7 +491,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: support::RunInfo {
             benchmark: "limiter",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         runs: args.runs,
         seconds_per_measurement: args.seconds,
@@ -508,7 +504,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         paced_script_sha1: paced_sha,
         cells,
     };
-    let name = match (args.smoke, args.connection_per_task) {
+    let name = match (args.run.smoke, args.connection_per_task) {
         (true, _) => "limiter-smoke",
         (false, true) => "limiter-connection-per-task",
         (false, false) => "limiter",
@@ -886,6 +882,9 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str =
+        "One run of 0.2 s measurements, to prove the benchmark works (figures not meaningful).";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.runs == 0
             || self.seconds <= 0.0

@@ -33,7 +33,7 @@ use mail_worker::{
 use serde::Serialize;
 use support::{
     Machine, RunInfo,
-    daemon::{self, BenchDb, DaemonEnv, PrivatePostgres, PrivateRedis},
+    daemon::{BenchDb, DaemonEnv, PrivatePostgres, PrivateRedis},
     fail,
 };
 
@@ -59,16 +59,13 @@ struct Args {
     /// Samples per figure.
     #[arg(long, default_value_t = 10)]
     samples: usize,
-    /// A smoke run for CI: 100 mailboxes, 2,000 unfinished rows, 5,000 of history, 3 samples
-    /// (figures meaningless).
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 100 mailboxes, 2,000 unfinished rows, 5,000 of history, 3 samples (figures meaningless).";
+
     fn smoke(&mut self) {
         self.mailboxes = 100;
         self.tenants = 10;
@@ -86,15 +83,6 @@ impl support::BenchArgs for Args {
             || self.samples == 0)
             .then_some("--mailboxes, --tenants, --busy (at most --mailboxes) and --samples must be positive")
     }
-}
-
-/// p50 and max of `samples`, ms.
-fn p50_max(mut samples: Vec<f64>) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    (
-        samples.get(samples.len() / 2).copied().unwrap_or(0.0),
-        samples.last().copied().unwrap_or(0.0),
-    )
 }
 
 fn ms(started: Instant) -> f64 {
@@ -219,8 +207,8 @@ impl Bench<'_> {
         let agree = names(&a) == names(&b);
         (
             Side {
-                live_ms: p50_max(live),
-                snapshot_ms: p50_max(snap),
+                live_ms: support::p50_max(live),
+                snapshot_ms: support::p50_max(snap),
             },
             agree,
         )
@@ -228,18 +216,7 @@ impl Bench<'_> {
 
     fn cli(&self, env: &DaemonEnv) -> f64 {
         let started = Instant::now();
-        let out = std::process::Command::new(&*daemon::MAIL_WORKER)
-            .args(["mailbox", "usage", "--page", "1"])
-            .env_clear()
-            .envs(&env.0)
-            .output()
-            .unwrap_or_else(|e| fail(&format!("mailbox usage: {e}")));
-        if !out.status.success() {
-            fail(&format!(
-                "mailbox usage failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        env.run_cli(&["mailbox", "usage", "--page", "1"]);
         ms(started)
     }
 }
@@ -316,7 +293,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: RunInfo {
             benchmark: "mailbox_pages",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         mailboxes: total,
         rows_in_messages: rows.0,
@@ -326,9 +303,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         first_page_of_50: first,
         last_page_of_50: last,
         page_of_500: of_500,
-        cli_first_page_fresh_snapshot_ms: p50_max(fresh),
-        cli_first_page_counted_live_ms: p50_max(counted),
-        take_snapshot_ms: p50_max(take),
+        cli_first_page_fresh_snapshot_ms: support::p50_max(fresh),
+        cli_first_page_counted_live_ms: support::p50_max(counted),
+        take_snapshot_ms: support::p50_max(take),
         orders_agree: a && b && c,
     };
     let side = |s: &Side| {
@@ -364,7 +341,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         report.orders_agree
     );
     let path = support::write_json(
-        if args.smoke {
+        if args.run.smoke {
             "mailbox_pages-smoke"
         } else {
             "mailbox_pages"

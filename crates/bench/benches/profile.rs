@@ -54,13 +54,8 @@ struct Args {
     /// Use the local PostgreSQL server instead of a private cluster (see `end_to_end`).
     #[arg(long)]
     shared_postgres: bool,
-    /// A smoke run for CI: 100 messages over 20 mailboxes, `WORKER_CONCURRENCY` 16, claims
-    /// every 100 ms, 1 run + 1 profiled run when perf works.
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,7 +135,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         latency_ms: args.load.latency_ms,
         messages: args.load.messages,
         arrivals_per_s: None,
-        timeout: Duration::from_secs(if args.smoke { 60 } else { 300 }),
+        timeout: Duration::from_secs(if args.run.smoke { 60 } else { 300 }),
     };
     println!(
         "profile: {} messages over {} mailboxes, graph-sim +{} ms, {}, WORKER_CONCURRENCY {}; {} unprofiled run(s) + 1 under perf",
@@ -151,7 +146,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         args.concurrency,
         args.runs
     );
-    let label = &support::results_name("profile", args.smoke);
+    let label = &support::results_name("profile", args.run.smoke);
     let mut runs = Vec::new();
     for run in 0..args.runs {
         let r = e2e::run_once(
@@ -279,7 +274,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: support::RunInfo {
             benchmark: "profile",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         scenario,
         latency_ms: args.load.latency_ms,
@@ -530,6 +525,8 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 100 messages over 20 mailboxes, `WORKER_CONCURRENCY` 16, claims every 100 ms, 1 run + 1 profiled run when perf works.";
+
     fn invalid(&self) -> Option<&'static str> {
         (self.load.is_empty() || self.runs == 0 || self.concurrency == 0)
             .then_some("every count must be positive")

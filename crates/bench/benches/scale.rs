@@ -94,16 +94,13 @@ struct Args {
     /// Mailboxes for the pages section (at least `--mailboxes`).
     #[arg(long, default_value_t = 5_000)]
     page_mailboxes: usize,
-    /// A smoke run for CI: 20 mailboxes in 4 tenants, 10 messages each, 2,000 rows of
-    /// history, 1 replica for 3 s, 100 mailboxes paged (figures meaningless).
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str = "A smoke run for CI: 20 mailboxes in 4 tenants, 10 messages each, 2,000 rows of history, 1 replica for 3 s, 100 mailboxes paged (figures meaningless).";
+
     fn smoke(&mut self) {
         self.mailboxes = 20;
         self.tenants = 4;
@@ -524,15 +521,6 @@ fn max_per_rolling_minute(sim: &GraphSim) -> (String, usize) {
     worst
 }
 
-/// p50 and max of `samples`, ms.
-fn p50_max(mut samples: Vec<f64>) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    (
-        samples.get(samples.len() / 2).copied().unwrap_or(0.0),
-        samples.last().copied().unwrap_or(0.0),
-    )
-}
-
 /// The pages section's figures, ms (p50, max).
 #[derive(Debug, Clone, Serialize)]
 struct Pages {
@@ -577,7 +565,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
                 }
                 listed = p.mailboxes;
             }
-            (p50_max(samples), listed)
+            (support::p50_max(samples), listed)
         }
     };
     let (first, listed) = report(1, 50).await;
@@ -602,18 +590,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
     let mut cli = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let out = std::process::Command::new(&*daemon::MAIL_WORKER)
-            .args(["mailbox", "usage", "--page", "1"])
-            .env_clear()
-            .envs(&env.0)
-            .output()
-            .unwrap_or_else(|e| fail(&format!("mailbox usage: {e}")));
-        if !out.status.success() {
-            fail(&format!(
-                "mailbox usage failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        env.run_cli(&["mailbox", "usage", "--page", "1"]);
         cli.push(started.elapsed().as_secs_f64() * 1_000.0);
     }
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
@@ -626,8 +603,8 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
         first_page_of_50_ms: first,
         last_page_of_50_ms: last,
         page_of_500_ms: of_500,
-        cli_first_page_ms: p50_max(cli),
-        fifty_one_at_a_time_ms: p50_max(one_at_a_time),
+        cli_first_page_ms: support::p50_max(cli),
+        fifty_one_at_a_time_ms: support::p50_max(one_at_a_time),
     }
 }
 
@@ -1006,7 +983,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         run: RunInfo {
             benchmark: "scale",
             machine,
-            smoke: args.smoke,
+            smoke: args.run.smoke,
         },
         mailboxes: args.mailboxes,
         tenants: args.tenants,
@@ -1021,7 +998,14 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         comparisons,
         pages: paged,
     };
-    let path = support::write_json(if args.smoke { "scale-smoke" } else { "scale" }, &report);
+    let path = support::write_json(
+        if args.run.smoke {
+            "scale-smoke"
+        } else {
+            "scale"
+        },
+        &report,
+    );
     println!("results: {}", path.display());
     if over || throttled {
         eprintln!("a mailbox went over L in a rolling minute or Graph answered 429");

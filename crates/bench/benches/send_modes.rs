@@ -57,12 +57,8 @@ struct Args {
     /// Messages per fault kind.
     #[arg(long, default_value_t = 10)]
     fault_messages: usize,
-    /// A smoke run for CI: 40 messages, 1 message per fault (figures meaningless).
-    #[arg(long)]
-    smoke: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    run: support::RunArgs,
 }
 
 const TENANT: &str = "contoso.example";
@@ -351,7 +347,7 @@ async fn run(args: Args, _: support::Machine) -> ExitCode {
         ],
         &fault_rows,
     );
-    let name = &support::results_name("send_modes", args.smoke);
+    let name = &support::results_name("send_modes", args.run.smoke);
     let path = support::write_json(name, &results);
     println!("\nresults: {}", path.display());
     let lost = results.iter().any(|r| r.delivered != r.messages);
@@ -367,6 +363,9 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
+    const SMOKE: &str =
+        "A smoke run for CI: 40 messages, 1 message per fault (figures meaningless).";
+
     fn smoke(&mut self) {
         self.messages = 40;
         self.mailboxes = 4;

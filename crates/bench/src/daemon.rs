@@ -492,6 +492,15 @@ impl BenchDb {
             .collect()
     }
 
+    /// CPU seconds of the daemon's backends so far ([`cpu_seconds`] of each).
+    pub async fn daemon_backends_cpu(&self) -> f64 {
+        self.daemon_backends()
+            .await
+            .into_iter()
+            .filter_map(cpu_seconds)
+            .sum()
+    }
+
     /// Waits (up to 10 s) until the daemon's backends have exited, so their statistics are
     /// published.
     pub async fn wait_backends_gone(&self) {
@@ -584,6 +593,25 @@ pub async fn start_sim(mailboxes: &[(MailboxAddress, Uuid)]) -> GraphSim {
 pub struct DaemonEnv(pub BTreeMap<String, String>);
 
 impl DaemonEnv {
+    /// Runs `mail-worker <args>` with this environment only, to its end; [`fail`]s when it
+    /// cannot start or exits unsuccessfully (with its stderr). Returns its stdout.
+    pub fn run_cli(&self, args: &[&str]) -> Vec<u8> {
+        let what = args.join(" ");
+        let out = std::process::Command::new(&*MAIL_WORKER)
+            .args(args)
+            .env_clear()
+            .envs(&self.0)
+            .output()
+            .unwrap_or_else(|e| fail(&format!("{what}: {e}")));
+        if !out.status.success() {
+            fail(&format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        out.stdout
+    }
+
     /// The daemon's configuration for `db`, the queue on `queue_redis`, the limiter on
     /// `limiter_redis`, graph-sim `sim`; JSON logs at `info`; every other variable at its
     /// default (config/mail-worker.env.example).

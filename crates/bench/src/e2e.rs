@@ -378,12 +378,7 @@ pub async fn run_once(
         None => None,
     };
     let daemon_cpu: f64 = daemons.iter().filter_map(Daemon::cpu_seconds).sum();
-    let postgres_cpu: f64 = db
-        .daemon_backends()
-        .await
-        .into_iter()
-        .filter_map(daemon::cpu_seconds)
-        .sum();
+    let postgres_cpu = db.daemon_backends_cpu().await;
     let redis_cpu = redis.cpu_seconds() + queue_redis.cpu_seconds();
     let harness_cpu = daemon::cpu_seconds(me).unwrap_or(0.0) - harness_cpu_before;
 
@@ -460,7 +455,7 @@ pub async fn run_once(
         queue_redis_keys: (queue_before.1, queue_after.1),
         limiter_redis_keys: (limiter_keys_before, limiter_keys_after),
         phases,
-        graph_refused: stats.mailboxes.iter().map(|m| m.refused.total()).sum(),
+        graph_refused: stats.refused_total(),
         graph_max_concurrent_per_mailbox: stats
             .mailboxes
             .iter()
@@ -503,12 +498,12 @@ pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
     let d = Daemon::spawn(&env, &log).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let daemon_before = d.cpu_seconds().unwrap_or(0.0);
-    let pg_before = backends_cpu(db).await;
+    let pg_before = db.daemon_backends_cpu().await;
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     let elapsed = started.elapsed().as_secs_f64();
     let daemon_cpu = d.cpu_seconds().unwrap_or(0.0) - daemon_before;
-    let pg_cpu = backends_cpu(db).await - pg_before;
+    let pg_cpu = db.daemon_backends_cpu().await - pg_before;
     d.stop(Duration::from_secs(30)).await;
     db.wait_backends_gone().await;
     IdleCost {
@@ -526,15 +521,6 @@ async fn empty_messages(db: &BenchDb) -> sqlx::PgPool {
         .await
         .unwrap_or_else(|e| fail(&format!("cannot empty messages: {e}")));
     setup
-}
-
-/// CPU seconds of the daemons' PostgreSQL backends so far.
-async fn backends_cpu(db: &BenchDb) -> f64 {
-    db.daemon_backends()
-        .await
-        .into_iter()
-        .filter_map(daemon::cpu_seconds)
-        .sum()
 }
 
 /// The daemon's statements from `pg_stat_statements` (the harness's own — those reading

@@ -85,8 +85,24 @@ pub fn block_on<F: std::future::Future>(main: F) -> F::Output {
         .block_on(main)
 }
 
+/// The flags every [`bench_main`] benchmark takes (`#[command(flatten)] run: RunArgs` in its
+/// [`BenchArgs`]): `--smoke`, whose help is the benchmark's [`BenchArgs::SMOKE`], and the
+/// `--bench` that `cargo bench` passes.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct RunArgs {
+    /// A smoke run for CI (figures meaningless).
+    #[arg(long)]
+    pub smoke: bool,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
 /// A benchmark's command line: every benchmark but `contention` runs through [`bench_main`].
 pub trait BenchArgs: clap::Parser {
+    /// The help of `--smoke`: what the smoke run does.
+    const SMOKE: &'static str;
+
     /// Shrinks the run to a smoke run (`--smoke`, for CI: a few seconds that prove the
     /// benchmark works; the figures mean nothing).
     fn smoke(&mut self);
@@ -105,7 +121,9 @@ where
     A: BenchArgs,
     F: std::future::Future<Output = std::process::ExitCode>,
 {
-    let matches = A::command().get_matches();
+    let matches = A::command()
+        .mut_arg("smoke", |a| a.help(A::SMOKE))
+        .get_matches();
     let mut args = A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if matches.try_get_one::<bool>("smoke").ok().flatten() == Some(&true) {
         args.smoke();
@@ -314,6 +332,15 @@ pub fn median(values: &[f64]) -> Option<f64> {
     } else {
         v[mid]
     })
+}
+
+/// The p50 (the upper middle sample for an even count) and the max of `samples`; 0 for none.
+pub fn p50_max(mut samples: Vec<f64>) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (
+        samples.get(samples.len() / 2).copied().unwrap_or(0.0),
+        samples.last().copied().unwrap_or(0.0),
+    )
 }
 
 /// `value` per one of `n` (per mail sent, per try …); NaN for none.

@@ -283,6 +283,11 @@ pub struct SimStats {
 }
 
 impl SimStats {
+    /// Requests refused over every mailbox (429s, 503s, …: each mailbox's `refused.total()`).
+    pub fn refused_total(&self) -> u64 {
+        self.mailboxes.iter().map(|m| m.refused.total()).sum()
+    }
+
     /// The statistics of `address` (case-insensitive).
     pub fn mailbox(&self, address: &str) -> Option<&MailboxStats> {
         self.mailboxes
