@@ -255,7 +255,8 @@ pub enum MessagesCommand {
     /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR).
     Retry(MessageArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
-    Cancel(MessageArgs),
+    /// Needs a filter (--sender, --id, --error-like), or --all for every unsent message.
+    Cancel(CancelArgs),
     /// Delete finished (SENT, ERROR) messages and their attachments older than `--older-than`,
     /// in batches, as the daemon's MAIL_RETENTION rounds do (at least 24h).
     Purge(PurgeArgs),
@@ -316,6 +317,18 @@ pub struct MessageArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Arguments of `messages cancel`: those of `retry`, and `--all` instead of a filter.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Which messages, and how the result is printed.
+    #[command(flatten)]
+    pub args: MessageArgs,
+    /// Every unsent (SCHEDULED) message: required when no --sender, --id or --error-like
+    /// narrows the selection.
+    #[arg(long, conflicts_with_all = ["sender", "error_like", "ids"])]
+    pub all: bool,
 }
 
 /// Arguments of `messages purge`.
