@@ -320,8 +320,11 @@ fn retention_is_a_duration_of_at_least_a_day_or_off() {
 }
 
 #[test]
-fn an_empty_intake_queue_is_an_error_naming_it_not_the_default() {
+fn an_empty_intake_queue_or_key_prefix_is_an_error_naming_it_not_the_default() {
     for empty in ["", "  "] {
+        let e = parse(&[("MAIL_RATE_LIMIT_KEY_PREFIX", empty)]).unwrap_err();
+        assert_eq!(e.var, "MAIL_RATE_LIMIT_KEY_PREFIX");
+        assert!(e.to_string().contains("empty prefix is refused"), "{e}");
         let e = parse(&[("INTAKE_QUEUE", empty)]).unwrap_err();
         assert_eq!(e.var, "INTAKE_QUEUE");
         assert!(e.to_string().contains("is set but empty"), "{e}");
