@@ -294,6 +294,15 @@ fn default_limits_above_exchange_online_are_warned_about() {
 
 #[test]
 fn retention_is_a_duration_of_at_least_a_day_or_off() {
+    for huge in ["99999999999d", "36501d", "9999999999999h"] {
+        let e = parse(&[("MAIL_RETENTION", huge)]).unwrap_err();
+        assert_eq!(e.var, "MAIL_RETENTION");
+        assert!(e.to_string().contains("at most 36500d"), "{e}");
+    }
+    assert_eq!(
+        parse(&[("MAIL_RETENTION", "36500d")]).unwrap().retention,
+        Some(Duration::from_secs(36_500 * 86_400))
+    );
     let day = Duration::from_secs(86_400);
     assert_eq!(parse(&[]).unwrap().retention, Some(30 * day));
     assert_eq!(
