@@ -351,10 +351,10 @@ pub struct SetLimits {
     /// The system mailbox's address.
     pub address: String,
     /// Messages per minute (`paced`: any rolling 60 s; `fixed-window`: a UTC minute).
-    #[arg(long, conflicts_with = "clear")]
+    #[arg(long, conflicts_with = "clear", value_parser = parse_limit)]
     pub per_minute: Option<NonZeroU32>,
     /// Recipients per day (`paced`: any rolling 24 h; `fixed-window`: a UTC day).
-    #[arg(long, conflicts_with = "clear")]
+    #[arg(long, conflicts_with = "clear", value_parser = parse_limit)]
     pub recipients_per_day: Option<NonZeroU32>,
     /// The share R (percent, 0 to 90) of the minute, day and tenant budgets that only `high`
     /// messages may use (`paced`); overrides MAIL_RATE_LIMIT_RESERVED_PERCENT.
@@ -374,4 +374,15 @@ fn parse_deadline(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
                 "{e}: expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z or 2026-12-02T18:00:00+01:00"
             )
         })
+}
+
+/// A limit of `mailbox set-limits`: a whole number from 1 (0 is no limit at all; `--clear`
+/// goes back to the defaults).
+fn parse_limit(raw: &str) -> Result<NonZeroU32, String> {
+    raw.trim().parse::<NonZeroU32>().map_err(|_| {
+        format!(
+            "{raw:?} is not a limit: give a whole number from 1 to {} (--clear goes back to the defaults)",
+            u32::MAX
+        )
+    })
 }

@@ -882,3 +882,17 @@ async fn messages_cancel_without_a_filter_is_refused_unless_all_and_retry_and_ca
     );
     assert_eq!(world.count("SCHEDULED").await, 5);
 }
+
+#[test]
+fn set_limits_zero_names_the_flag_and_what_a_limit_is() {
+    let out = mail_worker(
+        &["mailbox", "set-limits", "a@b.example", "--per-minute", "0"],
+        &[("RUST_LOG", "warn")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--per-minute") && stderr.contains("whole number from 1"),
+        "{stderr}"
+    );
+}
