@@ -113,6 +113,14 @@ pub const MAIL_ADMIN_MESSAGES_RETRIED: &str = "mail.admin.messagesRetried";
 /// An operator cancelled messages in the admin UI (`messages cancel`). Info. Fields:
 /// `message.ids` (the selection, up to 50), `selected`, `matched`, `changed`, `before` (matched rows by status), `after` (`ERROR`).
 pub const MAIL_ADMIN_MESSAGES_CANCELLED: &str = "mail.admin.messagesCancelled";
+/// An operator retried messages with `mail-worker messages retry` (not a dry run). Info.
+/// Fields: `matched`, `changed`, `sender` (masked: `n***@adatum.example`; a tenant name as
+/// given), `status`, `error_like` (addresses masked), `ids` (how many `--id`s), `all` (none
+/// of `--sender`, `--id`, `--error-like` narrowed it).
+pub const MAIL_CLI_MESSAGES_RETRIED: &str = "mail.cli.messagesRetried";
+/// An operator cancelled messages with `mail-worker messages cancel` (not a dry run). Info.
+/// Fields as [`MAIL_CLI_MESSAGES_RETRIED`].
+pub const MAIL_CLI_MESSAGES_CANCELLED: &str = "mail.cli.messagesCancelled";
 /// An operator put dead-lettered intake jobs back on the queue in the admin UI (`queue
 /// retry`). Info. Fields: `queue`, `tasks` (the selection, up to 50, or `all`), `changed`.
 pub const MAIL_ADMIN_QUEUE_RETRIED: &str = "mail.admin.queueRetried";

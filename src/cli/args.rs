@@ -255,7 +255,8 @@ pub enum MessagesCommand {
     /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR).
     Retry(MessageArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
-    Cancel(MessageArgs),
+    /// Needs a filter (--sender, --id, --error-like), or --all for every unsent message.
+    Cancel(CancelArgs),
     /// Delete finished (SENT, ERROR) messages and their attachments older than `--older-than`,
     /// in batches, as the daemon's MAIL_RETENTION rounds do (at least 24h).
     Purge(PurgeArgs),
@@ -318,6 +319,18 @@ pub struct MessageArgs {
     pub json: bool,
 }
 
+/// Arguments of `messages cancel`: those of `retry`, and `--all` instead of a filter.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Which messages, and how the result is printed.
+    #[command(flatten)]
+    pub args: MessageArgs,
+    /// Every unsent (SCHEDULED) message: required when no --sender, --id or --error-like
+    /// narrows the selection.
+    #[arg(long, conflicts_with_all = ["sender", "error_like", "ids"])]
+    pub all: bool,
+}
+
 /// Arguments of `messages purge`.
 #[derive(Debug, Args)]
 pub struct PurgeArgs {
@@ -338,10 +351,10 @@ pub struct SetLimits {
     /// The system mailbox's address.
     pub address: String,
     /// Messages per minute (`paced`: any rolling 60 s; `fixed-window`: a UTC minute).
-    #[arg(long, conflicts_with = "clear")]
+    #[arg(long, conflicts_with = "clear", value_parser = parse_limit)]
     pub per_minute: Option<NonZeroU32>,
     /// Recipients per day (`paced`: any rolling 24 h; `fixed-window`: a UTC day).
-    #[arg(long, conflicts_with = "clear")]
+    #[arg(long, conflicts_with = "clear", value_parser = parse_limit)]
     pub recipients_per_day: Option<NonZeroU32>,
     /// The share R (percent, 0 to 90) of the minute, day and tenant budgets that only `high`
     /// messages may use (`paced`); overrides MAIL_RATE_LIMIT_RESERVED_PERCENT.
@@ -361,4 +374,15 @@ fn parse_deadline(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
                 "{e}: expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z or 2026-12-02T18:00:00+01:00"
             )
         })
+}
+
+/// A limit of `mailbox set-limits`: a whole number from 1 (0 is no limit at all; `--clear`
+/// goes back to the defaults).
+fn parse_limit(raw: &str) -> Result<NonZeroU32, String> {
+    raw.trim().parse::<NonZeroU32>().map_err(|_| {
+        format!(
+            "{raw:?} is not a limit: give a whole number from 1 to {} (--clear goes back to the defaults)",
+            u32::MAX
+        )
+    })
 }

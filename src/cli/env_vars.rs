@@ -193,14 +193,14 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: "GRAPH_API_BASE_URL",
         flag: "graph-api-base-url",
         default: Some("https://graph.microsoft.com/v1.0"),
-        secret: false,
+        secret: true,
         meaning: "Microsoft Graph; the token scope is `<its origin>/.default`",
     },
     EnvVar {
         name: "GRAPH_LOGIN_BASE_URL",
         flag: "graph-login-base-url",
         default: Some("https://login.microsoftonline.com"),
-        secret: false,
+        secret: true,
         meaning: "Entra ID token endpoint",
     },
     EnvVar {
@@ -249,7 +249,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         name: "SENDGRID_API_BASE_URL",
         flag: "sendgrid-api-base-url",
         default: Some("https://api.sendgrid.com"),
-        secret: false,
+        secret: true,
         meaning: "SendGrid v3",
     },
     EnvVar {

@@ -1,13 +1,95 @@
-//! `mail-worker messages list|show|purge`, and the selection `list|retry|cancel` share.
+//! `mail-worker messages list|show|retry|cancel|purge`, and the selection `list|retry|cancel`
+//! share.
 
 use std::process::ExitCode;
 
-use super::{ListArgs, PurgeArgs, Selection, out, tables};
+use super::{
+    ListArgs, PurgeArgs, Selection,
+    args::{CancelArgs, MessageArgs},
+    out, tables,
+};
 use crate::{
     config::{Config, parse_duration},
-    domain::MessageStatus,
+    domain::{MessageStatus, mask_address},
+    events,
+    plural::counted,
     store::{self, admin, retention},
 };
+
+/// `messages cancel` without `--sender`, `--id` or `--error-like` would end every unsent
+/// message: refused unless `--all` says so (a dry run only counts, so it may go without).
+pub(super) fn refuse_unfiltered_cancel(args: &CancelArgs) -> anyhow::Result<()> {
+    let s = &args.args.selection;
+    let narrowed = s.sender.is_some() || s.error_like.is_some() || !s.ids.is_empty();
+    if narrowed || args.all || args.args.dry_run {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "messages cancel: no filter given, so this would cancel every unsent (SCHEDULED) message; \
+         narrow it with --sender, --id or --error-like, or give --all to cancel them all \
+         (--dry-run counts them first)"
+    )
+}
+
+/// `messages retry|cancel`: apply `action` to the selection, print the counts, and log one
+/// line of what changed (counts and filters, addresses masked) unless it was a dry run.
+pub(super) async fn bulk(
+    config: &Config,
+    action: admin::BulkAction,
+    args: &MessageArgs,
+) -> anyhow::Result<ExitCode> {
+    let filter = selected(&args.selection)?;
+    let pool = store::open(&config.database_url, 2).await?;
+    let changed = action
+        .apply(&pool, &filter, args.dry_run, config.events.outbox())
+        .await?;
+    crate::admin::bookings::unbook_messages(config, &pool, &changed.changed_ids).await?;
+    let (verb, event) = match action {
+        admin::BulkAction::Retry => ("retried", events::MAIL_CLI_MESSAGES_RETRIED),
+        admin::BulkAction::Cancel => ("cancelled", events::MAIL_CLI_MESSAGES_CANCELLED),
+    };
+    if !changed.dry_run {
+        let s = &args.selection;
+        let masked = |text: &str| {
+            text.split_whitespace()
+                .map(|word| {
+                    if word.contains('@') {
+                        mask_address(word)
+                    } else {
+                        word.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        tracing::info!(
+            event,
+            matched = changed.matched,
+            changed = changed.changed,
+            sender = s.sender.as_deref().map(masked),
+            status = filter.status.map(|status| status.as_str()),
+            error_like = s.error_like.as_deref().map(masked),
+            ids = s.ids.len(),
+            all = s.sender.is_none() && s.error_like.is_none() && s.ids.is_empty(),
+            "messages {verb} by an operator (mail-worker messages)"
+        );
+    }
+    if args.json {
+        out(&(serde_json::to_string_pretty(&changed)? + "\n"));
+    } else if changed.dry_run {
+        out(&format!(
+            "{} match; dry run: nothing {verb}\n",
+            counted(changed.matched, "message", "messages")
+        ));
+    } else {
+        out(&format!(
+            "{} {verb} ({} matched)\n",
+            counted(changed.changed, "message", "messages"),
+            changed.matched
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// The filter of `messages list|retry|cancel`; `--status` in any case.
 pub(super) fn selected(selection: &Selection) -> anyhow::Result<admin::MessageFilter> {

@@ -10,10 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::{
-    admin::{
-        bookings,
-        usage::{mailbox_usage, usage_page},
-    },
+    admin::usage::{mailbox_usage, usage_page},
     config::Config,
     domain::MailboxAddress,
     events, import, intake,
@@ -32,8 +29,8 @@ mod suppressions;
 mod tables;
 
 pub use args::{
-    CampaignCommand, Cli, Command, EventsCommand, ListArgs, MailboxCommand, MessagesCommand,
-    PurgeArgs, Selection, SendersCommand, SetLimits, SuppressionsCommand,
+    CampaignCommand, CancelArgs, Cli, Command, EventsCommand, ListArgs, MailboxCommand,
+    MessagesCommand, PurgeArgs, Selection, SendersCommand, SetLimits, SuppressionsCommand,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
 pub(crate) use tables::{status_table, usage_page_text, usage_text};
@@ -237,50 +234,18 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Messages(command) => {
-            let (retry, args) = match command {
-                MessagesCommand::Retry(args) => (true, args),
-                MessagesCommand::Cancel(args) => (false, args),
-                MessagesCommand::List(args) => {
-                    return messages::list_messages(&config, &args).await;
-                }
-                MessagesCommand::Show { id, json } => {
-                    return messages::show_message(&config, id, json).await;
-                }
-                MessagesCommand::Purge(args) => {
-                    return messages::purge_messages(&config, &args).await;
-                }
-            };
-            let filter = messages::selected(&args.selection)?;
-            let pool = store::open(&config.database_url, 2).await?;
-            let action = if retry {
-                admin::BulkAction::Retry
-            } else {
-                admin::BulkAction::Cancel
-            };
-            let changed = action
-                .apply(&pool, &filter, args.dry_run, config.events.outbox())
-                .await?;
-            bookings::unbook_messages(&config, &pool, &changed.changed_ids).await?;
-            if args.json {
-                out(&(serde_json::to_string_pretty(&changed)? + "\n"));
-            } else {
-                let verb = if retry { "retried" } else { "cancelled" };
-                out(&if changed.dry_run {
-                    format!(
-                        "{} match; dry run: nothing {verb}\n",
-                        counted(changed.matched, "message", "messages")
-                    )
-                } else {
-                    format!(
-                        "{} {verb} ({} matched)\n",
-                        counted(changed.changed, "message", "messages"),
-                        changed.matched
-                    )
-                });
+        Command::Messages(command) => match command {
+            MessagesCommand::Retry(args) => {
+                messages::bulk(&config, admin::BulkAction::Retry, &args).await
             }
-            Ok(ExitCode::SUCCESS)
-        }
+            MessagesCommand::Cancel(args) => {
+                messages::refuse_unfiltered_cancel(&args)?;
+                messages::bulk(&config, admin::BulkAction::Cancel, &args.args).await
+            }
+            MessagesCommand::List(args) => messages::list_messages(&config, &args).await,
+            MessagesCommand::Show { id, json } => messages::show_message(&config, id, json).await,
+            MessagesCommand::Purge(args) => messages::purge_messages(&config, &args).await,
+        },
         Command::Probe { addr, path } => {
             let mut addr = addr
                 .or(config.metrics_listen)

@@ -251,10 +251,12 @@ pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
         "d" => 86_400_000,
         _ => return Err(problem),
     };
+    // A larger one overflows the time arithmetic it feeds (now − retention, …).
+    const MAX_MS: u64 = 36_500 * 86_400_000;
     match n.checked_mul(ms_per) {
         Some(0) => Err("must be more than 0"),
-        Some(ms) => Ok(Duration::from_millis(ms)),
-        None => Err(problem),
+        Some(ms) if ms <= MAX_MS => Ok(Duration::from_millis(ms)),
+        _ => Err("is too long: at most 36500d (100 years)"),
     }
 }
 

@@ -63,8 +63,14 @@ impl Config {
             ),
             format!("SCHEDULER_BATCH_SIZE={}", self.worker.scheduler_batch_size),
             format!("SEND_LEASE_MS={}", ms(self.worker.send_lease)),
-            format!("GRAPH_API_BASE_URL={}", self.graph.api_base_url),
-            format!("GRAPH_LOGIN_BASE_URL={}", self.graph.login_base_url),
+            format!(
+                "GRAPH_API_BASE_URL={}",
+                redact_url(&self.graph.api_base_url)
+            ),
+            format!(
+                "GRAPH_LOGIN_BASE_URL={}",
+                redact_url(&self.graph.login_base_url)
+            ),
             format!("GRAPH_SAVE_TO_SENT_ITEMS={}", self.graph.save_to_sent_items),
             format!("GRAPH_SEND_MODE={}", self.graph.send_mode),
             format!("GRAPH_SEND_SETTLE_MS={}", ms(self.graph.send_settle)),
@@ -77,7 +83,10 @@ impl Config {
                 "GRAPH_BOUNCE_FOLDER={}",
                 self.bounces.folder.as_deref().unwrap_or("(unset)")
             ),
-            format!("SENDGRID_API_BASE_URL={}", self.sendgrid_api_base_url),
+            format!(
+                "SENDGRID_API_BASE_URL={}",
+                redact_url(&self.sendgrid_api_base_url)
+            ),
             format!("HTTP_TIMEOUT_MS={}", ms(self.http_timeout)),
             format!("SHUTDOWN_GRACE_MS={}", ms(self.shutdown_grace)),
             format!(

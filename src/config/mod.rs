@@ -186,11 +186,14 @@ impl Config {
         // `rediss://` is TLS (rustls, the system's trust store).
         let redis_url = env.redis_urls("REDIS_URL", "redis://127.0.0.1:6379")?;
         let http_timeout = env.millis("HTTP_TIMEOUT_MS", 30_000)?;
-        if lookup("INTAKE_QUEUE").is_some_and(|v| v.trim().is_empty()) {
-            return Err(env.error(
-                "INTAKE_QUEUE",
-                &format!("is set but empty: give a queue name (the default is {DEFAULT_INTAKE_QUEUE}), or `off` to turn the intake queue off"),
-            ));
+        // Set but empty would silently be the default: refused, naming what to write.
+        for (var, problem) in [
+            ("INTAKE_QUEUE", format!("is set but empty: give a queue name (the default is {DEFAULT_INTAKE_QUEUE}), or `off` to turn the intake queue off")),
+            ("MAIL_RATE_LIMIT_KEY_PREFIX", "is set but empty: an empty prefix is refused; give one (the default is mail:rl), or unset it".to_owned()),
+        ] {
+            if lookup(var).is_some_and(|v| v.trim().is_empty()) {
+                return Err(env.error(var, &problem));
+            }
         }
         let intake_queue = match env.text("INTAKE_QUEUE", DEFAULT_INTAKE_QUEUE)?.trim() {
             // `off` in any case, as every setting reads it (`ADMIN_LISTEN=OFF`, …).

@@ -33,7 +33,10 @@ pub(crate) fn endpoint_url(base: &Url, variable: &str, more: &[&str]) -> Result<
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| {
-            MailError::Misconfigured(format!("{variable} {base} cannot be used as a base URL"))
+            MailError::Misconfigured(format!(
+                "{variable} {} cannot be used as a base URL",
+                crate::domain::redact_url(base)
+            ))
         })?
         .pop_if_empty()
         .extend(more);

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::rate_limit::RateLimits;
+use crate::{domain::redact_url, rate_limit::RateLimits};
 
-/// Microsoft Graph endpoints.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Microsoft Graph endpoints (`Debug` hides a password in the URLs).
+#[derive(Clone, PartialEq, Eq)]
 pub struct GraphConfig {
     /// `GRAPH_API_BASE_URL`, default `https://graph.microsoft.com/v1.0`.
     pub api_base_url: Url,
@@ -24,8 +24,21 @@ pub struct GraphConfig {
     pub send_settle: Duration,
 }
 
-/// Everything [`super::MailerFactory`] needs from the configuration (`From<&Config>`).
-#[derive(Debug, Clone)]
+impl std::fmt::Debug for GraphConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphConfig")
+            .field("api_base_url", &redact_url(&self.api_base_url))
+            .field("login_base_url", &redact_url(&self.login_base_url))
+            .field("save_to_sent_items", &self.save_to_sent_items)
+            .field("send_mode", &self.send_mode)
+            .field("send_settle", &self.send_settle)
+            .finish()
+    }
+}
+
+/// Everything [`super::MailerFactory`] needs from the configuration (`From<&Config>`;
+/// `Debug` hides a password in the URLs).
+#[derive(Clone)]
 pub struct MailerSettings {
     /// Microsoft Graph endpoints and send mode.
     pub graph: GraphConfig,
@@ -36,4 +49,18 @@ pub struct MailerSettings {
     /// `MAIL_RATE_LIMIT_PER_MINUTE` / `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`: a mailbox's limits
     /// unless it overrides them.
     pub defaults: RateLimits,
+}
+
+impl std::fmt::Debug for MailerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MailerSettings")
+            .field("graph", &self.graph)
+            .field(
+                "sendgrid_api_base_url",
+                &redact_url(&self.sendgrid_api_base_url),
+            )
+            .field("http_timeout", &self.http_timeout)
+            .field("defaults", &self.defaults)
+            .finish()
+    }
 }

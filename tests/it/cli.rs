@@ -907,3 +907,122 @@ async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions
     }
     assert!(sent >= 1, "{sent} sent at once");
 }
+
+#[tokio::test]
+async fn messages_cancel_without_a_filter_is_refused_unless_all_and_retry_and_cancel_log_one_line()
+{
+    let world = crate::support::spawn_app().await;
+    let url = world.db.url.to_string();
+    let env = [("DATABASE_URL", url.as_str())];
+    let ids = world.insert(0, 5, "SCHEDULED").await;
+    let (one, two) = (ids[0].to_string(), ids[1].to_string());
+
+    let refused = mail_worker(&["messages", "cancel"], &env);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = text(&refused.stderr);
+    for named in ["--all", "--sender", "--id", "--error-like", "every unsent"] {
+        assert!(stderr.contains(named), "{named} missing: {stderr}");
+    }
+    assert_eq!(
+        world.count("SCHEDULED").await,
+        5,
+        "a refusal writes nothing"
+    );
+    let status_only = mail_worker(&["messages", "cancel", "--status", "SCHEDULED"], &env);
+    assert_eq!(
+        status_only.status.code(),
+        Some(1),
+        "--status alone does not narrow it"
+    );
+    let both = mail_worker(
+        &["messages", "cancel", "--all", "--sender", "x@y.example"],
+        &env,
+    );
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "--all with a filter is a usage error"
+    );
+    assert_eq!(world.count("SCHEDULED").await, 5);
+
+    // The stdout, the stderr and the fields of the one `event` line a run logs.
+    let logged = |args: &[&str], event: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mail-worker"))
+            .args(args)
+            .env("DATABASE_URL", &url)
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let mut lines = stderr
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|line| line["event"] == event);
+        let mut line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no {event}: {stderr}"));
+        assert!(lines.next().is_none(), "one {event} line: {stderr}");
+        if line["fields"].is_object() {
+            line = line["fields"].take();
+        }
+        (text(&out.stdout), stderr, line)
+    };
+    let (stdout, stderr, fields) = logged(
+        &[
+            "messages",
+            "cancel",
+            "--sender",
+            "mb0@contoso.example",
+            "--id",
+            &one,
+            "--id",
+            &two,
+        ],
+        "mail.cli.messagesCancelled",
+    );
+    assert_eq!(stdout.trim(), "2 messages cancelled (2 matched)");
+    assert!(!stderr.contains("mb0@contoso.example"), "{stderr}");
+    assert_eq!(
+        (fields["changed"].as_u64(), fields["ids"].as_u64()),
+        (Some(2), Some(2)),
+        "{fields}"
+    );
+    assert_eq!(fields["sender"], "m***@contoso.example", "{fields}");
+    assert_eq!(fields["all"], false, "{fields}");
+
+    let (stdout, _, fields) = logged(
+        &["messages", "cancel", "--all"],
+        "mail.cli.messagesCancelled",
+    );
+    assert_eq!(stdout.trim(), "3 messages cancelled (3 matched)");
+    assert_eq!(
+        (fields["changed"].as_u64(), fields["all"].as_bool()),
+        (Some(3), Some(true))
+    );
+    assert_eq!(world.count("SCHEDULED").await, 0);
+
+    let (_, _, fields) = logged(
+        &["messages", "retry", "--error-like", "cancelled"],
+        "mail.cli.messagesRetried",
+    );
+    assert_eq!(
+        (fields["changed"].as_u64(), fields["error_like"].as_str()),
+        (Some(5), Some("cancelled"))
+    );
+    assert_eq!(world.count("SCHEDULED").await, 5);
+}
+
+#[test]
+fn set_limits_zero_names_the_flag_and_what_a_limit_is() {
+    let out = mail_worker(
+        &["mailbox", "set-limits", "a@b.example", "--per-minute", "0"],
+        &[("RUST_LOG", "warn")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--per-minute") && stderr.contains("whole number from 1"),
+        "{stderr}"
+    );
+}

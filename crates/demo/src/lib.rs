@@ -36,12 +36,14 @@ use mail_worker::{
 /// Options of the demo (`cargo demo --help`; the alias already ends in `--`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
-    /// A campaign JSONL file instead of the generated one (format of
-    /// shared/data/campaign-invitations.jsonl). Needs --senders.
+    /// Optional: a campaign JSONL file instead of the generated one (format in
+    /// docs/file-formats.md; example: examples/campaign.jsonl). Without it the demo generates
+    /// --messages-per-mailbox messages per sender. Needs --senders.
     #[arg(long, requires = "senders")]
     pub campaign: Option<PathBuf>,
-    /// A senders JSON file (format of shared/data/senders.json). `env:NAME` secrets that are
-    /// not set are replaced by generated demo secrets.
+    /// Optional: a senders JSON file (format in docs/file-formats.md; example:
+    /// examples/senders.json). Without it the demo uses built-in senders. `env:NAME` secrets
+    /// that are not set are replaced by generated demo secrets.
     #[arg(long)]
     pub senders: Option<PathBuf>,
     /// Messages per mailbox of the generated campaign.
@@ -558,4 +560,24 @@ pub fn render(report: &DemoReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+
+    #[test]
+    fn help_names_no_path_a_clone_lacks_and_says_what_is_used_without_the_files() {
+        let mut command = super::DemoArgs::augment_args(clap::Command::new("demo"));
+        let help = command.render_long_help().to_string();
+        assert!(!help.contains("shared/data"), "{help}");
+        for said in [
+            "examples/campaign.jsonl",
+            "examples/senders.json",
+            "built-in senders",
+            "generates",
+        ] {
+            assert!(help.contains(said), "{said} missing: {help}");
+        }
+    }
 }

@@ -114,6 +114,9 @@ fn check_config_redacts_every_secret() {
         "EVENTS_WEBHOOK_URL" => {
             "https://hooks:hunter2@hooks.example/in?token=hunter2,https://b.example/x".to_owned()
         }
+        name if name.ends_with("_BASE_URL") => {
+            format!("https://gw:hunter2@{}.example/", name.to_lowercase())
+        }
         _ => format!("redis://:hunter2@{}.example:6379", name.to_lowercase()),
     };
     let secrets: Vec<&str> = ENV_VARS

@@ -294,6 +294,15 @@ fn default_limits_above_exchange_online_are_warned_about() {
 
 #[test]
 fn retention_is_a_duration_of_at_least_a_day_or_off() {
+    for huge in ["99999999999d", "36501d", "9999999999999h"] {
+        let e = parse(&[("MAIL_RETENTION", huge)]).unwrap_err();
+        assert_eq!(e.var, "MAIL_RETENTION");
+        assert!(e.to_string().contains("at most 36500d"), "{e}");
+    }
+    assert_eq!(
+        parse(&[("MAIL_RETENTION", "36500d")]).unwrap().retention,
+        Some(Duration::from_secs(36_500 * 86_400))
+    );
     let day = Duration::from_secs(86_400);
     assert_eq!(parse(&[]).unwrap().retention, Some(30 * day));
     assert_eq!(
@@ -320,8 +329,11 @@ fn retention_is_a_duration_of_at_least_a_day_or_off() {
 }
 
 #[test]
-fn an_empty_intake_queue_is_an_error_naming_it_not_the_default() {
+fn an_empty_intake_queue_or_key_prefix_is_an_error_naming_it_not_the_default() {
     for empty in ["", "  "] {
+        let e = parse(&[("MAIL_RATE_LIMIT_KEY_PREFIX", empty)]).unwrap_err();
+        assert_eq!(e.var, "MAIL_RATE_LIMIT_KEY_PREFIX");
+        assert!(e.to_string().contains("empty prefix is refused"), "{e}");
         let e = parse(&[("INTAKE_QUEUE", empty)]).unwrap_err();
         assert_eq!(e.var, "INTAKE_QUEUE");
         assert!(e.to_string().contains("is set but empty"), "{e}");

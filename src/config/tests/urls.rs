@@ -82,6 +82,34 @@ fn redacted_lines_hide_url_passwords() {
 }
 
 #[test]
+fn provider_urls_with_a_password_print_and_debug_without_it() {
+    let c = parse(&[
+        (
+            "GRAPH_API_BASE_URL",
+            "https://gw:hunter2@graph.example/v1.0",
+        ),
+        ("GRAPH_LOGIN_BASE_URL", "https://gw:hunter3@login.example"),
+        (
+            "SENDGRID_API_BASE_URL",
+            "https://gw:hunter4@sendgrid.example",
+        ),
+    ])
+    .unwrap();
+    let text = c.redacted_lines().join("\n");
+    for line in [
+        "GRAPH_API_BASE_URL=https://gw:***@graph.example/v1.0",
+        "GRAPH_LOGIN_BASE_URL=https://gw:***@login.example/",
+        "SENDGRID_API_BASE_URL=https://gw:***@sendgrid.example/",
+    ] {
+        assert!(text.contains(line), "{line} missing: {text}");
+    }
+    let settings = crate::mailer::MailerSettings::from(&c);
+    let shown = format!("{text} {c:?} {settings:?}");
+    assert!(shown.contains("graph.example"), "{shown}");
+    assert!(!shown.contains("hunter"), "{shown}");
+}
+
+#[test]
 fn tls_redis_urls_are_accepted_for_the_queue_and_the_limiter() {
     let c = parse(&[
         ("REDIS_URL", "rediss://queue.example:6380"),

@@ -69,7 +69,7 @@ impl<L: RateLimiter> fmt::Debug for MailerFactory<L> {
             .field("graph", &self.graph)
             .field(
                 "sendgrid_api_base_url",
-                &self.sendgrid_api_base_url.as_str(),
+                &crate::domain::redact_url(&self.sendgrid_api_base_url),
             )
             .field("defaults", &self.defaults)
             .field("cached_mailers", &self.mailers.entry_count())

@@ -27,7 +27,10 @@ pub(crate) struct GraphApp {
 impl fmt::Debug for GraphApp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GraphApp")
-            .field("login_base_url", &self.login_base_url.as_str())
+            .field(
+                "login_base_url",
+                &crate::domain::redact_url(&self.login_base_url),
+            )
             .field("graph_tenant_id", &self.graph_tenant_id)
             .field("client_id", &self.client_id)
             .field(
@@ -55,7 +58,8 @@ pub(crate) fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<U
     url.path_segments_mut()
         .map_err(|()| {
             MailError::Misconfigured(format!(
-                "GRAPH_LOGIN_BASE_URL {login_base_url} cannot be used as a base URL"
+                "GRAPH_LOGIN_BASE_URL {} cannot be used as a base URL",
+                crate::domain::redact_url(login_base_url)
             ))
         })?
         .pop_if_empty()
