@@ -252,7 +252,8 @@ pub enum MailboxCommand {
 /// `mail-worker messages …`
 #[derive(Debug, Subcommand)]
 pub enum MessagesCommand {
-    /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR).
+    /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR;
+    /// cancelled ones only by --id or --error-like cancelled).
     Retry(MessageArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
     /// Needs a filter (--sender, --id, --error-like), or --all for every unsent message.

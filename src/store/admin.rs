@@ -54,17 +54,23 @@ const MATCH: &str = "FROM messages m \
        AND ($3::text IS NULL OR m.last_error ILIKE '%' || $3 || '%') \
        AND (cardinality($4::uuid[]) = 0 OR m.id = ANY($4))";
 
+/// The matching rows; without `cancelled`, not those an operator cancelled.
 async fn select(
     pool: &PgPool,
     statuses: &[&str],
     filter: &MessageFilter,
+    cancelled: bool,
 ) -> Result<Vec<(Uuid, String)>, StoreError> {
-    let sql = format!("SELECT m.id, m.status {MATCH}");
+    let sql = format!(
+        "SELECT m.id, m.status {MATCH} AND ($5 OR NOT starts_with(coalesce(m.last_error, ''), $6))"
+    );
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(statuses)
         .bind(&filter.sender)
         .bind(&filter.error_like)
         .bind(&filter.ids)
+        .bind(cancelled)
+        .bind(CANCELLED_PREFIX)
         .fetch_all(pool)
         .await?)
 }
@@ -110,7 +116,7 @@ fn summary(action: &'static str, dry_run: bool, rows: &[(Uuid, String)], changed
 pub(crate) enum BulkAction {
     /// `messages retry`: matching `ERROR` (default) or `SCHEDULED` rows become `SCHEDULED`,
     /// due now, with their attempts, first attempt and deferrals reset. `SENT` rows are never
-    /// resent.
+    /// resent; cancelled ones only when named by id or `--error-like`.
     Retry,
     /// `messages cancel`: matching `SCHEDULED` rows end `ERROR` with `last_error` starting
     /// [`CANCELLED_PREFIX`]. Rows being sent or sent are left alone.
@@ -168,7 +174,11 @@ impl BulkAction {
     ) -> Result<Changed, StoreError> {
         let accepted = self.accepted();
         let statuses = statuses(filter, accepted, accepted[0])?;
-        let rows = select(pool, &statuses, filter).await?;
+        // A retry takes cancelled rows only when named (`--id`, `--error-like`): a plain
+        // `messages retry` after a cancelled campaign must not send it after all.
+        let cancelled =
+            self == Self::Cancel || !filter.ids.is_empty() || filter.error_like.is_some();
+        let rows = select(pool, &statuses, filter, cancelled).await?;
         if dry_run || rows.is_empty() {
             return Ok(summary(self.name(), dry_run, &rows, 0));
         }

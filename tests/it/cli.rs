@@ -1002,6 +1002,15 @@ async fn messages_cancel_without_a_filter_is_refused_unless_all_and_retry_and_ca
     );
     assert_eq!(world.count("SCHEDULED").await, 0);
 
+    // A plain retry leaves the cancelled rows alone; named, they go.
+    let plain = mail_worker(&["messages", "retry"], &env);
+    assert_eq!(
+        text(&plain.stdout).trim(),
+        "0 messages retried (0 matched)",
+        "{}",
+        text(&plain.stderr)
+    );
+    assert_eq!(world.count("SCHEDULED").await, 0);
     let (_, _, fields) = logged(
         &["messages", "retry", "--error-like", "cancelled"],
         "mail.cli.messagesRetried",
