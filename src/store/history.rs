@@ -38,6 +38,20 @@ const SENT_BY_MAILBOX: &str = concat!(
      ORDER BY m.sent_at"
 );
 
+/// The recipients the mailbox `$2` sent to after `$1`: [`SENT_BY_MAILBOX`]'s sum, one row.
+const RECIPIENTS_BY_MAILBOX: &str = concat!(
+    "SELECT coalesce(sum(jsonb_array_length(m.to_recipients) \
+            + jsonb_array_length(m.cc_recipients) \
+            + jsonb_array_length(m.bcc_recipients)), 0)::int8 \
+     FROM messages m \
+     WHERE m.status = ",
+    sql_status!(Sent),
+    " AND m.sent_at > $1 \
+       AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
+           SELECT id FROM system_mailboxes WHERE address = $2 \
+           UNION ALL SELECT id FROM tenants WHERE sender_address = $2)"
+);
+
 /// What the senders of the Graph tenant `$2` sent after `$1` outside its accepted domains:
 /// (sent at, external recipients), only rows with some.
 const SENT_OUTSIDE_TENANT: &str = concat!(
@@ -72,6 +86,20 @@ impl SendHistory for PgSendHistory {
     ) -> Result<Vec<SentRecord>, String> {
         let mailbox = mailbox.as_str();
         self.records(SENT_BY_MAILBOX, since, mailbox, mailbox).await
+    }
+
+    async fn recipients_since(
+        &self,
+        mailbox: &MailboxAddress,
+        since: DateTime<Utc>,
+    ) -> Result<u32, String> {
+        let sum: i64 = sqlx::query_scalar(RECIPIENTS_BY_MAILBOX)
+            .bind(since)
+            .bind(mailbox.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| format!("reading the send history of {mailbox}: {e}"))?;
+        Ok(u32::try_from(sum).unwrap_or(u32::MAX))
     }
 
     /// Every sender of the Graph tenant counts (the real limit is the tenant's, whether or not

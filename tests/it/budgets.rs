@@ -1313,7 +1313,22 @@ async fn the_send_history_is_what_postgresql_knows_was_sent_in_the_last_24_h() {
         sent.iter().map(|r| r.recipients).collect::<Vec<_>>(),
         [1, 3]
     );
+    // The fail-open read: the same, summed in one row.
+    assert_eq!(
+        history
+            .recipients_since(mailbox, Utc::now() - chrono::Duration::hours(24))
+            .await
+            .unwrap(),
+        4
+    );
     let other = MailboxAddress::parse("nobody@contoso.example").unwrap();
+    assert_eq!(
+        history
+            .recipients_since(&other, Utc::now() - chrono::Duration::hours(24))
+            .await
+            .unwrap(),
+        0
+    );
     assert!(
         history
             .sent_since(&other, Utc::now() - chrono::Duration::hours(24))

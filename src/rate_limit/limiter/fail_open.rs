@@ -48,13 +48,9 @@ impl MailRateLimiter {
                 let ledger = match &self.history {
                     None => None,
                     Some(history) => {
-                        let read = history.sent_since(ask.mailbox, now - DAY);
+                        let read = history.recipients_since(ask.mailbox, now - DAY);
                         match tokio::time::timeout(LEDGER_DEADLINE, read).await {
-                            Ok(Ok(records)) => Some(
-                                records
-                                    .iter()
-                                    .fold(0u32, |sum, r| sum.saturating_add(r.recipients)),
-                            ),
+                            Ok(Ok(recipients)) => Some(recipients),
                             failed => {
                                 let why = match failed {
                                     Ok(Err(message)) => message,

@@ -42,6 +42,23 @@ pub trait SendHistory: Send + Sync + 'static {
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String>;
 
+    /// The recipients `mailbox` sent to since `since` (the sum of [`Self::sent_since`]'s):
+    /// what a fail-open decision reads, one row rather than a day of messages.
+    ///
+    /// # Errors
+    /// As [`Self::sent_since`].
+    async fn recipients_since(
+        &self,
+        mailbox: &MailboxAddress,
+        since: DateTime<Utc>,
+    ) -> Result<u32, String> {
+        Ok(self
+            .sent_since(mailbox, since)
+            .await?
+            .iter()
+            .fold(0u32, |sum, r| sum.saturating_add(r.recipients)))
+    }
+
     /// The messages every mailbox of Graph tenant `graph_tenant` sent since `since`, each with
     /// its recipients outside the tenant's accepted domains (`recipients` = external ones; the
     /// messages without any left out). The default knows none (test doubles).
