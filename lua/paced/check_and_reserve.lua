@@ -504,7 +504,8 @@ add(KEYS[1], KEYS[2], slot, recipients)
 if tenant_on then add(KEYS[6], KEYS[7], slot, external) end
 if not bmin or slot < bmin then writes.bmin = slot end
 write_state({high and 'h' or 'tat', high and high_log(slot) or tat, 'b:' .. id,
-  slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason, 'total', total})
+  slot .. ',' .. recipients .. ',' .. (tenant_on and external or 0) .. ',' .. reason, 'total', total,
+  'sp', spacing})
 redis.call('ZADD', KEYS[3], slot, id)
 redis.call('PEXPIRE', KEYS[3], KEY_TTL_MS)
 refresh_ttls()

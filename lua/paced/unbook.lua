@@ -7,9 +7,9 @@
 -- Drops bookings before their slot: a message cancelled or retried by an operator (the retry
 -- takes a fresh decision), or every booking after the mailbox's limits changed (its messages
 -- go as soon as the new limits allow, not at the slots the old ones gave). Each booking's
--- recipients leave the day bucket of its slot (and the tenant's), never below zero. Dropping
--- every booking also brings the next free slot (`tat`) back to now: the direct 60 s check still
--- holds the L + 1st send.
+-- recipients leave the day bucket of its slot (and the tenant's), never below zero. The next
+-- free slot (`tat`) comes back to just after the last booking left (to now when none is): the
+-- direct 60 s check still holds the L + 1st send.
 
 local now = tonumber(ARGV[1])
 if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
@@ -44,7 +44,17 @@ for _, id in ipairs(ids) do
   end
   redis.call('ZREM', KEYS[3], id)
 end
-if all and redis.call('EXISTS', KEYS[1]) == 1 then
+-- The next free slot comes back to just after the last booking left (now when none is), so a
+-- new message does not queue behind slots nobody holds; never later than it was. `sp` is the
+-- spacing the last booking was made with (a state from before it: only a full drop rewinds).
+if dropped > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+  local state = redis.call('HMGET', KEYS[1], 'tat', 'sp')
+  local tat, spacing = tonumber(state[1] or '0'), tonumber(state[2] or '')
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
+  local free_at = nil
+  if not last then free_at = now elseif spacing then free_at = math.max(now, tonumber(last) + spacing) end
+  if free_at and tat > free_at then redis.call('HSET', KEYS[1], 'tat', free_at) end
+elseif all and redis.call('EXISTS', KEYS[1]) == 1 then
   local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or '0')
   if tat > now then redis.call('HSET', KEYS[1], 'tat', now) end
 end
