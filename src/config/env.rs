@@ -156,8 +156,31 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         default: &str,
     ) -> Result<Url, ConfigError> {
         let raw = self.get(var).unwrap_or_else(|| default.to_owned());
-        self.checked_url(raw.trim(), "client secrets, API keys and tokens cross it")
-            .map_err(|problem| self.error(var, &problem))
+        let url = self
+            .checked_url(raw.trim(), "client secrets, API keys and tokens cross it")
+            .map_err(|problem| self.error(var, &problem))?;
+        // The client adds a URL's user and password as a second Authorization header beside
+        // the token (the provider refuses both), and its debug lines print the URL whole.
+        if !url.username().is_empty()
+            || url.password().is_some()
+            || url.query().is_some()
+            || url.fragment().is_some()
+        {
+            let mut shown = url.clone();
+            // Cannot fail: the URL has a host (`checked_url`).
+            let _ = (shown.set_username(""), shown.set_password(None));
+            shown.set_query(None);
+            shown.set_fragment(None);
+            return Err(ConfigError {
+                var,
+                value: format!("{shown} (its user, password, query or #fragment not shown)"),
+                problem: "must be a base URL alone: no user or password, no ?query, no #fragment \
+                          (the provider's credentials are the client secret or API key; a \
+                          gateway's go in HTTPS_PROXY)"
+                    .into(),
+            });
+        }
+        Ok(url)
     }
 
     /// `raw` as an `https://` URL, or `http://` only to a loopback host or one named in
