@@ -379,11 +379,16 @@ fn parse_deadline(raw: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 
 /// A limit of `mailbox set-limits`: a whole number from 1 (0 is no limit at all; `--clear`
 /// goes back to the defaults).
+/// A limit: 1 up to what the column holds (`integer`), as the admin form and the senders file.
 fn parse_limit(raw: &str) -> Result<NonZeroU32, String> {
-    raw.trim().parse::<NonZeroU32>().map_err(|_| {
-        format!(
-            "{raw:?} is not a limit: give a whole number from 1 to {} (--clear goes back to the defaults)",
-            u32::MAX
-        )
-    })
+    raw.trim()
+        .parse::<NonZeroU32>()
+        .ok()
+        .filter(|v| v.get() <= i32::MAX as u32)
+        .ok_or_else(|| {
+            format!(
+                "{raw:?} is not a limit: give a whole number from 1 to {} (--clear goes back to the defaults)",
+                i32::MAX
+            )
+        })
 }

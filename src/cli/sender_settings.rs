@@ -83,6 +83,18 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
     ) {
         eprintln!("mail-worker: warning: {warning}");
     }
+    let per_day = now
+        .recipients_per_day
+        .unwrap_or(config.rate_limit.defaults.recipients_per_day);
+    let (over, most) = senders::waiting_above(&pool, &address, per_day).await?;
+    if over > 0 {
+        eprintln!(
+            "mail-worker: warning: {} more recipients than the {per_day} a day now allowed \
+             (up to {most}): each fails (RecipientsExceedDayLimit) when its turn comes, unless \
+             the limit is raised again",
+            counted(over, "waiting message has", "waiting messages have")
+        );
+    }
     let show = |v: Option<u32>| v.map_or("default".into(), |v| v.to_string());
     out(&format!(
         "{address}: per minute {}, recipients per day {}, reserved percent {}\n",

@@ -1023,15 +1023,69 @@ async fn messages_cancel_without_a_filter_is_refused_unless_all_and_retry_and_ca
 }
 
 #[test]
-fn set_limits_zero_names_the_flag_and_what_a_limit_is() {
-    let out = mail_worker(
-        &["mailbox", "set-limits", "a@b.example", "--per-minute", "0"],
-        &[("RUST_LOG", "warn")],
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
+fn set_limits_zero_or_past_the_column_names_the_flag_and_what_a_limit_is() {
+    for (flag, value) in [
+        ("--per-minute", "0"),
+        ("--per-minute", "2147483648"),
+        ("--recipients-per-day", "4294967295"),
+    ] {
+        let out = mail_worker(
+            &["mailbox", "set-limits", "a@b.example", flag, value],
+            &[("RUST_LOG", "warn")],
+        );
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(flag) && stderr.contains("whole number from 1 to 2147483647"),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn lowering_the_day_budget_below_waiting_messages_warns_how_many_would_fail() {
+    let world = crate::support::TestApp::builder().spawn().await;
+    let env = paced_env(&world, "7000");
+    let ids = world.insert(0, 3, "SCHEDULED").await;
+    // 4 and 6 recipients on two of them (the third keeps its one).
+    for (id, n) in [(ids[0], 4), (ids[1], 6)] {
+        let to: Vec<serde_json::Value> = (0..n)
+            .map(|i| serde_json::json!({"address": format!("r{i}@fabrikam.example")}))
+            .collect();
+        sqlx::query("UPDATE messages SET to_recipients = $2 WHERE id = $1")
+            .bind(id)
+            .bind(serde_json::Value::Array(to))
+            .execute(&world.db.pool)
+            .await
+            .unwrap();
+    }
+    let set = |per_day: &str| {
+        let out = mail_worker(
+            &[
+                "mailbox",
+                "set-limits",
+                "mb0@contoso.example",
+                "--recipients-per-day",
+                per_day,
+            ],
+            &env,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let stderr = set("3");
     assert!(
-        stderr.contains("--per-minute") && stderr.contains("whole number from 1"),
+        stderr.contains(
+            "2 waiting messages have more recipients than the 3 a day now allowed (up to 6)"
+        ),
         "{stderr}"
     );
+    let stderr = set("5");
+    assert!(
+        stderr.contains(
+            "1 waiting message has more recipients than the 5 a day now allowed (up to 6)"
+        ),
+        "{stderr}"
+    );
+    assert!(!set("6").contains("waiting message"));
 }

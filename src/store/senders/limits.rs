@@ -5,7 +5,10 @@ use std::num::NonZeroU32;
 
 use sqlx::PgPool;
 
-use crate::{domain::MailboxAddress, store::StoreError};
+use crate::{
+    domain::{MailboxAddress, sql_status},
+    store::StoreError,
+};
 
 /// A change to a system mailbox's rate-limit overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,4 +106,33 @@ pub async fn set_limits(
         recipients_per_day: positive(d),
         reserved_percent: r.and_then(|r| u8::try_from(r).ok()),
     })
+}
+
+/// The unfinished messages of a system mailbox with more recipients than `per_day`, and the
+/// most recipients any of them has: a day budget lowered below them fails each one
+/// (`RecipientsExceedDayLimit`), so `mailbox set-limits` warns first.
+///
+/// # Errors
+/// [`StoreError::Db`] when PostgreSQL fails.
+pub async fn waiting_above(
+    pool: &PgPool,
+    address: &MailboxAddress,
+    per_day: NonZeroU32,
+) -> Result<(u64, u64), StoreError> {
+    let (count, most): (i64, i64) = sqlx::query_as(concat!(
+        "SELECT count(*), coalesce(max(r.n), 0) FROM messages m \
+         JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+         CROSS JOIN LATERAL (SELECT (jsonb_array_length(m.to_recipients) \
+             + jsonb_array_length(m.cc_recipients) + jsonb_array_length(m.bcc_recipients))::int8 AS n) r \
+         WHERE s.address = $1 AND m.status IN (",
+        sql_status!(Scheduled),
+        ", ",
+        sql_status!(Sending),
+        ") AND r.n > $2"
+    ))
+    .bind(address.as_str())
+    .bind(i64::from(per_day.get()))
+    .fetch_one(pool)
+    .await?;
+    Ok((count.unsigned_abs(), most.unsigned_abs()))
 }
