@@ -70,7 +70,7 @@ pub(crate) async fn tenant_of(pool: &PgPool, mailbox: &str) -> Result<String, St
 
 /// `SCHEDULED` rows of the mailbox `$1` that its limits deferred to a later slot.
 const DUE_NOW: &str = concat!(
-    "UPDATE messages m SET scheduled_on = now(), updated_at = now() \
+    "UPDATE messages m SET scheduled_on = now(), wait_reason = NULL, updated_at = now() \
      WHERE m.status = ",
     sql_status!(Scheduled),
     " AND m.scheduled_on > now() AND m.wait_reason IN ('minute', 'day', 'tenant') \
@@ -80,8 +80,8 @@ const DUE_NOW: &str = concat!(
 );
 
 /// Makes the rows `mailbox`'s limits deferred (booked later: reason minute, day or tenant) due
-/// now, after its limits changed: each takes a fresh decision under the new ones. Returns how
-/// many.
+/// now, after its limits changed: each takes a fresh decision under the new ones (their old
+/// reason goes with the booking). Returns how many.
 ///
 /// # Errors
 /// Database errors.

@@ -895,6 +895,14 @@ async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions
     for &id in &ids[1..5] {
         assert!(waits(id).await <= 0.0, "due now");
     }
+    let reasons: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE id = ANY($1) AND wait_reason IS NOT NULL",
+    )
+    .bind(&ids[1..4])
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(reasons, 0, "no row still says it waits for its old booking");
     let mut sent = 0;
     for &id in &ids[1..5] {
         match send(id).await {
