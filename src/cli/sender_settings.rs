@@ -102,12 +102,10 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
         show(now.recipients_per_day.map(NonZeroU32::get)),
         show(now.reserved_percent.map(u32::from))
     ));
-    if unbooked + due_now > 0 {
-        out(&format!(
-            "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
-            counted(unbooked, "booking", "bookings"),
-            counted(due_now, "message", "messages")
-        ));
-    }
+    out(&format!(
+        "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
+        counted(unbooked, "booking", "bookings"),
+        counted(due_now, "message", "messages")
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -57,8 +57,12 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
             row(
                 "limiter",
                 format!(
-                    "{}: {} sent in the last minute, {} recipients in the last day, {} in flight, {} booked",
-                    l.algorithm, l.sent_last_minute, l.recipients_last_day, l.in_flight, l.booked
+                    "{}: {} sent in the last minute, {} in the last day, {} in flight, {} booked",
+                    l.algorithm,
+                    l.sent_last_minute,
+                    crate::plural::counted(l.recipients_last_day, "recipient", "recipients"),
+                    l.in_flight,
+                    l.booked
                 ),
             );
             row("cooldown until", time(l.cooldown_until));

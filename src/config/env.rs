@@ -265,21 +265,31 @@ pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (number, unit) = raw.split_at(split);
     let problem = "must be a whole number with a unit: ms, s, m, h or d (e.g. 24h)";
-    let n: u64 = number.parse().map_err(|_| problem)?;
+    let too_long = "is too long: at most 36500d (100 years)";
+    // Any case but `M` (a month to some readers, a minute here).
     let ms_per = match unit.trim() {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(problem),
+        "M" => return Err(problem),
+        unit => match unit.to_ascii_lowercase().as_str() {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(problem),
+        },
+    };
+    let n: u64 = match number.parse() {
+        Ok(n) => n,
+        // Digits only, yet past u64: too long rather than not a number.
+        Err(_) if !number.is_empty() => return Err(too_long),
+        Err(_) => return Err(problem),
     };
     // A larger one overflows the time arithmetic it feeds (now − retention, …).
     const MAX_MS: u64 = 36_500 * 86_400_000;
     match n.checked_mul(ms_per) {
         Some(0) => Err("must be more than 0"),
         Some(ms) if ms <= MAX_MS => Ok(Duration::from_millis(ms)),
-        _ => Err("is too long: at most 36500d (100 years)"),
+        _ => Err(too_long),
     }
 }
 

@@ -1079,21 +1079,25 @@ async fn lowering_the_day_budget_below_waiting_messages_warns_how_many_would_fai
             &env,
         );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        text(&out.stderr)
+        (text(&out.stdout), text(&out.stderr))
     };
-    let stderr = set("3");
+    let (stdout, stderr) = set("3");
+    assert!(
+        stdout.contains("0 bookings dropped, 0 messages due now"),
+        "said even when nothing was booked: {stdout}"
+    );
     assert!(
         stderr.contains(
             "2 waiting messages have more recipients than the 3 a day now allowed (up to 6)"
         ),
         "{stderr}"
     );
-    let stderr = set("5");
+    let (_, stderr) = set("5");
     assert!(
         stderr.contains(
             "1 waiting message has more recipients than the 5 a day now allowed (up to 6)"
         ),
         "{stderr}"
     );
-    assert!(!set("6").contains("waiting message"));
+    assert!(!set("6").1.contains("waiting message"));
 }

@@ -294,7 +294,12 @@ fn default_limits_above_exchange_online_are_warned_about() {
 
 #[test]
 fn retention_is_a_duration_of_at_least_a_day_or_off() {
-    for huge in ["99999999999d", "36501d", "9999999999999h"] {
+    for huge in [
+        "99999999999d",
+        "36501d",
+        "9999999999999h",
+        "99999999999999999999999d",
+    ] {
         let e = parse(&[("MAIL_RETENTION", huge)]).unwrap_err();
         assert_eq!(e.var, "MAIL_RETENTION");
         assert!(e.to_string().contains("at most 36500d"), "{e}");
@@ -305,6 +310,12 @@ fn retention_is_a_duration_of_at_least_a_day_or_off() {
     );
     let day = Duration::from_secs(86_400);
     assert_eq!(parse(&[]).unwrap().retention, Some(30 * day));
+    assert_eq!(
+        parse(&[("MAIL_RETENTION", "30D")]).unwrap().retention,
+        Some(30 * day)
+    );
+    let e = parse(&[("MAIL_RETENTION", "1M")]).unwrap_err();
+    assert!(e.to_string().contains("ms, s, m, h or d"), "{e}");
     assert_eq!(
         parse(&[("MAIL_RETENTION", "45d")]).unwrap().retention,
         Some(45 * day)
