@@ -101,13 +101,23 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
                 eprintln!("mail-worker: warning: {warning}");
             }
             // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only
-            // the admin UI needs it).
-            if config.admin.token.is_some() {
-                crate::admin::AdminToken::resolve(config.admin.token.as_ref())?;
+            // the admin UI needs it), and the webhooks' secret as `run` reads it (its reference
+            // resolved, its length): both named when both are bad.
+            let admin = config
+                .admin
+                .token
+                .as_ref()
+                .and_then(|token| crate::admin::AdminToken::resolve(Some(token)).err());
+            let outbox = crate::outbox::OutboxSettings::from_config(&config).err();
+            let bad: Vec<_> = admin.into_iter().chain(outbox).collect();
+            for e in &bad {
+                eprintln!("mail-worker: bad configuration: {e}");
             }
-            // And the webhooks' secret as `run` reads it (its reference resolved, its length).
-            crate::outbox::OutboxSettings::from_config(&config)?;
-            Ok(ExitCode::SUCCESS)
+            Ok(if bad.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(78) // EX_CONFIG
+            })
         }
         Command::Run(_) => crate::daemon::run(config).await,
         Command::Admin(_) => crate::admin::run(config).await,

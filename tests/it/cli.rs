@@ -127,6 +127,22 @@ fn check_config_refuses_an_admin_token_that_admin_would_refuse_without_echoing_i
         );
         assert!(!stderr.contains("hunter4"), "{stderr}");
     }
+    // Both refused: both named in one run, not one per fix-and-retry round.
+    let out = mail_worker(
+        &["check-config"],
+        &[
+            ("ADMIN_TOKEN", "short-hunter4"),
+            ("EVENTS_WEBHOOK_URL", "https://hooks.example.org/mail"),
+            ("EVENTS_WEBHOOK_SECRET", "short-hunter4"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("bad configuration").count(), 2, "{stderr}");
+    assert!(
+        stderr.contains("ADMIN_TOKEN") && stderr.contains("EVENTS_WEBHOOK_SECRET"),
+        "{stderr}"
+    );
 }
 
 #[test]
