@@ -68,10 +68,25 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         if raw.trim().eq_ignore_ascii_case("off") {
             return Ok(None);
         }
-        raw.trim()
+        let raw = raw.trim();
+        // `localhost` is the one name taken (as 127.0.0.1): nothing else is resolved at start.
+        let loopback = raw
+            .strip_prefix("localhost:")
+            .map(|port| format!("127.0.0.1:{port}"));
+        loopback
+            .as_deref()
+            .unwrap_or(raw)
             .parse()
             .map(Some)
-            .map_err(|_| self.error(var, &format!("must be host:port (e.g. {default}) or `off`")))
+            .map_err(|_| {
+                self.error(
+                var,
+                &format!(
+                    "must be an IP address and port (e.g. {default}, 127.0.0.1:9090, [::1]:9090; \
+                     localhost:PORT for 127.0.0.1) or `off`; host names are not resolved"
+                ),
+            )
+            })
     }
 
     pub(super) fn text(&self, var: &'static str, default: &str) -> Result<String, ConfigError> {

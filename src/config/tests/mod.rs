@@ -110,6 +110,13 @@ fn the_admin_variables_are_read_and_the_token_is_never_printed() {
     ])
     .unwrap();
     assert_eq!(c.admin.listen, None);
+    let c = parse(&[("ADMIN_LISTEN", "localhost:9185")]).unwrap();
+    assert_eq!(c.admin.listen, Some("127.0.0.1:9185".parse().unwrap()));
+    let c = parse(&[
+        ("ADMIN_LISTEN", "off"),
+        ("ADMIN_TOKEN", "file:/run/secrets/admin"),
+    ])
+    .unwrap();
     assert!(
         c.redacted_lines()
             .contains(&"ADMIN_TOKEN=file:/run/secrets/admin".to_owned())
@@ -204,7 +211,12 @@ fn bad_values_name_the_variable() {
         ("LOG_FORMAT", "xml", "json"),
         ("REDIS_URL", "http://x", "schemes"),
         ("DATABASE_URL", "not a url", "not a URL"),
-        ("METRICS_LISTEN", "9184", "host:port"),
+        ("METRICS_LISTEN", "9184", "an IP address and port"),
+        (
+            "ADMIN_LISTEN",
+            "admin.internal:9185",
+            "host names are not resolved",
+        ),
         ("MAIL_RETRY_FOR", "a day", "unit"),
         ("MAIL_RETRY_FOR", "3600", "unit"),
         ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
