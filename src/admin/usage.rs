@@ -178,6 +178,18 @@ pub async fn usage_page_ordered(
 }
 
 impl UsagePage {
+    /// What is wrong with asking for this page when it lies past the last (it lists nothing):
+    /// the CLI and the HTML page refuse it; the page's refresh shows it empty.
+    #[must_use]
+    pub fn past_the_last(&self) -> Option<String> {
+        (self.page > self.pages).then(|| {
+            format!(
+                "page: {} is past the last page, {} ({} mailboxes, {} a page)",
+                self.page, self.pages, self.total, self.per_page
+            )
+        })
+    }
+
     /// How fresh the order is, for the page and the CLI: `as of 19:58:03 UTC, 4 s old`.
     pub fn order_freshness(&self) -> String {
         let (at, age) = (self.order_as_of, chrono::Utc::now() - self.order_as_of);

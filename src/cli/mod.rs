@@ -229,6 +229,9 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             let pool = store::open(&config.database_url, 2).await?;
             let Some(address) = address else {
                 let page = usage_page(&config, &pool, page, per_page).await?;
+                if let Some(past) = page.past_the_last() {
+                    anyhow::bail!(past);
+                }
                 out(&if json {
                     serde_json::to_string_pretty(&page)? + "\n"
                 } else {

@@ -1127,8 +1127,23 @@ async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
     assert_eq!(listed(&rows), [name(4), name(1)]);
     let all = ui.page("/mailboxes", &login).await;
     assert_eq!(listed(&all), [name(2), name(0), name(4), name(1), name(3)]);
-    let refused = ui.get("/mailboxes?page=0", Some(&login)).await;
-    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    for (query, names) in [
+        ("page=0", "page: pages count from 1"),
+        ("page=abc", "page: invalid digit"),
+        ("page=4&per_page=2", "page: 4 is past the last page, 3"),
+    ] {
+        let refused = ui.get(&format!("/mailboxes?{query}"), Some(&login)).await;
+        assert_eq!(
+            refused.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{query}"
+        );
+        let body = refused.text().await.unwrap();
+        assert!(
+            body.contains(names) && body.contains("<h1>"),
+            "{query}: {body}"
+        );
+    }
 
     let env = crate::cli::paced_env(&world, "10000");
     let out = crate::cli::mail_worker(
@@ -1152,6 +1167,17 @@ async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["total"], 5);
     assert_eq!(json["pages"], 3);
+    let past = crate::cli::mail_worker(
+        &["mailbox", "usage", "--page", "4", "--per-page", "2"],
+        &env,
+    );
+    assert_ne!(past.status.code(), Some(0));
+    assert!(
+        crate::cli::text(&past.stderr)
+            .contains("page: 4 is past the last page, 3 (5 mailboxes, 2 a page)"),
+        "{}",
+        crate::cli::text(&past.stderr)
+    );
     assert_eq!(json["mailboxes"][0]["mailbox"], name(4));
     assert_eq!(json["mailboxes"][1]["mailbox"], name(1));
     assert_eq!(json["mailboxes"][1]["messages"]["by_status"]["SENT"], 4);

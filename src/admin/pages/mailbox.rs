@@ -56,7 +56,7 @@ pub(super) async fn mailbox(
     State(state): State<AdminState>,
     Authed(session): Authed,
     Path(raw): Path<String>,
-    Query(q): Query<MailboxQuery>,
+    Params(q): Params<MailboxQuery>,
 ) -> Result<Html<String>, AdminError> {
     let address = parse_address(&raw)?;
     mailbox_page(

@@ -179,9 +179,12 @@ fn page_links(p: &UsagePage) -> (Option<PageLink>, Option<PageLink>) {
 pub(super) async fn mailboxes(
     State(state): State<AdminState>,
     Authed(session): Authed,
-    Query(q): Query<PageQuery>,
+    Params(q): Params<PageQuery>,
 ) -> Result<Html<String>, AdminError> {
     let page = q.read(&state).await?;
+    if let Some(past) = page.past_the_last() {
+        return Err(AdminError::BadInput(past));
+    }
     let rows: Vec<MailboxRow> = page.mailboxes.iter().map(MailboxRow::of).collect();
     let (previous, next) = page_links(&page);
     let mut reader = UsageReader::new(&state.config.rate_limit);
@@ -218,11 +221,11 @@ pub(super) struct RowsQuery {
 pub(super) async fn mailbox_rows(
     State(state): State<AdminState>,
     Authed(_): Authed,
-    Query(RowsQuery {
+    Params(RowsQuery {
         address,
         page,
         per_page,
-    }): Query<RowsQuery>,
+    }): Params<RowsQuery>,
 ) -> Result<axum::response::Response, AdminError> {
     let page = PageQuery { page, per_page };
     let (usages, freshness) = match address.as_deref().map(parse_address).transpose()? {

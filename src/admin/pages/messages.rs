@@ -77,7 +77,7 @@ struct MessagesPage {
 pub(super) async fn messages(
     State(state): State<AdminState>,
     Authed(session): Authed,
-    Query(q): Query<MessagesQuery>,
+    Params(q): Params<MessagesQuery>,
 ) -> Result<Html<String>, AdminError> {
     let filter = q.filter()?;
     let notice = match (q.done.as_deref(), q.matched, q.changed) {

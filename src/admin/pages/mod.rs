@@ -15,7 +15,7 @@ use axum::{
     response::{Html, IntoResponse, Redirect, Response},
     routing::{MethodRouter, get, post},
 };
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 
 use super::{
     AdminError, AdminState,
@@ -219,4 +219,19 @@ async fn script(Authed(_): Authed) -> impl IntoResponse {
         )],
         JS,
     )
+}
+
+/// A page's query string, or the error page naming what in it is wrong (422; axum's own
+/// rejection is a bare 400 in plain text).
+pub(super) struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = AdminError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| Self(q))
+            .map_err(|rejection| AdminError::BadInput(rejection.body_text()))
+    }
 }

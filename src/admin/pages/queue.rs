@@ -74,7 +74,7 @@ async fn connect(
 pub(super) async fn queue(
     State(state): State<AdminState>,
     Authed(session): Authed,
-    Query(q): Query<QueueQuery>,
+    Params(q): Params<QueueQuery>,
 ) -> Result<Html<String>, AdminError> {
     let notice = match (q.done.as_deref(), q.changed) {
         (Some(verb @ ("retried" | "discarded")), Some(n)) => {

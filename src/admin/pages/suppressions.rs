@@ -54,7 +54,7 @@ async fn scope_of(state: &AdminState, name: &str) -> Result<SenderRef, AdminErro
 pub(super) async fn suppressions_page(
     State(state): State<AdminState>,
     Authed(session): Authed,
-    Query(q): Query<SuppressionsQuery>,
+    Params(q): Params<SuppressionsQuery>,
 ) -> Result<Html<String>, AdminError> {
     let directory = import::sender_directory(&state.pool).await?;
     let scope = given(q.scope.as_deref()).unwrap_or_default().to_owned();
