@@ -153,6 +153,15 @@ pub(crate) fn parse_line(
     senders: &SenderDirectory,
 ) -> Result<NewMessage, BadEntry> {
     let location = format!("line {number}");
+    // An array, a string or a CSV row: say what a line must be, not serde's "invalid type".
+    if let Some(first) = text.trim_start().chars().next().filter(|c| *c != '{') {
+        return Err(BadEntry {
+            location,
+            reason: format!(
+                "not a message: each line is one JSON object `{{…}}` (this one starts with `{first}`)"
+            ),
+        });
+    }
     // serde quotes offending values, which may be addresses: mask them.
     let line: Line = serde_json::from_str(text).map_err(|e| BadEntry {
         location: location.clone(),

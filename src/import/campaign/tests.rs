@@ -307,3 +307,21 @@ fn campaign_is_the_campaign_id_else_the_x_campaign_id_header_else_none() {
             .starts_with("campaignId contains a NUL character")
     );
 }
+
+#[test]
+fn a_line_that_is_not_one_object_says_what_a_line_must_be() {
+    for (text, first) in [
+        (r#"[{"id":"x"}]"#, '['),
+        (r#""a message""#, '"'),
+        ("  42", '4'),
+    ] {
+        let err = parse_line(3, text, &directory()).unwrap_err();
+        assert_eq!(err.location, "line 3");
+        assert_eq!(
+            err.reason,
+            format!(
+                "not a message: each line is one JSON object `{{…}}` (this one starts with `{first}`)"
+            )
+        );
+    }
+}
