@@ -11,7 +11,25 @@ use crate::rate_limit::RedisUrls;
 
 /// `raw` as a URL of one of `schemes`, or what is wrong with it.
 fn parse_url(raw: &str, schemes: &[&str]) -> Result<Url, String> {
-    let url = Url::parse(raw).map_err(|e| format!("is not a URL ({e})"))?;
+    // A password with `#`, `/` or `?` in it ends the authority early: the server is then
+    // taken from the password (or the URL refused for its "port"), and the `@` lands later.
+    const ENCODE: &str = "a `#`, `/`, `?` or `@` in the user or password must be \
+                          percent-encoded (%23, %2F, %3F, %40)";
+    let url = Url::parse(raw).map_err(|e| {
+        if raw.contains('@') {
+            format!("is not a URL ({e}); {ENCODE}")
+        } else {
+            format!("is not a URL ({e})")
+        }
+    })?;
+    let after_host = [
+        url.path(),
+        url.query().unwrap_or(""),
+        url.fragment().unwrap_or(""),
+    ];
+    if !url.scheme().starts_with("http") && after_host.iter().any(|part| part.contains('@')) {
+        return Err(format!("has an `@` after its host; {ENCODE}"));
+    }
     // `redis:/:secret@host` parses as a URL without a host (so its password could not even be
     // redacted): only the `scheme://` form is a server address.
     if !raw.contains("://") {

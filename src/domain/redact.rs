@@ -35,7 +35,11 @@ pub(crate) fn redact_url(url: &Url) -> String {
 pub(crate) fn redact_raw(raw: &str) -> String {
     match Url::parse(raw) {
         // Without `://` a URL has no authority, so no password the parser would know of.
-        Ok(url) if raw.contains("://") => redact_url(&url),
+        // An `@` after the host: a password with an unencoded `/`, `?` or `#` (the parser took
+        // part of it for the host or the path), so mask as unparsed.
+        Ok(url) if raw.contains("://") && !url[url::Position::BeforePath..].contains('@') => {
+            redact_url(&url)
+        }
         _ => redact_unparsed(raw),
     }
 }

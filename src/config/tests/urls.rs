@@ -196,3 +196,30 @@ fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted()
         assert!(!text.contains("other"), "the password is redacted: {text}");
     }
 }
+
+#[test]
+fn a_password_with_an_unencoded_hash_slash_or_question_mark_says_to_encode_it() {
+    for raw in [
+        "postgres://app:pa#hunter2@db.example/mail",
+        "postgres://app:12/hunter2@db.example/mail",
+        "redis://:ab?hunter2@cache.example:6379",
+    ] {
+        let var = if raw.starts_with("redis") {
+            "REDIS_URL"
+        } else {
+            "DATABASE_URL"
+        };
+        let err = parse(&[(var, raw)]).unwrap_err();
+        assert_eq!(err.var, var);
+        assert!(
+            err.problem.contains("percent-encoded (%23, %2F, %3F, %40)"),
+            "{raw}: {err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+    let encoded = parse(&[(
+        "DATABASE_URL",
+        "postgres://app:pa%23hunter2@db.example/mail",
+    )]);
+    assert_eq!(encoded.unwrap().database_url.host_str(), Some("db.example"));
+}
