@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::{body::Body, extract::Path, http::HeaderMap, response::Response};
 
-use super::FolderQuery;
+use super::{Change, FolderQuery};
 use crate::{
     send::{Seen, routed},
     state::SimState,
@@ -34,7 +34,7 @@ pub(crate) async fn patch_message(
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        super::patch(&state, &user, &id, &headers, body, seen).await
+        super::edit(&state, &user, &id, &headers, body, seen, Change::patch).await
     };
     routed(&state, "patchMessage", &headers, handle).await
 }
@@ -48,7 +48,7 @@ pub(crate) async fn move_message(
     body: Body,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        super::move_to(&state, &user, &id, &headers, body, seen).await
+        super::edit(&state, &user, &id, &headers, body, seen, Change::move_to).await
     };
     routed(&state, "moveMessage", &headers, handle).await
 }
