@@ -68,30 +68,30 @@ pub struct MailboxReport {
     pub provider: String,
     /// Messages `SENT`.
     pub sent: i64,
-    /// Messages `ERROR`.
-    pub error: i64,
-    /// Messages still `SCHEDULED` for later (future `scheduledOn`).
-    pub scheduled_later: i64,
-    /// Messages due but not done when the demo stopped (`SCHEDULED` and due,
-    /// `SENDING`): 0 when it finished.
-    pub due: i64,
-    /// Deferrals (rate limit + throttling) over all its messages.
-    pub deferrals: i64,
     /// Messages the provider stand-in accepted (graph-sim or the SendGrid stand-in): equal to
     /// `sent` when nothing was sent twice.
     pub provider_accepted: u64,
-    /// Our limit (messages per UTC minute); `None` for SendGrid.
-    pub limit_per_minute: Option<u32>,
+    /// Messages `ERROR`.
+    pub error: i64,
+    /// `ERROR` rows by reason.
+    pub errors_by_reason: BTreeMap<String, i64>,
+    /// Messages due but not done when the demo stopped (`SCHEDULED` and due,
+    /// `SENDING`): 0 when it finished.
+    pub due: i64,
+    /// Messages still `SCHEDULED` for later (future `scheduledOn`).
+    pub scheduled_later: i64,
+    /// Deferrals (rate limit + throttling) over all its messages.
+    pub deferrals: i64,
     /// The most messages graph-sim accepted in one UTC minute.
     pub max_sent_in_utc_minute: Option<u32>,
+    /// Our limit (messages per UTC minute); `None` for SendGrid.
+    pub limit_per_minute: Option<u32>,
     /// The most messages graph-sim accepted in any rolling 60 s (Exchange's window; limit 30).
     pub max_sent_in_rolling_60s: Option<u32>,
     /// Graph 429s by cause (concurrency, minute, day, request quota, retry_after_ignored), and
     /// the messages graph-sim accepted but bounced over the tenant's external budget
     /// (tenant_external_limit).
     pub graph_429: Option<BTreeMap<String, u64>>,
-    /// `ERROR` rows by reason.
-    pub errors_by_reason: BTreeMap<String, i64>,
 }
 
 /// The whole report.

@@ -16,6 +16,9 @@ pub struct RecordedMessage {
     pub id: Uuid,
     /// The `request-id` header of the answer.
     pub request_id: String,
+    /// The request's `client-request-id` header, if the client sent one (mail-worker sends its
+    /// `messages.id` there, so duplicates can be found by message id).
+    pub client_request_id: Option<String>,
     /// The sending mailbox (lower-case address).
     pub mailbox: String,
     /// The sending mailbox's Graph user id.
@@ -61,9 +64,6 @@ pub struct RecordedMessage {
     pub delayed: bool,
     /// The HTTP status answered (202, or a scripted delivering answer such as 504).
     pub answered_status: u16,
-    /// The request's `client-request-id` header, if the client sent one (mail-worker sends its
-    /// `messages.id` there, so duplicates can be found by message id).
-    pub client_request_id: Option<String>,
     /// `message.internetMessageId` as the client set it (sendMail or the draft), if any.
     pub internet_message_id: Option<String>,
     /// How it was sent: `sendMail`, or `draft` (`POST /messages/{id}/send`).
@@ -188,12 +188,12 @@ pub struct RecordedRefusal {
     pub mailbox: String,
     /// The app whose token sent the request.
     pub client_id: String,
+    /// The request's `client-request-id` header, if the client sent one.
+    pub client_request_id: Option<String>,
     /// Why.
     pub cause: RefusalCause,
     /// The `Retry-After` answered, in whole seconds (`None` when none was given).
     pub retry_after_s: Option<u64>,
-    /// The request's `client-request-id` header, if the client sent one.
-    pub client_request_id: Option<String>,
 }
 
 /// Requests refused, by cause.

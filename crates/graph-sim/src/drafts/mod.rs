@@ -124,7 +124,7 @@ pub(crate) async fn draft_action(
     body: Body,
 ) -> Response {
     if action.eq_ignore_ascii_case("move") {
-        return crate::inbox::routes::move_message(state, headers, user, id, body).await;
+        return crate::inbox::routes::move_message(Call { state, headers }, (user, id), body).await;
     }
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;

@@ -257,68 +257,81 @@ fn find<'a>(
         })
 }
 
-/// `PATCH /v1.0/users/{user}/messages/{id}`: `isRead` (other properties are ignored).
-pub(crate) async fn patch(
-    state: &Arc<SimState>,
-    user: &str,
-    id: &str,
-    headers: &HeaderMap,
-    body: Body,
-    seen: &mut Seen,
-) -> Result<Reply, GraphError> {
-    let admitted = admit(state, user, headers, seen).await?;
-    let bytes = read_body(state, headers, body).await?;
-    let patch: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| GraphError::body_read(format!("Invalid JSON: {e}")))?;
-    let is_read = match patch.get("isRead") {
-        None => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => {
-            return Err(GraphError::body_read(
-                "Cannot convert the literal to the expected type 'Edm.Boolean'.",
-            ));
-        }
-    };
-    let now_ms = state.now().timestamp_millis();
-    let mut inner = state.lock();
-    let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
-    if let Some(read) = is_read {
-        item.is_read = read;
-    }
-    Ok(Reply::Json {
-        status: StatusCode::OK,
-        body: item.json(None, false),
-    })
+/// What a request does to one Inbox item: parsed from its JSON body, then applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// `PATCH /v1.0/users/{user}/messages/{id}`: `isRead` (other properties are ignored).
+    IsRead(Option<bool>),
+    /// `POST /v1.0/users/{user}/messages/{id}/move`: to `destinationId` (a well-known folder
+    /// name or a folder id; graph-sim takes any), under a new id.
+    MoveTo(String),
 }
 
-/// `POST /v1.0/users/{user}/messages/{id}/move`: to `destinationId` (a well-known folder name
-/// or a folder id; graph-sim takes any), under a new id.
-pub(crate) async fn move_to(
+impl Change {
+    /// A `PATCH` body: `isRead` must be a boolean when given.
+    pub(crate) fn patch(bytes: &[u8]) -> Result<Self, GraphError> {
+        let patch: Value = serde_json::from_slice(bytes)
+            .map_err(|e| GraphError::body_read(format!("Invalid JSON: {e}")))?;
+        match patch.get("isRead") {
+            None => Ok(Self::IsRead(None)),
+            Some(Value::Bool(b)) => Ok(Self::IsRead(Some(*b))),
+            Some(_) => Err(GraphError::body_read(
+                "Cannot convert the literal to the expected type 'Edm.Boolean'.",
+            )),
+        }
+    }
+
+    /// A `move` body: a non-blank `destinationId` is required.
+    pub(crate) fn move_to(bytes: &[u8]) -> Result<Self, GraphError> {
+        serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| {
+                v.get("destinationId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .filter(|d| !d.trim().is_empty())
+            .map(Self::MoveTo)
+            .ok_or_else(|| GraphError::body_read("The destinationId parameter is required."))
+    }
+
+    /// Applies it to `item`; the status Graph answers with (`200`, or `201` for a move).
+    fn apply(self, item: &mut InboxItem) -> StatusCode {
+        match self {
+            Self::IsRead(read) => {
+                if let Some(read) = read {
+                    item.is_read = read;
+                }
+                StatusCode::OK
+            }
+            Self::MoveTo(destination) => {
+                item.folder = destination.to_ascii_lowercase();
+                item.id = new_item_id();
+                StatusCode::CREATED
+            }
+        }
+    }
+}
+
+/// `PATCH` or `move` of the visible item `id`: admitted as a send is, its body parsed by
+/// `parse` ([`Change::patch`], [`Change::move_to`]), answered with the changed item.
+pub(crate) async fn edit(
     state: &Arc<SimState>,
     user: &str,
     id: &str,
     headers: &HeaderMap,
     body: Body,
     seen: &mut Seen,
+    parse: fn(&[u8]) -> Result<Change, GraphError>,
 ) -> Result<Reply, GraphError> {
     let admitted = admit(state, user, headers, seen).await?;
-    let bytes = read_body(state, headers, body).await?;
-    let destination = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| {
-            v.get("destinationId")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .filter(|d| !d.trim().is_empty())
-        .ok_or_else(|| GraphError::body_read("The destinationId parameter is required."))?;
+    let change = parse(&read_body(state, headers, body).await?)?;
     let now_ms = state.now().timestamp_millis();
     let mut inner = state.lock();
     let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
-    item.folder = destination.to_ascii_lowercase();
-    item.id = new_item_id();
+    let status = change.apply(item);
     Ok(Reply::Json {
-        status: StatusCode::CREATED,
+        status,
         body: item.json(None, false),
     })
 }

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::{body::Body, extract::Path, http::HeaderMap, response::Response};
 
-use super::FolderQuery;
+use super::{Change, FolderQuery};
 use crate::{
     send::{Seen, routed},
     state::SimState,
-    wire::{Call, RequestIds},
+    wire::{Call, GraphError, RequestIds},
 };
 
 /// `GET …/mailFolders/{folder}/messages` of the Inbox or a folder NDRs were moved to.
@@ -29,26 +29,28 @@ pub(crate) async fn list(
 
 /// `PATCH /v1.0/users/{user}/messages/{id}`.
 pub(crate) async fn patch_message(
-    Call { state, headers }: Call,
-    Path((user, id)): Path<(String, String)>,
+    call: Call,
+    Path(item): Path<(String, String)>,
     body: Body,
 ) -> Response {
-    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        super::patch(&state, &user, &id, &headers, body, seen).await
-    };
-    routed(&state, "patchMessage", &headers, handle).await
+    edit(call, item, body, "patchMessage", Change::patch).await
 }
 
-/// `POST /v1.0/users/{user}/messages/{id}/move`.
-pub(crate) async fn move_message(
-    state: Arc<SimState>,
-    headers: HeaderMap,
-    user: String,
-    id: String,
+/// `POST /v1.0/users/{user}/messages/{id}/move` (routed here by the drafts' `{id}/{action}`).
+pub(crate) async fn move_message(call: Call, item: (String, String), body: Body) -> Response {
+    edit(call, item, body, "moveMessage", Change::move_to).await
+}
+
+/// Item `id` of mailbox `user` changed as its body says ([`super::edit`]), counted under `route`.
+async fn edit(
+    Call { state, headers }: Call,
+    (user, id): (String, String),
     body: Body,
+    route: &'static str,
+    parse: fn(&[u8]) -> Result<Change, GraphError>,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
-        super::move_to(&state, &user, &id, &headers, body, seen).await
+        super::edit(&state, &user, &id, &headers, body, seen, parse).await
     };
-    routed(&state, "moveMessage", &headers, handle).await
+    routed(&state, route, &headers, handle).await
 }
