@@ -3,13 +3,16 @@
 
 use super::*;
 
+/// The provider base URLs (one rule for all three).
+const PROVIDER_URLS: [&str; 3] = [
+    "GRAPH_API_BASE_URL",
+    "GRAPH_LOGIN_BASE_URL",
+    "SENDGRID_API_BASE_URL",
+];
+
 #[test]
 fn provider_urls_must_be_https_except_to_loopback() {
-    for var in [
-        "GRAPH_API_BASE_URL",
-        "GRAPH_LOGIN_BASE_URL",
-        "SENDGRID_API_BASE_URL",
-    ] {
+    for var in PROVIDER_URLS {
         for bad in [
             "http://graph.microsoft.com/v1.0",
             "http://10.0.0.5:8080",
@@ -83,11 +86,7 @@ fn redacted_lines_hide_url_passwords() {
 
 #[test]
 fn provider_urls_with_credentials_a_query_or_a_fragment_are_refused_without_showing_them() {
-    for var in [
-        "GRAPH_API_BASE_URL",
-        "GRAPH_LOGIN_BASE_URL",
-        "SENDGRID_API_BASE_URL",
-    ] {
+    for var in PROVIDER_URLS {
         for raw in [
             "https://gw:hunter2@graph.example/v1.0",
             "https://hunter2@graph.example/v1.0",
