@@ -10,8 +10,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
-if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
+local now = now_ms(ARGV[1])
 local spacing = tonumber(ARGV[2])
 if not (now and spacing) or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR paced seed: bad ARGV (see the header)')
