@@ -85,7 +85,8 @@ local EXPIRE_PER_CALL = 20
 
 -- One clock for every replica: Redis's (scripts replicate their effects, so TIME is allowed
 -- before writes); a number only when a test drives virtual time.
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local id = ARGV[2]
 local per_minute = tonumber(ARGV[3])
 local per_day = tonumber(ARGV[4])

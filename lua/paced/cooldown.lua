@@ -7,7 +7,8 @@
 -- made later queue up after the cooldown, spaced as usual. Never shortens a cooldown in force.
 -- The wait is relative so that the cooldown is on the same clock as every other decision.
 
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local wait = tonumber(ARGV[2])
 if not (now and wait) then
   return redis.error_reply('ERR paced cooldown: bad ARGV (see the header)')

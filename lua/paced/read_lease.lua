@@ -12,7 +12,8 @@
 -- a lease in the same set as the sends and counts nothing else: no minute slot, no recipients.
 -- Three to four commands.
 
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local id = ARGV[2]
 local max_in_flight = tonumber(ARGV[3])
 local lease_ms = tonumber(ARGV[4])

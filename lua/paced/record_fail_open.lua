@@ -13,7 +13,8 @@
 -- history counts them. A send older than the mailbox's seed is skipped likewise (the history
 -- the seed read already held it). Sends older than 24 h are skipped.
 
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local spacing = tonumber(ARGV[2])
 if not (now and spacing) or #ARGV % 3 ~= 2 then
   return redis.error_reply('ERR paced record_fail_open: bad ARGV (see the header)')

@@ -9,7 +9,8 @@
 -- its attempt by at most one lease (a killed or cut-off worker's slot frees within it) however
 -- long the attempt runs. Never shortens a lease; never creates one. Two commands.
 
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local id = ARGV[2]
 local lease_ms = tonumber(ARGV[3])
 if not (now and lease_ms) or id == nil or id == '' then

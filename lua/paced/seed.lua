@@ -10,7 +10,8 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local spacing = tonumber(ARGV[2])
 if not (now and spacing) or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR paced seed: bad ARGV (see the header)')

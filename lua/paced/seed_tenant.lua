@@ -11,7 +11,8 @@
 if redis.call('HEXISTS', KEYS[6], 'total') == 1 then
   return 0
 end
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 if not now or #ARGV % 2 ~= 1 then
   return redis.error_reply('ERR paced seed_tenant: bad ARGV (see the header)')
 end

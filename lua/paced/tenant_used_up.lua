@@ -15,7 +15,8 @@
 local BUCKET_MS = 60000
 local DAY_MS = 86400000
 local KEY_TTL_MS = DAY_MS + 3600000
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])   -- `TIME`: Redis's clock (seconds, microseconds) in ms
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 local limit = tonumber(ARGV[2])
 if not (now and limit) or limit < 1 then
   return redis.error_reply('ERR paced tenant_used_up: bad ARGV (see the header)')

@@ -11,7 +11,8 @@
 -- every booking also brings the next free slot (`tat`) back to now: the direct 60 s check still
 -- holds the L + 1st send.
 
-local now = now_ms(ARGV[1])
+local now = tonumber(ARGV[1])
+if ARGV[1] == 'TIME' then local t = redis.call('TIME'); now = t[1] * 1000 + math.floor(t[2] / 1000) end
 if not now then return redis.error_reply('ERR paced unbook: bad ARGV (see the header)') end
 
 local function give_back(hash, at, amount)

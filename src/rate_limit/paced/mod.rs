@@ -30,36 +30,27 @@ use super::{
     epoch_ms,
 };
 
-/// `lua/paced/{file}` behind `lua/paced/now.lua` (its `now_ms`): a script that takes a now.
-macro_rules! with_now {
-    ($file:literal) => {
-        concat!(
-            include_str!("../../../lua/paced/now.lua"),
-            include_str!(concat!("../../../lua/paced/", $file))
-        )
-    };
-}
-
 /// `lua/paced/check_and_reserve.lua` (contract in its header).
-pub const CHECK_AND_RESERVE_LUA: &str = with_now!("check_and_reserve.lua");
+pub const CHECK_AND_RESERVE_LUA: &str = include_str!("../../../lua/paced/check_and_reserve.lua");
 /// `lua/paced/release.lua`.
 pub(crate) const RELEASE_LUA: &str = include_str!("../../../lua/paced/release.lua");
 /// `lua/paced/cooldown.lua`.
-pub(crate) const COOLDOWN_LUA: &str = with_now!("cooldown.lua");
+pub(crate) const COOLDOWN_LUA: &str = include_str!("../../../lua/paced/cooldown.lua");
 /// `lua/paced/seed.lua`.
-pub(crate) const SEED_LUA: &str = with_now!("seed.lua");
+pub(crate) const SEED_LUA: &str = include_str!("../../../lua/paced/seed.lua");
 /// `lua/paced/seed_tenant.lua`.
-pub(crate) const SEED_TENANT_LUA: &str = with_now!("seed_tenant.lua");
+pub(crate) const SEED_TENANT_LUA: &str = include_str!("../../../lua/paced/seed_tenant.lua");
 /// `lua/paced/renew.lua`.
-pub(crate) const RENEW_LUA: &str = with_now!("renew.lua");
+pub(crate) const RENEW_LUA: &str = include_str!("../../../lua/paced/renew.lua");
 /// `lua/paced/read_lease.lua`.
-pub(crate) const READ_LEASE_LUA: &str = with_now!("read_lease.lua");
+pub(crate) const READ_LEASE_LUA: &str = include_str!("../../../lua/paced/read_lease.lua");
 /// `lua/paced/unbook.lua`.
-pub(crate) const UNBOOK_LUA: &str = with_now!("unbook.lua");
+pub(crate) const UNBOOK_LUA: &str = include_str!("../../../lua/paced/unbook.lua");
 /// `lua/paced/tenant_used_up.lua`.
-pub(crate) const TENANT_USED_UP_LUA: &str = with_now!("tenant_used_up.lua");
+pub(crate) const TENANT_USED_UP_LUA: &str = include_str!("../../../lua/paced/tenant_used_up.lua");
 /// `lua/paced/record_fail_open.lua`.
-pub(crate) const RECORD_FAIL_OPEN_LUA: &str = with_now!("record_fail_open.lua");
+pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
+    include_str!("../../../lua/paced/record_fail_open.lua");
 
 /// How late a send may run after its slot (the claim's wait, `SCHEDULER_INTERVAL_MS`, and the
 /// wait for a worker slot) without the rolling 60 s window ever holding more than L sends:
