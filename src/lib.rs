@@ -43,6 +43,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+mod debug_showing;
 pub mod domain;
 pub mod events;
 pub mod forecast;

@@ -79,14 +79,7 @@ pub struct BounceReader {
     outbox: Outbox,
 }
 
-impl std::fmt::Debug for BounceReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BounceReader")
-            .field("settings", &self.settings)
-            .field("reader", &self.reader)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_showing::debug_showing!(BounceReader { settings, reader });
 
 impl BounceReader {
     /// A reader for this replica (a fresh reader id).

@@ -22,6 +22,14 @@ fn state(per_minute: u32, per_day: u32) -> SenderState {
     }
 }
 
+/// A backlog of `messages` with `recipients` in all.
+fn load(messages: u64, recipients: u64) -> Load {
+    Load {
+        messages,
+        recipients,
+    }
+}
+
 fn sends(n: usize, recipients: u32) -> Vec<NewSend> {
     vec![
         NewSend {
@@ -88,10 +96,7 @@ fn bookings_cooldown_and_backlog_come_first() {
     let mut s = state(10, 9_000);
     s.next_free_slot = Some(at(9, 1, 0));
     s.cooldown_until = Some(at(9, 2, 0));
-    s.backlog = Load {
-        messages: 10,
-        recipients: 10,
-    };
+    s.backlog = load(10, 10);
     // Slots from 09:02:00, 6.2 s apart: 10 backlog, then 5 new; the last is slot 14.
     let f = finish(&s, &sends(5, 1));
     assert_eq!(f.first, Some(at(9, 2, 0)));
@@ -175,10 +180,7 @@ fn backlog_recipients_are_spread_over_its_messages() {
     // 3 backlog messages with 7 recipients (3 + 2 + 2) and a day budget of 10: one new
     // 3-recipient message still fits (7 + 3), a second spills.
     let mut s = state(60, 10);
-    s.backlog = Load {
-        messages: 3,
-        recipients: 7,
-    };
+    s.backlog = load(3, 7);
     let f = finish(&s, &sends(2, 3));
     assert_eq!(f.spilled, 1);
 }
@@ -260,10 +262,7 @@ fn a_backlog_past_the_day_budget_ends_on_the_day_its_last_share_fits() {
     // D = 9,000 one-recipient messages a rolling 24 h, 100,000 waiting: day k sends messages
     // 9,000k .. 9,000k + 8,999, each 24 h after the one 9,000 before it.
     let mut s = state(25, 9_000);
-    s.backlog = Load {
-        messages: 100_000,
-        recipients: 100_000,
-    };
+    s.backlog = load(100_000, 100_000);
     let spacing = spacing(Algorithm::Paced, 25);
     assert_eq!(
         backlog_end(&s),
@@ -278,10 +277,7 @@ fn a_backlog_end_is_the_booked_ones_end_without_unbooked_messages_and_none_when_
     s.next_free_slot = Some(at(10, 30, 0));
     assert_eq!(backlog_end(&s), Some(at(10, 30, 0)));
     // Behind the bookings: 10 more from the next free slot on.
-    s.backlog = Load {
-        messages: 10,
-        recipients: 10,
-    };
+    s.backlog = load(10, 10);
     assert_eq!(
         backlog_end(&s),
         Some(at(10, 30, 0) + spacing(Algorithm::Paced, 25) * 9)

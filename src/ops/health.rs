@@ -122,11 +122,7 @@ pub(crate) struct Readiness {
 /// crate's trait: ops does not depend on the intake.
 type IntakeProbe = Arc<dyn Fn() -> Box<dyn redis::aio::ConnectionLike + Send> + Send + Sync>;
 
-impl std::fmt::Debug for Readiness {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Readiness").finish_non_exhaustive()
-    }
-}
+crate::debug_showing::debug_showing!(Readiness {});
 
 impl Readiness {
     /// Checks `pool`, whether the claim loop runs (`claiming`, kept by the loop) and, as

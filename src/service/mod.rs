@@ -104,13 +104,7 @@ pub struct MailProviderService {
     outbox: Outbox,
 }
 
-impl std::fmt::Debug for MailProviderService {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MailProviderService")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_showing::debug_showing!(MailProviderService { settings });
 
 impl MailProviderService {
     /// A service writing to `pool`, resolving mailers through `mailers`.

@@ -113,10 +113,8 @@ pub(super) async fn login(
 
 pub(super) async fn logout(
     State(state): State<AdminState>,
-    Authed(session): Authed,
-    body: String,
+    _checked: Posted,
 ) -> Result<Response, AdminError> {
-    Fields::parse(&body).check_csrf(&session)?;
     let cookie = auth::set_cookie(
         auth::SESSION_COOKIE,
         "",

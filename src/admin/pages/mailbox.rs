@@ -173,12 +173,9 @@ fn reserved_field(raw: &str) -> Result<Option<u8>, String> {
 
 pub(super) async fn set_limits(
     State(state): State<AdminState>,
-    Authed(session): Authed,
     Path(raw): Path<String>,
-    body: String,
+    Posted { session, fields }: Posted,
 ) -> Result<Response, AdminError> {
-    let fields = Fields::parse(&body);
-    fields.check_csrf(&session)?;
     let address = parse_address(&raw)?;
     let clear = fields.get("action") == Some("clear");
     let typed = [

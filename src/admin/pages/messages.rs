@@ -118,12 +118,9 @@ pub(super) async fn messages(
 /// selection as `--id`s and the page's status filter as `--status`.
 pub(super) async fn act(
     State(state): State<AdminState>,
-    Authed(session): Authed,
-    body: String,
+    Posted { fields, .. }: Posted,
     action: ops::BulkAction,
 ) -> Result<Response, AdminError> {
-    let fields = Fields::parse(&body);
-    fields.check_csrf(&session)?;
     let ids = fields
         .all("id")
         .map(|id| {

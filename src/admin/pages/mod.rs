@@ -36,6 +36,7 @@ use crate::config::{
 };
 
 mod campaigns;
+mod form;
 mod login;
 mod mailbox;
 mod mailboxes;
@@ -44,6 +45,7 @@ mod queue;
 mod suppressions;
 
 use campaigns::{campaign_page, campaigns_page};
+use form::{Fields, Posted};
 use login::{login, login_form, logout};
 use mailbox::{mailbox, set_limits};
 use mailboxes::{mailbox_rows, mailboxes};
@@ -60,17 +62,17 @@ const JS: &str = include_str!("../../../templates/admin/admin.js");
 
 /// The POST route of a messages button.
 fn bulk(action: ops::BulkAction) -> MethodRouter<AdminState> {
-    post(move |state, session, body| act(state, session, body, action))
+    post(move |state, form| act(state, form, action))
 }
 
 /// The POST route of a dead-letters button.
 fn dead(action: queue::Action) -> MethodRouter<AdminState> {
-    post(move |state, session, body| queue_act(state, session, body, action))
+    post(move |state, form| queue_act(state, form, action))
 }
 
 /// The POST route of a suppression form.
 fn suppression(change: suppressions::Change) -> MethodRouter<AdminState> {
-    post(move |state, session, body| suppressions_change(state, session, body, change))
+    post(move |state, form| suppressions_change(state, form, change))
 }
 
 /// Every route of the UI.
@@ -147,42 +149,6 @@ impl FromRequestParts<AdminState> for Authed {
             Some(s) => Ok(Self(s)),
             None if parts.method == Method::GET => Err(Redirect::to("/login").into_response()),
             None => Err((StatusCode::UNAUTHORIZED, "log in first: /login").into_response()),
-        }
-    }
-}
-
-/// A urlencoded form body, repeated fields kept (`id=…&id=…`).
-struct Fields(Vec<(String, String)>);
-
-impl Fields {
-    fn parse(body: &str) -> Self {
-        Self(
-            url::form_urlencoded::parse(body.as_bytes())
-                .into_owned()
-                .collect(),
-        )
-    }
-
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn all(&self, name: &str) -> impl Iterator<Item = &str> {
-        self.0
-            .iter()
-            .filter(move |(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The session's CSRF token must be in field `csrf`, else [`AdminError::Csrf`] (403).
-    fn check_csrf(&self, session: &Session) -> Result<(), AdminError> {
-        if session.csrf_ok(self.get("csrf")) {
-            Ok(())
-        } else {
-            Err(AdminError::Csrf)
         }
     }
 }

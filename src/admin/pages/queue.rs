@@ -119,12 +119,9 @@ pub(super) async fn queue(
 /// Retries or discards the selected dead jobs (`id=…`, repeated) or all of them (`all=1`).
 pub(super) async fn queue_act(
     State(state): State<AdminState>,
-    Authed(session): Authed,
-    body: String,
+    Posted { fields, .. }: Posted,
     action: Action,
 ) -> Result<Response, AdminError> {
-    let fields = Fields::parse(&body);
-    fields.check_csrf(&session)?;
     let Some((settings, mut conn)) = connect(&state).await? else {
         return Err(AdminError::BadInput(
             "INTAKE_QUEUE is off: there is no intake queue".into(),

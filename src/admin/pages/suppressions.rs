@@ -132,12 +132,9 @@ pub(super) enum Change {
 /// with the address masked; back to the page filtered on the scope.
 pub(super) async fn suppressions_change(
     State(state): State<AdminState>,
-    Authed(session): Authed,
-    body: String,
+    Posted { fields, .. }: Posted,
     change: Change,
 ) -> Result<Response, AdminError> {
-    let fields = Fields::parse(&body);
-    fields.check_csrf(&session)?;
     let address = given(fields.get("address"))
         .ok_or_else(|| AdminError::BadInput("address: give the recipient's address".into()))?;
     let name = given(fields.get("scope"))

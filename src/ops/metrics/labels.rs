@@ -11,68 +11,35 @@ pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
 pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct SendLabels {
-    pub(super) provider: &'static str,
-    pub(super) outcome: &'static str,
+/// Declares label sets: each a struct of `pub(super)` fields with the derives a
+/// [`prometheus_client`] `Family` key needs.
+macro_rules! label_sets {
+    ($($name:ident { $($field:ident: $ty:ty),+ })+) => {$(
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        pub(in crate::ops) struct $name {
+            $(pub(super) $field: $ty,)+
+        }
+    )+};
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct CodeClassLabels {
-    pub(super) code_class: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct DecisionLabels {
-    pub(super) decision: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct ProviderStatusLabels {
-    pub(super) provider: &'static str,
-    pub(super) status: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct ProviderLabels {
-    pub(super) provider: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct BudgetLabels {
-    pub(super) mailbox: String,
-    pub(super) window: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct TenantLabels {
-    pub(super) tenant: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct ReasonLabels {
-    pub(super) reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct StatusLabels {
-    pub(super) status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct StageLabels {
-    pub(super) stage: &'static str,
+label_sets! {
+    SendLabels { provider: &'static str, outcome: &'static str }
+    CodeClassLabels { code_class: &'static str }
+    DecisionLabels { decision: &'static str }
+    ProviderStatusLabels { provider: &'static str, status: &'static str }
+    ProviderLabels { provider: &'static str }
+    BudgetLabels { mailbox: String, window: &'static str }
+    TenantLabels { tenant: String }
+    ReasonLabels { reason: &'static str }
+    StatusLabels { status: String }
+    StageLabels { stage: &'static str }
+    MailboxLabels { mailbox: String }
 }
 
 /// `stage` of `mail_worker_recipients_suppressed_total`: dropped from a new message.
 pub(crate) const STAGE_INTAKE: &str = "intake";
 /// `stage` of `mail_worker_recipients_suppressed_total`: dropped just before the send.
 pub(crate) const STAGE_SEND: &str = "send";
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(in crate::ops) struct MailboxLabels {
-    pub(super) mailbox: String,
-}
 
 /// The `outcome` label of `mail_worker_sends_total`: what became of one send as the metric
 /// counts it. Finer than the service's [`crate::service::SendOutcome`] (the row as written):

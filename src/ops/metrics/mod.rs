@@ -32,10 +32,7 @@
 
 mod labels;
 
-use std::{
-    sync::atomic::{AtomicI64, AtomicU64},
-    time::Duration,
-};
+use std::{sync::atomic::AtomicU64, time::Duration};
 
 use super::intake::OutcomeLabels;
 pub use labels::OutcomeLabel;
@@ -94,33 +91,29 @@ metric_table! {
         claim_seconds: Histogram = "mail_worker_claim_duration_seconds", "Round trip of one claim statement (due rows to SENDING), seconds", claim_histogram();
         provider_requests: Family<ProviderStatusLabels, Counter> = "mail_worker_provider_requests", "Provider send requests by provider and result class";
         provider_seconds: Family<ProviderLabels, Histogram> = "mail_worker_provider_seconds", "Duration of one provider send request, seconds", Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        messages: Family<StatusLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages", "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
-        waiting: Family<ReasonLabels, Gauge<i64, AtomicI64>> = "mail_worker_messages_waiting", "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
+        messages: Family<StatusLabels, Gauge> = "mail_worker_messages", "Messages in PostgreSQL by status (all replicas; refreshed periodically)";
+        waiting: Family<ReasonLabels, Gauge> = "mail_worker_messages_waiting", "SCHEDULED messages by why they wait (all replicas; refreshed periodically)";
         budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>> = "mail_worker_budget_used_ratio", "Used share of each Graph mailbox's budget as the limiter counts it, by window (minute, day)";
         tenant_budget_used: Family<TenantLabels, Gauge<f64, AtomicU64>> = "mail_worker_tenant_budget_used_ratio", "Used share of each Graph tenant's external recipient budget (rolling 24 h) as the limiter counts it";
         oldest_due: Gauge<f64, AtomicU64> = "mail_worker_oldest_due_seconds", "How long the oldest due SCHEDULED message has been due, seconds (0: none)";
-        in_flight: Gauge<i64, AtomicI64> = "mail_worker_in_flight", "Sends running in this process";
-        claimed: Counter<u64, AtomicU64> = "mail_worker_claimed", "Due messages this process claimed";
-        purged: Counter<u64, AtomicU64> = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
+        in_flight: Gauge = "mail_worker_in_flight", "Sends running in this process";
+        claimed: Counter = "mail_worker_claimed", "Due messages this process claimed";
+        purged: Counter = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
         bounces: Family<CodeClassLabels, Counter> = "mail_worker_bounces", "Messages marked BOUNCED from a non-delivery report, by DSN code class (5.1, 5.7, …)";
-        paused: Family<MailboxLabels, Gauge<i64, AtomicI64>> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
+        paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
-        intake_depth: Gauge<i64, AtomicI64> = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
-        intake_dead: Gauge<i64, AtomicI64> = "mail_worker_intake_dead", "Dead-lettered intake jobs";
-        intake_oldest: Gauge<i64, AtomicI64> = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
-        events_delivered: Counter<u64, AtomicU64> = "mail_worker_events_delivered", "Outbox events this process delivered to a webhook receiver (2xx)";
-        events_retried: Counter<u64, AtomicU64> = "mail_worker_events_retried", "Outbox events of a batch a receiver refused or did not answer, to be tried again";
-        events_dead: Counter<u64, AtomicU64> = "mail_worker_events_dead", "Outbox events given up at a receiver after EVENTS_RETRY_FOR";
+        intake_depth: Gauge = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
+        intake_dead: Gauge = "mail_worker_intake_dead", "Dead-lettered intake jobs";
+        intake_oldest: Gauge = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
+        events_delivered: Counter = "mail_worker_events_delivered", "Outbox events this process delivered to a webhook receiver (2xx)";
+        events_retried: Counter = "mail_worker_events_retried", "Outbox events of a batch a receiver refused or did not answer, to be tried again";
+        events_dead: Counter = "mail_worker_events_dead", "Outbox events given up at a receiver after EVENTS_RETRY_FOR";
         events_oldest: Gauge<f64, AtomicU64> = "mail_worker_events_oldest_undelivered_seconds", "Age of the oldest outbox event some receiver has not got yet, seconds (0: none)";
     }
 }
 
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
-}
+crate::debug_showing::debug_showing!(Metrics {});
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -289,7 +282,7 @@ impl Metrics {
 
 /// Decrements `mail_worker_in_flight` on drop.
 #[derive(Debug)]
-pub(crate) struct InFlightGuard(Gauge<i64, AtomicI64>);
+pub(crate) struct InFlightGuard(Gauge);
 
 impl crate::rate_limit::DecisionMetrics for Metrics {
     fn rate_limit_decision(&self, decision: &'static str, took: Duration) {

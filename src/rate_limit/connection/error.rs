@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redis::{ErrorKind, RedisError};
+use redis::{ErrorKind, RedisError, Value};
 
 /// The limiter cannot be built from its configuration.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +40,14 @@ pub enum RedisCallError {
 }
 
 impl RedisCallError {
+    /// `script` answered `reply`, outside its contract.
+    pub(crate) fn unexpected(script: &'static str, reply: &Value) -> Self {
+        Self::UnexpectedReply {
+            script,
+            reply: format!("{reply:?}"),
+        }
+    }
+
     /// Whether this is Redis being unreachable, refusing, dropping the connection, slow,
     /// loading, busy or failing over — trouble that fixes itself or an operator fixes in Redis
     /// (`mail.rateLimit.redisError`, warn) — rather than a script bug such as `WRONGTYPE` or

@@ -8,6 +8,7 @@
 
 mod cluster;
 mod error;
+pub(crate) mod replies;
 mod urls;
 
 use std::{

@@ -13,7 +13,7 @@ use redis::{Script, Value};
 
 use super::{
     Ask, Counted, Decision, DenyReason, Reservation,
-    connection::{RedisCallError, RedisConn},
+    connection::{RedisCallError, RedisConn, replies},
 };
 
 /// `lua/fixed_window/check_and_reserve.lua`: the atomic check-and-reserve (contract in its header).
@@ -91,10 +91,7 @@ impl FixedWindow {
 
 /// `{1, 0, "ok"}` → `None` (reserved); `{0, ms, "minute" | "day"}` → the denial.
 fn decode_check_reply(value: &Value) -> Result<Option<(DenyReason, Duration)>, RedisCallError> {
-    let unexpected = || RedisCallError::UnexpectedReply {
-        script: "fixed_window/check_and_reserve.lua",
-        reply: format!("{value:?}"),
-    };
+    let unexpected = || RedisCallError::unexpected("fixed_window/check_and_reserve.lua", value);
     let Value::Array(items) = value else {
         return Err(unexpected());
     };
@@ -115,15 +112,7 @@ fn decode_check_reply(value: &Value) -> Result<Option<(DenyReason, Duration)>, R
 
 /// `{minute counter, day counter}` after the release.
 fn decode_release_reply(value: &Value) -> Result<(i64, i64), RedisCallError> {
-    if let Value::Array(items) = value
-        && let [Value::Int(minute), Value::Int(day)] = items.as_slice()
-    {
-        return Ok((*minute, *day));
-    }
-    Err(RedisCallError::UnexpectedReply {
-        script: "fixed_window/release.lua",
-        reply: format!("{value:?}"),
-    })
+    replies::int_pair(value, "fixed_window/release.lua")
 }
 
 #[cfg(test)]

@@ -60,10 +60,7 @@ impl Paced {
             ask.limits.reserved_percent.to_string(),
         ];
         let reply = redis.eval(&self.check, &keys.all(), &args).await?;
-        let unexpected = || RedisCallError::UnexpectedReply {
-            script: "paced/check_and_reserve.lua",
-            reply: format!("{reply:?}"),
-        };
+        let unexpected = || RedisCallError::unexpected("paced/check_and_reserve.lua", &reply);
         let Value::Array(items) = &reply else {
             return Err(unexpected());
         };

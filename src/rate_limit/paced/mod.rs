@@ -26,7 +26,7 @@ pub(crate) use self::{
     seed::FailOpenSend,
 };
 use super::{
-    connection::{RedisCallError, RedisConn},
+    connection::{RedisCallError, RedisConn, replies},
     epoch_ms,
 };
 
@@ -135,15 +135,7 @@ impl Paced {
             external.to_string(),
         ];
         let reply = redis.eval(&self.release, &keys.all(), &args).await?;
-        if let Value::Array(items) = &reply
-            && let [Value::Int(in_flight), Value::Int(total)] = items.as_slice()
-        {
-            return Ok((*in_flight, *total));
-        }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/release.lua",
-            reply: format!("{reply:?}"),
-        })
+        replies::int_pair(&reply, "paced/release.lua")
     }
 
     /// Takes one in-flight lease `id` for a request that sends nothing (an Inbox read): `Ok(Ok(at
@@ -169,10 +161,7 @@ impl Paced {
                 _ => {}
             }
         }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/read_lease.lua",
-            reply: format!("{reply:?}"),
-        })
+        Err(RedisCallError::unexpected("paced/read_lease.lua", &reply))
     }
 
     /// Fills the tenant's external window up to `per_day` now; returns (recipients added, when
@@ -186,15 +175,7 @@ impl Paced {
     ) -> Result<(i64, i64), RedisCallError> {
         let args = [self.now_arg(now), per_day.to_string()];
         let reply = redis.eval(&self.tenant_used_up, &keys.all(), &args).await?;
-        if let Value::Array(items) = &reply
-            && let [Value::Int(added), Value::Int(free_at)] = items.as_slice()
-        {
-            return Ok((*added, *free_at));
-        }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/tenant_used_up.lua",
-            reply: format!("{reply:?}"),
-        })
+        replies::int_pair(&reply, "paced/tenant_used_up.lua")
     }
 
     /// Extends a running attempt's lease by a full lease from now; returns whether the lease
@@ -211,13 +192,8 @@ impl Paced {
             message_id.to_string(),
             (self.lease.as_millis() as u64).to_string(),
         ];
-        match redis.eval(&self.renew, &keys.all(), &args).await? {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(RedisCallError::UnexpectedReply {
-                script: "paced/renew.lua",
-                reply: format!("{other:?}"),
-            }),
-        }
+        let reply = redis.eval(&self.renew, &keys.all(), &args).await?;
+        Ok(replies::int(&reply, "paced/renew.lua")? == 1)
     }
 
     /// Sets the mailbox's cooldown `until - now` from Redis's now; returns the cooldown in
@@ -231,13 +207,8 @@ impl Paced {
     ) -> Result<i64, RedisCallError> {
         let wait = (epoch_ms(until) - epoch_ms(now)).max(0);
         let args = [self.now_arg(now), wait.to_string()];
-        match redis.eval(&self.cooldown, &keys.all(), &args).await? {
-            Value::Int(n) => Ok(n),
-            other => Err(RedisCallError::UnexpectedReply {
-                script: "paced/cooldown.lua",
-                reply: format!("{other:?}"),
-            }),
-        }
+        let reply = redis.eval(&self.cooldown, &keys.all(), &args).await?;
+        replies::int(&reply, "paced/cooldown.lua")
     }
 }
 

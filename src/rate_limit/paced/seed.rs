@@ -7,7 +7,7 @@ use redis::{Script, Value};
 
 use super::{Paced, Seen, keys::PacedKeys, spacing_ms};
 use crate::rate_limit::{
-    connection::{RedisCallError, RedisConn},
+    connection::{RedisCallError, RedisConn, replies},
     epoch_ms,
 };
 
@@ -77,10 +77,10 @@ impl Paced {
                 total: *total,
             }));
         }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/record_fail_open.lua",
-            reply: format!("{reply:?}"),
-        })
+        Err(RedisCallError::unexpected(
+            "paced/record_fail_open.lua",
+            &reply,
+        ))
     }
 }
 
@@ -98,11 +98,6 @@ async fn seed_with(
         args.push(epoch_ms(*at).to_string());
         args.push(count.to_string());
     }
-    match redis.eval(script, &keys.all(), &args).await? {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(RedisCallError::UnexpectedReply {
-            script: name,
-            reply: format!("{other:?}"),
-        }),
-    }
+    let reply = redis.eval(script, &keys.all(), &args).await?;
+    Ok(replies::int(&reply, name)? == 1)
 }

@@ -2,11 +2,10 @@
 //! or every booking of a mailbox whose limits changed.
 
 use chrono::{DateTime, Utc};
-use redis::Value;
 use uuid::Uuid;
 
 use super::{Paced, keys::PacedKeys};
-use crate::rate_limit::connection::{RedisCallError, RedisConn};
+use crate::rate_limit::connection::{RedisCallError, RedisConn, replies};
 
 impl Paced {
     /// Drops the bookings of `ids` (none: every booking of the mailbox, and its next free slot
@@ -22,14 +21,6 @@ impl Paced {
             .chain(ids.iter().map(Uuid::to_string))
             .collect();
         let reply = redis.eval(&self.unbook, &keys.all(), &args).await?;
-        if let Value::Array(items) = &reply
-            && let [Value::Int(dropped), Value::Int(recipients)] = items.as_slice()
-        {
-            return Ok((*dropped, *recipients));
-        }
-        Err(RedisCallError::UnexpectedReply {
-            script: "paced/unbook.lua",
-            reply: format!("{reply:?}"),
-        })
+        replies::int_pair(&reply, "paced/unbook.lua")
     }
 }

@@ -54,18 +54,11 @@ pub(crate) fn graph_scope(api_base_url: &Url) -> String {
 /// # Errors
 /// [`MailError::Misconfigured`] when `login_base_url` cannot carry a path.
 pub(crate) fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<Url, MailError> {
-    let mut url = login_base_url.clone();
-    url.path_segments_mut()
-        .map_err(|()| {
-            MailError::Misconfigured(format!(
-                "GRAPH_LOGIN_BASE_URL {} cannot be used as a base URL",
-                crate::domain::redact_url(login_base_url)
-            ))
-        })?
-        .pop_if_empty()
-        .push(graph_tenant_id)
-        .extend(["oauth2", "v2.0", "token"]);
-    Ok(url)
+    crate::mailer::http::endpoint_url(
+        login_base_url,
+        "GRAPH_LOGIN_BASE_URL",
+        &[graph_tenant_id, "oauth2", "v2.0", "token"],
+    )
 }
 
 /// A stable, non-reversible fingerprint of a secret for cache keys: the first 16 bytes of

@@ -105,15 +105,11 @@ pub(crate) struct TokenSource {
     inner: Mutex<Inner>,
 }
 
-impl fmt::Debug for TokenSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenSource")
-            .field("graph_tenant_id", &self.graph_tenant_id)
-            .field("client_id", &self.client_id)
-            .field("scope", &self.scope)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_showing::debug_showing!(TokenSource {
+    graph_tenant_id,
+    client_id,
+    scope
+});
 
 impl TokenSource {
     pub(super) fn new(
