@@ -742,11 +742,7 @@ async fn the_limits_form_sets_the_reserved_share_and_refuses_one_over_90() {
 
 #[tokio::test]
 async fn the_mailboxes_page_warns_of_a_tenant_budget_past_the_alert_share() {
-    let world = TestApp::builder()
-        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
-        .tenant_budget(5, &["contoso.example"])
-        .spawn()
-        .await;
+    let world = TestApp::paced().tenant_budget(5).spawn().await;
     let ui = start_ui(&world, false).await;
     let login = ui.login().await;
     let handler = world.real_handler(Arc::new(mail_worker::clock::SystemClock));
@@ -947,18 +943,18 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
     ids.extend(world.insert(1, 1, "ERROR").await);
     ids.extend(world.insert(1, 1, "SCHEDULED").await);
     let other = world.insert(1, 4, "SCHEDULED").await;
-    for id in &ids {
-        sqlx::query("UPDATE messages SET campaign_id = $2, sent_at = CASE WHEN status = 'SENT' THEN now() END WHERE id = $1")
-            .bind(id)
-            .bind(campaign)
-            .execute(&world.db.pool)
-            .await
-            .unwrap();
-    }
     let cancelled = world.insert(1, 1, "ERROR").await[0];
-    sqlx::query("UPDATE messages SET campaign_id = $2, last_error = $3 WHERE id = $1")
-        .bind(cancelled)
+    // Sent, then its NDR came back: counted as bounced, not sent.
+    let bounced = world.insert(1, 1, "SENT").await[0];
+    ids.extend([cancelled, bounced]);
+    sqlx::query("UPDATE messages SET campaign_id = $2, sent_at = CASE WHEN status = 'SENT' THEN now() END WHERE id = ANY($1)")
+        .bind(&ids)
         .bind(campaign)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE messages SET last_error = $2 WHERE id = $1")
+        .bind(cancelled)
         .bind(format!(
             "{}: test",
             mail_worker::store::admin::CANCELLED_PREFIX
@@ -966,14 +962,12 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         .execute(&world.db.pool)
         .await
         .unwrap();
-    // Sent, then its NDR came back: counted as bounced, not sent.
-    let bounced = world.insert(1, 1, "SENT").await[0];
-    sqlx::query("UPDATE messages SET campaign_id = $2, status = 'BOUNCED', sent_at = now(), bounce_code = '5.1.1' WHERE id = $1")
-        .bind(bounced)
-        .bind(campaign)
-        .execute(&world.db.pool)
-        .await
-        .unwrap();
+    world
+        .execute(
+            "UPDATE messages SET status = 'BOUNCED', bounce_code = '5.1.1' WHERE id = $1",
+            bounced,
+        )
+        .await;
 
     let list = ui.page("/campaigns", &login).await;
     assert_all_in(
@@ -1059,13 +1053,8 @@ fn listed(page: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
-    use mail_worker::{clock::SystemClock, rate_limit::Algorithm};
-    let world = TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .mailboxes(5)
-        .per_minute(20)
-        .spawn()
-        .await;
+    use mail_worker::clock::SystemClock;
+    let world = TestApp::paced().mailboxes(5).per_minute(20).spawn().await;
     // Unfinished (SCHEDULED + SENDING) per mailbox: mb2 3 (and 1 SENT through the limiter),
     // mb0 2, mb4 2, mb1 0 (4 SENT: finished), mb3 0.
     world.insert(0, 1, "SCHEDULED").await;

@@ -586,11 +586,7 @@ async fn messages_retry_and_cancel_filter_report_counts_and_a_dry_run_writes_not
 #[tokio::test]
 async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
-    let world = crate::support::TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .per_minute(20)
-        .spawn()
-        .await;
+    let world = crate::support::TestApp::paced().per_minute(20).await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
     let ids = world.insert(0, 4, "SCHEDULED").await;
     let mut sent = 0;
@@ -804,12 +800,8 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
 
 #[tokio::test]
 async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions_made() {
-    use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
-    let world = crate::support::TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .per_minute(1)
-        .spawn()
-        .await;
+    use mail_worker::{clock::SystemClock, service::SendOutcome};
+    let world = crate::support::TestApp::paced().per_minute(1).await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
     let env = paced_env(&world, "7000");
     let usage = || {

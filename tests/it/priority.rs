@@ -4,32 +4,17 @@
 
 use uuid::Uuid;
 
+use crate::support::rows::{Sender, due_rows, system_mailbox};
 use crate::support::{TestDb, claim_due_ids as claim, sorted};
 
+/// The one system mailbox of these tests.
 async fn mailbox(db: &TestDb) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
-         VALUES ('ops@prio.example', 'prio.example', 'c', 'env:S') RETURNING id",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
+    system_mailbox(db, "ops@prio.example").await
 }
 
 /// Inserts a due row of `priority`, due `ago_s` seconds ago; returns its id.
 async fn due_row(db: &TestDb, mailbox: Uuid, priority: &str, ago_s: i32) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body_content_type, body, \
-             scheduled_on, priority) \
-         VALUES (gen_random_uuid(), $1, '[{\"address\":\"a@example.org\"}]', 's', 'text', 'b', \
-             now() - make_interval(secs => $2), $3) RETURNING id",
-    )
-    .bind(mailbox)
-    .bind(ago_s)
-    .bind(priority)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
+    due_rows(db, Sender::Mailbox(mailbox), priority, ago_s, 1).await[0]
 }
 
 #[tokio::test]
