@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::support::rows::{Sender, due_rows, system_mailbox as mailbox};
+use crate::support::rows::{Sender, due_rows, plan_of, system_mailbox as mailbox};
 use crate::support::{TestDb, claim_due_ids as claim, sorted};
 
 #[tokio::test]
@@ -53,7 +53,8 @@ async fn the_sender_list_reads_a_few_buffers_a_sender_however_many_rows_are_due(
         .execute(&db.pool)
         .await
         .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
+    let plan = plan_of(
+        &db,
         "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) \
          SELECT s.id FROM (SELECT id FROM system_mailboxes UNION ALL SELECT id FROM tenants) s \
          CROSS JOIN LATERAL ( \
@@ -62,11 +63,7 @@ async fn the_sender_list_reads_a_few_buffers_a_sender_however_many_rows_are_due(
                AND m.scheduled_on <= now() ORDER BY m.scheduled_on LIMIT 1 \
          ) oldest ORDER BY oldest.scheduled_on",
     )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
-    println!("{plan}");
+    .await;
     assert!(plan.contains("messages_scheduled_by_sender"), "{plan}");
     let top = plan
         .lines()

@@ -56,11 +56,7 @@ fn last_send(world: &TestApp, mailbox: &str) -> Option<DateTime<Utc>> {
 
 #[tokio::test]
 async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forecast() {
-    let world = TestApp::paced()
-        .mailboxes(3)
-        .sim_per_minute(1_000)
-        .sim_concurrency(64)
-        .await;
+    let world = TestApp::paced().mailboxes(3).sim_per_minute(1_000).await;
     for (mailbox, per_minute, _) in SHARES {
         let change = LimitsChange::Set {
             per_minute: NonZeroU32::new(per_minute),

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::support::rows::{Sender, due_rows, system_mailbox};
+use crate::support::rows::{Sender, due_rows, plan_of, system_mailbox};
 use crate::support::{TestDb, claim_due_ids as claim, sorted};
 
 /// The one system mailbox of these tests.
@@ -99,20 +99,18 @@ async fn the_priority_claim_stays_an_index_scan_on_100k_rows() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
-        "EXPLAIN SELECT id FROM messages \
-         WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = 'SCHEDULED' \
-           AND scheduled_on <= now() \
-         ORDER BY (CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END), \
-             (deferrals = 0), scheduled_on \
-         LIMIT 50 FOR UPDATE SKIP LOCKED",
+    let plan = plan_of(
+        &db,
+        &format!(
+            "EXPLAIN SELECT id FROM messages \
+             WHERE coalesce(system_mailbox_id, tenant_id) = '{mb}' AND status = 'SCHEDULED' \
+               AND scheduled_on <= now() \
+             ORDER BY (CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END), \
+                 (deferrals = 0), scheduled_on \
+             LIMIT 50 FOR UPDATE SKIP LOCKED"
+        ),
     )
-    .bind(mb)
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
-    println!("{plan}");
+    .await;
     assert!(plan.contains("messages_due_by_sender"), "{plan}");
     assert!(
         !plan.contains("Sort"),

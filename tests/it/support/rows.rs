@@ -55,3 +55,15 @@ pub async fn due_rows(
     .await
     .unwrap()
 }
+
+/// The plan of `statement` (an `EXPLAIN …`), one line a node; printed too, for a failing run's
+/// log.
+pub async fn plan_of(db: &TestDb, statement: &str) -> String {
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let plan = plan.join("\n");
+    println!("{plan}");
+    plan
+}
