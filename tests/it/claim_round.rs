@@ -49,10 +49,6 @@ async fn the_sender_list_reads_a_few_buffers_a_sender_however_many_rows_are_due(
         let mb = mailbox(&db, &format!("mb{i}@round.example")).await;
         due_rows(&db, Sender::Mailbox(mb), "normal", 5_000 + i, 1_000).await;
     }
-    sqlx::query("VACUUM ANALYZE messages")
-        .execute(&db.pool)
-        .await
-        .unwrap();
     let plan = plan_of(
         &db,
         "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) \

@@ -95,10 +95,6 @@ async fn the_priority_claim_stays_an_index_scan_on_100k_rows() {
     .execute(&db.pool)
     .await
     .unwrap();
-    sqlx::query("ANALYZE messages")
-        .execute(&db.pool)
-        .await
-        .unwrap();
     let plan = plan_of(
         &db,
         &format!(

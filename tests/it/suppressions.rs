@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    admin::{field, logged, redirected_to, start_ui},
+    admin::{field, logged, logged_in_ui, redirected_to},
     cli::{mail_worker, stderr_of_exit, text},
     support::{TestApp, logs::capture_logs, redis_url, spawn_app, unique, wait_until},
 };
@@ -461,8 +461,7 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
 async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_the_log() {
     capture_logs();
     let app = spawn_app().await;
-    let ui = start_ui(&app, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&app).await;
     let mailbox = app.mailboxes[0].0.as_str();
     let page = ui.page("/suppressions", &login).await;
     assert!(

@@ -56,9 +56,13 @@ pub async fn due_rows(
     .unwrap()
 }
 
-/// The plan of `statement` (an `EXPLAIN …`), one line a node; printed too, for a failing run's
-/// log.
+/// The plan of `statement` (an `EXPLAIN …`) after `VACUUM ANALYZE messages` (fresh statistics,
+/// as autovacuum leaves them), one line a node; printed too, for a failing run's log.
 pub async fn plan_of(db: &TestDb, statement: &str) -> String {
+    sqlx::query("VACUUM ANALYZE messages")
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
         .fetch_all(&db.pool)
         .await
