@@ -25,7 +25,6 @@ use mail_worker::{
     daemon,
     domain::SecretRef,
     intake,
-    rate_limit::Algorithm,
 };
 use support::{TestApp, wait_until};
 use webdriver::{Browser, Chromedriver};
@@ -105,12 +104,7 @@ fn busiest_minute(sends: &[DateTime<Utc>]) -> usize {
 #[ignore = "needs Chromium: run scripts/browser.sh; .ci/run runs it"]
 async fn an_operator_sets_a_limit_and_retries_a_message_in_chromium() {
     let started = std::time::Instant::now();
-    let world = TestApp::builder()
-        .mailboxes(2)
-        .per_minute(25)
-        .algorithm(Algorithm::Paced)
-        .spawn()
-        .await;
+    let world = TestApp::paced().mailboxes(2).per_minute(25).spawn().await;
     let (mb0, mb1) = (
         world.mailboxes[0].0.to_string(),
         world.mailboxes[1].0.to_string(),

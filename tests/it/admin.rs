@@ -46,6 +46,13 @@ pub(crate) async fn start_ui(world: &TestApp, cookie_secure: bool) -> Ui {
     start_ui_on(world, config).await
 }
 
+/// The UI for `world` (session cookie not `Secure`) and an operator's session on it.
+pub(crate) async fn logged_in_ui(world: &TestApp) -> (Ui, Login) {
+    let ui = start_ui(world, false).await;
+    let login = ui.login().await;
+    (ui, login)
+}
+
 /// The UI on port 0 for `world` with `config` (its token set to [`TOKEN`]), stopped on drop.
 async fn start_ui_on(world: &TestApp, mut config: mail_worker::config::Config) -> Ui {
     config.admin.token = Some(SecretRef::new(TOKEN));
@@ -387,8 +394,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     )
     .await
     .unwrap();
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let limits = format!("/mailboxes/{mb0}/limits");
     for field in ["rate_limit_per_minute", "rate_limit_recipients_per_day"] {
         for bad in ["0", "-1", "abc", "1.5", "2147483648", "1e3"] {
@@ -466,8 +472,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
 async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients() {
     capture_logs();
     let world = spawn_app().await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let errors = world.insert(0, 3, "ERROR").await;
     let scheduled = world.insert(0, 2, "SCHEDULED").await;
     let sent = world.insert(0, 1, "SENT").await;
@@ -636,8 +641,7 @@ async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
     assert_eq!(send_one(&world, &a).await, "SENT");
     assert_eq!(send_one(&world, &b).await, "SENT");
 
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let limits = format!("/mailboxes/{}/limits", world.mailboxes[0].0);
     // An empty recipients-per-day field keeps the default, as leaving it out would.
     let answer = ui.save_limits(&limits, &login, "1", "").await;
@@ -659,8 +663,7 @@ async fn a_limit_changed_in_the_ui_reaches_both_replicas_next_message() {
 #[tokio::test]
 async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
     let world = spawn_app().await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let mb0 = &world.mailboxes[0].0;
     let limits = format!("/mailboxes/{mb0}/limits");
     assert_eq!(
@@ -687,8 +690,7 @@ async fn the_mailboxes_page_warns_of_a_day_budget_past_the_alert_share() {
 #[tokio::test]
 async fn the_limits_form_sets_the_reserved_share_and_refuses_one_over_90() {
     let world = spawn_app().await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let (mb0, id) = (&world.mailboxes[0].0, world.mailboxes[0].1);
     let limits = format!("/mailboxes/{mb0}/limits");
     let reserved = async || -> Option<i32> {
@@ -742,13 +744,8 @@ async fn the_limits_form_sets_the_reserved_share_and_refuses_one_over_90() {
 
 #[tokio::test]
 async fn the_mailboxes_page_warns_of_a_tenant_budget_past_the_alert_share() {
-    let world = TestApp::builder()
-        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
-        .tenant_budget(5, &["contoso.example"])
-        .spawn()
-        .await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let world = TestApp::paced().tenant_budget(5).spawn().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let handler = world.real_handler(Arc::new(mail_worker::clock::SystemClock));
     for sent in 1..=4 {
         // One external recipient each (example.org); sent, or booked at its paced slot (a
@@ -804,8 +801,7 @@ async fn the_queue_page_lists_dead_jobs_and_retries_or_discards_them_with_csrf()
         dead_count(&mut c, &queue).await == 3
     })
     .await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let page = ui.page("/queue", &login).await;
     assert!(page.contains("<a href=\"/queue\">Queue</a>"), "{page}");
     assert!(
@@ -939,26 +935,25 @@ async fn with_the_intake_off_the_queue_page_says_so() {
 #[tokio::test]
 async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish() {
     let world = TestApp::builder().mailboxes(2).await;
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let campaign = "spring & summer";
     let mut ids = world.insert(0, 3, "SENT").await;
     ids.extend(world.insert(0, 2, "SCHEDULED").await);
     ids.extend(world.insert(1, 1, "ERROR").await);
     ids.extend(world.insert(1, 1, "SCHEDULED").await);
     let other = world.insert(1, 4, "SCHEDULED").await;
-    for id in &ids {
-        sqlx::query("UPDATE messages SET campaign_id = $2, sent_at = CASE WHEN status = 'SENT' THEN now() END WHERE id = $1")
-            .bind(id)
-            .bind(campaign)
-            .execute(&world.db.pool)
-            .await
-            .unwrap();
-    }
     let cancelled = world.insert(1, 1, "ERROR").await[0];
-    sqlx::query("UPDATE messages SET campaign_id = $2, last_error = $3 WHERE id = $1")
-        .bind(cancelled)
+    // Sent, then its NDR came back: counted as bounced, not sent.
+    let bounced = world.insert(1, 1, "SENT").await[0];
+    ids.extend([cancelled, bounced]);
+    sqlx::query("UPDATE messages SET campaign_id = $2, sent_at = CASE WHEN status = 'SENT' THEN now() END WHERE id = ANY($1)")
+        .bind(&ids)
         .bind(campaign)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE messages SET last_error = $2 WHERE id = $1")
+        .bind(cancelled)
         .bind(format!(
             "{}: test",
             mail_worker::store::admin::CANCELLED_PREFIX
@@ -966,14 +961,12 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         .execute(&world.db.pool)
         .await
         .unwrap();
-    // Sent, then its NDR came back: counted as bounced, not sent.
-    let bounced = world.insert(1, 1, "SENT").await[0];
-    sqlx::query("UPDATE messages SET campaign_id = $2, status = 'BOUNCED', sent_at = now(), bounce_code = '5.1.1' WHERE id = $1")
-        .bind(bounced)
-        .bind(campaign)
-        .execute(&world.db.pool)
-        .await
-        .unwrap();
+    world
+        .execute(
+            "UPDATE messages SET status = 'BOUNCED', bounce_code = '5.1.1' WHERE id = $1",
+            bounced,
+        )
+        .await;
 
     let list = ui.page("/campaigns", &login).await;
     assert_all_in(
@@ -1059,13 +1052,8 @@ fn listed(page: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
-    use mail_worker::{clock::SystemClock, rate_limit::Algorithm};
-    let world = TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .mailboxes(5)
-        .per_minute(20)
-        .spawn()
-        .await;
+    use mail_worker::clock::SystemClock;
+    let world = TestApp::paced().mailboxes(5).per_minute(20).spawn().await;
     // Unfinished (SCHEDULED + SENDING) per mailbox: mb2 3 (and 1 SENT through the limiter),
     // mb0 2, mb4 2, mb1 0 (4 SENT: finished), mb3 0.
     world.insert(0, 1, "SCHEDULED").await;
@@ -1110,8 +1098,7 @@ async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
     assert_eq!(quiet.messages.by_status["SENT"], 4);
     assert_eq!(quiet.limiter.as_ref().unwrap().sent_last_minute, 0);
 
-    let ui = start_ui(&world, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&world).await;
     let page = ui.page("/mailboxes?page=1&per_page=2", &login).await;
     assert_eq!(listed(&page), [name(2), name(0)]);
     assert!(page.contains("Page 1 of 3 (5 mailboxes"), "{page}");

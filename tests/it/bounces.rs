@@ -10,7 +10,6 @@ use mail_worker::{
     clock::{Clock, ManualClock},
     daemon,
     ops::Metrics,
-    rate_limit::Algorithm,
 };
 use uuid::Uuid;
 
@@ -45,17 +44,14 @@ async fn insert_to(app: &TestApp, to: &str) -> Uuid {
 async fn bouncing_app(budget: Option<(u32, u64)>) -> (TestApp, ManualClock) {
     capture_logs();
     let clock = ManualClock::new(noon());
-    let mut builder = TestApp::builder()
-        .algorithm(Algorithm::Paced)
+    let mut builder = TestApp::paced()
         .sim_clock(clock.clone())
         .sim_bounces(SimBounces {
             delay_ms: NDR_DELAY.as_millis() as u64,
             unknown_recipients: vec![UnknownRecipients::domain("nowhere.example", "5.1.1")],
         });
     if let Some((ours, sims)) = budget {
-        builder = builder
-            .tenant_budget(ours, &["contoso.example"])
-            .sim_tenant_budget(sims);
+        builder = builder.tenant_budget(ours).sim_tenant_budget(sims);
     }
     (builder.spawn().await, clock)
 }

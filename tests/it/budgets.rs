@@ -1117,10 +1117,7 @@ async fn with_its_first_seed_dead_the_limiter_finds_the_cluster_and_usage_reads_
 
     // `mailbox usage` (and the admin UI) read a mailbox whose keys live on another master than
     // the one configured.
-    let world = crate::support::TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .spawn()
-        .await;
+    let world = crate::support::TestApp::paced().spawn().await;
     let home = owner(&nodes, &format!("{{{TENANT}}}"));
     let mut config = world.config.clone();
     config.rate_limit.redis_url = nodes[(home + 1) % 3].url().into();
@@ -1241,10 +1238,9 @@ async fn two_replicas_of_8_workers_never_put_more_than_3_requests_in_flight_on_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn another_mailboxs_mail_goes_out_within_seconds_behind_a_1000_message_backlog() {
-    let app = crate::support::TestApp::builder()
+    let app = crate::support::TestApp::paced()
         .mailboxes(2)
         .per_minute(120)
-        .algorithm(Algorithm::Paced)
         .spawn()
         .await;
     app.insert(0, 1_000, "SCHEDULED").await;

@@ -4,40 +4,8 @@
 
 use uuid::Uuid;
 
+use crate::support::rows::{Sender, due_rows, plan_of, system_mailbox as mailbox};
 use crate::support::{TestDb, claim_due_ids as claim, sorted};
-
-async fn mailbox(db: &TestDb, address: &str) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
-         VALUES ($1, 'round.example', 'c', 'env:S') RETURNING id",
-    )
-    .bind(address)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
-}
-
-/// `n` rows of `sender` (`tenant` or system mailbox), the first due `ago_s` seconds ago, each
-/// next one a second later (negative: in the future); returns their ids.
-async fn rows(db: &TestDb, sender: Uuid, tenant: bool, ago_s: i32, n: i32) -> Vec<Uuid> {
-    let column = if tenant {
-        "tenant_id"
-    } else {
-        "system_mailbox_id"
-    };
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO messages (id, {column}, to_recipients, subject, body_content_type, body, \
-             scheduled_on) \
-         SELECT gen_random_uuid(), $1, '[{{\"address\":\"a@example.org\"}}]', 's', 'text', 'b', \
-             now() - make_interval(secs => $2 - g) FROM generate_series(0, $3 - 1) g RETURNING id"
-    )))
-    .bind(sender)
-    .bind(ago_s)
-    .bind(n)
-    .fetch_all(&db.pool)
-    .await
-    .unwrap()
-}
 
 #[tokio::test]
 async fn the_round_takes_the_longest_waiting_senders_first_tenants_included() {
@@ -56,10 +24,10 @@ async fn the_round_takes_the_longest_waiting_senders_first_tenants_included() {
     );
     let _idle = mailbox(&db, "idle@round.example").await;
     // Oldest due row: the tenant's 300 s ago, a's 200 s, b's 100 s; `later` has none due.
-    let of_tenant = rows(&db, tenant, true, 300, 2).await;
-    let of_a = rows(&db, a, false, 200, 2).await;
-    let of_b = rows(&db, b, false, 100, 2).await;
-    rows(&db, later, false, -600, 3).await;
+    let of_tenant = due_rows(&db, Sender::Tenant(tenant), "normal", 300, 2).await;
+    let of_a = due_rows(&db, Sender::Mailbox(a), "normal", 200, 2).await;
+    let of_b = due_rows(&db, Sender::Mailbox(b), "normal", 100, 2).await;
+    due_rows(&db, Sender::Mailbox(later), "normal", -600, 3).await;
     // One row each from the two longest-waiting senders.
     let first = claim(&db, 2).await;
     assert_eq!(first, sorted([of_tenant[0], of_a[0]]));
@@ -79,13 +47,10 @@ async fn the_sender_list_reads_a_few_buffers_a_sender_however_many_rows_are_due(
     let db = TestDb::new().await;
     for i in 0..60 {
         let mb = mailbox(&db, &format!("mb{i}@round.example")).await;
-        rows(&db, mb, false, 5_000 + i, 1_000).await;
+        due_rows(&db, Sender::Mailbox(mb), "normal", 5_000 + i, 1_000).await;
     }
-    sqlx::query("VACUUM ANALYZE messages")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
+    let plan = plan_of(
+        &db,
         "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) \
          SELECT s.id FROM (SELECT id FROM system_mailboxes UNION ALL SELECT id FROM tenants) s \
          CROSS JOIN LATERAL ( \
@@ -94,11 +59,7 @@ async fn the_sender_list_reads_a_few_buffers_a_sender_however_many_rows_are_due(
                AND m.scheduled_on <= now() ORDER BY m.scheduled_on LIMIT 1 \
          ) oldest ORDER BY oldest.scheduled_on",
     )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
-    println!("{plan}");
+    .await;
     assert!(plan.contains("messages_scheduled_by_sender"), "{plan}");
     let top = plan
         .lines()

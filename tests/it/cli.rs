@@ -42,6 +42,13 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The stderr of `out`, a run that must have exited with `code` (`case` names it if not).
+pub(crate) fn stderr_of_exit(out: &Output, code: i32, case: &str) -> String {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{case}: {stderr}");
+    stderr
+}
+
 #[test]
 fn check_config_prints_the_effective_config_without_secrets() {
     let out = mail_worker(
@@ -79,8 +86,7 @@ fn a_bad_variable_stops_start_up_naming_it() {
         ("WORKER_CONCURRENCY", "0"),
     ] {
         let out = mail_worker(&["check-config"], &[(var, value)]);
-        assert_eq!(out.status.code(), Some(78), "{var}={value}");
-        let stderr = text(&out.stderr);
+        let stderr = stderr_of_exit(&out, 78, &format!("{var}={value}"));
         assert!(stderr.contains(var) && stderr.contains(value), "{stderr}");
     }
     // Several at once: each named, one line each, in the order they are read.
@@ -92,8 +98,7 @@ fn a_bad_variable_stops_start_up_naming_it() {
             ("LOG_FORMAT", "xml"),
         ],
     );
-    assert_eq!(out.status.code(), Some(78));
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 78, "");
     let named: Vec<&str> = stderr
         .lines()
         .filter_map(|l| l.strip_prefix("mail-worker: bad configuration: "))
@@ -119,8 +124,7 @@ fn check_config_refuses_an_admin_token_that_admin_would_refuse_without_echoing_i
         ),
     ] {
         let out = mail_worker(&["check-config"], &[("ADMIN_TOKEN", value)]);
-        assert_eq!(out.status.code(), Some(78), "ADMIN_TOKEN={value}");
-        let stderr = text(&out.stderr);
+        let stderr = stderr_of_exit(&out, 78, &format!("ADMIN_TOKEN={value}"));
         assert!(
             stderr.contains("ADMIN_TOKEN") && stderr.contains(names),
             "{stderr}"
@@ -163,12 +167,7 @@ fn check_config_refuses_a_webhook_secret_run_would_refuse_and_echoes_neither_it_
                 ("EVENTS_WEBHOOK_SECRET", secret),
             ],
         );
-        assert_eq!(
-            out.status.code(),
-            Some(78),
-            "EVENTS_WEBHOOK_SECRET={secret}"
-        );
-        let stderr = text(&out.stderr);
+        let stderr = stderr_of_exit(&out, 78, &format!("EVENTS_WEBHOOK_SECRET={secret}"));
         assert!(
             stderr.contains("EVENTS_WEBHOOK_SECRET") && stderr.contains(names),
             "{stderr}"
@@ -186,8 +185,7 @@ fn check_config_refuses_a_webhook_secret_run_would_refuse_and_echoes_neither_it_
             ("EVENTS_WEBHOOK_SECRET", "0123456789abcdef0123"),
         ],
     );
-    assert_eq!(out.status.code(), Some(78));
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 78, "");
     assert!(
         stderr.contains("EVENTS_WEBHOOK_URL") && stderr.contains("?***"),
         "{stderr}"
@@ -204,8 +202,7 @@ fn limits_above_exchanges_warn_when_set_by_env() {
             ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "12000"),
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 0, "");
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 2, "{stderr}");
     assert!(warnings[0].contains("MAIL_RATE_LIMIT_PER_MINUTE=40 is above Exchange Online's 30"));
@@ -234,8 +231,7 @@ async fn a_senders_file_with_limits_above_exchanges_imports_and_warns_naming_the
         &[("DATABASE_URL", url.as_str())],
     );
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 0, "");
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "only the minute is above: {stderr}");
     assert!(
@@ -290,12 +286,7 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
     let stored = db.rows_in("messages").await;
     assert_eq!(stored, 0, "a dry run writes nothing");
     let out = mail_worker(&["enqueue", file.to_str().unwrap()], &env);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a bad line makes the exit non-zero"
-    );
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 1, "a bad line makes the exit non-zero");
     assert!(
         stderr.contains("campaign.jsonl:line 2: not a message"),
         "{stderr}"
@@ -390,11 +381,10 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         ],
         &env,
     );
-    assert_eq!(too_much.status.code(), Some(2));
+    let stderr = stderr_of_exit(&too_much, 2, "");
     assert!(
-        text(&too_much.stderr).contains("must be a whole number from 0 to 90"),
-        "{}",
-        text(&too_much.stderr)
+        stderr.contains("must be a whole number from 0 to 90"),
+        "{stderr}"
     );
     assert!(
         !text(&limits.stderr).contains("warning"),
@@ -453,8 +443,7 @@ async fn commands_on_a_missing_or_unmigrated_database_name_mail_worker_migrate_a
         &["messages", "retry"],
     ] {
         let out = mail_worker(args, &env);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let stderr = text(&out.stderr);
+        let stderr = stderr_of_exit(&out, 1, &format!("{args:?}"));
         assert_eq!(
             stderr.trim(),
             format!(
@@ -603,11 +592,7 @@ async fn messages_retry_and_cancel_filter_report_counts_and_a_dry_run_writes_not
 #[tokio::test]
 async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
-    let world = crate::support::TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .per_minute(20)
-        .spawn()
-        .await;
+    let world = crate::support::TestApp::paced().per_minute(20).await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
     let ids = world.insert(0, 4, "SCHEDULED").await;
     let mut sent = 0;
@@ -771,12 +756,8 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
         &["messages", "show", &uuid::Uuid::new_v4().to_string()],
         &env,
     );
-    assert_eq!(missing.status.code(), Some(1));
-    assert!(
-        text(&missing.stderr).contains("no message"),
-        "{}",
-        text(&missing.stderr)
-    );
+    let stderr = stderr_of_exit(&missing, 1, "");
+    assert!(stderr.contains("no message"), "{stderr}");
 
     let table = text(&mail_worker(&["messages", "list", "--sender", mailbox], &env).stdout);
     assert_eq!(table.lines().count(), 1 + reasons.len() + 3, "{table}");
@@ -821,12 +802,8 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
 
 #[tokio::test]
 async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions_made() {
-    use mail_worker::{clock::SystemClock, rate_limit::Algorithm, service::SendOutcome};
-    let world = crate::support::TestApp::builder()
-        .algorithm(Algorithm::Paced)
-        .per_minute(1)
-        .spawn()
-        .await;
+    use mail_worker::{clock::SystemClock, service::SendOutcome};
+    let world = crate::support::TestApp::paced().per_minute(1).await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
     let env = paced_env(&world, "7000");
     let usage = || {
@@ -1058,8 +1035,7 @@ fn set_limits_zero_or_past_the_column_names_the_flag_and_what_a_limit_is() {
             &["mailbox", "set-limits", "a@b.example", flag, value],
             &[("RUST_LOG", "warn")],
         );
-        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
-        let stderr = text(&out.stderr);
+        let stderr = stderr_of_exit(&out, 2, &format!("{flag} {value}"));
         assert!(
             stderr.contains(flag) && stderr.contains("whole number from 1 to 2147483647"),
             "{stderr}"

@@ -482,8 +482,7 @@ async fn in_flight_leases(prefix: &str) -> usize {
 
 #[tokio::test]
 async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_exits() {
-    let world = TestApp::builder()
-        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+    let world = TestApp::paced()
         .sim_latency(graph_sim::Latency::Fixed(5_000))
         .spawn()
         .await;
@@ -585,13 +584,13 @@ async fn a_limiter_redis_that_does_not_answer_at_start_is_said_loudly_once() {
 
 /// 8 due messages sent by two replicas of the binary with `budget` set, the budget alert at
 /// 70 % and the gauges refreshed every 200 ms (the first replica serving `/metrics`), until all
-/// are `SENT` and `/metrics` shows `series`; then both are stopped, and the lines they logged
-/// with `mail.budget.nearlyUsed` are returned.
-async fn two_replicas_until_sent(
+/// are `SENT` and `/metrics` shows `series`; then both are stopped. Of the lines they logged
+/// with `mail.budget.nearlyUsed` there must be one (across both): it is returned with its JSON.
+async fn the_one_alert_of_two_replicas(
     world: &TestApp,
     budget: (&str, &str),
     series: &str,
-) -> Vec<String> {
+) -> (String, serde_json::Value) {
     let ids = world.insert(0, 8, "SCHEDULED").await;
     let listen = format!("127.0.0.1:{}", crate::support::private_redis::free_port());
     let replica = |metrics: &str| {
@@ -624,64 +623,54 @@ async fn two_replicas_until_sent(
     for replica in [&mut a, &mut b] {
         sigterm(&mut replica.child).await;
     }
-    [&a, &b]
+    let said: Vec<String> = [&a, &b]
         .iter()
         .flat_map(|r| r.lines.lock().unwrap().clone())
         .filter(|l| l.contains("mail.budget.nearlyUsed"))
-        .collect()
+        .collect();
+    assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
+    let event = serde_json::from_str(&said[0]).unwrap();
+    (said[0].clone(), event)
 }
 
 #[tokio::test]
 async fn a_nearly_used_day_budget_is_a_gauge_and_one_event_across_two_replicas() {
     let world = TestApp::builder().spawn().await;
-    let said = two_replicas_until_sent(
+    let (said, event) = the_one_alert_of_two_replicas(
         &world,
         ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "10"),
         "mail_worker_budget_used_ratio{mailbox=\"mb0@contoso.example\",window=\"day\"} 0.8",
     )
     .await;
-    assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
     // The first refresh at or past 70 % logs it: after the 7th or the 8th of the 8 sends.
-    let used: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
-    let used = used["used_percent"].as_f64().unwrap();
-    assert!(
-        used == 70.0 || used == 80.0,
-        "used_percent {used}: {}",
-        said[0]
-    );
-    assert!(said[0].contains("\"threshold_percent\":70"), "{}", said[0]);
+    let used = event["used_percent"].as_f64().unwrap();
+    assert!(used == 70.0 || used == 80.0, "used_percent {used}: {said}");
+    assert!(said.contains("\"threshold_percent\":70"), "{said}");
 }
 
 #[tokio::test]
 async fn a_nearly_used_tenant_budget_is_a_gauge_and_one_event_across_two_replicas() {
-    let world = TestApp::builder()
-        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
-        .tenant_budget(10, &["contoso.example"])
-        .spawn()
-        .await;
+    let world = TestApp::paced().tenant_budget(10).spawn().await;
     // One external recipient each (example.org): 8 of the tenant's 10.
-    let said = two_replicas_until_sent(
+    let (said, event) = the_one_alert_of_two_replicas(
         &world,
         ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
         "mail_worker_tenant_budget_used_ratio{tenant=\"contoso.example\"} 0.8",
     )
     .await;
-    assert_eq!(said.len(), 1, "once across both replicas: {said:?}");
-    let event: serde_json::Value = serde_json::from_str(&said[0]).unwrap();
     let fields = if event["fields"].is_object() {
         &event["fields"]
     } else {
         &event
     };
-    assert_eq!(fields["tenant"], "contoso.example", "{}", said[0]);
-    assert_eq!(fields["external_recipients_per_day"], 10, "{}", said[0]);
+    assert_eq!(fields["tenant"], "contoso.example", "{said}");
+    assert_eq!(fields["external_recipients_per_day"], 10, "{said}");
     // The first refresh at or past 70 %: after the 7th or the 8th send.
     let used = fields["used_percent"].as_f64().unwrap();
-    assert!(used == 70.0 || used == 80.0, "{}", said[0]);
+    assert!(used == 70.0 || used == 80.0, "{said}");
     assert!(
         fields["mailbox"].is_null(),
-        "a tenant's, not a mailbox's: {}",
-        said[0]
+        "a tenant's, not a mailbox's: {said}"
     );
 }
 

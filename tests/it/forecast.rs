@@ -10,7 +10,6 @@ use chrono::{DateTime, Utc};
 use mail_worker::{
     admin::campaign::{campaign_status, forecast_file},
     daemon,
-    rate_limit::Algorithm,
     store::senders::{self, LimitsChange},
 };
 use uuid::Uuid;
@@ -57,12 +56,7 @@ fn last_send(world: &TestApp, mailbox: &str) -> Option<DateTime<Utc>> {
 
 #[tokio::test]
 async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forecast() {
-    let world = TestApp::builder()
-        .mailboxes(3)
-        .algorithm(Algorithm::Paced)
-        .sim_per_minute(1_000)
-        .sim_concurrency(64)
-        .await;
+    let world = TestApp::paced().mailboxes(3).sim_per_minute(1_000).await;
     for (mailbox, per_minute, _) in SHARES {
         let change = LimitsChange::Set {
             per_minute: NonZeroU32::new(per_minute),
@@ -161,11 +155,10 @@ async fn a_three_mailbox_campaign_finishes_within_5_percent_or_30_s_of_its_forec
 async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_and_status_counts() {
     use crate::cli::{mail_worker, text};
     use mail_worker::{clock::SystemClock, service::SendOutcome};
-    let world = TestApp::builder()
+    let world = TestApp::paced()
         .mailboxes(2)
-        .algorithm(Algorithm::Paced)
         .per_minute(20)
-        .tenant_budget(5, &["contoso.example"])
+        .tenant_budget(5)
         .await;
     // mb0's limiter first holds 4 recipients (sent or booked), all external (example.org).
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
@@ -282,11 +275,7 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
 #[tokio::test]
 async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad_lines() {
     use crate::cli::{mail_worker, text};
-    let world = TestApp::builder()
-        .mailboxes(2)
-        .algorithm(Algorithm::Paced)
-        .per_minute(25)
-        .await;
+    let world = TestApp::paced().mailboxes(2).per_minute(25).await;
     let line = |id: Uuid, mailbox: usize, priority: &str| {
         serde_json::json!({
             "id": id,

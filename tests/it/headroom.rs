@@ -63,12 +63,12 @@ async fn drain_from(
     algorithm: Algorithm,
     limits: RateLimits,
     minutes: i64,
-    all: Vec<Msg>,
+    all: &[Msg],
 ) -> Drained {
     let keys = TestKeys::new();
     let until = start + chrono::Duration::minutes(minutes);
     drain(vec![limiter(&keys.sub("rl"), algorithm)], limits, until)
-        .run(all, start)
+        .run(all.to_vec(), start)
         .await
 }
 
@@ -104,14 +104,7 @@ async fn bulk_and_normal_never_use_the_reserved_share_of_the_minute_or_the_day()
     let late_high = high_at(&events, 20 * MINUTE_MS, 0);
     all.push(late_high.clone());
     let start = at(12, 0, 0);
-    let run = drain_from(
-        start,
-        Algorithm::Paced,
-        reserving(25, 100, 20),
-        30,
-        all.clone(),
-    )
-    .await;
+    let run = drain_from(start, Algorithm::Paced, reserving(25, 100, 20), 30, &all).await;
     let low = |p| most_in_window_of(&run, &all, p, MINUTE_MS);
     let lows_in_60_s = {
         let mut lows = all.clone();
@@ -187,7 +180,7 @@ async fn high_behind_1000_bulk(algorithm: Algorithm, percent: u8) -> (Drained, M
         algorithm,
         reserving(25, 9_000, percent),
         60,
-        all.clone(),
+        &all,
     )
     .await;
     (run, high, all)
@@ -248,14 +241,7 @@ async fn high_traffic_over_its_share_waits_for_its_share_and_no_booking_is_denie
         .collect();
     all.extend(highs.iter().cloned());
     let start = at(12, 0, 0);
-    let run = drain_from(
-        start,
-        Algorithm::Paced,
-        reserving(25, 9_000, 20),
-        30,
-        all.clone(),
-    )
-    .await;
+    let run = drain_from(start, Algorithm::Paced, reserving(25, 9_000, 20), 30, &all).await;
     let mut waits: Vec<i64> = highs
         .iter()
         .map(|h| run.sent_at[&h.id] - start.timestamp_millis() - h.due_ms)
@@ -366,7 +352,7 @@ async fn daemon_with_booked_bulk(
     Uuid,
 ) {
     use crate::support::{TestApp, wait_until};
-    let world = TestApp::builder().algorithm(Algorithm::Paced).spawn().await;
+    let world = TestApp::paced().spawn().await;
     let bulk = world.insert(0, 1_000, "SCHEDULED").await;
     sqlx::query("UPDATE messages SET priority = 'bulk'")
         .execute(&world.db.pool)

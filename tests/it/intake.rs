@@ -273,12 +273,9 @@ async fn a_jobs_campaign_is_stored_from_its_campaign_id_or_its_x_campaign_id_hea
     let _ = stop.send(true);
     consumer.await.unwrap().unwrap();
     for (id, campaign) in [(a, Some("spring")), (b, Some("autumn")), (c, None)] {
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT campaign_id FROM messages WHERE id = $1")
-                .bind(id)
-                .fetch_one(&app.db.pool)
-                .await
-                .unwrap();
+        let (stored,): (Option<String>,) = app
+            .one_row("SELECT campaign_id FROM messages WHERE id = $1", id)
+            .await;
         assert_eq!(stored.as_deref(), campaign);
     }
 }

@@ -8,7 +8,7 @@ use mail_worker::{
     import::campaign::{SenderDirectory, parse_line_bytes},
     intake::{self, dead},
     ops::Metrics,
-    rate_limit::{Algorithm, RedisUrls},
+    rate_limit::RedisUrls,
 };
 use redis::AsyncCommands;
 use uuid::Uuid;
@@ -299,10 +299,9 @@ async fn when_the_queues_master_fails_over_mid_campaign_every_job_is_stored_once
 async fn mail_worker_run_on_cluster_seeds_sends_the_queued_campaign_and_is_ready() {
     let nodes = start_cluster(3, 0);
     let (seeds, urls) = seeds_of(&nodes);
-    let app = TestApp::builder()
+    let app = TestApp::paced()
         .per_minute(1_000)
         .sim_per_minute(1_000)
-        .algorithm(Algorithm::Paced)
         .spawn()
         .await;
     let queue = format!("{{{}}}", app.keys.sub("intake"));

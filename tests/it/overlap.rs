@@ -8,7 +8,7 @@ use std::time::Duration;
 use graph_sim::Latency;
 use mail_worker::{
     mailer::{MailError, graph::GraphSendMode},
-    rate_limit::{Algorithm, DenyReason},
+    rate_limit::DenyReason,
     service::{SendOutcome, spread_ms},
     store::messages,
     worker::claim::{self, SenderRound, Slots},
@@ -114,9 +114,8 @@ async fn an_attempt_longer_than_its_lease_is_delivered_once_by_two_replicas_in_b
         // draft attempt (create, two upload sessions, chunks, send) takes ≥ 10 s: longer than its
         // lease. A sent item shows only 30 s later, and the settle time is 2 s, so a second
         // attempt could not see the first one's send.
-        let mut app = TestApp::builder()
+        let mut app = TestApp::paced()
             .mailboxes(4)
-            .algorithm(Algorithm::Paced)
             .sim_visibility_delay(Duration::from_secs(30))
             .sim_latency(Latency::Fixed(2_500))
             .spawn()
@@ -233,12 +232,11 @@ async fn replicas_20_s_ahead_and_20_s_behind_keep_every_budget_at_graph() {
     // graph-sim enforces Exchange's 4 concurrent requests and, here, 40 messages per rolling
     // minute; our limit is 40 a minute and 3 in flight. One replica's clock runs 20 s ahead, the
     // other's 20 s behind: the limiter decides on Redis's clock, rows on PostgreSQL's.
-    let app = TestApp::builder()
+    let app = TestApp::paced()
         .mailboxes(2)
         .per_minute(40)
         .sim_per_minute(40)
         .sim_concurrency(4)
-        .algorithm(Algorithm::Paced)
         .sim_latency(Latency::Fixed(300))
         .spawn()
         .await;

@@ -4,32 +4,17 @@
 
 use uuid::Uuid;
 
+use crate::support::rows::{Sender, due_rows, plan_of, system_mailbox};
 use crate::support::{TestDb, claim_due_ids as claim, sorted};
 
+/// The one system mailbox of these tests.
 async fn mailbox(db: &TestDb) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO system_mailboxes (address, graph_tenant_id, graph_client_id, graph_client_secret) \
-         VALUES ('ops@prio.example', 'prio.example', 'c', 'env:S') RETURNING id",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
+    system_mailbox(db, "ops@prio.example").await
 }
 
 /// Inserts a due row of `priority`, due `ago_s` seconds ago; returns its id.
 async fn due_row(db: &TestDb, mailbox: Uuid, priority: &str, ago_s: i32) -> Uuid {
-    sqlx::query_scalar(
-        "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body_content_type, body, \
-             scheduled_on, priority) \
-         VALUES (gen_random_uuid(), $1, '[{\"address\":\"a@example.org\"}]', 's', 'text', 'b', \
-             now() - make_interval(secs => $2), $3) RETURNING id",
-    )
-    .bind(mailbox)
-    .bind(ago_s)
-    .bind(priority)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap()
+    due_rows(db, Sender::Mailbox(mailbox), priority, ago_s, 1).await[0]
 }
 
 #[tokio::test]
@@ -110,24 +95,18 @@ async fn the_priority_claim_stays_an_index_scan_on_100k_rows() {
     .execute(&db.pool)
     .await
     .unwrap();
-    sqlx::query("ANALYZE messages")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
-        "EXPLAIN SELECT id FROM messages \
-         WHERE coalesce(system_mailbox_id, tenant_id) = $1 AND status = 'SCHEDULED' \
-           AND scheduled_on <= now() \
-         ORDER BY (CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END), \
-             (deferrals = 0), scheduled_on \
-         LIMIT 50 FOR UPDATE SKIP LOCKED",
+    let plan = plan_of(
+        &db,
+        &format!(
+            "EXPLAIN SELECT id FROM messages \
+             WHERE coalesce(system_mailbox_id, tenant_id) = '{mb}' AND status = 'SCHEDULED' \
+               AND scheduled_on <= now() \
+             ORDER BY (CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END), \
+                 (deferrals = 0), scheduled_on \
+             LIMIT 50 FOR UPDATE SKIP LOCKED"
+        ),
     )
-    .bind(mb)
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
-    println!("{plan}");
+    .await;
     assert!(plan.contains("messages_due_by_sender"), "{plan}");
     assert!(
         !plan.contains("Sort"),

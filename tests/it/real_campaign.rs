@@ -223,10 +223,11 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
     let enqueued = mail_worker::import::enqueue(&db.pool, &text, Default::default())
         .await
         .unwrap();
-    let (inserted, good, bad) = (enqueued.inserted, enqueued.good, enqueued.bad);
     assert_eq!(
-        (inserted, good, bad.len()),
-        (SLICE_LINES as u64, SLICE_LINES, 0)
+        (enqueued.inserted, enqueued.good, enqueued.bad.len()),
+        (SLICE_LINES as u64, SLICE_LINES, 0),
+        "{:?}",
+        enqueued.bad
     );
 
     // Two daemons, each with its own pool and service stack (limiter, factory), one database.

@@ -141,13 +141,11 @@ async fn permanent_failures_end_in_error_with_the_providers_code() {
 async fn a_malformed_recipient_list_fails_that_message_only() {
     let h = spawn_app().await;
     let id = h.insert(0, 1, "SCHEDULED").await[0];
-    sqlx::query(
+    h.execute(
         "UPDATE messages SET to_recipients = '[\"just-a-string@example.org\"]' WHERE id = $1",
+        id,
     )
-    .bind(id)
-    .execute(&h.db.pool)
-    .await
-    .unwrap();
+    .await;
     h.process(id).await.unwrap();
     let (status, _, _, last_error, _) = h.row(id).await;
     assert_eq!(status, "ERROR");

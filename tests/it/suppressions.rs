@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    admin::{field, logged, redirected_to, start_ui},
-    cli::{mail_worker, text},
+    admin::{field, logged, logged_in_ui, redirected_to},
+    cli::{mail_worker, stderr_of_exit, text},
     support::{TestApp, logs::capture_logs, redis_url, spawn_app, unique, wait_until},
 };
 
@@ -344,13 +344,12 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
         text(&out.stdout)
     );
     let out = run(&["suppressions", "add", "a@example.com", "--scope", "nobody"]);
-    assert_eq!(out.status.code(), Some(1));
+    let stderr = stderr_of_exit(&out, 1, "");
     assert!(
-        text(&out.stderr).contains(
+        stderr.contains(
             "--scope: scope \"nobody\" is neither a system mailbox's address nor a tenant's name"
         ),
-        "{}",
-        text(&out.stderr)
+        "{stderr}"
     );
     let out = run(&[
         "suppressions",
@@ -359,12 +358,8 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
         "--scope",
         "northwind",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("is not a mailbox address"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = stderr_of_exit(&out, 1, "");
+    assert!(stderr.contains("is not a mailbox address"), "{stderr}");
     assert_eq!(entries(&app).await, 1);
 
     // A CSV with a bad line imports nothing and names the line.
@@ -375,8 +370,7 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
     )
     .unwrap();
     let out = run(&["suppressions", "import", csv.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    let stderr = stderr_of_exit(&out, 1, "");
     assert!(
         stderr.contains(&format!("{}:line 3: scope \"nobody\"", csv.display())),
         "{stderr}"
@@ -457,12 +451,8 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
         "--scope",
         mailbox,
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("is not suppressed for"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = stderr_of_exit(&out, 1, "");
+    assert!(stderr.contains("is not suppressed for"), "{stderr}");
     assert_eq!(entries(&app).await, 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -471,8 +461,7 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
 async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_the_log() {
     capture_logs();
     let app = spawn_app().await;
-    let ui = start_ui(&app, false).await;
-    let login = ui.login().await;
+    let (ui, login) = logged_in_ui(&app).await;
     let mailbox = app.mailboxes[0].0.as_str();
     let page = ui.page("/suppressions", &login).await;
     assert!(

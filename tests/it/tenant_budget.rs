@@ -87,7 +87,7 @@ async fn two_mailboxes_of_one_tenant(
     let app = TestApp::builder()
         .mailboxes(2)
         .algorithm(algorithm)
-        .tenant_budget(BUDGET, &["contoso.example"])
+        .tenant_budget(BUDGET)
         .sim_clock(clock.clone())
         .spawn()
         .await;
@@ -275,12 +275,7 @@ async fn an_empty_limiter_redis_rebuilds_the_tenant_budget_from_postgresql() {
         store::history::PgSendHistory,
     };
     capture_logs();
-    let app = TestApp::builder()
-        .mailboxes(2)
-        .algorithm(Algorithm::Paced)
-        .tenant_budget(3, &["contoso.example"])
-        .spawn()
-        .await;
+    let app = TestApp::paced().mailboxes(2).tenant_budget(3).spawn().await;
     // What the tenant sent before the limiter's Redis lost everything: 3 external recipients
     // in the last 24 h over both mailboxes, plus internal mail and an older external send.
     let sent = [

@@ -281,11 +281,12 @@ impl Builder {
     }
 
     /// The Graph tenant's external-recipient budget on every mailbox's app (what the senders
-    /// file's `externalRecipientsPerDay` and `acceptedDomains` store).
-    pub fn tenant_budget(mut self, per_day: u32, accepted_domains: &[&str]) -> Self {
+    /// file's `externalRecipientsPerDay` and `acceptedDomains` store), its one accepted domain
+    /// `contoso.example`, the system mailboxes' own.
+    pub fn tenant_budget(mut self, per_day: u32) -> Self {
         self.tenant_budget = Some(TenantBudget {
             external_recipients_per_day: NonZeroU32::new(per_day).expect("a positive budget"),
-            accepted_domains: accepted_domains.iter().map(|d| (*d).to_owned()).collect(),
+            accepted_domains: vec!["contoso.example".to_owned()],
         });
         self
     }
@@ -421,6 +422,11 @@ impl TestApp {
             sim_bounces: graph_sim::SimBounces::default(),
             sim_tenant_budget: None,
         }
+    }
+
+    /// A [`Builder`] with the defaults of `spawn_app()` but the `paced` limiter.
+    pub fn paced() -> Builder {
+        Self::builder().algorithm(Algorithm::Paced)
     }
 
     /// `mail-worker run` (the binary) on this app's database, Redis key prefix, intake queue and

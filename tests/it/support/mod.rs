@@ -2,7 +2,7 @@
 //! database, a fresh Redis key prefix and queue, graph-sim on port 0 and the daemon's parts in
 //! process, all dropped when the test ends, also when it fails), [`doubles`] (the fake limiter
 //! and the scripted mailer), [`proxy`] (a TCP gate in front of Redis), [`logs`] (log capture in
-//! the product's JSON format) and [`wait_until`] (wait on a condition with a deadline, not a
+//! the product's JSON format), [`rows`] (senders and due rows straight into the tables) and [`wait_until`] (wait on a condition with a deadline, not a
 //! sleep).
 #![allow(dead_code)] // each test module uses a different part
 
@@ -11,6 +11,7 @@ pub mod doubles;
 pub mod logs;
 pub mod private_redis;
 pub mod proxy;
+pub mod rows;
 pub mod webhook;
 
 use std::time::Duration;
