@@ -201,16 +201,16 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
-                sender_settings::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
-                sender_settings::set_read_bounces(pool, SenderRef::SystemMailbox(id), read_bounces)
+                let sender = SenderRef::SystemMailbox(id);
+                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;
                 sender_settings::set_reserved_percent(pool, id, reserved).await?;
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
-                sender_settings::set_priority(pool, SenderRef::Tenant(id), priority).await?;
-                sender_settings::set_read_bounces(pool, SenderRef::Tenant(id), read_bounces)
+                let sender = SenderRef::Tenant(id);
+                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;
                 report.tenants += 1;
             }
