@@ -1,8 +1,8 @@
 //! Stable event names: the `event` field of every JSON log line. Dashboards and alerts key on
-//! these strings, so they never change once released.
+//! these strings, so they never change once released, and all of them are public.
 
 /// A message was accepted by the provider (`202`). Fields: `message.id`, `mailbox`, `recipients`, `duration_ms`.
-pub(crate) const MAIL_SENT: &str = "mail.sent";
+pub const MAIL_SENT: &str = "mail.sent";
 /// Our limiter denied a send; the message was rescheduled. Fields: `message.id`, `mailbox`,
 /// `reason` (`minute`|`day`), `retry_after_ms`, `spread_ms`, `scheduled_on`.
 pub const MAIL_RATE_LIMIT_DEFERRED: &str = "mail.rateLimit.deferred";
@@ -19,76 +19,76 @@ pub const MAIL_RATE_LIMIT_RELEASED: &str = "mail.rateLimit.released";
 /// mailbox and 24 h across replicas). Fields: `mailbox`, `used_percent`, `threshold_percent`.
 pub const MAIL_BUDGET_NEARLY_USED: &str = "mail.budget.nearlyUsed";
 /// A mailbox's `paced` budgets were rebuilt from PostgreSQL's send history (info).
-pub(crate) const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
+pub const MAIL_RATE_LIMIT_SEEDED: &str = "mail.rateLimit.seeded";
 /// The limiter's Redis answered `MOVED`: it is a cluster node, and the limiter now follows the
 /// cluster (info, once).
-pub(crate) const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
+pub const MAIL_RATE_LIMIT_CLUSTER: &str = "mail.rateLimit.cluster";
 /// A provider's `Retry-After` now holds every message of a mailbox, on every replica (info).
-pub(crate) const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
+pub const MAIL_RATE_LIMIT_COOLDOWN: &str = "mail.rateLimit.cooldown";
 /// Sends made while failing open were added to a mailbox's shared windows once Redis answered
 /// again, or leases left by aborted sends were released at shutdown (info).
-pub(crate) const MAIL_RATE_LIMIT_RECONCILED: &str = "mail.rateLimit.reconciled";
+pub const MAIL_RATE_LIMIT_RECONCILED: &str = "mail.rateLimit.reconciled";
 /// The provider answered 429/503/504; the message was rescheduled.
 pub const MAIL_GRAPH_THROTTLED: &str = "mail.graph.throttled";
-/// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
 /// An earlier send's outcome is not confirmed yet (Graph eventually consistent): checked again
 /// later, nothing resent (info).
-pub(crate) const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
+pub const MAIL_SEND_UNCONFIRMED: &str = "mail.send.unconfirmed";
 /// An attempt's write found its row taken over by a newer claim (lease recovery handed it on):
 /// nothing was written; what the attempt did at Graph is found by the live attempt's check
 /// before it sends. Warn. Fields: `message.id`, `outcome`, `claim_token` (this attempt's),
 /// `current_token` and `current_status` (the row's now).
-pub(crate) const MAIL_SEND_STALE_OUTCOME: &str = "mail.send.staleOutcome";
+pub const MAIL_SEND_STALE_OUTCOME: &str = "mail.send.staleOutcome";
 /// A send or the give-back of an unstarted row failed on infrastructure trouble (PostgreSQL):
 /// the row stays `SENDING` until lease recovery reschedules it. Error (warn for a give-back).
 /// Fields: `message.id`, `error`.
-pub(crate) const MAIL_SEND_INFRASTRUCTURE_ERROR: &str = "mail.send.infrastructureError";
+pub const MAIL_SEND_INFRASTRUCTURE_ERROR: &str = "mail.send.infrastructureError";
 /// Renewing an attempt's row lease failed (PostgreSQL unreachable); retried every second until
 /// the attempt's lease deadline. Warn. Fields: `message.id`, `error`.
-pub(crate) const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";
+pub const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";
 /// An attempt was stopped at its lease deadline (`SEND_LEASE_MS` − a margin without a
 /// confirmed renewal): its requests were cancelled and the row rescheduled as possibly sent.
 /// Warn. Fields: `message.id`, `send_attempted`.
-pub(crate) const MAIL_SEND_LEASE_DEADLINE: &str = "mail.send.leaseDeadline";
+pub const MAIL_SEND_LEASE_DEADLINE: &str = "mail.send.leaseDeadline";
 /// PostgreSQL was unreachable for an outcome write; retried with backoff until the send lease
 /// (warn).
-pub(crate) const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
+pub const MAIL_OUTCOME_WRITE_RETRY: &str = "mail.outcome.writeRetry";
 /// The Graph token endpoint failed transiently; no token request until the pause ends (warn).
-pub(crate) const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
-pub(crate) const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
+pub const GRAPH_TOKEN_UNAVAILABLE: &str = "graph.token.unavailable";
+/// A transient failure (5xx, timeout, connection); the message was rescheduled with backoff.
+pub const MAIL_RETRY_SCHEDULED: &str = "mail.retry.scheduled";
 /// The message ended in `ERROR`; `error` says what a person must do.
-pub(crate) const MAIL_FAILED: &str = "mail.failed";
+pub const MAIL_FAILED: &str = "mail.failed";
 /// A sender's credentials are missing or refused: its messages wait (`SCHEDULED`, no attempt
 /// counted) instead of failing. Error, once per state change. Fields: `mailbox`, `reason`
 /// (the `env:`/`file:` reference or the AADSTS code), `next_probe`.
-pub(crate) const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
+pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// A paused sender works again (its configuration changed, or a probe got past the
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
-pub(crate) const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
+pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (docs/delivery.md).
-pub(crate) const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
+pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";
 /// The scheduler claimed due messages for this replica's free slots (debug), or a claim
 /// failed (warn). Fields: `claimed`, `room`, or `error`.
-pub(crate) const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
+pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
 /// A Graph access token was fetched. Fields: `graph.tenant_id`, `client_id`, `expires_in_s`.
-pub(crate) const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
+pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.
-pub(crate) const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
+pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
 /// The daemon started. Fields: `worker`, `concurrency`.
-pub(crate) const DAEMON_STARTED: &str = "daemon.started";
+pub const DAEMON_STARTED: &str = "daemon.started";
 /// Shutdown was requested; in-flight sends are finishing. Once per shutdown. Fields:
 /// `in_flight`.
-pub(crate) const DAEMON_STOPPING: &str = "daemon.stopping";
+pub const DAEMON_STOPPING: &str = "daemon.stopping";
 /// A stop signal arrived (`run`, `admin`). Fields: `signal` (`SIGTERM` or `SIGINT`).
-pub(crate) const DAEMON_SIGNAL: &str = "daemon.signal";
+pub const DAEMON_SIGNAL: &str = "daemon.signal";
 /// The daemon stopped. Fields: `reason`.
-pub(crate) const DAEMON_STOPPED: &str = "daemon.stopped";
+pub const DAEMON_STOPPED: &str = "daemon.stopped";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
 /// start-up; `check-config` prints the same lines.
-pub(crate) const CONFIG_WARNING: &str = "config.warning";
+pub const CONFIG_WARNING: &str = "config.warning";
 /// Migrations were applied.
-pub(crate) const DB_MIGRATED: &str = "db.migrated";
+pub const DB_MIGRATED: &str = "db.migrated";
 /// graph-sim accepted or refused a request.
 pub const SIM_REQUEST: &str = "sim.request";
 /// graph-sim started listening. Fields: `listen`, `graph_base_url`, `mailboxes`.
@@ -96,9 +96,9 @@ pub const SIM_STARTED: &str = "sim.started";
 /// graph-sim stopped. Fields: `reason`, `accepted`.
 pub const SIM_STOPPED: &str = "sim.stopped";
 /// `mail-worker admin` is serving the admin UI. Info. Fields: `listen`, `cookie_secure`.
-pub(crate) const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
+pub const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
 /// An operator logged in to the admin UI. Info. Fields: `client`.
-pub(crate) const MAIL_ADMIN_LOGIN: &str = "mail.admin.login";
+pub const MAIL_ADMIN_LOGIN: &str = "mail.admin.login";
 /// A login to the admin UI was refused: a wrong token, or too many failures from that client
 /// (`throttled`). Warn. Fields: `client`, `failures`, `throttled`.
 pub const MAIL_ADMIN_LOGIN_FAILED: &str = "mail.admin.loginFailed";
@@ -129,14 +129,14 @@ pub const MAIL_ADMIN_QUEUE_RETRIED: &str = "mail.admin.queueRetried";
 pub const MAIL_ADMIN_QUEUE_DISCARDED: &str = "mail.admin.queueDiscarded";
 /// A retention round deleted finished messages older than `MAIL_RETENTION` (info; only for a
 /// round that deleted some). Fields: `messages`, `attachments`, `batches`, `duration_ms`.
-pub(crate) const MESSAGES_PURGED: &str = "mail.retention.purged";
+pub const MESSAGES_PURGED: &str = "mail.retention.purged";
 /// A retention round failed; the next one tries again (warn). Fields: `error`.
-pub(crate) const MESSAGES_PURGE_FAILED: &str = "mail.retention.failed";
+pub const MESSAGES_PURGE_FAILED: &str = "mail.retention.failed";
 /// Recipients were dropped as on their sender's suppression list. Info, once per intake batch
 /// or send that dropped some (never the addresses). Fields: `stage` (`intake`, `send`),
 /// `recipients`, `messages_failed` (left with none: `ERROR` "all recipients suppressed"), and
 /// at `send` `message.id`.
-pub(crate) const RECIPIENTS_SUPPRESSED: &str = "mail.recipients.suppressed";
+pub const RECIPIENTS_SUPPRESSED: &str = "mail.recipients.suppressed";
 /// An operator added an address to a suppression list in the admin UI. Info. Fields: `scope`,
 /// `address` (masked), `added` (false: it was listed already).
 pub const MAIL_ADMIN_SUPPRESSION_ADDED: &str = "mail.admin.suppressionAdded";
@@ -146,19 +146,19 @@ pub const MAIL_ADMIN_SUPPRESSION_REMOVED: &str = "mail.admin.suppressionRemoved"
 /// A non-delivery report in a Graph mailbox's Inbox turned a `SENT` message `BOUNCED` (info).
 /// Fields: `message.id`, `mailbox`, `code` (the DSN code, `5.1.1`), `recipients` (how many the
 /// NDR names). No address.
-pub(crate) const MAIL_BOUNCE_RECORDED: &str = "mail.bounce.recorded";
+pub const MAIL_BOUNCE_RECORDED: &str = "mail.bounce.recorded";
 /// A `550 5.7.233` NDR: the Graph tenant is over Exchange's tenant external recipient rate limit,
 /// so its external sending is paused until its rolling 24 h window frees (warn). Fields:
 /// `tenant`, `mailbox`, `until` (when the first external recipient fits again, or empty when the
 /// tenant has no external budget configured to pause), `message.id`.
-pub(crate) const MAIL_BOUNCE_TENANT_PAUSED: &str = "mail.bounce.tenantPaused";
+pub const MAIL_BOUNCE_TENANT_PAUSED: &str = "mail.bounce.tenantPaused";
 /// One mailbox's Inbox was read for bounces (debug; info when it found any). Fields: `mailbox`,
 /// `requests` (Graph requests the read made), `reports` (NDRs listed), `bounced`, `left` (NDRs
 /// left for a later read: not sent yet, or not ours).
-pub(crate) const MAIL_BOUNCE_READ: &str = "mail.bounce.read";
+pub const MAIL_BOUNCE_READ: &str = "mail.bounce.read";
 /// Reading a mailbox's Inbox for bounces failed; the next interval tries again (warn). Fields:
 /// `mailbox`, `error`.
-pub(crate) const MAIL_BOUNCE_READ_FAILED: &str = "mail.bounce.readFailed";
+pub const MAIL_BOUNCE_READ_FAILED: &str = "mail.bounce.readFailed";
 /// An intake job is not a message (the file import's reason for the line): dead-lettered.
 /// Fields: `task` (the job's id), `reason`. Warn, once per job.
 pub const INTAKE_JOB_DEAD: &str = "intake.job.dead";
@@ -171,15 +171,15 @@ pub const INTAKE_CONSUMER: &str = "intake.consumer";
 pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";
 /// A batch of outbox events was POSTed to a webhook receiver and accepted (debug). Fields:
 /// `receiver` (URL, query and password hidden), `events`, `duration_ms`.
-pub(crate) const EVENTS_DELIVERED: &str = "events.delivered";
+pub const EVENTS_DELIVERED: &str = "events.delivered";
 /// A webhook receiver refused or did not answer a batch; it is tried again after a jittered
 /// backoff (warn). Fields: `receiver`, `events`, `failures`, `retry_in_ms`, `error`.
-pub(crate) const EVENTS_DELIVERY_FAILED: &str = "events.deliveryFailed";
+pub const EVENTS_DELIVERY_FAILED: &str = "events.deliveryFailed";
 /// Events older than `EVENTS_RETRY_FOR` were given up at a failing receiver (error). Fields:
 /// `receiver`, `events`, `reason`; `mail-worker events dead` lists them, `replay` resends.
-pub(crate) const EVENTS_DEAD: &str = "events.dead";
+pub const EVENTS_DEAD: &str = "events.dead";
 /// This replica delivers the outbox to a receiver (info, at start). Fields: `receiver`.
-pub(crate) const EVENTS_DISPATCHER: &str = "events.dispatcher";
+pub const EVENTS_DISPATCHER: &str = "events.dispatcher";
 /// The outbox's PostgreSQL queries failed; the dispatcher tries again (warn). Fields:
 /// `receiver`, `error`.
-pub(crate) const EVENTS_STORE_ERROR: &str = "events.storeError";
+pub const EVENTS_STORE_ERROR: &str = "events.storeError";

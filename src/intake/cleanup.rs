@@ -141,9 +141,10 @@ async fn gauges(
     head: &mut Head,
 ) -> Result<QueueGauges, IntakeError> {
     let waiting = super::waiting::read(conn, config).await?;
-    if head.id != waiting.head {
-        head.since = waiting.head.as_ref().map(|_| Instant::now());
-        head.id.clone_from(&waiting.head);
+    let current = waiting.head.as_ref().map(|h| &h.id);
+    if head.id.as_ref() != current {
+        head.since = current.map(|_| Instant::now());
+        head.id = current.cloned();
     }
     let head_age = waiting
         .head_age()

@@ -6,23 +6,31 @@ use redis::AsyncCommands;
 
 use super::{IntakeError, QueueConnection};
 
-/// The waiting jobs as read in one pipeline (and the head's push time after it).
+/// The waiting jobs as read in one pipeline (and the head's push time after it): each list's
+/// count with its oldest entry, the dead count, Redis's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Waiting {
     /// Jobs on the active list.
     pub active: u64,
+    /// The active list's head.
+    pub head: Option<ActiveHead>,
     /// Jobs in the scheduled set.
     pub scheduled: u64,
-    /// Dead-lettered jobs.
-    pub dead: u64,
-    /// The active list's head.
-    pub head: Option<String>,
-    /// The head's `pushed_at` (Unix s, `lua/intake/push.lua`), when it recorded one.
-    pub head_pushed_at: Option<u64>,
     /// The scheduled set's oldest score (Unix s: apalis-redis's push time or a retry's).
     pub oldest_scheduled: Option<u64>,
+    /// Dead-lettered jobs.
+    pub dead: u64,
     /// Redis's clock (Unix s).
     pub now: u64,
+}
+
+/// The active list's head: the job fetched next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ActiveHead {
+    /// Its id.
+    pub id: String,
+    /// Its `pushed_at` (Unix s, `lua/intake/push.lua`), when it recorded one.
+    pub pushed_at: Option<u64>,
 }
 
 /// What [`read`] reads in one pipeline: active, scheduled and dead counts, the active list's
@@ -50,23 +58,24 @@ pub(super) async fn read(
         .cmd("TIME")
         .query_async(conn)
         .await?;
-    let head_pushed_at: Option<u64> = match &head {
+    let head = match head {
         Some(id) => {
-            conn.hget(
-                format!("{}:{id}", config.job_meta_hash()),
-                super::job::PUSHED_AT,
-            )
-            .await?
+            let pushed_at = conn
+                .hget(
+                    format!("{}:{id}", config.job_meta_hash()),
+                    super::job::PUSHED_AT,
+                )
+                .await?;
+            Some(ActiveHead { id, pushed_at })
         }
         None => None,
     };
     Ok(Waiting {
         active,
-        scheduled,
-        dead,
         head,
-        head_pushed_at,
+        scheduled,
         oldest_scheduled: oldest.first().map(|(_, score)| *score as u64),
+        dead,
         now: now.0,
     })
 }
@@ -74,7 +83,8 @@ pub(super) async fn read(
 impl Waiting {
     /// The head's age by its push time, seconds (`None`: no head, or no push time).
     pub fn head_age(&self) -> Option<u64> {
-        self.head_pushed_at.map(|t| self.now.saturating_sub(t))
+        let pushed_at = self.head.as_ref()?.pushed_at?;
+        Some(self.now.saturating_sub(pushed_at))
     }
 
     /// The scheduled set's oldest entry's age, seconds (`None`: nothing scheduled).

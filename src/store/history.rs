@@ -23,33 +23,45 @@ impl PgSendHistory {
     }
 }
 
+/// A `messages m` row's recipients (to + cc + bcc), as SQL.
+macro_rules! row_recipients {
+    () => {
+        "(jsonb_array_length(m.to_recipients) \
+            + jsonb_array_length(m.cc_recipients) \
+            + jsonb_array_length(m.bcc_recipients))"
+    };
+}
+
+/// The `messages m` rows the mailbox `$2` sent after `$1`, as SQL (`FROM … WHERE …`).
+macro_rules! sent_by_mailbox {
+    () => {
+        concat!(
+            " FROM messages m \
+             WHERE m.status = ",
+            sql_status!(Sent),
+            " AND m.sent_at > $1 \
+               AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
+                   SELECT id FROM system_mailboxes WHERE address = $2 \
+                   UNION ALL SELECT id FROM tenants WHERE sender_address = $2)"
+        )
+    };
+}
+
 /// What the mailbox `$2` sent after `$1`: (sent at, recipients).
 const SENT_BY_MAILBOX: &str = concat!(
-    "SELECT m.sent_at, (jsonb_array_length(m.to_recipients) \
-            + jsonb_array_length(m.cc_recipients) \
-            + jsonb_array_length(m.bcc_recipients))::int4 \
-     FROM messages m \
-     WHERE m.status = ",
-    sql_status!(Sent),
-    " AND m.sent_at > $1 \
-       AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
-           SELECT id FROM system_mailboxes WHERE address = $2 \
-           UNION ALL SELECT id FROM tenants WHERE sender_address = $2) \
-     ORDER BY m.sent_at"
+    "SELECT m.sent_at, ",
+    row_recipients!(),
+    "::int4",
+    sent_by_mailbox!(),
+    " ORDER BY m.sent_at"
 );
 
 /// The recipients the mailbox `$2` sent to after `$1`: [`SENT_BY_MAILBOX`]'s sum, one row.
 const RECIPIENTS_BY_MAILBOX: &str = concat!(
-    "SELECT coalesce(sum(jsonb_array_length(m.to_recipients) \
-            + jsonb_array_length(m.cc_recipients) \
-            + jsonb_array_length(m.bcc_recipients)), 0)::int8 \
-     FROM messages m \
-     WHERE m.status = ",
-    sql_status!(Sent),
-    " AND m.sent_at > $1 \
-       AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
-           SELECT id FROM system_mailboxes WHERE address = $2 \
-           UNION ALL SELECT id FROM tenants WHERE sender_address = $2)"
+    "SELECT coalesce(sum(",
+    row_recipients!(),
+    "), 0)::int8",
+    sent_by_mailbox!()
 );
 
 /// What the senders of the Graph tenant `$2` sent after `$1` outside its accepted domains:

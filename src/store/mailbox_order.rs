@@ -10,7 +10,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::StoreError;
+use super::{
+    StoreError,
+    advisory_lock::{self, Hold},
+};
 use crate::domain::sql_status;
 
 /// How often each daemon replica tries to take the snapshot; the one that gets the lock takes
@@ -64,11 +67,7 @@ pub async fn refresh(
     unless_younger: Duration,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     let mut tx = pool.begin().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-        .bind(LOCK_KEY)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !locked {
+    if !advisory_lock::try_lock(&mut tx, LOCK_KEY, Hold::Transaction).await? {
         return Ok(None);
     }
     // Read after the lock: a snapshot another process committed just before is seen.

@@ -239,6 +239,7 @@ pub async fn migrate(url: &Url) -> Result<PgPool, StoreError> {
     prepare(url, 4).await
 }
 pub mod admin;
+mod advisory_lock;
 pub(crate) mod bookings;
 pub(crate) mod bounce_reads;
 pub mod campaigns;

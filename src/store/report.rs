@@ -111,15 +111,21 @@ pub async fn errors_by_reason(pool: &PgPool) -> Result<Vec<(String, String, i64)
 /// # Errors
 /// Database errors.
 pub(crate) async fn count_unfinished(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+    /// One status's row: (status, count), over the partial index that status has.
+    macro_rules! count_of {
+        ($status:ident) => {
+            concat!(
+                "SELECT ",
+                sql_status!($status),
+                ", count(*) FROM messages WHERE status = ",
+                sql_status!($status)
+            )
+        };
+    }
     Ok(sqlx::query_as(concat!(
-        "SELECT ",
-        sql_status!(Scheduled),
-        ", count(*) FROM messages WHERE status = ",
-        sql_status!(Scheduled),
-        " UNION ALL SELECT ",
-        sql_status!(Sending),
-        ", count(*) FROM messages WHERE status = ",
-        sql_status!(Sending)
+        count_of!(Scheduled),
+        " UNION ALL ",
+        count_of!(Sending)
     ))
     .fetch_all(pool)
     .await?)

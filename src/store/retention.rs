@@ -13,7 +13,11 @@ use sqlx::{PgPool, postgres::PgConnection};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{StoreError, messages::interval};
+use super::{
+    StoreError,
+    advisory_lock::{self, Hold},
+    messages::interval,
+};
 use crate::domain::sql_status;
 
 /// The shortest retention: whatever is asked, a row finished, created or sent in the last 24 h
@@ -139,11 +143,7 @@ pub async fn purge(
     stop: watch::Receiver<bool>,
 ) -> Result<Option<Purged>, StoreError> {
     let mut conn = pool.acquire().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(LOCK_KEY)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !locked {
+    if !advisory_lock::try_lock(&mut conn, LOCK_KEY, Hold::Session).await? {
         return Ok(None);
     }
     let result = batches(&mut conn, older_than, pause, stop).await;

@@ -8,59 +8,6 @@ use uuid::Uuid;
 use super::{SenderRef, StoreError};
 use crate::domain::Priority;
 
-/// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`): what a
-/// message of it without its own priority is stored with.
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn set_priority(
-    pool: &PgPool,
-    sender: SenderRef,
-    priority: Priority,
-) -> Result<(), StoreError> {
-    let sql = [
-        "UPDATE tenants SET priority = $2 WHERE id = $1",
-        "UPDATE system_mailboxes SET priority = $2 WHERE id = $1",
-    ];
-    update_sender(pool, sender, sql, priority.as_str()).await
-}
-
-/// Sets whether a sender's Inbox is read for bounces (`read_bounces`, the senders file's
-/// `readBounces`; read only while `GRAPH_READ_BOUNCES=on`).
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn set_read_bounces(
-    pool: &PgPool,
-    sender: SenderRef,
-    read: bool,
-) -> Result<(), StoreError> {
-    let sql = [
-        "UPDATE tenants SET read_bounces = $2 WHERE id = $1",
-        "UPDATE system_mailboxes SET read_bounces = $2 WHERE id = $1",
-    ];
-    update_sender(pool, sender, sql, read).await
-}
-
-/// Runs the tenant's or the system mailbox's statement of `sql` (`[tenants, system_mailboxes]`,
-/// each `UPDATE … SET <column> = $2 WHERE id = $1`) with the sender's id and `value`.
-async fn update_sender<T>(
-    pool: &PgPool,
-    sender: SenderRef,
-    sql: [&'static str; 2],
-    value: T,
-) -> Result<(), StoreError>
-where
-    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
-{
-    let (sql, id) = match sender {
-        SenderRef::Tenant(id) => (sql[0], id),
-        SenderRef::SystemMailbox(id) => (sql[1], id),
-    };
-    sqlx::query(sql).bind(id).bind(value).execute(pool).await?;
-    Ok(())
-}
-
 /// Sets a system mailbox's override of `MAIL_RATE_LIMIT_RESERVED_PERCENT`
 /// (`system_mailboxes.rate_limit_reserved_percent`); `None` removes it (back to the default).
 ///
@@ -74,6 +21,38 @@ pub(crate) async fn set_reserved_percent(
     sqlx::query("UPDATE system_mailboxes SET rate_limit_reserved_percent = $2 WHERE id = $1")
         .bind(mailbox)
         .bind(percent.map(i32::from))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`: what a
+/// message of it without its own priority is stored with) and whether its Inbox is read for
+/// bounces (`read_bounces`, the senders file's `readBounces`; read only while
+/// `GRAPH_READ_BOUNCES=on`).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn set_priority_and_bounces(
+    pool: &PgPool,
+    sender: SenderRef,
+    priority: Priority,
+    read_bounces: bool,
+) -> Result<(), StoreError> {
+    let (sql, id) = match sender {
+        SenderRef::Tenant(id) => (
+            "UPDATE tenants SET read_bounces = $2, priority = $3 WHERE id = $1",
+            id,
+        ),
+        SenderRef::SystemMailbox(id) => (
+            "UPDATE system_mailboxes SET read_bounces = $2, priority = $3 WHERE id = $1",
+            id,
+        ),
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(read_bounces)
+        .bind(priority.as_str())
         .execute(pool)
         .await?;
     Ok(())

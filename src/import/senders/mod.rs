@@ -98,7 +98,7 @@ pub struct SystemMailboxEntry {
     pub read_bounces: Option<bool>,
 }
 
-/// One `tenants[]` entry.
+/// One `tenants[]` entry: what every provider has, then Graph's fields, then SendGrid's.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantEntry {
@@ -108,6 +108,9 @@ pub struct TenantEntry {
     pub provider: String,
     /// The `From` mailbox.
     pub sender: String,
+    /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
+    #[serde(default)]
+    pub priority: Option<String>,
     /// Graph: Entra ID tenant id or domain.
     pub graph_tenant_id: Option<String>,
     /// Graph: app (client) id.
@@ -116,19 +119,16 @@ pub struct TenantEntry {
     pub client_secret: Option<String>,
     /// Graph: certificate credential (PEM bundle or reference) instead of the secret.
     pub client_certificate: Option<String>,
-    /// SendGrid: API key or reference.
-    pub sendgrid_api_key: Option<String>,
-    /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
-    pub external_recipients_per_day: Option<u32>,
-    /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
-    pub accepted_domains: Option<Vec<String>>,
-    /// The default priority of its messages (`high` | `normal` | `bulk`; default `normal`).
-    #[serde(default)]
-    pub priority: Option<String>,
     /// Graph: whether its Inbox is read for bounces while `GRAPH_READ_BOUNCES=on` (default
     /// true; needs the app's `Mail.Read` application permission).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bounces: Option<bool>,
+    /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
+    pub external_recipients_per_day: Option<u32>,
+    /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
+    pub accepted_domains: Option<Vec<String>>,
+    /// SendGrid: API key or reference.
+    pub sendgrid_api_key: Option<String>,
 }
 
 /// What an import did.
@@ -201,16 +201,16 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
-                sender_settings::set_priority(pool, SenderRef::SystemMailbox(id), priority).await?;
-                sender_settings::set_read_bounces(pool, SenderRef::SystemMailbox(id), read_bounces)
+                let sender = SenderRef::SystemMailbox(id);
+                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;
                 sender_settings::set_reserved_percent(pool, id, reserved).await?;
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
-                sender_settings::set_priority(pool, SenderRef::Tenant(id), priority).await?;
-                sender_settings::set_read_bounces(pool, SenderRef::Tenant(id), read_bounces)
+                let sender = SenderRef::Tenant(id);
+                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;
                 report.tenants += 1;
             }

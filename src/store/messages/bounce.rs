@@ -38,12 +38,12 @@ pub struct Bounced {
     pub sender: SenderRef,
     /// Its campaign, if any.
     pub campaign_id: Option<String>,
+    /// The DSN status code.
+    pub code: String,
     /// Every recipient address of the row (To, Cc, Bcc), as stored.
     pub recipients: Vec<String>,
     /// Of them, those the NDR names as failed (as stored; empty when it names none of them).
     pub bounced: Vec<String>,
-    /// The DSN status code.
-    pub code: String,
 }
 
 /// What [`mark`] found.
