@@ -1094,3 +1094,56 @@ async fn lowering_the_day_budget_below_waiting_messages_warns_how_many_would_fai
     );
     assert!(!set("6").1.contains("waiting message"));
 }
+
+#[tokio::test]
+async fn a_senders_import_that_changes_a_mailboxs_limits_drops_its_bookings() {
+    use crate::support::app::{CLIENT, SECRET, TENANT};
+    use mail_worker::{clock::SystemClock, service::SendOutcome};
+    let world = crate::support::TestApp::paced().per_minute(1).spawn().await;
+    let handler = world.real_handler(std::sync::Arc::new(SystemClock));
+    let env = paced_env(&world, "7000");
+    // 1 a minute: the first goes, the next 2 are booked a minute and two out.
+    let ids = world.insert(0, 3, "SCHEDULED").await;
+    for (i, id) in ids.iter().enumerate() {
+        let outcome = crate::support::claim_and_send(&world.db.pool, &handler, *id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            matches!(outcome, SendOutcome::Sent),
+            i == 0,
+            "{i}: {outcome:?}"
+        );
+    }
+    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("senders.json");
+    let import = |per_minute: u32| {
+        let senders = serde_json::json!({"systemMailboxes": [{
+            "address": "mb0@contoso.example", "graphTenantId": TENANT, "clientId": CLIENT,
+            "clientSecret": SECRET, "rateLimitPerMinute": per_minute,
+        }]});
+        std::fs::write(&file, senders.to_string()).unwrap();
+        let out = mail_worker(&["senders", "import", file.to_str().unwrap()], &env);
+        stderr_of_exit(&out, 0, "senders import");
+        text(&out.stdout)
+    };
+    let changed = import(25);
+    let unchanged = import(25);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        changed.contains(
+            "limits changed for 1 system mailbox: 2 bookings dropped, 2 messages due now"
+        ),
+        "{changed}"
+    );
+    assert!(!unchanged.contains("limits changed"), "{unchanged}");
+    let due: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE id = ANY($1) AND scheduled_on <= now()",
+    )
+    .bind(&ids[1..])
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(due, 2, "both take a fresh decision under 25 a minute");
+}

@@ -138,6 +138,9 @@ pub struct ImportReport {
     pub tenants: usize,
     /// System mailboxes inserted or updated.
     pub system_mailboxes: usize,
+    /// Existing system mailboxes whose limits the file changed: the bookings their old limits
+    /// made are stale (the caller drops them, as `mailbox set-limits` does).
+    pub limits_changed: Vec<MailboxAddress>,
 }
 
 /// Why an import did not happen.
@@ -198,9 +201,18 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 (per_minute, per_day, reserved),
                 (priority, read_bounces),
             ) => {
+                let before = senders::overrides_of(pool, &address).await?;
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
+                let now = senders::Overrides {
+                    per_minute,
+                    recipients_per_day: per_day,
+                    reserved_percent: reserved,
+                };
+                if before.is_some_and(|before| before != now) {
+                    report.limits_changed.push(address.clone());
+                }
                 let sender = SenderRef::SystemMailbox(id);
                 sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;

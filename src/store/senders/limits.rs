@@ -97,15 +97,7 @@ pub async fn set_limits(
              tenant senders always use the default limits)"
         )));
     };
-    let positive = |v: Option<i32>| {
-        v.and_then(|v| u32::try_from(v).ok())
-            .and_then(NonZeroU32::new)
-    };
-    Ok(Overrides {
-        per_minute: positive(m),
-        recipients_per_day: positive(d),
-        reserved_percent: r.and_then(|r| u8::try_from(r).ok()),
-    })
+    Ok(Overrides::from_columns(m, d, r))
 }
 
 /// The unfinished messages of a system mailbox with more recipients than `per_day`, and the
@@ -135,4 +127,38 @@ pub async fn waiting_above(
     .fetch_one(pool)
     .await?;
     Ok((count.unsigned_abs(), most.unsigned_abs()))
+}
+
+/// A system mailbox's rate-limit overrides as they are now (`None`: no such mailbox); the
+/// senders import compares them with the file's to drop bookings the old ones made.
+///
+/// # Errors
+/// [`StoreError::Db`] when PostgreSQL fails.
+pub async fn overrides_of(
+    pool: &PgPool,
+    address: &MailboxAddress,
+) -> Result<Option<Overrides>, StoreError> {
+    let row: Option<(Option<i32>, Option<i32>, Option<i32>)> = sqlx::query_as(
+        "SELECT rate_limit_per_minute, rate_limit_recipients_per_day, rate_limit_reserved_percent \
+         FROM system_mailboxes WHERE address = $1",
+    )
+    .bind(address.as_str())
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(m, d, r)| Overrides::from_columns(m, d, r)))
+}
+
+impl Overrides {
+    /// The three columns as read (a value out of range reads as no override).
+    fn from_columns(m: Option<i32>, d: Option<i32>, r: Option<i32>) -> Self {
+        let positive = |v: Option<i32>| {
+            v.and_then(|v| u32::try_from(v).ok())
+                .and_then(NonZeroU32::new)
+        };
+        Self {
+            per_minute: positive(m),
+            recipients_per_day: positive(d),
+            reserved_percent: r.and_then(|r| u8::try_from(r).ok()),
+        }
+    }
 }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 mod limits;
 
-pub use limits::{LimitsChange, Overrides, set_limits, waiting_above};
+pub use limits::{LimitsChange, Overrides, overrides_of, set_limits, waiting_above};
 
 use super::StoreError;
 use crate::domain::{
