@@ -253,11 +253,12 @@ pub enum MailboxCommand {
 #[derive(Debug, Subcommand)]
 pub enum MessagesCommand {
     /// Put messages back to SCHEDULED, due now, attempts reset (default: --status ERROR;
-    /// cancelled ones only by --id or --error-like cancelled).
-    Retry(MessageArgs),
+    /// cancelled ones only by --id or --error-like cancelled). Needs a filter (--sender, --id,
+    /// --error-like), or --all for every message of the status.
+    Retry(BulkArgs),
     /// End messages that were not sent yet (default: --status SCHEDULED) as ERROR "cancelled".
     /// Needs a filter (--sender, --id, --error-like), or --all for every unsent message.
-    Cancel(CancelArgs),
+    Cancel(BulkArgs),
     /// Delete finished (SENT, ERROR) messages and their attachments older than `--older-than`,
     /// in batches, as the daemon's MAIL_RETENTION rounds do (at least 24h).
     Purge(PurgeArgs),
@@ -320,14 +321,14 @@ pub struct MessageArgs {
     pub json: bool,
 }
 
-/// Arguments of `messages cancel`: those of `retry`, and `--all` instead of a filter.
+/// Arguments of `messages retry|cancel`: the selection, and `--all` instead of a filter.
 #[derive(Debug, Args)]
-pub struct CancelArgs {
+pub struct BulkArgs {
     /// Which messages, and how the result is printed.
     #[command(flatten)]
     pub args: MessageArgs,
-    /// Every unsent (SCHEDULED) message: required when no --sender, --id or --error-like
-    /// narrows the selection.
+    /// Every message of the status (retry: ERROR, cancel: SCHEDULED, unless --status says
+    /// otherwise): required when no --sender, --id or --error-like narrows the selection.
     #[arg(long, conflicts_with_all = ["sender", "error_like", "ids"])]
     pub all: bool,
 }

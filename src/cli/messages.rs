@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{
     ListArgs, PurgeArgs, Selection,
-    args::{CancelArgs, MessageArgs},
+    args::{BulkArgs, MessageArgs},
     out, tables,
 };
 use crate::{
@@ -16,18 +16,22 @@ use crate::{
     store::{self, admin, retention},
 };
 
-/// `messages cancel` without `--sender`, `--id` or `--error-like` would end every unsent
-/// message: refused unless `--all` says so (a dry run only counts, so it may go without).
-pub(super) fn refuse_unfiltered_cancel(args: &CancelArgs) -> anyhow::Result<()> {
+/// `messages retry|cancel` without `--sender`, `--id` or `--error-like` would take every
+/// message of the status: refused unless `--all` says so (a dry run only counts, so it may go
+/// without).
+pub(super) fn refuse_unfiltered(args: &BulkArgs, action: admin::BulkAction) -> anyhow::Result<()> {
     let s = &args.args.selection;
     let narrowed = s.sender.is_some() || s.error_like.is_some() || !s.ids.is_empty();
     if narrowed || args.all || args.args.dry_run {
         return Ok(());
     }
+    let (command, every) = match action {
+        admin::BulkAction::Retry => ("retry", "retry every ERROR message (or of --status)"),
+        admin::BulkAction::Cancel => ("cancel", "cancel every unsent (SCHEDULED) message"),
+    };
     anyhow::bail!(
-        "messages cancel: no filter given, so this would cancel every unsent (SCHEDULED) message; \
-         narrow it with --sender, --id or --error-like, or give --all to cancel them all \
-         (--dry-run counts them first)"
+        "messages {command}: no filter given, so this would {every}; narrow it with --sender, \
+         --id or --error-like, or give --all to {command} them all (--dry-run counts them first)"
     )
 }
 

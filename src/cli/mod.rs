@@ -29,7 +29,7 @@ mod suppressions;
 mod tables;
 
 pub use args::{
-    CampaignCommand, CancelArgs, Cli, Command, EventsCommand, ListArgs, MailboxCommand,
+    BulkArgs, CampaignCommand, Cli, Command, EventsCommand, ListArgs, MailboxCommand,
     MessagesCommand, PurgeArgs, Selection, SendersCommand, SetLimits, SuppressionsCommand,
 };
 pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
@@ -249,10 +249,11 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         }
         Command::Messages(command) => match command {
             MessagesCommand::Retry(args) => {
-                messages::bulk(&config, admin::BulkAction::Retry, &args).await
+                messages::refuse_unfiltered(&args, admin::BulkAction::Retry)?;
+                messages::bulk(&config, admin::BulkAction::Retry, &args.args).await
             }
             MessagesCommand::Cancel(args) => {
-                messages::refuse_unfiltered_cancel(&args)?;
+                messages::refuse_unfiltered(&args, admin::BulkAction::Cancel)?;
                 messages::bulk(&config, admin::BulkAction::Cancel, &args.args).await
             }
             MessagesCommand::List(args) => messages::list_messages(&config, &args).await,

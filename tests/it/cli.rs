@@ -440,7 +440,7 @@ async fn commands_on_a_missing_or_unmigrated_database_name_mail_worker_migrate_a
     for args in [
         &["status"][..],
         &["enqueue", "/dev/null"],
-        &["messages", "retry"],
+        &["messages", "retry", "--all"],
     ] {
         let out = mail_worker(args, &env);
         let stderr = stderr_of_exit(&out, 1, &format!("{args:?}"));
@@ -1004,8 +1004,16 @@ async fn messages_cancel_without_a_filter_is_refused_unless_all_and_retry_and_ca
     );
     assert_eq!(world.count("SCHEDULED").await, 0);
 
-    // A plain retry leaves the cancelled rows alone; named, they go.
-    let plain = mail_worker(&["messages", "retry"], &env);
+    // Without a filter a retry is refused, naming the way out.
+    let unfiltered = mail_worker(&["messages", "retry"], &env);
+    assert!(
+        stderr_of_exit(&unfiltered, 1, "retry without a filter").contains(
+            "messages retry: no filter given, so this would retry every ERROR message (or of \
+             --status); narrow it with --sender, --id or --error-like, or give --all"
+        )
+    );
+    // --all leaves the cancelled rows alone; named, they go.
+    let plain = mail_worker(&["messages", "retry", "--all"], &env);
     assert_eq!(
         text(&plain.stdout).trim(),
         "0 messages retried (0 matched)",
