@@ -17,7 +17,7 @@ fn parse_url(raw: &str, schemes: &[&str]) -> Result<Url, String> {
                           percent-encoded (%23, %2F, %3F, %40)";
     let url = Url::parse(raw).map_err(|e| {
         if raw.contains('@') {
-            format!("is not a URL ({e}); {ENCODE}")
+            format!("is not a URL: {ENCODE} (the parser said: {e})")
         } else {
             format!("is not a URL ({e})")
         }
