@@ -301,7 +301,12 @@ pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
     let too_long = "is too long: at most 36500d (100 years)";
     // Any case but `M` (a month to some readers, a minute here).
     let ms_per = match unit.trim() {
-        "M" => return Err(problem),
+        "M" => {
+            return Err(
+                "must be a whole number with a unit: ms, s, m, h or d (`M` is refused: \
+                        minutes are `m`, a month is `30d`)",
+            );
+        }
         unit => match unit.to_ascii_lowercase().as_str() {
             "ms" => 1,
             "s" => 1_000,
