@@ -35,15 +35,23 @@ async fn wait_for_drain(
     dead: u64,
 ) {
     let pool = app.db.pool.clone();
-    wait_until(Duration::from_secs(60), "the rows", async || {
-        let (ours, all): (i64, i64) = sqlx::query_as(
+    let mut seen = (-1, -1);
+    // Patience, not a speed goal: after a failover the consumer works through the rest (2,800
+    // jobs and the dead worker's) on whatever the machine has left; a CI beside another took
+    // over 60 s. What it saw is printed (a test's output shows only when it fails).
+    wait_until(Duration::from_secs(180), "the rows", async || {
+        let counts: (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE id = ANY($1)), count(*) FROM messages WHERE status = 'SCHEDULED'",
         )
         .bind(ids)
         .fetch_one(&pool)
         .await
         .unwrap();
-        ours == ids.len() as i64 && all == ours
+        if counts != seen {
+            seen = counts;
+            eprintln!("stored: {} of ours, {} in all", counts.0, counts.1);
+        }
+        counts.0 == ids.len() as i64 && counts.1 == counts.0
     })
     .await;
     wait_for_stats_within(
