@@ -95,12 +95,6 @@ pub(super) async fn queue(
     };
     if let Some((settings, mut conn)) = connect(&state).await? {
         let alive_within = settings.orphaned_after();
-        page.stats = dead::stats(&mut conn, &settings.queue, alive_within).await?;
-        page.oldest = page
-            .stats
-            .oldest_seconds
-            .map_or_else(|| "-".to_owned(), |s| format!("{s} s"));
-        page.alive_within = alive_within.as_secs();
         page.dead = dead::list(&mut conn, &settings.queue, DEAD_PAGE)
             .await?
             .into_iter()
@@ -111,6 +105,14 @@ pub(super) async fn queue(
                 bytes: j.bytes,
             })
             .collect();
+        // The counts after the list: a job that dies between the two reads is then counted
+        // though not listed, never listed beside a count without it.
+        page.stats = dead::stats(&mut conn, &settings.queue, alive_within).await?;
+        page.oldest = page
+            .stats
+            .oldest_seconds
+            .map_or_else(|| "-".to_owned(), |s| format!("{s} s"));
+        page.alive_within = alive_within.as_secs();
         page.queue = Some(settings.queue);
     }
     render(&page)
