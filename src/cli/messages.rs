@@ -3,11 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::{
-    ListArgs, PurgeArgs, Selection,
-    args::{BulkArgs, MessageArgs},
-    out, tables,
-};
+use super::{ListArgs, PurgeArgs, Selection, args::BulkArgs, out, tables};
 use crate::{
     config::{Config, parse_duration},
     domain::{MessageStatus, mask_address},
@@ -19,7 +15,7 @@ use crate::{
 /// `messages retry|cancel` without `--sender`, `--id` or `--error-like` would take every
 /// message of the status: refused unless `--all` says so (a dry run only counts, so it may go
 /// without).
-pub(super) fn refuse_unfiltered(args: &BulkArgs, action: admin::BulkAction) -> anyhow::Result<()> {
+fn refuse_unfiltered(args: &BulkArgs, action: admin::BulkAction) -> anyhow::Result<()> {
     let s = &args.args.selection;
     let narrowed = s.sender.is_some() || s.error_like.is_some() || !s.ids.is_empty();
     if narrowed || args.all || args.args.dry_run {
@@ -40,8 +36,10 @@ pub(super) fn refuse_unfiltered(args: &BulkArgs, action: admin::BulkAction) -> a
 pub(super) async fn bulk(
     config: &Config,
     action: admin::BulkAction,
-    args: &MessageArgs,
+    bulk: &BulkArgs,
 ) -> anyhow::Result<ExitCode> {
+    refuse_unfiltered(bulk, action)?;
+    let args = &bulk.args;
     let filter = selected(&args.selection)?;
     let pool = store::open(&config.database_url, 2).await?;
     let changed = action

@@ -249,12 +249,10 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         }
         Command::Messages(command) => match command {
             MessagesCommand::Retry(args) => {
-                messages::refuse_unfiltered(&args, admin::BulkAction::Retry)?;
-                messages::bulk(&config, admin::BulkAction::Retry, &args.args).await
+                messages::bulk(&config, admin::BulkAction::Retry, &args).await
             }
             MessagesCommand::Cancel(args) => {
-                messages::refuse_unfiltered(&args, admin::BulkAction::Cancel)?;
-                messages::bulk(&config, admin::BulkAction::Cancel, &args.args).await
+                messages::bulk(&config, admin::BulkAction::Cancel, &args).await
             }
             MessagesCommand::List(args) => messages::list_messages(&config, &args).await,
             MessagesCommand::Show { id, json } => messages::show_message(&config, id, json).await,

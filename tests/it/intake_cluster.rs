@@ -36,9 +36,9 @@ async fn wait_for_drain(
 ) {
     let pool = app.db.pool.clone();
     let mut seen = (-1, -1);
-    // Patience, not a speed goal: after a failover the consumer works through the rest (2,800
-    // jobs and the dead worker's) on whatever the machine has left; a CI beside another took
-    // over 60 s. What it saw is printed (a test's output shows only when it fails).
+    // Patience, not a speed goal: after a failover the consumer works through the rest on
+    // whatever the machine has left (a CI beside another took over 60 s). What it saw is
+    // printed (a test's output shows only when it fails).
     wait_until(Duration::from_secs(180), "the rows", async || {
         let counts: (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE id = ANY($1)), count(*) FROM messages WHERE status = 'SCHEDULED'",
