@@ -6,7 +6,8 @@
 //! finished (`SENT`) rows of the last 29 days (one `generate_series` insert, then `VACUUM
 //! ANALYZE`). The arms take turns so outside load falls on both alike: for each `--replicas`
 //! count, `--rounds` rounds of empty then history (every other round history first), each
-//! `--warmup` s, then `--seconds` s measured:
+//! `--warmup` s (and with `--steady-within`, until the backlog is booked and no slot is left
+//! overdue), then `--seconds` s measured:
 //!
 //! - sends/s (graph-sim's accepted messages in the window) against Σ L/60 (every mailbox at
 //!   `MAIL_RATE_LIMIT_PER_MINUTE` = `--per-minute`; goal ≥ 0.95 while every mailbox has due
@@ -94,12 +95,22 @@ struct Args {
     /// Mailboxes for the pages section (at least `--mailboxes`).
     #[arg(long, default_value_t = 5_000)]
     page_mailboxes: usize,
+    /// `WORKER_CONCURRENCY` of each replica (unset: the daemon's default, 128).
+    #[arg(long)]
+    worker_concurrency: Option<u32>,
+    /// After the warm-up, wait up to this many seconds for a steady state before measuring:
+    /// no due row never tried (the backlog is booked) and at most 1 % of the mailboxes with a
+    /// row overdue by more than one slot (60 s / L), so the window measures the limiter's pace,
+    /// not the booking of the backlog or a burst of slots that came due between windows
+    /// (0: measure right after the warm-up).
+    #[arg(long, default_value_t = 0)]
+    steady_within: u64,
     #[command(flatten)]
     run: support::RunArgs,
 }
 
 impl support::BenchArgs for Args {
-    const SMOKE: &str = "A smoke run for CI: 20 mailboxes in 4 tenants, 10 messages each, 2,000 rows of history, 1 replica for 3 s, 100 mailboxes paged (figures meaningless).";
+    const SMOKE: &str = "A smoke run for CI: 20 mailboxes in 4 tenants, 10 messages each, 2,000 rows of history, 1 replica for 3 s after a steady state (at most 20 s), 100 mailboxes paged (figures meaningless).";
 
     fn smoke(&mut self) {
         self.mailboxes = 20;
@@ -111,6 +122,7 @@ impl support::BenchArgs for Args {
         self.seconds = 3;
         self.warmup = 2;
         self.page_mailboxes = 100;
+        self.steady_within = 20;
     }
 
     fn invalid(&self) -> Option<&'static str> {
@@ -242,6 +254,9 @@ impl Arm {
             .set("MAIL_RATE_LIMIT_KEY_PREFIX", &self.prefix)
             .set("MAIL_RATE_LIMIT_ALGORITHM", "paced")
             .set("MAIL_RATE_LIMIT_PER_MINUTE", args.per_minute);
+        if let Some(n) = args.worker_concurrency {
+            env.set("WORKER_CONCURRENCY", n);
+        }
         env
     }
 }
@@ -357,6 +372,7 @@ struct Run {
     budget_per_s: f64,
     ratio: f64,
     mailboxes_without_due_work: i64,
+    steady: Option<Steady>,
     graph_429s: usize,
     claim: ClaimStatement,
     claim_histogram: ClaimHistogram,
@@ -371,6 +387,54 @@ struct Run {
     redis_commands_per_sent: f64,
     redis_used_memory: u64,
     redis_keys: u64,
+}
+
+/// How the wait for a steady state ended (`--steady-within`).
+#[derive(Debug, Clone, Serialize)]
+struct Steady {
+    reached: bool,
+    waited_s: f64,
+    /// Due rows never tried, at the end of the wait.
+    never_tried: i64,
+    /// Mailboxes with a row overdue by more than one slot, at the end of the wait.
+    overdue_mailboxes: i64,
+}
+
+/// Waits (polling every 2 s) until no due row is untried and at most 1 % of the mailboxes
+/// have a row overdue by more than 60 s / L, or `--steady-within` s have passed.
+async fn wait_for_steady(args: &Args, db: &BenchDb) -> Option<Steady> {
+    if args.steady_within == 0 {
+        return None;
+    }
+    let started = Instant::now();
+    let slot_ms = 60_000.0 / f64::from(args.per_minute.max(1));
+    loop {
+        let (never_tried, overdue): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE deferrals = 0), \
+                 count(DISTINCT system_mailbox_id) \
+                     FILTER (WHERE scheduled_on < now() - $1 * interval '1 millisecond') \
+             FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= now()",
+        )
+        .bind(slot_ms)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap_or((-1, -1));
+        let waited_s = started.elapsed().as_secs_f64();
+        let reached = never_tried == 0 && overdue * 100 <= args.mailboxes as i64;
+        if reached || waited_s >= args.steady_within as f64 {
+            println!(
+                "            steady state {}after {waited_s:.0} s: {never_tried} due rows never tried, {overdue} mailboxes overdue by > {slot_ms:.0} ms",
+                if reached { "" } else { "NOT reached " }
+            );
+            return Some(Steady {
+                reached,
+                waited_s,
+                never_tried,
+                overdue_mailboxes: overdue,
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 async fn claim_statement(db: &BenchDb) -> ClaimStatement {
@@ -416,6 +480,7 @@ async fn measure(
         ports.push(port);
     }
     tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    let steady = wait_for_steady(args, &arm.db).await;
     sqlx::query("SELECT pg_stat_statements_reset()")
         .execute(&arm.db.pool)
         .await
@@ -472,6 +537,7 @@ async fn measure(
         budget_per_s,
         ratio: sends_per_s / budget_per_s,
         mailboxes_without_due_work: idle,
+        steady,
         graph_429s: arm
             .sim
             .refusals()
