@@ -49,8 +49,8 @@ pub(super) async fn import_file(
         ),
         file.display()
     ));
-    // As `mailbox set-limits`: the bookings the old limits made go, their rows take fresh
-    // decisions under the new ones.
+    // As `mailbox set-limits`: the bookings the old limits (or the old tenant budget) made go,
+    // their rows take fresh decisions under the new ones.
     let (mut unbooked, mut due_now) = (0, 0);
     for address in &report.limits_changed {
         let (dropped, due) = bookings::after_limit_change(config, &pool, address).await?;
@@ -58,12 +58,8 @@ pub(super) async fn import_file(
     }
     if !report.limits_changed.is_empty() {
         out(&format!(
-            "limits changed for {}: {} dropped, {} due now\n",
-            counted(
-                report.limits_changed.len() as u64,
-                "system mailbox",
-                "system mailboxes"
-            ),
+            "limits or tenant budget changed for {}: {} dropped, {} due now\n",
+            counted(report.limits_changed.len() as u64, "sender", "senders"),
             counted(unbooked, "booking", "bookings"),
             counted(due_now, "message", "messages")
         ));

@@ -1103,14 +1103,11 @@ async fn lowering_the_day_budget_below_waiting_messages_warns_how_many_would_fai
     assert!(!set("6").1.contains("waiting message"));
 }
 
-#[tokio::test]
-async fn a_senders_import_that_changes_a_mailboxs_limits_drops_its_bookings() {
-    use crate::support::app::{CLIENT, SECRET, TENANT};
+/// Claims and sends each of three new `SCHEDULED` rows of mailbox 0 once: the first is sent,
+/// the other two are booked (asserted). Returns the three ids.
+async fn one_sent_two_booked(world: &crate::support::TestApp) -> Vec<uuid::Uuid> {
     use mail_worker::{clock::SystemClock, service::SendOutcome};
-    let world = crate::support::TestApp::paced().per_minute(1).spawn().await;
     let handler = world.real_handler(std::sync::Arc::new(SystemClock));
-    let env = paced_env(&world, "7000");
-    // 1 a minute: the first goes, the next 2 are booked a minute and two out.
     let ids = world.insert(0, 3, "SCHEDULED").await;
     for (i, id) in ids.iter().enumerate() {
         let outcome = crate::support::claim_and_send(&world.db.pool, &handler, *id)
@@ -1123,35 +1120,111 @@ async fn a_senders_import_that_changes_a_mailboxs_limits_drops_its_bookings() {
             "{i}: {outcome:?}"
         );
     }
+    ids
+}
+
+/// `senders import` of a file with mailbox 0 alone, its app and `fields`; its stdout.
+fn import_mailbox_0(env: &[(&'static str, String)], fields: serde_json::Value) -> String {
+    use crate::support::app::{CLIENT, SECRET, TENANT};
+    let mut entry = serde_json::json!({
+        "address": "mb0@contoso.example", "graphTenantId": TENANT, "clientId": CLIENT,
+        "clientSecret": SECRET,
+    });
+    for (k, v) in fields.as_object().into_iter().flatten() {
+        entry[k] = v.clone();
+    }
     let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("senders.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"systemMailboxes": [entry]}).to_string(),
+    )
+    .unwrap();
+    let out = mail_worker(&["senders", "import", file.to_str().unwrap()], env);
+    std::fs::remove_dir_all(&dir).unwrap();
+    stderr_of_exit(&out, 0, "senders import");
+    text(&out.stdout)
+}
+
+/// How many of `ids` are due now without a wait reason (each takes a fresh decision).
+async fn due_now(world: &crate::support::TestApp, ids: &[uuid::Uuid]) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE id = ANY($1) AND scheduled_on <= now() \
+         AND wait_reason IS NULL",
+    )
+    .bind(ids)
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_senders_import_that_changes_a_mailboxs_limits_drops_its_bookings() {
+    let world = crate::support::TestApp::paced().per_minute(1).spawn().await;
+    let env = paced_env(&world, "7000");
+    // 1 a minute: the first goes, the next 2 are booked a minute and two out.
+    let ids = one_sent_two_booked(&world).await;
     let import = |per_minute: u32| {
-        let senders = serde_json::json!({"systemMailboxes": [{
-            "address": "mb0@contoso.example", "graphTenantId": TENANT, "clientId": CLIENT,
-            "clientSecret": SECRET, "rateLimitPerMinute": per_minute,
-        }]});
-        std::fs::write(&file, senders.to_string()).unwrap();
-        let out = mail_worker(&["senders", "import", file.to_str().unwrap()], &env);
-        stderr_of_exit(&out, 0, "senders import");
-        text(&out.stdout)
+        import_mailbox_0(&env, serde_json::json!({"rateLimitPerMinute": per_minute}))
     };
     let changed = import(25);
     let unchanged = import(25);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(
         changed.contains(
-            "limits changed for 1 system mailbox: 2 bookings dropped, 2 messages due now"
+            "limits or tenant budget changed for 1 sender: 2 bookings dropped, 2 messages due now"
         ),
         "{changed}"
     );
-    assert!(!unchanged.contains("limits changed"), "{unchanged}");
-    let due: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM messages WHERE id = ANY($1) AND scheduled_on <= now()",
-    )
-    .bind(&ids[1..])
-    .fetch_one(&world.db.pool)
-    .await
-    .unwrap();
-    assert_eq!(due, 2, "both take a fresh decision under 25 a minute");
+    assert!(!unchanged.contains("changed for"), "{unchanged}");
+    assert_eq!(
+        due_now(&world, &ids[1..]).await,
+        2,
+        "both take a fresh decision under 25 a minute"
+    );
+}
+
+#[tokio::test]
+async fn a_senders_import_that_changes_the_tenant_budget_drops_the_bookings_it_made() {
+    // 1 external recipient a day for the tenant: the first goes, the next 2 are booked a day out.
+    let world = crate::support::TestApp::paced()
+        .tenant_budget(1)
+        .spawn()
+        .await;
+    let env = paced_env(&world, "7000");
+    let import = |per_day: u32| {
+        import_mailbox_0(
+            &env,
+            serde_json::json!({
+                "externalRecipientsPerDay": per_day, "acceptedDomains": ["contoso.example"],
+            }),
+        )
+    };
+    // The file as it will stay, before any booking: the mailbox's rows as the file gives them.
+    import(1);
+    let ids = one_sent_two_booked(&world).await;
+    let reasons: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT wait_reason FROM messages WHERE id = ANY($1)")
+            .bind(&ids[1..])
+            .fetch_all(&world.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        reasons,
+        [Some("tenant".to_owned()), Some("tenant".to_owned())]
+    );
+    let unchanged = import(1);
+    let changed = import(100);
+    assert!(!unchanged.contains("changed for"), "{unchanged}");
+    assert!(
+        changed.contains(
+            "limits or tenant budget changed for 1 sender: 2 bookings dropped, 2 messages due now"
+        ),
+        "{changed}"
+    );
+    assert_eq!(
+        due_now(&world, &ids[1..]).await,
+        2,
+        "both take a fresh decision under 100 a day"
+    );
 }

@@ -138,8 +138,9 @@ pub struct ImportReport {
     pub tenants: usize,
     /// System mailboxes inserted or updated.
     pub system_mailboxes: usize,
-    /// Existing system mailboxes whose limits the file changed: the bookings their old limits
-    /// made are stale (the caller drops them, as `mailbox set-limits` does).
+    /// Existing senders whose limits or Graph tenant budget (`externalRecipientsPerDay`,
+    /// `acceptedDomains`) the file changed: the bookings the old ones made are stale (the
+    /// caller drops them, as `mailbox set-limits` does).
     pub limits_changed: Vec<MailboxAddress>,
 }
 
@@ -202,6 +203,7 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 (priority, read_bounces),
             ) => {
                 let before = senders::overrides_of(pool, &address).await?;
+                let budget_before = stored_budget(pool, &address).await?;
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
@@ -210,7 +212,8 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     recipients_per_day: per_day,
                     reserved_percent: reserved,
                 };
-                if before.is_some_and(|before| before != now) {
+                let budget_changed = budget_before != stored_budget(pool, &address).await?;
+                if before.is_some_and(|before| before != now || budget_changed) {
                     report.limits_changed.push(address.clone());
                 }
                 let sender = SenderRef::SystemMailbox(id);
@@ -220,7 +223,11 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
+                let budget_before = stored_budget(pool, &sender).await?;
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
+                if budget_before.is_some() && budget_before != stored_budget(pool, &sender).await? {
+                    report.limits_changed.push(sender.clone());
+                }
                 let sender = SenderRef::Tenant(id);
                 sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
                     .await?;
@@ -229,6 +236,17 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
         }
     }
     Ok(report)
+}
+
+/// The Graph tenant budget stored for the sender `address` (`Some(None)`: a sender without
+/// one; `None`: no such sender yet).
+async fn stored_budget(
+    pool: &PgPool,
+    address: &MailboxAddress,
+) -> Result<Option<Option<TenantBudget>>, StoreError> {
+    Ok(senders::by_address(pool, address)
+        .await?
+        .map(|s| s.graph().and_then(|g| g.tenant_budget.clone())))
 }
 
 #[cfg(test)]
