@@ -70,10 +70,11 @@ pub(super) async fn events_command(
                     )
                 };
                 out(&format!(
-                    "{}: delivered {}, dead {}, pending {} (oldest {:.0} s), failures in a row {}{}{gone}\n",
+                    "{}: delivered {}, dead {} ({} to replay), pending {} (oldest {:.0} s), failures in a row {}{}{gone}\n",
                     r.receiver,
                     r.delivered,
                     r.dead,
+                    r.dead_to_replay,
                     r.pending,
                     r.oldest_pending_seconds,
                     r.failures,

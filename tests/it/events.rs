@@ -366,7 +366,10 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
         "{listed}"
     );
     let stats = cli(&["events", "stats"]);
-    let line = format!("{}: delivered 0, dead 10, pending 0", receiver.url());
+    let line = format!(
+        "{}: delivered 0, dead 10 (10 to replay), pending 0",
+        receiver.url()
+    );
     assert!(stats.contains(&line), "{stats}");
     // Configured: no note; taken out of EVENTS_WEBHOOK_URL: said so.
     let here = cli_with(&["events", "stats"], receiver.url().as_str());
@@ -383,6 +386,15 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     );
     wait_until(Duration::from_secs(30), "10 events delivered", async || {
         receiver.accepted().len() == 10
+    })
+    .await;
+    // The dead total stays, none is left to replay (the cursor's update may trail the POSTs).
+    let line = format!(
+        "{}: delivered 10, dead 10 (0 to replay), pending 0",
+        receiver.url()
+    );
+    wait_until(Duration::from_secs(10), &line, async || {
+        cli(&["events", "stats"]).contains(&line)
     })
     .await;
     stop(daemon).await;

@@ -5,13 +5,17 @@
 //! server, both set up first: the `messages` table empty, and pre-filled with `--history`
 //! finished (`SENT`) rows of the last 29 days (one `generate_series` insert, then `VACUUM
 //! ANALYZE`). The arms take turns so outside load falls on both alike: for each `--replicas`
-//! count, `--rounds` rounds of empty then history (every other round history first), each
-//! `--warmup` s (and with `--steady-within`, until the backlog is booked and no slot is left
-//! overdue), then `--seconds` s measured:
+//! count, `--rounds` rounds of empty then history (every other round history first); with
+//! `--steady-within`, one arm through every count, then the other. Each window: `--warmup` s
+//! (with `--steady-within`, then until the backlog is booked and no slot is left overdue),
+//! then `--seconds` s measured:
 //!
 //! - sends/s (graph-sim's accepted messages in the window) against Σ L/60 (every mailbox at
 //!   `MAIL_RATE_LIMIT_PER_MINUTE` = `--per-minute`; goal ≥ 0.95 while every mailbox has due
-//!   work, which the benchmark checks at the window's end);
+//!   work, which the benchmark checks at the window's end), and against the pacing's ceiling:
+//!   the campaign is `normal` mail, which `paced` keeps out of the share R reserved for `high`
+//!   (`MAIL_RATE_LIMIT_RESERVED_PERCENT`, `--reserved-percent`, default 20), its slots spaced
+//!   (60 s + 2 s) / ⌊(1 − R) L⌋, so 0.774 × Σ L/60 at R = 20 and L = 10 or 25, 0.968 at R = 0;
 //! - Graph 429s (graph-sim's refusals) and the most messages of one mailbox in any rolling 60 s
 //!   (graph-sim's records; goal ≤ L);
 //! - the claim statement: p50/p99 from the daemons' `mail_worker_claim_duration_seconds`
@@ -98,6 +102,10 @@ struct Args {
     /// `WORKER_CONCURRENCY` of each replica (unset: the daemon's default, 128).
     #[arg(long)]
     worker_concurrency: Option<u32>,
+    /// `MAIL_RATE_LIMIT_RESERVED_PERCENT` (R): the share of L only `high` mail may use; the
+    /// campaign is `normal`, so it may use (1 − R) L (unset: the daemon's default, 20).
+    #[arg(long)]
+    reserved_percent: Option<u8>,
     /// After the warm-up, wait up to this many seconds for a steady state before measuring:
     /// no due row never tried (the backlog is booked) and at most 1 % of the mailboxes with a
     /// row overdue by more than one slot (60 s / L), so the window measures the limiter's pace,
@@ -257,6 +265,9 @@ impl Arm {
         if let Some(n) = args.worker_concurrency {
             env.set("WORKER_CONCURRENCY", n);
         }
+        if let Some(r) = args.reserved_percent {
+            env.set("MAIL_RATE_LIMIT_RESERVED_PERCENT", r);
+        }
         env
     }
 }
@@ -371,6 +382,10 @@ struct Run {
     sends_per_s: f64,
     budget_per_s: f64,
     ratio: f64,
+    /// The most `paced` lets the `normal` campaign send, sends/s (see [`pacing_ceiling`]).
+    pacing_ceiling_per_s: f64,
+    /// Sends/s against it.
+    ratio_of_pacing_ceiling: f64,
     mailboxes_without_due_work: i64,
     steady: Option<Steady>,
     graph_429s: usize,
@@ -458,6 +473,19 @@ async fn claim_statement(db: &BenchDb) -> ClaimStatement {
     .unwrap_or_default()
 }
 
+/// The most one mailbox's `normal` mail can send under `paced`, sends/s, R as the daemons read
+/// it: `lua/paced/check_and_reserve.lua` spaces its slots ⌈(60 s + `PACING_ALLOWANCE`) / ⌊L ×
+/// (100 − R) / 100⌋⌉ apart (the share R is `high`'s), so 7.74 of L = 10 a minute at R = 20.
+fn pacing_ceiling(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> f64 {
+    let env = arm.env(args, queue, cluster);
+    let config = mail_worker::config::Config::from_lookup(|n| env.get(n).map(str::to_owned))
+        .unwrap_or_else(|e| fail(&format!("the daemons' config: {e}")));
+    let reserved = u32::from(config.rate_limit.defaults.reserved_percent);
+    let normal = (args.per_minute * (100 - reserved) / 100).max(1);
+    let allowance = mail_worker::rate_limit::paced::PACING_ALLOWANCE.as_millis() as u64;
+    1_000.0 / (60_000 + allowance).div_ceil(u64::from(normal)) as f64
+}
+
 async fn measure(
     args: &Args,
     arm: &Arm,
@@ -521,6 +549,7 @@ async fn measure(
         .map(|c| c.calls)
         .sum();
     let budget_per_s = arm.mailboxes.len() as f64 * f64::from(args.per_minute) / 60.0;
+    let ceiling = arm.mailboxes.len() as f64 * pacing_ceiling(args, arm, queue, cluster);
     let sends_per_s = sent as f64 / window_s;
     let cpu_total = after.daemons.iter().sum::<f64>() - before.daemons.iter().sum::<f64>()
         + (after.postgres - before.postgres)
@@ -536,6 +565,8 @@ async fn measure(
         sends_per_s,
         budget_per_s,
         ratio: sends_per_s / budget_per_s,
+        pacing_ceiling_per_s: ceiling,
+        ratio_of_pacing_ceiling: sends_per_s / ceiling,
         mailboxes_without_due_work: idle,
         steady,
         graph_429s: arm
@@ -920,13 +951,15 @@ fn print_run(r: &Run) {
             .join("/")
     };
     println!(
-        "{:<8} {:>2} replicas, round {}: {:>6.1} sends/s of Σ L/60 {:.1} = {:.3}; {} Graph 429s; {} mailboxes without due work at the end",
+        "{:<8} {:>2} replicas, round {}: {:>6.1} sends/s of Σ L/60 {:.1} = {:.3}, of the pacing's ceiling for normal mail {:.1} = {:.3}; {} Graph 429s; {} mailboxes without due work at the end",
         r.arm,
         r.replicas,
         r.round,
         r.sends_per_s,
         r.budget_per_s,
         r.ratio,
+        r.pacing_ceiling_per_s,
+        r.ratio_of_pacing_ceiling,
         r.graph_429s,
         r.mailboxes_without_due_work
     );
@@ -962,6 +995,29 @@ fn print_run(r: &Run) {
     );
 }
 
+/// The windows in order: the arms take turns, every other round the other first, so a load
+/// that comes and goes falls on both alike; with `--steady-within`, one arm through every
+/// replica count and round, then the other, so no arm stands still while the other runs (its
+/// slots would pass unsent, and the late bookings then go at up to L a minute, the share
+/// reserved for `high` included, until they have caught up: a burst, not the pace).
+fn schedule<'a>(args: &Args, arms: &'a [Arm]) -> Vec<(&'a Arm, u32, u32)> {
+    let mut out = Vec::new();
+    for &replicas in &args.replicas {
+        for round in 1..=args.rounds {
+            let mut order: Vec<&Arm> = arms.iter().collect();
+            if round % 2 == 0 {
+                order.reverse();
+            }
+            out.extend(order.into_iter().map(|arm| (arm, replicas, round)));
+        }
+    }
+    if args.steady_within > 0 {
+        // A stable sort: within an arm, the replica counts and rounds keep their order.
+        out.sort_by_key(|(arm, _, _)| arm.history);
+    }
+    out
+}
+
 async fn run(args: Args, machine: Machine) -> ExitCode {
     let pg = PrivatePostgres::start(200, &["shared_preload_libraries=pg_stat_statements"]);
     let cluster = PrivateCluster::start(3);
@@ -992,20 +1048,10 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         setup_s.push((arm.name.clone(), arm.setup_s));
         arms.push(arm);
     }
-    // The arms take turns, every other round the other first: a load that comes and goes
-    // falls on both alike.
-    for &replicas in &args.replicas {
-        for round in 1..=args.rounds {
-            let mut order: Vec<&Arm> = arms.iter().collect();
-            if round % 2 == 0 {
-                order.reverse();
-            }
-            for arm in order {
-                let r = measure(&args, arm, (replicas, round), (&pg, &queue, &cluster)).await;
-                print_run(&r);
-                runs.push(r);
-            }
-        }
+    for (arm, replicas, round) in schedule(&args, &arms) {
+        let r = measure(&args, arm, (replicas, round), (&pg, &queue, &cluster)).await;
+        print_run(&r);
+        runs.push(r);
     }
     for arm in &arms {
         let (mailbox, worst) = max_per_rolling_minute(&arm.sim);

@@ -15,8 +15,10 @@ pub struct ReceiverStats {
     pub receiver: String,
     /// Events delivered.
     pub delivered: i64,
-    /// Events given up (dead).
+    /// Events given up (dead), a running total: a replay does not lower it.
     pub dead: i64,
+    /// Dead events not replayed yet: what `events dead` lists for it.
+    pub dead_to_replay: i64,
     /// Events after its cursor (not delivered yet).
     pub pending: i64,
     /// Age of the oldest of them, seconds.
@@ -47,6 +49,7 @@ pub struct Stats {
 pub async fn stats(pool: &PgPool) -> Result<Stats, StoreError> {
     let receivers = sqlx::query_as(
         "SELECT r.display AS receiver, r.delivered, r.dead, \
+             (SELECT count(*) FROM event_dead d WHERE d.url_key = r.url_key) AS dead_to_replay, \
              (SELECT count(*) FROM events e WHERE (e.xid, e.seq) > (r.cursor_xid, r.cursor_seq)) AS pending, \
              coalesce((SELECT extract(epoch FROM now() - e.occurred_at)::float8 FROM events e \
                        WHERE (e.xid, e.seq) > (r.cursor_xid, r.cursor_seq) \
