@@ -1133,14 +1133,15 @@ fn import_mailbox_0(env: &[(&'static str, String)], fields: serde_json::Value) -
     for (k, v) in fields.as_object().into_iter().flatten() {
         entry[k] = v.clone();
     }
+    import_senders(env, &serde_json::json!({"systemMailboxes": [entry]}))
+}
+
+/// `senders import` of the senders file `senders` (exit 0 asserted); its stdout.
+fn import_senders(env: &[(&'static str, String)], senders: &serde_json::Value) -> String {
     let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("senders.json");
-    std::fs::write(
-        &file,
-        serde_json::json!({"systemMailboxes": [entry]}).to_string(),
-    )
-    .unwrap();
+    std::fs::write(&file, senders.to_string()).unwrap();
     let out = mail_worker(&["senders", "import", file.to_str().unwrap()], env);
     std::fs::remove_dir_all(&dir).unwrap();
     stderr_of_exit(&out, 0, "senders import");
@@ -1226,5 +1227,38 @@ async fn a_senders_import_that_changes_the_tenant_budget_drops_the_bookings_it_m
         due_now(&world, &ids[1..]).await,
         2,
         "both take a fresh decision under 100 a day"
+    );
+}
+
+#[tokio::test]
+async fn a_senders_import_that_changes_a_tenants_budget_names_its_sender_once() {
+    let world = crate::support::TestApp::paced().spawn().await;
+    let env = paced_env(&world, "7000");
+    // Two tenants sending from one address, a system mailbox's too: each tenant is read by its
+    // name (not by the address, which finds the system mailbox), and the address is listed once.
+    let import = |per_day: u32| {
+        let tenant = |name: &str| {
+            serde_json::json!({
+                "name": name, "provider": "microsoft-graph", "sender": "mb0@contoso.example",
+                "graphTenantId": "northwind.example",
+                "clientId": "33333333-3333-4333-8333-333333333333", "clientSecret": "env:NW",
+                "externalRecipientsPerDay": per_day, "acceptedDomains": ["northwind.example"],
+            })
+        };
+        import_senders(
+            &env,
+            &serde_json::json!({"tenants": [tenant("northwind"), tenant("northwind-2")]}),
+        )
+    };
+    let new = import(5);
+    let unchanged = import(5);
+    let changed = import(6);
+    assert!(!new.contains("changed for"), "{new}");
+    assert!(!unchanged.contains("changed for"), "{unchanged}");
+    assert!(
+        changed.contains(
+            "limits or tenant budget changed for 1 sender: 0 bookings dropped, 0 messages due now"
+        ),
+        "{changed}"
     );
 }

@@ -15,7 +15,8 @@
 //!   work, which the benchmark checks at the window's end), and against the pacing's ceiling:
 //!   the campaign is `normal` mail, which `paced` keeps out of the share R reserved for `high`
 //!   (`MAIL_RATE_LIMIT_RESERVED_PERCENT`, `--reserved-percent`, default 20), its slots spaced
-//!   (60 s + 2 s) / ⌊(1 − R) L⌋, so 0.774 × Σ L/60 at R = 20 and L = 10 or 25, 0.968 at R = 0;
+//!   (60 s + 2 s) / ⌊L (100 − R) / 100⌋, so 0.774 × Σ L/60 at R = 20 and L = 10 or 25, 0.968
+//!   at R = 0;
 //! - Graph 429s (graph-sim's refusals) and the most messages of one mailbox in any rolling 60 s
 //!   (graph-sim's records; goal ≤ L);
 //! - the claim statement: p50/p99 from the daemons' `mail_worker_claim_duration_seconds`
@@ -997,7 +998,7 @@ fn print_run(r: &Run) {
 
 /// The windows in order: the arms take turns, every other round the other first, so a load
 /// that comes and goes falls on both alike; with `--steady-within`, one arm through every
-/// replica count and round, then the other, so no arm stands still while the other runs (its
+/// replica count and round, then the other, so no arm pauses between its own windows (its
 /// slots would pass unsent, and the late bookings then go at up to L a minute, the share
 /// reserved for `high` included, until they have caught up: a burst, not the pace).
 fn schedule<'a>(args: &Args, arms: &'a [Arm]) -> Vec<(&'a Arm, u32, u32)> {

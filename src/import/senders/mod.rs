@@ -37,8 +37,8 @@ use sqlx::PgPool;
 use super::BadEntry;
 use crate::{
     domain::{
-        GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, TenantBudget,
-        TenantTransport,
+        GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, Sender, Tenant,
+        TenantBudget, TenantTransport,
     },
     store::{StoreError, messages::SenderRef, sender_settings, senders},
 };
@@ -203,7 +203,7 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 (priority, read_bounces),
             ) => {
                 let before = senders::overrides_of(pool, &address).await?;
-                let budget_before = stored_budget(pool, &address).await?;
+                let budget_before = mailbox_budget(pool, &address).await?;
                 let id =
                     senders::upsert_system_mailbox(pool, &address, &graph, per_minute, per_day)
                         .await?;
@@ -212,9 +212,9 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     recipients_per_day: per_day,
                     reserved_percent: reserved,
                 };
-                let budget_changed = budget_before != stored_budget(pool, &address).await?;
+                let budget_changed = budget_before != mailbox_budget(pool, &address).await?;
                 if before.is_some_and(|before| before != now || budget_changed) {
-                    report.limits_changed.push(address.clone());
+                    report.changed(&address);
                 }
                 let sender = SenderRef::SystemMailbox(id);
                 sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
@@ -223,10 +223,15 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
-                let budget_before = stored_budget(pool, &sender).await?;
+                let before = senders::tenant_by_name(pool, &name).await?;
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
-                if budget_before.is_some() && budget_before != stored_budget(pool, &sender).await? {
-                    report.limits_changed.push(sender.clone());
+                if let Some(before) = before {
+                    let after = senders::tenant_by_name(pool, &name).await?;
+                    if tenant_budget(&before) != after.as_ref().and_then(tenant_budget) {
+                        // Its bookings are under the address it sent from (and now sends from).
+                        report.changed(&before.sender_address);
+                        report.changed(&sender);
+                    }
                 }
                 let sender = SenderRef::Tenant(id);
                 sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
@@ -238,15 +243,33 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
     Ok(report)
 }
 
-/// The Graph tenant budget stored for the sender `address` (`Some(None)`: a sender without
-/// one; `None`: no such sender yet).
-async fn stored_budget(
+impl ImportReport {
+    /// `address`'s bookings are stale (listed once).
+    fn changed(&mut self, address: &MailboxAddress) {
+        if !self.limits_changed.contains(address) {
+            self.limits_changed.push(address.clone());
+        }
+    }
+}
+
+/// The Graph tenant budget stored for the system mailbox `address` (`None`: none, or no such
+/// mailbox).
+async fn mailbox_budget(
     pool: &PgPool,
     address: &MailboxAddress,
-) -> Result<Option<Option<TenantBudget>>, StoreError> {
-    Ok(senders::by_address(pool, address)
-        .await?
-        .map(|s| s.graph().and_then(|g| g.tenant_budget.clone())))
+) -> Result<Option<TenantBudget>, StoreError> {
+    Ok(match senders::by_address(pool, address).await? {
+        Some(Sender::SystemMailbox(m)) => m.graph.tenant_budget,
+        _ => None,
+    })
+}
+
+/// A tenant's Graph tenant budget (`None`: none, or SendGrid).
+fn tenant_budget(tenant: &Tenant) -> Option<&TenantBudget> {
+    match &tenant.transport {
+        TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
+        TenantTransport::SendGrid { .. } => None,
+    }
 }
 
 #[cfg(test)]

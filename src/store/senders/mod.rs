@@ -114,6 +114,22 @@ pub async fn tenant_by_id(pool: &PgPool, id: Uuid) -> Result<Option<Tenant>, Sto
     one_by_id(pool, sql, id, tenant_from_row).await
 }
 
+/// The tenant named `name` (what `senders import` upserts by), if any.
+///
+/// # Errors
+/// Database errors, or a row the code cannot use.
+pub(crate) async fn tenant_by_name(
+    pool: &PgPool,
+    name: &str,
+) -> Result<Option<Tenant>, StoreError> {
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE name = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(tenant_from_row).transpose()
+}
+
 /// The system mailbox with this id, if any.
 ///
 /// # Errors
