@@ -167,11 +167,16 @@ pub enum ImportError {
 /// [`ImportError::BadEntries`] when it is not of the expected shape.
 pub fn parse(text: &str) -> Result<SendersFile, ImportError> {
     let value: Value = serde_json::from_str(text).map_err(|e| ImportError::Parse(e.to_string()))?;
-    match SendersFile::deserialize(&value) {
+    // serde would take an array for the struct (its fields in order): `[]` is no senders file.
+    let file = match value {
+        Value::Object(_) => SendersFile::deserialize(&value).map_err(|e| e.to_string()),
+        _ => Err("the document is not an object".to_owned()),
+    };
+    match file {
         Ok(file) => Ok(file),
         Err(e) => match validate_value(&value) {
             Err(errors) => Err(ImportError::BadEntries(errors)),
-            Ok(_) => Err(ImportError::Parse(e.to_string())),
+            Ok(_) => Err(ImportError::Parse(e)),
         },
     }
 }

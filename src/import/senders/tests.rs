@@ -10,6 +10,15 @@ fn errors(text: &str) -> Vec<String> {
 }
 
 #[test]
+fn a_document_that_is_not_an_object_is_refused_even_an_empty_array() {
+    for text in ["[]", "[{}]", "42", "null", r#""senders""#] {
+        let found = errors(text);
+        assert_eq!(found.len(), 1, "{text}: {found:?}");
+        assert!(found[0].starts_with("(file): "), "{text}: {found:?}");
+    }
+}
+
+#[test]
 fn shape_and_value_errors_are_reported_together_at_their_paths() {
     let found = errors(
         r#"{"systemMailboxes":[{"address":"a@x.example","graphTenantId":"x.example","clientId":7,"clientSecret":"env:A"}],
