@@ -37,8 +37,8 @@ use sqlx::PgPool;
 use super::BadEntry;
 use crate::{
     domain::{
-        GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, Sender, Tenant,
-        TenantBudget, TenantTransport,
+        GraphCredentials, MailProvider, MailboxAddress, Priority, SecretRef, Sender, TenantBudget,
+        TenantTransport,
     },
     store::{StoreError, messages::SenderRef, sender_settings, senders},
 };
@@ -217,7 +217,8 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     recipients_per_day: per_day,
                     reserved_percent: reserved,
                 };
-                let budget_changed = budget_before != mailbox_budget(pool, &address).await?;
+                // The upsert stores the entry's budget as given.
+                let budget_changed = budget_before != graph.tenant_budget;
                 if before.is_some_and(|before| before != now || budget_changed) {
                     report.changed(&address);
                 }
@@ -230,13 +231,12 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
             Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
                 let before = senders::tenant_by_name(pool, &name).await?;
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
-                if let Some(before) = before {
-                    let after = senders::tenant_by_name(pool, &name).await?;
-                    if tenant_budget(&before) != after.as_ref().and_then(tenant_budget) {
-                        // Its bookings are under the address it sent from (and now sends from).
-                        report.changed(&before.sender_address);
-                        report.changed(&sender);
-                    }
+                if let Some(before) = before
+                    && tenant_budget(&before.transport) != tenant_budget(&transport)
+                {
+                    // Its bookings are under the address it sent from (and now sends from).
+                    report.changed(&before.sender_address);
+                    report.changed(&sender);
                 }
                 let sender = SenderRef::Tenant(id);
                 sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
@@ -270,8 +270,8 @@ async fn mailbox_budget(
 }
 
 /// A tenant's Graph tenant budget (`None`: none, or SendGrid).
-fn tenant_budget(tenant: &Tenant) -> Option<&TenantBudget> {
-    match &tenant.transport {
+fn tenant_budget(transport: &TenantTransport) -> Option<&TenantBudget> {
+    match transport {
         TenantTransport::Graph(g) => g.tenant_budget.as_ref(),
         TenantTransport::SendGrid { .. } => None,
     }
