@@ -51,6 +51,7 @@ use std::{collections::BTreeMap, process::ExitCode, time::Duration, time::Instan
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use graph_sim::{GraphSim, Latency, SimConfig, SimMailbox, Target};
+use mail_worker::{domain::Priority, forecast, rate_limit::Algorithm};
 use serde::Serialize;
 use support::{
     Machine, RunInfo,
@@ -474,17 +475,22 @@ async fn claim_statement(db: &BenchDb) -> ClaimStatement {
     .unwrap_or_default()
 }
 
-/// The most one mailbox's `normal` mail can send under `paced`, sends/s, R as the daemons read
-/// it: `lua/paced/check_and_reserve.lua` spaces its slots ⌈(60 s + `PACING_ALLOWANCE`) / ⌊L ×
-/// (100 − R) / 100⌋⌉ apart (the share R is `high`'s), so 7.74 of L = 10 a minute at R = 20.
+/// The most one mailbox's `normal` mail can send under `paced`, sends/s, L and R as the daemons
+/// read them: the forecast's rule, the script's (`normal` gets ⌊L × (100 − R) / 100⌋ a minute,
+/// its slots ⌈(60 s + `PACING_ALLOWANCE`) / that⌉ apart), so 7.74 of L = 10 a minute at R = 20.
 fn pacing_ceiling(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> f64 {
     let env = arm.env(args, queue, cluster);
     let config = mail_worker::config::Config::from_lookup(|n| env.get(n).map(str::to_owned))
         .unwrap_or_else(|e| fail(&format!("the daemons' config: {e}")));
-    let reserved = u32::from(config.rate_limit.defaults.reserved_percent);
-    let normal = (args.per_minute * (100 - reserved) / 100).max(1);
-    let allowance = mail_worker::rate_limit::paced::PACING_ALLOWANCE.as_millis() as u64;
-    1_000.0 / (60_000 + allowance).div_ceil(u64::from(normal)) as f64
+    let defaults = &config.rate_limit.defaults;
+    let limits = forecast::Limits {
+        per_minute: defaults.per_minute.get(),
+        recipients_per_day: defaults.recipients_per_day.get(),
+        reserved_percent: defaults.reserved_percent,
+    };
+    let normal = forecast::usable_budget(limits, Priority::Normal).per_minute;
+    let spacing = forecast::spacing(Algorithm::Paced, normal);
+    1_000.0 / spacing.num_milliseconds() as f64
 }
 
 async fn measure(
