@@ -333,6 +333,13 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
             == 10
     })
     .await;
+    // The counter moves after the dead notes commit: under load a scrape can come between.
+    wait_until(
+        Duration::from_secs(5),
+        "the dead counter at 10",
+        async || metric(&daemon.0, "mail_worker_events_dead_total") == 10.0,
+    )
+    .await;
     assert_eq!(metric(&daemon.0, "mail_worker_events_dead_total"), 10.0);
     let dead = admin::dead_list(
         &app.db.pool,
