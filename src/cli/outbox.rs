@@ -12,10 +12,17 @@ use crate::{config::Config, plural::counted, store};
 /// `--since`: an RFC 3339 time, or a duration back from now as `MAIL_RETRY_FOR` takes it.
 ///
 /// # Errors
-/// Neither.
+/// Neither, or a time after `now` (nothing has happened since then: a mistyped year, not an
+/// empty answer).
 pub(crate) fn since(raw: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(at) = DateTime::parse_from_rfc3339(raw.trim()) {
-        return Ok(at.with_timezone(&Utc));
+        let at = at.with_timezone(&Utc);
+        anyhow::ensure!(
+            at <= now,
+            "--since {raw:?} is in the future (now is {}): give a past time or a duration back",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        return Ok(at);
     }
     let back = crate::config::parse_duration(raw.trim()).map_err(|problem| {
         anyhow::anyhow!("--since {raw:?}: not an RFC 3339 time (2026-12-01T08:00:00Z), and as a duration it {problem}")
@@ -32,11 +39,25 @@ pub(super) async fn events_command(
     match command {
         EventsCommand::Stats { json } => {
             let stats = store::events::admin::stats(&pool).await?;
+            // The receivers configured here, shown as in logs (no credentials).
+            let configured: Vec<String> = config
+                .events
+                .webhook_urls
+                .iter()
+                .map(crate::config::events::shown)
+                .collect();
             if json {
-                out(&(serde_json::to_string_pretty(&stats)? + "\n"));
+                // `webhooks_on` tells off from "nothing delivered yet" to a script.
+                let shown = serde_json::json!({
+                    "webhooks_on": !configured.is_empty(),
+                    "webhook_urls": configured,
+                    "receivers": stats.receivers,
+                    "events": stats.events,
+                });
+                out(&(serde_json::to_string_pretty(&shown)? + "\n"));
                 return Ok(ExitCode::SUCCESS);
             }
-            if config.events.webhook_urls.is_empty() {
+            if configured.is_empty() {
                 out("EVENTS_WEBHOOK_URL is off: no events are written\n");
             }
             let kinds: Vec<String> = stats
@@ -54,12 +75,6 @@ pub(super) async fn events_command(
             ));
             // A receiver taken out of EVENTS_WEBHOOK_URL keeps its row (and its counts): say so,
             // since nothing delivers to it any more and its events are purged after a day.
-            let configured: Vec<String> = config
-                .events
-                .webhook_urls
-                .iter()
-                .map(crate::config::events::shown)
-                .collect();
             for r in &stats.receivers {
                 let gone = if configured.is_empty() || configured.contains(&r.receiver) {
                     String::new()
@@ -144,5 +159,15 @@ mod tests {
         );
         let e = since("yesterday", now).unwrap_err().to_string();
         assert!(e.contains("RFC 3339") && e.contains("unit"), "{e}");
+        let e = since("2027-12-01T08:00:00Z", now).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--since \"2027-12-01T08:00:00Z\" is in the future (now is 2026-12-02T12:00:00Z): give a past time or a duration back"
+        );
+        assert_eq!(
+            since("2026-12-02T12:00:00Z", now).unwrap(),
+            now,
+            "now itself is not the future"
+        );
     }
 }

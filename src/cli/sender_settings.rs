@@ -20,9 +20,10 @@ pub(super) async fn import_file(
     config: &Config,
     file: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
-    let pool = store::open(&config.database_url, 4).await?;
+    // The file first: a bad one is named before PostgreSQL is asked anything.
     let text = read(file)?;
     let parsed = import::senders::parse(&text).with_context(|| file.display().to_string())?;
+    let pool = store::open(&config.database_url, 4).await?;
     for mailbox in &parsed.system_mailboxes {
         let per_minute = mailbox.rate_limit_per_minute;
         let per_day = mailbox.rate_limit_recipients_per_day;
@@ -38,7 +39,9 @@ pub(super) async fn import_file(
             eprintln!("mail-worker: warning: {warning}");
         }
     }
-    let report = import::senders::import(&pool, &parsed).await?;
+    let report = import::senders::import(&pool, &parsed)
+        .await
+        .with_context(|| file.display().to_string())?;
     out(&format!(
         "imported {} and {} from {}\n",
         counted(report.tenants as u64, "tenant", "tenants"),
@@ -89,11 +92,12 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
             reserved_percent: args.reserved_percent,
         }
     };
+    let before = senders::overrides_of(&pool, &address).await?;
     let now = senders::set_limits(&pool, &address, change).await?;
-    let (unbooked, due_now) = bookings::after_limit_change(config, &pool, &address).await?;
+    // The values given here, not the ones stored before (they were warned of when set).
     for warning in crate::config::above_exchange(
-        now.per_minute.map(|v| ("--per-minute", v.get())),
-        now.recipients_per_day
+        args.per_minute.map(|v| ("--per-minute", v.get())),
+        args.recipients_per_day
             .map(|v| ("--recipients-per-day", v.get())),
     ) {
         eprintln!("mail-worker: warning: {warning}");
@@ -117,6 +121,12 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
         show(now.recipients_per_day.map(NonZeroU32::get)),
         show(now.reserved_percent.map(u32::from))
     ));
+    if before == Some(now) {
+        // Nothing changed: the bookings the limits made still hold.
+        out("limits unchanged: bookings kept\n");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (unbooked, due_now) = bookings::after_limit_change(config, &pool, &address).await?;
     out(&format!(
         "{} dropped, {} due now (they take fresh decisions under the new limits)\n",
         counted(unbooked, "booking", "bookings"),

@@ -262,7 +262,7 @@ async fn a_senders_file_reports_every_error_at_once_and_writes_nothing() {
     ] {
         assert!(err.contains(path), "{path} missing from: {err}");
     }
-    assert!(err.contains("7 bad entries"), "{err}");
+    assert!(err.contains("has 7 errors in 5 entries: "), "{err}");
     // A file of the right shape with bad values: every one named by import, nothing written.
     let text = text
         .replace(r#""rateLimitPerMinute":"20""#, r#""rateLimitPerMinute":0"#)
@@ -272,7 +272,7 @@ async fn a_senders_file_reports_every_error_at_once_and_writes_nothing() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("6 bad entries"), "{err}");
+    assert!(err.contains("has 6 errors in 4 entries: "), "{err}");
     let (tenants, mailboxes) = senders::sender_ids(&db.pool).await.unwrap();
     assert!(tenants.is_empty() && mailboxes.is_empty());
 }

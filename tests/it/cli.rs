@@ -390,21 +390,42 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         !text(&limits.stderr).contains("warning"),
         "12/min is below Exchange's"
     );
-    let above = mail_worker(
-        &[
-            "mailbox",
-            "set-limits",
-            "events@contoso.example",
-            "--per-minute",
-            "45",
-        ],
-        &env,
-    );
+    let set_limits = |flag: &str, value: &str| {
+        mail_worker(
+            &[
+                "mailbox",
+                "set-limits",
+                "events@contoso.example",
+                flag,
+                value,
+            ],
+            &env,
+        )
+    };
+    let above = set_limits("--per-minute", "45");
     assert_eq!(above.status.code(), Some(0), "it warns, and sets");
     let stderr = text(&above.stderr);
     assert!(
         stderr.contains("warning: --per-minute=45 is above Exchange Online's 30 messages"),
         "{stderr}"
+    );
+    let again = set_limits("--per-minute", "45");
+    assert_eq!(
+        text(&again.stdout).lines().nth(1),
+        Some("limits unchanged: bookings kept"),
+        "the same value is no change: {}",
+        text(&again.stdout)
+    );
+    let other = set_limits("--reserved-percent", "30");
+    assert!(
+        !text(&other.stderr).contains("warning"),
+        "the stored 45 was warned of when it was set: {}",
+        text(&other.stderr)
+    );
+    assert!(
+        text(&other.stdout).contains("0 bookings dropped"),
+        "{}",
+        text(&other.stdout)
     );
     let unknown = mail_worker(
         &["mailbox", "set-limits", "x@contoso.example", "--clear"],

@@ -381,6 +381,31 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     // Configured: no note; taken out of EVENTS_WEBHOOK_URL: said so.
     let here = cli_with(&["events", "stats"], receiver.url().as_str());
     assert!(!here.contains("not in EVENTS_WEBHOOK_URL"), "{here}");
+    let json = |webhooks: &str| -> Value {
+        serde_json::from_str(&cli_with(&["events", "stats", "--json"], webhooks)).unwrap()
+    };
+    let on = json(receiver.url().as_str());
+    assert_eq!(
+        (
+            &on["webhooks_on"],
+            &on["webhook_urls"][0],
+            &on["receivers"][0]["dead"],
+            &on["receivers"][0]["dead_to_replay"]
+        ),
+        (
+            &Value::Bool(true),
+            &Value::String(receiver.url().to_string()),
+            &Value::from(10),
+            &Value::from(10)
+        ),
+        "{on}"
+    );
+    let off = json("off");
+    assert_eq!(
+        (&off["webhooks_on"], &off["webhook_urls"]),
+        (&Value::Bool(false), &serde_json::json!([])),
+        "{off}"
+    );
     let elsewhere = cli_with(&["events", "stats"], "http://127.0.0.1:9/other");
     assert!(
         elsewhere.contains("(not in EVENTS_WEBHOOK_URL: last claimed "),

@@ -227,8 +227,18 @@ pub(super) async fn set_limits(
     )
     .await?;
     // Bookings made under the old limits go: the rows take fresh decisions under the new ones.
-    let (unbooked, due_now) =
-        crate::admin::bookings::after_limit_change(&state.config, &state.pool, &address).await?;
+    // The same values again change nothing, and the bookings they made still hold.
+    let changed = before
+        != (
+            after.per_minute,
+            after.recipients_per_day,
+            after.reserved_percent,
+        );
+    let (unbooked, due_now) = if changed {
+        crate::admin::bookings::after_limit_change(&state.config, &state.pool, &address).await?
+    } else {
+        (0, 0)
+    };
     let show = |v: Option<u32>| v.map_or_else(|| "default".to_owned(), |v| v.to_string());
     let count = |v: Option<NonZeroU32>| v.map(NonZeroU32::get);
     tracing::info!(

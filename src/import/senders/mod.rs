@@ -54,11 +54,21 @@ use validate::{Validated, validate, validate_value};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendersFile {
     /// Platform mailboxes (always Microsoft Graph).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub system_mailboxes: Vec<SystemMailboxEntry>,
     /// Tenants and their senders.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub tenants: Vec<TenantEntry>,
+}
+
+/// `null` read as the field's default, as the checker reads it (`"tenants": null` is no
+/// tenants), so a file the checker passes is one serde takes.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// One `systemMailboxes[]` entry.
@@ -72,7 +82,7 @@ pub struct SystemMailboxEntry {
     /// App (client) id.
     pub client_id: String,
     /// Secret value or reference (or give `clientCertificate`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub client_secret: String,
     /// Certificate credential instead of the secret: a PEM bundle (private key + certificate)
     /// as the value or an `env:`/`file:` reference; stored in the secret column and recognised
@@ -151,11 +161,24 @@ pub enum ImportError {
     #[error("senders file is not valid: {0}")]
     Parse(String),
     /// Some entries are unusable; nothing was written.
-    #[error("senders file has {} bad entr{}: {}", .0.len(), if .0.len() == 1 { "y" } else { "ies" }, .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    #[error("senders file has {}: {}", errors_in_entries(.0), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     BadEntries(Vec<BadEntry>),
     /// PostgreSQL failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// `7 errors in 5 entries`: an entry is a path's first part (`tenants[2]`, `(file)`).
+fn errors_in_entries(errors: &[BadEntry]) -> String {
+    let entries: std::collections::BTreeSet<&str> = errors
+        .iter()
+        .map(|e| e.location.split('.').next().unwrap_or_default())
+        .collect();
+    format!(
+        "{} in {}",
+        crate::plural::counted(errors.len() as u64, "error", "errors"),
+        crate::plural::counted(entries.len() as u64, "entry", "entries")
+    )
 }
 
 /// Parses a senders file's text. Values that are merely bad (an address, a tenant id, a

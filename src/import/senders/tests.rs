@@ -19,6 +19,29 @@ fn a_document_that_is_not_an_object_is_refused_even_an_empty_array() {
 }
 
 #[test]
+fn null_is_read_as_absent_as_the_checker_reads_it() {
+    let empty = check(r#"{"systemMailboxes": null, "tenants": null}"#).expect("null lists");
+    assert_eq!((empty.system_mailboxes.len(), empty.tenants.len()), (0, 0));
+    let with_certificate = check(
+        r#"{"systemMailboxes":[{"address":"a@x.example","graphTenantId":"x.example","clientId":"c","clientSecret":null,"clientCertificate":"env:CERT"}]}"#,
+    )
+    .expect("a null secret beside a certificate");
+    assert_eq!(with_certificate.system_mailboxes[0].client_secret, "");
+    // Beside `null`, the other errors are still reported at their paths.
+    let found = errors(r#"{"tenants": null, "systemMailboxes":[{"address":"nope"}]}"#);
+    assert!(
+        found.iter().all(|e| e.starts_with("systemMailboxes[0].")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.starts_with("systemMailboxes[0].address:")),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn shape_and_value_errors_are_reported_together_at_their_paths() {
     let found = errors(
         r#"{"systemMailboxes":[{"address":"a@x.example","graphTenantId":"x.example","clientId":7,"clientSecret":"env:A"}],
@@ -178,6 +201,26 @@ fn a_reserved_percent_is_a_whole_number_from_0_to_90() {
                 "systemMailboxes[0].rateLimitReservedPercent: must be a whole number from 0 to 90, got {bad}"
             )],
             "{bad}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_provider_does_not_hide_the_entrys_other_errors() {
+    let found = errors(
+        r#"{"tenants":[{"name":"t","provider":"sendgrd","sender":"a@t.example","sendgridApiKey":"file:relative"},
+            {"name":"u","provider":"graph","sender":"b@u.example","graphTenantId":"u.example","clientId":"c","clientSecret":"http://x/secret"}]}"#,
+    );
+    assert_eq!(found.len(), 4, "{found:?}");
+    for path in [
+        "tenants[0].provider:",
+        "tenants[0].sendgridApiKey:",
+        "tenants[1].provider:",
+        "tenants[1].clientSecret:",
+    ] {
+        assert!(
+            found.iter().any(|e| e.starts_with(path)),
+            "{path}: {found:?}"
         );
     }
 }

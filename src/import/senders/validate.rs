@@ -113,7 +113,24 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
                     .secret(t, "sendgridApiKey")
                     .map(|api_key| TenantTransport::SendGrid { api_key })
             }
-            None => None,
+            None => {
+                // A missing or unknown provider: still check the credentials it gives, so one
+                // pass names every error of the entry.
+                let given = |field: &str| object.get(field).is_some_and(|v| !v.is_null());
+                if given("sendgridApiKey") {
+                    check.secret(t, "sendgridApiKey");
+                }
+                let graph = [
+                    "graphTenantId",
+                    "clientId",
+                    "clientSecret",
+                    "clientCertificate",
+                ];
+                if graph.into_iter().any(given) {
+                    check.graph_app(t);
+                }
+                None
+            }
         };
         if let (Some(name), Some(sender), Some(transport)) = (name, sender, transport)
             && check.errors.len() == errors
