@@ -1,6 +1,6 @@
 -- KEYS[1] mailbox state (hash)            KEYS[2] mailbox day buckets (zset: bucket -> bucket)
 -- KEYS[3] bookings (zset: message id -> slot ms)
--- KEYS[4] reservations of the last 60 s (zset: "<id>:<ms>" -> ms)
+-- KEYS[4] reservations of the last 60 s + allowance (zset: "<id>:<ms>" -> ms)
 -- KEYS[5] requests in flight (zset: id -> lease expiry ms)
 -- KEYS[6] tenant state (hash)             KEYS[7] tenant day buckets (zset)
 -- ARGV[1] now: `TIME` (Redis's clock: production) or ms since the Unix epoch (a caller's
@@ -35,7 +35,8 @@
 -- rolling 24 h (a bucket leaves the window a minute after its last possible send, the safe
 -- side). A message that does not fit is booked at the earliest slot where every budget has room,
 -- counting every booking before it, and keeps it. The reservations of the last 60 s + half the
--- allowance are also checked directly (at most L), so a late send can never burst. A cooldown
+-- allowance are also checked directly (at most L; 60 s + the whole allowance for a booking that
+-- comes back more than half the allowance late), so a late send can never burst. A cooldown
 -- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
 -- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
 --
@@ -147,6 +148,10 @@ local high_share = math.max(per_minute - low_share(per_minute, 1), 1)
 -- the provider counts any 60 s of its arrivals. Half, so that paced slots that run late by
 -- less than half the allowance more than the one L slots before them are never held.
 local window = 60000 + math.floor(allowance / 2)
+-- A booking that comes back later than half the allowance has lost the pacing's margin (a
+-- catch-up after the replicas stood still sends them back to back): its direct check counts
+-- 60 s + the whole allowance, so any L of them still leave a send the allowance to arrive.
+local late_window = 60000 + allowance
 local tenant_on = tenant_per_day > 0 and external > 0
 
 local function hincrby(hash, field, amount)
@@ -348,10 +353,11 @@ local function refresh_ttls()
   end
 end
 
--- The reservations of the direct check's window, and the requests in flight (pruned).
-local function sent_in_window()
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window)
-  return redis.call('ZCARD', KEYS[4])
+-- The reservations of the direct check's window `w` (default `window`; the set keeps
+-- `late_window`), and the requests in flight (pruned).
+local function sent_in_window(w)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - late_window)
+  return redis.call('ZCOUNT', KEYS[4], '(' .. (now - (w or window)), '+inf')
 end
 
 local function in_flight()
@@ -375,10 +381,11 @@ local function in_flight_denial()
   return {0, wait, 'in_flight', now, total}
 end
 
--- When the oldest of the last 60 s of reservations leaves the window (only called when full).
-local function window_free_at()
-  local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  return tonumber(oldest[2]) + window
+-- When the oldest reservation of the window `w` leaves it (only called when it is full).
+local function window_free_at(w)
+  w = w or window
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. (now - w), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  return tonumber(oldest[2]) + w
 end
 
 -- `sent` and `flying`: the sets' sizes before; an empty set is created by this write.
@@ -401,9 +408,10 @@ if raw then
   elseif slot > now then
     return {0, slot - now, fields[4], now, total}   -- early: its slot still waits for it
   else
-    local sent = sent_in_window()
+    local w = now - slot > math.floor(allowance / 2) and late_window or window
+    local sent = sent_in_window(w)
     if sent >= per_minute then
-      return {0, window_free_at() - now, 'minute', now, total}   -- late: hold, keep the booking
+      return {0, window_free_at(w) - now, 'minute', now, total}   -- late: hold, keep the booking
     end
     local flying = in_flight()
     if flying >= max_in_flight then

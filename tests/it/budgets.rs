@@ -642,6 +642,65 @@ async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
     assert_eq!(bookings, 0);
 }
 
+/// After every replica stood still past their slots, the late bookings catch up as fast as
+/// claims bring them back: the direct check is then their only brake, and it must leave them
+/// the pacing's allowance (a send reaches Graph up to 2 s after its reservation, more on a
+/// loaded replica), not 60 s to the millisecond: any L of them span at least 60 s + allowance.
+#[tokio::test]
+async fn late_bookings_catch_up_with_the_pacings_allowance_between_any_l_of_them() {
+    let (_test_keys, limiter, events, _keys, _conn) = paced_events().await;
+    let ten = limits(10, 9_000);
+    let t0 = at(12, 0, 0);
+    let ids: Vec<Uuid> = (0..31).map(|_| Uuid::new_v4()).collect();
+    for id in &ids {
+        if let Decision::Allowed(r) = limiter
+            .check_and_reserve(&ask(&events, *id, ten), t0)
+            .await
+            .unwrap()
+        {
+            limiter.release(&r, RequestEnd::Done).await;
+        }
+    }
+    // Nothing came back for 10 min; then the claims bring the bookings back 10 ms apart, and
+    // a held one comes back when it is told to.
+    let mut now = t0 + chrono::Duration::minutes(10);
+    let mut reserved = Vec::new();
+    for id in &ids[1..] {
+        loop {
+            match limiter
+                .check_and_reserve(&ask(&events, *id, ten), now)
+                .await
+                .unwrap()
+            {
+                Decision::Allowed(r) => {
+                    limiter.release(&r, RequestEnd::Done).await;
+                    reserved.push(now);
+                    now += chrono::Duration::milliseconds(10);
+                    break;
+                }
+                Decision::Denied {
+                    retry_after,
+                    reason,
+                    ..
+                } => {
+                    assert_eq!(reason, DenyReason::Minute, "{id}");
+                    now += chrono::Duration::from_std(retry_after).unwrap();
+                }
+            }
+        }
+    }
+    assert_eq!(reserved.len(), 30);
+    let narrowest = reserved
+        .windows(11)
+        .map(|w| ms(w[10] - w[0]))
+        .min()
+        .unwrap();
+    assert!(
+        narrowest >= 62_000,
+        "11 reservations within {narrowest} ms: Graph may count 11 in a rolling minute"
+    );
+}
+
 /// The script sets a key's TTL when a write creates it and refreshes the long-lived ones every
 /// 30 min instead of on every call: whatever a booking, a send and a release leave behind has a
 /// TTL of more than 24 h — no key lives forever.
