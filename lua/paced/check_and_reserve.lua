@@ -35,10 +35,11 @@
 -- rolling 24 h (a bucket leaves the window a minute after its last possible send, the safe
 -- side). A message that does not fit is booked at the earliest slot where every budget has room,
 -- counting every booking before it, and keeps it. The reservations of the last 60 s + half the
--- allowance are also checked directly (at most L; 60 s + the whole allowance for a booking that
--- comes back more than half the allowance late), so a late send can never burst. A cooldown
--- (cooldown.lua) holds the mailbox; bookings made before it move behind it. A message held only
--- by the tenant budget does not move the mailbox's next free slot: its internal mail goes on.
+-- allowance are also checked directly (at most L; 60 s + the whole allowance for a new request
+-- and a booking that comes back more than half the allowance late), so a late send can never
+-- burst. A cooldown (cooldown.lua) holds the mailbox; bookings made before it move behind it.
+-- A message held only by the tenant budget does not move the mailbox's next free slot: its
+-- internal mail goes on.
 --
 -- Reserved headroom (R > 0). `normal` and `bulk` get (100 - R) % of each budget: they are paced
 -- (and booked) at L' = floor(L * (100 - R) / 100) a minute (at least 1) and book only while the
@@ -149,8 +150,9 @@ local high_share = math.max(per_minute - low_share(per_minute, 1), 1)
 -- less than half the allowance more than the one L slots before them are never held.
 local window = 60000 + math.floor(allowance / 2)
 -- A booking that comes back later than half the allowance has lost the pacing's margin (a
--- catch-up after the replicas stood still sends them back to back): its direct check counts
--- 60 s + the whole allowance, so any L of them still leave a send the allowance to arrive.
+-- catch-up after the replicas stood still sends them back to back), and a new request is
+-- not paced when it is `high`: their direct check counts 60 s + the whole allowance, so any
+-- L + 1 of them span the allowance too. `window` is left to bookings on time.
 local late_window = 60000 + allowance
 local tenant_on = tenant_per_day > 0 and external > 0
 
@@ -483,9 +485,11 @@ if tenant_on then
   if tenant_at > slot then slot = tenant_at; reason = 'tenant' end
 end
 if slot <= now then
-  local sent = sent_in_window()
+  -- The whole allowance: a normal send here comes a spacing after the last (`tat`), so L of
+  -- them span 62 s anyway; a `high` one is not paced and may follow another at once.
+  local sent = sent_in_window(late_window)
   if sent >= per_minute then
-    slot = window_free_at()
+    slot = window_free_at(late_window)
     reason = 'minute'
   else
     local flying = in_flight()

@@ -642,36 +642,17 @@ async fn a_booking_never_used_gives_its_recipients_back_after_the_grace() {
     assert_eq!(bookings, 0);
 }
 
-/// After every replica stood still past their slots, the late bookings catch up as fast as
-/// claims bring them back: the direct check is then their only brake, and it must leave them
-/// the pacing's allowance (a send reaches Graph up to 2 s after its reservation, more on a
-/// loaded replica), not 60 s to the millisecond: any L of them span at least 60 s + allowance.
-#[tokio::test]
-async fn late_bookings_catch_up_with_the_pacings_allowance_between_any_l_of_them() {
-    let (_test_keys, limiter, events, _keys, _conn) = paced_events().await;
-    let ten = limits(10, 9_000);
-    let t0 = at(12, 0, 0);
-    let ids: Vec<Uuid> = (0..31).map(|_| Uuid::new_v4()).collect();
-    for id in &ids {
-        if let Decision::Allowed(r) = limiter
-            .check_and_reserve(&ask(&events, *id, ten), t0)
-            .await
-            .unwrap()
-        {
-            limiter.release(&r, RequestEnd::Done).await;
-        }
-    }
-    // Nothing came back for 10 min; then the claims bring the bookings back 10 ms apart, and
-    // a held one comes back when it is told to.
-    let mut now = t0 + chrono::Duration::minutes(10);
+/// Each of `ids` asked for at `now` and after, 10 ms after the one before it was allowed; a
+/// denied one asks again when it is told to. Returns when each was allowed.
+async fn sent_as_told(
+    limiter: &MailRateLimiter,
+    ids: &[Ask<'_>],
+    mut now: DateTime<Utc>,
+) -> Vec<DateTime<Utc>> {
     let mut reserved = Vec::new();
-    for id in &ids[1..] {
+    for ask in ids {
         loop {
-            match limiter
-                .check_and_reserve(&ask(&events, *id, ten), now)
-                .await
-                .unwrap()
-            {
+            match limiter.check_and_reserve(ask, now).await.unwrap() {
                 Decision::Allowed(r) => {
                     limiter.release(&r, RequestEnd::Done).await;
                     reserved.push(now);
@@ -683,21 +664,64 @@ async fn late_bookings_catch_up_with_the_pacings_allowance_between_any_l_of_them
                     reason,
                     ..
                 } => {
-                    assert_eq!(reason, DenyReason::Minute, "{id}");
+                    assert_eq!(reason, DenyReason::Minute, "{}", ask.message_id);
                     now += chrono::Duration::from_std(retry_after).unwrap();
                 }
             }
         }
     }
+    reserved
+}
+
+/// The narrowest span of L + 1 = 11 consecutive times, ms.
+fn narrowest_eleven(at: &[DateTime<Utc>]) -> i64 {
+    at.windows(11).map(|w| ms(w[10] - w[0])).min().unwrap()
+}
+
+/// After every replica stood still past their slots, the late bookings catch up as fast as
+/// claims bring them back: the direct check is then their only brake, and it must leave them
+/// the pacing's allowance (a send reaches Graph up to 2 s after its reservation, more on a
+/// loaded replica), not 60 s to the millisecond: any L + 1 of them span 60 s + allowance.
+#[tokio::test]
+async fn late_bookings_catch_up_with_the_pacings_allowance_between_any_l_of_them() {
+    let (_test_keys, limiter, events, _keys, _conn) = paced_events().await;
+    let ten = limits(10, 9_000);
+    let t0 = at(12, 0, 0);
+    let asks: Vec<Ask> = (0..31).map(|_| ask(&events, Uuid::new_v4(), ten)).collect();
+    for ask in &asks {
+        if let Decision::Allowed(r) = limiter.check_and_reserve(ask, t0).await.unwrap() {
+            limiter.release(&r, RequestEnd::Done).await;
+        }
+    }
+    // Nothing came back for 10 min; then the claims bring the bookings back.
+    let reserved = sent_as_told(&limiter, &asks[1..], t0 + chrono::Duration::minutes(10)).await;
     assert_eq!(reserved.len(), 30);
-    let narrowest = reserved
-        .windows(11)
-        .map(|w| ms(w[10] - w[0]))
-        .min()
-        .unwrap();
+    let narrowest = narrowest_eleven(&reserved);
     assert!(
         narrowest >= 62_000,
         "11 reservations within {narrowest} ms: Graph may count 11 in a rolling minute"
+    );
+}
+
+/// `high` mail is not paced (it may use the whole L at once): a burst of it gets the same
+/// allowance from the direct check.
+#[tokio::test]
+async fn a_burst_of_high_mail_leaves_the_allowance_between_any_l_of_it() {
+    let (_test_keys, limiter, events, _keys, _conn) = paced_events().await;
+    let mut ten = limits(10, 9_000);
+    ten.reserved_percent = 20;
+    let asks: Vec<Ask> = (0..25)
+        .map(|_| Ask {
+            priority: Priority::High,
+            ..ask(&events, Uuid::new_v4(), ten)
+        })
+        .collect();
+    let reserved = sent_as_told(&limiter, &asks, at(12, 0, 0)).await;
+    assert_eq!(ms(reserved[9] - reserved[0]), 90, "the first L at once");
+    let narrowest = narrowest_eleven(&reserved);
+    assert!(
+        narrowest >= 62_000,
+        "11 high reservations within {narrowest} ms"
     );
 }
 
