@@ -82,15 +82,13 @@ pub struct BounceReader {
 crate::debug_showing::debug_showing!(BounceReader { settings, reader });
 
 impl BounceReader {
-    /// A reader for this replica (a fresh reader id).
+    /// A reader for this replica (a fresh reader id) on `factory`'s limiter, clock and metrics.
     pub(crate) fn new(
         pool: PgPool,
         factory: Arc<MailerFactory<MailRateLimiter>>,
-        limiter: Arc<MailRateLimiter>,
-        metrics: Arc<Metrics>,
-        clock: Arc<dyn Clock>,
         settings: BounceSettings,
     ) -> Self {
+        let (limiter, clock, metrics) = factory.shared();
         Self {
             pool,
             factory,

@@ -67,9 +67,6 @@ pub(crate) fn build_stack(
     let bounces = crate::bounces::BounceReader::new(
         pool.clone(),
         Arc::clone(&factory),
-        Arc::clone(&limiter),
-        Arc::clone(&metrics),
-        clock.clone(),
         config.bounces.clone(),
     )
     .with_outbox(config.events.outbox());

@@ -9,6 +9,14 @@ fn errors(text: &str) -> Vec<String> {
     }
 }
 
+/// Asserts that one of `found` is at `path` (it starts with it).
+fn assert_one_at(found: &[String], path: &str) {
+    assert!(
+        found.iter().any(|e| e.starts_with(path)),
+        "{path}: {found:?}"
+    );
+}
+
 #[test]
 fn a_document_that_is_not_an_object_is_refused_even_an_empty_array() {
     for text in ["[]", "[{}]", "42", "null", r#""senders""#] {
@@ -33,12 +41,7 @@ fn null_is_read_as_absent_as_the_checker_reads_it() {
         found.iter().all(|e| e.starts_with("systemMailboxes[0].")),
         "{found:?}"
     );
-    assert!(
-        found
-            .iter()
-            .any(|e| e.starts_with("systemMailboxes[0].address:")),
-        "{found:?}"
-    );
+    assert_one_at(&found, "systemMailboxes[0].address:");
 }
 
 #[test]
@@ -49,22 +52,9 @@ fn shape_and_value_errors_are_reported_together_at_their_paths() {
     );
     assert_eq!(found.len(), 4, "{found:?}");
     assert!(found[0].starts_with("systemMailboxes[0].clientId: must be a string, got a number"));
-    assert!(
-        found.iter().any(|e| e.starts_with("tenants[0].sender:")),
-        "{found:?}"
-    );
-    assert!(
-        found
-            .iter()
-            .any(|e| e.starts_with("tenants[0].sendgridApiKey:")),
-        "{found:?}"
-    );
-    assert!(
-        found
-            .iter()
-            .any(|e| e.starts_with("tenants[1]: must be an object")),
-        "{found:?}"
-    );
+    assert_one_at(&found, "tenants[0].sender:");
+    assert_one_at(&found, "tenants[0].sendgridApiKey:");
+    assert_one_at(&found, "tenants[1]: must be an object");
 }
 
 #[test]
@@ -218,9 +208,6 @@ fn an_unknown_provider_does_not_hide_the_entrys_other_errors() {
         "tenants[1].provider:",
         "tenants[1].clientSecret:",
     ] {
-        assert!(
-            found.iter().any(|e| e.starts_with(path)),
-            "{path}: {found:?}"
-        );
+        assert_one_at(&found, path);
     }
 }

@@ -133,6 +133,15 @@ impl<L: RateLimiter> MailerFactory<L> {
         self
     }
 
+    /// The limiter, clock and metrics its mailers share (for readers on the same budgets).
+    pub(crate) fn shared(&self) -> (Arc<L>, Arc<dyn Clock>, Arc<Metrics>) {
+        (
+            Arc::clone(&self.limiter),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.metrics),
+        )
+    }
+
     /// The sender's configuration fingerprint: the hex config digest of its mailer, or, when
     /// it cannot be built, the reason (so a fixed reference changes it).
     pub(crate) async fn fingerprint_of(&self, sender: &Sender) -> String {

@@ -111,7 +111,7 @@ fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
 /// Database errors, or a row the code cannot use.
 pub async fn tenant_by_id(pool: &PgPool, id: Uuid) -> Result<Option<Tenant>, StoreError> {
     let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE id = $1");
-    one_by_id(pool, sql, id, tenant_from_row).await
+    one_by(pool, sql, id, tenant_from_row).await
 }
 
 /// The tenant named `name` (what `senders import` upserts by), if any.
@@ -123,11 +123,7 @@ pub(crate) async fn tenant_by_name(
     name: &str,
 ) -> Result<Option<Tenant>, StoreError> {
     let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants WHERE name = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(name)
-        .fetch_optional(pool)
-        .await?;
-    row.as_ref().map(tenant_from_row).transpose()
+    one_by(pool, sql, name, tenant_from_row).await
 }
 
 /// The system mailbox with this id, if any.
@@ -139,18 +135,21 @@ pub async fn system_mailbox_by_id(
     id: Uuid,
 ) -> Result<Option<SystemMailbox>, StoreError> {
     let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes WHERE id = $1");
-    one_by_id(pool, sql, id, mailbox_from_row).await
+    one_by(pool, sql, id, mailbox_from_row).await
 }
 
-/// The row `sql` selects with `id` as `$1`, if any, read by `from_row`.
-async fn one_by_id<T>(
+/// The row `sql` selects with `key` as `$1`, if any, read by `from_row`.
+async fn one_by<T, K>(
     pool: &PgPool,
     sql: String,
-    id: Uuid,
+    key: K,
     from_row: fn(&PgRow) -> Result<T, StoreError>,
-) -> Result<Option<T>, StoreError> {
+) -> Result<Option<T>, StoreError>
+where
+    K: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+{
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
+        .bind(key)
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(from_row).transpose()
@@ -164,28 +163,17 @@ pub async fn by_address(
     pool: &PgPool,
     address: &MailboxAddress,
 ) -> Result<Option<crate::domain::Sender>, StoreError> {
+    use crate::domain::Sender;
     let sql = format!("SELECT {MAILBOX_COLUMNS} FROM system_mailboxes WHERE address = $1");
-    if let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(address.as_str())
-        .fetch_optional(pool)
-        .await?
-    {
-        return Ok(Some(crate::domain::Sender::SystemMailbox(
-            mailbox_from_row(&row)?,
-        )));
+    if let Some(mailbox) = one_by(pool, sql, address.as_str(), mailbox_from_row).await? {
+        return Ok(Some(Sender::SystemMailbox(mailbox)));
     }
     let sql = format!(
         "SELECT {TENANT_COLUMNS} FROM tenants WHERE lower(sender_address) = $1 ORDER BY name LIMIT 1"
     );
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(address.as_str())
-        .fetch_optional(pool)
-        .await?;
-    Ok(row
-        .as_ref()
-        .map(tenant_from_row)
-        .transpose()?
-        .map(crate::domain::Sender::Tenant))
+    Ok(one_by(pool, sql, address.as_str(), tenant_from_row)
+        .await?
+        .map(Sender::Tenant))
 }
 
 /// Every sender, in two queries: each system mailbox, then each tenant whose sender address no
