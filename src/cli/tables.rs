@@ -6,23 +6,73 @@ use crate::{
     store::{admin::MessageLine, report, suppressions::Suppression},
 };
 
+/// One column of a fixed-width table: its title and width, values to its left (text) or
+/// right (counts).
+enum Column {
+    Left(&'static str, usize),
+    Right(&'static str, usize),
+}
+use Column::{Left, Right};
+
+/// A fixed-width table: its columns are given once, so a header and its rows cannot drift
+/// apart; `gap` stands between columns.
+struct Table {
+    columns: &'static [Column],
+    gap: &'static str,
+    out: String,
+}
+
+impl Table {
+    /// The table with its header line.
+    fn new(gap: &'static str, columns: &'static [Column]) -> Self {
+        let mut table = Self {
+            columns,
+            gap,
+            out: String::new(),
+        };
+        table.row(
+            columns
+                .iter()
+                .map(|(Left(title, _) | Right(title, _))| (*title).to_owned()),
+        );
+        table
+    }
+
+    /// One line: a value per column, in order.
+    fn row(&mut self, values: impl IntoIterator<Item = String>) {
+        for (i, (c, v)) in self.columns.iter().zip(values).enumerate() {
+            if i > 0 {
+                self.out.push_str(self.gap);
+            }
+            self.out.push_str(&match *c {
+                Left(_, w) => format!("{v:<w$}"),
+                Right(_, w) => format!("{v:>w$}"),
+            });
+        }
+        self.out.push('\n');
+    }
+}
+
 /// `suppressions list` as a fixed-width table.
 pub(crate) fn suppression_lines(entries: &[Suppression]) -> String {
-    let mut out = format!(
-        "{:<40} {:<32} {:<7} {:<20} {}\n",
-        "ADDRESS", "SCOPE", "SOURCE", "SINCE", "REASON"
-    );
+    const COLUMNS: &[Column] = &[
+        Left("ADDRESS", 40),
+        Left("SCOPE", 32),
+        Left("SOURCE", 7),
+        Left("SINCE", 20),
+        Left("REASON", 0),
+    ];
+    let mut table = Table::new(" ", COLUMNS);
     for e in entries {
-        out.push_str(&format!(
-            "{:<40} {:<32} {:<7} {:<20} {}\n",
-            e.address,
-            e.scope_name,
-            e.source,
-            e.created_at.format("%Y-%m-%d %H:%M:%S"),
-            e.reason
-        ));
+        table.row([
+            e.address.clone(),
+            e.scope_name.clone(),
+            e.source.to_string(),
+            e.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+            e.reason.clone(),
+        ]);
     }
-    out
+    table.out
 }
 
 /// `t` in `format`, or `-` when there is none.
@@ -102,10 +152,17 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
 
 /// A page of `mailbox usage` as a fixed-width table, one mailbox a line, busiest first.
 pub(crate) fn usage_page_text(p: &UsagePage) -> String {
-    let mut out = format!(
-        "{:<32} {:>7} {:>9} {:>7} {:>6} {:>9} {:>10} {:>6}\n",
-        "mailbox", "per min", "per day", "minute", "24 h", "in flight", "SCHEDULED", "SENT"
-    );
+    const COLUMNS: &[Column] = &[
+        Left("mailbox", 32),
+        Right("per min", 7),
+        Right("per day", 9),
+        Right("minute", 7),
+        Right("24 h", 6),
+        Right("in flight", 9),
+        Right("SCHEDULED", 10),
+        Right("SENT", 6),
+    ];
+    let mut table = Table::new(" ", COLUMNS);
     for u in &p.mailboxes {
         let (minute, day, in_flight) = u.limiter.as_ref().map_or_else(
             || ("-".to_owned(), "-".to_owned(), "-".to_owned()),
@@ -118,21 +175,21 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
             },
         );
         let count = |s: &str| u.messages.by_status.get(s).copied().unwrap_or(0);
-        out.push_str(&format!(
-            "{:<32} {:>7} {:>9} {:>7} {:>6} {:>9} {:>10} {:>6}\n",
-            u.mailbox,
-            u.limits.per_minute,
-            u.limits.recipients_per_day,
+        table.row([
+            u.mailbox.clone(),
+            u.limits.per_minute.to_string(),
+            u.limits.recipients_per_day.to_string(),
             minute,
             day,
             in_flight,
-            count("SCHEDULED"),
-            count("SENT"),
-        ));
+            count("SCHEDULED").to_string(),
+            count("SENT").to_string(),
+        ]);
         if let Some(e) = &u.limiter_error {
-            out.push_str(&format!("  limiter unreadable: {e}\n"));
+            table.out.push_str(&format!("  limiter unreadable: {e}\n"));
         }
     }
+    let mut out = table.out;
     out.push_str(&format!(
         "page {} of {} ({} per page, {} mailboxes in all; busiest first {})\n",
         p.page,
@@ -146,61 +203,64 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
 
 /// The status report as a fixed-width table.
 pub(crate) fn status_table(rows: &[report::SenderStatus]) -> String {
-    let mut out = format!(
-        "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>7} {:>9}  {:<20} {:<20}\n",
-        "mailbox",
-        "sender",
-        "SCHEDULED",
-        "paused",
-        "SENDING",
-        "SENT",
-        "ERROR",
-        "BOUNCED",
-        "deferrals",
-        "oldest due",
-        "next scheduled"
-    );
+    const COLUMNS: &[Column] = &[
+        Left("mailbox", 32),
+        Left("sender", 18),
+        Right("SCHEDULED", 9),
+        Right("paused", 6),
+        Right("SENDING", 7),
+        Right("SENT", 6),
+        Right("ERROR", 6),
+        Right("BOUNCED", 7),
+        Right("deferrals", 9),
+        Left("oldest due", 20),
+        Left("next scheduled", 20),
+    ];
+    let mut table = Table::new(" ", COLUMNS);
     let time = |t| time_or_dash(t, "%Y-%m-%d %H:%M:%S");
     for r in rows {
-        out.push_str(&format!(
-            "{:<32} {:<18} {:>9} {:>6} {:>7} {:>6} {:>6} {:>7} {:>9}  {:<20} {:<20}\n",
-            r.mailbox,
-            r.kind,
-            r.scheduled,
-            r.paused,
-            r.sending,
-            r.sent,
-            r.error,
-            r.bounced,
-            r.deferrals,
+        table.row([
+            r.mailbox.clone(),
+            r.kind.clone(),
+            r.scheduled.to_string(),
+            r.paused.to_string(),
+            r.sending.to_string(),
+            r.sent.to_string(),
+            r.error.to_string(),
+            r.bounced.to_string(),
+            r.deferrals.to_string(),
             time(r.oldest_due),
-            time(r.next_scheduled)
-        ));
+            time(r.next_scheduled),
+        ]);
     }
-    out
+    table.out
 }
 
 /// `messages list` as a table: one line per message, a SCHEDULED one's wait in words.
 pub(crate) fn message_lines(lines: &[MessageLine]) -> String {
-    let mut out = format!(
-        "{:<36}  {:<9}  {:<28}  {:<19}  {}\n",
-        "ID", "STATUS", "MAILBOX", "DUE (UTC)", "WAITING / LAST ERROR"
-    );
+    const COLUMNS: &[Column] = &[
+        Left("ID", 36),
+        Left("STATUS", 9),
+        Left("MAILBOX", 28),
+        Left("DUE (UTC)", 19),
+        Left("WAITING / LAST ERROR", 0),
+    ];
+    let mut table = Table::new("  ", COLUMNS);
     for m in lines {
         let note = m
             .waiting
             .as_deref()
             .or(m.last_error.as_deref())
             .unwrap_or("");
-        out.push_str(&format!(
-            "{:<36}  {:<9}  {:<28}  {:<19}  {note}\n",
-            m.id,
-            m.status,
-            m.mailbox,
-            m.scheduled_on.format("%Y-%m-%d %H:%M:%S"),
-        ));
+        table.row([
+            m.id.to_string(),
+            m.status.to_string(),
+            m.mailbox.clone(),
+            m.scheduled_on.format("%Y-%m-%d %H:%M:%S").to_string(),
+            note.to_owned(),
+        ]);
     }
-    out
+    table.out
 }
 
 /// `messages show` as lines.
@@ -227,4 +287,21 @@ pub(crate) fn message_text(m: &MessageLine) -> String {
         out.push_str(&format!("last error  {e}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tables_header_and_rows_share_its_columns() {
+        const COLUMNS: &[Column] = &[Left("mailbox", 8), Right("SENT", 5), Left("note", 0)];
+        let mut table = Table::new(" ", COLUMNS);
+        table.row(["a@b.nl".to_owned(), "12".to_owned(), "x".to_owned()]);
+        table.row(["a-longer@b.nl".to_owned(), "3".to_owned(), String::new()]);
+        assert_eq!(
+            table.out,
+            "mailbox   SENT note\na@b.nl      12 x\na-longer@b.nl     3 \n"
+        );
+    }
 }
