@@ -308,7 +308,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_file_secret_is_read_once_per_ttl_and_a_rotation_is_picked_up_after_it() {
-        let path = std::env::temp_dir().join(format!("mw-secret-{}", uuid::Uuid::new_v4()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
         std::fs::write(&path, "first\n").unwrap();
         let reference = SecretRef::new(format!("file:{}", path.display()));
         let files = SecretFiles::new(Duration::from_millis(300));

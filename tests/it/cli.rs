@@ -222,15 +222,13 @@ async fn a_senders_file_with_limits_above_exchanges_imports_and_warns_naming_the
     first["rateLimitPerMinute"] = 31.into();
     first["rateLimitRecipientsPerDay"] = 9_000.into();
     let address = first["address"].as_str().unwrap().to_owned();
-    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("senders.json");
+    let dir = crate::support::temp_dir("mw-cli-");
+    let file = dir.path().join("senders.json");
     std::fs::write(&file, senders.to_string()).unwrap();
     let out = mail_worker(
         &["senders", "import", file.to_str().unwrap()],
         &[("DATABASE_URL", url.as_str())],
     );
-    std::fs::remove_dir_all(&dir).unwrap();
     let stderr = stderr_of_exit(&out, 0, "");
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "only the minute is above: {stderr}");
@@ -257,9 +255,8 @@ async fn enqueue_reports_every_bad_line_inserts_the_good_ones_and_status_counts_
         )
     );
 
-    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("campaign.jsonl");
+    let dir = crate::support::temp_dir("mw-cli-");
+    let file = dir.path().join("campaign.jsonl");
     let good = |id: &str| {
         format!(
             r#"{{"id":"{id}","tenant":"northwind","to":[{{"address":"a@example.org"}}],"subject":"s","body":{{"contentType":"text","content":"x"}}}}"#
@@ -1159,12 +1156,10 @@ fn import_mailbox_0(env: &[(&'static str, String)], fields: serde_json::Value) -
 
 /// `senders import` of the senders file `senders` (exit 0 asserted); its stdout.
 fn import_senders(env: &[(&'static str, String)], senders: &serde_json::Value) -> String {
-    let dir = std::env::temp_dir().join(crate::support::unique("mw-cli-"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("senders.json");
+    let dir = crate::support::temp_dir("mw-cli-");
+    let file = dir.path().join("senders.json");
     std::fs::write(&file, senders.to_string()).unwrap();
     let out = mail_worker(&["senders", "import", file.to_str().unwrap()], env);
-    std::fs::remove_dir_all(&dir).unwrap();
     stderr_of_exit(&out, 0, "senders import");
     text(&out.stdout)
 }

@@ -189,9 +189,8 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
         .map(|k| line(0, format!("guest{k}@example.org")))
         .collect();
     lines.extend((0..3).map(|k| line(1, format!("colleague{k}@contoso.example"))));
-    let dir = std::env::temp_dir().join(crate::support::unique("mw-forecast-"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("campaign.jsonl");
+    let dir = crate::support::temp_dir("mw-forecast-");
+    let path = dir.path().join("campaign.jsonl");
     std::fs::write(&path, lines.join("\n")).unwrap();
     let file = path.to_str().unwrap();
     let env = crate::cli::paced_env(&world, "8");
@@ -266,7 +265,6 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
     let out = mail_worker(&["campaign", "status", "no-such-campaign"], &env);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no message has campaign \"no-such-campaign\""));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A fresh user's findings: stored ids are not forecast again, `high` goes at once within its
@@ -287,8 +285,7 @@ async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad
         .to_string()
     };
     let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
-    let dir = std::env::temp_dir().join(crate::support::unique("mw-forecast-fixes-"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::support::temp_dir("mw-forecast-fixes-");
     let env: Vec<(&str, String)> = crate::cli::paced_env(&world, "9000")
         .into_iter()
         .map(|(k, v)| match k {
@@ -297,7 +294,7 @@ async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad
         })
         .collect();
     // Two of mb0's five lines are stored already.
-    let first = dir.join("first.jsonl");
+    let first = dir.path().join("first.jsonl");
     std::fs::write(
         &first,
         format!("{}\n{}\n", line(ids[0], 0, "bulk"), line(ids[1], 0, "bulk")),
@@ -307,7 +304,7 @@ async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let mut lines: Vec<String> = ids.iter().map(|id| line(*id, 0, "bulk")).collect();
     lines.extend((0..3).map(|_| line(Uuid::new_v4(), 1, "high")));
-    let path = dir.join("campaign.jsonl");
+    let path = dir.path().join("campaign.jsonl");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let file = path.to_str().unwrap();
 
@@ -354,5 +351,4 @@ async fn campaign_forecast_skips_stored_ids_goes_ahead_with_high_and_refuses_bad
         stderr.contains("expected an RFC 3339 time with its offset, e.g. 2026-12-02T17:00:00Z"),
         "{stderr}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

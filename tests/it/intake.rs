@@ -326,7 +326,8 @@ pub(crate) fn cli_on(redis: &str, args: &[&str], queue: &str, db: &url::Url) -> 
 #[tokio::test]
 async fn enqueue_via_queue_and_the_queue_commands() {
     let (app, queue, mailbox) = intake_app().await;
-    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    let dir = crate::support::temp_dir("mw-intake-");
+    let file = dir.path().join("campaign.jsonl");
     let mut text = String::new();
     for _ in 0..3 {
         text += &String::from_utf8(line(Uuid::new_v4(), &mailbox)).unwrap();
@@ -364,7 +365,6 @@ async fn enqueue_via_queue_and_the_queue_commands() {
     let pushed = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
     assert!(pushed.starts_with("3 of 3 lines pushed onto"), "{pushed}");
     let again = cli(&["enqueue", path, "--via", "queue"], &queue, &app.db.url);
-    std::fs::remove_file(&file).unwrap();
     assert!(
         again.starts_with("0 of 3 lines pushed onto") && again.contains("(3 already there"),
         "{again}"
@@ -499,7 +499,8 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
         text += "\r\n";
     }
     text += "\nnot json\n";
-    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    let dir = crate::support::temp_dir("mw-intake-");
+    let file = dir.path().join("campaign.jsonl");
     std::fs::write(&file, &text).unwrap();
     let push = || {
         succeeded(
@@ -516,7 +517,6 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     let first = push();
     // Pushed again while queued: only the line without an id is a new job.
     let second = push();
-    std::fs::remove_file(&file).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&first.stdout),
         format!("26 lines pushed onto {queue} (0 already queued)\n")
@@ -702,14 +702,14 @@ async fn the_queue_commands_say_when_nothing_is_dead_and_count_one_in_the_singul
         cli(&["queue", "dead"], &queue, &app.db.url),
         format!("no dead-lettered jobs in {queue}\n")
     );
-    let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+    let dir = crate::support::temp_dir("mw-intake-");
+    let file = dir.path().join("campaign.jsonl");
     std::fs::write(&file, line(Uuid::new_v4(), &mailbox)).unwrap();
     let pushed = cli(
         &["enqueue", file.to_str().unwrap(), "--via", "queue"],
         &queue,
         &app.db.url,
     );
-    std::fs::remove_file(&file).unwrap();
     assert!(pushed.starts_with("1 of 1 line pushed onto"), "{pushed}");
     // One dead job (as apalis-redis files one), retried, then one discarded.
     let mut r = crate::support::redis_conn().await;

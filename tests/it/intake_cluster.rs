@@ -95,6 +95,7 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
         b"not json at all".to_vec(),
         line(Uuid::new_v4(), "nobody@contoso.example"),
     ];
+    let dir = crate::support::temp_dir("mw-intake-cluster-");
     let files: Vec<std::path::PathBuf> = [(&ids[..250], &bad[..0]), (&ids[250..], &bad[..])]
         .into_iter()
         .map(|(ids, bad)| {
@@ -107,7 +108,7 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
                 text.extend(l);
                 text.push(b'\n');
             }
-            let file = std::env::temp_dir().join(format!("{}.jsonl", Uuid::new_v4()));
+            let file = dir.path().join(format!("{}.jsonl", Uuid::new_v4()));
             std::fs::write(&file, text).unwrap();
             file
         })
@@ -132,9 +133,6 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
         .env("REDIS_URL", &seeds)
         .output()
         .unwrap();
-    for file in &files {
-        std::fs::remove_file(file).unwrap();
-    }
     assert_eq!(
         String::from_utf8_lossy(&python.stdout),
         format!("252 lines pushed onto {queue} (0 already queued)\n"),

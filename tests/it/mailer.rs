@@ -32,7 +32,7 @@ use wiremock::{
     matchers::{header, method, path},
 };
 
-use crate::support::{TestKeys, doubles::FakeLimiter, redis_conn, redis_url, unique};
+use crate::support::{TestKeys, doubles::FakeLimiter, redis_conn, redis_url};
 
 const SECRET: &str = "s3cret-value-Q~abc";
 /// How long the rig's factory keeps a `file:` secret (production: 5 s).
@@ -761,7 +761,8 @@ async fn a_rotated_secret_yields_a_new_mailer_and_a_new_token() {
     let rig = Rig::new().await;
     rig.token_endpoint(3600, Duration::ZERO).await;
     rig.send_answers(ResponseTemplate::new(202), 2).await;
-    let file = std::env::temp_dir().join(unique("mw-secret-"));
+    let dir = crate::support::temp_dir("mw-secret-");
+    let file = dir.path().join("client-secret");
     std::fs::write(&file, "first-secret\n").unwrap();
     let reference = format!("file:{}", file.display());
 
@@ -796,7 +797,6 @@ async fn a_rotated_secret_yields_a_new_mailer_and_a_new_token() {
         .unwrap();
     assert!(!Arc::ptr_eq(&before, &after));
     after.send(&mail()).await.unwrap();
-    let _ = std::fs::remove_file(&file);
 
     let secrets: Vec<String> = rig
         .requests_to(TOKEN_PATH)

@@ -302,11 +302,10 @@ async fn a_recipient_suppressed_after_its_message_was_stored_is_dropped_at_send(
 #[tokio::test]
 async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
     let app = spawn_app().await;
-    let dir = std::env::temp_dir().join(unique("mw-suppressions-"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::support::temp_dir("mw-suppressions-");
     let env = [("DATABASE_URL", app.db.url.to_string())];
     let run = |args: &[&str]| mail_worker(args, &env);
-    let senders = dir.join("senders.json");
+    let senders = dir.path().join("senders.json");
     std::fs::write(
         &senders,
         r#"{"tenants": [{"name": "northwind", "provider": "sendgrid", "sender": "news@northwind.example", "sendgridApiKey": "SG.test"}]}"#,
@@ -363,7 +362,7 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
     assert_eq!(entries(&app).await, 1);
 
     // A CSV with a bad line imports nothing and names the line.
-    let csv = dir.join("bad.csv");
+    let csv = dir.path().join("bad.csv");
     std::fs::write(
         &csv,
         "address,scope,reason\nguest@example.org,northwind\nother@example.org,nobody,x\n",
@@ -381,7 +380,7 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
     );
     assert_eq!(entries(&app).await, 1, "nothing half-imported");
 
-    let csv = dir.join("good.csv");
+    let csv = dir.path().join("good.csv");
     std::fs::write(
         &csv,
         format!("address,scope,reason\nguest@example.org,northwind,\"5.1.1, from the old system\"\nlotte@example.com,{mailbox}\n"),
@@ -454,7 +453,6 @@ async fn the_commands_add_list_remove_and_import_naming_a_bad_csv_line() {
     let stderr = stderr_of_exit(&out, 1, "");
     assert!(stderr.contains("is not suppressed for"), "{stderr}");
     assert_eq!(entries(&app).await, 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

@@ -52,6 +52,12 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A temporary folder named `prefix` and random characters, removed with all it holds when
+/// dropped, a failing test's too.
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
+}
+
 /// The ids of what [`mail_worker::store::messages::claim_due`] claims (up to `limit`), sorted.
 pub async fn claim_due_ids(db: &TestDb, limit: i64) -> Vec<uuid::Uuid> {
     let claimed = mail_worker::store::messages::claim_due(&db.pool, limit).await;
