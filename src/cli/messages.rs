@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{ListArgs, PurgeArgs, Selection, args::BulkArgs, out, tables};
 use crate::{
-    config::{Config, parse_duration},
+    config::{Config, ZERO, parse_duration},
     domain::{MessageStatus, mask_address},
     events,
     plural::counted,
@@ -152,13 +152,11 @@ pub(super) async fn show_message(
 /// while a replica's round holds the lock).
 pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
     let given = args.older_than.trim();
-    let older_than = parse_duration(given)
-        .map_err(|problem| anyhow::anyhow!("--older-than {given}: {problem}"))?;
-    if older_than < retention::MIN_RETENTION {
-        anyhow::bail!(
-            "--older-than {given}: must be at least 24h (the limiter rebuilds a mailbox's rolling 24 h budget from the last 24 h of sent messages)"
-        );
-    }
+    let older_than = match parse_duration(given) {
+        Ok(d) if d >= retention::MIN_RETENTION => d,
+        Ok(_) | Err(ZERO) => anyhow::bail!("--older-than {given}: {}", retention::TOO_SHORT),
+        Err(problem) => anyhow::bail!("--older-than {given}: {problem}"),
+    };
     let pool = store::open(&config.database_url, 2).await?;
     let purged = if args.dry_run {
         retention::count(&pool, older_than).await?
@@ -173,7 +171,9 @@ pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow:
             })?
     };
     if args.json {
-        out(&(serde_json::to_string_pretty(&purged)? + "\n"));
+        let mut json = serde_json::to_value(purged)?;
+        json["dry_run"] = args.dry_run.into();
+        out(&(serde_json::to_string_pretty(&json)? + "\n"));
     } else if args.dry_run {
         out(&format!(
             "{} messages ({} attachments) finished more than {given} ago; dry run: nothing deleted\n",
@@ -181,8 +181,10 @@ pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow:
         ));
     } else {
         out(&format!(
-            "{} messages deleted ({} attachments, {} batches), finished more than {given} ago\n",
-            purged.messages, purged.attachments, purged.batches
+            "{} messages deleted ({} attachments, {}), finished more than {given} ago\n",
+            purged.messages,
+            purged.attachments,
+            crate::plural::counted(purged.batches, "batch", "batches")
         ));
     }
     Ok(ExitCode::SUCCESS)

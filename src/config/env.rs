@@ -294,6 +294,9 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
 ///
 /// # Errors
 /// What is wrong with `raw`.
+/// What [`parse_duration`] says of a duration of 0.
+pub(crate) const ZERO: &str = "must be more than 0";
+
 pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (number, unit) = raw.split_at(split);
@@ -325,7 +328,7 @@ pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
     // A larger one overflows the time arithmetic it feeds (now − retention, …).
     const MAX_MS: u64 = 36_500 * 86_400_000;
     match n.checked_mul(ms_per) {
-        Some(0) => Err("must be more than 0"),
+        Some(0) => Err(ZERO),
         Some(ms) if ms <= MAX_MS => Ok(Duration::from_millis(ms)),
         _ => Err(too_long),
     }

@@ -26,8 +26,8 @@ pub(crate) use exchange::{
 };
 
 pub(crate) use crate::domain::redact_url;
-pub(crate) use env::parse_duration;
 use env::{Env, has_hash_tag};
+pub(crate) use env::{ZERO, parse_duration};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -240,10 +240,8 @@ impl Config {
         }
         let retention = env.duration_or_off("MAIL_RETENTION", Duration::from_secs(30 * 86_400))?;
         if retention.is_some_and(|r| r < crate::store::retention::MIN_RETENTION) {
-            return Err(env.error(
-                "MAIL_RETENTION",
-                "must be at least 24h (the limiter rebuilds a mailbox's rolling 24 h budget from the last 24 h of sent messages), or off",
-            ));
+            let problem = format!("{}, or off", crate::store::retention::TOO_SHORT);
+            return Err(env.error("MAIL_RETENTION", &problem));
         }
         Ok(Self {
             bounces: bounces::read(&env)?,

@@ -24,6 +24,9 @@ use crate::domain::sql_status;
 /// stays (the limiter rebuilds a mailbox's rolling 24 h budget from it).
 pub const MIN_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
+/// Why a retention under [`MIN_RETENTION`] is refused (`MAIL_RETENTION`, `messages purge`).
+pub const TOO_SHORT: &str = "must be at least 24h (the limiter rebuilds a mailbox's rolling 24 h budget from the last 24 h of sent messages)";
+
 /// Rows one statement deletes at most (with their attachments): a short transaction, a few
 /// milliseconds of locks on rows nobody else wants.
 pub const BATCH: i64 = 1_000;

@@ -178,6 +178,38 @@ async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_
 }
 
 #[tokio::test]
+async fn readyz_with_redis_unreachable_is_ready_degraded_and_each_check_within_its_deadline() {
+    let world = TestApp::builder().mailboxes(0).spawn().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dead: url::Url = format!("redis://127.0.0.1:{closed}").parse().unwrap();
+    let mut config = fast(world.config.clone());
+    config.redis_url = dead.clone().into();
+    config.rate_limit.redis_url = dead.into();
+    with_daemon(config, Options::default(), async |d| {
+        let (code, body) = get(d, "/readyz").await;
+        assert_eq!(code, 200, "degraded, not unready: {body}");
+        let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(report["ready"], true, "{body}");
+        assert_eq!(
+            report["degraded"],
+            serde_json::json!(["rate_limit_redis", "intake_redis"]),
+            "{body}"
+        );
+        // The intake's connection waits to reconnect rather than failing at once: its check
+        // ends at the deadline, which keeps /readyz inside a probe's default 1 s.
+        let intake = report["checks"]["intake_redis"]["error"].as_str().unwrap();
+        assert!(
+            intake == "no answer within 800 ms" || intake.contains("refused"),
+            "{body}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_port_in_use_stops_start_up_naming_metrics_listen() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();

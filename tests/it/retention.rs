@@ -256,6 +256,12 @@ async fn messages_purge_counts_on_a_dry_run_deletes_otherwise_and_refuses_under_
         why.contains("--older-than 23h: must be at least 24h"),
         "{why}"
     );
+    let zero = mail_worker(&world, &["messages", "purge", "--older-than", "0d"]);
+    let why = String::from_utf8_lossy(&zero.stderr);
+    assert!(
+        why.contains("--older-than 0d: must be at least 24h"),
+        "{why}"
+    );
     let bad = mail_worker(&world, &["messages", "purge", "--older-than", "30"]);
     assert!(
         String::from_utf8_lossy(&bad.stderr)
@@ -270,19 +276,26 @@ async fn messages_purge_counts_on_a_dry_run_deletes_otherwise_and_refuses_under_
     let done = mail_worker(&world, &["messages", "purge", "--older-than", "30d"]);
     assert_eq!(
         stdout(&done),
-        "12 messages deleted (24 attachments, 1 batches), finished more than 30d ago"
+        "12 messages deleted (24 attachments, 1 batch), finished more than 30d ago"
     );
     assert_eq!(left(pool, &old).await, (0, 0));
     assert_eq!(left(pool, &kept).await, (3, 3));
-    let json = mail_worker(
-        &world,
-        &["messages", "purge", "--older-than", "15d", "--json"],
-    );
-    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
-    assert_eq!(
-        (json["messages"].as_u64(), json["attachments"].as_u64()),
-        (Some(3), Some(3))
-    );
+    let json = |extra: &[&str]| {
+        let args = [
+            &["messages", "purge", "--older-than", "15d", "--json"],
+            extra,
+        ]
+        .concat();
+        serde_json::from_str::<serde_json::Value>(&stdout(&mail_worker(&world, &args))).unwrap()
+    };
+    let (dry, done) = (json(&["--dry-run"]), json(&[]));
+    for (json, dry_run) in [(&dry, true), (&done, false)] {
+        assert_eq!(
+            (json["messages"].as_u64(), json["attachments"].as_u64()),
+            (Some(3), Some(3))
+        );
+        assert_eq!(json["dry_run"], dry_run, "{json}");
+    }
 }
 
 /// The value of the sample line `name` in Prometheus text.
