@@ -240,7 +240,11 @@ async fn run_once(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), IntakeError> {
     let mut leave_conn = conn.clone();
-    cleanup::started(&mut leave_conn, &settings).await?;
+    // Redis down: the call waits for a reconnect that may not come; a shutdown does not wait.
+    tokio::select! {
+        started = cleanup::started(&mut leave_conn, &settings) => started?,
+        () = shutdown::stopped(&mut stop) => return Ok(()),
+    }
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let (batcher, batches) =
         consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx, settings.outbox);

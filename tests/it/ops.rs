@@ -210,6 +210,33 @@ async fn readyz_with_redis_unreachable_is_ready_degraded_and_each_check_within_i
 }
 
 #[tokio::test]
+async fn a_stop_with_the_queues_redis_unreachable_does_not_wait_for_it() {
+    let (capture, _guard) = crate::support::logs::Capture::install();
+    let world = TestApp::builder().mailboxes(0).spawn().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut config = fast(world.config.clone());
+    config.redis_url = url::Url::parse(&format!("redis://127.0.0.1:{closed}"))
+        .unwrap()
+        .into();
+    with_daemon(config, Options::default(), async |_| {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    // The consumer was still waiting for Redis to join the queue: it leaves at once, without a
+    // failure that "starts again in 5 s" logged after the daemon stopped.
+    let errors: Vec<String> = capture
+        .with_event("intake.redisError")
+        .iter()
+        .map(|e| e.field("message").to_owned())
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(capture.with_event("daemon.stopped").len(), 1);
+}
+
+#[tokio::test]
 async fn a_port_in_use_stops_start_up_naming_metrics_listen() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
