@@ -162,14 +162,22 @@ pub(crate) fn parse_line(
             ),
         });
     }
-    // serde quotes offending values, which may be addresses: mask them.
-    let line: Line = serde_json::from_str(text).map_err(|e| BadEntry {
-        location: location.clone(),
-        reason: format!(
-            "not a message: {}{}",
-            crate::mailer::redact::scrub_provider_text(&e.to_string()),
-            id_suffix(readable_id(text))
-        ),
+    // serde quotes offending values, which may be addresses: mask them. Its "line 1" is of
+    // this line's text alone: say the column only.
+    let line: Line = serde_json::from_str(text).map_err(|e| {
+        let what = e.to_string();
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        let what = what
+            .strip_suffix(&at)
+            .map_or_else(|| what.clone(), |w| format!("{w} at column {}", e.column()));
+        BadEntry {
+            location: location.clone(),
+            reason: format!(
+                "not a message: {}{}",
+                crate::mailer::redact::scrub_provider_text(&what),
+                id_suffix(readable_id(text))
+            ),
+        }
     })?;
     let id = Uuid::parse_str(line.id.trim()).ok();
     let bad = |reason: String| BadEntry {

@@ -324,4 +324,10 @@ fn a_line_that_is_not_one_object_says_what_a_line_must_be() {
             )
         );
     }
+    // serde's position is within the line: its column, not a "line 1" inside line 3.
+    let err = parse_line(3, "{broken", &directory()).unwrap_err();
+    assert_eq!(
+        (err.location.as_str(), err.reason.as_str()),
+        ("line 3", "not a message: key must be a string at column 2")
+    );
 }
