@@ -289,14 +289,14 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
     }
 }
 
+/// What [`parse_duration`] says of a duration of 0.
+pub(crate) const ZERO: &str = "must be more than 0";
+
 /// A duration with a unit: `500ms`, `30s`, `15m`, `24h`, `1d` (not 0), as the duration
 /// variables (`MAIL_RETRY_FOR`, `MAIL_RETENTION`) and `messages purge --older-than` take it.
 ///
 /// # Errors
 /// What is wrong with `raw`.
-/// What [`parse_duration`] says of a duration of 0.
-pub(crate) const ZERO: &str = "must be more than 0";
-
 pub(crate) fn parse_duration(raw: &str) -> Result<Duration, &'static str> {
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (number, unit) = raw.split_at(split);

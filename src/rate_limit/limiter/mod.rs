@@ -141,15 +141,13 @@ impl MailRateLimiter {
         self.redis.is_cluster()
     }
 
-    /// One `PING` within the deadline; returns its round-trip time. For readiness checks and
-    /// to dial the connection before the first send. Logs nothing.
+    /// One `PING` within the deadline. For readiness checks (which time it) and to dial the
+    /// connection before the first send. Logs nothing.
     ///
     /// # Errors
     /// The [`RedisCallError`] that `check_and_reserve` would have failed open on.
-    pub async fn ping(&self) -> Result<Duration, RedisCallError> {
-        let started = Instant::now();
-        self.redis.ping().await?;
-        Ok(started.elapsed())
+    pub async fn ping(&self) -> Result<(), RedisCallError> {
+        self.redis.ping().await
     }
 
     fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), Reservation>> {
