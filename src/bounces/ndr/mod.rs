@@ -1,12 +1,14 @@
 //! What one non-delivery report says: the original's `internetMessageId` (ours is
 //! `<{message id}@{mailbox domain}>`, `mailer::graph::internet_message_id`) and each failed
-//! recipient with its enhanced status code (RFC 3463) and text. Microsoft documents the NDR's
-//! text ("Remote server returned '550 5.1.1 …'" per recipient,
-//! <https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>),
-//! not how Graph shows it; read defensively (docs/decisions/bounce-reading.md): the original's
-//! id from `In-Reply-To`, `References`, else the `Message-ID:` line of the original headers
-//! quoted in the body; the codes from the `Remote server returned` lines, else the first code
-//! anywhere in the body.
+//! recipient with its enhanced status code (RFC 3463) and text. Read from the NDR's MIME
+//! ([`mime`]: the DSN part, the returned original; the text's layouts as a fallback, [`text`]),
+//! or, when Graph gives no MIME, from the JSON view ([`Report::read`]: `In-Reply-To`,
+//! `References`, the text). The real NDRs it is tested on: `tests/fixtures/ndr/`.
+
+mod mime;
+mod text;
+#[cfg(test)]
+mod fixtures;
 
 use uuid::Uuid;
 
@@ -33,14 +35,19 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// Reads `message`.
+    /// Reads an NDR's raw MIME (`$value`).
+    pub(crate) fn from_mime(raw: &[u8]) -> Self {
+        mime::read(raw)
+    }
+
+    /// Reads the JSON view of `message` (its `internetMessageHeaders` and body).
     pub(crate) fn read(message: &ReportMessage) -> Self {
         let body = message
             .body
             .as_ref()
             .map(|b| {
                 if b.content_type.eq_ignore_ascii_case("html") {
-                    strip_html(&b.content)
+                    text::strip_html(&b.content)
                 } else {
                     b.content.clone()
                 }
@@ -55,18 +62,23 @@ impl Report {
         };
         let original = header("In-Reply-To")
             .or_else(|| header("References"))
-            .or_else(|| {
-                body.lines().find_map(|l| {
-                    let l = l.trim();
-                    l.get(..11)
-                        .filter(|p| p.eq_ignore_ascii_case("message-id:"))
-                        .and_then(|_| first_angle(&l[11..]))
-                })
-            });
+            .or_else(|| text::quoted_message_id(&body));
         Self {
             original,
-            failures: failures(&body),
+            failures: text::failures(&body),
         }
+    }
+
+    /// `self`, with what it lacks (the original, the failures) taken from `view`.
+    #[must_use]
+    pub(crate) fn or(mut self, view: Self) -> Self {
+        if self.original.is_none() {
+            self.original = view.original;
+        }
+        if self.failures.is_empty() {
+            self.failures = view.failures;
+        }
+        self
     }
 
     /// The message id in our `internetMessageId`, when it is ours for `domain`.
@@ -98,95 +110,6 @@ pub(crate) fn is_code(word: &str) -> bool {
         && parts[1..]
             .iter()
             .all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn failures(body: &str) -> Vec<Failure> {
-    const MARK: &str = "remote server returned '";
-    let lines: Vec<&str> = body.lines().map(str::trim).collect();
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(at) = line.to_ascii_lowercase().find(MARK) else {
-            continue;
-        };
-        let quoted = &line[at + MARK.len()..];
-        let quoted = quoted.strip_suffix('\'').unwrap_or(quoted);
-        let mut words = quoted.split_whitespace();
-        let (Some(first), second) = (words.next(), words.next()) else {
-            continue;
-        };
-        // "550 5.1.1 text" or "5.1.1 text".
-        let (code, rest) = if is_code(first) {
-            (
-                first,
-                quoted[quoted.find(first).unwrap_or(0) + first.len()..].trim(),
-            )
-        } else if let Some(code) = second.filter(|w| is_code(w)) {
-            (
-                code,
-                quoted[quoted.find(code).unwrap_or(0) + code.len()..].trim(),
-            )
-        } else {
-            continue;
-        };
-        let recipient = lines[..i]
-            .iter()
-            .rev()
-            .find(|l| !l.is_empty())
-            .filter(|l| l.contains('@') && !l.contains(' '))
-            .map_or_else(String::new, |l| (*l).to_owned());
-        out.push(Failure {
-            recipient,
-            code: code.to_owned(),
-            text: rest.to_owned(),
-        });
-    }
-    if out.is_empty()
-        && let Some(code) = body
-            .split(|c: char| {
-                c.is_whitespace()
-                    || matches!(
-                        c,
-                        '\'' | '"' | '(' | ')' | ';' | ',' | '#' | '[' | ']' | '<' | '>'
-                    )
-            })
-            .find(|w| is_code(w) && !w.starts_with('2'))
-    {
-        out.push(Failure {
-            recipient: String::new(),
-            code: code.to_owned(),
-            text: String::new(),
-        });
-    }
-    out
-}
-
-/// The text of an HTML body: tags dropped, `<br>` and block ends as line breaks, the five
-/// entities decoded.
-fn strip_html(html: &str) -> String {
-    let mut out = String::with_capacity(html.len());
-    let mut rest = html;
-    while let Some(start) = rest.find('<') {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find('>') else {
-            break;
-        };
-        let tag = rest[start + 1..start + end].to_ascii_lowercase();
-        if tag.starts_with("br")
-            || tag.starts_with("/p")
-            || tag.starts_with("/div")
-            || tag.starts_with("/tr")
-        {
-            out.push('\n');
-        }
-        rest = &rest[start + end + 1..];
-    }
-    out.push_str(rest);
-    out.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&nbsp;", " ")
-        .replace("&amp;", "&")
 }
 
 /// The metric label of `code`: its class and subject (`5.1`), `other` for anything else.
