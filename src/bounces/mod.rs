@@ -4,8 +4,8 @@
 //! `readBounces` is on, one mailbox at a time, and reads the Inboxes whose read it takes
 //! ([`crate::store::bounce_reads`]: one replica per Inbox at a time, each Inbox about once per
 //! interval in all). A read (`read.rs`) lists the NDRs (at most [`MAX_PAGES`] pages of
-//! [`PAGE_SIZE`]), matches each to our message by the original's `internetMessageId`
-//! (`ndr.rs`), marks it `BOUNCED` with the DSN code and text
+//! [`PAGE_SIZE`]), reads each one's MIME (`GET …/messages/{id}/$value`) and matches it to our
+//! message by the original's `Message-ID` (`ndr/`), marks it `BOUNCED` with the DSN code and text
 //! ([`crate::store::messages::bounce::mark`]), and moves the NDR to `GRAPH_BOUNCE_FOLDER` or
 //! marks it read. Each Graph request holds an in-flight lease of the mailbox, as a send does
 //! (Exchange's 4 concurrent requests count every request). A `550 5.7.233` also marks the
@@ -34,8 +34,8 @@ pub use read::ReadOutcome;
 /// NDRs one listing page asks for (`$top`).
 pub const PAGE_SIZE: u32 = 50;
 /// Pages one read lists at most; the rest waits for the next interval. So a read makes at most
-/// `MAX_PAGES` listing requests and one request per NDR it handles
-/// (`MAX_PAGES × (1 + PAGE_SIZE)` = 204).
+/// `MAX_PAGES` listing requests and two requests per NDR it handles, its MIME and its mark or
+/// move (`MAX_PAGES × (1 + 2 × PAGE_SIZE)` = 404).
 pub const MAX_PAGES: usize = 4;
 /// How long one read may take; also its hold on the mailbox in `bounce_reads` (a crashed
 /// reader's mailbox is read again by another replica after it).

@@ -1,5 +1,6 @@
-//! One mailbox's read: list its NDRs (each request under an in-flight lease), mark each of our
-//! messages `BOUNCED`, learn from `5.7.233`, then move the NDR or mark it read.
+//! One mailbox's read: list its NDRs (each request under an in-flight lease), read each one's
+//! MIME (`$value`), mark each of our messages `BOUNCED`, learn from `5.7.233`, then move the NDR
+//! or mark it read.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use super::{
 use crate::{
     domain::{MailboxAddress, Priority, Sender},
     events,
-    mailer::{MailError, factory::GraphMailbox, graph::inbox::ReportMessage, redact},
+    mailer::{MailError, factory::GraphMailbox, redact},
     rate_limit::{Ask, RateLimiter, ReadLease, RedisCallError, RequestEnd},
     store::{
         StoreError,
@@ -29,7 +30,7 @@ const MAX_LEASE_WAIT: Duration = Duration::from_secs(2);
 /// What one read did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
-    /// Graph requests made (listing pages, marks and moves).
+    /// Graph requests made (listing pages, each NDR's MIME, marks and moves).
     pub requests: u32,
     /// NDRs listed.
     pub reports: u32,
@@ -90,7 +91,20 @@ impl BounceReader {
         }
         out.reports = u32::try_from(reports.len()).unwrap_or(u32::MAX);
         for message in &reports {
-            if self.handle(&mailbox, address, message, &mut out).await? {
+            let mime = self
+                .leased(
+                    &mailbox,
+                    address,
+                    &mut out,
+                    mailbox.mailer.report_mime(&message.id),
+                )
+                .await?;
+            let view = Report::read(message);
+            let report = match mime {
+                Some(raw) => Report::from_mime(&raw).or(view),
+                None => view,
+            };
+            if self.handle(&mailbox, address, &report, &mut out).await? {
                 let dispose = async {
                     match &self.settings.folder {
                         Some(folder) => mailbox.mailer.move_message(&message.id, folder).await,
@@ -129,10 +143,9 @@ impl BounceReader {
         &self,
         mailbox: &GraphMailbox,
         address: &MailboxAddress,
-        message: &ReportMessage,
+        report: &Report,
         out: &mut ReadOutcome,
     ) -> Result<bool, ReadError> {
-        let report = Report::read(message);
         let domain = address.as_str().rsplit('@').next().unwrap_or_default();
         let Some(message_id) = report.our_message(domain) else {
             // Not one of ours (a person's mail from the same mailbox): theirs to read.

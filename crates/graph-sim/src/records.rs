@@ -325,4 +325,6 @@ pub(crate) struct InboxItem {
     pub body: String,
     pub internet_message_id: String,
     pub headers: Vec<(String, String)>,
+    /// The raw MIME Graph serves at `$value` ([`crate::ndr`] writes an NDR's).
+    pub mime: String,
 }

@@ -4,7 +4,7 @@
 //! - `POST /{tenant}/oauth2/v2.0/token` — Entra ID client credentials ([`super::auth`]);
 //! - `POST /v1.0/users/{id | userPrincipalName}/sendMail` — Graph sendMail ([`super::send`]);
 //! - drafts, `send`, `GET` by id, `$filter` look-ups and upload sessions ([`super::drafts`]);
-//! - the Inbox: its listing, `PATCH` (`isRead`) and `move` ([`super::inbox`]);
+//! - the Inbox: its listing, `PATCH` (`isRead`), `move` and `$value` ([`super::inbox`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
 //! Every other path gets Graph's `400 BadRequest` "Resource not found for the segment …".
@@ -40,7 +40,7 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         )
         .route(
             "/v1.0/users/{user}/messages/{id}/{action}",
-            post(drafts::draft_action),
+            post(drafts::draft_action).get(inbox::routes::mime_value),
         )
         .route(
             "/v1.0/users/{user}/messages/{id}/attachments/createUploadSession",

@@ -49,6 +49,16 @@ async fn start() -> (GraphSim, ManualClock) {
     start_with(MailboxLimits::default()).await
 }
 
+/// As [`start_with`], but a send over the recipients per day gets the `429` (the option kept
+/// beside Exchange's `202` + NDR `5.1.90`).
+async fn start_refusing_the_day(limits: MailboxLimits) -> (GraphSim, ManualClock) {
+    let clock = ManualClock::new(t0());
+    let mut config = config_with(limits).with_clock(clock.clone());
+    config.bounces.quota_exceeded = graph_sim::QuotaExceeded::Refuse;
+    let sim = GraphSim::start(config).await.expect("graph-sim starts");
+    (sim, clock)
+}
+
 /// As [`start`], but a 429's `Retry-After` does not hold the mailbox: for tests that probe one
 /// answer after another without waiting.
 async fn start_probing() -> (GraphSim, ManualClock) {
@@ -848,7 +858,7 @@ async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
 #[tokio::test]
 async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
 {
-    let mut s = Session::start().await;
+    let mut s = Session::over(start_refusing_the_day(MailboxLimits::default()).await).await;
     let big = message(500);
     for i in 0..20 {
         let response = s.send(&big).await;
@@ -1164,12 +1174,16 @@ async fn send_with_id(http: &Client, sim: &GraphSim, token: &str, id: &str, n: u
 
 #[tokio::test]
 async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
-    let s = Session::with(|l| {
-        l.concurrent_requests = 1;
-        l.messages_per_minute = 2;
-        l.recipients_per_day = 10;
-        l.retry_after_holds = false;
-    })
+    let s = Session::over(
+        start_refusing_the_day(MailboxLimits {
+            concurrent_requests: 1,
+            messages_per_minute: 2,
+            recipients_per_day: 10,
+            retry_after_holds: false,
+            ..MailboxLimits::default()
+        })
+        .await,
+    )
     .await;
     s.clock.advance(Duration::from_secs(7)); // 12:00:07
     assert_eq!(send_with_id(&s.http, &s.sim, &s.token, "m-1", 1).await, 202);
@@ -1726,3 +1740,5 @@ fn a_tenant_budget_needs_a_limit_and_domains() {
 
 #[path = "graph_sim/inbox.rs"]
 mod inbox;
+#[path = "graph_sim/ndr_mime.rs"]
+mod ndr_mime;

@@ -7,6 +7,8 @@
 //!   (<https://learn.microsoft.com/graph/api/singlevaluelegacyextendedproperty-get>), unread
 //!   ones only when they are marked read afterwards; the text body (`Prefer:
 //!   outlook.body-content-type="text"`, sent with every `GET`);
+//! - `GET /users/{mailbox}/messages/{id}/$value`: the NDR's MIME, what `crate::bounces` reads
+//!   (<https://learn.microsoft.com/graph/outlook-get-mime-message>);
 //! - `PATCH /users/{mailbox}/messages/{id}` `{"isRead": true}`
 //!   (<https://learn.microsoft.com/graph/api/message-update>);
 //! - `POST /users/{mailbox}/messages/{id}/move` `{"destinationId": …}`
@@ -26,10 +28,21 @@ pub(crate) const NDR_FILTER: &str = "singleValueExtendedProperties/any(ep:ep/id 
 /// What a listing selects of each NDR.
 const SELECT: &str = "id,body,internetMessageHeaders";
 
+/// A property Graph may send as `null` (it does for absent values,
+/// <https://learn.microsoft.com/graph/api/resources/message>: every property but `id` is
+/// nullable in the v1.0 model) read as its default, as a missing one is.
+fn nullable<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 /// One page of a listing.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ReportPage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub value: Vec<ReportMessage>,
     #[serde(rename = "@odata.nextLink")]
     pub next_link: Option<String>,
@@ -42,7 +55,7 @@ pub(crate) struct ReportMessage {
     pub id: String,
     #[serde(default)]
     pub body: Option<ItemBody>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub internet_message_headers: Vec<MessageHeader>,
 }
 
@@ -50,17 +63,18 @@ pub(crate) struct ReportMessage {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ItemBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub content_type: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub content: String,
 }
 
 /// One of `internetMessageHeaders`.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct MessageHeader {
+    #[serde(default, deserialize_with = "nullable")]
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub value: String,
 }
 
@@ -114,6 +128,19 @@ impl MicrosoftGraphMailer {
         parse(&answer, "list NDRs")
     }
 
+    /// The raw MIME of message `id` (`GET …/messages/{id}/$value`); `None` when it is gone
+    /// (`404`).
+    ///
+    /// # Errors
+    /// As every Graph request.
+    pub(crate) async fn report_mime(&self, id: &str) -> Result<Option<Vec<u8>>, MailError> {
+        let url = segments(&self.user_url, &["messages", id, "$value"]);
+        let answer = self
+            .step(Method::GET, &url, None, Uuid::new_v4(), "read the NDR's MIME")
+            .await?;
+        Ok((answer.status != 404).then_some(answer.body))
+    }
+
     /// Marks message `id` read; `Ok` also when it is gone (`404`).
     ///
     /// # Errors
@@ -148,5 +175,35 @@ impl MicrosoftGraphMailer {
         )
         .await
         .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_with_nulls_is_read() {
+        // Graph sends `null` for absent values; one of them failed the whole page before
+        // ("invalid type: null, expected a sequence").
+        let page: ReportPage = serde_json::from_str(
+            r#"{"@odata.nextLink": null, "value": [
+                {"id": "AAMk1", "body": null, "internetMessageHeaders": null},
+                {"id": "AAMk2", "body": {"contentType": null, "content": null},
+                 "internetMessageHeaders": [{"name": "In-Reply-To", "value": null}]},
+                {"id": "AAMk3"}
+            ]}"#,
+        )
+        .unwrap();
+        let ids: Vec<&str> = page.value.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["AAMk1", "AAMk2", "AAMk3"]);
+        assert!(page.next_link.is_none());
+        assert!(page.value[0].body.is_none());
+        assert!(page.value[0].internet_message_headers.is_empty());
+        let body = page.value[1].body.as_ref().unwrap();
+        assert_eq!((body.content_type.as_str(), body.content.as_str()), ("", ""));
+        assert_eq!(page.value[1].internet_message_headers[0].value, "");
+        let empty: ReportPage = serde_json::from_str(r#"{"value": null}"#).unwrap();
+        assert!(empty.value.is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! What makes graph-sim return a non-delivery report (NDR) to the sending mailbox's Inbox
-//! ([`SimBounces`]): recipients configured as unknown, and a tenant over its external recipient
-//! limit (its [`super::SimTenant`] budget), each after `delay_ms`.
+//! ([`SimBounces`]): recipients configured as unknown, a tenant over its external recipient
+//! limit (its [`super::SimTenant`] budget), a mailbox over its recipients per day (`5.1.90`,
+//! unless `quota_exceeded` is `refuse`), each after `delay_ms`, written in `layout`.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +14,48 @@ pub struct SimBounces {
     pub delay_ms: u64,
     /// Recipients that do not exist: each accepted message to one of them gets an NDR.
     pub unknown_recipients: Vec<UnknownRecipients>,
+    /// How the NDRs are written (default `postmaster_dsn`).
+    pub layout: NdrLayout,
+    /// What a send over the mailbox's `recipients_per_day` gets (default `ndr`).
+    pub quota_exceeded: QuotaExceeded,
+}
+
+/// The layout of an NDR, each one a real Exchange NDR's (`tests/fixtures/ndr/` of the product,
+/// from sisimai/set-of-emails): `multipart/report; report-type=delivery-status` (RFC 6522) but
+/// `plain`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NdrLayout {
+    /// From the tenant's postmaster, a `message/delivery-status` part, no returned original, no
+    /// `In-Reply-To`/`References`: the original's `Message-ID` only in the quoted headers of the
+    /// text (exchange-online-03). The default: the hardest to match of the tenant layouts.
+    #[default]
+    PostmasterDsn,
+    /// From the tenant's postmaster, the text only (no DSN part, no original, no
+    /// `In-Reply-To`), "Remote Server returned '…'" (exchange-online-01).
+    PostmasterText,
+    /// Not MIME at all: a plain message from `postmaster@<tenant>.onmicrosoft.com`
+    /// (exchange-online-02).
+    Plain,
+    /// From `Microsoft Outlook <postmaster@outlook.com>`: text, `message/delivery-status`,
+    /// the original returned as `message/rfc822`, `In-Reply-To` and `References`
+    /// (exchange-online-04..08).
+    OutlookCom,
+}
+
+/// What a send over the mailbox's recipients per day gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuotaExceeded {
+    /// `202`, then an NDR `550 5.1.90` for every recipient, as Exchange Online does: "Your
+    /// message can't be sent because you've reached your daily limit for message recipients"
+    /// (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>;
+    /// the limit: <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+    #[default]
+    Ndr,
+    /// `429 ErrorSubmissionQuotaExceeded` with `Retry-After` (graph-sim's earlier answer; not
+    /// documented by Microsoft).
+    Refuse,
 }
 
 /// Addresses that bounce, and with which DSN code.
@@ -79,6 +122,8 @@ mod tests {
     fn a_domain_pattern_matches_every_user_there_and_an_address_only_itself() {
         let b = SimBounces {
             delay_ms: 0,
+            layout: NdrLayout::default(),
+            quota_exceeded: QuotaExceeded::default(),
             unknown_recipients: vec![
                 UnknownRecipients::domain("nowhere.example", "5.1.10"),
                 UnknownRecipients {

@@ -47,7 +47,7 @@ use mail_worker::clock::Clock;
 
 mod bounces;
 mod resolve;
-pub use bounces::{SimBounces, UnknownRecipients};
+pub use bounces::{NdrLayout, QuotaExceeded, SimBounces, UnknownRecipients};
 pub(crate) use resolve::ResolvedMailbox;
 
 /// The config file format, as printed by `graph-sim --help`.
@@ -86,7 +86,9 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "bounces": {                         optional; non-delivery reports into the sender's Inbox:
       "delay_ms": 0,                       how long after the send the NDR appears
       "unknown_recipients": [              accepted, then bounced (an NDR, not a refusal):
-        { "address": "*@nowhere.example", "code": "5.1.1" } ] }   or one "user@domain";
+        { "address": "*@nowhere.example", "code": "5.1.1" } ],   or one "user@domain";
+      "layout": "postmaster_dsn",          or postmaster_text, plain, outlook_com
+      "quota_exceeded": "ndr" }            over recipients_per_day: 202 + NDR 5.1.90; or "refuse" (429)
   }                                      code 5.1.1 (default) or 5.1.10; a tenant over its
                                          external budget gets an NDR with 550 5.7.233
 A 429 with Retry-After holds the mailbox (retry_after_holds): every request to it before

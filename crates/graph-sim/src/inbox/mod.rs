@@ -9,7 +9,15 @@
 //! - `PATCH /v1.0/users/{id}/messages/{id}` with `{"isRead": true}` (`200`, the message;
 //!   <https://learn.microsoft.com/graph/api/message-update>);
 //! - `POST /v1.0/users/{id}/messages/{id}/move` with `{"destinationId": "…"}` (`201`, the
-//!   message in its new folder under a new id; <https://learn.microsoft.com/graph/api/message-move>).
+//!   message in its new folder under a new id; <https://learn.microsoft.com/graph/api/message-move>);
+//! - `GET /v1.0/users/{id}/messages/{id}/$value`: the item's MIME
+//!   (<https://learn.microsoft.com/graph/outlook-get-mime-message>), an NDR's as [`crate::ndr`]
+//!   wrote it; `text/plain` (Microsoft shows the body, not its `Content-Type`).
+//!
+//! The JSON view is derived from the item's MIME parts; an absent property is `null`, as Graph
+//! sends it (every property but `id` is nullable in the v1.0 model,
+//! <https://learn.microsoft.com/graph/api/resources/message>): `internetMessageHeaders` of an
+//! item without them, `subject` when empty, `from`/`sender` without a sender.
 //!
 //! Every one of them goes through the same admission as a send (token, the mailbox's 4
 //! concurrent requests per app, its request quota): Exchange's limits count every request.
@@ -63,6 +71,11 @@ impl InboxItem {
             json!({"contentType": "html", "content": format!("<html><body>{escaped}</body></html>")})
         };
         let received = self.received_at.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let sender = if self.from_address.is_empty() {
+            Value::Null
+        } else {
+            address(&self.from_name, &self.from_address)
+        };
         let all = json!({
             "@odata.etag": format!("W/\"CQAAABYAAAA{}\"", &self.id[self.id.len().saturating_sub(8)..]),
             "id": self.id,
@@ -72,21 +85,24 @@ impl InboxItem {
             "sentDateTime": received,
             "hasAttachments": false,
             "internetMessageId": self.internet_message_id,
-            "subject": self.subject,
+            "subject": if self.subject.is_empty() { Value::Null } else { json!(self.subject) },
             "bodyPreview": self.body.chars().take(255).collect::<String>(),
             "importance": "normal",
             "parentFolderId": self.folder,
             "isRead": self.is_read,
             "isDraft": false,
             "body": body,
-            "sender": address(&self.from_name, &self.from_address),
-            "from": address(&self.from_name, &self.from_address),
+            "sender": sender.clone(),
+            "from": sender,
             "toRecipients": [address(&self.to, &self.to)],
             "ccRecipients": [],
             "bccRecipients": [],
             "replyTo": [],
         });
         let headers = || {
+            if self.headers.is_empty() {
+                return Value::Null;
+            }
             Value::Array(
                 self.headers
                     .iter()
@@ -255,6 +271,21 @@ fn find<'a>(
                 "The specified object was not found in the store.",
             )
         })
+}
+
+/// `GET …/messages/{id}/$value` of the visible item `id`: its MIME, admitted as a send is.
+pub(crate) async fn mime_value(
+    state: &Arc<SimState>,
+    user: &str,
+    id: &str,
+    headers: &HeaderMap,
+    seen: &mut Seen,
+) -> Result<Reply, GraphError> {
+    let admitted = admit(state, user, headers, seen).await?;
+    let now_ms = state.now().timestamp_millis();
+    let mut inner = state.lock();
+    let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
+    Ok(Reply::Mime(item.mime.clone().into_bytes()))
 }
 
 /// What a request does to one Inbox item: parsed from its JSON body, then applied.

@@ -1,5 +1,5 @@
 //! The Inbox's HTTP handlers: each request counted under its route (`listInbox`,
-//! `patchMessage`, `moveMessage` in `GET /_sim/stats`'s `requests`) and logged as every Graph
+//! `patchMessage`, `moveMessage`, `getMimeContent` in `GET /_sim/stats`'s `requests`) and logged as every Graph
 //! request is ([`crate::send::routed`]).
 
 use std::sync::Arc;
@@ -25,6 +25,24 @@ pub(crate) async fn list(
         super::list(&state, &user, &folder, &query, &headers, seen).await
     };
     routed(&state, "listInbox", &headers, handle).await
+}
+
+/// `GET /v1.0/users/{user}/messages/{id}/$value`; any other last segment is Graph's `400`.
+pub(crate) async fn mime_value(
+    Call { state, headers }: Call,
+    Path((user, id, action)): Path<(String, String, String)>,
+) -> Response {
+    let handle = async |_: &RequestIds, _, seen: &mut Seen| {
+        if action != "$value" {
+            return Err(GraphError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("Resource not found for the segment '{action}'."),
+            ));
+        }
+        super::mime_value(&state, &user, &id, &headers, seen).await
+    };
+    routed(&state, "getMimeContent", &headers, handle).await
 }
 
 /// `PATCH /v1.0/users/{user}/messages/{id}`.

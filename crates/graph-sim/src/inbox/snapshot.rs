@@ -46,6 +46,12 @@ impl SimState {
     /// Delivers an ordinary message (`IPM.Note`) from `from` into mailbox `idx`'s Inbox.
     pub(crate) fn deliver_note(&self, idx: usize, from: &str, subject: &str, body: &str) {
         let now = self.now();
+        let internet_message_id = format!("<{}@graph-sim.example>", uuid::Uuid::new_v4().simple());
+        let to = self.mailboxes[idx].address.to_string();
+        let mime = format!(
+            "From: <{from}>\r\nTo: <{to}>\r\nSubject: {subject}\r\nDate: {date}\r\nMessage-ID: {internet_message_id}\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=\"utf-8\"\r\n\r\n{body}",
+            date = now.to_rfc2822(),
+        );
         let item = InboxItem {
             idx,
             id: new_item_id(),
@@ -57,10 +63,11 @@ impl SimState {
             subject: subject.to_owned(),
             from_name: from.to_owned(),
             from_address: from.to_owned(),
-            to: self.mailboxes[idx].address.to_string(),
+            to,
             body: body.to_owned(),
-            internet_message_id: format!("<{}@graph-sim.example>", uuid::Uuid::new_v4().simple()),
+            internet_message_id,
             headers: Vec::new(),
+            mime,
         };
         self.lock().inbox.push(item);
     }

@@ -20,9 +20,12 @@
 //! 7. a scripted answer that does not deliver → that answer;
 //! 8. body over `max_request_bytes` → `413 RequestEntityTooLarge`; a MIME (`text/plain`) body →
 //!    `400`/`501`; invalid JSON body → `400` (see [`super::validate`]);
-//! 9. recipients over `recipients_per_day` in the rolling 24 h → `429
-//!    ErrorSubmissionQuotaExceeded` with `Retry-After` until enough recipients age out (the
-//!    status is ours: Microsoft documents the quota, not the HTTP answer);
+//! 9. recipients over `recipients_per_day` in the rolling 24 h → `202` as Exchange answers, then
+//!    an NDR `550 5.1.90` for every recipient (Microsoft documents the NDR, not an HTTP refusal:
+//!    <https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>),
+//!    recorded as a `day` finding, not as accepted; with `bounces.quota_exceeded: "refuse"`,
+//!    `429 ErrorSubmissionQuotaExceeded` with `Retry-After` until enough recipients age out
+//!    (that status is ours);
 //! 10. messages over `messages_per_minute` in the rolling 60 s → `429 ApplicationThrottled` with
 //!     `Retry-After` until the oldest message ages out, or in `accept_delayed` mode `202` counted
 //!     as delayed (9 and 10: Exchange Online sending limits,
@@ -46,7 +49,7 @@ use axum::{
 use uuid::Uuid;
 
 use super::{
-    config::DEFAULT_MAX_REQUEST_BYTES,
+    config::{DEFAULT_MAX_REQUEST_BYTES, QuotaExceeded},
     faults::ScriptedAnswer,
     limits::{SendVerdict, retry_after_ms, retry_after_secs},
     ndr,
@@ -73,6 +76,8 @@ pub(crate) enum Reply {
         status: StatusCode,
         retry_after: Option<String>,
     },
+    /// A message's MIME (`GET …/messages/{id}/$value`), `200`.
+    Mime(Vec<u8>),
 }
 
 /// What the log line says about the request.
@@ -161,6 +166,7 @@ pub(crate) fn finish(
             retry_after,
         } => (*status, None, retry_after.clone()),
         Reply::Json { status, .. } => (*status, None, None),
+        Reply::Mime(_) => (StatusCode::OK, None, None),
     };
     tracing::info!(
         event = events::SIM_REQUEST,
@@ -182,6 +188,12 @@ pub(crate) fn finish(
         } => wire::accepted(status, ids, retry_after.as_deref()),
         Reply::Json { status, body } => {
             let mut response = (status, axum::Json(body)).into_response();
+            wire::graph_headers(response.headers_mut(), ids, None);
+            response
+        }
+        Reply::Mime(body) => {
+            let mut response =
+                (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], body).into_response();
             wire::graph_headers(response.headers_mut(), ids, None);
             response
         }
@@ -343,6 +355,29 @@ fn record(
         SendVerdict::AcceptDelayed => true,
         SendVerdict::RefuseDay { retry_after_ms } => {
             inner.boxes[idx].refused.day += 1;
+            if state.bounces.quota_exceeded == QuotaExceeded::Ndr {
+                // Exchange accepts, then bounces every recipient with 5.1.90 (bounces.rs).
+                let r = RecordedRefusal {
+                    at: received_at,
+                    at_ms: now_ms,
+                    mailbox: mailbox.address.to_string(),
+                    client_id: admitted.client_id.clone(),
+                    cause: RefusalCause::Day,
+                    retry_after_s: None,
+                    client_request_id: admitted.client_request_id.clone(),
+                };
+                inner.record_refusal(idx, r);
+                let failures: Vec<_> = message
+                    .to
+                    .iter()
+                    .chain(&message.cc)
+                    .chain(&message.bcc)
+                    .map(|a| ndr::Failure::daily_quota(a))
+                    .collect();
+                ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
+                on_recorded(&mut inner, now_ms);
+                return Ok(());
+            }
             let mut e = GraphError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "ErrorSubmissionQuotaExceeded",

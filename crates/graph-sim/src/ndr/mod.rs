@@ -2,16 +2,19 @@
 //! Microsoft documents: an NDR is an item of message class `REPORT.IPM.Note.NDR`
 //! (<https://learn.microsoft.com/office/client-developer/outlook/mapi/pidtagmessageclass-canonical-property>),
 //! its text names each failed recipient with the remote server's answer and the enhanced status
-//! code (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>),
-//! and it is sent by the tenant's postmaster, shown as "Microsoft Outlook". What is assumed
-//! (docs/decisions/bounce-reading.md): through Graph it reads as a plain `message` (no
-//! `@odata.type` of its own in a listing), its `internetMessageHeaders` carry the original's
-//! `Message-ID` as `In-Reply-To` and `References`, and its text body ends with the original's
-//! headers, `Message-ID:` among them.
+//! code (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>).
+//! What real NDRs show (the product's `tests/fixtures/ndr/`, from sisimai/set-of-emails): MIME
+//! `multipart/report` in several layouts ([`crate::config::NdrLayout`], written by [`mime`]),
+//! from the tenant's postmaster or from `Microsoft Outlook <postmaster@outlook.com>`, with
+//! `In-Reply-To`/`References` only in the latter. Through Graph it reads as a plain `message`;
+//! its MIME at `$value`, its JSON view derived from that same MIME.
+
+mod mime;
 
 use chrono::{DateTime, Utc};
 
 use crate::{
+    config::NdrLayout,
     records::InboxItem,
     state::{Inner, SimState},
     validate::ParsedMessage,
@@ -25,10 +28,8 @@ pub(crate) const INBOX: &str = "inbox";
 pub(crate) const NDR_CLASS: &str = "REPORT.IPM.Note.NDR";
 /// The message class of an ordinary message.
 pub(crate) const NOTE_CLASS: &str = "IPM.Note";
-/// The postmaster's display name on an Exchange Online NDR.
-pub(crate) const POSTMASTER_NAME: &str = "Microsoft Outlook";
-/// The local part of Exchange Online's postmaster address (the same in every tenant).
-pub(crate) const POSTMASTER_LOCAL: &str = "MicrosoftExchange329e71ec88ae4615bbc36ab6ce41109e";
+/// The sender of an outlook.com NDR (exchange-online-04..08).
+pub(crate) const OUTLOOK_POSTMASTER: &str = "Microsoft Outlook <postmaster@outlook.com>";
 
 /// One failed recipient of a message: its address, the SMTP reply code (`550`), the enhanced
 /// status code (`5.1.1`) and the server's text.
@@ -66,15 +67,15 @@ impl Failure {
         }
     }
 
-    fn explanation(&self) -> String {
-        let (user, domain) = self
-            .recipient
-            .rsplit_once('@')
-            .unwrap_or((self.recipient.as_str(), ""));
-        if self.code.starts_with("5.1.") {
-            format!("{user} wasn't found at {domain}.")
-        } else {
-            "Your organization has sent to more external recipients in 24 hours than it is allowed to. Try again later.".to_owned()
+    /// The mailbox's recipients per day used up: `550 5.1.90`, "Your message can't be sent
+    /// because you've reached your daily limit for message recipients"
+    /// (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>).
+    pub(crate) fn daily_quota(recipient: &str) -> Self {
+        Self {
+            recipient: recipient.to_owned(),
+            reply: "550",
+            code: "5.1.90".to_owned(),
+            text: "Your message can't be sent because you've reached your daily limit for message recipients".to_owned(),
         }
     }
 }
@@ -88,8 +89,9 @@ pub(crate) struct Original<'a> {
     pub sent_at: DateTime<Utc>,
 }
 
-/// The NDR of `original` for `failures`, visible from `visible_at_ms`.
+/// The NDR of `original` for `failures` in `layout`, visible from `visible_at_ms`.
 pub(crate) fn report(
+    layout: NdrLayout,
     original: &Original<'_>,
     failures: &[Failure],
     visible_at_ms: i64,
@@ -100,37 +102,17 @@ pub(crate) fn report(
         .rsplit('@')
         .next()
         .unwrap_or("graph-sim.example");
-    let server = "AM9PR05MB8000.eurprd05.prod.outlook.com";
-    let mut body = String::new();
-    for f in failures {
-        body.push_str(&format!(
-            "Your message to {} couldn't be delivered.\r\n\r\n{}\r\n\r\n",
-            f.recipient,
-            f.explanation()
-        ));
-    }
-    body.push_str(&format!(
-        "Diagnostic information for administrators:\r\n\r\nGenerating server: {server}\r\n\r\n"
-    ));
-    for f in failures {
-        body.push_str(&format!(
-            "{}\r\nRemote server returned '{} {} {}'\r\n\r\n",
-            f.recipient, f.reply, f.code, f.text
-        ));
-    }
-    body.push_str(&format!(
-        "Original message headers:\r\n\r\nFrom: {mailbox}\r\nTo: {to}\r\nSubject: {subject}\r\nDate: {date}\r\nMessage-ID: {imid}\r\nMIME-Version: 1.0\r\n",
-        mailbox = original.mailbox,
-        to = failures
-            .iter()
-            .map(|f| f.recipient.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        subject = original.subject,
-        date = original.sent_at.to_rfc2822(),
-        imid = original.internet_message_id,
-    ));
-    let own_id = format!("<{}@{server}>", uuid::Uuid::new_v4().simple());
+    let (from_name, from_address) = match layout {
+        NdrLayout::OutlookCom => ("Microsoft Outlook", "postmaster@outlook.com".to_owned()),
+        _ => ("", format!("postmaster@{domain}")),
+    };
+    let from = if from_name.is_empty() {
+        format!("<{from_address}>")
+    } else {
+        OUTLOOK_POSTMASTER.to_owned()
+    };
+    let own_id = format!("<{}@{}>", uuid::Uuid::new_v4(), mime::SERVER);
+    let written = mime::write(layout, original, failures, &own_id, &from);
     InboxItem {
         idx: original.mailbox_idx,
         id: new_item_id(),
@@ -140,26 +122,12 @@ pub(crate) fn report(
         is_read: false,
         message_class: NDR_CLASS,
         subject: format!("Undeliverable: {}", original.subject),
-        from_name: POSTMASTER_NAME.to_owned(),
-        from_address: format!("{POSTMASTER_LOCAL}@{domain}"),
+        from_name: from_name.to_owned(),
+        from_address,
         to: original.mailbox.to_owned(),
-        body,
-        headers: vec![
-            (
-                "In-Reply-To".to_owned(),
-                original.internet_message_id.to_owned(),
-            ),
-            (
-                "References".to_owned(),
-                original.internet_message_id.to_owned(),
-            ),
-            (
-                "Content-Type".to_owned(),
-                "multipart/report; report-type=delivery-status; boundary=\"_000_\"".to_owned(),
-            ),
-            ("X-MS-Exchange-Message-Is-Ndr".to_owned(), String::new()),
-            ("Message-ID".to_owned(), own_id.clone()),
-        ],
+        body: written.text,
+        headers: written.headers,
+        mime: written.mime,
         internet_message_id: own_id,
     }
 }
@@ -195,9 +163,13 @@ pub(crate) fn bounce(
     };
     let visible_at_ms = now.timestamp_millis().saturating_add(delay);
     let received_at = now + chrono::Duration::milliseconds(delay);
-    inner
-        .inbox
-        .push(report(&original, failures, visible_at_ms, received_at));
+    inner.inbox.push(report(
+        state.bounces.layout,
+        &original,
+        failures,
+        visible_at_ms,
+        received_at,
+    ));
 }
 
 /// The failures of an accepted message: its recipients configured as unknown.
