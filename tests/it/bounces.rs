@@ -49,6 +49,7 @@ async fn bouncing_app(budget: Option<(u32, u64)>) -> (TestApp, ManualClock) {
         .sim_bounces(SimBounces {
             delay_ms: NDR_DELAY.as_millis() as u64,
             unknown_recipients: vec![UnknownRecipients::domain("nowhere.example", "5.1.1")],
+            ..SimBounces::default()
         });
     if let Some((ours, sims)) = budget {
         builder = builder.tenant_budget(ours).sim_tenant_budget(sims);
@@ -140,11 +141,11 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
     assert_eq!((before.requests, before.reports, before.bounced), (1, 0, 0));
     clock.advance(NDR_DELAY);
     let after = read(&reader).await;
-    // One listing page, one PATCH marking the NDR read.
+    // One listing page, the NDR's MIME ($value), one PATCH marking it read.
     assert_eq!(
         after,
         ReadOutcome {
-            requests: 2,
+            requests: 3,
             reports: 1,
             bounced: 1,
             left: 0,
@@ -182,6 +183,7 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
     // Graph-sim counted exactly what the reads said they made.
     let stats = app.sim.stats();
     assert_eq!(stats.requests.get("listInbox"), Some(&3));
+    assert_eq!(stats.requests.get("getMimeContent"), Some(&1));
     assert_eq!(stats.requests.get("patchMessage"), Some(&1));
 
     // A hard bounce (5.1.1) put the address on the mailbox's suppression list, in the same
@@ -223,7 +225,8 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
 }
 
 #[tokio::test]
-async fn a_read_costs_one_listing_and_one_move_per_ndr_and_leaves_what_is_not_ours() {
+async fn a_read_costs_one_listing_and_a_mime_read_and_a_move_per_ndr_and_leaves_what_is_not_ours()
+{
     let (app, clock) = bouncing_app(None).await;
     let mut ids = Vec::new();
     for k in 0..3 {
@@ -239,13 +242,14 @@ async fn a_read_costs_one_listing_and_one_move_per_ndr_and_leaves_what_is_not_ou
     let outcome = read(&reader).await;
     assert_eq!(
         (outcome.requests, outcome.reports, outcome.bounced),
-        (4, 3, 3)
+        (7, 3, 3)
     );
     for id in &ids {
         assert_eq!(bounce_of(&app, *id).await.0, "BOUNCED");
     }
     let stats = app.sim.stats();
     assert_eq!(stats.requests.get("listInbox"), Some(&1));
+    assert_eq!(stats.requests.get("getMimeContent"), Some(&3));
     assert_eq!(stats.requests.get("moveMessage"), Some(&3));
     let folders: Vec<(String, String)> = app
         .sim
@@ -355,9 +359,10 @@ async fn two_replicas_do_not_both_read_one_inbox() {
 }
 
 /// The figure of BENCHMARKS.md §14: an hour of reads at the default interval (5 min: 12 reads)
-/// while 5 of the mailbox's messages bounce costs 12 listings + 5 PATCHes = 17 Graph requests.
+/// while 5 of the mailbox's messages bounce costs 12 listings + 5 MIME reads + 5 PATCHes = 22
+/// Graph requests.
 #[tokio::test]
-async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr() {
+async fn an_hour_of_reads_costs_one_listing_per_interval_and_two_requests_per_ndr() {
     let (app, clock) = bouncing_app(None).await;
     let (reader, _metrics) = reader(&app, &clock, None);
     let mut outcomes = Vec::new();
@@ -372,7 +377,7 @@ async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr
     let requests: u32 = outcomes.iter().map(|o| o.requests).sum();
     let bounced: u32 = outcomes.iter().map(|o| o.bounced).sum();
     let stats = app.sim.stats();
-    let at_graph: u64 = ["listInbox", "patchMessage"]
+    let at_graph: u64 = ["listInbox", "getMimeContent", "patchMessage"]
         .iter()
         .filter_map(|r| stats.requests.get(*r))
         .sum();
@@ -380,7 +385,7 @@ async fn an_hour_of_reads_costs_one_listing_per_interval_and_one_request_per_ndr
         "bounce reading, 1 mailbox, 1 h at a 5 min interval, {bounced} NDRs: {requests} Graph requests ({at_graph} counted by graph-sim)"
     );
     assert_eq!((outcomes.len(), bounced), (12, 5));
-    assert_eq!(requests, 12 + 5);
+    assert_eq!(requests, 12 + 5 + 5);
     assert_eq!(at_graph, u64::from(requests));
 }
 
@@ -424,7 +429,7 @@ async fn a_read_waits_for_a_free_in_flight_slot_of_the_mailbox() {
         .await
         .unwrap();
     let outcome = read(&reader).await;
-    assert_eq!((outcome.requests, outcome.bounced), (2, 1));
+    assert_eq!((outcome.requests, outcome.bounced), (3, 1));
     let left: i64 = redis::cmd("ZCARD")
         .arg(keys.in_flight())
         .query_async(&mut conn)
