@@ -225,8 +225,7 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
 }
 
 #[tokio::test]
-async fn a_read_costs_one_listing_and_a_mime_read_and_a_move_per_ndr_and_leaves_what_is_not_ours()
-{
+async fn a_read_costs_one_listing_and_a_mime_read_and_a_move_per_ndr_and_leaves_what_is_not_ours() {
     let (app, clock) = bouncing_app(None).await;
     let mut ids = Vec::new();
     for k in 0..3 {

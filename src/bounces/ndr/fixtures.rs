@@ -122,7 +122,10 @@ fn the_dsn_and_the_text_layouts_read_the_same_failure() {
             "Content-Type: application/x-removed",
         );
         let report = Report::from_mime(raw.as_bytes());
-        let first = report.failures.first().map(|f| (f.recipient.as_str(), f.code.as_str()));
+        let first = report
+            .failures
+            .first()
+            .map(|f| (f.recipient.as_str(), f.code.as_str()));
         assert_eq!(first, Some((case.recipient, case.code)), "{}", case.file);
     }
 }
@@ -130,10 +133,7 @@ fn the_dsn_and_the_text_layouts_read_the_same_failure() {
 #[test]
 fn the_diagnostic_code_gives_the_text_after_the_code() {
     let report = Report::from_mime(CASES[5].raw);
-    assert_eq!(
-        report.failures[0].text,
-        "Message expired, DNS query failed"
-    );
+    assert_eq!(report.failures[0].text, "Message expired, DNS query failed");
     let report = Report::from_mime(CASES[0].raw);
     assert_eq!(
         report.failures[0].text,

@@ -5,10 +5,10 @@
 //! or, when Graph gives no MIME, from the JSON view ([`Report::read`]: `In-Reply-To`,
 //! `References`, the text). The real NDRs it is tested on: `tests/fixtures/ndr/`.
 
-mod mime;
-mod text;
 #[cfg(test)]
 mod fixtures;
+mod mime;
+mod text;
 
 use uuid::Uuid;
 

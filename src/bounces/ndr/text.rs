@@ -115,7 +115,9 @@ pub(crate) fn failures(body: &str) -> Vec<Failure> {
         .filter(|f| f.code.starts_with('5'))
         .map(|f| f.recipient.to_ascii_lowercase())
         .collect();
-    out.retain(|f| f.code.starts_with('5') || !permanent.contains(&f.recipient.to_ascii_lowercase()));
+    out.retain(|f| {
+        f.code.starts_with('5') || !permanent.contains(&f.recipient.to_ascii_lowercase())
+    });
     if out.is_empty()
         && let Some(code) = body
             .split(|c: char| {
@@ -203,7 +205,10 @@ mod tests {
     fn an_address_line_is_bare() {
         assert_eq!(address(" <a@b.example> ").as_deref(), Some("a@b.example"));
         assert_eq!(address("host.example.net"), None);
-        assert_eq!(address("a@b.example (a@b.example)<mailto:a@b.example>"), None);
+        assert_eq!(
+            address("a@b.example (a@b.example)<mailto:a@b.example>"),
+            None
+        );
         assert_eq!(address("a@localhost"), None);
     }
 }

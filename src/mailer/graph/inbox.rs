@@ -136,7 +136,13 @@ impl MicrosoftGraphMailer {
     pub(crate) async fn report_mime(&self, id: &str) -> Result<Option<Vec<u8>>, MailError> {
         let url = segments(&self.user_url, &["messages", id, "$value"]);
         let answer = self
-            .step(Method::GET, &url, None, Uuid::new_v4(), "read the NDR's MIME")
+            .step(
+                Method::GET,
+                &url,
+                None,
+                Uuid::new_v4(),
+                "read the NDR's MIME",
+            )
             .await?;
         Ok((answer.status != 404).then_some(answer.body))
     }
@@ -201,7 +207,10 @@ mod tests {
         assert!(page.value[0].body.is_none());
         assert!(page.value[0].internet_message_headers.is_empty());
         let body = page.value[1].body.as_ref().unwrap();
-        assert_eq!((body.content_type.as_str(), body.content.as_str()), ("", ""));
+        assert_eq!(
+            (body.content_type.as_str(), body.content.as_str()),
+            ("", "")
+        );
         assert_eq!(page.value[1].internet_message_headers[0].value, "");
         let empty: ReportPage = serde_json::from_str(r#"{"value": null}"#).unwrap();
         assert!(empty.value.is_empty());

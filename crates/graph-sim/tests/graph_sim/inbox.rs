@@ -103,11 +103,13 @@ async fn an_unknown_recipient_gets_an_ndr_after_the_delay_with_the_code_and_the_
     assert!(body.contains("Message-ID: <m-1@contoso.example>"), "{body}");
     // A postmaster's NDR carries no In-Reply-To: the original's id is in the quoted headers.
     let headers = ndr["internetMessageHeaders"].as_array().unwrap();
-    assert!(headers.iter().any(|h| h["name"] == "Content-Type"
-        && h["value"]
-            .as_str()
-            .unwrap()
-            .starts_with("multipart/report; report-type=delivery-status")));
+    assert!(headers.iter().any(|h| {
+        h["name"] == "Content-Type"
+            && h["value"]
+                .as_str()
+                .unwrap()
+                .starts_with("multipart/report; report-type=delivery-status")
+    }));
     assert!(!headers.iter().any(|h| h["name"] == "In-Reply-To"));
     assert!(
         ndr.get("toRecipients").is_none(),

@@ -55,10 +55,38 @@ async fn the_ndr(http: &Client, sim: &GraphSim, token: &str) -> (Value, String) 
 async fn each_layout_serves_its_mime_at_value_and_the_json_view_shows_the_same_text() {
     // (layout, multipart/report, delivery-status, rfc822, In-Reply-To, sender)
     let layouts = [
-        (NdrLayout::PostmasterDsn, 1, 1, 0, false, "postmaster@contoso.example"),
-        (NdrLayout::PostmasterText, 1, 0, 0, false, "postmaster@contoso.example"),
-        (NdrLayout::Plain, 0, 0, 0, false, "postmaster@contoso.example"),
-        (NdrLayout::OutlookCom, 1, 1, 1, true, "postmaster@outlook.com"),
+        (
+            NdrLayout::PostmasterDsn,
+            1,
+            1,
+            0,
+            false,
+            "postmaster@contoso.example",
+        ),
+        (
+            NdrLayout::PostmasterText,
+            1,
+            0,
+            0,
+            false,
+            "postmaster@contoso.example",
+        ),
+        (
+            NdrLayout::Plain,
+            0,
+            0,
+            0,
+            false,
+            "postmaster@contoso.example",
+        ),
+        (
+            NdrLayout::OutlookCom,
+            1,
+            1,
+            1,
+            true,
+            "postmaster@outlook.com",
+        ),
     ];
     for (layout, report, dsn, rfc822, in_reply_to, sender) in layouts {
         let (sim, _clock) = start_in(layout, MailboxLimits::default()).await;
@@ -91,7 +119,10 @@ async fn each_layout_serves_its_mime_at_value_and_the_json_view_shows_the_same_t
         // The JSON view is the MIME's own text and headers.
         let text = view["body"]["content"].as_str().unwrap();
         assert!(text.contains("Message-ID: <m-1@contoso.example>"), "{text}");
-        assert!(mime.contains(text), "{layout:?}: the text part is the JSON body");
+        assert!(
+            mime.contains(text),
+            "{layout:?}: the text part is the JSON body"
+        );
         let headers = view["internetMessageHeaders"].as_array().unwrap();
         for h in headers {
             let (name, value) = (h["name"].as_str().unwrap(), h["value"].as_str().unwrap());
@@ -107,7 +138,10 @@ async fn each_layout_serves_its_mime_at_value_and_the_json_view_shows_the_same_t
             in_reply_to,
             "{layout:?}"
         );
-        assert_eq!(view["from"]["emailAddress"]["address"], sender, "{layout:?}");
+        assert_eq!(
+            view["from"]["emailAddress"]["address"], sender,
+            "{layout:?}"
+        );
     }
 }
 
@@ -157,15 +191,25 @@ async fn over_the_recipients_per_day_a_send_gets_202_then_an_ndr_5_1_90() {
     let http = Client::new();
     let token = token(&http, &sim).await;
     for i in 0..2 {
-        assert_eq!(send_one(&http, &sim, &token).await.status(), StatusCode::ACCEPTED, "{i}");
+        assert_eq!(
+            send_one(&http, &sim, &token).await.status(),
+            StatusCode::ACCEPTED,
+            "{i}"
+        );
     }
     let over = send_one(&http, &sim, &token).await;
-    assert_eq!(over.status(), StatusCode::ACCEPTED, "Exchange accepts, then bounces");
+    assert_eq!(
+        over.status(),
+        StatusCode::ACCEPTED,
+        "Exchange accepts, then bounces"
+    );
     let stats = sim.mailbox_stats(MAILBOX).unwrap();
     assert_eq!((stats.accepted, stats.refused.day), (2, 1));
     let (_, mime) = the_ndr(&http, &sim, &token).await;
     assert!(
-        mime.contains("Final-Recipient: rfc822;r0@example.org\r\nAction: failed\r\nStatus: 5.1.90\r\n"),
+        mime.contains(
+            "Final-Recipient: rfc822;r0@example.org\r\nAction: failed\r\nStatus: 5.1.90\r\n"
+        ),
         "{mime}"
     );
     assert!(mime.contains("reached your daily limit for message recipients"));
