@@ -28,7 +28,8 @@ pub struct SimBounces {
 pub enum NdrLayout {
     /// From the tenant's postmaster, a `message/delivery-status` part, no returned original, no
     /// `In-Reply-To`/`References`: the original's `Message-ID` only in the quoted headers of the
-    /// text (exchange-online-03). The default: the hardest to match of the tenant layouts.
+    /// text, the remote server's name between the recipient and "Remote Server returned"
+    /// (exchange-online-03). The default: the hardest to match of the tenant layouts.
     #[default]
     PostmasterDsn,
     /// From the tenant's postmaster, the text only (no DSN part, no original, no

@@ -40,11 +40,20 @@ fn explanation(f: &Failure) -> &'static str {
     }
 }
 
+/// The remote server that refused `f`'s recipient (`mx.<its domain>`).
+fn remote_host(f: &Failure) -> String {
+    format!(
+        "mx.{}",
+        f.recipient.rsplit('@').next().unwrap_or("example.org")
+    )
+}
+
 /// The text part: "Delivery has failed to these recipients or groups:", each recipient with
 /// its explanation, "Diagnostic information for administrators:", each recipient's line and
 /// "Remote Server returned '…'", then "Original message headers:" with the original's
-/// headers (exchange-online-01, -02, -03).
-fn text(failures: &[Failure], quoted_headers: &str) -> String {
+/// headers (exchange-online-01, -02, -03). With `remote_host`, the remote server's name stands
+/// between the recipient and "Remote Server returned", as in exchange-online-03.
+fn text(failures: &[Failure], quoted_headers: &str, with_remote_host: bool) -> String {
     let mut t = String::from("Delivery has failed to these recipients or groups:\r\n\r\n");
     for f in failures {
         t.push_str(&format!(
@@ -57,8 +66,13 @@ fn text(failures: &[Failure], quoted_headers: &str) -> String {
         "Diagnostic information for administrators:\r\n\r\nGenerating server: {SERVER}\r\n\r\n"
     ));
     for f in failures {
+        let host = if with_remote_host {
+            format!("{}\r\n", remote_host(f))
+        } else {
+            String::new()
+        };
         t.push_str(&format!(
-            "{}\r\nRemote Server returned '{} {} {}'\r\n\r\n",
+            "{}\r\n{host}Remote Server returned '{} {} {}'\r\n\r\n",
             f.recipient, f.reply, f.code, f.text
         ));
     }
@@ -116,7 +130,7 @@ pub(crate) fn write(
     from: &str,
 ) -> Written {
     let quoted = original_headers(original, failures);
-    let text = text(failures, &quoted);
+    let text = text(failures, &quoted, layout == NdrLayout::PostmasterDsn);
     let mut headers = vec![
         ("From".to_owned(), from.to_owned()),
         ("To".to_owned(), format!("<{}>", original.mailbox)),
