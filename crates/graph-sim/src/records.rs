@@ -203,7 +203,8 @@ pub struct RefusedCounts {
     pub concurrency: u64,
     /// `429`: over the messages-per-rolling-60 s limit.
     pub minute: u64,
-    /// `429 ErrorSubmissionQuotaExceeded`: over the recipients-per-rolling-24 h limit.
+    /// Over the recipients-per-rolling-24 h limit: `202` then an NDR `5.1.90` (default), or
+    /// `429 ErrorSubmissionQuotaExceeded` (`bounces.quota_exceeded: "refuse"`).
     pub day: u64,
     /// `429 ApplicationThrottled`: over the requests-per-10-minutes limit.
     pub request_quota: u64,
