@@ -167,7 +167,8 @@ mod tests {
 
     #[test]
     fn a_message_without_attachments_adds_none() {
-        let plan = draft_plan(&mail(), "<id@contoso.example>");
+        let m = mail();
+        let plan = draft_plan(&m, "<id@contoso.example>");
         assert!(!plan.adds_attachments());
         assert!(inline_names(&plan).is_empty());
     }

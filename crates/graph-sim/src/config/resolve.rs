@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{MailboxLimits, SimConfig};
 use crate::SimError;
-use mail_worker::domain::MailboxAddress;
+use crate::address::Address as MailboxAddress;
 
 impl SimConfig {
     /// Checks the configuration and resolves every mailbox (lower-cased address, id).
