@@ -258,6 +258,8 @@ mod tests {
         MailboxLimits {
             messages_per_minute: per_minute,
             recipients_per_day: per_day,
+            // These tests probe the refusal; the default accepts and delays.
+            minute_overflow: MinuteOverflow::Refuse,
             ..MailboxLimits::default()
         }
     }

@@ -1330,7 +1330,7 @@ async fn graph_sim_binary_documents_its_config_file_in_help() {
     for needle in [
         "CONFIG FILE",
         "\"mailboxes\"",
-        "\"minute_overflow\": \"refuse\"",
+        "\"minute_overflow\": \"accept_delayed\"",
         "\"recipients_per_day\": 10000",
         "--mailbox <ADDRESS>",
         "--listen <ADDR>",

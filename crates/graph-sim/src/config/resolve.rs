@@ -138,7 +138,7 @@ mod tests {
         let cases = [
             (
                 r#"{"mailboxes":[{"address":"not-an-address","tenant_id":"t"}]}"#,
-                "not a mailbox address",
+                "not an SMTP address",
             ),
             (
                 r#"{"mailboxes":[{"address":"a@b.example","tenant_id":"t"},{"address":"A@b.example","tenant_id":"t"}]}"#,
