@@ -154,8 +154,8 @@ jq -n --argjson apps "$apps" --slurpfile s "$SENDERS" --arg real "$REAL_MAILBOX"
   --argjson fast "$SIM_FAST_PER_MINUTE" --argjson conc "$SIM_FAST_CONCURRENCY" '
   def box($address; $tenant):
     {address: ($address | ascii_downcase), tenant_id: $tenant}
-    + if ($address | ascii_downcase) == $real then {}
-      else {limits: {messages_per_minute: $fast, concurrent_requests: $conc}} end;
+    + if ($address | ascii_downcase) == $real then {limits: {minute_overflow: "refuse"}}
+      else {limits: {messages_per_minute: $fast, concurrent_requests: $conc, minute_overflow: "refuse"}} end;
   {listen: "127.0.0.1:0", apps: $apps,
    mailboxes: ([$s[0].systemMailboxes[] | box(.address; .graphTenantId)]
              + [$s[0].tenants[] | select(.provider == "microsoft-graph") | box(.sender; .graphTenantId)])}

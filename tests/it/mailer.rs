@@ -1200,3 +1200,53 @@ async fn requests_to(server: &MockServer, p: &str) -> Vec<Request> {
         .filter(|r| r.url.path() == p)
         .collect()
 }
+
+/// A journal that keeps nothing.
+struct NoNotes;
+
+impl mail_worker::mailer::SendJournal for NoNotes {
+    fn send_attempted(&self, _draft_id: Option<&str>) {}
+}
+
+#[tokio::test]
+async fn a_draft_mode_get_sends_one_prefer_header_joining_both_preferences() {
+    let rig = Rig::with(&[("GRAPH_SEND_MODE", "draft".to_owned())]).await;
+    rig.token_endpoint(3599, Duration::ZERO).await;
+    let item = "/v1.0/users/events@contoso.example/messages/draft-1";
+    Mock::given(method("GET"))
+        .and(path(item))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"id": "draft-1", "isDraft": false})),
+        )
+        .mount(&rig.server)
+        .await;
+    let prior = mail_worker::mailer::PriorAttempt {
+        earlier_attempts: 1,
+        graph_draft_id: Some("draft-1".to_owned()),
+        send_attempted_at: Some(t0()),
+    };
+    let attempt = mail_worker::mailer::SendAttempt {
+        prior: &prior,
+        journal: &NoNotes,
+    };
+    let receipt = rig
+        .graph_mailer()
+        .await
+        .send_with(&mail(), &attempt)
+        .await
+        .expect("found sent");
+    assert!(receipt.already_sent);
+    let gets = rig.requests_to(item).await;
+    assert_eq!(gets.len(), 1);
+    let prefer: Vec<&str> = gets[0]
+        .headers
+        .get_all("prefer")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        prefer,
+        [r#"IdType="ImmutableId", outlook.body-content-type="text""#],
+        "one Prefer header, its preferences joined"
+    );
+}

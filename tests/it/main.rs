@@ -2,6 +2,7 @@
 //! Redis on 127.0.0.1 (start them with `scripts/services.sh`) and graph-sim in-process.
 
 mod admin;
+mod attachments;
 mod bad_input;
 mod bounces;
 mod budgets;

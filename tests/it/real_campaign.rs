@@ -21,7 +21,7 @@ use std::{
 
 use chrono::{DateTime, Timelike, Utc};
 use graph_sim::sendgrid::SendGridSim;
-use graph_sim::{GraphSim, Latency, MailboxLimits, SimConfig, SimMailbox, Target};
+use graph_sim::{GraphSim, Latency, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox, Target};
 use mail_worker::{
     clock::SystemClock,
     config::Config,
@@ -142,6 +142,7 @@ fn sim_config(senders: &SendersFile) -> SimConfig {
     let fast = MailboxLimits {
         messages_per_minute: SIM_FAST_PER_MINUTE,
         concurrent_requests: SIM_FAST_CONCURRENCY,
+        minute_overflow: MinuteOverflow::Refuse,
         ..MailboxLimits::default()
     };
     let mut config = SimConfig::new();
@@ -171,7 +172,11 @@ fn sim_config(senders: &SendersFile) -> SimConfig {
         }
         let mailbox = SimMailbox::new(&address, &tenant);
         config = config.with_mailbox(if address == REAL_MAILBOX {
-            mailbox // Microsoft's defaults: 30 / rolling 60 s, 4 concurrent.
+            // Microsoft's defaults: 30 / rolling 60 s, 4 concurrent; refused past them.
+            mailbox.with_limits(MailboxLimits {
+                minute_overflow: MinuteOverflow::Refuse,
+                ..MailboxLimits::default()
+            })
         } else {
             mailbox.with_limits(fast.clone())
         });

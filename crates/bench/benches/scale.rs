@@ -245,7 +245,12 @@ impl Arm {
         }
         for (address, _) in &mailboxes {
             let tenant = address.split('@').nth(1).unwrap_or_default().to_owned();
-            config = config.with_mailbox(SimMailbox::new(address, &tenant));
+            config = config.with_mailbox(SimMailbox::new(address, &tenant).with_limits(
+                graph_sim::MailboxLimits {
+                    minute_overflow: graph_sim::MinuteOverflow::Refuse,
+                    ..graph_sim::MailboxLimits::default()
+                },
+            ));
         }
         let sim = GraphSim::start(config)
             .await

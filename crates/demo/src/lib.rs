@@ -316,7 +316,13 @@ fn sim_config(file: &SendersFile) -> SimConfig {
         } else {
             config
         };
-        config.with_mailbox(SimMailbox::new(address.to_lowercase(), tenant))
+        // Refused, not delayed, past 30 a minute: the report's "Graph 429" shows any overshoot.
+        config.with_mailbox(SimMailbox::new(address.to_lowercase(), tenant).with_limits(
+            graph_sim::MailboxLimits {
+                minute_overflow: graph_sim::MinuteOverflow::Refuse,
+                ..graph_sim::MailboxLimits::default()
+            },
+        ))
     };
     for m in &file.system_mailboxes {
         config = add(

@@ -32,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod address;
 mod admin;
 pub mod auth;
 pub mod config;
@@ -142,15 +143,37 @@ impl GraphSim {
             .await
             .map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
-        let state = Arc::new(SimState::new(config, mailboxes, addr));
+        // Upload URLs on an origin of their own (same host, another port), as Graph's are.
+        let upload_listen = SocketAddr::new(addr.ip(), 0);
+        let upload_error = |source| SimError::Bind {
+            addr: upload_listen,
+            source,
+        };
+        let upload_listener = tokio::net::TcpListener::bind(upload_listen)
+            .await
+            .map_err(upload_error)?;
+        let upload_addr = upload_listener.local_addr().map_err(upload_error)?;
+        let state = Arc::new(SimState::new(config, mailboxes, addr, upload_addr));
         let router = server::router(Arc::clone(&state));
+        let upload_router = server::upload_router(Arc::clone(&state));
         let (stop, stopped) = oneshot::channel::<()>();
+        let (upload_stop, upload_stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            axum::serve(listener, router)
+            let uploads = tokio::spawn(async move {
+                axum::serve(upload_listener, upload_router)
+                    .with_graceful_shutdown(async move {
+                        let _ = upload_stopped.await;
+                    })
+                    .await
+            });
+            let served = axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
                     let _ = stopped.await;
                 })
-                .await
+                .await;
+            let _ = upload_stop.send(());
+            let _ = uploads.await;
+            served
         });
         Ok(Self {
             state,
@@ -163,6 +186,12 @@ impl GraphSim {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The origin of the upload URLs, `http://127.0.0.1:PORT2` (another port than the API's).
+    pub fn upload_origin(&self) -> Url {
+        Url::parse(&self.state.upload_origin)
+            .unwrap_or_else(|_| unreachable!("origin is http://ip:port"))
     }
 
     fn origin(&self) -> Url {

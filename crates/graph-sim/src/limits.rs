@@ -21,6 +21,50 @@ pub(crate) const DAY_MS: i64 = 86_400_000;
 /// 10 min in ms.
 pub(crate) const TEN_MINUTES_MS: i64 = 600_000;
 
+/// 5 min in ms.
+pub(crate) const FIVE_MINUTES_MS: i64 = 300_000;
+/// The request bytes one app may upload (`PATCH`, `POST`, `PUT`) to one mailbox in any 5 min:
+/// 150 MB ("150 megabytes (MB) upload (PATCH, POST, PUT) in a 5 minute period", Outlook
+/// service limits, per app ID and mailbox,
+/// <https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+pub const UPLOAD_BYTES_PER_5_MINUTES: u64 = 150 * 1024 * 1024;
+
+/// The request bytes uploaded by one app to one mailbox in the last 5 minutes.
+#[derive(Debug, Default)]
+pub(crate) struct UploadBudget {
+    entries: VecDeque<(i64, u64)>,
+    sum: u64,
+}
+
+impl UploadBudget {
+    /// Counts `bytes` at `now` when they fit in [`UPLOAD_BYTES_PER_5_MINUTES`] with the last
+    /// 5 minutes' bytes; else counts nothing and returns the ms until enough age out.
+    pub(crate) fn charge(&mut self, now: i64, bytes: u64) -> Result<(), i64> {
+        while self
+            .entries
+            .front()
+            .is_some_and(|&(t, _)| t + FIVE_MINUTES_MS <= now)
+        {
+            if let Some((_, b)) = self.entries.pop_front() {
+                self.sum -= b;
+            }
+        }
+        if self.sum + bytes <= UPLOAD_BYTES_PER_5_MINUTES {
+            self.sum += bytes;
+            self.entries.push_back((now, bytes));
+            return Ok(());
+        }
+        let mut left = self.sum;
+        for &(t, b) in &self.entries {
+            left -= b;
+            if left + bytes <= UPLOAD_BYTES_PER_5_MINUTES {
+                return Err((t + FIVE_MINUTES_MS - now).max(1));
+            }
+        }
+        Err(FIVE_MINUTES_MS)
+    }
+}
+
 /// What the sending limits say about one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SendVerdict {
@@ -214,8 +258,22 @@ mod tests {
         MailboxLimits {
             messages_per_minute: per_minute,
             recipients_per_day: per_day,
+            // These tests probe the refusal; the default accepts and delays.
+            minute_overflow: MinuteOverflow::Refuse,
             ..MailboxLimits::default()
         }
+    }
+
+    #[test]
+    fn the_upload_budget_takes_150_megabytes_per_5_minutes_then_says_when_room_frees() {
+        let mut budget = UploadBudget::default();
+        let chunk = 50 * 1024 * 1024;
+        assert_eq!(budget.charge(0, chunk), Ok(()));
+        assert_eq!(budget.charge(1_000, chunk), Ok(()));
+        assert_eq!(budget.charge(2_000, chunk), Ok(()));
+        // 150 MB used: one byte more waits until the first 50 MB age out.
+        assert_eq!(budget.charge(3_000, 1), Err(FIVE_MINUTES_MS - 3_000));
+        assert_eq!(budget.charge(FIVE_MINUTES_MS, 1), Ok(()));
     }
 
     #[test]

@@ -119,6 +119,10 @@ pub struct SimDraft {
     pub sends: u32,
     /// Attachments added through upload sessions.
     pub uploaded_attachments: u32,
+    /// Attachments added by `POST …/attachments`.
+    pub posted_attachments: u32,
+    /// Deleted (`DELETE`: moved to Deleted Items).
+    pub deleted: bool,
 }
 
 impl RecordedMessage {

@@ -3,7 +3,8 @@
 //! Routes:
 //! - `POST /{tenant}/oauth2/v2.0/token` — Entra ID client credentials ([`super::auth`]);
 //! - `POST /v1.0/users/{id | userPrincipalName}/sendMail` — Graph sendMail ([`super::send`]);
-//! - drafts, `send`, `GET` by id, `$filter` look-ups and upload sessions ([`super::drafts`]);
+//! - drafts, `send`, `GET` by id, `DELETE`, attachments, `$filter` look-ups and upload
+//!   sessions ([`super::drafts`]); upload URLs on a second listener ([`upload_router`]);
 //! - the Inbox: its listing, `PATCH` (`isRead`), `move` and `$value` ([`super::inbox`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
@@ -36,7 +37,9 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         )
         .route(
             "/v1.0/users/{user}/messages/{id}",
-            get(drafts::get_message).patch(inbox::routes::patch_message),
+            get(drafts::get_message)
+                .patch(inbox::routes::patch_message)
+                .delete(drafts::delete_message),
         )
         .route(
             "/v1.0/users/{user}/messages/{id}/{action}",
@@ -50,9 +53,16 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
             "/v1.0/users/{user}/mailFolders/{folder}/messages",
             get(drafts::list_folder_messages),
         )
-        .route("/_upload/{token}", put(drafts::upload_chunk))
         .route("/v1.0/me/{action}", post(me))
         .merge(admin::routes())
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// The upload URLs' own origin: `PUT /_upload/{token}` and nothing else.
+pub(crate) fn upload_router(state: Arc<SimState>) -> Router {
+    Router::new()
+        .route("/_upload/{token}", put(drafts::upload_chunk))
         .fallback(not_found)
         .with_state(state)
 }

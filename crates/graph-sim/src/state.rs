@@ -38,6 +38,11 @@ pub(crate) struct SimState {
     by_id: HashMap<Uuid, usize>,
     /// `http://host:port` of the listener (loopback when bound to an unspecified address).
     pub origin: String,
+    /// `http://host:port` of the second listener, which serves only upload URLs: Graph's are on
+    /// another host than the API (`https://outlook.office.com/api/v2.0/…`,
+    /// <https://learn.microsoft.com/graph/outlook-large-attachments>, step 1), so a client is
+    /// tested treating them as a separate origin.
+    pub upload_origin: String,
     /// How long after a send the sent copy becomes visible (ms).
     pub sent_visibility_delay_ms: i64,
     /// What a sent draft looks like until then.
@@ -69,6 +74,9 @@ pub(crate) struct Inner {
     pub sent_items: Vec<SentItem>,
     /// Open upload sessions by token.
     pub uploads: HashMap<String, Upload>,
+    /// Request bytes uploaded (`POST`, `PATCH`, `PUT`) per mailbox in the last 5 minutes
+    /// (`crate::limits::UploadBudget`).
+    pub uploaded_bytes: HashMap<(usize, String), crate::limits::UploadBudget>,
     /// Every mailbox's Inbox (NDRs, delivered messages) and the folders they were moved to.
     pub inbox: Vec<super::records::InboxItem>,
     /// Graph requests by route.
@@ -126,6 +134,7 @@ impl SimState {
         config: SimConfig,
         mailboxes: Vec<ResolvedMailbox>,
         addr: SocketAddr,
+        upload_addr: SocketAddr,
     ) -> Self {
         let by_address = mailboxes
             .iter()
@@ -157,6 +166,7 @@ impl SimState {
             by_address,
             by_id,
             origin: origin_of(addr),
+            upload_origin: origin_of(upload_addr),
             sent_visibility_delay_ms: i64::try_from(config.sent_visibility_delay_ms)
                 .unwrap_or(i64::MAX),
             sent_in_transit: config.sent_in_transit,
@@ -338,6 +348,11 @@ pub(crate) struct DraftState {
     pub sends: u32,
     pub visible_at_ms: Option<i64>,
     pub uploaded: u32,
+    /// Attachments added by `POST …/attachments`.
+    pub posted: u32,
+    /// `DELETE`d: moved to Deleted Items (listed in no folder's view but every folder's,
+    /// still found by id), as Graph's `DELETE` does.
+    pub deleted: bool,
 }
 
 impl DraftState {
@@ -378,6 +393,8 @@ impl DraftState {
             immutable_id: self.immutable,
             sends: self.sends,
             uploaded_attachments: self.uploaded,
+            posted_attachments: self.posted,
+            deleted: self.deleted,
         }
     }
 }
@@ -395,6 +412,8 @@ pub(crate) struct SentItem {
 #[derive(Debug, Clone)]
 pub(crate) struct Upload {
     pub idx: usize,
+    /// The app that opened the session (its upload budget is charged for the chunks).
+    pub client_id: String,
     pub draft_id: String,
     pub name: String,
     pub size: u64,

@@ -16,7 +16,6 @@ use super::{
     records::{RecordedAttachment, RecordedHeader},
     wire::GraphError,
 };
-use mail_worker::domain::MailboxAddress;
 
 /// The parts of a valid sendMail body that graph-sim records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,7 +328,8 @@ fn parse_recipients(message: &Map<String, Value>, name: &str) -> Result<Vec<Stri
             Some(other) => return Err(not_an_object(other)),
         };
         let address = address.unwrap_or_default();
-        if MailboxAddress::parse(&address).is_err() || address.trim() != address {
+        // graph-sim's own check (`crate::address`), not the product's parser.
+        if !crate::address::is_smtp_address(&address) {
             return Err(invalid_recipients(format!(
                 "Recipient '{address}' is not resolved. All recipients must be resolved before a message can be submitted."
             )));
@@ -358,40 +358,54 @@ fn parse_headers(message: &Map<String, Value>) -> Result<Vec<RecordedHeader>, Gr
 }
 
 fn parse_attachments(message: &Map<String, Value>) -> Result<Vec<RecordedAttachment>, GraphError> {
-    parse_each(message, "attachments", |attachment| {
-        let odata_type = match get(attachment, "@odata.type") {
-            Some(Value::String(t)) => t.clone(),
-            _ => {
-                return Err(GraphError::body_read(
-                    "An attachment needs '@odata.type' (for example '#microsoft.graph.fileAttachment'): 'microsoft.graph.attachment' is abstract.",
-                ));
-            }
-        };
-        let normalized = if odata_type.starts_with('#') {
-            odata_type.clone()
-        } else {
-            format!("#{odata_type}")
-        };
-        if !normalized.eq_ignore_ascii_case(FILE_ATTACHMENT) {
-            return Err(GraphError::body_read(format!(
-                "graph-sim takes only '{FILE_ATTACHMENT}' attachments, not '{odata_type}'."
-            )));
+    parse_each(message, "attachments", parse_file_attachment)
+}
+
+/// The body of `POST /users/{id}/messages/{id}/attachments`: one `fileAttachment`
+/// (<https://learn.microsoft.com/graph/api/message-post-attachments>).
+pub(crate) fn parse_attachment_body(bytes: &[u8]) -> Result<RecordedAttachment, GraphError> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(attachment)) => parse_file_attachment(&attachment),
+        Ok(other) => Err(not_an_object(&other)),
+        Err(_) => Err(unreadable()),
+    }
+}
+
+fn parse_file_attachment(
+    attachment: &Map<String, Value>,
+) -> Result<RecordedAttachment, GraphError> {
+    let odata_type = match get(attachment, "@odata.type") {
+        Some(Value::String(t)) => t.clone(),
+        _ => {
+            return Err(GraphError::body_read(
+                "An attachment needs '@odata.type' (for example '#microsoft.graph.fileAttachment'): 'microsoft.graph.attachment' is abstract.",
+            ));
         }
-        let name = optional_string(attachment, "name")?.unwrap_or_default();
-        optional_string(attachment, "contentType")?;
-        let content = match get(attachment, "contentBytes") {
-            Some(Value::String(s)) => s,
-            None | Some(Value::Null) => {
-                return Err(GraphError::body_read(
-                    "The property 'contentBytes' of a fileAttachment must be set.",
-                ));
-            }
-            Some(other) => return Err(wrong_type(other, "Edm.Binary")),
-        };
-        let decoded = decode_base64(content)
-            .ok_or_else(|| wrong_type(&Value::String(content.clone()), "Edm.Binary"))?;
-        Ok(RecordedAttachment::of(name, &decoded))
-    })
+    };
+    let normalized = if odata_type.starts_with('#') {
+        odata_type.clone()
+    } else {
+        format!("#{odata_type}")
+    };
+    if !normalized.eq_ignore_ascii_case(FILE_ATTACHMENT) {
+        return Err(GraphError::body_read(format!(
+            "graph-sim takes only '{FILE_ATTACHMENT}' attachments, not '{odata_type}'."
+        )));
+    }
+    let name = optional_string(attachment, "name")?.unwrap_or_default();
+    optional_string(attachment, "contentType")?;
+    let content = match get(attachment, "contentBytes") {
+        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => {
+            return Err(GraphError::body_read(
+                "The property 'contentBytes' of a fileAttachment must be set.",
+            ));
+        }
+        Some(other) => return Err(wrong_type(other, "Edm.Binary")),
+    };
+    let decoded = decode_base64(content)
+        .ok_or_else(|| wrong_type(&Value::String(content.clone()), "Edm.Binary"))?;
+    Ok(RecordedAttachment::of(name, &decoded))
 }
 
 /// Decoded length of standard base64 (padded) or base64url (padded or not), as OData's

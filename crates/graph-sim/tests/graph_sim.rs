@@ -28,6 +28,15 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2025, 3, 3, 12, 0, 0).unwrap()
 }
 
+/// Microsoft's default limits, but the 31st message in a minute refused (`429`), not accepted
+/// and delayed: most tests here probe refusals.
+fn refusing() -> MailboxLimits {
+    MailboxLimits {
+        minute_overflow: MinuteOverflow::Refuse,
+        ..MailboxLimits::default()
+    }
+}
+
 fn config_with(limits: MailboxLimits) -> SimConfig {
     SimConfig::new()
         .with_app(TENANT, CLIENT, SECRET)
@@ -46,7 +55,7 @@ async fn start_with(limits: MailboxLimits) -> (GraphSim, ManualClock) {
 }
 
 async fn start() -> (GraphSim, ManualClock) {
-    start_with(MailboxLimits::default()).await
+    start_with(refusing()).await
 }
 
 /// As [`start_with`], but a send over the recipients per day gets the `429` (the option kept
@@ -64,7 +73,7 @@ async fn start_refusing_the_day(limits: MailboxLimits) -> (GraphSim, ManualClock
 async fn start_probing() -> (GraphSim, ManualClock) {
     start_with(MailboxLimits {
         retry_after_holds: false,
-        ..MailboxLimits::default()
+        ..refusing()
     })
     .await
 }
@@ -180,7 +189,7 @@ impl Session {
 
     /// Over [`start_with`] Microsoft's default limits as `change` changes them.
     async fn with(change: impl FnOnce(&mut MailboxLimits)) -> Self {
-        let mut limits = MailboxLimits::default();
+        let mut limits = refusing();
         change(&mut limits);
         Self::over(start_with(limits).await).await
     }
@@ -350,11 +359,9 @@ async fn token_endpoint_issues_a_bearer_token_for_the_graph_default_scope() {
 
 #[tokio::test]
 async fn token_lifetime_is_configurable() {
-    let sim = GraphSim::start(
-        config_with(MailboxLimits::default()).with_token_lifetime(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let sim = GraphSim::start(config_with(refusing()).with_token_lifetime(Duration::from_secs(60)))
+        .await
+        .unwrap();
     let response =
         client_credentials(&Client::new(), &sim, TENANT, CLIENT, SECRET, GRAPH_SCOPE).await;
     let body: Value = response.json().await.unwrap();
@@ -580,7 +587,7 @@ async fn missing_unknown_and_expired_tokens_get_401_invalid_authentication_token
 async fn a_token_of_another_tenant_gets_403_error_access_denied() {
     let clock = ManualClock::new(t0());
     let sim = GraphSim::start(
-        config_with(MailboxLimits::default())
+        config_with(refusing())
             .with_app(TENANT, "second-app", "second-secret")
             .with_mailbox(SimMailbox::new("restricted@contoso.example", TENANT).with_apps([CLIENT]))
             .with_clock(clock),
@@ -839,8 +846,8 @@ async fn the_31st_send_within_a_minute_is_refused_until_the_oldest_ages_out() {
 }
 
 #[tokio::test]
-async fn accept_delayed_mode_accepts_the_31st_and_counts_it_as_delayed() {
-    let s = Session::with(|l| l.minute_overflow = MinuteOverflow::AcceptDelayed).await;
+async fn by_default_the_31st_message_in_a_minute_is_accepted_and_counted_as_delayed() {
+    let s = Session::over(start_with(MailboxLimits::default()).await).await;
     for i in 0..31 {
         let response = s.send_one().await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "send {i}");
@@ -1251,9 +1258,7 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
 
 #[tokio::test]
 async fn a_record_keeps_both_its_arrival_and_its_acceptance_after_the_added_latency() {
-    let sim = GraphSim::start(config_with(MailboxLimits::default()))
-        .await
-        .unwrap();
+    let sim = GraphSim::start(config_with(refusing())).await.unwrap();
     let http = Client::new();
     let token = token(&http, &sim).await;
     sim.set_latency(Target::Global, Latency::Fixed(300))
@@ -1339,7 +1344,7 @@ async fn graph_sim_binary_documents_its_config_file_in_help() {
     for needle in [
         "CONFIG FILE",
         "\"mailboxes\"",
-        "\"minute_overflow\": \"refuse\"",
+        "\"minute_overflow\": \"accept_delayed\"",
         "\"recipients_per_day\": 10000",
         "--mailbox <ADDRESS>",
         "--listen <ADDR>",
@@ -1434,7 +1439,7 @@ async fn a_draft_keeps_its_immutable_id_and_reads_as_sent_only_after_the_visibil
 async fn a_sent_draft_becomes_visible_after_the_delay(in_transit: SentInTransit) {
     let clock = ManualClock::new(t0());
     let sim = GraphSim::start(
-        config_with(MailboxLimits::default())
+        config_with(refusing())
             .with_clock(clock.clone())
             .with_sent_visibility_delay(Duration::from_secs(2))
             .with_sent_in_transit(in_transit),
@@ -1524,53 +1529,6 @@ async fn a_sent_draft_becomes_visible_after_the_delay(in_transit: SentInTransit)
     assert!(sim.messages().iter().all(|m| m.via == "draft"));
 }
 
-#[tokio::test]
-async fn an_upload_url_refuses_an_authorization_header_and_checks_ranges() {
-    let (sim, _clock) = start().await;
-    let http = Client::new();
-    let bearer = token(&http, &sim).await;
-    let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
-    let draft: Value = json_of(
-        http.post(format!("{base}/messages"))
-            .bearer_auth(&bearer)
-            .json(&json!({"subject": "Hi", "toRecipients": recipients(1)})),
-    )
-    .await;
-    let id = draft["id"].as_str().unwrap();
-    let session: Value = json_of(
-        http.post(format!(
-            "{base}/messages/{id}/attachments/createUploadSession"
-        ))
-        .bearer_auth(&bearer)
-        .json(&json!({"AttachmentItem": {"attachmentType": "file", "name": "a.bin", "size": 10}})),
-    )
-    .await;
-    let url = session["uploadUrl"].as_str().unwrap();
-    let put = |range: &str, body: &'static [u8], auth: bool| {
-        let mut r = http.put(url).header("Content-Range", range).body(body);
-        if auth {
-            r = r.bearer_auth(&bearer);
-        }
-        r.send()
-    };
-    // With a bearer token, out of order, the first half, the second half.
-    for (range, body, auth, status) in [
-        ("bytes 0-4/10", b"01234", true, StatusCode::UNAUTHORIZED),
-        (
-            "bytes 5-9/10",
-            b"56789",
-            false,
-            StatusCode::RANGE_NOT_SATISFIABLE,
-        ),
-        ("bytes 0-4/10", b"01234", false, StatusCode::OK),
-        ("bytes 5-9/10", b"56789", false, StatusCode::CREATED),
-    ] {
-        let answer = put(range, body, auth).await.unwrap();
-        assert_eq!(answer.status(), status, "{range} with auth {auth}");
-    }
-    assert_eq!(sim.drafts()[0].uploaded_attachments, 1);
-}
-
 /// A message to `to` (one recipient each).
 fn message_to(to: &[&str]) -> Value {
     let to: Vec<Value> = to
@@ -1630,7 +1588,7 @@ async fn after_a_429_with_retry_after_every_request_to_the_mailbox_is_refused_un
     let s = Session::over(
         start_with(MailboxLimits {
             messages_per_minute: 1,
-            ..MailboxLimits::default()
+            ..refusing()
         })
         .await,
     )
@@ -1652,7 +1610,7 @@ async fn over_the_tenants_external_budget_mail_is_accepted_but_bounces() {
     const SECOND: &str = "hello@contoso.example";
     let clock = ManualClock::new(t0());
     let sim = GraphSim::start(
-        config_with(MailboxLimits::default())
+        config_with(refusing())
             .with_mailbox(SimMailbox::new(SECOND, TENANT))
             .with_tenant(graph_sim::SimTenant::new(TENANT, 3, ["Contoso.example"]))
             .with_token_lifetime(Duration::from_secs(2 * 86_400))
@@ -1720,7 +1678,7 @@ async fn over_the_tenants_external_budget_mail_is_accepted_but_bounces() {
 
 #[test]
 fn a_tenant_budget_needs_a_limit_and_domains() {
-    let bad = config_with(MailboxLimits::default()).with_tenant(graph_sim::SimTenant::new(
+    let bad = config_with(refusing()).with_tenant(graph_sim::SimTenant::new(
         TENANT,
         0,
         ["contoso.example"],
@@ -1742,3 +1700,6 @@ fn a_tenant_budget_needs_a_limit_and_domains() {
 mod inbox;
 #[path = "graph_sim/ndr_mime.rs"]
 mod ndr_mime;
+
+#[path = "graph_sim/attachments.rs"]
+mod attachments;

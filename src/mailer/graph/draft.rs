@@ -3,8 +3,9 @@
 //! A first attempt: create the draft (`POST /users/{mailbox}/messages` with our deterministic
 //! `internetMessageId` and `Prefer: IdType="ImmutableId"`,
 //! <https://learn.microsoft.com/graph/api/user-post-messages>,
-//! <https://learn.microsoft.com/graph/outlook-immutable-id>), upload attachments of 3 MB and more
-//! through upload sessions (<https://learn.microsoft.com/graph/outlook-large-attachments>), note
+//! <https://learn.microsoft.com/graph/outlook-immutable-id>), add the attachments that are not
+//! in it, each by its own size (`plan.rs`: under 3 MB a `POST …/attachments`, 3 MB and more an
+//! upload session, <https://learn.microsoft.com/graph/outlook-large-attachments>), note
 //! the draft's id and the send attempt ([`crate::mailer::SendJournal::send_attempted`], written
 //! with the attempt's outcome), then
 //! `POST /users/{mailbox}/messages/{id}/send` (<https://learn.microsoft.com/graph/api/message-send>).
@@ -19,7 +20,7 @@
 //! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE_MS` of the attempt → [`MailError::Unconfirmed`] (check again later) |
 //! |                                       |                                         | `isDraft: true` after it, and no Sent Items copy by `internetMessageId` → send the same draft |
 //! |                                       |                                         | gone (`404`) → a sent copy by `internetMessageId` (Sent Items, then every folder) → `SENT`; none within `GRAPH_SEND_SETTLE_MS` → [`MailError::Unconfirmed`]; none after it → `ERROR` "outcome unknown", never resent |
-//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft, or nothing, within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, an unsent draft without upload sessions → reuse it; else or none → create |
+//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft, or nothing, within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, an unsent draft whose attachments were all in its create request → reuse it; one with attachments added after → delete it, create; none → create |
 //!
 //! A row with no draft id but a send attempt is what a crash leaves: the draft's id and the
 //! attempt are written with the attempt's outcome (one row write fewer per send), so a worker
@@ -132,8 +133,11 @@ impl MicrosoftGraphMailer {
                         self.settle.as_secs()
                     ));
                 }
-                // A draft with upload sessions may be incomplete: make it anew.
-                if self.has_uploads(mail).is_empty() {
+                // A draft whose attachments are added after its creation may lack some:
+                // delete it and make it anew.
+                if Self::adds_attachments(mail) {
+                    self.delete_draft(mail.id, &item.id).await;
+                } else {
                     draft_id = Some(item.id);
                 }
             }

@@ -7,8 +7,9 @@
 //!   (`draft.rs`).
 //!
 //! Beside it: `token/` (OAuth2 client credentials, shared cache), `assertion.rs` (the
-//! certificate credential), `request.rs` (JSON bodies), `size.rs` (Graph's request-size rule),
-//! `draft.rs` (the draft flow), `upload.rs` (creating a draft, upload sessions), `lookup.rs`
+//! certificate credential), `request.rs` (JSON bodies), `plan.rs` (which request carries each
+//! attachment), `size.rs` (Graph's request-size rule), `draft.rs` (the draft flow), `upload.rs`
+//! (creating a draft, its attachments, upload sessions, deleting it), `lookup.rs`
 //! (requests that cannot deliver), `inbox.rs` (the Inbox's NDRs, for bounce reading),
 //! `answer.rs` (the ONE status → [`MailError`] mapping),
 //! `retry_after.rs`.
@@ -18,6 +19,7 @@ pub mod assertion;
 mod draft;
 pub(crate) mod inbox;
 mod lookup;
+mod plan;
 mod request;
 pub mod retry_after;
 mod size;
@@ -50,9 +52,10 @@ pub const MAX_UPLOAD_ATTACHMENT_BYTES: usize = 150 * 1024 * 1024;
 #[cfg(feature = "fuzzing")]
 pub use answer::fuzz_graph_answer;
 use answer::{HttpAnswer, Verdict, interpret};
-pub use request::{draft_body, send_mail_body, send_mail_body_with_id, upload_session_body};
+pub use plan::{DraftPlan, draft_plan};
+pub use request::{attachment_body, send_mail_body, send_mail_body_with_id, upload_session_body};
 pub use retry_after::parse_retry_after;
-pub use size::check_request_size;
+pub use size::{check_draft_sizes, check_request_size};
 pub(crate) use token::{AccessToken, GraphApp, GraphTokenCache, TokenSource, graph_scope};
 
 /// How a message goes through Graph (`GRAPH_SEND_MODE`; docs/delivery.md).
@@ -180,20 +183,13 @@ impl MicrosoftGraphMailer {
         body: Option<&[u8]>,
         message_id: Uuid,
     ) -> Result<HttpAnswer, reqwest::Error> {
-        let get = method == Method::GET;
         let mut request = self
             .http
-            .request(method, url.clone())
+            .request(method.clone(), url.clone())
             .bearer_auth(token.bearer())
             .header("client-request-id", message_id.to_string());
-        if self.mode == GraphSendMode::Draft {
-            // Ids that survive the move from Drafts to Sent Items
-            // (<https://learn.microsoft.com/graph/outlook-immutable-id>).
-            request = request.header("Prefer", "IdType=\"ImmutableId\"");
-        }
-        if get {
-            // Text bodies: an NDR's codes are read from its text (bounce reading).
-            request = request.header("Prefer", "outlook.body-content-type=\"text\"");
+        if let Some(prefer) = prefer(self.mode, &method) {
+            request = request.header("Prefer", prefer);
         }
         request = match body {
             Some(bytes) => request
@@ -297,6 +293,23 @@ impl MicrosoftGraphMailer {
     }
 }
 
+/// The one `Prefer` header of a request, its preferences joined by `, ` (RFC 7240 §2: a client
+/// may send several in one field, and every Graph SDK does so; two `Prefer` fields were sent
+/// before): in `draft` mode `IdType="ImmutableId"`, ids that survive the move from Drafts to
+/// Sent Items (<https://learn.microsoft.com/graph/outlook-immutable-id>); on a `GET`
+/// `outlook.body-content-type="text"`, text bodies: an NDR's codes are read from its text
+/// (bounce reading, <https://learn.microsoft.com/graph/api/user-list-messages>).
+fn prefer(mode: GraphSendMode, method: &Method) -> Option<String> {
+    let mut preferences = Vec::new();
+    if mode == GraphSendMode::Draft {
+        preferences.push("IdType=\"ImmutableId\"");
+    }
+    if method == Method::GET {
+        preferences.push("outlook.body-content-type=\"text\"");
+    }
+    (!preferences.is_empty()).then(|| preferences.join(", "))
+}
+
 fn segments(base: &Url, more: &[&str]) -> Url {
     let mut url = base.clone();
     if let Ok(mut path) = url.path_segments_mut() {
@@ -307,14 +320,20 @@ fn segments(base: &Url, more: &[&str]) -> Url {
 
 #[async_trait::async_trait]
 impl Mailer for MicrosoftGraphMailer {
-    /// The neutral rules with this mode's attachment limit, then Graph's request size.
+    /// The neutral rules with this mode's attachment limit, then Graph's request size for this
+    /// mode's requests (`sendmail`: the one `sendMail`; `draft`: the draft and each attachment's
+    /// `POST`).
     fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
-        let max_attachment_bytes = match self.mode {
-            GraphSendMode::SendMail => MAX_INLINE_ATTACHMENT_BYTES,
-            GraphSendMode::Draft => MAX_UPLOAD_ATTACHMENT_BYTES,
-        };
-        validate_with_attachment_limit(mail, max_attachment_bytes)?;
-        check_request_size(mail)
+        match self.mode {
+            GraphSendMode::SendMail => {
+                validate_with_attachment_limit(mail, MAX_INLINE_ATTACHMENT_BYTES)?;
+                check_request_size(mail)
+            }
+            GraphSendMode::Draft => {
+                validate_with_attachment_limit(mail, MAX_UPLOAD_ATTACHMENT_BYTES)?;
+                check_draft_sizes(mail)
+            }
+        }
     }
 
     /// Validates locally, then sends in the configured mode; see `answer.rs` for the mapping of

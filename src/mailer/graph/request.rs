@@ -1,8 +1,10 @@
 //! The JSON bodies of Graph's `POST /users/{mailbox}/sendMail`
 //! (<https://learn.microsoft.com/graph/api/user-sendmail>), of a draft
 //! (`POST /users/{mailbox}/messages`, the message itself:
-//! <https://learn.microsoft.com/graph/api/user-post-messages>) and of an attachment upload
-//! session (<https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
+//! <https://learn.microsoft.com/graph/api/user-post-messages>), of one attachment added to a
+//! draft (<https://learn.microsoft.com/graph/api/message-post-attachments>) and of an attachment
+//! upload session (<https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
+//! Which attachment goes where in `draft` mode: `plan.rs`.
 
 use base64::Engine as _;
 use serde::Serialize;
@@ -18,7 +20,7 @@ struct SendMail<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Message<'a> {
+pub(super) struct Message<'a> {
     subject: &'a str,
     body: ItemBody<'a>,
     to_recipients: Vec<GraphRecipient<'a>>,
@@ -75,7 +77,7 @@ fn recipients(list: &[Recipient]) -> Vec<GraphRecipient<'_>> {
         .collect()
 }
 
-fn message<'a>(
+pub(super) fn message<'a>(
     mail: &'a OutgoingMail,
     internet_message_id: Option<&'a str>,
     inline: &[&'a Attachment],
@@ -94,16 +96,24 @@ fn message<'a>(
         bcc_recipients: recipients(&mail.content.bcc),
         internet_message_headers: mail.content.headers.iter().collect(),
         internet_message_id,
-        attachments: inline
-            .iter()
-            .map(|a| FileAttachment {
-                odata_type: "#microsoft.graph.fileAttachment",
-                name: &a.name,
-                content_type: &a.content_type,
-                content_bytes: base64::engine::general_purpose::STANDARD.encode(&a.content),
-            })
-            .collect(),
+        attachments: inline.iter().map(|a| file_attachment(a)).collect(),
     }
+}
+
+fn file_attachment(a: &Attachment) -> FileAttachment<'_> {
+    FileAttachment {
+        odata_type: "#microsoft.graph.fileAttachment",
+        name: &a.name,
+        content_type: &a.content_type,
+        content_bytes: base64::engine::general_purpose::STANDARD.encode(&a.content),
+    }
+}
+
+/// One `fileAttachment` as the body of `POST /users/{mailbox}/messages/{id}/attachments`
+/// (<https://learn.microsoft.com/graph/api/message-post-attachments>): `{"@odata.type":
+/// "#microsoft.graph.fileAttachment", "name", "contentType", "contentBytes"}`.
+pub fn attachment_body(attachment: &Attachment) -> Vec<u8> {
+    serde_json::to_vec(&file_attachment(attachment)).unwrap_or_default()
 }
 
 /// `{"message":{subject, body{contentType Text|HTML, content}, toRecipients, ccRecipients,
@@ -128,37 +138,6 @@ pub fn send_mail_body_with_id(
     };
     // Serialising plain strings, bools and vectors into memory cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
-}
-
-/// The most bytes (before base64) an attachment may have to go inline in the draft: under
-/// 3 MB; larger ones need an upload session
-/// (<https://learn.microsoft.com/graph/outlook-large-attachments>: "If the file size is under
-/// 3 MB, you can do a single POST …; for files 3 MB to 150 MB, create an upload session").
-pub(crate) const INLINE_ATTACHMENT_MAX_BYTES: usize = 3 * 1024 * 1024 - 1;
-/// The inline attachments of one draft together stay under this many bytes before base64, so
-/// the create request stays under Graph's 4 MB request limit (base64 adds a third).
-pub(crate) const INLINE_TOTAL_MAX_BYTES: usize = 2_900_000;
-
-/// The draft's JSON (the message object, with `internetMessageId`) with the attachments that
-/// fit inline, and the attachments left for upload sessions (in order).
-pub fn draft_body<'a>(
-    mail: &'a OutgoingMail,
-    internet_message_id: &'a str,
-) -> (Vec<u8>, Vec<&'a Attachment>) {
-    let mut inline = Vec::new();
-    let mut large = Vec::new();
-    let mut total = 0usize;
-    for a in &mail.content.attachments {
-        let size = a.content.len();
-        if size <= INLINE_ATTACHMENT_MAX_BYTES && total + size <= INLINE_TOTAL_MAX_BYTES {
-            total += size;
-            inline.push(a);
-        } else {
-            large.push(a);
-        }
-    }
-    let body = message(mail, Some(internet_message_id), &inline);
-    (serde_json::to_vec(&body).unwrap_or_default(), large)
 }
 
 #[derive(Serialize)]
@@ -228,42 +207,5 @@ mod tests {
         let mut keys: Vec<&str> = message.keys().map(String::as_str).collect();
         keys.sort_unstable();
         assert_eq!(keys, ["body", "subject", "toRecipients"]);
-    }
-}
-
-#[cfg(test)]
-mod draft_tests {
-    use super::*;
-    use crate::mailer::validate::tests::{attachment, mail};
-
-    #[test]
-    fn a_draft_carries_our_internet_message_id_and_leaves_big_attachments_for_upload() {
-        let mut m = mail();
-        m.content.attachments = vec![
-            attachment("small.txt", "text/plain", b"hi".to_vec()),
-            attachment(
-                "big.bin",
-                "application/octet-stream",
-                vec![7; 5 * 1024 * 1024],
-            ),
-        ];
-        let (body, large) = draft_body(&m, "<id@contoso.example>");
-        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(json["internetMessageId"], "<id@contoso.example>");
-        assert_eq!(json["attachments"].as_array().unwrap().len(), 1);
-        assert_eq!(json["attachments"][0]["name"], "small.txt");
-        assert!(
-            json.get("saveToSentItems").is_none(),
-            "a draft is the message itself"
-        );
-        assert_eq!(large.len(), 1);
-        assert_eq!(large[0].name, "big.bin");
-        let session: serde_json::Value =
-            serde_json::from_slice(&upload_session_body(large[0])).unwrap();
-        assert_eq!(
-            session,
-            serde_json::json!({"AttachmentItem": {"attachmentType": "file", "name": "big.bin",
-                "size": 5 * 1024 * 1024, "contentType": "application/octet-stream"}})
-        );
     }
 }

@@ -1,5 +1,5 @@
-//! Graph's request-size rule, checked locally before any request: a `sendMail` JSON (or a
-//! draft's, which carries the same message) over [`MAX_REQUEST_BYTES`] is refused by Graph.
+//! Graph's request-size rule, checked locally before any request: a `sendMail` JSON, a draft's
+//! JSON or one attachment's `POST` over [`MAX_REQUEST_BYTES`] is refused by Graph.
 //! Graph-only: it measures Graph's own body encoding, so it lives with the Graph mailer, not in
 //! the provider-neutral [`crate::mailer::validate`].
 
@@ -11,17 +11,18 @@ use crate::{
     },
 };
 
-use super::send_mail_body;
+use super::{attachment_body, plan::UPLOAD_SESSION_MIN_BYTES, request::message, send_mail_body};
 
 /// `Permanent.code` of a `sendMail` request over [`MAX_REQUEST_BYTES`].
 pub(crate) const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
 
-/// Checks that `mail`'s `sendMail` JSON is at most [`MAX_REQUEST_BYTES`]. Attachments beyond
-/// the inline limit are uploaded separately (draft mode): the request that carries such a
-/// message holds only its body and headers, and is not checked here.
+/// Checks that `mail`'s `sendMail` JSON (`GRAPH_SEND_MODE=sendmail`: one request carries the
+/// whole message) is at most [`MAX_REQUEST_BYTES`]. Attachments over the inline limit are
+/// refused by [`crate::mailer::validate`] first.
 ///
 /// # Errors
-/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming both sizes.
+/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming both sizes, and naming
+/// `GRAPH_SEND_MODE=draft` when attachments made it too large.
 pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
     if mail.content.attachment_bytes() > MAX_INLINE_ATTACHMENT_BYTES
         || most_request_bytes(mail) <= MAX_REQUEST_BYTES
@@ -30,12 +31,57 @@ pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
     }
     let size = send_mail_body(mail, true).len();
     if size > MAX_REQUEST_BYTES {
+        let hint = if mail.content.attachments.is_empty() {
+            ""
+        } else {
+            "; GRAPH_SEND_MODE=draft sends attachments in requests of their own"
+        };
         return Err(permanent(
             CODE_REQUEST_TOO_LARGE,
             format!(
-                "the sendMail request would be {size} bytes; Graph refuses JSON requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-sendmail)"
+                "the sendMail request would be {size} bytes; Graph refuses JSON requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-sendmail){hint}"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Checks `GRAPH_SEND_MODE=draft`'s requests against [`MAX_REQUEST_BYTES`] (`plan.rs` routes
+/// the attachments): the draft without attachments, and each attachment under 3 MB in a `POST`
+/// of its own. A file a few hundred bytes under 3 MB is over 4 MB as base64 with its JSON, yet
+/// too small for an upload session: Graph has no request for it.
+///
+/// # Errors
+/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming the request and its size.
+pub fn check_draft_sizes(mail: &OutgoingMail) -> Result<(), MailError> {
+    let bare = serde_json::to_vec(&message(mail, Some("<id@example.invalid>"), &[]))
+        .unwrap_or_default()
+        .len();
+    if bare > MAX_REQUEST_BYTES {
+        return Err(permanent(
+            CODE_REQUEST_TOO_LARGE,
+            format!(
+                "the draft's request would be {bare} bytes without its attachments; Graph refuses JSON requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-post-messages)"
+            ),
+        ));
+    }
+    for (index, a) in mail.content.attachments.iter().enumerate() {
+        let size = a.content.len();
+        if size >= UPLOAD_SESSION_MIN_BYTES
+            || size.div_ceil(3) * 4 + 6 * (a.name.len() + a.content_type.len()) + 128
+                <= MAX_REQUEST_BYTES
+        {
+            continue;
+        }
+        let request = attachment_body(a).len();
+        if request > MAX_REQUEST_BYTES {
+            return Err(permanent(
+                CODE_REQUEST_TOO_LARGE,
+                format!(
+                    "attachments[{index}] is {size} bytes: as base64 its request would be {request} bytes, over Graph's {MAX_REQUEST_BYTES} (4 MB), yet an upload session takes only files of {UPLOAD_SESSION_MIN_BYTES} bytes (3 MB) and more (https://learn.microsoft.com/graph/outlook-large-attachments); make it a few KB smaller or larger"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -97,6 +143,47 @@ mod tests {
             .resize(MAX_INLINE_ATTACHMENT_BYTES, 0);
         // Over 3 MB the attachment rule speaks first.
         refused(graph_check(&m), CODE_ATTACHMENTS_TOO_LARGE, &["3 MB"]);
+    }
+
+    #[test]
+    fn sendmail_over_four_megabytes_through_its_attachments_names_draft_mode() {
+        let mut m = mail_with_three_megabytes_of_attachments();
+        refused(
+            graph_check(&m),
+            CODE_REQUEST_TOO_LARGE,
+            &["GRAPH_SEND_MODE=draft"],
+        );
+        m.content.attachments.clear();
+        m.content.body = "a".repeat(MAX_REQUEST_BYTES);
+        let text = format!("{:?}", graph_check(&m));
+        assert!(!text.contains("draft"), "no attachments, no hint: {text}");
+    }
+
+    #[test]
+    fn draft_mode_refuses_a_file_too_big_for_a_post_and_too_small_for_a_session() {
+        let mut m = mail_with_three_megabytes_of_attachments();
+        m.content.attachments[0]
+            .content
+            .resize(UPLOAD_SESSION_MIN_BYTES - 1, 0);
+        refused(
+            check_draft_sizes(&m),
+            CODE_REQUEST_TOO_LARGE,
+            &["attachments[0]", "3145727 bytes", "upload session"],
+        );
+        m.content.attachments[0]
+            .content
+            .resize(UPLOAD_SESSION_MIN_BYTES - 4096, 0);
+        assert_eq!(check_draft_sizes(&m), Ok(()));
+        m.content.attachments[0]
+            .content
+            .resize(UPLOAD_SESSION_MIN_BYTES, 0);
+        assert_eq!(check_draft_sizes(&m), Ok(()));
+        m.content.body = "a".repeat(MAX_REQUEST_BYTES);
+        refused(
+            check_draft_sizes(&m),
+            CODE_REQUEST_TOO_LARGE,
+            &["without its attachments", "user-post-messages"],
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
 use graph_sim::{
-    GraphSim, Latency, MailboxLimits, SentInTransit, SimApp, SimConfig, SimMailbox, SimTenant,
-    Target,
+    GraphSim, Latency, MailboxLimits, MinuteOverflow, SentInTransit, SimApp, SimConfig, SimMailbox,
+    SimTenant, Target,
 };
 use mail_worker::{
     clock::{Clock, ManualClock},
@@ -215,6 +215,7 @@ pub struct Builder {
     sim_retry_after_holds: bool,
     sim_bounces: graph_sim::SimBounces,
     sim_tenant_budget: Option<u64>,
+    sim_max_request_bytes: Option<usize>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -264,6 +265,8 @@ impl Builder {
         /// graph-sim's tenant external budget when it differs from ours (Exchange counting
         /// more than we do: other senders of the tenant).
         fn sim_tenant_budget(u64) as Some;
+        /// graph-sim's cap on one request's body (default Graph's 4 MB).
+        fn sim_max_request_bytes(usize) as Some;
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -308,6 +311,9 @@ impl Builder {
         if let Some(clock) = self.sim_clock {
             sim_config = sim_config.with_clock(clock);
         }
+        if let Some(max) = self.sim_max_request_bytes {
+            sim_config.max_request_bytes = max;
+        }
         // graph-sim enforces the same tenant budget Exchange would.
         if let Some(budget) = &self.tenant_budget {
             sim_config = sim_config.with_tenant(SimTenant::new(
@@ -328,6 +334,8 @@ impl Builder {
                         .sim_per_minute
                         .unwrap_or(MailboxLimits::default().messages_per_minute),
                     retry_after_holds: self.sim_retry_after_holds,
+                    // A loud 429 for any overshoot of ours (Exchange would delay it).
+                    minute_overflow: MinuteOverflow::Refuse,
                     ..MailboxLimits::default()
                 }),
             );
@@ -421,6 +429,7 @@ impl TestApp {
             sim_retry_after_holds: true,
             sim_bounces: graph_sim::SimBounces::default(),
             sim_tenant_budget: None,
+            sim_max_request_bytes: None,
         }
     }
 

@@ -74,7 +74,7 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
           "recipients_per_day": 10000,         To+Cc+Bcc in any rolling 24 h
           "requests_per_10_minutes": 10000,    per app and mailbox, rolling 10 min
           "recipients_per_message": 500,       To+Cc+Bcc of one message
-          "minute_overflow": "refuse",         or "accept_delayed" (202, counted delayed)
+          "minute_overflow": "accept_delayed", 202, counted delayed (Exchange), or "refuse" (429)
           "retry_after_holds": true            a 429's Retry-After holds the mailbox
         } }
     ],
@@ -458,15 +458,24 @@ impl SimTenant {
 }
 
 /// What graph-sim does with a message beyond the per-minute limit.
+///
+/// Microsoft documents the 30 messages a minute as a rate Exchange enforces by delaying, not
+/// refusing: messages over it are "throttled and successively carried over to the following
+/// minutes" (Exchange Online limits, sending limits,
+/// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>),
+/// and Graph's Outlook service limits have no per-minute message limit at all, only requests,
+/// concurrency and upload bytes (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+/// So the default accepts and delays; refusing is kept as an option for tests and the demo,
+/// where a loud `429` shows a client's overshoot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MinuteOverflow {
-    /// Answer `429` with `Retry-After`, so overshoot is visible (default).
-    #[default]
+    /// Answer `429` with `Retry-After`, so overshoot is visible (an option: not Microsoft's
+    /// documented behaviour).
     Refuse,
     /// Answer `202` and count the message as delayed: Exchange queues the excess and delivers it
-    /// later ("throttled and successively carried over to the following minutes",
-    /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
+    /// later (default).
+    #[default]
     AcceptDelayed,
 }
 
@@ -490,7 +499,8 @@ pub struct MailboxLimits {
     pub requests_per_10_minutes: u32,
     /// Recipients (To+Cc+Bcc) of one message (default 500).
     pub recipients_per_message: u32,
-    /// Refuse (default) or accept-and-count-as-delayed beyond `messages_per_minute`.
+    /// Accept and count as delayed (default, as Exchange does) or refuse beyond
+    /// `messages_per_minute` ([`MinuteOverflow`]).
     pub minute_overflow: MinuteOverflow,
     /// Whether a 429 with `Retry-After` holds the mailbox until then (default `true`, as
     /// Exchange does): every request before it gets 429 again, a `retry_after_ignored`
@@ -506,7 +516,7 @@ impl Default for MailboxLimits {
             recipients_per_day: 10_000,
             requests_per_10_minutes: 10_000,
             recipients_per_message: 500,
-            minute_overflow: MinuteOverflow::Refuse,
+            minute_overflow: MinuteOverflow::AcceptDelayed,
             retry_after_holds: true,
         }
     }
@@ -529,7 +539,13 @@ mod tests {
         assert_eq!(resolved.len(), 6);
         assert_eq!(resolved[0].address.as_str(), "events@contoso.example");
         assert_eq!(resolved[0].limits, MailboxLimits::default());
-        assert_eq!(resolved[1].limits, MailboxLimits::default());
+        assert_eq!(
+            resolved[1].limits,
+            MailboxLimits {
+                minute_overflow: MinuteOverflow::Refuse,
+                ..MailboxLimits::default()
+            }
+        );
         assert_eq!(resolved[4].address.as_str(), "hello@northwind.example");
         assert_eq!(resolved[4].limits.recipients_per_day, 10_000);
         assert_eq!(resolved[5].limits.messages_per_minute, 10);

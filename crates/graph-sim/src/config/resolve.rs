@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{MailboxLimits, SimConfig};
 use crate::SimError;
-use mail_worker::domain::MailboxAddress;
+use crate::address::Address as MailboxAddress;
 
 impl SimConfig {
     /// Checks the configuration and resolves every mailbox (lower-cased address, id).
@@ -138,7 +138,7 @@ mod tests {
         let cases = [
             (
                 r#"{"mailboxes":[{"address":"not-an-address","tenant_id":"t"}]}"#,
-                "not a mailbox address",
+                "not an SMTP address",
             ),
             (
                 r#"{"mailboxes":[{"address":"a@b.example","tenant_id":"t"},{"address":"A@b.example","tenant_id":"t"}]}"#,

@@ -18,6 +18,7 @@
 //!   and by `sent_in_transit` the draft is gone (`GET` by id `404 ErrorItemNotFound`, in no
 //!   listing: the default, as <https://learn.microsoft.com/graph/outlook-immutable-id> describes
 //!   the sent copy) or still reads as the unsent draft (`isDraft: true`);
+//! - `POST …/attachments` (under 3 MB), `DELETE`, the upload budget ([`attach`]);
 //! - upload sessions for attachments of 3–150 MB ([`upload`]).
 
 use std::sync::Arc;
@@ -41,8 +42,11 @@ use super::{
     wire::{Call, GraphError, RequestIds, new_item_id},
 };
 
+mod attach;
 mod upload;
-pub use upload::{MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES};
+pub(crate) use attach::delete_message;
+use attach::{add_attachment, charge_upload};
+pub use upload::{MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES, MIN_UPLOAD_BYTES};
 pub(crate) use upload::{create_upload_session, upload_chunk};
 
 fn wants_immutable_id(headers: &HeaderMap) -> bool {
@@ -80,6 +84,7 @@ pub(crate) async fn create_draft(
         let bytes = read_body(&state, &headers, body).await.inspect_err(|_| {
             state.lock().boxes[idx].refused.validation += 1;
         })?;
+        charge_upload(&state, idx, &admitted.client_id, bytes.len())?;
         let mut message = parse_draft(&bytes, state.mailboxes[idx].limits.recipients_per_message)
             .inspect_err(|_| {
             state.lock().boxes[idx].refused.validation += 1;
@@ -101,6 +106,8 @@ pub(crate) async fn create_draft(
             sends: 0,
             visible_at_ms: None,
             uploaded: 0,
+            posted: 0,
+            deleted: false,
         };
         state.lock().drafts.insert(id.clone(), draft);
         let mut body = message_json(&id, true, Some(&internet_message_id));
@@ -116,8 +123,8 @@ pub(crate) async fn create_draft(
     routed(&state, "createDraft", &headers, handle).await
 }
 
-/// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send`, or `move` ([`crate::inbox`]);
-/// other actions: `400`.
+/// `POST /v1.0/users/{user}/messages/{id}/{action}`: `send`, `attachments` ([`attach`]) or
+/// `move` ([`crate::inbox`]); other actions: `400`.
 pub(crate) async fn draft_action(
     Call { state, headers }: Call,
     Path((user, id, action)): Path<(String, String, String)>,
@@ -125,6 +132,9 @@ pub(crate) async fn draft_action(
 ) -> Response {
     if action.eq_ignore_ascii_case("move") {
         return crate::inbox::routes::move_message(Call { state, headers }, (user, id), body).await;
+    }
+    if action.eq_ignore_ascii_case("attachments") {
+        return add_attachment(state, headers, user, id, body).await;
     }
     let handle = async |ids: &RequestIds, arrived_at_ms, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;
@@ -313,6 +323,8 @@ async fn listed(
         .drafts
         .values()
         .filter(|d| d.idx == admitted.idx && !d.hidden(state.sent_in_transit, now_ms))
+        // A deleted item is in Deleted Items: in the every-folder listing only.
+        .filter(|d| !d.deleted || folder.is_none())
     {
         let visible = d.sent_visible(now_ms);
         if ((visible && sent) || (!visible && drafts)) && matches(Some(&d.internet_message_id)) {

@@ -1,9 +1,18 @@
 //! Upload sessions for a draft's large attachments (3–150 MB):
 //! `POST /v1.0/users/{id}/messages/{draft}/attachments/createUploadSession`, then
-//! `PUT {uploadUrl}` chunks (`Content-Range: bytes a-b/total`, no `Authorization`: the URL
-//! carries its own credential, a request with one is refused `401`)
+//! `PUT {uploadUrl}` chunks (`Content-Range: bytes a-b/total`)
 //! (<https://learn.microsoft.com/graph/outlook-large-attachments>,
-//! <https://learn.microsoft.com/graph/api/attachment-createuploadsession>).
+//! <https://learn.microsoft.com/graph/api/attachment-createuploadsession>):
+//! - a session for a file under 3 MB is refused `400
+//!   ErrorAttachmentSizeShouldNotBeLessThanMinimumSize` (the large-attachments page, "Errors":
+//!   "returned when attempting to create an upload session to attach a file smaller than 3 MB";
+//!   "3 MB" read as 3 MiB, 3,145,728 bytes, the harsher reading: it refuses more);
+//! - the upload URL is on another origin than the API (Graph's is on `outlook.office.com`),
+//!   served by graph-sim's second listener ([`crate::server::upload_router`]);
+//! - it is pre-authenticated ("contains the appropriate authorization token for subsequent PUT
+//!   queries", step 1 of the same page; "Don't specify an Authorization request header"): a
+//!   `PUT` with an `Authorization` header is refused `401`;
+//! - chunks count against the app's upload budget for the mailbox ([`super::attach`]).
 
 use axum::{
     body::Body,
@@ -14,7 +23,7 @@ use axum::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::item_not_found;
+use super::{attach::charge_upload, item_not_found};
 use crate::{
     records::RecordedAttachment,
     send::{Reply, Seen, admit, count, read_body, read_limited, routed},
@@ -25,6 +34,8 @@ use crate::{
 /// The largest attachment an upload session takes: 150 MB
 /// (<https://learn.microsoft.com/graph/outlook-large-attachments>).
 pub const MAX_UPLOAD_BYTES: u64 = 150 * 1024 * 1024;
+/// The smallest attachment an upload session takes: 3 MB (3,145,728 bytes; module doc).
+pub const MIN_UPLOAD_BYTES: u64 = 3 * 1024 * 1024;
 /// The largest chunk one `PUT` to an upload URL may carry: 4 MB (the same page).
 pub const MAX_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
@@ -64,11 +75,20 @@ pub(crate) async fn create_upload_session(
                 "AttachmentItem.attachmentType must be 'file'.",
             ));
         }
-        if size == 0 || size > MAX_UPLOAD_BYTES {
+        if size < MIN_UPLOAD_BYTES {
             return Err(GraphError::new(
                 StatusCode::BAD_REQUEST,
                 "ErrorAttachmentSizeShouldNotBeLessThanMinimumSize",
-                format!("An upload session takes 1 to {MAX_UPLOAD_BYTES} bytes, not {size}."),
+                format!(
+                    "Attachment size should not be less than minimum size {MIN_UPLOAD_BYTES} bytes (3 MB), was {size}."
+                ),
+            ));
+        }
+        if size > MAX_UPLOAD_BYTES {
+            return Err(GraphError::new(
+                StatusCode::BAD_REQUEST,
+                "ErrorAttachmentSizeShouldNotExceedMaximumSize",
+                format!("An upload session takes at most {MAX_UPLOAD_BYTES} bytes, not {size}."),
             ));
         }
         let now_ms = state.now().timestamp_millis();
@@ -84,6 +104,7 @@ pub(crate) async fn create_upload_session(
             token.clone(),
             Upload {
                 idx: admitted.idx,
+                client_id: admitted.client_id.clone(),
                 draft_id,
                 name,
                 size,
@@ -95,7 +116,7 @@ pub(crate) async fn create_upload_session(
             status: StatusCode::CREATED,
             body: json!({
                 "@odata.context": format!("{}/v1.0/$metadata#microsoft.graph.uploadSession", state.origin),
-                "uploadUrl": format!("{}/_upload/{token}", state.origin),
+                "uploadUrl": format!("{}/_upload/{token}", state.upload_origin),
                 "expirationDateTime": expires.to_rfc3339(),
                 "nextExpectedRanges": ["0-"],
             }),
@@ -144,6 +165,18 @@ pub(crate) async fn upload_chunk(
             "A chunk carries at most 4 MB.",
         );
     };
+    let charged = {
+        let inner = state.lock();
+        inner
+            .uploads
+            .get(&token)
+            .map(|u| (u.idx, u.client_id.clone()))
+    };
+    if let Some((idx, client_id)) = charged
+        && let Err(refused) = charge_upload(&state, idx, &client_id, bytes.len())
+    {
+        return refused.into_response(&RequestIds::new(&headers), state.now());
+    }
     let mut inner = state.lock();
     let Some(upload) = inner.uploads.get_mut(&token) else {
         return upload_error(
@@ -190,7 +223,7 @@ pub(crate) async fn upload_chunk(
         StatusCode::CREATED,
         [(
             header::LOCATION,
-            format!("{}/_upload/{token}", state.origin),
+            format!("{}/_upload/{token}", state.upload_origin),
         )],
     )
         .into_response()

@@ -34,7 +34,7 @@ impl Drop for Slot {
     }
 }
 
-pub(super) fn throttled(message: impl Into<String>, retry_after_ms: i64) -> GraphError {
+pub(crate) fn throttled(message: impl Into<String>, retry_after_ms: i64) -> GraphError {
     GraphError::new(
         StatusCode::TOO_MANY_REQUESTS,
         "ApplicationThrottled",

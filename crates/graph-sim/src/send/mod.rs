@@ -61,8 +61,8 @@ use super::{
 use mail_worker::events;
 
 mod admit;
-pub(crate) use admit::{Admitted, admit};
-use admit::{refusal_record, throttled};
+use admit::refusal_record;
+pub(crate) use admit::{Admitted, admit, throttled};
 
 /// How the request ends.
 pub(crate) enum Reply {

@@ -10,7 +10,7 @@ const NDR_FILTER: &str = "singleValueExtendedProperties/any(ep:ep/id eq 'String 
 async fn start_bouncing(delay: Duration) -> (GraphSim, ManualClock) {
     let clock = ManualClock::new(t0());
     let sim = GraphSim::start(
-        config_with(MailboxLimits::default())
+        config_with(refusing())
             .with_unknown_recipients(UnknownRecipients::domain("nowhere.example", "5.1.1"))
             .with_tenant(SimTenant::new(TENANT, 2, [TENANT]))
             .with_ndr_delay(delay)
