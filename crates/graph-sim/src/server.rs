@@ -7,6 +7,7 @@
 //! - the Inbox: its listing, `PATCH` (`isRead`) and `move` ([`super::inbox`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
+//! Every route of a mailbox is behind [`super::permissions::enforce`] (the token's `roles`).
 //! Every other path gets Graph's `400 BadRequest` "Resource not found for the segment …".
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use axum::{
 };
 
 use super::{
-    admin, auth, drafts, inbox, send,
+    admin, auth, drafts, inbox, permissions, send,
     state::SimState,
     wire::{Call, GraphError, RequestIds},
 };
@@ -52,6 +53,10 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         )
         .route("/_upload/{token}", put(drafts::upload_chunk))
         .route("/v1.0/me/{action}", post(me))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            permissions::enforce,
+        ))
         .merge(admin::routes())
         .fallback(not_found)
         .with_state(state)
