@@ -1726,3 +1726,6 @@ fn a_tenant_budget_needs_a_limit_and_domains() {
 
 #[path = "graph_sim/inbox.rs"]
 mod inbox;
+
+#[path = "graph_sim/permissions.rs"]
+mod permissions;
