@@ -61,9 +61,9 @@ use uuid::Uuid;
 
 pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
-    CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_ROLES, DEFAULT_TOKEN_LIFETIME_S, MailboxLimits,
-    MinuteOverflow, SentInTransit, SimApp, SimBounces, SimConfig, SimMailbox, SimTenant,
-    UnknownRecipients,
+    CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_ROLES, DEFAULT_TOKEN_LIFETIME_S,
+    MailboxLimits, MinuteOverflow, SentInTransit, SimApp, SimBounces, SimConfig, SimMailbox,
+    SimTenant, UnknownRecipients,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{

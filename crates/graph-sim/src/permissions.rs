@@ -128,13 +128,21 @@ mod tests {
                 format!("{u}/messages/AAk=/attachments/createUploadSession"),
                 Some(READ_WRITE),
             ),
-            (Method::PATCH, format!("{u}/messages/AAk="), Some(READ_WRITE)),
+            (
+                Method::PATCH,
+                format!("{u}/messages/AAk="),
+                Some(READ_WRITE),
+            ),
             (
                 Method::DELETE,
                 format!("{u}/messages/AAk="),
                 Some(READ_WRITE),
             ),
-            (Method::POST, format!("{u}/messages/AAk=/move"), Some(READ_WRITE)),
+            (
+                Method::POST,
+                format!("{u}/messages/AAk=/move"),
+                Some(READ_WRITE),
+            ),
             (Method::GET, format!("{u}/messages"), Some(READ)),
             (Method::GET, format!("{u}/messages/AAk="), Some(READ)),
             (Method::GET, format!("{u}/messages/AAk=/$value"), Some(READ)),

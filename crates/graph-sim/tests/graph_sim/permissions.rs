@@ -53,7 +53,10 @@ async fn each_route_needs_its_permission_and_a_grant_reaches_only_new_tokens() {
     assert_eq!(roles_of(&old), Some(vec!["Mail.Send".to_owned()]));
     let base = format!("{}/users/{MAILBOX}", sim.graph_base_url());
     // Mail.Send: sendMail goes; creating a draft (Mail.ReadWrite) and reading (Mail.Read…) not.
-    assert_eq!(send_one(&http, &sim, &old).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send_one(&http, &sim, &old).await.status(),
+        StatusCode::ACCEPTED
+    );
     let denied = refused(StatusCode::FORBIDDEN, "ErrorAccessDenied");
     let create = || http.post(format!("{base}/messages")).json(&draft());
     assert_eq!(refusal_of(create().bearer_auth(&old)).await, denied);
@@ -113,7 +116,9 @@ async fn outside_the_scope_is_denied_unknown_is_invalid_and_unlicensed_is_not_en
         refused(StatusCode::NOT_FOUND, "MailboxNotEnabledForRESTAPI")
     );
     assert_eq!(
-        send_as(&http, &sim, &t, MAILBOX, &message(1)).await.status(),
+        send_as(&http, &sim, &t, MAILBOX, &message(1))
+            .await
+            .status(),
         StatusCode::ACCEPTED
     );
     assert_eq!(sim.messages().len(), 1);
