@@ -215,6 +215,7 @@ pub struct Builder {
     sim_retry_after_holds: bool,
     sim_bounces: graph_sim::SimBounces,
     sim_tenant_budget: Option<u64>,
+    sim_roles: Option<Vec<String>>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -264,6 +265,8 @@ impl Builder {
         /// graph-sim's tenant external budget when it differs from ours (Exchange counting
         /// more than we do: other senders of the tenant).
         fn sim_tenant_budget(u64) as Some;
+        /// The application permissions graph-sim grants the test app (default: all three).
+        fn sim_roles(Vec<String>) as Some;
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -298,6 +301,9 @@ impl Builder {
         let mut app = SimApp::new(TENANT, CLIENT, SECRET);
         if let Some(pem) = self.sim_certificate {
             app = app.with_certificate(pem);
+        }
+        if let Some(roles) = self.sim_roles {
+            app = app.with_roles(roles);
         }
         let mut sim_config = SimConfig {
             apps: vec![app],
@@ -421,6 +427,7 @@ impl TestApp {
             sim_retry_after_holds: true,
             sim_bounces: graph_sim::SimBounces::default(),
             sim_tenant_budget: None,
+            sim_roles: None,
         }
     }
 
