@@ -53,3 +53,37 @@ async fn draft_mode_with_only_mail_send_pauses_naming_mail_readwrite_and_a_grant
     assert_eq!(h.count("SENT").await, 3, "resumed within one probe");
     assert_eq!(h.count("ERROR").await, 0);
 }
+
+#[tokio::test]
+async fn one_mailbox_out_of_scope_among_three_waits_paused_while_the_others_send() {
+    let h = TestApp::builder()
+        .mailboxes(3)
+        .sim_mailbox_scope(vec![
+            "mb0@contoso.example".to_owned(),
+            "mb2@contoso.example".to_owned(),
+        ])
+        .spawn()
+        .await;
+    let clock = ManualClock::new(noon());
+    let handler = h.real_handler(Arc::new(clock.clone()));
+    let mut ids = Vec::new();
+    for mailbox in 0..3 {
+        ids.push(h.insert(mailbox, 2, "SCHEDULED").await);
+    }
+    for id in ids.iter().flatten() {
+        claim_and_send(&h.db.pool, &handler, *id).await.unwrap();
+    }
+    assert_eq!(h.count("SENT").await, 4, "mb0 and mb2 send");
+    assert_eq!(h.count("ERROR").await, 0);
+    for &id in &ids[1] {
+        let (status, reason, _) = h.status_of(id).await;
+        assert_eq!(status, "SCHEDULED");
+        let reason = reason.unwrap();
+        assert!(
+            reason.starts_with("sender paused: unauthorized: Graph answered 403 ErrorAccessDenied")
+                && reason.contains("application access policy"),
+            "{reason}"
+        );
+    }
+    assert_eq!(h.sim.messages().len(), 4);
+}
