@@ -376,6 +376,7 @@ impl From<&Config> for crate::mailer::MailerSettings {
             sendgrid_api_base_url: config.sendgrid_api_base_url.clone(),
             http_timeout: config.http_timeout,
             defaults: config.rate_limit.defaults,
+            read_bounces: config.bounces.enabled,
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct MailerSettings {
     /// `MAIL_RATE_LIMIT_PER_MINUTE` / `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`: a mailbox's limits
     /// unless it overrides them.
     pub defaults: RateLimits,
+    /// `GRAPH_READ_BOUNCES=on`: Graph tokens must also carry bounce reading's permissions.
+    pub read_bounces: bool,
 }
 
 impl std::fmt::Debug for MailerSettings {
@@ -61,6 +63,7 @@ impl std::fmt::Debug for MailerSettings {
             )
             .field("http_timeout", &self.http_timeout)
             .field("defaults", &self.defaults)
+            .field("read_bounces", &self.read_bounces)
             .finish()
     }
 }

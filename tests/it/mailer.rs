@@ -426,10 +426,7 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
     let rows = [
         (400, "ErrorInvalidRecipients"),
         (400, "InvalidInternetMessageHeader"),
-        (403, "ErrorAccessDenied"),
         (403, "ErrorSendAsDenied"),
-        (404, "ErrorInvalidUser"),
-        (404, "MailboxNotEnabledForRESTAPI"),
         (413, "ErrorMessageSizeExceeded"),
     ];
     for (status, code) in rows {
@@ -454,6 +451,32 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
         );
         assert_eq!(rig.count(SEND_PATH).await, 1);
         assert_eq!(rig.limiter.releases(), 1);
+        assert_clean(&err);
+    }
+}
+
+#[tokio::test]
+async fn sender_level_refusals_pause_the_sender_instead_of_failing_the_message() {
+    // Issue 40: these were `Permanent`, so a mailbox's whole queue ended ERROR one by one.
+    for (status, code) in [
+        (403, "ErrorAccessDenied"),
+        (404, "ErrorInvalidUser"),
+        (404, "MailboxNotEnabledForRESTAPI"),
+    ] {
+        let rig = Rig::answering(graph_error(status, code, "Access is denied."), 1).await;
+        let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
+        let text = match &err {
+            MailError::Unauthorized(t) if status == 403 => t.clone(),
+            MailError::Misconfigured(t) if status == 404 => t.clone(),
+            other => panic!("{status} {code}: {other:?}"),
+        };
+        assert!(
+            text.starts_with(&format!(
+                "Graph answered {status} {code} for mailbox events@contoso.example: Access is denied.; fix: "
+            )),
+            "{text}"
+        );
+        assert_eq!(rig.count(SEND_PATH).await, 1);
         assert_clean(&err);
     }
 }

@@ -25,6 +25,7 @@ mod priority;
 mod rate_limit;
 mod real_campaign;
 mod retention;
+mod sender_faults;
 mod service;
 mod store;
 mod support;

@@ -19,7 +19,13 @@
 //! The secret may come in the form (`client_secret`) or as HTTP Basic (`client_secret_basic`,
 //! id and secret form-url-encoded, RFC 6749 §2.3.1), which the `oauth2` crate uses by default.
 //! Every request naming a client id is counted for [`super::GraphSim::token_requests`].
-//! Tokens are opaque strings valid until `now + token_lifetime_s` on the sim's clock.
+//! Tokens are valid until `now + token_lifetime_s` on the sim's clock. They are shaped as Entra
+//! ID's app-only access tokens are, a JWT whose payload carries `aud`, `tid`, `appid`, `iat`,
+//! `exp` and the app's granted application permissions in `roles` (absent when none is
+//! granted): <https://learn.microsoft.com/entra/identity-platform/access-token-claims-reference>
+//! ("roles": "the set of permissions exposed by your application that the requesting
+//! application … has been given permission to call"). The signature part is not a real
+//! signature: graph-sim recognises its tokens by the whole string.
 
 use std::collections::HashMap;
 
@@ -49,6 +55,8 @@ pub const GRAPH_DEFAULT_SCOPE: &str = "https://graph.microsoft.com/.default";
 pub(crate) struct TokenOwner {
     pub tenant_id: String,
     pub client_id: String,
+    /// The application permissions the token carries (`roles`).
+    pub roles: Vec<String>,
 }
 
 /// The token endpoint handler.
@@ -110,27 +118,27 @@ pub(crate) async fn token(
     let client = client_id.as_deref().unwrap_or_default();
     match outcome {
         Ok(()) => {
-            let access_token = format!(
-                "simtok.{}{}",
-                Uuid::new_v4().simple(),
-                Uuid::new_v4().simple()
-            );
             let lifetime = state.token_lifetime_s;
-            {
+            let access_token = {
                 let mut inner = state.lock();
+                let roles = inner.roles.get(client).cloned().unwrap_or_default();
+                let expires_at = now
+                    + chrono::Duration::seconds(
+                        i64::try_from(lifetime).unwrap_or(i64::MAX / 1_000_000),
+                    );
+                let access_token = jwt_shaped(&tenant, client, &roles, now, expires_at);
                 inner.tokens.retain(|_, t| t.expires_at > now);
                 inner.tokens.insert(
                     access_token.clone(),
                     IssuedToken {
                         tenant_id: tenant.clone(),
                         client_id: client.to_owned(),
-                        expires_at: now
-                            + chrono::Duration::seconds(
-                                i64::try_from(lifetime).unwrap_or(i64::MAX / 1_000_000),
-                            ),
+                        expires_at,
+                        roles,
                     },
                 );
-            }
+                access_token
+            };
             tracing::info!(
                 event = events::SIM_REQUEST,
                 sim.route = "token",
@@ -287,8 +295,7 @@ fn verify_assertion(
     };
     let header = jsonwebtoken::decode_header(assertion)
         .map_err(|_| invalid_client(700027, "Client assertion is not a valid JWT."))?;
-    let thumbprint = mail_worker::mailer::graph::assertion::certificate_thumbprint(certificate)
-        .map_err(|e| invalid_client(700027, e))?;
+    let thumbprint = certificate_thumbprint(certificate).map_err(|e| invalid_client(700027, e))?;
     if header.alg != Algorithm::RS256 || header.x5t_s256.as_deref() != Some(thumbprint.as_str()) {
         return Err(invalid_client(
             700027,
@@ -458,7 +465,66 @@ pub(crate) fn authenticate(
     Ok(TokenOwner {
         tenant_id: issued.tenant_id,
         client_id: issued.client_id,
+        roles: issued.roles,
     })
+}
+
+/// An access token shaped as Entra ID's: `base64url(header).base64url(claims).base64url(sig)`,
+/// the claims of the module doc (`roles` left out when empty, as Entra ID does), and a random
+/// part so that no two tokens are alike.
+fn jwt_shaped(
+    tenant: &str,
+    client_id: &str,
+    roles: &[String],
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> String {
+    let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let header = serde_json::json!({"typ": "JWT", "alg": "RS256", "kid": "graph-sim"});
+    let mut claims = serde_json::json!({
+        "aud": "https://graph.microsoft.com",
+        "iss": format!("https://sts.windows.net/{tenant}/"),
+        "tid": tenant,
+        "appid": client_id,
+        "idtyp": "app",
+        "iat": now.timestamp(),
+        "nbf": now.timestamp(),
+        "exp": expires_at.timestamp(),
+        "uti": Uuid::new_v4().simple().to_string(),
+    });
+    if !roles.is_empty() {
+        claims["roles"] = serde_json::json!(roles);
+    }
+    format!(
+        "{}.{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes()),
+        b64(Uuid::new_v4().as_bytes()),
+    )
+}
+
+/// The certificate's `x5t#S256` as Entra ID compares it: base64url (no padding) of the SHA-256
+/// of its DER, the first `CERTIFICATE` PEM block's base64 decoded
+/// (<https://learn.microsoft.com/entra/identity-platform/certificate-credentials>, "x5t#S256";
+/// RFC 7515 §4.1.8). graph-sim's own, not the product's: a bug there must not hide here.
+fn certificate_thumbprint(pem: &str) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let begin = "-----BEGIN CERTIFICATE-----";
+    let start = pem
+        .find(begin)
+        .ok_or("the registered certificate has no CERTIFICATE block")?
+        + begin.len();
+    let end = pem[start..]
+        .find("-----END CERTIFICATE-----")
+        .ok_or("the registered certificate's CERTIFICATE block has no end")?;
+    let body: String = pem[start..start + end]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| format!("the registered certificate is not base64: {e}"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(der)))
 }
 
 #[cfg(test)]

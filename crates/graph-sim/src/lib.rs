@@ -42,6 +42,7 @@ mod inbox;
 pub use inbox::SimInboxItem;
 pub mod limits;
 mod ndr;
+mod permissions;
 pub mod records;
 pub mod send;
 pub mod sendgrid;
@@ -61,9 +62,9 @@ use uuid::Uuid;
 
 pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
-    CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TOKEN_LIFETIME_S, MailboxLimits,
-    MinuteOverflow, NdrLayout, QuotaExceeded, SentInTransit, SimApp, SimBounces, SimConfig,
-    SimMailbox, SimTenant, UnknownRecipients,
+    CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_ROLES, DEFAULT_TOKEN_LIFETIME_S,
+    MailboxLimits, MinuteOverflow, NdrLayout, QuotaExceeded, SentInTransit, SimApp, SimBounces,
+    SimConfig, SimMailbox, SimTenant, UnknownRecipients,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
@@ -293,6 +294,25 @@ impl GraphSim {
             .get(client_id)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Grants `client_id` exactly `roles` (application permissions, admin-consented) from now
+    /// on: only tokens issued after this carry them, as with Entra ID
+    /// (<https://learn.microsoft.com/entra/identity-platform/access-token-claims-reference>).
+    /// Returns `false` for an unknown client id.
+    pub fn grant_roles<I, S>(&self, client_id: &str, roles: I) -> bool
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut inner = self.state.lock();
+        match inner.roles.get_mut(client_id) {
+            Some(granted) => {
+                *granted = roles.into_iter().map(Into::into).collect();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Appends scripted answers for `target`'s next sendMail requests (a mailbox's own script is

@@ -8,6 +8,7 @@
 //! - the Inbox: its listing, `PATCH` (`isRead`), `move` and `$value` ([`super::inbox`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
+//! Every route of a mailbox is behind [`super::permissions::enforce`] (the token's `roles`).
 //! Every other path gets Graph's `400 BadRequest` "Resource not found for the segment …".
 
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use axum::{
 };
 
 use super::{
-    admin, auth, drafts, inbox, send,
+    admin, auth, drafts, inbox, permissions, send,
     state::SimState,
     wire::{Call, GraphError, RequestIds},
 };
@@ -54,6 +55,10 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
             get(drafts::list_folder_messages),
         )
         .route("/v1.0/me/{action}", post(me))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            permissions::enforce,
+        ))
         .merge(admin::routes())
         .fallback(not_found)
         .with_state(state)

@@ -83,6 +83,9 @@ pub(crate) struct Inner {
     pub requests: BTreeMap<String, u64>,
     /// `jti`s of the client assertions accepted (a replay is refused).
     pub assertion_ids: std::collections::HashSet<String>,
+    /// Each app's granted application permissions by client id (from the config; changed by
+    /// [`crate::GraphSim::grant_roles`]); a token carries those of its issue time.
+    pub roles: HashMap<String, Vec<String>>,
 }
 
 impl Inner {
@@ -153,6 +156,11 @@ impl SimState {
                     retry_after_holds: m.limits.retry_after_holds,
                     ..MailboxRuntime::default()
                 })
+                .collect(),
+            roles: config
+                .apps
+                .iter()
+                .map(|a| (a.client_id.clone(), a.roles.clone()))
                 .collect(),
             ..Inner::default()
         };
@@ -333,6 +341,8 @@ pub(crate) struct IssuedToken {
     pub tenant_id: String,
     pub client_id: String,
     pub expires_at: DateTime<Utc>,
+    /// The app's application permissions when the token was issued (its `roles` claim).
+    pub roles: Vec<String>,
 }
 
 /// One draft and what happened to it.

@@ -1703,3 +1703,6 @@ mod ndr_mime;
 
 #[path = "graph_sim/attachments.rs"]
 mod attachments;
+
+#[path = "graph_sim/permissions.rs"]
+mod permissions;

@@ -48,6 +48,8 @@ pub(crate) struct GraphMailbox {
 pub struct MailerFactory<L: RateLimiter> {
     http: reqwest::Client,
     graph: GraphConfig,
+    /// `GRAPH_READ_BOUNCES=on`: Graph tokens must carry bounce reading's permissions too.
+    read_bounces: bool,
     sendgrid_api_base_url: Url,
     defaults: RateLimits,
     limiter: Arc<L>,
@@ -98,6 +100,7 @@ impl<L: RateLimiter> MailerFactory<L> {
             tokens: Arc::new(GraphTokenCache::new(http.clone(), Arc::clone(&clock))),
             http,
             graph: settings.graph,
+            read_bounces: settings.read_bounces,
             sendgrid_api_base_url: settings.sendgrid_api_base_url,
             defaults: settings.defaults,
             limiter,
@@ -201,7 +204,8 @@ impl<L: RateLimiter> MailerFactory<L> {
             false,
             self.tokens.source(spec.app)?,
             Arc::clone(&self.clock),
-        )?;
+        )?
+        .with_bounce_reading(true);
         Ok(Some(GraphMailbox {
             mailer,
             tenant,
@@ -243,7 +247,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                     tokens,
                     Arc::clone(&self.clock),
                 )?
-                .with_mode(self.graph.send_mode, self.graph.send_settle);
+                .with_mode(self.graph.send_mode, self.graph.send_settle)
+                .with_bounce_reading(self.read_bounces);
                 Ok(Arc::new(
                     RateLimitedGraphMailer::new(
                         Metered::new(graph, PROVIDER_GRAPH, Arc::clone(&self.metrics)),

@@ -6,6 +6,8 @@
 //! | `202` (any 2xx), with or without `Retry-After` | sent; never resent (`request-id` → provider id)      |
 //! | `429`, `503`, `504`                            | `Throttled { retry_after }` from `Retry-After`       |
 //! | `401` (`InvalidAuthenticationToken`)           | refresh the token once and resend; second → `Unauthorized` |
+//! | `403 ErrorAccessDenied`                        | `Unauthorized`: the sender pauses ([`sender_fault`]) |
+//! | `404 ErrorInvalidUser`, `MailboxNotEnabledForRESTAPI` | `Misconfigured`: the sender pauses ([`sender_fault`]) |
 //! | `400`, `403`, `404`, `413`, other 4xx but 408  | `Permanent { code: Graph's code, message }`          |
 //! | `408`, 1xx/3xx                                 | `Transient`                                          |
 //! | other 5xx                                      | `OutcomeUnknown` (Graph may have delivered it)       |
@@ -106,6 +108,17 @@ pub(crate) fn interpret(
                 "Graph refused the access token for mailbox {mailbox} twice: {code}: {message}"
             )))
         }
+        403 | 404 if sender_fault(status, code.as_deref()).is_some() => {
+            let (code, message) = described("");
+            let fix = sender_fault(status, Some(&code)).unwrap_or_default();
+            let text =
+                format!("Graph answered {status} {code} for mailbox {mailbox}: {message}; {fix}");
+            Verdict::Failed(if status == 403 {
+                MailError::Unauthorized(text)
+            } else {
+                MailError::Misconfigured(text)
+            })
+        }
         408 => Verdict::Failed(MailError::Transient(format!(
             "Graph sendMail for mailbox {mailbox} answered 408 Request Timeout"
         ))),
@@ -133,6 +146,42 @@ pub(crate) fn interpret(
             "Graph sendMail for mailbox {mailbox} answered unexpected HTTP {status}"
         ))),
     }
+}
+
+/// Whether Graph's answer `status` / `code` is about the sender (its mailbox or the app's
+/// access to it), not the message: then every message of the mailbox would get it, so the
+/// sender pauses instead of failing its queue one message at a time. Returns the fix to name.
+/// - `403 ErrorAccessDenied`: the app lacks the application permission, or the mailbox is
+///   outside its RBAC for Applications scope / application access policy (which takes up to an
+///   hour to apply) (<https://learn.microsoft.com/graph/resolve-auth-errors>,
+///   <https://learn.microsoft.com/graph/auth-limit-mailbox-access>,
+///   <https://learn.microsoft.com/exchange/permissions-exo/application-rbac>). Graph gives the
+///   same code to both, so the fix names both. Per-message refusals have codes of their own
+///   (`ErrorSendAsDenied`, …) and stay `Permanent`;
+/// - `404 ErrorInvalidUser`: no such mailbox in the tenant;
+/// - `404 MailboxNotEnabledForRESTAPI`: the mailbox is unlicensed, inactive or on-premises
+///   (<https://learn.microsoft.com/graph/api/resources/mail-api-overview>).
+pub(crate) fn sender_fault(status: u16, code: Option<&str>) -> Option<&'static str> {
+    match (status, code?) {
+        (403, "ErrorAccessDenied") => Some(
+            "fix: grant the app the application permissions its send mode needs (Mail.Send; \
+             GRAPH_SEND_MODE=draft also Mail.ReadWrite) with admin consent, or add the mailbox to \
+             the app's RBAC for Applications scope / application access policy (up to an hour to \
+             apply); or set GRAPH_SEND_MODE=sendmail",
+        ),
+        (404, "ErrorInvalidUser") => Some(
+            "fix: the mailbox does not exist in the Graph tenant: correct the sender's mailbox or tenant",
+        ),
+        (404, "MailboxNotEnabledForRESTAPI") => Some(
+            "fix: give the mailbox an Exchange Online licence (an unlicensed, inactive or on-premises mailbox cannot use Graph mail)",
+        ),
+        _ => None,
+    }
+}
+
+/// [`sender_fault`] of an answer: `true` when its status and Graph code are about the sender.
+pub(crate) fn is_sender_fault(answer: &HttpAnswer) -> bool {
+    sender_fault(answer.status, graph_error(&answer.body).0.as_deref()).is_some()
 }
 
 /// Graph's `error.code` and scrubbed `error.message`, when the body is Graph's error JSON.
@@ -263,7 +312,7 @@ mod tests {
         for (status, code) in [
             (400, "ErrorInvalidRecipients"),
             (403, "ErrorSendAsDenied"),
-            (404, "MailboxNotEnabledForRESTAPI"),
+            (404, "ErrorItemNotFound"),
             (413, "ErrorMessageSizeExceeded"),
         ] {
             let verdict = answer(

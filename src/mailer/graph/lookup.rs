@@ -86,7 +86,8 @@ impl MicrosoftGraphMailer {
         parse(&answer, what).map(Some)
     }
 
-    /// A request that cannot deliver: any 2xx or a `404` is returned; a failure is mapped by
+    /// A request that cannot deliver: any 2xx or a `404` (but a sender's `404`, which
+    /// `answer.rs` maps to a pause) is returned; a failure is mapped by
     /// `answer.rs`, except that an unknown outcome is [`MailError::Transient`] here — nothing
     /// could have been sent.
     pub(super) async fn step(
@@ -99,7 +100,8 @@ impl MicrosoftGraphMailer {
     ) -> Result<HttpAnswer, MailError> {
         let outcome = self.call(method, url, body, message_id).await?;
         if let Ok(answer) = &outcome
-            && ((200..300).contains(&answer.status) || answer.status == 404)
+            && ((200..300).contains(&answer.status)
+                || (answer.status == 404 && !super::answer::is_sender_fault(answer)))
         {
             return Ok(outcome.unwrap_or_default());
         }

@@ -20,6 +20,7 @@ mod draft;
 pub(crate) mod inbox;
 mod lookup;
 mod plan;
+mod permissions;
 mod request;
 pub mod retry_after;
 mod size;
@@ -100,6 +101,8 @@ pub struct MicrosoftGraphMailer {
     save_to_sent_items: bool,
     mode: GraphSendMode,
     settle: Duration,
+    /// `GRAPH_READ_BOUNCES=on`: its tokens also need the bounce reader's permissions.
+    read_bounces: bool,
     tokens: Arc<TokenSource>,
     clock: Arc<dyn Clock>,
 }
@@ -135,6 +138,7 @@ impl MicrosoftGraphMailer {
             save_to_sent_items,
             mode: GraphSendMode::SendMail,
             settle: Duration::from_secs(120),
+            read_bounces: false,
             tokens,
             clock,
         })
@@ -149,6 +153,29 @@ impl MicrosoftGraphMailer {
         self
     }
 
+    /// Its tokens must also carry what bounce reading needs (`GRAPH_READ_BOUNCES=on`).
+    #[must_use]
+    pub(crate) fn with_bounce_reading(mut self, read_bounces: bool) -> Self {
+        self.read_bounces = read_bounces;
+        self
+    }
+
+    /// The app's token, if its `roles` carry what this mailer's mode and features need
+    /// (`permissions.rs`). Else [`MailError::Misconfigured`] naming the missing role and the fix
+    /// (the sender pauses), and the token is forgotten: the pause's probe fetches a new one,
+    /// the first to carry a grant made meanwhile.
+    async fn permitted_token(&self) -> Result<AccessToken, MailError> {
+        let token = self.tokens.access_token().await?;
+        let needs = permissions::needs(self.mode, self.save_to_sent_items, self.read_bounces);
+        if let Some(roles) = token.roles()
+            && let Some(why) = permissions::missing(&needs, roles, self.tokens.client_id())
+        {
+            self.tokens.invalidate(&token).await;
+            return Err(MailError::Misconfigured(why));
+        }
+        Ok(token)
+    }
+
     /// One Graph request with the app's token; a `401` refreshes the token once and repeats the
     /// byte-identical request. `Ok(Err(_))` is a transport failure, `Err` token trouble.
     async fn call(
@@ -158,7 +185,7 @@ impl MicrosoftGraphMailer {
         body: Option<&[u8]>,
         message_id: Uuid,
     ) -> Result<Result<HttpAnswer, reqwest::Error>, MailError> {
-        let mut token = self.tokens.access_token().await?;
+        let mut token = self.permitted_token().await?;
         let mut refreshed = false;
         loop {
             let outcome = self
@@ -167,7 +194,7 @@ impl MicrosoftGraphMailer {
             match &outcome {
                 Ok(answer) if answer.status == 401 && !refreshed => {
                     self.tokens.invalidate(&token).await;
-                    token = self.tokens.access_token().await?;
+                    token = self.permitted_token().await?;
                     refreshed = true;
                 }
                 _ => return Ok(outcome),

@@ -216,6 +216,8 @@ pub struct Builder {
     sim_bounces: graph_sim::SimBounces,
     sim_tenant_budget: Option<u64>,
     sim_max_request_bytes: Option<usize>,
+    sim_roles: Option<Vec<String>>,
+    sim_mailbox_scope: Option<Vec<String>>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -267,6 +269,10 @@ impl Builder {
         fn sim_tenant_budget(u64) as Some;
         /// graph-sim's cap on one request's body (default Graph's 4 MB).
         fn sim_max_request_bytes(usize) as Some;
+        /// The application permissions graph-sim grants the test app (default: all three).
+        fn sim_roles(Vec<String>) as Some;
+        /// The mailboxes graph-sim's app may use (its RBAC for Applications scope).
+        fn sim_mailbox_scope(Vec<String>) as Some;
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -301,6 +307,12 @@ impl Builder {
         let mut app = SimApp::new(TENANT, CLIENT, SECRET);
         if let Some(pem) = self.sim_certificate {
             app = app.with_certificate(pem);
+        }
+        if let Some(roles) = self.sim_roles {
+            app = app.with_roles(roles);
+        }
+        if let Some(scope) = self.sim_mailbox_scope {
+            app = app.with_mailbox_scope(scope);
         }
         let mut sim_config = SimConfig {
             apps: vec![app],
@@ -430,6 +442,8 @@ impl TestApp {
             sim_bounces: graph_sim::SimBounces::default(),
             sim_tenant_budget: None,
             sim_max_request_bytes: None,
+            sim_roles: None,
+            sim_mailbox_scope: None,
         }
     }
 

@@ -61,13 +61,18 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
                                          listed nowhere, or "draft" (still reads isDraft true)
     "apps": [                            Entra ID app registrations (client credentials)
       { "tenant_id": "contoso.example", "client_id": "app-1", "client_secret": "s3cret",
-        "client_certificate": "-----BEGIN CERTIFICATE-----…" }   optional: accept a
-    ],                                   client_assertion signed by this certificate's key
+        "client_certificate": "-----BEGIN CERTIFICATE-----…",   optional: accept a
+                                         client_assertion signed by this certificate's key
+        "roles": ["Mail.Send", "Mail.ReadWrite", "Mail.Read"],  optional; granted application
+                                         permissions (tokens' roles claim); default these three
+        "mailbox_scope": ["events@contoso.example"] }   optional; RBAC for Applications /
+    ],                                   access policy: other mailboxes get 403; default all
     "mailboxes": [
       { "address": "events@contoso.example",   case-insensitive userPrincipalName
         "tenant_id": "contoso.example",        the tenant owning the mailbox
         "id": "2f9a4f61-...",                  optional; default a random UUID
         "apps": ["app-1"],                     optional; default every app of the tenant
+        "licensed": true,                      optional; false: 404 MailboxNotEnabledForRESTAPI
         "limits": {                            optional, field by field; defaults:
           "concurrent_requests": 4,            in flight per app and mailbox
           "messages_per_minute": 30,           in any rolling 60 s
@@ -328,6 +333,23 @@ pub struct SimApp {
     /// The app's certificate (PEM): a `client_assertion` signed by its key, with its
     /// `x5t#S256`, is accepted instead of the secret.
     pub client_certificate: Option<String>,
+    /// The application permissions granted to it (admin-consented), carried in its tokens'
+    /// `roles` claim; default [`DEFAULT_ROLES`]. See [`crate::permissions`].
+    #[serde(default = "default_roles")]
+    pub roles: Vec<String>,
+    /// The mailboxes its RBAC for Applications scope / application access policy allows
+    /// (addresses, case-insensitive); `None` (default) = every mailbox of its tenant.
+    #[serde(default)]
+    pub mailbox_scope: Option<Vec<String>>,
+}
+
+/// What an app is granted unless configured otherwise: every mail permission the worker can
+/// use (Mail.Send, Mail.ReadWrite, Mail.Read), so a test that does not look at permissions
+/// passes them.
+pub const DEFAULT_ROLES: [&str; 3] = ["Mail.Send", "Mail.ReadWrite", "Mail.Read"];
+
+fn default_roles() -> Vec<String> {
+    DEFAULT_ROLES.iter().map(|r| (*r).to_owned()).collect()
 }
 
 fn empty_secret() -> SecretString {
@@ -342,6 +364,28 @@ impl SimApp {
         self
     }
 
+    /// Grants exactly these application permissions (replacing [`DEFAULT_ROLES`]).
+    #[must_use]
+    pub fn with_roles<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.roles = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Limits the app to these mailboxes (RBAC for Applications / application access policy).
+    #[must_use]
+    pub fn with_mailbox_scope<I, S>(mut self, mailboxes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.mailbox_scope = Some(mailboxes.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// An app of `tenant_id`.
     pub fn new(
         tenant_id: impl Into<String>,
@@ -353,6 +397,8 @@ impl SimApp {
             client_id: client_id.into(),
             client_secret: SecretString::from(client_secret.into()),
             client_certificate: None,
+            roles: default_roles(),
+            mailbox_scope: None,
         }
     }
 }
@@ -373,6 +419,14 @@ pub struct SimMailbox {
     /// Its limits (Microsoft's defaults).
     #[serde(default)]
     pub limits: MailboxLimits,
+    /// Whether it has an Exchange Online licence (default `true`); an unlicensed or
+    /// on-premises mailbox answers `404 MailboxNotEnabledForRESTAPI`.
+    #[serde(default = "licensed")]
+    pub licensed: bool,
+}
+
+fn licensed() -> bool {
+    true
 }
 
 impl SimMailbox {
@@ -384,7 +438,16 @@ impl SimMailbox {
             id: None,
             apps: Vec::new(),
             limits: MailboxLimits::default(),
+            licensed: true,
         }
+    }
+
+    /// Without an Exchange Online licence: every request to it gets `404
+    /// MailboxNotEnabledForRESTAPI`.
+    #[must_use]
+    pub fn unlicensed(mut self) -> Self {
+        self.licensed = false;
+        self
     }
 
     /// Sets its limits.

@@ -87,6 +87,7 @@ impl SimConfig {
                 tenant_id: mailbox.tenant_id.clone(),
                 apps: mailbox.apps.clone(),
                 limits: mailbox.limits.clone(),
+                licensed: mailbox.licensed,
             });
         }
         Ok(out)
@@ -127,6 +128,7 @@ pub(crate) struct ResolvedMailbox {
     pub tenant_id: String,
     pub apps: Vec<String>,
     pub limits: MailboxLimits,
+    pub licensed: bool,
 }
 
 #[cfg(test)]

@@ -111,6 +111,10 @@ pub(crate) async fn admit(
             "Access is denied. Check credentials and try again.",
         ));
     }
+    if let Err(e) = in_scope_and_licensed(state, idx, &owner.client_id) {
+        state.lock().boxes[idx].refused.auth += 1;
+        return Err(e);
+    }
 
     let client_request_id = headers
         .get("client-request-id")
@@ -190,4 +194,41 @@ pub(crate) async fn admit(
         client_request_id,
         _slot: slot,
     })
+}
+
+/// The app's mailbox scope, then the mailbox's licence:
+/// - a mailbox outside the app's RBAC for Applications scope or application access policy →
+///   `403 ErrorAccessDenied` (<https://learn.microsoft.com/exchange/permissions-exo/application-rbac>,
+///   <https://learn.microsoft.com/graph/auth-limit-mailbox-access>: "the app is denied access
+///   to mailboxes outside the policy"); Graph's message names the access policy, as below;
+/// - a mailbox without an Exchange Online licence (or on-premises) → `404
+///   MailboxNotEnabledForRESTAPI` (<https://learn.microsoft.com/graph/api/resources/mail-api-overview>:
+///   the mail API works with Exchange Online mailboxes only; Microsoft documents the code in its
+///   known issues, not the status: 404 is what tenants report, taken as is).
+fn in_scope_and_licensed(state: &SimState, idx: usize, client_id: &str) -> Result<(), GraphError> {
+    let mailbox = &state.mailboxes[idx];
+    let scope = state
+        .apps
+        .iter()
+        .find(|a| a.client_id == client_id)
+        .and_then(|a| a.mailbox_scope.as_ref());
+    if let Some(scope) = scope
+        && !scope
+            .iter()
+            .any(|m| m.trim().eq_ignore_ascii_case(mailbox.address.as_str()))
+    {
+        return Err(GraphError::new(
+            StatusCode::FORBIDDEN,
+            "ErrorAccessDenied",
+            "Access to OData is disabled: [RAOP] : Blocked by tenant configured AppOnly AccessPolicy settings.",
+        ));
+    }
+    if !mailbox.licensed {
+        return Err(GraphError::new(
+            StatusCode::NOT_FOUND,
+            "MailboxNotEnabledForRESTAPI",
+            "The mailbox is either inactive, soft-deleted, or is hosted on-premise.",
+        ));
+    }
+    Ok(())
 }

@@ -45,11 +45,19 @@ pub(crate) const REFUSAL_PAUSE: Duration = Duration::from_secs(30);
 pub(crate) struct AccessToken {
     value: SecretString,
     generation: u64,
+    /// Its `roles` claim, read once when it was fetched (`None`: not a readable JWT).
+    roles: Option<Arc<[String]>>,
 }
 
 impl AccessToken {
     pub(crate) fn bearer(&self) -> &str {
         self.value.expose_secret()
+    }
+
+    /// The application permissions it carries; `None` when it cannot be read
+    /// ([`super::permissions::roles_claim`]).
+    pub(crate) fn roles(&self) -> Option<&[String]> {
+        self.roles.as_deref()
     }
 }
 
@@ -191,9 +199,11 @@ impl TokenSource {
                 inner.transient_failures = 0;
                 inner.paused_until = None;
                 inner.generation += 1;
+                let roles = super::permissions::roles_claim(value.expose_secret()).map(Arc::from);
                 let token = AccessToken {
                     value,
                     generation: inner.generation,
+                    roles,
                 };
                 let margin = REFRESH_MARGIN.min(lifetime / 2);
                 inner.state = TokenState::Valid {
@@ -261,6 +271,11 @@ impl TokenSource {
         {
             inner.state = TokenState::Empty;
         }
+    }
+
+    /// The app's client id (named in a pause's reason).
+    pub(crate) fn client_id(&self) -> &str {
+        &self.client_id
     }
 
     /// An error text of this app's requests with credentials and this app's secret (should
