@@ -110,7 +110,7 @@ pub async fn run(
             failures.saturating_add(1)
         };
         let wait = backoff::jittered(failures, RESTART_BASE, RESTART_CAP);
-        health.restarted(stuck);
+        health.restarted(&error, stuck);
         metrics.intake_consumer_restarted();
         tracing::warn!(
             event = events::INTAKE_CONSUMER_RESTART,
@@ -174,7 +174,6 @@ async fn run_once(
         () = shutdown::stopped(&mut stop) => return Ended::Stopped,
     }
     let health = Arc::clone(&settings.health);
-    health.answered();
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let (halt_tx, halt_rx) = watch::channel(false);
     let (batcher, batches) = consumer::Batcher::start(

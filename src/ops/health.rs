@@ -243,17 +243,10 @@ fn consumer_check(health: &ConsumerHealth) -> (Check, bool) {
     if let Some(why) = health.unrecoverable() {
         return (failed(why), true);
     }
-    if health.polling() {
-        return (ok(None), false);
+    match health.not_polling() {
+        None => (ok(None), false),
+        Some(why) => (failed(why), false),
     }
-    let silent = health.silent_for().as_secs();
-    let restarts = health.restarts();
-    (
-        failed(format!(
-            "the intake consumer has not polled its queue for {silent} s (restarts since start-up: {restarts}); it keeps restarting"
-        )),
-        false,
-    )
 }
 
 impl Readiness {

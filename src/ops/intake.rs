@@ -12,7 +12,7 @@
 
 use std::{
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -93,6 +93,8 @@ pub struct ConsumerHealth {
     busy: AtomicUsize,
     /// Restarts since start-up.
     restarts: AtomicU64,
+    /// The last restart, and the error that caused it.
+    restarted: Mutex<Option<(u64, String)>>,
     /// Restarts in a row of a consumer that was silent while its Redis answered.
     stuck_in_a_row: AtomicU64,
     /// The supervisor ended although the daemon did not stop.
@@ -116,6 +118,7 @@ impl ConsumerHealth {
             beat_ms: AtomicU64::new(0),
             busy: AtomicUsize::new(0),
             restarts: AtomicU64::new(0),
+            restarted: Mutex::new(None),
             stuck_in_a_row: AtomicU64::new(0),
             ended: AtomicBool::new(false),
             silent_after_ms: AtomicU64::new(silent_after_ms),
@@ -160,9 +163,13 @@ impl ConsumerHealth {
         BusyGuard(Arc::clone(self))
     }
 
-    /// The consumer was started again; `stuck`: because it was silent while Redis answered.
-    pub(crate) fn restarted(&self, stuck: bool) {
+    /// The consumer was started again after `error`; `stuck`: because it was silent while
+    /// Redis answered.
+    pub(crate) fn restarted(&self, error: &str, stuck: bool) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut last) = self.restarted.lock() {
+            *last = Some((self.now_ms(), error.to_owned()));
+        }
         if stuck {
             self.stuck_in_a_row.fetch_add(1, Ordering::Relaxed);
         }
@@ -188,9 +195,27 @@ impl ConsumerHealth {
         self.restarts.load(Ordering::Relaxed)
     }
 
-    /// Whether the consumer polls: it heard from its Redis within [`Self::silent_after`].
-    pub fn polling(&self) -> bool {
-        self.silent_for() <= self.silent_after()
+    /// Why the consumer does not poll now, or `None` when it does: it has not heard from its
+    /// Redis within [`Self::silent_after`], or it was restarted within it (a consumer that
+    /// fails at each start answers its registration, then fails again).
+    pub fn not_polling(&self) -> Option<String> {
+        let silent = self.silent_for();
+        let restarted = self.restarted.lock().ok().and_then(|l| l.clone());
+        let last = restarted.as_ref().map(|(at, error)| {
+            let ago = self.now_ms().saturating_sub(*at) / 1_000;
+            (ago, format!("; restarted {ago} s ago after: {error}"))
+        });
+        let recent = last
+            .as_ref()
+            .is_some_and(|(ago, _)| Duration::from_secs(*ago) <= self.silent_after());
+        (silent > self.silent_after() || recent).then(|| {
+            format!(
+                "the intake consumer has not polled its queue for {} s (restarts since start-up: {}{})",
+                silent.as_secs(),
+                self.restarts(),
+                last.map(|(_, text)| text).unwrap_or_default()
+            )
+        })
     }
 
     /// Why the consumer cannot recover in this process (`/healthz` fails, so that Kubernetes

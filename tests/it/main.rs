@@ -17,6 +17,7 @@ mod headroom;
 mod import;
 mod intake;
 mod intake_cluster;
+mod intake_recovery;
 mod mailer;
 mod ops;
 mod overlap;
