@@ -199,11 +199,16 @@ fn replacement(cmd: &Cmd, cluster: bool) -> Option<ScriptInvocation<'static>> {
 
 impl ConnectionLike for QueueConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let answer: RedisFuture<'a, Value> = match (replacement(cmd, self.is_cluster()), &mut self.link) {
-            (Some(call), Link::Cluster(c)) => Box::pin(async move { call.invoke_async(c).await }),
-            (Some(call), Link::Single(c)) => Box::pin(async move { call.invoke_async(c).await }),
-            (None, link) => link.req_packed_command(cmd),
-        };
+        let answer: RedisFuture<'a, Value> =
+            match (replacement(cmd, self.is_cluster()), &mut self.link) {
+                (Some(call), Link::Cluster(c)) => {
+                    Box::pin(async move { call.invoke_async(c).await })
+                }
+                (Some(call), Link::Single(c)) => {
+                    Box::pin(async move { call.invoke_async(c).await })
+                }
+                (None, link) => link.req_packed_command(cmd),
+            };
         told(self.answers.as_ref(), answer)
     }
 

@@ -140,7 +140,11 @@ async fn answers(conn: &mut QueueConnection) -> bool {
 /// Every heartbeat: beats, sets the silence gauge, and returns once the worker has been silent
 /// past its orphan threshold while its Redis answers (a Redis that does not answer is the
 /// worker's own error to report, after its response timeout).
-async fn watchdog(settings: &IntakeSettings, conn: &QueueConnection, metrics: &Metrics) -> Duration {
+async fn watchdog(
+    settings: &IntakeSettings,
+    conn: &QueueConnection,
+    metrics: &Metrics,
+) -> Duration {
     let health = &settings.health;
     let mut ticks = tokio::time::interval(settings.heartbeat);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -229,7 +233,10 @@ async fn run_once(
             tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "leaving the intake queue failed: another replica takes this worker's jobs after its heartbeat lapses")
         }
         Err(_) => {
-            tracing::warn!(event = events::INTAKE_REDIS_ERROR, "leaving the intake queue got no answer within 5 s: this worker's jobs go back to the queue after its heartbeat lapses")
+            tracing::warn!(
+                event = events::INTAKE_REDIS_ERROR,
+                "leaving the intake queue got no answer within 5 s: this worker's jobs go back to the queue after its heartbeat lapses"
+            )
         }
     }
     tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "stopped consuming the intake queue");

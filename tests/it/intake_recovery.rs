@@ -35,7 +35,10 @@ async fn get(handle: &Handle, path: &str) -> (u16, serde_json::Value) {
     let answer = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
     let code = answer.status().as_u16();
     let text = answer.text().await.unwrap();
-    (code, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
 }
 
 async fn metrics(handle: &Handle) -> String {
@@ -50,7 +53,9 @@ async fn metrics(handle: &Handle) -> String {
 
 /// Pushes `n` fresh lines of `mailbox` onto the world's queue on `redis`; their ids.
 async fn push(world: &TestApp, redis: &PrivateRedis, mailbox: &str, n: usize) -> Vec<Uuid> {
-    let conn = intake::connect(&RedisUrls::from(redis.url())).await.unwrap();
+    let conn = intake::connect(&RedisUrls::from(redis.url()))
+        .await
+        .unwrap();
     let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
     let lines = ids.iter().map(|id| line(*id, mailbox));
     let queue = world.config.intake.queue.as_deref().unwrap();
@@ -69,7 +74,10 @@ async fn stored(world: &TestApp, ids: &[Uuid]) -> i64 {
 /// Waits until every one of `ids` is stored, within `within`; how long it took.
 async fn all_stored(world: &TestApp, ids: &[Uuid], within: Duration, what: &str) -> Duration {
     let started = Instant::now();
-    wait_until(within, what, async || stored(world, ids).await == ids.len() as i64).await;
+    wait_until(within, what, async || {
+        stored(world, ids).await == ids.len() as i64
+    })
+    .await;
     started.elapsed()
 }
 
@@ -101,12 +109,20 @@ async fn after_the_queues_redis_restarts_jobs_pushed_are_stored_within_10_s() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         redis.spawn();
         let after = push(&world, &redis, &mailbox, 5).await;
-        let took = all_stored(&world, &after, Duration::from_secs(10), "5 jobs after the restart").await;
+        let took = all_stored(
+            &world,
+            &after,
+            Duration::from_secs(10),
+            "5 jobs after the restart",
+        )
+        .await;
         eprintln!("stored {} s after Redis came back", took.as_secs_f64());
         let text = metrics(d).await;
         assert!(
-            text.lines().any(|l| l.starts_with("mail_worker_intake_consumer_restarts_total ")
-                && !l.ends_with(" 0")),
+            text.lines().any(
+                |l| l.starts_with("mail_worker_intake_consumer_restarts_total ")
+                    && !l.ends_with(" 0")
+            ),
             "a restart counted: {text}"
         );
     })
@@ -125,7 +141,13 @@ async fn after_the_queues_redis_froze_for_35_s_jobs_pushed_are_stored_within_10_
         tokio::time::sleep(Duration::from_secs(35)).await;
         redis.signal("-CONT");
         let after = push(&world, &redis, &mailbox, 5).await;
-        let took = all_stored(&world, &after, Duration::from_secs(10), "5 jobs after the freeze").await;
+        let took = all_stored(
+            &world,
+            &after,
+            Duration::from_secs(10),
+            "5 jobs after the freeze",
+        )
+        .await;
         eprintln!("stored {} s after Redis thawed", took.as_secs_f64());
     })
     .await;
@@ -141,7 +163,11 @@ async fn a_consumer_that_cannot_poll_is_named_by_readyz_until_it_polls_again() {
         let first = push(&world, &redis, &mailbox, 1).await;
         all_stored(&world, &first, Duration::from_secs(20), "the first job").await;
         let (code, ready) = get(d, "/readyz").await;
-        assert_eq!((code, &ready["degraded"]), (200, &serde_json::json!([])), "{ready}");
+        assert_eq!(
+            (code, &ready["degraded"]),
+            (200, &serde_json::json!([])),
+            "{ready}"
+        );
         // The queue's list of waiting jobs is a string now: each fetch fails (WRONGTYPE)
         // while Redis answers every PING.
         let mut conn = redis::Client::open(redis.url().as_str())
@@ -150,27 +176,61 @@ async fn a_consumer_that_cannot_poll_is_named_by_readyz_until_it_polls_again() {
             .await
             .unwrap();
         let active = format!("{queue}:active");
-        let _: () = redis::cmd("DEL").arg(&active).query_async(&mut conn).await.unwrap();
-        let _: () = redis::cmd("SET").arg(&active).arg("not a list").query_async(&mut conn).await.unwrap();
-        wait_until(Duration::from_secs(10), "readyz names the consumer", async || {
-            let (_, ready) = get(d, "/readyz").await;
-            ready["degraded"]
-                .as_array()
-                .is_some_and(|d| d.iter().any(|n| n == "intake_consumer"))
-        })
+        let _: () = redis::cmd("DEL")
+            .arg(&active)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(&active)
+            .arg("not a list")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        wait_until(
+            Duration::from_secs(10),
+            "readyz names the consumer",
+            async || {
+                let (_, ready) = get(d, "/readyz").await;
+                ready["degraded"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|n| n == "intake_consumer"))
+            },
+        )
         .await;
         let (code, ready) = get(d, "/readyz").await;
         assert_eq!(code, 200, "degraded, not unready: {ready}");
         assert_eq!(ready["checks"]["intake_redis"]["ok"], true, "{ready}");
-        let why = ready["checks"]["intake_consumer"]["error"].as_str().unwrap();
-        assert!(why.contains("has not polled") && why.contains("WRONGTYPE"), "{ready}");
-        assert_eq!(get(d, "/healthz").await.0, 200, "a restart of the pod would not help");
-        let _: () = redis::cmd("DEL").arg(&active).query_async(&mut conn).await.unwrap();
+        let why = ready["checks"]["intake_consumer"]["error"]
+            .as_str()
+            .unwrap();
+        assert!(
+            why.contains("has not polled") && why.contains("WRONGTYPE"),
+            "{ready}"
+        );
+        assert_eq!(
+            get(d, "/healthz").await.0,
+            200,
+            "a restart of the pod would not help"
+        );
+        let _: () = redis::cmd("DEL")
+            .arg(&active)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         let later = push(&world, &redis, &mailbox, 3).await;
-        all_stored(&world, &later, Duration::from_secs(10), "3 jobs after the repair").await;
-        wait_until(Duration::from_secs(10), "readyz without the consumer", async || {
-            get(d, "/readyz").await.1["degraded"] == serde_json::json!([])
-        })
+        all_stored(
+            &world,
+            &later,
+            Duration::from_secs(10),
+            "3 jobs after the repair",
+        )
+        .await;
+        wait_until(
+            Duration::from_secs(10),
+            "readyz without the consumer",
+            async || get(d, "/readyz").await.1["degraded"] == serde_json::json!([]),
+        )
         .await;
     })
     .await;

@@ -18,6 +18,7 @@ mod import;
 mod intake;
 mod intake_cluster;
 mod intake_recovery;
+mod limiter_cold_start;
 mod mailer;
 mod ops;
 mod overlap;
