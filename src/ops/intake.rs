@@ -261,3 +261,58 @@ impl super::Metrics {
         self.intake_silent.set(silent.as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consumer_is_not_polling_when_silent_or_just_restarted_and_busy_is_not_silent() {
+        let health = Arc::new(ConsumerHealth::new(Duration::from_millis(50)));
+        assert_eq!(health.not_polling(), None, "new: counts as polled now");
+        std::thread::sleep(Duration::from_millis(60));
+        let why = health.not_polling().expect("silent for 60 ms of 50");
+        assert!(
+            why.contains("has not polled") && why.contains("restarts since start-up: 0"),
+            "{why}"
+        );
+        let busy = health.job();
+        assert_eq!(health.silent_for(), Duration::ZERO, "a handler holds a job");
+        drop(busy);
+        health.answered();
+        assert_eq!(health.not_polling(), None);
+        health.restarted("WRONGTYPE", false);
+        let why = health.not_polling().expect("restarted within 50 ms");
+        assert!(why.contains("restarted 0 s ago after: WRONGTYPE"), "{why}");
+        std::thread::sleep(Duration::from_millis(1_100));
+        health.answered();
+        assert_eq!(health.not_polling(), None, "polled since, restart 1 s ago");
+    }
+
+    #[test]
+    fn only_stalls_while_redis_answers_a_hung_or_ended_supervisor_cannot_recover() {
+        let health = ConsumerHealth::new(Duration::from_millis(50));
+        for _ in 0..STUCK_RESTARTS_UNRECOVERABLE - 1 {
+            health.restarted("stalled", true);
+        }
+        health.restarted("refused", false);
+        health.beat();
+        assert_eq!(health.unrecoverable(), None, "2 stalls and a refusal");
+        health.restarted("stalled", true);
+        assert!(health.unrecoverable().unwrap().contains("3 times in a row"));
+        health.answered();
+        assert_eq!(
+            health.unrecoverable(),
+            None,
+            "it polled: the count starts again"
+        );
+        std::thread::sleep(Duration::from_millis(110));
+        assert!(
+            health.unrecoverable().unwrap().contains("has not run for"),
+            "no beat for 2 × 50 ms"
+        );
+        health.beat();
+        health.ended();
+        assert!(health.unrecoverable().unwrap().contains("ended"));
+    }
+}
