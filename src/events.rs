@@ -169,6 +169,10 @@ pub const INTAKE_STORE_FAILED: &str = "intake.store.failed";
 pub const INTAKE_CONSUMER: &str = "intake.consumer";
 /// The intake queue's Redis failed outside a job (fetch, heartbeat, cleanup). Fields: `error`.
 pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";
+/// The intake consumer stopped polling (a poll error: its Redis restarted or froze; or silent
+/// while its Redis answered) and starts again under a new name after a backoff. Fields:
+/// `error`, `worker`, `restarts` (since start-up), `wait_ms`. Warn.
+pub const INTAKE_CONSUMER_RESTART: &str = "intake.consumerRestart";
 /// A batch of outbox events was POSTed to a webhook receiver and accepted (debug). Fields:
 /// `receiver` (URL, query and password hidden), `events`, `duration_ms`.
 pub const EVENTS_DELIVERED: &str = "events.delivered";

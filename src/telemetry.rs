@@ -8,6 +8,13 @@ use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberI
 
 use crate::config::LogFormat;
 
+/// The `RUST_LOG` directives that leave apalis-core's lines on a lost queue Redis to ours
+/// (unless `RUST_LOG` names apalis itself).
+const APALIS_QUIET: [&str; 2] = [
+    "apalis_core::worker=off",
+    "apalis_core::backend::persistence=error",
+];
+
 /// Installs the global subscriber, writing to stderr. `filter` is a `RUST_LOG` directive
 /// (default `info`). Calling it twice is harmless (the second call is ignored).
 pub fn init(format: LogFormat, filter: &str) {
@@ -25,6 +32,16 @@ where
         // PostgreSQL's NOTICEs ("relation _sqlx_migrations already exists") are not events.
         if let Ok(directive) = "sqlx::postgres::notice=warn".parse() {
             env_filter = env_filter.add_directive(directive);
+        }
+    }
+    if !filter.contains("apalis") {
+        // apalis-core's own lines on a lost queue Redis ("WorkerError: Failed to poll backend",
+        // "poll_next: fetch_next failed -> Dead", a worker dropped with tasks) are one
+        // `intake.consumerRestart` line of ours, naming the error (src/intake/supervise.rs).
+        for directive in APALIS_QUIET {
+            if let Ok(directive) = directive.parse() {
+                env_filter = env_filter.add_directive(directive);
+            }
         }
     }
     let filter = env_filter;

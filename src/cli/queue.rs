@@ -60,6 +60,9 @@ pub(super) async fn queue_command(
                 s.workers_silent,
                 settings.orphaned_after().as_secs()
             ));
+            if let Some(warning) = s.no_consumer() {
+                out(&format!("warning: {warning}\n"));
+            }
         }
         QueueCommand::Dead { limit } => {
             let jobs = dead::list(&mut conn, queue, limit).await?;

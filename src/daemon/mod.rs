@@ -246,6 +246,11 @@ async fn run_parts(
         Some(settings) => Some((settings, intake::QueueConnection::lazy(&config.redis_url)?)),
         None => None,
     };
+    if let Some((settings, _)) = &intake {
+        observers
+            .liveness
+            .watch_intake(Arc::clone(&settings.health));
+    }
     let server = listener.map(|listener| {
         let state = OpsState {
             metrics: Arc::clone(&observers.metrics),
@@ -257,7 +262,9 @@ async fn run_parts(
                     Arc::clone(&observers.claiming),
                 );
                 match &intake {
-                    Some((_, conn)) => readiness.with_intake(conn.clone()),
+                    Some((settings, conn)) => {
+                        readiness.with_intake(conn.clone(), Arc::clone(&settings.health))
+                    }
                     None => readiness,
                 }
             }),

@@ -16,7 +16,10 @@
 //! `lua/intake/acquire_leases.lua`: the same without a per-job `LREM` of the active list, which
 //! `fetch_next.lua` has already trimmed (that scan made each job cost O(backlog)).
 
-use std::{sync::LazyLock, time::Duration};
+use std::{
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use redis::{
     Arg, Cmd, Pipeline, RedisFuture, Script, ScriptInvocation, Value,
@@ -25,6 +28,7 @@ use redis::{
 };
 
 use super::IntakeError;
+use crate::ops::intake::ConsumerHealth;
 use crate::rate_limit::{RedisLink as Link, RedisUrls};
 
 /// The longest one connection attempt may take: 2 s.
@@ -48,13 +52,17 @@ static ACQUIRE_LEASES: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/acquire_leases.lua")));
 
 /// A connection to the queue's Redis: one node or a cluster (see the module docs). Cheap to
-/// clone (multiplexed).
+/// clone (multiplexed). The consumer's own clone ([`Self::reporting_to`]) tells its
+/// [`ConsumerHealth`] of every answer, so `/readyz` knows whether the consumer polls.
 #[derive(Clone)]
-pub struct QueueConnection(Link);
+pub struct QueueConnection {
+    link: Link,
+    answers: Option<Arc<ConsumerHealth>>,
+}
 
 impl std::fmt::Debug for QueueConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
+        f.write_str(match self.link {
             Link::Single(_) => "QueueConnection::Single",
             Link::Cluster(_) => "QueueConnection::Cluster",
         })
@@ -67,7 +75,7 @@ impl QueueConnection {
     /// # Errors
     /// A URL the client refuses, or a Redis that does not answer.
     pub async fn connect(urls: &RedisUrls) -> Result<Self, IntakeError> {
-        Ok(Self(if urls.is_cluster() {
+        Ok(Self::from(if urls.is_cluster() {
             Link::Cluster(
                 cluster_client(urls)?
                     .get_async_connection_with_config(cluster_config())
@@ -84,7 +92,7 @@ impl QueueConnection {
     /// # Errors
     /// A URL the client refuses.
     pub(crate) fn lazy(urls: &RedisUrls) -> Result<Self, IntakeError> {
-        Ok(Self(if urls.is_cluster() {
+        Ok(Self::from(if urls.is_cluster() {
             Link::Cluster(
                 cluster_client(urls)?.get_pending_async_connection_with_config(cluster_config()),
             )
@@ -99,7 +107,44 @@ impl QueueConnection {
 
     /// Whether this is a Redis Cluster connection.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.0, Link::Cluster(_))
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    /// A clone that tells `health` of each answer it gets (the consumer's storage).
+    pub(crate) fn reporting_to(&self, health: &Arc<ConsumerHealth>) -> Self {
+        Self {
+            link: self.link.clone(),
+            answers: Some(Arc::clone(health)),
+        }
+    }
+}
+
+impl From<Link> for QueueConnection {
+    fn from(link: Link) -> Self {
+        Self {
+            link,
+            answers: None,
+        }
+    }
+}
+
+/// `answer`, told to `health` when it is one.
+fn told<'a, T: Send + 'a>(
+    health: Option<&Arc<ConsumerHealth>>,
+    answer: RedisFuture<'a, T>,
+) -> RedisFuture<'a, T> {
+    match health {
+        None => answer,
+        Some(health) => {
+            let health = Arc::clone(health);
+            Box::pin(async move {
+                let answer = answer.await;
+                if answer.is_ok() {
+                    health.answered();
+                }
+                answer
+            })
+        }
     }
 }
 
@@ -154,11 +199,17 @@ fn replacement(cmd: &Cmd, cluster: bool) -> Option<ScriptInvocation<'static>> {
 
 impl ConnectionLike for QueueConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match (replacement(cmd, self.is_cluster()), &mut self.0) {
-            (Some(call), Link::Cluster(c)) => Box::pin(async move { call.invoke_async(c).await }),
-            (Some(call), Link::Single(c)) => Box::pin(async move { call.invoke_async(c).await }),
-            (None, link) => link.req_packed_command(cmd),
-        }
+        let answer: RedisFuture<'a, Value> =
+            match (replacement(cmd, self.is_cluster()), &mut self.link) {
+                (Some(call), Link::Cluster(c)) => {
+                    Box::pin(async move { call.invoke_async(c).await })
+                }
+                (Some(call), Link::Single(c)) => {
+                    Box::pin(async move { call.invoke_async(c).await })
+                }
+                (None, link) => link.req_packed_command(cmd),
+            };
+        told(self.answers.as_ref(), answer)
     }
 
     fn req_packed_commands<'a>(
@@ -167,11 +218,14 @@ impl ConnectionLike for QueueConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.0.req_packed_commands(pipeline, offset, count)
+        told(
+            self.answers.as_ref(),
+            self.link.req_packed_commands(pipeline, offset, count),
+        )
     }
 
     fn get_db(&self) -> i64 {
-        self.0.get_db()
+        self.link.get_db()
     }
 }
 

@@ -15,7 +15,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::{
     events,
     import::{self, campaign},
-    ops::{Metrics, intake::IntakeOutcome, metrics::STAGE_INTAKE},
+    ops::{
+        Metrics,
+        intake::{ConsumerHealth, IntakeOutcome},
+        metrics::STAGE_INTAKE,
+    },
     store::StoreError,
 };
 
@@ -43,6 +47,8 @@ struct Pending {
 #[derive(Debug, Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::Sender<Pending>,
+    /// Told of each job a handler holds (a consumer waiting for PostgreSQL is busy, not dead).
+    health: Arc<ConsumerHealth>,
 }
 
 impl std::fmt::Debug for Pending {
@@ -58,16 +64,17 @@ impl Batcher {
         pool: PgPool,
         metrics: Arc<Metrics>,
         stopping: watch::Receiver<bool>,
-        outbox: Outbox,
+        (outbox, health): (Outbox, Arc<ConsumerHealth>),
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
         let task = tokio::spawn(batches(pool, metrics, rx, stopping, outbox));
-        (Self { tx }, task)
+        (Self { tx, health }, task)
     }
 
     /// Stores `line` (task `task`) with the next batch; `Ok` once its row is committed (or was
     /// stored already).
     pub(crate) async fn store(&self, task: String, line: Vec<u8>) -> Result<(), NotStored> {
+        let _busy = self.health.job();
         let (reply, answer) = oneshot::channel();
         if self.tx.send(Pending { task, line, reply }).await.is_err() {
             return Err(NotStored::Returned);

@@ -34,6 +34,19 @@ pub struct QueueStats {
     pub oldest_seconds: Option<u64>,
 }
 
+impl QueueStats {
+    /// What to say when no worker is alive: no replica's consumer polls the queue, so its jobs
+    /// wait (issue 46: `workers alive 0` was the only sign of a dead consumer). `None` while one
+    /// is alive.
+    pub fn no_consumer(&self) -> Option<&'static str> {
+        (self.workers == 0).then_some(if self.waiting + self.scheduled > 0 {
+            "no consumer polls this queue and jobs wait: see each replica's /readyz (intake_consumer) and its intake.consumerRestart lines"
+        } else {
+            "no consumer polls this queue: a job pushed now waits until one does (see each replica's /readyz, intake_consumer)"
+        })
+    }
+}
+
 /// One dead-lettered job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadJob {
@@ -222,4 +235,24 @@ pub async fn discard(
     let c = config(queue);
     let keys = [c.job_data_hash()];
     each_chunk(conn, &c, which, &super::cleanup::REMOVE_JOBS, &keys).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_live_worker_is_said_and_whether_jobs_wait() {
+        let mut stats = QueueStats::default();
+        assert!(
+            stats
+                .no_consumer()
+                .unwrap()
+                .contains("a job pushed now waits")
+        );
+        stats.waiting = 3;
+        assert!(stats.no_consumer().unwrap().contains("jobs wait"));
+        stats.workers = 1;
+        assert_eq!(stats.no_consumer(), None);
+    }
 }

@@ -12,17 +12,15 @@ mod connection;
 pub(crate) mod consumer;
 pub mod dead;
 pub(crate) mod job;
+mod supervise;
 mod waiting;
 
 use std::{sync::Arc, time::Duration};
 
-use apalis::prelude::{BackendExt, WorkerBuilder, WorkerBuilderExt};
-use apalis_redis::RedisStorage;
 pub use connection::QueueConnection;
-use sqlx::PgPool;
-use tokio::sync::watch;
+pub use supervise::run;
 
-use crate::{config::IntakeConfig, events, ops::Metrics, rate_limit::RedisUrls, shutdown};
+use crate::{config::IntakeConfig, ops::intake::ConsumerHealth, rate_limit::RedisUrls};
 
 /// Failures of the intake layer.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +69,8 @@ pub struct IntakeSettings {
     pub cleanup_every: Duration,
     /// Whether stored rows write their `accepted` events (`EVENTS_WEBHOOK_URL`).
     pub outbox: crate::store::events::Outbox,
+    /// How the consumer is doing, for `/readyz` and `/healthz` (shared by the clones).
+    pub health: Arc<ConsumerHealth>,
 }
 
 impl IntakeSettings {
@@ -86,6 +86,7 @@ impl IntakeSettings {
             poll: Duration::from_millis(100),
             cleanup_every: Duration::from_secs(5),
             outbox: crate::store::events::Outbox::Off,
+            health: Arc::new(ConsumerHealth::new(Duration::from_secs(30))),
         }
     }
 
@@ -194,95 +195,4 @@ pub async fn push_lines(
         pushed += new;
     }
     Ok(pushed)
-}
-
-/// Consumes the queue until `stop` turns true: the worker stops fetching, the jobs in flight are
-/// stored (or, with PostgreSQL down, returned to the queue), the worker deregisters. A worker
-/// that fails (the queue's Redis down) is started again, under a fresh name, 5 s later.
-///
-/// # Errors
-/// None so far; the type leaves room for a failure that must stop the daemon.
-pub async fn run(
-    mut settings: IntakeSettings,
-    conn: QueueConnection,
-    pool: PgPool,
-    metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), IntakeError> {
-    loop {
-        match run_once(
-            settings.clone(),
-            conn.clone(),
-            pool.clone(),
-            Arc::clone(&metrics),
-            stop.clone(),
-        )
-        .await
-        {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer stopped; it starts again in 5 s")
-            }
-        }
-        tokio::select! {
-            () = shutdown::stopped(&mut stop) => return Ok(()),
-            () = tokio::time::sleep(Duration::from_secs(5)) => {}
-        }
-        settings.worker = worker_name(settings.worker.rsplitn(3, '-').nth(2));
-    }
-}
-
-async fn run_once(
-    settings: IntakeSettings,
-    conn: QueueConnection,
-    pool: PgPool,
-    metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), IntakeError> {
-    let mut leave_conn = conn.clone();
-    // Redis down: the call waits for a reconnect that may not come; a shutdown does not wait.
-    tokio::select! {
-        started = cleanup::started(&mut leave_conn, &settings) => started?,
-        () = shutdown::stopped(&mut stop) => return Ok(()),
-    }
-    let (stopping_tx, stopping_rx) = watch::channel(false);
-    let (batcher, batches) =
-        consumer::Batcher::start(pool, Arc::clone(&metrics), stopping_rx, settings.outbox);
-    let storage = RedisStorage::<Vec<u8>, QueueConnection>::new(conn.clone())
-        .with_config(settings.storage_config());
-    let cleanup = tokio::spawn(cleanup::run(conn, settings.clone(), metrics, stop.clone()));
-    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
-    let worker = WorkerBuilder::new(settings.worker.as_str())
-        .backend(
-            storage
-                .with_codec(job::LineBytes)
-                .poll_with_interval(settings.poll),
-        )
-        .concurrency(settings.in_flight)
-        .data(batcher)
-        .build(consumer::consume);
-    let signal = async move {
-        shutdown::stopped(&mut stop).await;
-        let _ = stopping_tx.send(true);
-        Ok::<(), std::io::Error>(())
-    };
-    let result = worker
-        .run_until(signal)
-        .await
-        .map_err(|e| IntakeError::Queue(e.to_string()));
-    let _ = batches.await;
-    let _ = cleanup.await;
-    match cleanup::leave(&mut leave_conn, &settings).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            event = events::INTAKE_CONSUMER,
-            jobs = n,
-            "intake jobs not started went back to the queue"
-        ),
-        Err(e) => {
-            tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "leaving the intake queue failed: another replica takes this worker's jobs after its heartbeat lapses")
-        }
-    }
-    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "stopped consuming the intake queue");
-    result
 }

@@ -7,7 +7,7 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
@@ -16,7 +16,7 @@ use std::{
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::rate_limit::MailRateLimiter;
+use crate::{ops::intake::ConsumerHealth, rate_limit::MailRateLimiter};
 
 /// How long one readiness check may take: 800 ms, so that `/readyz` (its checks run
 /// concurrently) answers within a probe's default `timeoutSeconds` of 1 s
@@ -29,6 +29,8 @@ pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_millis(800);
 #[derive(Debug, Default)]
 pub(crate) struct Liveness {
     beats: Mutex<BTreeMap<&'static str, Beat>>,
+    /// The intake consumer's health: `intake` is dead when it cannot recover in this process.
+    intake: OnceLock<Arc<ConsumerHealth>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,10 +64,16 @@ impl Liveness {
         }
     }
 
-    /// The loops that ended or missed their heartbeat, by name.
+    /// Also watches the intake consumer (`intake`, [`ConsumerHealth::unrecoverable`]).
+    pub(crate) fn watch_intake(&self, health: Arc<ConsumerHealth>) {
+        let _ = self.intake.set(health);
+    }
+
+    /// The loops that ended or missed their heartbeat, by name (`intake`: the consumer cannot
+    /// recover in this process).
     pub(crate) fn dead(&self) -> Vec<&'static str> {
         let now = Instant::now();
-        self.beats.lock().map_or_else(
+        let mut dead = self.beats.lock().map_or_else(
             |_| vec!["liveness-lock"],
             |beats| {
                 beats
@@ -74,15 +82,28 @@ impl Liveness {
                     .map(|(name, _)| *name)
                     .collect()
             },
-        )
+        );
+        if self
+            .intake
+            .get()
+            .is_some_and(|h| h.unrecoverable().is_some())
+        {
+            dead.push("intake");
+        }
+        dead
     }
 
     /// The loops known so far.
     pub(crate) fn loops(&self) -> Vec<&'static str> {
-        self.beats
+        let mut loops: Vec<&'static str> = self
+            .beats
             .lock()
             .map(|b| b.keys().copied().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if self.intake.get().is_some() {
+            loops.push("intake");
+        }
+        loops
     }
 }
 
@@ -104,10 +125,12 @@ pub(crate) struct Check {
 pub(crate) struct ReadyReport {
     /// PostgreSQL answers and the claim loop runs.
     pub ready: bool,
-    /// What is down: `postgresql`, `claim_loop`.
+    /// What is down: `postgresql`, `claim_loop`, `intake_consumer` (it cannot recover in this
+    /// process: `/healthz` fails too).
     pub down: Vec<&'static str>,
     /// What is degraded but not blocking: `rate_limit_redis` (the limiter fails open; on a
-    /// cluster: some master serving slots did not answer), `intake_redis` (the intake queue's).
+    /// cluster: some master serving slots did not answer), `intake_redis` (the intake queue's),
+    /// `intake_consumer` (it has not polled within its orphan threshold: restarting).
     pub degraded: Vec<&'static str>,
     /// Every check by name.
     pub checks: BTreeMap<&'static str, Check>,
@@ -118,7 +141,7 @@ pub(crate) struct Readiness {
     pool: PgPool,
     limiter: Option<Arc<MailRateLimiter>>,
     claiming: Arc<AtomicBool>,
-    intake: Option<IntakeProbe>,
+    intake: Option<(IntakeProbe, Arc<ConsumerHealth>)>,
 }
 
 /// A fresh handle on the intake queue's connection (one node or a cluster), behind the redis
@@ -144,12 +167,14 @@ impl Readiness {
     }
 
     /// Also checks the intake queue's Redis (`intake_redis`; degraded, not unready, when down:
-    /// the jobs wait in Redis, and sends from PostgreSQL go on).
+    /// the jobs wait in Redis, and sends from PostgreSQL go on) and its consumer
+    /// (`intake_consumer`: degraded while it does not poll, down when it cannot recover).
     pub(crate) fn with_intake(
         mut self,
         conn: impl redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+        health: Arc<ConsumerHealth>,
     ) -> Self {
-        self.intake = Some(Arc::new(move || Box::new(conn.clone())));
+        self.intake = Some((Arc::new(move || Box::new(conn.clone())), health));
         self
     }
 
@@ -172,16 +197,25 @@ impl Readiness {
             }
             checks.insert("rate_limit_redis", limiter);
         }
+        let mut down: Vec<&'static str> = ["postgresql", "claim_loop"]
+            .into_iter()
+            .filter(|name| checks.get(name).is_some_and(|c| !c.ok))
+            .collect();
         if let Some(intake) = intake {
             if !intake.ok {
                 degraded.push("intake_redis");
             }
             checks.insert("intake_redis", intake);
         }
-        let down: Vec<&'static str> = ["postgresql", "claim_loop"]
-            .into_iter()
-            .filter(|name| checks.get(name).is_some_and(|c| !c.ok))
-            .collect();
+        if let Some((_, health)) = &self.intake {
+            let (check, unrecoverable) = consumer_check(health);
+            if unrecoverable {
+                down.push("intake_consumer");
+            } else if !check.ok {
+                degraded.push("intake_consumer");
+            }
+            checks.insert("intake_consumer", check);
+        }
         ReadyReport {
             ready: down.is_empty(),
             down,
@@ -204,9 +238,20 @@ impl Readiness {
     }
 }
 
+/// The intake consumer's check, and whether it cannot recover in this process.
+fn consumer_check(health: &ConsumerHealth) -> (Check, bool) {
+    if let Some(why) = health.unrecoverable() {
+        return (failed(why), true);
+    }
+    match health.not_polling() {
+        None => (ok(None), false),
+        Some(why) => (failed(why), false),
+    }
+}
+
 impl Readiness {
     async fn intake(&self) -> Option<Check> {
-        let mut conn = (self.intake.as_ref()?)();
+        let mut conn = (self.intake.as_ref()?.0)();
         let cmd = redis::cmd("PING");
         Some(within(async { conn.req_packed_command(&cmd).await?.extract_error() }).await)
     }

@@ -461,7 +461,12 @@ fn ask<'a>(m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
 }
 
 /// One message of one recipient from `m` of Graph tenant `tenant`.
-fn ask_in<'a>(tenant: &'a str, m: &'a MailboxAddress, id: Uuid, limits: RateLimits) -> Ask<'a> {
+pub(crate) fn ask_in<'a>(
+    tenant: &'a str,
+    m: &'a MailboxAddress,
+    id: Uuid,
+    limits: RateLimits,
+) -> Ask<'a> {
     Ask {
         message_id: id,
         mailbox: m,

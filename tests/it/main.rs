@@ -18,6 +18,8 @@ mod headroom;
 mod import;
 mod intake;
 mod intake_cluster;
+mod intake_recovery;
+mod limiter_cold_start;
 mod mailer;
 mod ops;
 mod overlap;

@@ -106,6 +106,8 @@ metric_table! {
         intake_depth: Gauge = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
         intake_dead: Gauge = "mail_worker_intake_dead", "Dead-lettered intake jobs";
         intake_oldest: Gauge = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
+        intake_restarts: Counter = "mail_worker_intake_consumer_restarts", "Restarts of this process's intake consumer after a poll error or a stall";
+        intake_silent: Gauge<f64, AtomicU64> = "mail_worker_intake_consumer_silent_seconds", "How long this process's intake consumer has not heard from its Redis, seconds (0 while it holds jobs)";
         events_delivered: Counter = "mail_worker_events_delivered", "Outbox events this process delivered to a webhook receiver (2xx)";
         events_retried: Counter = "mail_worker_events_retried", "Outbox events of a batch a receiver refused or did not answer, to be tried again";
         events_dead: Counter = "mail_worker_events_dead", "Outbox events given up at a receiver after EVENTS_RETRY_FOR";

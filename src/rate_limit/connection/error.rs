@@ -49,7 +49,8 @@ impl RedisCallError {
     }
 
     /// Whether this is Redis being unreachable, refusing, dropping the connection, slow,
-    /// loading, busy or failing over — trouble that fixes itself or an operator fixes in Redis
+    /// loading, busy or failing over (`MOVED`/`ASK` the cluster client could not follow within
+    /// its retries: a redirection to a master that just died) — trouble that fixes itself or an operator fixes in Redis
     /// (`mail.rateLimit.redisError`, warn) — rather than a script bug such as `WRONGTYPE` or
     /// `CROSSSLOT` (`mail.rateLimit.scriptError`, error).
     pub(crate) fn is_connectivity(&self) -> bool {
@@ -67,6 +68,8 @@ impl RedisCallError {
                         e.code(),
                         Some(
                             "LOADING"
+                                | "MOVED"
+                                | "ASK"
                                 | "BUSY"
                                 | "MASTERDOWN"
                                 | "CLUSTERDOWN"
@@ -126,6 +129,10 @@ mod tests {
         assert!(server("LOADING").is_connectivity());
         assert!(server("NOAUTH").is_connectivity());
         assert!(!server("WRONGTYPE").is_connectivity());
+        // A failover's redirection to the dead master is Redis's trouble, not a script's bug.
+        assert!(server("MOVED 3999 127.0.0.1:6381").is_connectivity());
+        assert!(server("ASK 3999 127.0.0.1:6381").is_connectivity());
+        assert_eq!(server("MOVED 3999 127.0.0.1:6381").kind(), "MOVED");
         assert!(!server("CROSSSLOT").is_connectivity());
         assert!(!server("ERR").is_connectivity());
         assert_eq!(server("WRONGTYPE").kind(), "WRONGTYPE");

@@ -9,6 +9,7 @@
 mod cluster;
 mod error;
 pub(crate) mod replies;
+mod seed_check;
 mod urls;
 
 use std::{
@@ -104,6 +105,9 @@ pub(crate) struct RedisConn {
     generation: Arc<AtomicU64>,
     deadline: Duration,
     failures_in_a_row: AtomicU32,
+    /// Whether the one-seed check ([`seed_check`]) was started; its task holds a weak
+    /// reference and ends when this connection is dropped.
+    seed_checked: Arc<AtomicBool>,
 }
 
 impl RedisConn {
@@ -138,6 +142,7 @@ impl RedisConn {
             generation: Arc::default(),
             deadline,
             failures_in_a_row: AtomicU32::new(0),
+            seed_checked: Arc::default(),
         })
     }
 
@@ -161,6 +166,7 @@ impl RedisConn {
         if let Some((link, _)) = slot.as_ref() {
             return Ok(link.clone());
         }
+        self.check_single_seed();
         let link = if self.is_cluster() {
             self.dial_cluster()?
         } else {
@@ -171,6 +177,22 @@ impl RedisConn {
         };
         *slot = Some((link.clone(), Instant::now()));
         Ok(link)
+    }
+
+    /// Once, on first use, when one URL is configured: a task that warns if it names one node of
+    /// a Redis Cluster ([`seed_check`]).
+    fn check_single_seed(&self) {
+        if self.seeds.len() != 1 || self.seed_checked.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let seed = self.seeds[0].clone();
+        let alive = Arc::downgrade(&self.seed_checked);
+        tokio::spawn(async move {
+            let wanted = || alive.strong_count() > 0;
+            if let Some(warning) = seed_check::single_seed_warning(seed, wanted).await {
+                tracing::warn!(event = crate::events::CONFIG_WARNING, "{warning}");
+            }
+        });
     }
 
     /// Replaces a standalone link that got `MOVED`/`ASK` with a cluster client (once: calls
