@@ -18,9 +18,9 @@
 --         {0, retry_ms, reason, now, total}  not now; reason minute | day | tenant | cooldown |
 --                                   in_flight. For minute/day/tenant/cooldown the message now
 --                                   HOLDS a booked slot at now + retry_ms: come back then and it
---                                   is allowed; in_flight: retry_ms is 1 s while a lease was
---                                   taken in the last second, else when the earliest lease
---                                   could expire (at least 1 s); nothing booked
+--                                   is allowed; in_flight: retry_ms is the message's turn in the
+--                                   mailbox's in-flight queue (field `iq`), at least 1 s; nothing
+--                                   booked (see in_flight_denial)
 --         {-1, 0, "seed"}           no state for this mailbox (new, expired or Redis restarted
 --                                   empty): seed it from the send history (seed.lua), call again
 --         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
@@ -367,20 +367,31 @@ local function in_flight()
   return redis.call('ZCARD', KEYS[5])
 end
 
--- A full in-flight set. While the mailbox is flowing (a lease was taken in the last
--- IN_FLIGHT_FLOWING_MS: its requests are short and slots free often) come back in 1 s.
--- Otherwise its requests are slow or stuck: come back when the earliest lease could expire (a
--- renewed lease moves further out, a released one frees sooner: the next claim finds it), at
--- least 1 s from now, so a waiting message is rewritten a few times a minute, not four times a
--- second. The look-up costs one command, on this path only.
+-- A full in-flight set: the message waits for its turn in the mailbox's in-flight queue, not a
+-- retry every second. Requests of the mailbox last `rd` ms on average (release.lua measures
+-- them; 1 s until the first is measured), so while the cap binds a lease frees about every
+-- rd / cap ms: each denied message gets the next such turn after the last one handed out
+-- (field `iq`), so 50 waiting messages come back one after another, each about when a lease
+-- frees, instead of all of them every second (issue 46: up to 17 denials per message). While
+-- the mailbox is not flowing (no lease taken in the last 2 × rd, at least 1 s: its requests are
+-- stuck or slow), no lease frees before the earliest one could expire: the turns start there.
+-- A message that comes back to a still-full cap takes the next turn again; when the turns
+-- ran ahead of the leases (new mail took the freed slots first), it waits one queue more.
+-- Three commands (and an HSET), on this path only.
 local function in_flight_denial()
+  local q = redis.call('HMGET', KEYS[1], 'rd', 'iq')
+  local rd = tonumber(q[1] or '')
+  local step = math.max(math.ceil((rd or IN_FLIGHT_FLOWING_MS) / max_in_flight), 1)
+  local flowing = math.max(2 * (rd or 0), IN_FLIGHT_FLOWING_MS)
+  local start = now
   local newest = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  if newest[2] and now - tonumber(newest[2]) < IN_FLIGHT_FLOWING_MS then
-    return {0, IN_FLIGHT_MIN_RETRY_MS, 'in_flight', now, total}
+  if not (newest[2] and now - tonumber(newest[2]) < flowing) then
+    local earliest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    start = math.max(now, tonumber(earliest[2]) - step)
   end
-  local earliest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-  local wait = math.max(tonumber(earliest[2]) - now, IN_FLIGHT_MIN_RETRY_MS)
-  return {0, wait, 'in_flight', now, total}
+  local turn = math.max(tonumber(q[2] or '0'), start) + step
+  redis.call('HSET', KEYS[1], 'iq', turn)
+  return {0, math.max(turn - now, IN_FLIGHT_MIN_RETRY_MS), 'in_flight', now, total}
 end
 
 -- When the oldest reservation of the window `w` leaves it (only called when it is full).
