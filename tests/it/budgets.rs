@@ -1685,7 +1685,10 @@ async fn fifty_messages_waiting_30_s_for_a_busy_in_flight_cap_are_denied_at_most
          message, at most {most_in_flight} in flight"
     );
     assert_eq!((denials.len(), most_in_flight), (50, 3));
-    assert!(took >= Duration::from_secs(30), "the cap bound for {took:?}");
+    assert!(
+        took >= Duration::from_secs(30),
+        "the cap bound for {took:?}"
+    );
     assert!(most <= 3, "{most} deferrals of one message, {total} in all");
     // Waiting in turn does not slow the mailbox down: a lease frees every ~0.67 s, 50 sends
     // take ~33 s at best.

@@ -96,8 +96,10 @@ impl MailRateLimiter {
                     self.local
                         .saw(ask.mailbox, seen.total, allowed.then_some(seen.now_ms));
                     if let Decision::Allowed(reservation) = &decision {
-                        self.live_leases()
-                            .insert((ask.message_id, seen.now_ms), (reservation.clone(), Instant::now()));
+                        self.live_leases().insert(
+                            (ask.message_id, seen.now_ms),
+                            (reservation.clone(), Instant::now()),
+                        );
                     }
                     return Ok(decision);
                 }

@@ -135,7 +135,8 @@ impl Paced {
             external.to_string(),
             // How long the request ran (0: not measured): the mailbox's mean request duration,
             // which spaces the in-flight queue's turns.
-            took.map_or(0, |d| (d.as_millis() as u64).max(1)).to_string(),
+            took.map_or(0, |d| (d.as_millis() as u64).max(1))
+                .to_string(),
         ];
         let reply = redis.eval(&self.release, &keys.all(), &args).await?;
         replies::int_pair(&reply, "paced/release.lua")
