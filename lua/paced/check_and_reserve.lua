@@ -18,9 +18,10 @@
 --         {0, retry_ms, reason, now, total}  not now; reason minute | day | tenant | cooldown |
 --                                   in_flight. For minute/day/tenant/cooldown the message now
 --                                   HOLDS a booked slot at now + retry_ms: come back then and it
---                                   is allowed; in_flight: retry_ms is 1 s while a lease was
---                                   taken in the last second, else when the earliest lease
---                                   could expire (at least 1 s); nothing booked
+--                                   is allowed; in_flight: retry_ms is the message's turn in the
+--                                   mailbox's in-flight queue (field `iq`: when a lease is
+--                                   expected to free), at least 1 s; nothing booked
+--                                   (see in_flight_denial)
 --         {-1, 0, "seed"}           no state for this mailbox (new, expired or Redis restarted
 --                                   empty): seed it from the send history (seed.lua), call again
 --         {-1, 0, "seed-tenant"}    a new request counting against a tenant budget that has no
@@ -82,7 +83,7 @@ local DAY_MS = 86400000
 local TTL_REFRESH_MS = 1800000
 local KEY_TTL_MS = DAY_MS + 2 * TTL_REFRESH_MS
 local IN_FLIGHT_MIN_RETRY_MS = 1000
-local IN_FLIGHT_FLOWING_MS = 1000
+local IN_FLIGHT_REQUEST_MS = 1000
 local EXPIRE_PER_CALL = 20
 
 -- One clock for every replica: Redis's (scripts replicate their effects, so TIME is allowed
@@ -367,20 +368,48 @@ local function in_flight()
   return redis.call('ZCARD', KEYS[5])
 end
 
--- A full in-flight set. While the mailbox is flowing (a lease was taken in the last
--- IN_FLIGHT_FLOWING_MS: its requests are short and slots free often) come back in 1 s.
--- Otherwise its requests are slow or stuck: come back when the earliest lease could expire (a
--- renewed lease moves further out, a released one frees sooner: the next claim finds it), at
--- least 1 s from now, so a waiting message is rewritten a few times a minute, not four times a
--- second. The look-up costs one command, on this path only.
+-- A full in-flight set: the message waits for its turn in the mailbox's in-flight queue, not a
+-- retry every second (issue 46: up to 17 denials per message while the cap bound). The queue
+-- is `max_in_flight` lanes (field `iq`: when each lane's request is expected to end, ms): a
+-- denied message takes the lane that frees first, comes back then, and moves that lane on by
+-- `rd`, the mailbox's mean request duration (release.lua measures it; 1 s until one is
+-- measured). So 50 waiting messages come back about when a lease frees for each, one lane's
+-- worth at a time, instead of all of them every second. A lane never frees before the lease
+-- it stands for can end: the leases' own ends (the take or last renewal, expiry - lease, plus
+-- `rd`; a lease held past twice `rd`, at least 1 s, is stuck or slow: no sooner than its
+-- expiry) are a floor under the lanes, sorted against each other, so a stale queue costs
+-- nothing and a stuck mailbox waits for its leases as before. A message that comes back to a
+-- still-full cap takes the next lane's turn again; each comes back a tenth of a request
+-- after its turn, not to race the release it waits for. Three commands, on this path only.
 local function in_flight_denial()
-  local newest = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  if newest[2] and now - tonumber(newest[2]) < IN_FLIGHT_FLOWING_MS then
-    return {0, IN_FLIGHT_MIN_RETRY_MS, 'in_flight', now, total}
+  local q = redis.call('HMGET', KEYS[1], 'rd', 'iq')
+  local rd = tonumber(q[1] or '') or IN_FLIGHT_REQUEST_MS
+  local ends = {}
+  local leases = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+  for i = 2, #leases, 2 do
+    local expiry = tonumber(leases[i])
+    local touched = expiry - lease_ms
+    if now - touched >= math.max(2 * rd, IN_FLIGHT_REQUEST_MS) then
+      ends[#ends + 1] = expiry
+    else
+      ends[#ends + 1] = math.max(touched + rd, now)
+    end
   end
-  local earliest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-  local wait = math.max(tonumber(earliest[2]) - now, IN_FLIGHT_MIN_RETRY_MS)
-  return {0, wait, 'in_flight', now, total}
+  table.sort(ends)
+  local lanes = {}
+  for part in string.gmatch(q[2] or '', '[^,]+') do lanes[#lanes + 1] = tonumber(part) end
+  table.sort(lanes)
+  for i = 1, max_in_flight do
+    lanes[i] = math.max(lanes[i] or now, ends[i] or now)
+  end
+  for i = #lanes, max_in_flight + 1, -1 do lanes[i] = nil end   -- the cap was lowered
+  table.sort(lanes)
+  -- Back a tenth of a request after the lane's expected end, so as not to race its release;
+  -- its own request ends a mean duration after it is back.
+  local back = math.max(lanes[1] + math.floor(rd / 10), now + IN_FLIGHT_MIN_RETRY_MS)
+  lanes[1] = back + rd
+  redis.call('HSET', KEYS[1], 'iq', table.concat(lanes, ','))
+  return {0, back - now, 'in_flight', now, total}
 end
 
 -- When the oldest reservation of the window `w` leaves it (only called when it is full).

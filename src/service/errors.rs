@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     MailProviderService, SendOutcome,
-    policy::{backoff, human, spread_ms},
+    policy::{backoff, human},
 };
 use crate::{
     domain::MailboxAddress,
@@ -33,7 +33,6 @@ impl MailProviderService {
         error: MailError,
         attempt: (Instant, Option<&messages::Attempted>),
     ) -> Result<(SendOutcome, OutcomeLabel), StoreError> {
-        let spread_max = self.settings.defer_spread_max.as_millis() as u64;
         let spread = self.spread(message.id);
         let fence = message.fence;
         // The deferrals: where to, how long the backoff and the spread were (for the log line).
@@ -44,15 +43,11 @@ impl MailProviderService {
                 booked,
             } => {
                 // A booked slot is kept exactly: the slots already spread the messages, and a
-                // spread on top would break the pacing. An unbooked short wait (in flight) is
-                // spread within its own length.
-                let spread = if booked {
+                // spread on top would break the pacing. An in-flight wait is the message's turn
+                // in the mailbox's in-flight queue: the turns already spread the messages, one
+                // about every lease that frees, and a spread would let them overtake each other.
+                let spread = if booked || reason == DenyReason::InFlight {
                     Duration::ZERO
-                } else if reason == DenyReason::InFlight {
-                    Duration::from_millis(spread_ms(
-                        message.id,
-                        spread_max.min(retry_after.as_millis() as u64),
-                    ))
                 } else {
                     spread
                 };

@@ -66,8 +66,9 @@ pub struct MailRateLimiter {
     /// decisions and their records use Redis's clock too. 0 with the caller clock.
     clock_offset_ms: AtomicI64,
     /// This process's `paced` reservations whose lease is not released yet, by (message, time):
-    /// what a shutdown releases when it cut sends off ([`Self::release_live`]).
-    live: Mutex<HashMap<(Uuid, i64), Reservation>>,
+    /// what a shutdown releases when it cut sends off ([`Self::release_live`]), and when each
+    /// was taken (its request's duration, measured at the release).
+    live: Mutex<HashMap<(Uuid, i64), (Reservation, Instant)>>,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
     metrics: Option<Arc<dyn DecisionMetrics>>,
@@ -150,7 +151,9 @@ impl MailRateLimiter {
         self.redis.ping().await
     }
 
-    fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), Reservation>> {
+    fn live_leases(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), (Reservation, Instant)>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -158,7 +161,7 @@ impl MailRateLimiter {
     /// still holds — the sends a shutdown cut off — so other replicas need not wait for them
     /// to expire. Returns how many. Call it once the workers have stopped.
     pub async fn release_live(&self) -> usize {
-        let left: Vec<Reservation> = self.live_leases().drain().map(|(_, r)| r).collect();
+        let left: Vec<Reservation> = self.live_leases().drain().map(|(_, (r, _))| r).collect();
         for reservation in &left {
             self.release(reservation, RequestEnd::Done).await;
         }
@@ -234,12 +237,21 @@ impl RateLimiter for MailRateLimiter {
                     external,
                 },
             ) => {
+                // How long the request ran (a `Done` one only: an unsent request says nothing
+                // of Graph's pace).
+                let took = if unsent {
+                    None
+                } else {
+                    self.live_leases()
+                        .get(&(*message_id, *at_ms))
+                        .map(|(_, taken)| taken.elapsed())
+                };
                 let released = paced
                     .release(
                         &self.redis,
                         (keys, *message_id, *at_ms, *external),
                         reservation.recipients,
-                        unsent,
+                        (unsent, took),
                     )
                     .await;
                 // Forgotten only once Redis has it: a release still on its way when the process

@@ -1,7 +1,7 @@
 //! Budgets rebuilt from the send history: a `paced` decision first seeds what the limiter's
 //! Redis has forgotten (a restart without persistence), from what PostgreSQL knows was sent.
 
-use std::sync::atomic::Ordering;
+use std::{sync::atomic::Ordering, time::Instant};
 
 use chrono::{DateTime, Utc};
 
@@ -96,8 +96,10 @@ impl MailRateLimiter {
                     self.local
                         .saw(ask.mailbox, seen.total, allowed.then_some(seen.now_ms));
                     if let Decision::Allowed(reservation) = &decision {
-                        self.live_leases()
-                            .insert((ask.message_id, seen.now_ms), reservation.clone());
+                        self.live_leases().insert(
+                            (ask.message_id, seen.now_ms),
+                            (reservation.clone(), Instant::now()),
+                        );
                     }
                     return Ok(decision);
                 }

@@ -125,7 +125,7 @@ impl Paced {
         redis: &RedisConn,
         (keys, message_id, at_ms, external): (&PacedKeys, uuid::Uuid, i64, u32),
         recipients: u32,
-        unsent: bool,
+        (unsent, took): (bool, Option<Duration>),
     ) -> Result<(i64, i64), RedisCallError> {
         let args = [
             message_id.to_string(),
@@ -133,6 +133,10 @@ impl Paced {
             at_ms.to_string(),
             recipients.to_string(),
             external.to_string(),
+            // How long the request ran (0: not measured): the mailbox's mean request duration,
+            // which spaces the in-flight queue's turns.
+            took.map_or(0, |d| (d.as_millis() as u64).max(1))
+                .to_string(),
         ];
         let reply = redis.eval(&self.release, &keys.all(), &args).await?;
         replies::int_pair(&reply, "paced/release.lua")
