@@ -865,7 +865,7 @@ async fn by_default_the_31st_message_in_a_minute_is_accepted_and_counted_as_dela
 #[tokio::test]
 async fn recipients_over_10000_in_24_hours_get_error_submission_quota_exceeded_until_they_age_out()
 {
-    let mut s = Session::over(start_refusing_the_day(MailboxLimits::default()).await).await;
+    let mut s = Session::over(start_refusing_the_day(refusing()).await).await;
     let big = message(500);
     for i in 0..20 {
         let response = s.send(&big).await;
@@ -1187,7 +1187,7 @@ async fn every_429_is_recorded_with_its_cause_time_and_client_request_id() {
             messages_per_minute: 2,
             recipients_per_day: 10,
             retry_after_holds: false,
-            ..MailboxLimits::default()
+            ..refusing()
         })
         .await,
     )
