@@ -8,11 +8,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Engine, MailRateLimiter, seeding::DAY};
+use super::{Engine, MailRateLimiter};
 use crate::{
     domain::MailboxAddress,
     rate_limit::{RedisCallError, paced::keys::PacedKeys},
 };
+
+/// The rolling day a pause's recipients count in.
+const DAY: chrono::Duration = chrono::Duration::hours(24);
 
 /// Whose budget a pause holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
