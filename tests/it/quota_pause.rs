@@ -349,3 +349,49 @@ async fn without_a_tenant_budget_a_5_7_705_holds_the_whole_mailbox_for_24_hours(
     }
     assert_eq!(reached(&app), before);
 }
+
+#[tokio::test]
+async fn the_limit_paused_gauge_shows_the_pauses_in_force_and_drops_an_ended_one() {
+    let app = TestApp::paced().spawn().await;
+    sqlx::query(
+        "INSERT INTO limit_pauses (scope, key, code, whole_day, paused_at, paused_until, reason) \
+         VALUES ('mailbox', 'mb0@contoso.example', '5.1.90', false, now(), now() + interval '1 hour', 'x'), \
+                ('tenant', 'contoso.example', '5.7.705', true, now() - interval '2 days', now() - interval '1 day', 'y')",
+    )
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", crate::support::private_redis::free_port());
+    let mut child = app
+        .daemon_command(&[("METRICS_LISTEN", &listen), ("METRICS_REFRESH_MS", "200")])
+        .spawn()
+        .unwrap();
+    let url = format!("http://{listen}/metrics");
+    let metrics = async || match reqwest::get(&url).await {
+        Ok(answer) => answer.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let paused =
+        "mail_worker_limit_paused{scope=\"mailbox\",key=\"mb0@contoso.example\",code=\"5.1.90\"} 1";
+    crate::support::wait_until(
+        Duration::from_secs(60),
+        "the pause on /metrics",
+        async || metrics().await.contains(paused),
+    )
+    .await;
+    assert!(
+        !metrics().await.contains("code=\"5.7.705\""),
+        "an ended pause is not shown"
+    );
+    sqlx::query("UPDATE limit_pauses SET paused_until = now() - interval '1 second'")
+        .execute(&app.db.pool)
+        .await
+        .unwrap();
+    crate::support::wait_until(Duration::from_secs(10), "the pause gone", async || {
+        let text = metrics().await;
+        !text.is_empty() && !text.contains("mail_worker_limit_paused{")
+    })
+    .await;
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}
