@@ -438,6 +438,9 @@ if raw then
   local fields = split(raw)
   local slot = tonumber(fields[1])
   local hold = math.max(cool, held)
+  if tonumber(fields[3]) > 0 then   -- external recipients: the tenant's pause holds it too
+    hold = math.max(hold, tonumber(redis.call('HGET', KEYS[6], 'held') or '0'))
+  end
   if hold > now and slot < hold then
     forget_booking(id, fields)            -- booked before a cooldown or pause: re-booked behind it below
   elseif slot > now then

@@ -13,6 +13,9 @@
 -- booked (reason `tenant`) for when the window frees, which it does as the recipients we
 -- counted leave it (the filler itself leaves 24 h from now). Buckets out of the window are
 -- evicted first, as check_and_reserve.lua does. A tenant without state yet starts full.
+-- Bookings of external recipients made before it would still be honoured without a second
+-- check: the tenant is also held (field `held`) until the first external recipient fits again,
+-- and check_and_reserve.lua drops such a booking before it and books it again behind it.
 -- `whole` (5.7.705 / 5.7.708 / 5.7.501: the tenant is blocked, or a new tenant's IPs are; Microsoft
 -- gives no end): the whole limit is added now, so external mail waits 24 h, however little we
 -- counted (docs/decisions/0032-quota-ndrs-pause.md).
@@ -49,11 +52,14 @@ redis.call('HSET', KEYS[6], 'total', total)
 redis.call('PEXPIRE', KEYS[6], KEY_TTL_MS)
 redis.call('PEXPIRE', KEYS[7], KEY_TTL_MS)
 -- When one more fits: buckets leave the window in order, a minute after their last send.
-local in_window = total
+local in_window, free_at = total, now
 for _, b in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
   in_window = in_window - tonumber(redis.call('HGET', KEYS[6], 'd:' .. b) or '0')
   if in_window + 1 <= limit then
-    return {added, (tonumber(b) + 1) * BUCKET_MS + DAY_MS}
+    free_at = (tonumber(b) + 1) * BUCKET_MS + DAY_MS
+    break
   end
 end
-return {added, now}
+local held = math.max(tonumber(redis.call('HGET', KEYS[6], 'held') or '0'), free_at)
+redis.call('HSET', KEYS[6], 'held', held)
+return {added, free_at}

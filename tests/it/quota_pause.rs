@@ -265,6 +265,14 @@ async fn a_5_7_705_holds_the_tenants_external_mail_for_24_hours_also_after_a_red
     let (app, clock) = app_with(builder, Some(("blocked.example", "5.7.705"))).await;
     let blocked = insert_to(&app, "guest@blocked.example").await;
     send(&app, &clock, &[blocked]).await;
+    // One external message booked before the NDR is read (the next paced slot, 2.48 s on).
+    let booked = insert_to(&app, "booked@example.org").await;
+    let (status, slot) = try_send(&app, &clock, booked).await;
+    assert_eq!(status, "SCHEDULED");
+    assert!(
+        slot > clock.now() && slot < clock.now() + NDR_DELAY,
+        "{slot}"
+    );
     clock.advance(NDR_DELAY);
     let read_at = clock.now();
     let outcome = read(&reader(&app, &clock)).await;
@@ -291,8 +299,15 @@ async fn a_5_7_705_holds_the_tenants_external_mail_for_24_hours_also_after_a_red
         [("tenant", "contoso.example", "5.7.705", true)]
     );
 
-    // External mail waits 24 h; mail inside the tenant goes on.
+    // External mail waits 24 h, the booking made before the pause too; mail inside the tenant
+    // goes on.
     let before = reached(&app);
+    let (status, scheduled_on) = try_send(&app, &clock, booked).await;
+    assert_eq!(
+        status, "SCHEDULED",
+        "the booking before the pause is not sent"
+    );
+    assert!(scheduled_on >= read_at + day, "{scheduled_on}");
     let external = insert_to(&app, "guest@example.org").await;
     let (status, scheduled_on) = try_send(&app, &clock, external).await;
     assert_eq!(status, "SCHEDULED");

@@ -13,7 +13,8 @@
 //! <prefix>:{<tenant>}:<mailbox>:booked     zset: message id -> booked slot (ms)
 //! <prefix>:{<tenant>}:<mailbox>:sent       zset: reservations of the last 60 s
 //! <prefix>:{<tenant>}:<mailbox>:inflight   zset: message id -> lease expiry (ms)
-//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>, H:<hour>, hs)
+//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>, H:<hour>, hs),
+//!                                          held (a limit pause's end: external bookings before it wait)
 //! <prefix>:{<tenant>}:tenant:days          zset: its minute buckets
 //! ```
 //!
