@@ -147,11 +147,20 @@ pub const MAIL_ADMIN_SUPPRESSION_REMOVED: &str = "mail.admin.suppressionRemoved"
 /// Fields: `message.id`, `mailbox`, `code` (the DSN code, `5.1.1`), `recipients` (how many the
 /// NDR names). No address.
 pub const MAIL_BOUNCE_RECORDED: &str = "mail.bounce.recorded";
-/// A `550 5.7.233` NDR: the Graph tenant is over Exchange's tenant external recipient rate limit,
-/// so its external sending is paused until its rolling 24 h window frees (warn). Fields:
-/// `tenant`, `mailbox`, `until` (when the first external recipient fits again, or empty when the
-/// tenant has no external budget configured to pause), `message.id`.
+/// An NDR `5.7.233` (the Graph tenant is over Exchange's tenant external recipient rate limit:
+/// its external mail waits until its rolling 24 h window frees) or `5.7.705` / `5.7.708` /
+/// `5.7.501` (the tenant or its new IPs blocked: its external mail waits 24 h) (warn). Fields:
+/// `tenant`, `code`, `until` (when the first external recipient fits again), `limiter` (false:
+/// the limiter's Redis did not take it now — `fixed-window`, or a Redis failure; PostgreSQL
+/// keeps it), `message.id`, `reason` (the NDR's text, scrubbed). Without a tenant budget
+/// configured the mailbox pauses instead: [`MAIL_BOUNCE_MAILBOX_PAUSED`].
 pub const MAIL_BOUNCE_TENANT_PAUSED: &str = "mail.bounce.tenantPaused";
+/// An NDR `5.1.90` or `5.2.2` submission quota (the sending mailbox's recipients per rolling
+/// 24 h are used up: it waits until its window frees), or a tenant block (`5.7.233`, `5.7.705`,
+/// `5.7.708`, `5.7.501`) for a tenant with no external budget configured (the mailbox waits
+/// 24 h) (warn). Fields: `mailbox`, `code`, `until`, `limiter`, `message.id`, `reason`, as
+/// [`MAIL_BOUNCE_TENANT_PAUSED`].
+pub const MAIL_BOUNCE_MAILBOX_PAUSED: &str = "mail.bounce.mailboxPaused";
 /// One mailbox's Inbox was read for bounces (debug; info when it found any). Fields: `mailbox`,
 /// `requests` (Graph requests the read made), `reports` (NDRs listed), `bounced`, `left` (NDRs
 /// left for a later read: not sent yet, or not ours).

@@ -115,12 +115,15 @@ end
 local now_bucket = math.floor(now / BUCKET_MS)
 local now_hour = math.floor(now_bucket / HOUR_BUCKETS)
 local state = redis.call('HMGET', KEYS[1], 'tat', 'seeded', 'cool', 'total', 'ttl', 'b:' .. id, 'h',
-  'hs', 'lo', 'bmin', 'd:' .. now_bucket, 'H:' .. now_hour)
+  'hs', 'lo', 'bmin', 'd:' .. now_bucket, 'H:' .. now_hour, 'held')
 if not state[1] and not state[2] then
   return {-1, 0, 'seed'}
 end
 local tat = tonumber(state[1] or '0')
 local cool = tonumber(state[3] or '0')
+-- A limit pause (mailbox_used_up.lua: an NDR said the day is used up): held like a cooldown,
+-- denied as `day`; Inbox reads (read_lease.lua) are not held by it.
+local held = tonumber(state[13] or '0')
 local total = tonumber(state[4] or '0')
 local ttl_at = tonumber(state[5] or '0')
 local raw = state[6]
@@ -434,8 +437,12 @@ end
 if raw then
   local fields = split(raw)
   local slot = tonumber(fields[1])
-  if cool > now and slot < cool then
-    forget_booking(id, fields)            -- booked before a cooldown: re-booked behind it below
+  local hold = math.max(cool, held)
+  if tonumber(fields[3]) > 0 then   -- external recipients: the tenant's pause holds it too
+    hold = math.max(hold, tonumber(redis.call('HGET', KEYS[6], 'held') or '0'))
+  end
+  if hold > now and slot < hold then
+    forget_booking(id, fields)            -- booked before a cooldown or pause: re-booked behind it below
   elseif slot > now then
     return {0, slot - now, fields[4], now, total}   -- early: its slot still waits for it
   else
@@ -502,6 +509,7 @@ local function high_log(at)
 end
 local reason = 'minute'
 if cool > slot then slot = cool; reason = 'cooldown' end
+if held > slot then slot = held; reason = 'day' end
 local day_at = day_free_at(KEYS[1], KEYS[2], total, recipients, share(per_day, recipients))
 if high and day_at > now and fits_now(KEYS[1], KEYS[2], recipients, per_day) then day_at = now end
 if day_at > slot then slot = day_at; reason = 'day' end

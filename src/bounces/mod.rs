@@ -8,11 +8,17 @@
 //! message by the original's `Message-ID` (`ndr/`), marks it `BOUNCED` with the DSN code and text
 //! ([`crate::store::messages::bounce::mark`]), and moves the NDR to `GRAPH_BOUNCE_FOLDER` or
 //! marks it read. Each Graph request holds an in-flight lease of the mailbox, as a send does
-//! (Exchange's 4 concurrent requests count every request). A `550 5.7.233` also marks the
-//! tenant's external budget used up (`mail.bounce.tenantPaused`). Requests per mailbox per
-//! hour: docs/decisions/bounce-reading.md.
+//! (Exchange's 4 concurrent requests count every request). An NDR that says a budget is used
+//! up pauses it (`limits.rs`, `pause.rs`): `5.1.90` / `5.2.2` submission quota the mailbox until
+//! its rolling 24 h frees (`mail.bounce.mailboxPaused`), `5.7.233` the tenant's external mail
+//! until its window frees, `5.7.705` / `5.7.708` / `5.7.501` for 24 h
+//! (`mail.bounce.tenantPaused`); kept in PostgreSQL across a limiter Redis flush
+//! (docs/decisions/0032-quota-ndrs-pause.md). Requests per mailbox per hour:
+//! docs/decisions/bounce-reading.md.
 
+mod limits;
 mod ndr;
+mod pause;
 mod read;
 
 use std::{sync::Arc, time::Duration};

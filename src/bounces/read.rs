@@ -1,12 +1,14 @@
 //! One mailbox's read: list its NDRs (each request under an in-flight lease), read each one's
-//! MIME (`$value`), mark each of our messages `BOUNCED`, learn from `5.7.233`, then move the NDR
-//! or mark it read.
+//! MIME (`$value`), mark each of our messages `BOUNCED`, pause a budget an NDR says is used up
+//! (`limits.rs`, `pause.rs`), then move the NDR or mark it read.
 
 use std::time::Duration;
 
 use super::{
     BounceReader, MAX_PAGES, PAGE_SIZE,
+    limits::LimitFinding,
     ndr::{Report, code_class},
+    pause::Found,
 };
 use crate::{
     domain::{MailboxAddress, Priority, Sender},
@@ -18,9 +20,6 @@ use crate::{
         messages::bounce::{self, Bounce, Marked},
     },
 };
-
-/// The code of the tenant external recipient rate limit (TERRL).
-pub const TENANT_LIMIT_CODE: &str = "5.7.233";
 
 /// How often a request waits for a free in-flight slot before the read gives up (the next
 /// interval tries again); each wait at most [`MAX_LEASE_WAIT`].
@@ -38,8 +37,12 @@ pub struct ReadOutcome {
     pub bounced: u32,
     /// NDRs left in place for a later read (their message not `SENT` yet) or as not ours.
     pub left: u32,
-    /// Whether a `5.7.233` marked the tenant's external budget used up.
+    /// Whether a `5.7.233` / `5.7.705` / `5.7.708` / `5.7.501` paused the tenant's external
+    /// mail (or, without a tenant budget, the mailbox).
     pub tenant_paused: bool,
+    /// Whether a `5.1.90` / `5.2.2` submission quota paused the mailbox until its 24 h window
+    /// frees.
+    pub mailbox_paused: bool,
 }
 
 /// Why a read stopped.
@@ -190,56 +193,32 @@ impl BounceReader {
                     recipients = bounced.bounced.len(),
                     "a non-delivery report turned a sent message BOUNCED"
                 );
-                if report.failures.iter().any(|f| f.code == TENANT_LIMIT_CODE) && !out.tenant_paused
-                {
-                    out.tenant_paused = true;
-                    self.pause_tenant(mailbox, address, message_id).await;
+                for failure in &report.failures {
+                    let Some(finding) = LimitFinding::of(&failure.code, &failure.text) else {
+                        continue;
+                    };
+                    let done = match finding {
+                        LimitFinding::MailboxQuota => &mut out.mailbox_paused,
+                        LimitFinding::TenantLimit | LimitFinding::TenantBlocked => {
+                            &mut out.tenant_paused
+                        }
+                    };
+                    if !*done {
+                        *done = true;
+                        let text = redact::scrub_provider_text(&failure.text);
+                        let found = Found {
+                            finding,
+                            code: &failure.code,
+                            text: &text,
+                            message_id,
+                        };
+                        self.pause(mailbox, address, &found).await;
+                    }
                 }
                 Ok(true)
             }
             Marked::AlreadyBounced | Marked::Unknown => Ok(true),
             Marked::NotSentYet => Ok(false),
-        }
-    }
-
-    /// `550 5.7.233`: the tenant's external budget is used up until its window frees.
-    async fn pause_tenant(
-        &self,
-        mailbox: &GraphMailbox,
-        address: &MailboxAddress,
-        message_id: uuid::Uuid,
-    ) {
-        let Some(budget) = &mailbox.budget else {
-            tracing::warn!(
-                event = events::MAIL_BOUNCE_TENANT_PAUSED,
-                tenant = %mailbox.tenant,
-                mailbox = %address,
-                until = "",
-                message.id = %message_id,
-                "550 5.7.233: the tenant is over Exchange's tenant external recipient rate limit, but it has no external budget configured (externalRecipientsPerDay, acceptedDomains in the senders file), so its external sending cannot be paused; configure one"
-            );
-            return;
-        };
-        let per_day = budget.external_recipients_per_day.get();
-        match self
-            .limiter
-            .tenant_used_up(&mailbox.tenant, address, per_day, self.clock.now())
-            .await
-        {
-            Ok(until) => tracing::warn!(
-                event = events::MAIL_BOUNCE_TENANT_PAUSED,
-                tenant = %mailbox.tenant,
-                mailbox = %address,
-                until = %until.map(|u| u.to_rfc3339()).unwrap_or_default(),
-                message.id = %message_id,
-                "550 5.7.233: the tenant is over Exchange's tenant external recipient rate limit; its external budget is marked used up and its external sending waits until its rolling 24 h window frees"
-            ),
-            Err(e) => tracing::warn!(
-                event = events::MAIL_BOUNCE_READ_FAILED,
-                mailbox = %address,
-                error = %e,
-                "550 5.7.233, but the limiter's Redis did not take the tenant's pause"
-            ),
         }
     }
 

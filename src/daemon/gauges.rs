@@ -24,7 +24,7 @@ const FINISHED: [&str; 3] = ["SENT", "ERROR", "BOUNCED"];
 const FINISHED_EVERY: u32 = 20;
 
 /// Refreshes `mail_worker_messages` (the finished statuses every [`FINISHED_EVERY`]th time),
-/// `mail_worker_messages_waiting` and `mail_worker_oldest_due_seconds` every `every` until
+/// `mail_worker_messages_waiting`, `mail_worker_limit_paused` and `mail_worker_oldest_due_seconds` every `every` until
 /// `done`.
 pub(super) async fn messages_gauge_loop(
     pool: PgPool,
@@ -55,6 +55,10 @@ pub(super) async fn messages_gauge_loop(
                 metrics.set_waiting(&rows);
             }
             Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_messages_waiting failed"),
+        }
+        match store::limit_pauses::in_force(pool).await {
+            Ok(pauses) => metrics.set_limit_pauses(&pauses),
+            Err(e) => tracing::debug!(error = %e, "refreshing mail_worker_limit_paused failed"),
         }
         match store::waiting::oldest_due_seconds(pool).await {
             Ok(seconds) => metrics.set_oldest_due(seconds),

@@ -53,7 +53,7 @@ pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
-pub use limiter::{MailRateLimiter, SendHistory, SentRecord};
+pub use limiter::{LimitPause, MailRateLimiter, PauseScope, SendHistory, SentRecord};
 pub use settings::{
     Algorithm, IN_FLIGHT_LEASE, MAX_RESERVED_PERCENT, RateLimitConfig, RateLimits,
     parse_reserved_percent,

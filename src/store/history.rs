@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use crate::{
     domain::{MailboxAddress, sql_status},
-    rate_limit::{SendHistory, SentRecord},
+    rate_limit::{LimitPause, PauseScope, SendHistory, SentRecord},
 };
 
 /// [`SendHistory`] over the `messages` table.
@@ -126,6 +126,17 @@ impl SendHistory for PgSendHistory {
         let whose = format!("Graph tenant {graph_tenant}");
         self.records(SENT_OUTSIDE_TENANT, since, graph_tenant, &whose)
             .await
+    }
+
+    async fn pauses(
+        &self,
+        scope: PauseScope,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<LimitPause>, String> {
+        super::limit_pauses::of(&self.pool, scope, key, now)
+            .await
+            .map_err(|e| format!("reading the limit pauses of {key}: {e}"))
     }
 }
 

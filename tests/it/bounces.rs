@@ -149,7 +149,8 @@ async fn an_ndr_for_an_unknown_user_makes_the_message_bounced_with_its_code_and_
             reports: 1,
             bounced: 1,
             left: 0,
-            tenant_paused: false
+            tenant_paused: false,
+            mailbox_paused: false
         }
     );
     assert_eq!(

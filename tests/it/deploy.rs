@@ -320,6 +320,7 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.set_messages(&[]);
     m.claimed(1);
     m.set_paused("mb@example.org", false);
+    m.set_limit_pauses(&[("mailbox".into(), "mb@example.org".into(), "5.1.90".into())]);
     m.recipients_suppressed("intake", 1);
     m.bounced("5.1");
     m.set_budget_used("mb@example.org", 0.1, 0.2);

@@ -24,6 +24,7 @@ mod mailer;
 mod ops;
 mod overlap;
 mod priority;
+mod quota_pause;
 mod rate_limit;
 mod real_campaign;
 mod retention;

@@ -42,6 +42,8 @@ pub(crate) struct GraphMailbox {
     pub tenant: String,
     /// Its tenant's external-recipient budget, if configured.
     pub budget: Option<crate::rate_limit::TenantBudget>,
+    /// Its own budget (a limit pause fills its day window up to it).
+    pub limits: RateLimits,
 }
 
 /// Builds and caches mailers. Cheap to share behind an `Arc`; all methods take `&self`.
@@ -210,6 +212,7 @@ impl<L: RateLimiter> MailerFactory<L> {
             mailer,
             tenant,
             budget: spec.tenant_budget,
+            limits: spec.limits,
         }))
     }
 

@@ -184,6 +184,11 @@ pub(crate) fn is_sender_fault(answer: &HttpAnswer) -> bool {
     sender_fault(answer.status, graph_error(&answer.body).0.as_deref()).is_some()
 }
 
+/// Graph's `error.code` of an error body, scrubbed (`None`: not Graph's error JSON).
+pub(crate) fn graph_code(body: &[u8]) -> Option<String> {
+    graph_error(body).0
+}
+
 /// Graph's `error.code` and scrubbed `error.message`, when the body is Graph's error JSON.
 fn graph_error(body: &[u8]) -> (Option<String>, Option<String>) {
     match serde_json::from_slice::<GraphErrorBody>(body) {

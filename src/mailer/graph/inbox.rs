@@ -111,19 +111,31 @@ impl MicrosoftGraphMailer {
             })
     }
 
-    /// One page of NDRs at `url`; an empty page for `404` (no Inbox).
+    /// One page of NDRs at `url`; an empty page for a `404` that says there is no such folder
+    /// ([`no_such_folder`]).
     ///
     /// # Errors
-    /// As every Graph request ([`MailError::Throttled`] with its `Retry-After`, …).
+    /// As every Graph request ([`MailError::Throttled`] with its `Retry-After`, …); a `404`
+    /// about the sender (`ErrorInvalidUser`, `MailboxNotEnabledForRESTAPI`) is
+    /// [`MailError::Misconfigured`] naming the fix, any other `404` [`MailError::Transient`]
+    /// naming its code.
     pub(crate) async fn report_page(&self, url: &Url) -> Result<ReportPage, MailError> {
         let answer = self
             .step(Method::GET, url, None, Uuid::new_v4(), "list NDRs")
             .await?;
         if answer.status == 404 {
-            return Ok(ReportPage {
-                value: Vec::new(),
-                next_link: None,
-            });
+            let code = super::answer::graph_code(&answer.body);
+            if no_such_folder(code.as_deref()) {
+                return Ok(ReportPage {
+                    value: Vec::new(),
+                    next_link: None,
+                });
+            }
+            return Err(MailError::Transient(format!(
+                "list NDRs: Graph answered 404 {} for mailbox {}; not read as an empty Inbox",
+                code.as_deref().unwrap_or("without an error code"),
+                self.mailbox
+            )));
         }
         parse(&answer, "list NDRs")
     }
@@ -184,9 +196,33 @@ impl MicrosoftGraphMailer {
     }
 }
 
+/// Whether a listing's `404` with Graph code `code` means the folder does not exist (an empty
+/// Inbox): `ErrorItemNotFound` / `ErrorFolderNotFound`. Not a sender fault (`ErrorInvalidUser`,
+/// `MailboxNotEnabledForRESTAPI`: the mailbox itself is missing or cannot use Graph), nor a
+/// `404` without Graph's error body (a proxy's, a wrong `GRAPH_API_BASE_URL`).
+/// <https://learn.microsoft.com/graph/errors>
+fn no_such_folder(code: Option<&str>) -> bool {
+    matches!(code, Some("ErrorItemNotFound" | "ErrorFolderNotFound"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_missing_folder_reads_as_an_empty_inbox() {
+        let code = |body: &str| super::super::answer::graph_code(body.as_bytes());
+        let missing = code(
+            r#"{"error":{"code":"ErrorItemNotFound","message":"The specified object was not found in the store."}}"#,
+        );
+        assert!(no_such_folder(missing.as_deref()));
+        assert!(no_such_folder(Some("ErrorFolderNotFound")));
+        for sender in ["ErrorInvalidUser", "MailboxNotEnabledForRESTAPI"] {
+            let body = format!(r#"{{"error":{{"code":"{sender}","message":"x"}}}}"#);
+            assert!(!no_such_folder(code(&body).as_deref()), "{sender}");
+        }
+        assert!(!no_such_folder(code("<html>Not Found</html>").as_deref()));
+    }
 
     #[test]
     fn a_listing_with_nulls_is_read() {

@@ -34,6 +34,7 @@ label_sets! {
     StatusLabels { status: String }
     StageLabels { stage: &'static str }
     MailboxLabels { mailbox: String }
+    LimitPauseLabels { scope: String, key: String, code: String }
 }
 
 /// `stage` of `mail_worker_recipients_suppressed_total`: dropped from a new message.

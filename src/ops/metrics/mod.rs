@@ -22,6 +22,7 @@
 //! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
 //! | `mail_worker_bounces_total` | counter | `code_class` (`5.1`, `5.2`, `5.4`, `5.7`, …, `other`: the DSN code's class and subject, never an address) |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
+//! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //! | `mail_worker_events_*` | | the outbox's webhooks (`super::events`) |
@@ -37,7 +38,7 @@ use std::{sync::atomic::AtomicU64, time::Duration};
 use super::intake::OutcomeLabels;
 pub use labels::OutcomeLabel;
 use labels::{
-    BudgetLabels, CodeClassLabels, DecisionLabels, MailboxLabels, ProviderLabels,
+    BudgetLabels, CodeClassLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, ProviderLabels,
     ProviderStatusLabels, ReasonLabels, SendLabels, StageLabels, StatusLabels, TenantLabels,
 };
 pub(crate) use labels::{PROVIDER_GRAPH, PROVIDER_SENDGRID, STAGE_INTAKE, STAGE_SEND, STATUSES};
@@ -100,7 +101,8 @@ metric_table! {
         claimed: Counter = "mail_worker_claimed", "Due messages this process claimed";
         purged: Counter = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
         bounces: Family<CodeClassLabels, Counter> = "mail_worker_bounces", "Messages marked BOUNCED from a non-delivery report, by DSN code class (5.1, 5.7, …)";
-        paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused)";
+        paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
+        limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
@@ -226,6 +228,21 @@ impl Metrics {
                 tenant: tenant.to_owned(),
             })
             .set(share);
+    }
+
+    /// Sets `mail_worker_limit_paused` to the pauses in force, (scope, key, code) each; the
+    /// ended ones leave the family.
+    pub fn set_limit_pauses(&self, pauses: &[(String, String, String)]) {
+        self.limit_paused.clear();
+        for (scope, key, code) in pauses {
+            self.limit_paused
+                .get_or_create(&LimitPauseLabels {
+                    scope: scope.clone(),
+                    key: key.clone(),
+                    code: code.clone(),
+                })
+                .set(1);
+        }
     }
 
     /// Sets `mail_worker_oldest_due_seconds`.

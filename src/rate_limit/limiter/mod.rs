@@ -4,6 +4,7 @@
 //! (`fail_open.rs`).
 
 mod fail_open;
+mod pauses;
 mod reads;
 mod seeding;
 
@@ -16,6 +17,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
 use super::{

@@ -1,6 +1,6 @@
 //! What the bounce reader asks of the limiter (`crate::bounces`): an in-flight lease for each
 //! Inbox request, in the same set as the sends (Exchange's 4 concurrent requests count every
-//! request), and, after a `550 5.7.233` NDR, the tenant's external budget marked used up.
+//! request). The pauses an NDR starts: `pauses.rs`.
 
 use std::time::Duration;
 
@@ -55,29 +55,6 @@ impl MailRateLimiter {
                 u64::try_from(wait_ms).unwrap_or(1_000),
             )),
         })
-    }
-
-    /// Marks Graph tenant `tenant`'s external budget (`per_day` recipients per rolling 24 h)
-    /// used up now; returns when its first external recipient fits again. `None` with
-    /// `fixed-window` (it keeps no tenant budget).
-    ///
-    /// # Errors
-    /// A Redis failure.
-    pub(crate) async fn tenant_used_up(
-        &self,
-        tenant: &str,
-        mailbox: &MailboxAddress,
-        per_day: u32,
-        now: DateTime<Utc>,
-    ) -> Result<Option<DateTime<Utc>>, RedisCallError> {
-        let Engine::Paced(paced) = &self.engine else {
-            return Ok(None);
-        };
-        let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
-        let (_added, free_at) = paced
-            .tenant_used_up(&self.redis, &keys, per_day, now)
-            .await?;
-        Ok(DateTime::from_timestamp_millis(free_at))
     }
 
     /// Drops the bookings of `ids` from `mailbox` (Graph tenant `tenant`) — none: every

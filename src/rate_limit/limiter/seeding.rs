@@ -5,7 +5,10 @@ use std::{sync::atomic::Ordering, time::Instant};
 
 use chrono::{DateTime, Utc};
 
-use super::MailRateLimiter;
+use super::{
+    MailRateLimiter,
+    pauses::{LimitPause, PauseScope, pause_fillers},
+};
 use crate::{
     domain::MailboxAddress,
     events,
@@ -73,6 +76,22 @@ pub trait SendHistory: Send + Sync + 'static {
         let _ = (graph_tenant, since);
         Ok(Vec::new())
     }
+
+    /// The limit pauses of `key` (a mailbox address, or a Graph tenant in lower case, by
+    /// `scope`) still in force at `now` (`limit_pauses`): a seed adds their recipients back.
+    /// The default knows none (test doubles).
+    ///
+    /// # Errors
+    /// As [`Self::sent_since`].
+    async fn pauses(
+        &self,
+        scope: PauseScope,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<LimitPause>, String> {
+        let _ = (scope, key, now);
+        Ok(Vec::new())
+    }
 }
 
 impl MailRateLimiter {
@@ -105,9 +124,20 @@ impl MailRateLimiter {
                 }
                 Checked::NeedsSeed if !seeded.0 => {
                     seeded.0 = true;
-                    let records = self
+                    let mut records = self
                         .history(|h| h.sent_since(ask.mailbox, now - DAY))
                         .await?;
+                    let per_day = ask.limits.recipients_per_day.get();
+                    records.extend(
+                        self.pause_fillers(
+                            PauseScope::Mailbox,
+                            ask.mailbox.as_str(),
+                            per_day,
+                            &records,
+                            now,
+                        )
+                        .await?,
+                    );
                     if paced
                         .seed(
                             &self.redis,
@@ -129,9 +159,22 @@ impl MailRateLimiter {
                 }
                 Checked::NeedsTenantSeed if !seeded.1 => {
                     seeded.1 = true;
-                    let records = self
+                    let mut records = self
                         .history(|h| h.external_sent_since(ask.tenant, now - DAY))
                         .await?;
+                    if let Some((_, per_day)) = ask.tenant_budget {
+                        let tenant = ask.tenant.to_lowercase();
+                        records.extend(
+                            self.pause_fillers(
+                                PauseScope::Tenant,
+                                &tenant,
+                                per_day.get(),
+                                &records,
+                                now,
+                            )
+                            .await?,
+                        );
+                    }
                     if paced.seed_tenant(&self.redis, &keys, &records, now).await? {
                         tracing::info!(
                             event = events::MAIL_RATE_LIMIT_SEEDED,
@@ -152,6 +195,39 @@ impl MailRateLimiter {
                 }
             }
         }
+    }
+
+    /// The recipients a seed adds for `key`'s pauses in force (PostgreSQL's `limit_pauses`),
+    /// as (at, count) beside the send history `records`; none without a history.
+    async fn pause_fillers(
+        &self,
+        scope: PauseScope,
+        key: &str,
+        per_day: u32,
+        records: &[(DateTime<Utc>, u32)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(DateTime<Utc>, u32)>, RedisCallError> {
+        let Some(history) = &self.history else {
+            return Ok(Vec::new());
+        };
+        let pauses =
+            history
+                .pauses(scope, key, now)
+                .await
+                .map_err(|e| RedisCallError::UnexpectedReply {
+                    script: "paced seeding (reading the limit pauses)",
+                    reply: e,
+                })?;
+        let fillers = pause_fillers(&pauses, per_day, records, now);
+        if !fillers.is_empty() {
+            tracing::info!(
+                event = events::MAIL_RATE_LIMIT_SEEDED,
+                scope = scope.as_str(),
+                pauses = fillers.len(),
+                "a limit pause kept in PostgreSQL re-applied to the rebuilt budget"
+            );
+        }
+        Ok(fillers)
     }
 
     /// What `read` finds in the send history, as (sent at, recipients); none without one.

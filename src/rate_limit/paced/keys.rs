@@ -7,12 +7,14 @@
 //!                                          sum per hour), b:<id> (bookings), seeded (when it was
 //!                                          rebuilt from PostgreSQL), ttl (when the keys' TTLs
 //!                                          were last refreshed), hs (hour sums kept), lo (no
-//!                                          older bucket), bmin (no earlier booking; - none)
+//!                                          older bucket), bmin (no earlier booking; - none),
+//!                                          held (a limit pause's end: sends wait, reads do not)
 //! <prefix>:{<tenant>}:<mailbox>:days       zset: the minute buckets holding recipients
 //! <prefix>:{<tenant>}:<mailbox>:booked     zset: message id -> booked slot (ms)
 //! <prefix>:{<tenant>}:<mailbox>:sent       zset: reservations of the last 60 s
 //! <prefix>:{<tenant>}:<mailbox>:inflight   zset: message id -> lease expiry (ms)
-//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>, H:<hour>, hs)
+//! <prefix>:{<tenant>}:tenant               hash: the tenant's external recipients (total, d:<minute>, H:<hour>, hs),
+//!                                          held (a limit pause's end: external bookings before it wait)
 //! <prefix>:{<tenant>}:tenant:days          zset: its minute buckets
 //! ```
 //!

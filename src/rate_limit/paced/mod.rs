@@ -48,6 +48,8 @@ pub(crate) const READ_LEASE_LUA: &str = include_str!("../../../lua/paced/read_le
 pub(crate) const UNBOOK_LUA: &str = include_str!("../../../lua/paced/unbook.lua");
 /// `lua/paced/tenant_used_up.lua`.
 pub(crate) const TENANT_USED_UP_LUA: &str = include_str!("../../../lua/paced/tenant_used_up.lua");
+/// `lua/paced/mailbox_used_up.lua`.
+pub(crate) const MAILBOX_USED_UP_LUA: &str = include_str!("../../../lua/paced/mailbox_used_up.lua");
 /// `lua/paced/record_fail_open.lua`.
 pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
     include_str!("../../../lua/paced/record_fail_open.lua");
@@ -67,6 +69,11 @@ pub(crate) fn spacing_ms(per_minute: u32) -> u64 {
     (60_000 + PACING_ALLOWANCE.as_millis() as u64).div_ceil(u64::from(per_minute.max(1)))
 }
 
+/// The fill mode of `tenant_used_up.lua` and `mailbox_used_up.lua`.
+fn fill(whole_day: bool) -> String {
+    if whole_day { "whole" } else { "window" }.to_owned()
+}
+
 /// The `paced` scripts and settings.
 pub(crate) struct Paced {
     check: Script,
@@ -78,6 +85,7 @@ pub(crate) struct Paced {
     record_fail_open: Script,
     read_lease: Script,
     tenant_used_up: Script,
+    mailbox_used_up: Script,
     unbook: Script,
     max_in_flight: u32,
     lease: Duration,
@@ -97,6 +105,7 @@ impl Paced {
             record_fail_open: Script::new(RECORD_FAIL_OPEN_LUA),
             read_lease: Script::new(READ_LEASE_LUA),
             tenant_used_up: Script::new(TENANT_USED_UP_LUA),
+            mailbox_used_up: Script::new(MAILBOX_USED_UP_LUA),
             unbook: Script::new(UNBOOK_LUA),
             max_in_flight,
             lease,
@@ -168,18 +177,38 @@ impl Paced {
         Err(RedisCallError::unexpected("paced/read_lease.lua", &reply))
     }
 
-    /// Fills the tenant's external window up to `per_day` now; returns (recipients added, when
-    /// the first external recipient fits again, ms).
+    /// Fills the tenant's external window up to `per_day` now (`whole_day`: adds the whole
+    /// `per_day` now); returns (recipients added, when the first external recipient fits
+    /// again, ms).
     pub(crate) async fn tenant_used_up(
         &self,
         redis: &RedisConn,
         keys: &PacedKeys,
-        per_day: u32,
+        (per_day, whole_day): (u32, bool),
         now: DateTime<Utc>,
     ) -> Result<(i64, i64), RedisCallError> {
-        let args = [self.now_arg(now), per_day.to_string()];
+        let args = [self.now_arg(now), per_day.to_string(), fill(whole_day)];
         let reply = redis.eval(&self.tenant_used_up, &keys.all(), &args).await?;
         replies::int_pair(&reply, "paced/tenant_used_up.lua")
+    }
+
+    /// Fills the mailbox's day window up to `per_day` now (`whole_day`: adds the whole
+    /// `per_day` now) and cools it down until the window frees; returns (recipients added,
+    /// when it may send again, ms), or `None` when the mailbox has no state (its seed
+    /// re-applies the pause).
+    pub(crate) async fn mailbox_used_up(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        (per_day, whole_day): (u32, bool),
+        now: DateTime<Utc>,
+    ) -> Result<Option<(i64, i64)>, RedisCallError> {
+        let args = [self.now_arg(now), per_day.to_string(), fill(whole_day)];
+        let reply = redis
+            .eval(&self.mailbox_used_up, &keys.all(), &args)
+            .await?;
+        let (added, free_at) = replies::int_pair(&reply, "paced/mailbox_used_up.lua")?;
+        Ok((added >= 0).then_some((added, free_at)))
     }
 
     /// Extends a running attempt's lease by a full lease from now; returns whether the lease
@@ -243,6 +272,7 @@ mod tests {
             RECORD_FAIL_OPEN_LUA,
             READ_LEASE_LUA,
             TENANT_USED_UP_LUA,
+            MAILBOX_USED_UP_LUA,
             UNBOOK_LUA,
         ] {
             assert!(lua.starts_with("-- KEYS[1]"), "{lua}");

@@ -218,6 +218,7 @@ pub struct Builder {
     sim_max_request_bytes: Option<usize>,
     sim_roles: Option<Vec<String>>,
     sim_mailbox_scope: Option<Vec<String>>,
+    sim_recipients_per_day: Option<u64>,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -273,6 +274,9 @@ impl Builder {
         fn sim_roles(Vec<String>) as Some;
         /// The mailboxes graph-sim's app may use (its RBAC for Applications scope).
         fn sim_mailbox_scope(Vec<String>) as Some;
+        /// graph-sim's recipients per rolling 24 h per mailbox (Exchange: 10,000): lower than
+        /// ours, as when a person or another app uses the mailbox too.
+        fn sim_recipients_per_day(u64) as Some;
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -348,6 +352,9 @@ impl Builder {
                     retry_after_holds: self.sim_retry_after_holds,
                     // A loud 429 for any overshoot of ours (Exchange would delay it).
                     minute_overflow: MinuteOverflow::Refuse,
+                    recipients_per_day: self
+                        .sim_recipients_per_day
+                        .unwrap_or(MailboxLimits::default().recipients_per_day),
                     ..MailboxLimits::default()
                 }),
             );
@@ -444,6 +451,7 @@ impl TestApp {
             sim_max_request_bytes: None,
             sim_roles: None,
             sim_mailbox_scope: None,
+            sim_recipients_per_day: None,
         }
     }
 

@@ -1,0 +1,187 @@
+//! The pauses an NDR starts (`limits.rs` says which): the budget is marked used up in the
+//! limiter's Redis (every replica's `check_and_reserve` denies on it) and kept in PostgreSQL
+//! (`limit_pauses`: a Redis that comes back empty re-applies it when it re-seeds).
+//! docs/decisions/0032-quota-ndrs-pause.md.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{BounceReader, limits::LimitFinding};
+use crate::{
+    domain::MailboxAddress,
+    events,
+    mailer::factory::GraphMailbox,
+    rate_limit::{LimitPause, PauseScope, RedisCallError},
+    store::limit_pauses::{self, NewPause},
+};
+
+/// The longest a pause lasts: the rolling 24 h, plus the minute bucket its start is counted in.
+/// What PostgreSQL keeps as its end when the limiter could not say (`fixed-window`, a mailbox
+/// with no state in Redis yet, a Redis failure).
+const LONGEST: chrono::Duration = chrono::Duration::minutes(24 * 60 + 1);
+
+/// What an NDR said, for its pause.
+#[derive(Debug)]
+pub(super) struct Found<'a> {
+    pub finding: LimitFinding,
+    pub code: &'a str,
+    /// The NDR's text, scrubbed.
+    pub text: &'a str,
+    pub message_id: Uuid,
+}
+
+impl BounceReader {
+    /// Pauses what `found` names: the mailbox's day budget (`5.1.90`, `5.2.2` submission
+    /// quota), or the tenant's external budget (`5.7.233`: until its window frees; `5.7.705` /
+    /// `5.7.708` / `5.7.501`: 24 h). A tenant with no external budget configured cannot have
+    /// its external mail told apart: the mailbox is paused whole for 24 h instead.
+    pub(super) async fn pause(
+        &self,
+        mailbox: &GraphMailbox,
+        address: &MailboxAddress,
+        found: &Found<'_>,
+    ) {
+        let now = self.clock.now();
+        match (found.finding, &mailbox.budget) {
+            (LimitFinding::MailboxQuota, _) => {
+                let per_day = mailbox.limits.recipients_per_day.get();
+                let marked = self
+                    .limiter
+                    .mailbox_used_up(&mailbox.tenant, address, (per_day, false), now)
+                    .await;
+                self.keep(
+                    PauseScope::Mailbox,
+                    address.as_str(),
+                    found,
+                    (now, false),
+                    marked,
+                )
+                .await;
+            }
+            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, Some(budget)) => {
+                let per_day = budget.external_recipients_per_day.get();
+                let whole_day = found.finding.whole_day();
+                let marked = self
+                    .limiter
+                    .tenant_used_up(&mailbox.tenant, address, (per_day, whole_day), now)
+                    .await;
+                self.keep(
+                    PauseScope::Tenant,
+                    &mailbox.tenant,
+                    found,
+                    (now, whole_day),
+                    marked,
+                )
+                .await;
+            }
+            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, None) => {
+                // Without accepted domains nothing tells external recipients from internal
+                // ones: the safe reading holds all of this mailbox's mail for 24 h.
+                let per_day = mailbox.limits.recipients_per_day.get();
+                let marked = self
+                    .limiter
+                    .mailbox_used_up(&mailbox.tenant, address, (per_day, true), now)
+                    .await;
+                self.keep(
+                    PauseScope::Mailbox,
+                    address.as_str(),
+                    found,
+                    (now, true),
+                    marked,
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Keeps the pause in PostgreSQL and logs it: `marked` is what the limiter answered.
+    async fn keep(
+        &self,
+        scope: PauseScope,
+        key: &str,
+        found: &Found<'_>,
+        (at, whole_day): (DateTime<Utc>, bool),
+        marked: Result<Option<DateTime<Utc>>, RedisCallError>,
+    ) {
+        let longest = at + LONGEST;
+        let (until, held) = match &marked {
+            Ok(Some(until)) => ((*until).min(longest), true),
+            Ok(None) => (longest, false),
+            Err(_) => (longest, false),
+        };
+        let pause = LimitPause {
+            at,
+            until,
+            whole_day,
+        };
+        let kept = limit_pauses::record(
+            &self.pool,
+            &NewPause {
+                scope,
+                key,
+                code: found.code,
+                pause,
+                reason: found.text,
+            },
+        )
+        .await;
+        if let Err(e) = &marked {
+            tracing::warn!(
+                event = events::MAIL_BOUNCE_READ_FAILED,
+                mailbox = %key,
+                error = %e,
+                "the limiter's Redis did not take the pause of an NDR {}; kept in PostgreSQL, it holds once Redis re-seeds",
+                found.code
+            );
+        }
+        if let Err(e) = &kept {
+            tracing::warn!(
+                event = events::MAIL_BOUNCE_READ_FAILED,
+                mailbox = %key,
+                error = %e,
+                "PostgreSQL did not keep the pause of an NDR {}: a limiter Redis that comes back empty would lift it",
+                found.code
+            );
+        }
+        let until = until.to_rfc3339();
+        let what = match found.finding {
+            LimitFinding::MailboxQuota => {
+                "the mailbox's recipients per rolling 24 h are used up (Exchange counts more than we do: a person or another app sent from it); all its mail waits until its window frees"
+            }
+            LimitFinding::TenantLimit if scope == PauseScope::Tenant => {
+                "the tenant is over Exchange's tenant external recipient rate limit; its external budget is marked used up and its external mail waits until its rolling 24 h window frees"
+            }
+            LimitFinding::TenantBlocked if scope == PauseScope::Tenant => {
+                "the tenant is blocked from sending or its sending IPs are not trusted yet (Microsoft gives no end; a support case lifts it); its external mail waits 24 h"
+            }
+            LimitFinding::TenantLimit | LimitFinding::TenantBlocked => {
+                "the tenant's external mail is refused, but it has no external budget configured (externalRecipientsPerDay, acceptedDomains in the senders file) to tell external recipients apart: all of this mailbox's mail waits 24 h; configure one"
+            }
+        };
+        if scope == PauseScope::Mailbox {
+            tracing::warn!(
+                event = events::MAIL_BOUNCE_MAILBOX_PAUSED,
+                mailbox = %key,
+                code = found.code,
+                until = %until,
+                limiter = held,
+                message.id = %found.message_id,
+                reason = found.text,
+                "NDR {}: {what}",
+                found.code
+            );
+        } else {
+            tracing::warn!(
+                event = events::MAIL_BOUNCE_TENANT_PAUSED,
+                tenant = %key,
+                code = found.code,
+                until = %until,
+                limiter = held,
+                message.id = %found.message_id,
+                reason = found.text,
+                "NDR {}: {what}",
+                found.code
+            );
+        }
+    }
+}
