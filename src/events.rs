@@ -89,12 +89,6 @@ pub const DAEMON_STOPPED: &str = "daemon.stopped";
 pub const CONFIG_WARNING: &str = "config.warning";
 /// Migrations were applied.
 pub const DB_MIGRATED: &str = "db.migrated";
-/// graph-sim accepted or refused a request.
-pub const SIM_REQUEST: &str = "sim.request";
-/// graph-sim started listening. Fields: `listen`, `graph_base_url`, `mailboxes`.
-pub const SIM_STARTED: &str = "sim.started";
-/// graph-sim stopped. Fields: `reason`, `accepted`.
-pub const SIM_STOPPED: &str = "sim.stopped";
 /// `mail-worker admin` is serving the admin UI. Info. Fields: `listen`, `cookie_secure`.
 pub const MAIL_ADMIN_STARTED: &str = "mail.admin.started";
 /// An operator logged in to the admin UI. Info. Fields: `client`.

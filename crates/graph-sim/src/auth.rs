@@ -45,7 +45,7 @@ use super::{
     state::{IssuedToken, SimState},
     wire::{Call, EntraError, GraphError, entra_headers},
 };
-use mail_worker::events;
+use crate::events;
 
 /// The scope every Graph app-only token asks for.
 pub const GRAPH_DEFAULT_SCOPE: &str = "https://graph.microsoft.com/.default";

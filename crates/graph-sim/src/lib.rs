@@ -2,6 +2,10 @@
 //! limits, for tests, the demo and capacity planning. Runs as the `graph-sim` binary or in
 //! process ([`GraphSim::start`]).
 //!
+//! It is an oracle, not a mirror: it depends on no crate of this workspace (its own [`clock`],
+//! address parsing and certificate thumbprint), so a bug in the product's code is not shared by
+//! the stand-in that should catch it; each rule cites Microsoft (docs/graph-sim.md).
+//!
 //! It serves Entra ID's client-credentials token endpoint ([`auth`]) and Graph's `sendMail`
 //! ([`send`]), the Inbox with the non-delivery reports it generates (`inbox`: listing, `PATCH`,
 //! `move`), validates bodies as Graph does ([`validate`]), enforces per-mailbox limits with
@@ -35,8 +39,10 @@
 pub mod address;
 mod admin;
 pub mod auth;
+pub mod clock;
 pub mod config;
 pub mod drafts;
+pub mod events;
 pub mod faults;
 mod inbox;
 pub use inbox::SimInboxItem;
@@ -378,6 +384,24 @@ impl Drop for GraphSim {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod independence {
+    /// graph-sim depends on no crate of this workspace: a shared helper would share its bugs
+    /// with the product it checks (issue 40 point 7).
+    #[test]
+    fn graph_sim_depends_on_no_workspace_crate() {
+        let manifest = include_str!("../Cargo.toml");
+        let ours = ["mail-worker", "mail-worker-bench", "mail-worker-demo"];
+        for line in manifest.lines() {
+            let name = line.split(['.', '=', ' ']).next().unwrap_or_default();
+            assert!(
+                !ours.contains(&name),
+                "graph-sim's Cargo.toml names {name}: {line}"
+            );
         }
     }
 }

@@ -10,10 +10,10 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::Parser;
 use graph_sim::{
-    CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox,
+    CONFIG_FILE_HELP, GraphSim, MailboxLimits, MinuteOverflow, SimConfig, SimMailbox, events,
     sendgrid::SendGridSim,
 };
-use mail_worker::{config::LogFormat, events, telemetry};
+use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
 /// The default listen address.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8025";
@@ -157,18 +157,15 @@ fn build_config(args: &Args) -> Result<SimConfig, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let format = match args.log_format.as_str() {
-        "json" => LogFormat::Json,
-        "pretty" => LogFormat::Pretty,
+    let json = match args.log_format.as_str() {
+        "json" => true,
+        "pretty" => false,
         other => {
             eprintln!("graph-sim: --log-format must be json or pretty, not {other:?}");
             return ExitCode::from(64); // EX_USAGE
         }
     };
-    telemetry::init(
-        format,
-        &std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-    );
+    init_logging(json);
     let config = match build_config(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -211,7 +208,7 @@ async fn main() -> ExitCode {
         mailboxes = ?mailboxes,
         "graph-sim listening"
     );
-    let reason = mail_worker::shutdown::signal().await;
+    let reason = signal().await;
     let stats = sim.stats();
     let result = sim.shutdown().await;
     drop(sendgrid);
@@ -231,5 +228,44 @@ async fn main() -> ExitCode {
             eprintln!("graph-sim: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`): one JSON object per line, or plain
+/// text for `--log-format pretty`.
+fn init_logging(json: bool) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter);
+    let layer = fmt::layer().with_writer(std::io::stderr);
+    if json {
+        registry
+            .with(layer.json().flatten_event(true).with_current_span(false))
+            .init();
+    } else {
+        registry.with(layer.with_ansi(false)).init();
+    }
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C), returning which.
+async fn signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
     }
 }

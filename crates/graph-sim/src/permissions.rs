@@ -42,7 +42,7 @@ use super::{
     state::SimState,
     wire::{GraphError, RequestIds},
 };
-use mail_worker::events;
+use crate::events;
 
 const SEND: &[&str] = &["Mail.Send"];
 const READ_WRITE: &[&str] = &["Mail.ReadWrite"];

@@ -22,7 +22,7 @@ use super::{
     },
     validate::ParsedMessage,
 };
-use mail_worker::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock};
 
 /// Everything the handlers share. Immutable config beside one mutex over the moving parts; the
 /// mutex is never held across an `.await`.

@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
+use graph_sim::clock::ManualClock;
 use graph_sim::{
     GraphSim, Latency, MailboxLimits, MinuteOverflow, RecordedMessage, RecordedRefusal,
     RefusalCause, ScriptedAnswer, SentInTransit, SimConfig, SimMailbox, SimStats, Target,
     TokenFault,
 };
-use mail_worker::clock::ManualClock;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -986,7 +986,7 @@ trait NowPlus {
 
 impl NowPlus for ManualClock {
     fn now_plus(&self, by: Duration) -> DateTime<Utc> {
-        use mail_worker::clock::Clock;
+        use graph_sim::clock::Clock;
         self.now() + chrono::Duration::from_std(by).unwrap()
     }
 }

@@ -325,7 +325,7 @@ impl Builder {
         .with_sent_visibility_delay(self.sim_visibility_delay)
         .with_sent_in_transit(self.sim_sent_in_transit);
         if let Some(clock) = self.sim_clock {
-            sim_config = sim_config.with_clock(clock);
+            sim_config = sim_config.with_clock(SimClock(clock));
         }
         if let Some(max) = self.sim_max_request_bytes {
             sim_config.max_request_bytes = max;
@@ -622,5 +622,15 @@ impl TestApp {
                 .or_default() += 1;
         }
         per
+    }
+}
+
+/// graph-sim on the test's [`ManualClock`]: graph-sim has its own clock trait (it shares no code
+/// with the product), so the one virtual time reaches it through this adapter.
+struct SimClock(ManualClock);
+
+impl graph_sim::clock::Clock for SimClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.0.now()
     }
 }

@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::SimError;
-use mail_worker::clock::Clock;
+use crate::clock::Clock;
 
 mod bounces;
 mod resolve;
@@ -270,7 +270,7 @@ impl SimConfig {
     }
 
     /// Uses `clock` for every window and token expiry (tests pass a
-    /// [`mail_worker::clock::ManualClock`]).
+    /// [`crate::clock::ManualClock`], or an adapter over their own virtual clock).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self

@@ -58,7 +58,7 @@ use super::{
     validate::{ParsedMessage, parse_send_mail},
     wire::{self, Call, GraphError, RequestIds},
 };
-use mail_worker::events;
+use crate::events;
 
 mod admit;
 use admit::refusal_record;
