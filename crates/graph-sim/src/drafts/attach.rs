@@ -16,7 +16,7 @@
 //!   documents the limit, not its error body.
 
 use axum::{body::Body, extract::Path, http::StatusCode, response::Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::item_not_found;
 use crate::{
@@ -74,12 +74,24 @@ pub(crate) async fn add_attachment(
         draft.posted += 1;
         Ok(Reply::Json {
             status: StatusCode::CREATED,
-            body: json!({
-                "@odata.type": "#microsoft.graph.fileAttachment",
-                "id": super::new_item_id(),
-                "name": name,
-                "size": size,
-            }),
+            body: {
+                // The fileAttachment as message-post-attachments' example answers it: the
+                // request's own optional properties echoed, Graph's null where absent.
+                let sent: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+                let echo = |key: &str| sent.get(key).cloned().unwrap_or(Value::Null);
+                json!({
+                    "@odata.type": "#microsoft.graph.fileAttachment",
+                    "id": super::new_item_id(),
+                    "lastModifiedDateTime": state.now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                    "name": name,
+                    "contentType": echo("contentType"),
+                    "size": size,
+                    "isInline": sent.get("isInline").and_then(Value::as_bool).unwrap_or(false),
+                    "contentId": echo("contentId"),
+                    "contentLocation": echo("contentLocation"),
+                    "contentBytes": echo("contentBytes"),
+                })
+            },
         })
     };
     routed(&state, "addAttachment", &headers, handle).await

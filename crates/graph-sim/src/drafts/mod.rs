@@ -29,10 +29,12 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::Response,
 };
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
+    message::MessageView,
     send::{
         Delivery, Reply, Seen, action_route, admit, deliver, next_scripted, read_body, routed,
         undelivered,
@@ -64,12 +66,46 @@ fn item_not_found() -> GraphError {
     )
 }
 
-fn message_json(id: &str, is_draft: bool, internet_message_id: Option<&str>) -> Value {
-    json!({
-        "id": id,
-        "isDraft": is_draft,
-        "internetMessageId": internet_message_id,
-    })
+/// A draft (or its sent copy) as Graph writes a message.
+fn draft_json(d: &DraftState, id: &str, is_draft: bool, folder: &str, at: DateTime<Utc>) -> Value {
+    MessageView {
+        id,
+        is_draft,
+        is_read: true,
+        internet_message_id: Some(&d.internet_message_id),
+        subject: d.message.subject.as_deref(),
+        body_type: &d.message.body_content_type,
+        body: "",
+        from: None,
+        to: &d.message.to,
+        cc: &d.message.cc,
+        bcc: &d.message.bcc,
+        has_attachments: !d.message.attachments.is_empty(),
+        folder,
+        at,
+    }
+    .json()
+}
+
+/// A `sendMail` copy in Sent Items (graph-sim keeps only its ids).
+fn sent_item_json(id: &str, internet_message_id: Option<&str>, at: DateTime<Utc>) -> Value {
+    MessageView {
+        id,
+        is_draft: false,
+        is_read: true,
+        internet_message_id,
+        subject: None,
+        body_type: "html",
+        body: "",
+        from: None,
+        to: &[],
+        cc: &[],
+        bcc: &[],
+        has_attachments: false,
+        folder: "sentitems",
+        at,
+    }
+    .json()
 }
 
 /// `POST /v1.0/users/{user}/messages`: create a draft.
@@ -110,7 +146,12 @@ pub(crate) async fn create_draft(
             deleted: false,
         };
         state.lock().drafts.insert(id.clone(), draft);
-        let mut body = message_json(&id, true, Some(&internet_message_id));
+        let draft = state
+            .lock()
+            .drafts
+            .get(&id)
+            .map(|d| draft_json(d, &id, true, "drafts", state.now()));
+        let mut body = draft.unwrap_or_default();
         body["@odata.context"] = json!(format!(
             "{}/v1.0/$metadata#users('{user}')/messages/$entity",
             state.origin
@@ -200,11 +241,11 @@ pub(crate) async fn get_message(
         }) {
             return Ok(Reply::Json {
                 status: StatusCode::OK,
-                body: message_json(
-                    d.current_id(now_ms),
-                    !d.sent_visible(now_ms),
-                    Some(&d.internet_message_id),
-                ),
+                body: {
+                    let sent = d.sent_visible(now_ms);
+                    let folder = if sent { "sentitems" } else { "drafts" };
+                    draft_json(d, d.current_id(now_ms), !sent, folder, state.now())
+                },
             });
         }
         if let Some(item) = inner
@@ -214,7 +255,7 @@ pub(crate) async fn get_message(
         {
             return Ok(Reply::Json {
                 status: StatusCode::OK,
-                body: message_json(&item.id, false, item.internet_message_id.as_deref()),
+                body: sent_item_json(&item.id, item.internet_message_id.as_deref(), state.now()),
             });
         }
         Err(item_not_found())
@@ -227,6 +268,9 @@ pub(crate) async fn get_message(
 pub(crate) struct ListQuery {
     #[serde(rename = "$filter")]
     filter: Option<String>,
+    /// `$select`: applied to the Inbox's items (drafts and sent copies are written whole).
+    #[serde(rename = "$select")]
+    select: Option<String>,
 }
 
 /// `internetMessageId eq '<…>'` → the id (`''` unescaped); `None` for any other filter.
@@ -264,6 +308,7 @@ pub(crate) async fn list_folder_messages(
     if ["sentitems", "drafts"].contains(&folder.to_ascii_lowercase().as_str()) {
         let query = ListQuery {
             filter: query.filter,
+            select: None,
         };
         list(state, user, Some(folder), query, headers).await
     } else {
@@ -328,10 +373,13 @@ async fn listed(
     {
         let visible = d.sent_visible(now_ms);
         if ((visible && sent) || (!visible && drafts)) && matches(Some(&d.internet_message_id)) {
-            value.push(message_json(
+            let folder = if visible { "sentitems" } else { "drafts" };
+            value.push(draft_json(
+                d,
                 d.current_id(now_ms),
                 !visible,
-                Some(&d.internet_message_id),
+                folder,
+                state.now(),
             ));
         }
     }
@@ -342,13 +390,36 @@ async fn listed(
             .filter(|s| s.idx == admitted.idx && now_ms >= s.visible_at_ms)
         {
             if matches(s.internet_message_id.as_deref()) {
-                value.push(message_json(&s.id, false, s.internet_message_id.as_deref()));
+                value.push(sent_item_json(
+                    &s.id,
+                    s.internet_message_id.as_deref(),
+                    state.now(),
+                ));
+            }
+        }
+    }
+    if folder.is_none() {
+        // Every folder: the Inbox's items too, as `GET /users/{id}/messages` lists them.
+        let select: Option<Vec<String>> = query
+            .select
+            .as_deref()
+            .map(|s| s.split(',').map(|f| f.trim().to_owned()).collect());
+        for item in inner
+            .inbox
+            .iter()
+            .filter(|i| i.idx == admitted.idx && now_ms >= i.visible_at_ms)
+        {
+            if matches(Some(&item.internet_message_id)) {
+                value.push(item.json(select.as_deref(), false));
             }
         }
     }
     Ok(Reply::Json {
         status: StatusCode::OK,
-        body: json!({ "value": value }),
+        body: json!({
+            "@odata.context": format!("{}/v1.0/$metadata#users('{user}')/messages", state.origin),
+            "value": value,
+        }),
     })
 }
 

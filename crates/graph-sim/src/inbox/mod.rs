@@ -37,6 +37,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
+    message::MessageView,
     ndr::INBOX,
     records::InboxItem,
     send::{Reply, Seen, admit, read_body},
@@ -56,9 +57,7 @@ impl InboxItem {
 
     /// The message's JSON: every default property, or those of `select` (`id` always), with
     /// `internetMessageHeaders` only when selected (as Graph returns them).
-    fn json(&self, select: Option<&[String]>, text: bool) -> Value {
-        let address =
-            |name: &str, address: &str| json!({"emailAddress": {"name": name, "address": address}});
+    pub(crate) fn json(&self, select: Option<&[String]>, text: bool) -> Value {
         let body = if text {
             json!({"contentType": "text", "content": self.body})
         } else {
@@ -70,35 +69,27 @@ impl InboxItem {
                 .replace("\r\n", "<br>\r\n");
             json!({"contentType": "html", "content": format!("<html><body>{escaped}</body></html>")})
         };
-        let received = self.received_at.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let sender = if self.from_address.is_empty() {
-            Value::Null
-        } else {
-            address(&self.from_name, &self.from_address)
-        };
-        let all = json!({
-            "@odata.etag": format!("W/\"CQAAABYAAAA{}\"", &self.id[self.id.len().saturating_sub(8)..]),
-            "id": self.id,
-            "createdDateTime": received,
-            "lastModifiedDateTime": received,
-            "receivedDateTime": received,
-            "sentDateTime": received,
-            "hasAttachments": false,
-            "internetMessageId": self.internet_message_id,
-            "subject": if self.subject.is_empty() { Value::Null } else { json!(self.subject) },
-            "bodyPreview": self.body.chars().take(255).collect::<String>(),
-            "importance": "normal",
-            "parentFolderId": self.folder,
-            "isRead": self.is_read,
-            "isDraft": false,
-            "body": body,
-            "sender": sender.clone(),
-            "from": sender,
-            "toRecipients": [address(&self.to, &self.to)],
-            "ccRecipients": [],
-            "bccRecipients": [],
-            "replyTo": [],
-        });
+        let to = [self.to.clone()];
+        let mut all = MessageView {
+            id: &self.id,
+            is_draft: false,
+            is_read: self.is_read,
+            internet_message_id: Some(&self.internet_message_id),
+            subject: (!self.subject.is_empty()).then_some(self.subject.as_str()),
+            body_type: if text { "text" } else { "html" },
+            body: body["content"].as_str().unwrap_or_default(),
+            from: (!self.from_address.is_empty())
+                .then_some((self.from_name.as_str(), self.from_address.as_str())),
+            to: &to,
+            cc: &[],
+            bcc: &[],
+            has_attachments: false,
+            folder: &self.folder,
+            at: self.received_at,
+        }
+        .json();
+        // The preview is of the text, not of the HTML around it.
+        all["bodyPreview"] = json!(self.body.chars().take(255).collect::<String>());
         let headers = || {
             if self.headers.is_empty() {
                 return Value::Null;
@@ -361,10 +352,13 @@ pub(crate) async fn edit(
     let mut inner = state.lock();
     let item = find(&mut inner.inbox, admitted.idx, id, now_ms)?;
     let status = change.apply(item);
-    Ok(Reply::Json {
-        status,
-        body: item.json(None, false),
-    })
+    let mut body = item.json(None, false);
+    if status == StatusCode::CREATED {
+        // `move` answers the new copy with its type and context, as message-move's example does.
+        body["@odata.context"] = json!(format!("{}/v1.0/$metadata#message", state.origin));
+        body["@odata.type"] = json!("#microsoft.graph.message");
+    }
+    Ok(Reply::Json { status, body })
 }
 
 #[cfg(test)]
