@@ -21,6 +21,7 @@ mod intake_cluster;
 mod intake_recovery;
 mod limiter_cold_start;
 mod mailer;
+mod migrations;
 mod ops;
 mod overlap;
 mod priority;
