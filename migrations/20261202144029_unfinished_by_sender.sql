@@ -1,5 +1,5 @@
 -- no-transaction
--- The mailboxes page (issue 23, docs/decisions/mailbox-pages.md): "busiest first" counts each
+-- The mailboxes page (issue 23, docs/decisions/0017-mailbox-pages.md): "busiest first" counts each
 -- sender's unfinished rows (SCHEDULED + SENDING). This index holds only those and carries the
 -- sender columns themselves (not coalesce(...): PostgreSQL answers from an index alone only
 -- with plain columns), so the count is an index-only scan whatever the history of finished rows.

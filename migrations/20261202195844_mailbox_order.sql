@@ -1,4 +1,4 @@
--- The mailboxes page's order (issue 23, docs/decisions/mailbox-pages.md): busiest first needs
+-- The mailboxes page's order (issue 23, docs/decisions/0017-mailbox-pages.md): busiest first needs
 -- every sender's count of unfinished rows, an index-only scan of all of them (~330,000 at the
 -- scale run: 370 ms). One replica at a time counts them every few seconds into this one row
 -- (the senders' ids and their counts, side by side), so a page reads one row and joins it to

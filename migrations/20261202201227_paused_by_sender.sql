@@ -1,5 +1,5 @@
 -- no-transaction
--- The mailboxes page (issue 23, docs/decisions/mailbox-pages.md) counts each listed sender's
+-- The mailboxes page (issue 23, docs/decisions/0017-mailbox-pages.md) counts each listed sender's
 -- paused rows (SCHEDULED, wait_reason 'paused'): without this index that read every SCHEDULED
 -- row of the page's senders from the table (52,000 heap rows for the busiest 50 of a 330,000
 -- row backlog) to find the few paused ones. Only paused rows have an entry; every update that

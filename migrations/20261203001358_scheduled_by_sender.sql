@@ -1,5 +1,5 @@
 -- no-transaction
--- The claim round's sender list (issue 23, docs/decisions/claim-round-buffers.md): each known
+-- The claim round's sender list (issue 23, docs/decisions/0024-claim-round-buffers.md): each known
 -- sender (system mailboxes, tenants) probes this index for its oldest due SCHEDULED row, LIMIT
 -- 1, instead of one aggregate over every due row (80,000 heap buffers a round with 400,000 due
 -- rows; ~4 buffers a sender with this index, whatever the due rows and the history). Only

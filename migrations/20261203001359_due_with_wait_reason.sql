@@ -1,5 +1,5 @@
 -- no-transaction
--- The wait-reason gauge (issue 23, docs/decisions/claim-round-buffers.md) counts SCHEDULED rows
+-- The wait-reason gauge (issue 23, docs/decisions/0024-claim-round-buffers.md) counts SCHEDULED rows
 -- by wait_reason and due or not every METRICS_REFRESH_MS on each replica: with wait_reason in
 -- the due index, that count is an index-only scan (1,600 buffers for 400,000 rows where the
 -- visibility map is set) instead of a read of every SCHEDULED row's heap page (80,000). It

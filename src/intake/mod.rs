@@ -173,7 +173,7 @@ static PUSH: std::sync::LazyLock<redis::Script> =
 /// The jobs go onto the active list, not apalis-redis's own push path: that one puts every job
 /// in the scheduled set, which `fetch_next.lua` then moves with one `unpack` of all due ids,
 /// failing ("too many results to unpack") once more than about 8,000 are waiting, and the
-/// worker with it, for good (docs/decisions/intake-queue.md).
+/// worker with it, for good (docs/decisions/0011-intake-queue.md).
 ///
 /// # Errors
 /// Redis errors.
