@@ -35,3 +35,4 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod version;
