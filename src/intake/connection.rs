@@ -39,10 +39,12 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The apalis-redis version the SHA-1s below were taken from: `Cargo.toml` pins it (`=1.0.0`), and
 /// the unit test `intake::apalis_scripts` fails, naming the script, when the crate we build ships
 /// an intercepted script whose SHA-1 is not the one below (an upgrade breaks at `cargo test`).
+#[cfg(test)]
 pub(super) const APALIS_REDIS_VERSION: &str = "1.0.0";
 
 /// The scripts of apalis-redis this connection intercepts by SHA-1: (file under the crate's
 /// `lua/`, its SHA-1).
+#[cfg(test)]
 pub(super) const INTERCEPTED: [(&str, &str); 2] = [
     ("register_worker.lua", APALIS_REGISTER_SHA),
     ("acquire_leases.lua", APALIS_ACQUIRE_LEASES_SHA),

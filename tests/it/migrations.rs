@@ -79,13 +79,13 @@ fn problems(
                 "{name} is dated after it was added ({at}): stamp it with the time it was written"
             ));
         }
-        if let Some(before) = latest {
-            if stamp(name) <= stamp(before) {
-                problems.push(format!(
-                    "{name} sorts before {before}, which was added earlier: give it a stamp after \
-                     every existing migration's (`sqlx migrate add` stamps now)"
-                ));
-            }
+        if let Some(before) = latest
+            && stamp(name) <= stamp(before)
+        {
+            problems.push(format!(
+                "{name} sorts before {before}, which was added earlier: give it a stamp after \
+                 every existing migration's (`sqlx migrate add` stamps now)"
+            ));
         }
         if latest.is_none_or(|l| stamp(name) > stamp(l)) {
             latest = Some(name);
