@@ -75,7 +75,7 @@ pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
 pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.
 pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
-/// The daemon started. Fields: `worker`, `concurrency`.
+/// The daemon started. Fields: `version` ([`crate::VERSION`]), `concurrency`.
 pub const DAEMON_STARTED: &str = "daemon.started";
 /// Shutdown was requested; in-flight sends are finishing. Once per shutdown. Fields:
 /// `in_flight`.

@@ -59,3 +59,8 @@ pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod worker;
+
+/// The version this build reports (`mail-worker --version`, the `daemon.started` line's
+/// `version`): Cargo.toml's version, plus the git commit when built from a checkout
+/// (`0.1.0 (3be3ae5c1f2a)`; build.rs). What changed between two versions: CHANGELOG.md.
+pub const VERSION: &str = env!("MAIL_WORKER_VERSION");

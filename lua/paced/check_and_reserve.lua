@@ -61,7 +61,7 @@
 -- hour (`H:<hour>`: the sum of its minutes), `total` their sum. The earliest time a budget has
 -- room walks back from the newest bucket: whole hours (26 a read) to the hour where the
 -- recipients above it pass the room, then that hour's minutes, so its cost does not grow with
--- the booked backlog (docs/decisions/flat-day-window.md). `lo`: no bucket older (eviction is
+-- the booked backlog (docs/decisions/0016-flat-day-window.md). `lo`: no bucket older (eviction is
 -- looked for once a minute), `bmin`: no booking earlier (`-`: none; stale bookings looked for
 -- only when it is older than the grace), `hs`: the hour sums are kept (else they are rebuilt once).
 --

@@ -14,7 +14,7 @@
 //! until its window frees, `5.7.705` / `5.7.708` / `5.7.501` for 24 h
 //! (`mail.bounce.tenantPaused`); kept in PostgreSQL across a limiter Redis flush
 //! (docs/decisions/0032-quota-ndrs-pause.md). Requests per mailbox per hour:
-//! docs/decisions/bounce-reading.md.
+//! docs/decisions/0018-bounce-reading.md.
 
 mod limits;
 mod ndr;

@@ -11,7 +11,7 @@ use super::RunArgs;
 /// distributed per-mailbox rate limiter in Redis. Configured by environment variables
 /// (see config/mail-worker.env.example).
 #[derive(Debug, Parser)]
-#[command(name = "mail-worker", version, about, long_about = None)]
+#[command(name = "mail-worker", version = crate::VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

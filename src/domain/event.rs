@@ -35,7 +35,7 @@ mod tests {
 
     #[test]
     fn kinds_match_the_migrations_check() {
-        let sql = include_str!("../../migrations/20270210000001_events.sql");
+        let sql = include_str!("../../migrations/20261202144306_events.sql");
         for kind in EventKind::ALL {
             assert!(
                 sql.contains(&format!("'{kind}'")),

@@ -7,7 +7,7 @@
 //! (`lua/intake/forget_workers.lua`: registration and metadata of a worker silent past the orphan
 //! threshold, once apalis-redis's heartbeat has re-enqueued its jobs), and refreshes the queue's
 //! gauges. A stopping worker leaves the queue cleanly (`lua/intake/leave.lua`).
-//! docs/decisions/intake-queue.md says what we rely on.
+//! docs/decisions/0011-intake-queue.md says what we rely on.
 
 use std::{
     sync::{Arc, LazyLock},

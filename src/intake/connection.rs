@@ -36,16 +36,31 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest one command may wait for its answer: 30 s.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The apalis-redis version the SHA-1s below were taken from: `Cargo.toml` pins it (`=1.0.0`), and
+/// the unit test `intake::apalis_scripts` fails, naming the script, when the crate we build ships
+/// an intercepted script whose SHA-1 is not the one below (an upgrade breaks at `cargo test`).
+#[cfg(test)]
+pub(super) const APALIS_REDIS_VERSION: &str = "1.0.0";
+
+/// The scripts of apalis-redis this connection intercepts by SHA-1: (file under the crate's
+/// `lua/`, its SHA-1).
+#[cfg(test)]
+pub(super) const INTERCEPTED: [(&str, &str); 2] = [
+    ("register_worker.lua", APALIS_REGISTER_SHA),
+    ("acquire_leases.lua", APALIS_ACQUIRE_LEASES_SHA),
+];
+
 /// The SHA-1 of apalis-redis 1.0.0's `lua/register_worker.lua`, the script replaced on a cluster
-/// (a later apalis-redis with a changed script would no longer match: the cluster test in
-/// tests/it/intake.rs then fails at the worker's registration).
+/// (a later apalis-redis with a changed script would no longer match: `intake::apalis_scripts`
+/// then fails naming it).
 const APALIS_REGISTER_SHA: &str = "0d5fbce91e1dcff1121ece41f7169da3c0e39194";
 
 static REGISTER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/intake/register.lua")));
 
 /// The SHA-1 of apalis-redis 1.0.0's `lua/acquire_leases.lua`, replaced on every connection (a
-/// changed script would no longer match: it then runs as apalis-redis wrote it).
+/// changed script would no longer match and run as apalis-redis wrote it: `intake::apalis_scripts`
+/// fails naming it).
 const APALIS_ACQUIRE_LEASES_SHA: &str = "f7ff133460a6cd6a739e294b0f4f7a584599f1fc";
 
 static ACQUIRE_LEASES: LazyLock<Script> =

@@ -7,6 +7,8 @@
 //! only writes `SCHEDULED` rows, which `send-scheduled-messages` claims as ever. The wire
 //! format for producers in any language is docs/queue.md.
 
+#[cfg(test)]
+mod apalis_scripts;
 pub(crate) mod cleanup;
 mod connection;
 pub(crate) mod consumer;
@@ -28,19 +30,21 @@ pub enum IntakeError {
     /// The queue's Redis failed.
     #[error("the intake queue's Redis (REDIS_URL): {0}{hint}", hint = one_cluster_node(.0))]
     Redis(#[from] redis::RedisError),
-    /// apalis-redis failed.
-    #[error("the intake queue (apalis-redis): {0}{hint}", hint = one_cluster_node(.0))]
+    /// apalis-redis failed (its worker's error, as text: a redirection reaches us first as
+    /// [`Self::Redis`], from the worker's registration).
+    #[error("the intake queue (apalis-redis): {0}")]
     Queue(String),
 }
 
-/// The fix, when `error` is a redirection (`MOVED`/`ASK`): `REDIS_URL` is one URL, so the queue
-/// is on one node, and that node is part of a Redis Cluster. Empty for any other error.
-fn one_cluster_node(error: &impl std::fmt::Display) -> &'static str {
-    let text = error.to_string();
-    if ["Moved: ", "Ask: ", "MOVED ", "ASK "]
-        .iter()
-        .any(|r| text.contains(r))
-    {
+/// The fix, when `error` is a redirection (`MOVED`/`ASK`, by its [`redis::ErrorKind`]):
+/// `REDIS_URL` is one URL, so the queue is on one node, and that node is part of a Redis Cluster.
+/// Empty for any other error.
+fn one_cluster_node(error: &redis::RedisError) -> &'static str {
+    use redis::{ErrorKind::Server, ServerErrorKind};
+    if matches!(
+        error.kind(),
+        Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    ) {
         " (REDIS_URL names one node of a Redis Cluster: give it the cluster's seeds, comma-separated)"
     } else {
         ""
@@ -169,7 +173,7 @@ static PUSH: std::sync::LazyLock<redis::Script> =
 /// The jobs go onto the active list, not apalis-redis's own push path: that one puts every job
 /// in the scheduled set, which `fetch_next.lua` then moves with one `unpack` of all due ids,
 /// failing ("too many results to unpack") once more than about 8,000 are waiting, and the
-/// worker with it, for good (docs/decisions/intake-queue.md).
+/// worker with it, for good (docs/decisions/0011-intake-queue.md).
 ///
 /// # Errors
 /// Redis errors.
@@ -195,4 +199,46 @@ pub async fn push_lines(
         pushed += new;
     }
     Ok(pushed)
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::IntakeError;
+
+    const HINT: &str = "REDIS_URL names one node of a Redis Cluster";
+
+    fn said(error: RedisError) -> String {
+        IntakeError::from(error).to_string()
+    }
+
+    #[test]
+    fn a_redirection_is_known_by_its_kind() {
+        let moved = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::Moved),
+            "redirected",
+            "3999 127.0.0.1:7001".to_owned(),
+        ));
+        let ask = RedisError::from((ErrorKind::Server(ServerErrorKind::Ask), "redirected"));
+        assert!(said(moved).contains(HINT));
+        assert!(said(ask).contains(HINT));
+    }
+
+    #[test]
+    fn text_that_looks_like_a_redirection_is_not_one() {
+        // A script's own error, or a key name, can say "MOVED ": only the server's answer kind
+        // makes it a redirection.
+        let script = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "script error",
+            "MOVED 3999 127.0.0.1:7001 (a line of ours)".to_owned(),
+        ));
+        let io = RedisError::from(std::io::Error::other("Moved: 1 host:1"));
+        let down = RedisError::from((ErrorKind::Server(ServerErrorKind::ClusterDown), "down"));
+        for e in [script, io, down] {
+            let text = said(e);
+            assert!(!text.contains(HINT), "{text}");
+        }
+    }
 }

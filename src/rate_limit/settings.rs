@@ -58,7 +58,7 @@ pub struct RateLimitConfig {
 }
 
 /// The in-flight lease: 15 s, renewed every 5 s while the attempt runs (see
-/// `docs/decisions/in-flight-leases.md`).
+/// `docs/decisions/0002-in-flight-leases.md`).
 pub const IN_FLIGHT_LEASE: Duration = Duration::from_secs(15);
 
 /// One mailbox's budget, passed with every call so an override applies on the next message.

@@ -3,7 +3,7 @@
 //! a time ([`LOCK_KEY`], a transaction advisory lock) every [`REFRESH_EVERY`] by the daemons,
 //! or by a reader that finds it older than its bound. Counting every unfinished row costs
 //! ~0.1–0.4 s with 5,000 mailboxes and 330,000 such rows; reading the snapshot costs one row.
-//! Nothing on the send path writes it. docs/decisions/mailbox-pages.md has the figures.
+//! Nothing on the send path writes it. docs/decisions/0017-mailbox-pages.md has the figures.
 
 use std::time::Duration;
 

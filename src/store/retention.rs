@@ -4,7 +4,7 @@
 //! ([`LOCK_KEY`], a session advisory lock), never a row a claim could take (only finished rows
 //! are locked, `SKIP LOCKED`), never one finished, created or sent in the last
 //! [`MIN_RETENTION`] (the limiter's seeding reads that much send history, [`super::history`]).
-//! docs/decisions/retention.md says why batches, not partitions.
+//! docs/decisions/0014-retention.md says why batches, not partitions.
 
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ macro_rules! expired {
 /// attachments (explicitly, to count them; the cascade then finds none); returns how many of
 /// each went and the last key it saw (the next batch starts after it). `= ANY(ARRAY(…))`, not a
 /// join: with a join on the CTE the planner hashed the whole attachments table each batch; an
-/// array is an index scan on both tables (docs/decisions/retention.md has the plan).
+/// array is an index scan on both tables (docs/decisions/0014-retention.md has the plan).
 const DELETE_BATCH: &str = concat!(
     "WITH doomed AS ( \
          SELECT id, created_at FROM messages \

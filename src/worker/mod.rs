@@ -80,6 +80,7 @@ pub(crate) async fn run_observed(
     });
     tracing::info!(
         event = events::DAEMON_STARTED,
+        version = crate::VERSION,
         concurrency = settings.worker.concurrency.get(),
         "daemon started"
     );

@@ -1309,7 +1309,7 @@ async fn two_replicas_of_8_workers_never_put_more_than_3_requests_in_flight_on_a
         app.insert(0, 40, "SCHEDULED").await;
         // The cap, not the speed, is under test: a loaded machine's slow requests make the
         // mailbox look stuck (no lease taken for a second), and its waits then run to a lease's
-        // expiry (docs/decisions/in-flight-leases.md).
+        // expiry (docs/decisions/0002-in-flight-leases.md).
         run_daemons(&app, 2, 8, Duration::from_secs(180), async || {
             app.count("SENT").await == 40
         })

@@ -1,4 +1,4 @@
-//! The claim round's sender list (issue 23, docs/decisions/claim-round-buffers.md): the senders
+//! The claim round's sender list (issue 23, docs/decisions/0024-claim-round-buffers.md): the senders
 //! with due rows, longest-waiting first, system mailboxes and tenants alike, from a probe per
 //! known sender that reads a few buffers each, however many rows are due.
 

@@ -3,7 +3,7 @@
 //! Exchange's limits, the limiter on a private Redis, PostgreSQL) takes them until every one has
 //! a slot (booked, `paced`) or has been tried (`fixed-window`); then K `high` messages are
 //! inserted 13 s apart (within `high`'s share S = 25 − 20 = 5 a minute: faster, `high` waits
-//! for its share, docs/decisions/priority-headroom.md) and each one's latency is measured, from
+//! for its share, docs/decisions/0012-priority-headroom.md) and each one's latency is measured, from
 //! its insert to graph-sim's acceptance. `paced` with `MAIL_RATE_LIMIT_RESERVED_PERCENT=20` and `fixed-window`
 //! (today's behaviour, priority ignored) side by side, N = 1,000 and 10,000.
 //!

@@ -162,7 +162,7 @@ impl MicrosoftGraphMailer {
     /// or deleted. A sent copy by our `internetMessageId` → `SENT`, not resent; none within
     /// `GRAPH_SEND_SETTLE_MS` of the send → [`MailError::Unconfirmed`]; none after it → `ERROR`
     /// for a person, never resent: Graph may have delivered it and Microsoft documents no bound
-    /// on the delay, so the safe reading is taken (docs/decisions/unconfirmed-sends.md).
+    /// on the delay, so the safe reading is taken (docs/decisions/0001-unconfirmed-sends.md).
     async fn vanished(
         &self,
         message_id: Uuid,

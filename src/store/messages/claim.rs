@@ -56,7 +56,7 @@ macro_rules! claim_set {
 /// `tenants` rows; the foreign keys keep every row's sender among them) probes
 /// `messages_scheduled_by_sender` for its oldest due row, `LIMIT 1`: a few buffers a sender,
 /// whatever the number of due rows and the history kept (an aggregate over the due rows read
-/// every due row's page: docs/decisions/claim-round-buffers.md).
+/// every due row's page: docs/decisions/0024-claim-round-buffers.md).
 ///
 /// # Errors
 /// Database errors.
