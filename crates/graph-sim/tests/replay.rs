@@ -11,15 +11,21 @@ use std::{
 
 use graph_sim::{
     GraphSim, SimConfig, SimMailbox,
-    recording::{Recording, fill, fill_json},
+    config::{SimBounces, UnknownRecipients},
+    recording::Recording,
 };
-use reqwest::{Client, Method};
+use reqwest::Client;
 use serde_json::Value;
 
 const TENANT: &str = "contoso.example";
 const CLIENT: &str = "app-contoso";
 const SECRET: &str = "s3cret-contoso";
 const MAILBOX: &str = "events@contoso.example";
+const DOMAIN: &str = "contoso.example";
+/// The live kit's bogus recipients (`{bogus_internal}`, `{bogus_external}`): graph-sim bounces
+/// both at once.
+const BOGUS_INTERNAL: &str = "nobody-replay@contoso.example";
+const BOGUS_EXTERNAL: &str = "nobody-replay@example.invalid";
 
 fn recordings_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/recordings")
@@ -44,10 +50,23 @@ fn recordings(dir: &Path) -> Vec<PathBuf> {
 }
 
 async fn sim() -> GraphSim {
+    let bounce = |address: &str, code: &str| UnknownRecipients {
+        address: address.into(),
+        code: code.into(),
+    };
     GraphSim::start(
-        SimConfig::new()
-            .with_app(TENANT, CLIENT, SECRET)
-            .with_mailbox(SimMailbox::new(MAILBOX, TENANT)),
+        SimConfig {
+            bounces: SimBounces {
+                unknown_recipients: vec![
+                    bounce(BOGUS_INTERNAL, "5.1.10"),
+                    bounce(BOGUS_EXTERNAL, "5.1.1"),
+                ],
+                ..SimBounces::default()
+            },
+            ..SimConfig::new()
+        }
+        .with_app(TENANT, CLIENT, SECRET)
+        .with_mailbox(SimMailbox::new(MAILBOX, TENANT)),
     )
     .await
     .expect("graph-sim starts")
@@ -84,78 +103,19 @@ async fn replay(recording: &Recording) -> Vec<String> {
     )
     .expect("an Inbox item");
     let inbox_item = sim.inbox(MAILBOX)[0].id.clone();
-    let mut values = BTreeMap::from([
+    let values = BTreeMap::from([
         ("mailbox".to_owned(), MAILBOX.to_owned()),
+        ("domain".to_owned(), DOMAIN.to_owned()),
         ("tenant".to_owned(), TENANT.to_owned()),
         ("client_id".to_owned(), CLIENT.to_owned()),
         ("client_secret".to_owned(), SECRET.to_owned()),
         ("scope".to_owned(), sim.graph_scope()),
         ("to".to_owned(), "someone@example.com".to_owned()),
+        ("bogus_internal".to_owned(), BOGUS_INTERNAL.to_owned()),
+        ("bogus_external".to_owned(), BOGUS_EXTERNAL.to_owned()),
         ("inbox_item".to_owned(), inbox_item),
     ]);
-    let mut out = Vec::new();
-    for step in &recording.steps {
-        let path = fill(&step.request.path, &values);
-        // One origin serves both: the token endpoint and the API (whose paths carry /v1.0).
-        let url = format!(
-            "{}{}",
-            sim.login_base_url().as_str().trim_end_matches('/'),
-            path
-        );
-        let method = Method::from_bytes(step.request.method.as_bytes()).expect("a method");
-        let mut request = http.request(method, &url);
-        if !step.request.login {
-            request = request.bearer_auth(&bearer);
-        }
-        for (name, value) in &step.request.headers {
-            if !name.eq_ignore_ascii_case("content-type") || step.request.body.is_none() {
-                request = request.header(name, fill(value, &values));
-            }
-        }
-        if let Some(body) = &step.request.body {
-            request = request.json(&fill_json(body, &values));
-        } else if let Some(form) = &step.request.form {
-            let form: Vec<(String, String)> = form
-                .iter()
-                .map(|(k, v)| (k.clone(), fill(v, &values)))
-                .collect();
-            request = request.form(&form);
-        } else if step.request.method == "POST" {
-            request = request.header("Content-Length", "0");
-        }
-        let answer = request.send().await.expect("graph-sim answers");
-        let status = answer.status().as_u16();
-        let headers: Vec<(String, String)> = answer
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or_default().to_owned()))
-            .collect();
-        let text = answer.text().await.expect("a body");
-        let body: Option<Value> = serde_json::from_str(&text).ok();
-        for difference in step.response.differences(status, &headers, body.as_ref()) {
-            out.push(format!("step {:?}: {difference}", step.name));
-        }
-        if status != step.response.status
-            && let Some(error) = body.as_ref().and_then(|b| b.get("error"))
-        {
-            out.push(format!("step {:?}: graph-sim said {error}", step.name));
-        }
-        for (name, pointer) in &step.capture {
-            match body
-                .as_ref()
-                .and_then(|b| b.pointer(pointer))
-                .and_then(Value::as_str)
-            {
-                Some(value) => {
-                    values.insert(name.clone(), value.to_owned());
-                }
-                None => out.push(format!(
-                    "step {:?}: nothing at {pointer} to capture",
-                    step.name
-                )),
-            }
-        }
-    }
+    let out = graph_sim::recording::replay(&sim.login_base_url(), &bearer, recording, values).await;
     sim.shutdown().await.expect("graph-sim stops");
     out
 }

@@ -229,6 +229,7 @@ pub(crate) async fn draft_action(
 pub(crate) async fn get_message(
     Call { state, headers }: Call,
     Path((user, id)): Path<(String, String)>,
+    Query(query): Query<ListQuery>,
 ) -> Response {
     let handle = async |_: &RequestIds, _, seen: &mut Seen| {
         let admitted = admit(&state, &user, &headers, seen).await?;
@@ -258,6 +259,19 @@ pub(crate) async fn get_message(
                 body: sent_item_json(&item.id, item.internet_message_id.as_deref(), state.now()),
             });
         }
+        // Any other folder's item (the Inbox's, or one moved from it), as Graph finds a
+        // message by id in whichever folder it is.
+        if let Some(item) = inner
+            .inbox
+            .iter()
+            .find(|i| i.idx == admitted.idx && i.id == id && now_ms >= i.visible_at_ms)
+        {
+            let select = query.selected();
+            return Ok(Reply::Json {
+                status: StatusCode::OK,
+                body: item.json(select.as_deref(), crate::inbox::wants_text(&headers)),
+            });
+        }
         Err(item_not_found())
     };
     routed(&state, "getMessage", &headers, handle).await
@@ -271,6 +285,15 @@ pub(crate) struct ListQuery {
     /// `$select`: applied to the Inbox's items (drafts and sent copies are written whole).
     #[serde(rename = "$select")]
     select: Option<String>,
+}
+
+impl ListQuery {
+    /// `$select`'s fields.
+    fn selected(&self) -> Option<Vec<String>> {
+        self.select
+            .as_deref()
+            .map(|s| s.split(',').map(|f| f.trim().to_owned()).collect())
+    }
 }
 
 /// `internetMessageId eq '<…>'` → the id (`''` unescaped); `None` for any other filter.
@@ -400,10 +423,7 @@ async fn listed(
     }
     if folder.is_none() {
         // Every folder: the Inbox's items too, as `GET /users/{id}/messages` lists them.
-        let select: Option<Vec<String>> = query
-            .select
-            .as_deref()
-            .map(|s| s.split(',').map(|f| f.trim().to_owned()).collect());
+        let select = query.selected();
         for item in inner
             .inbox
             .iter()

@@ -136,7 +136,7 @@ pub(crate) struct FolderQuery {
     pub skip: Option<String>,
 }
 
-fn wants_text(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_text(headers: &HeaderMap) -> bool {
     crate::wire::prefers(headers, |p| {
         p.to_ascii_lowercase()
             .replace(' ', "")

@@ -15,6 +15,7 @@
 //! JSON type, arrays by their first element, a recorded `null` matching anything (Graph writes
 //! `null` for an absent value). Values are not compared (ids, times and texts differ by nature).
 
+mod replay;
 mod scrub;
 mod shape;
 
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use replay::replay;
 pub use scrub::Scrubber;
 pub use shape::shape_differences;
 
@@ -50,6 +52,9 @@ pub struct Step {
     /// Placeholder name → JSON pointer into this step's response body: the value later steps use.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub capture: BTreeMap<String, String>,
+    /// Why this step is not replayed, if it is not (e.g. a `PUT` to an upload URL's own host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_replay: Option<String>,
 }
 
 /// A request: method, path on its host (from `/`), the headers that shape it, its body.
@@ -65,6 +70,9 @@ pub struct RecordedRequest {
     /// A JSON body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
+    /// A text body (a MIME `sendMail`: base64 text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// A form body (the token request), field by field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub form: Option<BTreeMap<String, String>>,
@@ -84,6 +92,9 @@ pub struct RecordedResponse {
     /// A JSON body (absent for 202/204).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
+    /// A text body (an item's MIME at `$value`), kept for the reader; not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 impl RecordedResponse {
@@ -165,6 +176,7 @@ mod tests {
             status,
             headers: BTreeMap::from([("Content-Type".into(), "application/json".into())]),
             body,
+            text: None,
         }
     }
 

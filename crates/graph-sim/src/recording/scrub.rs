@@ -53,6 +53,22 @@ impl Scrubber {
         }
     }
 
+    /// A MIME `sendMail` body (base64 text) scrubbed inside: decoded, scrubbed, encoded again
+    /// (its placeholders then stay literal in a replay). Text that is not base64 of UTF-8 is
+    /// scrubbed as it is.
+    pub fn mime(&self, base64_text: &str) -> String {
+        use base64::Engine as _;
+        let engine = base64::engine::general_purpose::STANDARD;
+        match engine
+            .decode(base64_text.trim())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+        {
+            Some(mime) => engine.encode(self.text(&mime)),
+            None => self.text(base64_text),
+        }
+    }
+
     /// `step` scrubbed whole (its request's `Authorization` dropped).
     pub fn step(&self, step: &Step) -> Step {
         let request = RecordedRequest {
@@ -66,6 +82,7 @@ impl Scrubber {
                 .map(|(n, v)| (n.clone(), self.text(v)))
                 .collect(),
             body: step.request.body.as_ref().map(|b| self.json(b)),
+            text: step.request.text.as_ref().map(|t| self.mime(t)),
             form: step
                 .request
                 .form
@@ -82,12 +99,14 @@ impl Scrubber {
                 .map(|(n, v)| (n.clone(), self.text(v)))
                 .collect(),
             body: step.response.body.as_ref().map(|b| self.json(b)),
+            text: step.response.text.as_ref().map(|t| self.text(t)),
         };
         Step {
             name: step.name.clone(),
             request,
             response,
             capture: step.capture.clone(),
+            skip_replay: step.skip_replay.clone(),
         }
     }
 }
