@@ -17,7 +17,9 @@
 //! observed to `tests/recordings/<date>/observations.md`. Unset variables skip it, naming them.
 //!
 //! `GRAPH_LIVE_LOGIN_BASE_URL` and `GRAPH_LIVE_API_BASE_URL` point it elsewhere than Microsoft
-//! (the test below runs it against graph-sim to keep the kit itself working).
+//! (the test below runs it against graph-sim to keep the kit itself working);
+//! `GRAPH_LIVE_BOGUS_INTERNAL` names the bogus internal recipient (default
+//! `nonexistent-<random>@<the mailbox's domain>`).
 
 #[path = "live/kit.rs"]
 mod kit;
