@@ -54,6 +54,7 @@ pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
 pub use limiter::{LimitPause, MailRateLimiter, PauseScope, SendHistory, SentRecord};
+pub use paced::BookedRow;
 pub use settings::{
     Algorithm, IN_FLIGHT_LEASE, MAX_RESERVED_PERCENT, RateLimitConfig, RateLimits,
     parse_reserved_percent,
