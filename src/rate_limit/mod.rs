@@ -38,6 +38,7 @@ mod limiter;
 mod local;
 mod log_throttle;
 pub mod paced;
+mod replicas;
 mod settings;
 pub(crate) mod usage;
 
@@ -55,6 +56,7 @@ pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
 pub use limiter::{LimitPause, MailRateLimiter, PauseScope, SendHistory, SentRecord};
 pub use paced::BookedRow;
+pub use replicas::LiveReplicas;
 pub use settings::{
     Algorithm, IN_FLIGHT_LEASE, MAX_RESERVED_PERCENT, RateLimitConfig, RateLimits,
     parse_reserved_percent,
