@@ -3,16 +3,22 @@
 //! booked, so the backlog keeps its order; fail-open is shared by the live replicas, and a
 //! limiter never reached since start-up makes `/readyz` not ready.
 
-use std::{sync::Arc, time::Instant};
+use std::{num::NonZeroU32, sync::Arc, time::Instant};
 
 use chrono::{DateTime, Duration, Utc};
-use mail_worker::clock::{Clock, ManualClock};
+use mail_worker::{
+    clock::{Clock, ManualClock},
+    config::Config,
+    daemon::{self, Handle, Options, heartbeat},
+    domain::MailboxAddress,
+    rate_limit::{Algorithm, Decision, LiveReplicas, RateLimitConfig, RateLimits},
+};
 use uuid::Uuid;
 
 use crate::support::{
-    TestApp, claim_and_send,
+    LimiterExt, TestApp, claim_and_send,
     logs::{capture_logs, logs_containing},
-    redis_conn,
+    redis_conn, wait_until,
 };
 
 /// Every key of the app's limiter gone, as after a Redis restart without persistence.
@@ -148,4 +154,219 @@ async fn restoring_ten_thousand_bookings_prints_its_time() {
     assert!(logged.iter().any(|l| l.0 == 10_000), "{logged:?}");
     assert_eq!(status, "SCHEDULED");
     assert!(slot >= last_slot, "{slot} < {last_slot}");
+}
+
+/// A `redis://` URL on a local port nothing listens on.
+fn dead_redis() -> url::Url {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    format!("redis://127.0.0.1:{port}").parse().unwrap()
+}
+
+/// A `paced` limiter on the unreachable `url` (50 ms deadline, virtual time), sharing fail-open
+/// among `live` (when given) and at least 1 replica.
+fn unreachable_limiter(
+    url: &url::Url,
+    live: Option<LiveReplicas>,
+) -> mail_worker::rate_limit::MailRateLimiter {
+    let config = crate::budgets::config(url, &crate::support::unique("rl"), Algorithm::Paced, 1);
+    let config = RateLimitConfig {
+        redis_timeout: std::time::Duration::from_millis(50),
+        ..config
+    };
+    let limiter = mail_worker::rate_limit::MailRateLimiter::new(&config).unwrap();
+    match live {
+        Some(live) => limiter.with_live_replicas(live),
+        None => limiter,
+    }
+}
+
+/// Both limiters asked for a message of one mailbox (L = 10) every 250 ms of virtual time
+/// for 3 min while their Redis is unreachable: the most sends any rolling 60 s held.
+async fn most_in_60_s(limiters: [&mail_worker::rate_limit::MailRateLimiter; 2]) -> usize {
+    let mailbox = MailboxAddress::parse("events@contoso.example").unwrap();
+    let limits = RateLimits {
+        per_minute: NonZeroU32::new(10).unwrap(),
+        recipients_per_day: NonZeroU32::new(9_000).unwrap(),
+        reserved_percent: 0,
+    };
+    let start = Utc::now();
+    let mut sent = Vec::new();
+    for step in 0..720 {
+        let now = start + Duration::milliseconds(250 * step);
+        for limiter in limiters {
+            if let Decision::Allowed(_) = limiter.check(&mailbox, 1, limits, now).await.unwrap() {
+                sent.push(now);
+            }
+        }
+    }
+    sent.iter()
+        .map(|t| {
+            sent.iter()
+                .filter(|s| **s <= *t && **s > *t - Duration::seconds(60))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn two_replicas_with_an_unreachable_limiter_share_l_per_rolling_minute() {
+    capture_logs();
+    let app = TestApp::builder().mailboxes(0).spawn().await;
+    let url = dead_redis();
+    // Before: each replica kept the whole L (MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS = 1).
+    let alone = [
+        unreachable_limiter(&url, None),
+        unreachable_limiter(&url, None),
+    ];
+    let before = most_in_60_s([&alone[0], &alone[1]]).await;
+
+    // Two replicas beating their rows every 100 ms (stale after 300 ms).
+    let (stop_a, done_a) = tokio::sync::watch::channel(false);
+    let (_stop_b, done_b) = tokio::sync::watch::channel(false);
+    let (live_a, live_b) = (LiveReplicas::new(), LiveReplicas::new());
+    let beats = (
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_millis(300),
+    );
+    let a = tokio::spawn(heartbeat::run(
+        app.db.pool.clone(),
+        Uuid::new_v4(),
+        live_a.clone(),
+        beats,
+        done_a,
+    ));
+    tokio::spawn(heartbeat::run(
+        app.db.pool.clone(),
+        Uuid::new_v4(),
+        live_b.clone(),
+        beats,
+        done_b,
+    ));
+    wait_until(
+        std::time::Duration::from_secs(5),
+        "both count 2",
+        async || live_a.get() == 2 && live_b.get() == 2,
+    )
+    .await;
+    let shared = [
+        unreachable_limiter(&url, Some(live_a.clone())),
+        unreachable_limiter(&url, Some(live_b.clone())),
+    ];
+    assert_eq!(shared[0].fail_open_shared_by(), 2);
+    let after = most_in_60_s([&shared[0], &shared[1]]).await;
+    eprintln!(
+        "two replicas failing open, L = 10: at most {before} sends in a rolling 60 s without \
+         the heartbeat, {after} with it"
+    );
+    assert!(before > 10, "the contrast: {before}");
+    assert!(after <= 10, "{after} > L");
+
+    // One stops: its row goes, the other counts 1 again and says so.
+    stop_a.send(true).unwrap();
+    a.await.unwrap();
+    wait_until(
+        std::time::Duration::from_secs(5),
+        "B counts 1",
+        async || live_b.get() == 1,
+    )
+    .await;
+    assert_eq!(shared[1].fail_open_shared_by(), 1);
+    let changes: Vec<(u64, u64)> = logs_containing("the live replicas changed")
+        .iter()
+        .filter(|l| l["event"] == "mail.replicas.changed")
+        .filter_map(|l| Some((l["before"].as_u64()?, l["live"].as_u64()?)))
+        .collect();
+    assert!(changes.contains(&(2, 1)), "{changes:?}");
+}
+
+/// `config` for a fast in-process daemon with its listener on a free port.
+fn fast(mut config: Config) -> Config {
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.worker.scheduler_interval = std::time::Duration::from_millis(100);
+    config.shutdown_grace = std::time::Duration::from_secs(5);
+    config.rate_limit.unreachable_not_ready_after = std::time::Duration::from_millis(1500);
+    config
+}
+
+async fn readyz(handle: &Handle) -> (u16, serde_json::Value) {
+    let addr = handle.ops_addr.expect("the listener is on");
+    let answer = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+    let code = answer.status().as_u16();
+    (
+        code,
+        serde_json::from_str(&answer.text().await.unwrap()).unwrap(),
+    )
+}
+
+/// Runs the daemon while `body` runs, then stops it.
+async fn with_daemon(config: Config, body: impl AsyncFnOnce(&Handle)) {
+    let (handle, run) = daemon::start(config, Options::default()).await.unwrap();
+    let test = async {
+        body(&handle).await;
+        handle.stop();
+    };
+    let (result, ()) = tokio::join!(run, test);
+    result.expect("the daemon stops only when asked, and cleanly");
+}
+
+#[tokio::test]
+async fn a_limiter_never_reached_since_start_up_makes_readyz_503_after_the_bound() {
+    let app = TestApp::builder().mailboxes(0).spawn().await;
+    let mut config = fast(app.config.clone());
+    config.rate_limit.redis_url = dead_redis().into();
+    with_daemon(config, async |d| {
+        let (code, report) = readyz(d).await;
+        assert_eq!(code, 200, "degraded at first: {report}");
+        assert_eq!(report["degraded"], serde_json::json!(["rate_limit_redis"]));
+        let started = Instant::now();
+        let mut last = report;
+        wait_until(std::time::Duration::from_secs(10), "503", async || {
+            let (code, report) = readyz(d).await;
+            last = report;
+            code == 503
+        })
+        .await;
+        eprintln!(
+            "never reached: /readyz 503 after {} ms (bound 1500 ms): {last}",
+            started.elapsed().as_millis()
+        );
+        assert_eq!(last["ready"], false);
+        assert_eq!(last["down"], serde_json::json!(["rate_limit_redis"]));
+        let error = last["checks"]["rate_limit_redis"]["error"]
+            .as_str()
+            .unwrap();
+        assert!(error.contains("never answered since start-up"), "{error}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_limiter_lost_after_it_answered_stays_degraded() {
+    let app = TestApp::builder().mailboxes(0).spawn().await;
+    let gate = crate::support::proxy::Gate::relaying().await;
+    let mut config = fast(app.config.clone());
+    config.rate_limit.redis_url = gate.url().into();
+    with_daemon(config, async |d| {
+        wait_until(
+            std::time::Duration::from_secs(5),
+            "the limiter answers",
+            async || readyz(d).await.1["checks"]["rate_limit_redis"]["ok"] == true,
+        )
+        .await;
+        gate.cut();
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        let (code, report) = readyz(d).await;
+        assert_eq!(code, 200, "{report}");
+        assert_eq!(report["down"], serde_json::json!([]), "{report}");
+        assert_eq!(
+            report["degraded"],
+            serde_json::json!(["rate_limit_redis"]),
+            "{report}"
+        );
+    })
+    .await;
 }
