@@ -120,6 +120,59 @@ async fn an_empty_limiter_redis_keeps_the_booked_backlogs_order_behind_which_new
     assert_eq!(app.count("ERROR").await, 0);
 }
 
+/// Inserts a row of mailbox 0 booked at `slot` for `reason` with `priority`.
+async fn booked_row(app: &TestApp, slot: DateTime<Utc>, reason: &str, priority: &str) -> Uuid {
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO messages (id, system_mailbox_id, to_recipients, subject, body, status, \
+             wait_reason, priority, scheduled_on, queued_at) \
+         VALUES ($1, $2, '[{\"address\": \"guest@example.org\"}]', 'b', '<p>b</p>', \
+             'SCHEDULED', $3, $4, $5, now())",
+    )
+    .bind(id)
+    .bind(app.mailboxes[0].1)
+    .bind(reason)
+    .bind(priority)
+    .bind(slot)
+    .execute(&app.db.pool)
+    .await
+    .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn the_restore_books_as_the_limiter_does_normal_paced_tenant_and_high_aside() {
+    let (app, clock) = paced_app().await;
+    let now = clock.now();
+    let at = |s: i64| now + Duration::seconds(s);
+    let normal = [
+        booked_row(&app, at(10), "minute", "normal").await,
+        booked_row(&app, at(20), "day", "bulk").await,
+        booked_row(&app, at(30), "minute", "normal").await,
+    ];
+    // A `high` booking and one held by the tenant budget alone do not move the pacing.
+    let high = booked_row(&app, at(40), "minute", "high").await;
+    let tenant = booked_row(&app, at(300), "tenant", "normal").await;
+    let new = app.insert(0, 1, "SCHEDULED").await[0];
+    let (status, slot) = try_send(&app, &clock, new).await;
+    assert_eq!(status, "SCHEDULED");
+    eprintln!(
+        "new normal mail behind restored bookings at +10/+20/+30 s (normal/bulk), +40 s (high), \
+         +300 s (tenant): booked at +{} ms",
+        (slot - now).num_milliseconds()
+    );
+    // One spacing (62 s / 8) after the last normal/bulk booking, ahead of the tenant one.
+    let expected = at(30) + Duration::milliseconds(7_750);
+    assert!(
+        (slot - expected).num_milliseconds().abs() <= 1,
+        "{slot} vs {expected}"
+    );
+    for (id, when) in normal.iter().zip([10, 20, 30]).chain([(&high, 40), (&tenant, 300)]) {
+        clock.set(at(when));
+        assert_eq!(try_send(&app, &clock, *id).await.0, "SENT", "+{when} s");
+    }
+}
+
 #[tokio::test]
 async fn restoring_ten_thousand_bookings_prints_its_time() {
     let (app, clock) = paced_app().await;
