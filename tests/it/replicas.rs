@@ -167,7 +167,11 @@ async fn the_restore_books_as_the_limiter_does_normal_paced_tenant_and_high_asid
         (slot - expected).num_milliseconds().abs() <= 1,
         "{slot} vs {expected}"
     );
-    for (id, when) in normal.iter().zip([10, 20, 30]).chain([(&high, 40), (&tenant, 300)]) {
+    for (id, when) in normal
+        .iter()
+        .zip([10, 20, 30])
+        .chain([(&high, 40), (&tenant, 300)])
+    {
         clock.set(at(when));
         assert_eq!(try_send(&app, &clock, *id).await.0, "SENT", "+{when} s");
     }
