@@ -11,6 +11,9 @@ pub const MAIL_RATE_LIMIT_REDIS_ERROR: &str = "mail.rateLimit.redisError";
 /// At start-up the limiter's Redis did not answer a `PING`: sends fail open (bounded, paced
 /// locally) until it does, and `/readyz` says degraded. Error, once per start.
 pub const MAIL_RATE_LIMIT_UNREACHABLE_AT_START: &str = "mail.rateLimit.unreachableAtStart";
+/// The number of live replicas (heartbeat rows beaten within 15 s) changed: fail-open shares
+/// each mailbox's budgets among them. Fields: `live`, `before` (0: not counted yet). Info.
+pub const MAIL_REPLICAS_CHANGED: &str = "mail.replicas.changed";
 /// The limiter's script failed for a reason that is not connectivity (a bug). Error.
 pub const MAIL_RATE_LIMIT_SCRIPT_ERROR: &str = "mail.rateLimit.scriptError";
 /// A reservation was given back because the inner send failed.

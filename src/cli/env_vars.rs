@@ -96,7 +96,14 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "rate-limit-fail-open-replicas",
         default: Some("1"),
         secret: false,
-        meaning: "`paced`: while the limiter's Redis is down each process paces a mailbox at limit ÷ this; set it to the replica count",
+        meaning: "`paced`: while the limiter's Redis is down each process paces a mailbox at limit ÷ max(this, the live replicas the heartbeat counts): a lower bound",
+    },
+    EnvVar {
+        name: "MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS",
+        flag: "rate-limit-unreachable-not-ready-after-ms",
+        default: Some("60000"),
+        secret: false,
+        meaning: "a limiter Redis that has not answered once since start-up for this long makes /readyz 503 (`down: rate_limit_redis`); lost later it stays degraded",
     },
     EnvVar {
         name: "MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS",

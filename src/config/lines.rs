@@ -43,6 +43,10 @@ impl Config {
                 "MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS={}",
                 self.rate_limit.fail_open_replicas
             ),
+            format!(
+                "MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS={}",
+                ms(self.rate_limit.unreachable_not_ready_after)
+            ),
             format!("MAIL_DEFER_SPREAD_MAX_MS={}", ms(self.defer_spread_max)),
             format!("MAIL_MAX_ATTEMPTS={}", or(self.max_attempts, "none")),
             format!("MAIL_RETRY_FOR={}", with_unit(self.retry_for)),

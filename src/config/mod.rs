@@ -262,6 +262,8 @@ impl Config {
                 max_in_flight: env.positive("MAIL_MAILBOX_MAX_IN_FLIGHT", 3)?,
                 lease: crate::rate_limit::IN_FLIGHT_LEASE,
                 fail_open_replicas: env.positive("MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS", 1)?,
+                unreachable_not_ready_after: env
+                    .millis("MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS", 60_000)?,
                 redis_url: match env.get("MAIL_RATE_LIMIT_REDIS_URL") {
                     Some(_) => env.redis_urls("MAIL_RATE_LIMIT_REDIS_URL", "")?,
                     None => redis_url.clone(),

@@ -26,6 +26,7 @@ use crate::{
 };
 
 mod gauges;
+pub mod heartbeat;
 mod retention;
 
 /// The service stack and the parts of it the daemon also watches.
@@ -37,6 +38,8 @@ pub(crate) struct Stack {
     pub limiter: Arc<MailRateLimiter>,
     /// The bounce reader (`GRAPH_READ_BOUNCES=on`), on the same limiter and factory.
     pub bounces: crate::bounces::BounceReader,
+    /// The live replicas the heartbeat counts, which the limiter's fail-open shares among.
+    pub live_replicas: crate::rate_limit::LiveReplicas,
 }
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
@@ -51,9 +54,11 @@ pub(crate) fn build_stack(
     metrics: Arc<Metrics>,
     secret_env: Option<SecretEnv>,
 ) -> anyhow::Result<Stack> {
+    let live_replicas = crate::rate_limit::LiveReplicas::new();
     let limiter = Arc::new(
         MailRateLimiter::new(&config.rate_limit)
             .context("building the rate limiter")?
+            .with_live_replicas(live_replicas.clone())
             .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone())))
             .with_metrics(Arc::clone(&metrics)),
     );
@@ -87,6 +92,7 @@ pub(crate) fn build_stack(
         service: Arc::new(service),
         limiter,
         bounces,
+        live_replicas,
     })
 }
 
@@ -260,7 +266,8 @@ async fn run_parts(
                     pool.clone(),
                     Some(Arc::clone(&stack.limiter)),
                     Arc::clone(&observers.claiming),
-                );
+                )
+                .with_unreachable_bound(config.rate_limit.unreachable_not_ready_after);
                 match &intake {
                     Some((settings, conn)) => {
                         readiness.with_intake(conn.clone(), Arc::clone(&settings.health))
@@ -288,6 +295,13 @@ async fn run_parts(
         done_rx.clone(),
     ));
     let order = tokio::spawn(gauges::mailbox_order_loop(pool.clone(), done_rx.clone()));
+    let heartbeat = tokio::spawn(heartbeat::run(
+        pool.clone(),
+        uuid::Uuid::new_v4(),
+        stack.live_replicas.clone(),
+        (heartbeat::EVERY, heartbeat::STALE_AFTER),
+        done_rx.clone(),
+    ));
     let retention = config.retention.map(|keep| {
         tokio::spawn(retention::retention_loop(
             pool.clone(),
@@ -342,6 +356,7 @@ async fn run_parts(
     let _ = gauge.await;
     let _ = budgets.await;
     let _ = order.await;
+    let _ = heartbeat.await;
     if let Some(retention) = retention {
         let _ = retention.await;
     }

@@ -142,6 +142,9 @@ pub(crate) struct Readiness {
     limiter: Option<Arc<MailRateLimiter>>,
     claiming: Arc<AtomicBool>,
     intake: Option<(IntakeProbe, Arc<ConsumerHealth>)>,
+    /// A limiter whose Redis has not answered once since start-up for this long is down, not
+    /// degraded (`MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`).
+    unreachable_bound: Duration,
 }
 
 /// A fresh handle on the intake queue's connection (one node or a cluster), behind the redis
@@ -163,7 +166,16 @@ impl Readiness {
             limiter,
             claiming,
             intake: None,
+            unreachable_bound: Duration::from_secs(60),
         }
+    }
+
+    /// A limiter never reached since start-up for longer than `bound` makes the replica not
+    /// ready (`down: ["rate_limit_redis"]`): a wrong `REDIS_URL` stops a rollout at its first
+    /// pod. One that answered once and was lost later stays degraded.
+    pub(crate) fn with_unreachable_bound(mut self, bound: Duration) -> Self {
+        self.unreachable_bound = bound;
+        self
     }
 
     /// Also checks the intake queue's Redis (`intake_redis`; degraded, not unready, when down:
@@ -191,8 +203,21 @@ impl Readiness {
         checks.insert("postgresql", postgresql);
         checks.insert("claim_loop", claim_loop);
         let mut degraded = Vec::new();
-        if let Some(limiter) = limiter {
-            if !limiter.ok {
+        let mut limiter_down = false;
+        if let Some(mut limiter) = limiter {
+            let never = self
+                .limiter
+                .as_ref()
+                .and_then(|l| l.unreachable_since_start())
+                .filter(|since| *since > self.unreachable_bound);
+            if let Some(since) = never.filter(|_| !limiter.ok) {
+                limiter_down = true;
+                limiter.error = Some(format!(
+                    "{}; never answered since start-up ({} s): check MAIL_RATE_LIMIT_REDIS_URL / REDIS_URL",
+                    limiter.error.unwrap_or_default(),
+                    since.as_secs()
+                ));
+            } else if !limiter.ok {
                 degraded.push("rate_limit_redis");
             }
             checks.insert("rate_limit_redis", limiter);
@@ -201,6 +226,9 @@ impl Readiness {
             .into_iter()
             .filter(|name| checks.get(name).is_some_and(|c| !c.ok))
             .collect();
+        if limiter_down {
+            down.push("rate_limit_redis");
+        }
         if let Some(intake) = intake {
             if !intake.ok {
                 degraded.push("intake_redis");

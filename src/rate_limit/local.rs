@@ -1,5 +1,6 @@
 //! The in-process pacer used while the limiter's Redis is unreachable (bounded fail-open): each
-//! process paces each mailbox at its per-minute limit ÷ `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`,
+//! process paces each mailbox at its per-minute limit ÷ max(the live replicas the heartbeat
+//! counted, `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`),
 //! spaced as the `paced` slots are, honours the last cooldown it saw, and keeps to its share of
 //! both budgets as far as it knows them: in any 60 s its own sends (counted by Redis before the
 //! outage, and made while failing open) stay within its share of L, and its fail-open
@@ -16,7 +17,9 @@ use std::{
     time::Duration,
 };
 
-use super::{Ask, Decision, DenyReason, Reservation, paced::FailOpenSend, paced::spacing_ms};
+use super::{
+    Ask, Decision, DenyReason, LiveReplicas, Reservation, paced::FailOpenSend, paced::spacing_ms,
+};
 use crate::domain::MailboxAddress;
 
 /// The rolling minute, ms.
@@ -51,7 +54,10 @@ impl Pace {
 /// Per-mailbox local pacing (see the module docs).
 #[derive(Debug)]
 pub(crate) struct LocalPacer {
+    /// The lower bound, `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`.
     replicas: NonZeroU32,
+    /// The live replicas the heartbeat counted (0: not known).
+    live: LiveReplicas,
     mailboxes: Mutex<HashMap<MailboxAddress, Pace>>,
 }
 
@@ -59,8 +65,20 @@ impl LocalPacer {
     pub(crate) fn new(replicas: NonZeroU32) -> Self {
         Self {
             replicas,
+            live: LiveReplicas::new(),
             mailboxes: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Shares the budgets among the live replicas `live` counts too (when more than the
+    /// configured lower bound).
+    pub(crate) fn share_with(&mut self, live: LiveReplicas) {
+        self.live = live;
+    }
+
+    /// Among how many replicas the budgets are shared: max(live, the configured bound).
+    pub(crate) fn replicas(&self) -> u32 {
+        self.replicas.get().max(self.live.get())
     }
 
     /// `f` on the mailbox's pace (created on first use; the address is cloned only then: this
@@ -84,11 +102,12 @@ impl LocalPacer {
     /// Redis last reported, which may be stale (another replica sent since, or a reply that
     /// came too late said the day was full).
     pub(crate) fn decide(&self, ask: &Ask<'_>, now_ms: i64, ledger: Option<u32>) -> Decision {
-        let replicas = i64::from(self.replicas.get());
+        let shared_by = self.replicas();
+        let replicas = i64::from(shared_by);
         let spacing = i64::try_from(spacing_ms(ask.limits.per_minute.get()))
             .unwrap_or(i64::MAX)
             .saturating_mul(replicas);
-        let minute_share = (ask.limits.per_minute.get() / self.replicas.get()).max(1) as usize;
+        let minute_share = (ask.limits.per_minute.get() / shared_by).max(1) as usize;
         let per_day = ask.limits.recipients_per_day.get();
         let wait = |until: i64| Duration::from_millis(u64::try_from(until - now_ms).unwrap_or(1));
         let denied = |reason, retry_after| Decision::Denied {
@@ -125,7 +144,7 @@ impl LocalPacer {
                 pace.known_total
                     .max(sent.saturating_sub(fail_open_recipients))
             });
-            let day_share = per_day.saturating_sub(known) / self.replicas.get();
+            let day_share = per_day.saturating_sub(known) / shared_by;
             if fail_open_recipients + ask.recipients > day_share {
                 return denied(DenyReason::Day, DAY_RETRY);
             }

@@ -38,6 +38,7 @@ mod limiter;
 mod local;
 mod log_throttle;
 pub mod paced;
+mod replicas;
 mod settings;
 pub(crate) mod usage;
 
@@ -54,6 +55,8 @@ pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
 pub use limiter::{LimitPause, MailRateLimiter, PauseScope, SendHistory, SentRecord};
+pub use paced::BookedRow;
+pub use replicas::LiveReplicas;
 pub use settings::{
     Algorithm, IN_FLIGHT_LEASE, MAX_RESERVED_PERCENT, RateLimitConfig, RateLimits,
     parse_reserved_percent,

@@ -47,9 +47,14 @@ pub struct RateLimitConfig {
     /// attempt renews it every third of that, so a killed worker's leases free within it.
     pub lease: Duration,
     /// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, default 1: while the limiter's Redis is unreachable
-    /// each process paces each mailbox at its limit divided by this (set it to the replica
-    /// count).
+    /// each process paces each mailbox at its limit divided by max(this, the live replicas the
+    /// heartbeat counts): a lower bound on the replicas sharing the budgets.
     pub fail_open_replicas: NonZeroU32,
+    /// `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`, default 60000: a limiter whose Redis
+    /// has not answered once since start-up for this long makes `/readyz` not ready
+    /// (`down: ["rate_limit_redis"]`), so a rollout with a wrong `REDIS_URL` stops at its first
+    /// pod; one that answered once and was lost later stays degraded.
+    pub unreachable_not_ready_after: Duration,
     /// Tests only (the environment never sets it): `paced` decides by the `now` each caller
     /// passes instead of Redis's `TIME`, so a test can drive virtual time. Production uses one
     /// clock, Redis's, for every replica. `fixed-window` always uses the caller's (the design

@@ -1,14 +1,19 @@
 //! The send history the limiter rebuilds budgets from when its Redis comes back empty
 //! ([`crate::rate_limit::SendHistory`]): what each mailbox sent in the last 24 h, and what
-//! every mailbox of a Graph tenant sent outside the tenant's accepted domains.
+//! every mailbox of a Graph tenant sent outside the tenant's accepted domains, and the booked
+//! backlog whose bookings a seed restores (the tenant's external recipients of its bookings
+//! counted with what it sent, at their slots).
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::{
     domain::{MailboxAddress, sql_status},
-    rate_limit::{LimitPause, PauseScope, SendHistory, SentRecord},
+    rate_limit::{
+        BookedRow, LimitPause, PauseScope, SendHistory, SentRecord, paced::BOOKING_GRACE,
+    },
 };
+use uuid::Uuid;
 
 /// [`SendHistory`] over the `messages` table.
 #[derive(Debug, Clone)]
@@ -65,7 +70,10 @@ const RECIPIENTS_BY_MAILBOX: &str = concat!(
 );
 
 /// What the senders of the Graph tenant `$2` sent after `$1` outside its accepted domains:
-/// (sent at, external recipients), only rows with some.
+/// (sent at, external recipients), only rows with some; and their booked rows (SCHEDULED, a
+/// booking's wait reason) whose slot passed less than `$3` seconds (the booking grace) before
+/// `$1` + 24 h (the seed's now), at their slot: the seed of each mailbox restores those
+/// bookings, this one counts their external recipients.
 const SENT_OUTSIDE_TENANT: &str = concat!(
     "WITH senders AS ( \
          SELECT id, accepted_domains FROM system_mailboxes \
@@ -85,8 +93,48 @@ const SENT_OUTSIDE_TENANT: &str = concat!(
          WHERE m.status = ",
     sql_status!(Sent),
     " AND m.sent_at > $1 \
+           AND coalesce(m.system_mailbox_id, m.tenant_id) IN (SELECT id FROM senders) \
+         UNION ALL \
+         SELECT m.scheduled_on, ( \
+             SELECT count(*) FROM jsonb_array_elements( \
+                 m.to_recipients || m.cc_recipients || m.bcc_recipients) AS r \
+             WHERE NOT lower(rtrim(substring(r->>'address' FROM '@([^@]*)$'), '.')) \
+                 = ANY(accepted.domains))::int4 \
+         FROM messages m, accepted \
+         WHERE m.status = ",
+    sql_status!(Scheduled),
+    " AND m.wait_reason IN ('minute', 'day', 'tenant') \
+           AND m.scheduled_on > $1 + interval '24 hours' - make_interval(secs => $3) \
            AND coalesce(m.system_mailbox_id, m.tenant_id) IN (SELECT id FROM senders)) \
      SELECT sent_at, external FROM sent WHERE external > 0 ORDER BY sent_at"
+);
+
+/// The booked backlog of the mailbox `$2` (Graph tenant `$3`): its `SCHEDULED` rows a booking
+/// deferred (wait reason minute, day or tenant), slot after `$1`, as (id, slot, recipients,
+/// external recipients, reason, priority), in slot order. A claim clears `wait_reason`, so a
+/// row being sent is not among them.
+const BOOKED_BY_MAILBOX: &str = concat!(
+    "WITH senders AS ( \
+         SELECT accepted_domains FROM system_mailboxes WHERE lower(graph_tenant_id) = lower($3) \
+         UNION ALL SELECT accepted_domains FROM tenants WHERE lower(graph_tenant_id) = lower($3)), \
+     accepted AS ( \
+         SELECT coalesce(array_agg(DISTINCT d), '{}') AS domains \
+         FROM senders, unnest(accepted_domains) AS d) \
+     SELECT m.id, m.scheduled_on, ",
+    row_recipients!(),
+    "::int4, ( \
+         SELECT count(*) FROM jsonb_array_elements( \
+             m.to_recipients || m.cc_recipients || m.bcc_recipients) AS r \
+         WHERE NOT lower(rtrim(substring(r->>'address' FROM '@([^@]*)$'), '.')) \
+             = ANY(accepted.domains))::int4, m.wait_reason, m.priority \
+     FROM messages m, accepted \
+     WHERE m.status = ",
+    sql_status!(Scheduled),
+    " AND m.wait_reason IN ('minute', 'day', 'tenant') AND m.scheduled_on > $1 \
+       AND coalesce(m.system_mailbox_id, m.tenant_id) IN ( \
+           SELECT id FROM system_mailboxes WHERE address = $2 \
+           UNION ALL SELECT id FROM tenants WHERE sender_address = $2) \
+     ORDER BY m.scheduled_on"
 );
 
 #[async_trait::async_trait]
@@ -114,6 +162,35 @@ impl SendHistory for PgSendHistory {
         Ok(u32::try_from(sum).unwrap_or(u32::MAX))
     }
 
+    async fn booked_since(
+        &self,
+        mailbox: &MailboxAddress,
+        graph_tenant: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<BookedRow>, String> {
+        type Row = (Uuid, DateTime<Utc>, i32, i32, String, String);
+        let rows: Vec<Row> = sqlx::query_as(BOOKED_BY_MAILBOX)
+            .bind(since)
+            .bind(mailbox.as_str())
+            .bind(graph_tenant)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| format!("reading the booked backlog of {mailbox}: {e}"))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, slot, recipients, external, reason, priority)| BookedRow {
+                    message_id: id,
+                    slot,
+                    recipients: u32::try_from(recipients).unwrap_or(0),
+                    external: u32::try_from(external).unwrap_or(0),
+                    reason,
+                    priority: priority.parse().unwrap_or_default(),
+                },
+            )
+            .collect())
+    }
+
     /// Every sender of the Graph tenant counts (the real limit is the tenant's, whether or not
     /// a sender has the budget configured: the safe reading), against the union of the accepted
     /// domains its senders list; a domain compares without case and trailing dot, as
@@ -124,8 +201,20 @@ impl SendHistory for PgSendHistory {
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
         let whose = format!("Graph tenant {graph_tenant}");
-        self.records(SENT_OUTSIDE_TENANT, since, graph_tenant, &whose)
+        let rows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(SENT_OUTSIDE_TENANT)
+            .bind(since)
+            .bind(graph_tenant)
+            .bind(BOOKING_GRACE.as_secs_f64())
+            .fetch_all(&self.pool)
             .await
+            .map_err(|e| format!("reading the send history of {whose}: {e}"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(sent_at, recipients)| SentRecord {
+                sent_at,
+                recipients: u32::try_from(recipients).unwrap_or(0),
+            })
+            .collect())
     }
 
     async fn pauses(

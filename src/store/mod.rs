@@ -249,6 +249,7 @@ pub(crate) mod limit_pauses;
 pub mod mailbox_list;
 pub mod mailbox_order;
 pub mod messages;
+pub mod replicas;
 pub mod report;
 pub mod retention;
 pub(crate) mod sender_settings;

@@ -28,6 +28,7 @@ mod priority;
 mod quota_pause;
 mod rate_limit;
 mod real_campaign;
+mod replicas;
 mod retention;
 mod sender_faults;
 mod service;

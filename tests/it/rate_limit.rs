@@ -41,6 +41,7 @@ fn config(url: &Url, prefix: &str, timeout: Duration) -> RateLimitConfig {
         max_in_flight: NonZeroU32::new(3).unwrap(),
         lease: Duration::from_secs(40),
         fail_open_replicas: NonZeroU32::new(1).unwrap(),
+        unreachable_not_ready_after: Duration::from_secs(60),
         // Virtual time: the scripts decide by the `now` the test passes.
         caller_clock: true,
     }

@@ -498,6 +498,7 @@ async fn child(args: Args) -> ExitCode {
             max_in_flight: std::num::NonZeroU32::MAX,
             lease: Duration::from_secs(40),
             fail_open_replicas: std::num::NonZeroU32::MIN,
+            unreachable_not_ready_after: Duration::from_secs(60),
             // A scaled virtual clock (fixed-window decides by it anyway).
             caller_clock: true,
         })

@@ -138,6 +138,7 @@ fn limiter(url: &url::Url, algorithm: Algorithm, prefix: &str) -> Arc<MailRateLi
         max_in_flight: NonZeroU32::MAX,
         lease: Duration::from_secs(15),
         fail_open_replicas: NonZeroU32::MIN,
+        unreachable_not_ready_after: Duration::from_secs(60),
         caller_clock: true,
     };
     Arc::new(MailRateLimiter::new(&config).unwrap_or_else(|e| support::fail(&e.to_string())))

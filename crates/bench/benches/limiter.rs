@@ -557,6 +557,7 @@ async fn measure_ours(
         max_in_flight: NonZeroU32::new(MAX_IN_FLIGHT).unwrap_or(NonZeroU32::MAX),
         lease: LEASE,
         fail_open_replicas: NonZeroU32::MIN,
+        unreachable_not_ready_after: Duration::from_secs(60),
         caller_clock,
     };
     if algorithm == Algorithm::Paced {

@@ -108,6 +108,9 @@ pub(crate) struct RedisConn {
     /// Whether the one-seed check ([`seed_check`]) was started; its task holds a weak
     /// reference and ends when this connection is dropped.
     seed_checked: Arc<AtomicBool>,
+    /// Some call got an answer (a reply or a Redis error) since this connection was made:
+    /// a limiter never reached since start-up is a wrong URL more likely than an outage.
+    answered: AtomicBool,
 }
 
 impl RedisConn {
@@ -143,6 +146,7 @@ impl RedisConn {
             deadline,
             failures_in_a_row: AtomicU32::new(0),
             seed_checked: Arc::default(),
+            answered: AtomicBool::new(false),
         })
     }
 
@@ -245,9 +249,17 @@ impl RedisConn {
             // A refused or reset standalone connection is redialled by the client itself.
             Err(e) if e.is_connectivity() => {}
             // Any answer at all proves the link alive.
-            _ => self.failures_in_a_row.store(0, Ordering::Relaxed),
+            _ => {
+                self.failures_in_a_row.store(0, Ordering::Relaxed);
+                self.answered.store(true, Ordering::Relaxed);
+            }
         }
         outcome
+    }
+
+    /// Whether any call got an answer since this connection was made.
+    pub(crate) fn ever_answered(&self) -> bool {
+        self.answered.load(Ordering::Relaxed)
     }
 
     /// Counts one failed call; after [`FAILURES_BEFORE_REDIAL`] in a row drops the link, so the

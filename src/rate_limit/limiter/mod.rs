@@ -21,8 +21,8 @@ pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
 use super::{
-    Algorithm, Ask, Counted, Decision, RateLimitConfig, RateLimitError, RateLimiter, RequestEnd,
-    Reservation,
+    Algorithm, Ask, Counted, Decision, LiveReplicas, RateLimitConfig, RateLimitError, RateLimiter,
+    RequestEnd, Reservation,
     connection::{RateLimitSetupError, RedisCallError, RedisConn},
     fixed_window::FixedWindow,
     local::LocalPacer,
@@ -57,7 +57,7 @@ enum Engine {
 /// One per process, shared by every Graph mailer through an `Arc`. Every call is bounded by the
 /// configured deadline; past it, or on any Redis error, `check_and_reserve` fails open with an
 /// uncounted [`Reservation`] — `paced` pacing the mailbox in process at its limit ÷
-/// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`, `fixed-window` (the design note's) without a brake.
+/// max(live replicas, `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`), `fixed-window` (the design note's) without a brake.
 pub struct MailRateLimiter {
     redis: RedisConn,
     engine: Engine,
@@ -74,6 +74,8 @@ pub struct MailRateLimiter {
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
     metrics: Option<Arc<dyn DecisionMetrics>>,
+    /// When it was built: how long its Redis has not answered since start-up.
+    created: Instant,
 }
 
 impl std::fmt::Debug for MailRateLimiter {
@@ -113,6 +115,7 @@ impl MailRateLimiter {
             redis_error_log: LogThrottle::new(LOG_INTERVAL),
             script_error_log: LogThrottle::new(LOG_INTERVAL),
             metrics: None,
+            created: Instant::now(),
         })
     }
 
@@ -121,6 +124,26 @@ impl MailRateLimiter {
     pub(crate) fn with_metrics(mut self, metrics: Arc<impl DecisionMetrics + 'static>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// While failing open, shares each mailbox's budgets among max(`live`,
+    /// `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`) replicas: `live` is what the heartbeat counts.
+    #[must_use]
+    pub fn with_live_replicas(mut self, live: LiveReplicas) -> Self {
+        self.local.share_with(live);
+        self
+    }
+
+    /// Among how many replicas fail-open shares each mailbox's budgets now.
+    pub fn fail_open_shared_by(&self) -> u32 {
+        self.local.replicas()
+    }
+
+    /// How long this limiter has existed without its Redis ever answering (`None`: it
+    /// answered once): past `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`, `/readyz` says
+    /// not ready, a wrong `REDIS_URL` more likely than an outage.
+    pub fn unreachable_since_start(&self) -> Option<std::time::Duration> {
+        (!self.redis.ever_answered()).then(|| self.created.elapsed())
     }
 
     /// Rebuilds missing `paced` budgets from `history` (PostgreSQL's sent messages).

@@ -14,7 +14,7 @@ use crate::{
     events,
     rate_limit::{
         Ask, Decision, RedisCallError, epoch_ms,
-        paced::{Checked, Paced, keys::PacedKeys},
+        paced::{BOOKING_GRACE, BookedRow, Checked, Paced, keys::PacedKeys},
     },
 };
 
@@ -74,6 +74,22 @@ pub trait SendHistory: Send + Sync + 'static {
         since: DateTime<Utc>,
     ) -> Result<Vec<SentRecord>, String> {
         let _ = (graph_tenant, since);
+        Ok(Vec::new())
+    }
+
+    /// The booked backlog of `mailbox` (Graph tenant `graph_tenant`, whose accepted domains
+    /// tell its external recipients): its `SCHEDULED` rows a booking deferred, slot after
+    /// `since`, in slot order. The default knows none (test doubles).
+    ///
+    /// # Errors
+    /// As [`Self::sent_since`].
+    async fn booked_since(
+        &self,
+        mailbox: &MailboxAddress,
+        graph_tenant: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<BookedRow>, String> {
+        let _ = (mailbox, graph_tenant, since);
         Ok(Vec::new())
     }
 
@@ -138,20 +154,18 @@ impl MailRateLimiter {
                         )
                         .await?,
                     );
+                    let bookings = self.bookings_to_restore(ask, now).await?;
+                    let started = Instant::now();
                     if paced
-                        .seed(
-                            &self.redis,
-                            &keys,
-                            ask.limits.per_minute.get(),
-                            &records,
-                            now,
-                        )
+                        .seed(&self.redis, &keys, &ask.limits, (&records, &bookings), now)
                         .await?
                     {
                         tracing::info!(
                             event = events::MAIL_RATE_LIMIT_SEEDED,
                             mailbox = %ask.mailbox,
                             sent_in_24h = records.len(),
+                            bookings_restored = bookings.len(),
+                            took_ms = started.elapsed().as_millis() as u64,
                             recipients_in_24h = records.iter().map(|r| u64::from(r.1)).sum::<u64>(),
                             "rate-limit budgets rebuilt from the send history"
                         );
@@ -195,6 +209,64 @@ impl MailRateLimiter {
                 }
             }
         }
+    }
+
+    /// The bookings a seed of `ask`'s mailbox restores: its booked rows whose slot is in the
+    /// future or passed less than [`BOOKING_GRACE`] ago (older ones the script would drop as
+    /// unused), but not those a limit pause in force holds (a mailbox pause: every booking
+    /// before its end; a tenant pause: those with external recipients) — the pause's fillers
+    /// fill their window, so they take a fresh decision and are booked behind it, as
+    /// check_and_reserve.lua does with a booking made before a pause. External recipients count
+    /// only with a tenant budget, as the script books them.
+    async fn bookings_to_restore(
+        &self,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BookedRow>, RedisCallError> {
+        let Some(history) = &self.history else {
+            return Ok(Vec::new());
+        };
+        let failed = |e| RedisCallError::UnexpectedReply {
+            script: "paced seeding (reading the booked backlog)",
+            reply: e,
+        };
+        let since = now - chrono::Duration::from_std(BOOKING_GRACE).unwrap_or(DAY);
+        let mut rows = history
+            .booked_since(ask.mailbox, ask.tenant, since)
+            .await
+            .map_err(failed)?;
+        let pause_end = |scope, key: &str| {
+            let history = history.clone();
+            let key = key.to_owned();
+            async move {
+                let pauses = history.pauses(scope, &key, now).await?;
+                Ok::<_, String>(
+                    pauses
+                        .iter()
+                        .filter(|p| p.until > now)
+                        .map(|p| p.until)
+                        .max(),
+                )
+            }
+        };
+        let mailbox_held = pause_end(PauseScope::Mailbox, ask.mailbox.as_str())
+            .await
+            .map_err(failed)?;
+        let tenant_held = match ask.tenant_budget {
+            Some(_) => pause_end(PauseScope::Tenant, &ask.tenant.to_lowercase())
+                .await
+                .map_err(failed)?,
+            None => None,
+        };
+        rows.retain_mut(|row| {
+            if ask.tenant_budget.is_none() {
+                row.external = 0;
+            }
+            let held_by_mailbox = mailbox_held.is_some_and(|until| row.slot < until);
+            let held_by_tenant = row.external > 0 && tenant_held.is_some_and(|u| row.slot < u);
+            !(held_by_mailbox || held_by_tenant)
+        });
+        Ok(rows)
     }
 
     /// The recipients a seed adds for `key`'s pauses in force (PostgreSQL's `limit_pauses`),

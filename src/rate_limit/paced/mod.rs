@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use redis::{Script, Value};
 
 use self::keys::PacedKeys;
+pub use self::seed::BookedRow;
 pub(crate) use self::{
     check::{Checked, Seen},
     seed::FailOpenSend,

@@ -6,10 +6,33 @@ use chrono::{DateTime, Utc};
 use redis::{Script, Value};
 
 use super::{Paced, Seen, keys::PacedKeys, spacing_ms};
-use crate::rate_limit::{
-    connection::{RedisCallError, RedisConn, replies},
-    epoch_ms,
+use crate::{
+    domain::Priority,
+    rate_limit::{
+        RateLimits,
+        connection::{RedisCallError, RedisConn, replies},
+        epoch_ms,
+    },
 };
+
+/// One booked row: a `SCHEDULED` message a booking deferred (wait reason `minute`, `day` or
+/// `tenant`) to its slot `scheduled_on`. A seed restores its booking, so the backlog keeps its
+/// order after the limiter's Redis came back empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookedRow {
+    /// `messages.id`: the booking's id.
+    pub message_id: uuid::Uuid,
+    /// `messages.scheduled_on`: its slot.
+    pub slot: DateTime<Utc>,
+    /// Its recipients (To + Cc + Bcc).
+    pub recipients: u32,
+    /// Of them, those outside the accepted domains of the mailbox's Graph tenant.
+    pub external: u32,
+    /// `messages.wait_reason`: `minute`, `day` or `tenant`.
+    pub reason: String,
+    /// `messages.priority`.
+    pub priority: Priority,
+}
 
 /// One send made while failing open, recorded into Redis when it answers again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,18 +45,47 @@ pub(crate) struct FailOpenSend {
 }
 
 impl Paced {
-    /// Seeds the mailbox from `history` (sent at, recipients); returns whether this call
-    /// seeded it (false: another replica was first).
+    /// Seeds the mailbox from `history` (sent at, recipients) and restores its booked rows
+    /// `bookings` (paced at `limits`, priority-aware as check_and_reserve.lua books them);
+    /// returns whether this call seeded it (false: another replica was first).
     pub(crate) async fn seed(
         &self,
         redis: &RedisConn,
         keys: &PacedKeys,
-        per_minute: u32,
-        history: &[(DateTime<Utc>, u32)],
+        limits: &RateLimits,
+        (history, bookings): (&[(DateTime<Utc>, u32)], &[BookedRow]),
         now: DateTime<Utc>,
     ) -> Result<bool, RedisCallError> {
-        let head = [self.now_arg(now), spacing_ms(per_minute).to_string()];
-        seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, history).await
+        let per_minute = limits.per_minute.get();
+        let reserved = u32::from(limits.reserved_percent);
+        let paced_share = if reserved == 0 {
+            per_minute
+        } else {
+            (per_minute * (100 - reserved) / 100).max(1)
+        };
+        let high_share = per_minute.saturating_sub(paced_share).max(1);
+        let mut head = vec![
+            self.now_arg(now),
+            spacing_ms(paced_share).to_string(),
+            high_share.to_string(),
+            history.len().to_string(),
+        ];
+        for (at, count) in history {
+            head.push(epoch_ms(*at).to_string());
+            head.push(count.to_string());
+        }
+        for row in bookings {
+            let high = row.priority == Priority::High && reserved > 0;
+            head.extend([
+                row.message_id.to_string(),
+                epoch_ms(row.slot).to_string(),
+                row.recipients.to_string(),
+                row.external.to_string(),
+                row.reason.clone(),
+                if high { "h" } else { "p" }.to_owned(),
+            ]);
+        }
+        seed_with(redis, (&self.seed, "paced/seed.lua"), keys, &head, &[]).await
     }
 
     /// Seeds the tenant's external-recipient budget from `history` (sent at, external
