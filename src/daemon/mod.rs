@@ -326,9 +326,10 @@ async fn run_parts(
         shutdown,
     )
     .await;
-    // Sends the shutdown grace cut off released their leases as they were dropped (spawned);
-    // release what is left before the process exits, so other replicas need not wait for it.
-    stack.limiter.release_live().await;
+    // Sends the shutdown grace cut off ended their leases as they were dropped (spawned): kept
+    // until their request times out when one may still be in flight at Graph, released
+    // otherwise. End what is left the same way before the process exits.
+    stack.limiter.hold_live().await;
     if let Some(intake) = intake {
         match intake.await {
             Ok(Ok(())) => {}
