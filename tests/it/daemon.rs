@@ -480,28 +480,74 @@ async fn in_flight_leases(prefix: &str) -> usize {
     held
 }
 
+/// A daemon whose shutdown grace cuts 3 sends off mid-request (graph-sim serves each for 4 s
+/// and, as Exchange, keeps serving it after the client went away), restarted at once: the cut-off
+/// sends' leases are kept until their requests time out (`HTTP_TIMEOUT_MS` = 6 s), so the
+/// restarted daemon never puts a 4th–6th request on the mailbox while graph-sim still serves the
+/// first 3 (issue 46, point 4).
 #[tokio::test]
-async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_exits() {
+async fn a_restart_after_a_shutdown_cut_sends_off_keeps_exchanges_4_in_flight() {
     let world = TestApp::paced()
-        .sim_latency(graph_sim::Latency::Fixed(5_000))
+        .per_minute(1_000)
+        .sim_latency(graph_sim::Latency::Fixed(4_000))
         .spawn()
         .await;
-    world.insert(0, 10, "SCHEDULED").await;
+    world.sim.set_requests_outlive_clients(true);
+    let ids = world.insert(0, 10, "SCHEDULED").await;
     let prefix = world.config.rate_limit.key_prefix.clone();
-    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "300")]);
+    let env = [
+        ("SHUTDOWN_GRACE_MS", "300"),
+        ("HTTP_TIMEOUT_MS", "6000"),
+        ("SEND_LEASE_MS", "12000"),
+        // One request per send; a cut-off one is found in Sent Items, not sent again.
+        ("GRAPH_SEND_MODE", "sendmail"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "true"),
+    ];
+    let mut first = spawn_binary(&world, &env);
     wait_until(
         Duration::from_secs(30),
-        "the mailbox's 3 leases taken",
-        async || in_flight_leases(&prefix).await == 3,
+        "3 requests in flight at graph-sim",
+        async || {
+            in_flight_leases(&prefix).await == 3
+                && world.sim.stats().mailboxes[0].max_concurrent == 3
+        },
     )
     .await;
-    let status = sigterm(&mut child).await;
+    let status = sigterm(&mut first).await;
     assert_eq!(status.code(), Some(0));
-    assert_eq!(
-        in_flight_leases(&prefix).await,
-        0,
-        "the grace cut 3 sends off: their leases went with the process, not 15 s later"
+    let kept = in_flight_leases(&prefix).await;
+    let mut second = spawn_binary(&world, &env);
+    wait_until(Duration::from_secs(60), "every message SENT", async || {
+        world.count("SENT").await == ids.len() as i64
+    })
+    .await;
+    second.start_kill().unwrap();
+    second.wait().await.unwrap();
+    let stats = world.sim.stats();
+    let mailbox = &stats.mailboxes[0];
+    println!(
+        "leases kept at exit: {kept}; at graph-sim: at most {} in flight, {} x 429 (concurrency), {} messages",
+        mailbox.max_concurrent,
+        mailbox.refused.concurrency,
+        world.sim.messages().len()
     );
+    assert_eq!(kept, 3, "the cut-off sends' leases outlive the process");
+    assert!(
+        mailbox.max_concurrent <= 4,
+        "{} requests in flight at once",
+        mailbox.max_concurrent
+    );
+    assert_eq!(mailbox.refused.concurrency, 0, "no 429 for concurrency");
+    let mut delivered: Vec<String> = world
+        .sim
+        .messages()
+        .iter()
+        .map(|m| m.subject.clone().unwrap_or_default())
+        .collect();
+    delivered.sort();
+    let mut expected: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    expected.sort();
+    assert_eq!(delivered, expected, "every message delivered exactly once");
 }
 
 #[tokio::test]

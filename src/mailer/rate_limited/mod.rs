@@ -216,10 +216,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
         let guard = LeaseGuard::new(Arc::clone(&self.limiter), reservation, starts.clone());
         let send = self.inner.send_with(mail, attempt);
         let result = match &starts {
-            Some(starts) => {
-                self.renewing(guard.reservation(), starts.scope(send))
-                    .await
-            }
+            Some(starts) => self.renewing(guard.reservation(), starts.scope(send)).await,
             None => self.renewing(guard.reservation(), send).await,
         };
         let reservation = guard.disarm();
