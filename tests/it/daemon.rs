@@ -767,3 +767,60 @@ async fn two_replicas_keep_the_mailboxes_order_snapshot_one_at_a_time() {
         assert_eq!(sigterm(&mut daemon.child).await.code(), Some(0));
     }
 }
+
+/// A sender paused by an earlier process (its `env:` secret unset; the earlier process ran long
+/// enough for its probes to be 15 min apart) and a restart with the variable set — a rollout, the
+/// only way an `env:` secret reaches the daemon: the new process probes the paused rows at once,
+/// not at the earlier process's next probe (issue 46, point 7).
+#[tokio::test]
+async fn a_restart_probes_the_rows_an_earlier_process_paused_at_once() {
+    let world = TestApp::paced().per_minute(1_000).spawn().await;
+    sqlx::query("UPDATE system_mailboxes SET graph_client_secret = 'env:MW_PAUSE_TEST_SECRET'")
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let ids = world.insert(0, 3, "SCHEDULED").await;
+    let mut first = spawn_binary(&world, &[]);
+    let paused = async || -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND wait_reason = 'paused'",
+        )
+        .fetch_one(&world.db.pool)
+        .await
+        .unwrap()
+    };
+    wait_until(Duration::from_secs(30), "the 3 rows paused", async || {
+        paused().await == 3
+    })
+    .await;
+    assert_eq!(sigterm(&mut first).await.code(), Some(0));
+    // As a process paused for an hour leaves them: its next probe 15 min out.
+    world
+        .execute(
+            "UPDATE messages SET scheduled_on = now() + interval '15 minutes' \
+             WHERE wait_reason = 'paused' AND $1::uuid IS NOT NULL",
+            ids[0],
+        )
+        .await;
+    let started = std::time::Instant::now();
+    let mut second = spawn_binary(
+        &world,
+        &[("MW_PAUSE_TEST_SECRET", crate::support::app::SECRET)],
+    );
+    let deadline = started + Duration::from_secs(20);
+    while world.count("SENT").await < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (sent, took) = (world.count("SENT").await, started.elapsed());
+    second.start_kill().unwrap();
+    second.wait().await.unwrap();
+    let next: Option<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM min(scheduled_on) - now())::float8 FROM messages \
+         WHERE status = 'SCHEDULED'",
+    )
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    println!("{sent} of 3 SENT {took:?} after the restart; the rest due in {next:?} s");
+    assert_eq!(sent, 3, "probed at once, not 15 min later");
+}
