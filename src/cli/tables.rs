@@ -107,12 +107,13 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
             row(
                 "limiter",
                 format!(
-                    "{}: {} sent in the last minute, {} in the last day, {} in flight, {} booked",
+                    "{}: {} sent in the last minute, {} in the last day, {} in flight, {} booked ({} booked ahead)",
                     l.algorithm,
                     l.sent_last_minute,
                     crate::plural::counted(l.recipients_last_day, "recipient", "recipients"),
                     l.in_flight,
-                    l.booked
+                    l.booked,
+                    crate::plural::counted(l.recipients_booked, "recipient", "recipients")
                 ),
             );
             row("cooldown until", time(l.cooldown_until));

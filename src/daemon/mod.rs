@@ -189,6 +189,7 @@ pub async fn start(
         options.secret_env,
     )?;
     say_if_limiter_unreachable(Arc::clone(&stack.limiter));
+    probe_paused_senders_now(&pool).await;
     let observers = Observers {
         metrics: Arc::clone(&metrics),
         liveness: Arc::new(Liveness::default()),
@@ -213,6 +214,26 @@ pub async fn start(
         },
         run,
     ))
+}
+
+/// Makes the rows an earlier process paused (a sender's missing or refused credentials) due now,
+/// so this process probes each sender at once instead of at the earlier process's next probe
+/// (up to 15 min): a restart is how an `env:` secret reaches the daemon. A database error is
+/// logged; the rows then wait for their probe time as before.
+async fn probe_paused_senders_now(pool: &PgPool) {
+    match store::messages::resume_all_paused(pool).await {
+        Ok(0) => {}
+        Ok(due) => tracing::info!(
+            event = events::MAIL_SENDER_RESUMED,
+            why = "start-up",
+            messages_due = due,
+            "messages an earlier process paused for their sender's credentials are due now: this process probes each sender at once"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "could not make the paused senders' messages due at start-up; they wait for their probe time"
+        ),
+    }
 }
 
 /// Pings the limiter's Redis once, in the background, and says loudly if it does not answer:
@@ -340,9 +361,10 @@ async fn run_parts(
         shutdown,
     )
     .await;
-    // Sends the shutdown grace cut off released their leases as they were dropped (spawned);
-    // release what is left before the process exits, so other replicas need not wait for it.
-    stack.limiter.release_live().await;
+    // Sends the shutdown grace cut off ended their leases as they were dropped (spawned): kept
+    // until their request times out when one may still be in flight at Graph, released
+    // otherwise. End what is left the same way before the process exits.
+    stack.limiter.hold_live().await;
     if let Some(intake) = intake {
         match intake.await {
             Ok(Ok(())) => {}

@@ -9,6 +9,7 @@ pub(crate) mod http;
 pub(crate) mod metered;
 pub(crate) mod rate_limited;
 pub(crate) mod redact;
+pub(crate) mod request_start;
 pub mod sendgrid;
 mod settings;
 pub mod source;

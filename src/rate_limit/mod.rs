@@ -157,6 +157,30 @@ pub trait RateLimiter: Send + Sync + 'static {
         async {}
     }
 
+    /// Notes, at once and without waiting, that the send of `reservation` was cut off (its
+    /// future dropped: a shutdown's grace, a deadline, a panic) while its latest provider
+    /// request may be in flight until `until` (that request's start + `HTTP_TIMEOUT_MS`): its
+    /// lease is to be kept until then, not ended now, also by a shutdown that ends before
+    /// [`Self::cut_off`] ran ([`MailRateLimiter::hold_live`]). Default: nothing to note.
+    fn hold_until(&self, reservation: &Reservation, until: DateTime<Utc>) {
+        let _ = (reservation, until);
+    }
+
+    /// Ends the request of a send cut off mid-request: its in-flight lease now expires at
+    /// `until` (set, not extended: it may shorten a renewed lease), when the request can no
+    /// longer be in flight at the provider, so no replica puts one more request on the
+    /// mailbox while Graph still serves it. The budget stays counted (the request may have
+    /// gone). Call [`Self::hold_until`] first. Default: [`Self::release`] as
+    /// [`RequestEnd::Done`].
+    fn cut_off(
+        &self,
+        reservation: &Reservation,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = until;
+        self.release(reservation, RequestEnd::Done)
+    }
+
     /// Holds every message of `ask.mailbox` until `until` (a provider's `Retry-After`), for
     /// every replica. A no-op for `fixed-window`.
     fn cooldown(

@@ -15,6 +15,9 @@ use super::{
 };
 use crate::domain::MailboxAddress;
 
+/// `lua/paced/booked_recipients.lua`: the recipients a mailbox's bookings hold (read only).
+const BOOKED_RECIPIENTS_LUA: &str = include_str!("../../lua/paced/booked_recipients.lua");
+
 /// What the limiter holds for one mailbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimiterUsage {
@@ -22,9 +25,14 @@ pub struct LimiterUsage {
     pub algorithm: &'static str,
     /// `paced`: reservations in the last 60 s; `fixed-window`: in the current UTC minute.
     pub sent_last_minute: u64,
-    /// `paced`: recipients in the rolling 24 h, booked slots included (a booking holds its
-    /// recipients); `fixed-window`: in the current UTC day.
+    /// `paced`: recipients sent (or being sent) in the rolling 24 h — what the day budget has
+    /// used; `fixed-window`: in the current UTC day.
     pub recipients_last_day: u64,
+    /// `paced`: recipients held by booked slots (messages waiting for them, not sent: the
+    /// limiter counts them in its window with the sent ones, so the day's room left is
+    /// D − `recipients_last_day` − this), else 0. Apart from the used ones: a backlog booked
+    /// into the next day is not a budget used today (issue 46, point 7).
+    pub recipients_booked: u64,
     /// Requests in flight (unexpired leases; `paced` only, else 0).
     pub in_flight: u64,
     /// Messages holding a booked slot (`paced` only, else 0).
@@ -199,6 +207,11 @@ fn usage_commands(
                 .arg(format!("({now_ms}"))
                 .arg("+inf")
                 .cmd("ZCARD")
+                .arg(keys.booked())
+                .cmd("EVAL")
+                .arg(BOOKED_RECIPIENTS_LUA)
+                .arg(2)
+                .arg(keys.state())
                 .arg(keys.booked());
             [keys.state(), keys.sent(), keys.in_flight(), keys.booked()]
                 .map(str::to_owned)
@@ -211,7 +224,7 @@ fn usage_commands(
 fn commands_per_mailbox(algorithm: Algorithm) -> usize {
     match algorithm {
         Algorithm::FixedWindow => 2,
-        Algorithm::Paced => 4,
+        Algorithm::Paced => 5,
     }
 }
 
@@ -229,6 +242,7 @@ fn parse_usage(
             algorithm: Algorithm::FixedWindow.as_str(),
             sent_last_minute: count(0)?.unwrap_or(0),
             recipients_last_day: count(1)?.unwrap_or(0),
+            recipients_booked: 0,
             in_flight: 0,
             booked: 0,
             cooldown_until: None,
@@ -237,10 +251,12 @@ fn parse_usage(
         },
         Algorithm::Paced => {
             let (tat, cool, total): StateFields = from_redis_value_ref(&answers[0])?;
+            let booked_recipients = count(4)?.unwrap_or(0);
             LimiterUsage {
                 algorithm: Algorithm::Paced.as_str(),
                 sent_last_minute: count(1)?.unwrap_or(0),
-                recipients_last_day: total.unwrap_or(0),
+                recipients_last_day: total.unwrap_or(0).saturating_sub(booked_recipients),
+                recipients_booked: booked_recipients,
                 in_flight: count(2)?.unwrap_or(0),
                 booked: count(3)?.unwrap_or(0),
                 cooldown_until: cool.filter(|c| *c > now_ms).and_then(at_ms),

@@ -1747,15 +1747,63 @@ async fn a_renewed_lease_outlives_its_15_s_and_a_crashed_replicas_frees_within_i
 }
 
 #[tokio::test]
-async fn a_shutdown_releases_the_leases_its_cut_off_sends_still_hold() {
+async fn a_shutdown_releases_the_leases_of_cut_off_sends_that_made_no_request() {
     let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
     take_leases(&limiter, &events, at(12, 0, 0), 2).await;
     let flying: i64 = conn.zcard(keys.in_flight()).await.unwrap();
     assert_eq!(flying, 2);
-    assert_eq!(limiter.release_live().await, 2);
+    assert_eq!(limiter.hold_live().await, (0, 2));
     let flying: i64 = conn.zcard(keys.in_flight()).await.unwrap();
     assert_eq!(flying, 0, "nothing left for the other replicas to wait for");
-    assert_eq!(limiter.release_live().await, 0, "each released once");
+    assert_eq!(limiter.hold_live().await, (0, 0), "each released once");
+}
+
+#[tokio::test]
+async fn a_shutdown_keeps_the_lease_of_a_cut_off_send_until_its_request_times_out() {
+    let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
+    let held = take_leases(&limiter, &events, at(12, 0, 0), 2).await;
+    // The first send's latest request started at 12:00:01 with HTTP_TIMEOUT_MS = 30 s: Graph
+    // may serve it until 12:00:31, past its lease (12:00:15); the second made no request.
+    let until = at(12, 0, 31);
+    limiter.hold_until(&held[0], until);
+    assert_eq!(limiter.hold_live().await, (1, 1));
+    let left: Vec<(String, f64)> = conn
+        .zrange_withscores(keys.in_flight(), 0, -1)
+        .await
+        .unwrap();
+    let lease_end = |(_, e): &(String, f64)| *e as i64 - ms(at(12, 0, 0) - DateTime::UNIX_EPOCH);
+    println!(
+        "the cut-off send's lease ends {:?} ms after 12:00:00 (before: released at the shutdown)",
+        left.iter().map(lease_end).collect::<Vec<_>>()
+    );
+    assert_eq!(left.len(), 1, "the send that made no request was released");
+    let mail_worker::rate_limit::Counted::Paced { message_id, .. } = &held[0].counted else {
+        panic!("counted in Redis")
+    };
+    assert_eq!(left[0].0, message_id.to_string());
+    assert_eq!(
+        lease_end(&left[0]),
+        31_000,
+        "kept until its request times out"
+    );
+    // Until then the mailbox's cap counts it: 2 more fit (cap 3), not 3.
+    assert_eq!(
+        take_leases(&limiter, &events, at(12, 0, 20), 2).await.len(),
+        2
+    );
+    assert!(matches!(
+        limiter
+            .check_and_reserve(
+                &ask(&events, Uuid::new_v4(), limits(60_000, 9_000)),
+                at(12, 0, 21)
+            )
+            .await
+            .unwrap(),
+        Decision::Denied {
+            reason: DenyReason::InFlight,
+            ..
+        }
+    ));
 }
 
 /// How the private Redis goes away in [`campaign_through_an_outage`].

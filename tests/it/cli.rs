@@ -639,8 +639,9 @@ async fn mailbox_usage_shows_the_limits_the_live_budget_and_the_messages() {
     let limiter = &usage["limiter"];
     assert_eq!(limiter["algorithm"], "paced");
     assert_eq!(limiter["sent_last_minute"], sent, "{usage}");
-    // One recipient each; a booked slot holds its recipients in the day budget too.
-    assert_eq!(limiter["recipients_last_day"], sent + deferred, "{usage}");
+    // One recipient each; a booked slot holds its recipients, reported apart from the used.
+    assert_eq!(limiter["recipients_last_day"], sent, "{usage}");
+    assert_eq!(limiter["recipients_booked"], deferred, "{usage}");
     assert_eq!(limiter["in_flight"], 0);
     assert_eq!(limiter["booked"], deferred, "{usage}");
     assert!(limiter["next_free_slot"].is_string());
@@ -818,6 +819,66 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
     );
 }
 
+/// A mailbox that sent its whole day (D = 4) with a backlog booked into tomorrow: `mailbox usage`
+/// says 4 of 4 used (100 %, what `mail.budget.nearlyUsed` and the budget gauge read) and 2
+/// booked apart — not 6 of 4 (150 %: issue 46, point 7).
+#[tokio::test]
+async fn a_mailbox_that_sent_its_day_with_a_backlog_booked_into_tomorrow_used_100_percent() {
+    use mail_worker::clock::SystemClock;
+    let mut world = crate::support::TestApp::paced().per_minute(1_000).await;
+    world.config.rate_limit.defaults.recipients_per_day = std::num::NonZeroU32::new(4).unwrap();
+    let handler = world.real_handler(std::sync::Arc::new(SystemClock));
+    let env = paced_env(&world, "4");
+    let ids = world.insert(0, 6, "SCHEDULED").await;
+    // Sent as they come due (a slot is 62 ms after the last at 1,000 a minute).
+    for _ in 0..50 {
+        let due: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT id FROM messages WHERE status = 'SCHEDULED' AND scheduled_on <= now()",
+        )
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap();
+        for id in due {
+            crate::support::claim_and_send(&world.db.pool, &handler, id)
+                .await
+                .unwrap();
+        }
+        if world.count("SENT").await == 4 && world.count("SCHEDULED").await == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(ids.len(), 6);
+    assert_eq!(world.count("SENT").await, 4, "the day's 4 recipients sent");
+    let tomorrow: f64 = sqlx::query_scalar(
+        "SELECT min(extract(epoch FROM scheduled_on - now()))::float8 FROM messages \
+         WHERE status = 'SCHEDULED'",
+    )
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    assert!(tomorrow > 23.0 * 3600.0, "booked {tomorrow} s out");
+    let out = mail_worker(&["mailbox", "usage", "mb0@contoso.example", "--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let usage: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let limiter = &usage["limiter"];
+    let used = limiter["recipients_last_day"].as_u64().unwrap();
+    println!(
+        "used {used} of 4 ({} %), booked ahead {}",
+        used * 100 / 4,
+        limiter["recipients_booked"]
+    );
+    assert_eq!(used, 4, "the day used: 100 %, not 150 % {usage}");
+    assert_eq!(limiter["recipients_booked"], 2, "{usage}");
+    assert_eq!(limiter["booked"], 2, "{usage}");
+    let plain = text(&mail_worker(&["mailbox", "usage", "mb0@contoso.example"], &env).stdout);
+    assert!(
+        plain.contains("4 recipients in the last day")
+            && plain.contains("(2 recipients booked ahead)"),
+        "{plain}"
+    );
+}
+
 #[tokio::test]
 async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions_made() {
     use mail_worker::{clock::SystemClock, service::SendOutcome};
@@ -859,13 +920,14 @@ async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions
     }
     assert!(waits(ids[5]).await > 240.0, "booked 5 minutes out");
     assert_eq!(usage()["booked"], 5);
-    assert_eq!(usage()["recipients_last_day"], 6);
+    assert_eq!(usage()["recipients_last_day"], 1);
+    assert_eq!(usage()["recipients_booked"], 5);
 
     // A cancel frees its booking (and its recipient) at once, not 15 min after its slot.
     let out = mail_worker(&["messages", "cancel", "--id", &ids[5].to_string()], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(usage()["booked"], 4);
-    assert_eq!(usage()["recipients_last_day"], 5);
+    assert_eq!(usage()["recipients_booked"], 4);
 
     // A retry takes a fresh decision: its old booking goes.
     let out = mail_worker(
@@ -881,7 +943,7 @@ async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(usage()["booked"], 3);
-    assert_eq!(usage()["recipients_last_day"], 4);
+    assert_eq!(usage()["recipients_booked"], 3);
     assert!(waits(ids[4]).await <= 0.0, "due now");
 
     // The limit raised: every booking goes, the booked rows are due now and go as the new
@@ -904,6 +966,7 @@ async fn a_limit_change_a_cancel_and_a_retry_free_the_bookings_the_old_decisions
     );
     assert_eq!(usage()["booked"], 0);
     assert_eq!(usage()["recipients_last_day"], 1, "the one sent");
+    assert_eq!(usage()["recipients_booked"], 0);
     for &id in &ids[1..5] {
         assert!(waits(id).await <= 0.0, "due now");
     }

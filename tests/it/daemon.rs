@@ -480,28 +480,77 @@ async fn in_flight_leases(prefix: &str) -> usize {
     held
 }
 
+/// A daemon whose shutdown grace cuts 3 sends off mid-request (graph-sim serves each for 4 s
+/// and, as Exchange, keeps serving it after the client went away), restarted at once: the cut-off
+/// sends' leases are kept until their requests time out (`HTTP_TIMEOUT_MS` = 6 s), so the
+/// restarted daemon never puts a 4th–6th request on the mailbox while graph-sim still serves the
+/// first 3 (issue 46, point 4).
 #[tokio::test]
-async fn a_shutdown_whose_grace_cuts_sends_off_releases_their_leases_before_it_exits() {
+async fn a_restart_after_a_shutdown_cut_sends_off_keeps_exchanges_4_in_flight() {
     let world = TestApp::paced()
-        .sim_latency(graph_sim::Latency::Fixed(5_000))
+        .per_minute(1_000)
+        .sim_concurrency(4)
+        .sim_latency(graph_sim::Latency::Fixed(4_000))
         .spawn()
         .await;
-    world.insert(0, 10, "SCHEDULED").await;
+    world.sim.set_requests_outlive_clients(true);
+    let ids = world.insert(0, 10, "SCHEDULED").await;
     let prefix = world.config.rate_limit.key_prefix.clone();
-    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "300")]);
+    let env = [
+        ("SHUTDOWN_GRACE_MS", "300"),
+        ("HTTP_TIMEOUT_MS", "6000"),
+        ("SEND_LEASE_MS", "12000"),
+        // One request per send; a cut-off one is found in Sent Items, not sent again.
+        ("GRAPH_SEND_MODE", "sendmail"),
+        ("GRAPH_SAVE_TO_SENT_ITEMS", "true"),
+    ];
+    let mut first = spawn_binary(&world, &env);
     wait_until(
         Duration::from_secs(30),
-        "the mailbox's 3 leases taken",
-        async || in_flight_leases(&prefix).await == 3,
+        "3 requests in flight at graph-sim",
+        async || {
+            in_flight_leases(&prefix).await == 3
+                && world.sim.stats().mailboxes[0].max_concurrent == 3
+        },
     )
     .await;
-    let status = sigterm(&mut child).await;
+    let status = sigterm(&mut first).await;
     assert_eq!(status.code(), Some(0));
-    assert_eq!(
-        in_flight_leases(&prefix).await,
-        0,
-        "the grace cut 3 sends off: their leases went with the process, not 15 s later"
+    let kept = in_flight_leases(&prefix).await;
+    let mut second = spawn_binary(&world, &env);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while world.count("SENT").await < ids.len() as i64 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let sent = world.count("SENT").await;
+    second.start_kill().unwrap();
+    second.wait().await.unwrap();
+    let stats = world.sim.stats();
+    let mailbox = &stats.mailboxes[0];
+    println!(
+        "leases kept at exit: {kept}; {sent} SENT of 10; at graph-sim: at most {} in flight, {} x 429 (concurrency), {} messages",
+        mailbox.max_concurrent,
+        mailbox.refused.concurrency,
+        world.sim.messages().len()
     );
+    assert!(
+        mailbox.max_concurrent <= 4,
+        "{} requests in flight at once",
+        mailbox.max_concurrent
+    );
+    assert_eq!(mailbox.refused.concurrency, 0, "no 429 for concurrency");
+    assert_eq!(kept, 3, "the cut-off sends' leases outlive the process");
+    assert_eq!(sent, ids.len() as i64, "every message SENT within 60 s");
+    let mut delivered: Vec<String> = world
+        .sim
+        .messages()
+        .iter()
+        .map(|m| m.subject.clone().unwrap_or_default())
+        .collect();
+    delivered.sort();
+    let mut expected: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    expected.sort();
+    assert_eq!(delivered, expected, "every message delivered exactly once");
 }
 
 #[tokio::test]
@@ -717,4 +766,61 @@ async fn two_replicas_keep_the_mailboxes_order_snapshot_one_at_a_time() {
     for daemon in [&mut a, &mut b] {
         assert_eq!(sigterm(&mut daemon.child).await.code(), Some(0));
     }
+}
+
+/// A sender paused by an earlier process (its `env:` secret unset; the earlier process ran long
+/// enough for its probes to be 15 min apart) and a restart with the variable set — a rollout, the
+/// only way an `env:` secret reaches the daemon: the new process probes the paused rows at once,
+/// not at the earlier process's next probe (issue 46, point 7).
+#[tokio::test]
+async fn a_restart_probes_the_rows_an_earlier_process_paused_at_once() {
+    let world = TestApp::paced().per_minute(1_000).spawn().await;
+    sqlx::query("UPDATE system_mailboxes SET graph_client_secret = 'env:MW_PAUSE_TEST_SECRET'")
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    let ids = world.insert(0, 3, "SCHEDULED").await;
+    let mut first = spawn_binary(&world, &[]);
+    let paused = async || -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND wait_reason = 'paused'",
+        )
+        .fetch_one(&world.db.pool)
+        .await
+        .unwrap()
+    };
+    wait_until(Duration::from_secs(30), "the 3 rows paused", async || {
+        paused().await == 3
+    })
+    .await;
+    assert_eq!(sigterm(&mut first).await.code(), Some(0));
+    // As a process paused for an hour leaves them: its next probe 15 min out.
+    world
+        .execute(
+            "UPDATE messages SET scheduled_on = now() + interval '15 minutes' \
+             WHERE wait_reason = 'paused' AND $1::uuid IS NOT NULL",
+            ids[0],
+        )
+        .await;
+    let started = std::time::Instant::now();
+    let mut second = spawn_binary(
+        &world,
+        &[("MW_PAUSE_TEST_SECRET", crate::support::app::SECRET)],
+    );
+    let deadline = started + Duration::from_secs(20);
+    while world.count("SENT").await < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (sent, took) = (world.count("SENT").await, started.elapsed());
+    second.start_kill().unwrap();
+    second.wait().await.unwrap();
+    let next: Option<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM min(scheduled_on) - now())::float8 FROM messages \
+         WHERE status = 'SCHEDULED'",
+    )
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    println!("{sent} of 3 SENT {took:?} after the restart; the rest due in {next:?} s");
+    assert_eq!(sent, 3, "probed at once, not 15 min later");
 }

@@ -1104,15 +1104,23 @@ async fn on_the_real_limiter(
     lease: Duration,
     delay: Duration,
 ) -> (MockServer, TestKeys, String, Arc<dyn Mailer>) {
+    on_the_real_limiter_with(lease, delay, &[]).await
+}
+
+/// [`on_the_real_limiter`] with more variables.
+async fn on_the_real_limiter_with(
+    lease: Duration,
+    delay: Duration,
+    vars: &[(&str, String)],
+) -> (MockServer, TestKeys, String, Arc<dyn Mailer>) {
     let (server, keys) = (MockServer::start().await, TestKeys::new());
     let prefix = keys.sub("rl");
-    let mut config = config_for(
-        &server,
-        &[
-            ("MAIL_RATE_LIMIT_REDIS_URL", redis_url().to_string()),
-            ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.clone()),
-        ],
-    );
+    let mut all = vec![
+        ("MAIL_RATE_LIMIT_REDIS_URL", redis_url().to_string()),
+        ("MAIL_RATE_LIMIT_KEY_PREFIX", prefix.clone()),
+    ];
+    all.extend(vars.iter().cloned());
+    let mut config = config_for(&server, &all);
     config.rate_limit.lease = lease;
     let limiter = Arc::new(MailRateLimiter::new(&config.rate_limit).unwrap());
     let factory = MailerFactory::new(&config, limiter, Arc::new(SystemClock)).unwrap();
@@ -1170,25 +1178,83 @@ async fn until_leases(prefix: &str, n: usize, within: Duration) -> Duration {
 }
 
 #[tokio::test]
-async fn a_send_dropped_mid_flight_releases_its_in_flight_lease_at_once() {
-    let (server, _keys, prefix, mailer) =
-        on_the_real_limiter(Duration::from_secs(15), Duration::from_secs(10)).await;
+async fn a_send_dropped_mid_flight_keeps_its_lease_until_its_request_times_out() {
+    // Graph answers after 10 s; HTTP_TIMEOUT_MS = 3 s: the request is in flight at most 3 s.
+    let (server, _keys, prefix, mailer) = on_the_real_limiter_with(
+        Duration::from_secs(15),
+        Duration::from_secs(10),
+        &[("HTTP_TIMEOUT_MS", "3000".to_owned())],
+    )
+    .await;
     let m = mail();
+    let (_, before_send) = leases_under(&prefix).await;
     // A deadline cuts the send off while Graph has not answered (as a shutdown's grace does).
     let mut send = Box::pin(mailer.send(&m));
     let cut = tokio::time::timeout(Duration::from_millis(700), &mut send).await;
     assert!(cut.is_err(), "the send was still running");
-    let (leases, _) = leases_under(&prefix).await;
+    let (leases, now) = leases_under(&prefix).await;
     assert_eq!(
         leases.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
         [m.id.to_string()],
         "its lease, held while it runs"
     );
+    let running_left = leases[0].1 - now;
     drop(send);
     assert_eq!(
         requests_to(&server, SEND_PATH).await.len(),
         1,
         "the request had gone"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (leases, now) = leases_under(&prefix).await;
+    let left = leases.first().map(|(_, expiry)| expiry - now);
+    println!(
+        "lease left while running: {running_left} ms; 200 ms after the drop: {left:?} ms (request started {} ms after the first reading)",
+        leases.first().map_or(0, |(_, e)| e - 3_000 - before_send)
+    );
+    assert_eq!(
+        leases.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        [m.id.to_string()],
+        "kept: Graph may still be serving its request"
+    );
+    let expiry = leases[0].1;
+    assert!(
+        (before_send + 3_000..=now + 3_000).contains(&expiry),
+        "ends at the request's start + HTTP_TIMEOUT_MS: {} ms after the send began",
+        expiry - before_send
+    );
+    assert!(
+        left.unwrap() < running_left,
+        "set to the request's timeout, sooner than the renewed 15 s lease"
+    );
+}
+
+#[tokio::test]
+async fn a_send_dropped_before_its_request_releases_its_lease_at_once() {
+    let (server, _keys, prefix, mailer) =
+        on_the_real_limiter(Duration::from_secs(15), Duration::from_secs(10)).await;
+    // The token endpoint answers after 5 s: the send is cut off before any Graph request.
+    server.reset().await;
+    Mock::given(method("POST"))
+        .and(path(TOKEN_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({
+                    "token_type": "Bearer", "expires_in": 3599, "access_token": "tok-1",
+                }))
+                .set_delay(Duration::from_secs(5)),
+        )
+        .mount(&server)
+        .await;
+    let m = mail();
+    let mut send = Box::pin(mailer.send(&m));
+    let cut = tokio::time::timeout(Duration::from_millis(700), &mut send).await;
+    assert!(cut.is_err(), "the send was still running");
+    assert_eq!(leases_under(&prefix).await.0.len(), 1);
+    drop(send);
+    assert!(
+        requests_to(&server, SEND_PATH).await.is_empty(),
+        "no request went"
     );
     let took = until_leases(&prefix, 0, Duration::from_millis(500)).await;
     println!("lease released {took:?} after the send was dropped");

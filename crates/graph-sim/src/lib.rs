@@ -359,6 +359,16 @@ impl GraphSim {
         self.state.push_token_faults(faults.into_iter().collect())
     }
 
+    /// With `outlive` set, every Graph request keeps being served after its client went away
+    /// (as Exchange does: it does not see a client's timeout or exit), holding its concurrency
+    /// slot until it ends; by default a request ends when its client goes. Tests of what a
+    /// client does to requests it gave up on set it.
+    pub fn set_requests_outlive_clients(&self, outlive: bool) {
+        self.state
+            .outlive_clients
+            .store(outlive, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Forgets records, windows, statistics and faults (issued tokens stay valid).
     pub fn reset(&self) {
         self.state.reset();

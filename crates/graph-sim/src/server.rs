@@ -61,7 +61,32 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         ))
         .merge(admin::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            outlive_clients,
+        ))
         .with_state(state)
+}
+
+/// With [`SimState::outlive_clients`] set, serves the request in a task of its own, so a client
+/// that goes away (a timeout, a process that exits) does not end it: it keeps its concurrency
+/// slot and delivers as Exchange does, which does not see the client leave. Otherwise the
+/// handler future is dropped with the connection (axum's default).
+async fn outlive_clients(
+    axum::extract::State(state): axum::extract::State<Arc<SimState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !state
+        .outlive_clients
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return next.run(request).await;
+    }
+    match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => axum::response::IntoResponse::into_response(StatusCode::INTERNAL_SERVER_ERROR),
+    }
 }
 
 /// The upload URLs' own origin: `PUT /_upload/{token}` and nothing else.

@@ -49,6 +49,9 @@ pub(crate) struct SimState {
     pub sent_in_transit: super::config::SentInTransit,
     /// When messages bounce back as NDRs.
     pub bounces: super::config::SimBounces,
+    /// Whether a request keeps being served after its client went away
+    /// ([`crate::GraphSim::set_requests_outlive_clients`]).
+    pub outlive_clients: std::sync::atomic::AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -179,6 +182,7 @@ impl SimState {
                 .unwrap_or(i64::MAX),
             sent_in_transit: config.sent_in_transit,
             bounces: config.bounces,
+            outlive_clients: std::sync::atomic::AtomicBool::new(false),
             inner: Mutex::new(inner),
         }
     }

@@ -245,7 +245,8 @@ pub(super) fn sender_state(
         },
         next_free_slot: usage.and_then(|u| u.next_free_slot),
         cooldown_until: usage.and_then(|u| u.cooldown_until),
-        recipients_last_day: usage.map_or(0, |u| u.recipients_last_day),
+        // The limiter's window: sent and booked (the replay counts the booked slots as taken).
+        recipients_last_day: usage.map_or(0, |u| u.recipients_last_day + u.recipients_booked),
         backlog: Load {
             messages: backlog.unbooked,
             recipients: backlog.unbooked_recipients,

@@ -59,6 +59,8 @@ pub struct MailerFactory<L: RateLimiter> {
     tokens: Arc<GraphTokenCache>,
     mailers: moka::future::Cache<ConfigDigest, Arc<dyn Mailer>>,
     metrics: Arc<Metrics>,
+    /// `HTTP_TIMEOUT_MS`, the shared client's whole-request deadline.
+    request_timeout: Duration,
     secret_env: SecretEnv,
     secret_files: SecretFiles,
 }
@@ -99,6 +101,7 @@ impl<L: RateLimiter> MailerFactory<L> {
         let settings = settings.into();
         let http = build_http_client(settings.http_timeout)?;
         Ok(Self {
+            request_timeout: settings.http_timeout,
             tokens: Arc::new(GraphTokenCache::new(http.clone(), Arc::clone(&clock))),
             http,
             graph: settings.graph,
@@ -259,7 +262,8 @@ impl<L: RateLimiter> MailerFactory<L> {
                         spec.limits,
                         Arc::clone(&self.clock),
                     )
-                    .with_tenant(&tenant, spec.tenant_budget),
+                    .with_tenant(&tenant, spec.tenant_budget)
+                    .with_request_timeout(self.request_timeout),
                 ))
             }
             MailerSpec::SendGrid { from, api_key } => Ok(Arc::new(Metered::new(

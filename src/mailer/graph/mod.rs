@@ -224,6 +224,7 @@ impl MicrosoftGraphMailer {
                 .body(bytes.to_vec()),
             None => request,
         };
+        crate::mailer::request_start::mark(self.clock.now());
         let response = request.send().await?;
         let status = response.status().as_u16();
         let retry_after = crate::mailer::http::header(&response, RETRY_AFTER.as_str());

@@ -156,6 +156,7 @@ impl MicrosoftGraphMailer {
         let mut start = 0;
         while start < total {
             let end = (start + UPLOAD_CHUNK_BYTES).min(total);
+            crate::mailer::request_start::mark(self.clock.now());
             let response = self
                 .http
                 .put(&session.upload_url)

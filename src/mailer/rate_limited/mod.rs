@@ -6,7 +6,7 @@ mod lease;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use std::{fmt, sync::Arc};
+use std::{fmt, sync::Arc, time::Duration};
 
 use lease::LeaseGuard;
 
@@ -14,7 +14,7 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     events,
-    mailer::{MailError, MailResult, Mailer, SendAttempt},
+    mailer::{MailError, MailResult, Mailer, SendAttempt, request_start::RequestStarts},
     rate_limit::{
         Ask, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
         TenantBudget,
@@ -52,6 +52,8 @@ pub struct RateLimitedGraphMailer<M: Mailer, L: RateLimiter> {
     tenant: String,
     tenant_budget: Option<TenantBudget>,
     clock: Arc<dyn Clock>,
+    /// `HTTP_TIMEOUT_MS`: how long a request of a cut-off send may still be in flight.
+    request_timeout: Option<Duration>,
 }
 
 impl<M: Mailer, L: RateLimiter> fmt::Debug for RateLimitedGraphMailer<M, L> {
@@ -82,7 +84,17 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
             tenant: String::new(),
             tenant_budget: None,
             clock,
+            request_timeout: None,
         }
+    }
+
+    /// The inner mailer's whole-request deadline (`HTTP_TIMEOUT_MS`): a send cut off after it
+    /// started a request keeps its in-flight lease until that request's start + `timeout`
+    /// ([`LeaseGuard`]). Without it a cut-off send releases its lease at once.
+    #[must_use]
+    pub(crate) fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
     }
 
     /// The mailbox's Graph tenant (the `paced` keys' hash tag) and, when configured, the
@@ -200,10 +212,13 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 });
             }
         };
-        let guard = LeaseGuard::new(Arc::clone(&self.limiter), reservation);
-        let result = self
-            .renewing(guard.reservation(), self.inner.send_with(mail, attempt))
-            .await;
+        let starts = self.request_timeout.map(RequestStarts::new);
+        let guard = LeaseGuard::new(Arc::clone(&self.limiter), reservation, starts.clone());
+        let send = self.inner.send_with(mail, attempt);
+        let result = match &starts {
+            Some(starts) => self.renewing(guard.reservation(), starts.scope(send)).await,
+            None => self.renewing(guard.reservation(), send).await,
+        };
         let reservation = guard.disarm();
         match &result {
             Ok(receipt) if receipt.already_sent => {

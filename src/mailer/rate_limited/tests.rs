@@ -35,6 +35,8 @@ pub(crate) struct FakeLimiter {
     pub checks: Mutex<Vec<Check>>,
     pub releases: Mutex<Vec<(Reservation, RequestEnd)>>,
     pub cooldowns: Mutex<Vec<(MailboxAddress, DateTime<Utc>)>>,
+    /// `hold_until` and `cut_off` calls: (which, until).
+    pub holds: Mutex<Vec<(&'static str, DateTime<Utc>)>>,
 }
 
 impl FakeLimiter {
@@ -80,6 +82,14 @@ impl RateLimiter for FakeLimiter {
             .lock()
             .unwrap()
             .push((reservation.clone(), end));
+    }
+
+    fn hold_until(&self, _reservation: &Reservation, until: DateTime<Utc>) {
+        self.holds.lock().unwrap().push(("hold_until", until));
+    }
+
+    async fn cut_off(&self, _reservation: &Reservation, until: DateTime<Utc>) {
+        self.holds.lock().unwrap().push(("cut_off", until));
     }
 
     async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, _now: DateTime<Utc>) {
@@ -372,6 +382,41 @@ async fn a_send_dropped_mid_flight_releases_its_lease_as_done() {
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1, "released once, by the guard");
     assert_eq!(releases[0].1, RequestEnd::Done, "the request may have gone");
+}
+
+/// An inner mailer that starts a provider request at `at` and never hears back.
+#[derive(Debug)]
+struct HangingAfterARequest(DateTime<Utc>);
+
+#[async_trait::async_trait]
+impl Mailer for HangingAfterARequest {
+    async fn send_with(&self, _mail: &OutgoingMail, _attempt: &SendAttempt<'_>) -> MailResult {
+        crate::mailer::request_start::mark(self.0);
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_send_dropped_after_its_request_started_holds_its_lease_until_the_request_times_out() {
+    let limiter = Arc::new(FakeLimiter::default());
+    let started = at() + chrono::Duration::seconds(2);
+    let mailer = RateLimitedGraphMailer::new(
+        HangingAfterARequest(started),
+        Arc::clone(&limiter),
+        limits(),
+        Arc::new(ManualClock::new(at())),
+    )
+    .with_request_timeout(Duration::from_secs(30));
+    let cut = tokio::time::timeout(Duration::from_millis(20), mailer.send(&mail())).await;
+    assert!(cut.is_err());
+    tokio::task::yield_now().await;
+    let until = started + chrono::Duration::seconds(30);
+    assert_eq!(
+        *limiter.holds.lock().unwrap(),
+        [("hold_until", until), ("cut_off", until)],
+        "noted at once, then held in Redis"
+    );
+    assert!(limiter.releases().is_empty(), "not released");
 }
 
 #[tokio::test]

@@ -45,6 +45,28 @@ pub(crate) trait DecisionMetrics: Send + Sync {
     fn rate_limit_decision(&self, decision: &'static str, took: Duration);
 }
 
+/// A `paced` lease this process holds.
+#[derive(Debug)]
+pub(super) struct LiveLease {
+    reservation: Reservation,
+    /// When it was taken (its request's duration, measured at the release).
+    taken: Instant,
+    /// Set when its send was cut off mid-request ([`RateLimiter::hold_until`]): kept until
+    /// then, when that request can no longer be in flight.
+    hold_until: Option<DateTime<Utc>>,
+}
+
+impl LiveLease {
+    /// A lease just taken.
+    pub(super) fn new(reservation: Reservation) -> Self {
+        Self {
+            reservation,
+            taken: Instant::now(),
+            hold_until: None,
+        }
+    }
+}
+
 /// The algorithm the limiter runs, with its scripts.
 enum Engine {
     FixedWindow(FixedWindow),
@@ -67,10 +89,9 @@ pub struct MailRateLimiter {
     /// Redis's clock minus this process's (ms), as the last `paced` reply showed: fail-open
     /// decisions and their records use Redis's clock too. 0 with the caller clock.
     clock_offset_ms: AtomicI64,
-    /// This process's `paced` reservations whose lease is not released yet, by (message, time):
-    /// what a shutdown releases when it cut sends off ([`Self::release_live`]), and when each
-    /// was taken (its request's duration, measured at the release).
-    live: Mutex<HashMap<(Uuid, i64), (Reservation, Instant)>>,
+    /// This process's `paced` reservations whose lease is not ended yet, by (message, time):
+    /// what a shutdown ends when it cut sends off ([`Self::hold_live`]).
+    live: Mutex<HashMap<(Uuid, i64), LiveLease>>,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
     metrics: Option<Arc<dyn DecisionMetrics>>,
@@ -176,28 +197,64 @@ impl MailRateLimiter {
         self.redis.ping().await
     }
 
-    fn live_leases(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), (Reservation, Instant)>> {
+    fn live_leases(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, i64), LiveLease>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Releases (as [`RequestEnd::Done`]: the requests may have gone) every lease this process
-    /// still holds — the sends a shutdown cut off — so other replicas need not wait for them
-    /// to expire. Returns how many. Call it once the workers have stopped.
-    pub async fn release_live(&self) -> usize {
-        let left: Vec<Reservation> = self.live_leases().drain().map(|(_, (r, _))| r).collect();
-        for reservation in &left {
-            self.release(reservation, RequestEnd::Done).await;
+    /// Ends every lease this process still holds — the sends a shutdown cut off — before it
+    /// exits: a send whose request may still be in flight at Graph
+    /// ([`RateLimiter::hold_until`]) keeps its lease until that request's start +
+    /// `HTTP_TIMEOUT_MS` (so a restarted replica does not put a 5th request on the mailbox
+    /// while Graph still serves it: issue 46, point 4); a send that made no request is
+    /// released (as [`RequestEnd::Done`]), so other replicas need not wait for it to expire.
+    /// Returns (held, released). Call it once the workers have stopped.
+    pub async fn hold_live(&self) -> (usize, usize) {
+        let left: Vec<LiveLease> = self.live_leases().drain().map(|(_, l)| l).collect();
+        let (mut held, mut released) = (0, 0);
+        for lease in &left {
+            match lease.hold_until {
+                Some(until) => {
+                    self.hold_lease(&lease.reservation, until).await;
+                    held += 1;
+                }
+                None => {
+                    self.release(&lease.reservation, RequestEnd::Done).await;
+                    released += 1;
+                }
+            }
         }
         if !left.is_empty() {
             tracing::info!(
                 event = events::MAIL_RATE_LIMIT_RECONCILED,
-                leases_released = left.len(),
-                "released the in-flight leases of sends cut off by the shutdown"
+                leases_held = held,
+                leases_released = released,
+                "ended the in-flight leases of sends cut off by the shutdown: those whose request may still be in flight at Graph are kept until it times out"
             );
         }
-        left.len()
+        (held, released)
+    }
+
+    /// Sets the lease of `reservation` to expire at `until` (the limiter's clock).
+    async fn hold_lease(&self, reservation: &Reservation, until: DateTime<Utc>) {
+        let (
+            Engine::Paced(paced),
+            Counted::Paced {
+                keys, message_id, ..
+            },
+        ) = (&self.engine, &reservation.counted)
+        else {
+            return;
+        };
+        let until_ms = self.limiter_ms(until);
+        match paced.hold(&self.redis, keys, *message_id, until_ms).await {
+            Ok(held) => tracing::debug!(
+                mailbox = %reservation.mailbox,
+                held,
+                until_ms,
+                "in-flight lease of a cut-off send kept until its request times out"
+            ),
+            Err(error) => self.log_failure("hold", &reservation.mailbox, &error),
+        }
     }
 }
 
@@ -269,7 +326,7 @@ impl RateLimiter for MailRateLimiter {
                 } else {
                     self.live_leases()
                         .get(&(*message_id, *at_ms))
-                        .map(|(_, taken)| taken.elapsed())
+                        .map(|lease| lease.taken.elapsed())
                 };
                 let released = paced
                     .release(
@@ -280,7 +337,7 @@ impl RateLimiter for MailRateLimiter {
                     )
                     .await;
                 // Forgotten only once Redis has it: a release still on its way when the process
-                // stops is then also done by `release_live` (ending a lease twice is harmless).
+                // stops is then also done by `hold_live` (ending a lease twice is harmless).
                 self.live_leases().remove(&(*message_id, *at_ms));
                 released
             }
@@ -327,6 +384,28 @@ impl RateLimiter for MailRateLimiter {
                 "in-flight lease renewed"
             ),
             Err(error) => self.log_failure("renew", &reservation.mailbox, &error),
+        }
+    }
+
+    fn hold_until(&self, reservation: &Reservation, until: DateTime<Utc>) {
+        if let Counted::Paced {
+            message_id, at_ms, ..
+        } = &reservation.counted
+            && let Some(lease) = self.live_leases().get_mut(&(*message_id, *at_ms))
+        {
+            lease.hold_until = Some(until);
+        }
+    }
+
+    /// See [`RateLimiter::cut_off`]. A reservation not counted in Redis holds nothing.
+    async fn cut_off(&self, reservation: &Reservation, until: DateTime<Utc>) {
+        self.hold_lease(reservation, until).await;
+        // Forgotten only once Redis has it, as in `release`.
+        if let Counted::Paced {
+            message_id, at_ms, ..
+        } = &reservation.counted
+        {
+            self.live_leases().remove(&(*message_id, *at_ms));
         }
     }
 

@@ -1,12 +1,12 @@
 //! Budgets rebuilt from the send history: a `paced` decision first seeds what the limiter's
 //! Redis has forgotten (a restart without persistence), from what PostgreSQL knows was sent.
 
-use std::{sync::atomic::Ordering, time::Instant};
+use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 
 use super::{
-    MailRateLimiter,
+    LiveLease, MailRateLimiter,
     pauses::{LimitPause, PauseScope, pause_fillers},
 };
 use crate::{
@@ -133,7 +133,7 @@ impl MailRateLimiter {
                     if let Decision::Allowed(reservation) = &decision {
                         self.live_leases().insert(
                             (ask.message_id, seen.now_ms),
-                            (reservation.clone(), Instant::now()),
+                            LiveLease::new(reservation.clone()),
                         );
                     }
                     return Ok(decision);

@@ -230,6 +230,26 @@ impl Paced {
         Ok(replies::int(&reply, "paced/renew.lua")? == 1)
     }
 
+    /// Sets the lease of a send cut off mid-request to expire at `until_ms` (the limiter's
+    /// clock: its latest request's start + `HTTP_TIMEOUT_MS`), sooner or later than now;
+    /// returns whether the lease was still held.
+    pub(crate) async fn hold(
+        &self,
+        redis: &RedisConn,
+        keys: &PacedKeys,
+        message_id: uuid::Uuid,
+        until_ms: i64,
+    ) -> Result<bool, RedisCallError> {
+        let args = [
+            "0".to_owned(),
+            message_id.to_string(),
+            "0".to_owned(),
+            until_ms.to_string(),
+        ];
+        let reply = redis.eval(&self.renew, &keys.all(), &args).await?;
+        Ok(replies::int(&reply, "paced/renew.lua")? == 1)
+    }
+
     /// Sets the mailbox's cooldown `until - now` from Redis's now; returns the cooldown in
     /// force (ms), 0 when not seeded.
     pub(crate) async fn cooldown(

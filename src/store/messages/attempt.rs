@@ -272,6 +272,26 @@ async fn leave_sending(
     Ok(left)
 }
 
+/// Every `SCHEDULED` message that waits for its sender's pause (`wait_reason = 'paused'`), of
+/// any sender, becomes due now. Run once by the daemon at start-up: the pauses were an earlier
+/// process's (they are kept per process), and their rows would otherwise wait for its next
+/// probe, up to 15 min, after the restart that was to fix them (an `env:` secret set by a
+/// rollout). Returns how many.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn resume_all_paused(pool: &PgPool) -> Result<u64, StoreError> {
+    let done = sqlx::query(concat!(
+        "UPDATE messages SET scheduled_on = now(), wait_reason = NULL, updated_at = now() \
+         WHERE status = ",
+        sql_status!(Scheduled),
+        " AND wait_reason = 'paused' AND scheduled_on > now()"
+    ))
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// The `SCHEDULED` messages of sender `sender` (a tenant or system mailbox id) that wait for
 /// its pause (`wait_reason = 'paused'`) become due now. Returns how many.
 ///

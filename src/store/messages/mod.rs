@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 pub(crate) use attempt::{
     Attempted, Reschedule, SentRow, Wait, holder, mark_error, mark_sent_many, renew_lease,
-    reschedule, resume_paused, wait_reason,
+    reschedule, resume_all_paused, resume_paused, wait_reason,
 };
 pub use claim::{StoredMessage, claim_due};
 pub(crate) use claim::{claim_due_from, due_senders, release_unstarted};
