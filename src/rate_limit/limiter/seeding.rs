@@ -1,7 +1,7 @@
 //! Budgets rebuilt from the send history: a `paced` decision first seeds what the limiter's
 //! Redis has forgotten (a restart without persistence), from what PostgreSQL knows was sent.
 
-use std::sync::atomic::Ordering;
+use std::{sync::atomic::Ordering, time::Instant};
 
 use chrono::{DateTime, Utc};
 
