@@ -124,6 +124,11 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Senders(SendersCommand::Import { file }) => {
             sender_settings::import_file(&config, &file).await
         }
+        Command::Senders(SendersCommand::Verify {
+            addresses,
+            send_test_to,
+            json,
+        }) => sender_settings::verify(&config, addresses, send_test_to, json).await,
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
             sender_settings::set_limits(&config, args).await
         }

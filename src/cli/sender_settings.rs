@@ -134,3 +134,36 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
     ));
     Ok(ExitCode::SUCCESS)
 }
+
+/// `senders verify [ADDRESS…] [--send-test-to ADDRESS] [--json]`: the report as lines (or
+/// JSON) on stdout; exit 1 when a check failed.
+pub(super) async fn verify(
+    config: &Config,
+    addresses: Vec<String>,
+    send_test_to: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use crate::service::verify::{VerifyOptions, verify_senders};
+    let pool = store::open(&config.database_url, 2).await?;
+    let options = VerifyOptions {
+        addresses,
+        send_test_to,
+    };
+    let report = verify_senders(
+        config,
+        &pool,
+        &options,
+        std::sync::Arc::new(crate::clock::SystemClock),
+    )
+    .await?;
+    if json {
+        out(&(serde_json::to_string_pretty(&report)? + "\n"));
+    } else {
+        out(&report.text());
+    }
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
