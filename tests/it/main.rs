@@ -34,3 +34,4 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod verify;

@@ -62,6 +62,7 @@ impl ProbeAnswer {
 pub(crate) struct GraphProbe {
     http: reqwest::Client,
     user_url: Url,
+    mailbox: MailboxAddress,
     tokens: TokenSource,
     credential: Credential,
     token: tokio::sync::Mutex<Option<AccessToken>>,
@@ -105,6 +106,7 @@ impl GraphProbe {
         Ok(Self {
             http,
             user_url,
+            mailbox: mailbox.clone(),
             tokens,
             credential,
             token: tokio::sync::Mutex::new(None),
@@ -131,8 +133,10 @@ impl GraphProbe {
         Ok(grant)
     }
 
-    /// `POST /users/{mailbox}/messages` (a draft to nobody, saying what it is), then `DELETE` it:
-    /// the answer of the first request that was not a success, else the delete's.
+    /// `POST /users/{mailbox}/messages` (a draft addressed to the mailbox itself, saying what
+    /// it is; never sent), then `DELETE` it: the answer of the first request that was not a
+    /// success, else the delete's. (Graph takes a draft without recipients too; graph-sim
+    /// checks a draft's recipients at creation, so the draft has one.)
     ///
     /// # Errors
     /// No token yet, or a transport failure (described).
@@ -143,6 +147,7 @@ impl GraphProbe {
                 "contentType": "Text",
                 "content": "Created by `mail-worker senders verify` to check that the app may write to this mailbox; deleted right after. Nothing was sent."
             },
+            "toRecipients": [{"emailAddress": {"address": self.mailbox.as_str()}}],
         });
         let url = segments(&self.user_url, &["messages"]);
         let (created, bytes) = self
