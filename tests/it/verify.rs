@@ -375,3 +375,44 @@ fn the_binary_exits_0_when_all_is_ok_1_on_a_failed_check_or_an_unknown_address_a
     );
     drop(h);
 }
+
+const APP_KEY: &str = include_str!("../fixtures/app-key.pem");
+const APP_CERT: &str = include_str!("../fixtures/app-cert.pem");
+
+#[tokio::test]
+async fn a_certificate_shows_its_days_to_expiry_and_one_not_registered_fails_with_aadsts700027() {
+    let bundle = format!("{APP_KEY}{APP_CERT}");
+    for registered in [true, false] {
+        let mut builder = TestApp::builder();
+        if registered {
+            builder = builder.sim_certificate(APP_CERT);
+        }
+        let h = builder.spawn().await;
+        sqlx::query("UPDATE system_mailboxes SET graph_client_secret = $1")
+            .bind(&bundle)
+            .execute(&h.db.pool)
+            .await
+            .unwrap();
+        let report = verify_one(&h, MB0).await;
+        println!("{}", report.text());
+        // `openssl x509 -enddate` of the fixture: notAfter=Nov 28 09:03:13 2036 GMT.
+        let (outcome, line) = check(&report, "certificate");
+        assert_eq!(outcome, Outcome::Ok);
+        assert!(line.contains("expires 2036-11-28 09:03 UTC ("), "{line}");
+        let (outcome, line) = check(&report, "credentials");
+        if registered {
+            assert_eq!(outcome, Outcome::Ok);
+            assert!(line.contains("with certificate "), "{line}");
+            assert!(!report.failed());
+        } else {
+            assert_eq!(outcome, Outcome::Fail);
+            assert!(
+                line.contains("AADSTS700027 — the certificate is not registered on the app")
+                    && line.contains("fix: upload the certificate"),
+                "{line}"
+            );
+        }
+        let text = report.text();
+        assert!(!text.contains("PRIVATE KEY") && !text.contains(APP_KEY.lines().nth(1).unwrap()));
+    }
+}
