@@ -416,3 +416,49 @@ async fn a_certificate_shows_its_days_to_expiry_and_one_not_registered_fails_wit
         assert!(!text.contains("PRIVATE KEY") && !text.contains(APP_KEY.lines().nth(1).unwrap()));
     }
 }
+
+#[tokio::test]
+async fn the_admin_uis_verify_button_renders_the_report_and_needs_the_csrf_token() {
+    let h = TestApp::builder()
+        .sim_mailbox_scope(vec!["other@contoso.example".to_owned()])
+        .spawn()
+        .await;
+    let (ui, login) = crate::admin::logged_in_ui(&h).await;
+    let mailbox_page = ui.page(&format!("/mailboxes/{MB0}"), &login).await;
+    assert!(
+        mailbox_page.contains(&format!(
+            "action=\"/mailboxes/mb0%40contoso.example/verify\""
+        )),
+        "a Verify button on the mailbox page"
+    );
+    let path = format!("/mailboxes/{MB0}/verify");
+    let refused = ui.post(&path, None, &[]).await;
+    assert_ne!(
+        refused.status(),
+        reqwest::StatusCode::OK,
+        "no session, no report"
+    );
+    let wrong_csrf = ui.post(&path, Some(&login), &[("csrf", "00")]).await;
+    assert_eq!(wrong_csrf.status(), reqwest::StatusCode::FORBIDDEN);
+    assert!(
+        h.sim.drafts().is_empty(),
+        "no check ran without the CSRF token"
+    );
+    let answer = ui.submit(&path, &login, &[]).await;
+    assert_eq!(answer.status(), reqwest::StatusCode::OK);
+    let html = answer.text().await.unwrap();
+    assert!(html.contains("A check failed"), "{html}");
+    assert!(
+        html.contains("<tr class=\"fail\"><td>fail</td><td>mailbox</td><td>create and delete a draft: Graph answered HTTP 403 ErrorAccessDenied"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr class=\"ok\"><td>ok</td><td>credentials</td>"),
+        "{html}"
+    );
+    assert!(!html.contains(SECRET), "no secret in the page");
+    let unknown = ui
+        .submit("/mailboxes/nobody%40contoso.example/verify", &login, &[])
+        .await;
+    assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);
+}
