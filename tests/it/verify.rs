@@ -426,9 +426,7 @@ async fn the_admin_uis_verify_button_renders_the_report_and_needs_the_csrf_token
     let (ui, login) = crate::admin::logged_in_ui(&h).await;
     let mailbox_page = ui.page(&format!("/mailboxes/{MB0}"), &login).await;
     assert!(
-        mailbox_page.contains(&format!(
-            "action=\"/mailboxes/mb0%40contoso.example/verify\""
-        )),
+        mailbox_page.contains("action=\"/mailboxes/mb0%40contoso.example/verify\""),
         "a Verify button on the mailbox page"
     );
     let path = format!("/mailboxes/{MB0}/verify");
