@@ -460,3 +460,32 @@ async fn the_admin_uis_verify_button_renders_the_report_and_needs_the_csrf_token
         .await;
     assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn the_test_message_goes_through_the_limiter_a_second_one_within_the_minute_waits() {
+    let h = TestApp::builder()
+        .algorithm(mail_worker::rate_limit::Algorithm::Paced)
+        .per_minute(1)
+        .spawn()
+        .await;
+    let options = VerifyOptions {
+        addresses: vec![MB0.to_owned()],
+        send_test_to: Some("someone@fabrikam.example".to_owned()),
+    };
+    let first = verify(&h, options.clone()).await;
+    assert_eq!(check(&first, "send test").0, Outcome::Ok);
+    let second = verify(&h, options).await;
+    let (outcome, line) = check(&second, "send test");
+    println!("{line}");
+    assert_eq!(outcome, Outcome::Warn);
+    assert!(
+        line.contains("not sent: the limiter has no room in this mailbox's budget now")
+            && line.contains("fix: run it again in"),
+        "{line}"
+    );
+    assert_eq!(
+        h.sim.messages().len(),
+        1,
+        "the limiter held the second back"
+    );
+}

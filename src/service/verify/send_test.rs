@@ -1,7 +1,8 @@
 //! `--send-test-to ADDRESS`: one real message from the sender, through the mailer factory
 //! like any other send — the configured `GRAPH_SEND_MODE`, and the limiter, which reserves
 //! room in the mailbox's budgets first and releases it after — then its `internetMessageId`
-//! looked for in Sent Items.
+//! looked for in Sent Items. When the limiter has no room, nothing is sent and the slot it
+//! booked for the test message is dropped.
 
 use std::{sync::Arc, time::Duration};
 
@@ -30,6 +31,8 @@ const SENT_ITEMS_WAIT: Duration = Duration::from_secs(30);
 pub(super) struct SendTest {
     to: MailboxAddress,
     factory: MailerFactory<MailRateLimiter>,
+    limiter: Arc<MailRateLimiter>,
+    clock: Arc<dyn Clock>,
     mode: GraphSendMode,
     save_to_sent_items: bool,
 }
@@ -48,11 +51,14 @@ impl SendTest {
         let to = MailboxAddress::parse(to).map_err(|_| VerifyError::BadAddress(to.to_owned()))?;
         let limiter = MailRateLimiter::new(&config.rate_limit)
             .map_err(|e| VerifyError::Setup(format!("the rate limiter: {e}")))?;
-        let factory = MailerFactory::new(config, Arc::new(limiter), clock)
+        let limiter = Arc::new(limiter);
+        let factory = MailerFactory::new(config, Arc::clone(&limiter), Arc::clone(&clock))
             .map_err(|e| VerifyError::Setup(format!("the mailers: {e}")))?;
         Ok(Self {
             to,
             factory,
+            limiter,
+            clock,
             mode: config.graph.send_mode,
             save_to_sent_items: config.graph.save_to_sent_items,
         })
@@ -77,8 +83,15 @@ impl SendTest {
             Err(MailError::RateLimitExceeded {
                 reason,
                 retry_after,
-                ..
+                booked,
             }) => {
+                // The slot booked for the test message is given back: it will not come again.
+                if booked && let Some(graph) = sender.graph() {
+                    let tenant = graph.graph_tenant_id.to_lowercase();
+                    let now = self.clock.now();
+                    // A Redis failure here leaves the booking to expire after its grace.
+                    let _ = self.limiter.unbook(&tenant, &from, &[mail.id], now).await;
+                }
                 return Check::warn(
                     "send test",
                     format!(
