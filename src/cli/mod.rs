@@ -1,7 +1,7 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
 //! subcommands themselves in `args.rs`, the settings table in `env_vars.rs` (`run`'s flags in
 //! `env_vars/run_args.rs`), text output in `tables.rs`; `messages`, `queue`, `campaign` and
-//! `suppressions` in their own files, `senders import` and `mailbox set-limits` in
+//! `suppressions` in their own files, `senders import`, `senders verify` and `mailbox set-limits` in
 //! `sender_settings.rs`.
 
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! `mail-worker senders import` and `mailbox set-limits`: the senders' settings, with
+//! `mail-worker senders import`, `senders verify` (the report of `crate::service::verify`) and `mailbox set-limits`: the senders' settings, with
 //! warnings for limits above Exchange's and the bookings a limit change makes stale.
 
 use std::{num::NonZeroU32, process::ExitCode};
