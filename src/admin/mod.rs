@@ -47,6 +47,9 @@ pub enum AdminError {
     /// The intake queue's Redis.
     #[error(transparent)]
     Intake(#[from] crate::intake::IntakeError),
+    /// `senders verify` could not run (the checks' own failures are lines of its report).
+    #[error(transparent)]
+    Verify(#[from] crate::service::verify::VerifyError),
     /// A template failed to render (a bug).
     #[error("rendering the page: {0}")]
     Template(#[from] askama::Error),
@@ -61,7 +64,13 @@ impl IntoResponse for AdminError {
             Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
             Self::Store(StoreError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Intake(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Store(_) | Self::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Verify(
+                crate::service::verify::VerifyError::UnknownSenders(_)
+                | crate::service::verify::VerifyError::BadAddress(_),
+            ) => StatusCode::NOT_FOUND,
+            Self::Store(_) | Self::Template(_) | Self::Verify(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         };
         if code.is_server_error() {
             tracing::error!(error = %self, "admin request failed");

@@ -225,6 +225,23 @@ pub enum SendersCommand {
         /// The senders file.
         file: PathBuf,
     },
+    /// Check Graph senders before their first message, one line per check (`ok`, `warn`,
+    /// `fail`, what was found and the fix): the secret's reference, a fresh token (each AADSTS
+    /// code explained; a certificate's days to expiry), its application permissions against
+    /// GRAPH_SEND_MODE and GRAPH_READ_BOUNCES, one harmless mailbox request (scope, existence,
+    /// licence), an onmicrosoft.com address, limits above Exchange's. Exit 1 when a check
+    /// fails. Changes no sender; prints no secret or token.
+    Verify {
+        /// Only these senders' addresses (default: every sender).
+        addresses: Vec<String>,
+        /// Also send one real test message from each sender to this address (through the
+        /// limiter and GRAPH_SEND_MODE) and find it in Sent Items by its internetMessageId.
+        #[arg(long, value_name = "ADDRESS")]
+        send_test_to: Option<String>,
+        /// Print JSON (one object per sender with its checks) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `mail-worker mailbox …`

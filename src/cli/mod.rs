@@ -1,7 +1,7 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
 //! subcommands themselves in `args.rs`, the settings table in `env_vars.rs` (`run`'s flags in
 //! `env_vars/run_args.rs`), text output in `tables.rs`; `messages`, `queue`, `campaign` and
-//! `suppressions` in their own files, `senders import` and `mailbox set-limits` in
+//! `suppressions` in their own files, `senders import`, `senders verify` and `mailbox set-limits` in
 //! `sender_settings.rs`.
 
 use std::process::ExitCode;
@@ -124,6 +124,11 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Senders(SendersCommand::Import { file }) => {
             sender_settings::import_file(&config, &file).await
         }
+        Command::Senders(SendersCommand::Verify {
+            addresses,
+            send_test_to,
+            json,
+        }) => sender_settings::verify(&config, addresses, send_test_to, json).await,
         Command::Mailbox(MailboxCommand::SetLimits(args)) => {
             sender_settings::set_limits(&config, args).await
         }

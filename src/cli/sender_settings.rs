@@ -1,4 +1,4 @@
-//! `mail-worker senders import` and `mailbox set-limits`: the senders' settings, with
+//! `mail-worker senders import`, `senders verify` (the report of `crate::service::verify`) and `mailbox set-limits`: the senders' settings, with
 //! warnings for limits above Exchange's and the bookings a limit change makes stale.
 
 use std::{num::NonZeroU32, process::ExitCode};
@@ -133,4 +133,37 @@ pub(super) async fn set_limits(config: &Config, args: SetLimits) -> anyhow::Resu
         counted(due_now, "message", "messages")
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `senders verify [ADDRESS…] [--send-test-to ADDRESS] [--json]`: the report as lines (or
+/// JSON) on stdout; exit 1 when a check failed.
+pub(super) async fn verify(
+    config: &Config,
+    addresses: Vec<String>,
+    send_test_to: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use crate::service::verify::{VerifyOptions, verify_senders};
+    let pool = store::open(&config.database_url, 2).await?;
+    let options = VerifyOptions {
+        addresses,
+        send_test_to,
+    };
+    let report = verify_senders(
+        config,
+        &pool,
+        &options,
+        std::sync::Arc::new(crate::clock::SystemClock),
+    )
+    .await?;
+    if json {
+        out(&(serde_json::to_string_pretty(&report)? + "\n"));
+    } else {
+        out(&report.text());
+    }
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -22,6 +22,7 @@ mod policy;
 mod send;
 mod sent_batch;
 mod suppress;
+pub mod verify;
 mod write;
 
 pub use policy::spread_ms;

@@ -36,4 +36,5 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod verify;
 mod version;

@@ -1,5 +1,5 @@
 //! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
-//! its limits form, the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast, the suppression list with add and remove. HTML from `templates/admin/` (askama,
+//! its limits form and its Verify button (`senders verify`'s report), the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast, the suppression list with add and remove. HTML from `templates/admin/` (askama,
 //! escaped); every page but the login form needs a session, every POST its CSRF token.
 //! Here the router, the security headers, the session extractor and form parsing; a file per
 //! page beside it (like zero2prod's `routes/admin/*`).
@@ -43,6 +43,7 @@ mod mailboxes;
 mod messages;
 mod queue;
 mod suppressions;
+mod verify;
 
 use campaigns::{campaign_page, campaigns_page};
 use form::{Fields, Posted};
@@ -52,6 +53,7 @@ use mailboxes::{mailbox_rows, mailboxes};
 use messages::{act, messages};
 use queue::{queue, queue_act};
 use suppressions::{suppressions_change, suppressions_page};
+use verify::verify_sender;
 /// The most messages a messages page lists.
 pub(crate) const MESSAGES_PAGE: u32 = 200;
 /// The most messages a mailbox page lists.
@@ -85,6 +87,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/mailboxes/rows", get(mailbox_rows))
         .route("/mailboxes/{address}", get(mailbox))
         .route("/mailboxes/{address}/limits", post(set_limits))
+        .route("/mailboxes/{address}/verify", post(verify_sender))
         .route("/messages", get(messages))
         .route("/campaigns", get(campaigns_page))
         .route("/campaigns/{campaign}", get(campaign_page))

@@ -65,16 +65,76 @@ fn pem_block<'a>(pem: &'a str, label: &str) -> Option<&'a str> {
 /// # Errors
 /// A sentence when there is no readable certificate.
 pub fn certificate_thumbprint(pem: &str) -> Result<String, String> {
+    let der = certificate_der(pem)?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(der)))
+}
+
+/// The DER bytes of the first `CERTIFICATE` in `pem`.
+fn certificate_der(pem: &str) -> Result<Vec<u8>, String> {
     let block = pem_block(pem, "CERTIFICATE").ok_or("no CERTIFICATE block")?;
     let body: String = block
         .lines()
         .filter(|l| !l.starts_with("-----"))
         .map(str::trim)
         .collect();
-    let der = base64::engine::general_purpose::STANDARD
+    base64::engine::general_purpose::STANDARD
         .decode(body)
-        .map_err(|e| format!("the CERTIFICATE block is not base64: {e}"))?;
-    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(der)))
+        .map_err(|e| format!("the CERTIFICATE block is not base64: {e}"))
+}
+
+/// When the first `CERTIFICATE` in `pem` expires: its `notAfter` (RFC 5280 §4.1.2.5), read
+/// from the DER by hand (`Certificate → tbsCertificate → [version], serialNumber, signature,
+/// issuer, validity → notBefore, notAfter`), UTCTime or GeneralizedTime, both in UTC.
+///
+/// # Errors
+/// A sentence when there is no certificate or its DER is not shaped as X.509's.
+pub fn certificate_not_after(pem: &str) -> Result<DateTime<Utc>, String> {
+    let der = certificate_der(pem)?;
+    let bad = |what: &str| format!("the certificate is not X.509 DER ({what})");
+    let (_, certificate, _) = der_item(&der).ok_or_else(|| bad("certificate"))?;
+    let (_, tbs, _) = der_item(certificate).ok_or_else(|| bad("tbsCertificate"))?;
+    let mut rest = tbs;
+    if rest.first() == Some(&0xa0) {
+        rest = der_item(rest).ok_or_else(|| bad("version"))?.2;
+    }
+    for field in ["serialNumber", "signature", "issuer"] {
+        rest = der_item(rest).ok_or_else(|| bad(field))?.2;
+    }
+    let (_, validity, _) = der_item(rest).ok_or_else(|| bad("validity"))?;
+    let after = der_item(validity).ok_or_else(|| bad("notBefore"))?.2;
+    let (tag, value, _) = der_item(after).ok_or_else(|| bad("notAfter"))?;
+    let text = std::str::from_utf8(value).map_err(|_| bad("notAfter"))?;
+    let text = match tag {
+        // UTCTime YYMMDDHHMMSSZ: years 50–99 are 19YY (RFC 5280 §4.1.2.5.1).
+        0x17 if text.len() == 13 => {
+            let century = if text[..2] >= *"50" { "19" } else { "20" };
+            format!("{century}{text}")
+        }
+        0x18 if text.len() == 15 => text.to_owned(),
+        _ => return Err(bad("notAfter is not a UTCTime or GeneralizedTime")),
+    };
+    chrono::NaiveDateTime::parse_from_str(&text, "%Y%m%d%H%M%SZ")
+        .map(|t| t.and_utc())
+        .map_err(|_| bad("notAfter"))
+}
+
+/// One DER item of `bytes`: its tag, its value and what follows it.
+fn der_item(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = bytes.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        (len, &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 impl CertificateCredential {
@@ -173,6 +233,22 @@ mod tests {
             300
         );
         assert_ne!(claims["jti"], part(&b, 1)["jti"], "a fresh jti each time");
+    }
+
+    #[test]
+    fn the_certificates_expiry_is_read_from_its_der() {
+        // `openssl x509 -enddate` of the fixture: notAfter=Nov 28 09:03:13 2036 GMT.
+        assert_eq!(
+            certificate_not_after(CERT).unwrap(),
+            Utc.with_ymd_and_hms(2036, 11, 28, 9, 3, 13).unwrap()
+        );
+        assert!(certificate_not_after(KEY).is_err());
+        assert!(
+            certificate_not_after(
+                "-----BEGIN CERTIFICATE-----\nMAMCAQE=\n-----END CERTIFICATE-----"
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -19,13 +19,14 @@ pub mod assertion;
 mod draft;
 pub(crate) mod inbox;
 mod lookup;
-mod permissions;
+pub(crate) mod permissions;
 mod plan;
 mod request;
 pub mod retry_after;
 mod size;
 pub(crate) mod token;
 mod upload;
+pub(crate) mod verify;
 
 use std::{sync::Arc, time::Duration};
 

@@ -74,15 +74,31 @@ pub(crate) fn needs(
     needs
 }
 
-/// The `roles` claim of `token`: `None` when the token is not a JWT we can read (not checked),
-/// an empty list when the claim is absent (nothing granted).
-pub(crate) fn roles_claim(token: &str) -> Option<Vec<String>> {
+/// The payload of `token` read as a JWT's claims; `None` when it is not a JWT we can read.
+fn claims(token: &str) -> Option<serde_json::Value> {
     let mut parts = token.split('.');
     let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The `scp` claim of `token` (space-separated delegated permissions), when there is one: a
+/// token issued for a signed-in user, not for the app itself
+/// (<https://learn.microsoft.com/entra/identity-platform/access-token-claims-reference>).
+pub(crate) fn delegated_scopes(token: &str) -> Option<String> {
+    claims(token)?
+        .get("scp")?
+        .as_str()
+        .map(str::to_owned)
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The `roles` claim of `token`: `None` when the token is not a JWT we can read (not checked),
+/// an empty list when the claim is absent (nothing granted).
+pub(crate) fn roles_claim(token: &str) -> Option<Vec<String>> {
+    let claims = claims(token)?;
     let roles = match claims.get("roles") {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(roles) => roles
@@ -97,26 +113,48 @@ pub(crate) fn roles_claim(token: &str) -> Option<Vec<String>> {
 /// The first need `roles` does not meet, as the pause's reason: the app, what it has, the role
 /// missing and what it is for, and the fix.
 pub(crate) fn missing(needs: &[Need], roles: &[String], client_id: &str) -> Option<String> {
-    let need = needs
-        .iter()
-        .find(|n| !n.any_of.iter().any(|a| roles.iter().any(|r| r == a)))?;
+    let need = unmet(needs, roles).into_iter().next()?;
     let role = need.any_of[0];
     let has = if roles.is_empty() {
         "none".to_owned()
     } else {
         roles.join(", ")
     };
-    let alternative = if *need == DRAFTS || *need == LOOK_UP {
-        ", or set GRAPH_SEND_MODE=sendmail"
-    } else if *need == READ_BOUNCES || *need == MOVE_BOUNCES {
-        ", or set GRAPH_READ_BOUNCES=off"
-    } else {
-        ""
-    };
+    let alternative = alternative(need);
     Some(format!(
         "the Graph token of app {client_id} lacks the application permission {role} (its roles: {has}), needed {}; fix: grant {role} to the app with admin consent (a grant reaches only tokens issued after it: each probe fetches a new one){alternative}",
         need.what
     ))
+}
+
+/// Every need `roles` does not meet, in the order of `needs` (what `senders verify` lists).
+pub(crate) fn unmet(needs: &[Need], roles: &[String]) -> Vec<Need> {
+    needs
+        .iter()
+        .filter(|n| !n.any_of.iter().any(|a| roles.iter().any(|r| r == a)))
+        .copied()
+        .collect()
+}
+
+/// The setting that drops `need` instead of granting its role (`, or set …`), or empty.
+pub(crate) fn alternative(need: Need) -> &'static str {
+    if need == DRAFTS || need == LOOK_UP {
+        ", or set GRAPH_SEND_MODE=sendmail"
+    } else if need == READ_BOUNCES || need == MOVE_BOUNCES {
+        ", or set GRAPH_READ_BOUNCES=off"
+    } else {
+        ""
+    }
+}
+
+/// Whether `roles` allow reading a mailbox's messages (`GET …/messages`).
+pub(crate) fn can_read(roles: &[String]) -> bool {
+    unmet(&[LOOK_UP], roles).is_empty()
+}
+
+/// Whether `roles` allow creating and deleting a draft.
+pub(crate) fn can_write(roles: &[String]) -> bool {
+    unmet(&[DRAFTS], roles).is_empty()
 }
 
 #[cfg(test)]
@@ -148,6 +186,13 @@ mod tests {
             Some(vec![])
         );
         assert_eq!(roles_claim("EwBwA8l6BAAU-opaque"), None);
+        let delegated = jwt(&serde_json::json!({"scp": "Mail.Send User.Read"}));
+        assert_eq!(
+            delegated_scopes(&delegated).as_deref(),
+            Some("Mail.Send User.Read")
+        );
+        assert_eq!(roles_claim(&delegated), Some(vec![]));
+        assert_eq!(delegated_scopes(&token), None);
         assert_eq!(roles_claim("a.!!!.c"), None);
     }
 

@@ -219,6 +219,7 @@ pub struct Builder {
     sim_roles: Option<Vec<String>>,
     sim_mailbox_scope: Option<Vec<String>>,
     sim_recipients_per_day: Option<u64>,
+    sim_unlicensed: bool,
 }
 
 /// A [`TestApp`] with the defaults of [`Builder`].
@@ -277,6 +278,12 @@ impl Builder {
         /// graph-sim's recipients per rolling 24 h per mailbox (Exchange: 10,000): lower than
         /// ours, as when a person or another app uses the mailbox too.
         fn sim_recipients_per_day(u64) as Some;
+    }
+
+    /// graph-sim's mailboxes have no Exchange Online licence (`404 MailboxNotEnabledForRESTAPI`).
+    pub fn sim_unlicensed(mut self) -> Self {
+        self.sim_unlicensed = true;
+        self
     }
 
     /// Registers this certificate (PEM) for the test app in graph-sim (certificate credentials).
@@ -343,8 +350,12 @@ impl Builder {
         let mut mailboxes = Vec::new();
         for i in 0..self.mailboxes {
             let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
+            let mut sim_mailbox = SimMailbox::new(address.as_str(), TENANT);
+            if self.sim_unlicensed {
+                sim_mailbox = sim_mailbox.unlicensed();
+            }
             sim_config = sim_config.with_mailbox(
-                SimMailbox::new(address.as_str(), TENANT).with_limits(MailboxLimits {
+                sim_mailbox.with_limits(MailboxLimits {
                     concurrent_requests: self.sim_concurrency,
                     messages_per_minute: self
                         .sim_per_minute
@@ -452,6 +463,7 @@ impl TestApp {
             sim_roles: None,
             sim_mailbox_scope: None,
             sim_recipients_per_day: None,
+            sim_unlicensed: false,
         }
     }
 

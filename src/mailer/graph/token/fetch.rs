@@ -186,7 +186,7 @@ fn first_line(text: &str) -> &str {
 }
 
 /// `AADSTS7000215` from `"AADSTS7000215: Invalid client secret provided. …"`.
-fn aadsts_code(text: &str) -> Option<String> {
+pub(crate) fn aadsts_code(text: &str) -> Option<String> {
     let start = text.find("AADSTS")?;
     let digits: String = text[start + 6..]
         .chars()

@@ -13,7 +13,7 @@ mod app;
 mod cache;
 mod fetch;
 
-pub(crate) use app::{GraphApp, graph_scope, secret_fingerprint};
+pub(crate) use app::{GraphApp, graph_scope, secret_fingerprint, token_url};
 pub(crate) use cache::GraphTokenCache;
 
 use std::{fmt, sync::Arc, time::Duration};
@@ -30,6 +30,7 @@ use crate::{
     mailer::{MailError, graph::assertion},
 };
 
+pub(crate) use fetch::aadsts_code;
 use fetch::{FetchError, GraphOAuthClient};
 
 /// How long before its expiry a token is replaced: 5 minutes (never more than half the
