@@ -203,21 +203,17 @@ impl Dispatcher {
         for (name, value) in self.settings.signing.headers(&id, timestamp, &body) {
             request = request.header(name, value);
         }
-        let answer = request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                // reqwest's text names the URL, and a URL may carry a token.
-                let kind = if e.is_timeout() {
-                    "timed out"
-                } else if e.is_connect() {
-                    "cannot connect"
-                } else {
-                    "request failed"
-                };
-                format!("{kind} ({})", self.receiver.shown)
-            })?;
+        let answer = request.body(body).send().await.map_err(|e| {
+            // reqwest's text names the URL, and a URL may carry a token.
+            let kind = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "cannot connect"
+            } else {
+                "request failed"
+            };
+            format!("{kind} ({})", self.receiver.shown)
+        })?;
         let status = answer.status();
         if status.is_success() {
             Ok(())

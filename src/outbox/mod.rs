@@ -83,9 +83,11 @@ impl OutboxSettings {
             problem,
         };
         let value = secret.resolve().map_err(|e| bad(e.to_string()))?;
-        let signing =
-            sign::Signing::new(events.signature, secrecy::ExposeSecret::expose_secret(&value))
-                .map_err(bad)?;
+        let signing = sign::Signing::new(
+            events.signature,
+            secrecy::ExposeSecret::expose_secret(&value),
+        )
+        .map_err(bad)?;
         Ok(Some(Self {
             urls: events.webhook_urls.clone(),
             signing: Arc::new(signing),

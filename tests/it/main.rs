@@ -36,3 +36,4 @@ mod support;
 mod suppressions;
 mod tenant_budget;
 mod version;
+mod webhooks;

@@ -70,7 +70,12 @@ fn the_documented_test_vectors_hold() {
     let mut one = event(1);
     one.id = "00000000-0000-4000-8000-000000000001".parse().unwrap();
     let id = batch_id(&[one]);
-    let standard_sig = standard(&[Key::parse(OURS).unwrap()], &id, 1_767_225_600, BODY.as_bytes());
+    let standard_sig = standard(
+        &[Key::parse(OURS).unwrap()],
+        &id,
+        1_767_225_600,
+        BODY.as_bytes(),
+    );
     let expected = "v1,sFqAL1Jby5U0Nu2OWXtYkZq67NolMSnzSDGtUONNTpA=";
     assert_eq!(standard_sig, expected, "id {id}");
     for text in [OURS, &id, expected, BODY] {
@@ -137,10 +142,17 @@ fn two_secrets_send_two_signatures_each_verifying() {
     for secret in [OURS, NEXT] {
         reference(secret).verify(BODY.as_bytes(), &map).unwrap();
     }
-    assert_eq!(headers[4].1, signature(OURS.as_bytes(), now, BODY.as_bytes()));
+    assert_eq!(
+        headers[4].1,
+        signature(OURS.as_bytes(), now, BODY.as_bytes())
+    );
     // One scheme only: only its headers.
     let legacy = Signing::new(Scheme::Legacy, OURS).unwrap();
-    let names: Vec<&str> = legacy.headers(id, now, b"{}").iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = legacy
+        .headers(id, now, b"{}")
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
     assert_eq!(names, [TIMESTAMP_HEADER, SIGNATURE_HEADER]);
 }
 
@@ -155,7 +167,10 @@ fn bad_secrets_are_refused_without_showing_them() {
             "a-raw-secret-0123456789 b-raw-secret-0123456789,c-raw-secret-0123456789",
             "holds 3 secrets",
         ),
-        ("a-raw-secret-0123456789,short2", "secret 2: is 6 characters"),
+        (
+            "a-raw-secret-0123456789,short2",
+            "secret 2: is 6 characters",
+        ),
     ];
     for (value, problem) in cases {
         let e = Signing::new(Scheme::Both, value).unwrap_err();

@@ -11,6 +11,7 @@ pub mod doubles;
 pub mod logs;
 pub mod private_redis;
 pub mod proxy;
+pub mod python;
 pub mod rows;
 pub mod webhook;
 
