@@ -222,3 +222,42 @@ impl Dispatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(seqs: std::ops::RangeInclusive<i64>) -> Vec<Event> {
+        seqs.map(|seq| Event {
+            id: Uuid::from_u128(u128::from(seq.unsigned_abs())),
+            kind: "sent".into(),
+            message_id: Uuid::nil(),
+            campaign_id: None,
+            sender: None,
+            sender_id: None,
+            recipients: 1,
+            reason: None,
+            next_attempt_at: None,
+            occurred_at: Utc::now(),
+            xid: 9,
+            seq,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn a_retry_is_cut_where_the_failed_batch_ended() {
+        let pin = Some(Pin {
+            after: (9, 0),
+            until: (9, 3),
+        });
+        let seqs = |b: Vec<Event>| b.iter().map(|e| e.seq).collect::<Vec<_>>();
+        // More events committed since: the retry carries the first three only, same id.
+        let retry = pinned(batch(1..=8), (9, 0), pin);
+        assert_eq!(seqs(retry.clone()), [1, 2, 3]);
+        assert_eq!(sign::batch_id(&retry), sign::batch_id(&batch(1..=3)));
+        // The cursor moved (delivered or dead since, another replica): no cut.
+        assert_eq!(seqs(pinned(batch(4..=8), (9, 3), pin)).len(), 5);
+        assert_eq!(seqs(pinned(batch(1..=8), (9, 0), None)).len(), 8);
+    }
+}
