@@ -209,24 +209,29 @@ fn signing_throughput_standard_against_legacy() {
         ),
         ("both", Signing::new(Scheme::Both, OURS).unwrap()),
     ];
-    let rounds = 2_000;
-    let mut legacy_rate = 0.0;
+    // Interleaved, best of 5 runs each: the machine is shared, the best run is the least
+    // disturbed one.
+    let (rounds, runs) = (1_000, 5);
+    let mut best = vec![f64::MAX; schemes.len()];
     println!("batches of {} events, {} bytes", events.len(), body.len());
-    for (name, signing) in &schemes {
-        let started = std::time::Instant::now();
-        let mut bytes = 0;
-        for n in 0..rounds {
-            // The per-batch work of a POST: the id and the headers.
-            let id = batch_id(&events);
-            bytes += signing.headers(&id, 1_767_225_600 + n, &body).len();
+    for _ in 0..runs {
+        for ((_, signing), best) in schemes.iter().zip(&mut best) {
+            let started = std::time::Instant::now();
+            for n in 0..rounds {
+                // The per-batch work of a POST: the id and the headers.
+                let id = batch_id(&events);
+                std::hint::black_box(signing.headers(&id, 1_767_225_600 + n, &body));
+            }
+            *best = best.min(started.elapsed().as_secs_f64());
         }
-        let rate = f64::from(rounds as u32) * events.len() as f64 / started.elapsed().as_secs_f64();
-        if *name == "legacy" {
-            legacy_rate = rate;
-        }
+    }
+    let per_second = |seconds: f64| f64::from(rounds as u32) * events.len() as f64 / seconds;
+    let legacy = per_second(best[0]);
+    for ((name, _), seconds) in schemes.iter().zip(best) {
+        let rate = per_second(seconds);
         println!(
-            "{name:>20}: {rate:>12.0} events/s signed ({:.3}x legacy) [{bytes}]",
-            rate / legacy_rate
+            "{name:>20}: {rate:>10.0} events/s signed ({:.3}x legacy)",
+            rate / legacy
         );
     }
 }
