@@ -1,7 +1,8 @@
 //! Standard Webhooks (issue 44 point 1, ADR 0037), end to end: the daemon's outbox POSTs real
 //! batches to receivers built on the **reference libraries** — the Python package
-//! `standardwebhooks` (`tests/webhooks/receiver.py`, in the venv of scripts/test-deps.sh) and
-//! the Rust crate `standardwebhooks` (an axum receiver here) — which verify every batch and
+//! `standardwebhooks` (`tests/webhooks/receiver.py`, in the venv of scripts/test-deps.sh), the
+//! npm package where Node is installed (`tests/webhooks/receiver.js`) and the Rust crate
+//! `standardwebhooks` (an axum receiver here) — which verify every batch and
 //! refuse a tampered body, a wrong secret and a stale timestamp; a rotation with two secrets
 //! loses no batch; a retry resends the same batch under the same `webhook-id`.
 
@@ -31,7 +32,7 @@ use serde_json::Value;
 
 use crate::{
     events::{enqueue, start, stop, stored_ids, with_events},
-    support::{app::TestApp, python, wait_until},
+    support::{app::TestApp, node, python, wait_until},
 };
 
 /// A `whsec_` secret (the key: the bytes 0 to 31).
@@ -41,23 +42,46 @@ const OTHER: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// A raw secret, as configured before `whsec_` (its bytes are the key).
 const RAW: &str = "a-raw-secret-from-before-0123456789";
 
-/// `tests/webhooks/receiver.py`: the Python reference library as a receiver.
-struct PyReceiver {
+/// `tests/webhooks/receiver.py` or `receiver.js`: the Python or npm reference library as a
+/// receiver.
+struct LibReceiver {
     child: Child,
     port: u16,
     /// One JSON object per POST, as it printed them.
     records: Arc<Mutex<Vec<Value>>>,
 }
 
-impl PyReceiver {
-    /// A receiver verifying with `secret` (`raw`: its bytes are the key).
-    fn start(secret: &str, raw: bool) -> Self {
+/// The library receivers of `secret`: Python's, and npm's where Node is installed.
+fn libs(secret: &str, raw: bool) -> Vec<LibReceiver> {
+    std::iter::once(LibReceiver::python(secret, raw))
+        .chain(LibReceiver::node(secret, raw))
+        .collect()
+}
+
+impl LibReceiver {
+    /// The Python receiver verifying with `secret` (`raw`: its bytes are the key).
+    fn python(secret: &str, raw: bool) -> Self {
         let mut command = Command::new(python::with("standardwebhooks"));
+        command.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/webhooks/receiver.py"
+        ));
+        Self::spawn(command, secret, raw)
+    }
+
+    /// The npm receiver, where Node is installed.
+    fn node(secret: &str, raw: bool) -> Option<Self> {
+        let modules = node::modules_with("standardwebhooks")?;
+        let mut command = Command::new("node");
+        command.env("NODE_PATH", modules).arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/webhooks/receiver.js"
+        ));
+        Some(Self::spawn(command, secret, raw))
+    }
+
+    fn spawn(mut command: Command, secret: &str, raw: bool) -> Self {
         command
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/webhooks/receiver.py"
-            ))
             .arg(secret)
             .stdout(Stdio::piped())
             .stdin(Stdio::null());
@@ -103,7 +127,7 @@ impl PyReceiver {
     }
 }
 
-impl Drop for PyReceiver {
+impl Drop for LibReceiver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -248,20 +272,25 @@ async fn post_to(url: &str, headers: &[(&'static str, String)], body: &[u8]) -> 
 #[tokio::test]
 async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
     let app = TestApp::builder().per_minute(1_000).await;
-    let py = PyReceiver::start(OURS, false);
+    let libs = libs(OURS, false);
     let rs = CrateReceiver::start(OURS).await;
-    let py_wrong = PyReceiver::start(OTHER, false);
+    let libs_wrong = self::libs(OTHER, false);
     let rs_wrong = CrateReceiver::start(OTHER).await;
-    let urls = [py.url(), rs.url(), py_wrong.url(), rs_wrong.url()];
+    let urls: Vec<String> = libs
+        .iter()
+        .chain(&libs_wrong)
+        .map(LibReceiver::url)
+        .chain([rs.url(), rs_wrong.url()])
+        .collect();
     let daemon = start(config(&app, &urls, OURS)).await;
     enqueue(&app, 25).await;
     wait_until(
         Duration::from_secs(60),
         "50 events verified by each",
         async || {
-            py.accepted_ids().len() >= 50
+            libs.iter().all(|l| l.accepted_ids().len() >= 50)
                 && rs.accepted_ids().len() >= 50
-                && !py_wrong.records().is_empty()
+                && libs_wrong.iter().all(|l| !l.records().is_empty())
                 && !rs_wrong.posts().is_empty()
         },
     )
@@ -270,12 +299,14 @@ async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
     let stored = stored(&app).await;
     assert_eq!(stored.len(), 50);
     // Every batch verified, once each, in commit order.
-    assert!(
-        py.records().iter().all(|r| r["ok"] == true),
-        "{:?}",
-        py.records()
-    );
-    assert_eq!(py.accepted_ids(), stored);
+    for lib in &libs {
+        assert!(
+            lib.records().iter().all(|r| r["ok"] == true),
+            "{:?}",
+            lib.records()
+        );
+        assert_eq!(lib.accepted_ids(), stored);
+    }
     let posts = rs.posts();
     assert!(posts.iter().all(|p| p.refused.is_none()));
     assert_eq!(rs.accepted_ids(), stored);
@@ -286,11 +317,13 @@ async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
             .all(|p| p.headers.contains_key(sign::SIGNATURE_HEADER))
     );
     // A receiver with the wrong secret refuses every batch and takes none.
-    for r in py_wrong.records() {
-        assert_eq!(r["ok"], false);
-        assert_eq!(r["error"], "No matching signature found");
+    for lib in &libs_wrong {
+        for r in lib.records() {
+            assert_eq!(r["ok"], false);
+            assert_eq!(r["error"], "No matching signature found");
+        }
+        assert!(lib.accepted_ids().is_empty());
     }
-    assert!(py_wrong.accepted_ids().is_empty());
     assert!(
         rs_wrong
             .posts()
@@ -298,7 +331,7 @@ async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
             .all(|p| p.refused.as_deref() == Some("signature invalid") && p.status == 401)
     );
 
-    // Forgeries of a real batch, sent to both: a tampered body, a stale timestamp.
+    // Forgeries of a real batch, sent to each: a tampered body, a stale timestamp.
     let real = &posts[0];
     let id = real.header(sign::ID_HEADER);
     let timestamp: i64 = real
@@ -321,25 +354,28 @@ async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
     let stale = signing.headers(&id, timestamp - 600, &real.body);
     // Control: the same batch signed now is taken.
     let fresh = signing.headers(&id, chrono::Utc::now().timestamp(), &real.body);
-    for url in [py.url(), rs.url()] {
+    for url in libs.iter().map(LibReceiver::url).chain([rs.url()]) {
         assert_eq!(post_to(&url, &headers, &real.body).await, 204, "{url}");
         assert_eq!(post_to(&url, &headers, &tampered).await, 401, "{url}");
         assert_eq!(post_to(&url, &stale, &real.body).await, 401, "{url}");
         assert_eq!(post_to(&url, &fresh, &real.body).await, 204, "{url}");
     }
-    let errors: Vec<Value> = py.records()[py.records().len() - 4..]
-        .iter()
-        .map(|r| r["error"].clone())
-        .collect();
-    assert_eq!(
-        errors,
-        [
-            Value::Null,
-            "No matching signature found".into(),
-            "Message timestamp too old".into(),
-            Value::Null
-        ]
-    );
+    for lib in &libs {
+        let records = lib.records();
+        let errors: Vec<Value> = records[records.len() - 4..]
+            .iter()
+            .map(|r| r["error"].clone())
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                Value::Null,
+                "No matching signature found".into(),
+                "Message timestamp too old".into(),
+                Value::Null
+            ]
+        );
+    }
     let refused: Vec<Option<String>> = rs.posts()[posts.len()..]
         .iter()
         .map(|p| p.refused.clone())
@@ -359,20 +395,26 @@ async fn the_reference_libraries_verify_every_batch_and_refuse_forgeries() {
 async fn a_rotation_with_two_secrets_loses_no_batch() {
     let app = TestApp::builder().per_minute(1_000).await;
     // From a raw secret (as before whsec_) to a whsec_ one: both listed, the old one first.
-    let (py_old, py_new) = (PyReceiver::start(RAW, true), PyReceiver::start(OURS, false));
+    let libs: Vec<LibReceiver> = libs(RAW, true)
+        .into_iter()
+        .chain(libs(OURS, false))
+        .collect();
     let (rs_old, rs_new) = (
         CrateReceiver::start(RAW).await,
         CrateReceiver::start(OURS).await,
     );
-    let urls = [py_old.url(), py_new.url(), rs_old.url(), rs_new.url()];
+    let urls: Vec<String> = libs
+        .iter()
+        .map(LibReceiver::url)
+        .chain([rs_old.url(), rs_new.url()])
+        .collect();
     let daemon = start(config(&app, &urls, &format!("{RAW},{OURS}"))).await;
     enqueue(&app, 25).await;
     wait_until(
         Duration::from_secs(60),
         "50 events verified by each",
         async || {
-            py_old.accepted_ids().len() >= 50
-                && py_new.accepted_ids().len() >= 50
+            libs.iter().all(|l| l.accepted_ids().len() >= 50)
                 && rs_old.accepted_ids().len() >= 50
                 && rs_new.accepted_ids().len() >= 50
         },
@@ -380,13 +422,13 @@ async fn a_rotation_with_two_secrets_loses_no_batch() {
     .await;
     stop(daemon).await;
     let stored = stored(&app).await;
-    for py in [&py_old, &py_new] {
+    for lib in &libs {
         assert!(
-            py.records().iter().all(|r| r["ok"] == true),
+            lib.records().iter().all(|r| r["ok"] == true),
             "{:?}",
-            py.records()
+            lib.records()
         );
-        assert_eq!(py.accepted_ids(), stored);
+        assert_eq!(lib.accepted_ids(), stored);
     }
     for rs in [&rs_old, &rs_new] {
         let posts = rs.posts();

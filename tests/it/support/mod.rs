@@ -9,6 +9,7 @@
 pub mod app;
 pub mod doubles;
 pub mod logs;
+pub mod node;
 pub mod private_redis;
 pub mod proxy;
 pub mod python;
