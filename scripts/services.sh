@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL and Redis run on 127.0.0.1 for mail-worker's tests and demo.
 # Idempotent: starts them if installed but stopped, installs them from Debian's packages if
-# missing (needs root). Prints what it did.
+# missing (needs root). Prints what it did. Then the tests' Python packages (scripts/test-deps.sh).
 set -euo pipefail
 
 say() { printf 'services: %s\n' "$*"; }
@@ -57,3 +57,7 @@ else
   wait_for Redis redis_up
   say "Redis running on 127.0.0.1:6379"
 fi
+
+# The tests' Python packages (redis, standardwebhooks), in a venv under target/: installed
+# here, at setup, so `cargo test` itself needs no network.
+"$(dirname "$0")/test-deps.sh"

@@ -348,7 +348,7 @@ pub const ENV_VARS: &[EnvVar] = &[
         flag: "events-webhook-secret",
         default: None,
         secret: true,
-        meaning: "the HMAC-SHA256 key of each POST's `X-Mail-Worker-Signature` (a value, `env:NAME` or `file:/path`; at least 16 characters); required with EVENTS_WEBHOOK_URL",
+        meaning: "the HMAC-SHA256 key of each POST's signatures (a value, `env:NAME` or `file:/path`): `whsec_<base64>` (24 to 64 bytes) or raw (at least 16 characters); two, separated by a space or a comma, during a rotation (both signatures sent); required with EVENTS_WEBHOOK_URL",
     },
     EnvVar {
         name: "EVENTS_BATCH_SIZE",
@@ -363,6 +363,13 @@ pub const ENV_VARS: &[EnvVar] = &[
         default: Some("1d"),
         secret: false,
         meaning: "how long after it happened an event is retried (jittered backoff) at a receiver that fails, then dead there (`mail-worker events dead`, `replay`)",
+    },
+    EnvVar {
+        name: "EVENTS_SIGNATURE",
+        flag: "events-signature",
+        default: Some("both"),
+        secret: false,
+        meaning: "which signature headers each webhook POST carries: `standard` (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature), `legacy` (X-Mail-Worker-Timestamp, X-Mail-Worker-Signature) or `both` (docs/events.md: migrating)",
     },
 ];
 

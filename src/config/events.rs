@@ -14,14 +14,49 @@ pub struct EventsConfig {
     /// `EVENTS_WEBHOOK_URL`: one or more comma-separated receivers; empty = `off` (the default:
     /// no event is written).
     pub webhook_urls: Vec<Url>,
-    /// `EVENTS_WEBHOOK_SECRET`: the HMAC-SHA256 key of the signature header (a value or an
-    /// `env:NAME` / `file:/path` reference); required when a URL is set.
+    /// `EVENTS_WEBHOOK_SECRET`: the HMAC-SHA256 key(s) of the signature headers (a value or an
+    /// `env:NAME` / `file:/path` reference; one secret, or two during a rotation separated by a
+    /// space or a comma, each `whsec_<base64>` or raw); required when a URL is set.
     pub secret: Option<SecretRef>,
     /// `EVENTS_BATCH_SIZE`, default 100: the most events one POST carries.
     pub batch_size: NonZeroU32,
     /// `EVENTS_RETRY_FOR`, default `1d`: how long after it happened an event is retried at a
     /// receiver that fails, before it is dead there.
     pub retry_for: Duration,
+    /// `EVENTS_SIGNATURE`, default `both`: which signature headers each POST carries.
+    pub signature: SignatureScheme,
+}
+
+/// `EVENTS_SIGNATURE` (docs/events.md, ADR 0037): the Standard Webhooks headers
+/// (`webhook-id`, `webhook-timestamp`, `webhook-signature`), the legacy `X-Mail-Worker-*`
+/// ones, or both (the default, for the legacy headers' deprecation window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SignatureScheme {
+    /// Only the Standard Webhooks headers.
+    Standard,
+    /// Only `X-Mail-Worker-Timestamp` and `X-Mail-Worker-Signature`.
+    Legacy,
+    /// Both sets.
+    #[default]
+    Both,
+}
+
+impl SignatureScheme {
+    /// How `check-config` and the docs write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Legacy => "legacy",
+            Self::Both => "both",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Self, &'static str> {
+        [Self::Standard, Self::Legacy, Self::Both]
+            .into_iter()
+            .find(|s| s.as_str().eq_ignore_ascii_case(text))
+            .ok_or("must be `standard`, `legacy` or `both`")
+    }
 }
 
 impl EventsConfig {
@@ -78,7 +113,7 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
         if !webhook_urls.is_empty() && secret.is_none() {
             return Err(self.error(
                 "EVENTS_WEBHOOK_SECRET",
-                "must be set when EVENTS_WEBHOOK_URL is: receivers verify each POST's signature with it (at least 16 characters, e.g. `openssl rand -hex 32`)",
+                "must be set when EVENTS_WEBHOOK_URL is: receivers verify each POST's signature with it (`whsec_` and base64 of 24 to 64 bytes, e.g. `echo whsec_$(openssl rand -base64 32)`, or a raw one of at least 16 characters)",
             ));
         }
         if let Some(secret) = &secret {
@@ -94,6 +129,11 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
             secret,
             batch_size: self.positive("EVENTS_BATCH_SIZE", 100)?,
             retry_for: self.duration("EVENTS_RETRY_FOR", Duration::from_secs(24 * 3600))?,
+            signature: self.parsed(
+                "EVENTS_SIGNATURE",
+                SignatureScheme::Both,
+                SignatureScheme::parse,
+            )?,
         })
     }
 }

@@ -136,6 +136,7 @@ impl Config {
             ),
             format!("EVENTS_BATCH_SIZE={}", self.events.batch_size),
             format!("EVENTS_RETRY_FOR={}", with_unit(self.events.retry_for)),
+            format!("EVENTS_SIGNATURE={}", self.events.signature.as_str()),
         ]
     }
 }

@@ -1,6 +1,10 @@
 //! One receiver's dispatcher: claim its lease, take the next batch after its cursor, POST it
 //! signed, and move the cursor on — or back off (jittered, [`crate::backoff`]) and, for events
 //! older than `EVENTS_RETRY_FOR`, give them up as dead.
+//!
+//! A retry resends the **same** batch (the same events, so the same `webhook-id`,
+//! [`sign::batch_id`]): after a failure the dispatcher remembers where the batch ended
+//! ([`Pin`]) and cuts the next one there, even if more events have committed since.
 
 use std::{
     sync::Arc,
@@ -8,7 +12,6 @@ use std::{
 };
 
 use chrono::Utc;
-use secrecy::ExposeSecret;
 use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -36,6 +39,22 @@ struct Body<'a> {
     events: &'a [Event],
 }
 
+/// The batch a failed POST carried: from the cursor `after` up to `until` (both `(xid, seq)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pin {
+    after: (i64, i64),
+    until: (i64, i64),
+}
+
+/// `batch` (read after `after`) cut where `pin`'s batch ended, if it was read after the same
+/// cursor: a retry carries exactly the events the failed POST did.
+fn pinned(mut batch: Vec<Event>, after: (i64, i64), pin: Option<Pin>) -> Vec<Event> {
+    if let Some(pin) = pin.filter(|p| p.after == after) {
+        batch.retain(|e| (e.xid, e.seq) <= pin.until);
+    }
+    batch
+}
+
 pub(super) struct Dispatcher {
     pub pool: PgPool,
     pub client: reqwest::Client,
@@ -44,12 +63,15 @@ pub(super) struct Dispatcher {
     pub metrics: Arc<Metrics>,
     /// This process's lease holder id.
     pub me: Uuid,
+    /// The last failed batch, resent as it was ([`pinned`]).
+    pub pin: Option<Pin>,
 }
 
 impl Dispatcher {
     /// Delivers until `done`.
-    pub(super) async fn run(self, mut done: watch::Receiver<bool>) {
-        let shown = self.receiver.shown.as_str();
+    pub(super) async fn run(mut self, mut done: watch::Receiver<bool>) {
+        let shown = self.receiver.shown.clone();
+        let shown = shown.as_str();
         tracing::info!(
             event = events::EVENTS_DISPATCHER,
             receiver = shown,
@@ -87,7 +109,7 @@ impl Dispatcher {
     }
 
     /// One claim, batch and POST.
-    async fn step(&self) -> Result<Step, StoreError> {
+    async fn step(&mut self) -> Result<Step, StoreError> {
         let (key, me) = (self.receiver.key.as_str(), self.me);
         // The lease outlives one POST and the writes after it.
         let lease = self.settings.timeout + Duration::from_secs(30);
@@ -95,10 +117,16 @@ impl Dispatcher {
             return Ok(Step::Idle);
         };
         let after = (claimed.cursor_xid, claimed.cursor_seq);
-        let batch = delivery::next_batch(&self.pool, after, self.settings.batch_size).await?;
+        let batch = pinned(
+            delivery::next_batch(&self.pool, after, self.settings.batch_size).await?,
+            after,
+            self.pin,
+        );
         let Some(last) = batch.last().map(|e| (e.xid, e.seq)) else {
+            self.pin = None;
             return Ok(Step::Idle);
         };
+        self.pin = None;
         let n = batch.len() as u64;
         let started = Instant::now();
         let shown = self.receiver.shown.as_str();
@@ -147,6 +175,7 @@ impl Dispatcher {
                     self.settings.backoff_cap,
                 );
                 delivery::failed(&self.pool, key, me, wait, &why).await?;
+                self.pin = Some(Pin { after, until: last });
                 self.metrics.events_retried(n);
                 tracing::warn!(
                     event = events::EVENTS_DELIVERY_FAILED,
@@ -166,36 +195,69 @@ impl Dispatcher {
     async fn post(&self, batch: &[Event]) -> Result<(), String> {
         let body = serde_json::to_vec(&Body { events: batch }).map_err(|e| e.to_string())?;
         let timestamp = Utc::now().timestamp();
-        let signature = sign::signature(
-            self.settings.secret.expose_secret().trim().as_bytes(),
-            timestamp,
-            &body,
-        );
-        let answer = self
+        let id = sign::batch_id(batch);
+        let mut request = self
             .client
             .post(self.receiver.url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
-            .header(sign::SIGNATURE_HEADER, signature)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                // reqwest's text names the URL, and a URL may carry a token.
-                let kind = if e.is_timeout() {
-                    "timed out"
-                } else if e.is_connect() {
-                    "cannot connect"
-                } else {
-                    "request failed"
-                };
-                format!("{kind} ({})", self.receiver.shown)
-            })?;
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        for (name, value) in self.settings.signing.headers(&id, timestamp, &body) {
+            request = request.header(name, value);
+        }
+        let answer = request.body(body).send().await.map_err(|e| {
+            // reqwest's text names the URL, and a URL may carry a token.
+            let kind = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "cannot connect"
+            } else {
+                "request failed"
+            };
+            format!("{kind} ({})", self.receiver.shown)
+        })?;
         let status = answer.status();
         if status.is_success() {
             Ok(())
         } else {
             Err(format!("answered {status}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(seqs: std::ops::RangeInclusive<i64>) -> Vec<Event> {
+        seqs.map(|seq| Event {
+            id: Uuid::from_u128(u128::from(seq.unsigned_abs())),
+            kind: "sent".into(),
+            message_id: Uuid::nil(),
+            campaign_id: None,
+            sender: None,
+            sender_id: None,
+            recipients: 1,
+            reason: None,
+            next_attempt_at: None,
+            occurred_at: Utc::now(),
+            xid: 9,
+            seq,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn a_retry_is_cut_where_the_failed_batch_ended() {
+        let pin = Some(Pin {
+            after: (9, 0),
+            until: (9, 3),
+        });
+        let seqs = |b: Vec<Event>| b.iter().map(|e| e.seq).collect::<Vec<_>>();
+        // More events committed since: the retry carries the first three only, same id.
+        let retry = pinned(batch(1..=8), (9, 0), pin);
+        assert_eq!(seqs(retry.clone()), [1, 2, 3]);
+        assert_eq!(sign::batch_id(&retry), sign::batch_id(&batch(1..=3)));
+        // The cursor moved (delivered or dead since, another replica): no cut.
+        assert_eq!(seqs(pinned(batch(4..=8), (9, 3), pin)).len(), 5);
+        assert_eq!(seqs(pinned(batch(1..=8), (9, 0), None)).len(), 8);
     }
 }

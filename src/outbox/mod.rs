@@ -10,7 +10,6 @@ pub mod sign;
 
 use std::{sync::Arc, time::Duration};
 
-use secrecy::SecretString;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use tokio::sync::watch;
@@ -31,8 +30,8 @@ pub const POLL: Duration = Duration::from_millis(200);
 pub struct OutboxSettings {
     /// The receivers.
     pub urls: Vec<Url>,
-    /// `EVENTS_WEBHOOK_SECRET`, resolved.
-    pub secret: SecretString,
+    /// `EVENTS_SIGNATURE` and `EVENTS_WEBHOOK_SECRET`, resolved.
+    pub signing: Arc<sign::Signing>,
     /// `EVENTS_BATCH_SIZE`.
     pub batch_size: u32,
     /// `EVENTS_RETRY_FOR`.
@@ -68,7 +67,7 @@ impl OutboxSettings {
     /// The settings of `config`; `None` with `EVENTS_WEBHOOK_URL=off`.
     ///
     /// # Errors
-    /// An `EVENTS_WEBHOOK_SECRET` that cannot be read or is shorter than 16 characters.
+    /// An `EVENTS_WEBHOOK_SECRET` that cannot be read or that [`sign::Signing::new`] refuses.
     pub fn from_config(config: &Config) -> Result<Option<Self>, ConfigError> {
         let events = &config.events;
         let Some(secret) = events
@@ -84,18 +83,14 @@ impl OutboxSettings {
             problem,
         };
         let value = secret.resolve().map_err(|e| bad(e.to_string()))?;
-        let chars = secrecy::ExposeSecret::expose_secret(&value)
-            .trim()
-            .chars()
-            .count();
-        if chars < 16 {
-            return Err(bad(format!(
-                "is {chars} characters long; it must have at least 16 (e.g. `openssl rand -hex 32`)"
-            )));
-        }
+        let signing = sign::Signing::new(
+            events.signature,
+            secrecy::ExposeSecret::expose_secret(&value),
+        )
+        .map_err(bad)?;
         Ok(Some(Self {
             urls: events.webhook_urls.clone(),
-            secret: value,
+            signing: Arc::new(signing),
             batch_size: events.batch_size.get(),
             retry_for: events.retry_for,
             timeout: config.http_timeout,
@@ -155,6 +150,7 @@ pub async fn run(
                 settings: Arc::clone(&settings),
                 metrics: Arc::clone(&metrics),
                 me,
+                pin: None,
             };
             tokio::spawn(run.run(done.clone()))
         })

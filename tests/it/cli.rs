@@ -159,6 +159,13 @@ fn check_config_refuses_a_webhook_secret_run_would_refuse_and_echoes_neither_it_
             "MW_CHECK_CONFIG_SURELY_UNSET",
         ),
         ("my webhook hunter5 secret", "whitespace"),
+        // A `whsec_` key of 7 bytes ("hunter5"): the specification's keys have 24 to 64.
+        ("whsec_aHVudGVyNQ==", "24 to 64"),
+        // Three secrets: a rotation lists two.
+        (
+            "hunter5-0123456789abcdef,hunter5-1123456789abcdef,hunter5-2123456789abcdef",
+            "at most 2",
+        ),
     ] {
         let out = mail_worker(
             &["check-config"],

@@ -20,7 +20,7 @@ use crate::support::{
 };
 
 /// `app`'s config with events on to `urls`, 10 events a POST, `retry_for`.
-fn with_events(app: &TestApp, urls: &[String], retry_for: Duration) -> Config {
+pub(crate) fn with_events(app: &TestApp, urls: &[String], retry_for: Duration) -> Config {
     let mut config = app.config.clone();
     config.metrics_listen = None;
     config.rate_limit.caller_clock = false;
@@ -34,7 +34,7 @@ fn with_events(app: &TestApp, urls: &[String], retry_for: Duration) -> Config {
 }
 
 /// Starts the daemon of `config` in this process; it stops when the handle is told to.
-async fn start(config: Config) -> (Handle, tokio::task::JoinHandle<()>) {
+pub(crate) async fn start(config: Config) -> (Handle, tokio::task::JoinHandle<()>) {
     let (handle, run) = daemon::start(config, daemon::Options::default())
         .await
         .unwrap();
@@ -42,7 +42,7 @@ async fn start(config: Config) -> (Handle, tokio::task::JoinHandle<()>) {
     (handle, task)
 }
 
-async fn stop((handle, task): (Handle, tokio::task::JoinHandle<()>)) {
+pub(crate) async fn stop((handle, task): (Handle, tokio::task::JoinHandle<()>)) {
     handle.stop();
     task.await.unwrap();
 }
@@ -64,7 +64,7 @@ fn line(id: Uuid, mailbox: &str, to: &str, at: Option<&str>) -> String {
 }
 
 /// Enqueues `n` messages of mailbox 0 to a good address, writing their `accepted` events.
-async fn enqueue(app: &TestApp, n: usize) -> Vec<Uuid> {
+pub(crate) async fn enqueue(app: &TestApp, n: usize) -> Vec<Uuid> {
     let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
     let mailbox = app.mailboxes[0].0.as_str();
     let text: String = ids
@@ -79,7 +79,7 @@ async fn enqueue(app: &TestApp, n: usize) -> Vec<Uuid> {
 }
 
 /// The stored events' ids.
-async fn stored_ids(app: &TestApp) -> Vec<Uuid> {
+pub(crate) async fn stored_ids(app: &TestApp) -> Vec<Uuid> {
     sqlx::query_scalar("SELECT id FROM events ORDER BY xid, seq")
         .fetch_all(&app.db.pool)
         .await

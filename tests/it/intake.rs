@@ -441,52 +441,9 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
     consumer.await.unwrap().unwrap();
 }
 
-/// A Python with the `redis` package: `python3` if it has it, else a venv under target/ that
-/// this installs it into once (as .ci/run does for hadolint), so the test never skips.
+/// The tests' Python with the `redis` package (scripts/test-deps.sh installs it at setup).
 pub(crate) fn python_with_redis() -> std::path::PathBuf {
-    let has_redis = |python: &std::path::Path| {
-        std::process::Command::new(python)
-            .args(["-c", "import redis"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let system = std::path::PathBuf::from("python3");
-    if has_redis(&system) {
-        return system;
-    }
-    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-    let venv = target.join("producers-venv");
-    let python = venv.join("bin/python");
-    if has_redis(&python) {
-        return python;
-    }
-    // Built aside and renamed, so a run cut short never leaves a venv without the package.
-    let building = target.join(format!("producers-venv-{}", Uuid::new_v4().simple()));
-    // python3 itself: scripts/services.sh installs it.
-    succeeded(
-        std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&building),
-    );
-    succeeded(std::process::Command::new(building.join("bin/pip")).args([
-        "install",
-        "--quiet",
-        "-r",
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/producers/python/requirements.txt"
-        ),
-    ]));
-    if std::fs::rename(&building, &venv).is_err() {
-        // Another run finished first: use its venv.
-        let _ = std::fs::remove_dir_all(&building);
-    }
-    assert!(
-        has_redis(&python),
-        "{} has no redis package",
-        python.display()
-    );
-    python
+    crate::support::python::with("redis")
 }
 
 #[tokio::test]

@@ -38,3 +38,4 @@ mod suppressions;
 mod tenant_budget;
 mod verify;
 mod version;
+mod webhooks;

@@ -1,8 +1,9 @@
 //! Benchmark 13, the outbox of events (issue 25): (a) what events cost the send path — row
 //! writes (pg_stat_user_tables) and PostgreSQL backend CPU per sent message, events off vs on,
 //! the daemon in process against graph-sim; (b) how fast the dispatcher delivers to a local
-//! receiver at `EVENTS_BATCH_SIZE` 1 and 100 (events/s), against the 2 events (accepted, sent)
-//! per message a send rate of 1,000 messages/s makes; (c) the outbox's lag while 2,000 events/s
+//! receiver at `EVENTS_BATCH_SIZE` 1 and 100 (events/s), each signed `EVENTS_SIGNATURE=legacy`
+//! and `standard` (ADR 0037: goal standard ≥ 0.95× legacy), against the 2 events (accepted,
+//! sent) per message a send rate of 1,000 messages/s makes; (c) the outbox's lag while 2,000 events/s
 //! are written (the `accepted` events of messages scheduled far ahead, so nothing else runs).
 //!
 //! ```text
@@ -82,6 +83,8 @@ struct SendArm {
 #[derive(Debug, Serialize)]
 struct DeliveryArm {
     batch_size: u32,
+    /// `EVENTS_SIGNATURE`.
+    signature: &'static str,
     events: usize,
     seconds: f64,
     events_per_s: f64,
@@ -146,6 +149,7 @@ fn config(
     sim: &graph_sim::GraphSim,
     url: Option<&str>,
     batch: u32,
+    signature: &'static str,
 ) -> Config {
     let sim_base = sim.graph_base_url();
     let login = sim.login_base_url();
@@ -165,6 +169,7 @@ fn config(
             "EVENTS_WEBHOOK_URL" => url?.to_owned(),
             "EVENTS_WEBHOOK_SECRET" => SECRET.into(),
             "EVENTS_BATCH_SIZE" => batch.to_string(),
+            "EVENTS_SIGNATURE" => signature.into(),
             "RUST_LOG" => "error".into(),
             _ => return None,
         })
@@ -225,7 +230,14 @@ async fn send_arm(events: bool, n: usize, redis: &PrivateRedis) -> SendArm {
     // pg_stat_user_tables shows a backend's counters only once it flushed them.
     tokio::time::sleep(STATS_FLUSH).await;
     let enqueued = db.row_writes().await;
-    let config = config(&db, redis, &sim, events.then_some(url.as_str()), 100);
+    let config = config(
+        &db,
+        redis,
+        &sim,
+        events.then_some(url.as_str()),
+        100,
+        "both",
+    );
     let started = Instant::now();
     let (handle, run) = product::start(config, product::Options::default())
         .await
@@ -278,6 +290,7 @@ async fn send_arm(events: bool, n: usize, redis: &PrivateRedis) -> SendArm {
 /// `lag` the events are written at 2,000/s meanwhile and the worst lag is returned instead.
 async fn delivery_arm(
     batch: u32,
+    signature: &'static str,
     n: usize,
     redis: &PrivateRedis,
     lag: Option<u64>,
@@ -296,7 +309,7 @@ async fn delivery_arm(
                 .unwrap_or_else(|e| support::fail(&format!("enqueue: {e}")));
         }
     }
-    let config = config(&db, redis, &sim, Some(&url), batch);
+    let config = config(&db, redis, &sim, Some(&url), batch, signature);
     let started = Instant::now();
     let (handle, run) = product::start(config, product::Options::default())
         .await
@@ -338,6 +351,7 @@ async fn delivery_arm(
     (
         DeliveryArm {
             batch_size: batch,
+            signature,
             events: total,
             seconds,
             events_per_s: total as f64 / seconds,
@@ -366,17 +380,24 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     }
     let mut delivery = Vec::new();
     for batch in [1, 100] {
-        let (arm, _) = delivery_arm(batch, args.events, &redis, None).await;
-        println!(
-            "batch size {batch}: {} events in {:.1} s: {:.0} events/s ({:.2}× the 2,000 events/s of 1,000 sends/s)",
-            arm.events,
-            arm.seconds,
-            arm.events_per_s,
-            arm.events_per_s / 2_000.0
-        );
-        delivery.push(arm);
+        let mut legacy = 0.0;
+        for signature in ["legacy", "standard"] {
+            let (arm, _) = delivery_arm(batch, signature, args.events, &redis, None).await;
+            if signature == "legacy" {
+                legacy = arm.events_per_s;
+            }
+            println!(
+                "batch size {batch}, {signature:>8} signature: {} events in {:.1} s: {:.0} events/s ({:.2}× the 2,000 events/s of 1,000 sends/s; {:.3}× legacy, goal ≥ 0.95×)",
+                arm.events,
+                arm.seconds,
+                arm.events_per_s,
+                arm.events_per_s / 2_000.0,
+                arm.events_per_s / legacy
+            );
+            delivery.push(arm);
+        }
     }
-    let (written, lag) = delivery_arm(100, 0, &redis, Some(args.lag_seconds)).await;
+    let (written, lag) = delivery_arm(100, "both", 0, &redis, Some(args.lag_seconds)).await;
     let rate = written.events as f64 / args.lag_seconds as f64;
     println!(
         "lag while {rate:.0} events/s are written for {} s (goal 2,000/s; batch size 100): worst {lag:.2} s (goal ≤ 5 s)",

@@ -9,8 +9,10 @@
 pub mod app;
 pub mod doubles;
 pub mod logs;
+pub mod node;
 pub mod private_redis;
 pub mod proxy;
+pub mod python;
 pub mod rows;
 pub mod webhook;
 
