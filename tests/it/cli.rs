@@ -67,7 +67,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 47, "{stdout}");
+    assert_eq!(stdout.lines().count(), 48, "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
