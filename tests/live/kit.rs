@@ -396,10 +396,13 @@ impl Kit {
         message
     }
 
-    async fn draft_keeps_our_id(&mut self) {
-        let imid = format!("<live-{}@{}>", Uuid::new_v4(), self.config.domain());
-        let to = self.config.to.clone();
-        let message = self.message("a draft with our internetMessageId", &to, Some(&imid));
+    /// `POST …/messages` with `message`: the status, the new draft's id (captured as
+    /// `{placeholder}`) and the answer's body.
+    async fn create_draft(
+        &mut self,
+        message: Value,
+        placeholder: &str,
+    ) -> (u16, Option<String>, Option<Value>) {
         let (status, body, _) = self
             .call(
                 "create the draft",
@@ -409,11 +412,30 @@ impl Kit {
                 false,
             )
             .await;
-        let Some(id) = body
+        let id = body
             .as_ref()
             .and_then(|b| b["id"].as_str())
-            .map(str::to_owned)
-        else {
+            .map(str::to_owned);
+        if let Some(id) = &id {
+            self.capture(placeholder, "/id", id);
+        }
+        (status, id, body)
+    }
+
+    /// `POST …/messages/{id}/send`: its status.
+    async fn send_draft(&mut self, id: &str) -> u16 {
+        let url = self.user(&["messages", id, "send"]);
+        self.call("send the draft", Method::POST, url, Body::None, false)
+            .await
+            .0
+    }
+
+    async fn draft_keeps_our_id(&mut self) {
+        let imid = format!("<live-{}@{}>", Uuid::new_v4(), self.config.domain());
+        let to = self.config.to.clone();
+        let message = self.message("a draft with our internetMessageId", &to, Some(&imid));
+        let (status, id, body) = self.create_draft(message, "draft").await;
+        let Some(id) = id else {
             self.say(&format!("draft: not created ({status})"));
             self.record(
                 "draft-internet-message-id",
@@ -421,21 +443,12 @@ impl Kit {
             );
             return;
         };
-        self.capture("draft", "/id", &id);
         let given = body
             .as_ref()
             .and_then(|b| b["internetMessageId"].as_str())
             .unwrap_or_default()
             .to_owned();
-        let (status, _, _) = self
-            .call(
-                "send the draft",
-                Method::POST,
-                self.user(&["messages", &id, "send"]),
-                Body::None,
-                false,
-            )
-            .await;
+        let status = self.send_draft(&id).await;
         let found = self.find_sent(&imid).await;
         self.say(&format!(
             "draft: our internetMessageId kept: {} (the draft answered {}; send {status}; {})",
@@ -602,22 +615,9 @@ impl Kit {
     async fn attachments(&mut self) {
         let to = self.config.to.clone();
         // 2.0 MB + 1.0 MB: each under 3 MB, POSTed to the draft one by one.
-        let (_, body, _) = self
-            .call(
-                "create the draft",
-                Method::POST,
-                self.user(&["messages"]),
-                Body::Json(self.message("attachments of 2.0 MB and 1.0 MB", &to, None)),
-                false,
-            )
-            .await;
+        let message = self.message("attachments of 2.0 MB and 1.0 MB", &to, None);
         let mut small = "not sent".to_owned();
-        if let Some(id) = body
-            .as_ref()
-            .and_then(|b| b["id"].as_str())
-            .map(str::to_owned)
-        {
-            self.capture("draft", "/id", &id);
+        if let (_, Some(id), _) = self.create_draft(message, "draft").await {
             let mut ok = true;
             for (name, size) in [("two-mb.bin", 2_000_000), ("one-mb.bin", 1_000_000)] {
                 let bytes = base64::engine::general_purpose::STANDARD.encode(content(size));
@@ -633,15 +633,7 @@ impl Kit {
                 shorten_last_attachment(&mut self.steps);
                 ok &= status == 201;
             }
-            let (status, _, _) = self
-                .call(
-                    "send the draft",
-                    Method::POST,
-                    self.user(&["messages", &id, "send"]),
-                    Body::None,
-                    false,
-                )
-                .await;
+            let status = self.send_draft(&id).await;
             small = if ok && status == 202 {
                 "sent".into()
             } else {
@@ -650,22 +642,9 @@ impl Kit {
         }
         self.say(&format!("attachments 2.0 MB + 1.0 MB: {small}"));
         // 3.5 MB: an upload session.
-        let (_, body, _) = self
-            .call(
-                "create the draft",
-                Method::POST,
-                self.user(&["messages"]),
-                Body::Json(self.message("an attachment of 3.5 MB", &to, None)),
-                false,
-            )
-            .await;
+        let message = self.message("an attachment of 3.5 MB", &to, None);
         let mut large = "not sent".to_owned();
-        if let Some(id) = body
-            .as_ref()
-            .and_then(|b| b["id"].as_str())
-            .map(str::to_owned)
-        {
-            self.capture("large_draft", "/id", &id);
+        if let (_, Some(id), _) = self.create_draft(message, "large_draft").await {
             let size = 3_500_000;
             let (_, session, _) = self
                 .call(
@@ -699,15 +678,7 @@ impl Kit {
                     let status = answer.as_ref().map_or(0, |a| a.status().as_u16());
                     ok &= status == 200 || status == 201;
                 }
-                let (status, _, _) = self
-                    .call(
-                        "send the draft",
-                        Method::POST,
-                        self.user(&["messages", &id, "send"]),
-                        Body::None,
-                        false,
-                    )
-                    .await;
+                let status = self.send_draft(&id).await;
                 large = if ok && status == 202 {
                     "sent".into()
                 } else {
