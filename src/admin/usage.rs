@@ -231,7 +231,7 @@ async fn usages(
                 Err(e) => (
                     None,
                     Some(format!(
-                        "MAIL_RATE_LIMIT_REDIS_URL ({}): {e}",
+                        "MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL ({}): {e}",
                         config.rate_limit.redis_url.redacted()
                     )),
                 ),

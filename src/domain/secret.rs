@@ -26,7 +26,7 @@ pub struct SecretRef(SecretString);
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {
     /// `env:NAME` where `NAME` is unset or empty.
-    #[error("secret reference env:{0} names an environment variable that is not set")]
+    #[error("secret reference env:{0} names an environment variable that is not set or is empty")]
     MissingEnv(String),
     /// `file:/path` that cannot be read or is empty.
     #[error("secret reference file:{path} cannot be read: {reason}")]
@@ -129,7 +129,7 @@ impl SecretRef {
     }
 
     /// Resolves the secret: `env:NAME` reads the variable, `file:/path` reads the file
-    /// (trailing newline trimmed, blocking), anything else is the secret itself. For one-shot
+    /// (blocking; both without a trailing newline), anything else is the secret itself. For one-shot
     /// use at start-up (`ADMIN_TOKEN`); per message, the mailer factory uses
     /// [`Self::resolve_cached`].
     ///
@@ -149,7 +149,10 @@ impl SecretRef {
     ) -> Result<SecretString, SecretError> {
         let raw = self.0.expose_secret();
         if let Some(name) = raw.strip_prefix("env:") {
+            // A trailing newline (`$(cat secret.txt)`, a here-string) is trimmed as a `file:`
+            // secret's is: it is never part of an Entra secret.
             env(name)
+                .map(|v| v.trim_end_matches(['\r', '\n']).to_owned())
                 .filter(|v| !v.is_empty())
                 .map(SecretString::from)
                 .ok_or_else(|| SecretError::MissingEnv(name.to_owned()))
@@ -259,6 +262,24 @@ impl fmt::Debug for SecretRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_env_secret_loses_its_trailing_newline_and_an_empty_one_is_named() {
+        let env = |n: &str| match n {
+            "WITH_NEWLINE" => Some("s3cret\n".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let got = SecretRef::new("env:WITH_NEWLINE")
+            .resolve_with(env)
+            .unwrap();
+        assert_eq!(got.expose_secret(), "s3cret");
+        let err = SecretRef::new("env:EMPTY").resolve_with(env).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "secret reference env:EMPTY names an environment variable that is not set or is empty"
+        );
+    }
 
     #[test]
     fn env_and_literal_references_resolve() {

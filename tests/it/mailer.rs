@@ -849,7 +849,7 @@ async fn an_unresolvable_secret_is_misconfigured_naming_the_reference() {
     assert_eq!(
         err,
         MailError::Misconfigured(
-            "tenant northwind's Graph client secret: secret reference env:MAIL_WORKER_TEST_SECRET_THAT_IS_NEVER_SET names an environment variable that is not set".into()
+            "tenant northwind's Graph client secret: secret reference env:MAIL_WORKER_TEST_SECRET_THAT_IS_NEVER_SET names an environment variable that is not set or is empty".into()
         )
     );
     let err = rig

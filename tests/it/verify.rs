@@ -267,6 +267,31 @@ async fn an_onmicrosoft_sender_warns_about_100_external_recipients_a_day() {
 }
 
 #[tokio::test]
+async fn a_send_test_through_an_unreachable_limiter_warns_that_it_failed_open() {
+    let mut h = TestApp::builder().spawn().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    h.config.rate_limit.redis_url = url::Url::parse(&format!("redis://127.0.0.1:{closed}"))
+        .unwrap()
+        .into();
+    let report = verify(
+        &h,
+        VerifyOptions {
+            addresses: vec![MB0.to_owned()],
+            send_test_to: Some("someone@fabrikam.example".to_owned()),
+        },
+    )
+    .await;
+    let (outcome, line) = check(&report, "send test");
+    assert_eq!(outcome, Outcome::Warn, "{line}");
+    assert!(line.contains("sent failing open"), "{line}");
+    assert!(line.contains("MAIL_RATE_LIMIT_REDIS_URL"), "{line}");
+    assert_eq!(h.sim.messages().len(), 1, "the message went out, uncounted");
+}
+
+#[tokio::test]
 async fn send_test_to_sends_one_message_found_in_sent_items_by_its_internet_message_id() {
     let h = TestApp::builder().spawn().await;
     let report = verify(

@@ -109,10 +109,23 @@ impl SendTest {
             }
         }
         let imid = internet_message_id(mail.id, &from);
+        // A limiter that does not answer failed open: the message went out uncounted by the
+        // shared budgets, which the line must say (the daemon would be failing open too).
+        let limiter = match self.limiter.ping().await {
+            Ok(()) => "through the limiter".to_owned(),
+            Err(e) => format!("the limiter's Redis did not answer ({e}): sent failing open"),
+        };
         let sent = format!(
-            "one message sent to {to} (GRAPH_SEND_MODE={}, through the limiter)",
+            "one message sent to {to} (GRAPH_SEND_MODE={}, {limiter})",
             self.mode.as_str()
         );
+        if limiter.contains("failing open") {
+            return Check::warn(
+                "send test",
+                sent,
+                "check MAIL_RATE_LIMIT_REDIS_URL (default REDIS_URL): the daemon would fail open too, its sends counted only when Redis answers again",
+            );
+        }
         if self.mode == GraphSendMode::SendMail && !self.save_to_sent_items {
             return Check::ok(
                 "send test",
