@@ -208,13 +208,7 @@ impl SendHistory for PgSendHistory {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| format!("reading the send history of {whose}: {e}"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(sent_at, recipients)| SentRecord {
-                sent_at,
-                recipients: u32::try_from(recipients).unwrap_or(0),
-            })
-            .collect())
+        Ok(sent_records(rows))
     }
 
     async fn pauses(
@@ -245,12 +239,16 @@ impl PgSendHistory {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| format!("reading the send history of {whose}: {e}"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(sent_at, recipients)| SentRecord {
-                sent_at,
-                recipients: u32::try_from(recipients).unwrap_or(0),
-            })
-            .collect())
+        Ok(sent_records(rows))
     }
+}
+
+/// Rows of (sent at, recipients) as records (a negative count, which no row holds, as 0).
+fn sent_records(rows: Vec<(DateTime<Utc>, i32)>) -> Vec<SentRecord> {
+    rows.into_iter()
+        .map(|(sent_at, recipients)| SentRecord {
+            sent_at,
+            recipients: u32::try_from(recipients).unwrap_or(0),
+        })
+        .collect()
 }
