@@ -374,6 +374,7 @@ fn record(
                     .chain(&message.bcc)
                     .map(|a| ndr::Failure::daily_quota(a))
                     .collect();
+                crate::trace::feed(state, &mut inner, idx, &message, &failures, received_at);
                 ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
                 on_recorded(&mut inner, now_ms);
                 return Ok(());
@@ -440,13 +441,15 @@ fn record(
                 .filter(|a| !tenant.accepts(a))
                 .map(|a| ndr::Failure::tenant_limit(a))
                 .collect();
-            ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
+            crate::trace::feed(state, &mut inner, idx, &message, &failures, received_at);
+                ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
             on_recorded(&mut inner, now_ms);
             return Ok(());
         }
     }
     let failures = ndr::unknown_failures(state, &message);
-    ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
+    crate::trace::feed(state, &mut inner, idx, &message, &failures, received_at);
+                ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
     if delayed {
