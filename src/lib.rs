@@ -43,6 +43,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod delivery;
 mod debug_showing;
 pub mod domain;
 pub mod events;

@@ -14,6 +14,7 @@ pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod bounces;
+mod trace;
 mod env;
 mod errors;
 pub(crate) mod events;
@@ -110,6 +111,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
     pub bounces: crate::bounces::BounceSettings,
+    /// The delivery reconciler (`GRAPH_TRACE_DELIVERY`, …; [`crate::delivery`]).
+    pub trace: crate::delivery::TraceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
 }
@@ -245,6 +248,7 @@ impl Config {
         }
         Ok(Self {
             bounces: bounces::read(&env)?,
+            trace: trace::read(&env)?,
             retention,
             database_url: env.url(
                 "DATABASE_URL",
