@@ -14,12 +14,12 @@ pub use crate::rate_limit::RateLimitConfig;
 use crate::rate_limit::{Algorithm, RateLimits, RedisUrls};
 
 mod bounces;
-mod trace;
 mod env;
 mod errors;
 pub(crate) mod events;
 mod exchange;
 mod lines;
+mod trace;
 pub use events::EventsConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{

@@ -146,15 +146,14 @@ impl DeliveryReconciler {
             if !store::trace_reads::take(&self.pool, &tenant, &self.reader, READ_DEADLINE).await? {
                 continue;
             }
-            let outcome = match tokio::time::timeout(READ_DEADLINE, self.read(&tenant, &senders))
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(_) => TraceOutcome {
-                    error: Some("deadline".to_owned()),
-                    ..TraceOutcome::default()
-                },
-            };
+            let outcome =
+                match tokio::time::timeout(READ_DEADLINE, self.read(&tenant, &senders)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => TraceOutcome {
+                        error: Some("deadline".to_owned()),
+                        ..TraceOutcome::default()
+                    },
+                };
             let next = if outcome.paused.is_some() {
                 self.settings.probe
             } else {

@@ -94,17 +94,13 @@ impl DeliveryReconciler {
         out: &mut TraceOutcome,
     ) -> Result<(), Stop> {
         let now = self.clock.now();
-        let lag = chrono::Duration::from_std(self.settings.lag).unwrap_or_default();
-        let give_up = chrono::Duration::from_std(self.settings.give_up).unwrap_or_default();
         let mailboxes: Vec<String> = senders.iter().map(|s| s.mailbox().to_string()).collect();
-        let oldest = match outcomes::pending(&self.pool, &mailboxes, (now - give_up, now - lag))
-            .await
-        {
-            Ok((count, oldest, _)) if count > 0 => oldest,
+        let window = (self.settings.give_up, self.settings.lag);
+        let age = match outcomes::pending(&self.pool, &mailboxes, window).await {
+            Ok((count, Some(age))) if count > 0 => age,
             Ok(_) => return Ok(()),
             Err(e) => return Err(Stop::Trace(TraceError::Other(e.to_string()))),
         };
-        let Some(oldest) = oldest else { return Ok(()) };
         let Some(first) = senders.first() else {
             return Ok(());
         };
@@ -113,7 +109,9 @@ impl DeliveryReconciler {
             Ok(None) => return Ok(()),
             Err(e) => return Err(Stop::Trace(e.into())),
         };
-        let from = oldest - chrono::Duration::minutes(1);
+        let from = now
+            - chrono::Duration::from_std(age).unwrap_or_default()
+            - chrono::Duration::minutes(1);
         // One sender: its own records; several: the tenant's, one listing for all of them.
         let sender_filter = (senders.len() == 1).then(|| mailboxes[0].as_str());
         let mut url = Some(mailbox.mailer.traces_first_url(sender_filter, (from, now)));

@@ -242,7 +242,6 @@ pub mod admin;
 mod advisory_lock;
 pub(crate) mod bookings;
 pub(crate) mod bounce_reads;
-pub mod trace_reads;
 pub mod campaigns;
 pub mod events;
 pub mod history;
@@ -257,6 +256,7 @@ pub mod retention;
 pub(crate) mod sender_settings;
 pub mod senders;
 pub mod suppressions;
+pub mod trace_reads;
 pub mod waiting;
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.

@@ -233,30 +233,35 @@ async fn settle(
     Ok("DELIVERED".to_owned())
 }
 
-/// The `SENT` messages of senders `mailboxes` (lower case) sent in `(since, until]`: how many,
-/// the oldest and newest `sent_at`.
+/// The `SENT` messages of senders `mailboxes` (lower case) sent between `give_up` and `lag`
+/// ago by PostgreSQL's clock (`sent_at` is its time): how many, and how long ago the oldest was
+/// sent.
 ///
 /// # Errors
 /// Database errors.
 pub(crate) async fn pending(
     pool: &PgPool,
     mailboxes: &[String],
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<(i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>), StoreError> {
-    Ok(sqlx::query_as(concat!(
-        "SELECT count(*), min(m.sent_at), max(m.sent_at) FROM messages m \
+    (give_up, lag): (std::time::Duration, std::time::Duration),
+) -> Result<(i64, Option<std::time::Duration>), StoreError> {
+    let (count, age): (i64, Option<f64>) = sqlx::query_as(concat!(
+        "SELECT count(*), extract(epoch FROM now() - min(m.sent_at))::float8 FROM messages m \
          LEFT JOIN tenants t ON t.id = m.tenant_id \
          LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
          WHERE m.status = ",
         sql_status!(Sent),
-        " AND m.sent_at > $2 AND m.sent_at <= $3 \
+        " AND m.sent_at > now() - $2 AND m.sent_at <= now() - $3 \
            AND lower(coalesce(t.sender_address, s.address)) = ANY($1)"
     ))
     .bind(mailboxes)
-    .bind(since)
-    .bind(until)
+    .bind(super::messages::interval(give_up))
+    .bind(super::messages::interval(lag))
     .fetch_one(pool)
-    .await?)
+    .await?;
+    Ok((
+        count,
+        age.map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
+    ))
 }
 
 /// Each recipient's fate of `message`: recipient, trace status, outcome, time, code, text.
@@ -266,8 +271,17 @@ pub(crate) async fn pending(
 pub async fn of_message(
     pool: &PgPool,
     message: Uuid,
-) -> Result<Vec<(String, String, String, DateTime<Utc>, Option<String>, Option<String>)>, StoreError>
-{
+) -> Result<
+    Vec<(
+        String,
+        String,
+        String,
+        DateTime<Utc>,
+        Option<String>,
+        Option<String>,
+    )>,
+    StoreError,
+> {
     Ok(sqlx::query_as(
         "SELECT recipient, trace_status, outcome, at, code, detail FROM recipient_outcomes \
          WHERE message_id = $1 ORDER BY recipient",
@@ -282,7 +296,10 @@ pub async fn of_message(
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn open(pool: &PgPool, messages: &[Uuid]) -> Result<Vec<(Uuid, String)>, StoreError> {
+pub(crate) async fn open(
+    pool: &PgPool,
+    messages: &[Uuid],
+) -> Result<Vec<(Uuid, String)>, StoreError> {
     Ok(sqlx::query_as(concat!(
         "SELECT id, 'sent' FROM messages WHERE id = ANY($1) AND status = ",
         sql_status!(Sent),

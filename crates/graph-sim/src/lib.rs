@@ -75,12 +75,12 @@ pub use config::{
     MailboxLimits, MinuteOverflow, NdrLayout, QuotaExceeded, SentInTransit, SimApp, SimBounces,
     SimConfig, SimMailbox, SimTenant, SimTrace, TraceRule, UnknownRecipients,
 };
-pub use trace::{MESSAGE_TRACE_APP_ID, TraceRecord, TraceStats};
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
     MailboxStats, RecordedAttachment, RecordedHeader, RecordedMessage, RecordedRefusal,
     RefusalCause, RefusedCounts, SimDraft, SimStats,
 };
+pub use trace::{MESSAGE_TRACE_APP_ID, TraceRecord, TraceStats};
 
 use state::SimState;
 

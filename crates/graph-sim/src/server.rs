@@ -25,8 +25,8 @@ use axum::{
 
 use super::{
     admin, auth, drafts, inbox, permissions, send,
-    trace,
     state::SimState,
+    trace,
     wire::{Call, GraphError, RequestIds},
 };
 

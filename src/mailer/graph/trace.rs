@@ -101,7 +101,9 @@ impl MicrosoftGraphMailer {
     fn traces_url(&self) -> Url {
         let mut url = self.user_url.clone();
         if let Ok(mut path) = url.path_segments_mut() {
-            path.pop().pop().extend(["admin", "exchange", "tracing", "messageTraces"]);
+            path.pop()
+                .pop()
+                .extend(["admin", "exchange", "tracing", "messageTraces"]);
         }
         url
     }
@@ -118,7 +120,8 @@ impl MicrosoftGraphMailer {
         let mut filter = format!(
             "receivedDateTime ge {} and receivedDateTime le {}",
             at(from),
-            at(to)
+            // Whole seconds: the end rounded up, so a record of this very second is in.
+            at(to + chrono::Duration::seconds(1))
         );
         if let Some(sender) = sender {
             filter = format!(
@@ -196,7 +199,11 @@ impl MicrosoftGraphMailer {
 pub(crate) fn failure_of(details: &[TraceDetail]) -> Option<(String, String)> {
     let description = details
         .iter()
-        .filter(|d| d.event.as_deref().is_some_and(|e| e.eq_ignore_ascii_case("Fail")))
+        .filter(|d| {
+            d.event
+                .as_deref()
+                .is_some_and(|e| e.eq_ignore_ascii_case("Fail"))
+        })
         .find_map(|d| d.description.as_deref())?;
     let led = description
         .split("{LED=")

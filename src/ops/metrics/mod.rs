@@ -39,8 +39,9 @@ use std::{sync::atomic::AtomicU64, time::Duration};
 use super::intake::OutcomeLabels;
 pub use labels::OutcomeLabel;
 use labels::{
-    BudgetLabels, CodeClassLabels, RecipientOutcomeLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, ProviderLabels,
-    ProviderStatusLabels, ReasonLabels, SendLabels, StageLabels, StatusLabels, TenantLabels,
+    BudgetLabels, CodeClassLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, ProviderLabels,
+    ProviderStatusLabels, ReasonLabels, RecipientOutcomeLabels, SendLabels, StageLabels,
+    StatusLabels, TenantLabels,
 };
 pub(crate) use labels::{PROVIDER_GRAPH, PROVIDER_SENDGRID, STAGE_INTAKE, STAGE_SEND, STATUSES};
 use prometheus_client::{

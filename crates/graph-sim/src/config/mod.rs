@@ -48,9 +48,9 @@ use crate::clock::Clock;
 mod bounces;
 mod resolve;
 mod trace;
-pub use trace::{SimTrace, TRACE_REQUESTS_PER_5_MINUTES, TraceRule};
 pub use bounces::{NdrLayout, QuotaExceeded, SimBounces, UnknownRecipients};
 pub(crate) use resolve::ResolvedMailbox;
+pub use trace::{SimTrace, TRACE_REQUESTS_PER_5_MINUTES, TraceRule};
 
 /// The config file format, as printed by `graph-sim --help`.
 pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:

@@ -442,14 +442,14 @@ fn record(
                 .map(|a| ndr::Failure::tenant_limit(a))
                 .collect();
             crate::trace::feed(state, &mut inner, idx, &message, &failures, received_at);
-                ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
+            ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
             on_recorded(&mut inner, now_ms);
             return Ok(());
         }
     }
     let failures = ndr::unknown_failures(state, &message);
     crate::trace::feed(state, &mut inner, idx, &message, &failures, received_at);
-                ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
+    ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
     if delayed {

@@ -59,7 +59,9 @@ impl TraceFilter {
                 continue;
             }
             let Some(name) = EQ_FIELDS.iter().find(|f| **f == field) else {
-                return Err(format!("The property '{field}' is not supported in $filter."));
+                return Err(format!(
+                    "The property '{field}' is not supported in $filter."
+                ));
             };
             if op != "eq" {
                 return Err(format!(
@@ -67,10 +69,7 @@ impl TraceFilter {
                 ));
             }
             let value = value.trim();
-            let Some(text) = value
-                .strip_prefix('\'')
-                .and_then(|v| v.strip_suffix('\''))
-            else {
+            let Some(text) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) else {
                 return Err(format!("Invalid filter clause: '{clause}'."));
             };
             out.eq.push((name, text.replace("''", "'")));
@@ -79,7 +78,10 @@ impl TraceFilter {
     }
 
     /// The window searched at `now`; `Err` when Graph refuses it.
-    pub(crate) fn window(&self, now: DateTime<Utc>) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
+    pub(crate) fn window(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
         let end = self.end.unwrap_or(now);
         let start = self.start.unwrap_or(end - Duration::hours(48));
         if start > end {
@@ -89,7 +91,9 @@ impl TraceFilter {
             return Err("A query can cover at most 10 days of receivedDateTime.".to_owned());
         }
         if start < now - Duration::days(90) {
-            return Err("Message trace keeps 90 days: receivedDateTime starts too early.".to_owned());
+            return Err(
+                "Message trace keeps 90 days: receivedDateTime starts too early.".to_owned(),
+            );
         }
         Ok((start, end))
     }
@@ -144,7 +148,10 @@ mod tests {
             "senderAddress eq 'a@contoso.example' and receivedDateTime ge 2026-12-01T00:00:00Z and receivedDateTime le 2026-12-02T00:00:00Z",
         )
         .unwrap();
-        assert_eq!(f.eq, vec![("senderAddress", "a@contoso.example".to_owned())]);
+        assert_eq!(
+            f.eq,
+            vec![("senderAddress", "a@contoso.example".to_owned())]
+        );
         assert!(f.start.is_some() && f.end.is_some());
         for bad in [
             "senderAddress ne 'a@b.example'",

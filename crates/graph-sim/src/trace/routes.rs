@@ -122,9 +122,7 @@ fn list_reply(state: &SimState, query: &str) -> Result<Reply, GraphError> {
                     .parse()
                     .ok()
                     .filter(|t| (1..=MAX_TOP).contains(t))
-                    .ok_or_else(|| {
-                        bad_request(format!("$top must be between 1 and {MAX_TOP}."))
-                    })?;
+                    .ok_or_else(|| bad_request(format!("$top must be between 1 and {MAX_TOP}.")))?;
             }
             "$skiptoken" => {
                 skip = value
@@ -160,7 +158,12 @@ fn list_reply(state: &SimState, query: &str) -> Result<Reply, GraphError> {
             .then_with(|| a.id.cmp(&b.id))
             .then_with(|| a.recipient.cmp(&b.recipient))
     });
-    let value: Vec<_> = selected.iter().skip(skip).take(top).map(|r| r.json()).collect();
+    let value: Vec<_> = selected
+        .iter()
+        .skip(skip)
+        .take(top)
+        .map(|r| r.json())
+        .collect();
     let mut body = serde_json::json!({
         "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#admin/exchange/tracing/messageTraces",
         "value": value,
