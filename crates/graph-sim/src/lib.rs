@@ -57,6 +57,7 @@ pub mod sendgrid;
 mod server;
 mod state;
 pub mod trace;
+mod trace_log;
 pub mod validate;
 mod wire;
 

@@ -92,7 +92,7 @@ pub(crate) struct Inner {
     /// [`crate::GraphSim::grant_roles`]); a token carries those of its issue time.
     pub roles: HashMap<String, Vec<String>>,
     /// The message trace's records, budgets and counts.
-    pub trace: crate::trace::TraceRuntime,
+    pub trace: crate::trace_log::TraceRuntime,
 }
 
 impl Inner {
@@ -169,14 +169,14 @@ impl SimState {
                 .iter()
                 .map(|a| (a.client_id.clone(), a.roles.clone()))
                 .collect(),
-            trace: crate::trace::TraceRuntime {
+            trace: crate::trace_log::TraceRuntime {
                 unprovisioned: config
                     .trace
                     .unprovisioned_tenants
                     .iter()
                     .map(|t| t.to_lowercase())
                     .collect(),
-                ..crate::trace::TraceRuntime::default()
+                ..crate::trace_log::TraceRuntime::default()
             },
             ..Inner::default()
         };
