@@ -148,6 +148,9 @@ impl TraceRuntime {
     }
 }
 
+/// A failed recipient's SMTP reply, enhanced status code and text.
+pub(crate) type Failed = (String, String, String);
+
 /// Records the trace of `message` (sent by `sender` of `tenant`, accepted at `now`): each
 /// recipient `failed` names `Failed` with its (reply, code, text), each one a
 /// [`crate::config::TraceRule`] of `config` matches filtered, the others `Delivered`.
@@ -156,7 +159,7 @@ pub(crate) fn feed(
     config: &SimTrace,
     (sender, tenant): (&str, &str),
     message: &ParsedMessage,
-    failed: &dyn Fn(&str) -> Option<(String, String, String)>,
+    failed: &dyn Fn(&str) -> Option<Failed>,
     now: DateTime<Utc>,
 ) {
     let id = Uuid::new_v4();
