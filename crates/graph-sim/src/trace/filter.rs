@@ -36,7 +36,7 @@ impl TraceFilter {
         if raw.trim().is_empty() {
             return Ok(out);
         }
-        for clause in split_and(raw) {
+        for clause in split_and(raw)? {
             let clause = clause.trim();
             let mut parts = clause.splitn(3, ' ');
             let (Some(field), Some(op), Some(value)) = (parts.next(), parts.next(), parts.next())
@@ -116,14 +116,16 @@ impl TraceFilter {
     }
 }
 
-/// `raw` split on ` and ` outside quotes (any case); an ` or ` outside quotes is one clause
-/// that fails to parse.
-fn split_and(raw: &str) -> Vec<String> {
+/// `raw` split on ` and ` outside quotes (any case); an ` or ` outside quotes is refused.
+fn split_and(raw: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut quoted = false;
     let words: Vec<&str> = raw.split(' ').collect();
     for word in words {
+        if !quoted && word.eq_ignore_ascii_case("or") {
+            return Err("The operator 'or' is not supported in this $filter; use and.".to_owned());
+        }
         if !quoted && word.eq_ignore_ascii_case("and") {
             out.push(std::mem::take(&mut current));
             continue;
@@ -135,7 +137,7 @@ fn split_and(raw: &str) -> Vec<String> {
         quoted ^= word.matches('\'').count() % 2 == 1;
     }
     out.push(current);
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
