@@ -21,6 +21,9 @@ use crate::{
 /// Pages one read lists at most (5,000 records each); the rest waits for the next interval.
 pub const MAX_PAGES: u32 = 20;
 
+/// Messages written per transaction.
+const WRITE_BATCH: usize = 500;
+
 /// What one read did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TraceOutcome {
@@ -127,50 +130,85 @@ impl DeliveryReconciler {
         }
         out.records = u32::try_from(rows.len()).unwrap_or(u32::MAX);
         let by_message = self.ours(rows).await;
+        let mut batch = Vec::new();
+        let mut stopped = None;
         for (message, rows) in by_message {
-            let mut recipients = Vec::with_capacity(rows.len());
-            for row in rows {
-                let status = row.status.clone().unwrap_or_default();
-                let outcome = Outcome::of_trace(&status);
-                let recipient = row.recipient_address.clone().unwrap_or_default();
-                let failure = if outcome == Outcome::Failed {
-                    self.spend(tenant, out).await?;
-                    let details = self
-                        .throttled(
-                            tenant,
-                            mailbox.mailer.trace_details(&row.id, &recipient).await,
-                        )
-                        .await?;
-                    Some(failure_of(&details).map_or_else(
-                        || ("5.0.0".to_owned(), "the trace names no reason".to_owned()),
-                        |(code, text)| (code, redact::scrub_provider_text(&text)),
-                    ))
-                } else {
-                    None
-                };
-                recipients.push(RecipientOutcome {
-                    recipient,
-                    trace_status: status,
-                    outcome,
-                    at: row.received_date_time,
-                    failure,
-                    trace_id: row.id,
-                });
+            match self.fates(tenant, &mailbox.mailer, rows, out).await {
+                Ok(recipients) => batch.push((message, recipients)),
+                Err(stop) => {
+                    stopped = Some(stop);
+                    break;
+                }
             }
-            let applied = outcomes::apply(&self.pool, message, &recipients, self.outbox)
-                .await
-                .map_err(|e| Stop::Trace(TraceError::Other(e.to_string())))?;
-            let sender = first.mailbox().as_str();
-            for outcome in applied.finals {
-                let (count, label) = match outcome {
-                    Outcome::Delivered => (&mut out.delivered, "delivered"),
-                    Outcome::Failed => (&mut out.failed, "failed"),
-                    Outcome::Filtered => (&mut out.filtered, "filtered"),
-                    Outcome::Pending => continue,
-                };
-                *count += 1;
-                self.metrics.recipient_outcome(sender, label);
+            if batch.len() >= WRITE_BATCH {
+                self.write(first, &std::mem::take(&mut batch), out).await?;
             }
+        }
+        // What was asked before the budget ran out is written all the same.
+        self.write(first, &batch, out).await?;
+        stopped.map_or(Ok(()), Err)
+    }
+
+    /// Each recipient's fate of one message's `rows`: the details of the failed ones asked.
+    async fn fates(
+        &self,
+        tenant: &str,
+        mailer: &crate::mailer::graph::MicrosoftGraphMailer,
+        rows: Vec<TraceRow>,
+        out: &mut TraceOutcome,
+    ) -> Result<Vec<RecipientOutcome>, Stop> {
+        let mut recipients = Vec::with_capacity(rows.len());
+        for row in rows {
+            let status = row.status.clone().unwrap_or_default();
+            let outcome = Outcome::of_trace(&status);
+            let recipient = row.recipient_address.clone().unwrap_or_default();
+            let failure = if outcome == Outcome::Failed {
+                self.spend(tenant, out).await?;
+                let details = self
+                    .throttled(tenant, mailer.trace_details(&row.id, &recipient).await)
+                    .await?;
+                Some(failure_of(&details).map_or_else(
+                    || ("5.0.0".to_owned(), "the trace names no reason".to_owned()),
+                    |(code, text)| (code, redact::scrub_provider_text(&text)),
+                ))
+            } else {
+                None
+            };
+            recipients.push(RecipientOutcome {
+                recipient,
+                trace_status: status,
+                outcome,
+                at: row.received_date_time,
+                failure,
+                trace_id: row.id,
+            });
+        }
+        Ok(recipients)
+    }
+
+    /// Writes `batch` in one transaction and counts what became final.
+    async fn write(
+        &self,
+        sender: &Sender,
+        batch: &[(Uuid, Vec<RecipientOutcome>)],
+        out: &mut TraceOutcome,
+    ) -> Result<(), Stop> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let applied = outcomes::apply_batch(&self.pool, batch, self.outbox)
+            .await
+            .map_err(|e| Stop::Trace(TraceError::Other(e.to_string())))?;
+        let sender = sender.mailbox().as_str();
+        for outcome in applied.into_iter().flat_map(|a| a.finals) {
+            let (count, label) = match outcome {
+                Outcome::Delivered => (&mut out.delivered, "delivered"),
+                Outcome::Failed => (&mut out.failed, "failed"),
+                Outcome::Filtered => (&mut out.filtered, "filtered"),
+                Outcome::Pending => continue,
+            };
+            *count += 1;
+            self.metrics.recipient_outcome(sender, label);
         }
         Ok(())
     }
