@@ -133,12 +133,14 @@ impl DeliveryReconciler {
         let mut batch = Vec::new();
         let mut stopped = None;
         for (message, rows) in by_message {
+            // Once the budget is spent, the messages that need no details are still written.
+            let asks = rows.iter().any(|r| r.status.as_deref() == Some("Failed"));
+            if stopped.is_some() && asks {
+                continue;
+            }
             match self.fates(tenant, &mailbox.mailer, rows, out).await {
                 Ok(recipients) => batch.push((message, recipients)),
-                Err(stop) => {
-                    stopped = Some(stop);
-                    break;
-                }
+                Err(stop) => stopped = Some(stop),
             }
             if batch.len() >= WRITE_BATCH {
                 self.write(first, &std::mem::take(&mut batch), out).await?;

@@ -29,7 +29,8 @@ pub(crate) async fn set_reserved_percent(
 /// Sets a sender's default priority (`tenants.priority` / `system_mailboxes.priority`: what a
 /// message of it without its own priority is stored with) and whether its Inbox is read for
 /// bounces (`read_bounces`, the senders file's `readBounces`; read only while
-/// `GRAPH_READ_BOUNCES=on`).
+/// `GRAPH_READ_BOUNCES=on`) and whether its delivery is traced (`trace_delivery`, the senders
+/// file's `traceDelivery`; `None` follows `GRAPH_TRACE_DELIVERY`).
 ///
 /// # Errors
 /// Database errors.
@@ -37,15 +38,16 @@ pub(crate) async fn set_priority_and_bounces(
     pool: &PgPool,
     sender: SenderRef,
     priority: Priority,
-    read_bounces: bool,
+    (read_bounces, trace_delivery): (bool, Option<bool>),
 ) -> Result<(), StoreError> {
     let (sql, id) = match sender {
         SenderRef::Tenant(id) => (
-            "UPDATE tenants SET read_bounces = $2, priority = $3 WHERE id = $1",
+            "UPDATE tenants SET read_bounces = $2, priority = $3, trace_delivery = $4 WHERE id = $1",
             id,
         ),
         SenderRef::SystemMailbox(id) => (
-            "UPDATE system_mailboxes SET read_bounces = $2, priority = $3 WHERE id = $1",
+            "UPDATE system_mailboxes SET read_bounces = $2, priority = $3, trace_delivery = $4 \
+             WHERE id = $1",
             id,
         ),
     };
@@ -53,6 +55,7 @@ pub(crate) async fn set_priority_and_bounces(
         .bind(id)
         .bind(read_bounces)
         .bind(priority.as_str())
+        .bind(trace_delivery)
         .execute(pool)
         .await?;
     Ok(())

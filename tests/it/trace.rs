@@ -55,11 +55,20 @@ async fn traced_app(unprovisioned: bool) -> (TestApp, ManualClock) {
 }
 
 fn reconciler(app: &TestApp, clock: &ManualClock) -> (DeliveryReconciler, Arc<Metrics>) {
+    reconciler_by_default(app, clock, true)
+}
+
+/// A reconciler whose `GRAPH_TRACE_DELIVERY` is `enabled`.
+fn reconciler_by_default(
+    app: &TestApp,
+    clock: &ManualClock,
+    enabled: bool,
+) -> (DeliveryReconciler, Arc<Metrics>) {
     let mut config = app.config.clone();
     config.events.webhook_urls = vec!["http://127.0.0.1:9/events".parse().unwrap()];
     config.events.secret = Some(mail_worker::domain::SecretRef::new("0123456789abcdef"));
     config.trace = TraceSettings {
-        enabled: true,
+        enabled,
         interval: INTERVAL,
         lag: Duration::ZERO,
         probe: INTERVAL,
@@ -249,4 +258,41 @@ async fn a_tenant_without_the_service_principal_is_paused_with_its_fix_and_resum
             .unwrap(),
         None
     );
+}
+
+/// The senders file's `traceDelivery` for `mb0` (as the import writes it).
+async fn import_trace_delivery(app: &TestApp, on: bool) {
+    use crate::support::app::{CLIENT, SECRET, TENANT};
+    let text = format!(
+        r#"{{"systemMailboxes":[{{"address":"mb0@{TENANT}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","traceDelivery":{on}}}]}}"#
+    );
+    let file = mail_worker::import::senders::parse(&text).unwrap();
+    mail_worker::import::senders::import(&app.db.pool, &file)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_senders_files_trace_delivery_overrides_graph_trace_delivery() {
+    let (app, clock) = traced_app(false).await;
+    let friend = insert_to(&app, &["friend@example.org"]).await;
+    send(&app, &clock, &[friend]).await;
+    // GRAPH_TRACE_DELIVERY=off, but the file turns mb0's trace on.
+    let (r, _) = reconciler_by_default(&app, &clock, false);
+    import_trace_delivery(&app, true).await;
+    let stored: Option<bool> =
+        sqlx::query_scalar("SELECT trace_delivery FROM system_mailboxes WHERE id = $1")
+            .bind(app.mailboxes[0].1)
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, Some(true));
+    let read = round(&r).await;
+    assert_eq!(read.delivered, 1, "{read:?}");
+    assert_eq!(app.row(friend).await.0, "DELIVERED");
+
+    // `false` turns it off again: no tenant is read.
+    import_trace_delivery(&app, false).await;
+    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
+    assert_eq!(r.round().await.unwrap(), Vec::new());
 }

@@ -86,8 +86,7 @@ fn fate(g: usize) -> (&'static str, Option<(String, String, String)>) {
             Some((
                 "550".into(),
                 "5.1.10".into(),
-                "RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup"
-                    .into(),
+                "RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup".into(),
             )),
         )
     } else if g % 100 == 50 {
@@ -233,7 +232,11 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
                     .map(|e| format!(" (stopped: {e})"))
                     .unwrap_or_default()
             );
-            if outcome.error.as_deref().is_some_and(|e| e != "trace budget used up") {
+            if outcome
+                .error
+                .as_deref()
+                .is_some_and(|e| e != "trace budget used up")
+            {
                 support::fail("the read failed");
             }
         }
@@ -301,7 +304,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     db.drop().await;
     let path = support::write_json(&support::results_name("trace", args.run.smoke), &report);
     println!("results: {}", path.display());
-    support::exit_code(reconciled == args.messages as i64 && duplicates == 0 && stats.throttled == 0)
+    support::exit_code(
+        reconciled == args.messages as i64 && duplicates == 0 && stats.throttled == 0,
+    )
 }
 
 fn main() -> ExitCode {

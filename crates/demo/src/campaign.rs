@@ -19,6 +19,7 @@ pub fn demo_senders() -> SendersFile {
         accepted_domains: None,
         priority: None,
         read_bounces: None,
+        trace_delivery: None,
     };
     SendersFile {
         system_mailboxes: vec![

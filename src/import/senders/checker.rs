@@ -82,16 +82,25 @@ impl Checker {
 
     /// `readBounces`: a boolean, default true.
     pub(super) fn read_bounces(&mut self, entry: Entry) -> bool {
-        const FIELD: &str = "readBounces";
-        match entry.object.get(FIELD) {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
+        self.boolean(entry, "readBounces").unwrap_or(true)
+    }
+
+    /// `traceDelivery`: a boolean; absent, the sender follows `GRAPH_TRACE_DELIVERY`.
+    pub(super) fn trace_delivery(&mut self, entry: Entry) -> Option<bool> {
+        self.boolean(entry, "traceDelivery")
+    }
+
+    /// An optional boolean field (`None` when absent, null or refused).
+    fn boolean(&mut self, entry: Entry, field: &str) -> Option<bool> {
+        match entry.object.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
             Some(other) => {
                 self.fail(
-                    entry.path(FIELD),
+                    entry.path(field),
                     format!("must be true or false, got {}", kind(other)),
                 );
-                true
+                None
             }
         }
     }
@@ -361,6 +370,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "acceptedDomains",
     "priority",
     "readBounces",
+    "traceDelivery",
 ];
 pub(super) const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -375,6 +385,7 @@ pub(super) const TENANT_FIELDS: &[&str] = &[
     "acceptedDomains",
     "priority",
     "readBounces",
+    "traceDelivery",
 ];
 pub(super) const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
 pub(super) const ACCEPTED_DOMAINS: &str = "acceptedDomains";

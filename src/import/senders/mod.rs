@@ -106,6 +106,10 @@ pub struct SystemMailboxEntry {
     /// needs the app's `Mail.Read` application permission).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bounces: Option<bool>,
+    /// Whether its deliveries are reconciled from the message trace (default
+    /// `GRAPH_TRACE_DELIVERY`; needs `ExchangeMessageTrace.Read.All`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_delivery: Option<bool>,
 }
 
 /// One `tenants[]` entry: what every provider has, then Graph's fields, then SendGrid's.
@@ -133,6 +137,10 @@ pub struct TenantEntry {
     /// true; needs the app's `Mail.Read` application permission).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bounces: Option<bool>,
+    /// Graph: whether its deliveries are reconciled from the message trace (default
+    /// `GRAPH_TRACE_DELIVERY`; needs `ExchangeMessageTrace.Read.All`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_delivery: Option<bool>,
     /// Graph: the tenant's external recipients per rolling 24 h (with `acceptedDomains`).
     pub external_recipients_per_day: Option<u32>,
     /// Graph: the tenant's own domains (with `externalRecipientsPerDay`).
@@ -228,7 +236,7 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 address,
                 graph,
                 (per_minute, per_day, reserved),
-                (priority, read_bounces),
+                (priority, read_bounces, trace_delivery),
             ) => {
                 let before = senders::overrides_of(pool, &address).await?;
                 let budget_before = mailbox_budget(pool, &address).await?;
@@ -246,12 +254,22 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     report.changed(&address);
                 }
                 let sender = SenderRef::SystemMailbox(id);
-                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
-                    .await?;
+                sender_settings::set_priority_and_bounces(
+                    pool,
+                    sender,
+                    priority,
+                    (read_bounces, trace_delivery),
+                )
+                .await?;
                 sender_settings::set_reserved_percent(pool, id, reserved).await?;
                 report.system_mailboxes += 1;
             }
-            Validated::Tenant(name, sender, transport, (priority, read_bounces)) => {
+            Validated::Tenant(
+                name,
+                sender,
+                transport,
+                (priority, read_bounces, trace_delivery),
+            ) => {
                 let before = senders::tenant_by_name(pool, &name).await?;
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
                 if let Some(before) = before
@@ -262,8 +280,13 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     report.changed(&sender);
                 }
                 let sender = SenderRef::Tenant(id);
-                sender_settings::set_priority_and_bounces(pool, sender, priority, read_bounces)
-                    .await?;
+                sender_settings::set_priority_and_bounces(
+                    pool,
+                    sender,
+                    priority,
+                    (read_bounces, trace_delivery),
+                )
+                .await?;
                 report.tenants += 1;
             }
         }

@@ -6,17 +6,20 @@ use super::{
     *,
 };
 
+/// An entry's priority, `readBounces` and `traceDelivery` (`None`: `GRAPH_TRACE_DELIVERY`).
+pub(super) type Settings = (Priority, bool, Option<bool>);
+
 /// A validated entry, ready to write.
 pub(super) enum Validated {
     /// The mailbox, its app, its overrides (per minute, per day, reserved percent), priority
-    /// and `readBounces`.
+    /// `readBounces` and `traceDelivery`.
     Mailbox(
         MailboxAddress,
         GraphCredentials,
         (Option<NonZeroU32>, Option<NonZeroU32>, Option<u8>),
-        (Priority, bool),
+        Settings,
     ),
-    Tenant(String, MailboxAddress, TenantTransport, (Priority, bool)),
+    Tenant(String, MailboxAddress, TenantTransport, Settings),
 }
 
 /// Checks a whole senders document, collecting every error with its JSON path.
@@ -66,7 +69,11 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let per_minute = check.limit(m, "rateLimitPerMinute");
         let per_day = check.limit(m, "rateLimitRecipientsPerDay");
         let reserved = reserved_percent(&mut check, m);
-        let priority = (check.priority(m), check.read_bounces(m));
+        let priority = (
+            check.priority(m),
+            check.read_bounces(m),
+            check.trace_delivery(m),
+        );
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
         }
@@ -91,7 +98,11 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
         let sender = check.mailbox(t, "sender");
-        let priority = (check.priority(t), check.read_bounces(t));
+        let priority = (
+            check.priority(t),
+            check.read_bounces(t),
+            check.trace_delivery(t),
+        );
         let provider = check
             .string(t, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
