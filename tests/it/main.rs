@@ -36,6 +36,7 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod upgrade;
 mod verify;
 mod version;
 mod webhooks;
