@@ -5,7 +5,7 @@
 # Builds the release binary as the Dockerfile's `build` stage does (or takes BIN=path), then makes
 # a root holding what the `runtime` + `release` stages hold for it: the binary in
 # /usr/local/bin, its shared libraries and the dynamic loader (ldd), each checked to come from a
-# package debian:bookworm-slim already holds (Priority: required), the CA bundle of
+# package debian:bookworm-slim already holds (an Essential package or one they depend on), the CA bundle of
 # ca-certificates (the one package the runtime stage adds), /etc/passwd and /etc/group with user
 # and group 10001. In it — mounted read-only, as 10001:10001, no shell, no /proc — it runs
 # `--version`, `migrate`, then `run` against the local PostgreSQL and Redis until the
@@ -30,17 +30,24 @@ root="$work/root"
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
 install -m 0755 "$BIN" "$root/usr/local/bin/mail-worker"
 
-# The shared libraries (and the loader), each from a package the base image holds.
+# The shared libraries (and the loader), each from a package the base image holds: Debian's
+# Essential packages (what debian:bookworm-slim is made of) and what they depend on.
 libs=$(ldd "$BIN" | awk '/=> \//{print $3} /^\s*\/lib/{print $1}' | sort -u)
 [ -n "$libs" ] || { echo "image-root: ldd found no libraries in $BIN" >&2; exit 1; }
 if ldd "$BIN" | grep -q 'not found'; then ldd "$BIN" >&2; exit 1; fi
+deps_of() { dpkg-query -W -f='${Pre-Depends}, ${Depends}\n' "$@" 2>/dev/null | tr ',|' '\n\n' | sed 's/(.*//; s/:any//; s/ //g' | grep -v '^$' | sort -u; }
+base=$(dpkg-query -W -f='${Essential} ${Package}\n' | awk '$1 == "yes" {print $2}' | sort -u)
+while :; do
+  more=$(printf '%s\n%s\n' "$base" "$(deps_of $base)" | sort -u)
+  [ "$more" = "$base" ] && break
+  base=$more
+done
 for lib in $libs; do
   real=$(readlink -f "$lib")
   pkg=$(dpkg -S "$real" 2>/dev/null | head -1 | cut -d: -f1) || true
   [ -n "$pkg" ] || pkg=$(dpkg -S "$lib" | head -1 | cut -d: -f1)
-  priority=$(dpkg-query -W -f='${Priority}' "$pkg")
-  [ "$priority" = required ] || { echo "image-root: $lib comes from $pkg ($priority), not in debian:bookworm-slim" >&2; exit 1; }
-  echo "image-root: $lib ($pkg, $priority)"
+  grep -qx "$pkg" <<<"$base" || { echo "image-root: $lib comes from $pkg, which debian:bookworm-slim does not hold" >&2; exit 1; }
+  echo "image-root: $lib ($pkg)"
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done
