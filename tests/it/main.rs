@@ -30,6 +30,7 @@ mod rate_limit;
 mod real_campaign;
 mod replicas;
 mod retention;
+mod startup;
 mod sender_faults;
 mod service;
 mod store;
