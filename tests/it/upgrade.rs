@@ -75,20 +75,29 @@ fn previous_release() -> (String, PathBuf) {
     }
     let started = std::time::Instant::now();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
+    // Only what a build needs from this environment: `cargo test` sets variables (CARGO_PKG_*,
+    // LD_LIBRARY_PATH, …) that would make every run rebuild the old crate (minutes) instead of
+    // finding it fresh (under a second).
+    let mut build = Command::new(cargo);
+    build.env_clear();
+    for name in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "TMPDIR",
+    ] {
+        if let Some(value) = std::env::var_os(name) {
+            build.env(name, value);
+        }
+    }
+    let built = build
         .current_dir(&src)
-        .args([
-            "build",
-            "--locked",
-            "-p",
-            "mail-worker",
-            "--bin",
-            "mail-worker",
-        ])
+        .args(["build", "--locked", "-p", "mail-worker", "--bin", "mail-worker"])
         .env("CARGO_TARGET_DIR", dir.join("target"))
         // Not this checkout's git: the old build says its version without a commit.
         .env("GIT_CEILING_DIRECTORIES", &dir)
-        .env_remove("RUSTFLAGS")
         .status()
         .unwrap();
     assert!(built.success(), "building {tag}");
