@@ -31,7 +31,7 @@ mod stack;
 mod startup;
 
 pub(crate) use stack::{Stack, build_stack};
-pub use stack::{build_bounce_reader, build_service};
+pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
 
 /// The daemon's settings from the config.
 pub fn daemon_settings(config: &Config) -> DaemonSettings {
@@ -225,6 +225,8 @@ async fn run_parts(
         let stop = done_rx.clone();
         tokio::spawn(stack.bounces.run(stop))
     });
+    // Every replica: a sender's `traceDelivery` may turn it on without GRAPH_TRACE_DELIVERY.
+    let delivery = tokio::spawn(stack.delivery.run(done_rx.clone()));
     // The webhooks: their own tasks, so a slow receiver never holds a send.
     let outbox = outbox.map(|settings| {
         tokio::spawn(crate::outbox::run(
@@ -268,6 +270,7 @@ async fn run_parts(
     if let Some(bounces) = bounces {
         let _ = bounces.await;
     }
+    let _ = delivery.await;
     if let Some(outbox) = outbox
         && let Ok(Err(e)) = outbox.await
     {

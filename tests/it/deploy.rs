@@ -167,7 +167,10 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         job["metadata"]["name"],
         format!("mail-worker-migrate-{}", version.replace('.', "-"))
     );
-    for doc in docs.iter().filter(|d| d["kind"] == "Deployment" || d["kind"] == "Job") {
+    for doc in docs
+        .iter()
+        .filter(|d| d["kind"] == "Deployment" || d["kind"] == "Job")
+    {
         assert_eq!(
             doc["spec"]["template"]["spec"]["containers"][0]["image"],
             format!("mail-worker:{version}"),
@@ -359,10 +362,7 @@ fn the_dockerfile_exposes_the_metrics_port_and_checks_health_with_a_real_subcomm
             .any(|l| l.starts_with("FROM ") && l.ends_with(&format!(" AS {image}")));
         assert!(is_stage || image.contains("@sha256:"), "{from}");
     }
-    let release = dockerfile
-        .rsplit("\nFROM ")
-        .next()
-        .expect("a last stage");
+    let release = dockerfile.rsplit("\nFROM ").next().expect("a last stage");
     assert!(release.starts_with("runtime AS release"), "{release}");
     let copies: Vec<&str> = release.lines().filter(|l| l.starts_with("COPY")).collect();
     assert_eq!(

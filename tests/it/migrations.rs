@@ -184,7 +184,14 @@ fn released_migrations() -> Option<(String, Vec<String>)> {
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let tags = git(&["tag", "--merged", "HEAD", "--list", "v*", "--sort=-v:refname"])?;
+    let tags = git(&[
+        "tag",
+        "--merged",
+        "HEAD",
+        "--list",
+        "v*",
+        "--sort=-v:refname",
+    ])?;
     let tag = tags.lines().next()?.trim().to_owned();
     let files = git(&["ls-tree", "--name-only", &tag, "migrations/"])?;
     let names = files
@@ -225,11 +232,23 @@ fn a_migration_since_the_last_release_drops_or_renames_nothing_without_a_reason(
 #[test]
 fn the_expand_contract_check_names_a_drop_or_a_rename_and_accepts_a_reason() {
     for (sql, found) in [
-        ("ALTER TABLE messages DROP COLUMN wait_reason;", Some("DROP COLUMN")),
-        ("alter table messages\n  drop   column throttles;", Some("DROP COLUMN")),
+        (
+            "ALTER TABLE messages DROP COLUMN wait_reason;",
+            Some("DROP COLUMN"),
+        ),
+        (
+            "alter table messages\n  drop   column throttles;",
+            Some("DROP COLUMN"),
+        ),
         ("DROP TABLE IF EXISTS old_jobs;", Some("DROP TABLE")),
-        ("ALTER TABLE messages RENAME COLUMN body TO html;", Some("RENAME")),
-        ("ALTER TABLE messages ADD COLUMN note text; -- no DROP COLUMN here", None),
+        (
+            "ALTER TABLE messages RENAME COLUMN body TO html;",
+            Some("RENAME"),
+        ),
+        (
+            "ALTER TABLE messages ADD COLUMN note text; -- no DROP COLUMN here",
+            None,
+        ),
         ("DROP INDEX IF EXISTS messages_due;", None),
         (
             "-- expand-contract: 0.2.0 stopped reading it; 0.1.0 is out of service\nALTER TABLE messages DROP COLUMN wait_reason;",

@@ -22,12 +22,10 @@ fn senders_json(per_minute: u32) -> String {
 }
 
 async fn system_mailboxes(world: &TestApp) -> Vec<(String, Option<i32>)> {
-    sqlx::query_as(
-        "SELECT address, rate_limit_per_minute FROM system_mailboxes ORDER BY address",
-    )
-    .fetch_all(&world.db.pool)
-    .await
-    .unwrap()
+    sqlx::query_as("SELECT address, rate_limit_per_minute FROM system_mailboxes ORDER BY address")
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap()
 }
 
 /// The first log line of `daemon` with `event`, parsed.
@@ -41,9 +39,8 @@ fn logged(daemon: &Logged, event: &str) -> serde_json::Value {
 /// Starts `run` with `SENDERS_FILE=path` until `daemon.started`, then stops it; its
 /// `senders.imported` line.
 async fn run_once(world: &TestApp, path: &str) -> serde_json::Value {
-    let mut daemon = Logged::spawn(
-        world.daemon_command(&[("RUST_LOG", "info"), ("SENDERS_FILE", path)]),
-    );
+    let mut daemon =
+        Logged::spawn(world.daemon_command(&[("RUST_LOG", "info"), ("SENDERS_FILE", path)]));
     wait_until(Duration::from_secs(60), "daemon.started", async || {
         daemon.count("daemon.started") == 1
     })
@@ -170,11 +167,12 @@ async fn the_daemon_started_line_says_the_listen_address_and_the_configurations_
     let digest = config.digest();
     assert_eq!(digest.len(), 16);
     // A changed setting is another digest; a changed secret is not (it is redacted).
-    let other = Config::from_lookup(|name| {
-        (name == "WORKER_CONCURRENCY").then(|| "3".to_owned())
-    })
-    .unwrap();
-    assert_ne!(other.digest(), Config::from_lookup(|_| None).unwrap().digest());
+    let other =
+        Config::from_lookup(|name| (name == "WORKER_CONCURRENCY").then(|| "3".to_owned())).unwrap();
+    assert_ne!(
+        other.digest(),
+        Config::from_lookup(|_| None).unwrap().digest()
+    );
     let with_secret = |token: &'static str| {
         Config::from_lookup(move |name| (name == "ADMIN_TOKEN").then(|| token.to_owned()))
             .unwrap()

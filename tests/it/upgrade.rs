@@ -94,7 +94,14 @@ fn previous_release() -> (String, PathBuf) {
     }
     let built = build
         .current_dir(&src)
-        .args(["build", "--locked", "-p", "mail-worker", "--bin", "mail-worker"])
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "mail-worker",
+            "--bin",
+            "mail-worker",
+        ])
         .env("CARGO_TARGET_DIR", dir.join("target"))
         // Not this checkout's git: the old build says its version without a commit.
         .env("GIT_CEILING_DIRECTORIES", &dir)
