@@ -78,7 +78,8 @@ pub const SCHEDULER_CLAIMED: &str = "scheduler.claimed";
 pub const GRAPH_TOKEN_FETCHED: &str = "graph.token.fetched";
 /// The token endpoint refused the app's credentials.
 pub const GRAPH_TOKEN_REFUSED: &str = "graph.token.refused";
-/// The daemon started. Fields: `version` ([`crate::VERSION`]), `concurrency`.
+/// The daemon started. Fields: `version` ([`crate::VERSION`]), `concurrency`, `metrics_listen`
+/// (the address bound, or `off`), `config_digest` ([`crate::config::Config::digest`]).
 pub const DAEMON_STARTED: &str = "daemon.started";
 /// Shutdown was requested; in-flight sends are finishing. Once per shutdown. Fields:
 /// `in_flight`.
@@ -90,6 +91,9 @@ pub const DAEMON_STOPPED: &str = "daemon.stopped";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
 /// start-up; `check-config` prints the same lines.
 pub const CONFIG_WARNING: &str = "config.warning";
+/// `run` imported `SENDERS_FILE` at start-up. Info. Fields: `file`, `tenants`,
+/// `system_mailboxes`, `limits_changed`, `bookings_dropped`, `messages_due`.
+pub const SENDERS_IMPORTED: &str = "senders.imported";
 /// Migrations were applied.
 pub const DB_MIGRATED: &str = "db.migrated";
 /// `mail-worker admin` is serving the admin UI. Info. Fields: `listen`, `cookie_secure`.

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::{
     config::Config,
     domain::MailboxAddress,
+    import::senders::{ImportError, ImportReport, SendersFile},
     rate_limit::MailRateLimiter,
     store::{StoreError, bookings},
 };
@@ -58,6 +59,26 @@ pub(crate) async fn unbook_messages(
         }
     }
     Ok(dropped)
+}
+
+/// `senders import` and `SENDERS_FILE`: `file` imported (nothing written when an entry is
+/// bad), then, as after `mailbox set-limits`, the bookings each changed sender's old limits
+/// made dropped. Returns the report and (bookings dropped, rows made due).
+///
+/// # Errors
+/// [`ImportError`]: bad entries, or the database.
+pub(crate) async fn import_senders(
+    config: &Config,
+    pool: &PgPool,
+    file: &SendersFile,
+) -> Result<(ImportReport, u64, u64), ImportError> {
+    let report = crate::import::senders::import(pool, file).await?;
+    let (mut dropped, mut due) = (0, 0);
+    for address in &report.limits_changed {
+        let (unbooked, made_due) = after_limit_change(config, pool, address).await?;
+        (dropped, due) = (dropped + unbooked, due + made_due);
+    }
+    Ok((report, dropped, due))
 }
 
 /// After `mailbox`'s limits changed: every booking of it dropped, then its rows booked later

@@ -406,6 +406,13 @@ pub const ENV_VARS: &[EnvVar] = &[
         secret: false,
         meaning: "which signature headers each webhook POST carries: `standard` (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature), `legacy` (X-Mail-Worker-Timestamp, X-Mail-Worker-Signature) or `both` (docs/events.md: migrating)",
     },
+    EnvVar {
+        name: "SENDERS_FILE",
+        flag: "senders-file",
+        default: None,
+        secret: false,
+        meaning: "`run`: a senders file (senders.json) imported at start-up as `senders import` does (idempotent: upserts by address and name); a bad file stops start-up before the database is touched (docs/operations.md, Kubernetes)",
+    },
 ];
 
 mod run_args;

@@ -64,17 +64,17 @@ pub async fn main() -> ExitCode {
     match execute(cli, config).await {
         Ok(code) => code,
         Err(e) => {
-            // Once: the daemon's as a JSON log line (its stderr is a log stream), a command's
-            // as a plain line.
+            // A command's as a plain line; the daemon's also as a JSON log line first (its
+            // stderr is a log stream), the plain line after it for a person reading
+            // `kubectl logs` or a terminal.
             if daemon {
                 tracing::error!(
                     event = events::DAEMON_STOPPED,
                     error = format!("{e:#}"),
                     "mail-worker failed"
                 );
-            } else {
-                eprintln!("mail-worker: {e:#}");
             }
+            eprintln!("mail-worker: {e:#}");
             if e.downcast_ref::<crate::config::ConfigError>().is_some() {
                 ExitCode::from(78) // EX_CONFIG, as for a bad variable read at start
             } else {

@@ -39,7 +39,7 @@ pub(super) async fn import_file(
             eprintln!("mail-worker: warning: {warning}");
         }
     }
-    let report = import::senders::import(&pool, &parsed)
+    let (report, unbooked, due_now) = bookings::import_senders(config, &pool, &parsed)
         .await
         .with_context(|| file.display().to_string())?;
     out(&format!(
@@ -52,13 +52,8 @@ pub(super) async fn import_file(
         ),
         file.display()
     ));
-    // As `mailbox set-limits`: the bookings the old limits (or the old tenant budget) made go,
+    // As `mailbox set-limits`: the bookings the old limits (or the old tenant budget) made went,
     // their rows take fresh decisions under the new ones.
-    let (mut unbooked, mut due_now) = (0, 0);
-    for address in &report.limits_changed {
-        let (dropped, due) = bookings::after_limit_change(config, &pool, address).await?;
-        (unbooked, due_now) = (unbooked + dropped, due_now + due);
-    }
     if !report.limits_changed.is_empty() {
         out(&format!(
             "limits or tenant budget changed for {}: {} dropped, {} due now\n",

@@ -145,7 +145,20 @@ impl Config {
             format!("EVENTS_BATCH_SIZE={}", self.events.batch_size),
             format!("EVENTS_RETRY_FOR={}", with_unit(self.events.retry_for)),
             format!("EVENTS_SIGNATURE={}", self.events.signature.as_str()),
+            format!(
+                "SENDERS_FILE={}",
+                or(self.senders_file.as_ref().map(|p| p.display()), "(unset)")
+            ),
         ]
+    }
+
+    /// The first 16 hex digits of the SHA-256 of [`Self::redacted_lines`]: two replicas with
+    /// the same digest run the same settings (secrets, hidden in the lines, do not count).
+    /// The `daemon.started` line's `config_digest`.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let hash = Sha256::digest(self.redacted_lines().join("\n").as_bytes());
+        hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
 }
 

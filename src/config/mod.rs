@@ -115,6 +115,9 @@ pub struct Config {
     pub trace: crate::delivery::TraceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
+    /// `SENDERS_FILE`, default none: a senders file (`senders.json`) `run` imports at start-up
+    /// as `senders import` does, refusing a bad one before touching the database.
+    pub senders_file: Option<std::path::PathBuf>,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -348,6 +351,7 @@ impl Config {
                 heartbeat: env.millis("INTAKE_HEARTBEAT_MS", 10_000)?,
             },
             events: env.events()?,
+            senders_file: env.get("SENDERS_FILE").map(|p| p.trim().into()),
         })
     }
 

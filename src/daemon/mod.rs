@@ -1,5 +1,6 @@
-//! The composition root of `mail-worker run`: one PostgreSQL pool, one [`MailRateLimiter`]
-//! (its own Redis connection), one [`MailerFactory`], one [`MailProviderService`], the worker
+//! The composition root of `mail-worker run`: one PostgreSQL pool, one
+//! [`crate::rate_limit::MailRateLimiter`] (its own Redis connection), one
+//! [`crate::mailer::factory::MailerFactory`], one [`crate::service::MailProviderService`], the worker
 //! loops and the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`),
 //! until SIGTERM/SIGINT.
 
@@ -10,17 +11,14 @@ use std::{
     sync::{Arc, atomic::AtomicBool},
 };
 
-use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::{
     clock::{Clock, SystemClock},
     config::Config,
     events, intake,
-    mailer::factory::{MailerFactory, SecretEnv},
+    mailer::factory::SecretEnv,
     ops::{self, Liveness, Metrics, OpsState, Readiness},
-    rate_limit::MailRateLimiter,
-    service::{MailProviderService, ServiceSettings},
     shutdown, store,
     worker::{self, DaemonSettings, Observers},
 };
@@ -28,129 +26,20 @@ use crate::{
 mod gauges;
 pub mod heartbeat;
 mod retention;
+mod senders_file;
+mod stack;
+mod startup;
 
-/// The service stack and the parts of it the daemon also watches.
-#[derive(Debug, Clone)]
-pub(crate) struct Stack {
-    /// The service.
-    pub service: Arc<MailProviderService>,
-    /// The limiter (for `/readyz`'s degraded check).
-    pub limiter: Arc<MailRateLimiter>,
-    /// The bounce reader (`GRAPH_READ_BOUNCES=on`), on the same limiter and factory.
-    pub bounces: crate::bounces::BounceReader,
-    /// The delivery reconciler (message trace), on the same limiter and factory.
-    pub delivery: crate::delivery::DeliveryReconciler,
-    /// The live replicas the heartbeat counts, which the limiter's fail-open shares among.
-    pub live_replicas: crate::rate_limit::LiveReplicas,
-}
-
-/// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
-/// `metrics`; `env:` secrets through `secret_env` (default: the process environment).
-///
-/// # Errors
-/// A limiter or HTTP client that cannot be built from the configuration.
-pub(crate) fn build_stack(
-    config: &Config,
-    pool: PgPool,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
-    secret_env: Option<SecretEnv>,
-) -> anyhow::Result<Stack> {
-    let live_replicas = crate::rate_limit::LiveReplicas::new();
-    let limiter = Arc::new(
-        MailRateLimiter::new(&config.rate_limit)
-            .context("building the rate limiter")?
-            .with_live_replicas(live_replicas.clone())
-            .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone())))
-            .with_metrics(Arc::clone(&metrics)),
-    );
-    let mut factory = MailerFactory::new(config, Arc::clone(&limiter), clock.clone())
-        .context("building the mailers")?
-        .with_metrics(Arc::clone(&metrics));
-    if let Some(env) = secret_env {
-        factory = factory.with_secret_env(env);
-    }
-    let factory = Arc::new(factory);
-    let bounces = crate::bounces::BounceReader::new(
-        pool.clone(),
-        Arc::clone(&factory),
-        config.bounces.clone(),
-    )
-    .with_outbox(config.events.outbox());
-    let delivery = crate::delivery::DeliveryReconciler::new(
-        pool.clone(),
-        Arc::clone(&factory),
-        config.trace.clone(),
-    )
-    .with_outbox(config.events.outbox());
-    let service = MailProviderService::new(
-        pool,
-        factory,
-        clock,
-        ServiceSettings {
-            defer_spread_max: config.defer_spread_max,
-            max_attempts: config.max_attempts.map_or(u32::MAX, |n| n.get()),
-            retry_for: config.retry_for,
-        },
-    )
-    .with_metrics(Arc::clone(&metrics))
-    .with_send_lease(config.worker.send_lease)
-    .with_outbox(config.events.outbox());
-    Ok(Stack {
-        service: Arc::new(service),
-        limiter,
-        bounces,
-        delivery,
-        live_replicas,
-    })
-}
-
-/// The bounce reader over the real stack for `config` on `pool` (its own limiter, factory and
-/// metrics, the process environment), on `clock`: what a replica runs with
-/// `GRAPH_READ_BOUNCES=on`, for tests and benchmarks that drive its rounds.
-///
-/// # Errors
-/// As [`build_stack`].
-pub fn build_bounce_reader(
-    config: &Config,
-    pool: PgPool,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<crate::bounces::BounceReader> {
-    Ok(build_stack(config, pool, clock, metrics, None)?.bounces)
-}
-
-/// The delivery reconciler over the real stack for `config` on `pool`, on `clock`, counting in
-/// `metrics` (tests, the benchmark).
-///
-/// # Errors
-/// As [`build_stack`].
-pub fn build_delivery_reconciler(
-    config: &Config,
-    pool: PgPool,
-    clock: Arc<dyn Clock>,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<crate::delivery::DeliveryReconciler> {
-    Ok(build_stack(config, pool, clock, metrics, None)?.delivery)
-}
-
-/// Builds the service stack for `config` on `pool` (its own metrics, the process environment).
-///
-/// # Errors
-/// As [`build_stack`].
-pub fn build_service(
-    config: &Config,
-    pool: PgPool,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<Arc<MailProviderService>> {
-    Ok(build_stack(config, pool, clock, Arc::new(Metrics::new()), None)?.service)
-}
+pub(crate) use stack::{Stack, build_stack};
+pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
 
 /// The daemon's settings from the config.
 pub fn daemon_settings(config: &Config) -> DaemonSettings {
     DaemonSettings {
         worker: config.worker.clone(),
         shutdown_grace: config.shutdown_grace,
+        metrics_listen: config.metrics_listen,
+        config_digest: config.digest(),
     }
 }
 
@@ -190,6 +79,12 @@ pub async fn start(
     config: Config,
     options: Options,
 ) -> anyhow::Result<(Handle, impl Future<Output = anyhow::Result<()>>)> {
+    // A bad senders file stops start-up before anything is bound or opened.
+    let senders = config
+        .senders_file
+        .as_deref()
+        .map(senders_file::check)
+        .transpose()?;
     let listener = match config.metrics_listen {
         Some(addr) => Some(ops::bind(addr).await?),
         None => None,
@@ -211,8 +106,11 @@ pub async fn start(
         Arc::clone(&metrics),
         options.secret_env,
     )?;
-    say_if_limiter_unreachable(Arc::clone(&stack.limiter));
-    probe_paused_senders_now(&pool).await;
+    if let Some(senders) = &senders {
+        senders_file::import(&config, &pool, senders).await?;
+    }
+    startup::say_if_limiter_unreachable(Arc::clone(&stack.limiter));
+    startup::probe_paused_senders_now(&pool).await;
     let observers = Observers {
         metrics: Arc::clone(&metrics),
         liveness: Arc::new(Liveness::default()),
@@ -239,41 +137,6 @@ pub async fn start(
     ))
 }
 
-/// Makes the rows an earlier process paused (a sender's missing or refused credentials) due now,
-/// so this process probes each sender at once instead of at the earlier process's next probe
-/// (up to 15 min): a restart is how an `env:` secret reaches the daemon. A database error is
-/// logged; the rows then wait for their probe time as before.
-async fn probe_paused_senders_now(pool: &PgPool) {
-    match store::messages::resume_all_paused(pool).await {
-        Ok(0) => {}
-        Ok(due) => tracing::info!(
-            event = events::MAIL_SENDER_RESUMED,
-            why = "start-up",
-            messages_due = due,
-            "messages an earlier process paused for their sender's credentials are due now: this process probes each sender at once"
-        ),
-        Err(e) => tracing::warn!(
-            error = %e,
-            "could not make the paused senders' messages due at start-up; they wait for their probe time"
-        ),
-    }
-}
-
-/// Pings the limiter's Redis once, in the background, and says loudly if it does not answer:
-/// the daemon still starts (sends fail open, bounded), but an operator who mistyped
-/// `REDIS_URL` should not have to find that out from `/readyz`.
-fn say_if_limiter_unreachable(limiter: Arc<MailRateLimiter>) {
-    tokio::spawn(async move {
-        if let Err(e) = limiter.ping().await {
-            tracing::error!(
-                event = events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
-                error = %e,
-                "the rate limiter's Redis (MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL) does not answer: sends fail open, paced locally within this replica's share, until it does; /readyz reports degraded"
-            );
-        }
-    });
-}
-
 async fn run_parts(
     config: Config,
     pool: PgPool,
@@ -285,6 +148,10 @@ async fn run_parts(
     ),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let settings = DaemonSettings {
+        metrics_listen: listener.as_ref().and_then(ops::local_addr),
+        ..daemon_settings(&config)
+    };
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     // The intake stops when the claim loop does: its jobs in flight are stored or returned.
     let (intake_stop, intake_stopped) = tokio::sync::watch::channel(false);
@@ -378,14 +245,7 @@ async fn run_parts(
             intake_stopped,
         ))
     });
-    worker::run_observed(
-        pool,
-        stack.service,
-        daemon_settings(&config),
-        observers,
-        shutdown,
-    )
-    .await;
+    worker::run_observed(pool, stack.service, settings, observers, shutdown).await;
     // Sends the shutdown grace cut off ended their leases as they were dropped (spawned): kept
     // until their request times out when one may still be in flight at Graph, released
     // otherwise. End what is left the same way before the process exits.

@@ -10,7 +10,7 @@ use super::{
     MailProviderService, SendOutcome, journal::AttemptJournal, lease, pause::Admit, suppress,
 };
 use crate::{
-    domain::{ALL_SUPPRESSED, Sender, TenantTransport},
+    domain::{ALL_SUPPRESSED, MailboxAddress, Sender, TenantTransport},
     events,
     mailer::{MailError, PriorAttempt, SendAttempt},
     ops::metrics::{OutcomeLabel, PROVIDER_GRAPH, PROVIDER_SENDGRID},
@@ -44,7 +44,7 @@ impl MailProviderService {
                         .into(),
                 )
                 .await?;
-            self.count("unknown", &outcome, OutcomeLabel::Failed);
+            self.count(("unknown", None), &outcome, OutcomeLabel::Failed);
             return Ok(outcome);
         };
         let mailbox = sender.mailbox().clone();
@@ -53,7 +53,7 @@ impl MailProviderService {
             Ok(mail) => mail,
             Err(problem) => {
                 let outcome = self.fail(message.fence, Some(&mailbox), problem).await?;
-                self.count(provider, &outcome, OutcomeLabel::Failed);
+                self.count((provider, Some(&mailbox)), &outcome, OutcomeLabel::Failed);
                 return Ok(outcome);
             }
         };
@@ -62,7 +62,7 @@ impl MailProviderService {
             let outcome = self
                 .fail(message.fence, Some(&mailbox), ALL_SUPPRESSED.into())
                 .await?;
-            self.count(provider, &outcome, OutcomeLabel::Failed);
+            self.count((provider, Some(&mailbox)), &outcome, OutcomeLabel::Failed);
             return Ok(outcome);
         }
         let sender_id = sender_id(&sender);
@@ -80,7 +80,7 @@ impl MailProviderService {
                 let outcome = self
                     .defer_paused(message.fence, wait, &reason, None)
                     .await?;
-                self.count(provider, &outcome, OutcomeLabel::Paused);
+                self.count((provider, Some(&mailbox)), &outcome, OutcomeLabel::Paused);
                 return Ok(outcome);
             }
         }
@@ -185,7 +185,7 @@ impl MailProviderService {
                         (started, journal.take().as_ref()),
                     )
                     .await?;
-                self.count(provider, &outcome, counted);
+                self.count((provider, Some(&mailbox)), &outcome, counted);
                 Ok(outcome)
             }
         }
@@ -197,10 +197,19 @@ impl MailProviderService {
         self.clock.now() - (message.db_now() - at)
     }
 
-    /// Counts `result` unless the write was superseded (another replica's lease recovery).
-    fn count(&self, provider: &'static str, outcome: &SendOutcome, result: OutcomeLabel) {
+    /// Counts `result` unless the write was superseded (another replica's lease recovery); an
+    /// `ERROR` also by its sending mailbox (`mail_worker_mailbox_failed_total`).
+    fn count(
+        &self,
+        (provider, mailbox): (&'static str, Option<&MailboxAddress>),
+        outcome: &SendOutcome,
+        result: OutcomeLabel,
+    ) {
         if *outcome != SendOutcome::Superseded {
             self.metrics.send(provider, result);
+            if let (OutcomeLabel::Failed, Some(mailbox)) = (result, mailbox) {
+                self.metrics.failed_for(mailbox.as_str());
+            }
         }
     }
 }

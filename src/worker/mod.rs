@@ -34,6 +34,10 @@ pub struct DaemonSettings {
     pub worker: WorkerConfig,
     /// `SHUTDOWN_GRACE_MS`.
     pub shutdown_grace: Duration,
+    /// The metrics listener's address (`None`: off), for the `daemon.started` line.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// [`crate::config::Config::digest`], for the `daemon.started` line.
+    pub config_digest: String,
 }
 
 /// What the daemon's loops report to: its metrics, the loops' heartbeats (`/healthz`) and
@@ -82,6 +86,10 @@ pub(crate) async fn run_observed(
         event = events::DAEMON_STARTED,
         version = crate::VERSION,
         concurrency = settings.worker.concurrency.get(),
+        metrics_listen = %settings
+            .metrics_listen
+            .map_or_else(|| "off".to_owned(), |a| a.to_string()),
+        config_digest = %settings.config_digest,
         "daemon started"
     );
     let recoverer = tokio::spawn(recovery::run_loop_observed(

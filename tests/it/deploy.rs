@@ -83,6 +83,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         "Job",
         "Service",
         "ServiceMonitor",
+        "NetworkPolicy",
         "Kustomization",
     ] {
         assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
@@ -159,6 +160,53 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         job["spec"]["template"]["spec"]["containers"][0]["args"][0],
         "migrate"
     );
+    // Each version its own migrate Job (its pod template is immutable), and every image is this
+    // version's: a release bumps them together (docs/upgrading.md).
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        job["metadata"]["name"],
+        format!("mail-worker-migrate-{}", version.replace('.', "-"))
+    );
+    for doc in docs
+        .iter()
+        .filter(|d| d["kind"] == "Deployment" || d["kind"] == "Job")
+    {
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["containers"][0]["image"],
+            format!("mail-worker:{version}"),
+            "{:?}",
+            doc["metadata"]["name"]
+        );
+    }
+    // SENDERS_FILE: the generated ConfigMap's file, mounted where the variable points, a file
+    // the import accepts whose `env:` references the Secret sets.
+    let senders_file = config.senders_file.clone().expect("SENDERS_FILE set");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "senders")
+        .expect("the senders volume mounted");
+    assert_eq!(
+        senders_file.parent().unwrap().to_str().unwrap(),
+        mount["mountPath"].as_str().unwrap()
+    );
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "senders")
+        .unwrap();
+    let generator = &of_kind(&docs, "Kustomization")["configMapGenerator"][0];
+    assert_eq!(volume["configMap"]["name"], generator["name"]);
+    let file_name = senders_file.file_name().unwrap().to_str().unwrap();
+    assert_eq!(generator["files"][0], file_name);
+    let senders_json = read(&format!("deploy/kubernetes/{file_name}"));
+    mail_worker::import::senders::check(&senders_json).expect("deploy's senders.json imports");
+    for reference in senders_json.split("\"env:").skip(1) {
+        let name = reference.split('"').next().unwrap();
+        assert!(secret[name].is_string(), "env:{name} is not in the Secret");
+    }
     let pdb = of_kind(&docs, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     assert_eq!(
@@ -172,7 +220,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(listed.len(), 7, "{listed:?}");
+    assert_eq!(listed.len(), 8, "{listed:?}");
 
     // The admin UI: its own Deployment and Service, the token from the Secret, listening on
     // the port its container and Service name; the placeholder token is refused at start-up.
@@ -305,6 +353,22 @@ fn the_dockerfile_exposes_the_metrics_port_and_checks_health_with_a_real_subcomm
     assert_eq!(argv[0], "mail-worker");
     cli::Cli::try_parse_from(&argv).expect("the HEALTHCHECK command is one the binary knows");
     assert!(dockerfile.contains("USER 10001"));
+    // Every base image pinned by digest; the release target (the last stage, the default)
+    // copies mail-worker alone.
+    for from in dockerfile.lines().filter(|l| l.starts_with("FROM ")) {
+        let image = from.split_whitespace().nth(1).unwrap();
+        let is_stage = dockerfile
+            .lines()
+            .any(|l| l.starts_with("FROM ") && l.ends_with(&format!(" AS {image}")));
+        assert!(is_stage || image.contains("@sha256:"), "{from}");
+    }
+    let release = dockerfile.rsplit("\nFROM ").next().expect("a last stage");
+    assert!(release.starts_with("runtime AS release"), "{release}");
+    let copies: Vec<&str> = release.lines().filter(|l| l.starts_with("COPY")).collect();
+    assert_eq!(
+        copies,
+        ["COPY --from=build /src/target/release/mail-worker /usr/local/bin/"]
+    );
     let ignore = read(".dockerignore");
     assert!(ignore.lines().any(|l| l.trim() == "target/"), "{ignore}");
 }

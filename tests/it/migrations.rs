@@ -146,3 +146,119 @@ fn a_migration_from_the_future_or_sorting_before_an_older_one_is_named() {
         ]
     );
 }
+
+/// What a migration destroys that the previous release's binary may still read or write:
+/// `DROP COLUMN`, `DROP TABLE` or `RENAME` (SQL comments aside), unless a line
+/// `-- expand-contract: <reason>` says why it is safe (docs/upgrading.md). `None`: nothing.
+fn destructive_without_marker(sql: &str) -> Option<&'static str> {
+    let marked = sql.lines().any(|l| {
+        l.trim()
+            .strip_prefix("-- expand-contract:")
+            .is_some_and(|reason| !reason.trim().is_empty())
+    });
+    let code: String = sql
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_uppercase();
+    let words: Vec<&str> = code.split_whitespace().collect();
+    let found = words.windows(2).find_map(|w| match w {
+        ["DROP", "COLUMN"] => Some("DROP COLUMN"),
+        ["DROP", "TABLE"] => Some("DROP TABLE"),
+        _ => None,
+    });
+    let found = found.or_else(|| words.contains(&"RENAME").then_some("RENAME"));
+    if marked { None } else { found }
+}
+
+/// The newest release tag (`v*`) in HEAD's history, and the migration files it holds.
+fn released_migrations() -> Option<(String, Vec<String>)> {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let tags = git(&[
+        "tag",
+        "--merged",
+        "HEAD",
+        "--list",
+        "v*",
+        "--sort=-v:refname",
+    ])?;
+    let tag = tags.lines().next()?.trim().to_owned();
+    let files = git(&["ls-tree", "--name-only", &tag, "migrations/"])?;
+    let names = files
+        .lines()
+        .filter_map(|p| Path::new(p).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    Some((tag, names))
+}
+
+/// Issue 47 (docs/upgrading.md, expand/contract): the previous release's binary runs on the
+/// schema a new release migrated, so a migration added since the last release tag that drops or
+/// renames something carries `-- expand-contract: <reason>` (a destructive step waits one
+/// release, until no binary in service reads what it removes).
+#[test]
+fn a_migration_since_the_last_release_drops_or_renames_nothing_without_a_reason() {
+    let Some((tag, released)) = released_migrations() else {
+        eprintln!("no release tag in HEAD's history (a clone without tags): nothing to check");
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".sql") || released.contains(&name) {
+            continue;
+        }
+        let sql = std::fs::read_to_string(dir.join(&name)).unwrap();
+        if let Some(what) = destructive_without_marker(&sql) {
+            problems.push(format!(
+                "{name} (added after {tag}): {what} without `-- expand-contract: <reason>`"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_expand_contract_check_names_a_drop_or_a_rename_and_accepts_a_reason() {
+    for (sql, found) in [
+        (
+            "ALTER TABLE messages DROP COLUMN wait_reason;",
+            Some("DROP COLUMN"),
+        ),
+        (
+            "alter table messages\n  drop   column throttles;",
+            Some("DROP COLUMN"),
+        ),
+        ("DROP TABLE IF EXISTS old_jobs;", Some("DROP TABLE")),
+        (
+            "ALTER TABLE messages RENAME COLUMN body TO html;",
+            Some("RENAME"),
+        ),
+        (
+            "ALTER TABLE messages ADD COLUMN note text; -- no DROP COLUMN here",
+            None,
+        ),
+        ("DROP INDEX IF EXISTS messages_due;", None),
+        (
+            "-- expand-contract: 0.2.0 stopped reading it; 0.1.0 is out of service\nALTER TABLE messages DROP COLUMN wait_reason;",
+            None,
+        ),
+        (
+            "-- expand-contract:\nALTER TABLE messages DROP COLUMN wait_reason;",
+            Some("DROP COLUMN"),
+        ),
+    ] {
+        assert_eq!(destructive_without_marker(sql), found, "{sql}");
+    }
+}

@@ -24,6 +24,7 @@
 //! | `mail_worker_recipients_outcome_total` | counter | `mailbox` (the sender), `outcome` (`delivered`, `failed`, `filtered`): recipients whose fate the message trace told (`crate::delivery`), once each |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
+//! | `mail_worker_mailbox_failed_total` | counter | `mailbox`: messages that ended `ERROR` at a send, by sending mailbox (configuration, bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //! | `mail_worker_events_*` | | the outbox's webhooks (`super::events`) |
@@ -106,6 +107,7 @@ metric_table! {
         recipient_outcomes: Family<RecipientOutcomeLabels, Counter> = "mail_worker_recipients_outcome", "Recipients whose fate Exchange's message trace told, by sender and outcome (delivered, failed, filtered)";
         paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
         limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
+        mailbox_failed: Family<MailboxLabels, Counter> = "mail_worker_mailbox_failed", "Messages that ended ERROR at a send, by sending mailbox (configuration, bounded; never a recipient)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
@@ -152,6 +154,17 @@ impl Metrics {
             .get_or_create(&SendLabels {
                 provider,
                 outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts one message of `mailbox` that ended `ERROR` at a send
+    /// (`mail_worker_mailbox_failed_total`, the per-mailbox signal `MailWorkerMessagesFailing`
+    /// alerts on).
+    pub fn failed_for(&self, mailbox: &str) {
+        self.mailbox_failed
+            .get_or_create(&MailboxLabels {
+                mailbox: mailbox.to_owned(),
             })
             .inc();
     }

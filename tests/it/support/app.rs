@@ -2,7 +2,7 @@
 //! against, and the guards that drop what it made — [`TestDb`] (a fresh migrated database) and
 //! [`TestKeys`] (a fresh Redis key prefix) — when the test ends, also when it panics.
 
-use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, num::NonZeroU32, path::Path, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
 use graph_sim::{
@@ -480,10 +480,21 @@ impl TestApp {
     /// `mail-worker run` (the binary) on this app's database, Redis key prefix, intake queue and
     /// graph-sim, metrics off, with `extra` variables; killed when dropped.
     pub fn daemon_command(&self, extra: &[(&str, &str)]) -> tokio::process::Command {
+        self.binary_command(Path::new(env!("CARGO_BIN_EXE_mail-worker")), "run", extra)
+    }
+
+    /// `binary subcommand` (another build of `mail-worker`: the previous release's, say) with
+    /// [`TestApp::daemon_command`]'s environment and `extra`; killed when dropped.
+    pub fn binary_command(
+        &self,
+        binary: &Path,
+        subcommand: &str,
+        extra: &[(&str, &str)],
+    ) -> tokio::process::Command {
         let config = &self.config;
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mail-worker"));
+        let mut command = tokio::process::Command::new(binary);
         command
-            .arg("run")
+            .arg(subcommand)
             .env("DATABASE_URL", config.database_url.as_str())
             .env("REDIS_URL", config.redis_url.first().as_str())
             .env("MAIL_RATE_LIMIT_KEY_PREFIX", &config.rate_limit.key_prefix)
