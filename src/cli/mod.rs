@@ -64,16 +64,17 @@ pub async fn main() -> ExitCode {
     match execute(cli, config).await {
         Ok(code) => code,
         Err(e) => {
+            let shown = format!("{e:#}{}", advice(&e));
             // Once: the daemon's as a JSON log line (its stderr is a log stream), a command's
             // as a plain line.
             if daemon {
                 tracing::error!(
                     event = events::DAEMON_STOPPED,
-                    error = format!("{e:#}"),
+                    error = shown,
                     "mail-worker failed"
                 );
             } else {
-                eprintln!("mail-worker: {e:#}");
+                eprintln!("mail-worker: {shown}");
             }
             if e.downcast_ref::<crate::config::ConfigError>().is_some() {
                 ExitCode::from(78) // EX_CONFIG, as for a bad variable read at start
@@ -81,6 +82,19 @@ pub async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// What to do about `error`, said after it (`""` when there is nothing to add): a database
+/// missing or behind is fixed by `mail-worker migrate`.
+fn advice(error: &anyhow::Error) -> &'static str {
+    match error
+        .chain()
+        .find_map(|e| e.downcast_ref::<store::StoreError>())
+    {
+        Some(store::StoreError::MissingDatabase(_)) => ": run `mail-worker migrate` to create it",
+        Some(store::StoreError::NotMigrated { .. }) => ": run `mail-worker migrate`",
+        _ => "",
     }
 }
 

@@ -434,7 +434,11 @@ async fn a_part_that_panics_stops_the_daemon_naming_it() {
     assert_eq!(lines[0].level, tracing::Level::ERROR);
     // Every other part stopped: the listener no longer answers.
     let addr = handle.ops_addr.unwrap();
-    assert!(reqwest::get(format!("http://{addr}/healthz")).await.is_err());
+    assert!(
+        reqwest::get(format!("http://{addr}/healthz"))
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
