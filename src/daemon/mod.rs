@@ -32,7 +32,7 @@ mod retention;
 mod stack;
 
 pub(crate) use stack::{Stack, build_stack};
-pub use stack::{build_bounce_reader, build_service};
+pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
 
 /// The daemon's settings from the config.
 pub fn daemon_settings(config: &Config) -> DaemonSettings {
@@ -243,6 +243,8 @@ fn spawn_parts(
     if config.bounces.enabled {
         parts.spawn("bounces", |done| stack.bounces.clone().run(done));
     }
+    // Every replica: a sender's `traceDelivery` may turn it on without GRAPH_TRACE_DELIVERY.
+    parts.spawn("delivery", |done| stack.delivery.clone().run(done));
     // The webhooks: their own tasks, so a slow receiver never holds a send.
     if let Some(settings) = outbox {
         parts.spawn("outbox", |done| {

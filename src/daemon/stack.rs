@@ -1,5 +1,6 @@
 //! The service stack `mail-worker run` builds: one [`MailRateLimiter`] (its own Redis
-//! connection), one [`MailerFactory`], one [`MailProviderService`] and the bounce reader on them.
+//! connection), one [`MailerFactory`], one [`MailProviderService`], and the bounce reader and the
+//! delivery reconciler on them.
 
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ pub(crate) struct Stack {
     pub limiter: Arc<MailRateLimiter>,
     /// The bounce reader (`GRAPH_READ_BOUNCES=on`), on the same limiter and factory.
     pub bounces: crate::bounces::BounceReader,
+    /// The delivery reconciler (message trace), on the same limiter and factory.
+    pub delivery: crate::delivery::DeliveryReconciler,
     /// The live replicas the heartbeat counts, which the limiter's fail-open shares among.
     pub live_replicas: crate::rate_limit::LiveReplicas,
 }
@@ -62,6 +65,12 @@ pub(crate) fn build_stack(
         config.bounces.clone(),
     )
     .with_outbox(config.events.outbox());
+    let delivery = crate::delivery::DeliveryReconciler::new(
+        pool.clone(),
+        Arc::clone(&factory),
+        config.trace.clone(),
+    )
+    .with_outbox(config.events.outbox());
     let service = MailProviderService::new(
         pool,
         factory,
@@ -79,6 +88,7 @@ pub(crate) fn build_stack(
         service: Arc::new(service),
         limiter,
         bounces,
+        delivery,
         live_replicas,
     })
 }
@@ -96,6 +106,20 @@ pub fn build_bounce_reader(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<crate::bounces::BounceReader> {
     Ok(build_stack(config, pool, clock, metrics, None)?.bounces)
+}
+
+/// The delivery reconciler over the real stack for `config` on `pool`, on `clock`, counting in
+/// `metrics` (tests, the benchmark).
+///
+/// # Errors
+/// As [`build_stack`].
+pub fn build_delivery_reconciler(
+    config: &Config,
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<crate::delivery::DeliveryReconciler> {
+    Ok(build_stack(config, pool, clock, metrics, None)?.delivery)
 }
 
 /// Builds the service stack for `config` on `pool` (its own metrics, the process environment).
