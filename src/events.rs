@@ -88,6 +88,9 @@ pub const DAEMON_STOPPING: &str = "daemon.stopping";
 pub const DAEMON_SIGNAL: &str = "daemon.signal";
 /// The daemon stopped. Fields: `reason`.
 pub const DAEMON_STOPPED: &str = "daemon.stopped";
+/// A part of the daemon (`claim`, `intake`, `heartbeat`, …) returned before it was asked to
+/// stop, failed or panicked: the process stops and exits 1 (error). Fields: `part`, `error`.
+pub const DAEMON_PART_FAILED: &str = "daemon.partFailed";
 /// A setting that starts but is probably wrong (a default limit above Exchange Online's), at
 /// start-up; `check-config` prints the same lines.
 pub const CONFIG_WARNING: &str = "config.warning";

@@ -16,7 +16,8 @@
 //!
 //! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
 //! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
-//! [`daemon`] (the composition root), [`shutdown`] (the stop its loops wait for), [`ops`]
+//! [`daemon`] (the composition root), [`shutdown`] (the stop its loops wait for), [`supervise`]
+//! (its parts as supervised tasks: one that stops on its own stops the process), [`ops`]
 //! (metrics, health and readiness on `METRICS_LISTEN`), [`admin`] (the admin UI, `mail-worker
 //! admin` on `ADMIN_LISTEN`, and the usage report it shares with `mailbox usage`) and [`cli`]
 //! (the binary's commands, [`cli::main`]).
@@ -58,6 +59,7 @@ pub mod rate_limit;
 pub mod service;
 pub mod shutdown;
 pub mod store;
+pub mod supervise;
 pub mod telemetry;
 pub mod worker;
 

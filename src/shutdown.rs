@@ -1,28 +1,24 @@
-//! Shutdown as the daemon's parts see it: a `watch` channel that turns `true` once. A part
-//! waits for it ([`stopped`]) or runs a tick every interval until it comes ([`every`]); the
-//! process learns of it from a signal ([`signal`]).
+//! Shutdown as the daemon's parts see it: a [`CancellationToken`] (tokio-util) cancelled once.
+//! A part waits for it (`token.cancelled()`) or runs a tick every interval until it comes
+//! ([`every`]); the process learns of it from a signal ([`signal`]). Who runs the parts and what
+//! happens when one stops on its own: `src/supervise.rs`.
 
 use std::time::Duration;
 
-use tokio::sync::watch;
+pub use tokio_util::sync::CancellationToken;
 
 use crate::ops::Liveness;
-
-/// Completes once `stop` turns true, or at once when its sender is gone.
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
 
 /// A loop's heartbeat on `/healthz`: where it beats and under which name.
 pub(crate) type Beat<'a> = (&'a Liveness, &'static str);
 
 /// Runs `tick` every `interval` (the first at once; a late tick delays the next instead of
-/// bursting) until `stop` turns true. With `beat`, the loop beats before each wait, allowed
+/// bursting) until `stop` is cancelled. With `beat`, the loop beats before each wait, allowed
 /// three intervals and a minute (a tick may wait on PostgreSQL), and is marked ended on its
 /// way out.
 pub(crate) async fn every<F, Fut>(
     interval: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
     beat: Option<Beat<'_>>,
     mut tick: F,
 ) where
@@ -37,7 +33,7 @@ pub(crate) async fn every<F, Fut>(
             liveness.beat(name, allowance);
         }
         tokio::select! {
-            () = stopped(&mut stop) => {
+            () = stop.cancelled() => {
                 if let Some((liveness, name)) = beat {
                     liveness.ended(name);
                 }

@@ -35,6 +35,9 @@ pub enum AdminError {
     /// No system mailbox or tenant sends from this address.
     #[error("no system mailbox or tenant sender {0} (see `mail-worker senders import`)")]
     NoSuchSender(String),
+    /// A page about something that does not exist (a campaign no row names).
+    #[error("no {0}")]
+    NotFound(String),
     /// A form value that cannot be used; the text names the field.
     #[error("{0}")]
     BadInput(String),
@@ -58,7 +61,7 @@ pub enum AdminError {
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
         let code = match &self {
-            Self::NoSuchSender(_) => StatusCode::NOT_FOUND,
+            Self::NoSuchSender(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Csrf => StatusCode::FORBIDDEN,
             Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,

@@ -24,7 +24,7 @@ mod read;
 use std::{sync::Arc, time::Duration};
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     clock::Clock,
@@ -115,7 +115,7 @@ impl BounceReader {
     }
 
     /// Rounds every interval until `stop`.
-    pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let me = &self;
         shutdown::every(self.settings.interval, stop, None, || async move {
             if let Err(e) = me.round().await {

@@ -161,7 +161,7 @@ pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow:
     let purged = if args.dry_run {
         retention::count(&pool, older_than).await?
     } else {
-        let (_keep, never) = tokio::sync::watch::channel(false);
+        let never = crate::shutdown::CancellationToken::new();
         retention::purge(&pool, older_than, retention::PAUSE, never)
             .await?
             .ok_or_else(|| {

@@ -64,23 +64,37 @@ pub async fn main() -> ExitCode {
     match execute(cli, config).await {
         Ok(code) => code,
         Err(e) => {
+            let shown = format!("{e:#}{}", advice(&e));
             // A command's as a plain line; the daemon's also as a JSON log line first (its
             // stderr is a log stream), the plain line after it for a person reading
             // `kubectl logs` or a terminal.
             if daemon {
                 tracing::error!(
                     event = events::DAEMON_STOPPED,
-                    error = format!("{e:#}"),
+                    error = shown,
                     "mail-worker failed"
                 );
             }
-            eprintln!("mail-worker: {e:#}");
+            eprintln!("mail-worker: {shown}");
             if e.downcast_ref::<crate::config::ConfigError>().is_some() {
                 ExitCode::from(78) // EX_CONFIG, as for a bad variable read at start
             } else {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// What to do about `error`, said after it (`""` when there is nothing to add): a database
+/// missing or behind is fixed by `mail-worker migrate`.
+fn advice(error: &anyhow::Error) -> &'static str {
+    match error
+        .chain()
+        .find_map(|e| e.downcast_ref::<store::StoreError>())
+    {
+        Some(store::StoreError::MissingDatabase(_)) => ": run `mail-worker migrate` to create it",
+        Some(store::StoreError::NotMigrated { .. }) => ": run `mail-worker migrate`",
+        _ => "",
     }
 }
 

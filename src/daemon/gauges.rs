@@ -4,6 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
@@ -31,7 +32,7 @@ pub(super) async fn messages_gauge_loop(
     metrics: Arc<Metrics>,
     liveness: Arc<Liveness>,
     every: Duration,
-    done: tokio::sync::watch::Receiver<bool>,
+    done: CancellationToken,
 ) {
     let (pool, metrics) = (&pool, &metrics);
     let beat = Some((&*liveness, "metrics"));
@@ -79,7 +80,7 @@ pub(super) async fn budget_gauge_loop(
     config: Config,
     pool: PgPool,
     metrics: Arc<Metrics>,
-    done: tokio::sync::watch::Receiver<bool>,
+    done: CancellationToken,
 ) {
     let (config, pool, metrics) = (&config, &pool, &metrics);
     let reader = tokio::sync::Mutex::new(crate::rate_limit::usage::UsageReader::new(
@@ -166,7 +167,7 @@ fn shares_or_log<T, E: std::fmt::Display>(
 /// Takes the mailboxes page's order snapshot ([`store::mailbox_order`]) every
 /// [`store::mailbox_order::REFRESH_EVERY`] until `done`: each replica tries, the one that gets
 /// the lock counts unless another did in the last interval.
-pub(super) async fn mailbox_order_loop(pool: PgPool, done: tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn mailbox_order_loop(pool: PgPool, done: CancellationToken) {
     let every = store::mailbox_order::REFRESH_EVERY;
     let pool = &pool;
     shutdown::every(every, done, None, || async move {

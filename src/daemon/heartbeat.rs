@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::{events, rate_limit::LiveReplicas, shutdown, store};
@@ -26,7 +26,7 @@ pub async fn run(
     id: Uuid,
     live: LiveReplicas,
     (every, stale_after): (Duration, Duration),
-    done: watch::Receiver<bool>,
+    done: CancellationToken,
 ) {
     let (pool, live) = (&pool, &live);
     shutdown::every(every, done, None, || async move {

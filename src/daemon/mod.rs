@@ -11,6 +11,7 @@ use std::{
     sync::{Arc, atomic::AtomicBool},
 };
 
+use futures::future::BoxFuture;
 use sqlx::PgPool;
 
 use crate::{
@@ -19,7 +20,10 @@ use crate::{
     events, intake,
     mailer::factory::SecretEnv,
     ops::{self, Liveness, Metrics, OpsState, Readiness},
-    shutdown, store,
+    rate_limit::MailRateLimiter,
+    shutdown::CancellationToken,
+    store,
+    supervise::Supervisor,
     worker::{self, DaemonSettings, Observers},
 };
 
@@ -50,7 +54,14 @@ pub struct Options {
     pub clock: Option<Arc<dyn Clock>>,
     /// How `env:` secrets are looked up (default: the process environment).
     pub secret_env: Option<SecretEnv>,
+    /// One more part, supervised as the daemon's own are: tests make it stop or panic to see
+    /// the daemon stop (`daemon.partFailed`, the run future's error naming it).
+    pub extra_part: Option<(&'static str, ExtraPart)>,
 }
+
+/// A part given in [`Options::extra_part`]: started with the token cancelled when the daemon's
+/// last parts stop.
+pub type ExtraPart = Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// The handle of a daemon started by [`start`].
 #[derive(Debug, Clone)]
@@ -59,19 +70,20 @@ pub struct Handle {
     pub ops_addr: Option<SocketAddr>,
     /// Its metrics.
     pub metrics: Arc<Metrics>,
-    stop: tokio::sync::watch::Sender<bool>,
+    stop: CancellationToken,
 }
 
 impl Handle {
     /// Asks the daemon to stop, as SIGTERM does; its run future then completes.
     pub fn stop(&self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
     }
 }
 
 /// Starts the daemon in this process: binds `METRICS_LISTEN` (a port in use fails here,
 /// naming the variable) and opens the (existing, migrated) database. Returns its [`Handle`]
-/// and the future that runs it until [`Handle::stop`].
+/// and the future that runs it until [`Handle::stop`], or until one of its parts stops on its
+/// own, fails or panics (then the future's error names the part: `src/supervise.rs`).
 ///
 /// # Errors
 /// Start-up failures, each naming what to fix.
@@ -116,173 +128,156 @@ pub async fn start(
         liveness: Arc::new(Liveness::default()),
         claiming: Arc::new(AtomicBool::new(false)),
     };
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let run = run_parts(
-        config,
-        pool,
-        stack,
-        observers,
-        (listener, outbox),
-        async move {
-            shutdown::stopped(&mut stop_rx).await;
-        },
-    );
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    let run = async move {
+        let parts = Supervisor::default();
+        if let Some((name, part)) = options.extra_part {
+            parts.spawn(name, move |done| part(done));
+        }
+        spawn_parts(
+            &parts,
+            &config,
+            &pool,
+            &stack,
+            &observers,
+            (listener, outbox),
+        )?;
+        let settings = DaemonSettings {
+            metrics_listen: ops_addr,
+            ..daemon_settings(&config)
+        };
+        worker::spawn_parts(&parts, pool, stack.service, settings, observers);
+        finish(parts, shutdown, stack.limiter).await
+    };
     Ok((
         Handle {
             ops_addr,
             metrics,
-            stop: stop_tx,
+            stop,
         },
         run,
     ))
 }
 
-async fn run_parts(
-    config: Config,
-    pool: PgPool,
-    stack: Stack,
-    observers: Observers,
+/// Starts every part but the worker's on `parts`: the intake among the draining parts (it stops
+/// when the claim loop does: its jobs in flight are stored or returned), the rest after them.
+fn spawn_parts(
+    parts: &Supervisor,
+    config: &Config,
+    pool: &PgPool,
+    stack: &Stack,
+    observers: &Observers,
     (listener, outbox): (
         Option<tokio::net::TcpListener>,
         Option<crate::outbox::OutboxSettings>,
     ),
-    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let settings = DaemonSettings {
-        metrics_listen: listener.as_ref().and_then(ops::local_addr),
-        ..daemon_settings(&config)
-    };
-    let (done_tx, done_rx) = tokio::sync::watch::channel(false);
-    // The intake stops when the claim loop does: its jobs in flight are stored or returned.
-    let (intake_stop, intake_stopped) = tokio::sync::watch::channel(false);
-    let shutdown = async move {
-        shutdown.await;
-        let _ = intake_stop.send(true);
-    };
     let intake = match intake::IntakeSettings::from_config(&config.intake, config.events.outbox()) {
         Some(settings) => Some((settings, intake::QueueConnection::lazy(&config.redis_url)?)),
         None => None,
     };
-    if let Some((settings, _)) = &intake {
+    if let Some(listener) = listener {
+        let state = ops_state(config, pool, stack, observers, intake.as_ref());
+        parts.spawn("ops", |done| {
+            ops::serve(listener, state, done.cancelled_owned())
+        });
+    }
+    if let Some((settings, conn)) = intake {
         observers
             .liveness
             .watch_intake(Arc::clone(&settings.health));
+        let (pool, metrics) = (pool.clone(), Arc::clone(&observers.metrics));
+        parts.spawn_draining("intake", |stop| {
+            intake::run(settings, conn, pool, metrics, stop)
+        });
     }
-    let server = listener.map(|listener| {
-        let state = OpsState {
-            metrics: Arc::clone(&observers.metrics),
-            liveness: Arc::clone(&observers.liveness),
-            readiness: Arc::new({
-                let readiness = Readiness::new(
-                    pool.clone(),
-                    Some(Arc::clone(&stack.limiter)),
-                    Arc::clone(&observers.claiming),
-                )
-                .with_unreachable_bound(config.rate_limit.unreachable_not_ready_after);
-                match &intake {
-                    Some((settings, conn)) => {
-                        readiness.with_intake(conn.clone(), Arc::clone(&settings.health))
-                    }
-                    None => readiness,
-                }
-            }),
-        };
-        let mut done = done_rx.clone();
-        tokio::spawn(ops::serve(listener, state, async move {
-            shutdown::stopped(&mut done).await;
-        }))
-    });
-    let gauge = tokio::spawn(gauges::messages_gauge_loop(
-        pool.clone(),
-        Arc::clone(&observers.metrics),
-        Arc::clone(&observers.liveness),
-        config.metrics_refresh,
-        done_rx.clone(),
-    ));
-    let budgets = tokio::spawn(gauges::budget_gauge_loop(
-        config.clone(),
-        pool.clone(),
-        Arc::clone(&observers.metrics),
-        done_rx.clone(),
-    ));
-    let order = tokio::spawn(gauges::mailbox_order_loop(pool.clone(), done_rx.clone()));
-    let heartbeat = tokio::spawn(heartbeat::run(
-        pool.clone(),
-        uuid::Uuid::new_v4(),
-        stack.live_replicas.clone(),
-        (heartbeat::EVERY, heartbeat::STALE_AFTER),
-        done_rx.clone(),
-    ));
-    let retention = config.retention.map(|keep| {
-        tokio::spawn(retention::retention_loop(
+    let metrics = &observers.metrics;
+    parts.spawn("gauges", |done| {
+        gauges::messages_gauge_loop(
             pool.clone(),
-            Arc::clone(&observers.metrics),
-            keep,
-            done_rx.clone(),
-        ))
+            Arc::clone(metrics),
+            Arc::clone(&observers.liveness),
+            config.metrics_refresh,
+            done,
+        )
     });
-    let bounces = config.bounces.enabled.then(|| {
-        let stop = done_rx.clone();
-        tokio::spawn(stack.bounces.run(stop))
+    parts.spawn("budget-gauges", |done| {
+        gauges::budget_gauge_loop(config.clone(), pool.clone(), Arc::clone(metrics), done)
     });
+    parts.spawn("mailbox-order", |done| {
+        gauges::mailbox_order_loop(pool.clone(), done)
+    });
+    parts.spawn("heartbeat", |done| {
+        heartbeat::run(
+            pool.clone(),
+            uuid::Uuid::new_v4(),
+            stack.live_replicas.clone(),
+            (heartbeat::EVERY, heartbeat::STALE_AFTER),
+            done,
+        )
+    });
+    if let Some(keep) = config.retention {
+        parts.spawn("retention", |done| {
+            retention::retention_loop(pool.clone(), Arc::clone(metrics), keep, done)
+        });
+    }
+    if config.bounces.enabled {
+        parts.spawn("bounces", |done| stack.bounces.clone().run(done));
+    }
     // Every replica: a sender's `traceDelivery` may turn it on without GRAPH_TRACE_DELIVERY.
-    let delivery = tokio::spawn(stack.delivery.run(done_rx.clone()));
+    parts.spawn("delivery", |done| stack.delivery.clone().run(done));
     // The webhooks: their own tasks, so a slow receiver never holds a send.
-    let outbox = outbox.map(|settings| {
-        tokio::spawn(crate::outbox::run(
-            pool.clone(),
-            settings,
-            Arc::clone(&observers.metrics),
-            done_rx.clone(),
-        ))
-    });
-    let intake = intake.map(|(settings, conn)| {
-        tokio::spawn(intake::run(
-            settings,
-            conn,
-            pool.clone(),
-            Arc::clone(&observers.metrics),
-            intake_stopped,
-        ))
-    });
-    worker::run_observed(pool, stack.service, settings, observers, shutdown).await;
-    // Sends the shutdown grace cut off ended their leases as they were dropped (spawned): kept
-    // until their request times out when one may still be in flight at Graph, released
-    // otherwise. End what is left the same way before the process exits.
-    stack.limiter.hold_live().await;
-    if let Some(intake) = intake {
-        match intake.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer failed")
-            }
-            Err(e) => tracing::error!(error = %e, "the intake consumer panicked"),
-        }
+    if let Some(settings) = outbox {
+        parts.spawn("outbox", |done| {
+            crate::outbox::run(pool.clone(), settings, Arc::clone(metrics), done)
+        });
     }
-    let _ = done_tx.send(true);
-    let _ = gauge.await;
-    let _ = budgets.await;
-    let _ = order.await;
-    let _ = heartbeat.await;
-    if let Some(retention) = retention {
-        let _ = retention.await;
+    Ok(())
+}
+
+/// What `/metrics`, `/healthz` and `/readyz` read.
+fn ops_state(
+    config: &Config,
+    pool: &PgPool,
+    stack: &Stack,
+    observers: &Observers,
+    intake: Option<&(intake::IntakeSettings, intake::QueueConnection)>,
+) -> OpsState {
+    let readiness = Readiness::new(
+        pool.clone(),
+        Some(Arc::clone(&stack.limiter)),
+        Arc::clone(&observers.claiming),
+    )
+    .with_unreachable_bound(config.rate_limit.unreachable_not_ready_after);
+    let readiness = match intake {
+        Some((settings, conn)) => readiness.with_intake(conn.clone(), Arc::clone(&settings.health)),
+        None => readiness,
+    };
+    OpsState {
+        metrics: Arc::clone(&observers.metrics),
+        liveness: Arc::clone(&observers.liveness),
+        readiness: Arc::new(readiness),
     }
-    if let Some(bounces) = bounces {
-        let _ = bounces.await;
-    }
-    let _ = delivery.await;
-    if let Some(outbox) = outbox
-        && let Ok(Err(e)) = outbox.await
-    {
-        tracing::warn!(error = %e, "the outbox's dispatchers could not start");
-    }
-    if let Some(server) = server {
-        match server.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "the metrics listener failed"),
-            Err(e) => tracing::warn!(error = %e, "the metrics listener panicked"),
-        }
-    }
+}
+
+/// Runs `parts` until `shutdown` (or a part's failure). Sends the shutdown grace cut off ended
+/// their leases as they were dropped (spawned): kept until their request times out when one may
+/// still be in flight at Graph, released otherwise; what is left is ended the same way once the
+/// draining parts are done, before the rest stop.
+///
+/// # Errors
+/// The part that stopped on its own, failed or panicked.
+async fn finish(
+    parts: Supervisor,
+    shutdown: impl Future<Output = ()>,
+    limiter: Arc<MailRateLimiter>,
+) -> anyhow::Result<()> {
+    parts
+        .run(shutdown, async move {
+            limiter.hold_live().await;
+        })
+        .await?;
     Ok(())
 }
 
@@ -307,7 +302,7 @@ pub(crate) async fn run_until(
 }
 
 /// `mail-worker run`: the daemon until SIGTERM or SIGINT; exit 0 after a requested shutdown,
-/// non-zero when any part stopped on its own.
+/// an error (exit 1) when a part stopped on its own, failed or panicked.
 ///
 /// # Errors
 /// As [`run_until`].

@@ -7,7 +7,7 @@ use std::{
 };
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::{events, ops::Metrics, shutdown, store};
 
@@ -20,7 +20,7 @@ pub(super) async fn retention_loop(
     pool: PgPool,
     metrics: Arc<Metrics>,
     retention: Duration,
-    done: watch::Receiver<bool>,
+    done: CancellationToken,
 ) {
     let (pool, metrics, stop) = (&pool, &metrics, &done);
     shutdown::every(EVERY, done.clone(), None, || async move {

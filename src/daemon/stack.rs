@@ -1,5 +1,6 @@
-//! The service stack `run` builds from the configuration: the limiter, the mailers' factory,
-//! the service, the bounce reader, and the live-replica count fail-open shares among.
+//! The service stack `mail-worker run` builds: one [`MailRateLimiter`] (its own Redis
+//! connection), one [`MailerFactory`], one [`MailProviderService`], and the bounce reader and the
+//! delivery reconciler on them.
 
 use std::sync::Arc;
 

@@ -19,7 +19,7 @@ mod read;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     clock::Clock,
@@ -111,7 +111,7 @@ impl DeliveryReconciler {
     }
 
     /// Rounds every interval until `stop`.
-    pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let me = &self;
         shutdown::every(self.settings.interval, stop, None, || async move {
             if let Err(e) = me.round().await {

@@ -15,7 +15,7 @@ use std::{
 };
 
 use redis::{AsyncCommands, Script};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::{IntakeError, IntakeSettings, QueueConnection};
 use crate::{
@@ -162,7 +162,7 @@ pub(crate) async fn run(
     conn: QueueConnection,
     settings: IntakeSettings,
     metrics: Arc<Metrics>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let config = settings.storage_config();
     let head = tokio::sync::Mutex::new(Head::default());

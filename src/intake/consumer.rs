@@ -10,7 +10,8 @@ use std::{sync::Arc, time::Duration};
 
 use apalis::prelude::{AbortError, BoxDynError, Data, DeferredError, TaskId};
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     events,
@@ -63,7 +64,7 @@ impl Batcher {
     pub(crate) fn start(
         pool: PgPool,
         metrics: Arc<Metrics>,
-        stopping: watch::Receiver<bool>,
+        stopping: CancellationToken,
         (outbox, health): (Outbox, Arc<ConsumerHealth>),
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
@@ -100,7 +101,7 @@ async fn batches(
     pool: PgPool,
     metrics: Arc<Metrics>,
     mut rx: mpsc::Receiver<Pending>,
-    stopping: watch::Receiver<bool>,
+    stopping: CancellationToken,
     outbox: Outbox,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -151,7 +152,7 @@ async fn store_batch(
     pool: &PgPool,
     metrics: &Metrics,
     batch: Vec<Pending>,
-    stopping: &watch::Receiver<bool>,
+    stopping: &CancellationToken,
     outbox: Outbox,
 ) {
     let mut wait = Duration::from_millis(100);
@@ -165,7 +166,7 @@ async fn store_batch(
         };
         match attempt.await {
             Ok(done) => break done,
-            Err(e) if *stopping.borrow() => {
+            Err(e) if stopping.is_cancelled() => {
                 tracing::warn!(event = events::INTAKE_STORE_FAILED, error = %e, jobs = batch.len(), "stopping: intake jobs not stored go back to the queue");
                 for p in batch {
                     let _ = p.reply.send(Err(NotStored::Returned));

@@ -19,13 +19,12 @@ use std::{
 use apalis::prelude::{BackendExt, WorkerBuilder, WorkerBuilderExt};
 use apalis_redis::RedisStorage;
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::{IntakeError, IntakeSettings, QueueConnection, cleanup, consumer, job, worker_name};
 use crate::{
     backoff, events,
     ops::{Metrics, intake::ConsumerHealth},
-    shutdown,
 };
 
 /// The first wait before a restart; it doubles after each failed start.
@@ -50,17 +49,17 @@ enum Ended {
 }
 
 /// Marks the supervisor ended when it goes other than by the daemon's stop (a panic).
-struct EndGuard<'a>(&'a ConsumerHealth, &'a watch::Receiver<bool>);
+struct EndGuard<'a>(&'a ConsumerHealth, &'a CancellationToken);
 
 impl Drop for EndGuard<'_> {
     fn drop(&mut self) {
-        if !*self.1.borrow() {
+        if !self.1.is_cancelled() {
             self.0.ended();
         }
     }
 }
 
-/// Consumes the queue until `stop` turns true: the worker stops fetching, the jobs in flight are
+/// Consumes the queue until `stop` is cancelled: the worker stops fetching, the jobs in flight are
 /// stored (or, with PostgreSQL down, returned to the queue), the worker deregisters. A worker
 /// that fails or stalls is started again (the module doc).
 ///
@@ -71,7 +70,7 @@ pub async fn run(
     conn: QueueConnection,
     pool: PgPool,
     metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<(), IntakeError> {
     let health = Arc::clone(&settings.health);
     let stopping = stop.clone();
@@ -121,7 +120,7 @@ pub async fn run(
             "the intake consumer stopped polling; it starts again under a new name"
         );
         tokio::select! {
-            () = shutdown::stopped(&mut stop) => return Ok(()),
+            () = stop.cancelled() => return Ok(()),
             () = tokio::time::sleep(wait) => {}
         }
         settings.worker = worker_name(settings.worker.rsplitn(3, '-').nth(2));
@@ -164,7 +163,7 @@ async fn run_once(
     conn: QueueConnection,
     pool: PgPool,
     metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Ended {
     let mut leave_conn = conn.clone();
     // Redis down: the call waits for a reconnect that may not come; a shutdown does not wait,
@@ -175,15 +174,15 @@ async fn run_once(
             Ok(Err(e)) => return Ended::Failed(e),
             Err(_) => return Ended::Failed(IntakeError::Queue(format!("the worker's start got no answer within {} s", settings.orphaned_after().as_secs()))),
         },
-        () = shutdown::stopped(&mut stop) => return Ended::Stopped,
+        () = stop.cancelled() => return Ended::Stopped,
     }
     let health = Arc::clone(&settings.health);
-    let (stopping_tx, stopping_rx) = watch::channel(false);
-    let (halt_tx, halt_rx) = watch::channel(false);
+    let stopping = CancellationToken::new();
+    let halt = CancellationToken::new();
     let (batcher, batches) = consumer::Batcher::start(
         pool,
         Arc::clone(&metrics),
-        stopping_rx,
+        stopping.clone(),
         (settings.outbox, Arc::clone(&health)),
     );
     let storage = RedisStorage::<Vec<u8>, QueueConnection>::new(conn.reporting_to(&health))
@@ -192,7 +191,7 @@ async fn run_once(
         conn.clone(),
         settings.clone(),
         Arc::clone(&metrics),
-        halt_rx,
+        halt.clone(),
     ));
     tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
     let worker = WorkerBuilder::new(settings.worker.as_str())
@@ -204,22 +203,22 @@ async fn run_once(
         .concurrency(settings.in_flight)
         .data(batcher)
         .build(consumer::consume);
-    let mut signal_stop = stop.clone();
+    let signal_stop = stop.clone();
     let signal = async move {
-        shutdown::stopped(&mut signal_stop).await;
+        signal_stop.cancelled().await;
         Ok::<(), std::io::Error>(())
     };
     let ended = tokio::select! {
         result = worker.run_until(signal) => match result {
-            Ok(()) if *stop.borrow() => Ended::Stopped,
+            Ok(()) if stop.is_cancelled() => Ended::Stopped,
             Ok(()) => Ended::Failed(IntakeError::Queue("the worker ended by itself".into())),
             Err(e) => Ended::Failed(IntakeError::Queue(e.to_string())),
         },
         silent = watchdog(&settings, &conn, &metrics) => Ended::Stalled(silent),
     };
     // Jobs still waiting for PostgreSQL go back to the queue; the cleanup ends with the worker.
-    let _ = stopping_tx.send(true);
-    let _ = halt_tx.send(true);
+    stopping.cancel();
+    halt.cancel();
     let _ = batches.await;
     let _ = cleanup.await;
     match tokio::time::timeout(LEAVE_WITHIN, cleanup::leave(&mut leave_conn, &settings)).await {

@@ -13,14 +13,13 @@ use std::{
 
 use chrono::Utc;
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{OutboxSettings, POLL, Receiver, sign};
 use crate::{
     events,
     ops::Metrics,
-    shutdown,
     store::{
         StoreError,
         events::delivery::{self, Event},
@@ -69,7 +68,7 @@ pub(super) struct Dispatcher {
 
 impl Dispatcher {
     /// Delivers until `done`.
-    pub(super) async fn run(mut self, mut done: watch::Receiver<bool>) {
+    pub(super) async fn run(mut self, done: CancellationToken) {
         let shown = self.receiver.shown.clone();
         let shown = shown.as_str();
         tracing::info!(
@@ -78,7 +77,7 @@ impl Dispatcher {
             "delivering events"
         );
         let mut registered = false;
-        while !*done.borrow() {
+        while !done.is_cancelled() {
             let step = if registered {
                 self.step().await
             } else {
@@ -99,7 +98,7 @@ impl Dispatcher {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = shutdown::stopped(&mut done) => {}
+                () = done.cancelled() => {}
             }
         }
         // A restarted replica (or another) takes over at once, not after the lease.

@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::{
@@ -131,7 +131,7 @@ pub async fn run(
     pool: PgPool,
     settings: OutboxSettings,
     metrics: Arc<Metrics>,
-    done: watch::Receiver<bool>,
+    done: CancellationToken,
 ) -> Result<(), reqwest::Error> {
     let client = reqwest::Client::builder()
         .timeout(settings.timeout)
@@ -139,28 +139,25 @@ pub async fn run(
         .build()?;
     let settings = Arc::new(settings);
     let me = uuid::Uuid::new_v4();
-    let mut tasks: Vec<_> = settings
-        .urls
-        .iter()
-        .map(|url| {
-            let run = deliver::Dispatcher {
-                pool: pool.clone(),
-                client: client.clone(),
-                receiver: Receiver::new(url.clone()),
-                settings: Arc::clone(&settings),
-                metrics: Arc::clone(&metrics),
-                me,
-                pin: None,
-            };
-            tokio::spawn(run.run(done.clone()))
-        })
-        .collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for url in &settings.urls {
+        let run = deliver::Dispatcher {
+            pool: pool.clone(),
+            client: client.clone(),
+            receiver: Receiver::new(url.clone()),
+            settings: Arc::clone(&settings),
+            metrics: Arc::clone(&metrics),
+            me,
+            pin: None,
+        };
+        tasks.spawn(run.run(done.clone()));
+    }
     let keys: Vec<String> = settings
         .urls
         .iter()
         .map(|url| Receiver::new(url.clone()).key)
         .collect();
-    tasks.push(tokio::spawn({
+    tasks.spawn({
         let (pool, metrics, done) = (pool.clone(), Arc::clone(&metrics), done.clone());
         async move {
             let (pool, metrics, keys) = (&pool, &metrics, &keys);
@@ -173,9 +170,14 @@ pub async fn run(
             })
             .await;
         }
-    }));
-    for task in tasks {
-        let _ = task.await;
+    });
+    // A dispatcher's panic is the outbox's: the daemon's supervisor names it and stops.
+    while let Some(ended) = tasks.join_next().await {
+        if let Err(e) = ended
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
     }
     Ok(())
 }

@@ -49,12 +49,10 @@ pub enum StoreError {
         reason: String,
     },
     /// The database named in `DATABASE_URL` does not exist.
-    #[error(
-        "DATABASE_URL names database {0:?}, which does not exist: run `mail-worker migrate` to create it"
-    )]
+    #[error("DATABASE_URL names database {0:?}, which does not exist")]
     MissingDatabase(String),
     /// The database exists but its schema is missing or behind.
-    #[error("database {name:?} {problem}: run `mail-worker migrate`")]
+    #[error("database {name:?} {problem}")]
     NotMigrated {
         /// The database.
         name: String,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, postgres::PgConnection};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
@@ -136,7 +136,7 @@ pub async fn count(pool: &PgPool, older_than: Duration) -> Result<Purged, StoreE
 
 /// Deletes the finished messages older than `older_than` (at least [`MIN_RETENTION`]) and
 /// their attachments, [`BATCH`] rows per statement with `pause` between statements, holding
-/// [`LOCK_KEY`], until none is left or `stop` turns true (checked between statements). Returns
+/// [`LOCK_KEY`], until none is left or `stop` is cancelled (checked between statements). Returns
 /// `None` when another process holds the lock (this round is skipped).
 ///
 /// # Errors
@@ -145,7 +145,7 @@ pub async fn purge(
     pool: &PgPool,
     older_than: Duration,
     pause: Duration,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<Option<Purged>, StoreError> {
     let mut conn = pool.acquire().await?;
     if !advisory_lock::try_lock(&mut conn, LOCK_KEY, Hold::Session).await? {
@@ -168,7 +168,7 @@ async fn batches(
     conn: &mut PgConnection,
     older_than: Duration,
     pause: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<Purged, StoreError> {
     let before = cutoff(conn, older_than).await?;
     let mut purged = Purged {
@@ -201,11 +201,11 @@ async fn batches(
         after = (at, id);
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
-            () = crate::shutdown::stopped(&mut stop) => break,
+            () = stop.cancelled() => break,
         }
     }
     // The outbox's events older than the cut-off, once every receiver passed them.
-    while !*stop.borrow() {
+    while !stop.is_cancelled() {
         let n = super::events::admin::purge_batch(conn, before, BATCH).await?;
         purged.events += n;
         if n < BATCH.unsigned_abs() {

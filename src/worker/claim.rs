@@ -12,10 +12,11 @@ use std::{
 
 use sqlx::PgPool;
 use tokio::{
-    sync::{OwnedSemaphorePermit, Semaphore, watch},
+    sync::{OwnedSemaphorePermit, Semaphore},
     task::JoinSet,
 };
 
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{Observers, handler::Handler};
@@ -23,7 +24,6 @@ use crate::{
     config::WorkerConfig,
     events,
     ops::Metrics,
-    shutdown,
     store::{
         StoreError,
         messages::{self, StoredMessage},
@@ -226,7 +226,7 @@ async fn claim_into(
     Ok((claimed, wanted))
 }
 
-/// Claims and sends until `stop` turns true, then lets sends in flight finish within `grace`
+/// Claims and sends until `stop` is cancelled, then lets sends in flight finish within `grace`
 /// (rows still waiting for a slot go back to `SCHEDULED`; sends cut off by the grace stay
 /// `SENDING` until lease recovery, and their in-flight leases are released as they are
 /// dropped). Failures are logged and retried after `SCHEDULER_INTERVAL_MS` (PostgreSQL may come
@@ -236,7 +236,7 @@ pub(crate) async fn run_loop(
     handler: Handler,
     config: WorkerConfig,
     grace: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
     observers: Observers,
 ) {
     let slots = Slots::new(config.concurrency.get() as usize);
@@ -254,7 +254,7 @@ pub(crate) async fn run_loop(
         while sends.try_join_next().is_some() {}
         let room = tokio::select! {
             biased;
-            () = shutdown::stopped(&mut stop) => break,
+            () = stop.cancelled() => break,
             // Waiting for free slots is the loop working, not hanging.
             room = beating(&observers, allowance, slots.room(batch.max(1))) => room,
         };
@@ -291,7 +291,7 @@ pub(crate) async fn run_loop(
         if !more_due {
             round.stale();
             tokio::select! {
-                () = shutdown::stopped(&mut stop) => break,
+                () = stop.cancelled() => break,
                 () = tokio::time::sleep(config.scheduler_interval) => {}
             }
         }
@@ -338,13 +338,13 @@ async fn send_one(
     pool: PgPool,
     claimed: Claimed,
     sending: Arc<Semaphore>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let Claimed { message, room } = claimed;
     let slot = tokio::select! {
         biased;
         slot = sending.acquire_owned() => slot.ok(),
-        () = shutdown::stopped(&mut stop) => None,
+        () = stop.cancelled() => None,
     };
     let Some(slot) = slot else {
         if let Err(e) = messages::release_unstarted(&pool, &[message.fence]).await {

@@ -24,7 +24,8 @@ use crate::{
     events,
     ops::{Liveness, Metrics},
     service::MailProviderService,
-    shutdown,
+    shutdown::{self, CancellationToken},
+    supervise::Supervisor,
 };
 
 /// What [`run`] needs.
@@ -55,33 +56,30 @@ pub(crate) struct Observers {
 /// Runs the claim loop (and the sends it starts), the recovery loop and the paused-sender
 /// revisits until `shutdown` completes, then stops claiming and lets in-flight sends finish
 /// within `shutdown_grace`. Nothing it meets stops it early: PostgreSQL going away is lived
-/// through ([`run_observed`]).
+/// through ([`spawn_parts`]); a loop that stops on its own or panics is logged
+/// (`daemon.partFailed`) and stops the others.
 pub async fn run(
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    run_observed(pool, service, settings, Observers::default(), shutdown).await;
+    let parts = Supervisor::default();
+    spawn_parts(&parts, pool, service, settings, Observers::default());
+    // The failure was logged where it happened; this entry point has no exit code to set.
+    let _ = parts.run(shutdown, async {}).await;
 }
 
-/// [`run`], reporting to `observers`. PostgreSQL going away is lived through: claims and
-/// outcome writes are retried, the daemon stays up.
-pub(crate) async fn run_observed(
+/// Starts the claim loop, lease recovery and the paused-sender revisits as `parts`' draining
+/// parts (`claim`, `recovery`, `revisit`), reporting to `observers`. PostgreSQL going away is
+/// lived through: claims and outcome writes are retried, the daemon stays up.
+pub(crate) fn spawn_parts(
+    parts: &Supervisor,
     pool: PgPool,
     service: Arc<MailProviderService>,
     settings: DaemonSettings,
     observers: Observers,
-    shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn({
-        let stop_tx = stop_tx.clone();
-        async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        }
-    });
     tracing::info!(
         event = events::DAEMON_STARTED,
         version = crate::VERSION,
@@ -92,45 +90,40 @@ pub(crate) async fn run_observed(
         config_digest = %settings.config_digest,
         "daemon started"
     );
-    let recoverer = tokio::spawn(recovery::run_loop_observed(
-        pool.clone(),
-        settings.worker.clone(),
-        stop_rx.clone(),
-        Arc::clone(&observers.liveness),
-    ));
-    let revisit = tokio::spawn(revisit_paused_loop(
-        Arc::clone(&service),
-        settings
-            .worker
-            .scheduler_interval
-            .max(Duration::from_secs(1)),
-        stop_rx.clone(),
-    ));
+    parts.spawn_draining("recovery", |stop| {
+        recovery::run_loop_observed(
+            pool.clone(),
+            settings.worker.clone(),
+            stop,
+            Arc::clone(&observers.liveness),
+        )
+    });
+    let interval = settings.worker.scheduler_interval;
+    parts.spawn_draining("revisit", |stop| {
+        revisit_paused_loop(
+            Arc::clone(&service),
+            interval.max(Duration::from_secs(1)),
+            stop,
+        )
+    });
     let handler = handler::Handler::new(service).with_metrics(Arc::clone(&observers.metrics));
-    claim::run_loop(
-        pool,
-        handler,
-        settings.worker,
-        settings.shutdown_grace,
-        stop_rx,
-        observers,
-    )
-    .await;
-    let _ = stop_tx.send(true);
-    let _ = recoverer.await;
-    let _ = revisit.await;
-    tracing::info!(
-        event = events::DAEMON_STOPPED,
-        reason = "shutdown requested",
-        "daemon stopped"
-    );
+    parts.spawn_draining("claim", |stop| {
+        claim::run_loop(
+            pool,
+            handler,
+            settings.worker,
+            settings.shutdown_grace,
+            stop,
+            observers,
+        )
+    });
 }
 
 /// Every `interval`, resumes paused senders whose configuration changed.
 async fn revisit_paused_loop(
     service: Arc<MailProviderService>,
     interval: Duration,
-    stop: tokio::sync::watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let service = &service;
     shutdown::every(interval, stop, None, || async move {

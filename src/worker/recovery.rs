@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::WorkerConfig,
@@ -33,11 +33,11 @@ pub(crate) fn interval(config: &WorkerConfig) -> Duration {
     (config.send_lease / 10).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
-/// Recovers periodically until `stop` turns true (failures are logged and retried), beating `recovery` on `liveness`.
+/// Recovers periodically until `stop` is cancelled (failures are logged and retried), beating `recovery` on `liveness`.
 pub(crate) async fn run_loop_observed(
     pool: PgPool,
     config: WorkerConfig,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
     liveness: std::sync::Arc<crate::ops::Liveness>,
 ) {
     let beat = Some((&*liveness, "recovery"));

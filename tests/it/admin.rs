@@ -911,7 +911,7 @@ async fn the_queue_page_lists_dead_jobs_and_retries_or_discards_them_with_csrf()
     let discarded = logged(events::MAIL_ADMIN_QUEUE_DISCARDED, &queue);
     assert_eq!(discarded.len(), 1);
     assert_eq!(field(&discarded[0], "tasks"), not_json);
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
 }
 

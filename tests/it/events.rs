@@ -463,7 +463,7 @@ async fn retention_deletes_old_events_only_once_every_recent_receiver_passed_the
     .await
     .unwrap();
     let purge = async || {
-        let (_stop, stop) = tokio::sync::watch::channel(false);
+        let stop = mail_worker::shutdown::CancellationToken::new();
         mail_worker::store::retention::purge(
             &app.db.pool,
             Duration::from_secs(30 * 86_400),

@@ -97,7 +97,7 @@ pub(crate) fn drained(s: &dead::QueueStats) -> bool {
     s.done == 0 && s.waiting == 0 && s.in_flight == 0
 }
 
-/// Starts a consumer of the app's queue; send `true` to stop it.
+/// Starts a consumer of the app's queue; cancel the token to stop it.
 pub(crate) fn consume(
     app: &TestApp,
     conn: &intake::QueueConnection,
@@ -106,26 +106,26 @@ pub(crate) fn consume(
     consume_with(settings(app), app, conn, metrics)
 }
 
-/// A running consumer: send `true` to stop it, then await it.
+/// A running consumer: cancel the token to stop it, then await it.
 pub(crate) type Consumer = (
-    tokio::sync::watch::Sender<bool>,
+    mail_worker::shutdown::CancellationToken,
     tokio::task::JoinHandle<Result<(), intake::IntakeError>>,
 );
 
-/// Starts a consumer with `settings` into the app's database; send `true` to stop it.
+/// Starts a consumer with `settings` into the app's database; cancel the token to stop it.
 pub(crate) fn consume_with(
     settings: IntakeSettings,
     app: &TestApp,
     conn: &intake::QueueConnection,
     metrics: &Arc<Metrics>,
 ) -> Consumer {
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stop = mail_worker::shutdown::CancellationToken::new();
     let consumer = tokio::spawn(intake::run(
         settings,
         conn.clone(),
         app.db.pool.clone(),
         Arc::clone(metrics),
-        stopped,
+        stop.clone(),
     ));
     (stop, consumer)
 }
@@ -210,7 +210,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
             .unwrap(),
         4
     );
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let left = queue_keys(&queue).await;
     assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");
@@ -238,7 +238,7 @@ async fn a_retried_dead_job_is_stored_once_its_sender_exists() {
         1
     );
     wait_for_row(&app, id).await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
 }
 
@@ -270,7 +270,7 @@ async fn a_jobs_campaign_is_stored_from_its_campaign_id_or_its_x_campaign_id_hea
     for id in [a, b, c] {
         wait_for_row(&app, id).await;
     }
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     for (id, campaign) in [(a, Some("spring")), (b, Some("autumn")), (c, None)] {
         let (stored,): (Option<String>,) = app
@@ -387,7 +387,7 @@ async fn enqueue_via_queue_and_the_queue_commands() {
         s.dead == 2 && s.done == 0
     })
     .await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     assert_eq!(app.count("SCHEDULED").await, 3);
     let listed = cli(&["queue", "dead"], &queue, &app.db.url);
@@ -437,7 +437,7 @@ async fn a_job_pushed_with_redis_cli_as_docs_queue_md_says_becomes_a_row() {
     let conn = intake::connect(&redis_url().into()).await.unwrap();
     let (stop, consumer) = consume(&app, &conn, &metrics);
     wait_for_row(&app, id.parse().unwrap()).await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
 }
 
@@ -491,7 +491,7 @@ async fn jobs_pushed_by_the_python_producer_example_become_rows() {
     })
     .await;
     let mut c = conn.clone();
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let stored: Vec<Uuid> =
         sqlx::query_scalar("SELECT id FROM messages WHERE status = 'SCHEDULED'")
@@ -554,7 +554,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     })
     .await;
     wait_for_stats(&conn, &queue, "the warm-up's jobs removed", drained).await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let (keys_before, memory_before) = (redis.dbsize().await, redis.used_memory().await);
     let (_, lines) = later_lines(&mailbox, JOBS);
@@ -577,7 +577,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     })
     .await;
     wait_for_stats(&conn, &queue, "done jobs removed", drained).await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let (keys_after, memory_after) = (redis.dbsize().await, redis.used_memory().await);
     eprintln!(
@@ -740,13 +740,13 @@ async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_an
     let mut settings = settings(&app);
     settings.heartbeat = Duration::from_secs(2);
     let me = settings.worker.clone();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stop = mail_worker::shutdown::CancellationToken::new();
     let consumer = tokio::spawn(intake::run(
         settings,
         conn.clone(),
         app.db.pool.clone(),
         Arc::new(Metrics::new()),
-        stopped,
+        stop.clone(),
     ));
     wait_for_row(&app, id).await;
     let keys = async || queue_keys(&queue).await;
@@ -776,7 +776,7 @@ async fn a_worker_killed_holding_a_job_is_forgotten_after_its_job_is_requeued_an
         );
     }
     assert!(!left.contains(&format!("{queue}:inflight:killed-1")));
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let left = keys().await;
     assert!(
@@ -974,7 +974,7 @@ async fn the_oldest_job_gauge_reads_the_heads_push_time() {
         rows(&app).await == ids.len() as i64
     })
     .await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
 }
 
@@ -1020,13 +1020,13 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
     let queue = format!("{{{}}}", crate::support::unique("mw-intake-outage"));
     let conn = intake::connect(&redis_url().into()).await.unwrap();
     let metrics = Arc::new(Metrics::new());
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stop = mail_worker::shutdown::CancellationToken::new();
     let consumer = tokio::spawn(intake::run(
         quick_settings(&queue, "it-outage"),
         conn.clone(),
         pool.clone(),
         Arc::clone(&metrics),
-        stopped,
+        stop.clone(),
     ));
     let (before, lines) = later_lines(mailbox, 100);
     intake::push_lines(conn.clone(), &queue, lines)
@@ -1084,7 +1084,7 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
             .all(|l| l.ends_with(" 0")),
         "{text}"
     );
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let left = queue_keys(&queue).await;
     assert_eq!(left, Vec::<String>::new(), "keys left: {left:?}");

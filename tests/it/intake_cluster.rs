@@ -190,7 +190,7 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
 
     // Stopped, the queue leaves no key on any node, and apalis-redis's global list was never
     // written.
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     for node in &nodes {
         let mut n = redis::Client::open(node.url().as_str())
@@ -295,7 +295,7 @@ async fn when_the_queues_master_fails_over_mid_campaign_every_job_is_stored_once
     );
     // Its replica takes over; the consumer follows it and every job is stored exactly once.
     wait_for_drain(&app, &conn, &queue, &ids, 0).await;
-    let _ = stop.send(true);
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     let promoted = redis_cli(&nodes[replica], &["info", "replication"]);
     assert!(promoted.contains("role:master"), "{promoted}");

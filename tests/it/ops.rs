@@ -377,3 +377,105 @@ async fn status_counts_a_sender_paused_only_while_its_messages_wait_for_the_paus
         .unwrap();
     assert_eq!((status[0].scheduled, status[0].paused), (3, 2));
 }
+
+/// Options with one more supervised part, `name`, that runs `part` (given the daemon's last stop).
+fn with_part<F>(name: &'static str, part: impl Fn() -> F + Send + Sync + 'static) -> Options
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    Options {
+        extra_part: Some((name, Arc::new(move |_| Box::pin(part())))),
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn a_part_that_panics_stops_the_daemon_naming_it() {
+    let (capture, _guard) = crate::support::logs::Capture::install();
+    let world = TestApp::builder().spawn().await;
+    let (release, panic_now) = tokio::sync::oneshot::channel::<()>();
+    let panic_now = Arc::new(Mutex::new(Some(panic_now)));
+    let options = with_part("canary", move || {
+        let panic_now = panic_now.lock().unwrap().take();
+        async move {
+            let _ = panic_now.expect("started once").await;
+            let code = 7;
+            assert_ne!(code, 7, "the canary's code is {code}");
+        }
+    });
+    let (handle, run) = daemon::start(fast(world.config.clone()), options)
+        .await
+        .unwrap();
+    let mut run = std::pin::pin!(run);
+    // The daemon serves until the part dies: then it stops by itself, with an error.
+    let serving = async {
+        wait_until(Duration::from_secs(30), "/healthz answers", async || {
+            get(&handle, "/healthz").await.0 == 200
+        })
+        .await;
+    };
+    tokio::select! {
+        () = serving => {}
+        result = &mut run => panic!("the daemon stopped before the part died: {result:?}"),
+    }
+    release.send(()).unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the daemon stops once a part died")
+        .expect_err("a dead part is an error (mail-worker run exits 1)");
+    assert_eq!(
+        format!("{error:#}"),
+        "the daemon's part `canary` panicked: assertion `left != right` failed: the canary's code is 7\n  left: 7\n right: 7"
+    );
+    let lines = capture.with_event("daemon.partFailed");
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].field("part"), "canary");
+    assert!(lines[0].field("error").contains("the canary's code is 7"));
+    assert_eq!(lines[0].level, tracing::Level::ERROR);
+    // Every other part stopped: the listener no longer answers.
+    let addr = handle.ops_addr.unwrap();
+    assert!(
+        reqwest::get(format!("http://{addr}/healthz"))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_part_that_returns_stops_the_daemon_and_sends_in_flight_finish() {
+    let (capture, _guard) = crate::support::logs::Capture::install();
+    let world = TestApp::builder().spawn().await;
+    world.insert(0, 3, "SCHEDULED").await;
+    let (release, end_now) = tokio::sync::oneshot::channel::<()>();
+    let end_now = Arc::new(Mutex::new(Some(end_now)));
+    let options = with_part("canary", move || {
+        let end_now = end_now.lock().unwrap().take();
+        async move {
+            let _ = end_now.expect("started once").await;
+        }
+    });
+    let (_handle, run) = daemon::start(fast(world.config.clone()), options)
+        .await
+        .unwrap();
+    let mut run = std::pin::pin!(run);
+    let all_sent = wait_until(Duration::from_secs(30), "all 3 SENT", async || {
+        world.count("SENT").await == 3
+    });
+    tokio::select! {
+        () = all_sent => {}
+        result = &mut run => panic!("the daemon stopped before the part returned: {result:?}"),
+    }
+    release.send(()).unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the daemon stops once a part returned")
+        .expect_err("a part that returned is an error");
+    assert_eq!(
+        error.to_string(),
+        "the daemon's part `canary` stopped on its own"
+    );
+    assert_eq!(capture.with_event("daemon.partFailed").len(), 1);
+    // It stopped as for SIGTERM: the claim loop said so once; no clean `daemon.stopped`.
+    assert_eq!(capture.with_event("daemon.stopping").len(), 1);
+    assert_eq!(capture.with_event("daemon.stopped").len(), 0);
+}

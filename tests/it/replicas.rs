@@ -282,8 +282,10 @@ async fn two_replicas_with_an_unreachable_limiter_share_l_per_rolling_minute() {
     let before = most_in_60_s([&alone[0], &alone[1]]).await;
 
     // Two replicas beating their rows every 100 ms (stale after 300 ms).
-    let (stop_a, done_a) = tokio::sync::watch::channel(false);
-    let (_stop_b, done_b) = tokio::sync::watch::channel(false);
+    let (stop_a, stop_b) = (
+        mail_worker::shutdown::CancellationToken::new(),
+        mail_worker::shutdown::CancellationToken::new(),
+    );
     let (live_a, live_b) = (LiveReplicas::new(), LiveReplicas::new());
     let beats = (
         std::time::Duration::from_millis(100),
@@ -294,14 +296,14 @@ async fn two_replicas_with_an_unreachable_limiter_share_l_per_rolling_minute() {
         Uuid::new_v4(),
         live_a.clone(),
         beats,
-        done_a,
+        stop_a.clone(),
     ));
     tokio::spawn(heartbeat::run(
         app.db.pool.clone(),
         Uuid::new_v4(),
         live_b.clone(),
         beats,
-        done_b,
+        stop_b.clone(),
     ));
     wait_until(
         std::time::Duration::from_secs(5),
@@ -323,7 +325,7 @@ async fn two_replicas_with_an_unreachable_limiter_share_l_per_rolling_minute() {
     assert!(after <= 10, "{after} > L");
 
     // One stops: its row goes, the other counts 1 again and says so.
-    stop_a.send(true).unwrap();
+    stop_a.cancel();
     a.await.unwrap();
     wait_until(
         std::time::Duration::from_secs(5),

@@ -66,11 +66,9 @@ async fn left(pool: &PgPool, ids: &[Uuid]) -> (i64, i64) {
     .unwrap()
 }
 
-/// A stop that never comes (its sender is kept: a dropped one reads as stopped).
-fn never() -> tokio::sync::watch::Receiver<bool> {
-    let (keep, stop) = tokio::sync::watch::channel(false);
-    std::mem::forget(keep);
-    stop
+/// A stop that never comes.
+fn never() -> mail_worker::shutdown::CancellationToken {
+    mail_worker::shutdown::CancellationToken::new()
 }
 
 async fn purge(pool: &PgPool, older_than: Duration) -> Option<Purged> {

@@ -185,7 +185,7 @@ async fn suppressed_recipients_are_dropped_from_new_messages_and_counted() {
         n == 2
     })
     .await;
-    stop.send(true).unwrap();
+    stop.cancel();
     consumer.await.unwrap().unwrap();
     assert_eq!(row(&app, a).await.2, ["keep@fabrikam.example"]);
     assert_eq!(row(&app, b).await.0, "ERROR");

@@ -147,17 +147,17 @@ async fn rows(db: &BenchDb) -> i64 {
         .unwrap_or_else(|e| fail(&format!("counting rows: {e}")))
 }
 
-/// The consumers of `queue`: `n` workers, as `n` replicas run them; stop with the sender.
+/// The consumers of `queue`: `n` workers, as `n` replicas run them; stop with the token.
 fn consumers(
     n: usize,
     queue: &str,
     conn: &QueueConnection,
     db: &BenchDb,
 ) -> (
-    tokio::sync::watch::Sender<bool>,
+    mail_worker::shutdown::CancellationToken,
     Vec<tokio::task::JoinHandle<Result<(), intake::IntakeError>>>,
 ) {
-    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stop = mail_worker::shutdown::CancellationToken::new();
     let tasks = (0..n)
         .map(|i| {
             let mut settings = IntakeSettings::new(queue, Some(&format!("bench-{i}")));
@@ -167,7 +167,7 @@ fn consumers(
                 conn.clone(),
                 db.pool.clone(),
                 Arc::new(Metrics::new()),
-                stopped.clone(),
+                stop.clone(),
             ))
         })
         .collect();
@@ -175,10 +175,10 @@ fn consumers(
 }
 
 async fn stop_all(
-    stop: tokio::sync::watch::Sender<bool>,
+    stop: mail_worker::shutdown::CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<Result<(), intake::IntakeError>>>,
 ) {
-    let _ = stop.send(true);
+    stop.cancel();
     for t in tasks {
         if let Ok(Err(e)) = t.await {
             fail(&format!("an intake consumer failed: {e}"));

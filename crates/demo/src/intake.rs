@@ -7,11 +7,12 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use serde::Serialize;
 use sqlx::PgPool;
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::task::JoinHandle;
 
 use mail_worker::{
     intake::{self, IntakeError, IntakeSettings, QueueConnection, dead},
     ops::Metrics,
+    shutdown::CancellationToken,
 };
 
 /// What the intake did with the campaign.
@@ -29,14 +30,14 @@ pub struct IntakeReport {
 
 /// The running consumer; [`Self::stop`] ends it.
 pub struct Consumer {
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     task: JoinHandle<Result<(), IntakeError>>,
 }
 
 impl Consumer {
     /// Stops the consumer (its jobs in flight are stored or returned first).
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         match self.task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("mail-worker-demo: the intake consumer failed: {e}"),
@@ -57,7 +58,7 @@ pub async fn push_and_consume(
     campaign: &[u8],
     within: Duration,
 ) -> anyhow::Result<(IntakeReport, Consumer)> {
-    let (stop, stopped) = watch::channel(false);
+    let stop = CancellationToken::new();
     let settings = IntakeSettings::new(queue, Some("mail-worker-demo"));
     let alive_within = settings.orphaned_after();
     let task = tokio::spawn(intake::run(
@@ -65,7 +66,7 @@ pub async fn push_and_consume(
         conn.clone(),
         pool.clone(),
         Arc::new(Metrics::new()),
-        stopped,
+        stop.clone(),
     ));
     let consumer = Consumer { stop, task };
     let pushed = intake::push_lines(conn.clone(), queue, intake::file_lines(campaign)).await?;

@@ -72,11 +72,7 @@ pub(super) async fn campaign_page(
 ) -> Result<Html<String>, AdminError> {
     let status = campaign_status(&state.config, &state.pool, &campaign)
         .await?
-        .ok_or_else(|| {
-            AdminError::Store(crate::store::StoreError::NotFound(format!(
-                "campaign {campaign:?}"
-            )))
-        })?;
+        .ok_or_else(|| AdminError::NotFound(format!("campaign {campaign:?}")))?;
     render(&CampaignPage {
         nav: true,
         csrf: session.csrf,
