@@ -43,7 +43,8 @@ use uuid::Uuid;
 
 use super::{
     state::{IssuedToken, SimState},
-    wire::{Call, EntraError, GraphError, entra_headers},
+    call::Call,
+    wire::{EntraError, GraphError, entra_headers},
 };
 use crate::events;
 

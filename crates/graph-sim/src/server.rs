@@ -24,7 +24,8 @@ use axum::{
 use super::{
     admin, auth, drafts, inbox, permissions, send,
     state::SimState,
-    wire::{Call, GraphError, RequestIds},
+    call::Call,
+    wire::{GraphError, RequestIds},
 };
 
 /// The whole router.

@@ -23,7 +23,8 @@ use crate::{
     send::{Reply, Seen, admit, read_body, routed, throttled},
     state::SimState,
     validate::parse_attachment_body,
-    wire::{Call, GraphError, RequestIds},
+    call::Call,
+    wire::{GraphError, RequestIds},
 };
 
 /// Counts `bytes` uploaded by `client_id` to mailbox `idx`; `429` past the 5-minute budget.

@@ -41,7 +41,8 @@ use super::{
     },
     state::{DraftState, Inner, SimState},
     validate::parse_draft,
-    wire::{Call, GraphError, RequestIds, new_item_id},
+    call::Call,
+    wire::{GraphError, RequestIds, new_item_id},
 };
 
 mod attach;

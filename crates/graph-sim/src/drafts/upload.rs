@@ -28,7 +28,8 @@ use crate::{
     records::RecordedAttachment,
     send::{Reply, Seen, admit, count, read_body, read_limited, routed},
     state::Upload,
-    wire::{Call, GraphError, RequestIds},
+    call::Call,
+    wire::{GraphError, RequestIds},
 };
 
 /// The largest attachment an upload session takes: 150 MB

@@ -10,7 +10,8 @@ use super::{Change, FolderQuery};
 use crate::{
     send::{Seen, routed},
     state::SimState,
-    wire::{Call, GraphError, RequestIds},
+    call::Call,
+    wire::{GraphError, RequestIds},
 };
 
 /// `GET …/mailFolders/{folder}/messages` of the Inbox or a folder NDRs were moved to.

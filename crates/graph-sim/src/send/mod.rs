@@ -56,7 +56,8 @@ use super::{
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
-    wire::{self, Call, GraphError, RequestIds},
+    call::Call,
+    wire::{self, GraphError, RequestIds},
 };
 use crate::events;
 
