@@ -10,11 +10,11 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::{
-    admin::usage::{mailbox_usage, usage_page},
     config::Config,
     domain::MailboxAddress,
-    events, import, intake,
+    import, intake, log_events,
     plural::counted,
+    reports::usage::{mailbox_usage, usage_page},
     store::{self, admin, report},
 };
 
@@ -68,7 +68,7 @@ pub async fn main() -> ExitCode {
             // as a plain line.
             if daemon {
                 tracing::error!(
-                    event = events::DAEMON_STOPPED,
+                    event = log_events::DAEMON_STOPPED,
                     error = format!("{e:#}"),
                     "mail-worker failed"
                 );
@@ -92,7 +92,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
     match cli.command {
         Command::Migrate => {
             store::migrate(&config.database_url).await?;
-            tracing::info!(event = events::DB_MIGRATED, "migrations applied");
+            tracing::info!(event = log_events::DB_MIGRATED, "migrations applied");
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckConfig => {

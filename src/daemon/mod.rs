@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use crate::{
     clock::{Clock, SystemClock},
     config::Config,
-    events, intake,
+    intake, log_events,
     mailer::factory::{MailerFactory, SecretEnv},
     ops::{self, Liveness, Metrics, OpsState, Readiness},
     rate_limit::MailRateLimiter,
@@ -173,7 +173,7 @@ pub async fn start(
     };
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
     for warning in config.warnings() {
-        tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
+        tracing::warn!(event = log_events::CONFIG_WARNING, "{warning}");
     }
     // The webhook secret is read now: a missing file stops start-up, naming the variable.
     let outbox = crate::outbox::OutboxSettings::from_config(&config)?;
@@ -224,7 +224,7 @@ async fn probe_paused_senders_now(pool: &PgPool) {
     match store::messages::resume_all_paused(pool).await {
         Ok(0) => {}
         Ok(due) => tracing::info!(
-            event = events::MAIL_SENDER_RESUMED,
+            event = log_events::MAIL_SENDER_RESUMED,
             why = "start-up",
             messages_due = due,
             "messages an earlier process paused for their sender's credentials are due now: this process probes each sender at once"
@@ -243,7 +243,7 @@ fn say_if_limiter_unreachable(limiter: Arc<MailRateLimiter>) {
     tokio::spawn(async move {
         if let Err(e) = limiter.ping().await {
             tracing::error!(
-                event = events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
+                event = log_events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
                 error = %e,
                 "the rate limiter's Redis (MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL) does not answer: sends fail open, paced locally within this replica's share, until it does; /readyz reports degraded"
             );
@@ -369,7 +369,7 @@ async fn run_parts(
         match intake.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::error!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer failed")
+                tracing::error!(event = log_events::INTAKE_REDIS_ERROR, error = %e, "the intake consumer failed")
             }
             Err(e) => tracing::error!(error = %e, "the intake consumer panicked"),
         }

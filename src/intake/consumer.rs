@@ -13,8 +13,8 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::{
-    events,
     import::{self, campaign},
+    log_events,
     ops::{
         Metrics,
         intake::{ConsumerHealth, IntakeOutcome},
@@ -134,7 +134,7 @@ fn parse(batch: &[Pending], directory: &campaign::SenderDirectory) -> Parsed {
 async fn pause(error: &StoreError, wait: &mut Duration, said: &mut bool) {
     if !*said {
         tracing::warn!(
-            event = events::INTAKE_STORE_FAILED,
+            event = log_events::INTAKE_STORE_FAILED,
             error = %error,
             "storing intake jobs failed; they wait (not acked) and are stored once PostgreSQL answers"
         );
@@ -166,7 +166,7 @@ async fn store_batch(
         match attempt.await {
             Ok(done) => break done,
             Err(e) if *stopping.borrow() => {
-                tracing::warn!(event = events::INTAKE_STORE_FAILED, error = %e, jobs = batch.len(), "stopping: intake jobs not stored go back to the queue");
+                tracing::warn!(event = log_events::INTAKE_STORE_FAILED, error = %e, jobs = batch.len(), "stopping: intake jobs not stored go back to the queue");
                 for p in batch {
                     let _ = p.reply.send(Err(NotStored::Returned));
                 }
@@ -185,7 +185,7 @@ async fn store_batch(
     for (p, answer) in batch.into_iter().zip(answers) {
         if let Err(NotStored::Dead(reason)) = &answer {
             tracing::warn!(
-                event = events::INTAKE_JOB_DEAD,
+                event = log_events::INTAKE_JOB_DEAD,
                 task = %p.task,
                 reason = %reason,
                 "an intake job is not a message: dead-lettered (`mail-worker queue dead` lists it)"
@@ -202,7 +202,7 @@ async fn store_batch(
     if stored.suppressed > 0 {
         metrics.recipients_suppressed(STAGE_INTAKE, stored.suppressed);
         tracing::info!(
-            event = events::RECIPIENTS_SUPPRESSED,
+            event = log_events::RECIPIENTS_SUPPRESSED,
             stage = STAGE_INTAKE,
             recipients = stored.suppressed,
             messages_failed = stored.all_suppressed,

@@ -21,7 +21,7 @@ use sqlx::PgPool;
 
 use crate::{
     config::WorkerConfig,
-    events,
+    log_events,
     ops::{Liveness, Metrics},
     service::MailProviderService,
     shutdown,
@@ -79,7 +79,7 @@ pub(crate) async fn run_observed(
         }
     });
     tracing::info!(
-        event = events::DAEMON_STARTED,
+        event = log_events::DAEMON_STARTED,
         version = crate::VERSION,
         concurrency = settings.worker.concurrency.get(),
         "daemon started"
@@ -112,7 +112,7 @@ pub(crate) async fn run_observed(
     let _ = recoverer.await;
     let _ = revisit.await;
     tracing::info!(
-        event = events::DAEMON_STOPPED,
+        event = log_events::DAEMON_STOPPED,
         reason = "shutdown requested",
         "daemon stopped"
     );

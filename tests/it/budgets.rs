@@ -1225,7 +1225,7 @@ async fn with_its_first_seed_dead_the_limiter_finds_the_cluster_and_usage_reads_
         .await
         .unwrap();
     assert!(matches!(&decision, Decision::Allowed(r) if r.is_counted()));
-    let usage = mail_worker::admin::usage::mailbox_usage(&config, &world.db.pool, mb0)
+    let usage = mail_worker::reports::usage::mailbox_usage(&config, &world.db.pool, mb0)
         .await
         .unwrap();
     assert_eq!(usage.limiter_error, None);

@@ -296,7 +296,7 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
             .await
             .unwrap();
         assert_eq!((status[0].scheduled, status[0].paused), (10, 10));
-        let usage = mail_worker::admin::usage::mailbox_usage(
+        let usage = mail_worker::reports::usage::mailbox_usage(
             &world.config,
             &world.db.pool,
             &world.mailboxes[0].0,

@@ -13,7 +13,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use mail_worker::{
     config::RateLimitConfig,
     domain::MailboxAddress,
-    events,
+    log_events,
     rate_limit::{
         Algorithm, Counted, Decision, DenyReason, MailRateLimiter, RateLimitError, RateLimiter,
         RateLimits, RequestEnd, Reservation, fixed_window::keys,
@@ -589,7 +589,7 @@ async fn a_closed_port_fails_open_within_the_deadline_with_a_warn_event() {
     let gate = Gate::closed().await;
     let limiter = gated_limiter(&gate, &unique("test:"), FAIL_OPEN_DEADLINE);
     let times = fail_open_times(&limiter, 20, FAIL_OPEN_DEADLINE).await;
-    let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
+    let warns = capture.with_event(log_events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "one line per second: {warns:?}");
     assert_eq!(warns[0].level, tracing::Level::WARN);
     assert_eq!(warns[0].field("error.kind"), "refused");
@@ -606,7 +606,7 @@ async fn a_frozen_listener_fails_open_within_the_deadline_plus_50_ms() {
     let most = FAIL_OPEN_DEADLINE + Duration::from_millis(50);
     let times = fail_open_times(&limiter, 8, most).await;
     assert!(gate.accepted() >= 1, "the listener saw the limiter dial");
-    let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
+    let warns = capture.with_event(log_events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "{warns:?}");
     assert!(
         ["deadline", "timeout"].contains(&warns[0].field("error.kind")),
@@ -635,7 +635,7 @@ async fn a_burst_of_1000_sends_during_an_outage_writes_one_warn_line() {
         assert_uncounted(decision.as_ref().unwrap());
     }
     assert!(took < Duration::from_secs(1), "the burst took {took:?}");
-    let warns = capture.with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR);
+    let warns = capture.with_event(log_events::MAIL_RATE_LIMIT_REDIS_ERROR);
     assert_eq!(warns.len(), 1, "{} warn lines", warns.len());
     assert_eq!(warns[0].field("suppressed"), "0");
 }
@@ -712,13 +712,13 @@ async fn a_wrong_type_key_is_a_script_error_that_fails_open() {
     let _: bool = conn.expire(&minute_key, 120).await.unwrap();
 
     assert_uncounted(&decide(&limiter, 1, limits(25, 9_000), now).await);
-    let errors = capture.with_event(events::MAIL_RATE_LIMIT_SCRIPT_ERROR);
+    let errors = capture.with_event(log_events::MAIL_RATE_LIMIT_SCRIPT_ERROR);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].level, tracing::Level::ERROR);
     assert_eq!(errors[0].field("error.kind"), "WRONGTYPE");
     assert!(
         capture
-            .with_event(events::MAIL_RATE_LIMIT_REDIS_ERROR)
+            .with_event(log_events::MAIL_RATE_LIMIT_REDIS_ERROR)
             .is_empty()
     );
     // Nothing was written to the day bucket.

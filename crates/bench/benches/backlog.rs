@@ -31,7 +31,7 @@ use std::{
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use clap::Parser;
-use mail_worker::events;
+use mail_worker::log_events;
 use serde::Serialize;
 use support::{
     Machine,
@@ -265,11 +265,15 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
                 .saturating_sub(sent_between(early, a.counters.at)),
             sent: sent_between(a.counters.at, b.counters.at),
             denied: count_event(
-                events::MAIL_RATE_LIMIT_DEFERRED,
+                log_events::MAIL_RATE_LIMIT_DEFERRED,
                 a.counters.at,
                 b.counters.at,
             ),
-            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.counters.at, b.counters.at),
+            throttled: count_event(
+                log_events::MAIL_GRAPH_THROTTLED,
+                a.counters.at,
+                b.counters.at,
+            ),
             limiter_calls: limiter.get("evalsha").map_or(0, |c| c.calls),
             claims: b.counters.claims - a.counters.claims,
             limiter_redis_commands: daemon::total_calls(&limiter),
@@ -287,9 +291,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     let pg_writes = daemon::writes_delta(&first.pg_writes, &pg_final);
     let writes = daemon::total_writes(&pg_writes);
     let sent = records.len() as u64;
-    let denied = count_event(events::MAIL_RATE_LIMIT_DEFERRED, early, far);
-    let throttled = count_event(events::MAIL_GRAPH_THROTTLED, early, far);
-    let released = count_event(events::MAIL_RATE_LIMIT_RELEASED, early, far);
+    let denied = count_event(log_events::MAIL_RATE_LIMIT_DEFERRED, early, far);
+    let throttled = count_event(log_events::MAIL_GRAPH_THROTTLED, early, far);
+    let released = count_event(log_events::MAIL_RATE_LIMIT_RELEASED, early, far);
     let error_lines = lines.iter().filter(|l| l.level == "ERROR").count() as u64;
     let limiter_calls = limiter_commands.get("evalsha").map_or(0, |c| c.calls);
     let claims = jobs_final - first.counters.claims;

@@ -27,9 +27,9 @@ use clap::Parser;
 use serde::Serialize;
 
 use mail_worker::{
-    admin::campaign::forecast_file,
     config::Config,
     import,
+    reports::campaign::forecast_file,
     store::senders::{self, LimitsChange},
 };
 use support::{

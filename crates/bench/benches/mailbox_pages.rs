@@ -4,7 +4,7 @@
 //! `VACUUM ANALYZE`; a private Redis for the limiter (`paced`). Measures, p50 / max of
 //! `--samples`, side by side in one run:
 //!
-//! - `admin::usage::usage_page` (what `/mailboxes` and `mailbox usage` build) for the first and
+//! - `reports::usage::usage_page` (what `/mailboxes` and `mailbox usage` build) for the first and
 //!   the last page of 50 and a page of 500, its order counted live (before: every unfinished
 //!   row) and from the order snapshot (`store::mailbox_order`, after);
 //! - `mailbox usage --page 1` as a process (start, connect, print), with a fresh snapshot and
@@ -26,8 +26,8 @@ use std::{collections::BTreeMap, process::ExitCode, time::Duration, time::Instan
 
 use clap::Parser;
 use mail_worker::{
-    admin::usage::{UsagePage, usage_page_ordered},
     config::Config,
+    reports::usage::{UsagePage, usage_page_ordered},
     store::{mailbox_list::Order, mailbox_order},
 };
 use serde::Serialize;
@@ -201,7 +201,7 @@ impl Bench<'_> {
             b = self.page(page, per_page, snapshot).await.mailboxes;
             snap.push(ms(started));
         }
-        let names = |v: &[mail_worker::admin::usage::MailboxUsage]| -> Vec<String> {
+        let names = |v: &[mail_worker::reports::usage::MailboxUsage]| -> Vec<String> {
             v.iter().map(|u| u.mailbox.clone()).collect()
         };
         let agree = names(&a) == names(&b);

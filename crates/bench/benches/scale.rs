@@ -30,7 +30,7 @@
 //!   the processes gives the sends/s this machine's cores could carry.
 //!
 //! Then, on the history arm with its backlog in place and mailboxes added up to
-//! `--page-mailboxes`: the mailboxes page's report (`admin::usage::usage_page`, what the admin
+//! `--page-mailboxes`: the mailboxes page's report (`reports::usage::usage_page`, what the admin
 //! UI and `mailbox usage` print) for the first and the last page of 50 and a page of 500, the
 //! `mailbox usage` command as a process, and 50 mailboxes read one at a time (the old page).
 //!
@@ -670,7 +670,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
             let mut listed = Vec::new();
             for _ in 0..10 {
                 let started = Instant::now();
-                let p = mail_worker::admin::usage::usage_page(config, pool, page, per_page)
+                let p = mail_worker::reports::usage::usage_page(config, pool, page, per_page)
                     .await
                     .unwrap_or_else(|e| fail(&format!("usage_page: {e}")));
                 samples.push(started.elapsed().as_secs_f64() * 1_000.0);
@@ -683,7 +683,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
         }
     };
     let (first, listed) = report(1, 50).await;
-    let total = mail_worker::admin::usage::usage_page(&config, pool, 1, 1)
+    let total = mail_worker::reports::usage::usage_page(&config, pool, 1, 1)
         .await
         .map_or(0, |p| p.total);
     let last_page = u32::try_from(total.div_ceil(50)).unwrap_or(1).max(1);
@@ -695,7 +695,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
         for u in &listed {
             let address = mail_worker::domain::MailboxAddress::parse(&u.mailbox)
                 .unwrap_or_else(|e| fail(&e.to_string()));
-            mail_worker::admin::usage::mailbox_usage(&config, pool, &address)
+            mail_worker::reports::usage::mailbox_usage(&config, pool, &address)
                 .await
                 .unwrap_or_else(|e| fail(&format!("mailbox_usage: {e}")));
         }

@@ -42,8 +42,8 @@ use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use super::{
-    state::{IssuedToken, SimState},
     call::Call,
+    state::{IssuedToken, SimState},
     wire::{EntraError, GraphError, entra_headers},
 };
 use crate::events;

@@ -22,9 +22,10 @@ use axum::{
 };
 
 use super::{
-    admin, auth, drafts, inbox, permissions, send,
-    state::SimState,
+    admin, auth,
     call::Call,
+    drafts, inbox, permissions, send,
+    state::SimState,
     wire::{GraphError, RequestIds},
 };
 

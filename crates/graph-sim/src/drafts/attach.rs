@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 
 use super::item_not_found;
 use crate::{
+    call::Call,
     send::{Reply, Seen, admit, read_body, routed, throttled},
     state::SimState,
     validate::parse_attachment_body,
-    call::Call,
     wire::{GraphError, RequestIds},
 };
 

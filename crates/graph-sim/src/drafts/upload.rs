@@ -25,10 +25,10 @@ use uuid::Uuid;
 
 use super::{attach::charge_upload, item_not_found};
 use crate::{
+    call::Call,
     records::RecordedAttachment,
     send::{Reply, Seen, admit, count, read_body, read_limited, routed},
     state::Upload,
-    call::Call,
     wire::{GraphError, RequestIds},
 };
 

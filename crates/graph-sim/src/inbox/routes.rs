@@ -8,9 +8,9 @@ use axum::{body::Body, extract::Path, http::HeaderMap, response::Response};
 
 use super::{Change, FolderQuery};
 use crate::{
+    call::Call,
     send::{Seen, routed},
     state::SimState,
-    call::Call,
     wire::{GraphError, RequestIds},
 };
 
