@@ -540,7 +540,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     const JOBS: usize = 20_000;
     let (app, queue, mailbox) = intake_app().await;
     // A Redis of its own: the shared one's memory moves with every other test.
-    let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
+    let mut redis = test_support::measured_redis::MeasuredRedis::start().await;
     let conn = intake::connect(&redis.url.clone().into()).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
@@ -996,7 +996,7 @@ async fn stall_inserts(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_it() {
     // A private PostgreSQL the test stops and starts again.
-    let mut pg = mail_worker_bench::daemon::PrivatePostgres::start(30, &[]);
+    let mut pg = test_support::private_postgres::PrivatePostgres::start(30, &[]);
     let mut url = pg.url.clone();
     url.set_path("/mw_intake_outage");
     mail_worker::store::migrate(&url).await.unwrap();

@@ -133,7 +133,7 @@ async fn pauses(app: &TestApp) -> Vec<(String, String, String, bool, DateTime<Ut
 /// Every key of the app's limiter gone, as after a Redis restart without persistence.
 async fn flush_limiter(app: &TestApp) -> usize {
     let mut conn = redis_conn().await;
-    mail_worker_bench::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
+    test_support::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
         .await
         .unwrap()
 }

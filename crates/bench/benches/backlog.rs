@@ -36,7 +36,7 @@ use serde::Serialize;
 use support::{
     Machine,
     daemon::{
-        self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis, RowWrites,
+        self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, MeasuredRedis, RowWrites,
         TableWrites,
     },
     per, thousands, to_f64 as f,
@@ -142,8 +142,8 @@ struct Report {
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let mut limiter_redis = PrivateRedis::start().await;
-    let mut queue_redis = PrivateRedis::start().await;
+    let mut limiter_redis = MeasuredRedis::start().await;
+    let mut queue_redis = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "backlog").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "backlog", 1).await;
@@ -444,8 +444,8 @@ struct Snapshot {
 }
 
 async fn snapshot(
-    limiter: &mut PrivateRedis,
-    queue: &mut PrivateRedis,
+    limiter: &mut MeasuredRedis,
+    queue: &mut MeasuredRedis,
     db: &BenchDb,
     worker: Option<&Daemon>,
 ) -> Snapshot {

@@ -37,7 +37,7 @@ use mail_worker::{log_events, rate_limit::Algorithm};
 use serde::Serialize;
 use support::{
     Machine,
-    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
+    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, MeasuredRedis},
     per, thousands, to_f64 as f,
 };
 use uuid::Uuid;
@@ -68,8 +68,8 @@ struct Args {
 /// One arm's set-up: servers, database, graph-sim, the daemon's environment.
 struct Arm {
     algorithm: Algorithm,
-    limiter_redis: PrivateRedis,
-    queue_redis: PrivateRedis,
+    limiter_redis: MeasuredRedis,
+    queue_redis: MeasuredRedis,
     db: BenchDb,
     sim: graph_sim::GraphSim,
     backlog_box: (mail_worker::domain::MailboxAddress, Uuid),
@@ -228,8 +228,8 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
 }
 
 async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
-    let limiter_redis = PrivateRedis::start().await;
-    let queue_redis = PrivateRedis::start().await;
+    let limiter_redis = MeasuredRedis::start().await;
+    let queue_redis = MeasuredRedis::start().await;
     let label = match algorithm {
         Algorithm::Paced => "budgets_paced",
         Algorithm::FixedWindow => "budgets_fixed",

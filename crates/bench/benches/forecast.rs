@@ -34,7 +34,7 @@ use mail_worker::{
 };
 use support::{
     Machine,
-    daemon::{self, BenchDb, Daemon, DaemonEnv, PrivateRedis},
+    daemon::{self, BenchDb, Daemon, DaemonEnv, MeasuredRedis},
 };
 
 /// The mailboxes' limits (messages per minute); the second has the backlog.
@@ -100,8 +100,8 @@ fn campaign(mailboxes: &[(mail_worker::domain::MailboxAddress, uuid::Uuid)], n: 
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let limiter_redis = PrivateRedis::start().await;
-    let queue_redis = PrivateRedis::start().await;
+    let limiter_redis = MeasuredRedis::start().await;
+    let queue_redis = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "forecast").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "forecast", LIMITS.len()).await;

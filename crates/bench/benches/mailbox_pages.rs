@@ -33,7 +33,7 @@ use mail_worker::{
 use serde::Serialize;
 use support::{
     Machine, RunInfo,
-    daemon::{BenchDb, DaemonEnv, PrivatePostgres, PrivateRedis},
+    daemon::{BenchDb, DaemonEnv, MeasuredRedis, PrivatePostgres},
     fail,
 };
 
@@ -224,7 +224,7 @@ impl Bench<'_> {
 async fn run(args: Args, machine: Machine) -> ExitCode {
     let started = Instant::now();
     let pg = PrivatePostgres::start(50, &[]);
-    let limiter = PrivateRedis::start().await;
+    let limiter = MeasuredRedis::start().await;
     let db = BenchDb::create(&pg.url, "pages").await;
     fill(&db, &args).await;
     let setup_s = started.elapsed().as_secs_f64();

@@ -56,7 +56,7 @@ use serde::Serialize;
 use support::{
     Machine, RunInfo,
     cluster::PrivateCluster,
-    daemon::{self, BenchDb, Daemon, DaemonEnv, PrivatePostgres, PrivateRedis, total_calls},
+    daemon::{self, BenchDb, Daemon, DaemonEnv, MeasuredRedis, PrivatePostgres, total_calls},
     fail,
     prom::Buckets,
     statements::Statement,
@@ -268,7 +268,7 @@ impl Arm {
         }
     }
 
-    fn env(&self, args: &Args, queue: &PrivateRedis, cluster: &PrivateCluster) -> DaemonEnv {
+    fn env(&self, args: &Args, queue: &MeasuredRedis, cluster: &PrivateCluster) -> DaemonEnv {
         let mut env = DaemonEnv::new(&self.db.url, &queue.url, &queue.url, &self.sim);
         env.set("MAIL_RATE_LIMIT_REDIS_URL", cluster.seeds())
             .set("MAIL_RATE_LIMIT_KEY_PREFIX", &self.prefix)
@@ -488,7 +488,7 @@ async fn claim_statement(db: &BenchDb) -> ClaimStatement {
 /// The most one mailbox's `normal` mail can send under `paced`, sends/s, L and R as the daemons
 /// read them: the forecast's rule, the script's (`normal` gets ⌊L × (100 − R) / 100⌋ a minute,
 /// its slots ⌈(60 s + `PACING_ALLOWANCE`) / that⌉ apart), so 7.74 of L = 10 a minute at R = 20.
-fn pacing_ceiling(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> f64 {
+fn pacing_ceiling(args: &Args, arm: &Arm, queue: &MeasuredRedis, cluster: &PrivateCluster) -> f64 {
     let env = arm.env(args, queue, cluster);
     let config = mail_worker::config::Config::from_lookup(|n| env.get(n).map(str::to_owned))
         .unwrap_or_else(|e| fail(&format!("the daemons' config: {e}")));
@@ -507,7 +507,7 @@ async fn measure(
     args: &Args,
     arm: &Arm,
     (replicas, round): (u32, u32),
-    (pg, queue, cluster): (&PrivatePostgres, &PrivateRedis, &PrivateCluster),
+    (pg, queue, cluster): (&PrivatePostgres, &MeasuredRedis, &PrivateCluster),
 ) -> Run {
     let mut daemons = Vec::new();
     let mut ports = Vec::new();
@@ -647,7 +647,7 @@ struct Pages {
     fifty_one_at_a_time_ms: (f64, f64),
 }
 
-async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> Pages {
+async fn pages(args: &Args, arm: &Arm, queue: &MeasuredRedis, cluster: &PrivateCluster) -> Pages {
     if args.page_mailboxes > args.mailboxes {
         let setup = arm.db.setup_pool().await;
         add_mailboxes(
@@ -1045,7 +1045,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         ],
     );
     let cluster = PrivateCluster::start(3);
-    let queue = PrivateRedis::start().await;
+    let queue = MeasuredRedis::start().await;
     println!(
         "scale: {} mailboxes in {} tenants, {} messages each, L = {}/min, graph-sim +{} ms; replicas {:?}, {} s warm-up + {} s measured each; history arm {} rows; PostgreSQL shared_buffers {}",
         args.mailboxes,
