@@ -111,11 +111,19 @@ async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
     }
 }
 
-/// One round of `reader` for the app's mailbox; waits out the interval first (the next read
-/// is due by PostgreSQL's clock).
+/// One round of `reader` for the app's mailbox, as soon as its next read is due (by
+/// PostgreSQL's clock, `INTERVAL` after the last).
 async fn read(reader: &BounceReader) -> ReadOutcome {
-    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
-    let mut done = reader.round().await.unwrap();
+    let mut done = Vec::new();
+    crate::support::wait_until(
+        Duration::from_secs(10),
+        "the mailbox's next read is due",
+        async || {
+            done = reader.round().await.unwrap();
+            !done.is_empty()
+        },
+    )
+    .await;
     assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
     done.remove(0).1
 }

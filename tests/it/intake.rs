@@ -8,6 +8,7 @@ use std::{sync::Arc, time::Duration};
 use mail_worker::{
     import::campaign::{SenderDirectory, parse_line_bytes},
     intake::{self, IntakeSettings, dead},
+    log_events,
     ops::Metrics,
 };
 use redis::AsyncCommands;
@@ -15,7 +16,11 @@ use uuid::Uuid;
 
 use crate::{
     daemon::{Logged, sigterm},
-    support::{TestApp, redis_url, sorted, spawn_app, wait_until},
+    support::{
+        TestApp,
+        logs::{capture_logs, logs_containing},
+        redis_url, sorted, spawn_app, wait_until,
+    },
 };
 
 /// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
@@ -1037,6 +1042,9 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
     })
     .await;
 
+    capture_logs();
+    let store_failures = || logs_containing(log_events::INTAKE_STORE_FAILED).len();
+    let failed_before = store_failures();
     pg.stop();
     let (during, lines) = later_lines(mailbox, 200);
     assert_eq!(
@@ -1045,8 +1053,13 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
             .unwrap(),
         200
     );
-    // Long enough for the consumer to fetch them and fail to store them, several times.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The consumer fetched them and failed to store them, several times.
+    wait_until(
+        Duration::from_secs(30),
+        "3 failed stores during the outage",
+        async || store_failures() >= failed_before + 3,
+    )
+    .await;
     let mut c = conn.clone();
     let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
     assert_eq!(s.dead, 0, "nothing dead-lettered during the outage: {s:?}");

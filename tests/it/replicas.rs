@@ -415,7 +415,12 @@ async fn a_limiter_lost_after_it_answered_stays_degraded() {
         )
         .await;
         gate.cut();
-        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        wait_until(
+            std::time::Duration::from_secs(10),
+            "the limiter's Redis said degraded",
+            async || readyz(d).await.1["degraded"] == serde_json::json!(["rate_limit_redis"]),
+        )
+        .await;
         let (code, report) = readyz(d).await;
         assert_eq!(code, 200, "{report}");
         assert_eq!(report["down"], serde_json::json!([]), "{report}");
