@@ -420,8 +420,16 @@ async fn a_read_waits_for_a_free_in_flight_slot_of_the_mailbox() {
             .unwrap();
     }
     let (reader, _metrics) = reader(&app, &clock, None);
-    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
-    let done = reader.round().await.unwrap();
+    let mut done = Vec::new();
+    crate::support::wait_until(
+        Duration::from_secs(10),
+        "the mailbox's next read is due",
+        async || {
+            done = reader.round().await.unwrap();
+            !done.is_empty()
+        },
+    )
+    .await;
     assert_eq!(
         done[0].1,
         ReadOutcome::default(),
