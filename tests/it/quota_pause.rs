@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use graph_sim::{SimBounces, UnknownRecipients};
 use mail_worker::{
-    bounces::{BounceReader, BounceSettings, ReadOutcome},
+    bounces::{BounceReader, BounceSettings},
     clock::{Clock, ManualClock},
     daemon,
     ops::Metrics,
@@ -80,22 +80,7 @@ fn reader(app: &TestApp, clock: &ManualClock) -> BounceReader {
     .unwrap()
 }
 
-/// One round of the reader, as soon as the next read is due (by PostgreSQL's clock, `INTERVAL`
-/// after the last).
-async fn read(reader: &BounceReader) -> ReadOutcome {
-    let mut done = Vec::new();
-    crate::support::wait_until(
-        Duration::from_secs(10),
-        "the mailbox's next read is due",
-        async || {
-            done = reader.round().await.unwrap();
-            !done.is_empty()
-        },
-    )
-    .await;
-    assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
-    done.remove(0).1
-}
+use crate::support::next_bounce_read as read;
 
 /// Sends `ids` through the real stack, moving the clock to each paced slot; each `SENT`.
 async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {

@@ -113,6 +113,33 @@ pub async fn wait_until(within: Duration, what: &str, mut condition: impl AsyncF
     }
 }
 
+/// The next round of a bounce `reader` that read a mailbox, as soon as one is due (by
+/// PostgreSQL's clock, the reader's interval after its last read); panics after 10 s.
+pub async fn next_bounce_round(
+    reader: &mail_worker::bounces::BounceReader,
+) -> Vec<(String, mail_worker::bounces::ReadOutcome)> {
+    let mut done = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "a mailbox's next read is due",
+        async || {
+            done = reader.round().await.unwrap();
+            !done.is_empty()
+        },
+    )
+    .await;
+    done
+}
+
+/// What the next round of `reader` read of its one mailbox ([`next_bounce_round`]).
+pub async fn next_bounce_read(
+    reader: &mail_worker::bounces::BounceReader,
+) -> mail_worker::bounces::ReadOutcome {
+    let mut done = next_bounce_round(reader).await;
+    assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
+    done.remove(0).1
+}
+
 /// `check_and_reserve` in the design note's shape (mailbox, recipients, limits, now) for tests
 /// of one mailbox: a fresh message id per call, Graph tenant `contoso.example`, no tenant budget.
 pub trait LimiterExt: mail_worker::rate_limit::RateLimiter {
