@@ -1053,11 +1053,12 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
             .unwrap(),
         200
     );
-    // The consumer fetched them and failed to store them, several times.
+    // The consumer fetched them and failed to store them (said once per batch, then retried
+    // with backoff while PostgreSQL is down).
     wait_until(
         Duration::from_secs(30),
-        "3 failed stores during the outage",
-        async || store_failures() >= failed_before + 3,
+        "a failed store during the outage",
+        async || store_failures() > failed_before,
     )
     .await;
     let mut c = conn.clone();
