@@ -20,7 +20,7 @@
 //! | [`domain`], [`import`], [`mailer`] | the above, and the fuzz targets (`fuzz/`) |
 //! | [`reports`], [`forecast`], [`rate_limit`], [`service`] | the demo's forecast, the benchmarks, `tests/it` |
 //! | [`admin`] | `tests/it` and `tests/browser.rs` (the UI over HTTP) |
-//! | [`bounces`], [`outbox`] | `tests/it` |
+//! | [`bounces`], [`delivery`], [`outbox`] | `tests/it` |
 //! | [`log_events`] | dashboards and alerts key on its strings; `tests/it` and the benchmarks read the log lines by them |
 //! | [`telemetry`] | the demo (its log file) |
 //!
@@ -43,6 +43,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 mod debug_showing;
+pub mod delivery;
 pub mod domain;
 pub mod forecast;
 pub mod import;

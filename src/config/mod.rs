@@ -19,6 +19,7 @@ mod errors;
 pub(crate) mod events;
 mod exchange;
 mod lines;
+mod trace;
 pub use events::EventsConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
@@ -110,6 +111,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
     pub bounces: crate::bounces::BounceSettings,
+    /// The delivery reconciler (`GRAPH_TRACE_DELIVERY`, …; [`crate::delivery`]).
+    pub trace: crate::delivery::TraceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
 }
@@ -245,6 +248,7 @@ impl Config {
         }
         Ok(Self {
             bounces: bounces::read(&env)?,
+            trace: trace::read(&env)?,
             retention,
             database_url: env.url(
                 "DATABASE_URL",
