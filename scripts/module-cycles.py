@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Import circles between sibling modules, for every crate of the workspace.
+"""Import circles of any length between sibling modules, for every crate of the workspace.
 
 Each `crate::…`, `super::…` and `self::…` path a file names (in `use` trees and in code) is an
 edge from the file's module to the deepest module the path reaches. Both ends are lifted to
 the children of their lowest common ancestor, so `mailer::factory → service` and
 `service::x → mailer` make the pair `mailer ↔ service`; a module using its own ancestor or
 descendant is not an edge (a child using its parent's items is how Rust modules work).
-Prints each circle; exits 1 if there is one. Usage: scripts/module-cycles.py [CRATE_SRC…]
+The circles are the strongly connected components of that graph with more than one module
+(Tarjan's algorithm), so `a → b → c → a` is found as well as `a ↔ b`. Prints each circle with
+the uses that close it; exits 1 if there is one.
+Usage: scripts/module-cycles.py [CRATE_SRC…] | scripts/module-cycles.py --self-test
 """
 import pathlib
 import re
@@ -96,23 +99,80 @@ def circles(src):
             a, b = here[: k + 1], there[: k + 1]
             edges.setdefault(a, {}).setdefault(b, set()).add(f"{'::'.join(here)} → {p}")
     found = []
-    for a in edges:
-        for b in edges[a]:
-            if a < b and a in edges.get(b, {}):
-                found.append((a, b, sorted(edges[a][b])[:2], sorted(edges[b][a])[:2]))
+    for component in strongly_connected(edges):
+        members = set(component)
+        uses = []
+        for a in sorted(component):
+            for b in sorted(edges.get(a, {})):
+                if b in members:
+                    uses += sorted(edges[a][b])[:2]
+        found.append((sorted(component), uses))
     return found
 
 
+def strongly_connected(edges):
+    """Tarjan's strongly connected components of {node: {node: …}} with more than one node."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    nodes = sorted(set(edges) | {b for a in edges for b in edges[a]})
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, {})):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(component)
+
+    sys.setrecursionlimit(max(1000, 4 * len(nodes) + 100))
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def self_test():
+    """A 3-cycle `a → b → c → a` written as files is found; a chain `a → b → c` is not."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = pathlib.Path(tmp)
+        (src / "lib.rs").write_text("mod a;\nmod b;\nmod c;\n")
+        (src / "a.rs").write_text("use crate::b::B;\n")
+        (src / "b.rs").write_text("use crate::c::C;\npub struct B;\n")
+        (src / "c.rs").write_text("pub struct C;\nfn f() { crate::a::g() }\n")
+        found = circles(src)
+        assert [m for m, _ in found] == [[("a",), ("b",), ("c",)]], found
+        (src / "c.rs").write_text("pub struct C;\n")
+        assert circles(src) == [], circles(src)
+    print("self-test: a 3-cycle found, a chain not")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
     roots = [pathlib.Path(p) for p in sys.argv[1:]] or [pathlib.Path("src")] + sorted(
         pathlib.Path("crates").glob("*/src")
     )
     total = 0
     for src in roots:
-        for a, b, ab, ba in circles(src):
+        for members, uses in circles(src):
             total += 1
-            print(f"{src}: {'::'.join(a)} ↔ {'::'.join(b)}")
-            for e in ab + ba:
+            print(f"{src}: {' → '.join('::'.join(m) for m in members)} (a circle of {len(members)})")
+            for e in uses:
                 print(f"    {e}")
     print(f"{total} circle(s) between sibling modules")
     sys.exit(1 if total else 0)

@@ -2,30 +2,32 @@
 //! several replicas at once, with a distributed, pre-emptive per-mailbox rate limiter in Redis.
 //!
 //! # Layout
-//! The modules follow the send path:
+//! The modules follow the send path: [`intake`] → [`store`] (PostgreSQL is the schedule) →
+//! [`worker`] → [`service`] → [`mailer`] (wrapped by the [`rate_limit`]er) → Microsoft Graph.
+//! The one diagram of that path, and where to add a setting, a provider, a limiter algorithm, a
+//! metric or an admin page: docs/architecture.md. Each module's own doc lists its files.
 //!
-//! ```text
-//! intake (apalis-redis queue of campaign lines → one multi-row INSERT per batch → SCHEDULED rows)
-//! worker (claim loop: due rows → SENDING for this replica's free slots → handler)
-//!   → service (MailProviderService: send one message, write the outcome, defer with spread)
-//!     → mailer::factory → mailer::rate_limited ◄── rate_limit (Lua check_and_reserve / release)
-//!       → mailer::graph (OAuth2 secret or certificate assertion; GRAPH_SEND_MODE draft:
-//!                        create draft → send, checked before any resend | sendmail)
-//!         | mailer::sendgrid
-//! ```
+//! # Who each public module is for
+//! This crate is the product: the library and the `mail-worker` binary, what runs in production.
+//! Items are `pub(crate)` unless something outside the crate uses them; a module is `pub` for
+//! these readers only (none of them is a stable API: the contracts are the env vars, the
+//! commands, the HTTP routes, the metric and log event names, and the file formats):
 //!
-//! Beside them: [`config`] (env), [`domain`] (types), [`store`] (PostgreSQL), [`import`] (the
-//! producer files and [`import::enqueue`]), [`telemetry`] and [`events`] (JSON logs), [`clock`],
-//! [`daemon`] (the composition root), [`shutdown`] (the stop its loops wait for), [`supervise`]
-//! (its parts as supervised tasks: one that stops on its own stops the process), [`ops`]
-//! (metrics, health and readiness on `METRICS_LISTEN`), [`admin`] (the admin UI, `mail-worker
-//! admin` on `ADMIN_LISTEN`, and the usage report it shares with `mailbox usage`) and [`cli`]
-//! (the binary's commands, [`cli::main`]).
+//! | module | used outside the crate by |
+//! |---|---|
+//! | [`cli`] | the binary (`src/main.rs`: [`cli::main`]), the bench lab's daemon, `tests/it` |
+//! | [`daemon`], [`config`], [`store`], [`worker`], [`intake`], [`ops`], [`clock`] | the demo and the bench lab (which run the daemon in process), `tests/it` |
+//! | [`domain`], [`import`], [`mailer`] | the above, and the fuzz targets (`fuzz/`) |
+//! | [`reports`], [`forecast`], [`rate_limit`], [`service`] | the demo's forecast, the benchmarks, `tests/it` |
+//! | [`admin`] | `tests/it` and `tests/browser.rs` (the UI over HTTP) |
+//! | [`bounces`], [`delivery`], [`outbox`] | `tests/it` |
+//! | [`log_events`] | dashboards and alerts key on its strings; `tests/it` and the benchmarks read the log lines by them |
+//! | [`telemetry`] | the demo (its log file) |
+//! | [`supervise`], [`shutdown`] | the daemon's parts as supervised tasks (one that stops on its own stops the process) and the `CancellationToken` their loops and `intake::run` take; the demo and `tests/it` (which adds one through [`daemon::Options`]) |
 //!
-//! This crate is the product only: the library and the `mail-worker` binary, what runs in
-//! production. The workspace beside it (docs/architecture.md, "The workspace"):
-//! `crates/graph-sim` (the Microsoft Graph and SendGrid stand-in), `crates/demo` (`cargo
-//! demo`), `crates/bench` (the benchmark lab); this crate uses them only as dev-dependencies.
+//! Inside the crate, production depends only downwards: the admin UI ([`admin`]), the commands
+//! ([`cli`]) and the daemon ([`daemon`]) are three front ends over the same layers, and what two
+//! of them share lives in a layer ([`reports`], [`store`], [`service`]), never in a front end.
 //!
 //! Choices a reader might not expect, and why (history: docs/decisions/):
 //! - *PostgreSQL is the scheduler*: a claim moves due rows straight to `SENDING` for this
@@ -33,9 +35,6 @@
 //!   the send path (less state, one row write less, no poll delay).
 //! - *`anyhow` only at the top*: [`cli`] and [`daemon`] return `anyhow::Result`; they live in the
 //!   library so that the benchmarks' daemon runs the same entry point.
-//! - *Items are `pub(crate)` by default*, so `dead_code` fires on what nothing calls; what is
-//!   `pub` is used outside the crate (the binary, `tests/it`, the demo, the bench lab, the fuzz
-//!   targets).
 
 pub mod admin;
 mod backoff;
@@ -47,15 +46,16 @@ pub mod daemon;
 mod debug_showing;
 pub mod delivery;
 pub mod domain;
-pub mod events;
 pub mod forecast;
 pub mod import;
 pub mod intake;
+pub mod log_events;
 pub mod mailer;
 pub mod ops;
 pub mod outbox;
 mod plural;
 pub mod rate_limit;
+pub mod reports;
 pub mod service;
 pub mod shutdown;
 pub mod store;

@@ -74,7 +74,7 @@ pub async fn signal() -> &'static str {
 pub async fn shutdown_signal() {
     let signal = signal().await;
     tracing::info!(
-        event = crate::events::DAEMON_SIGNAL,
+        event = crate::log_events::DAEMON_SIGNAL,
         signal,
         "signal received"
     );

@@ -20,7 +20,7 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::events;
+use crate::log_events;
 
 /// A part that stopped on its own: the first one, which started the shutdown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -153,7 +153,7 @@ impl Supervisor {
                 Err(_) => return,
             };
             tracing::error!(
-                event = events::DAEMON_PART_FAILED,
+                event = log_events::DAEMON_PART_FAILED,
                 part,
                 error = %how,
                 "a part of the daemon stopped: the process stops (exit 1) so that it is restarted"
@@ -195,7 +195,7 @@ impl Supervisor {
             Some(failed) => Err(failed),
             None => {
                 tracing::info!(
-                    event = events::DAEMON_STOPPED,
+                    event = log_events::DAEMON_STOPPED,
                     reason = "shutdown requested",
                     "daemon stopped"
                 );

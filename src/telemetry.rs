@@ -1,6 +1,6 @@
 //! Logging: one JSON object per line (or `pretty` for humans), filtered by `RUST_LOG`.
 //!
-//! Every outcome log line carries an `event` field from [`crate::events`] and dotted field names
+//! Every outcome log line carries an `event` field from [`crate::log_events`] and dotted field names
 //! (`message.id`, `mailbox`, `retry_after_ms`). Never log secrets, tokens, bodies or full
 //! recipient addresses: use [`crate::domain::mask_address`].
 

@@ -1,5 +1,5 @@
 //! The admin UI (`mail-worker admin`, on `ADMIN_LISTEN`): server-rendered pages over the same
-//! code as the operators' commands — [`usage`] (`mailbox usage`), [`crate::store::admin`]
+//! code as the operators' commands — [`crate::reports`] (`mailbox usage`, `campaign status`), [`crate::store::admin`]
 //! (`messages retry|cancel`), [`crate::store::senders::set_limits`] (`mailbox set-limits`),
 //! [`crate::intake::dead`] (`queue stats|dead|retry|discard`).
 //!
@@ -11,11 +11,7 @@
 //! - [`pages`]: the routes and their templates (`templates/admin/`).
 
 pub mod auth;
-pub(crate) mod bookings;
-pub mod campaign;
-mod limits;
 pub mod pages;
-pub mod usage;
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -26,7 +22,7 @@ use axum::{
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 
-use crate::{config::Config, events, store::StoreError};
+use crate::{config::Config, log_events, reports::ReportError, store::StoreError};
 pub use auth::AdminToken;
 
 /// What can go wrong in the admin layer.
@@ -47,6 +43,9 @@ pub enum AdminError {
     /// PostgreSQL.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A report the commands share ([`crate::reports`]).
+    #[error(transparent)]
+    Report(#[from] ReportError),
     /// The intake queue's Redis.
     #[error(transparent)]
     Intake(#[from] crate::intake::IntakeError),
@@ -64,14 +63,20 @@ impl IntoResponse for AdminError {
             Self::NoSuchSender(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Csrf => StatusCode::FORBIDDEN,
-            Self::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            Self::Store(StoreError::NotFound(_))
+            | Self::Report(
+                ReportError::NoSuchSender(_) | ReportError::Store(StoreError::NotFound(_)),
+            ) => StatusCode::NOT_FOUND,
+            Self::Report(ReportError::BadInput(_) | ReportError::Store(StoreError::Invalid(_))) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::Store(StoreError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Intake(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Verify(
                 crate::service::verify::VerifyError::UnknownSenders(_)
                 | crate::service::verify::VerifyError::BadAddress(_),
             ) => StatusCode::NOT_FOUND,
-            Self::Store(_) | Self::Template(_) | Self::Verify(_) => {
+            Self::Store(_) | Self::Report(_) | Self::Template(_) | Self::Verify(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
@@ -163,7 +168,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<std::process::ExitCode
     let pool = crate::store::open(&config.database_url, 4).await?;
     let state = AdminState::new(config, pool, token);
     tracing::info!(
-        event = events::MAIL_ADMIN_STARTED,
+        event = log_events::MAIL_ADMIN_STARTED,
         listen = %listener.local_addr().unwrap_or(addr),
         cookie_secure = state.config.admin.cookie_secure,
         "admin UI listening"

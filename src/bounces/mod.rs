@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     clock::Clock,
-    events,
+    log_events,
     mailer::MailerFactory,
     ops::Metrics,
     rate_limit::MailRateLimiter,
@@ -120,7 +120,7 @@ impl BounceReader {
         shutdown::every(self.settings.interval, stop, None, || async move {
             if let Err(e) = me.round().await {
                 tracing::warn!(
-                    event = events::MAIL_BOUNCE_READ_FAILED,
+                    event = log_events::MAIL_BOUNCE_READ_FAILED,
                     mailbox = "",
                     error = %e,
                     "could not list the senders to read for bounces; the next interval tries again"
@@ -147,7 +147,7 @@ impl BounceReader {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(e)) => {
                     tracing::warn!(
-                        event = events::MAIL_BOUNCE_READ_FAILED,
+                        event = log_events::MAIL_BOUNCE_READ_FAILED,
                         mailbox = %mailbox,
                         error = %e,
                         "reading the Inbox for bounces failed; the next interval tries again"
@@ -156,7 +156,7 @@ impl BounceReader {
                 }
                 Err(_) => {
                     tracing::warn!(
-                        event = events::MAIL_BOUNCE_READ_FAILED,
+                        event = log_events::MAIL_BOUNCE_READ_FAILED,
                         mailbox = %mailbox,
                         error = "deadline",
                         "reading the Inbox for bounces took longer than {} s; the next interval goes on",

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{BounceReader, limits::LimitFinding};
 use crate::{
     domain::MailboxAddress,
-    events,
+    log_events,
     mailer::factory::GraphMailbox,
     rate_limit::{LimitPause, PauseScope, RedisCallError},
     store::limit_pauses::{self, NewPause},
@@ -127,7 +127,7 @@ impl BounceReader {
         .await;
         if let Err(e) = &marked {
             tracing::warn!(
-                event = events::MAIL_BOUNCE_READ_FAILED,
+                event = log_events::MAIL_BOUNCE_READ_FAILED,
                 mailbox = %key,
                 error = %e,
                 "the limiter's Redis did not take the pause of an NDR {}; kept in PostgreSQL, it holds once Redis re-seeds",
@@ -136,7 +136,7 @@ impl BounceReader {
         }
         if let Err(e) = &kept {
             tracing::warn!(
-                event = events::MAIL_BOUNCE_READ_FAILED,
+                event = log_events::MAIL_BOUNCE_READ_FAILED,
                 mailbox = %key,
                 error = %e,
                 "PostgreSQL did not keep the pause of an NDR {}: a limiter Redis that comes back empty would lift it",
@@ -160,7 +160,7 @@ impl BounceReader {
         };
         if scope == PauseScope::Mailbox {
             tracing::warn!(
-                event = events::MAIL_BOUNCE_MAILBOX_PAUSED,
+                event = log_events::MAIL_BOUNCE_MAILBOX_PAUSED,
                 mailbox = %key,
                 code = found.code,
                 until = %until,
@@ -172,7 +172,7 @@ impl BounceReader {
             );
         } else {
             tracing::warn!(
-                event = events::MAIL_BOUNCE_TENANT_PAUSED,
+                event = log_events::MAIL_BOUNCE_TENANT_PAUSED,
                 tenant = %key,
                 code = found.code,
                 until = %until,

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     domain::{MailboxAddress, Priority, Sender},
-    events,
+    log_events,
     mailer::{MailError, factory::GraphMailbox, redact},
     rate_limit::{Ask, RateLimiter, ReadLease, RedisCallError, RequestEnd},
     store::{
@@ -123,7 +123,7 @@ impl BounceReader {
         macro_rules! read_line {
             ($level:ident) => {
                 tracing::$level!(
-                    event = events::MAIL_BOUNCE_READ,
+                    event = log_events::MAIL_BOUNCE_READ,
                     mailbox = %address,
                     requests = out.requests,
                     reports = out.reports,
@@ -186,7 +186,7 @@ impl BounceReader {
                 out.bounced += 1;
                 self.metrics.bounced(code_class(code));
                 tracing::info!(
-                    event = events::MAIL_BOUNCE_RECORDED,
+                    event = log_events::MAIL_BOUNCE_RECORDED,
                     message.id = %message_id,
                     mailbox = %address,
                     code,

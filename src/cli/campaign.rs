@@ -1,4 +1,4 @@
-//! `mail-worker campaign forecast|status`: the reports of [`crate::admin::campaign`] as tables
+//! `mail-worker campaign forecast|status`: the reports of [`crate::reports::campaign`] as tables
 //! or JSON.
 
 use std::process::ExitCode;
@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use super::{CampaignCommand, out};
 use crate::plural::counted;
 use crate::{
-    admin::campaign::{self, CampaignForecast, CampaignStatus},
     config::Config,
     forecast::Warning,
+    reports::campaign::{self, CampaignForecast, CampaignStatus},
     store,
 };
 

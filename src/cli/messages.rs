@@ -7,7 +7,7 @@ use super::{ListArgs, PurgeArgs, Selection, args::BulkArgs, out, tables};
 use crate::{
     config::{Config, ZERO, parse_duration},
     domain::{MessageStatus, mask_address},
-    events,
+    log_events,
     plural::counted,
     store::{self, admin, retention},
 };
@@ -45,10 +45,10 @@ pub(super) async fn bulk(
     let changed = action
         .apply(&pool, &filter, args.dry_run, config.events.outbox())
         .await?;
-    crate::admin::bookings::unbook_messages(config, &pool, &changed.changed_ids).await?;
+    crate::reports::bookings::unbook_messages(config, &pool, &changed.changed_ids).await?;
     let (verb, event) = match action {
-        admin::BulkAction::Retry => ("retried", events::MAIL_CLI_MESSAGES_RETRIED),
-        admin::BulkAction::Cancel => ("cancelled", events::MAIL_CLI_MESSAGES_CANCELLED),
+        admin::BulkAction::Retry => ("retried", log_events::MAIL_CLI_MESSAGES_RETRIED),
+        admin::BulkAction::Cancel => ("cancelled", log_events::MAIL_CLI_MESSAGES_CANCELLED),
     };
     if !changed.dry_run {
         let s = &args.selection;

@@ -10,11 +10,11 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::{
-    admin::usage::{mailbox_usage, usage_page},
     config::Config,
     domain::MailboxAddress,
-    events, import, intake,
+    import, intake, log_events,
     plural::counted,
+    reports::usage::{mailbox_usage, usage_page},
     store::{self, admin, report},
 };
 
@@ -70,7 +70,7 @@ pub async fn main() -> ExitCode {
             // `kubectl logs` or a terminal.
             if daemon {
                 tracing::error!(
-                    event = events::DAEMON_STOPPED,
+                    event = log_events::DAEMON_STOPPED,
                     error = shown,
                     "mail-worker failed"
                 );
@@ -106,7 +106,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
     match cli.command {
         Command::Migrate => {
             store::migrate(&config.database_url).await?;
-            tracing::info!(event = events::DB_MIGRATED, "migrations applied");
+            tracing::info!(event = log_events::DB_MIGRATED, "migrations applied");
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckConfig => {

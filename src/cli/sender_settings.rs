@@ -7,11 +7,11 @@ use anyhow::Context;
 
 use super::{SetLimits, out, read};
 use crate::{
-    admin::bookings,
     config::Config,
     domain::MailboxAddress,
     import,
     plural::counted,
+    reports::bookings,
     store::{self, senders},
 };
 

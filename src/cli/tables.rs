@@ -2,7 +2,7 @@
 //! `messages list` and `suppressions list` as fixed-width tables.
 
 use crate::{
-    admin::usage::{MailboxUsage, UsagePage},
+    reports::usage::{MailboxUsage, UsagePage},
     store::{admin::MessageLine, report, suppressions::Suppression},
 };
 

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
-    events,
+    log_events,
     ops::{Liveness, Metrics},
     shutdown, store,
 };
@@ -89,7 +89,7 @@ pub(super) async fn budget_gauge_loop(
     let reader = &reader;
     shutdown::every(config.metrics_refresh, done, None, || async move {
         let mut reader = reader.lock().await;
-        let read = crate::admin::usage::budget_shares(&mut reader, config, pool).await;
+        let read = crate::reports::usage::budget_shares(&mut reader, config, pool).await;
         let Some(shares) = shares_or_log(read, "a mailbox's", "mail_worker_budget_used_ratio")
         else {
             return;
@@ -106,7 +106,7 @@ pub(super) async fn budget_gauge_loop(
                     .unwrap_or(false)
             {
                 tracing::warn!(
-                    event = events::MAIL_BUDGET_NEARLY_USED,
+                    event = log_events::MAIL_BUDGET_NEARLY_USED,
                     mailbox = %share.mailbox,
                     used_percent = (share.day * 100.0).round(),
                     threshold_percent = threshold,
@@ -114,7 +114,7 @@ pub(super) async fn budget_gauge_loop(
                 );
             }
         }
-        let read = crate::admin::usage::tenant_shares(&mut reader, config, pool).await;
+        let read = crate::reports::usage::tenant_shares(&mut reader, config, pool).await;
         let Some(tenants) =
             shares_or_log(read, "a tenant's", "mail_worker_tenant_budget_used_ratio")
         else {
@@ -129,7 +129,7 @@ pub(super) async fn budget_gauge_loop(
                 && reader.first_tenant_alert(&t.tenant).await.unwrap_or(false)
             {
                 tracing::warn!(
-                    event = events::MAIL_BUDGET_NEARLY_USED,
+                    event = log_events::MAIL_BUDGET_NEARLY_USED,
                     tenant = %t.tenant,
                     external = t.external,
                     external_recipients_per_day = t.per_day,

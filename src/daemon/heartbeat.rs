@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{events, rate_limit::LiveReplicas, shutdown, store};
+use crate::{log_events, rate_limit::LiveReplicas, shutdown, store};
 
 /// How often a replica beats.
 pub const EVERY: Duration = Duration::from_secs(5);
@@ -36,7 +36,7 @@ pub async fn run(
                 if count != before {
                     live.set(count);
                     tracing::info!(
-                        event = events::MAIL_REPLICAS_CHANGED,
+                        event = log_events::MAIL_REPLICAS_CHANGED,
                         live = count,
                         before,
                         "the live replicas changed: fail-open shares each mailbox's budgets among them"
@@ -44,7 +44,7 @@ pub async fn run(
                 }
             }
             Err(e) => tracing::warn!(
-                event = events::MAIL_REPLICAS_CHANGED,
+                event = log_events::MAIL_REPLICAS_CHANGED,
                 error = %e,
                 "the replica heartbeat failed: the last live count is kept"
             ),

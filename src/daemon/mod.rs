@@ -17,7 +17,7 @@ use sqlx::PgPool;
 use crate::{
     clock::{Clock, SystemClock},
     config::Config,
-    events, intake,
+    intake, log_events,
     mailer::factory::SecretEnv,
     ops::{self, Liveness, Metrics, OpsState, Readiness},
     rate_limit::MailRateLimiter,
@@ -103,7 +103,7 @@ pub async fn start(
     };
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
     for warning in config.warnings() {
-        tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
+        tracing::warn!(event = log_events::CONFIG_WARNING, "{warning}");
     }
     // The webhook secret is read now: a missing file stops start-up, naming the variable.
     let outbox = crate::outbox::OutboxSettings::from_config(&config)?;

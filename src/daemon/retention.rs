@@ -9,7 +9,7 @@ use std::{
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::{events, ops::Metrics, shutdown, store};
+use crate::{log_events, ops::Metrics, shutdown, store};
 
 /// How often a replica tries a round (the first at start-up).
 pub(super) const EVERY: Duration = Duration::from_secs(15 * 60);
@@ -31,7 +31,7 @@ pub(super) async fn retention_loop(
                 metrics.purged(purged.messages);
                 if purged.messages > 0 {
                     tracing::info!(
-                        event = events::MESSAGES_PURGED,
+                        event = log_events::MESSAGES_PURGED,
                         messages = purged.messages,
                         attachments = purged.attachments,
                         batches = purged.batches,
@@ -43,7 +43,7 @@ pub(super) async fn retention_loop(
             }
             Ok(None) => tracing::debug!("retention: another replica holds the lock, skipped"),
             Err(e) => tracing::warn!(
-                event = events::MESSAGES_PURGE_FAILED,
+                event = log_events::MESSAGES_PURGE_FAILED,
                 error = %e,
                 "a retention round failed; the next one tries again"
             ),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::{config::Config, events, import::senders::SendersFile};
+use crate::{config::Config, import::senders::SendersFile, log_events};
 
 /// The checked senders file of `SENDERS_FILE`, not yet written.
 pub(super) struct Checked {
@@ -40,11 +40,11 @@ pub(super) async fn import(
     checked: &Checked,
 ) -> anyhow::Result<()> {
     let (report, bookings_dropped, messages_due) =
-        crate::admin::bookings::import_senders(config, pool, &checked.file)
+        crate::reports::bookings::import_senders(config, pool, &checked.file)
             .await
             .with_context(|| format!("SENDERS_FILE ({})", checked.path.display()))?;
     tracing::info!(
-        event = events::SENDERS_IMPORTED,
+        event = log_events::SENDERS_IMPORTED,
         file = %checked.path.display(),
         tenants = report.tenants,
         system_mailboxes = report.system_mailboxes,

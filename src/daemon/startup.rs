@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use crate::{events, rate_limit::MailRateLimiter, store};
+use crate::{log_events, rate_limit::MailRateLimiter, store};
 
 /// Makes the rows an earlier process paused (a sender's missing or refused credentials) due now,
 /// so this process probes each sender at once instead of at the earlier process's next probe
@@ -15,7 +15,7 @@ pub(super) async fn probe_paused_senders_now(pool: &PgPool) {
     match store::messages::resume_all_paused(pool).await {
         Ok(0) => {}
         Ok(due) => tracing::info!(
-            event = events::MAIL_SENDER_RESUMED,
+            event = log_events::MAIL_SENDER_RESUMED,
             why = "start-up",
             messages_due = due,
             "messages an earlier process paused for their sender's credentials are due now: this process probes each sender at once"
@@ -34,7 +34,7 @@ pub(super) fn say_if_limiter_unreachable(limiter: Arc<MailRateLimiter>) {
     tokio::spawn(async move {
         if let Err(e) = limiter.ping().await {
             tracing::error!(
-                event = events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
+                event = log_events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
                 error = %e,
                 "the rate limiter's Redis (MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL) does not answer: sends fail open, paced locally within this replica's share, until it does; /readyz reports degraded"
             );

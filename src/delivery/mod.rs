@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     clock::Clock,
     domain::Sender,
-    events,
+    log_events,
     mailer::MailerFactory,
     ops::Metrics,
     rate_limit::MailRateLimiter,
@@ -116,7 +116,7 @@ impl DeliveryReconciler {
         shutdown::every(self.settings.interval, stop, None, || async move {
             if let Err(e) = me.round().await {
                 tracing::warn!(
-                    event = events::MAIL_TRACE_READ_FAILED,
+                    event = log_events::MAIL_TRACE_READ_FAILED,
                     tenant = "",
                     error = %e,
                     "could not list the senders whose delivery is traced; the next interval tries again"

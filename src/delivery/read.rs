@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::DeliveryReconciler;
 use crate::{
     domain::Sender,
-    events,
+    log_events,
     mailer::{
         graph::trace::{TraceError, TraceRow, failure_of},
         redact,
@@ -59,7 +59,7 @@ impl DeliveryReconciler {
                 Stop::Trace(e @ (TraceError::Unprovisioned | TraceError::Forbidden)) => {
                     let reason = e.to_string();
                     tracing::warn!(
-                        event = events::MAIL_TRACE_PAUSED,
+                        event = log_events::MAIL_TRACE_PAUSED,
                         tenant,
                         reason = %reason,
                         "the tenant's message trace is paused until the fix; probed again later"
@@ -68,7 +68,7 @@ impl DeliveryReconciler {
                 }
                 Stop::Trace(e) => {
                     tracing::warn!(
-                        event = events::MAIL_TRACE_READ_FAILED,
+                        event = log_events::MAIL_TRACE_READ_FAILED,
                         tenant,
                         error = %e,
                         "reading the message trace failed; the next interval tries again"
@@ -78,7 +78,7 @@ impl DeliveryReconciler {
             }
         }
         tracing::info!(
-            event = events::MAIL_TRACE_READ,
+            event = log_events::MAIL_TRACE_READ,
             tenant,
             requests = out.requests,
             records = out.records,

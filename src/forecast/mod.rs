@@ -1,6 +1,6 @@
 //! When a sender's messages will have been sent: the arithmetic of `mail-worker campaign
 //! forecast|status` and the admin UI's campaigns page, pure (no I/O; the inputs are read by
-//! [`crate::admin::campaign`]).
+//! [`crate::reports::campaign`]).
 //!
 //! The limiter hands out one slot per message, in time order, [`spacing`] apart (`paced`:
 //! (60 s + [`crate::rate_limit::paced::PACING_ALLOWANCE`]) / L; `fixed-window`: 60 s / L on

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{IntakeError, IntakeSettings, QueueConnection};
 use crate::{
-    events,
+    log_events,
     ops::{Metrics, intake::QueueGauges},
     shutdown,
 };
@@ -174,7 +174,7 @@ pub(crate) async fn run(
             let forgotten = forget_dead_workers(&mut conn, settings).await?;
             if forgotten > 0 {
                 tracing::info!(
-                    event = events::INTAKE_CONSUMER,
+                    event = log_events::INTAKE_CONSUMER,
                     workers = forgotten,
                     "intake workers that died without leaving were forgotten (their jobs were re-queued)"
                 );
@@ -183,7 +183,7 @@ pub(crate) async fn run(
         };
         match result.await {
             Ok(g) => metrics.set_intake(g),
-            Err(e) => tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "the intake queue's cleanup failed; it runs again"),
+            Err(e) => tracing::warn!(event = log_events::INTAKE_REDIS_ERROR, error = %e, "the intake queue's cleanup failed; it runs again"),
         }
     })
     .await;

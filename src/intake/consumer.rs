@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    events,
     import::{self, campaign},
+    log_events,
     ops::{
         Metrics,
         intake::{ConsumerHealth, IntakeOutcome},
@@ -135,7 +135,7 @@ fn parse(batch: &[Pending], directory: &campaign::SenderDirectory) -> Parsed {
 async fn pause(error: &StoreError, wait: &mut Duration, said: &mut bool) {
     if !*said {
         tracing::warn!(
-            event = events::INTAKE_STORE_FAILED,
+            event = log_events::INTAKE_STORE_FAILED,
             error = %error,
             "storing intake jobs failed; they wait (not acked) and are stored once PostgreSQL answers"
         );
@@ -167,7 +167,7 @@ async fn store_batch(
         match attempt.await {
             Ok(done) => break done,
             Err(e) if stopping.is_cancelled() => {
-                tracing::warn!(event = events::INTAKE_STORE_FAILED, error = %e, jobs = batch.len(), "stopping: intake jobs not stored go back to the queue");
+                tracing::warn!(event = log_events::INTAKE_STORE_FAILED, error = %e, jobs = batch.len(), "stopping: intake jobs not stored go back to the queue");
                 for p in batch {
                     let _ = p.reply.send(Err(NotStored::Returned));
                 }
@@ -186,7 +186,7 @@ async fn store_batch(
     for (p, answer) in batch.into_iter().zip(answers) {
         if let Err(NotStored::Dead(reason)) = &answer {
             tracing::warn!(
-                event = events::INTAKE_JOB_DEAD,
+                event = log_events::INTAKE_JOB_DEAD,
                 task = %p.task,
                 reason = %reason,
                 "an intake job is not a message: dead-lettered (`mail-worker queue dead` lists it)"
@@ -203,7 +203,7 @@ async fn store_batch(
     if stored.suppressed > 0 {
         metrics.recipients_suppressed(STAGE_INTAKE, stored.suppressed);
         tracing::info!(
-            event = events::RECIPIENTS_SUPPRESSED,
+            event = log_events::RECIPIENTS_SUPPRESSED,
             stage = STAGE_INTAKE,
             recipients = stored.suppressed,
             messages_failed = stored.all_suppressed,

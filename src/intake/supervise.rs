@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{IntakeError, IntakeSettings, QueueConnection, cleanup, consumer, job, worker_name};
 use crate::{
-    backoff, events,
+    backoff, log_events,
     ops::{Metrics, intake::ConsumerHealth},
 };
 
@@ -112,7 +112,7 @@ pub async fn run(
         health.restarted(&error, stuck);
         metrics.intake_consumer_restarted();
         tracing::warn!(
-            event = events::INTAKE_CONSUMER_RESTART,
+            event = log_events::INTAKE_CONSUMER_RESTART,
             error = %error,
             worker = %settings.worker,
             restarts = health.restarts(),
@@ -193,7 +193,7 @@ async fn run_once(
         Arc::clone(&metrics),
         halt.clone(),
     ));
-    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
+    tracing::info!(event = log_events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "consuming the intake queue");
     let worker = WorkerBuilder::new(settings.worker.as_str())
         .backend(
             storage
@@ -224,20 +224,20 @@ async fn run_once(
     match tokio::time::timeout(LEAVE_WITHIN, cleanup::leave(&mut leave_conn, &settings)).await {
         Ok(Ok(0)) => {}
         Ok(Ok(n)) => tracing::info!(
-            event = events::INTAKE_CONSUMER,
+            event = log_events::INTAKE_CONSUMER,
             jobs = n,
             "intake jobs not started went back to the queue"
         ),
         Ok(Err(e)) => {
-            tracing::warn!(event = events::INTAKE_REDIS_ERROR, error = %e, "leaving the intake queue failed: another replica takes this worker's jobs after its heartbeat lapses")
+            tracing::warn!(event = log_events::INTAKE_REDIS_ERROR, error = %e, "leaving the intake queue failed: another replica takes this worker's jobs after its heartbeat lapses")
         }
         Err(_) => {
             tracing::warn!(
-                event = events::INTAKE_REDIS_ERROR,
+                event = log_events::INTAKE_REDIS_ERROR,
                 "leaving the intake queue got no answer within 5 s: this worker's jobs go back to the queue after its heartbeat lapses"
             )
         }
     }
-    tracing::info!(event = events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "stopped consuming the intake queue");
+    tracing::info!(event = log_events::INTAKE_CONSUMER, queue = %settings.queue, worker = %settings.worker, "stopped consuming the intake queue");
     ended
 }

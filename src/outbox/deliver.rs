@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::{OutboxSettings, POLL, Receiver, sign};
 use crate::{
-    events,
+    log_events,
     ops::Metrics,
     store::{
         StoreError,
@@ -72,7 +72,7 @@ impl Dispatcher {
         let shown = self.receiver.shown.clone();
         let shown = shown.as_str();
         tracing::info!(
-            event = events::EVENTS_DISPATCHER,
+            event = log_events::EVENTS_DISPATCHER,
             receiver = shown,
             "delivering events"
         );
@@ -92,7 +92,7 @@ impl Dispatcher {
                 Ok(Step::Busy) => continue,
                 Ok(Step::Idle) => POLL,
                 Err(e) => {
-                    tracing::warn!(event = events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "the outbox's query failed; trying again");
+                    tracing::warn!(event = log_events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "the outbox's query failed; trying again");
                     Duration::from_secs(1)
                 }
             };
@@ -103,7 +103,7 @@ impl Dispatcher {
         }
         // A restarted replica (or another) takes over at once, not after the lease.
         if let Err(e) = delivery::release(&self.pool, &self.receiver.key, self.me).await {
-            tracing::warn!(event = events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "could not give the receiver's lease back; it lapses by itself");
+            tracing::warn!(event = log_events::EVENTS_STORE_ERROR, receiver = shown, error = %e, "could not give the receiver's lease back; it lapses by itself");
         }
     }
 
@@ -135,7 +135,7 @@ impl Dispatcher {
                     self.metrics.events_delivered(n);
                 }
                 tracing::debug!(
-                    event = events::EVENTS_DELIVERED,
+                    event = log_events::EVENTS_DELIVERED,
                     receiver = shown,
                     events = n,
                     duration_ms = started.elapsed().as_millis() as u64,
@@ -158,7 +158,7 @@ impl Dispatcher {
                     if delivery::dead(&self.pool, key, me, &expired, &reason).await? {
                         self.metrics.events_dead(expired.len() as u64);
                         tracing::error!(
-                            event = events::EVENTS_DEAD,
+                            event = log_events::EVENTS_DEAD,
                             receiver = shown,
                             events = expired.len(),
                             reason = %reason,
@@ -177,7 +177,7 @@ impl Dispatcher {
                 self.pin = Some(Pin { after, until: last });
                 self.metrics.events_retried(n);
                 tracing::warn!(
-                    event = events::EVENTS_DELIVERY_FAILED,
+                    event = log_events::EVENTS_DELIVERY_FAILED,
                     receiver = shown,
                     events = n,
                     failures,

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     domain::MailboxAddress,
-    events,
+    log_events,
     mailer::MailError,
     ops::metrics::OutcomeLabel,
     rate_limit::DenyReason,
@@ -120,7 +120,7 @@ impl MailProviderService {
                 if paused.changed {
                     self.metrics.set_paused(mailbox.as_str(), true);
                     tracing::error!(
-                        event = events::MAIL_SENDER_PAUSED,
+                        event = log_events::MAIL_SENDER_PAUSED,
                         mailbox = %mailbox,
                         reason = %reason,
                         next_probe = %paused.until.to_rfc3339(),
@@ -170,7 +170,7 @@ impl MailProviderService {
             } => {
                 let line = (
                     Level::INFO,
-                    events::MAIL_RATE_LIMIT_DEFERRED,
+                    log_events::MAIL_RATE_LIMIT_DEFERRED,
                     "mail deferred by the rate limiter",
                 );
                 (
@@ -185,7 +185,7 @@ impl MailProviderService {
             MailError::Throttled { retry_after } => {
                 let line = (
                     Level::WARN,
-                    events::MAIL_GRAPH_THROTTLED,
+                    log_events::MAIL_GRAPH_THROTTLED,
                     "provider throttled; mail deferred",
                 );
                 (line, None, *retry_after, None, None, None)
@@ -193,7 +193,7 @@ impl MailProviderService {
             MailError::Unconfirmed { retry_after, why } => {
                 let line = (
                     Level::INFO,
-                    events::MAIL_SEND_UNCONFIRMED,
+                    log_events::MAIL_SEND_UNCONFIRMED,
                     "an earlier send's outcome is not confirmed yet; checking again later, nothing resent",
                 );
                 (line, None, Some(*retry_after), Some(why), None, None)
@@ -201,7 +201,7 @@ impl MailProviderService {
             MailError::TokenUnavailable { retry_after, why } => {
                 let line = (
                     Level::WARN,
-                    events::MAIL_GRAPH_THROTTLED,
+                    log_events::MAIL_GRAPH_THROTTLED,
                     "Graph token unavailable; mail deferred",
                 );
                 (line, None, Some(*retry_after), None, Some(why), None)
@@ -209,7 +209,7 @@ impl MailProviderService {
             MailError::Transient(why) | MailError::OutcomeUnknown(why) => {
                 let line = (
                     Level::WARN,
-                    events::MAIL_RETRY_SCHEDULED,
+                    log_events::MAIL_RETRY_SCHEDULED,
                     "transient failure; mail will be retried",
                 );
                 let attempts = message.attempts.max(0) as u32;
@@ -326,7 +326,7 @@ impl MailProviderService {
             return Ok(SendOutcome::Superseded);
         }
         tracing::error!(
-            event = events::MAIL_FAILED,
+            event = log_events::MAIL_FAILED,
             message.id = %fence.id,
             mailbox = mailbox.map(|m| m.as_str()),
             error = %reason,

@@ -17,7 +17,7 @@ use std::{
 use sqlx::PgPool;
 
 use crate::{
-    events,
+    log_events,
     store::messages::{self, Fence},
 };
 
@@ -97,7 +97,7 @@ impl LeaseKeeper {
                 Ok(Ok(false)) => return Err(Cut::Lost),
                 Ok(Err(e)) => {
                     tracing::warn!(
-                        event = events::MAIL_SEND_LEASE_RENEWAL_FAILED,
+                        event = log_events::MAIL_SEND_LEASE_RENEWAL_FAILED,
                         message.id = %fence.id,
                         error = %e,
                         "renewing the send lease failed; retrying (the attempt stops at its lease deadline)"

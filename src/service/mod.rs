@@ -37,7 +37,7 @@ use crate::store::events::Outbox;
 use crate::{
     clock::Clock,
     domain::Sender,
-    events,
+    log_events,
     mailer::MailerSource,
     ops::metrics::Metrics,
     store::{
@@ -200,7 +200,7 @@ impl MailProviderService {
     fn log_resumed(&self, mailbox: &str, reason: &str, why: &str, due: u64) {
         self.metrics.set_paused(mailbox, false);
         tracing::info!(
-            event = events::MAIL_SENDER_RESUMED,
+            event = log_events::MAIL_SENDER_RESUMED,
             mailbox,
             was = reason,
             why,

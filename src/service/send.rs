@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     domain::{ALL_SUPPRESSED, MailboxAddress, Sender, TenantTransport},
-    events,
+    log_events,
     mailer::{MailError, PriorAttempt, SendAttempt},
     ops::metrics::{OutcomeLabel, PROVIDER_GRAPH, PROVIDER_SENDGRID},
     store::{
@@ -113,7 +113,7 @@ impl MailProviderService {
                     Err(lease::Cut::Deadline) => {
                         let send_attempted = journal.noted();
                         tracing::warn!(
-                            event = events::MAIL_SEND_LEASE_DEADLINE,
+                            event = log_events::MAIL_SEND_LEASE_DEADLINE,
                             message.id = %message.id,
                             mailbox = %mailbox,
                             send_attempted,
@@ -162,7 +162,7 @@ impl MailProviderService {
                 }
                 self.metrics.send(provider, OutcomeLabel::Sent);
                 tracing::info!(
-                    event = events::MAIL_SENT,
+                    event = log_events::MAIL_SENT,
                     message.id = %message.id,
                     mailbox = %mailbox,
                     recipients = mail.content.recipient_count(),

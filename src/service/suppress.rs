@@ -5,7 +5,7 @@
 use super::MailProviderService;
 use crate::{
     domain::MessageContent,
-    events,
+    log_events,
     ops::metrics::STAGE_SEND,
     store::{StoreError, messages::StoredMessage, suppressions},
 };
@@ -30,7 +30,7 @@ impl MailProviderService {
         self.metrics
             .recipients_suppressed(STAGE_SEND, u64::from(dropped));
         tracing::info!(
-            event = events::RECIPIENTS_SUPPRESSED,
+            event = log_events::RECIPIENTS_SUPPRESSED,
             stage = STAGE_SEND,
             message.id = %message.id,
             recipients = dropped,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::MailProviderService;
 use crate::{
-    events,
+    log_events,
     store::{
         StoreError,
         messages::{self, Fence},
@@ -44,7 +44,7 @@ impl MailProviderService {
                         Duration::from_secs(5),
                     );
                     tracing::warn!(
-                        event = events::MAIL_OUTCOME_WRITE_RETRY,
+                        event = log_events::MAIL_OUTCOME_WRITE_RETRY,
                         message.id = %id,
                         outcome = what,
                         retries = n,
@@ -67,7 +67,7 @@ impl MailProviderService {
             Err(e) => (format!("unknown ({e})"), None),
         };
         tracing::warn!(
-            event = events::MAIL_SEND_STALE_OUTCOME,
+            event = log_events::MAIL_SEND_STALE_OUTCOME,
             message.id = %fence.id,
             outcome,
             claim_token = %fence.token,

@@ -41,7 +41,7 @@ pub(crate) struct Changed {
     pub changed: u64,
     /// Matched rows by status.
     pub by_status: std::collections::BTreeMap<String, u64>,
-    /// The rows written: their bookings in the limiter go (`admin::bookings`).
+    /// The rows written: their bookings in the limiter go (`reports::bookings`).
     #[serde(skip)]
     pub changed_ids: Vec<Uuid>,
 }

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::{Observers, handler::Handler};
 use crate::{
     config::WorkerConfig,
-    events,
+    log_events,
     ops::Metrics,
     store::{
         StoreError,
@@ -266,7 +266,7 @@ pub(crate) async fn run_loop(
                 if !claimed.is_empty() {
                     observers.metrics.claimed(claimed.len() as u64);
                     tracing::debug!(
-                        event = events::SCHEDULER_CLAIMED,
+                        event = log_events::SCHEDULER_CLAIMED,
                         claimed = claimed.len(),
                         room,
                         "claimed due messages"
@@ -284,7 +284,7 @@ pub(crate) async fn run_loop(
                 more_due
             }
             Err(e) => {
-                tracing::warn!(event = events::SCHEDULER_CLAIMED, error = %e, "claiming due messages failed; retrying");
+                tracing::warn!(event = log_events::SCHEDULER_CLAIMED, error = %e, "claiming due messages failed; retrying");
                 false
             }
         };
@@ -300,7 +300,7 @@ pub(crate) async fn run_loop(
         .claiming
         .store(false, std::sync::atomic::Ordering::SeqCst);
     tracing::info!(
-        event = events::DAEMON_STOPPING,
+        event = log_events::DAEMON_STOPPING,
         in_flight = sends.len(),
         "shutdown requested; finishing in-flight sends"
     );
@@ -308,7 +308,7 @@ pub(crate) async fn run_loop(
         tokio::time::timeout(grace, async { while sends.join_next().await.is_some() {} }).await;
     if finished.is_err() {
         tracing::warn!(
-            event = events::DAEMON_STOPPED,
+            event = log_events::DAEMON_STOPPED,
             in_flight = sends.len(),
             "shutdown grace elapsed with sends in flight; their rows will be recovered after SEND_LEASE_MS"
         );
@@ -348,12 +348,12 @@ async fn send_one(
     };
     let Some(slot) = slot else {
         if let Err(e) = messages::release_unstarted(&pool, &[message.fence]).await {
-            tracing::warn!(event = events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "giving back an unstarted message failed; lease recovery will reschedule it");
+            tracing::warn!(event = log_events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "giving back an unstarted message failed; lease recovery will reschedule it");
         }
         return;
     };
     if let Err(e) = handler.send(&message).await {
-        tracing::error!(event = events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "send failed on infrastructure trouble; lease recovery will reschedule it");
+        tracing::error!(event = log_events::MAIL_SEND_INFRASTRUCTURE_ERROR, message.id = %message.id, error = %e, "send failed on infrastructure trouble; lease recovery will reschedule it");
     }
     drop(slot);
     drop(room);

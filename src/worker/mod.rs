@@ -21,7 +21,7 @@ use sqlx::PgPool;
 
 use crate::{
     config::WorkerConfig,
-    events,
+    log_events,
     ops::{Liveness, Metrics},
     service::MailProviderService,
     shutdown::{self, CancellationToken},
@@ -81,7 +81,7 @@ pub(crate) fn spawn_parts(
     observers: Observers,
 ) {
     tracing::info!(
-        event = events::DAEMON_STARTED,
+        event = log_events::DAEMON_STARTED,
         version = crate::VERSION,
         concurrency = settings.worker.concurrency.get(),
         metrics_listen = %settings

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::WorkerConfig,
-    events, shutdown,
+    log_events, shutdown,
     store::{StoreError, messages},
 };
 
@@ -20,7 +20,7 @@ pub async fn recover_once(pool: &PgPool, config: &WorkerConfig) -> Result<usize,
     let sending = messages::recover_stale_sending(pool, config.send_lease).await?;
     for id in &sending {
         tracing::warn!(
-            event = events::MAIL_SEND_OUTCOME_UNKNOWN,
+            event = log_events::MAIL_SEND_OUTCOME_UNKNOWN,
             message.id = %id,
             "SENDING past its lease; rescheduled as possibly sent: its next attempt checks Graph before it sends again"
         );

@@ -9,8 +9,9 @@ use mail_worker::{
     admin::{self, AdminState, AdminToken, auth},
     clock::ManualClock,
     domain::SecretRef,
-    events, intake,
+    intake, log_events,
     ops::Metrics,
+    reports,
     worker::handler::Handler,
 };
 use reqwest::{StatusCode, header};
@@ -420,7 +421,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
         (Some(25), None),
         "nothing stored"
     );
-    assert!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).is_empty());
+    assert!(logged(log_events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).is_empty());
 
     // Above Exchange's limits: saved, with a warning and Microsoft's page.
     let answer = ui.save_limits(&limits, &login, "40", "12000").await;
@@ -433,7 +434,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     );
     assert!(page.contains("12000 recipients a day is above Exchange Online&#39;s 10000"));
     assert!(page.contains(admin::pages::EXCHANGE_LIMITS_URL));
-    let changed = logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0);
+    let changed = logged(log_events::MAIL_ADMIN_LIMITS_CHANGED, &mb0);
     assert_eq!(changed.len(), 1);
     assert_eq!(field(&changed[0], "mailbox"), mb0);
     assert_eq!(field(&changed[0], "per_minute_before"), "25");
@@ -448,7 +449,7 @@ async fn bad_limit_values_are_refused_naming_the_field_and_a_change_is_logged() 
     let answer = ui.submit(&limits, &login, &[("action", "clear")]).await;
     assert_eq!(answer.status(), StatusCode::SEE_OTHER);
     assert_eq!(overrides_of(&world, &mb0).await, (None, None));
-    assert_eq!(logged(events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).len(), 3);
+    assert_eq!(logged(log_events::MAIL_ADMIN_LIMITS_CHANGED, &mb0).len(), 3);
 
     // A mailbox that does not exist.
     let answer = ui
@@ -526,7 +527,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
     }
     assert_eq!(world.status_of(errors[2]).await.0, "ERROR", "not selected");
     assert_eq!(world.status_of(sent[0]).await.0, "SENT");
-    let retried = logged(events::MAIL_ADMIN_MESSAGES_RETRIED, &a);
+    let retried = logged(log_events::MAIL_ADMIN_MESSAGES_RETRIED, &a);
     assert_eq!(retried.len(), 1);
     assert_eq!(field(&retried[0], "selected"), "3");
     assert_eq!(field(&retried[0], "changed"), "2");
@@ -548,7 +549,7 @@ async fn retry_and_cancel_act_on_the_selection_show_counts_and_mask_recipients()
             .starts_with(mail_worker::store::admin::CANCELLED_PREFIX)
     );
     assert_eq!(world.status_of(scheduled[1]).await.0, "SCHEDULED");
-    let cancelled = logged(events::MAIL_ADMIN_MESSAGES_CANCELLED, &s);
+    let cancelled = logged(log_events::MAIL_ADMIN_MESSAGES_CANCELLED, &s);
     assert_eq!(cancelled.len(), 1);
     assert_eq!(field(&cancelled[0], "before"), r#"{"SCHEDULED":1}"#);
 
@@ -586,7 +587,7 @@ async fn failed_logins_are_limited_per_client_and_logged() {
     assert!((1..=60).contains(&wait), "{wait}");
     assert!(set_cookie(&answer, auth::SESSION_COOKIE).is_none());
     // Only this test logs in with a wrong token.
-    let failed = logged(events::MAIL_ADMIN_LOGIN_FAILED, "127.0.0.1");
+    let failed = logged(log_events::MAIL_ADMIN_LOGIN_FAILED, "127.0.0.1");
     assert_eq!(failed.len(), auth::MAX_FAILED_LOGINS + 1);
     assert_eq!(field(&failed[4], "failures"), "5");
     assert_eq!(field(&failed[5], "throttled"), "true");
@@ -903,12 +904,12 @@ async fn the_queue_page_lists_dead_jobs_and_retries_or_discards_them_with_csrf()
         page.contains(&format!("No dead-lettered jobs in {queue}.")),
         "{page}"
     );
-    let retried = logged(events::MAIL_ADMIN_QUEUE_RETRIED, &queue);
+    let retried = logged(log_events::MAIL_ADMIN_QUEUE_RETRIED, &queue);
     assert_eq!(retried.len(), 2, "{retried:?}");
     assert_eq!(field(&retried[0], "tasks"), a_text);
     assert_eq!(field(&retried[1], "tasks"), "all");
     assert_eq!(field(&retried[1], "changed"), "2");
-    let discarded = logged(events::MAIL_ADMIN_QUEUE_DISCARDED, &queue);
+    let discarded = logged(log_events::MAIL_ADMIN_QUEUE_DISCARDED, &queue);
     assert_eq!(discarded.len(), 1);
     assert_eq!(field(&discarded[0], "tasks"), not_json);
     stop.cancel();
@@ -979,7 +980,7 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
 
     // The forecast: mailbox 0 has its 2 waiting; mailbox 1 its 1 behind the 4 others waiting
     // (fixed-window at 25/min: 2.4 s a slot), so the 5th slot: 4 × 2.4 s from now.
-    let status = admin::campaign::campaign_status(&world.config, &world.db.pool, campaign)
+    let status = reports::campaign::campaign_status(&world.config, &world.db.pool, campaign)
         .await
         .unwrap()
         .unwrap();
@@ -1071,14 +1072,14 @@ async fn mailboxes_are_paged_busiest_first_in_the_ui_the_report_and_the_cli() {
     let report = |page: u32| {
         let (config, pool) = (world.config.clone(), world.db.pool.clone());
         async move {
-            admin::usage::usage_page(&config, &pool, page, 2)
+            reports::usage::usage_page(&config, &pool, page, 2)
                 .await
                 .unwrap()
         }
     };
     let first = report(1).await;
     assert_eq!((first.total, first.pages, first.per_page), (5, 3, 2));
-    let order = |p: &admin::usage::UsagePage| -> Vec<String> {
+    let order = |p: &reports::usage::UsagePage| -> Vec<String> {
         p.mailboxes.iter().map(|u| u.mailbox.clone()).collect()
     };
     assert_eq!(order(&first), [name(2), name(0)]);
@@ -1204,8 +1205,8 @@ async fn the_order_snapshot_is_refreshed_when_stale_and_hides_no_mailbox() {
     world.insert(2, 3, "SENT").await;
     assert_eq!(mailbox_order::taken(pool).await.unwrap(), None);
     let page =
-        |page: u32, per_page: u32| admin::usage::usage_page(&world.config, pool, page, per_page);
-    let order = |p: &admin::usage::UsagePage| -> Vec<(String, i64)> {
+        |page: u32, per_page: u32| reports::usage::usage_page(&world.config, pool, page, per_page);
+    let order = |p: &reports::usage::UsagePage| -> Vec<(String, i64)> {
         p.mailboxes
             .iter()
             .map(|u| {
@@ -1237,7 +1238,7 @@ async fn the_order_snapshot_is_refreshed_when_stale_and_hides_no_mailbox() {
         [(name(2), 0), (name(3), 5)]
     );
     // Live, it is first.
-    let live = admin::usage::usage_page_ordered(&world.config, pool, 1, 50, Order::Live)
+    let live = reports::usage::usage_page_ordered(&world.config, pool, 1, 50, Order::Live)
         .await
         .unwrap();
     assert_eq!(order(&live)[0], (name(3), 5));

@@ -111,14 +111,7 @@ async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
     }
 }
 
-/// One round of `reader` for the app's mailbox; waits out the interval first (the next read
-/// is due by PostgreSQL's clock).
-async fn read(reader: &BounceReader) -> ReadOutcome {
-    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
-    let mut done = reader.round().await.unwrap();
-    assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
-    done.remove(0).1
-}
+use crate::support::next_bounce_read as read;
 
 async fn bounce_of(app: &TestApp, id: Uuid) -> (String, Option<String>, Option<String>) {
     sqlx::query_as("SELECT status, bounce_code, bounce_text FROM messages WHERE id = $1")
@@ -412,8 +405,7 @@ async fn a_read_waits_for_a_free_in_flight_slot_of_the_mailbox() {
             .unwrap();
     }
     let (reader, _metrics) = reader(&app, &clock, None);
-    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
-    let done = reader.round().await.unwrap();
+    let done = crate::support::next_bounce_round(&reader).await;
     assert_eq!(
         done[0].1,
         ReadOutcome::default(),

@@ -8,8 +8,8 @@ use std::{num::NonZeroU32, time::Duration};
 
 use chrono::{DateTime, Utc};
 use mail_worker::{
-    admin::campaign::{campaign_status, forecast_file},
     daemon,
+    reports::campaign::{campaign_status, forecast_file},
     store::senders::{self, LimitsChange},
 };
 use uuid::Uuid;

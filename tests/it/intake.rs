@@ -8,6 +8,7 @@ use std::{sync::Arc, time::Duration};
 use mail_worker::{
     import::campaign::{SenderDirectory, parse_line_bytes},
     intake::{self, IntakeSettings, dead},
+    log_events,
     ops::Metrics,
 };
 use redis::AsyncCommands;
@@ -15,7 +16,11 @@ use uuid::Uuid;
 
 use crate::{
     daemon::{Logged, sigterm},
-    support::{TestApp, redis_url, sorted, spawn_app, wait_until},
+    support::{
+        TestApp,
+        logs::{capture_logs, logs_containing},
+        redis_url, sorted, spawn_app, wait_until,
+    },
 };
 
 /// Workers alive for `dead::stats`: the production orphan threshold (10 s × 3).
@@ -540,7 +545,7 @@ async fn after_20000_jobs_the_queues_redis_is_back_within_100_keys_and_1_mb() {
     const JOBS: usize = 20_000;
     let (app, queue, mailbox) = intake_app().await;
     // A Redis of its own: the shared one's memory moves with every other test.
-    let mut redis = mail_worker_bench::daemon::PrivateRedis::start().await;
+    let mut redis = test_support::measured_redis::MeasuredRedis::start().await;
     let conn = intake::connect(&redis.url.clone().into()).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     // "Before": a queue in use (its scripts loaded, its connections open), 100 jobs consumed.
@@ -996,7 +1001,7 @@ async fn stall_inserts(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_it() {
     // A private PostgreSQL the test stops and starts again.
-    let mut pg = mail_worker_bench::daemon::PrivatePostgres::start(30, &[]);
+    let mut pg = test_support::private_postgres::PrivatePostgres::start(30, &[]);
     let mut url = pg.url.clone();
     url.set_path("/mw_intake_outage");
     mail_worker::store::migrate(&url).await.unwrap();
@@ -1037,6 +1042,9 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
     })
     .await;
 
+    capture_logs();
+    let store_failures = || logs_containing(log_events::INTAKE_STORE_FAILED).len();
+    let failed_before = store_failures();
     pg.stop();
     let (during, lines) = later_lines(mailbox, 200);
     assert_eq!(
@@ -1045,8 +1053,14 @@ async fn a_postgresql_outage_dead_letters_nothing_and_the_jobs_are_stored_after_
             .unwrap(),
         200
     );
-    // Long enough for the consumer to fetch them and fail to store them, several times.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The consumer fetched them and failed to store them (said once per batch, then retried
+    // with backoff while PostgreSQL is down).
+    wait_until(
+        Duration::from_secs(30),
+        "a failed store during the outage",
+        async || store_failures() > failed_before,
+    )
+    .await;
     let mut c = conn.clone();
     let s = dead::stats(&mut c, &queue, ALIVE).await.unwrap();
     assert_eq!(s.dead, 0, "nothing dead-lettered during the outage: {s:?}");

@@ -133,7 +133,7 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
 
 #[tokio::test]
 async fn readyz_names_postgresql_while_it_is_down_and_is_ready_again_when_it_is_back() {
-    let mut pg = mail_worker_bench::daemon::PrivatePostgres::start(50, &[]);
+    let mut pg = test_support::private_postgres::PrivatePostgres::start(50, &[]);
     let mut url = pg.url.clone();
     url.set_path("/mw_ready");
     mail_worker::store::migrate(&url).await.unwrap();
@@ -296,7 +296,7 @@ async fn a_missing_env_secret_pauses_the_sender_and_setting_it_sends_everything_
             .await
             .unwrap();
         assert_eq!((status[0].scheduled, status[0].paused), (10, 10));
-        let usage = mail_worker::admin::usage::mailbox_usage(
+        let usage = mail_worker::reports::usage::mailbox_usage(
             &world.config,
             &world.db.pool,
             &world.mailboxes[0].0,

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use graph_sim::{SimBounces, UnknownRecipients};
 use mail_worker::{
-    bounces::{BounceReader, BounceSettings, ReadOutcome},
+    bounces::{BounceReader, BounceSettings},
     clock::{Clock, ManualClock},
     daemon,
     ops::Metrics,
@@ -80,13 +80,7 @@ fn reader(app: &TestApp, clock: &ManualClock) -> BounceReader {
     .unwrap()
 }
 
-/// One round of the reader (after the interval: the next read is due by PostgreSQL's clock).
-async fn read(reader: &BounceReader) -> ReadOutcome {
-    tokio::time::sleep(INTERVAL + Duration::from_millis(50)).await;
-    let mut done = reader.round().await.unwrap();
-    assert_eq!(done.len(), 1, "one mailbox read: {done:?}");
-    done.remove(0).1
-}
+use crate::support::next_bounce_read as read;
 
 /// Sends `ids` through the real stack, moving the clock to each paced slot; each `SENT`.
 async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
@@ -133,7 +127,7 @@ async fn pauses(app: &TestApp) -> Vec<(String, String, String, bool, DateTime<Ut
 /// Every key of the app's limiter gone, as after a Redis restart without persistence.
 async fn flush_limiter(app: &TestApp) -> usize {
     let mut conn = redis_conn().await;
-    mail_worker_bench::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
+    test_support::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
         .await
         .unwrap()
 }

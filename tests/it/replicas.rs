@@ -24,7 +24,7 @@ use crate::support::{
 /// Every key of the app's limiter gone, as after a Redis restart without persistence.
 async fn flush_limiter(app: &TestApp) -> usize {
     let mut conn = redis_conn().await;
-    mail_worker_bench::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
+    test_support::unlink_prefix(&mut conn, &app.config.rate_limit.key_prefix)
         .await
         .unwrap()
 }
@@ -417,7 +417,12 @@ async fn a_limiter_lost_after_it_answered_stays_degraded() {
         )
         .await;
         gate.cut();
-        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        wait_until(
+            std::time::Duration::from_secs(10),
+            "the limiter's Redis said degraded",
+            async || readyz(d).await.1["degraded"] == serde_json::json!(["rate_limit_redis"]),
+        )
+        .await;
         let (code, report) = readyz(d).await;
         assert_eq!(code, 200, "{report}");
         assert_eq!(report["down"], serde_json::json!([]), "{report}");

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use mail_worker::{
     daemon,
     domain::{SuppressionSource, classify},
-    events, import, intake,
+    import, intake, log_events,
     ops::Metrics,
     store::{events::Outbox, messages::SenderRef, suppressions},
 };
@@ -506,7 +506,7 @@ async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_
     );
     assert!(page.contains("1 entry; page 1 of 1"), "{page}");
     let lines = logged(
-        events::MAIL_ADMIN_SUPPRESSION_ADDED,
+        log_events::MAIL_ADMIN_SUPPRESSION_ADDED,
         "z***@fabrikam.example",
     );
     assert_eq!(lines.len(), 1);
@@ -542,7 +542,7 @@ async fn the_admin_page_adds_and_removes_entries_with_csrf_pages_them_and_masks_
     assert_eq!(entries(&app).await, 0);
     assert_eq!(
         logged(
-            events::MAIL_ADMIN_SUPPRESSION_REMOVED,
+            log_events::MAIL_ADMIN_SUPPRESSION_REMOVED,
             "z***@fabrikam.example"
         )
         .len(),

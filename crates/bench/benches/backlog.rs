@@ -31,12 +31,12 @@ use std::{
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use clap::Parser;
-use mail_worker::events;
+use mail_worker::log_events;
 use serde::Serialize;
 use support::{
     Machine,
     daemon::{
-        self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis, RowWrites,
+        self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, MeasuredRedis, RowWrites,
         TableWrites,
     },
     per, thousands, to_f64 as f,
@@ -142,8 +142,8 @@ struct Report {
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let mut limiter_redis = PrivateRedis::start().await;
-    let mut queue_redis = PrivateRedis::start().await;
+    let mut limiter_redis = MeasuredRedis::start().await;
+    let mut queue_redis = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "backlog").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "backlog", 1).await;
@@ -265,11 +265,15 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
                 .saturating_sub(sent_between(early, a.counters.at)),
             sent: sent_between(a.counters.at, b.counters.at),
             denied: count_event(
-                events::MAIL_RATE_LIMIT_DEFERRED,
+                log_events::MAIL_RATE_LIMIT_DEFERRED,
                 a.counters.at,
                 b.counters.at,
             ),
-            throttled: count_event(events::MAIL_GRAPH_THROTTLED, a.counters.at, b.counters.at),
+            throttled: count_event(
+                log_events::MAIL_GRAPH_THROTTLED,
+                a.counters.at,
+                b.counters.at,
+            ),
             limiter_calls: limiter.get("evalsha").map_or(0, |c| c.calls),
             claims: b.counters.claims - a.counters.claims,
             limiter_redis_commands: daemon::total_calls(&limiter),
@@ -287,9 +291,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
     let pg_writes = daemon::writes_delta(&first.pg_writes, &pg_final);
     let writes = daemon::total_writes(&pg_writes);
     let sent = records.len() as u64;
-    let denied = count_event(events::MAIL_RATE_LIMIT_DEFERRED, early, far);
-    let throttled = count_event(events::MAIL_GRAPH_THROTTLED, early, far);
-    let released = count_event(events::MAIL_RATE_LIMIT_RELEASED, early, far);
+    let denied = count_event(log_events::MAIL_RATE_LIMIT_DEFERRED, early, far);
+    let throttled = count_event(log_events::MAIL_GRAPH_THROTTLED, early, far);
+    let released = count_event(log_events::MAIL_RATE_LIMIT_RELEASED, early, far);
     let error_lines = lines.iter().filter(|l| l.level == "ERROR").count() as u64;
     let limiter_calls = limiter_commands.get("evalsha").map_or(0, |c| c.calls);
     let claims = jobs_final - first.counters.claims;
@@ -440,8 +444,8 @@ struct Snapshot {
 }
 
 async fn snapshot(
-    limiter: &mut PrivateRedis,
-    queue: &mut PrivateRedis,
+    limiter: &mut MeasuredRedis,
+    queue: &mut MeasuredRedis,
     db: &BenchDb,
     worker: Option<&Daemon>,
 ) -> Snapshot {

@@ -33,11 +33,11 @@ use std::{
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use clap::Parser;
-use mail_worker::{events, rate_limit::Algorithm};
+use mail_worker::{log_events, rate_limit::Algorithm};
 use serde::Serialize;
 use support::{
     Machine,
-    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
+    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, MeasuredRedis},
     per, thousands, to_f64 as f,
 };
 use uuid::Uuid;
@@ -68,8 +68,8 @@ struct Args {
 /// One arm's set-up: servers, database, graph-sim, the daemon's environment.
 struct Arm {
     algorithm: Algorithm,
-    limiter_redis: PrivateRedis,
-    queue_redis: PrivateRedis,
+    limiter_redis: MeasuredRedis,
+    queue_redis: MeasuredRedis,
     db: BenchDb,
     sim: graph_sim::GraphSim,
     backlog_box: (mail_worker::domain::MailboxAddress, Uuid),
@@ -228,8 +228,8 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
 }
 
 async fn set_up(args: &Args, algorithm: Algorithm, messages: usize) -> Arm {
-    let limiter_redis = PrivateRedis::start().await;
-    let queue_redis = PrivateRedis::start().await;
+    let limiter_redis = MeasuredRedis::start().await;
+    let queue_redis = MeasuredRedis::start().await;
     let label = match algorithm {
         Algorithm::Paced => "budgets_paced",
         Algorithm::FixedWindow => "budgets_fixed",
@@ -387,9 +387,9 @@ async fn drive(
             .iter()
             .filter(move |l| l.event.as_deref() == Some(name))
     };
-    let denied = with_event(events::MAIL_RATE_LIMIT_DEFERRED).count() as u64;
+    let denied = with_event(log_events::MAIL_RATE_LIMIT_DEFERRED).count() as u64;
     let mut denied_by_reason = BTreeMap::new();
-    for l in with_event(events::MAIL_RATE_LIMIT_DEFERRED) {
+    for l in with_event(log_events::MAIL_RATE_LIMIT_DEFERRED) {
         let reason = l
             .json
             .get("reason")
@@ -458,7 +458,7 @@ async fn drive(
         max_rolling_60s_other: other_stats.map_or(0, |b| b.max_in_rolling_60s),
         max_in_flight: backlog_stats.map_or(0, |b| b.max_concurrent),
         graph_429: stats.refused_total(),
-        throttled_lines: with_event(events::MAIL_GRAPH_THROTTLED).count() as u64,
+        throttled_lines: with_event(log_events::MAIL_GRAPH_THROTTLED).count() as u64,
         error_lines: lines.iter().filter(|l| l.level == "ERROR").count() as u64,
         other,
         daemon_exit,

@@ -42,7 +42,7 @@ use mail_worker::{
 use serde::Serialize;
 use support::{
     Machine,
-    daemon::{CommandStats, PrivateRedis, command_delta},
+    daemon::{CommandStats, MeasuredRedis, command_delta},
     thousands,
 };
 
@@ -270,7 +270,7 @@ fn stats_per(delta: &CommandStats, decisions: u64) -> (f64, f64, Vec<(String, f6
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let mut redis = PrivateRedis::start().await;
+    let mut redis = MeasuredRedis::start().await;
     let mut conn = support::redis_connection(&redis.url).await;
     let now = Utc::now();
     let mut levels = Vec::new();

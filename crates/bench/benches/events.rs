@@ -32,7 +32,7 @@ use mail_worker::{
 };
 use support::{
     Machine,
-    daemon::{self, BenchDb, PrivateRedis},
+    daemon::{self, BenchDb, MeasuredRedis},
 };
 
 /// How long an idle backend may keep its table counters before pg_stat_user_tables shows them
@@ -145,7 +145,7 @@ fn lines(mailboxes: &[(MailboxAddress, uuid::Uuid)], n: usize, later: bool) -> S
 /// The daemon's config on `db`, `redis`, `sim`, events to `url` (or off) in batches of `batch`.
 fn config(
     db: &BenchDb,
-    redis: &PrivateRedis,
+    redis: &MeasuredRedis,
     sim: &graph_sim::GraphSim,
     url: Option<&str>,
     batch: u32,
@@ -215,7 +215,7 @@ async fn until(within: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
     false
 }
 
-async fn send_arm(events: bool, n: usize, redis: &PrivateRedis) -> SendArm {
+async fn send_arm(events: bool, n: usize, redis: &MeasuredRedis) -> SendArm {
     let db = BenchDb::create(&daemon::shared_postgres(), "events").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "events", 40).await;
@@ -292,7 +292,7 @@ async fn delivery_arm(
     batch: u32,
     signature: &'static str,
     n: usize,
-    redis: &PrivateRedis,
+    redis: &MeasuredRedis,
     lag: Option<u64>,
 ) -> (DeliveryArm, f64) {
     let db = BenchDb::create(&daemon::shared_postgres(), "events").await;
@@ -361,7 +361,7 @@ async fn delivery_arm(
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let redis = PrivateRedis::start().await;
+    let redis = MeasuredRedis::start().await;
     let mut send_path = Vec::new();
     for events in [false, true] {
         let arm = send_arm(events, args.sends, &redis).await;

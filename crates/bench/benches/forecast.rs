@@ -27,14 +27,14 @@ use clap::Parser;
 use serde::Serialize;
 
 use mail_worker::{
-    admin::campaign::forecast_file,
     config::Config,
     import,
+    reports::campaign::forecast_file,
     store::senders::{self, LimitsChange},
 };
 use support::{
     Machine,
-    daemon::{self, BenchDb, Daemon, DaemonEnv, PrivateRedis},
+    daemon::{self, BenchDb, Daemon, DaemonEnv, MeasuredRedis},
 };
 
 /// The mailboxes' limits (messages per minute); the second has the backlog.
@@ -100,8 +100,8 @@ fn campaign(mailboxes: &[(mail_worker::domain::MailboxAddress, uuid::Uuid)], n: 
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let limiter_redis = PrivateRedis::start().await;
-    let queue_redis = PrivateRedis::start().await;
+    let limiter_redis = MeasuredRedis::start().await;
+    let queue_redis = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "forecast").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "forecast", LIMITS.len()).await;

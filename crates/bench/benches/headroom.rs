@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use support::{
     Machine,
-    daemon::{self, BenchDb, Daemon, DaemonEnv, PrivateRedis},
+    daemon::{self, BenchDb, Daemon, DaemonEnv, MeasuredRedis},
 };
 
 /// The mailbox's limit (the default, `MAIL_RATE_LIMIT_PER_MINUTE`).
@@ -113,8 +113,8 @@ async fn insert_high(db: &BenchDb, mailbox: Uuid, k: usize) -> (Uuid, DateTime<U
 
 async fn arm(args: &Args, algorithm: &'static str, backlog: usize) -> Arm {
     let reserved_percent = if algorithm == "paced" { 20 } else { 0 };
-    let limiter = PrivateRedis::start().await;
-    let queue = PrivateRedis::start().await;
+    let limiter = MeasuredRedis::start().await;
+    let queue = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "headroom").await;
     let setup = db.setup_pool().await;
     let mailboxes = daemon::add_mailboxes(&setup, "headroom", 1).await;

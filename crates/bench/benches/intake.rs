@@ -40,7 +40,7 @@ use mail_worker::{
 use serde::Serialize;
 use support::{
     Machine,
-    daemon::{self, BenchDb, PrivateRedis},
+    daemon::{self, BenchDb, MeasuredRedis},
     fail, per, percentile, thousands, to_f64 as f,
 };
 
@@ -214,7 +214,7 @@ async fn throughput(
     name: &'static str,
     n: usize,
     jobs: usize,
-    redis: &mut PrivateRedis,
+    redis: &mut MeasuredRedis,
     ceiling: f64,
 ) -> Result<Phase, String> {
     let (db, mailbox) = database().await;
@@ -278,7 +278,7 @@ async fn throughput(
 }
 
 /// One job every 1/rate s for `seconds`, one consumer; push → `created_at` per job.
-async fn latency(rate: u32, seconds: u64, redis: &PrivateRedis) -> Latency {
+async fn latency(rate: u32, seconds: u64, redis: &MeasuredRedis) -> Latency {
     let (db, mailbox) = database().await;
     let queue = format!("{{{}}}", support::bench_prefix("intake-latency"));
     let conn = intake::connect(&redis.url.clone().into())
@@ -327,7 +327,7 @@ async fn latency(rate: u32, seconds: u64, redis: &PrivateRedis) -> Latency {
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let mut redis = PrivateRedis::start().await;
+    let mut redis = MeasuredRedis::start().await;
     println!(
         "\nintake: {} jobs, file import (the ceiling) vs the queue",
         thousands(f(args.jobs as u64))

@@ -4,7 +4,7 @@
 //! `VACUUM ANALYZE`; a private Redis for the limiter (`paced`). Measures, p50 / max of
 //! `--samples`, side by side in one run:
 //!
-//! - `admin::usage::usage_page` (what `/mailboxes` and `mailbox usage` build) for the first and
+//! - `reports::usage::usage_page` (what `/mailboxes` and `mailbox usage` build) for the first and
 //!   the last page of 50 and a page of 500, its order counted live (before: every unfinished
 //!   row) and from the order snapshot (`store::mailbox_order`, after);
 //! - `mailbox usage --page 1` as a process (start, connect, print), with a fresh snapshot and
@@ -26,14 +26,14 @@ use std::{collections::BTreeMap, process::ExitCode, time::Duration, time::Instan
 
 use clap::Parser;
 use mail_worker::{
-    admin::usage::{UsagePage, usage_page_ordered},
     config::Config,
+    reports::usage::{UsagePage, usage_page_ordered},
     store::{mailbox_list::Order, mailbox_order},
 };
 use serde::Serialize;
 use support::{
     Machine, RunInfo,
-    daemon::{BenchDb, DaemonEnv, PrivatePostgres, PrivateRedis},
+    daemon::{BenchDb, DaemonEnv, MeasuredRedis, PrivatePostgres},
     fail,
 };
 
@@ -201,7 +201,7 @@ impl Bench<'_> {
             b = self.page(page, per_page, snapshot).await.mailboxes;
             snap.push(ms(started));
         }
-        let names = |v: &[mail_worker::admin::usage::MailboxUsage]| -> Vec<String> {
+        let names = |v: &[mail_worker::reports::usage::MailboxUsage]| -> Vec<String> {
             v.iter().map(|u| u.mailbox.clone()).collect()
         };
         let agree = names(&a) == names(&b);
@@ -224,7 +224,7 @@ impl Bench<'_> {
 async fn run(args: Args, machine: Machine) -> ExitCode {
     let started = Instant::now();
     let pg = PrivatePostgres::start(50, &[]);
-    let limiter = PrivateRedis::start().await;
+    let limiter = MeasuredRedis::start().await;
     let db = BenchDb::create(&pg.url, "pages").await;
     fill(&db, &args).await;
     let setup_s = started.elapsed().as_secs_f64();

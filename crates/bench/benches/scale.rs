@@ -30,7 +30,7 @@
 //!   the processes gives the sends/s this machine's cores could carry.
 //!
 //! Then, on the history arm with its backlog in place and mailboxes added up to
-//! `--page-mailboxes`: the mailboxes page's report (`admin::usage::usage_page`, what the admin
+//! `--page-mailboxes`: the mailboxes page's report (`reports::usage::usage_page`, what the admin
 //! UI and `mailbox usage` print) for the first and the last page of 50 and a page of 500, the
 //! `mailbox usage` command as a process, and 50 mailboxes read one at a time (the old page).
 //!
@@ -56,7 +56,7 @@ use serde::Serialize;
 use support::{
     Machine, RunInfo,
     cluster::PrivateCluster,
-    daemon::{self, BenchDb, Daemon, DaemonEnv, PrivatePostgres, PrivateRedis, total_calls},
+    daemon::{self, BenchDb, Daemon, DaemonEnv, MeasuredRedis, PrivatePostgres, total_calls},
     fail,
     prom::Buckets,
     statements::Statement,
@@ -268,7 +268,7 @@ impl Arm {
         }
     }
 
-    fn env(&self, args: &Args, queue: &PrivateRedis, cluster: &PrivateCluster) -> DaemonEnv {
+    fn env(&self, args: &Args, queue: &MeasuredRedis, cluster: &PrivateCluster) -> DaemonEnv {
         let mut env = DaemonEnv::new(&self.db.url, &queue.url, &queue.url, &self.sim);
         env.set("MAIL_RATE_LIMIT_REDIS_URL", cluster.seeds())
             .set("MAIL_RATE_LIMIT_KEY_PREFIX", &self.prefix)
@@ -488,7 +488,7 @@ async fn claim_statement(db: &BenchDb) -> ClaimStatement {
 /// The most one mailbox's `normal` mail can send under `paced`, sends/s, L and R as the daemons
 /// read them: the forecast's rule, the script's (`normal` gets ⌊L × (100 − R) / 100⌋ a minute,
 /// its slots ⌈(60 s + `PACING_ALLOWANCE`) / that⌉ apart), so 7.74 of L = 10 a minute at R = 20.
-fn pacing_ceiling(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> f64 {
+fn pacing_ceiling(args: &Args, arm: &Arm, queue: &MeasuredRedis, cluster: &PrivateCluster) -> f64 {
     let env = arm.env(args, queue, cluster);
     let config = mail_worker::config::Config::from_lookup(|n| env.get(n).map(str::to_owned))
         .unwrap_or_else(|e| fail(&format!("the daemons' config: {e}")));
@@ -507,7 +507,7 @@ async fn measure(
     args: &Args,
     arm: &Arm,
     (replicas, round): (u32, u32),
-    (pg, queue, cluster): (&PrivatePostgres, &PrivateRedis, &PrivateCluster),
+    (pg, queue, cluster): (&PrivatePostgres, &MeasuredRedis, &PrivateCluster),
 ) -> Run {
     let mut daemons = Vec::new();
     let mut ports = Vec::new();
@@ -647,7 +647,7 @@ struct Pages {
     fifty_one_at_a_time_ms: (f64, f64),
 }
 
-async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCluster) -> Pages {
+async fn pages(args: &Args, arm: &Arm, queue: &MeasuredRedis, cluster: &PrivateCluster) -> Pages {
     if args.page_mailboxes > args.mailboxes {
         let setup = arm.db.setup_pool().await;
         add_mailboxes(
@@ -670,7 +670,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
             let mut listed = Vec::new();
             for _ in 0..10 {
                 let started = Instant::now();
-                let p = mail_worker::admin::usage::usage_page(config, pool, page, per_page)
+                let p = mail_worker::reports::usage::usage_page(config, pool, page, per_page)
                     .await
                     .unwrap_or_else(|e| fail(&format!("usage_page: {e}")));
                 samples.push(started.elapsed().as_secs_f64() * 1_000.0);
@@ -683,7 +683,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
         }
     };
     let (first, listed) = report(1, 50).await;
-    let total = mail_worker::admin::usage::usage_page(&config, pool, 1, 1)
+    let total = mail_worker::reports::usage::usage_page(&config, pool, 1, 1)
         .await
         .map_or(0, |p| p.total);
     let last_page = u32::try_from(total.div_ceil(50)).unwrap_or(1).max(1);
@@ -695,7 +695,7 @@ async fn pages(args: &Args, arm: &Arm, queue: &PrivateRedis, cluster: &PrivateCl
         for u in &listed {
             let address = mail_worker::domain::MailboxAddress::parse(&u.mailbox)
                 .unwrap_or_else(|e| fail(&e.to_string()));
-            mail_worker::admin::usage::mailbox_usage(&config, pool, &address)
+            mail_worker::reports::usage::mailbox_usage(&config, pool, &address)
                 .await
                 .unwrap_or_else(|e| fail(&format!("mailbox_usage: {e}")));
         }
@@ -1045,7 +1045,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         ],
     );
     let cluster = PrivateCluster::start(3);
-    let queue = PrivateRedis::start().await;
+    let queue = MeasuredRedis::start().await;
     println!(
         "scale: {} mailboxes in {} tenants, {} messages each, L = {}/min, graph-sim +{} ms; replicas {:?}, {} s warm-up + {} s measured each; history arm {} rows; PostgreSQL shared_buffers {}",
         args.mailboxes,

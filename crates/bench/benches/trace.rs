@@ -28,7 +28,7 @@ use graph_sim::{SimConfig, SimMailbox, SimTrace, TraceRecord};
 use mail_worker::{clock::ManualClock, config::Config, daemon as product, ops::Metrics};
 use support::{
     Machine,
-    daemon::{self, BenchDb, PrivateRedis},
+    daemon::{self, BenchDb, MeasuredRedis},
 };
 
 /// The virtual time between two reads (`GRAPH_TRACE_INTERVAL`'s default).
@@ -124,7 +124,7 @@ async fn insert_sent(
     .unwrap_or_else(|e| support::fail(&format!("cannot insert the messages: {e}")))
 }
 
-fn config(db: &BenchDb, redis: &PrivateRedis, sim: &graph_sim::GraphSim) -> Config {
+fn config(db: &BenchDb, redis: &MeasuredRedis, sim: &graph_sim::GraphSim) -> Config {
     let sim_base = sim.graph_base_url();
     let login = sim.login_base_url();
     let env = |name: &str| -> Option<String> {
@@ -152,7 +152,7 @@ fn config(db: &BenchDb, redis: &PrivateRedis, sim: &graph_sim::GraphSim) -> Conf
 }
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
-    let redis = PrivateRedis::start().await;
+    let redis = MeasuredRedis::start().await;
     let db = BenchDb::create(&daemon::shared_postgres(), "trace").await;
     let setup = db.setup_pool().await;
     eprintln!("registering {} mailboxes", args.mailboxes);

@@ -19,7 +19,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::{
-    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, PrivateRedis},
+    daemon::{self, BenchDb, CommandStats, Daemon, DaemonEnv, DaemonExit, MeasuredRedis},
     fail, median,
 };
 
@@ -304,8 +304,8 @@ pub async fn run_once(
         .set_latency(Target::Global, Latency::Fixed(scenario.latency_ms))
         .unwrap_or_else(|e| fail(&e.to_string()));
 
-    let mut queue_redis = PrivateRedis::start().await;
-    let mut redis = PrivateRedis::start().await;
+    let mut queue_redis = MeasuredRedis::start().await;
+    let mut redis = MeasuredRedis::start().await;
     let redis_before = redis.commandstats().await;
     let queue_before = (queue_redis.used_memory().await, queue_redis.dbsize().await);
     let limiter_keys_before = redis.dbsize().await;
@@ -491,7 +491,7 @@ pub struct IdleCost {
 pub async fn idle_cost(world: &World, seconds: u64, label: &str) -> IdleCost {
     let db = &world.db;
     db.settle(empty_messages(db).await).await;
-    let redis = PrivateRedis::start().await;
+    let redis = MeasuredRedis::start().await;
     let mut env = DaemonEnv::new(&db.url, &redis.url, &redis.url, &world.sim);
     env.set("MAIL_RATE_LIMIT_KEY_PREFIX", "bench:e2e:idle:rl");
     let log = daemon::results_path(&format!("{label}-idle.log"));

@@ -9,7 +9,6 @@
 //! `mail-worker` binary as a child process; [`claim`] hands one given row through the
 //! production claim (the send-mode benchmark and `tests/it`).
 
-pub mod claim;
 pub mod cluster;
 pub mod daemon;
 pub mod e2e;
@@ -17,11 +16,16 @@ pub mod perf;
 pub mod prom;
 pub mod statements;
 
+pub use test_support::{
+    claim,
+    process::{fail, register_child, unregister_child},
+    redis_connection, unlink_prefix,
+};
+
 use std::{path::PathBuf, process::Command, time::Duration};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use mail_worker::clock::Clock;
-use redis::AsyncCommands;
 use serde::Serialize;
 
 /// The Redis the benchmarks use: `REDIS_URL`, default `redis://127.0.0.1:6379` (the same
@@ -29,38 +33,6 @@ use serde::Serialize;
 pub fn redis_url() -> url::Url {
     let raw = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     url::Url::parse(&raw).unwrap_or_else(|e| fail(&format!("REDIS_URL {raw:?} is not a URL: {e}")))
-}
-
-/// Prints `message` to stderr, stops the child processes still registered with
-/// [`register_child`] and exits with status 2 (the benchmark could not run).
-pub fn fail(message: &str) -> ! {
-    eprintln!("benchmark error: {message}");
-    let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
-    for (pid, signal) in children {
-        let _ = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status();
-    }
-    std::process::exit(2)
-}
-
-/// Processes this benchmark started (servers, daemons) with the signal that stops each:
-/// `std::process::exit` runs no destructors, so [`fail`] stops them by their ids.
-static CHILDREN: std::sync::Mutex<Vec<(u32, &'static str)>> = std::sync::Mutex::new(Vec::new());
-
-/// Registers a child process for [`fail`] to stop with `signal` (`TERM`, `INT`, `KILL`).
-pub fn register_child(pid: u32, signal: &'static str) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        c.push((pid, signal));
-    }
-}
-
-/// Forgets a child process that was stopped.
-pub fn unregister_child(pid: u32) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        c.retain(|(p, _)| *p != pid);
-    }
 }
 
 /// Logs the limiter's own warnings (fail-open lines) to stderr, so a benchmark that hits them
@@ -152,46 +124,6 @@ pub fn bench_prefix(name: &str) -> String {
         "bench:{name}:{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
-}
-
-/// Deletes every key under `prefix:` (SCAN + UNLINK in batches of up to 1,000) and returns how
-/// many it deleted. `prefix` must hold no glob characters (`*?[\`), which
-/// [`bench_prefix`]'s never do.
-pub async fn unlink_prefix(
-    conn: &mut redis::aio::MultiplexedConnection,
-    prefix: &str,
-) -> redis::RedisResult<usize> {
-    let pattern = format!("{prefix}:*");
-    let mut cursor: u64 = 0;
-    let mut deleted = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1_000)
-            .query_async(conn)
-            .await?;
-        if !keys.is_empty() {
-            let n: usize = conn.unlink(&keys).await?;
-            deleted += n;
-        }
-        if next == 0 {
-            return Ok(deleted);
-        }
-        cursor = next;
-    }
-}
-
-/// A plain multiplexed connection for the harness's own reads and clean-up.
-pub async fn redis_connection(url: &url::Url) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(url.as_str())
-        .unwrap_or_else(|e| fail(&format!("cannot use {url} as a Redis URL: {e}")));
-    client
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap_or_else(|e| fail(&format!("cannot connect to Redis at {url}: {e}")))
 }
 
 /// What every results file of a [`bench_main`] benchmark starts with.

@@ -302,7 +302,7 @@ fn perf_samples_count_for_the_innermost_library_on_their_stack() {
 
 #[tokio::test]
 async fn a_private_redis_counts_only_the_commands_sent_to_it() {
-    let mut redis = support::daemon::PrivateRedis::start().await;
+    let mut redis = support::daemon::MeasuredRedis::start().await;
     let before = redis.commandstats().await;
     let client = redis::Client::open(redis.url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();

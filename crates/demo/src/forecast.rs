@@ -5,7 +5,7 @@
 use serde::Serialize;
 use sqlx::PgPool;
 
-use mail_worker::admin::campaign::CampaignForecast;
+use mail_worker::reports::campaign::CampaignForecast;
 
 /// One mailbox: its forecast finish and its actual one, in seconds from the forecast.
 #[derive(Debug, Clone, Serialize)]

@@ -165,9 +165,13 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
     let pool = store::prepare(&config.database_url, config.database_max_connections.get()).await?;
     import::senders::import(&pool, &senders_file).await?;
     // Before enqueueing, as an operator would: `mail-worker campaign forecast`'s report.
-    let before =
-        mail_worker::admin::campaign::forecast_file(&config, &pool, campaign_text.as_bytes(), None)
-            .await?;
+    let before = mail_worker::reports::campaign::forecast_file(
+        &config,
+        &pool,
+        campaign_text.as_bytes(),
+        None,
+    )
+    .await?;
     eprintln!("{}", forecast::summary(&before));
     let conn = mail_worker::intake::connect(&config.redis_url).await?;
     let (intake, consumer) = intake::push_and_consume(

@@ -42,8 +42,9 @@ use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use super::{
+    call::Call,
     state::{IssuedToken, SimState},
-    wire::{Call, EntraError, GraphError, entra_headers},
+    wire::{EntraError, GraphError, entra_headers},
 };
 use crate::events;
 

@@ -39,6 +39,7 @@
 pub mod address;
 mod admin;
 pub mod auth;
+mod call;
 pub mod clock;
 pub mod config;
 pub mod drafts;

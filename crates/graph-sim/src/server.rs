@@ -24,10 +24,12 @@ use axum::{
 };
 
 use super::{
-    admin, auth, drafts, inbox, permissions, send,
+    admin, auth,
+    call::Call,
+    drafts, inbox, permissions, send,
     state::SimState,
     trace,
-    wire::{Call, GraphError, RequestIds},
+    wire::{GraphError, RequestIds},
 };
 
 /// The whole router.

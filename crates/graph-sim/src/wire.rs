@@ -1,6 +1,6 @@
 //! The wire shapes graph-sim answers with: Graph's error body and headers, and Entra ID's token
-//! error body; [`Call`], what its handlers read of every request, and [`prefers`] (its
-//! `Prefer` header).
+//! error body; and [`prefers`] (its `Prefer` header). What the handlers read of every request
+//! is `crate::call::Call`.
 //!
 //! Graph (<https://learn.microsoft.com/graph/errors>):
 //! `{"error":{"code","message","innerError":{"date","request-id","client-request-id"}}}` with a
@@ -11,38 +11,12 @@
 //! `{"error","error_description":"AADSTS<n>: … Trace ID: … Correlation ID: … Timestamp: …",
 //! "error_codes":[n],"timestamp","trace_id","correlation_id","error_uri"}`.
 
-use std::sync::Arc;
-
 use axum::{
-    extract::FromRequestParts,
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header, request::Parts},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
-
-use super::state::SimState;
-
-/// What every handler but the admin API's reads besides its path and body: the sim and the
-/// request's headers, as one extractor.
-pub(crate) struct Call {
-    pub state: Arc<SimState>,
-    pub headers: HeaderMap,
-}
-
-impl FromRequestParts<Arc<SimState>> for Call {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<SimState>,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(Self {
-            state: Arc::clone(state),
-            headers: parts.headers.clone(),
-        })
-    }
-}
 
 /// The ids of one Graph request: ours, and the client's (echoed, or ours when it sent none).
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::{
-    admin::campaign::{CampaignStatus, Readings, campaign_status, status_with},
     rate_limit::Algorithm,
+    reports::campaign::{CampaignStatus, Readings, campaign_status, status_with},
     store::campaigns::{self, CampaignLine},
 };
 

@@ -45,7 +45,7 @@ pub(super) async fn login(
     let now = Instant::now();
     if let Some(wait) = state.throttle.blocked(client, now) {
         tracing::warn!(
-            event = events::MAIL_ADMIN_LOGIN_FAILED,
+            event = log_events::MAIL_ADMIN_LOGIN_FAILED,
             client = %client,
             throttled = true,
             "admin login refused: too many failures"
@@ -83,7 +83,7 @@ pub(super) async fn login(
     if !state.token.matches(fields.get("token").unwrap_or("")) {
         let failures = state.throttle.failed(client, now);
         tracing::warn!(
-            event = events::MAIL_ADMIN_LOGIN_FAILED,
+            event = log_events::MAIL_ADMIN_LOGIN_FAILED,
             client = %client,
             failures,
             throttled = false,
@@ -95,7 +95,7 @@ pub(super) async fn login(
             Some("Wrong token.".into()),
         );
     }
-    tracing::info!(event = events::MAIL_ADMIN_LOGIN, client = %client, "admin login");
+    tracing::info!(event = log_events::MAIL_ADMIN_LOGIN, client = %client, "admin login");
     let secure = state.config.admin.cookie_secure;
     let session = state.token.new_session(chrono::Utc::now());
     let mut response = Redirect::to("/mailboxes").into_response();

@@ -235,14 +235,14 @@ pub(super) async fn set_limits(
             after.reserved_percent,
         );
     let (unbooked, due_now) = if changed {
-        crate::admin::bookings::after_limit_change(&state.config, &state.pool, &address).await?
+        crate::reports::bookings::after_limit_change(&state.config, &state.pool, &address).await?
     } else {
         (0, 0)
     };
     let show = |v: Option<u32>| v.map_or_else(|| "default".to_owned(), |v| v.to_string());
     let count = |v: Option<NonZeroU32>| v.map(NonZeroU32::get);
     tracing::info!(
-        event = events::MAIL_ADMIN_LIMITS_CHANGED,
+        event = log_events::MAIL_ADMIN_LIMITS_CHANGED,
         mailbox = %address,
         per_minute_before = %show(count(before.0)),
         per_minute_after = %show(count(after.per_minute)),

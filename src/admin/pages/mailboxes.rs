@@ -6,8 +6,8 @@ use axum::{http::HeaderValue, response::IntoResponse};
 
 use super::*;
 use crate::{
-    admin::usage::{TenantShare, tenant_shares},
     rate_limit::usage::UsageReader,
+    reports::usage::{TenantShare, tenant_shares},
 };
 
 /// One mailbox's line, ready to print.
@@ -155,6 +155,7 @@ impl PageQuery {
             self.per_page.unwrap_or(PER_PAGE),
         )
         .await
+        .map_err(AdminError::from)
     }
 }
 

@@ -149,11 +149,19 @@ pub(super) async fn act(
     let changed = action
         .apply(&state.pool, &filter, false, state.config.events.outbox())
         .await?;
-    crate::admin::bookings::unbook_messages(&state.config, &state.pool, &changed.changed_ids)
+    crate::reports::bookings::unbook_messages(&state.config, &state.pool, &changed.changed_ids)
         .await?;
     let (verb, event, after) = match action {
-        ops::BulkAction::Retry => ("retried", events::MAIL_ADMIN_MESSAGES_RETRIED, "SCHEDULED"),
-        ops::BulkAction::Cancel => ("cancelled", events::MAIL_ADMIN_MESSAGES_CANCELLED, "ERROR"),
+        ops::BulkAction::Retry => (
+            "retried",
+            log_events::MAIL_ADMIN_MESSAGES_RETRIED,
+            "SCHEDULED",
+        ),
+        ops::BulkAction::Cancel => (
+            "cancelled",
+            log_events::MAIL_ADMIN_MESSAGES_CANCELLED,
+            "ERROR",
+        ),
     };
     let before: BTreeMap<String, u64> = changed.by_status.clone();
     let before = serde_json::to_string(&before).unwrap_or_default();

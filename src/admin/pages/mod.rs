@@ -20,11 +20,11 @@ use serde::{Deserialize, de::DeserializeOwned};
 use super::{
     AdminError, AdminState,
     auth::{self, Session},
-    usage::{MailboxUsage, UsagePage, mailbox_usage, usage_page},
 };
 use crate::{
     domain::{MailboxAddress, MessageStatus},
-    events,
+    log_events,
+    reports::usage::{MailboxUsage, UsagePage, mailbox_usage, usage_page},
     store::{admin as ops, senders},
 };
 

@@ -147,12 +147,12 @@ pub(super) async fn queue_act(
         Action::Retry => (
             dead::retry(&mut conn, queue, which).await?,
             "retried",
-            events::MAIL_ADMIN_QUEUE_RETRIED,
+            log_events::MAIL_ADMIN_QUEUE_RETRIED,
         ),
         Action::Discard => (
             dead::discard(&mut conn, queue, which).await?,
             "discarded",
-            events::MAIL_ADMIN_QUEUE_DISCARDED,
+            log_events::MAIL_ADMIN_QUEUE_DISCARDED,
         ),
     };
     tracing::info!(

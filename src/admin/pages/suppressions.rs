@@ -153,7 +153,7 @@ pub(super) async fn suppressions_change(
             )
             .await?;
             tracing::info!(
-                event = events::MAIL_ADMIN_SUPPRESSION_ADDED,
+                event = log_events::MAIL_ADMIN_SUPPRESSION_ADDED,
                 scope = name,
                 address = %masked,
                 added,
@@ -164,7 +164,7 @@ pub(super) async fn suppressions_change(
         Change::Remove => {
             let removed = suppressions::remove(&state.pool, scope, address).await?;
             tracing::info!(
-                event = events::MAIL_ADMIN_SUPPRESSION_REMOVED,
+                event = log_events::MAIL_ADMIN_SUPPRESSION_REMOVED,
                 scope = name,
                 address = %masked,
                 removed,

@@ -13,7 +13,7 @@ use lease::LeaseGuard;
 use crate::{
     clock::Clock,
     domain::OutgoingMail,
-    events,
+    log_events,
     mailer::{MailError, MailResult, Mailer, SendAttempt, request_start::RequestStarts},
     rate_limit::{
         Ask, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
@@ -238,7 +238,7 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
             Err(error) => {
                 self.limiter.release(&reservation, RequestEnd::Unsent).await;
                 tracing::info!(
-                    event = events::MAIL_RATE_LIMIT_RELEASED,
+                    event = log_events::MAIL_RATE_LIMIT_RELEASED,
                     message.id = %mail.id,
                     mailbox = %mail.from,
                     recipients = ask.recipients,

@@ -194,7 +194,7 @@ impl RedisConn {
         tokio::spawn(async move {
             let wanted = || alive.strong_count() > 0;
             if let Some(warning) = seed_check::single_seed_warning(seed, wanted).await {
-                tracing::warn!(event = crate::events::CONFIG_WARNING, "{warning}");
+                tracing::warn!(event = crate::log_events::CONFIG_WARNING, "{warning}");
             }
         });
     }
@@ -210,7 +210,7 @@ impl RedisConn {
         self.cluster.store(true, Ordering::Relaxed);
         *slot = Some((link.clone(), Instant::now()));
         tracing::info!(
-            event = crate::events::MAIL_RATE_LIMIT_CLUSTER,
+            event = crate::log_events::MAIL_RATE_LIMIT_CLUSTER,
             "the limiter's Redis is a cluster node; following the cluster from now on"
         );
         Ok(link)

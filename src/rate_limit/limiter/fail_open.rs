@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use super::{Engine, MailRateLimiter, seeding::DAY};
 use crate::{
     domain::MailboxAddress,
-    events,
+    log_events,
     rate_limit::{
         Ask, Decision, DenyReason, RedisCallError, Reservation, epoch_ms,
         local::DAY_RETRY,
@@ -57,7 +57,7 @@ impl MailRateLimiter {
                                     _ => format!("no answer within {LEDGER_DEADLINE:?}"),
                                 };
                                 tracing::warn!(
-                                    event = events::MAIL_RATE_LIMIT_REDIS_ERROR,
+                                    event = log_events::MAIL_RATE_LIMIT_REDIS_ERROR,
                                     operation = "fail_open_send_history",
                                     mailbox = %ask.mailbox,
                                     error.message = %why,
@@ -102,7 +102,7 @@ impl MailRateLimiter {
                     self.local.saw(ask.mailbox, seen.total, None);
                 }
                 tracing::info!(
-                    event = events::MAIL_RATE_LIMIT_RECONCILED,
+                    event = log_events::MAIL_RATE_LIMIT_RECONCILED,
                     mailbox = %ask.mailbox,
                     fail_open_sends = pending.len(),
                     recipients = pending.iter().map(|s| u64::from(s.recipients)).sum::<u64>(),
@@ -153,7 +153,7 @@ impl MailRateLimiter {
             if let Some(suppressed) = self.redis_error_log.admit(Instant::now()) {
                 failed!(
                     warn,
-                    events::MAIL_RATE_LIMIT_REDIS_ERROR,
+                    log_events::MAIL_RATE_LIMIT_REDIS_ERROR,
                     deadline_ms,
                     suppressed,
                     "rate limiter's Redis failed; pacing locally without a shared reservation (fail-open)"
@@ -162,7 +162,7 @@ impl MailRateLimiter {
         } else if let Some(suppressed) = self.script_error_log.admit(Instant::now()) {
             failed!(
                 error,
-                events::MAIL_RATE_LIMIT_SCRIPT_ERROR,
+                log_events::MAIL_RATE_LIMIT_SCRIPT_ERROR,
                 suppressed,
                 "rate limiter's script failed (a bug to fix); pacing locally without a shared reservation (fail-open)"
             );

@@ -31,7 +31,7 @@ use super::{
     never_fits,
     paced::{Paced, keys::PacedKeys},
 };
-use crate::events;
+use crate::log_events;
 
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
@@ -226,7 +226,7 @@ impl MailRateLimiter {
         }
         if !left.is_empty() {
             tracing::info!(
-                event = events::MAIL_RATE_LIMIT_RECONCILED,
+                event = log_events::MAIL_RATE_LIMIT_RECONCILED,
                 leases_held = held,
                 leases_released = released,
                 "ended the in-flight leases of sends cut off by the shutdown: those whose request may still be in flight at Graph are kept until it times out"
@@ -348,7 +348,7 @@ impl RateLimiter for MailRateLimiter {
         };
         match result {
             Ok((first, second)) => tracing::debug!(
-                event = events::MAIL_RATE_LIMIT_RELEASED,
+                event = log_events::MAIL_RATE_LIMIT_RELEASED,
                 mailbox = %reservation.mailbox,
                 recipients = reservation.recipients,
                 unsent,
@@ -418,7 +418,7 @@ impl RateLimiter for MailRateLimiter {
         let keys = PacedKeys::new(&self.key_prefix, ask.tenant, ask.mailbox);
         match paced.cooldown(&self.redis, &keys, until, now).await {
             Ok(in_force) => tracing::info!(
-                event = events::MAIL_RATE_LIMIT_COOLDOWN,
+                event = log_events::MAIL_RATE_LIMIT_COOLDOWN,
                 mailbox = %ask.mailbox,
                 until = %until.to_rfc3339(),
                 in_force_ms = in_force,

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     domain::MailboxAddress,
-    events,
+    log_events,
     rate_limit::{
         Ask, Decision, RedisCallError, epoch_ms,
         paced::{BOOKING_GRACE, BookedRow, Checked, Paced, keys::PacedKeys},
@@ -161,7 +161,7 @@ impl MailRateLimiter {
                         .await?
                     {
                         tracing::info!(
-                            event = events::MAIL_RATE_LIMIT_SEEDED,
+                            event = log_events::MAIL_RATE_LIMIT_SEEDED,
                             mailbox = %ask.mailbox,
                             sent_in_24h = records.len(),
                             bookings_restored = bookings.len(),
@@ -191,7 +191,7 @@ impl MailRateLimiter {
                     }
                     if paced.seed_tenant(&self.redis, &keys, &records, now).await? {
                         tracing::info!(
-                            event = events::MAIL_RATE_LIMIT_SEEDED,
+                            event = log_events::MAIL_RATE_LIMIT_SEEDED,
                             mailbox = %ask.mailbox,
                             graph_tenant = ask.tenant,
                             sent_in_24h = records.len(),
@@ -293,7 +293,7 @@ impl MailRateLimiter {
         let fillers = pause_fillers(&pauses, per_day, records, now);
         if !fillers.is_empty() {
             tracing::info!(
-                event = events::MAIL_RATE_LIMIT_SEEDED,
+                event = log_events::MAIL_RATE_LIMIT_SEEDED,
                 scope = scope.as_str(),
                 pauses = fillers.len(),
                 "a limit pause kept in PostgreSQL re-applied to the rebuilt budget"

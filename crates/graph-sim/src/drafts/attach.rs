@@ -20,10 +20,11 @@ use serde_json::{Value, json};
 
 use super::item_not_found;
 use crate::{
+    call::Call,
     send::{Reply, Seen, admit, read_body, routed, throttled},
     state::SimState,
     validate::parse_attachment_body,
-    wire::{Call, GraphError, RequestIds},
+    wire::{GraphError, RequestIds},
 };
 
 /// Counts `bytes` uploaded by `client_id` to mailbox `idx`; `429` past the 5-minute budget.

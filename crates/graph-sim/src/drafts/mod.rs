@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
+    call::Call,
     message::MessageView,
     send::{
         Delivery, Reply, Seen, action_route, admit, deliver, next_scripted, read_body, routed,
@@ -41,7 +42,7 @@ use super::{
     },
     state::{DraftState, Inner, SimState},
     validate::parse_draft,
-    wire::{Call, GraphError, RequestIds, new_item_id},
+    wire::{GraphError, RequestIds, new_item_id},
 };
 
 mod attach;

@@ -25,10 +25,11 @@ use uuid::Uuid;
 
 use super::{attach::charge_upload, item_not_found};
 use crate::{
+    call::Call,
     records::RecordedAttachment,
     send::{Reply, Seen, admit, count, read_body, read_limited, routed},
     state::Upload,
-    wire::{Call, GraphError, RequestIds},
+    wire::{GraphError, RequestIds},
 };
 
 /// The largest attachment an upload session takes: 150 MB

@@ -8,9 +8,10 @@ use axum::{body::Body, extract::Path, http::HeaderMap, response::Response};
 
 use super::{Change, FolderQuery};
 use crate::{
+    call::Call,
     send::{Seen, routed},
     state::SimState,
-    wire::{Call, GraphError, RequestIds},
+    wire::{GraphError, RequestIds},
 };
 
 /// `GET …/mailFolders/{folder}/messages` of the Inbox or a folder NDRs were moved to.

@@ -49,6 +49,7 @@ use axum::{
 use uuid::Uuid;
 
 use super::{
+    call::Call,
     config::{DEFAULT_MAX_REQUEST_BYTES, QuotaExceeded},
     faults::ScriptedAnswer,
     limits::{SendVerdict, retry_after_ms, retry_after_secs},
@@ -56,7 +57,7 @@ use super::{
     records::{RecordedMessage, RecordedRefusal, RefusalCause},
     state::{Inner, SentItem, SimState},
     validate::{ParsedMessage, parse_send_mail},
-    wire::{self, Call, GraphError, RequestIds},
+    wire::{self, GraphError, RequestIds},
 };
 use crate::events;
 

@@ -13,9 +13,10 @@ use axum::{
 use super::{MESSAGE_TRACE_APP_ID, filter::TraceFilter};
 use crate::{
     auth::authenticate,
+    call::Call,
     send::{Reply, Seen, routed},
     state::SimState,
-    wire::{Call, GraphError, RequestIds},
+    wire::{GraphError, RequestIds},
 };
 
 const PATH: &str = "/v1.0/admin/exchange/tracing/messageTraces";

@@ -26,7 +26,7 @@ use url::Url;
 
 use crate::{
     clock::Clock,
-    events,
+    log_events,
     mailer::{MailError, graph::assertion},
 };
 
@@ -213,7 +213,7 @@ impl TokenSource {
                     expires_at: now + chrono_duration(lifetime),
                 };
                 tracing::info!(
-                    event = events::GRAPH_TOKEN_FETCHED,
+                    event = log_events::GRAPH_TOKEN_FETCHED,
                     graph.tenant_id = %self.graph_tenant_id,
                     client_id = %self.client_id,
                     expires_in_s = lifetime.as_secs(),
@@ -223,7 +223,7 @@ impl TokenSource {
             }
             Err(FetchError::Refused(error)) => {
                 tracing::error!(
-                    event = events::GRAPH_TOKEN_REFUSED,
+                    event = log_events::GRAPH_TOKEN_REFUSED,
                     graph.tenant_id = %self.graph_tenant_id,
                     client_id = %self.client_id,
                     error = %error,
@@ -241,7 +241,7 @@ impl TokenSource {
                 let why = error.to_string();
                 inner.paused_until = Some((now + chrono_duration(pause), why.clone()));
                 tracing::warn!(
-                    event = events::GRAPH_TOKEN_UNAVAILABLE,
+                    event = log_events::GRAPH_TOKEN_UNAVAILABLE,
                     graph.tenant_id = %self.graph_tenant_id,
                     client_id = %self.client_id,
                     failures = inner.transient_failures,

@@ -18,7 +18,7 @@ pub fn modules_with(package: &str) -> Option<PathBuf> {
         eprintln!("Node is not installed: the npm `{package}` receiver is left out");
         return None;
     }
-    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-node/node_modules");
+    let modules = PathBuf::from(crate::WORKSPACE).join("target/test-node/node_modules");
     assert!(
         modules.join(package).join("package.json").is_file(),
         "{} lacks the npm package `{package}`: run scripts/test-deps.sh (scripts/services.sh \

@@ -8,8 +8,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{sender_forecast, senders_by_id};
+use crate::reports::ReportError;
 use crate::{
-    admin::AdminError,
     config::Config,
     domain::{Priority, Sender},
     forecast::{NewSend, Warning},
@@ -61,7 +61,7 @@ impl<'a> Readings<'a> {
     ///
     /// # Errors
     /// Database errors.
-    pub(crate) async fn new(config: &'a Config, pool: &sqlx::PgPool) -> Result<Self, AdminError> {
+    pub(crate) async fn new(config: &'a Config, pool: &sqlx::PgPool) -> Result<Self, ReportError> {
         let booking = config.rate_limit.algorithm == Algorithm::Paced;
         Ok(Self {
             config,
@@ -81,7 +81,7 @@ pub async fn campaign_status(
     config: &Config,
     pool: &sqlx::PgPool,
     campaign: &str,
-) -> Result<Option<CampaignStatus>, AdminError> {
+) -> Result<Option<CampaignStatus>, ReportError> {
     let mut readings = Readings::new(config, pool).await?;
     status_with(&mut readings, pool, campaign).await
 }
@@ -94,7 +94,7 @@ pub(crate) async fn status_with(
     readings: &mut Readings<'_>,
     pool: &sqlx::PgPool,
     campaign: &str,
-) -> Result<Option<CampaignStatus>, AdminError> {
+) -> Result<Option<CampaignStatus>, ReportError> {
     let rows = campaigns::by_sender(pool, campaign, readings.booking).await?;
     if rows.is_empty() {
         return Ok(None);

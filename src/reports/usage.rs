@@ -5,7 +5,7 @@ use serde::Serialize;
 
 pub use super::limits::EffectiveLimits;
 use super::{
-    AdminError,
+    ReportError,
     limits::{limits_of, provider, tenant_budget},
 };
 use crate::{
@@ -42,13 +42,13 @@ pub struct MailboxUsage {
 /// Builds `mailbox usage`'s report.
 ///
 /// # Errors
-/// [`AdminError::NoSuchSender`]; database errors. A limiter Redis that cannot be read is
+/// [`ReportError::NoSuchSender`]; database errors. A limiter Redis that cannot be read is
 /// reported in `limiter_error`, not as a failure.
 pub async fn mailbox_usage(
     config: &Config,
     pool: &sqlx::PgPool,
     address: &MailboxAddress,
-) -> Result<MailboxUsage, AdminError> {
+) -> Result<MailboxUsage, ReportError> {
     mailbox_usage_with(
         &mut UsageReader::new(&config.rate_limit),
         config,
@@ -67,10 +67,10 @@ pub(crate) async fn mailbox_usage_with(
     config: &Config,
     pool: &sqlx::PgPool,
     address: &MailboxAddress,
-) -> Result<MailboxUsage, AdminError> {
+) -> Result<MailboxUsage, ReportError> {
     let sender = senders::by_address(pool, address)
         .await?
-        .ok_or_else(|| AdminError::NoSuchSender(address.to_string()))?;
+        .ok_or_else(|| ReportError::NoSuchSender(address.to_string()))?;
     let mut usage = usages(reader, config, pool, vec![sender.clone()])
         .await?
         .pop()
@@ -123,13 +123,13 @@ pub struct UsagePage {
 /// and one Redis round trip for the page, whatever the number of mailboxes.
 ///
 /// # Errors
-/// [`AdminError::BadInput`] for page 0 or a `per_page` of 0 or above the most; database errors.
+/// [`ReportError::BadInput`] for page 0 or a `per_page` of 0 or above the most; database errors.
 pub async fn usage_page(
     config: &Config,
     pool: &sqlx::PgPool,
     page: u32,
     per_page: u32,
-) -> Result<UsagePage, AdminError> {
+) -> Result<UsagePage, ReportError> {
     usage_page_ordered(config, pool, page, per_page, mailbox_list::Order::SNAPSHOT).await
 }
 
@@ -143,12 +143,12 @@ pub async fn usage_page_ordered(
     page: u32,
     per_page: u32,
     order: mailbox_list::Order,
-) -> Result<UsagePage, AdminError> {
+) -> Result<UsagePage, ReportError> {
     if page == 0 {
-        return Err(AdminError::BadInput("page: pages count from 1".into()));
+        return Err(ReportError::BadInput("page: pages count from 1".into()));
     }
     if per_page == 0 || per_page > mailbox_list::MAX_PER_PAGE {
-        return Err(AdminError::BadInput(format!(
+        return Err(ReportError::BadInput(format!(
             "per_page: from 1 to {} (got {per_page})",
             mailbox_list::MAX_PER_PAGE
         )));
@@ -208,7 +208,7 @@ async fn usages(
     config: &Config,
     pool: &sqlx::PgPool,
     senders: Vec<Sender>,
-) -> Result<Vec<MailboxUsage>, AdminError> {
+) -> Result<Vec<MailboxUsage>, ReportError> {
     let described: Vec<_> = senders.iter().map(|s| limits_of(s, config)).collect();
     let ids: Vec<uuid::Uuid> = described.iter().map(|(_, id, _, _)| *id).collect();
     let mut messages = mailbox_list::messages_of(pool, &ids).await?;
@@ -276,7 +276,7 @@ pub(crate) async fn budget_shares(
     reader: &mut UsageReader<'_>,
     config: &Config,
     pool: &sqlx::PgPool,
-) -> Result<(Vec<BudgetShare>, Option<String>), AdminError> {
+) -> Result<(Vec<BudgetShare>, Option<String>), ReportError> {
     let mut shares = Vec::new();
     let mut failed = None;
     // Two queries and one Redis round trip per refresh whatever the number of mailboxes.
@@ -331,7 +331,7 @@ pub(crate) async fn tenant_shares(
     reader: &mut UsageReader<'_>,
     config: &Config,
     pool: &sqlx::PgPool,
-) -> Result<(Vec<TenantShare>, Option<String>), AdminError> {
+) -> Result<(Vec<TenantShare>, Option<String>), ReportError> {
     if config.rate_limit.algorithm != crate::rate_limit::Algorithm::Paced {
         return Ok((Vec::new(), None));
     }

@@ -11,13 +11,13 @@ use std::path::PathBuf;
 /// No venv, or one without `module`: the message names `scripts/test-deps.sh`.
 pub fn with(module: &str) -> PathBuf {
     let venv = std::env::var_os("TEST_VENV").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-venv"),
+        || PathBuf::from(crate::WORKSPACE).join("target/test-venv"),
         |v| {
             let v = PathBuf::from(v);
             if v.is_absolute() {
                 v
             } else {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(v)
+                PathBuf::from(crate::WORKSPACE).join(v)
             }
         },
     );

@@ -1,5 +1,8 @@
-//! Stable event names: the `event` field of every JSON log line. Dashboards and alerts key on
-//! these strings, so they never change once released, and all of them are public.
+//! Stable log event names: the `event` field of every JSON log line. Dashboards and alerts key
+//! on these strings, so they never change once released, and all of them are public.
+//!
+//! Not to be confused with the outbox's events (the webhooks the campaign system receives:
+//! `crate::domain::EventKind`, written by `crate::store::events`, delivered by [`crate::outbox`]).
 
 /// A message was accepted by the provider (`202`). Fields: `message.id`, `mailbox`, `recipients`, `duration_ms`.
 pub const MAIL_SENT: &str = "mail.sent";

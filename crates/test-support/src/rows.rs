@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::TestDb;
+use crate::TestDb;
 
 /// Registers system mailbox `address` (its Graph tenant its domain, secret `env:S`); returns its
 /// id.

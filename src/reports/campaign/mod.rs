@@ -10,7 +10,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
-    AdminError,
+    ReportError,
     limits::{EffectiveLimits, limits_of, provider, tenant_budget},
 };
 use crate::{
@@ -104,7 +104,7 @@ pub async fn forecast_file(
     pool: &sqlx::PgPool,
     bytes: &[u8],
     by: Option<DateTime<Utc>>,
-) -> Result<CampaignForecast, AdminError> {
+) -> Result<CampaignForecast, ReportError> {
     let directory = crate::import::sender_directory(pool).await?;
     let (mut good, bad) = crate::import::campaign::parse_bytes(bytes, &directory);
     // What `enqueue` would skip: ids stored already (a repeat within the file is a bad line).
@@ -146,7 +146,7 @@ pub async fn forecast_file(
     Ok(result)
 }
 
-async fn senders_by_id(pool: &sqlx::PgPool) -> Result<HashMap<Uuid, Sender>, AdminError> {
+async fn senders_by_id(pool: &sqlx::PgPool) -> Result<HashMap<Uuid, Sender>, ReportError> {
     Ok(senders::all(pool)
         .await?
         .into_iter()
@@ -165,7 +165,7 @@ async fn forecast_for(
     senders: &HashMap<Uuid, Sender>,
     shares: BTreeMap<Uuid, Share>,
     by: Option<DateTime<Utc>>,
-) -> Result<CampaignForecast, AdminError> {
+) -> Result<CampaignForecast, ReportError> {
     let booking = config.rate_limit.algorithm == Algorithm::Paced;
     let waiting = campaigns::waiting_by_sender(pool, booking).await?;
     let mut reader = UsageReader::new(&config.rate_limit);

@@ -164,7 +164,7 @@ async fn delete_keys(prefix: &str) -> redis::RedisResult<()> {
     let mut conn = redis::Client::open(redis_url().as_str())?
         .get_multiplexed_async_connection()
         .await?;
-    mail_worker_bench::unlink_prefix(&mut conn, prefix).await?;
+    crate::unlink_prefix(&mut conn, prefix).await?;
     let listed: Vec<String> = conn.zrange(APALIS_QUEUES, 0, -1).await?;
     let ours: Vec<&String> = listed.iter().filter(|q| q.starts_with(prefix)).collect();
     if !ours.is_empty() {
@@ -480,7 +480,7 @@ impl TestApp {
     /// `mail-worker run` (the binary) on this app's database, Redis key prefix, intake queue and
     /// graph-sim, metrics off, with `extra` variables; killed when dropped.
     pub fn daemon_command(&self, extra: &[(&str, &str)]) -> tokio::process::Command {
-        self.binary_command(Path::new(env!("CARGO_BIN_EXE_mail-worker")), "run", extra)
+        self.binary_command(&crate::process::built_binary("mail-worker"), "run", extra)
     }
 
     /// `binary subcommand` (another build of `mail-worker`: the previous release's, say) with

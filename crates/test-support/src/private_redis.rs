@@ -9,13 +9,7 @@ use std::{
 
 use url::Url;
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::process::free_port;
 
 /// A `redis-server` of this test's own (no persistence), stopped on drop.
 pub struct PrivateRedis {
