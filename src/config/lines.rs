@@ -137,6 +137,17 @@ impl Config {
             format!("EVENTS_BATCH_SIZE={}", self.events.batch_size),
             format!("EVENTS_RETRY_FOR={}", with_unit(self.events.retry_for)),
             format!("EVENTS_SIGNATURE={}", self.events.signature.as_str()),
+            format!("INGEST_LISTEN={}", or(self.ingest.listen, "off")),
+            format!("INGEST_TOKENS={}", self.ingest.tokens_shown()),
+            format!(
+                "INGEST_TOKENS_FILE={}",
+                or(
+                    self.ingest.tokens_file.as_ref().map(|p| p.display()),
+                    "(unset)"
+                )
+            ),
+            format!("INGEST_MAX_BODY_BYTES={}", self.ingest.max_body_bytes),
+            format!("INGEST_MAX_LINES={}", self.ingest.max_lines),
         ]
     }
 }

@@ -18,8 +18,10 @@ mod env;
 mod errors;
 pub(crate) mod events;
 mod exchange;
+mod ingest;
 mod lines;
 pub use events::EventsConfig;
+pub use ingest::IngestConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
     EXCHANGE_MESSAGES_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY, above_exchange,
@@ -112,6 +114,8 @@ pub struct Config {
     pub bounces: crate::bounces::BounceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
+    /// The HTTP ingest (`INGEST_*`, [`crate::ingest`]).
+    pub ingest: IngestConfig,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -344,6 +348,7 @@ impl Config {
                 heartbeat: env.millis("INTAKE_HEARTBEAT_MS", 10_000)?,
             },
             events: env.events()?,
+            ingest: env.ingest()?,
         })
     }
 
