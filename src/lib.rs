@@ -48,6 +48,7 @@ pub mod domain;
 pub mod events;
 pub mod forecast;
 pub mod import;
+pub mod ingest;
 pub mod intake;
 pub mod mailer;
 pub mod ops;

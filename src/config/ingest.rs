@@ -80,12 +80,13 @@ impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
                     return Err(bad(format!("names the token {name:?} twice")));
                 }
                 let secret = SecretRef::new(secret.trim());
-                SecretRef::check(secret.raw())
-                    .map_err(|e| bad(format!("({name}): {e}")))?;
+                SecretRef::check(secret.raw()).map_err(|e| bad(format!("({name}): {e}")))?;
                 tokens.push((name.to_owned(), secret));
             }
         }
-        let tokens_file = self.get("INGEST_TOKENS_FILE").map(|p| PathBuf::from(p.trim()));
+        let tokens_file = self
+            .get("INGEST_TOKENS_FILE")
+            .map(|p| PathBuf::from(p.trim()));
         if listen.is_some() && tokens.is_empty() && tokens_file.is_none() {
             return Err(self.error(
                 "INGEST_LISTEN",
@@ -120,7 +121,10 @@ mod tests {
     fn tokens_are_read_with_names_and_references() {
         let c = config(&[
             ("INGEST_LISTEN", "127.0.0.1:9186"),
-            ("INGEST_TOKENS", "crm=s3cret-s3cret-s3cret, billing=env:BILLING_TOKEN"),
+            (
+                "INGEST_TOKENS",
+                "crm=s3cret-s3cret-s3cret, billing=env:BILLING_TOKEN",
+            ),
         ])
         .unwrap();
         let names: Vec<&str> = c.ingest.tokens.iter().map(|(n, _)| n.as_str()).collect();
@@ -150,6 +154,12 @@ mod tests {
     fn a_listener_without_tokens_is_refused() {
         let e = config(&[("INGEST_LISTEN", "127.0.0.1:9186")]).unwrap_err();
         assert_eq!(e.var, "INGEST_LISTEN");
-        assert!(config(&[("INGEST_LISTEN", "off")]).unwrap().ingest.listen.is_none());
+        assert!(
+            config(&[("INGEST_LISTEN", "off")])
+                .unwrap()
+                .ingest
+                .listen
+                .is_none()
+        );
     }
 }

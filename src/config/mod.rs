@@ -21,11 +21,12 @@ mod exchange;
 mod ingest;
 mod lines;
 pub use events::EventsConfig;
-pub use ingest::IngestConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
     EXCHANGE_MESSAGES_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY, above_exchange,
 };
+pub use ingest::IngestConfig;
+pub(crate) use ingest::is_token_name;
 
 pub(crate) use crate::domain::redact_url;
 use env::{Env, has_hash_tag};

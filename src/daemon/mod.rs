@@ -145,6 +145,8 @@ pub struct Options {
 pub struct Handle {
     /// Where `/metrics`, `/healthz`, `/readyz` answer (`None` with `METRICS_LISTEN=off`).
     pub ops_addr: Option<SocketAddr>,
+    /// Where the HTTP ingest answers (`None` with `INGEST_LISTEN=off`).
+    pub ingest_addr: Option<SocketAddr>,
     /// Its metrics.
     pub metrics: Arc<Metrics>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -172,6 +174,8 @@ pub async fn start(
         None => None,
     };
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
+    let ingest = crate::ingest::prepare(&config).await?;
+    let ingest_addr = ingest.as_ref().and_then(|(l, _)| ops::local_addr(l));
     for warning in config.warnings() {
         tracing::warn!(event = events::CONFIG_WARNING, "{warning}");
     }
@@ -201,7 +205,7 @@ pub async fn start(
         pool,
         stack,
         observers,
-        (listener, outbox),
+        (listener, outbox, ingest),
         async move {
             shutdown::stopped(&mut stop_rx).await;
         },
@@ -209,6 +213,7 @@ pub async fn start(
     Ok((
         Handle {
             ops_addr,
+            ingest_addr,
             metrics,
             stop: stop_tx,
         },
@@ -256,9 +261,10 @@ async fn run_parts(
     pool: PgPool,
     stack: Stack,
     observers: Observers,
-    (listener, outbox): (
+    (listener, outbox, ingest): (
         Option<tokio::net::TcpListener>,
         Option<crate::outbox::OutboxSettings>,
+        Option<(tokio::net::TcpListener, crate::ingest::IngestSettings)>,
     ),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -301,6 +307,17 @@ async fn run_parts(
         tokio::spawn(ops::serve(listener, state, async move {
             shutdown::stopped(&mut done).await;
         }))
+    });
+    let ingest = ingest.map(|(listener, settings)| {
+        let mut done = done_rx.clone();
+        let stop = async move { shutdown::stopped(&mut done).await };
+        tokio::spawn(crate::ingest::serve(
+            listener,
+            pool.clone(),
+            settings,
+            Arc::clone(&observers.metrics),
+            stop,
+        ))
     });
     let gauge = tokio::spawn(gauges::messages_gauge_loop(
         pool.clone(),
@@ -389,6 +406,12 @@ async fn run_parts(
         && let Ok(Err(e)) = outbox.await
     {
         tracing::warn!(error = %e, "the outbox's dispatchers could not start");
+    }
+    if let Some(Ok(Err(e))) = match ingest {
+        Some(i) => Some(i.await),
+        None => None,
+    } {
+        tracing::warn!(error = %e, "the ingest listener failed");
     }
     if let Some(server) = server {
         match server.await {

@@ -71,7 +71,10 @@ pub(crate) async fn remembered(
 ///
 /// # Errors
 /// Database errors.
-pub(crate) async fn record(conn: &mut PgConnection, row: &RequestRow<'_>) -> Result<bool, StoreError> {
+pub(crate) async fn record(
+    conn: &mut PgConnection,
+    row: &RequestRow<'_>,
+) -> Result<bool, StoreError> {
     if let Some(key) = row.key {
         sqlx::query(
             "DELETE FROM ingest_requests WHERE token_name = $1 AND idempotency_key = $2 \
@@ -83,7 +86,8 @@ pub(crate) async fn record(conn: &mut PgConnection, row: &RequestRow<'_>) -> Res
         .execute(&mut *conn)
         .await?;
     }
-    let [lines, stored, duplicate, refused] = row.counts.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let [lines, stored, duplicate, refused] =
+        row.counts.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     let inserted = sqlx::query(
         "INSERT INTO ingest_requests (token_name, idempotency_key, body_sha256, status, answer, \
              lines, stored, duplicate, refused) \

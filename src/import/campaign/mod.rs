@@ -279,7 +279,7 @@ pub(crate) async fn insert_chunk(
     Ok(stored)
 }
 
-fn line_number(location: &str) -> usize {
+pub(crate) fn line_number(location: &str) -> usize {
     location
         .strip_prefix("line ")
         .and_then(|n| n.parse().ok())
