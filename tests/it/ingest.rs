@@ -248,7 +248,10 @@ async fn a_malformed_line_is_refused_with_its_number_while_the_good_lines_are_st
         "line 2 is not JSON: no id read"
     );
     assert!(
-        results[1]["reason"].as_str().unwrap().starts_with("not a message"),
+        results[1]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not a message"),
         "{answer}"
     );
     assert_eq!(results[2]["id"], c.to_string());
@@ -386,4 +389,35 @@ async fn the_openapi_description_passes_the_validator_and_is_served_as_committed
     let committed: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(served, committed);
     assert_eq!(served["openapi"], "3.1.0");
+}
+
+#[tokio::test]
+async fn the_admin_queue_page_shows_the_http_ingests_counts_per_producer() {
+    let app = spawn_app().await;
+    let addr = listener(app.db.pool.clone(), 100, 1 << 20).await;
+    let (ui, login) = crate::admin::logged_in_ui(&app).await;
+    let page = ui.page("/queue", &login).await;
+    assert!(page.contains("id=\"no-http\""), "{page}");
+    let mb = app.mailboxes[0].0.to_string();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let body = jsonl(&[line(a, &mb), line(b, &mb), json!({"id": "x"})]);
+    assert_eq!(post(addr, CRM, None, body).await.0, 207);
+    assert_eq!(post(addr, CRM, None, jsonl(&[line(a, &mb)])).await.0, 200);
+    let page = ui.page("/queue", &login).await;
+    let row = page
+        .split("<tr data-producer=\"crm\">")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for crm: {page}"));
+    for (class, n) in [
+        ("requests", 2),
+        ("stored", 2),
+        ("duplicate", 1),
+        ("refused", 1),
+    ] {
+        assert!(
+            row.contains(&format!("<td class=\"{class}\">{n}</td>")),
+            "{class}: {row}"
+        );
+    }
 }
