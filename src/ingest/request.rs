@@ -229,13 +229,15 @@ async fn store_lines(
     lines: &[(usize, &[u8])],
 ) -> Result<Outcome, StoreError> {
     let pool = &state.pool;
+    // Read before this request holds its connection: one connection per request at a time, so
+    // as many requests as the pool has connections never wait on each other.
+    let directory = import::sender_directory(pool).await?;
     let mut conn = pool.acquire().await?;
     if let Some(key) = key
         && let Some(first) = store::ingest::remembered(&mut conn, &producer.name, key).await?
     {
         return Ok(replay(first, digest));
     }
-    let directory = import::sender_directory(pool).await?;
     let (good, mut bad) = campaign::parse_numbered(lines.iter().copied(), &directory);
     let good = narrowed(producer, &directory, good, &mut bad);
     let mut tx = conn.begin().await?;

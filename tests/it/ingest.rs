@@ -421,3 +421,31 @@ async fn the_admin_queue_page_shows_the_http_ingests_counts_per_producer() {
         );
     }
 }
+
+#[tokio::test]
+async fn more_concurrent_requests_than_pool_connections_are_all_stored() {
+    // Each request holds one connection at a time: 6 requests on a pool of 2 wait their turn
+    // instead of each holding one while waiting for a second (503 after the store deadline).
+    let app = spawn_app().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(app.db.url.as_str())
+        .await
+        .unwrap();
+    let addr = listener(pool, 100, 1 << 20).await;
+    let mb = app.mailboxes[0].0.to_string();
+    let ids: Vec<Uuid> = (0..60).map(|_| Uuid::new_v4()).collect();
+    let posts = ids.chunks(10).map(|chunk| {
+        let body = jsonl(&chunk.iter().map(|id| line(*id, &mb)).collect::<Vec<_>>());
+        post(addr, CRM, None, body)
+    });
+    let answers = futures::future::join_all(posts).await;
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(
+        statuses,
+        [200; 6],
+        "{:?}",
+        answers.iter().map(|a| &a.2).collect::<Vec<_>>()
+    );
+    assert_eq!(stored(&app, &ids).await, 60);
+}
