@@ -1,4 +1,4 @@
-//! Benchmark 15, ingest_http — the HTTP ingest (src/ingest, `POST /v1/messages`) from
+//! Benchmark 19, ingest_http — the HTTP ingest (src/ingest, `POST /v1/messages`) from
 //! producers' requests into committed rows, side by side in one run with the file import's
 //! multi-row insert (the same lines, the same parser and insert, no HTTP): lines/s committed at
 //! 1 and 4 concurrent producers posting batches of 500 (JSONL, each with its own
@@ -43,7 +43,7 @@ const TOKEN: &str = "bench-producer-0123456789abcdef";
 /// Lines a request carries.
 const BATCH: usize = 500;
 
-/// Benchmark 15: the HTTP ingest against the file import's insert.
+/// Benchmark 19: the HTTP ingest against the file import's insert.
 #[derive(Debug, Parser)]
 #[command(name = "ingest_http")]
 struct Args {
