@@ -449,3 +449,41 @@ async fn more_concurrent_requests_than_pool_connections_are_all_stored() {
     );
     assert_eq!(stored(&app, &ids).await, 60);
 }
+
+#[tokio::test]
+async fn the_curl_example_posts_a_campaign_file_in_requests_of_500() {
+    let app = spawn_app().await;
+    let addr = listener(app.db.pool.clone(), 1_000, 1 << 20).await;
+    let mb = app.mailboxes[0].0.to_string();
+    let ids: Vec<Uuid> = (0..1_200).map(|_| Uuid::new_v4()).collect();
+    let mut lines: Vec<String> = ids.iter().map(|id| line(*id, &mb).to_string()).collect();
+    lines[700] = "{\"id\": \"not a message\"}".to_owned();
+    let dir = crate::support::temp_dir("ingest-curl");
+    let file = dir.path().join("campaign.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ingest/curl.sh");
+    let run = || {
+        tokio::process::Command::new("bash")
+            .arg(script)
+            .arg(&file)
+            .env("INGEST_URL", format!("http://{addr}"))
+            .env("INGEST_TOKEN", CRM)
+            .output()
+    };
+    let out = run().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "a line was refused: {said}");
+    assert_eq!(said.matches("HTTP 200 stored").count(), 2, "{said}");
+    assert!(said.contains("HTTP 207 partial stored 499"), "{said}");
+    assert!(
+        said.contains("line 201"),
+        "the refused line by its number in its request: {said}"
+    );
+    assert!(!said.contains(CRM), "the token is never printed");
+    assert_eq!(stored(&app, &ids).await, 1_199);
+    // Run again (new keys): every line a duplicate, nothing stored twice.
+    let out = run().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.contains("stored 0 duplicate 500 refused 0"), "{said}");
+    assert_eq!(app.db.rows_in("messages").await, 1_199);
+}
