@@ -44,7 +44,7 @@ pub(super) struct IngestStatusLabels {
 
 impl super::Metrics {
     /// Counts one answered request and how long it took.
-    pub(crate) fn ingest_request(&self, status: u16, took: Duration) {
+    pub fn ingest_request(&self, status: u16, took: Duration) {
         self.ingest_requests
             .get_or_create(&IngestStatusLabels { status })
             .inc();
@@ -52,7 +52,7 @@ impl super::Metrics {
     }
 
     /// Counts `n` lines of `outcome`.
-    pub(crate) fn ingest_lines(&self, outcome: IngestOutcome, n: u64) {
+    pub fn ingest_lines(&self, outcome: IngestOutcome, n: u64) {
         if n > 0 {
             self.ingest_lines
                 .get_or_create(&IngestLineLabels {
