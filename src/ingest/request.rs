@@ -244,7 +244,7 @@ async fn store_lines(
     let mut results = Vec::with_capacity(lines.len());
     let mut suppressed = 0;
     for chunk in good.chunks(campaign::INSERT_CHUNK) {
-        let stored = campaign::insert_chunk(&mut *tx, chunk, state.settings.outbox).await?;
+        let stored = campaign::insert_chunk(&mut tx, chunk, state.settings.outbox).await?;
         suppressed += stored.suppressed;
         let refused: HashSet<usize> = stored.refused.iter().map(|(n, _)| *n).collect();
         bad.extend(stored.refused.into_iter().map(|(number, reason)| BadEntry {
@@ -278,7 +278,7 @@ async fn store_lines(
     let answer = Answer::new(&producer.name, results);
     let kept = serde_json::to_value(&answer).ok();
     let recorded = store::ingest::record(
-        &mut *tx,
+        &mut tx,
         &store::ingest::RequestRow {
             token: &producer.name,
             key,
