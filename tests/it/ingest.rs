@@ -312,23 +312,7 @@ async fn too_many_lines_or_bytes_are_413_and_a_reused_key_with_another_body_is_4
 #[tokio::test]
 async fn postgresql_away_is_503_with_retry_after_and_nothing_stored() {
     let app = spawn_app().await;
-    let db = &app.db.url;
-    let pg = Gate::closed_to(format!(
-        "{}:{}",
-        db.host_str().unwrap_or("127.0.0.1"),
-        db.port().unwrap_or(5432)
-    ))
-    .await;
-    pg.open(true);
-    let mut through_gate = db.clone();
-    through_gate.set_host(Some("127.0.0.1")).unwrap();
-    through_gate.set_port(Some(pg.addr().port())).unwrap();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect(through_gate.as_str())
-        .await
-        .unwrap();
+    let (pg, pool) = Gate::postgres(&app.db.url, 2, Duration::from_secs(2)).await;
     let addr = listener(pool, 100, 1 << 20).await;
     let mb = app.mailboxes[0].0.to_string();
     let before = Uuid::new_v4();
