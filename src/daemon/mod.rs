@@ -1,11 +1,11 @@
 //! The composition root of `mail-worker run`: one PostgreSQL pool, one [`MailRateLimiter`]
 //! (its own Redis connection), one [`MailerFactory`], one [`MailProviderService`], the worker
-//! loops and the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`),
+//! loops, the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`) and the
+//! HTTP ingest (`INGEST_LISTEN`, [`crate::ingest`]),
 //! until SIGTERM/SIGINT.
 
 use std::{
     future::Future,
-    net::SocketAddr,
     process::ExitCode,
     sync::{Arc, atomic::AtomicBool},
 };
@@ -26,8 +26,12 @@ use crate::{
 };
 
 mod gauges;
+mod handle;
 pub mod heartbeat;
 mod retention;
+mod startup;
+
+pub use handle::{Handle, Options};
 
 /// The service stack and the parts of it the daemon also watches.
 #[derive(Debug, Clone)]
@@ -131,34 +135,6 @@ pub fn daemon_settings(config: &Config) -> DaemonSettings {
     }
 }
 
-/// What an in-process daemon may be given instead of the defaults (tests, the benchmarks).
-#[derive(Clone, Default)]
-pub struct Options {
-    /// The clock (default: the system's).
-    pub clock: Option<Arc<dyn Clock>>,
-    /// How `env:` secrets are looked up (default: the process environment).
-    pub secret_env: Option<SecretEnv>,
-}
-
-/// The handle of a daemon started by [`start`].
-#[derive(Debug, Clone)]
-pub struct Handle {
-    /// Where `/metrics`, `/healthz`, `/readyz` answer (`None` with `METRICS_LISTEN=off`).
-    pub ops_addr: Option<SocketAddr>,
-    /// Where the HTTP ingest answers (`None` with `INGEST_LISTEN=off`).
-    pub ingest_addr: Option<SocketAddr>,
-    /// Its metrics.
-    pub metrics: Arc<Metrics>,
-    stop: tokio::sync::watch::Sender<bool>,
-}
-
-impl Handle {
-    /// Asks the daemon to stop, as SIGTERM does; its run future then completes.
-    pub fn stop(&self) {
-        let _ = self.stop.send(true);
-    }
-}
-
 /// Starts the daemon in this process: binds `METRICS_LISTEN` (a port in use fails here,
 /// naming the variable) and opens the (existing, migrated) database. Returns its [`Handle`]
 /// and the future that runs it until [`Handle::stop`].
@@ -192,8 +168,8 @@ pub async fn start(
         Arc::clone(&metrics),
         options.secret_env,
     )?;
-    say_if_limiter_unreachable(Arc::clone(&stack.limiter));
-    probe_paused_senders_now(&pool).await;
+    startup::say_if_limiter_unreachable(Arc::clone(&stack.limiter));
+    startup::probe_paused_senders_now(&pool).await;
     let observers = Observers {
         metrics: Arc::clone(&metrics),
         liveness: Arc::new(Liveness::default()),
@@ -219,41 +195,6 @@ pub async fn start(
         },
         run,
     ))
-}
-
-/// Makes the rows an earlier process paused (a sender's missing or refused credentials) due now,
-/// so this process probes each sender at once instead of at the earlier process's next probe
-/// (up to 15 min): a restart is how an `env:` secret reaches the daemon. A database error is
-/// logged; the rows then wait for their probe time as before.
-async fn probe_paused_senders_now(pool: &PgPool) {
-    match store::messages::resume_all_paused(pool).await {
-        Ok(0) => {}
-        Ok(due) => tracing::info!(
-            event = events::MAIL_SENDER_RESUMED,
-            why = "start-up",
-            messages_due = due,
-            "messages an earlier process paused for their sender's credentials are due now: this process probes each sender at once"
-        ),
-        Err(e) => tracing::warn!(
-            error = %e,
-            "could not make the paused senders' messages due at start-up; they wait for their probe time"
-        ),
-    }
-}
-
-/// Pings the limiter's Redis once, in the background, and says loudly if it does not answer:
-/// the daemon still starts (sends fail open, bounded), but an operator who mistyped
-/// `REDIS_URL` should not have to find that out from `/readyz`.
-fn say_if_limiter_unreachable(limiter: Arc<MailRateLimiter>) {
-    tokio::spawn(async move {
-        if let Err(e) = limiter.ping().await {
-            tracing::error!(
-                event = events::MAIL_RATE_LIMIT_UNREACHABLE_AT_START,
-                error = %e,
-                "the rate limiter's Redis (MAIL_RATE_LIMIT_REDIS_URL, default REDIS_URL) does not answer: sends fail open, paced locally within this replica's share, until it does; /readyz reports degraded"
-            );
-        }
-    });
 }
 
 async fn run_parts(
