@@ -88,6 +88,14 @@ impl Config {
                 self.bounces.folder.as_deref().unwrap_or("(unset)")
             ),
             format!(
+                "GRAPH_TRACE_DELIVERY={}",
+                if self.trace.enabled { "on" } else { "off" }
+            ),
+            format!("GRAPH_TRACE_INTERVAL={}", with_unit(self.trace.interval)),
+            format!("GRAPH_TRACE_LAG={}", with_unit(self.trace.lag)),
+            format!("GRAPH_TRACE_GIVE_UP={}", with_unit(self.trace.give_up)),
+            format!("GRAPH_TRACE_PROBE={}", with_unit(self.trace.probe)),
+            format!(
                 "SENDGRID_API_BASE_URL={}",
                 redact_url(&self.sendgrid_api_base_url)
             ),

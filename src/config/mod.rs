@@ -20,6 +20,7 @@ pub(crate) mod events;
 mod exchange;
 mod ingest;
 mod lines;
+mod trace;
 pub use events::EventsConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
@@ -113,6 +114,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
     pub bounces: crate::bounces::BounceSettings,
+    /// The delivery reconciler (`GRAPH_TRACE_DELIVERY`, …; [`crate::delivery`]).
+    pub trace: crate::delivery::TraceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
     /// The HTTP ingest (`INGEST_*`, [`crate::ingest`]).
@@ -250,6 +253,7 @@ impl Config {
         }
         Ok(Self {
             bounces: bounces::read(&env)?,
+            trace: trace::read(&env)?,
             retention,
             database_url: env.url(
                 "DATABASE_URL",

@@ -37,6 +37,7 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod trace;
 mod verify;
 mod version;
 mod webhooks;
