@@ -67,7 +67,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 53, "{stdout}");
+    assert_eq!(stdout.lines().count(), 58, "{stdout}");
     assert!(stdout.contains("GRAPH_TRACE_DELIVERY=off\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
