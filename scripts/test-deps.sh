@@ -3,6 +3,7 @@
 # pass with the network cut after this step): a venv at target/test-venv with
 #   - redis            (examples/producers/python/requirements.txt: the producer test)
 #   - standardwebhooks (tests/webhooks/requirements.txt: the outbox's reference receivers)
+#   - openapi-spec-validator (tests/ingest/requirements.txt: the ingest's OpenAPI description)
 # and, where Node is installed, npm's standardwebhooks (tests/webhooks/package.json) in
 # target/test-node. Idempotent: does nothing when they are there. scripts/services.sh runs it.
 # TEST_VENV overrides the venv's place (the tests read the same variable).
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 say() { printf 'test-deps: %s\n' "$*"; }
 venv="${TEST_VENV:-target/test-venv}"
-imports() { "$1/bin/python" -c 'import redis, standardwebhooks' 2>/dev/null; }
+imports() { "$1/bin/python" -c 'import redis, standardwebhooks, openapi_spec_validator' 2>/dev/null; }
 
 node_deps() {
   command -v node >/dev/null && command -v npm >/dev/null || { say "no Node: the npm receiver is left out"; return 0; }
@@ -26,7 +27,7 @@ node_deps() {
 }
 
 if [ -x "$venv/bin/python" ] && imports "$venv"; then
-  say "$venv has redis and standardwebhooks"
+  say "$venv has redis, standardwebhooks and openapi-spec-validator"
   node_deps
   exit 0
 fi
@@ -42,9 +43,10 @@ building="$venv.building.$$"
 rm -rf "$building"
 python3 -m venv "$building"
 "$building/bin/pip" install --quiet --disable-pip-version-check \
-  -r examples/producers/python/requirements.txt -r tests/webhooks/requirements.txt
+  -r examples/producers/python/requirements.txt -r tests/webhooks/requirements.txt \
+  -r tests/ingest/requirements.txt
 imports "$building"
 rm -rf "$venv"
 mv "$building" "$venv"
-say "$venv ready: $("$venv/bin/python" -c 'import importlib.metadata as m; print("redis", m.version("redis"), "standardwebhooks", m.version("standardwebhooks"))')"
+say "$venv ready: $("$venv/bin/python" -c 'import importlib.metadata as m; print("redis", m.version("redis"), "standardwebhooks", m.version("standardwebhooks"), "openapi-spec-validator", m.version("openapi-spec-validator"))')"
 node_deps

@@ -20,7 +20,7 @@
 //! | [`domain`], [`import`], [`mailer`] | the above, and the fuzz targets (`fuzz/`) |
 //! | [`reports`], [`forecast`], [`rate_limit`], [`service`] | the demo's forecast, the benchmarks, `tests/it` |
 //! | [`admin`] | `tests/it` and `tests/browser.rs` (the UI over HTTP) |
-//! | [`bounces`], [`delivery`], [`outbox`] | `tests/it` |
+//! | [`bounces`], [`delivery`], [`ingest`], [`outbox`] | `tests/it` |
 //! | [`log_events`] | dashboards and alerts key on its strings; `tests/it` and the benchmarks read the log lines by them |
 //! | [`telemetry`] | the demo (its log file) |
 //! | [`supervise`], [`shutdown`] | the daemon's parts as supervised tasks (one that stops on its own stops the process) and the `CancellationToken` their loops and `intake::run` take; the demo and `tests/it` (which adds one through [`daemon::Options`]) |
@@ -48,6 +48,7 @@ pub mod delivery;
 pub mod domain;
 pub mod forecast;
 pub mod import;
+pub mod ingest;
 pub mod intake;
 pub mod log_events;
 pub mod mailer;

@@ -189,6 +189,19 @@ pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";
 /// while its Redis answered) and starts again under a new name after a backoff. Fields:
 /// `error`, `worker`, `restarts` (since start-up), `wait_ms`. Warn.
 pub const INTAKE_CONSUMER_RESTART: &str = "intake.consumerRestart";
+/// An HTTP ingest request was answered (`POST /v1/messages`). Fields: `producer` (the token's
+/// name), `status`, `lines`, `stored`, `duplicate`, `refused`, `replayed` (an
+/// `Idempotency-Key` repeat answered from PostgreSQL); once at start-up with `addr` and
+/// `producers` (the listener listens). Info.
+pub const INGEST_REQUEST: &str = "ingest.request";
+/// An ingest line is not a message (the file import's reason) or names a sender its token may
+/// not post for. Fields: `producer`, `line`, `reason`. Warn, once per line.
+pub const INGEST_LINE_REFUSED: &str = "ingest.line.refused";
+/// An ingest request without a known bearer token (401; the token is never logged). Warn.
+pub const INGEST_UNAUTHORIZED: &str = "ingest.unauthorized";
+/// An ingest request could not be stored: PostgreSQL failed or did not answer within the
+/// deadline; answered 503 with `Retry-After`, nothing stored. Fields: `producer`, `error`. Warn.
+pub const INGEST_STORE_FAILED: &str = "ingest.store.failed";
 /// A batch of outbox events was POSTed to a webhook receiver and accepted (debug). Fields:
 /// `receiver` (URL, query and password hidden), `events`, `duration_ms`.
 pub const EVENTS_DELIVERED: &str = "events.delivered";

@@ -413,6 +413,41 @@ pub const ENV_VARS: &[EnvVar] = &[
         secret: false,
         meaning: "`run`: a senders file (senders.json) imported at start-up as `senders import` does (idempotent: upserts by address and name); a bad file stops start-up before the database is touched (docs/operations.md, Kubernetes)",
     },
+    EnvVar {
+        name: "INGEST_LISTEN",
+        flag: "ingest-listen",
+        default: Some("off"),
+        secret: false,
+        meaning: "the HTTP ingest's listener (`POST /v1/messages`, `GET /v1/openapi.json`; docs/ingest.md): `host:port` or `off`; plain HTTP, TLS is the ingress's; needs INGEST_TOKENS or INGEST_TOKENS_FILE",
+    },
+    EnvVar {
+        name: "INGEST_TOKENS",
+        flag: "ingest-tokens",
+        default: None,
+        secret: true,
+        meaning: "the producers' bearer tokens, `name=secret[,name=secret…]`, each secret a literal or an env:NAME / file:/path reference (at least 16 characters); each may post for every sender",
+    },
+    EnvVar {
+        name: "INGEST_TOKENS_FILE",
+        flag: "ingest-tokens-file",
+        default: None,
+        secret: false,
+        meaning: "a JSON file of tokens, `[{\"name\": …, \"secret\": …, \"senders\": [\"events@contoso.example\", \"northwind\"]}]`, each narrowed to the senders it lists (read at start-up)",
+    },
+    EnvVar {
+        name: "INGEST_MAX_BODY_BYTES",
+        flag: "ingest-max-body-bytes",
+        default: Some("10485760"),
+        secret: false,
+        meaning: "the largest request body the ingest takes, bytes; a larger one is answered 413",
+    },
+    EnvVar {
+        name: "INGEST_MAX_LINES",
+        flag: "ingest-max-lines",
+        default: Some("1000"),
+        secret: false,
+        meaning: "the most campaign lines one ingest request may carry (stored in one transaction); more is answered 413",
+    },
 ];
 
 mod run_args;

@@ -149,6 +149,17 @@ impl Config {
                 "SENDERS_FILE={}",
                 or(self.senders_file.as_ref().map(|p| p.display()), "(unset)")
             ),
+            format!("INGEST_LISTEN={}", or(self.ingest.listen, "off")),
+            format!("INGEST_TOKENS={}", self.ingest.tokens_shown()),
+            format!(
+                "INGEST_TOKENS_FILE={}",
+                or(
+                    self.ingest.tokens_file.as_ref().map(|p| p.display()),
+                    "(unset)"
+                )
+            ),
+            format!("INGEST_MAX_BODY_BYTES={}", self.ingest.max_body_bytes),
+            format!("INGEST_MAX_LINES={}", self.ingest.max_lines),
         ]
     }
 

@@ -18,6 +18,7 @@ mod env;
 mod errors;
 pub(crate) mod events;
 mod exchange;
+mod ingest;
 mod lines;
 mod trace;
 pub use events::EventsConfig;
@@ -25,6 +26,8 @@ pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
     EXCHANGE_MESSAGES_PER_MINUTE, EXCHANGE_RECIPIENTS_PER_DAY, above_exchange,
 };
+pub use ingest::IngestConfig;
+pub(crate) use ingest::is_token_name;
 
 pub(crate) use crate::domain::redact_url;
 use env::{Env, has_hash_tag};
@@ -118,6 +121,8 @@ pub struct Config {
     /// `SENDERS_FILE`, default none: a senders file (`senders.json`) `run` imports at start-up
     /// as `senders import` does, refusing a bad one before touching the database.
     pub senders_file: Option<std::path::PathBuf>,
+    /// The HTTP ingest (`INGEST_*`, [`crate::ingest`]).
+    pub ingest: IngestConfig,
 }
 
 /// The intake queue's settings ([`crate::intake`]).
@@ -352,6 +357,7 @@ impl Config {
             },
             events: env.events()?,
             senders_file: env.get("SENDERS_FILE").map(|p| p.trim().into()),
+            ingest: env.ingest()?,
         })
     }
 

@@ -1,8 +1,8 @@
 //! The composition root of `mail-worker run`: one PostgreSQL pool, one
 //! [`crate::rate_limit::MailRateLimiter`] (its own Redis connection), one
 //! [`crate::mailer::factory::MailerFactory`], one [`crate::service::MailProviderService`], the worker
-//! loops and the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`),
-//! until SIGTERM/SIGINT.
+//! loops, the operations listener (`METRICS_LISTEN`: `/metrics`, `/healthz`, `/readyz`) and the
+//! HTTP ingest (`INGEST_LISTEN`, [`crate::ingest`]), until SIGTERM/SIGINT.
 
 use std::{
     future::Future,
@@ -68,6 +68,8 @@ pub type ExtraPart = Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + S
 pub struct Handle {
     /// Where `/metrics`, `/healthz`, `/readyz` answer (`None` with `METRICS_LISTEN=off`).
     pub ops_addr: Option<SocketAddr>,
+    /// Where the HTTP ingest answers (`None` with `INGEST_LISTEN=off`).
+    pub ingest_addr: Option<SocketAddr>,
     /// Its metrics.
     pub metrics: Arc<Metrics>,
     stop: CancellationToken,
@@ -102,6 +104,8 @@ pub async fn start(
         None => None,
     };
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
+    let ingest = crate::ingest::prepare(&config).await?;
+    let ingest_addr = ingest.as_ref().and_then(|(l, _)| ops::local_addr(l));
     for warning in config.warnings() {
         tracing::warn!(event = log_events::CONFIG_WARNING, "{warning}");
     }
@@ -141,7 +145,7 @@ pub async fn start(
             &pool,
             &stack,
             &observers,
-            (listener, outbox),
+            (listener, outbox, ingest),
         )?;
         let settings = DaemonSettings {
             metrics_listen: ops_addr,
@@ -153,6 +157,7 @@ pub async fn start(
     Ok((
         Handle {
             ops_addr,
+            ingest_addr,
             metrics,
             stop,
         },
@@ -168,9 +173,10 @@ fn spawn_parts(
     pool: &PgPool,
     stack: &Stack,
     observers: &Observers,
-    (listener, outbox): (
+    (listener, outbox, ingest): (
         Option<tokio::net::TcpListener>,
         Option<crate::outbox::OutboxSettings>,
+        Option<(tokio::net::TcpListener, crate::ingest::IngestSettings)>,
     ),
 ) -> anyhow::Result<()> {
     let intake = match intake::IntakeSettings::from_config(&config.intake, config.events.outbox()) {
@@ -190,6 +196,13 @@ fn spawn_parts(
         let (pool, metrics) = (pool.clone(), Arc::clone(&observers.metrics));
         parts.spawn_draining("intake", |stop| {
             intake::run(settings, conn, pool, metrics, stop)
+        });
+    }
+    if let Some((listener, settings)) = ingest {
+        // Among the draining parts: no request is taken once the claim loop stops.
+        let (pool, metrics) = (pool.clone(), Arc::clone(&observers.metrics));
+        parts.spawn_draining("ingest", |stop| {
+            crate::ingest::serve(listener, pool, settings, metrics, stop.cancelled_owned())
         });
     }
     let metrics = &observers.metrics;

@@ -161,7 +161,7 @@ async fn store_batch(
         let attempt = async {
             let directory = import::sender_directory(pool).await?;
             let (good, bad) = parse(&batch, &directory);
-            let stored = campaign::insert_chunk(pool, &good, outbox).await?;
+            let stored = campaign::insert_chunk(&mut *pool.acquire().await?, &good, outbox).await?;
             Ok::<_, StoreError>((stored, good, bad))
         };
         match attempt.await {

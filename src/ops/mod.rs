@@ -3,6 +3,7 @@
 
 pub mod events;
 pub(crate) mod health;
+pub mod ingest;
 pub mod intake;
 pub mod metrics;
 

@@ -243,6 +243,7 @@ pub(crate) mod bounce_reads;
 pub mod campaigns;
 pub mod events;
 pub mod history;
+pub mod ingest;
 pub(crate) mod limit_pauses;
 pub mod mailbox_list;
 pub mod mailbox_order;

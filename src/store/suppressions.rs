@@ -200,7 +200,7 @@ pub async fn count(pool: &PgPool, filter: Filter<'_>) -> Result<i64, StoreError>
 /// # Errors
 /// Database errors.
 pub(crate) async fn suppressed_among(
-    pool: &PgPool,
+    conn: &mut sqlx::PgConnection,
     pairs: &[(Uuid, String)],
 ) -> Result<HashSet<(Uuid, String)>, StoreError> {
     if pairs.is_empty() {
@@ -218,7 +218,7 @@ pub(crate) async fn suppressed_among(
     )
     .bind(scopes)
     .bind(addresses)
-    .fetch_all(pool)
+    .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().collect())
 }

@@ -67,7 +67,7 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 54, "{stdout}");
+    assert_eq!(stdout.lines().count(), 59, "{stdout}");
     assert!(stdout.contains("GRAPH_TRACE_DELIVERY=off\n"), "{stdout}");
     assert!(stdout.contains("SENDERS_FILE=(unset)\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");

@@ -389,6 +389,8 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.bounced("5.1");
     m.set_budget_used("mb@example.org", 0.1, 0.2);
     m.set_tenant_budget_used("contoso.example", 0.3);
+    m.ingest_request(200, Duration::from_millis(1));
+    m.ingest_lines(mail_worker::ops::ingest::IngestOutcome::Stored, 1);
     let exported: BTreeSet<String> = m
         .encode()
         .lines()

@@ -550,23 +550,7 @@ async fn a_sent_write_survives_a_postgresql_outage_after_graph_accepted() {
     use crate::support::proxy::Gate;
     let mut app = app(GraphSendMode::Draft, Duration::from_secs(5), Duration::ZERO).await;
     app.config.http_timeout = Duration::from_secs(20);
-    let db = &app.db.url;
-    let pg = Gate::closed_to(format!(
-        "{}:{}",
-        db.host_str().unwrap_or("127.0.0.1"),
-        db.port().unwrap_or(5432)
-    ))
-    .await;
-    pg.open(true);
-    let mut through_gate = db.clone();
-    through_gate.set_host(Some("127.0.0.1")).unwrap();
-    through_gate.set_port(Some(pg.addr().port())).unwrap();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_millis(500))
-        .connect(through_gate.as_str())
-        .await
-        .unwrap();
+    let (pg, pool) = Gate::postgres(&app.db.url, 2, Duration::from_millis(500)).await;
     let service =
         mail_worker::daemon::build_service(&app.config, pool.clone(), Arc::new(SystemClock))
             .unwrap();

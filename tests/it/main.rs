@@ -16,6 +16,7 @@ mod exactly_once;
 mod forecast;
 mod headroom;
 mod import;
+mod ingest;
 mod intake;
 mod intake_cluster;
 mod intake_recovery;

@@ -33,13 +33,13 @@ use std::{
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use mail_worker::{
-    import,
     intake::{self, IntakeSettings, QueueConnection},
     ops::Metrics,
 };
 use serde::Serialize;
 use support::{
     Machine,
+    campaign::{self, lines, rows},
     daemon::{self, BenchDb, MeasuredRedis},
     fail, per, percentile, thousands, to_f64 as f,
 };
@@ -114,37 +114,9 @@ fn main() -> ExitCode {
     support::bench_main(run)
 }
 
-/// `n` campaign lines for `mailbox`, due in 2099 (nothing sends here), and their ids.
-fn lines(mailbox: &str, n: usize) -> Vec<(uuid::Uuid, Vec<u8>)> {
-    (0..n)
-        .map(|i| {
-            let id = uuid::Uuid::new_v4();
-            let line = serde_json::json!({
-                "id": id,
-                "systemMailbox": mailbox,
-                "to": [{"address": format!("guest{i}@fabrikam.example"), "name": "Guest"}],
-                "subject": "Invitation: Kick-off 2027",
-                "body": {"contentType": "html", "content": daemon::BODY},
-                "scheduledOn": "2099-01-01T00:00:00Z",
-            });
-            (id, line.to_string().into_bytes())
-        })
-        .collect()
-}
-
 /// A fresh database with one mailbox; returns it and the mailbox's address.
 async fn database() -> (BenchDb, String) {
-    let db = BenchDb::create(&daemon::shared_postgres(), "intake").await;
-    let mailboxes = daemon::add_mailboxes(&db.pool, "intake", 1).await;
-    let address = mailboxes[0].0.as_str().to_owned();
-    (db, address)
-}
-
-async fn rows(db: &BenchDb) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM messages")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap_or_else(|e| fail(&format!("counting rows: {e}")))
+    campaign::database("intake").await
 }
 
 /// The consumers of `queue`: `n` workers, as `n` replicas run them; stop with the token.
@@ -184,29 +156,6 @@ async fn stop_all(
             fail(&format!("an intake consumer failed: {e}"));
         }
     }
-}
-
-/// The file import of the same lines: the ceiling (rows/s).
-async fn ceiling(jobs: usize) -> f64 {
-    let (db, mailbox) = database().await;
-    let mut text = Vec::new();
-    for (_, line) in lines(&mailbox, jobs) {
-        text.extend_from_slice(&line);
-        text.push(b'\n');
-    }
-    let started = Instant::now();
-    let done = import::enqueue(&db.pool, &text, Default::default())
-        .await
-        .unwrap_or_else(|e| fail(&format!("the file import failed: {e}")));
-    let seconds = started.elapsed().as_secs_f64();
-    if done.inserted as usize != jobs {
-        fail(&format!(
-            "the file import stored {} of {jobs}",
-            done.inserted
-        ));
-    }
-    db.drop().await;
-    f(jobs as u64) / seconds
 }
 
 /// A backlog of `jobs` pushed, then consumed by `n` consumers until every row is committed.
@@ -332,7 +281,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         "\nintake: {} jobs, file import (the ceiling) vs the queue",
         thousands(f(args.jobs as u64))
     );
-    let ceiling = ceiling(args.jobs).await;
+    let ceiling = campaign::file_import_rate("intake", args.jobs).await;
     let mut phases = Vec::new();
     let mut failed = Vec::new();
     for (name, n) in [("1 consumer", 1), ("2 consumers", 2)] {

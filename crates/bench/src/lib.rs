@@ -9,6 +9,7 @@
 //! `mail-worker` binary as a child process; [`claim`] hands one given row through the
 //! production claim (the send-mode benchmark and `tests/it`).
 
+pub mod campaign;
 pub mod cluster;
 pub mod daemon;
 pub mod e2e;

@@ -127,6 +127,33 @@ impl Gate {
     pub fn url(&self) -> Url {
         Url::parse(&format!("redis://{}", self.addr)).unwrap()
     }
+
+    /// An open gate in front of the PostgreSQL of `db` (a database URL) and a pool of
+    /// `max_connections` on that database through it, giving up an acquire after
+    /// `acquire_timeout`: cut the gate to play a PostgreSQL that went away.
+    pub async fn postgres(
+        db: &Url,
+        max_connections: u32,
+        acquire_timeout: std::time::Duration,
+    ) -> (Self, sqlx::PgPool) {
+        let gate = Self::closed_to(format!(
+            "{}:{}",
+            db.host_str().unwrap_or("127.0.0.1"),
+            db.port().unwrap_or(5432)
+        ))
+        .await;
+        gate.open(true);
+        let mut through_gate = db.clone();
+        through_gate.set_host(Some("127.0.0.1")).unwrap();
+        through_gate.set_port(Some(gate.addr().port())).unwrap();
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(acquire_timeout)
+            .connect(through_gate.as_str())
+            .await
+            .unwrap();
+        (gate, pool)
+    }
 }
 
 impl Drop for Gate {

@@ -1,6 +1,7 @@
 //! The intake queue's page: its counts and its dead-lettered jobs, with retry and discard of a
 //! selection or of all, each logged: the code of `mail-worker queue stats|dead|retry|discard`
-//! ([`crate::intake::dead`]).
+//! ([`crate::intake::dead`]); and the HTTP ingest's counts per producer over the last 24 h
+//! ([`crate::store::ingest::counts`], from PostgreSQL: every replica's requests).
 
 use super::*;
 use crate::{
@@ -48,6 +49,8 @@ struct QueuePage {
     dead: Vec<DeadLine>,
     limit: usize,
     notice: Option<String>,
+    /// The HTTP ingest's producers (last 24 h).
+    http: Vec<crate::store::ingest::ProducerCounts>,
 }
 
 fn when(at: Option<i64>) -> String {
@@ -92,6 +95,7 @@ pub(super) async fn queue(
         dead: Vec::new(),
         limit: DEAD_PAGE,
         notice,
+        http: crate::store::ingest::counts(&state.pool).await?,
     };
     if let Some((settings, mut conn)) = connect(&state).await? {
         let alive_within = settings.orphaned_after();

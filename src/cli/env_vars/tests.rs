@@ -111,6 +111,7 @@ fn check_config_redacts_every_secret() {
     let secret = |name: &str| match name {
         "DATABASE_URL" => "postgres://app:hunter2@db.example:5432/mail".to_owned(),
         "ADMIN_TOKEN" | "EVENTS_WEBHOOK_SECRET" => "hunter2-hunter2-hunter2".to_owned(),
+        "INGEST_TOKENS" => "crm=hunter2-hunter2-hunter2".to_owned(),
         "EVENTS_WEBHOOK_URL" => {
             "https://hooks:hunter2@hooks.example/in?token=hunter2,https://b.example/x".to_owned()
         }

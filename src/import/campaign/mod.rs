@@ -27,9 +27,9 @@ mod line;
 mod tests;
 
 use crate::store::events::Outbox;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::BadEntry;
@@ -87,10 +87,19 @@ pub fn parse_bytes(
     bytes: &[u8],
     senders: &SenderDirectory,
 ) -> (Vec<(usize, NewMessage)>, Vec<BadEntry>) {
+    parse_numbered(lines(bytes), senders)
+}
+
+/// Parses numbered lines (a file's, or the elements of the HTTP ingest's JSON array) as
+/// [`parse_bytes`] does: blank ones skipped, an id repeated among them a bad line.
+pub(crate) fn parse_numbered<'a>(
+    numbered: impl IntoIterator<Item = (usize, &'a [u8])>,
+    senders: &SenderDirectory,
+) -> (Vec<(usize, NewMessage)>, Vec<BadEntry>) {
     let mut good: Vec<(usize, NewMessage)> = Vec::new();
     let mut bad = Vec::new();
     let mut seen = HashMap::new();
-    for (number, line) in lines(bytes) {
+    for (number, line) in numbered {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -145,8 +154,9 @@ pub async fn enqueue(
 ) -> Result<EnqueueReport, StoreError> {
     let (good, mut bad) = parse_bytes(bytes, senders);
     let mut report = EnqueueReport::default();
+    let mut conn = pool.acquire().await?;
     for chunk in good.chunks(INSERT_CHUNK) {
-        let stored = insert_chunk(pool, chunk, outbox).await?;
+        let stored = insert_chunk(&mut conn, chunk, outbox).await?;
         report.inserted += stored.inserted;
         report.stored += chunk.len() - stored.refused.len();
         report.suppressed += stored.suppressed;
@@ -166,6 +176,8 @@ pub async fn enqueue(
 pub(crate) struct Stored {
     /// Rows newly inserted.
     pub inserted: u64,
+    /// Their ids (a line whose id is not here was stored before: a duplicate).
+    pub new: HashSet<Uuid>,
     /// The lines PostgreSQL refused, by number, with the reason (naming the id).
     pub refused: Vec<(usize, String)>,
     /// Recipients dropped as suppressed from the rows inserted now.
@@ -180,7 +192,7 @@ pub(crate) struct Stored {
 type Unsuppressed = (Vec<NewMessage>, Vec<Option<&'static str>>, Vec<u32>);
 
 async fn unsuppressed(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     chunk: &[(usize, NewMessage)],
 ) -> Result<Unsuppressed, StoreError> {
     let pairs: Vec<(Uuid, String)> = chunk
@@ -190,7 +202,7 @@ async fn unsuppressed(
             m.content.recipient_keys().map(move |key| (scope, key))
         })
         .collect();
-    let listed = suppressions::suppressed_among(pool, &pairs).await?;
+    let listed = suppressions::suppressed_among(conn, &pairs).await?;
     let mut out: Unsuppressed = Default::default();
     for (_, m) in chunk {
         let mut kept = m.clone();
@@ -212,25 +224,26 @@ async fn unsuppressed(
 /// Inserts one chunk of parsed lines in one transaction (one multi-row insert), without the
 /// recipients on their sender's suppression list (a message left with none is stored `ERROR`
 /// [`ALL_SUPPRESSED`]); a chunk that PostgreSQL refuses is retried line by line, so only the
-/// line it refuses is lost, and named (with its id). The file import and the intake queue
-/// ([`crate::intake`]) both store so.
+/// line it refuses is lost, and named (with its id). The file import, the intake queue
+/// ([`crate::intake`]) and the HTTP ingest ([`crate::ingest`], on a connection inside its
+/// request's transaction: each insert a savepoint) all store so.
 ///
 /// # Errors
 /// PostgreSQL trouble other than refusing a row (a lost connection, …).
 pub(crate) async fn insert_chunk(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     chunk: &[(usize, NewMessage)],
     outbox: Outbox,
 ) -> Result<Stored, StoreError> {
-    let (messages, failed, dropped) = unsuppressed(pool, chunk).await?;
+    let (messages, failed, dropped) = unsuppressed(conn, chunk).await?;
     let mut stored = Stored::default();
     let mut new = Vec::new();
-    match messages::insert(pool, &messages, &failed, outbox).await {
+    match messages::insert(conn, &messages, &failed, outbox).await {
         Ok(ids) => new = ids,
         Err(StoreError::Database(sqlx::Error::Database(_))) => {
             for (((number, _), m), failed) in chunk.iter().zip(&messages).zip(&failed) {
                 match messages::insert(
-                    pool,
+                    conn,
                     std::slice::from_ref(m),
                     std::slice::from_ref(failed),
                     outbox,
@@ -256,9 +269,9 @@ pub(crate) async fn insert_chunk(
     }
     stored.inserted = new.len() as u64;
     // Counted for the rows inserted now: a line stored before (a repeated job) counts once.
-    let new: std::collections::HashSet<Uuid> = new.into_iter().collect();
+    stored.new = new.into_iter().collect();
     for ((m, failed), n) in messages.iter().zip(&failed).zip(dropped) {
-        if new.contains(&m.id) {
+        if stored.new.contains(&m.id) {
             stored.suppressed += u64::from(n);
             stored.all_suppressed += u64::from(failed.is_some());
         }
@@ -266,7 +279,7 @@ pub(crate) async fn insert_chunk(
     Ok(stored)
 }
 
-fn line_number(location: &str) -> usize {
+pub(crate) fn line_number(location: &str) -> usize {
     location
         .strip_prefix("line ")
         .and_then(|n| n.parse().ok())

@@ -27,6 +27,7 @@
 //! | `mail_worker_mailbox_failed_total` | counter | `mailbox`: messages that ended `ERROR` at a send, by sending mailbox (configuration, bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
+//! | `mail_worker_ingest_*` | | the HTTP ingest's (`super::ingest`) |
 //! | `mail_worker_events_*` | | the outbox's webhooks (`super::events`) |
 //!
 //! Counting happens at the service's outcome (what was written to PostgreSQL), not in apalis's
@@ -115,6 +116,9 @@ metric_table! {
         intake_oldest: Gauge = "mail_worker_intake_oldest_job_seconds", "Age of the oldest waiting intake job, seconds";
         intake_restarts: Counter = "mail_worker_intake_consumer_restarts", "Restarts of this process's intake consumer after a poll error or a stall";
         intake_silent: Gauge<f64, AtomicU64> = "mail_worker_intake_consumer_silent_seconds", "How long this process's intake consumer has not heard from its Redis, seconds (0 while it holds jobs)";
+        ingest_requests: Family<super::ingest::IngestStatusLabels, Counter> = "mail_worker_ingest_requests", "HTTP ingest requests (POST /v1/messages) by the status answered";
+        ingest_lines: Family<super::ingest::IngestLineLabels, Counter> = "mail_worker_ingest_lines", "HTTP ingest lines by outcome (stored, duplicate, refused)";
+        ingest_seconds: Histogram = "mail_worker_ingest_request_seconds", "Duration of one HTTP ingest request, body read to answer, seconds", latency_histogram();
         events_delivered: Counter = "mail_worker_events_delivered", "Outbox events this process delivered to a webhook receiver (2xx)";
         events_retried: Counter = "mail_worker_events_retried", "Outbox events of a batch a receiver refused or did not answer, to be tried again";
         events_dead: Counter = "mail_worker_events_dead", "Outbox events given up at a receiver after EVENTS_RETRY_FOR";

@@ -1,7 +1,7 @@
 //! Inserting a campaign's messages and their attachments.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::SenderRef;
@@ -38,12 +38,13 @@ pub struct NewMessage {
 /// reason is stored `ERROR` with it as `last_error` (never sent: every recipient suppressed),
 /// the others `SCHEDULED`; with `outbox` on, their events in the same transaction (`accepted`
 /// for every new row, and `failed` for those stored `ERROR`: one multi-row insert each).
-/// Returns the ids that were new.
+/// Returns the ids that were new. On a connection inside a transaction (the HTTP ingest's
+/// request) the two statements run in a savepoint of it.
 ///
 /// # Errors
 /// Database errors; nothing is inserted then.
 pub(crate) async fn insert(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     messages: &[NewMessage],
     failed: &[Option<&str>],
     outbox: Outbox,
@@ -69,7 +70,7 @@ pub(crate) async fn insert(
             SenderRef::SystemMailbox(id) => (None, Some(id)),
         })
         .unzip();
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
              bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id, \
