@@ -505,9 +505,9 @@ fn run_help_lists_every_environment_variable() {
     let out = mail_worker(&["run", "--help"], &[] as &[(&str, &str)]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
-    for mail_worker::cli::EnvVar {
+    for mail_worker::config::settings::Setting {
         name: var, flag, ..
-    } in mail_worker::cli::ENV_VARS
+    } in mail_worker::config::settings::all()
     {
         assert!(
             help.contains(&format!("[env: {var}")),

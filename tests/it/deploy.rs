@@ -52,7 +52,11 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 fn known_vars() -> BTreeSet<&'static str> {
-    cli::ENV_VARS.iter().map(|var| var.name).collect()
+    // A deprecated `*_MS` name is still read (with a warning).
+    mail_worker::config::settings::all()
+        .flat_map(|s| [Some(s.name), s.alias_ms])
+        .flatten()
+        .collect()
 }
 
 /// The `env:` references of examples/senders.json.

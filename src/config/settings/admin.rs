@@ -16,7 +16,7 @@ settings! {
             flag: "admin-listen",
             default: Value("127.0.0.1:9185"),
             help: "`mail-worker admin`: where the admin UI listens; `off` disables it",
-            doc: "The admin UI (`mail-worker admin`; docs/operations.md \"Admin UI\"). Where it listens (host:port), or off.\n\
+            doc: "Where the admin UI listens (host:port), or off.\n\
                   In a container or pod use 0.0.0.0:9185 and keep it off the public network.",
             ..Setting::NEW
         };

@@ -27,7 +27,7 @@ settings! {
             flag: "defer-spread-max",
             default: Value("30s"),
             help: "deferral spread: FNV-1a(message id) mod this (not added to a booked slot)",
-            doc: "A deferred message waits retry_after + spread, spread = FNV-1a(message id) mod this (ms).\n\
+            doc: "A deferred message waits retry_after + spread, spread = FNV-1a(message id) mod this.\n\
                   paced: a booked slot is kept exactly (the slots already spread the messages); the spread then\n\
                   applies only to short in-flight waits, bounded by the wait.",
             alias_ms: Some("MAIL_DEFER_SPREAD_MAX_MS"),

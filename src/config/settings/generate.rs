@@ -2,7 +2,7 @@
 //! in docs/configuration.md. `UPDATE_GENERATED=1 cargo test --lib config::settings` rewrites
 //! both; without it the test fails while a committed file differs.
 
-use super::{Fallback, GROUPS, Setting, all};
+use super::{Fallback, GROUPS, Group, Setting};
 
 /// The env example's opening lines.
 const HEADER: &str = "\
@@ -24,8 +24,13 @@ pub const TABLE_MARKERS: (&str, &str) = (
 /// `config/mail-worker.env.example`: each group under its title, each setting's comment, then
 /// `NAME=default` (or `#NAME=example` when it has no default of its own).
 pub fn env_example() -> String {
+    env_example_of(GROUPS)
+}
+
+/// [`env_example`] of `groups`.
+pub fn env_example_of(groups: &[Group]) -> String {
     let mut text = HEADER.to_owned();
-    for group in GROUPS {
+    for group in groups {
         text += &format!("\n# --- {} ---\n", group.title);
         for setting in group.settings {
             for line in setting.doc.lines().chain(alias_note(setting).as_deref()) {
@@ -45,16 +50,19 @@ pub fn env_example() -> String {
 /// "Deprecated: …" for a setting with a `*_MS` alias.
 fn alias_note(setting: &Setting) -> Option<String> {
     setting.alias_ms.map(|alias| {
-        format!(
-            "Deprecated: {alias} (milliseconds) still sets it, with a warning; both set is an error."
-        )
+        format!("Was {alias} (milliseconds): still read, with a warning; both set is an error.")
     })
 }
 
 /// docs/configuration.md's table.
 pub fn docs_table() -> String {
+    docs_table_of(GROUPS)
+}
+
+/// [`docs_table`] of `groups`.
+pub fn docs_table_of(groups: &[Group]) -> String {
     let mut table = String::from("| variable | default | secret | meaning |\n|---|---|---|---|\n");
-    for setting in all() {
+    for setting in groups.iter().flat_map(|group| group.settings) {
         let default = match setting.default {
             Fallback::Unset => "none".to_owned(),
             _ => format!("`{}`", setting.default_text()),

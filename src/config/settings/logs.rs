@@ -35,7 +35,7 @@ settings! {
             flag: "log",
             default: Value("info"),
             help: "log filter",
-            doc: "",
+            doc: "The log filter (tracing-subscriber's EnvFilter syntax, e.g. info,mail_worker=debug).",
             ..Setting::NEW
         };
     }

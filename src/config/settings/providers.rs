@@ -31,7 +31,8 @@ settings! {
             flag: "graph-api-base-url",
             default: Value("https://graph.microsoft.com/v1.0"),
             help: "Microsoft Graph; the token scope is `<its origin>/.default`; a base URL alone (no user, password, query or fragment)",
-            doc: "Microsoft Graph; change both for national clouds (e.g. graph.microsoft.us / login.microsoftonline.us).",
+            doc: "Microsoft Graph; change it and GRAPH_LOGIN_BASE_URL for national clouds (e.g.\n\
+                  graph.microsoft.us / login.microsoftonline.us).",
             ..Setting::NEW
         };
         graph_login_base_url: Url = ProviderUrl, Setting {
@@ -39,7 +40,7 @@ settings! {
             flag: "graph-login-base-url",
             default: Value("https://login.microsoftonline.com"),
             help: "Entra ID token endpoint; a base URL alone",
-            doc: "",
+            doc: "The Entra ID token endpoint (login.microsoftonline.us for the US government cloud).",
             ..Setting::NEW
         };
         save_to_sent_items: bool = TRUE_FALSE, Setting {
@@ -66,7 +67,7 @@ settings! {
             default: Value("2m"),
             help: "after a send with an unknown outcome, how long \\\"still a draft\\\" / \\\"not in Sent Items\\\" is not trusted",
             doc: "After a send with an unknown outcome, how long a check that still sees a draft (or no Sent\n\
-                  Items copy) is not trusted to mean \"not sent\" (ms); Graph is eventually consistent.",
+                  Items copy) is not trusted to mean \"not sent\"; Graph is eventually consistent.",
             alias_ms: Some("GRAPH_SEND_SETTLE_MS"),
             ..Setting::NEW
         };
@@ -103,7 +104,7 @@ settings! {
             flag: "sendgrid-api-base-url",
             default: Value("https://api.sendgrid.com"),
             help: "SendGrid v3; a base URL alone",
-            doc: "",
+            doc: "SendGrid's v3 API.",
             ..Setting::NEW
         };
         cleartext_hosts: Option<String> = Optional(Text, "(unset)"), Setting {
@@ -121,7 +122,7 @@ settings! {
             flag: "http-timeout",
             default: Value("30s"),
             help: "whole-request deadline of provider calls",
-            doc: "Whole-request deadline of every provider call (ms).",
+            doc: "Whole-request deadline of every provider call.",
             alias_ms: Some("HTTP_TIMEOUT_MS"),
             ..Setting::NEW
         };
@@ -130,7 +131,7 @@ settings! {
             flag: "shutdown-grace",
             default: Value("30s"),
             help: "time for in-flight sends after SIGTERM",
-            doc: "After SIGTERM/SIGINT, how long in-flight sends may finish (ms).",
+            doc: "After SIGTERM/SIGINT, how long in-flight sends may finish.",
             alias_ms: Some("SHUTDOWN_GRACE_MS"),
             ..Setting::NEW
         };

@@ -23,8 +23,8 @@ settings! {
             flag: "scheduler-interval",
             default: Value("250ms"),
             help: "the wait before claiming again when the last claim found less than there was room for (with work due and slots free a replica claims again at once)",
-            doc: "How long a replica waits before looking again when its last claim found less than it had room\n\
-                  for (ms), and at most how many messages one claim takes.",
+            doc: "How long a replica waits before looking again when its last claim found less than it\n\
+                  had room for.",
             alias_ms: Some("SCHEDULER_INTERVAL_MS"),
             ..Setting::NEW
         };
@@ -33,17 +33,17 @@ settings! {
             flag: "scheduler-batch-size",
             default: Value("100"),
             help: "most rows one claim takes",
-            doc: "",
+            doc: "At most how many messages one claim takes.",
             ..Setting::NEW
         };
         send_lease: Duration = Span, Setting {
             name: "SEND_LEASE",
             flag: "send-lease",
             default: Value("10m"),
-            help: "a SENDING row whose lease was not renewed for this long is rescheduled; a live attempt renews it every quarter of it (at least 2 × HTTP_TIMEOUT_MS)",
+            help: "a SENDING row whose lease was not renewed for this long is rescheduled; a live attempt renews it every quarter of it (at least 2 × HTTP_TIMEOUT)",
             doc: "A message SENDING whose lease was not renewed for this long (a replica died mid-send) is\n\
-                  rescheduled (ms); a live attempt renews it every quarter of it and stops when it cannot. At\n\
-                  least twice HTTP_TIMEOUT_MS. Its next attempt checks Graph before it resends\n\
+                  rescheduled; a live attempt renews it every quarter of it and stops when it cannot. At\n\
+                  least twice HTTP_TIMEOUT. Its next attempt checks Graph before it resends\n\
                   (docs/delivery.md).",
             alias_ms: Some("SEND_LEASE_MS"),
             ..Setting::NEW
