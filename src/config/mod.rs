@@ -68,7 +68,7 @@ pub struct Config {
     pub redis_url: RedisUrls,
     /// The limiter's settings.
     pub rate_limit: RateLimitConfig,
-    /// `MAIL_DEFER_SPREAD_MAX_MS`, default 30,000 ms: the upper bound (exclusive) of the
+    /// `MAIL_DEFER_SPREAD_MAX`, default 30,000 ms: the upper bound (exclusive) of the
     /// per-message spread added to a deferral.
     pub defer_spread_max: Duration,
     /// `MAIL_MAX_ATTEMPTS`, default none: an extra cap on transient failures before a message
@@ -84,7 +84,7 @@ pub struct Config {
     /// `METRICS_LISTEN`, default `0.0.0.0:9184`; `off` disables the listener (`/metrics`,
     /// `/healthz`, `/readyz`).
     pub metrics_listen: Option<std::net::SocketAddr>,
-    /// `METRICS_REFRESH_MS`, default 15,000 ms: how often `mail_worker_messages` is re-read
+    /// `METRICS_REFRESH`, default 15,000 ms: how often `mail_worker_messages` is re-read
     /// from PostgreSQL (one query).
     pub metrics_refresh: Duration,
     /// `MAIL_BUDGET_ALERT_PERCENT`, default 80 (1–100; `off` disables): the used share of a
@@ -97,9 +97,9 @@ pub struct Config {
     pub graph: GraphConfig,
     /// `SENDGRID_API_BASE_URL`, default `https://api.sendgrid.com`.
     pub sendgrid_api_base_url: Url,
-    /// `HTTP_TIMEOUT_MS`, default 30,000 ms: the whole-request deadline of every provider call.
+    /// `HTTP_TIMEOUT`, default 30,000 ms: the whole-request deadline of every provider call.
     pub http_timeout: Duration,
-    /// `SHUTDOWN_GRACE_MS`, default 30,000 ms: how long in-flight sends may finish after SIGTERM.
+    /// `SHUTDOWN_GRACE`, default 30,000 ms: how long in-flight sends may finish after SIGTERM.
     pub shutdown_grace: Duration,
     /// `LOG_FORMAT`, `json` (default) or `pretty`.
     pub log_format: LogFormat,
@@ -129,7 +129,7 @@ pub struct IntakeConfig {
     /// `INTAKE_WORKER_NAME`, default the host name (a pod's name in Kubernetes): the start of
     /// this process's apalis worker name, to which the pid and a random suffix are added.
     pub worker_name: Option<String>,
-    /// `INTAKE_HEARTBEAT_MS`, default 10 s: apalis-redis's heartbeat; a replica silent for three
+    /// `INTAKE_HEARTBEAT`, default 10 s: apalis-redis's heartbeat; a replica silent for three
     /// of them is dead and its in-flight jobs are consumed by another.
     pub heartbeat: Duration,
 }
@@ -162,13 +162,13 @@ pub struct WorkerConfig {
     /// mailbox). 128, not 64: at 64 a replica is bound by its slots (64 ÷ ~60 ms a message at
     /// +20 ms per Graph request), at 128 by the CPU (BENCHMARKS.md §8).
     pub concurrency: NonZeroU32,
-    /// `SCHEDULER_INTERVAL_MS`, default 250 ms: how often a replica looks for due messages
+    /// `SCHEDULER_INTERVAL`, default 250 ms: how often a replica looks for due messages
     /// while its last claim found fewer than it had room for (with work due and slots free it
     /// claims again at once).
     pub scheduler_interval: Duration,
     /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows one claim takes.
     pub scheduler_batch_size: NonZeroU32,
-    /// `SEND_LEASE_MS`, default 600,000 ms (at least twice `HTTP_TIMEOUT_MS`): a row `SENDING`
+    /// `SEND_LEASE`, default 600,000 ms (at least twice `HTTP_TIMEOUT`): a row `SENDING`
     /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
     /// A live attempt renews it every quarter of it, and stops when it cannot.
     pub send_lease: Duration,

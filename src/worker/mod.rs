@@ -32,7 +32,7 @@ use crate::{
 pub struct DaemonSettings {
     /// Worker, scheduler and lease settings.
     pub worker: WorkerConfig,
-    /// `SHUTDOWN_GRACE_MS`.
+    /// `SHUTDOWN_GRACE`.
     pub shutdown_grace: Duration,
 }
 

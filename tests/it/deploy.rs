@@ -126,7 +126,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(
         Duration::from_secs(grace_s) > config.shutdown_grace,
-        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE_MS {:?}",
+        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE {:?}",
         config.shutdown_grace
     );
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
