@@ -50,6 +50,31 @@ pub(crate) fn stderr_of_exit(out: &Output, code: i32, case: &str) -> String {
 }
 
 #[test]
+fn check_config_takes_durations_with_units_and_warns_of_a_deprecated_ms_name() {
+    let out = mail_worker(
+        &["check-config"],
+        &[("SEND_LEASE", "20m"), ("HTTP_TIMEOUT_MS", "45000")],
+    );
+    let stdout = text(&out.stdout);
+    let stderr = stderr_of_exit(&out, 0, "a unit and an alias");
+    assert!(stdout.contains("SEND_LEASE=20m\n"), "{stdout}");
+    assert!(stdout.contains("HTTP_TIMEOUT=45s\n"), "{stdout}");
+    assert!(
+        stderr.contains("warning: HTTP_TIMEOUT_MS is deprecated: set HTTP_TIMEOUT instead"),
+        "{stderr}"
+    );
+    let both = mail_worker(
+        &["check-config"],
+        &[("SEND_LEASE", "20m"), ("SEND_LEASE_MS", "1200000")],
+    );
+    let stderr = stderr_of_exit(&both, 78, "both names");
+    assert!(
+        stderr.contains("SEND_LEASE: is set, and so is SEND_LEASE_MS"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_config_prints_the_effective_config_without_secrets() {
     let out = mail_worker(
         &["check-config"],
@@ -67,7 +92,10 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 48, "{stdout}");
+    // One line per declared setting (src/config/settings/): 48 before ADR 0040, which prints
+    // PROVIDER_CLEARTEXT_HOSTS too (every setting is printed, none left out).
+    assert_eq!(stdout.lines().count(), 49, "{stdout}");
+    assert!(stdout.contains("PROVIDER_CLEARTEXT_HOSTS=(unset)\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");
