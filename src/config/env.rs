@@ -125,7 +125,6 @@ impl<'a> Env<'a> {
         }
         Ok(url)
     }
-
 }
 
 /// Whether keys named `<name>:…` hash by a Redis Cluster hash tag of `name`: a `{` followed,

@@ -5,7 +5,6 @@ use std::{num::NonZeroU32, time::Duration};
 
 use url::Url;
 
-use super::{ConfigError, env::Env, settings::EventsSettings};
 use crate::{domain::SecretRef, store::events::Outbox};
 
 /// The outbox's settings.
@@ -78,24 +77,4 @@ pub(crate) fn shown(url: &Url) -> String {
         url.set_query(Some("***"));
     }
     super::redact_url(&url)
-}
-
-/// `EVENTS_WEBHOOK_SECRET` is required with a webhook URL, and must be usable: receivers
-/// verify each POST's signature with it.
-pub(super) fn check_secret(env: &Env<'_>, events: &EventsSettings) -> Result<(), ConfigError> {
-    if !events.webhook_urls.is_empty() && events.secret.is_none() {
-        return Err(env.error(
-            "EVENTS_WEBHOOK_SECRET",
-            "must be set when EVENTS_WEBHOOK_URL is: receivers verify each POST's signature with it (`whsec_` and base64 of 24 to 64 bytes, e.g. `echo whsec_$(openssl rand -base64 32)`, or a raw one of at least 16 characters)",
-        ));
-    }
-    if let Some(secret) = &events.secret {
-        // Never the value itself: `<literal>`, or the reference.
-        SecretRef::check(secret.raw()).map_err(|e| ConfigError {
-            var: "EVENTS_WEBHOOK_SECRET",
-            value: secret.describe(),
-            problem: e.to_string(),
-        })?;
-    }
-    Ok(())
 }

@@ -18,6 +18,7 @@ mod env;
 mod errors;
 pub(crate) mod events;
 mod exchange;
+mod rules;
 pub mod settings;
 pub use events::EventsConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
@@ -26,9 +27,9 @@ pub(crate) use exchange::{
 };
 
 pub(crate) use crate::domain::redact_url;
-use env::{Env, has_hash_tag};
+use env::Env;
+use settings::Settings;
 pub(crate) use settings::{ZERO, parse_duration};
-use settings::{Setting, Settings, with_unit};
 
 /// A variable that is set but cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -68,7 +69,7 @@ pub struct Config {
     pub redis_url: RedisUrls,
     /// The limiter's settings.
     pub rate_limit: RateLimitConfig,
-    /// `MAIL_DEFER_SPREAD_MAX`, default 30,000 ms: the upper bound (exclusive) of the
+    /// `MAIL_DEFER_SPREAD_MAX`, default `30s`: the upper bound (exclusive) of the
     /// per-message spread added to a deferral.
     pub defer_spread_max: Duration,
     /// `MAIL_MAX_ATTEMPTS`, default none: an extra cap on transient failures before a message
@@ -84,7 +85,7 @@ pub struct Config {
     /// `METRICS_LISTEN`, default `0.0.0.0:9184`; `off` disables the listener (`/metrics`,
     /// `/healthz`, `/readyz`).
     pub metrics_listen: Option<std::net::SocketAddr>,
-    /// `METRICS_REFRESH`, default 15,000 ms: how often `mail_worker_messages` is re-read
+    /// `METRICS_REFRESH`, default `15s`: how often `mail_worker_messages` is re-read
     /// from PostgreSQL (one query).
     pub metrics_refresh: Duration,
     /// `MAIL_BUDGET_ALERT_PERCENT`, default 80 (1–100; `off` disables): the used share of a
@@ -97,9 +98,9 @@ pub struct Config {
     pub graph: GraphConfig,
     /// `SENDGRID_API_BASE_URL`, default `https://api.sendgrid.com`.
     pub sendgrid_api_base_url: Url,
-    /// `HTTP_TIMEOUT`, default 30,000 ms: the whole-request deadline of every provider call.
+    /// `HTTP_TIMEOUT`, default `30s`: the whole-request deadline of every provider call.
     pub http_timeout: Duration,
-    /// `SHUTDOWN_GRACE`, default 30,000 ms: how long in-flight sends may finish after SIGTERM.
+    /// `SHUTDOWN_GRACE`, default `30s`: how long in-flight sends may finish after SIGTERM.
     pub shutdown_grace: Duration,
     /// `LOG_FORMAT`, `json` (default) or `pretty`.
     pub log_format: LogFormat,
@@ -162,13 +163,13 @@ pub struct WorkerConfig {
     /// mailbox). 128, not 64: at 64 a replica is bound by its slots (64 ÷ ~60 ms a message at
     /// +20 ms per Graph request), at 128 by the CPU (BENCHMARKS.md §8).
     pub concurrency: NonZeroU32,
-    /// `SCHEDULER_INTERVAL`, default 250 ms: how often a replica looks for due messages
+    /// `SCHEDULER_INTERVAL`, default `250ms`: how often a replica looks for due messages
     /// while its last claim found fewer than it had room for (with work due and slots free it
     /// claims again at once).
     pub scheduler_interval: Duration,
     /// `SCHEDULER_BATCH_SIZE`, default 100: the most rows one claim takes.
     pub scheduler_batch_size: NonZeroU32,
-    /// `SEND_LEASE`, default 600,000 ms (at least twice `HTTP_TIMEOUT`): a row `SENDING`
+    /// `SEND_LEASE`, default `10m` (at least twice `HTTP_TIMEOUT`): a row `SENDING`
     /// whose lease was not renewed for this long is rescheduled (`mail.send.outcomeUnknown`).
     /// A live attempt renews it every quarter of it, and stops when it cannot.
     pub send_lease: Duration,
@@ -189,11 +190,9 @@ impl Config {
     /// The first variable that is set to an unusable value.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let env = Env::new(&lookup);
-        refuse_empty(&env)?;
+        rules::refuse_empty(&env)?;
         let settings = Settings::read(&env)?;
-        check_send_lease(&env, &settings)?;
-        check_intake_queue(&env, &settings)?;
-        events::check_secret(&env, &settings.events)?;
+        rules::check(&env, &settings)?;
         Ok(Self::from_settings(settings, env.deprecated()))
     }
 
@@ -306,68 +305,6 @@ impl Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.redacted_lines()).finish()
-    }
-}
-
-/// Set but empty would silently be the default: refused, naming what to write.
-fn refuse_empty(env: &Env<'_>) -> Result<(), ConfigError> {
-    for (var, problem) in [
-        ("INTAKE_QUEUE", format!("is set but empty: give a queue name (the default is {DEFAULT_INTAKE_QUEUE}), or `off` to turn the intake queue off")),
-        ("MAIL_RATE_LIMIT_KEY_PREFIX", "is set but empty: an empty prefix is refused; give one (the default is mail:rl), or unset it".to_owned()),
-    ] {
-        if env.set_but_empty(var) {
-            return Err(env.error(var, &problem));
-        }
-    }
-    Ok(())
-}
-
-/// The name `setting` was set by: its own, its deprecated alias, or `None` (its default).
-fn set_by(env: &Env<'_>, setting: &Setting) -> Option<&'static str> {
-    std::iter::once(setting.name)
-        .chain(setting.alias_ms)
-        .find(|name| env.get(name).is_some())
-}
-
-/// `SEND_LEASE` at least twice `HTTP_TIMEOUT`: an attempt renews its lease every quarter of it
-/// and stops at the lease minus a margin when PostgreSQL cannot confirm it, so a lease under
-/// two request timeouts would cut attempts whose requests are merely slow (service::lease).
-/// Blames the variable the operator set: `SEND_LEASE` when given, else the `HTTP_TIMEOUT` that
-/// outgrew `SEND_LEASE`'s default.
-fn check_send_lease(env: &Env<'_>, s: &Settings) -> Result<(), ConfigError> {
-    let (lease, timeout) = (s.worker.send_lease, s.providers.http_timeout);
-    if lease >= timeout * 2 {
-        return Ok(());
-    }
-    let [lease_setting, timeout_setting] = ["SEND_LEASE", "HTTP_TIMEOUT"]
-        .map(|name| settings::find(name).expect("declared"));
-    let (var, problem) = match set_by(env, lease_setting) {
-        Some(var) => (
-            var,
-            format!(
-                "must be at least twice HTTP_TIMEOUT ({}): an attempt that cannot renew its lease stops before the lease ends, and one request plus the outcome write must fit",
-                with_unit(timeout)
-            ),
-        ),
-        None => (
-            set_by(env, timeout_setting).unwrap_or(timeout_setting.name),
-            format!(
-                "must be at most half of SEND_LEASE ({}, its default): an attempt that cannot renew its lease stops before the lease ends; raise SEND_LEASE too",
-                with_unit(lease)
-            ),
-        ),
-    };
-    Err(env.error(var, &problem))
-}
-
-/// A queue name with a hash tag when `REDIS_URL` lists Redis Cluster seeds.
-fn check_intake_queue(env: &Env<'_>, s: &Settings) -> Result<(), ConfigError> {
-    match &s.intake.queue {
-        Some(name) if s.storage.redis_url.is_cluster() && !has_hash_tag(name) => Err(env.error(
-            "INTAKE_QUEUE",
-            &format!("REDIS_URL lists Redis Cluster seeds, so the queue's name needs a hash tag (braces, e.g. {{{name}}}) to keep all its keys in one slot"),
-        )),
-        _ => Ok(()),
     }
 }
 

@@ -72,7 +72,10 @@ pub fn docs_table_of(groups: &[Group]) -> String {
         if let Some(alias) = setting.alias_ms {
             meaning += &format!(" (deprecated: `{alias}`, in milliseconds)");
         }
-        table += &format!("| `{}` | {default} | {secret} | {meaning} |\n", setting.name);
+        table += &format!(
+            "| `{}` | {default} | {secret} | {meaning} |\n",
+            setting.name
+        );
     }
     table
 }
@@ -83,5 +86,10 @@ pub fn with_docs_table(docs: &str) -> Option<String> {
     let (start, end) = TABLE_MARKERS;
     let begin = docs.find(start)? + start.len();
     let finish = begin + docs[begin..].find(end)?;
-    Some(format!("{}{}{}", &docs[..begin], docs_table(), &docs[finish..]))
+    Some(format!(
+        "{}{}{}",
+        &docs[..begin],
+        docs_table(),
+        &docs[finish..]
+    ))
 }

@@ -189,7 +189,9 @@ impl<K: Kind> Kind for Off<K> {
         })
     }
     fn show(&self, value: &Self::Value) -> String {
-        value.as_ref().map_or_else(|| "off".to_owned(), |v| self.0.show(v))
+        value
+            .as_ref()
+            .map_or_else(|| "off".to_owned(), |v| self.0.show(v))
     }
 }
 
@@ -202,7 +204,9 @@ impl<K: Kind> Kind for Optional<K> {
         self.0.parse(raw, env).map(Some)
     }
     fn show(&self, value: &Self::Value) -> String {
-        value.as_ref().map_or_else(|| self.1.to_owned(), |v| self.0.show(v))
+        value
+            .as_ref()
+            .map_or_else(|| self.1.to_owned(), |v| self.0.show(v))
     }
     fn unset(&self) -> Option<Self::Value> {
         Some(None)
@@ -220,9 +224,11 @@ pub(crate) const ZERO: &str = "must be more than 0";
 /// What is wrong with `raw`.
 pub(crate) fn parse_duration(raw: &str) -> Result<Duration, String> {
     if raw.contains('M') {
-        return Err("must be a whole number with a unit: ms, s, m, h or d (`M` is refused: \
+        return Err(
+            "must be a whole number with a unit: ms, s, m, h or d (`M` is refused: \
                     minutes are `m`, a month is `30d`)"
-            .into());
+                .into(),
+        );
     }
     // A larger one overflows the time arithmetic it feeds (now − retention, …).
     const MAX: Duration = Duration::from_secs(36_500 * 86_400);

@@ -12,11 +12,13 @@ const LOG_FORMATS: Custom<LogFormat> = Custom {
         "pretty" => Ok(LogFormat::Pretty),
         _ => Err("must be `json` or `pretty`"),
     },
-    show: |f| match f {
-        LogFormat::Json => "json",
-        LogFormat::Pretty => "pretty",
-    }
-    .to_owned(),
+    show: |f| {
+        match f {
+            LogFormat::Json => "json",
+            LogFormat::Pretty => "pretty",
+        }
+        .to_owned()
+    },
 };
 
 settings! {

@@ -132,21 +132,27 @@ pub fn find(name: &str) -> Option<&'static Setting> {
 impl Env<'_> {
     /// `setting`'s value: its variable (or its deprecated alias, in milliseconds) parsed by
     /// `kind`, else its default.
-    pub(crate) fn read<K: Kind>(&self, setting: &Setting, kind: &K) -> Result<K::Value, ConfigError> {
+    pub(crate) fn read<K: Kind>(
+        &self,
+        setting: &Setting,
+        kind: &K,
+    ) -> Result<K::Value, ConfigError> {
         let (var, text) = match self.given(setting)? {
             Some(given) => given,
             None => match self.default_text(setting) {
                 Some(text) => (setting.name, text),
                 None => {
-                    return Ok(kind
-                        .unset()
-                        .unwrap_or_else(|| panic!("{}: no default, yet its kind needs a value", setting.name)));
+                    return Ok(kind.unset().unwrap_or_else(|| {
+                        panic!("{}: no default, yet its kind needs a value", setting.name)
+                    }));
                 }
             },
         };
         kind.parse(text.trim(), self).map_err(|bad| ConfigError {
             var,
-            value: bad.value.unwrap_or_else(|| crate::domain::redact_raw(&text)),
+            value: bad
+                .value
+                .unwrap_or_else(|| crate::domain::redact_raw(&text)),
             problem: bad.problem,
         })
     }

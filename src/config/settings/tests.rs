@@ -4,9 +4,7 @@
 
 use std::{cell::RefCell, collections::BTreeSet, num::NonZeroU32, time::Duration};
 
-use super::generate::{
-    TABLE_MARKERS, docs_table_of, env_example, env_example_of, with_docs_table,
-};
+use super::generate::{TABLE_MARKERS, docs_table_of, env_example, env_example_of, with_docs_table};
 use super::kinds::Positive;
 use super::{Fallback, GROUPS, Group, Setting, all};
 use crate::config::{Config, ConfigError, env::Env};
@@ -39,9 +37,8 @@ fn the_env_example_and_the_docs_table_are_generated_from_the_declarations() {
     );
     let docs_path = format!("{}/docs/configuration.md", env!("CARGO_MANIFEST_DIR"));
     let docs = std::fs::read_to_string(&docs_path).unwrap();
-    let expected = with_docs_table(&docs).unwrap_or_else(|| {
-        panic!("docs/configuration.md lacks the markers {TABLE_MARKERS:?}")
-    });
+    let expected = with_docs_table(&docs)
+        .unwrap_or_else(|| panic!("docs/configuration.md lacks the markers {TABLE_MARKERS:?}"));
     assert!(
         committed("docs/configuration.md", &expected) == expected,
         "docs/configuration.md's settings table differs from the declarations: run \
@@ -51,9 +48,16 @@ fn the_env_example_and_the_docs_table_are_generated_from_the_declarations() {
 
 #[test]
 fn names_and_flags_are_unique_and_every_alias_is_a_duration_ending_in_ms() {
-    let names: Vec<&str> = all().flat_map(|s| [Some(s.name), s.alias_ms]).flatten().collect();
+    let names: Vec<&str> = all()
+        .flat_map(|s| [Some(s.name), s.alias_ms])
+        .flatten()
+        .collect();
     let flags: BTreeSet<&str> = all().map(|s| s.flag).collect();
-    assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), names.len(), "a name twice");
+    assert_eq!(
+        names.iter().collect::<BTreeSet<_>>().len(),
+        names.len(),
+        "a name twice"
+    );
     assert_eq!(flags.len(), all().count(), "a flag twice");
     for s in all() {
         if let Some(alias) = s.alias_ms {
@@ -140,7 +144,10 @@ fn an_alias_warns_naming_the_new_name() {
 fn both_names_set_is_an_error_naming_both() {
     let e = parse(&[("SEND_LEASE", "10m"), ("SEND_LEASE_MS", "600000")]).unwrap_err();
     assert_eq!(e.var, "SEND_LEASE");
-    assert!(e.problem.contains("SEND_LEASE_MS") && e.problem.contains("set only SEND_LEASE"), "{e}");
+    assert!(
+        e.problem.contains("SEND_LEASE_MS") && e.problem.contains("set only SEND_LEASE"),
+        "{e}"
+    );
     // Every bad variable at once: both reported, each once.
     let all = Config::from_lookup_all(|name| match name {
         "SEND_LEASE" => Some("10m".into()),
@@ -175,7 +182,10 @@ fn a_bad_duration_names_the_setting_and_what_is_wrong_with_the_value() {
 fn the_lease_rule_names_the_setting_given_by_either_name() {
     let e = parse(&[("SEND_LEASE", "50s")]).unwrap_err();
     assert_eq!(e.var, "SEND_LEASE");
-    assert!(e.problem.contains("at least twice HTTP_TIMEOUT (30s)"), "{e}");
+    assert!(
+        e.problem.contains("at least twice HTTP_TIMEOUT (30s)"),
+        "{e}"
+    );
     let e = parse(&[("SEND_LEASE_MS", "50000")]).unwrap_err();
     assert_eq!(e.var, "SEND_LEASE_MS");
     let e = parse(&[("HTTP_TIMEOUT", "6m")]).unwrap_err();
@@ -209,12 +219,15 @@ fn a_setting_declared_in_one_place_is_read_printed_and_documented() {
         .collect();
     let example = env_example_of(&groups);
     assert!(
-        example.ends_with("\n# --- Probe ---\n# A probe setting, declared in one place.\nINGEST_PROBE_BATCH=5\n"),
+        example.ends_with(
+            "\n# --- Probe ---\n# A probe setting, declared in one place.\nINGEST_PROBE_BATCH=5\n"
+        ),
         "{example}"
     );
-    assert!(docs_table_of(&groups).ends_with(
-        "| `INGEST_PROBE_BATCH` | `5` | no | a probe setting's one line |\n"
-    ));
+    assert!(
+        docs_table_of(&groups)
+            .ends_with("| `INGEST_PROBE_BATCH` | `5` | no | a probe setting's one line |\n")
+    );
     let lookup = |name: &str| (name == "INGEST_PROBE_BATCH").then(|| "7".to_owned());
     let env = Env::new(&lookup);
     let probe = ProbeSettings::read(&env).unwrap();
