@@ -193,3 +193,11 @@ pub const EVENTS_DISPATCHER: &str = "events.dispatcher";
 /// The outbox's PostgreSQL queries failed; the dispatcher tries again (warn). Fields:
 /// `receiver`, `error`.
 pub const EVENTS_STORE_ERROR: &str = "events.storeError";
+
+/// A tenant's message trace was read (`crate::delivery`): requests, records, outcomes.
+pub const MAIL_TRACE_READ: &str = "mail.trace.read";
+/// Reading a tenant's message trace failed; the next interval tries again.
+pub const MAIL_TRACE_READ_FAILED: &str = "mail.trace.readFailed";
+/// A tenant's trace reads are paused: `401` (the message-trace app's service principal is
+/// missing) or `403` (`ExchangeMessageTrace.Read.All` missing); the reason names the fix.
+pub const MAIL_TRACE_PAUSED: &str = "mail.trace.paused";

@@ -44,6 +44,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 mod debug_showing;
+pub mod delivery;
 pub mod domain;
 pub mod events;
 pub mod forecast;

@@ -112,6 +112,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Bounce reading (`GRAPH_READ_BOUNCES`, …; [`crate::bounces`]).
     pub bounces: crate::bounces::BounceSettings,
+    /// The delivery reconciler (`GRAPH_TRACE_DELIVERY`, …; [`crate::delivery`]).
+    pub trace: crate::delivery::TraceSettings,
     /// The outbox's webhooks (`EVENTS_*`, [`crate::outbox`]).
     pub events: EventsConfig,
     /// Every declared setting's value ([`settings`]): what `check-config` prints, and where a
@@ -259,6 +261,13 @@ impl Config {
                 enabled: providers.read_bounces,
                 interval: providers.bounce_interval,
                 folder: providers.bounce_folder.clone(),
+            },
+            trace: crate::delivery::TraceSettings {
+                enabled: s.trace.enabled,
+                interval: s.trace.interval,
+                lag: s.trace.lag,
+                give_up: s.trace.give_up,
+                probe: s.trace.probe,
             },
             events: EventsConfig {
                 webhook_urls: s.events.webhook_urls.clone(),

@@ -18,7 +18,7 @@ const UNFINISHED: [&str; 2] = ["SCHEDULED", "SENDING"];
 /// The finished statuses, counted every [`FINISHED_EVERY`]th refresh: a `GROUP BY` over every
 /// row kept, ~1 s of PostgreSQL CPU per million rows (BENCHMARKS.md section 15), which every
 /// replica ran every `METRICS_REFRESH` before.
-const FINISHED: [&str; 3] = ["SENT", "ERROR", "BOUNCED"];
+const FINISHED: [&str; 4] = ["SENT", "ERROR", "BOUNCED", "DELIVERED"];
 /// Every this many refreshes (the first included) the finished statuses are counted again:
 /// every 5 min at the default `METRICS_REFRESH` of 15 s.
 const FINISHED_EVERY: u32 = 20;

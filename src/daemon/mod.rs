@@ -38,6 +38,8 @@ pub(crate) struct Stack {
     pub limiter: Arc<MailRateLimiter>,
     /// The bounce reader (`GRAPH_READ_BOUNCES=on`), on the same limiter and factory.
     pub bounces: crate::bounces::BounceReader,
+    /// The delivery reconciler (message trace), on the same limiter and factory.
+    pub delivery: crate::delivery::DeliveryReconciler,
     /// The live replicas the heartbeat counts, which the limiter's fail-open shares among.
     pub live_replicas: crate::rate_limit::LiveReplicas,
 }
@@ -75,6 +77,12 @@ pub(crate) fn build_stack(
         config.bounces.clone(),
     )
     .with_outbox(config.events.outbox());
+    let delivery = crate::delivery::DeliveryReconciler::new(
+        pool.clone(),
+        Arc::clone(&factory),
+        config.trace.clone(),
+    )
+    .with_outbox(config.events.outbox());
     let service = MailProviderService::new(
         pool,
         factory,
@@ -92,6 +100,7 @@ pub(crate) fn build_stack(
         service: Arc::new(service),
         limiter,
         bounces,
+        delivery,
         live_replicas,
     })
 }
@@ -109,6 +118,20 @@ pub fn build_bounce_reader(
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<crate::bounces::BounceReader> {
     Ok(build_stack(config, pool, clock, metrics, None)?.bounces)
+}
+
+/// The delivery reconciler over the real stack for `config` on `pool`, on `clock`, counting in
+/// `metrics` (tests, the benchmark).
+///
+/// # Errors
+/// As [`build_stack`].
+pub fn build_delivery_reconciler(
+    config: &Config,
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<crate::delivery::DeliveryReconciler> {
+    Ok(build_stack(config, pool, clock, metrics, None)?.delivery)
 }
 
 /// Builds the service stack for `config` on `pool` (its own metrics, the process environment).
@@ -335,6 +358,8 @@ async fn run_parts(
         let stop = done_rx.clone();
         tokio::spawn(stack.bounces.run(stop))
     });
+    // Every replica: a sender's `traceDelivery` may turn it on without GRAPH_TRACE_DELIVERY.
+    let delivery = tokio::spawn(stack.delivery.run(done_rx.clone()));
     // The webhooks: their own tasks, so a slow receiver never holds a send.
     let outbox = outbox.map(|settings| {
         tokio::spawn(crate::outbox::run(
@@ -385,6 +410,7 @@ async fn run_parts(
     if let Some(bounces) = bounces {
         let _ = bounces.await;
     }
+    let _ = delivery.await;
     if let Some(outbox) = outbox
         && let Ok(Err(e)) = outbox.await
     {

@@ -18,6 +18,11 @@ pub enum EventKind {
     Bounced,
     /// An operator cancelled it (`messages cancel`, the admin UI).
     Cancelled,
+    /// The message trace says one recipient received it (once per recipient).
+    Delivered,
+    /// The message trace says one recipient's copy was filtered as spam or quarantined (once
+    /// per recipient).
+    Filtered,
 }
 
 keywords!(EventKind {
@@ -27,6 +32,8 @@ keywords!(EventKind {
     Failed => "failed",
     Bounced => "bounced",
     Cancelled => "cancelled",
+    Delivered => "delivered",
+    Filtered => "filtered",
 });
 
 #[cfg(test)]
@@ -35,7 +42,10 @@ mod tests {
 
     #[test]
     fn kinds_match_the_migrations_check() {
-        let sql = include_str!("../../migrations/20261202144306_events.sql");
+        let sql = concat!(
+            include_str!("../../migrations/20261202144306_events.sql"),
+            include_str!("../../migrations/20261206051500_delivery_trace.sql")
+        );
         for kind in EventKind::ALL {
             assert!(
                 sql.contains(&format!("'{kind}'")),

@@ -4,7 +4,9 @@ use std::{fmt, str::FromStr};
 
 /// `SCHEDULED → SENDING → SENT | ERROR`, and back to `SCHEDULED` on a deferral,
 /// a transient failure or an expired lease; `SENT → BOUNCED` when the mailbox received a
-/// non-delivery report for it (`crate::bounces`).
+/// non-delivery report for it (`crate::bounces`) or the message trace says a recipient failed;
+/// `SENT → DELIVERED` when the message trace says every recipient was delivered
+/// (`crate::delivery`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum MessageStatus {
     /// Waiting for `scheduled_on`.
@@ -18,6 +20,8 @@ pub(crate) enum MessageStatus {
     /// Sent, then reported undeliverable by the mailbox's NDR; `bounce_code` and `bounce_text`
     /// say why (terminal).
     Bounced,
+    /// Sent, and the message trace says every recipient was delivered (terminal).
+    Delivered,
 }
 
 /// A [`MessageStatus`] as an SQL literal (`'SCHEDULED'`), for `concat!` into a query: queries
@@ -41,6 +45,9 @@ macro_rules! sql_status {
     (Bounced) => {
         "'BOUNCED'"
     };
+    (Delivered) => {
+        "'DELIVERED'"
+    };
 }
 pub(crate) use sql_status;
 
@@ -58,24 +65,32 @@ impl MessageStatus {
             Self::Sent => "SENT",
             Self::Error => "ERROR",
             Self::Bounced => "BOUNCED",
+            Self::Delivered => "DELIVERED",
         }
     }
 
     /// The five names, for a message that lists them.
-    pub(crate) const NAMES: &'static str = "SCHEDULED, SENDING, SENT, ERROR, BOUNCED";
+    pub(crate) const NAMES: &'static str = "SCHEDULED, SENDING, SENT, ERROR, BOUNCED, DELIVERED";
 
     /// All five, in lifecycle order.
-    pub(crate) const ALL: [MessageStatus; 5] = [
+    pub(crate) const ALL: [MessageStatus; 6] = [
         Self::Scheduled,
         Self::Sending,
         Self::Sent,
         Self::Error,
         Self::Bounced,
+        Self::Delivered,
     ];
 
     /// [`Self::ALL`]'s names, for lists (the admin UI's filter, the gauge, `messages list`).
-    pub(crate) const ALL_NAMES: [&'static str; 5] =
-        ["SCHEDULED", "SENDING", "SENT", "ERROR", "BOUNCED"];
+    pub(crate) const ALL_NAMES: [&'static str; 6] = [
+        "SCHEDULED",
+        "SENDING",
+        "SENT",
+        "ERROR",
+        "BOUNCED",
+        "DELIVERED",
+    ];
 }
 
 impl FromStr for MessageStatus {
@@ -106,6 +121,7 @@ mod tests {
             (sql_status!(Sent), MessageStatus::Sent),
             (sql_status!(Error), MessageStatus::Error),
             (sql_status!(Bounced), MessageStatus::Bounced),
+            (sql_status!(Delivered), MessageStatus::Delivered),
         ] {
             assert_eq!(literal, format!("'{status}'"));
         }

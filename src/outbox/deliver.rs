@@ -238,6 +238,7 @@ mod tests {
             recipients: 1,
             reason: None,
             next_attempt_at: None,
+            recipient: None,
             occurred_at: Utc::now(),
             xid: 9,
             seq,

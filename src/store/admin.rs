@@ -257,7 +257,7 @@ pub(crate) struct MessageLine {
 }
 
 /// Every status, for a list without a status filter.
-const ALL_STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
+const ALL_STATUSES: [&str; 6] = crate::domain::MessageStatus::ALL_NAMES;
 
 /// The messages matching `filter` (any status when it names none), most recently changed
 /// first, at most `limit` — what `messages retry|cancel` would select, for the admin UI.

@@ -249,12 +249,14 @@ pub(crate) mod limit_pauses;
 pub mod mailbox_list;
 pub mod mailbox_order;
 pub mod messages;
+pub mod outcomes;
 pub mod replicas;
 pub mod report;
 pub mod retention;
 pub(crate) mod sender_settings;
 pub mod senders;
 pub mod suppressions;
+pub mod trace_reads;
 pub mod waiting;
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.

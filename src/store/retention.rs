@@ -49,13 +49,15 @@ macro_rules! expired {
             sql_status!(Error),
             ", ",
             sql_status!(Bounced),
+            ", ",
+            sql_status!(Delivered),
             ") AND created_at < $1 AND updated_at < $1 AND (sent_at IS NULL OR sent_at < $1)"
         )
     };
 }
 
 /// One batch: the next [`BATCH`] expired rows after the key `($2, $3)` in the index
-/// `messages_finished_by_age_v2` (created_at, id), locked without waiting, deleted with their
+/// `messages_finished_by_age_v3` (created_at, id), locked without waiting, deleted with their
 /// attachments (explicitly, to count them; the cascade then finds none); returns how many of
 /// each went and the last key it saw (the next batch starts after it). `= ANY(ARRAY(…))`, not a
 /// join: with a join on the CTE the planner hashed the whole attachments table each batch; an

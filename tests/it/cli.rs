@@ -92,13 +92,14 @@ fn check_config_prints_the_effective_config_without_secrets() {
         "{stdout}"
     );
     assert!(stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=20"), "{stdout}");
-    // One line per declared setting (src/config/settings/): 48 before ADR 0040, which prints
+    // One line per declared setting (src/config/settings/): 53 before ADR 0040, which prints
     // PROVIDER_CLEARTEXT_HOSTS too (every setting is printed, none left out).
-    assert_eq!(stdout.lines().count(), 49, "{stdout}");
+    assert_eq!(stdout.lines().count(), 54, "{stdout}");
     assert!(
         stdout.contains("PROVIDER_CLEARTEXT_HOSTS=(unset)\n"),
         "{stdout}"
     );
+    assert!(stdout.contains("GRAPH_TRACE_DELIVERY=off\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_TOKEN=<literal>\n"), "{stdout}");
     assert!(stdout.contains("ADMIN_LISTEN=127.0.0.1:9185\n"), "{stdout}");
     assert!(stdout.contains("MAIL_RETRY_FOR=1d\n"), "{stdout}");

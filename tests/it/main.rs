@@ -36,6 +36,7 @@ mod store;
 mod support;
 mod suppressions;
 mod tenant_budget;
+mod trace;
 mod verify;
 mod version;
 mod webhooks;

@@ -56,6 +56,8 @@ pub mod send;
 pub mod sendgrid;
 mod server;
 mod state;
+pub mod trace;
+mod trace_log;
 pub mod validate;
 mod wire;
 
@@ -72,13 +74,14 @@ pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
     CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_ROLES, DEFAULT_TOKEN_LIFETIME_S,
     MailboxLimits, MinuteOverflow, NdrLayout, QuotaExceeded, SentInTransit, SimApp, SimBounces,
-    SimConfig, SimMailbox, SimTenant, UnknownRecipients,
+    SimConfig, SimMailbox, SimTenant, SimTrace, TraceRule, UnknownRecipients,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
     MailboxStats, RecordedAttachment, RecordedHeader, RecordedMessage, RecordedRefusal,
     RefusalCause, RefusedCounts, SimDraft, SimStats,
 };
+pub use trace::{MESSAGE_TRACE_APP_ID, TraceRecord, TraceStats};
 
 use state::SimState;
 
@@ -321,6 +324,33 @@ impl GraphSim {
             }
             None => false,
         }
+    }
+
+    /// Provisions (`true`) or removes (`false`) the message-trace app's service principal in
+    /// `tenant`: until it is provisioned every trace request of the tenant is answered `401`.
+    pub fn set_trace_provisioned(&self, tenant: &str, provisioned: bool) {
+        let tenant = tenant.to_lowercase();
+        let mut inner = self.state.lock();
+        if provisioned {
+            inner.trace.unprovisioned.remove(&tenant);
+        } else {
+            inner.trace.unprovisioned.insert(tenant);
+        }
+    }
+
+    /// What the message trace endpoint answered so far.
+    pub fn trace_stats(&self) -> TraceStats {
+        self.state.lock().trace.stats.clone()
+    }
+
+    /// Every message trace record (visible or not yet), oldest first.
+    pub fn trace_records(&self) -> Vec<TraceRecord> {
+        self.state.lock().trace.records.clone()
+    }
+
+    /// Adds trace records directly (the benchmark's 100,000 messages without sending them).
+    pub fn insert_trace_records(&self, records: impl IntoIterator<Item = TraceRecord>) {
+        self.state.lock().trace.records.extend(records);
     }
 
     /// Appends scripted answers for `target`'s next sendMail requests (a mailbox's own script is

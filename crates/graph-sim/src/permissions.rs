@@ -20,6 +20,7 @@
 //! | `PATCH …/messages/{id}` | Mail.ReadWrite | <https://learn.microsoft.com/graph/api/message-update> |
 //! | `POST …/messages/{id}/move` (and any other action) | Mail.ReadWrite | <https://learn.microsoft.com/graph/api/message-move> |
 //! | `DELETE …/messages/{id}` | Mail.ReadWrite | <https://learn.microsoft.com/graph/api/message-delete> |
+//! | `GET /admin/exchange/tracing/messageTraces[/{id}/getDetailsByRecipient(…)]` | ExchangeMessageTrace.Read.All | <https://learn.microsoft.com/graph/api/messagetracingroot-list-messagetraces>, <https://learn.microsoft.com/graph/api/exchangemessagetrace-getdetailsbyrecipient> |
 //! | `GET …/messages`, `GET …/messages/{id}[/$value]`, `GET …/mailFolders/{id}/messages` | Mail.ReadBasic.All, Mail.Read, Mail.ReadWrite | <https://learn.microsoft.com/graph/api/user-list-messages>, <https://learn.microsoft.com/graph/api/message-get>, <https://learn.microsoft.com/graph/api/mailfolder-list-messages> |
 //!
 //! Where a page is unclear the harsher reading is taken: an unknown action on a message needs
@@ -47,10 +48,14 @@ use crate::events;
 const SEND: &[&str] = &["Mail.Send"];
 const READ_WRITE: &[&str] = &["Mail.ReadWrite"];
 const READ: &[&str] = &["Mail.ReadBasic.All", "Mail.Read", "Mail.ReadWrite"];
+const TRACE: &[&str] = &["ExchangeMessageTrace.Read.All"];
 
 /// The roles of which a token needs one for `method` on `path` (`/v1.0/users/{id}/…`), or
 /// `None` for a path outside a mailbox (the token endpoint, uploads, the admin API).
 pub(crate) fn required(method: &Method, path: &str) -> Option<&'static [&'static str]> {
+    if path.starts_with("/v1.0/admin/exchange/tracing/") {
+        return Some(TRACE);
+    }
     let rest = path.strip_prefix("/v1.0/users/")?;
     let parts: Vec<&str> = rest.split('/').skip(1).collect();
     let post = method == Method::POST;
@@ -150,6 +155,11 @@ mod tests {
                 Method::GET,
                 format!("{u}/mailFolders/inbox/messages"),
                 Some(READ),
+            ),
+            (
+                Method::GET,
+                "/v1.0/admin/exchange/tracing/messageTraces".to_owned(),
+                Some(TRACE),
             ),
             (Method::POST, "/t/oauth2/v2.0/token".to_owned(), None),
             (Method::PUT, "/_upload/abc".to_owned(), None),

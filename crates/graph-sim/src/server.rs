@@ -6,6 +6,8 @@
 //! - drafts, `send`, `GET` by id, `DELETE`, attachments, `$filter` look-ups and upload
 //!   sessions ([`super::drafts`]); upload URLs on a second listener ([`upload_router`]);
 //! - the Inbox: its listing, `PATCH` (`isRead`), `move` and `$value` ([`super::inbox`]);
+//! - the message trace: `GET /v1.0/admin/exchange/tracing/messageTraces` and
+//!   `…/{id}/getDetailsByRecipient(…)` ([`super::trace`]);
 //! - the admin API under `/_sim/` ([`super::admin`]).
 //!
 //! Every route of a mailbox is behind [`super::permissions::enforce`] (the token's `roles`).
@@ -24,6 +26,7 @@ use axum::{
 use super::{
     admin, auth, drafts, inbox, permissions, send,
     state::SimState,
+    trace,
     wire::{Call, GraphError, RequestIds},
 };
 
@@ -53,6 +56,14 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         .route(
             "/v1.0/users/{user}/mailFolders/{folder}/messages",
             get(drafts::list_folder_messages),
+        )
+        .route(
+            "/v1.0/admin/exchange/tracing/messageTraces",
+            get(trace::routes::list),
+        )
+        .route(
+            "/v1.0/admin/exchange/tracing/messageTraces/{id}/{action}",
+            get(trace::routes::details),
         )
         .route("/v1.0/me/{action}", post(me))
         .route_layer(axum::middleware::from_fn_with_state(

@@ -49,6 +49,8 @@ pub(crate) struct SimState {
     pub sent_in_transit: super::config::SentInTransit,
     /// When messages bounce back as NDRs.
     pub bounces: super::config::SimBounces,
+    /// The message trace's settings.
+    pub trace: super::config::SimTrace,
     /// Whether a request keeps being served after its client went away
     /// ([`crate::GraphSim::set_requests_outlive_clients`]).
     pub outlive_clients: std::sync::atomic::AtomicBool,
@@ -89,6 +91,8 @@ pub(crate) struct Inner {
     /// Each app's granted application permissions by client id (from the config; changed by
     /// [`crate::GraphSim::grant_roles`]); a token carries those of its issue time.
     pub roles: HashMap<String, Vec<String>>,
+    /// The message trace's records, budgets and counts.
+    pub trace: crate::trace_log::TraceRuntime,
 }
 
 impl Inner {
@@ -165,6 +169,15 @@ impl SimState {
                 .iter()
                 .map(|a| (a.client_id.clone(), a.roles.clone()))
                 .collect(),
+            trace: crate::trace_log::TraceRuntime {
+                unprovisioned: config
+                    .trace
+                    .unprovisioned_tenants
+                    .iter()
+                    .map(|t| t.to_lowercase())
+                    .collect(),
+                ..crate::trace_log::TraceRuntime::default()
+            },
             ..Inner::default()
         };
         Self {
@@ -182,6 +195,7 @@ impl SimState {
                 .unwrap_or(i64::MAX),
             sent_in_transit: config.sent_in_transit,
             bounces: config.bounces,
+            trace: config.trace,
             outlive_clients: std::sync::atomic::AtomicBool::new(false),
             inner: Mutex::new(inner),
         }

@@ -24,6 +24,7 @@ mod limiter;
 mod logs;
 mod providers;
 mod storage;
+mod trace;
 mod worker;
 
 pub use admin::AdminSettings;
@@ -35,6 +36,7 @@ pub use limiter::LimiterSettings;
 pub use logs::LogSettings;
 pub use providers::ProviderSettings;
 pub use storage::StorageSettings;
+pub use trace::TraceSettings;
 pub use worker::WorkerSettings;
 
 #[cfg(test)]
@@ -113,6 +115,7 @@ settings_root! {
     delivery: DeliverySettings,
     worker: WorkerSettings,
     providers: ProviderSettings,
+    trace: TraceSettings,
     logs: LogSettings,
     admin: AdminSettings,
     intake: IntakeSettings,

@@ -25,6 +25,7 @@ mod request;
 pub mod retry_after;
 mod size;
 pub(crate) mod token;
+pub(crate) mod trace;
 mod upload;
 pub(crate) mod verify;
 

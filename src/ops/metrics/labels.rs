@@ -9,7 +9,7 @@ pub(crate) const PROVIDER_GRAPH: &str = "graph";
 pub(crate) const PROVIDER_SENDGRID: &str = "sendgrid";
 
 /// The message statuses the `mail_worker_messages` gauge always reports (0 when none).
-pub(crate) const STATUSES: [&str; 5] = crate::domain::MessageStatus::ALL_NAMES;
+pub(crate) const STATUSES: [&str; 6] = crate::domain::MessageStatus::ALL_NAMES;
 
 /// Declares label sets: each a struct of `pub(super)` fields with the derives a
 /// [`prometheus_client`] `Family` key needs.
@@ -35,6 +35,7 @@ label_sets! {
     StageLabels { stage: &'static str }
     MailboxLabels { mailbox: String }
     LimitPauseLabels { scope: String, key: String, code: String }
+    RecipientOutcomeLabels { mailbox: String, outcome: &'static str }
 }
 
 /// `stage` of `mail_worker_recipients_suppressed_total`: dropped from a new message.

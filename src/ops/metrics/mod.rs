@@ -21,6 +21,7 @@
 //! | `mail_worker_claimed_total` | counter | — (rows this process claimed) |
 //! | `mail_worker_messages_purged_total` | counter | — (finished messages this process deleted, `MAIL_RETENTION`) |
 //! | `mail_worker_bounces_total` | counter | `code_class` (`5.1`, `5.2`, `5.4`, `5.7`, …, `other`: the DSN code's class and subject, never an address) |
+//! | `mail_worker_recipients_outcome_total` | counter | `mailbox` (the sender), `outcome` (`delivered`, `failed`, `filtered`): recipients whose fate the message trace told (`crate::delivery`), once each |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
@@ -39,7 +40,8 @@ use super::intake::OutcomeLabels;
 pub use labels::OutcomeLabel;
 use labels::{
     BudgetLabels, CodeClassLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, ProviderLabels,
-    ProviderStatusLabels, ReasonLabels, SendLabels, StageLabels, StatusLabels, TenantLabels,
+    ProviderStatusLabels, ReasonLabels, RecipientOutcomeLabels, SendLabels, StageLabels,
+    StatusLabels, TenantLabels,
 };
 pub(crate) use labels::{PROVIDER_GRAPH, PROVIDER_SENDGRID, STAGE_INTAKE, STAGE_SEND, STATUSES};
 use prometheus_client::{
@@ -101,6 +103,7 @@ metric_table! {
         claimed: Counter = "mail_worker_claimed", "Due messages this process claimed";
         purged: Counter = "mail_worker_messages_purged", "Finished messages this process deleted as older than MAIL_RETENTION (with their attachments)";
         bounces: Family<CodeClassLabels, Counter> = "mail_worker_bounces", "Messages marked BOUNCED from a non-delivery report, by DSN code class (5.1, 5.7, …)";
+        recipient_outcomes: Family<RecipientOutcomeLabels, Counter> = "mail_worker_recipients_outcome", "Recipients whose fate Exchange's message trace told, by sender and outcome (delivered, failed, filtered)";
         paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
         limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
@@ -278,6 +281,17 @@ impl Metrics {
     pub fn bounced(&self, code_class: &'static str) {
         self.bounces
             .get_or_create(&CodeClassLabels { code_class })
+            .inc();
+    }
+
+    /// Counts one recipient of `mailbox` whose fate became `outcome` (`delivered`, `failed`,
+    /// `filtered`; never an address).
+    pub fn recipient_outcome(&self, mailbox: &str, outcome: &'static str) {
+        self.recipient_outcomes
+            .get_or_create(&RecipientOutcomeLabels {
+                mailbox: mailbox.to_owned(),
+                outcome,
+            })
             .inc();
     }
 

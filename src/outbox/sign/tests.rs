@@ -22,6 +22,7 @@ fn event(id: u128) -> Event {
         recipients: 1,
         reason: None,
         next_attempt_at: None,
+        recipient: None,
         occurred_at: Utc::now(),
         xid: 7,
         seq: i64::try_from(id).unwrap(),

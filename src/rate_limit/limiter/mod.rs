@@ -7,6 +7,7 @@ mod fail_open;
 mod pauses;
 mod reads;
 mod seeding;
+mod trace_budget;
 
 use std::{
     collections::HashMap,

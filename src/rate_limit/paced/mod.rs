@@ -121,7 +121,7 @@ impl Paced {
 
     /// `ARGV[1]` of every script but release: `TIME` (Redis's clock), or `now` in ms with the
     /// test-only caller clock.
-    fn now_arg(&self, now: DateTime<Utc>) -> String {
+    pub(crate) fn now_arg(&self, now: DateTime<Utc>) -> String {
         if self.caller_clock {
             epoch_ms(now).to_string()
         } else {

@@ -23,7 +23,8 @@ use super::super::StoreError;
 pub struct Event {
     /// The stable id to de-duplicate on.
     pub id: Uuid,
-    /// `accepted`, `sent`, `deferred`, `failed`, `bounced` or `cancelled`.
+    /// `accepted`, `sent`, `deferred`, `failed`, `bounced`, `cancelled`, `delivered` or
+    /// `filtered`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The message.
@@ -40,6 +41,10 @@ pub struct Event {
     pub reason: Option<String>,
     /// `deferred`: when it is tried again.
     pub next_attempt_at: Option<DateTime<Utc>>,
+    /// `delivered`, `filtered` and a trace's `bounced`: the one recipient it is about (each
+    /// written once per recipient); absent for the message's own events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
     /// When the change was committed (its transaction's time).
     pub occurred_at: DateTime<Utc>,
     /// Its place in the commit order (not sent).
@@ -138,7 +143,7 @@ pub(crate) async fn next_batch(
 ) -> Result<Vec<Event>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT e.id, e.kind, e.message_id, e.campaign_id, coalesce(s.address, t.sender_address) AS sender, \
-             e.sender_id, e.recipients, e.reason, e.next_attempt_at, e.occurred_at, e.xid, e.seq \
+             e.sender_id, e.recipients, e.reason, e.next_attempt_at, e.recipient, e.occurred_at, e.xid, e.seq \
          FROM events e \
          LEFT JOIN system_mailboxes s ON s.id = e.sender_id \
          LEFT JOIN tenants t ON t.id = e.sender_id \

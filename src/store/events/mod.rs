@@ -87,3 +87,33 @@ where
 {
     record(executor, kind, std::slice::from_ref(&message)).await
 }
+
+/// Records `kind` about one `recipient` of `message` with `reason`, once: a second call for the
+/// same message, kind and recipient writes nothing. Returns how many were written (0 or 1).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn record_recipient<'e, E>(
+    executor: E,
+    kind: EventKind,
+    message: Uuid,
+    recipient: &str,
+    reason: &str,
+) -> Result<u64, StoreError>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let done = sqlx::query(
+        "INSERT INTO events (kind, message_id, campaign_id, sender_id, recipients, reason, recipient) \
+         SELECT $1, m.id, m.campaign_id, coalesce(m.system_mailbox_id, m.tenant_id), 1, $3, $4 \
+         FROM messages m WHERE m.id = $2 \
+         ON CONFLICT (message_id, kind, recipient) WHERE recipient IS NOT NULL DO NOTHING",
+    )
+    .bind(kind.as_str())
+    .bind(message)
+    .bind(reason)
+    .bind(recipient)
+    .execute(executor)
+    .await?;
+    Ok(done.rows_affected())
+}

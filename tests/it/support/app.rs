@@ -214,6 +214,7 @@ pub struct Builder {
     tenant_budget: Option<TenantBudget>,
     sim_retry_after_holds: bool,
     sim_bounces: graph_sim::SimBounces,
+    sim_trace: graph_sim::SimTrace,
     sim_tenant_budget: Option<u64>,
     sim_max_request_bytes: Option<usize>,
     sim_roles: Option<Vec<String>>,
@@ -266,6 +267,8 @@ impl Builder {
         fn script(Vec<Result<SendReceipt, MailError>>);
         /// When graph-sim returns non-delivery reports (default: never).
         fn sim_bounces(graph_sim::SimBounces);
+        /// graph-sim's message trace: lag, unprovisioned tenants, spam rules (default: none).
+        fn sim_trace(graph_sim::SimTrace);
         /// graph-sim's tenant external budget when it differs from ours (Exchange counting
         /// more than we do: other senders of the tenant).
         fn sim_tenant_budget(u64) as Some;
@@ -347,6 +350,7 @@ impl Builder {
             ));
         }
         sim_config.bounces = self.sim_bounces;
+        sim_config.trace = self.sim_trace;
         let mut mailboxes = Vec::new();
         for i in 0..self.mailboxes {
             let address = MailboxAddress::parse(&format!("mb{i}@contoso.example")).unwrap();
@@ -458,6 +462,7 @@ impl TestApp {
             tenant_budget: None,
             sim_retry_after_holds: true,
             sim_bounces: graph_sim::SimBounces::default(),
+            sim_trace: graph_sim::SimTrace::default(),
             sim_tenant_budget: None,
             sim_max_request_bytes: None,
             sim_roles: None,

@@ -47,8 +47,10 @@ use crate::clock::Clock;
 
 mod bounces;
 mod resolve;
+mod trace;
 pub use bounces::{NdrLayout, QuotaExceeded, SimBounces, UnknownRecipients};
 pub(crate) use resolve::ResolvedMailbox;
+pub use trace::{SimTrace, TRACE_REQUESTS_PER_5_MINUTES, TraceRule};
 
 /// The config file format, as printed by `graph-sim --help`.
 pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
@@ -161,6 +163,9 @@ pub struct SimConfig {
     /// Non-delivery reports: unknown recipients, their delay ([`SimBounces`]).
     #[serde(default)]
     pub bounces: SimBounces,
+    /// The message trace: its lag, unprovisioned tenants, spam rules ([`SimTrace`]).
+    #[serde(default)]
+    pub trace: SimTrace,
     /// The clock of every window and token expiry; `None` = the system clock.
     #[serde(skip)]
     pub clock: Option<Arc<dyn Clock>>,
@@ -186,6 +191,7 @@ impl Default for SimConfig {
             mailboxes: Vec::new(),
             tenants: Vec::new(),
             bounces: SimBounces::default(),
+            trace: SimTrace::default(),
             clock: None,
         }
     }
@@ -201,6 +207,7 @@ impl std::fmt::Debug for SimConfig {
             .field("mailboxes", &self.mailboxes)
             .field("tenants", &self.tenants)
             .field("bounces", &self.bounces)
+            .field("trace", &self.trace)
             .field("clock", &self.clock.as_ref().map(|_| "custom"))
             .finish()
     }
@@ -224,6 +231,13 @@ impl SimConfig {
     #[must_use]
     pub fn with_unknown_recipients(mut self, recipients: UnknownRecipients) -> Self {
         self.bounces.unknown_recipients.push(recipients);
+        self
+    }
+
+    /// The message trace's settings ([`SimTrace`]).
+    #[must_use]
+    pub fn with_trace(mut self, trace: SimTrace) -> Self {
+        self.trace = trace;
         self
     }
 

@@ -374,6 +374,7 @@ fn record(
                     .chain(&message.bcc)
                     .map(|a| ndr::Failure::daily_quota(a))
                     .collect();
+                trace_feed(state, &mut inner, idx, &message, &failures, received_at);
                 ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
                 on_recorded(&mut inner, now_ms);
                 return Ok(());
@@ -440,12 +441,14 @@ fn record(
                 .filter(|a| !tenant.accepts(a))
                 .map(|a| ndr::Failure::tenant_limit(a))
                 .collect();
+            trace_feed(state, &mut inner, idx, &message, &failures, received_at);
             ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
             on_recorded(&mut inner, now_ms);
             return Ok(());
         }
     }
     let failures = ndr::unknown_failures(state, &message);
+    trace_feed(state, &mut inner, idx, &message, &failures, received_at);
     ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
     let b = &mut inner.boxes[idx];
     b.accepted += 1;
@@ -624,4 +627,31 @@ pub(crate) async fn read_limited(body: Body, limit: usize) -> Option<axum::body:
         }
     }
     (seen <= limit).then(|| axum::body::Bytes::from(buf))
+}
+
+/// Feeds the message trace ([`crate::trace_log::feed`]) with `message` of mailbox `idx` and its
+/// `failures`.
+fn trace_feed(
+    state: &SimState,
+    inner: &mut Inner,
+    idx: usize,
+    message: &ParsedMessage,
+    failures: &[ndr::Failure],
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let mailbox = &state.mailboxes[idx];
+    let failed = |recipient: &str| {
+        failures
+            .iter()
+            .find(|f| f.recipient.eq_ignore_ascii_case(recipient))
+            .map(|f| (f.reply.to_owned(), f.code.clone(), f.text.clone()))
+    };
+    crate::trace_log::feed(
+        &mut inner.trace,
+        &state.trace,
+        (mailbox.address.as_str(), &mailbox.tenant_id),
+        message,
+        &failed,
+        now,
+    );
 }
