@@ -37,10 +37,15 @@ fn git(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The newest release tag (`v*`) in HEAD's history that is not this build's version.
-fn previous_tag() -> String {
+/// Releases and their commits, newest first (CHANGELOG.md): the fallback where a clone came
+/// without its tags (a CI's shallow or tag-less clone of main).
+const RELEASES: &[(&str, &str)] = &[("v0.1.0", "4108f50c4f79b6b696fde4f099c7457097e0e683")];
+
+/// The newest release tag (`v*`) in HEAD's history that is not this build's version, and the
+/// revision to build it from (the tag; its recorded commit when the clone has no tags).
+fn previous_tag() -> (String, String) {
     let this = format!("v{}", env!("CARGO_PKG_VERSION"));
-    git(&[
+    let tagged = git(&[
         "tag",
         "--merged",
         "HEAD",
@@ -51,19 +56,26 @@ fn previous_tag() -> String {
     .lines()
     .map(str::trim)
     .find(|tag| *tag != this)
-    .expect("a release tag (v*) before this version in HEAD's history: `git fetch --tags`")
-    .to_owned()
+    .map(|tag| (tag.to_owned(), tag.to_owned()));
+    tagged.unwrap_or_else(|| {
+        let (tag, commit) = RELEASES
+            .iter()
+            .find(|(tag, _)| *tag != this)
+            .expect("a release before this version in RELEASES");
+        eprintln!("upgrade: no release tag in this clone; {tag} from its recorded commit {commit}");
+        ((*tag).to_owned(), (*commit).to_owned())
+    })
 }
 
 /// The previous release's `mail-worker`, built from its tag (once; later runs reuse it).
 fn previous_release() -> (String, PathBuf) {
-    let tag = previous_tag();
+    let (tag, rev) = previous_tag();
     let dir = root().join("target/previous-release").join(&tag);
     let src = dir.join("src");
     if !src.join("Cargo.toml").exists() {
         std::fs::create_dir_all(&src).unwrap();
         let tar = dir.join("src.tar");
-        git(&["archive", "--format=tar", "-o", tar.to_str().unwrap(), &tag]);
+        git(&["archive", "--format=tar", "-o", tar.to_str().unwrap(), &rev]);
         let untar = Command::new("tar")
             .arg("-xf")
             .arg(&tar)
