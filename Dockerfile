@@ -3,8 +3,8 @@
 # (.dockerignore keeps target/ and the rest out of the build context).
 #
 # Two targets (docs/decisions/0043-release-image-and-upgrades.md):
-#   docker build -t mail-worker:0.2.0 .                       # `release` (the last stage, the default): mail-worker only
-#   docker build --target dev -t mail-worker-dev:0.2.0 .      # `dev`: + graph-sim and the demo (compose, by hand)
+#   docker build -t mail-worker:0.2.0-dev .                       # `release` (the last stage, the default): mail-worker only
+#   docker build --target dev -t mail-worker-dev:0.2.0-dev .      # `dev`: + graph-sim and the demo (compose, by hand)
 # Base images are pinned by digest (the tag says what it is, the digest what is pulled); Renovate
 # or Dependabot's docker ecosystem moves both. `scripts/image-root.sh` (run by .ci/run) runs the
 # release binary in a root made of the runtime stage's parts, as user 10001, read-only.
