@@ -471,3 +471,154 @@ async fn the_curl_example_posts_a_campaign_file_in_requests_of_500() {
     assert!(said.contains("stored 0 duplicate 500 refused 0"), "{said}");
     assert_eq!(app.db.rows_in("messages").await, 1_199);
 }
+
+/// POSTs `body` with `CRM`'s token and the raw `key` header; the status, whether replayed and
+/// the answer's bytes as sent.
+async fn post_raw(addr: SocketAddr, key: &[u8], body: String) -> (u16, bool, Vec<u8>) {
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/messages"))
+        .bearer_auth(CRM)
+        .header(
+            "idempotency-key",
+            reqwest::header::HeaderValue::from_bytes(key).unwrap(),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let replayed = answer.headers().get(REPLAYED).is_some();
+    (status, replayed, answer.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn a_replay_is_the_first_answer_byte_for_byte_and_keys_follow_the_ietf_draft() {
+    let app = spawn_app().await;
+    let addr = listener(app.db.pool.clone(), 10, 1 << 20).await;
+    let mb = app.mailboxes[0].0.to_string();
+    let ids = [Uuid::new_v4(), Uuid::new_v4()];
+    // A refused line too, so the answer has every field (`reason` included).
+    let body = format!(
+        "{}{{\"id\": \"{}\"}}\n",
+        jsonl(&[line(ids[0], &mb)]),
+        ids[1]
+    );
+    let (status, replayed, first) = post_raw(addr, b"batch-7", body.clone()).await;
+    assert_eq!(
+        (status, replayed),
+        (207, false),
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    // The answer's fields in the order the daemon writes them (not jsonb's, which sorts keys).
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert!(
+        text.starts_with("{\"status\":\"partial\",\"producer\":\"crm\",\"lines\":2,"),
+        "{text}"
+    );
+    // The draft's quoted form names the same key: the first answer again, byte for byte.
+    let (status, replayed, again) = post_raw(addr, b"\"batch-7\"", body.clone()).await;
+    assert_eq!((status, replayed), (207, true));
+    assert_eq!(again, first);
+    assert_eq!(app.db.rows_in("ingest_requests").await, 1);
+
+    // A bare key with a space is refused naming it; quoted, as the draft writes it, it is a key.
+    let (status, _, answer) = post_raw(addr, b"batch 8", body.clone()).await;
+    assert_eq!(status, 400);
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(
+        answer["error"],
+        "Idempotency-Key: character 6 is a space; an unquoted key takes visible ASCII but `\"`, `\\` and `,`: \
+         quote a key holding spaces as the IETF draft's string (Idempotency-Key: \"batch 7\")"
+    );
+    let (status, replayed, answer) = post_raw(addr, b"\"batch 8\"", body.clone()).await;
+    assert_eq!((status, replayed), (207, false));
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["results"][0]["outcome"], "duplicate");
+    let (status, _, answer) = post_raw(addr, b"a,b", body).await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(app.db.rows_in("ingest_requests").await, 2);
+    assert_eq!(stored(&app, &ids).await, 1);
+}
+
+#[tokio::test]
+async fn every_request_logs_its_outcome_without_the_token_or_an_address() {
+    let (capture, _guard) = crate::support::logs::Capture::install();
+    let app = spawn_app().await;
+    let addr = listener(app.db.pool.clone(), 2, 4_000).await;
+    let mb = app.mailboxes[0].0.to_string();
+    let one = jsonl(&[line(Uuid::new_v4(), &mb)]);
+    assert_eq!(post_raw(addr, b"k-1", one.clone()).await.0, 200);
+    assert_eq!(post_raw(addr, b"k-1", one.clone()).await.0, 200);
+    assert_eq!(post_raw(addr, b"k 2", one.clone()).await.0, 400);
+    let three = jsonl(
+        &(0..3)
+            .map(|_| line(Uuid::new_v4(), &mb))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(post_raw(addr, b"k-3", three).await.0, 413);
+    let mut big = line(Uuid::new_v4(), &mb);
+    big["subject"] = json!("x".repeat(5_000));
+    assert_eq!(post_raw(addr, b"k-4", jsonl(&[big])).await.0, 413);
+    let malformed = format!("[{{\"to\": \"{mb}\"}}, 7");
+    assert_eq!(post_raw(addr, b"k-5", malformed).await.0, 400);
+    assert_eq!(post_raw(addr, b"k-6", "\n\n".into()).await.0, 400);
+    let bad_token = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/messages"))
+        .bearer_auth("crm-0123456789abcdeX")
+        .body(one)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_token.status().as_u16(), 401);
+
+    let requests: Vec<_> = capture
+        .with_event("ingest.request")
+        .into_iter()
+        .filter(|e| !e.field("status").is_empty())
+        .collect();
+    let logged: Vec<(String, String, String, String)> = requests
+        .iter()
+        .map(|e| {
+            let f = |n| e.field(n).to_owned();
+            (f("status"), f("producer"), f("refusal"), f("replayed"))
+        })
+        .collect();
+    let expected: Vec<(String, String, String, String)> = [
+        ("200", "crm", "", "false"),
+        ("200", "crm", "", "true"),
+        ("400", "crm", "idempotency_key", "false"),
+        ("413", "crm", "too_many_lines", "false"),
+        ("413", "crm", "body_too_large", "false"),
+        ("400", "crm", "malformed_body", "false"),
+        ("400", "crm", "empty_body", "false"),
+        ("401", "", "token", "false"),
+    ]
+    .iter()
+    .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+    .collect();
+    assert_eq!(logged, expected);
+    let replay = &requests[1];
+    assert_eq!((replay.field("lines"), replay.field("stored")), ("1", "1"));
+    let ingest: Vec<String> = capture
+        .lines()
+        .iter()
+        .filter(|l| {
+            l["event"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("ingest."))
+        })
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        ingest.len(),
+        10,
+        "the listener's line, 8 requests, the 401's own: {ingest:#?}"
+    );
+    for secret in [CRM, "crm-0123456789abcdeX", &mb, "guest@fabrikam.example"] {
+        assert!(
+            ingest.iter().all(|l| !l.contains(secret)),
+            "{secret} logged: {ingest:#?}"
+        );
+    }
+}
