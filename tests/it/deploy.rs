@@ -213,14 +213,33 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         pdb["spec"]["selector"]["matchLabels"],
         deployment["spec"]["selector"]["matchLabels"]
     );
-    // Every file is listed in the kustomization.
+    // Every file is listed in the kustomization but the examples: the Secrets (created once by
+    // the user, so `apply -k` never resets them) and the optional Ingress.
     let listed: BTreeSet<&str> = of_kind(&docs, "Kustomization")["resources"]
         .as_sequence()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(listed.len(), 8, "{listed:?}");
+    assert_eq!(listed.len(), 7, "{listed:?}");
+    for name in std::fs::read_dir(root().join("deploy/kubernetes")).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".yaml") && name != "kustomization.yaml" {
+            assert_eq!(
+                listed.contains(name.as_str()),
+                !name.ends_with(".example.yaml"),
+                "{name}"
+            );
+        }
+    }
+    for name in &listed {
+        let secrets = documents(&format!("deploy/kubernetes/{name}"))
+            .iter()
+            .filter(|d| d["kind"] == "Secret")
+            .count();
+        assert_eq!(secrets, 0, "{name} holds a Secret: apply -k would reset it");
+    }
+    ingest_is_wired_from_the_configmap_to_the_ingress(&docs, &config, deployment);
 
     // The admin UI: its own Deployment and Service, the token from the Secret, listening on
     // the port its container and Service name; the placeholder token is refused at start-up.
@@ -271,6 +290,110 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     assert!(
         token.chars().count() < 16,
         "a placeholder that cannot start"
+    );
+}
+
+/// The HTTP ingest in deploy/kubernetes: INGEST_LISTEN's port is the container's `ingest` port,
+/// the Service's and the example Ingress's; each INGEST_TOKENS `file:` reference is a key of the
+/// token Secret mounted where it points (a placeholder short enough to stop start-up); the
+/// NetworkPolicy lets the port in; the ServiceMonitor selects the metrics Service only.
+fn ingest_is_wired_from_the_configmap_to_the_ingress(
+    docs: &[Value],
+    config: &Config,
+    deployment: &Value,
+) {
+    let listen = config.ingest.listen.expect("INGEST_LISTEN is on");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let port = container["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "ingest")
+        .expect("the container's ingest port");
+    assert_eq!(port["containerPort"], u64::from(listen.port()));
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "ingest-tokens")
+        .expect("the ingest tokens mounted");
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "ingest-tokens")
+        .unwrap();
+    let secret_name = volume["secret"]["secretName"].as_str().unwrap();
+    let secret = &named(docs, "Secret", secret_name)["stringData"];
+    assert!(!config.ingest.tokens.is_empty());
+    for (name, reference) in &config.ingest.tokens {
+        let described = reference.describe();
+        let path = described
+            .strip_prefix("file:")
+            .unwrap_or_else(|| panic!("{name}: {described} is not a file: reference"));
+        let path = Path::new(path);
+        assert_eq!(
+            path.parent().unwrap(),
+            Path::new(mount["mountPath"].as_str().unwrap())
+        );
+        let key = path.file_name().unwrap().to_str().unwrap();
+        let placeholder = secret[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} is not a key of Secret {secret_name}"));
+        assert!(
+            placeholder.len() < 16,
+            "a placeholder the token check refuses"
+        );
+    }
+    let service = named(docs, "Service", "mail-worker-ingest");
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "ingest");
+    assert_eq!(
+        service["spec"]["ports"][0]["port"],
+        u64::from(listen.port())
+    );
+    let ingress = named(docs, "Ingress", "mail-worker-ingest");
+    let backend = &ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"];
+    assert_eq!(backend["name"], "mail-worker-ingest");
+    assert_eq!(backend["port"]["name"], service["spec"]["ports"][0]["name"]);
+    assert!(
+        ingress["spec"]["tls"][0]["secretName"].is_string(),
+        "TLS at the ingress"
+    );
+    let body = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
+        .as_str()
+        .unwrap();
+    let mib: u32 = body.trim_end_matches('m').parse().unwrap();
+    assert_eq!(
+        mib << 20,
+        config.ingest.max_body_bytes.get(),
+        "the proxy's limit is the daemon's"
+    );
+    let policy = named(docs, "NetworkPolicy", "mail-worker");
+    let open: Vec<&Value> = policy["spec"]["ingress"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_sequence().unwrap())
+        .map(|p| &p["port"])
+        .collect();
+    assert!(open.contains(&&Value::from(listen.port())), "{open:?}");
+    let selector = named(docs, "ServiceMonitor", "mail-worker")["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap();
+    let selects = |svc: &Value| {
+        selector
+            .iter()
+            .all(|(k, v)| svc["metadata"]["labels"].get(k) == Some(v))
+    };
+    assert!(selects(named(docs, "Service", "mail-worker-metrics")));
+    assert!(
+        !selects(service),
+        "the ServiceMonitor scrapes the metrics Service only"
     );
 }
 
