@@ -293,6 +293,15 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     );
 }
 
+/// The element of the sequence `list` whose `name` is `name`.
+fn by_name<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_sequence()
+        .unwrap_or_else(|| panic!("{list:?} is no list"))
+        .iter()
+        .find(|item| item["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:?}"))
+}
+
 /// The HTTP ingest in deploy/kubernetes: INGEST_LISTEN's port is the container's `ingest` port,
 /// the Service's and the example Ingress's; each INGEST_TOKENS `file:` reference is a key of the
 /// token Secret mounted where it points (a placeholder short enough to stop start-up); the
@@ -305,25 +314,10 @@ fn ingest_is_wired_from_the_configmap_to_the_ingress(
     let listen = config.ingest.listen.expect("INGEST_LISTEN is on");
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    let port = container["ports"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "ingest")
-        .expect("the container's ingest port");
+    let port = by_name(&container["ports"], "ingest");
     assert_eq!(port["containerPort"], u64::from(listen.port()));
-    let mount = container["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "ingest-tokens")
-        .expect("the ingest tokens mounted");
-    let volume = pod["volumes"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "ingest-tokens")
-        .unwrap();
+    let mount = by_name(&container["volumeMounts"], "ingest-tokens");
+    let volume = by_name(&pod["volumes"], "ingest-tokens");
     let secret_name = volume["secret"]["secretName"].as_str().unwrap();
     let secret = &named(docs, "Secret", secret_name)["stringData"];
     assert!(!config.ingest.tokens.is_empty());
