@@ -490,10 +490,8 @@ fn the_dockerfile_exposes_the_metrics_port_and_checks_health_with_a_real_subcomm
     assert!(ignore.lines().any(|l| l.trim() == "target/"), "{ignore}");
 }
 
-#[test]
-fn the_dashboard_queries_only_metrics_the_daemon_exports() {
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
+/// Every metric name a daemon exports (each family touched once, so labelled ones appear).
+fn exported() -> BTreeSet<String> {
     let m = Metrics::new();
     m.send("graph", mail_worker::ops::metrics::OutcomeLabel::Sent);
     m.rate_limit_decision("allowed", Duration::from_millis(1));
@@ -508,30 +506,65 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.set_tenant_budget_used("contoso.example", 0.3);
     m.ingest_request(200, Duration::from_millis(1));
     m.ingest_lines(mail_worker::ops::ingest::IngestOutcome::Stored, 1);
-    let exported: BTreeSet<String> = m
-        .encode()
+    m.failed_for("mb@example.org");
+    m.recipient_outcome("mb@example.org", "delivered");
+    m.set_waiting(&[("day", 1)]);
+    m.encode()
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
-        .collect();
+        .collect()
+}
+
+/// The `mail_worker_*` names `expr` uses, each checked against `exported`.
+fn check_metric_names(expr: &str, exported: &BTreeSet<String>) -> usize {
+    let mut used = 0;
+    for (i, _) in expr.match_indices("mail_worker_") {
+        let name: String = expr[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        assert!(
+            exported.contains(&name),
+            "{name} (in {expr:?}) is not exported: {exported:?}"
+        );
+        used += 1;
+    }
+    used
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_the_daemon_exports() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
+    let exported = exported();
     let panels = dashboard["panels"].as_array().unwrap();
     assert!(panels.len() >= 6);
     let mut used = 0;
     for panel in panels {
         for target in panel["targets"].as_array().unwrap() {
-            let expr = target["expr"].as_str().unwrap();
-            for (i, _) in expr.match_indices("mail_worker_") {
-                let name: String = expr[i..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                assert!(
-                    exported.contains(&name),
-                    "{name} (in {expr:?}) is not exported: {exported:?}"
-                );
-                used += 1;
-            }
+            used += check_metric_names(target["expr"].as_str().unwrap(), &exported);
         }
     }
     assert!(used >= 10, "{used}");
+}
+
+#[test]
+fn the_alerts_query_only_metrics_the_daemon_exports() {
+    let exported = exported();
+    let rules = &documents("deploy/prometheus/alerts.yaml")[0]["groups"][0]["rules"];
+    let mut alerts = BTreeSet::new();
+    for rule in rules.as_sequence().unwrap() {
+        let expr = rule["expr"].as_str().unwrap();
+        assert!(check_metric_names(expr, &exported) > 0, "{expr}");
+        alerts.insert(rule["alert"].as_str().unwrap().to_owned());
+    }
+    for alert in [
+        "MailWorkerNoReplicaUp",
+        "MailWorkerWebhookEventsDead",
+        "MailWorkerWebhookBatchesFailing",
+        "MailWorkerIngestUnavailable",
+    ] {
+        assert!(alerts.contains(alert), "{alert}: {alerts:?}");
+    }
 }
