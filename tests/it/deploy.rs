@@ -443,6 +443,23 @@ fn the_compose_file_runs_migrate_once_and_two_replicas_against_the_stand_in() {
         assert_eq!(admin_env.get(key), env.get(key), "{key:?}");
     }
     assert_eq!(admin_env["ADMIN_LISTEN"], "0.0.0.0:9185");
+    // The HTTP ingest: each replica's INGEST_LISTEN published on a host port of its own.
+    let ingest = config.ingest.listen.expect("INGEST_LISTEN in compose");
+    let mut published = BTreeSet::new();
+    for name in &replicas {
+        let ports: Vec<&str> = services[*name]["ports"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let host = ports
+            .iter()
+            .find_map(|p| p.strip_suffix(&format!(":{}", ingest.port())))
+            .unwrap_or_else(|| panic!("{name} does not publish {ingest}: {ports:?}"));
+        published.insert(host.to_owned());
+    }
+    assert_eq!(published.len(), replicas.len(), "{published:?}");
     assert!(admin_env["ADMIN_TOKEN"].as_str().unwrap().chars().count() >= 16);
     assert_eq!(admin["ports"][0], "9186:9185");
 }
