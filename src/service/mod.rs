@@ -75,7 +75,7 @@ pub enum SendOutcome {
 /// Settings of [`MailProviderService`].
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceSettings {
-    /// `MAIL_DEFER_SPREAD_MAX_MS`.
+    /// `MAIL_DEFER_SPREAD_MAX`.
     pub defer_spread_max: Duration,
     /// `MAIL_MAX_ATTEMPTS`: an extra cap on transient failures before `ERROR` (`u32::MAX`:
     /// none, the default).
@@ -85,7 +85,7 @@ pub struct ServiceSettings {
     pub retry_for: Duration,
 }
 
-/// `SEND_LEASE_MS` unless [`MailProviderService::with_send_lease`] says otherwise: 10 minutes,
+/// `SEND_LEASE` unless [`MailProviderService::with_send_lease`] says otherwise: 10 minutes,
 /// its default. It bounds each attempt ([`lease::LeaseKeeper`]) and how long an outcome write is
 /// retried while PostgreSQL is unreachable.
 pub(crate) const DEFAULT_SEND_LEASE: Duration = Duration::from_secs(600);
@@ -130,7 +130,7 @@ impl MailProviderService {
         }
     }
 
-    /// `SEND_LEASE_MS`: each attempt renews its row's lease while it runs and stops when it
+    /// `SEND_LEASE`: each attempt renews its row's lease while it runs and stops when it
     /// cannot ([`lease::LeaseKeeper`]); an outcome write that fails for PostgreSQL connectivity
     /// is retried (backoff with jitter, 200 ms doubling to 5 s) until a lease after the send
     /// started — past it, lease recovery takes the row and its next attempt checks Graph before
@@ -167,7 +167,7 @@ impl MailProviderService {
 
     /// Ends the pause of every paused sender whose configuration changed since it was paused,
     /// and makes its paused messages due now. Returns how many senders resumed. The daemon
-    /// calls this every `SCHEDULER_INTERVAL_MS`, so a fixed secret takes effect within a tick
+    /// calls this every `SCHEDULER_INTERVAL`, so a fixed secret takes effect within a tick
     /// instead of at the next probe.
     ///
     /// # Errors

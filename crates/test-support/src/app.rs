@@ -510,7 +510,7 @@ impl TestApp {
             .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())
             .env("METRICS_LISTEN", "off")
             .env("WORKER_CONCURRENCY", "8")
-            .env("SCHEDULER_INTERVAL_MS", "100")
+            .env("SCHEDULER_INTERVAL", "100ms")
             .env("RUST_LOG", "warn")
             .kill_on_drop(true);
         for (name, value) in extra {
