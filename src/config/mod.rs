@@ -134,7 +134,7 @@ pub struct Config {
 /// The intake queue's settings ([`crate::intake`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntakeConfig {
-    /// `INTAKE_QUEUE`, default [`DEFAULT_INTAKE_QUEUE`]; `off` (`None`) disables the intake.
+    /// `INTAKE_QUEUE` (its default `{mail-worker:campaign-sends}`); `off` (`None`) disables the intake.
     /// The apalis-redis namespace on `REDIS_URL`: every key is `<queue>:…`.
     pub queue: Option<String>,
     /// `INTAKE_WORKER_NAME`, default the host name (a pod's name in Kubernetes): the start of
@@ -144,12 +144,6 @@ pub struct IntakeConfig {
     /// of them is dead and its in-flight jobs are consumed by another.
     pub heartbeat: Duration,
 }
-
-/// `INTAKE_QUEUE`'s default. In braces, a Redis Cluster hash tag: every key of the queue
-/// (`{mail-worker:campaign-sends}:active`, `…:data`, `…:meta:<id>`, …) hashes to one slot, so
-/// apalis-redis's multi-key Lua scripts may run on a cluster node, and a queue started on a
-/// standalone Redis keeps its key names when moved to a cluster.
-pub const DEFAULT_INTAKE_QUEUE: &str = "{mail-worker:campaign-sends}";
 
 /// The admin UI's settings (`mail-worker admin`, [`crate::admin`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //! would silently be the default, `SEND_LEASE` against `HTTP_TIMEOUT`, the intake queue's hash
 //! tag on a Redis Cluster, the webhooks' secret with a URL, the ingest's listener with a token.
 
+use super::ConfigError;
 use super::env::{Env, has_hash_tag};
 use super::settings::{self, Setting, Settings, with_unit};
-use super::{ConfigError, DEFAULT_INTAKE_QUEUE};
 
 /// Every rule between two settings.
 pub(super) fn check(env: &Env<'_>, s: &Settings) -> Result<(), ConfigError> {
@@ -16,9 +16,22 @@ pub(super) fn check(env: &Env<'_>, s: &Settings) -> Result<(), ConfigError> {
 
 /// Set but empty would silently be the default: refused, naming what to write.
 pub(super) fn refuse_empty(env: &Env<'_>) -> Result<(), ConfigError> {
+    let default = |name| settings::find(name).map_or("", Setting::default_text);
     for (var, problem) in [
-        ("INTAKE_QUEUE", format!("is set but empty: give a queue name (the default is {DEFAULT_INTAKE_QUEUE}), or `off` to turn the intake queue off")),
-        ("MAIL_RATE_LIMIT_KEY_PREFIX", "is set but empty: an empty prefix is refused; give one (the default is mail:rl), or unset it".to_owned()),
+        (
+            "INTAKE_QUEUE",
+            format!(
+                "is set but empty: give a queue name (the default is {}), or `off` to turn the intake queue off",
+                default("INTAKE_QUEUE")
+            ),
+        ),
+        (
+            "MAIL_RATE_LIMIT_KEY_PREFIX",
+            format!(
+                "is set but empty: an empty prefix is refused; give one (the default is {}), or unset it",
+                default("MAIL_RATE_LIMIT_KEY_PREFIX")
+            ),
+        ),
     ] {
         if env.set_but_empty(var) {
             return Err(env.error(var, &problem));

@@ -418,6 +418,7 @@ impl Builder {
                 defer_spread_max: Duration::from_millis(30_000),
                 max_attempts: 3,
                 retry_for: Duration::from_secs(24 * 3600),
+                send_lease: config.worker.send_lease,
             },
         );
         let handler = Handler::new(Arc::new(service));

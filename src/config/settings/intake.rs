@@ -24,6 +24,10 @@ settings! {
         queue: Option<String> = Off(QUEUE_NAME), Setting {
             name: "INTAKE_QUEUE",
             flag: "intake-queue",
+            // In braces, a Redis Cluster hash tag: every key of the queue (`…:active`,
+            // `…:data`, `…:meta:<id>`, …) hashes to one slot, so apalis-redis's multi-key Lua
+            // scripts may run on a cluster node, and a queue started on a standalone Redis
+            // keeps its key names when moved to a cluster.
             default: Value("{mail-worker:campaign-sends}"),
             help: "the intake queue of campaign sends on REDIS_URL (apalis-redis namespace; braces = one Redis Cluster hash tag, required when REDIS_URL lists cluster seeds); every replica consumes it into PostgreSQL; `off` (any case) disables it (docs/queue.md)",
             doc: "The intake queue of campaign sends (docs/queue.md): an apalis-redis queue on REDIS_URL whose\n\
