@@ -146,6 +146,38 @@ fn an_alias_warns_naming_the_new_name() {
 }
 
 #[test]
+fn every_ms_alias_sets_its_setting_in_milliseconds_and_warns_naming_it() {
+    let defaults = parse(&[]).unwrap().redacted_lines();
+    let mut aliases = 0;
+    for s in all() {
+        let Some(alias) = s.alias_ms else { continue };
+        aliases += 1;
+        let Fallback::Value(text) = s.default else {
+            panic!("{}: an aliased duration has a default", s.name)
+        };
+        let ms = super::parse_duration(text).unwrap().as_millis().to_string();
+        let c = parse(&[(alias, &ms)]).unwrap_or_else(|e| panic!("{alias}={ms}: {e}"));
+        assert_eq!(c.redacted_lines(), defaults, "{alias}={ms}");
+        assert_eq!(c.deprecated, [(alias, s.name)]);
+        let warning = format!("{alias} is deprecated: set {} instead", s.name);
+        assert!(c.warnings()[0].starts_with(&warning), "{:?}", c.warnings());
+        // The new name takes units; a bare number is refused, naming it.
+        let e = parse(&[(s.name, &ms)]).unwrap_err();
+        assert_eq!((e.var, e.problem.contains("unit")), (s.name, true), "{e}");
+    }
+    assert_eq!(aliases, 10);
+}
+
+#[test]
+fn no_setting_is_named_in_a_unit() {
+    for s in all() {
+        for unit in ["_MS", "_SECS", "_SECONDS", "_MINUTES"] {
+            assert!(!s.name.ends_with(unit), "{}: durations take units", s.name);
+        }
+    }
+}
+
+#[test]
 fn both_names_set_is_an_error_naming_both() {
     let e = parse(&[("SEND_LEASE", "10m"), ("SEND_LEASE_MS", "600000")]).unwrap_err();
     assert_eq!(e.var, "SEND_LEASE");
