@@ -20,7 +20,9 @@ pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, Ma
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("mail-worker/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| MailError::Misconfigured(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| {
+            MailError::misconfigured(format!("cannot build the HTTP client: {e}")).caused_by(e)
+        })
 }
 
 /// `base` with its trailing empty segment dropped and `more` appended (`https://h/v1.0/` +
@@ -33,7 +35,7 @@ pub(crate) fn endpoint_url(base: &Url, variable: &str, more: &[&str]) -> Result<
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| {
-            MailError::Misconfigured(format!(
+            MailError::misconfigured(format!(
                 "{variable} {} cannot be used as a base URL",
                 crate::domain::redact_url(base)
             ))
@@ -63,6 +65,12 @@ pub(crate) fn describe_transport_error(what: &str, error: &reqwest::Error) -> St
         source = cause.source();
     }
     text
+}
+
+/// A [`MailError::transient`] for a request that failed in transport: `what` described by
+/// [`describe_transport_error`], `error` (without its URL) its source.
+pub(crate) fn transport_failure(what: &str, error: reqwest::Error) -> MailError {
+    MailError::transient(describe_transport_error(what, &error)).caused_by_transport(error)
 }
 
 /// The value of header `name` of `response`, if present and ASCII.

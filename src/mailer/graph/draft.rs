@@ -180,13 +180,13 @@ impl MicrosoftGraphMailer {
             attempted_at,
             "the draft is gone (404) and no sent copy has its internetMessageId yet",
         )?;
-        Err(MailError::Permanent {
-            code: "DraftVanished".into(),
-            message: format!(
+        Err(MailError::permanent(
+            "DraftVanished",
+            format!(
                 "outcome unknown after {} s: the draft {draft_id} is gone and no sent copy has internetMessageId {imid}; not resent: check Sent Items (and Deleted Items) before retrying",
                 self.settle.as_secs()
             ),
-        })
+        ))
     }
 
     /// A sent copy with our `internetMessageId`: in Sent Items, else in any folder (moved or

@@ -104,7 +104,7 @@ impl MicrosoftGraphMailer {
             .ok()
             .filter(|u| u.origin() == self.user_url.origin())
             .ok_or_else(|| {
-                MailError::Transient(
+                MailError::transient(
                     "list NDRs: @odata.nextLink leaves GRAPH_API_BASE_URL's origin; not followed"
                         .to_owned(),
                 )
@@ -131,7 +131,7 @@ impl MicrosoftGraphMailer {
                     next_link: None,
                 });
             }
-            return Err(MailError::Transient(format!(
+            return Err(MailError::transient(format!(
                 "list NDRs: Graph answered 404 {} for mailbox {}; not read as an empty Inbox",
                 code.as_deref().unwrap_or("without an error code"),
                 self.mailbox

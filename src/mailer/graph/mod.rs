@@ -173,7 +173,7 @@ impl MicrosoftGraphMailer {
             && let Some(why) = permissions::missing(&needs, roles, self.tokens.client_id())
         {
             self.tokens.invalidate(&token).await;
-            return Err(MailError::Misconfigured(why));
+            return Err(MailError::misconfigured(why));
         }
         Ok(token)
     }
@@ -314,10 +314,7 @@ impl MicrosoftGraphMailer {
             .to_std()
             .unwrap_or_default();
         match self.settle.checked_sub(elapsed).filter(|d| !d.is_zero()) {
-            Some(wait) => Err(MailError::Unconfirmed {
-                retry_after: wait,
-                why: why.to_owned(),
-            }),
+            Some(wait) => Err(MailError::unconfirmed(wait, why.to_owned())),
             None => Ok(()),
         }
     }

@@ -15,7 +15,7 @@ use crate::{
     domain::MailboxAddress,
     mailer::{
         MailError,
-        http::{describe_transport_error, endpoint_url},
+        http::{endpoint_url, transport_failure},
         redact::scrub_provider_text,
     },
 };
@@ -160,9 +160,7 @@ impl GraphProbe {
             .ok()
             .and_then(|v| v.get("id").and_then(|id| id.as_str()).map(str::to_owned))
             .ok_or_else(|| {
-                MailError::Transient(
-                    "Graph created the check draft but its answer carries no id".to_owned(),
-                )
+                MailError::transient("Graph created the check draft but its answer carries no id")
             })?;
         let url = segments(&self.user_url, &["messages", &id]);
         Ok(self.request(Method::DELETE, &url, None).await?.0)
@@ -195,7 +193,7 @@ impl GraphProbe {
             .append_pair("$select", "id,internetMessageId");
         let (answer, bytes) = self.request(Method::GET, &url, None).await?;
         if !answer.ok() {
-            return Err(MailError::Transient(format!(
+            return Err(MailError::transient(format!(
                 "Graph answered HTTP {} {} to the Sent Items look-up",
                 answer.status,
                 answer.code.unwrap_or_default()
@@ -219,9 +217,10 @@ impl GraphProbe {
         url: &Url,
         body: Option<Vec<u8>>,
     ) -> Result<(ProbeAnswer, Vec<u8>), MailError> {
-        let token = self.token.lock().await.clone().ok_or_else(|| {
-            MailError::Misconfigured("no token: the credentials check failed".to_owned())
-        })?;
+        let token =
+            self.token.lock().await.clone().ok_or_else(|| {
+                MailError::misconfigured("no token: the credentials check failed")
+            })?;
         let mut request = self
             .http
             .request(method, url.clone())
@@ -235,7 +234,7 @@ impl GraphProbe {
         let response = request
             .send()
             .await
-            .map_err(|e| MailError::Transient(describe_transport_error("the Graph request", &e)))?;
+            .map_err(|e| transport_failure("the Graph request", e))?;
         let status = response.status().as_u16();
         let bytes = response
             .bytes()

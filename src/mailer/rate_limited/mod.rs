@@ -14,7 +14,9 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     log_events,
-    mailer::{MailError, MailResult, Mailer, SendAttempt, request_start::RequestStarts},
+    mailer::{
+        MailError, MailErrorKind, MailResult, Mailer, SendAttempt, request_start::RequestStarts,
+    },
     rate_limit::{
         Ask, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
         TenantBudget,
@@ -177,39 +179,40 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 retry_after,
                 booked,
             }) => {
-                return Err(MailError::RateLimitExceeded {
+                return Err(MailErrorKind::RateLimitExceeded {
                     reason,
                     retry_after,
                     booked,
-                });
+                }
+                .into());
             }
             Err(RateLimitError::RecipientsExceedDayLimit {
                 mailbox,
                 recipients,
                 recipients_per_day,
             }) => {
-                return Err(MailError::Permanent {
-                    code: CODE_RECIPIENTS_EXCEED_DAY_LIMIT.to_owned(),
-                    message: format!(
+                return Err(MailError::permanent(
+                    CODE_RECIPIENTS_EXCEED_DAY_LIMIT,
+                    format!(
                         "the message has {recipients} recipients but mailbox {mailbox} may send to at most {recipients_per_day} recipients per day; split it into smaller messages"
                     ),
-                });
+                ));
             }
             Err(RateLimitError::ExternalRecipientsExceedTenantLimit { external, per_day }) => {
-                return Err(MailError::Permanent {
-                    code: CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT.to_owned(),
-                    message: format!(
+                return Err(MailError::permanent(
+                    CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT,
+                    format!(
                         "the message has {external} external recipients but tenant {} may send to at most {per_day} external recipients per day; split it into smaller messages",
                         ask.tenant
                     ),
-                });
+                ));
             }
             // `validate` already refused it; kept for exhaustiveness.
             Err(e @ RateLimitError::NoRecipients { .. }) => {
-                return Err(MailError::Permanent {
-                    code: crate::mailer::validate::CODE_NO_RECIPIENTS.to_owned(),
-                    message: e.to_string(),
-                });
+                return Err(MailError::permanent(
+                    crate::mailer::validate::CODE_NO_RECIPIENTS,
+                    e.to_string(),
+                ));
             }
         };
         let starts = self.request_timeout.map(RequestStarts::new);
@@ -220,14 +223,14 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
             None => self.renewing(guard.reservation(), send).await,
         };
         let reservation = guard.disarm();
-        match &result {
+        match result.as_ref().map_err(|e| &e.kind) {
             Ok(receipt) if receipt.already_sent => {
                 self.limiter.release(&reservation, RequestEnd::Unsent).await;
             }
-            Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
+            Ok(_) | Err(MailErrorKind::OutcomeUnknown(_)) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
             }
-            Err(MailError::Throttled { retry_after }) => {
+            Err(MailErrorKind::Throttled { retry_after }) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
                 if let Some(wait) = retry_after {
                     let now = self.clock.now();

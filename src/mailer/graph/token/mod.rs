@@ -131,7 +131,7 @@ impl TokenSource {
             Some(
                 assertion::CertificateCredential::from_pem(app.client_secret.expose_secret())
                     .map_err(|e| {
-                        MailError::Misconfigured(format!(
+                        MailError::misconfigured(format!(
                             "app {} in tenant {}: {e}",
                             app.client_id, app.graph_tenant_id
                         ))
@@ -189,10 +189,10 @@ impl TokenSource {
                 TokenState::Valid {
                     token, expires_at, ..
                 } if now < *expires_at => Ok(token.clone()),
-                _ => Err(MailError::TokenUnavailable {
-                    retry_after: (*until - now).to_std().unwrap_or_default(),
-                    why: why.clone(),
-                }),
+                _ => Err(MailError::token_unavailable(
+                    (*until - now).to_std().unwrap_or_default(),
+                    why.clone(),
+                )),
             };
         }
         match self.fetch().await {
@@ -253,10 +253,7 @@ impl TokenSource {
                     TokenState::Valid {
                         token, expires_at, ..
                     } if now < *expires_at => Ok(token.clone()),
-                    _ => Err(MailError::TokenUnavailable {
-                        retry_after: pause,
-                        why,
-                    }),
+                    _ => Err(MailError::token_unavailable(pause, why)),
                 }
             }
         }
