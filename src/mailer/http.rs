@@ -13,7 +13,7 @@ use super::MailError;
 /// `sendMail` nor SendGrid's `mail/send` redirects.
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] when the TLS backend cannot be initialised.
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the TLS backend cannot be initialised.
 pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, MailError> {
     reqwest::Client::builder()
         .timeout(timeout)
@@ -30,7 +30,7 @@ pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, Ma
 /// the setting `base` came from in the error.
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] when `base` cannot carry a path (`mailto:`, `data:`, …).
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when `base` cannot carry a path (`mailto:`, `data:`, …).
 pub(crate) fn endpoint_url(base: &Url, variable: &str, more: &[&str]) -> Result<Url, MailError> {
     let mut url = base.clone();
     url.path_segments_mut()

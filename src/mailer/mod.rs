@@ -56,7 +56,7 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     /// costs no budget either. Default: the provider-neutral [`validate::validate`].
     ///
     /// # Errors
-    /// The first rule broken, as [`MailError::Permanent`].
+    /// The first rule broken, as [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent).
     fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
         validate::validate(mail)
     }

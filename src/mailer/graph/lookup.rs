@@ -88,7 +88,7 @@ impl MicrosoftGraphMailer {
 
     /// A request that cannot deliver: any 2xx or a `404` (but a sender's `404`, which
     /// `answer.rs` maps to a pause) is returned; a failure is mapped by
-    /// `answer.rs`, except that an unknown outcome is [`MailError::Transient`] here — nothing
+    /// `answer.rs`, except that an unknown outcome is [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient) here — nothing
     /// could have been sent.
     pub(super) async fn step(
         &self,

@@ -21,7 +21,7 @@ pub(crate) const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
 /// refused by [`crate::mailer::validate`] first.
 ///
 /// # Errors
-/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming both sizes, and naming
+/// [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with [`CODE_REQUEST_TOO_LARGE`], naming both sizes, and naming
 /// `GRAPH_SEND_MODE=draft` when attachments made it too large.
 pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
     if mail.content.attachment_bytes() > MAX_INLINE_ATTACHMENT_BYTES
@@ -52,7 +52,7 @@ pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
 /// too small for an upload session: Graph has no request for it.
 ///
 /// # Errors
-/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming the request and its size.
+/// [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with [`CODE_REQUEST_TOO_LARGE`], naming the request and its size.
 pub fn check_draft_sizes(mail: &OutgoingMail) -> Result<(), MailError> {
     let bare = serde_json::to_vec(&message(mail, Some("<id@example.invalid>"), &[]))
         .unwrap_or_default()

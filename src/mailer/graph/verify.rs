@@ -78,7 +78,7 @@ impl GraphProbe {
     /// token it fetches is fresh, whatever the daemon has cached.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when a URL cannot be built or a certificate bundle cannot be
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when a URL cannot be built or a certificate bundle cannot be
     /// read (the text names what is wrong, never the key).
     pub(crate) fn new(
         http: reqwest::Client,
@@ -121,7 +121,7 @@ impl GraphProbe {
     /// A fresh token request; what the token grants.
     ///
     /// # Errors
-    /// The token endpoint's refusal ([`MailError::Unauthorized`] with the `AADSTS…` code), or
+    /// The token endpoint's refusal ([`MailErrorKind::Unauthorized`](crate::mailer::MailErrorKind::Unauthorized) with the `AADSTS…` code), or
     /// trouble reaching it.
     pub(crate) async fn fetch_token(&self) -> Result<Grant, MailError> {
         let token = self.tokens.access_token().await?;
@@ -182,7 +182,7 @@ impl GraphProbe {
     /// the id of the Sent Items copy, if there is one yet.
     ///
     /// # Errors
-    /// As [`Self::create_and_delete_draft`]; Graph's refusal as [`MailError::Transient`].
+    /// As [`Self::create_and_delete_draft`]; Graph's refusal as [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient).
     pub(crate) async fn find_in_sent_items(&self, imid: &str) -> Result<Option<String>, MailError> {
         let mut url = segments(&self.user_url, &["mailFolders", "sentitems", "messages"]);
         url.query_pairs_mut()

@@ -33,13 +33,13 @@ pub(crate) const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
 ///
 /// `send_with`: the inner mailer's local checks ([`Mailer::check`]: a bad message costs no
 /// budget) → `check_and_reserve`:
-/// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
-/// - a message that can never fit → [`MailError::Permanent`] naming both numbers;
+/// - denied → [`MailErrorKind::RateLimitExceeded`](crate::mailer::MailErrorKind::RateLimitExceeded) at once; `inner` is not called, nothing sleeps;
+/// - a message that can never fit → [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) naming both numbers;
 /// - allowed → `inner.send_with`, then [`RateLimiter::release`] with the outcome:
 ///   - sent → [`RequestEnd::Done`]: the budget was used;
-///   - [`MailError::Throttled`] (429/503/504) → `Done`, and a `Retry-After` becomes the
+///   - [`MailErrorKind::Throttled`](crate::mailer::MailErrorKind::Throttled) (429/503/504) → `Done`, and a `Retry-After` becomes the
 ///     mailbox's cooldown for every replica ([`RateLimiter::cooldown`]);
-///   - [`MailError::OutcomeUnknown`] (a timeout, reset or 5xx after the request was written:
+///   - [`MailErrorKind::OutcomeUnknown`](crate::mailer::MailErrorKind::OutcomeUnknown) (a timeout, reset or 5xx after the request was written:
 ///     Graph may have delivered it) → `Done`: the budget stays counted;
 ///   - any other error (connect failure, local refusal, a 4xx refusal) → [`RequestEnd::Unsent`]:
 ///     the budget is given back (event `mail.rateLimit.released`).
@@ -166,8 +166,8 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
     /// requests made one after another (check, create, upload, send), so the one in-flight lease
     /// covers each of them in turn; the message slot and recipients are used only when the send
     /// step ran: when the check found the message already sent by an earlier attempt
-    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailError::Unconfirmed`]),
-    /// or a create/upload step failed ([`MailError::Transient`]), the budget is given back.
+    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailErrorKind::Unconfirmed`](crate::mailer::MailErrorKind::Unconfirmed)),
+    /// or a create/upload step failed ([`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient)), the budget is given back.
     async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
         self.inner.check(mail)?;
         let ask = self.ask(mail);

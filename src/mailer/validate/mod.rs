@@ -1,6 +1,6 @@
 //! Local validation of an [`OutgoingMail`] before any HTTP call or limiter reservation, so a
 //! message Graph would refuse costs no request and no budget. Every refusal is
-//! [`MailError::Permanent`] with one of the `code`s below and never a full recipient address;
+//! [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with one of the `code`s below and never a full recipient address;
 //! each message names the rule and its limit.
 
 use crate::domain::{MailboxAddress, OutgoingMail, Recipient, mask_address};
@@ -57,7 +57,7 @@ pub(crate) const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
 /// split a header (`x-a\r\nBcc: …`).
 ///
 /// # Errors
-/// The first rule broken, as [`MailError::Permanent`]; addresses in the message are masked.
+/// The first rule broken, as [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent); addresses in the message are masked.
 pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
     validate_with_attachment_limit(mail, MAX_INLINE_ATTACHMENT_BYTES)
 }
@@ -126,7 +126,7 @@ pub(crate) fn validate_with_attachment_limit(
 /// counts `mail.from`, the provider sends as `mailbox`: they must be the same).
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] naming both mailboxes.
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming both mailboxes.
 pub(crate) fn check_sender(mail: &OutgoingMail, mailbox: &MailboxAddress) -> Result<(), MailError> {
     if &mail.from == mailbox {
         Ok(())

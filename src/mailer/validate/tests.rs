@@ -48,7 +48,7 @@ pub(crate) fn rcpt(address: &str) -> Recipient {
     }
 }
 
-/// The `code` of a [`MailError::Permanent`]; panics on anything else.
+/// The `code` of a [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent); panics on anything else.
 pub(crate) fn code(result: Result<(), MailError>) -> String {
     match result.map_err(|e| e.kind) {
         Err(MailErrorKind::Permanent { code, .. }) => code,

@@ -168,8 +168,8 @@ impl TokenSource {
     /// A token valid for at least the refresh margin, fetching one if needed.
     ///
     /// # Errors
-    /// [`MailError::Unauthorized`] when the endpoint refused the credentials (now or within the
-    /// last 30 s), with Microsoft's `AADSTS…` code; [`MailError::Transient`] on network trouble
+    /// [`MailErrorKind::Unauthorized`](crate::mailer::MailErrorKind::Unauthorized) when the endpoint refused the credentials (now or within the
+    /// last 30 s), with Microsoft's `AADSTS…` code; [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient) on network trouble
     /// or a token-endpoint server error (while the old token has not really expired, it is
     /// returned instead).
     pub(crate) async fn access_token(&self) -> Result<AccessToken, MailError> {
