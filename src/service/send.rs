@@ -227,9 +227,9 @@ impl MailProviderService {
                     message.id = %message.id,
                     mailbox = %sending.mailbox,
                     send_attempted,
-                    "attempt stopped at its lease deadline (SEND_LEASE_MS without a confirmed renewal)"
+                    "attempt stopped at its lease deadline (SEND_LEASE without a confirmed renewal)"
                 );
-                let why = "the attempt was stopped at its lease deadline (SEND_LEASE_MS)";
+                let why = "the attempt was stopped at its lease deadline (SEND_LEASE)";
                 Continue(Err(if send_attempted {
                     MailError::outcome_unknown(why)
                 } else {
