@@ -63,14 +63,14 @@ impl IntoResponse for AdminError {
             Self::NoSuchSender(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::BadInput(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Csrf => StatusCode::FORBIDDEN,
-            Self::Store(StoreError::NotFound(_))
+            Self::Store(StoreError::NotFound { .. })
             | Self::Report(
-                ReportError::NoSuchSender(_) | ReportError::Store(StoreError::NotFound(_)),
+                ReportError::NoSuchSender(_) | ReportError::Store(StoreError::NotFound { .. }),
             ) => StatusCode::NOT_FOUND,
-            Self::Report(ReportError::BadInput(_) | ReportError::Store(StoreError::Invalid(_))) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            Self::Store(StoreError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Report(
+                ReportError::BadInput(_) | ReportError::Store(StoreError::Invalid { .. }),
+            )
+            | Self::Store(StoreError::Invalid { .. }) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Intake(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Verify(
                 crate::service::verify::VerifyError::UnknownSenders(_)

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     domain::{MailboxAddress, Priority, Sender},
     log_events,
-    mailer::{MailError, factory::GraphMailbox, redact},
+    mailer::{MailError, MailErrorKind, factory::GraphMailbox, redact},
     rate_limit::{Ask, RateLimiter, ReadLease, RedisCallError, RequestEnd},
     store::{
         StoreError,
@@ -249,8 +249,11 @@ impl BounceReader {
         out.requests += 1;
         let result = request.await;
         self.limiter.release(&lease, RequestEnd::Done).await;
-        if let Err(MailError::Throttled {
-            retry_after: Some(wait),
+        if let Err(MailError {
+            kind: MailErrorKind::Throttled {
+                retry_after: Some(wait),
+            },
+            ..
         }) = &result
         {
             let ask = Ask {

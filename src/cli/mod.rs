@@ -1,8 +1,8 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
 //! subcommands themselves in `args.rs`, `run`'s flags (one per declared setting) in
-//! `run_args.rs`, text output in `tables.rs`; `messages`, `queue`, `campaign` and
-//! `suppressions` in their own files, `senders import`, `senders verify` and `mailbox set-limits` in
-//! `sender_settings.rs`.
+//! `run_args.rs`, text output in `tables.rs`; `messages`, `queue`, `campaign`,
+//! `suppressions` and `enqueue` in their own files, `status` and `mailbox usage` in `reports.rs`,
+//! `senders import`, `senders verify` and `mailbox set-limits` in `sender_settings.rs`.
 
 use std::process::ExitCode;
 
@@ -11,18 +11,17 @@ use clap::Parser;
 
 use crate::{
     config::Config,
-    domain::MailboxAddress,
-    import, intake, log_events,
-    plural::counted,
-    reports::usage::{mailbox_usage, usage_page},
-    store::{self, admin, report},
+    log_events,
+    store::{self, admin},
 };
 
 mod args;
 mod campaign;
+mod enqueue;
 mod messages;
 mod outbox;
 mod queue;
+mod reports;
 mod run_args;
 mod sender_settings;
 mod suppressions;
@@ -86,7 +85,8 @@ pub async fn main() -> ExitCode {
 }
 
 /// What to do about `error`, said after it (`""` when there is nothing to add): a database
-/// missing or behind is fixed by `mail-worker migrate`.
+/// missing or behind is fixed by `mail-worker migrate`, a system mailbox comes from
+/// `mail-worker senders import`. The store says what is wrong; the command line, what to run.
 fn advice(error: &anyhow::Error) -> &'static str {
     match error
         .chain()
@@ -94,6 +94,12 @@ fn advice(error: &anyhow::Error) -> &'static str {
     {
         Some(store::StoreError::MissingDatabase(_)) => ": run `mail-worker migrate` to create it",
         Some(store::StoreError::NotMigrated { .. }) => ": run `mail-worker migrate`",
+        Some(store::StoreError::NotFound {
+            entity: store::Entity::SystemMailbox,
+            ..
+        }) => {
+            " (system mailboxes come from `mail-worker senders import`; tenant senders always use the default limits)"
+        }
         _ => "",
     }
 }
@@ -109,30 +115,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             tracing::info!(event = log_events::DB_MIGRATED, "migrations applied");
             Ok(ExitCode::SUCCESS)
         }
-        Command::CheckConfig => {
-            out(&(config.redacted_lines().join("\n") + "\n"));
-            for warning in config.warnings() {
-                eprintln!("mail-worker: warning: {warning}");
-            }
-            // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only
-            // the admin UI needs it), and the webhooks' secret as `run` reads it (its reference
-            // resolved, its length): both named when both are bad.
-            let admin = config
-                .admin
-                .token
-                .as_ref()
-                .and_then(|token| crate::admin::AdminToken::resolve(Some(token)).err());
-            let outbox = crate::outbox::OutboxSettings::from_config(&config).err();
-            let bad: Vec<_> = admin.into_iter().chain(outbox).collect();
-            for e in &bad {
-                eprintln!("mail-worker: bad configuration: {e}");
-            }
-            Ok(if bad.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(78) // EX_CONFIG
-            })
-        }
+        Command::CheckConfig => Ok(check_config(&config)),
         Command::Run(_) => crate::daemon::run(config).await,
         Command::Admin(_) => crate::admin::run(config).await,
         Command::Senders(SendersCommand::Import { file }) => {
@@ -152,37 +135,7 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             via,
             dry_run: false,
             ..
-        } if via == "queue" => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            // The lines checked as the import (and `--dry-run`) would: a bad one is named and
-            // nothing is pushed, instead of dead letters for the replicas to find.
-            let pool = store::open(&config.database_url, 2).await?;
-            let bad = import::check(&pool, &bytes).await?.bad;
-            if !bad.is_empty() {
-                for entry in &bad {
-                    eprintln!("{}:{entry}", file.display());
-                }
-                eprintln!(
-                    "mail-worker: {}: nothing pushed (fix them, or check with `enqueue --dry-run`)",
-                    counted(bad.len() as u64, "bad line", "bad lines")
-                );
-                return Ok(ExitCode::FAILURE);
-            }
-            let (settings, mut conn) = queue::queue_of(&config).await?;
-            let queue = settings.queue.as_str();
-            let lines: Vec<Vec<u8>> = intake::file_lines(&bytes).collect();
-            let given = lines.len();
-            let pushed = intake::push_lines(conn.clone(), queue, lines).await?;
-            let stats = intake::dead::stats(&mut conn, queue, settings.orphaned_after()).await?;
-            out(&format!(
-                "{pushed} of {} pushed onto {queue} ({} already there: waiting, in flight or dead — a dead one must be discarded with `mail-worker queue discard ID` before it is pushed again; {} waiting); the replicas store them, `mail-worker queue dead` lists refused ones\n",
-                counted(given as u64, "line", "lines"),
-                given - pushed,
-                stats.waiting + stats.scheduled
-            ));
-            Ok(ExitCode::SUCCESS)
-        }
+        } if via == "queue" => enqueue::push_file(&config, &file).await,
         Command::Queue(command) => queue::queue_command(&config, command).await,
         Command::Suppressions(command) => {
             suppressions::suppressions_command(&config, command).await
@@ -190,82 +143,14 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
         Command::Events(command) => outbox::events_command(&config, command).await,
         Command::Campaign(command) => campaign::campaign_command(&config, command).await,
         Command::Enqueue { file, dry_run, .. } => {
-            let pool = store::open(&config.database_url, 4).await?;
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let import::Enqueued {
-                inserted,
-                good: total,
-                bad,
-                suppressed,
-                all_suppressed,
-            } = if dry_run {
-                import::check(&pool, &bytes).await?
-            } else {
-                import::enqueue(&pool, &bytes, config.events.outbox()).await?
-            };
-            for entry in &bad {
-                eprintln!("{}:{entry}", file.display());
-            }
-            let suppressed = if suppressed > 0 {
-                format!(
-                    ", {} suppressed ({} left with none: ERROR \"{}\")",
-                    counted(suppressed, "recipient", "recipients"),
-                    counted(all_suppressed, "message", "messages"),
-                    crate::domain::ALL_SUPPRESSED
-                )
-            } else {
-                String::new()
-            };
-            out(&format!(
-                "{} {}, {} already present, {}{suppressed}{}\n",
-                counted(inserted, "message", "messages"),
-                if dry_run {
-                    "would be inserted"
-                } else {
-                    "inserted"
-                },
-                total - inserted as usize,
-                counted(bad.len() as u64, "bad line", "bad lines"),
-                if dry_run {
-                    " (dry run: nothing written)"
-                } else {
-                    ""
-                }
-            ));
-            Ok(if bad.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            enqueue::insert_file(&config, &file, dry_run).await
         }
         Command::Mailbox(MailboxCommand::Usage {
             address,
             page,
             per_page,
             json,
-        }) => {
-            let pool = store::open(&config.database_url, 2).await?;
-            let Some(address) = address else {
-                let page = usage_page(&config, &pool, page, per_page).await?;
-                if let Some(past) = page.past_the_last() {
-                    anyhow::bail!(past);
-                }
-                out(&if json {
-                    serde_json::to_string_pretty(&page)? + "\n"
-                } else {
-                    usage_page_text(&page)
-                });
-                return Ok(ExitCode::SUCCESS);
-            };
-            let usage = mailbox_usage(&config, &pool, &MailboxAddress::parse(&address)?).await?;
-            if json {
-                out(&(serde_json::to_string_pretty(&usage)? + "\n"));
-            } else {
-                out(&usage_text(&usage));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        }) => reports::usage(&config, address, (page, per_page), json).await,
         Command::Messages(command) => match command {
             MessagesCommand::Retry(args) => {
                 messages::bulk(&config, admin::BulkAction::Retry, &args).await
@@ -277,42 +162,71 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             MessagesCommand::Show { id, json } => messages::show_message(&config, id, json).await,
             MessagesCommand::Purge(args) => messages::purge_messages(&config, &args).await,
         },
-        Command::Probe { addr, path } => {
-            let mut addr = addr
-                .or(config.metrics_listen)
-                .context("METRICS_LISTEN is off: nothing to probe")?;
-            if addr.ip().is_unspecified() {
-                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            }
-            let url = format!("http://{addr}{path}");
-            let client = reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(3))
-                .build()?;
-            let answer = client
-                .get(&url)
-                .send()
-                .await
-                .with_context(|| format!("METRICS_LISTEN ({addr}): no answer"))?;
-            let status = answer.status();
-            let body = answer.text().await.unwrap_or_default();
-            out(&format!("{status} {body}\n"));
-            Ok(if status.is_success() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        Command::Status { json } => {
-            let pool = store::open(&config.database_url, 2).await?;
-            let rows = report::by_sender(&pool).await?;
-            if json {
-                out(&(serde_json::to_string_pretty(&rows)? + "\n"));
-            } else {
-                out(&status_table(&rows));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Probe { addr, path } => probe(&config, addr, &path).await,
+        Command::Status { json } => reports::status(&config, json).await,
     }
+}
+
+/// `check-config`: the settings with secrets redacted, the warnings, and exit 78 (`EX_CONFIG`)
+/// when a set `ADMIN_TOKEN` or the webhooks' secret is bad (both named when both are).
+fn check_config(config: &Config) -> ExitCode {
+    out(&(config.redacted_lines().join("\n") + "\n"));
+    for warning in config.warnings() {
+        eprintln!("mail-worker: warning: {warning}");
+    }
+    // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only the admin
+    // UI needs it), and the webhooks' secret as `run` reads it (its reference resolved, its
+    // length).
+    let admin = config
+        .admin
+        .token
+        .as_ref()
+        .and_then(|token| crate::admin::AdminToken::resolve(Some(token)).err());
+    let outbox = crate::outbox::OutboxSettings::from_config(config).err();
+    let bad: Vec<_> = admin.into_iter().chain(outbox).collect();
+    for e in &bad {
+        eprintln!("mail-worker: bad configuration: {e}");
+    }
+    if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(78) // EX_CONFIG
+    }
+}
+
+/// `probe [ADDR] PATH`: one GET of the daemon's `/healthz` or `/readyz`, its status and body
+/// printed; fails unless it answered 2xx.
+///
+/// # Errors
+/// `METRICS_LISTEN` off and no address given, or no answer.
+async fn probe(
+    config: &Config,
+    addr: Option<std::net::SocketAddr>,
+    path: &str,
+) -> anyhow::Result<ExitCode> {
+    let mut addr = addr
+        .or(config.metrics_listen)
+        .context("METRICS_LISTEN is off: nothing to probe")?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let url = format!("http://{addr}{path}");
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build()?;
+    let answer = client
+        .get(&url)
+        .send()
+        .await
+        .with_context(|| format!("METRICS_LISTEN ({addr}): no answer"))?;
+    let status = answer.status();
+    let body = answer.text().await.unwrap_or_default();
+    out(&format!("{status} {body}\n"));
+    Ok(if status.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Writes to stdout; a closed pipe (`mail-worker status | head`) is not an error.

@@ -13,14 +13,16 @@ use super::MailError;
 /// `sendMail` nor SendGrid's `mail/send` redirects.
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] when the TLS backend cannot be initialised.
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the TLS backend cannot be initialised.
 pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, MailError> {
     reqwest::Client::builder()
         .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("mail-worker/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| MailError::Misconfigured(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| {
+            MailError::misconfigured(format!("cannot build the HTTP client: {e}")).caused_by(e)
+        })
 }
 
 /// `base` with its trailing empty segment dropped and `more` appended (`https://h/v1.0/` +
@@ -28,12 +30,12 @@ pub(crate) fn build_http_client(timeout: Duration) -> Result<reqwest::Client, Ma
 /// the setting `base` came from in the error.
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] when `base` cannot carry a path (`mailto:`, `data:`, …).
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when `base` cannot carry a path (`mailto:`, `data:`, …).
 pub(crate) fn endpoint_url(base: &Url, variable: &str, more: &[&str]) -> Result<Url, MailError> {
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| {
-            MailError::Misconfigured(format!(
+            MailError::misconfigured(format!(
                 "{variable} {} cannot be used as a base URL",
                 crate::domain::redact_url(base)
             ))
@@ -63,6 +65,12 @@ pub(crate) fn describe_transport_error(what: &str, error: &reqwest::Error) -> St
         source = cause.source();
     }
     text
+}
+
+/// A [`MailError::transient`] for a request that failed in transport: `what` described by
+/// [`describe_transport_error`], `error` (without its URL) its source.
+pub(crate) fn transport_failure(what: &str, error: reqwest::Error) -> MailError {
+    MailError::transient(describe_transport_error(what, &error)).caused_by_transport(error)
 }
 
 /// The value of header `name` of `response`, if present and ASCII.

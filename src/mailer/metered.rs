@@ -4,7 +4,7 @@ use std::{fmt, sync::Arc};
 
 use crate::{
     domain::OutgoingMail,
-    mailer::{MailError, MailResult, Mailer, SendAttempt, SendReceipt},
+    mailer::{MailError, MailErrorKind, MailResult, Mailer, SendAttempt, SendReceipt},
     ops::metrics::Metrics,
 };
 
@@ -50,7 +50,7 @@ impl<M: Mailer> Mailer for Metered<M> {
 
 impl<M: Mailer> Metered<M> {
     fn count(&self, result: &Result<SendReceipt, MailError>, started: std::time::Instant) {
-        let status = provider_status(&result.as_ref().map(|_| ()));
+        let status = provider_status(result.as_ref().map(|_| ()).map_err(|e| &e.kind));
         self.metrics
             .provider_request(self.provider, status, started.elapsed());
     }
@@ -61,17 +61,17 @@ impl<M: Mailer> Metered<M> {
 /// trouble), `outcome_unknown` (timeout or 5xx after the request was written), `permanent`
 /// (the message was refused), `unauthorized`, `misconfigured`. Classes rather than HTTP codes:
 /// the providers' own modules own the code → error mapping, and a class is what an alert needs.
-pub(crate) fn provider_status(result: &Result<(), &MailError>) -> &'static str {
+pub(crate) fn provider_status(result: Result<(), &MailErrorKind>) -> &'static str {
     match result {
         Ok(()) => "accepted",
-        Err(MailError::Throttled { .. }) => "throttled",
-        Err(MailError::Transient(_)) => "transient",
-        Err(MailError::OutcomeUnknown(_)) => "outcome_unknown",
-        Err(MailError::Permanent { .. }) => "permanent",
-        Err(MailError::Unauthorized(_)) => "unauthorized",
-        Err(MailError::Misconfigured(_)) => "misconfigured",
-        Err(MailError::RateLimitExceeded { .. }) => "rate_limited",
-        Err(MailError::Unconfirmed { .. }) => "unconfirmed",
-        Err(MailError::TokenUnavailable { .. }) => "transient",
+        Err(MailErrorKind::Throttled { .. }) => "throttled",
+        Err(MailErrorKind::Transient(_)) => "transient",
+        Err(MailErrorKind::OutcomeUnknown(_)) => "outcome_unknown",
+        Err(MailErrorKind::Permanent { .. }) => "permanent",
+        Err(MailErrorKind::Unauthorized(_)) => "unauthorized",
+        Err(MailErrorKind::Misconfigured(_)) => "misconfigured",
+        Err(MailErrorKind::RateLimitExceeded { .. }) => "rate_limited",
+        Err(MailErrorKind::Unconfirmed { .. }) => "unconfirmed",
+        Err(MailErrorKind::TokenUnavailable { .. }) => "transient",
     }
 }

@@ -1,8 +1,9 @@
 //! The `Mailer` trait and its implementations: Microsoft Graph (`graph/`), SendGrid
 //! (`sendgrid/`), the rate-limited and metered decorators (`rate_limited/`, `metered.rs`), the
-//! config-hash factory (`factory/`) and the [`MailerSource`] the service draws from. Callers
-//! see only [`Mailer`] and [`MailError`]; never HTTP.
+//! config-hash factory (`factory/`), the [`MailerSource`] the service draws from and
+//! [`MailError`] (`error.rs`). Callers see only [`Mailer`] and [`MailError`]; never HTTP.
 
+mod error;
 pub(crate) mod factory;
 pub mod graph;
 pub(crate) mod http;
@@ -15,12 +16,11 @@ mod settings;
 pub mod source;
 pub mod validate;
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 
-use crate::{domain::OutgoingMail, rate_limit::DenyReason};
+use crate::domain::OutgoingMail;
 
+pub use error::{MailError, MailErrorKind, MailErrorSource};
 pub use factory::MailerFactory;
 pub use graph::MicrosoftGraphMailer;
 pub use rate_limited::RateLimitedGraphMailer;
@@ -56,7 +56,7 @@ pub trait Mailer: Send + Sync + std::fmt::Debug {
     /// costs no budget either. Default: the provider-neutral [`validate::validate`].
     ///
     /// # Errors
-    /// The first rule broken, as [`MailError::Permanent`].
+    /// The first rule broken, as [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent).
     fn check(&self, mail: &OutgoingMail) -> Result<(), MailError> {
         validate::validate(mail)
     }
@@ -141,95 +141,4 @@ pub struct SendReceipt {
     /// What the row's `last_error` should say although it is `SENT` (e.g. `outcome unknown;
     /// resent`), when the delivery may have been doubled or was confirmed by a check.
     pub note: Option<String>,
-}
-
-/// Why a send did not happen, phrased as what to do next.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MailError {
-    /// Our limiter refused: defer by `retry_after` (+ spread unless `booked`). Not a failure.
-    #[error("mail rate limit exceeded ({reason}); retry after {} ms", retry_after.as_millis())]
-    RateLimitExceeded {
-        /// The budget that refused.
-        reason: DenyReason,
-        /// Time until the message may go.
-        retry_after: Duration,
-        /// A slot at `now + retry_after` is booked for this message: come back exactly then.
-        booked: bool,
-    },
-    /// The provider throttled (HTTP 429/503/504): defer by `retry_after`, or back off
-    /// exponentially when the provider gave none.
-    #[error("provider throttled the request{}", retry_after.map(|d| format!("; Retry-After {} ms", d.as_millis())).unwrap_or_default())]
-    Throttled {
-        /// The provider's `Retry-After`, parsed.
-        retry_after: Option<Duration>,
-    },
-    /// The request surely did not reach the provider (a connect error, 408, token trouble):
-    /// retry with backoff, up to `MAIL_MAX_ATTEMPTS`.
-    #[error("transient failure: {0}")]
-    Transient(String),
-    /// The request was written but its outcome is unknown (a timeout or reset while waiting
-    /// for the answer, a 5xx): the provider may have delivered it. Retried like
-    /// [`Self::Transient`], but the limiter keeps its budget counted.
-    #[error("outcome unknown: {0}")]
-    OutcomeUnknown(String),
-    /// The message itself is bad (Graph `ErrorInvalidRecipients`, a non-`x-` header, too large):
-    /// never retry.
-    #[error("{code}: {message}")]
-    Permanent {
-        /// The provider's error code or ours (e.g. `ErrorInvalidRecipients`).
-        code: String,
-        /// A message a person can act on.
-        message: String,
-    },
-    /// The credentials were refused (e.g. AADSTS7000215); fix the app registration.
-    #[error("unauthorized: {0}")]
-    Unauthorized(String),
-    /// The sender's configuration cannot work (unresolvable secret, missing credentials).
-    #[error("misconfigured: {0}")]
-    Misconfigured(String),
-    /// The token endpoint failed transiently (5xx, network) and is paused for `retry_after`
-    /// (single-flight with backoff): nothing was sent; defer, do not count an attempt.
-    #[error("Graph token unavailable ({why}); retry after {} ms", retry_after.as_millis())]
-    TokenUnavailable {
-        /// The rest of the pause.
-        retry_after: Duration,
-        /// The token endpoint's failure.
-        why: String,
-    },
-    /// An earlier attempt's send had an unknown outcome and the check cannot tell yet whether
-    /// it went (Graph is eventually consistent): nothing was sent now; check again after
-    /// `retry_after`. Not a failure and not an attempt.
-    #[error("outcome of an earlier send not confirmed yet ({why}); checking again in {} ms", retry_after.as_millis())]
-    Unconfirmed {
-        /// When to check again.
-        retry_after: Duration,
-        /// What the check saw.
-        why: String,
-    },
-}
-
-impl MailError {
-    /// The same error with `f` applied to every provider-supplied text in it (scrubbing).
-    #[must_use]
-    pub(crate) fn map_text(self, f: impl Fn(&str) -> String) -> Self {
-        match self {
-            Self::Transient(t) => Self::Transient(f(&t)),
-            Self::OutcomeUnknown(t) => Self::OutcomeUnknown(f(&t)),
-            Self::Permanent { code, message } => Self::Permanent {
-                code: f(&code),
-                message: f(&message),
-            },
-            Self::Unauthorized(t) => Self::Unauthorized(f(&t)),
-            Self::Misconfigured(t) => Self::Misconfigured(f(&t)),
-            Self::Unconfirmed { retry_after, why } => Self::Unconfirmed {
-                retry_after,
-                why: f(&why),
-            },
-            Self::TokenUnavailable { retry_after, why } => Self::TokenUnavailable {
-                retry_after,
-                why: f(&why),
-            },
-            other @ (Self::RateLimitExceeded { .. } | Self::Throttled { .. }) => other,
-        }
-    }
 }

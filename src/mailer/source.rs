@@ -14,12 +14,12 @@ pub trait MailerSource: Send + Sync {
     /// The mailer of a tenant's sender.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when the tenant's settings cannot make a mailer.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the tenant's settings cannot make a mailer.
     async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError>;
     /// The mailer of a system mailbox (rate-limited with its own limits).
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when the mailbox's settings cannot make a mailer.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the mailbox's settings cannot make a mailer.
     async fn mailer_for_system_mailbox(
         &self,
         mailbox: &SystemMailbox,

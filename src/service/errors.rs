@@ -14,7 +14,7 @@ use super::{
 use crate::{
     domain::MailboxAddress,
     log_events,
-    mailer::MailError,
+    mailer::{MailError, MailErrorKind},
     ops::metrics::OutcomeLabel,
     rate_limit::DenyReason,
     store::{
@@ -36,8 +36,8 @@ impl MailProviderService {
         let spread = self.spread(message.id);
         let fence = message.fence;
         // The deferrals: where to, how long the backoff and the spread were (for the log line).
-        let (wait, waited, label) = match error {
-            MailError::RateLimitExceeded {
+        let (wait, waited, label) = match &error.kind {
+            &MailErrorKind::RateLimitExceeded {
                 reason,
                 retry_after,
                 booked,
@@ -54,7 +54,7 @@ impl MailProviderService {
                 let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
                 (wait, (None, Some(spread)), OutcomeLabel::Deferred)
             }
-            MailError::Throttled { retry_after } => {
+            &MailErrorKind::Throttled { retry_after } => {
                 // The backoff counts throttles only: bookings are deferrals too, and must not
                 // make one 429 wait the last step.
                 let backoff_ms =
@@ -70,11 +70,11 @@ impl MailProviderService {
                     OutcomeLabel::Throttled,
                 )
             }
-            MailError::Unconfirmed { retry_after, .. } => {
+            &MailErrorKind::Unconfirmed { retry_after, .. } => {
                 let wait = (retry_after, Reschedule::Deferral, wait_reason::UNCONFIRMED);
                 (wait, (None, None), OutcomeLabel::Deferred)
             }
-            MailError::TokenUnavailable { retry_after, .. } => {
+            &MailErrorKind::TokenUnavailable { retry_after, .. } => {
                 let wait = (
                     retry_after + spread,
                     Reschedule::Deferral,
@@ -82,7 +82,7 @@ impl MailProviderService {
                 );
                 (wait, (None, Some(spread)), OutcomeLabel::Deferred)
             }
-            MailError::Transient(ref why) | MailError::OutcomeUnknown(ref why) => {
+            MailErrorKind::Transient(why) | MailErrorKind::OutcomeUnknown(why) => {
                 let attempts = message.attempts.max(0) as u32;
                 let age = (message.db_now() - message.first_attempt_at)
                     .to_std()
@@ -110,7 +110,7 @@ impl MailProviderService {
                 let wait = (backoff_ms, Reschedule::Retry, wait_reason::RETRY);
                 (wait, (Some(backoff_ms), None), OutcomeLabel::Retried)
             }
-            MailError::Unauthorized(_) | MailError::Misconfigured(_) => {
+            MailErrorKind::Unauthorized(_) | MailErrorKind::Misconfigured(_) => {
                 // Not the message's fault: pause the sender, keep the message, count no attempt.
                 let reason = error.to_string();
                 let now = self.clock.now();
@@ -131,7 +131,7 @@ impl MailProviderService {
                 let outcome = self.defer_paused(fence, wait, &reason, attempt.1).await?;
                 return Ok((outcome, OutcomeLabel::Paused));
             }
-            MailError::Permanent { .. } => {
+            MailErrorKind::Permanent { .. } => {
                 let outcome = self
                     .fail_after(fence, Some(mailbox), error.to_string(), attempt)
                     .await?;
@@ -162,8 +162,8 @@ impl MailProviderService {
         };
         let ms = |d: Duration| d.as_millis() as u64;
         // Each deferral's line: its level, event and text, and what its error says.
-        let (line, reason, retry_after, why, error, attempts) = match error {
-            MailError::RateLimitExceeded {
+        let (line, reason, retry_after, why, error, attempts) = match &error.kind {
+            MailErrorKind::RateLimitExceeded {
                 reason,
                 retry_after,
                 ..
@@ -182,7 +182,7 @@ impl MailProviderService {
                     None,
                 )
             }
-            MailError::Throttled { retry_after } => {
+            MailErrorKind::Throttled { retry_after } => {
                 let line = (
                     Level::WARN,
                     log_events::MAIL_GRAPH_THROTTLED,
@@ -190,7 +190,7 @@ impl MailProviderService {
                 );
                 (line, None, *retry_after, None, None, None)
             }
-            MailError::Unconfirmed { retry_after, why } => {
+            MailErrorKind::Unconfirmed { retry_after, why } => {
                 let line = (
                     Level::INFO,
                     log_events::MAIL_SEND_UNCONFIRMED,
@@ -198,7 +198,7 @@ impl MailProviderService {
                 );
                 (line, None, Some(*retry_after), Some(why), None, None)
             }
-            MailError::TokenUnavailable { retry_after, why } => {
+            MailErrorKind::TokenUnavailable { retry_after, why } => {
                 let line = (
                     Level::WARN,
                     log_events::MAIL_GRAPH_THROTTLED,
@@ -206,7 +206,7 @@ impl MailProviderService {
                 );
                 (line, None, Some(*retry_after), None, Some(why), None)
             }
-            MailError::Transient(why) | MailError::OutcomeUnknown(why) => {
+            MailErrorKind::Transient(why) | MailErrorKind::OutcomeUnknown(why) => {
                 let line = (
                     Level::WARN,
                     log_events::MAIL_RETRY_SCHEDULED,

@@ -83,15 +83,18 @@ fn statuses(
     match filter.status {
         None => Ok(vec![default.as_str()]),
         Some(s) if allowed.contains(&s) => Ok(vec![s.as_str()]),
-        Some(s) => Err(StoreError::NotFound(format!(
-            "--status {} is not accepted here (accepted: {})",
-            s.as_str(),
-            allowed
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        Some(s) => Err(StoreError::Invalid {
+            field: "status",
+            reason: format!(
+                "{} is not accepted here (accepted: {})",
+                s.as_str(),
+                allowed
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
     }
 }
 

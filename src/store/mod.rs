@@ -34,12 +34,24 @@ pub enum StoreError {
         /// What is wrong.
         problem: String,
     },
-    /// A named row does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// A value given to store cannot be stored; the text names it (an address masked).
-    #[error("{0}")]
-    Invalid(String),
+    /// A named row does not exist: `no system mailbox x@contoso.example`. What to do about it
+    /// is said where it is shown (the CLI, the admin UI).
+    #[error("no {entity} {key}")]
+    NotFound {
+        /// What was looked for.
+        entity: Entity,
+        /// Its key as given (an address).
+        key: String,
+    },
+    /// A value given cannot be stored or used: `address: l***@example.com is not a mailbox
+    /// address (expected local@domain)`.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field or argument the value was given for (`address`, `status`).
+        field: &'static str,
+        /// What is wrong with it, the value named (an address masked).
+        reason: String,
+    },
     /// The server cannot be reached: `DATABASE_URL (127.0.0.1:5433): connection refused`.
     #[error("DATABASE_URL ({address}): {reason}")]
     Unreachable {
@@ -59,6 +71,21 @@ pub enum StoreError {
         /// `has no schema` or `is missing migration <version> (<description>)`.
         problem: String,
     },
+}
+
+/// What a [`StoreError::NotFound`] looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    /// A row of `system_mailboxes`, by address.
+    SystemMailbox,
+}
+
+impl std::fmt::Display for Entity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::SystemMailbox => "system mailbox",
+        })
+    }
 }
 
 /// `host:port` of a database URL.

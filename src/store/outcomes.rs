@@ -197,7 +197,7 @@ async fn apply_in(
             .await
             {
                 Ok(_) => out.suppressed += 1,
-                Err(StoreError::Invalid(_)) => {}
+                Err(StoreError::Invalid { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -43,6 +43,14 @@ fn columns(scope: SenderRef) -> (Option<Uuid>, Option<Uuid>) {
     }
 }
 
+/// [`StoreError::Invalid`] for the `address` field.
+fn invalid_address(reason: String) -> StoreError {
+    StoreError::Invalid {
+        field: "address",
+        reason,
+    }
+}
+
 /// Suppresses `address` for `scope` (the tenant or system mailbox that sent to it), with
 /// `reason` and `source`; an address already on the scope's list keeps its first entry. Takes
 /// any executor, so a bounce is suppressed in the transaction that records it. Returns whether
@@ -58,7 +66,7 @@ pub async fn add<'e>(
     reason: &str,
     source: SuppressionSource,
 ) -> Result<bool, StoreError> {
-    let address = suppressed_address(address).map_err(StoreError::Invalid)?;
+    let address = suppressed_address(address).map_err(invalid_address)?;
     let (tenant, mailbox) = columns(scope);
     let done = sqlx::query(
         "INSERT INTO suppressions (tenant_id, system_mailbox_id, address, reason, source) \
@@ -113,7 +121,7 @@ pub async fn add_many(
 /// # Errors
 /// [`StoreError::Invalid`] for an address that is not `local@domain`; database errors.
 pub async fn remove(pool: &PgPool, scope: SenderRef, address: &str) -> Result<bool, StoreError> {
-    let address = suppressed_address(address).map_err(StoreError::Invalid)?;
+    let address = suppressed_address(address).map_err(invalid_address)?;
     let done = sqlx::query("DELETE FROM suppressions WHERE scope = $1 AND address = $2")
         .bind(scope.id())
         .bind(&address)

@@ -21,7 +21,7 @@ use mail_worker::{
         Attachment, BodyContentType, GraphCredentials, Header, MailboxAddress, MessageContent,
         OutgoingMail, Recipient, SecretRef, SystemMailbox, Tenant, TenantTransport,
     },
-    mailer::{MailError, Mailer, MailerFactory},
+    mailer::{MailError, MailErrorKind, Mailer, MailerFactory},
     rate_limit::{Decision, DenyReason, MailRateLimiter},
 };
 use redis::AsyncCommands;
@@ -242,10 +242,16 @@ fn graph_error(status: u16, code: &str, message: &str) -> ResponseTemplate {
     }))
 }
 
-/// Asserts no secret, token or full recipient address leaked into `error`.
+/// Asserts no secret, token, full recipient address or request URL (it names the mailbox)
+/// leaked into `error` or any error under it.
 fn assert_clean(error: &MailError) {
-    let text = format!("{error} {error:?}");
-    for needle in [SECRET, "tok-1", "tok-2", RECIPIENT] {
+    let mut text = format!("{error} {error:?}");
+    let mut cause = std::error::Error::source(error);
+    while let Some(c) = cause {
+        text.push_str(&format!(" | {c} {c:?}"));
+        cause = c.source();
+    }
+    for needle in [SECRET, "tok-1", "tok-2", RECIPIENT, "/users/"] {
         assert!(!text.contains(needle), "{needle} leaked into {text}");
     }
 }
@@ -349,10 +355,8 @@ async fn throttling_answers_are_throttled_with_retry_after_and_one_post() {
         rig.send_answers(answer, 1).await;
         let result = rig.graph_mailer().await.send(&mail()).await;
         assert_eq!(
-            result,
-            Err(MailError::Throttled {
-                retry_after: expected
-            }),
+            result.map_err(|e| e.kind),
+            Err(MailError::throttled(expected).kind),
             "{status} {retry_after:?}"
         );
         assert_eq!(rig.count(SEND_PATH).await, 1, "{status}");
@@ -411,10 +415,10 @@ async fn a_second_401_is_unauthorized_after_exactly_two_posts() {
     .await;
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
     assert_eq!(
-        err,
-        MailError::Unauthorized(
-            "Graph refused the access token for mailbox events@contoso.example twice: InvalidAuthenticationToken: Access token validation failure.".into()
-        )
+        err.kind,
+        MailError::unauthorized(
+            "Graph refused the access token for mailbox events@contoso.example twice: InvalidAuthenticationToken: Access token validation failure."
+        ).kind
     );
     assert_eq!(rig.count(SEND_PATH).await, 2);
     assert_eq!(rig.count(TOKEN_PATH).await, 2);
@@ -441,13 +445,10 @@ async fn client_errors_are_permanent_with_graphs_code_after_one_post() {
         .await;
         let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
         assert_eq!(
-            err,
-            MailError::Permanent {
-                code: code.into(),
-                message: format!(
+            err.kind,
+            MailError::permanent(code, format!(
                     "Graph refused the message (HTTP {status}): Recipient 'l***@example.com' is not resolved."
-                ),
-            }
+                )).kind
         );
         assert_eq!(rig.count(SEND_PATH).await, 1);
         assert_eq!(rig.limiter.releases(), 1);
@@ -465,9 +466,9 @@ async fn sender_level_refusals_pause_the_sender_instead_of_failing_the_message()
     ] {
         let rig = Rig::answering(graph_error(status, code, "Access is denied."), 1).await;
         let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
-        let text = match &err {
-            MailError::Unauthorized(t) if status == 403 => t.clone(),
-            MailError::Misconfigured(t) if status == 404 => t.clone(),
+        let text = match &err.kind {
+            MailErrorKind::Unauthorized(t) if status == 403 => t.clone(),
+            MailErrorKind::Misconfigured(t) if status == 404 => t.clone(),
             other => panic!("{status} {code}: {other:?}"),
         };
         assert!(
@@ -487,10 +488,10 @@ async fn other_server_errors_are_outcome_unknown_after_one_post() {
         let rig = Rig::answering(graph_error(status, "generalException", "oops"), 1).await;
         let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
         assert_eq!(
-            err,
-            MailError::OutcomeUnknown(format!(
+            err.kind,
+            MailError::outcome_unknown(format!(
                 "Graph sendMail for mailbox events@contoso.example answered {status}: generalException: oops"
-            ))
+            )).kind
         );
         assert_eq!(rig.count(SEND_PATH).await, 1);
         assert_eq!(
@@ -513,10 +514,12 @@ async fn a_send_slower_than_http_timeout_ms_is_outcome_unknown() {
     let started = std::time::Instant::now();
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
     let took = started.elapsed();
-    let MailError::OutcomeUnknown(text) = &err else {
+    let MailErrorKind::OutcomeUnknown(text) = &err.kind else {
         panic!("{err:?}")
     };
     assert!(text.contains("timed out"), "{text}");
+    let cause = std::error::Error::source(&err).and_then(|c| c.downcast_ref::<reqwest::Error>());
+    assert!(cause.is_some_and(reqwest::Error::is_timeout), "{cause:?}");
     assert!(took < Duration::from_secs(2), "gave up after {took:?}");
     assert_eq!(
         rig.limiter.releases(),
@@ -540,11 +543,14 @@ async fn a_connection_error_is_transient() {
     .await;
     rig.token_endpoint(3599, Duration::ZERO).await;
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
-    let MailError::Transient(text) = &err else {
+    let MailErrorKind::Transient(text) = &err.kind else {
         panic!("{err:?}")
     };
     assert!(text.contains("could not connect"), "{text}");
     assert!(!text.contains("127.0.0.1"), "no URL in the error: {text}");
+    let cause = std::error::Error::source(&err).and_then(|c| c.downcast_ref::<reqwest::Error>());
+    assert!(cause.is_some_and(reqwest::Error::is_connect), "{cause:?}");
+    assert_clean(&err);
     assert_eq!(rig.count(TOKEN_PATH).await, 1);
     assert_eq!(rig.limiter.releases(), 1);
 }
@@ -649,18 +655,27 @@ async fn invalid_client_is_unauthorized_with_the_aadsts_code_and_one_request_per
         .await;
     rig.send_answers(ResponseTemplate::new(202), 0).await;
     let mailer = rig.graph_mailer().await;
-    let expected = MailError::Unauthorized(
-        "the token endpoint refused app app-1 in tenant contoso.example: invalid_client (AADSTS7000215): AADSTS7000215: Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, for a secret added to app 'app-1'.".into(),
+    let expected = MailError::unauthorized(
+        "the token endpoint refused app app-1 in tenant contoso.example: invalid_client (AADSTS7000215): AADSTS7000215: Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, for a secret added to app 'app-1'.",
     );
     for _ in 0..3 {
-        assert_eq!(mailer.send(&mail()).await, Err(expected.clone()));
+        assert_eq!(
+            mailer.send(&mail()).await.map_err(|e| e.kind),
+            Err(expected.clone().kind)
+        );
     }
     assert_eq!(rig.count(TOKEN_PATH).await, 1);
     rig.clock.advance(Duration::from_secs(29));
-    assert_eq!(mailer.send(&mail()).await, Err(expected.clone()));
+    assert_eq!(
+        mailer.send(&mail()).await.map_err(|e| e.kind),
+        Err(expected.clone().kind)
+    );
     assert_eq!(rig.count(TOKEN_PATH).await, 1, "29 s later: still paused");
     rig.clock.advance(Duration::from_secs(1));
-    assert_eq!(mailer.send(&mail()).await, Err(expected.clone()));
+    assert_eq!(
+        mailer.send(&mail()).await.map_err(|e| e.kind),
+        Err(expected.clone().kind)
+    );
     assert_eq!(rig.count(TOKEN_PATH).await, 2, "30 s later: one new try");
     assert_eq!(rig.count(SEND_PATH).await, 0);
     assert_eq!(
@@ -685,12 +700,13 @@ async fn a_limiter_denial_makes_no_http_request() {
     }));
     let err = rig.graph_mailer().await.send(&mail()).await.unwrap_err();
     assert_eq!(
-        err,
-        MailError::RateLimitExceeded {
+        err.kind,
+        MailError::from(MailErrorKind::RateLimitExceeded {
             reason: DenyReason::Day,
             retry_after: Duration::from_secs(3600),
             booked: false,
-        }
+        })
+        .kind
     );
     assert!(rig.server.received_requests().await.unwrap().is_empty());
     assert_eq!(rig.limiter.releases(), 0);
@@ -847,17 +863,17 @@ async fn an_unresolvable_secret_is_misconfigured_naming_the_reference() {
         .await
         .unwrap_err();
     assert_eq!(
-        err,
-        MailError::Misconfigured(
-            "tenant northwind's Graph client secret: secret reference env:MAIL_WORKER_TEST_SECRET_THAT_IS_NEVER_SET names an environment variable that is not set or is empty".into()
-        )
+        err.kind,
+        MailError::misconfigured(
+            "tenant northwind's Graph client secret: secret reference env:MAIL_WORKER_TEST_SECRET_THAT_IS_NEVER_SET names an environment variable that is not set or is empty"
+        ).kind
     );
     let err = rig
         .factory
         .mailer_for_tenant(&sendgrid_tenant("file:/nonexistent/mw/key"))
         .await
         .unwrap_err();
-    let MailError::Misconfigured(text) = &err else {
+    let MailErrorKind::Misconfigured(text) = &err.kind else {
         panic!("{err:?}")
     };
     assert!(
@@ -933,41 +949,34 @@ async fn sendgrid_answers_map_to_mail_errors_after_one_post() {
     let rows: Vec<(ResponseTemplate, MailError)> = vec![
         (
             ResponseTemplate::new(429).insert_header("X-RateLimit-Reset", reset.as_str()),
-            MailError::Throttled {
-                retry_after: Some(Duration::from_secs(42)),
-            },
+            MailError::throttled(Some(Duration::from_secs(42))),
         ),
-        (
-            ResponseTemplate::new(429),
-            MailError::Throttled { retry_after: None },
-        ),
+        (ResponseTemplate::new(429), MailError::throttled(None)),
         (
             ResponseTemplate::new(400).set_body_json(json!({"errors": [{
                 "message": format!("Invalid email: {RECIPIENT}"),
                 "field": "personalizations.0.to.0.email"
             }]})),
-            MailError::Permanent {
-                code: "SendGrid400".into(),
-                message: "SendGrid refused the message (HTTP 400): personalizations.0.to.0.email: Invalid email: l***@example.com".into(),
-            },
+            MailError::permanent(
+                "SendGrid400",
+                "SendGrid refused the message (HTTP 400): personalizations.0.to.0.email: Invalid email: l***@example.com",
+            ),
         ),
         (
             ResponseTemplate::new(401).set_body_json(json!({"errors": [{
                 "message": "The provided authorization grant is invalid, expired, or revoked"
             }]})),
-            MailError::Unauthorized(
-                "SendGrid refused the API key (HTTP 401): The provided authorization grant is invalid, expired, or revoked".into(),
+            MailError::unauthorized(
+                "SendGrid refused the API key (HTTP 401): The provided authorization grant is invalid, expired, or revoked",
             ),
         ),
         (
             ResponseTemplate::new(403),
-            MailError::Unauthorized(
-                "SendGrid refused the API key (HTTP 403): no error details".into(),
-            ),
+            MailError::unauthorized("SendGrid refused the API key (HTTP 403): no error details"),
         ),
         (
             ResponseTemplate::new(500),
-            MailError::Transient("SendGrid mail/send answered 500: no error details".into()),
+            MailError::transient("SendGrid mail/send answered 500: no error details"),
         ),
     ];
     for (template, expected) in rows {
@@ -980,7 +989,7 @@ async fn sendgrid_answers_map_to_mail_errors_after_one_post() {
             .await;
         let mailer = rig.sendgrid_mailer().await;
         let err = mailer.send(&sendgrid_mail()).await.unwrap_err();
-        assert_eq!(err, expected);
+        assert_eq!(err.kind, expected.kind);
         assert_eq!(rig.count(SENDGRID_PATH).await, 1);
         assert!(!err.to_string().contains("SG.key"));
     }
@@ -1040,7 +1049,7 @@ async fn every_locally_rejected_message_makes_zero_http_requests() {
             let mut m = mail_from(from);
             break_it(&mut m);
             let err = mailer.send(&m).await.unwrap_err();
-            let MailError::Permanent { code, .. } = &err else {
+            let MailErrorKind::Permanent { code, .. } = &err.kind else {
                 panic!("{err:?}")
             };
             assert_eq!(code, expected_code);
@@ -1062,10 +1071,10 @@ async fn a_message_from_another_mailbox_is_misconfigured_without_a_request() {
         .await
         .unwrap_err();
     assert_eq!(
-        err,
-        MailError::Misconfigured(
-            "message is from someone-else@contoso.example but this mailer sends as events@contoso.example".into()
-        )
+        err.kind,
+        MailError::misconfigured(
+            "message is from someone-else@contoso.example but this mailer sends as events@contoso.example"
+        ).kind
     );
     assert_eq!(rig.count(SEND_PATH).await, 0);
 }

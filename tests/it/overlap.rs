@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use graph_sim::Latency;
 use mail_worker::{
-    mailer::{MailError, graph::GraphSendMode},
+    mailer::{MailError, MailErrorKind, graph::GraphSendMode},
     rate_limit::DenyReason,
     service::{SendOutcome, spread_ms},
     store::messages,
@@ -32,10 +32,7 @@ async fn a_stale_attempts_outcome_changes_nothing_and_is_logged_with_both_tokens
     let app = TestApp::builder()
         .script(vec![
             Ok(Default::default()),
-            Err(MailError::Permanent {
-                code: "ErrorInvalidRecipients".into(),
-                message: "bad".into(),
-            }),
+            Err(MailError::permanent("ErrorInvalidRecipients", "bad")),
         ])
         .await;
     let id = app.insert(0, 1, "SCHEDULED").await[0];
@@ -191,14 +188,14 @@ async fn a_sender_cut_off_by_the_claims_limit_keeps_its_share() {
 #[tokio::test]
 async fn a_throttle_without_retry_after_after_ten_bookings_waits_the_first_backoff_step() {
     let booked = || {
-        Err(MailError::RateLimitExceeded {
+        Err(MailError::from(MailErrorKind::RateLimitExceeded {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(10),
             booked: true,
-        })
+        }))
     };
     let mut script: Vec<_> = (0..10).map(|_| booked()).collect();
-    script.push(Err(MailError::Throttled { retry_after: None }));
+    script.push(Err(MailError::throttled(None)));
     let app = TestApp::builder().script(script).await;
     let id = app.insert(0, 1, "SCHEDULED").await[0];
     for _ in 0..10 {

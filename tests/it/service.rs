@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mail_worker::{
-    mailer::MailError,
+    mailer::{MailError, MailErrorKind},
     rate_limit::DenyReason,
     service::{SendOutcome, spread_ms},
     worker::{claim, recovery},
@@ -31,11 +31,12 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
     // Unbooked (fixed-window): retry_after + the FNV spread. Booked (paced): exactly the slot.
     for booked in [false, true] {
         let h = TestApp::builder()
-            .script(vec![Err(MailError::RateLimitExceeded {
+            .script(vec![Err(MailErrorKind::RateLimitExceeded {
                 reason: DenyReason::Minute,
                 retry_after: Duration::from_millis(42_000),
                 booked,
-            })])
+            }
+            .into())])
             .spawn()
             .await;
         let id = h.insert(0, 1, "SCHEDULED").await[0];
@@ -61,10 +62,8 @@ async fn a_rate_limit_denial_defers_by_retry_after_plus_spread_without_charging_
 async fn provider_throttling_honours_retry_after_and_backs_off_without_one() {
     let h = TestApp::builder()
         .script(vec![
-            Err(MailError::Throttled {
-                retry_after: Some(Duration::from_secs(120)),
-            }),
-            Err(MailError::Throttled { retry_after: None }),
+            Err(MailError::throttled(Some(Duration::from_secs(120)))),
+            Err(MailError::throttled(None)),
         ])
         .spawn()
         .await;
@@ -94,7 +93,7 @@ async fn ended_in_error(h: &TestApp, id: uuid::Uuid, attempts: i32) -> String {
 
 #[tokio::test]
 async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attempts() {
-    let err = || Err(MailError::Transient("HTTP 502 from Graph".into()));
+    let err = || Err(MailError::transient("HTTP 502 from Graph"));
     let h = TestApp::builder().script(vec![err(), err(), err()]).await;
     let id = h.insert(0, 1, "SCHEDULED").await[0];
     for attempt in 1..=2 {
@@ -121,10 +120,10 @@ async fn transient_failures_retry_with_backoff_then_end_in_error_after_max_attem
 #[tokio::test]
 async fn permanent_failures_end_in_error_with_the_providers_code() {
     let h = TestApp::builder()
-        .script(vec![Err(MailError::Permanent {
-            code: "ErrorInvalidRecipients".into(),
-            message: "At least one recipient is not valid.".into(),
-        })])
+        .script(vec![Err(MailError::permanent(
+            "ErrorInvalidRecipients",
+            "At least one recipient is not valid.",
+        ))])
         .spawn()
         .await;
     let id = h.insert(0, 1, "SCHEDULED").await[0];
@@ -340,7 +339,7 @@ async fn stale_sending_rows_are_recovered_to_scheduled() {
 
 #[tokio::test]
 async fn a_transient_failure_gives_up_by_time_not_by_count() {
-    let err = || Err(MailError::Transient("HTTP 500 from Graph".into()));
+    let err = || Err(MailError::transient("HTTP 500 from Graph"));
     let h = TestApp::builder().script(vec![err(), err()]).await;
     let [young, old] = h.insert(0, 2, "SCHEDULED").await[..] else {
         unreachable!()
@@ -376,17 +375,14 @@ async fn a_transient_failure_gives_up_by_time_not_by_count() {
 async fn refused_credentials_pause_the_sender_instead_of_failing_and_a_permanent_error_still_fails()
 {
     let refused = || {
-        Err(MailError::Unauthorized(
-            "AADSTS7000215: Invalid client secret provided".into(),
+        Err(MailError::unauthorized(
+            "AADSTS7000215: Invalid client secret provided",
         ))
     };
     let h = TestApp::builder()
         .script(vec![
             refused(),
-            Err(MailError::Permanent {
-                code: "ErrorInvalidRecipients".into(),
-                message: "bad".into(),
-            }),
+            Err(MailError::permanent("ErrorInvalidRecipients", "bad")),
         ])
         .await;
     let ids = h.insert(0, 3, "SCHEDULED").await;

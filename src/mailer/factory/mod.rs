@@ -92,7 +92,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// [`MAILER_IDLE`] unused.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when the HTTP client cannot be built.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the HTTP client cannot be built.
     pub fn new(
         settings: impl Into<MailerSettings>,
         limiter: Arc<L>,
@@ -163,7 +163,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// (unwrapped). The same configuration returns the same `Arc`.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming the secret reference when it cannot be resolved.
     pub async fn mailer_for_tenant(&self, tenant: &Tenant) -> Result<Arc<dyn Mailer>, MailError> {
         let spec = self.tenant_spec(tenant).await?;
         self.mailer(spec).await
@@ -173,7 +173,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// The same configuration returns the same `Arc`.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming the secret reference when it cannot be resolved.
     pub async fn mailer_for_system_mailbox(
         &self,
         mailbox: &SystemMailbox,
@@ -193,7 +193,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// (lower case) and the tenant's external budget. `None` for a SendGrid tenant.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] naming the secret reference when it cannot be resolved.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming the secret reference when it cannot be resolved.
     pub(crate) async fn graph_mailbox(
         &self,
         sender: &Sender,

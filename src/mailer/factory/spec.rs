@@ -67,7 +67,7 @@ impl<L: RateLimiter> MailerFactory<L> {
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {
                 from: tenant.sender_address.clone(),
                 api_key: self.secret(api_key).await.map_err(|e| {
-                    MailError::Misconfigured(format!(
+                    MailError::misconfigured(format!(
                         "tenant {}'s SendGrid API key: {e}",
                         tenant.name
                     ))
@@ -97,7 +97,7 @@ impl<L: RateLimiter> MailerFactory<L> {
         let client_secret = self
             .secret(&credentials.client_secret)
             .await
-            .map_err(|e| MailError::Misconfigured(format!("{what}: {e}")))?;
+            .map_err(|e| MailError::misconfigured(format!("{what}: {e}")).caused_by(e))?;
         Ok(GraphApp {
             login_base_url: self.graph.login_base_url.clone(),
             graph_tenant_id: credentials.graph_tenant_id.clone(),

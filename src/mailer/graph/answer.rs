@@ -38,7 +38,7 @@ pub(crate) struct HttpAnswer {
 }
 
 /// What the mailer does with an answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Verdict {
     /// Accepted: stop, never resend.
     Sent(SendReceipt),
@@ -47,6 +47,19 @@ pub(crate) enum Verdict {
     TokenRejected(MailError),
     /// Stop with this error.
     Failed(MailError),
+}
+
+/// Verdicts are equal when they do the same: their errors compare by kind.
+#[cfg(test)]
+impl PartialEq for Verdict {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Sent(a), Self::Sent(b)) => a == b,
+            (Self::TokenRejected(a), Self::TokenRejected(b))
+            | (Self::Failed(a), Self::Failed(b)) => a.kind == b.kind,
+            _ => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -76,11 +89,12 @@ pub(crate) fn interpret(
                 describe_transport_error(&format!("Graph sendMail for mailbox {mailbox}"), &error);
             // Only a failed connect proves the request never reached Graph; a timeout or reset
             // after it was written may follow a delivery.
-            return Verdict::Failed(if error.is_connect() {
-                MailError::Transient(text)
+            let failure = if error.is_connect() {
+                MailError::transient(text)
             } else {
-                MailError::OutcomeUnknown(text)
-            });
+                MailError::outcome_unknown(text)
+            };
+            return Verdict::Failed(failure.caused_by_transport(error));
         }
     };
     let status = answer.status;
@@ -99,12 +113,13 @@ pub(crate) fn interpret(
         (code, message)
     };
     match status {
-        429 | 503 | 504 => Verdict::Failed(MailError::Throttled {
-            retry_after: parse_retry_after(answer.retry_after.as_deref(), now),
-        }),
+        429 | 503 | 504 => Verdict::Failed(MailError::throttled(parse_retry_after(
+            answer.retry_after.as_deref(),
+            now,
+        ))),
         401 => {
             let (code, message) = described("InvalidAuthenticationToken");
-            Verdict::TokenRejected(MailError::Unauthorized(format!(
+            Verdict::TokenRejected(MailError::unauthorized(format!(
                 "Graph refused the access token for mailbox {mailbox} twice: {code}: {message}"
             )))
         }
@@ -114,12 +129,12 @@ pub(crate) fn interpret(
             let text =
                 format!("Graph answered {status} {code} for mailbox {mailbox}: {message}; {fix}");
             Verdict::Failed(if status == 403 {
-                MailError::Unauthorized(text)
+                MailError::unauthorized(text)
             } else {
-                MailError::Misconfigured(text)
+                MailError::misconfigured(text)
             })
         }
-        408 => Verdict::Failed(MailError::Transient(format!(
+        408 => Verdict::Failed(MailError::transient(format!(
             "Graph sendMail for mailbox {mailbox} answered 408 Request Timeout"
         ))),
         400..=499 => {
@@ -131,18 +146,18 @@ pub(crate) fn interpret(
                 _ => "ClientError",
             };
             let (code, message) = described(fallback);
-            Verdict::Failed(MailError::Permanent {
+            Verdict::Failed(MailError::permanent(
                 code,
-                message: format!("Graph refused the message (HTTP {status}): {message}"),
-            })
+                format!("Graph refused the message (HTTP {status}): {message}"),
+            ))
         }
         500..=599 => {
             let (code, message) = described("ServerError");
-            Verdict::Failed(MailError::OutcomeUnknown(format!(
+            Verdict::Failed(MailError::outcome_unknown(format!(
                 "Graph sendMail for mailbox {mailbox} answered {status}: {code}: {message}"
             )))
         }
-        _ => Verdict::Failed(MailError::Transient(format!(
+        _ => Verdict::Failed(MailError::transient(format!(
             "Graph sendMail for mailbox {mailbox} answered unexpected HTTP {status}"
         ))),
     }
@@ -215,7 +230,7 @@ pub fn fuzz_graph_answer(
     now: DateTime<Utc>,
 ) -> Result<Option<String>, MailError> {
     let mailbox = MailboxAddress::parse("fuzz@contoso.example")
-        .map_err(|e| MailError::Misconfigured(e.to_string()))?;
+        .map_err(|e| MailError::misconfigured(e.to_string()))?;
     match interpret(
         Ok(HttpAnswer {
             status,
@@ -234,6 +249,7 @@ pub fn fuzz_graph_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mailer::MailErrorKind;
     use chrono::TimeZone;
     use std::time::Duration;
 
@@ -278,20 +294,16 @@ mod tests {
         for status in [429, 503, 504] {
             assert_eq!(
                 answer(status, Some("2.128"), ""),
-                Verdict::Failed(MailError::Throttled {
-                    retry_after: Some(Duration::from_secs(3))
-                }),
+                Verdict::Failed(MailError::throttled(Some(Duration::from_secs(3)))),
                 "{status}"
             );
             assert_eq!(
                 answer(status, Some("Sat, 01 Mar 2025 12:01:00 GMT"), ""),
-                Verdict::Failed(MailError::Throttled {
-                    retry_after: Some(Duration::from_secs(60))
-                })
+                Verdict::Failed(MailError::throttled(Some(Duration::from_secs(60))))
             );
             assert_eq!(
                 answer(status, None, ""),
-                Verdict::Failed(MailError::Throttled { retry_after: None })
+                Verdict::Failed(MailError::throttled(None))
             );
         }
     }
@@ -305,8 +317,8 @@ mod tests {
         );
         assert_eq!(
             verdict,
-            Verdict::TokenRejected(MailError::Unauthorized(
-                "Graph refused the access token for mailbox events@contoso.example twice: InvalidAuthenticationToken: Access token has expired.".into()
+            Verdict::TokenRejected(MailError::unauthorized(
+                "Graph refused the access token for mailbox events@contoso.example twice: InvalidAuthenticationToken: Access token has expired."
             ))
         );
     }
@@ -330,20 +342,20 @@ mod tests {
             );
             assert_eq!(
                 verdict,
-                Verdict::Failed(MailError::Permanent {
-                    code: code.into(),
-                    message: format!(
+                Verdict::Failed(MailError::permanent(
+                    code,
+                    format!(
                         "Graph refused the message (HTTP {status}): Recipient 'l***@example.com' is not resolved."
-                    ),
-                })
+                    )
+                ))
             );
         }
         assert_eq!(
             answer(413, None, "<html>too large</html>"),
-            Verdict::Failed(MailError::Permanent {
-                code: "ErrorMessageSizeExceeded".into(),
-                message: "Graph refused the message (HTTP 413): Graph answered HTTP 413 without an error body".into(),
-            })
+            Verdict::Failed(MailError::permanent(
+                "ErrorMessageSizeExceeded",
+                "Graph refused the message (HTTP 413): Graph answered HTTP 413 without an error body"
+            ))
         );
     }
 
@@ -352,19 +364,33 @@ mod tests {
         for status in [408, 302] {
             let verdict = answer(status, Some("5"), "");
             assert!(
-                matches!(verdict, Verdict::Failed(MailError::Transient(_))),
+                matches!(
+                    verdict,
+                    Verdict::Failed(MailError {
+                        kind: MailErrorKind::Transient(_),
+                        ..
+                    })
+                ),
                 "{status}: {verdict:?}"
             );
         }
         for status in [500, 502] {
             let verdict = answer(status, Some("5"), "");
             assert!(
-                matches!(verdict, Verdict::Failed(MailError::OutcomeUnknown(_))),
+                matches!(
+                    verdict,
+                    Verdict::Failed(MailError {
+                        kind: MailErrorKind::OutcomeUnknown(_),
+                        ..
+                    })
+                ),
                 "{status}: {verdict:?}"
             );
         }
-        let Verdict::Failed(MailError::OutcomeUnknown(text)) =
-            answer(500, None, &graph_body("generalException", "boom"))
+        let Verdict::Failed(MailError {
+            kind: MailErrorKind::OutcomeUnknown(text),
+            ..
+        }) = answer(500, None, &graph_body("generalException", "boom"))
         else {
             panic!()
         };

@@ -98,13 +98,13 @@ impl MicrosoftGraphMailer {
     /// `next`, an `@odata.nextLink`, when it stays on Graph's origin (our token goes to it).
     ///
     /// # Errors
-    /// [`MailError::Transient`] for a link elsewhere (or no URL).
+    /// [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient) for a link elsewhere (or no URL).
     pub(crate) fn next_reports_url(&self, next: &str) -> Result<Url, MailError> {
         Url::parse(next)
             .ok()
             .filter(|u| u.origin() == self.user_url.origin())
             .ok_or_else(|| {
-                MailError::Transient(
+                MailError::transient(
                     "list NDRs: @odata.nextLink leaves GRAPH_API_BASE_URL's origin; not followed"
                         .to_owned(),
                 )
@@ -115,9 +115,9 @@ impl MicrosoftGraphMailer {
     /// ([`no_such_folder`]).
     ///
     /// # Errors
-    /// As every Graph request ([`MailError::Throttled`] with its `Retry-After`, …); a `404`
+    /// As every Graph request ([`MailErrorKind::Throttled`](crate::mailer::MailErrorKind::Throttled) with its `Retry-After`, …); a `404`
     /// about the sender (`ErrorInvalidUser`, `MailboxNotEnabledForRESTAPI`) is
-    /// [`MailError::Misconfigured`] naming the fix, any other `404` [`MailError::Transient`]
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming the fix, any other `404` [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient)
     /// naming its code.
     pub(crate) async fn report_page(&self, url: &Url) -> Result<ReportPage, MailError> {
         let answer = self
@@ -131,7 +131,7 @@ impl MicrosoftGraphMailer {
                     next_link: None,
                 });
             }
-            return Err(MailError::Transient(format!(
+            return Err(MailError::transient(format!(
                 "list NDRs: Graph answered 404 {} for mailbox {}; not read as an empty Inbox",
                 code.as_deref().unwrap_or("without an error code"),
                 self.mailbox

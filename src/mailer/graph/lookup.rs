@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::mailer::MailError;
+use crate::mailer::{MailError, MailErrorKind};
 
 use super::{
     MicrosoftGraphMailer,
@@ -88,7 +88,7 @@ impl MicrosoftGraphMailer {
 
     /// A request that cannot deliver: any 2xx or a `404` (but a sender's `404`, which
     /// `answer.rs` maps to a pause) is returned; a failure is mapped by
-    /// `answer.rs`, except that an unknown outcome is [`MailError::Transient`] here — nothing
+    /// `answer.rs`, except that an unknown outcome is [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient) here — nothing
     /// could have been sent.
     pub(super) async fn step(
         &self,
@@ -106,11 +106,14 @@ impl MicrosoftGraphMailer {
             return Ok(outcome.unwrap_or_default());
         }
         match interpret(outcome, &self.mailbox, self.clock.now()) {
-            Verdict::Failed(MailError::OutcomeUnknown(text)) => Err(MailError::Transient(format!(
+            Verdict::Failed(MailError {
+                kind: MailErrorKind::OutcomeUnknown(text),
+                ..
+            }) => Err(MailError::transient(format!(
                 "{what}: {text}; nothing was sent"
             ))),
             Verdict::Failed(error) | Verdict::TokenRejected(error) => Err(error),
-            Verdict::Sent(_) => Err(MailError::Transient(format!(
+            Verdict::Sent(_) => Err(MailError::transient(format!(
                 "{what}: unexpected answer; nothing was sent"
             ))),
         }
@@ -122,9 +125,10 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     what: &str,
 ) -> Result<T, MailError> {
     serde_json::from_slice(&answer.body).map_err(|e| {
-        MailError::Transient(format!(
+        MailError::transient(format!(
             "{what}: Graph answered HTTP {} with a body that is not the expected JSON ({e}); nothing was sent",
             answer.status
         ))
+        .caused_by(e)
     })
 }

@@ -117,7 +117,7 @@ impl MicrosoftGraphMailer {
     /// shared token source; `clock` dates HTTP-date `Retry-After` values.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when `api_base_url` cannot carry a path.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when `api_base_url` cannot carry a path.
     pub(crate) fn new(
         http: reqwest::Client,
         api_base_url: &Url,
@@ -163,7 +163,7 @@ impl MicrosoftGraphMailer {
     }
 
     /// The app's token, if its `roles` carry what this mailer's mode and features need
-    /// (`permissions.rs`). Else [`MailError::Misconfigured`] naming the missing role and the fix
+    /// (`permissions.rs`). Else [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming the missing role and the fix
     /// (the sender pauses), and the token is forgotten: the pause's probe fetches a new one,
     /// the first to carry a grant made meanwhile.
     async fn permitted_token(&self) -> Result<AccessToken, MailError> {
@@ -173,7 +173,7 @@ impl MicrosoftGraphMailer {
             && let Some(why) = permissions::missing(&needs, roles, self.tokens.client_id())
         {
             self.tokens.invalidate(&token).await;
-            return Err(MailError::Misconfigured(why));
+            return Err(MailError::misconfigured(why));
         }
         Ok(token)
     }
@@ -304,7 +304,7 @@ impl MicrosoftGraphMailer {
     }
 
     /// `Ok` once the settle time after `attempted_at` has passed (a check that sees no sent
-    /// copy can be trusted); before, [`MailError::Unconfirmed`] for the rest of it, saying `why`.
+    /// copy can be trusted); before, [`MailErrorKind::Unconfirmed`](crate::mailer::MailErrorKind::Unconfirmed) for the rest of it, saying `why`.
     fn settled(
         &self,
         attempted_at: chrono::DateTime<chrono::Utc>,
@@ -314,10 +314,7 @@ impl MicrosoftGraphMailer {
             .to_std()
             .unwrap_or_default();
         match self.settle.checked_sub(elapsed).filter(|d| !d.is_zero()) {
-            Some(wait) => Err(MailError::Unconfirmed {
-                retry_after: wait,
-                why: why.to_owned(),
-            }),
+            Some(wait) => Err(MailError::unconfirmed(wait, why.to_owned())),
             None => Ok(()),
         }
     }

@@ -7,7 +7,7 @@ use crate::{
     domain::OutgoingMail,
     mailer::{
         MailError,
-        validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES, permanent},
+        validate::{MAX_INLINE_ATTACHMENT_BYTES, MAX_REQUEST_BYTES},
     },
 };
 
@@ -21,7 +21,7 @@ pub(crate) const CODE_REQUEST_TOO_LARGE: &str = "RequestTooLarge";
 /// refused by [`crate::mailer::validate`] first.
 ///
 /// # Errors
-/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming both sizes, and naming
+/// [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with [`CODE_REQUEST_TOO_LARGE`], naming both sizes, and naming
 /// `GRAPH_SEND_MODE=draft` when attachments made it too large.
 pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
     if mail.content.attachment_bytes() > MAX_INLINE_ATTACHMENT_BYTES
@@ -36,7 +36,7 @@ pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
         } else {
             "; GRAPH_SEND_MODE=draft sends attachments in requests of their own"
         };
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_REQUEST_TOO_LARGE,
             format!(
                 "the sendMail request would be {size} bytes; Graph refuses JSON requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-sendmail){hint}"
@@ -52,13 +52,13 @@ pub fn check_request_size(mail: &OutgoingMail) -> Result<(), MailError> {
 /// too small for an upload session: Graph has no request for it.
 ///
 /// # Errors
-/// [`MailError::Permanent`] with [`CODE_REQUEST_TOO_LARGE`], naming the request and its size.
+/// [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with [`CODE_REQUEST_TOO_LARGE`], naming the request and its size.
 pub fn check_draft_sizes(mail: &OutgoingMail) -> Result<(), MailError> {
     let bare = serde_json::to_vec(&message(mail, Some("<id@example.invalid>"), &[]))
         .unwrap_or_default()
         .len();
     if bare > MAX_REQUEST_BYTES {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_REQUEST_TOO_LARGE,
             format!(
                 "the draft's request would be {bare} bytes without its attachments; Graph refuses JSON requests over {MAX_REQUEST_BYTES} bytes (4 MB, https://learn.microsoft.com/graph/api/user-post-messages)"
@@ -75,7 +75,7 @@ pub fn check_draft_sizes(mail: &OutgoingMail) -> Result<(), MailError> {
         }
         let request = attachment_body(a).len();
         if request > MAX_REQUEST_BYTES {
-            return Err(permanent(
+            return Err(MailError::permanent(
                 CODE_REQUEST_TOO_LARGE,
                 format!(
                     "attachments[{index}] is {size} bytes: as base64 its request would be {request} bytes, over Graph's {MAX_REQUEST_BYTES} (4 MB), yet an upload session takes only files of {UPLOAD_SESSION_MIN_BYTES} bytes (3 MB) and more (https://learn.microsoft.com/graph/outlook-large-attachments); make it a few KB smaller or larger"
@@ -132,12 +132,16 @@ mod tests {
     fn three_megabytes_of_attachments_make_a_request_over_four() {
         let mut m = mail_with_three_megabytes_of_attachments();
         // Exactly 3 MB passes the attachment rule, but its base64 alone is 4 MB.
-        assert_eq!(validate(&m), Ok(()));
+        assert_eq!(validate(&m).map_err(|e| e.kind), Ok(()));
         assert_eq!(code(graph_check(&m)), CODE_REQUEST_TOO_LARGE);
         m.content.attachments[0]
             .content
             .truncate(MAX_INLINE_ATTACHMENT_BYTES - 64 * 1024);
-        assert_eq!(graph_check(&m), Ok(()), "3 MB less 64 KiB fits in 4 MB");
+        assert_eq!(
+            graph_check(&m).map_err(|e| e.kind),
+            Ok(()),
+            "3 MB less 64 KiB fits in 4 MB"
+        );
         m.content.attachments[0]
             .content
             .resize(MAX_INLINE_ATTACHMENT_BYTES, 0);
@@ -173,11 +177,11 @@ mod tests {
         m.content.attachments[0]
             .content
             .resize(UPLOAD_SESSION_MIN_BYTES - 4096, 0);
-        assert_eq!(check_draft_sizes(&m), Ok(()));
+        assert_eq!(check_draft_sizes(&m).map_err(|e| e.kind), Ok(()));
         m.content.attachments[0]
             .content
             .resize(UPLOAD_SESSION_MIN_BYTES, 0);
-        assert_eq!(check_draft_sizes(&m), Ok(()));
+        assert_eq!(check_draft_sizes(&m).map_err(|e| e.kind), Ok(()));
         m.content.body = "a".repeat(MAX_REQUEST_BYTES);
         refused(
             check_draft_sizes(&m),
@@ -197,7 +201,7 @@ mod tests {
         );
         // Escaping counts: 700,000 control-free quotes are 1.4 MB of JSON, fine.
         m.content.body = "\"".repeat(700_000);
-        assert_eq!(graph_check(&m), Ok(()));
+        assert_eq!(graph_check(&m).map_err(|e| e.kind), Ok(()));
         // A body that fits only before escaping does not.
         m.content.body = "\u{1}".repeat(MAX_REQUEST_BYTES / 6 + 1);
         assert_eq!(code(graph_check(&m)), CODE_REQUEST_TOO_LARGE);

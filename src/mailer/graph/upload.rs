@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::{Attachment, OutgoingMail},
-    mailer::{MailError, http::describe_transport_error},
+    mailer::{MailError, http::transport_failure},
 };
 
 use super::{
@@ -58,8 +58,8 @@ impl MicrosoftGraphMailer {
             )
             .await?;
         if answer.status == 404 {
-            return Err(MailError::Transient(
-                "create the draft: Graph answered HTTP 404; nothing was sent".to_owned(),
+            return Err(MailError::transient(
+                "create the draft: Graph answered HTTP 404; nothing was sent",
             ));
         }
         let item: FoundItem = parse(&answer, "create the draft")?;
@@ -121,7 +121,7 @@ impl MicrosoftGraphMailer {
         if (200..300).contains(&answer.status) {
             Ok(())
         } else {
-            Err(MailError::Transient(format!(
+            Err(MailError::transient(format!(
                 "{what}: Graph answered HTTP {} (the draft is gone); nothing was sent",
                 answer.status
             )))
@@ -169,14 +169,11 @@ impl MicrosoftGraphMailer {
                 .send()
                 .await
                 .map_err(|e| {
-                    MailError::Transient(describe_transport_error(
-                        &format!("uploading attachment {:?}", attachment.name),
-                        &e,
-                    ))
+                    transport_failure(&format!("uploading attachment {:?}", attachment.name), e)
                 })?;
             let status = response.status().as_u16();
             if !(200..300).contains(&status) {
-                return Err(MailError::Transient(format!(
+                return Err(MailError::transient(format!(
                     "uploading attachment {:?} (bytes {start}-{}) answered HTTP {status}; nothing was sent",
                     attachment.name,
                     end - 1

@@ -15,7 +15,7 @@ use crate::{
     domain::MailboxAddress,
     mailer::{
         MailError,
-        http::{describe_transport_error, endpoint_url},
+        http::{endpoint_url, transport_failure},
         redact::scrub_provider_text,
     },
 };
@@ -78,7 +78,7 @@ impl GraphProbe {
     /// token it fetches is fresh, whatever the daemon has cached.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when a URL cannot be built or a certificate bundle cannot be
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when a URL cannot be built or a certificate bundle cannot be
     /// read (the text names what is wrong, never the key).
     pub(crate) fn new(
         http: reqwest::Client,
@@ -121,7 +121,7 @@ impl GraphProbe {
     /// A fresh token request; what the token grants.
     ///
     /// # Errors
-    /// The token endpoint's refusal ([`MailError::Unauthorized`] with the `AADSTS…` code), or
+    /// The token endpoint's refusal ([`MailErrorKind::Unauthorized`](crate::mailer::MailErrorKind::Unauthorized) with the `AADSTS…` code), or
     /// trouble reaching it.
     pub(crate) async fn fetch_token(&self) -> Result<Grant, MailError> {
         let token = self.tokens.access_token().await?;
@@ -160,9 +160,7 @@ impl GraphProbe {
             .ok()
             .and_then(|v| v.get("id").and_then(|id| id.as_str()).map(str::to_owned))
             .ok_or_else(|| {
-                MailError::Transient(
-                    "Graph created the check draft but its answer carries no id".to_owned(),
-                )
+                MailError::transient("Graph created the check draft but its answer carries no id")
             })?;
         let url = segments(&self.user_url, &["messages", &id]);
         Ok(self.request(Method::DELETE, &url, None).await?.0)
@@ -184,7 +182,7 @@ impl GraphProbe {
     /// the id of the Sent Items copy, if there is one yet.
     ///
     /// # Errors
-    /// As [`Self::create_and_delete_draft`]; Graph's refusal as [`MailError::Transient`].
+    /// As [`Self::create_and_delete_draft`]; Graph's refusal as [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient).
     pub(crate) async fn find_in_sent_items(&self, imid: &str) -> Result<Option<String>, MailError> {
         let mut url = segments(&self.user_url, &["mailFolders", "sentitems", "messages"]);
         url.query_pairs_mut()
@@ -195,7 +193,7 @@ impl GraphProbe {
             .append_pair("$select", "id,internetMessageId");
         let (answer, bytes) = self.request(Method::GET, &url, None).await?;
         if !answer.ok() {
-            return Err(MailError::Transient(format!(
+            return Err(MailError::transient(format!(
                 "Graph answered HTTP {} {} to the Sent Items look-up",
                 answer.status,
                 answer.code.unwrap_or_default()
@@ -219,9 +217,10 @@ impl GraphProbe {
         url: &Url,
         body: Option<Vec<u8>>,
     ) -> Result<(ProbeAnswer, Vec<u8>), MailError> {
-        let token = self.token.lock().await.clone().ok_or_else(|| {
-            MailError::Misconfigured("no token: the credentials check failed".to_owned())
-        })?;
+        let token =
+            self.token.lock().await.clone().ok_or_else(|| {
+                MailError::misconfigured("no token: the credentials check failed")
+            })?;
         let mut request = self
             .http
             .request(method, url.clone())
@@ -235,7 +234,7 @@ impl GraphProbe {
         let response = request
             .send()
             .await
-            .map_err(|e| MailError::Transient(describe_transport_error("the Graph request", &e)))?;
+            .map_err(|e| transport_failure("the Graph request", e))?;
         let status = response.status().as_u16();
         let bytes = response
             .bytes()

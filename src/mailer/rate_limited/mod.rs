@@ -14,7 +14,9 @@ use crate::{
     clock::Clock,
     domain::OutgoingMail,
     log_events,
-    mailer::{MailError, MailResult, Mailer, SendAttempt, request_start::RequestStarts},
+    mailer::{
+        MailError, MailErrorKind, MailResult, Mailer, SendAttempt, request_start::RequestStarts,
+    },
     rate_limit::{
         Ask, Decision, RateLimitError, RateLimiter, RateLimits, RequestEnd, Reservation,
         TenantBudget,
@@ -31,13 +33,13 @@ pub(crate) const CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT: &str =
 ///
 /// `send_with`: the inner mailer's local checks ([`Mailer::check`]: a bad message costs no
 /// budget) → `check_and_reserve`:
-/// - denied → [`MailError::RateLimitExceeded`] at once; `inner` is not called, nothing sleeps;
-/// - a message that can never fit → [`MailError::Permanent`] naming both numbers;
+/// - denied → [`MailErrorKind::RateLimitExceeded`](crate::mailer::MailErrorKind::RateLimitExceeded) at once; `inner` is not called, nothing sleeps;
+/// - a message that can never fit → [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) naming both numbers;
 /// - allowed → `inner.send_with`, then [`RateLimiter::release`] with the outcome:
 ///   - sent → [`RequestEnd::Done`]: the budget was used;
-///   - [`MailError::Throttled`] (429/503/504) → `Done`, and a `Retry-After` becomes the
+///   - [`MailErrorKind::Throttled`](crate::mailer::MailErrorKind::Throttled) (429/503/504) → `Done`, and a `Retry-After` becomes the
 ///     mailbox's cooldown for every replica ([`RateLimiter::cooldown`]);
-///   - [`MailError::OutcomeUnknown`] (a timeout, reset or 5xx after the request was written:
+///   - [`MailErrorKind::OutcomeUnknown`](crate::mailer::MailErrorKind::OutcomeUnknown) (a timeout, reset or 5xx after the request was written:
 ///     Graph may have delivered it) → `Done`: the budget stays counted;
 ///   - any other error (connect failure, local refusal, a 4xx refusal) → [`RequestEnd::Unsent`]:
 ///     the budget is given back (event `mail.rateLimit.released`).
@@ -164,8 +166,8 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
     /// requests made one after another (check, create, upload, send), so the one in-flight lease
     /// covers each of them in turn; the message slot and recipients are used only when the send
     /// step ran: when the check found the message already sent by an earlier attempt
-    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailError::Unconfirmed`]),
-    /// or a create/upload step failed ([`MailError::Transient`]), the budget is given back.
+    /// ([`SendReceipt::already_sent`]) or could not confirm it yet ([`MailErrorKind::Unconfirmed`](crate::mailer::MailErrorKind::Unconfirmed)),
+    /// or a create/upload step failed ([`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient)), the budget is given back.
     async fn send_with(&self, mail: &OutgoingMail, attempt: &SendAttempt<'_>) -> MailResult {
         self.inner.check(mail)?;
         let ask = self.ask(mail);
@@ -177,39 +179,40 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
                 retry_after,
                 booked,
             }) => {
-                return Err(MailError::RateLimitExceeded {
+                return Err(MailErrorKind::RateLimitExceeded {
                     reason,
                     retry_after,
                     booked,
-                });
+                }
+                .into());
             }
             Err(RateLimitError::RecipientsExceedDayLimit {
                 mailbox,
                 recipients,
                 recipients_per_day,
             }) => {
-                return Err(MailError::Permanent {
-                    code: CODE_RECIPIENTS_EXCEED_DAY_LIMIT.to_owned(),
-                    message: format!(
+                return Err(MailError::permanent(
+                    CODE_RECIPIENTS_EXCEED_DAY_LIMIT,
+                    format!(
                         "the message has {recipients} recipients but mailbox {mailbox} may send to at most {recipients_per_day} recipients per day; split it into smaller messages"
                     ),
-                });
+                ));
             }
             Err(RateLimitError::ExternalRecipientsExceedTenantLimit { external, per_day }) => {
-                return Err(MailError::Permanent {
-                    code: CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT.to_owned(),
-                    message: format!(
+                return Err(MailError::permanent(
+                    CODE_EXTERNAL_RECIPIENTS_EXCEED_TENANT_LIMIT,
+                    format!(
                         "the message has {external} external recipients but tenant {} may send to at most {per_day} external recipients per day; split it into smaller messages",
                         ask.tenant
                     ),
-                });
+                ));
             }
             // `validate` already refused it; kept for exhaustiveness.
             Err(e @ RateLimitError::NoRecipients { .. }) => {
-                return Err(MailError::Permanent {
-                    code: crate::mailer::validate::CODE_NO_RECIPIENTS.to_owned(),
-                    message: e.to_string(),
-                });
+                return Err(MailError::permanent(
+                    crate::mailer::validate::CODE_NO_RECIPIENTS,
+                    e.to_string(),
+                ));
             }
         };
         let starts = self.request_timeout.map(RequestStarts::new);
@@ -220,14 +223,14 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
             None => self.renewing(guard.reservation(), send).await,
         };
         let reservation = guard.disarm();
-        match &result {
+        match result.as_ref().map_err(|e| &e.kind) {
             Ok(receipt) if receipt.already_sent => {
                 self.limiter.release(&reservation, RequestEnd::Unsent).await;
             }
-            Ok(_) | Err(MailError::OutcomeUnknown(_)) => {
+            Ok(_) | Err(MailErrorKind::OutcomeUnknown(_)) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
             }
-            Err(MailError::Throttled { retry_after }) => {
+            Err(MailErrorKind::Throttled { retry_after }) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
                 if let Some(wait) = retry_after {
                     let now = self.clock.now();

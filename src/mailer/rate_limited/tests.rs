@@ -176,12 +176,13 @@ async fn a_denial_never_calls_the_inner_mailer() {
     let mailer = wrap(StubMailer::default(), &limiter);
     let result = mailer.send(&mail()).await;
     assert_eq!(
-        result,
-        Err(MailError::RateLimitExceeded {
+        result.map_err(|e| e.kind),
+        Err(MailError::from(MailErrorKind::RateLimitExceeded {
             reason: DenyReason::Minute,
             retry_after: Duration::from_millis(29_500),
             booked: true,
         })
+        .kind)
     );
     assert_eq!(mailer.inner.calls(), 0);
     assert_eq!(limiter.checks().len(), 1);
@@ -191,14 +192,15 @@ async fn a_denial_never_calls_the_inner_mailer() {
 #[tokio::test]
 async fn provider_throttling_keeps_the_reservation() {
     let limiter = Arc::new(FakeLimiter::default());
-    let throttled = MailError::Throttled {
-        retry_after: Some(Duration::from_secs(3)),
-    };
+    let throttled = MailError::throttled(Some(Duration::from_secs(3)));
     let mailer = wrap(
         StubMailer::answering(vec![Err(throttled.clone())]),
         &limiter,
     );
-    assert_eq!(mailer.send(&mail()).await, Err(throttled));
+    assert_eq!(
+        mailer.send(&mail()).await.map_err(|e| e.kind),
+        Err(throttled.kind)
+    );
     assert_eq!(mailer.inner.calls(), 1);
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1);
@@ -214,9 +216,12 @@ async fn provider_throttling_keeps_the_reservation() {
 #[tokio::test]
 async fn an_unknown_outcome_keeps_the_budget() {
     let limiter = Arc::new(FakeLimiter::default());
-    let unknown = MailError::OutcomeUnknown("timed out after the request was sent".into());
+    let unknown = MailError::outcome_unknown("timed out after the request was sent");
     let mailer = wrap(StubMailer::answering(vec![Err(unknown.clone())]), &limiter);
-    assert_eq!(mailer.send(&mail()).await, Err(unknown));
+    assert_eq!(
+        mailer.send(&mail()).await.map_err(|e| e.kind),
+        Err(unknown.kind)
+    );
     let releases = limiter.releases();
     assert_eq!(releases.len(), 1);
     assert_eq!(releases[0].1, RequestEnd::Done, "Graph may have sent it");
@@ -226,18 +231,18 @@ async fn an_unknown_outcome_keeps_the_budget() {
 #[tokio::test]
 async fn an_inner_failure_releases_exactly_once_and_returns_the_error() {
     let errors = [
-        MailError::Transient("boom".into()),
-        MailError::Unauthorized("no".into()),
-        MailError::Permanent {
-            code: "ErrorInvalidRecipients".into(),
-            message: "bad".into(),
-        },
+        MailError::transient("boom"),
+        MailError::unauthorized("no"),
+        MailError::permanent("ErrorInvalidRecipients", "bad"),
     ];
     for error in errors {
         let limiter = Arc::new(FakeLimiter::default());
         let mailer = wrap(StubMailer::answering(vec![Err(error.clone())]), &limiter);
         let m = mail();
-        assert_eq!(mailer.send(&m).await, Err(error.clone()));
+        assert_eq!(
+            mailer.send(&m).await.map_err(|e| e.kind),
+            Err(error.clone().kind)
+        );
         assert_eq!(mailer.inner.calls(), 1);
         let releases = limiter.releases();
         assert_eq!(releases.len(), 1, "{error:?}");
@@ -294,7 +299,7 @@ async fn too_many_recipients_for_a_whole_day_is_permanent_naming_both_numbers() 
     let mut m = mail();
     m.content.to = rcpts("t", 120);
     let err = mailer.send(&m).await.unwrap_err();
-    let MailError::Permanent { code, message } = &err else {
+    let MailErrorKind::Permanent { code, message } = &err.kind else {
         panic!("{err:?}")
     };
     assert_eq!(code, CODE_RECIPIENTS_EXCEED_DAY_LIMIT);
@@ -314,7 +319,10 @@ async fn an_invalid_message_costs_no_budget() {
     m.content.to[0].address = "a@example.org; b@example.org".into();
     assert!(matches!(
         mailer.send(&m).await,
-        Err(MailError::Permanent { .. })
+        Err(MailError {
+            kind: MailErrorKind::Permanent { .. },
+            ..
+        })
     ));
     assert!(limiter.checks().is_empty());
     assert_eq!(mailer.inner.calls(), 0);
@@ -343,15 +351,15 @@ async fn a_message_found_already_sent_gives_this_attempts_budget_back() {
 #[tokio::test]
 async fn an_unconfirmed_check_gives_the_budget_back() {
     let limiter = Arc::new(FakeLimiter::default());
-    let unconfirmed = MailError::Unconfirmed {
-        retry_after: Duration::from_secs(5),
-        why: "still a draft".into(),
-    };
+    let unconfirmed = MailError::unconfirmed(Duration::from_secs(5), "still a draft");
     let mailer = wrap(
         StubMailer::answering(vec![Err(unconfirmed.clone())]),
         &limiter,
     );
-    assert_eq!(mailer.send(&mail()).await, Err(unconfirmed));
+    assert_eq!(
+        mailer.send(&mail()).await.map_err(|e| e.kind),
+        Err(unconfirmed.kind)
+    );
     assert_eq!(limiter.releases()[0].1, RequestEnd::Unsent);
     assert!(limiter.cooldowns.lock().unwrap().is_empty());
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::mailer::{
     MailError, SendReceipt,
-    http::{describe_transport_error, error_body, header},
+    http::{error_body, header, transport_failure},
     redact::scrub_provider_text,
 };
 
@@ -61,36 +61,36 @@ pub(crate) fn interpret(
     outcome: Result<SendGridAnswer, reqwest::Error>,
     now: DateTime<Utc>,
 ) -> Result<SendReceipt, MailError> {
-    let answer = outcome
-        .map_err(|e| MailError::Transient(describe_transport_error("SendGrid mail/send", &e)))?;
+    let answer = outcome.map_err(|e| transport_failure("SendGrid mail/send", e))?;
     let status = answer.status;
     match status {
         200..=299 => Ok(SendReceipt {
             provider_id: answer.message_id,
             ..SendReceipt::default()
         }),
-        429 => Err(MailError::Throttled {
-            retry_after: parse_reset(answer.rate_limit_reset.as_deref(), now),
-        }),
-        401 | 403 => Err(MailError::Unauthorized(format!(
+        429 => Err(MailError::throttled(parse_reset(
+            answer.rate_limit_reset.as_deref(),
+            now,
+        ))),
+        401 | 403 => Err(MailError::unauthorized(format!(
             "SendGrid refused the API key (HTTP {status}): {}",
             errors_text(&answer.body)
         ))),
-        408 => Err(MailError::Transient(
-            "SendGrid mail/send answered 408 Request Timeout".to_owned(),
+        408 => Err(MailError::transient(
+            "SendGrid mail/send answered 408 Request Timeout",
         )),
-        400..=499 => Err(MailError::Permanent {
-            code: format!("SendGrid{status}"),
-            message: format!(
+        400..=499 => Err(MailError::permanent(
+            format!("SendGrid{status}"),
+            format!(
                 "SendGrid refused the message (HTTP {status}): {}",
                 errors_text(&answer.body)
             ),
-        }),
-        500..=599 => Err(MailError::Transient(format!(
+        )),
+        500..=599 => Err(MailError::transient(format!(
             "SendGrid mail/send answered {status}: {}",
             errors_text(&answer.body)
         ))),
-        _ => Err(MailError::Transient(format!(
+        _ => Err(MailError::transient(format!(
             "SendGrid mail/send answered unexpected HTTP {status}"
         ))),
     }
@@ -147,6 +147,7 @@ pub fn fuzz_interpret(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mailer::MailErrorKind;
     use chrono::TimeZone;
 
     fn now() -> DateTime<Utc> {
@@ -168,50 +169,49 @@ mod tests {
     #[test]
     fn every_row_of_the_sendgrid_mapping() {
         assert_eq!(
-            answer(202, None, ""),
+            answer(202, None, "").map_err(|e| e.kind),
             Ok(SendReceipt {
                 provider_id: Some("sg-1".into()),
                 ..SendReceipt::default()
             })
         );
         assert_eq!(
-            answer(429, Some("1700000042"), ""),
-            Err(MailError::Throttled {
-                retry_after: Some(Duration::from_secs(42))
-            })
+            answer(429, Some("1700000042"), "").map_err(|e| e.kind),
+            Err(MailError::throttled(Some(Duration::from_secs(42))).kind)
         );
         assert_eq!(
-            answer(429, Some("1600000000"), ""),
-            Err(MailError::Throttled {
-                retry_after: Some(Duration::ZERO)
-            })
+            answer(429, Some("1600000000"), "").map_err(|e| e.kind),
+            Err(MailError::throttled(Some(Duration::ZERO)).kind)
         );
         assert_eq!(
-            answer(429, Some("soon"), ""),
-            Err(MailError::Throttled { retry_after: None })
+            answer(429, Some("soon"), "").map_err(|e| e.kind),
+            Err(MailError::throttled(None).kind)
         );
         assert_eq!(
-            answer(429, None, ""),
-            Err(MailError::Throttled { retry_after: None })
+            answer(429, None, "").map_err(|e| e.kind),
+            Err(MailError::throttled(None).kind)
         );
         let bad = r#"{"errors":[{"message":"Does not contain a valid address: lotte@example.com","field":"personalizations.0.to.0.email"}]}"#;
         assert_eq!(
-            answer(400, None, bad),
-            Err(MailError::Permanent {
-                code: "SendGrid400".into(),
-                message: "SendGrid refused the message (HTTP 400): personalizations.0.to.0.email: Does not contain a valid address: l***@example.com".into()
-            })
+            answer(400, None, bad).map_err(|e| e.kind),
+            Err(MailError::permanent("SendGrid400", "SendGrid refused the message (HTTP 400): personalizations.0.to.0.email: Does not contain a valid address: l***@example.com").kind)
         );
         for status in [401, 403] {
             assert!(
                 matches!(answer(status, None, r#"{"errors":[{"message":"The provided authorization grant is invalid, expired, or revoked"}]}"#),
-                    Err(MailError::Unauthorized(ref m)) if m.contains("revoked")),
+                    Err(MailError { kind: MailErrorKind::Unauthorized(m), .. }) if m.contains("revoked")),
                 "{status}"
             );
         }
         for status in [500, 502, 503, 408] {
             assert!(
-                matches!(answer(status, None, ""), Err(MailError::Transient(_))),
+                matches!(
+                    answer(status, None, ""),
+                    Err(MailError {
+                        kind: MailErrorKind::Transient(_),
+                        ..
+                    })
+                ),
                 "{status}"
             );
         }

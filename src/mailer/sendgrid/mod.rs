@@ -41,7 +41,7 @@ impl SendGridMailer {
     /// token. `http` is the shared client; `clock` turns `X-RateLimit-Reset` into a delay.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when `api_base_url` cannot carry a path.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when `api_base_url` cannot carry a path.
     pub(crate) fn new(
         http: reqwest::Client,
         api_base_url: &Url,

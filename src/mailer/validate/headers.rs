@@ -3,7 +3,7 @@
 
 use crate::{domain::Header, mailer::MailError};
 
-use super::{permanent, refuse_control};
+use super::refuse_control;
 
 /// The most custom `internetMessageHeaders` one message may have: 5. Graph answers more with
 /// `400 InvalidInternetMessageHeaderCollection` ("Maximum number of headers in one message
@@ -35,7 +35,7 @@ fn is_field_name(name: &str) -> bool {
 
 pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
     if headers.len() > MAX_HEADERS {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_INVALID_HEADER_COLLECTION,
             format!(
                 "the message has {} custom headers; Graph accepts at most {MAX_HEADERS} internetMessageHeaders",
@@ -48,7 +48,7 @@ pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
         // The name is sent as written: judge it untrimmed (`"x-a\r"` must not pass as `x-a`).
         let name = header.name.as_str();
         if !is_field_name(name) {
-            return Err(permanent(
+            return Err(MailError::permanent(
                 CODE_INVALID_HEADER,
                 format!(
                     "headers[{index}].name {name:?} is refused: a header name is printable ASCII without spaces, colons or line breaks (RFC 5322 §3.6.8)"
@@ -56,7 +56,7 @@ pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
             ));
         }
         if !name.to_ascii_lowercase().starts_with("x-") || name.len() <= 2 {
-            return Err(permanent(
+            return Err(MailError::permanent(
                 CODE_INVALID_HEADER,
                 format!(
                     "custom header {name:?} is refused: Graph accepts only internet message headers whose names start with x-"
@@ -67,7 +67,7 @@ pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
         refuse_control(&header.value, CODE_INVALID_HEADER, &what, "a header")?;
         let line = name.len() + 2 + header.value.len();
         if line > MAX_HEADER_LINE {
-            return Err(permanent(
+            return Err(MailError::permanent(
                 CODE_INVALID_HEADER,
                 format!(
                     "headers[{index}] ({name}) is {line} characters long; a header line may be at most {MAX_HEADER_LINE} (RFC 5322 §2.1.1)"
@@ -77,7 +77,7 @@ pub(super) fn check_headers(headers: &[Header]) -> Result<(), MailError> {
         total += name.len() + header.value.len();
     }
     if total > MAX_HEADER_BYTES {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_INVALID_HEADER_COLLECTION,
             format!(
                 "custom header names and values take {total} bytes; at most {MAX_HEADER_BYTES} are sent"

@@ -1,6 +1,6 @@
 //! Local validation of an [`OutgoingMail`] before any HTTP call or limiter reservation, so a
 //! message Graph would refuse costs no request and no budget. Every refusal is
-//! [`MailError::Permanent`] with one of the `code`s below and never a full recipient address;
+//! [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent) with one of the `code`s below and never a full recipient address;
 //! each message names the rule and its limit.
 
 use crate::domain::{MailboxAddress, OutgoingMail, Recipient, mask_address};
@@ -57,7 +57,7 @@ pub(crate) const CODE_CONTROL_CHARACTER: &str = "ControlCharacter";
 /// split a header (`x-a\r\nBcc: …`).
 ///
 /// # Errors
-/// The first rule broken, as [`MailError::Permanent`]; addresses in the message are masked.
+/// The first rule broken, as [`MailErrorKind::Permanent`](crate::mailer::MailErrorKind::Permanent); addresses in the message are masked.
 pub fn validate(mail: &OutgoingMail) -> Result<(), MailError> {
     validate_with_attachment_limit(mail, MAX_INLINE_ATTACHMENT_BYTES)
 }
@@ -82,13 +82,13 @@ pub(crate) fn validate_with_attachment_limit(
     }
     let recipients = mail.content.recipient_count();
     if recipients == 0 {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_NO_RECIPIENTS,
             "the message has no To, Cc or Bcc recipients".to_owned(),
         ));
     }
     if recipients > MAX_RECIPIENTS {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_TOO_MANY_RECIPIENTS,
             format!(
                 "the message has {recipients} recipients (To + Cc + Bcc); Exchange Online accepts at most {MAX_RECIPIENTS} per message"
@@ -104,7 +104,7 @@ pub(crate) fn validate_with_attachment_limit(
     check_headers(&mail.content.headers)?;
     let bytes = mail.content.attachment_bytes();
     if bytes > max_attachment_bytes && max_attachment_bytes != MAX_INLINE_ATTACHMENT_BYTES {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_ATTACHMENTS_TOO_LARGE,
             format!(
                 "attachments total {bytes} bytes; at most {max_attachment_bytes} bytes can be sent through Graph upload sessions"
@@ -112,7 +112,7 @@ pub(crate) fn validate_with_attachment_limit(
         ));
     }
     if bytes > max_attachment_bytes {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_ATTACHMENTS_TOO_LARGE,
             format!(
                 "attachments total {bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline because Graph refuses requests over 4 MB and base64 adds a third; larger attachments go through upload sessions in GRAPH_SEND_MODE=draft"
@@ -126,12 +126,12 @@ pub(crate) fn validate_with_attachment_limit(
 /// counts `mail.from`, the provider sends as `mailbox`: they must be the same).
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] naming both mailboxes.
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) naming both mailboxes.
 pub(crate) fn check_sender(mail: &OutgoingMail, mailbox: &MailboxAddress) -> Result<(), MailError> {
     if &mail.from == mailbox {
         Ok(())
     } else {
-        Err(MailError::Misconfigured(format!(
+        Err(MailError::misconfigured(format!(
             "message is from {} but this mailer sends as {mailbox}",
             mail.from
         )))
@@ -142,7 +142,7 @@ fn check_recipient(field: &str, index: usize, recipient: &Recipient) -> Result<(
     let raw = recipient.address.trim();
     let single = !raw.contains([',', ';']);
     if single && !raw.is_ascii() {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_INVALID_RECIPIENT,
             format!(
                 "{field}[{index}] ({}) has non-ASCII characters: write the domain in punycode (`mail-worker enqueue` converts it) and the local part in ASCII (we do not send SMTPUTF8 addresses)",
@@ -151,7 +151,7 @@ fn check_recipient(field: &str, index: usize, recipient: &Recipient) -> Result<(
         ));
     }
     if !(single && MailboxAddress::parse(raw).is_ok()) {
-        return Err(permanent(
+        return Err(MailError::permanent(
             CODE_INVALID_RECIPIENT,
             format!(
                 "{field}[{index}] ({}) is not one valid email address{}",
@@ -180,13 +180,6 @@ fn mask_each(raw: &str) -> String {
         .join("; ")
 }
 
-pub(crate) fn permanent(code: &str, message: String) -> MailError {
-    MailError::Permanent {
-        code: code.to_owned(),
-        message,
-    }
-}
-
 /// The first control character of `text` as `U+000D at character 12`, if any (TAB allowed).
 fn control_character(text: &str) -> Option<String> {
     text.chars()
@@ -205,7 +198,7 @@ pub(super) fn refuse_control(
 ) -> Result<(), MailError> {
     match control_character(text) {
         None => Ok(()),
-        Some(at) => Err(permanent(
+        Some(at) => Err(MailError::permanent(
             code,
             format!(
                 "{what} contains the control character {at}; CR, LF and other control characters are refused in {place}"

@@ -19,7 +19,7 @@ use crate::{
     config::Config,
     domain::{GraphCredentials, MailboxAddress, Sender},
     mailer::{
-        MailError,
+        MailError, MailErrorKind,
         graph::{
             GraphApp, GraphSendMode, graph_scope, permissions,
             verify::{Credential, Grant, GraphProbe},
@@ -190,7 +190,10 @@ async fn verify_graph_sender(
             ));
             grant
         }
-        Err(MailError::Unauthorized(message)) => {
+        Err(MailError {
+            kind: MailErrorKind::Unauthorized(message),
+            ..
+        }) => {
             let mut check = explain::refused(&message);
             check
                 .found

@@ -16,7 +16,7 @@ use crate::{
         mask_address,
     },
     mailer::{
-        MailError, MailerFactory,
+        MailErrorKind, MailerFactory,
         graph::{GraphSendMode, internet_message_id, verify::GraphProbe},
     },
     rate_limit::MailRateLimiter,
@@ -78,9 +78,9 @@ impl SendTest {
             Ok(mailer) => mailer.send(&mail).await,
             Err(e) => Err(e),
         };
-        match sent {
+        match sent.map_err(|e| e.kind) {
             Ok(_) => {}
-            Err(MailError::RateLimitExceeded {
+            Err(MailErrorKind::RateLimitExceeded {
                 reason,
                 retry_after,
                 booked,

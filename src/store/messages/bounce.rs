@@ -101,7 +101,7 @@ async fn suppress_hard(conn: &mut PgConnection, b: &Bounced) -> Result<(), Store
         )
         .await
         {
-            Ok(_) | Err(StoreError::Invalid(_)) => {}
+            Ok(_) | Err(StoreError::Invalid { .. }) => {}
             Err(e) => return Err(e),
         }
     }

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use crate::{
     domain::{MailboxAddress, sql_status},
-    store::StoreError,
+    store::{Entity, StoreError},
 };
 
 /// A change to a system mailbox's rate-limit overrides.
@@ -92,10 +92,10 @@ pub async fn set_limits(
     .fetch_optional(pool)
     .await?;
     let Some((m, d, r)) = row else {
-        return Err(StoreError::NotFound(format!(
-            "no system mailbox {address} (system mailboxes come from `mail-worker senders import`; \
-             tenant senders always use the default limits)"
-        )));
+        return Err(StoreError::NotFound {
+            entity: Entity::SystemMailbox,
+            key: address.to_string(),
+        });
     };
     Ok(Overrides::from_columns(m, d, r))
 }

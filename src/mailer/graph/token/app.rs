@@ -52,7 +52,7 @@ pub(crate) fn graph_scope(api_base_url: &Url) -> String {
 /// `{login_base_url}/{graph_tenant_id}/oauth2/v2.0/token`, the tenant id path-encoded.
 ///
 /// # Errors
-/// [`MailError::Misconfigured`] when `login_base_url` cannot carry a path.
+/// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when `login_base_url` cannot carry a path.
 pub(crate) fn token_url(login_base_url: &Url, graph_tenant_id: &str) -> Result<Url, MailError> {
     crate::mailer::http::endpoint_url(
         login_base_url,

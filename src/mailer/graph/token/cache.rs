@@ -56,7 +56,7 @@ impl GraphTokenCache {
     /// app (same secret) returns the same `Arc`.
     ///
     /// # Errors
-    /// [`MailError::Misconfigured`] when the token URL cannot be built.
+    /// [`MailErrorKind::Misconfigured`](crate::mailer::MailErrorKind::Misconfigured) when the token URL cannot be built.
     pub(crate) fn source(&self, app: GraphApp) -> Result<Arc<TokenSource>, MailError> {
         let url = token_url(&app.login_base_url, &app.graph_tenant_id)?;
         let key = AppKey {

@@ -10,7 +10,7 @@ use oauth2::{
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::mailer::{
-    MailError, graph::assertion, http::describe_transport_error, redact::scrub_provider_text,
+    MailError, graph::assertion, http::transport_failure, redact::scrub_provider_text,
 };
 
 use super::TokenSource;
@@ -58,27 +58,25 @@ impl TokenSource {
                     BasicErrorResponseType::Extension(ext)
                         if ext == "temporarily_unavailable" || ext == "server_error" =>
                     {
-                        Err(FetchError::Transient(MailError::Transient(message)))
+                        Err(FetchError::Transient(MailError::transient(message)))
                     }
-                    _ => Err(FetchError::Refused(MailError::Unauthorized(message))),
+                    _ => Err(FetchError::Refused(MailError::unauthorized(message))),
                 }
             }
-            Err(RequestTokenError::Request(oauth2::HttpClientError::Reqwest(error))) => {
-                Err(FetchError::Transient(MailError::Transient(
-                    describe_transport_error("the Graph token request", &error),
-                )))
-            }
+            Err(RequestTokenError::Request(oauth2::HttpClientError::Reqwest(error))) => Err(
+                FetchError::Transient(transport_failure("the Graph token request", *error)),
+            ),
             Err(RequestTokenError::Request(other)) => Err(FetchError::Transient(
-                MailError::Transient(format!("the Graph token request failed: {other}")),
+                MailError::transient(format!("the Graph token request failed: {other}")),
             )),
             Err(RequestTokenError::Parse(_, body)) => {
-                Err(FetchError::Transient(MailError::Transient(format!(
+                Err(FetchError::Transient(MailError::transient(format!(
                     "the Graph token endpoint answered something that is not a token response ({} bytes)",
                     body.len()
                 ))))
             }
             Err(RequestTokenError::Other(text)) => Err(FetchError::Transient(
-                MailError::Transient(format!("the Graph token endpoint answered badly: {text}")),
+                MailError::transient(format!("the Graph token endpoint answered badly: {text}")),
             )),
         }
     }
@@ -91,7 +89,7 @@ impl TokenSource {
     ) -> Result<(SecretString, Duration), FetchError> {
         let assertion = certificate
             .assertion(&self.client_id, self.token_url.as_str(), self.clock.now())
-            .map_err(|e| FetchError::Refused(MailError::Misconfigured(e)))?;
+            .map_err(|e| FetchError::Refused(MailError::misconfigured(e)))?;
         let form = [
             ("grant_type", "client_credentials"),
             ("client_id", self.client_id.as_str()),
@@ -105,12 +103,7 @@ impl TokenSource {
             .form(&form)
             .send()
             .await
-            .map_err(|e| {
-                FetchError::Transient(MailError::Transient(describe_transport_error(
-                    "the Graph token request",
-                    &e,
-                )))
-            })?;
+            .map_err(|e| FetchError::Transient(transport_failure("the Graph token request", e)))?;
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
         #[derive(serde::Deserialize)]
@@ -120,11 +113,11 @@ impl TokenSource {
             error: Option<String>,
             error_description: Option<String>,
         }
-        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
-            FetchError::Transient(MailError::Transient(format!(
+        let answer: Answer = serde_json::from_slice(&body).map_err(|e| {
+            FetchError::Transient(MailError::transient(format!(
                 "the Graph token endpoint answered HTTP {status} with something that is not a token response ({} bytes)",
                 body.len()
-            )))
+            )).caused_by(e))
         })?;
         if (200..300).contains(&status)
             && let Some(token) = answer.access_token
@@ -142,9 +135,9 @@ impl TokenSource {
             answer.error_description.as_deref(),
         );
         if status >= 500 || code == "temporarily_unavailable" || code == "server_error" {
-            Err(FetchError::Transient(MailError::Transient(message)))
+            Err(FetchError::Transient(MailError::transient(message)))
         } else {
-            Err(FetchError::Refused(MailError::Unauthorized(message)))
+            Err(FetchError::Refused(MailError::unauthorized(message)))
         }
     }
 

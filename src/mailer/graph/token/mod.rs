@@ -131,7 +131,7 @@ impl TokenSource {
             Some(
                 assertion::CertificateCredential::from_pem(app.client_secret.expose_secret())
                     .map_err(|e| {
-                        MailError::Misconfigured(format!(
+                        MailError::misconfigured(format!(
                             "app {} in tenant {}: {e}",
                             app.client_id, app.graph_tenant_id
                         ))
@@ -168,8 +168,8 @@ impl TokenSource {
     /// A token valid for at least the refresh margin, fetching one if needed.
     ///
     /// # Errors
-    /// [`MailError::Unauthorized`] when the endpoint refused the credentials (now or within the
-    /// last 30 s), with Microsoft's `AADSTS…` code; [`MailError::Transient`] on network trouble
+    /// [`MailErrorKind::Unauthorized`](crate::mailer::MailErrorKind::Unauthorized) when the endpoint refused the credentials (now or within the
+    /// last 30 s), with Microsoft's `AADSTS…` code; [`MailErrorKind::Transient`](crate::mailer::MailErrorKind::Transient) on network trouble
     /// or a token-endpoint server error (while the old token has not really expired, it is
     /// returned instead).
     pub(crate) async fn access_token(&self) -> Result<AccessToken, MailError> {
@@ -189,10 +189,10 @@ impl TokenSource {
                 TokenState::Valid {
                     token, expires_at, ..
                 } if now < *expires_at => Ok(token.clone()),
-                _ => Err(MailError::TokenUnavailable {
-                    retry_after: (*until - now).to_std().unwrap_or_default(),
-                    why: why.clone(),
-                }),
+                _ => Err(MailError::token_unavailable(
+                    (*until - now).to_std().unwrap_or_default(),
+                    why.clone(),
+                )),
             };
         }
         match self.fetch().await {
@@ -253,10 +253,7 @@ impl TokenSource {
                     TokenState::Valid {
                         token, expires_at, ..
                     } if now < *expires_at => Ok(token.clone()),
-                    _ => Err(MailError::TokenUnavailable {
-                        retry_after: pause,
-                        why,
-                    }),
+                    _ => Err(MailError::token_unavailable(pause, why)),
                 }
             }
         }
