@@ -300,8 +300,10 @@ async fn store_lines(
         }
     }));
     let answer = Answer::new(&producer.name, results);
-    let bytes = serde_json::to_vec(&answer)
-        .map_err(|e| StoreError::Invalid(format!("the answer as JSON: {e}")))?;
+    let bytes = serde_json::to_vec(&answer).map_err(|e| StoreError::Invalid {
+        field: "answer",
+        reason: format!("not serialisable as JSON: {e}"),
+    })?;
     let recorded = store::ingest::record(
         &mut tx,
         &store::ingest::RequestRow {
