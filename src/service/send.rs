@@ -7,7 +7,12 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    MailProviderService, SendOutcome, journal::AttemptJournal, lease, pause::Admit, suppress,
+    MailProviderService, SendOutcome,
+    journal::AttemptJournal,
+    lease,
+    pause::Admit,
+    pool::{self, Placement},
+    suppress,
 };
 use crate::{
     domain::{ALL_SUPPRESSED, MailboxAddress, Sender, TenantTransport},
@@ -27,11 +32,23 @@ impl MailProviderService {
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail problems are outcomes.
     pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
-        let sender = match message.sender {
-            SenderRef::Tenant(id) => senders::tenant_by_id(&self.pool, id)
+        let placed = match pool::to_place(message) {
+            Some(pool_id) => match self.place(message, pool_id).await? {
+                Placement::On(sender) => Some(sender),
+                Placement::Kept => None,
+                Placement::Superseded => {
+                    self.stale(message.fence, "placed").await;
+                    return Ok(SendOutcome::Superseded);
+                }
+            },
+            None => None,
+        };
+        let sender = match (placed, message.sender) {
+            (Some(sender), _) => Some(sender),
+            (None, SenderRef::Tenant(id)) => senders::tenant_by_id(&self.pool, id)
                 .await?
                 .map(Sender::Tenant),
-            SenderRef::SystemMailbox(id) => senders::system_mailbox_by_id(&self.pool, id)
+            (None, SenderRef::SystemMailbox(id)) => senders::system_mailbox_by_id(&self.pool, id)
                 .await?
                 .map(Sender::SystemMailbox),
         };

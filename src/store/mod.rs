@@ -249,6 +249,7 @@ pub mod mailbox_list;
 pub mod mailbox_order;
 pub mod messages;
 pub mod outcomes;
+pub mod pools;
 pub mod replicas;
 pub mod report;
 pub mod retention;

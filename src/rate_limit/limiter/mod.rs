@@ -7,6 +7,7 @@ mod fail_open;
 mod pauses;
 mod reads;
 mod seeding;
+mod slots;
 mod trace_budget;
 
 use std::{
@@ -21,6 +22,7 @@ use uuid::Uuid;
 pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
+pub use self::slots::MemberSlot;
 use super::{
     Algorithm, Ask, Counted, Decision, LiveReplicas, RateLimitConfig, RateLimitError, RateLimiter,
     RequestEnd, Reservation,
@@ -31,7 +33,7 @@ use super::{
     never_fits,
     paced::{Paced, keys::PacedKeys},
 };
-use crate::log_events;
+use crate::{domain::MailboxAddress, log_events};
 
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
@@ -260,6 +262,13 @@ impl MailRateLimiter {
 }
 
 impl RateLimiter for MailRateLimiter {
+    async fn member_slots(
+        &self,
+        mailboxes: &[(String, MailboxAddress)],
+    ) -> Vec<Option<MemberSlot>> {
+        self.read_member_slots(mailboxes).await
+    }
+
     /// See [`RateLimiter::check_and_reserve`]. Validates before any Redis call (no
     /// recipients; more recipients than the day allows; more external recipients than the
     /// tenant allows).
