@@ -238,8 +238,9 @@ pub(crate) fn parse_line(
                 .into_iter()
                 .filter_map(|(name, v)| v.as_ref().map(|_| name))
                 .collect();
+            let both = if given.len() == 2 { "both " } else { "" };
             return Err(bad(format!(
-                "has {}; give exactly one of tenant, systemMailbox and senderPool",
+                "has {both}{}; give exactly one of tenant, systemMailbox and senderPool",
                 given.join(" and ")
             )));
         }

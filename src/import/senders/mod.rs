@@ -365,3 +365,7 @@ fn tenant_budget(transport: &TenantTransport) -> Option<&TenantBudget> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests_pools.rs"]
+mod tests_pools;
