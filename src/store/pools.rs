@@ -48,7 +48,7 @@ macro_rules! by_address {
 /// # Errors
 /// [`StoreError::NotFound`] naming a member or overflow sender that is not stored; database
 /// errors.
-pub(crate) async fn upsert(
+pub async fn upsert(
     pool: &PgPool,
     name: &str,
     members: &[MailboxAddress],

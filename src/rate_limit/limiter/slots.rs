@@ -9,12 +9,15 @@ use std::collections::BTreeMap;
 use super::{Engine, MailRateLimiter};
 use crate::{domain::MailboxAddress, rate_limit::paced::keys::PacedKeys};
 
+/// `tat`, `cool`, `held` and `total` of a member's state hash.
+type State = (Option<i64>, Option<i64>, Option<i64>, Option<u64>);
+
 /// One member as the limiter holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemberSlot {
     /// When (ms since the epoch, Redis's clock) its next message could be booked at the
-    /// earliest: the latest of the pacing's next free slot (`tat`), a `Retry-After` cooldown
-    /// (`cool`) and a limit pause (`held`); 0 when the limiter holds nothing for it.
+    /// earliest: the latest of Redis's now, the pacing's next free slot (`tat`), a
+    /// `Retry-After` cooldown (`cool`) and a limit pause (`held`). Members free now tie.
     pub free_at_ms: i64,
     /// Recipients its rolling 24 h window counts, sent and booked (`total`).
     pub recipients_day: u64,
@@ -39,6 +42,7 @@ impl MailRateLimiter {
         }
         let reads = by_tenant.into_values().map(|indexes| async move {
             let mut pipe = redis::pipe();
+            pipe.cmd("TIME");
             for &i in &indexes {
                 let (tenant, mailbox) = &mailboxes[i];
                 let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
@@ -49,18 +53,26 @@ impl MailRateLimiter {
                     .arg("held")
                     .arg("total");
             }
-            let answer: Result<Vec<(Option<i64>, Option<i64>, Option<i64>, Option<u64>)>, _> =
-                self.redis.query(&pipe).await;
+            let answer = self.redis.query::<Vec<redis::Value>>(&pipe).await;
             (indexes, answer)
         });
         for (indexes, answer) in futures::future::join_all(reads).await {
-            let Ok(rows) = answer else { continue };
-            for (i, (tat, cool, held, total)) in indexes.into_iter().zip(rows) {
+            let Ok(answers) = answer else { continue };
+            let Some((time, rows)) = answers.split_first() else {
+                continue;
+            };
+            // TIME: seconds and microseconds, as two strings.
+            let now_ms = redis::from_redis_value_ref::<(i64, i64)>(time)
+                .map_or(0, |(s, us)| s * 1_000 + us / 1_000);
+            for (i, row) in indexes.into_iter().zip(rows) {
+                let Ok((tat, cool, held, total)) = redis::from_redis_value_ref::<State>(row) else {
+                    continue;
+                };
                 slots[i] = Some(MemberSlot {
-                    free_at_ms: tat
-                        .unwrap_or(0)
-                        .max(cool.unwrap_or(0))
-                        .max(held.unwrap_or(0)),
+                    free_at_ms: [tat, cool, held]
+                        .into_iter()
+                        .flatten()
+                        .fold(now_ms, i64::max),
                     recipients_day: total.unwrap_or(0),
                 });
             }
