@@ -5,11 +5,11 @@
 //! its rule is `budgetsSpent`. The choice is written on the row (fenced by the claim) before
 //! the send, so the message keeps that sender for good.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, time::Duration};
 
 use uuid::Uuid;
 
-use super::MailProviderService;
+use super::{MailProviderService, SendOutcome};
 use crate::{
     domain::{EventKind, OverflowWhen, Sender},
     log_events,
@@ -44,9 +44,11 @@ pub(super) fn to_place(message: &StoredMessage) -> Option<Uuid> {
     }
 }
 
-/// The member to take, by index into `rooms`: the earliest free slot among those with room
-/// for `recipients` in their day budget; ties go round by `start` (the message's id), so a
-/// pool with every member free spreads its messages. `Err(earliest)` when none has room:
+/// The member to take, by index into `rooms`: the earliest free slot (to the second) among
+/// those with room for `recipients` in their day budget; ties go round by `start` (the
+/// message's id), so a pool with every member free, or the messages of one claim placed at
+/// once from the same read, spread over the members instead of all taking the one whose slot
+/// is a few milliseconds earlier. `Err(earliest)` when none has room:
 /// the earliest free slot regardless (its booking goes into the next day), `None` if there is
 /// no member.
 pub(crate) fn earliest(
@@ -56,7 +58,7 @@ pub(crate) fn earliest(
 ) -> Result<usize, Option<usize>> {
     let n = rooms.len();
     let key = |i: usize| {
-        let free = rooms[i].map_or(0, |r| r.free_at_ms);
+        let free = rooms[i].map_or(0, |r| r.free_at_ms.div_euclid(TIE_MS));
         (free, (i + n - start % n.max(1)) % n.max(1))
     };
     let with_room = (0..n)
@@ -64,6 +66,21 @@ pub(crate) fn earliest(
         .min_by_key(|&i| key(i));
     with_room.ok_or_else(|| (0..n).min_by_key(|&i| key(i)))
 }
+
+/// Whether a denial says the member's day budget is spent: its reason is the day budget, or
+/// its booked slot is [`DAY_SPENT_AHEAD`] or more ahead (`paced` names the minute budget when it
+/// books a day-spent message into the next day's first free slot).
+pub(super) fn day_spent(reason: crate::rate_limit::DenyReason, retry_after: Duration) -> bool {
+    reason == crate::rate_limit::DenyReason::Day || retry_after >= DAY_SPENT_AHEAD
+}
+
+/// 23 h: a minute-budget backlog books at most D messages ahead (D ≤ 10,000 recipients a
+/// day, each message one at least), D ÷ L minutes: under 23 h for any L of 8 a minute or more,
+/// so a booking this far ahead is the rolling 24 h's.
+const DAY_SPENT_AHEAD: Duration = Duration::from_secs(23 * 3_600);
+
+/// Free slots within the same second tie.
+const TIE_MS: i64 = 1_000;
 
 impl MailProviderService {
     /// Places the pooled `message` of pool `pool_id` (see the module docs).
@@ -114,19 +131,66 @@ impl MailProviderService {
                 events::record_one(&mut *tx, EventKind::Overflowed, message.id).await?;
             }
             tx.commit().await?;
-            self.metrics.overflowed(&pool.name, reason.as_str());
-            tracing::info!(
-                event = log_events::MAIL_POOL_OVERFLOWED,
-                message.id = %message.id,
-                pool = %pool.name,
-                reason = reason.as_str(),
-                mailbox = %chosen.mailbox(),
-                "pooled message overflowed: every member's day budget is spent"
-            );
+            self.overflowed(message, &pool.name, &chosen, reason);
         } else {
             tx.commit().await?;
         }
         Ok(Placement::On(chosen))
+    }
+
+    /// A pooled message on member `on` that the member's limiter refused for its day budget
+    /// (another message took the last room between the placement's read and its booking, or
+    /// the message waited on the member for its in-flight turn meanwhile): given to the pool's
+    /// overflow sender when its rule says so, due now. Never once a Graph request may have
+    /// been made for it (the write checks), nor when `on` is the overflow sender itself.
+    /// `None` when the pool does not overflow it.
+    ///
+    /// # Errors
+    /// PostgreSQL errors.
+    pub(super) async fn overflow_after_day_denial(
+        &self,
+        message: &StoredMessage,
+        pool_id: Uuid,
+        on: Uuid,
+    ) -> Result<Option<SendOutcome>, StoreError> {
+        let Some(pool) = pools::senders_of(&self.pool, pool_id).await? else {
+            return Ok(None);
+        };
+        let Some(sender) = overflow_for(&pool, message) else {
+            return Ok(None);
+        };
+        if SenderRef::of(&sender).id() == on {
+            return Ok(None);
+        }
+        let reason = OverflowWhen::BudgetsSpent;
+        let mut tx = self.pool.begin().await?;
+        let Some(until) =
+            pools::overflow_now(&mut *tx, message.fence, SenderRef::of(&sender), reason).await?
+        else {
+            return Ok(Some(SendOutcome::Superseded));
+        };
+        if self.outbox.is_on() {
+            events::record_one(&mut *tx, EventKind::Overflowed, message.id).await?;
+        }
+        tx.commit().await?;
+        self.overflowed(message, &pool.name, &sender, reason);
+        Ok(Some(SendOutcome::Deferred {
+            until,
+            reason: format!("overflowed ({})", reason.as_str()),
+        }))
+    }
+
+    /// Counts and logs one overflowed message.
+    fn overflowed(&self, message: &StoredMessage, pool: &str, to: &Sender, reason: OverflowWhen) {
+        self.metrics.overflowed(pool, reason.as_str());
+        tracing::info!(
+            event = log_events::MAIL_POOL_OVERFLOWED,
+            message.id = %message.id,
+            pool,
+            reason = reason.as_str(),
+            mailbox = %to.mailbox(),
+            "pooled message overflowed: every member's day budget is spent"
+        );
     }
 }
 
@@ -173,18 +237,19 @@ mod tests {
 
     #[test]
     fn the_earliest_free_slot_with_day_room_wins() {
-        assert_eq!(
-            earliest(&[room(300, 10), room(100, 10), room(200, 10)], 1, 0),
-            Ok(1)
-        );
+        let rooms = [room(3_000, 10), room(1_000, 10), room(2_000, 10)];
+        assert_eq!(earliest(&rooms, 1, 0), Ok(1));
         // The earliest has no day room left: the next one.
-        assert_eq!(
-            earliest(&[room(300, 10), room(100, 0), room(200, 10)], 1, 0),
-            Ok(2)
-        );
+        let rooms = [room(3_000, 10), room(1_000, 0), room(2_000, 10)];
+        assert_eq!(earliest(&rooms, 1, 0), Ok(2));
         // None has room: the earliest regardless, as the fallback.
-        assert_eq!(earliest(&[room(300, 0), room(100, 0)], 1, 0), Err(Some(1)));
+        assert_eq!(
+            earliest(&[room(3_000, 0), room(1_000, 0)], 1, 0),
+            Err(Some(1))
+        );
         assert_eq!(earliest(&[], 1, 0), Err(None));
+        // Within the same second: a tie, gone round by the message.
+        assert_eq!(earliest(&[room(1_100, 10), room(1_900, 10)], 1, 1), Ok(1));
     }
 
     #[test]

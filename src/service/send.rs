@@ -164,6 +164,21 @@ impl MailProviderService {
                 }
             }
         }
+        if let (
+            Some((pool_id, _)),
+            Err(MailError::RateLimitExceeded {
+                reason,
+                retry_after,
+                ..
+            }),
+        ) = (message.pool, &result)
+            && pool::day_spent(*reason, *retry_after)
+            && let Some(outcome) = self
+                .overflow_after_day_denial(message, pool_id, sender_id)
+                .await?
+        {
+            return Ok(outcome);
+        }
         match result {
             Ok(receipt) => {
                 let note = suppress::sent_note(receipt.note.as_deref(), suppressed);

@@ -255,3 +255,42 @@ where
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Gives the claimed pooled message of `fence`, placed on a member that then refused it for
+/// its day budget before any Graph request, to the overflow sender `to` for `reason`: due
+/// now, `SCHEDULED`, its attempt given back (as a deferral). Returns when it is due, or
+/// `None` when the attempt no longer held the row or a Graph request may have been made.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn overflow_now<'e, E>(
+    executor: E,
+    fence: Fence,
+    to: SenderRef,
+    reason: OverflowWhen,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    let (tenant, mailbox) = match to {
+        SenderRef::Tenant(id) => (Some(id), None),
+        SenderRef::SystemMailbox(id) => (None, Some(id)),
+    };
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET tenant_id = $3, system_mailbox_id = $4, overflow_reason = $5, \
+             pool_placed_at = now(), status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = now(), attempts = greatest(attempts - 1, 0), \
+             deferrals = deferrals + 1, updated_at = now() \
+         WHERE id = $1 AND claim_token = $2 AND status = ",
+        sql_status!(Sending),
+        " AND graph_draft_id IS NULL AND send_attempted_at IS NULL RETURNING scheduled_on"
+    ))
+    .bind(fence.id)
+    .bind(fence.token)
+    .bind(tenant)
+    .bind(mailbox)
+    .bind(reason.as_str())
+    .fetch_optional(executor)
+    .await?)
+}
