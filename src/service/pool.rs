@@ -108,9 +108,10 @@ impl MailProviderService {
         }
         let owned: Vec<Sender> = members.iter().map(|m| (*m).clone()).collect();
         let rooms = self.mailers.member_rooms(&owned).await;
-        let recipients = message.content.as_ref().map_or(1, |c| {
-            i64::try_from(c.recipient_count()).unwrap_or(i64::MAX)
-        });
+        let recipients = message
+            .content
+            .as_ref()
+            .map_or(1, |c| i64::from(c.recipient_count()));
         let start = (message.id.as_u128() % owned.len() as u128) as usize;
         let (chosen, reason) = match earliest(&rooms, recipients, start) {
             Ok(i) => (owned[i].clone(), None),

@@ -4,6 +4,7 @@
 //! (`fail_open.rs`).
 
 mod fail_open;
+mod live;
 mod pauses;
 mod reads;
 mod seeding;
@@ -19,6 +20,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub(super) use self::live::LiveLease;
 pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
@@ -46,28 +48,6 @@ pub(crate) trait DecisionMetrics: Send + Sync {
     /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
     /// and how long it took.
     fn rate_limit_decision(&self, decision: &'static str, took: Duration);
-}
-
-/// A `paced` lease this process holds.
-#[derive(Debug)]
-pub(super) struct LiveLease {
-    reservation: Reservation,
-    /// When it was taken (its request's duration, measured at the release).
-    taken: Instant,
-    /// Set when its send was cut off mid-request ([`RateLimiter::hold_until`]): kept until
-    /// then, when that request can no longer be in flight.
-    hold_until: Option<DateTime<Utc>>,
-}
-
-impl LiveLease {
-    /// A lease just taken.
-    pub(super) fn new(reservation: Reservation) -> Self {
-        Self {
-            reservation,
-            taken: Instant::now(),
-            hold_until: None,
-        }
-    }
 }
 
 /// The algorithm the limiter runs, with its scripts.
