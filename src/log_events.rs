@@ -51,7 +51,7 @@ pub const MAIL_SEND_INFRASTRUCTURE_ERROR: &str = "mail.send.infrastructureError"
 /// Renewing an attempt's row lease failed (PostgreSQL unreachable); retried every second until
 /// the attempt's lease deadline. Warn. Fields: `message.id`, `error`.
 pub const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";
-/// An attempt was stopped at its lease deadline (`SEND_LEASE_MS` − a margin without a
+/// An attempt was stopped at its lease deadline (`SEND_LEASE` − a margin without a
 /// confirmed renewal): its requests were cancelled and the row rescheduled as possibly sent.
 /// Warn. Fields: `message.id`, `send_attempted`.
 pub const MAIL_SEND_LEASE_DEADLINE: &str = "mail.send.leaseDeadline";

@@ -52,7 +52,11 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 fn known_vars() -> BTreeSet<&'static str> {
-    cli::ENV_VARS.iter().map(|var| var.name).collect()
+    // A deprecated `*_MS` name is still read (with a warning).
+    mail_worker::config::settings::all()
+        .flat_map(|s| [Some(s.name), s.alias_ms])
+        .flatten()
+        .collect()
 }
 
 /// The `env:` references of examples/senders.json.
@@ -123,7 +127,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(
         Duration::from_secs(grace_s) > config.shutdown_grace,
-        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE_MS {:?}",
+        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE {:?}",
         config.shutdown_grace
     );
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
