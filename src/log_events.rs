@@ -71,6 +71,10 @@ pub const MAIL_SENDER_PAUSED: &str = "mail.sender.paused";
 /// A paused sender works again (its configuration changed, or a probe got past the
 /// credentials). Info. Fields: `mailbox`, `was`, `why`, `messages_due`.
 pub const MAIL_SENDER_RESUMED: &str = "mail.sender.resumed";
+/// A pooled message was given to its pool's overflow sender (its members' day budgets are
+/// spent). Info. Fields: `message.id`, `pool`, `reason` (`budgetsSpent`), `mailbox` (the
+/// overflow sender). The members' own alerts (pauses, budgets) keep firing.
+pub const MAIL_POOL_OVERFLOWED: &str = "mail.pool.overflowed";
 /// A `SENDING` row outlived its lease; it is rescheduled, and its next attempt checks Graph
 /// before it resends (docs/delivery.md).
 pub const MAIL_SEND_OUTCOME_UNKNOWN: &str = "mail.send.outcomeUnknown";

@@ -23,6 +23,9 @@ pub enum EventKind {
     /// The message trace says one recipient's copy was filtered as spam or quarantined (once
     /// per recipient).
     Filtered,
+    /// A pooled message was given to its pool's overflow sender, with the reason
+    /// (`budgetsSpent`).
+    Overflowed,
 }
 
 keywords!(EventKind {
@@ -34,6 +37,7 @@ keywords!(EventKind {
     Cancelled => "cancelled",
     Delivered => "delivered",
     Filtered => "filtered",
+    Overflowed => "overflowed",
 });
 
 #[cfg(test)]
@@ -44,7 +48,8 @@ mod tests {
     fn kinds_match_the_migrations_check() {
         let sql = concat!(
             include_str!("../../migrations/20261202144306_events.sql"),
-            include_str!("../../migrations/20261206051500_delivery_trace.sql")
+            include_str!("../../migrations/20261206051500_delivery_trace.sql"),
+            include_str!("../../migrations/20261206192548_sender_pools.sql")
         );
         for kind in EventKind::ALL {
             assert!(

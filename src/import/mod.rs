@@ -87,5 +87,6 @@ pub(crate) async fn sender_directory(
     Ok(campaign::SenderDirectory {
         tenants,
         system_mailboxes,
+        pools: store::pools::directory(pool).await?,
     })
 }

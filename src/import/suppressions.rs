@@ -156,6 +156,7 @@ mod tests {
         let directory = SenderDirectory {
             tenants: HashMap::from([("northwind".to_owned(), tenant)]),
             system_mailboxes: HashMap::from([("events@contoso.example".to_owned(), mailbox)]),
+            pools: HashMap::new(),
         };
         (directory, tenant, mailbox)
     }

@@ -26,7 +26,7 @@ pub use graph::MicrosoftGraphMailer;
 pub use rate_limited::RateLimitedGraphMailer;
 pub use sendgrid::SendGridMailer;
 pub use settings::{GraphConfig, MailerSettings};
-pub use source::MailerSource;
+pub use source::{MailerSource, MemberRoom};
 
 /// Sends one message through one provider for one sender. Used as `Arc<dyn Mailer>`.
 ///

@@ -7,6 +7,17 @@ use crate::{
     mailer::{MailError, Mailer},
 };
 
+/// A sender pool member's room as its limiter holds it (docs/decisions/0046-sender-pools.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberRoom {
+    /// When its next message could be booked at the earliest (ms since the epoch, the
+    /// limiter's clock; 0: now).
+    pub free_at_ms: i64,
+    /// Recipients a `normal` message may still book in its rolling 24 h (its day budget less
+    /// the reserved share, less what is sent and booked; negative when over).
+    pub day_left: i64,
+}
+
 /// Where the service gets a sender's mailer: the [`super::MailerFactory`] in production,
 /// stubs in tests.
 #[async_trait::async_trait]
@@ -30,6 +41,12 @@ pub trait MailerSource: Send + Sync {
     /// The default (a constant) leaves resuming to the probes.
     async fn fingerprint(&self, _sender: &Sender) -> String {
         String::new()
+    }
+
+    /// Each of `members`' [`MemberRoom`], in their order; `None` where the limiter keeps no
+    /// slots (the default: stubs, `fixed-window`).
+    async fn member_rooms(&self, members: &[Sender]) -> Vec<Option<MemberRoom>> {
+        vec![None; members.len()]
     }
 
     /// The sender's mailer and its [`Self::fingerprint`] together, so a source can read the

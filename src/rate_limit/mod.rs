@@ -54,7 +54,7 @@ pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
 pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
-pub use limiter::{LimitPause, MailRateLimiter, PauseScope, SendHistory, SentRecord};
+pub use limiter::{LimitPause, MailRateLimiter, MemberSlot, PauseScope, SendHistory, SentRecord};
 pub use paced::BookedRow;
 pub use replicas::LiveReplicas;
 pub use settings::{
@@ -179,6 +179,16 @@ pub trait RateLimiter: Send + Sync + 'static {
     ) -> impl Future<Output = ()> + Send {
         let _ = until;
         self.release(reservation, RequestEnd::Done)
+    }
+
+    /// Each member's next free slot and day count, for a sender pool's placement (see
+    /// [`MemberSlot`]); `None` each where the limiter holds no slots (the default: fakes).
+    fn member_slots(
+        &self,
+        mailboxes: &[(String, MailboxAddress)],
+    ) -> impl Future<Output = Vec<Option<MemberSlot>>> + Send {
+        let n = mailboxes.len();
+        async move { vec![None; n] }
     }
 
     /// Holds every message of `ask.mailbox` until `until` (a provider's `Retry-After`), for

@@ -19,6 +19,7 @@ pub(crate) mod pause;
 mod errors;
 mod journal;
 mod policy;
+mod pool;
 mod send;
 mod sent_batch;
 mod suppress;

@@ -10,7 +10,12 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    MailProviderService, SendOutcome, journal::AttemptJournal, lease, pause::Admit, suppress,
+    MailProviderService, SendOutcome,
+    journal::AttemptJournal,
+    lease,
+    pause::Admit,
+    pool::{self, Placement},
+    suppress,
 };
 use crate::{
     domain::{ALL_SUPPRESSED, MailboxAddress, OutgoingMail, Sender, TenantTransport},
@@ -42,7 +47,18 @@ impl MailProviderService {
     /// # Errors
     /// Only infrastructure trouble (PostgreSQL); mail problems are outcomes.
     pub(crate) async fn send(&self, message: &StoredMessage) -> Result<SendOutcome, StoreError> {
-        let Some(sender) = self.sender_of(message).await? else {
+        let sender = match pool::to_place(message) {
+            Some(pool_id) => match self.place(message, pool_id).await? {
+                Placement::On(sender) => Some(sender),
+                Placement::Kept => self.sender_of(message).await?,
+                Placement::Superseded => {
+                    self.stale(message.fence, "placed").await;
+                    return Ok(SendOutcome::Superseded);
+                }
+            },
+            None => self.sender_of(message).await?,
+        };
+        let Some(sender) = sender else {
             let outcome = self
                 .fail(
                     message.fence,
@@ -80,6 +96,21 @@ impl MailProviderService {
             Err(e) => Err(e),
         };
         self.probed(sender_id, &result).await?;
+        if let (
+            Some((pool_id, _)),
+            Err(MailErrorKind::RateLimitExceeded {
+                reason,
+                retry_after,
+                ..
+            }),
+        ) = (message.pool, result.as_ref().map_err(|e| &e.kind))
+            && pool::day_spent(*reason, *retry_after)
+            && let Some(outcome) = self
+                .overflow_after_day_denial(message, pool_id, sender_id)
+                .await?
+        {
+            return Ok(outcome);
+        }
         let recipients = mail.content.recipient_count();
         match result {
             Ok(receipt) => {

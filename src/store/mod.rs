@@ -78,12 +78,15 @@ pub enum StoreError {
 pub enum Entity {
     /// A row of `system_mailboxes`, by address.
     SystemMailbox,
+    /// A tenant's or system mailbox's sender address a pool names.
+    Sender,
 }
 
 impl std::fmt::Display for Entity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::SystemMailbox => "system mailbox",
+            Self::Sender => "sender",
         })
     }
 }
@@ -276,6 +279,7 @@ pub mod mailbox_list;
 pub mod mailbox_order;
 pub mod messages;
 pub mod outcomes;
+pub mod pools;
 pub mod replicas;
 pub mod report;
 pub mod retention;

@@ -212,6 +212,7 @@ async fn a_refused_chunk_is_retried_line_by_line() {
     let mut directory = SenderDirectory {
         tenants,
         system_mailboxes,
+        pools: Default::default(),
     };
     directory.tenants.insert("ghost".into(), Uuid::new_v4());
     let ghost = line(3, "Hello", "Hi").replace("northwind", "ghost");

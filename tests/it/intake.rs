@@ -188,6 +188,7 @@ async fn queued_lines_become_rows_and_bad_ones_are_dead_with_the_file_imports_re
     // The dead jobs' reasons are the file import's for the same lines.
     let directory = SenderDirectory {
         tenants: Default::default(),
+        pools: Default::default(),
         system_mailboxes: [(mailbox.clone(), app.mailboxes[0].1)]
             .into_iter()
             .collect(),

@@ -159,6 +159,7 @@ async fn on_a_3_master_cluster_500_pushed_jobs_become_rows_and_2_bad_ones_are_de
     );
     let directory = SenderDirectory {
         tenants: Default::default(),
+        pools: Default::default(),
         system_mailboxes: [(mailbox.clone(), app.mailboxes[0].1)]
             .into_iter()
             .collect(),

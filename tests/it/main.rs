@@ -25,6 +25,7 @@ mod mailer;
 mod migrations;
 mod ops;
 mod overlap;
+mod pools;
 mod priority;
 mod quota_pause;
 mod rate_limit;

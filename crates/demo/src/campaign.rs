@@ -22,6 +22,7 @@ pub fn demo_senders() -> SendersFile {
         trace_delivery: None,
     };
     SendersFile {
+        sender_pools: Vec::new(),
         system_mailboxes: vec![
             mailbox("events@contoso.example", None),
             mailbox("noreply@contoso.example", Some(20)),

@@ -26,6 +26,8 @@ struct Line {
     #[serde(default)]
     system_mailbox: Option<String>,
     #[serde(default)]
+    sender_pool: Option<String>,
+    #[serde(default)]
     to: Vec<Recipient>,
     #[serde(default)]
     cc: Vec<Recipient>,
@@ -70,6 +72,9 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
     }
     if let Some(m) = &line.system_mailbox {
         fields.push(("systemMailbox".into(), m));
+    }
+    if let Some(p) = &line.sender_pool {
+        fields.push(("senderPool".into(), p));
     }
     for (list, name) in [(&line.to, "to"), (&line.cc, "cc"), (&line.bcc, "bcc")] {
         for (i, r) in list.iter().enumerate() {
@@ -197,28 +202,47 @@ pub(crate) fn parse_line(
         let e = Uuid::parse_str(line.id.trim()).unwrap_err();
         return Err(bad(format!("id {:?} is not a UUID: {e}", line.id)));
     };
-    let sender = match (&line.tenant, &line.system_mailbox) {
-        (Some(t), None) => SenderRef::Tenant(*senders.tenants.get(t.trim()).ok_or_else(|| {
-            bad(format!(
-                "tenant {t:?} is unknown (import it with `mail-worker senders import`)"
-            ))
-        })?),
-        (None, Some(m)) => {
+    let mut sender_pool = None;
+    let sender = match (&line.tenant, &line.system_mailbox, &line.sender_pool) {
+        (None, None, Some(p)) => {
+            let pool = senders.pools.get(p.trim()).ok_or_else(|| {
+                bad(format!(
+                    "senderPool {p:?} is unknown (give it in the senders file's senderPools and import it with `mail-worker senders import`)"
+                ))
+            })?;
+            sender_pool = Some(pool.id);
+            pool.stand_in(id)
+                .ok_or_else(|| bad(format!("senderPool {p:?} has no members")))?
+        }
+        (Some(t), None, None) => {
+            SenderRef::Tenant(*senders.tenants.get(t.trim()).ok_or_else(|| {
+                bad(format!(
+                    "tenant {t:?} is unknown (import it with `mail-worker senders import`)"
+                ))
+            })?)
+        }
+        (None, Some(m), None) => {
             let address =
                 MailboxAddress::parse(m).map_err(|e| bad(format!("systemMailbox: {e}")))?;
             SenderRef::SystemMailbox(*senders.system_mailboxes.get(address.as_str()).ok_or_else(|| {
                 bad(format!("systemMailbox {address} is unknown (import it with `mail-worker senders import`)"))
             })?)
         }
-        (Some(_), Some(_)) => {
+        (None, None, None) => {
             return Err(bad(
-                "has both tenant and systemMailbox; give exactly one".into()
+                "has none of tenant, systemMailbox and senderPool; give exactly one".into(),
             ));
         }
-        (None, None) => {
-            return Err(bad(
-                "has neither tenant nor systemMailbox; give exactly one".into(),
-            ));
+        (t, m, p) => {
+            let given: Vec<&str> = [("tenant", t), ("systemMailbox", m), ("senderPool", p)]
+                .into_iter()
+                .filter_map(|(name, v)| v.as_ref().map(|_| name))
+                .collect();
+            let both = if given.len() == 2 { "both " } else { "" };
+            return Err(bad(format!(
+                "has {both}{}; give exactly one of tenant, systemMailbox and senderPool",
+                given.join(" and ")
+            )));
         }
     };
     if line.to.len() + line.cc.len() + line.bcc.len() == 0 {
@@ -297,6 +321,7 @@ pub(crate) fn parse_line(
     Ok(NewMessage {
         id,
         sender,
+        sender_pool,
         content: MessageContent {
             to: ascii(line.to),
             cc: ascii(line.cc),

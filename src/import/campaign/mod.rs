@@ -48,6 +48,8 @@ pub struct SenderDirectory {
     pub tenants: HashMap<String, Uuid>,
     /// System mailboxes by lower-case address.
     pub system_mailboxes: HashMap<String, Uuid>,
+    /// Sender pools by name.
+    pub pools: HashMap<String, crate::store::pools::PoolRef>,
 }
 
 impl SenderDirectory {

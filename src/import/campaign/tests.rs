@@ -11,6 +11,48 @@ fn directory() -> SenderDirectory {
     SenderDirectory {
         tenants: [("northwind".to_string(), Uuid::from_u128(1))].into(),
         system_mailboxes: [("events@contoso.example".to_string(), Uuid::from_u128(2))].into(),
+        pools: [(
+            "invites".to_string(),
+            crate::store::pools::PoolRef {
+                id: Uuid::from_u128(3),
+                members: vec![
+                    SenderRef::SystemMailbox(Uuid::from_u128(2)),
+                    SenderRef::Tenant(Uuid::from_u128(1)),
+                ],
+            },
+        )]
+        .into(),
+    }
+}
+
+#[test]
+fn a_pooled_line_waits_under_a_member_and_names_its_pool() {
+    let line = |id: u128, sender: &str| {
+        format!(
+            r#"{{"id":"{}",{sender},"to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}}}"#,
+            Uuid::from_u128(id)
+        )
+    };
+    let pooled = |id: u128| parse_line(1, &line(id, r#""senderPool":"invites""#), &directory());
+    let (even, odd) = (pooled(10).expect("pooled"), pooled(11).expect("pooled"));
+    assert_eq!(even.sender_pool, Some(Uuid::from_u128(3)));
+    // Spread over the members by the id until its first attempt places it.
+    assert_eq!(even.sender, SenderRef::SystemMailbox(Uuid::from_u128(2)));
+    assert_eq!(odd.sender, SenderRef::Tenant(Uuid::from_u128(1)));
+    for (sender, needle) in [
+        (r#""senderPool":"nope""#, r#"senderPool "nope" is unknown"#),
+        (
+            r#""senderPool":"invites","tenant":"northwind""#,
+            "has both tenant and senderPool; give exactly one of tenant, systemMailbox and senderPool",
+        ),
+        (
+            r#""senderPool":"invites","systemMailbox":"events@contoso.example""#,
+            "has both systemMailbox and senderPool",
+        ),
+    ] {
+        let e = parse_line(7, &line(12, sender), &directory()).expect_err(sender);
+        assert_eq!(e.location, "line 7");
+        assert!(e.reason.contains(needle), "{sender}: {}", e.reason);
     }
 }
 

@@ -44,6 +44,7 @@ use crate::{
 };
 
 mod checker;
+mod pools;
 mod validate;
 
 use checker::Checker;
@@ -59,6 +60,39 @@ pub struct SendersFile {
     /// Tenants and their senders.
     #[serde(default, deserialize_with = "null_as_default")]
     pub tenants: Vec<TenantEntry>,
+    /// Sender pools: named sets of Graph senders a campaign line may name (`senderPool`).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub sender_pools: Vec<SenderPoolEntry>,
+}
+
+/// One `senderPools[]` entry (checked in `pools.rs`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SenderPoolEntry {
+    /// Unique pool name (what campaign lines' `senderPool` refers to).
+    pub name: String,
+    /// Its members: system mailboxes' addresses or Graph tenants' senders of the file.
+    pub members: Vec<String>,
+    /// Where its mail goes when its members cannot take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<OverflowEntry>,
+}
+
+/// A pool's `overflow`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OverflowEntry {
+    /// The overflow sender's address (a tenant's sender or a system mailbox of the file).
+    pub sender: String,
+    /// `budgetsSpent` or `forecastMisses`.
+    pub when: String,
+    /// Only messages with an external recipient overflow (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_only: Option<bool>,
 }
 
 /// `null` read as the field's default, as the checker reads it (`"tenants": null` is no
@@ -156,6 +190,8 @@ pub struct ImportReport {
     pub tenants: usize,
     /// System mailboxes inserted or updated.
     pub system_mailboxes: usize,
+    /// Sender pools inserted or updated.
+    pub sender_pools: usize,
     /// Existing senders whose limits or Graph tenant budget (`externalRecipientsPerDay`,
     /// `acceptedDomains`) the file changed: the bookings the old ones made are stale (the
     /// caller drops them, as `mailbox set-limits` does).
@@ -289,6 +325,10 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 .await?;
                 report.tenants += 1;
             }
+            Validated::Pool(p) => {
+                crate::store::pools::upsert(pool, &p.name, &p.members, p.overflow.as_ref()).await?;
+                report.sender_pools += 1;
+            }
         }
     }
     Ok(report)
@@ -325,3 +365,7 @@ fn tenant_budget(transport: &TenantTransport) -> Option<&TenantBudget> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests_pools.rs"]
+mod tests_pools;

@@ -3,6 +3,7 @@
 
 use super::{
     checker::{ACCEPTED_DOMAINS, EXTERNAL_PER_DAY, Entry, MAILBOX_FIELDS, TENANT_FIELDS, kind},
+    pools::{Known, PoolEntry, pools},
     *,
 };
 
@@ -20,6 +21,8 @@ pub(super) enum Validated {
         Settings,
     ),
     Tenant(String, MailboxAddress, TenantTransport, Settings),
+    /// A pool, written after every sender (its members are looked up by address).
+    Pool(PoolEntry),
 }
 
 /// Checks a whole senders document, collecting every error with its JSON path.
@@ -29,7 +32,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         check.fail(
             "(file)".into(),
             format!(
-                "must be an object with systemMailboxes and tenants, got {}",
+                "must be an object with systemMailboxes, tenants and senderPools, got {}",
                 kind(root)
             ),
         );
@@ -39,7 +42,9 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         at: "(file)",
         object: root,
     };
-    check.known_keys(file, &["systemMailboxes", "tenants"]);
+    check.known_keys(file, &["systemMailboxes", "tenants", "senderPools"]);
+    // Every sender's address and whether it sends through Graph, for the pools' members.
+    let mut known = Known::new();
     let mut good = Vec::new();
     // A name or address given twice would silently overwrite the first entry.
     let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
@@ -64,6 +69,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let address = check.mailbox(m, "address");
         if let Some(a) = &address {
             once(&mut check, format!("mailbox {a}"), format!("{at}.address"));
+            known.insert(a.clone(), true);
         }
         let graph = check.graph_app(m);
         let per_minute = check.limit(m, "rateLimitPerMinute");
@@ -106,6 +112,12 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let provider = check
             .string(t, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
+        if let Some(s) = &sender {
+            // A system mailbox with the address wins (as `senders::by_address` resolves it).
+            known
+                .entry(s.clone())
+                .or_insert(provider != Some(MailProvider::SendGrid));
+        }
         let transport = match provider {
             Some(MailProvider::MicrosoftGraph) => check.graph_app(t).map(|graph| {
                 budgets.push((at.clone(), graph.clone()));
@@ -150,6 +162,11 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         }
     }
     check.one_budget_per_graph_tenant(&budgets);
+    good.extend(
+        pools(&mut check, root, &known)
+            .into_iter()
+            .map(Validated::Pool),
+    );
     if check.errors.is_empty() {
         Ok(good)
     } else {

@@ -13,7 +13,7 @@ use spec::{ConfigDigest, MailerSpec, hex, unbuildable};
 
 use crate::{
     clock::Clock,
-    domain::{SECRET_FILE_TTL, SecretFiles, Sender, SystemMailbox, Tenant},
+    domain::{MailboxAddress, SECRET_FILE_TTL, SecretFiles, Sender, SystemMailbox, Tenant},
     mailer::{
         GraphConfig, MailError, Mailer, MailerSettings, MailerSource,
         graph::{GraphTokenCache, MicrosoftGraphMailer},
@@ -297,6 +297,33 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
 
     async fn fingerprint(&self, sender: &Sender) -> String {
         self.fingerprint_of(sender).await
+    }
+
+    async fn member_rooms(&self, members: &[Sender]) -> Vec<Option<crate::mailer::MemberRoom>> {
+        let keys: Vec<(String, MailboxAddress)> = members
+            .iter()
+            .map(|m| {
+                let tenant = m.graph().map(|g| g.graph_tenant_id.to_lowercase());
+                (tenant.unwrap_or_default(), m.mailbox().clone())
+            })
+            .collect();
+        let slots = self.limiter.member_slots(&keys).await;
+        members
+            .iter()
+            .zip(slots)
+            .map(|(member, slot)| {
+                let slot = slot.filter(|_| member.graph().is_some())?;
+                let limits = self.defaults.for_sender(member);
+                let day = u64::from(limits.recipients_per_day.get())
+                    * u64::from(100 - limits.reserved_percent)
+                    / 100;
+                Some(crate::mailer::MemberRoom {
+                    free_at_ms: slot.free_at_ms,
+                    day_left: i64::try_from(day).unwrap_or(i64::MAX)
+                        - i64::try_from(slot.recipients_day).unwrap_or(i64::MAX),
+                })
+            })
+            .collect()
     }
 
     /// One read of the sender's configuration (secrets resolved once) for both.

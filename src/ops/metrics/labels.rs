@@ -34,6 +34,7 @@ label_sets! {
     StatusLabels { status: String }
     StageLabels { stage: &'static str }
     MailboxLabels { mailbox: String }
+    OverflowLabels { pool: String, reason: &'static str }
     LimitPauseLabels { scope: String, key: String, code: String }
     RecipientOutcomeLabels { mailbox: String, outcome: &'static str }
 }

@@ -25,6 +25,7 @@
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
 //! | `mail_worker_mailbox_failed_total` | counter | `mailbox`: messages that ended `ERROR` at a send, by sending mailbox (configuration, bounded) |
+//! | `mail_worker_messages_overflowed_total` | counter | `pool`, `reason` (`budgetsSpent`): pooled messages given to their pool's overflow sender (configuration, bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
 //! | `mail_worker_intake_*` | | the intake queue's (`super::intake`) |
 //! | `mail_worker_ingest_*` | | the HTTP ingest's (`super::ingest`) |
@@ -41,9 +42,9 @@ use std::{sync::atomic::AtomicU64, time::Duration};
 use super::intake::OutcomeLabels;
 pub use labels::OutcomeLabel;
 use labels::{
-    BudgetLabels, CodeClassLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, ProviderLabels,
-    ProviderStatusLabels, ReasonLabels, RecipientOutcomeLabels, SendLabels, StageLabels,
-    StatusLabels, TenantLabels,
+    BudgetLabels, CodeClassLabels, DecisionLabels, LimitPauseLabels, MailboxLabels, OverflowLabels,
+    ProviderLabels, ProviderStatusLabels, ReasonLabels, RecipientOutcomeLabels, SendLabels,
+    StageLabels, StatusLabels, TenantLabels,
 };
 pub(crate) use labels::{PROVIDER_GRAPH, PROVIDER_SENDGRID, STAGE_INTAKE, STAGE_SEND, STATUSES};
 use prometheus_client::{
@@ -109,6 +110,7 @@ metric_table! {
         paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
         limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
         mailbox_failed: Family<MailboxLabels, Counter> = "mail_worker_mailbox_failed", "Messages that ended ERROR at a send, by sending mailbox (configuration, bounded; never a recipient)";
+        overflowed: Family<OverflowLabels, Counter> = "mail_worker_messages_overflowed", "Pooled messages given to their pool's overflow sender, by pool and reason (budgetsSpent)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
         intake_jobs: Family<OutcomeLabels, Counter> = "mail_worker_intake_jobs", "Intake queue jobs by outcome (inserted, duplicate, dead)";
         intake_depth: Gauge = "mail_worker_intake_queue_depth", "Intake jobs waiting in Redis (active + retries)";
@@ -169,6 +171,17 @@ impl Metrics {
         self.mailbox_failed
             .get_or_create(&MailboxLabels {
                 mailbox: mailbox.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one pooled message given to `pool`'s overflow sender for `reason`
+    /// (`mail_worker_messages_overflowed_total`).
+    pub fn overflowed(&self, pool: &str, reason: &'static str) {
+        self.overflowed
+            .get_or_create(&OverflowLabels {
+                pool: pool.to_owned(),
+                reason,
             })
             .inc();
     }

@@ -4,9 +4,11 @@
 //! (`fail_open.rs`).
 
 mod fail_open;
+mod live;
 mod pauses;
 mod reads;
 mod seeding;
+mod slots;
 mod trace_budget;
 
 use std::{
@@ -18,9 +20,11 @@ use std::{
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub(super) use self::live::LiveLease;
 pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
+pub use self::slots::MemberSlot;
 use super::{
     Algorithm, Ask, Counted, Decision, LiveReplicas, RateLimitConfig, RateLimitError, RateLimiter,
     RequestEnd, Reservation,
@@ -31,7 +35,7 @@ use super::{
     never_fits,
     paced::{Paced, keys::PacedKeys},
 };
-use crate::log_events;
+use crate::{domain::MailboxAddress, log_events};
 
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
@@ -44,28 +48,6 @@ pub(crate) trait DecisionMetrics: Send + Sync {
     /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
     /// and how long it took.
     fn rate_limit_decision(&self, decision: &'static str, took: Duration);
-}
-
-/// A `paced` lease this process holds.
-#[derive(Debug)]
-pub(super) struct LiveLease {
-    reservation: Reservation,
-    /// When it was taken (its request's duration, measured at the release).
-    taken: Instant,
-    /// Set when its send was cut off mid-request ([`RateLimiter::hold_until`]): kept until
-    /// then, when that request can no longer be in flight.
-    hold_until: Option<DateTime<Utc>>,
-}
-
-impl LiveLease {
-    /// A lease just taken.
-    pub(super) fn new(reservation: Reservation) -> Self {
-        Self {
-            reservation,
-            taken: Instant::now(),
-            hold_until: None,
-        }
-    }
 }
 
 /// The algorithm the limiter runs, with its scripts.
@@ -260,6 +242,13 @@ impl MailRateLimiter {
 }
 
 impl RateLimiter for MailRateLimiter {
+    async fn member_slots(
+        &self,
+        mailboxes: &[(String, MailboxAddress)],
+    ) -> Vec<Option<MemberSlot>> {
+        self.read_member_slots(mailboxes).await
+    }
+
     /// See [`RateLimiter::check_and_reserve`]. Validates before any Redis call (no
     /// recipients; more recipients than the day allows; more external recipients than the
     /// tenant allows).

@@ -59,6 +59,7 @@ where
              jsonb_array_length(m.to_recipients) + jsonb_array_length(m.cc_recipients) \
                  + jsonb_array_length(m.bcc_recipients), \
              CASE WHEN $3 THEN coalesce(m.wait_reason, 'scheduled') \
+                 WHEN $1 = 'overflowed' THEN m.overflow_reason \
                  WHEN m.status = 'BOUNCED' THEN concat_ws(' ', m.bounce_code, m.bounce_text) \
                  ELSE m.last_error END, \
              CASE WHEN $3 THEN m.scheduled_on END \

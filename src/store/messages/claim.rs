@@ -26,7 +26,8 @@ macro_rules! sending_columns {
         " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
              m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
              m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
-             m.send_attempted_at, m.claim_token, m.priority, now() AS claimed_at, \
+             m.send_attempted_at, m.claim_token, m.priority, m.sender_pool_id, \
+             m.pool_placed_at IS NOT NULL AS pool_placed, now() AS claimed_at, \
              ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
                    ORDER BY a.position) AS attachment_names, \
              ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
@@ -166,8 +167,11 @@ pub(crate) async fn release_unstarted(pool: &PgPool, fences: &[Fence]) -> Result
 pub struct StoredMessage {
     /// `id`.
     pub id: Uuid,
-    /// The sender.
+    /// The sender (a pooled message not placed yet: the member it waits under).
     pub sender: SenderRef,
+    /// `sender_pool_id`: the pool it was given to, and whether it is placed on its member
+    /// (`pool_placed_at`); `None` for a message of one sender.
+    pub pool: Option<(Uuid, bool)>,
     /// What it says and to whom, or a sentence naming the column that does not hold what it
     /// should (the attempt then ends the message with that error).
     pub content: Result<MessageContent, String>,
@@ -270,6 +274,10 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
     Ok(StoredMessage {
         id,
         sender,
+        pool: row
+            .try_get::<Option<Uuid>, _>("sender_pool_id")?
+            .map(|id| row.try_get("pool_placed").map(|placed| (id, placed)))
+            .transpose()?,
         content: content(row, attachments)?,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,

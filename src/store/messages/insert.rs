@@ -18,8 +18,10 @@ use crate::{
 pub struct NewMessage {
     /// `messages.id`; re-inserting the same id is a no-op.
     pub id: Uuid,
-    /// Its sender.
+    /// Its sender (for a pooled message: the member it waits under until placed).
     pub sender: SenderRef,
+    /// The pool it was given to (`senderPool`), placed on a member at its first attempt.
+    pub sender_pool: Option<Uuid>,
     /// Recipients, subject, body, headers and attachments.
     pub content: MessageContent,
     /// When to send; `None` = now.
@@ -74,18 +76,19 @@ pub(crate) async fn insert(
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
              bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id, \
-             status, last_error) \
+             status, last_error, sender_pool_id) \
          SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
              subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()), \
              coalesce(t.priority, \
                  (SELECT s.priority FROM system_mailboxes s WHERE s.id = t.system_mailbox_id), \
                  (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal'), \
-             campaign_id, CASE WHEN failed IS NULL THEN 'SCHEDULED' ELSE 'ERROR' END, failed \
+             campaign_id, CASE WHEN failed IS NULL THEN 'SCHEDULED' ELSE 'ERROR' END, failed, \
+             sender_pool_id \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], \
-             $14::text[]) \
+             $14::text[], $15::uuid[]) \
              AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
-                  body, headers, scheduled_on, priority, campaign_id, failed) \
+                  body, headers, scheduled_on, priority, campaign_id, failed, sender_pool_id) \
          ON CONFLICT (id) DO NOTHING \
          RETURNING id",
     )
@@ -128,6 +131,7 @@ pub(crate) async fn insert(
             .collect::<Vec<_>>(),
     )
     .bind(failed)
+    .bind(messages.iter().map(|m| m.sender_pool).collect::<Vec<_>>())
     .fetch_all(&mut *tx)
     .await?;
     // The attachments of the rows inserted now (an id repeated in `messages`: its first).
