@@ -39,6 +39,7 @@ mod support;
 mod suppressions;
 mod tenant_budget;
 mod trace;
+mod trace_and_ndr;
 mod upgrade;
 mod verify;
 mod version;
