@@ -305,31 +305,39 @@ pub(crate) async fn pending(
     ))
 }
 
-/// Each recipient's fate of `message`: recipient, trace status, outcome, time, code, text.
+/// One recipient's fate as `messages show` and the admin UI's message page list it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct RecipientFate {
+    /// The recipient, masked (`g***@example.org`).
+    pub recipient: String,
+    /// What told it: the trace's status (`Delivered`, `Failed`, `FilteredAsSpam`, …) or `NDR`.
+    pub status: String,
+    /// `delivered`, `failed`, `filtered` or `pending`.
+    pub outcome: String,
+    /// The trace's (or the NDR's) time.
+    pub at: DateTime<Utc>,
+    /// A failure's enhanced status code.
+    pub code: Option<String>,
+    /// A failure's text (scrubbed when it was read).
+    pub detail: Option<String>,
+}
+
+/// Each recipient's fate of `message` that is known, by recipient; addresses masked.
 ///
 /// # Errors
 /// Database errors.
-pub async fn of_message(
-    pool: &PgPool,
-    message: Uuid,
-) -> Result<
-    Vec<(
-        String,
-        String,
-        String,
-        DateTime<Utc>,
-        Option<String>,
-        Option<String>,
-    )>,
-    StoreError,
-> {
-    Ok(sqlx::query_as(
-        "SELECT recipient, trace_status, outcome, at, code, detail FROM recipient_outcomes \
-         WHERE message_id = $1 ORDER BY recipient",
+pub async fn of_message(pool: &PgPool, message: Uuid) -> Result<Vec<RecipientFate>, StoreError> {
+    let mut fates: Vec<RecipientFate> = sqlx::query_as(
+        "SELECT recipient, trace_status AS status, outcome, at, code, detail \
+         FROM recipient_outcomes WHERE message_id = $1 ORDER BY recipient",
     )
     .bind(message)
     .fetch_all(pool)
-    .await?)
+    .await?;
+    for fate in &mut fates {
+        fate.recipient = crate::domain::mask_address(&fate.recipient);
+    }
+    Ok(fates)
 }
 
 /// Of `messages`, the `SENT` ones as `(id, "sent")` and their recipients already final as
