@@ -40,6 +40,7 @@ mod suppressions;
 mod tenant_budget;
 mod trace;
 mod trace_and_ndr;
+mod trace_campaign;
 mod upgrade;
 mod verify;
 mod version;

@@ -54,7 +54,7 @@ async fn traced_app(unprovisioned: bool) -> (TestApp, ManualClock) {
     (app, clock)
 }
 
-fn reconciler(app: &TestApp, clock: &ManualClock) -> (DeliveryReconciler, Arc<Metrics>) {
+pub(crate) fn reconciler(app: &TestApp, clock: &ManualClock) -> (DeliveryReconciler, Arc<Metrics>) {
     reconciler_by_default(app, clock, true)
 }
 
