@@ -270,7 +270,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             if outcome
                 .error
                 .as_deref()
-                .is_some_and(|e| e != "trace budget used up")
+                // A read cut by its deadline (a debug build writing 100,000 outcomes) keeps
+                // what it wrote (500 messages a transaction); the next read goes on.
+                .is_some_and(|e| e != "trace budget used up" && e != "deadline")
             {
                 support::fail("the read failed");
             }
