@@ -19,7 +19,12 @@ fn main() {
 }
 
 /// The checkout's commit (12 hex digits), or `None` outside a git checkout. Asks cargo to run
-/// this again when `HEAD` moves (the checkout's `HEAD`, the branch it names, `packed-refs`).
+/// this again when `HEAD` moves: the checkout's `HEAD` (a checkout, a detached commit), its
+/// reflog `logs/HEAD` (appended on every commit, reset or checkout in this worktree, whichever
+/// file holds the branch), the branch's loose ref and `packed-refs`. A branch whose ref is packed
+/// has no loose file to watch, and its next commit writes one that nothing watched; without a
+/// reflog (`core.logAllRefUpdates=false`) the directory the loose ref will appear in is watched
+/// instead (any branch's commit there reruns this: a rebuild too many, never a stale commit).
 fn commit() -> Option<String> {
     let git = |args: &[&str]| -> Option<String> {
         let out = Command::new("git").args(args).output().ok()?;
@@ -37,9 +42,21 @@ fn commit() -> Option<String> {
             std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()
         )
     };
-    let mut watched = vec![format!("{git_dir}/HEAD"), format!("{common}/packed-refs")];
+    let reflog = format!("{git_dir}/logs/HEAD");
+    let mut watched = vec![
+        format!("{git_dir}/HEAD"),
+        reflog.clone(),
+        format!("{common}/packed-refs"),
+    ];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        watched.push(format!("{common}/{branch}"));
+        let loose = format!("{common}/{branch}");
+        if !Path::new(&loose).exists()
+            && !Path::new(&reflog).exists()
+            && let Some(dir) = Path::new(&loose).parent()
+        {
+            watched.push(dir.to_string_lossy().into_owned());
+        }
+        watched.push(loose);
     }
     // A path that does not exist would rerun this script on every build.
     for path in watched.iter().filter(|p| Path::new(p).exists()) {

@@ -94,7 +94,7 @@ DATABASE_URL=$PG_URL/$DB_NAME
 export DATABASE_URL REDIS_URL
 export MAIL_RATE_LIMIT_KEY_PREFIX=$PREFIX:rl
 export MAIL_RATE_LIMIT_PER_MINUTE=$FAST_PER_MINUTE WORKER_CONCURRENCY
-export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-info} SHUTDOWN_GRACE_MS=${SHUTDOWN_GRACE_MS:-15000}
+export LOG_FORMAT=json RUST_LOG=${RUST_LOG:-info} SHUTDOWN_GRACE=${SHUTDOWN_GRACE:-15s}
 # psql (-c or -f, never stdin); a refused connection (exit 2, e.g. "too many
 # clients" on a shared server) is retried for up to a minute.
 psql_at() { # URL, psql arguments

@@ -51,7 +51,7 @@ pub const MAIL_SEND_INFRASTRUCTURE_ERROR: &str = "mail.send.infrastructureError"
 /// Renewing an attempt's row lease failed (PostgreSQL unreachable); retried every second until
 /// the attempt's lease deadline. Warn. Fields: `message.id`, `error`.
 pub const MAIL_SEND_LEASE_RENEWAL_FAILED: &str = "mail.send.leaseRenewalFailed";
-/// An attempt was stopped at its lease deadline (`SEND_LEASE_MS` − a margin without a
+/// An attempt was stopped at its lease deadline (`SEND_LEASE` − a margin without a
 /// confirmed renewal): its requests were cancelled and the row rescheduled as possibly sent.
 /// Warn. Fields: `message.id`, `send_attempted`.
 pub const MAIL_SEND_LEASE_DEADLINE: &str = "mail.send.leaseDeadline";
@@ -189,10 +189,12 @@ pub const INTAKE_REDIS_ERROR: &str = "intake.redisError";
 /// while its Redis answered) and starts again under a new name after a backoff. Fields:
 /// `error`, `worker`, `restarts` (since start-up), `wait_ms`. Warn.
 pub const INTAKE_CONSUMER_RESTART: &str = "intake.consumerRestart";
-/// An HTTP ingest request was answered (`POST /v1/messages`). Fields: `producer` (the token's
-/// name), `status`, `lines`, `stored`, `duplicate`, `refused`, `replayed` (an
-/// `Idempotency-Key` repeat answered from PostgreSQL); once at start-up with `addr` and
-/// `producers` (the listener listens). Info.
+/// An HTTP ingest request was answered (`POST /v1/messages`), once per request whatever its
+/// status. Fields: `producer` (the token's name; empty for a 401), `status`, `took_ms`, and
+/// `lines`, `stored`, `duplicate`, `refused` once its lines were judged, else `refusal` (why it
+/// was refused before: `crate::ingest`'s `Refusal`), `replayed` (an `Idempotency-Key` repeat
+/// answered from PostgreSQL); once at start-up with `addr` and `producers` (the listener
+/// listens). Info.
 pub const INGEST_REQUEST: &str = "ingest.request";
 /// An ingest line is not a message (the file import's reason) or names a sender its token may
 /// not post for. Fields: `producer`, `line`, `reason`. Warn, once per line.

@@ -21,7 +21,9 @@ trap 'rm -rf "$work"' EXIT
 split -l "$per_request" -d -a 6 "$file" "$work/batch-"
 refused=0
 for batch in "$work"/batch-*; do
-  key="$(basename "$file")-$run-$(basename "$batch")"
+  # A bare key takes no space, quote, backslash or comma (docs/ingest.md): the file's name with
+  # anything else made `_`, so "spring campaign.jsonl" gives a key the daemon accepts.
+  key="$(printf '%s' "$(basename "$file")" | tr -c 'A-Za-z0-9._~:/+=@-' '_')-$run-$(basename "$batch")"
   for attempt in 1 2 3 4 5 6; do
     # The token goes in a header file, not the command line (ps shows arguments).
     printf 'Authorization: Bearer %s\n' "$INGEST_TOKEN" > "$work/auth"

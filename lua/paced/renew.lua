@@ -3,7 +3,7 @@
 -- ARGV[1] now: `TIME` (Redis's clock) or ms since the epoch (tests)
 -- ARGV[2] message id   ARGV[3] lease ms
 -- ARGV[4] (optional) an absolute expiry, ms on the limiter's clock: the lease of a send cut off
---         mid-request is set to end then (its latest request's start + HTTP_TIMEOUT_MS), even
+--         mid-request is set to end then (its latest request's start + HTTP_TIMEOUT), even
 --         when that is sooner than the lease's present expiry; ARGV[3] is then not used
 -- Returns 1 when the lease was renewed (or set), 0 when the message holds none (released, or
 -- expired and pruned: it is not taken again)

@@ -161,7 +161,9 @@ pub async fn serve(
 /// `ADMIN_LISTEN=off`, a bad `ADMIN_TOKEN`, an unreachable database, a port in use.
 pub(crate) async fn run(config: Config) -> anyhow::Result<std::process::ExitCode> {
     let Some(addr) = config.admin.listen else {
-        anyhow::bail!("ADMIN_LISTEN is off: set it to host:port (default 127.0.0.1:9185)");
+        let default =
+            crate::config::settings::find("ADMIN_LISTEN").map_or("", |s| s.default_text());
+        anyhow::bail!("ADMIN_LISTEN is off: set it to host:port (default {default})");
     };
     let token = AdminToken::resolve(config.admin.token.as_ref())?;
     let listener = bind(addr).await?;

@@ -159,7 +159,10 @@ pub(super) async fn purge_messages(config: &Config, args: &PurgeArgs) -> anyhow:
     let given = args.older_than.trim();
     let older_than = match parse_duration(given) {
         Ok(d) if d >= retention::MIN_RETENTION => d,
-        Ok(_) | Err(ZERO) => anyhow::bail!("--older-than {given}: {}", retention::TOO_SHORT),
+        Ok(_) => anyhow::bail!("--older-than {given}: {}", retention::TOO_SHORT),
+        Err(problem) if problem == ZERO => {
+            anyhow::bail!("--older-than {given}: {}", retention::TOO_SHORT)
+        }
         Err(problem) => anyhow::bail!("--older-than {given}: {problem}"),
     };
     let pool = store::open(&config.database_url, 2).await?;

@@ -1,6 +1,6 @@
 //! The `mail-worker` command line: what each subcommand does ([`main`], `execute`); the
-//! subcommands themselves in `args.rs`, the settings table in `env_vars.rs` (`run`'s flags in
-//! `env_vars/run_args.rs`), text output in `tables.rs`; `messages`, `queue`, `campaign` and
+//! subcommands themselves in `args.rs`, `run`'s flags (one per declared setting) in
+//! `run_args.rs`, text output in `tables.rs`; `messages`, `queue`, `campaign` and
 //! `suppressions` in their own files, `senders import`, `senders verify` and `mailbox set-limits` in
 //! `sender_settings.rs`.
 
@@ -20,10 +20,10 @@ use crate::{
 
 mod args;
 mod campaign;
-mod env_vars;
 mod messages;
 mod outbox;
 mod queue;
+mod run_args;
 mod sender_settings;
 mod suppressions;
 mod tables;
@@ -32,7 +32,7 @@ pub use args::{
     BulkArgs, CampaignCommand, Cli, Command, EventsCommand, ListArgs, MailboxCommand,
     MessagesCommand, PurgeArgs, Selection, SendersCommand, SetLimits, SuppressionsCommand,
 };
-pub use env_vars::{ENV_VARS, EnvVar, RunArgs};
+pub use run_args::RunArgs;
 pub(crate) use tables::{status_table, usage_page_text, usage_text};
 
 /// The `mail-worker` binary's whole life: parse the command line, read the config (a bad value

@@ -6,7 +6,7 @@ use super::{Config, ConfigError};
 impl Config {
     /// The configuration of `lookup`, or every variable that cannot be used (in the order
     /// they are read; at least one). A variable only wrong together with another (e.g.
-    /// `SEND_LEASE_MS` under twice `HTTP_TIMEOUT_MS`) is named once.
+    /// `SEND_LEASE` under twice `HTTP_TIMEOUT`) is named once.
     ///
     /// # Errors
     /// The bad variables, each with its value and what is wrong with it.

@@ -5,7 +5,6 @@ use std::{num::NonZeroU32, time::Duration};
 
 use url::Url;
 
-use super::{ConfigError, env::Env};
 use crate::{domain::SecretRef, store::events::Outbox};
 
 /// The outbox's settings.
@@ -51,7 +50,7 @@ impl SignatureScheme {
         }
     }
 
-    fn parse(text: &str) -> Result<Self, &'static str> {
+    pub(crate) fn parse(text: &str) -> Result<Self, &'static str> {
         [Self::Standard, Self::Legacy, Self::Both]
             .into_iter()
             .find(|s| s.as_str().eq_ignore_ascii_case(text))
@@ -78,62 +77,4 @@ pub(crate) fn shown(url: &Url) -> String {
         url.set_query(Some("***"));
     }
     super::redact_url(&url)
-}
-
-impl<F: Fn(&str) -> Option<String>> Env<'_, F> {
-    /// The `EVENTS_*` variables.
-    pub(super) fn events(&self) -> Result<EventsConfig, ConfigError> {
-        let raw = self.text("EVENTS_WEBHOOK_URL", "off")?;
-        let mut webhook_urls = Vec::new();
-        if !raw.trim().eq_ignore_ascii_case("off") {
-            for (n, element) in raw.split(',').map(str::trim).enumerate() {
-                // As `shown`: the password and the query (a receiver's token) hidden.
-                let value = match element.split_once('?') {
-                    Some((head, _)) => format!("{}?***", crate::domain::redact_raw(head)),
-                    None => crate::domain::redact_raw(element),
-                };
-                let bad = |problem: &str| ConfigError {
-                    var: "EVENTS_WEBHOOK_URL",
-                    value: value.clone(),
-                    problem: format!("list element {} {problem}", n + 1),
-                };
-                if element.is_empty() {
-                    return Err(bad("is empty"));
-                }
-                let url = self
-                    .checked_url(element, "signed events cross it")
-                    .map_err(|e| bad(&e))?;
-                if webhook_urls.contains(&url) {
-                    return Err(bad("is listed twice"));
-                }
-                webhook_urls.push(url);
-            }
-        }
-        let secret = self.get("EVENTS_WEBHOOK_SECRET").map(SecretRef::new);
-        if !webhook_urls.is_empty() && secret.is_none() {
-            return Err(self.error(
-                "EVENTS_WEBHOOK_SECRET",
-                "must be set when EVENTS_WEBHOOK_URL is: receivers verify each POST's signature with it (`whsec_` and base64 of 24 to 64 bytes, e.g. `echo whsec_$(openssl rand -base64 32)`, or a raw one of at least 16 characters)",
-            ));
-        }
-        if let Some(secret) = &secret {
-            // Never the value itself: `<literal>`, or the reference.
-            SecretRef::check(secret.raw()).map_err(|e| ConfigError {
-                var: "EVENTS_WEBHOOK_SECRET",
-                value: secret.describe(),
-                problem: e.to_string(),
-            })?;
-        }
-        Ok(EventsConfig {
-            webhook_urls,
-            secret,
-            batch_size: self.positive("EVENTS_BATCH_SIZE", 100)?,
-            retry_for: self.duration("EVENTS_RETRY_FOR", Duration::from_secs(24 * 3600))?,
-            signature: self.parsed(
-                "EVENTS_SIGNATURE",
-                SignatureScheme::Both,
-                SignatureScheme::parse,
-            )?,
-        })
-    }
 }

@@ -1,4 +1,4 @@
-//! The gauges read from PostgreSQL and the limiter on a schedule (every `METRICS_REFRESH_MS`),
+//! The gauges read from PostgreSQL and the limiter on a schedule (every `METRICS_REFRESH`),
 //! and the budget alert they raise.
 
 use std::{sync::Arc, time::Duration};
@@ -18,10 +18,10 @@ use crate::{
 const UNFINISHED: [&str; 2] = ["SCHEDULED", "SENDING"];
 /// The finished statuses, counted every [`FINISHED_EVERY`]th refresh: a `GROUP BY` over every
 /// row kept, ~1 s of PostgreSQL CPU per million rows (BENCHMARKS.md section 15), which every
-/// replica ran every `METRICS_REFRESH_MS` before.
+/// replica ran every `METRICS_REFRESH` before.
 const FINISHED: [&str; 4] = ["SENT", "ERROR", "BOUNCED", "DELIVERED"];
 /// Every this many refreshes (the first included) the finished statuses are counted again:
-/// every 5 min at the default `METRICS_REFRESH_MS` of 15 s.
+/// every 5 min at the default `METRICS_REFRESH` of 15 s.
 const FINISHED_EVERY: u32 = 20;
 
 /// Refreshes `mail_worker_messages` (the finished statuses every [`FINISHED_EVERY`]th time),
@@ -72,7 +72,7 @@ pub(super) async fn messages_gauge_loop(
 }
 
 /// Refreshes `mail_worker_budget_used_ratio` and `mail_worker_tenant_budget_used_ratio` every
-/// `METRICS_REFRESH_MS` (a limiter read per Graph mailbox and per tenant with an external
+/// `METRICS_REFRESH` (a limiter read per Graph mailbox and per tenant with an external
 /// budget) and logs `mail.budget.nearlyUsed` when a mailbox's 24 h recipient budget or a
 /// tenant's external budget passes `MAIL_BUDGET_ALERT_PERCENT` (once per mailbox or tenant and
 /// 24 h across replicas).

@@ -79,10 +79,10 @@ pub(crate) fn build_stack(
             defer_spread_max: config.defer_spread_max,
             max_attempts: config.max_attempts.map_or(u32::MAX, |n| n.get()),
             retry_for: config.retry_for,
+            send_lease: config.worker.send_lease,
         },
     )
     .with_metrics(Arc::clone(&metrics))
-    .with_send_lease(config.worker.send_lease)
     .with_outbox(config.events.outbox());
     Ok(Stack {
         service: Arc::new(service),

@@ -8,8 +8,10 @@
 
 mod answer;
 mod body;
+mod key;
 mod request;
 pub mod tokens;
+mod told;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 

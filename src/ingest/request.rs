@@ -21,7 +21,9 @@ use super::{
     IngestState, STORE_DEADLINE,
     answer::{Answer, LineResult},
     body::{self, BodyError},
+    key,
     tokens::Producer,
+    told::{Refusal, Told},
 };
 use crate::{
     import::{self, BadEntry, campaign},
@@ -32,28 +34,39 @@ use crate::{
 
 /// The header a replayed answer carries.
 pub const REPLAYED: &str = "idempotent-replayed";
-/// The longest `Idempotency-Key` taken.
-const MAX_KEY_CHARS: usize = 255;
 
 fn error(status: StatusCode, text: impl Into<String>) -> Response {
     (status, Json(json!({ "error": text.into() }))).into_response()
 }
 
-/// `POST /v1/messages`.
+/// An answer's exact bytes as JSON: what the first answer sent and a replay sends again.
+fn json_bytes(status: u16, bytes: Vec<u8>) -> Response {
+    (
+        status_of(status),
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
+}
+
+/// `POST /v1/messages`: answered, counted and logged (one `ingest.request` line each).
 pub(super) async fn post_messages(
     state: axum::extract::State<IngestState>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let response = answer(&state, &headers, body).await;
-    state
-        .metrics
-        .ingest_request(response.status().as_u16(), started.elapsed());
+    let (response, told) = answer(&state, &headers, body).await;
+    let status = response.status().as_u16();
+    state.metrics.ingest_request(status, started.elapsed());
+    told.log(status, started.elapsed());
     response
 }
 
-async fn answer(state: &IngestState, headers: &HeaderMap, body: Body) -> Response {
+async fn answer(state: &IngestState, headers: &HeaderMap, body: Body) -> (Response, Told) {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -72,35 +85,39 @@ async fn answer(state: &IngestState, headers: &HeaderMap, body: Body) -> Respons
         );
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+        return (r, Told::refused(None, Refusal::Token));
     };
-    let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(k)) if !k.trim().is_empty() && k.trim().len() <= MAX_KEY_CHARS => Some(k.trim()),
-        Some(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("Idempotency-Key must be 1 to {MAX_KEY_CHARS} visible ASCII characters"),
+    let refused = |why| Told::refused(Some(&producer.name), why);
+    let key = match key::from_headers(headers) {
+        Ok(key) => key,
+        Err(text) => {
+            return (
+                error(StatusCode::BAD_REQUEST, text),
+                refused(Refusal::IdempotencyKey),
             );
         }
     };
+    let key = key.as_deref();
     let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
     let max_lines = state.settings.max_lines;
     let bytes = match body::read(body, length, state.settings.max_body_bytes).await {
         Ok(b) => b,
-        Err(e) => return body_error(e),
+        Err(e) => return body_error(e, refused),
     };
     let lines = match body::lines(&bytes, max_lines) {
         Ok(l) if l.is_empty() => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "the body holds no line: send a JSON array or JSONL of campaign lines",
+            return (
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "the body holds no line: send a JSON array or JSONL of campaign lines",
+                ),
+                refused(Refusal::EmptyBody),
             );
         }
         Ok(l) => l,
-        Err(e) => return body_error(e),
+        Err(e) => return body_error(e, refused),
     };
     let digest: [u8; 32] = Sha256::digest(&bytes).into();
     let stored = tokio::time::timeout(
@@ -109,33 +126,49 @@ async fn answer(state: &IngestState, headers: &HeaderMap, body: Body) -> Respons
     )
     .await;
     match stored {
-        Ok(Ok(Outcome::Answered(answer))) => {
-            log_answer(producer, &answer, false);
+        Ok(Ok(Outcome::Answered(answer, bytes))) => {
+            log_refused_lines(producer, &answer);
             count_lines(state, &answer);
-            (status_of(answer.http_status()), Json(answer)).into_response()
+            let told = Told::answered(&answer, false);
+            (json_bytes(answer.http_status(), bytes), told)
         }
-        Ok(Ok(Outcome::Replayed { status, answer })) => {
-            tracing::info!(event = log_events::INGEST_REQUEST, producer = %producer.name, status, replayed = true, "an ingest request repeated its Idempotency-Key: the first answer again");
-            let mut r = (status_of(status), Json(answer)).into_response();
+        Ok(Ok(Outcome::Replayed(first))) => {
+            let [lines, stored, duplicate, refused] = first.counts;
+            let told = Told {
+                producer: Some(producer.name.clone()),
+                counts: Some([lines, stored, duplicate, refused].map(|n| n as usize)),
+                replayed: true,
+                refusal: None,
+            };
+            let mut r = json_bytes(first.status, first.answer.into_bytes());
             r.headers_mut()
                 .insert(REPLAYED, HeaderValue::from_static("true"));
-            r
+            (r, told)
         }
-        Ok(Ok(Outcome::KeyReused)) => error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "Idempotency-Key {:?} was used within 24 h for a different body: use a new key for a new request",
-                key.unwrap_or_default()
+        Ok(Ok(Outcome::KeyReused)) => (
+            error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "Idempotency-Key {:?} was used within 24 h for a different body: use a new key for a new request",
+                    key.unwrap_or_default()
+                ),
             ),
+            refused(Refusal::KeyReused),
         ),
-        Ok(Err(e)) => unavailable(state, producer, &e.to_string()),
-        Err(_) => unavailable(
-            state,
-            producer,
-            &format!(
-                "PostgreSQL did not answer within {} s",
-                STORE_DEADLINE.as_secs()
+        Ok(Err(e)) => (
+            unavailable(state, producer, &e.to_string()),
+            refused(Refusal::Unavailable),
+        ),
+        Err(_) => (
+            unavailable(
+                state,
+                producer,
+                &format!(
+                    "PostgreSQL did not answer within {} s",
+                    STORE_DEADLINE.as_secs()
+                ),
             ),
+            refused(Refusal::Unavailable),
         ),
     }
 }
@@ -144,8 +177,13 @@ fn status_of(code: u16) -> StatusCode {
     StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-fn body_error(e: BodyError) -> Response {
-    match e {
+fn body_error(e: BodyError, refused: impl Fn(Refusal) -> Told) -> (Response, Told) {
+    let why = match &e {
+        BodyError::TooLarge(_) => Refusal::BodyTooLarge,
+        BodyError::TooManyLines { .. } => Refusal::TooManyLines,
+        BodyError::Malformed(_) => Refusal::MalformedBody,
+    };
+    let response = match e {
         BodyError::TooLarge(max) => error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
@@ -159,7 +197,8 @@ fn body_error(e: BodyError) -> Response {
             ),
         ),
         BodyError::Malformed(text) => error(StatusCode::BAD_REQUEST, text),
-    }
+    };
+    (response, refused(why))
 }
 
 fn unavailable(state: &IngestState, producer: &Producer, why: &str) -> Response {
@@ -176,21 +215,10 @@ fn unavailable(state: &IngestState, producer: &Producer, why: &str) -> Response 
     r
 }
 
-fn log_answer(producer: &Producer, answer: &Answer, replayed: bool) {
+fn log_refused_lines(producer: &Producer, answer: &Answer) {
     for r in answer.results.iter().filter(|r| r.reason.is_some()) {
         tracing::warn!(event = log_events::INGEST_LINE_REFUSED, producer = %producer.name, line = r.line, reason = r.reason.as_deref().unwrap_or_default(), "an ingest line was refused");
     }
-    tracing::info!(
-        event = log_events::INGEST_REQUEST,
-        producer = %producer.name,
-        status = answer.http_status(),
-        lines = answer.lines,
-        stored = answer.stored,
-        duplicate = answer.duplicate,
-        refused = answer.refused,
-        replayed,
-        "an ingest request was stored"
-    );
 }
 
 fn count_lines(state: &IngestState, answer: &Answer) {
@@ -201,20 +229,16 @@ fn count_lines(state: &IngestState, answer: &Answer) {
 }
 
 enum Outcome {
-    Answered(Answer),
-    Replayed {
-        status: u16,
-        answer: serde_json::Value,
-    },
+    /// The lines were judged: the answer and its JSON bytes as sent (and kept with a key).
+    Answered(Answer, Vec<u8>),
+    /// The key's first answer, kept byte for byte.
+    Replayed(store::ingest::Remembered),
     KeyReused,
 }
 
 fn replay(first: store::ingest::Remembered, digest: &[u8]) -> Outcome {
     if first.body_sha256 == digest {
-        Outcome::Replayed {
-            status: first.status,
-            answer: first.answer,
-        }
+        Outcome::Replayed(first)
     } else {
         Outcome::KeyReused
     }
@@ -276,7 +300,8 @@ async fn store_lines(
         }
     }));
     let answer = Answer::new(&producer.name, results);
-    let kept = serde_json::to_value(&answer).ok();
+    let bytes = serde_json::to_vec(&answer)
+        .map_err(|e| StoreError::Invalid(format!("the answer as JSON: {e}")))?;
     let recorded = store::ingest::record(
         &mut tx,
         &store::ingest::RequestRow {
@@ -284,7 +309,7 @@ async fn store_lines(
             key,
             body_sha256: digest,
             status: answer.http_status(),
-            answer: key.and(kept.as_ref()),
+            answer: key.and(std::str::from_utf8(&bytes).ok()),
             counts: [
                 answer.lines,
                 answer.stored,
@@ -308,7 +333,7 @@ async fn store_lines(
             .metrics
             .recipients_suppressed(STAGE_INTAKE, suppressed);
     }
-    Ok(Outcome::Answered(answer))
+    Ok(Outcome::Answered(answer, bytes))
 }
 
 /// `good` without the lines whose sender `producer` may not post for (moved to `bad`, naming

@@ -95,7 +95,7 @@ impl IntakeSettings {
     }
 
     /// The production settings of the configured queue (`INTAKE_QUEUE`, `INTAKE_WORKER_NAME`,
-    /// `INTAKE_HEARTBEAT_MS`) writing events as `outbox` says; `None` when the intake is off.
+    /// `INTAKE_HEARTBEAT`) writing events as `outbox` says; `None` when the intake is off.
     pub fn from_config(
         config: &IntakeConfig,
         outbox: crate::store::events::Outbox,

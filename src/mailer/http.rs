@@ -7,7 +7,7 @@ use url::Url;
 
 use super::MailError;
 
-/// Builds the shared client: `timeout` (`HTTP_TIMEOUT_MS`) is the whole-request deadline, and
+/// Builds the shared client: `timeout` (`HTTP_TIMEOUT`) is the whole-request deadline, and
 /// redirects are never followed — the `oauth2` crate requires that of its HTTP client (a
 /// redirected token request could carry the client secret elsewhere), and neither Graph's
 /// `sendMail` nor SendGrid's `mail/send` redirects.

@@ -1,7 +1,7 @@
 //! [`RequestStarts`]: when the latest provider request of the current send started, recorded by
 //! the Graph client right before each request through a task-local, so the rate-limited
 //! decorator knows, when the send is cut off, how long that request may still be in flight at
-//! Graph: until its start + `HTTP_TIMEOUT_MS` (issue 46, point 4;
+//! Graph: until its start + `HTTP_TIMEOUT` (issue 46, point 4;
 //! docs/decisions/0033-leases-outlive-cut-off-sends.md).
 
 use std::{
@@ -32,7 +32,7 @@ const NONE: i64 = i64::MIN;
 
 impl RequestStarts {
     /// A send that has made no request yet, whose requests end at most `timeout` after they
-    /// start (`HTTP_TIMEOUT_MS`, the client's whole-request deadline).
+    /// start (`HTTP_TIMEOUT`, the client's whole-request deadline).
     pub(crate) fn new(timeout: Duration) -> Arc<Self> {
         Arc::new(Self {
             latest_ms: AtomicI64::new(NONE),

@@ -18,7 +18,7 @@ pub struct GraphConfig {
     pub save_to_sent_items: bool,
     /// `GRAPH_SEND_MODE`, `draft` (default) or `sendmail` (docs/delivery.md).
     pub send_mode: super::graph::GraphSendMode,
-    /// `GRAPH_SEND_SETTLE_MS`, default 120000 ms: after a send with an unknown outcome, how
+    /// `GRAPH_SEND_SETTLE`, default `2m`: after a send with an unknown outcome, how
     /// long a check that finds the message still a draft (or not in Sent Items) is not trusted
     /// to mean "not sent" (Graph is eventually consistent; Microsoft documents no bound).
     pub send_settle: Duration,
@@ -44,7 +44,7 @@ pub struct MailerSettings {
     pub graph: GraphConfig,
     /// `SENDGRID_API_BASE_URL`.
     pub sendgrid_api_base_url: Url,
-    /// `HTTP_TIMEOUT_MS`: the whole-request deadline of every provider call.
+    /// `HTTP_TIMEOUT`: the whole-request deadline of every provider call.
     pub http_timeout: Duration,
     /// `MAIL_RATE_LIMIT_PER_MINUTE` / `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`: a mailbox's limits
     /// unless it overrides them.

@@ -143,7 +143,7 @@ pub(crate) struct Readiness {
     claiming: Arc<AtomicBool>,
     intake: Option<(IntakeProbe, Arc<ConsumerHealth>)>,
     /// A limiter whose Redis has not answered once since start-up for this long is down, not
-    /// degraded (`MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`).
+    /// degraded (`MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER`).
     unreachable_bound: Duration,
 }
 

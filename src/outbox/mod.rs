@@ -36,9 +36,9 @@ pub struct OutboxSettings {
     pub batch_size: u32,
     /// `EVENTS_RETRY_FOR`.
     pub retry_for: Duration,
-    /// One POST's deadline (`HTTP_TIMEOUT_MS`).
+    /// One POST's deadline (`HTTP_TIMEOUT`).
     pub timeout: Duration,
-    /// How often the lag gauge is read (`METRICS_REFRESH_MS`).
+    /// How often the lag gauge is read (`METRICS_REFRESH`).
     pub refresh: Duration,
     /// The first retry's wait; it doubles (jittered) up to [`Self::backoff_cap`].
     pub backoff_base: Duration,

@@ -159,7 +159,7 @@ pub trait RateLimiter: Send + Sync + 'static {
 
     /// Notes, at once and without waiting, that the send of `reservation` was cut off (its
     /// future dropped: a shutdown's grace, a deadline, a panic) while its latest provider
-    /// request may be in flight until `until` (that request's start + `HTTP_TIMEOUT_MS`): its
+    /// request may be in flight until `until` (that request's start + `HTTP_TIMEOUT`): its
     /// lease is to be kept until then, not ended now, also by a shutdown that ends before
     /// [`Self::cut_off`] ran ([`MailRateLimiter::hold_live`]). Default: nothing to note.
     fn hold_until(&self, reservation: &Reservation, until: DateTime<Utc>) {

@@ -34,7 +34,7 @@ pub struct RateLimitConfig {
     /// rolling 24 h (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>,
     /// <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>).
     pub defaults: RateLimits,
-    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`, default 250 ms: the deadline of one limiter call
+    /// `MAIL_RATE_LIMIT_REDIS_TIMEOUT`, default 250 ms: the deadline of one limiter call
     /// before it fails open.
     pub redis_timeout: Duration,
     /// `MAIL_RATE_LIMIT_KEY_PREFIX`, default `mail:rl`.
@@ -50,7 +50,7 @@ pub struct RateLimitConfig {
     /// each process paces each mailbox at its limit divided by max(this, the live replicas the
     /// heartbeat counts): a lower bound on the replicas sharing the budgets.
     pub fail_open_replicas: NonZeroU32,
-    /// `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`, default 60000: a limiter whose Redis
+    /// `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER`, default 60000: a limiter whose Redis
     /// has not answered once since start-up for this long makes `/readyz` not ready
     /// (`down: ["rate_limit_redis"]`), so a rollout with a wrong `REDIS_URL` stops at its first
     /// pod; one that answered once and was lost later stays degraded.

@@ -52,7 +52,7 @@ fn at_ms(ms: i64) -> Option<DateTime<Utc>> {
     Utc.timestamp_millis_opt(ms).single()
 }
 
-/// A usage read may wait this long at least, however short `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`
+/// A usage read may wait this long at least, however short `MAIL_RATE_LIMIT_REDIS_TIMEOUT`
 /// is (an operator is waiting, not a send): 2 s.
 const READ_DEADLINE: Duration = Duration::from_secs(2);
 

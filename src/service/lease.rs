@@ -1,10 +1,10 @@
 //! Attempts bounded by their lease: while an attempt talks to the provider, [`LeaseKeeper`]
 //! renews its row's lease (`sending_at`, fenced by the claim token) every quarter of
-//! `SEND_LEASE_MS`, so lease recovery never hands a live attempt's row to another replica, and a
+//! `SEND_LEASE`, so lease recovery never hands a live attempt's row to another replica, and a
 //! long attempt (many upload chunks, a slow Graph) is not cut while it progresses.
 //!
 //! The attempt stops at once when a renewal finds the row taken over ([`Cut::Lost`]), and when
-//! PostgreSQL could not confirm the lease for `SEND_LEASE_MS` − a margin ([`Cut::Deadline`]):
+//! PostgreSQL could not confirm the lease for `SEND_LEASE` − a margin ([`Cut::Deadline`]):
 //! past that point lease recovery may already have rescheduled the row, and a request still
 //! running could deliver the message a second time. Dropping the attempt's future cancels its
 //! requests and frees its in-flight lease in Redis (the rate-limited mailer's guard).
@@ -38,7 +38,7 @@ pub(crate) struct LeaseKeeper {
 }
 
 impl LeaseKeeper {
-    /// A keeper for leases of `lease` (`SEND_LEASE_MS`).
+    /// A keeper for leases of `lease` (`SEND_LEASE`).
     pub(crate) fn new(pool: PgPool, lease: Duration) -> Self {
         Self { pool, lease }
     }

@@ -75,7 +75,7 @@ pub enum SendOutcome {
 /// Settings of [`MailProviderService`].
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceSettings {
-    /// `MAIL_DEFER_SPREAD_MAX_MS`.
+    /// `MAIL_DEFER_SPREAD_MAX`.
     pub defer_spread_max: Duration,
     /// `MAIL_MAX_ATTEMPTS`: an extra cap on transient failures before `ERROR` (`u32::MAX`:
     /// none, the default).
@@ -83,12 +83,13 @@ pub struct ServiceSettings {
     /// `MAIL_RETRY_FOR`: a message failing transiently ends `ERROR` once it is this old
     /// (from its first attempt).
     pub retry_for: Duration,
+    /// `SEND_LEASE`: each attempt renews its row's lease while it runs and stops when it
+    /// cannot ([`lease::LeaseKeeper`]); an outcome write that fails for PostgreSQL connectivity
+    /// is retried (backoff with jitter, 200 ms doubling to 5 s) until a lease after the send
+    /// started — past it, lease recovery takes the row and its next attempt checks Graph before
+    /// it resends (docs/delivery.md). Writes are fenced, so a late one changes nothing.
+    pub send_lease: Duration,
 }
-
-/// `SEND_LEASE_MS` unless [`MailProviderService::with_send_lease`] says otherwise: 10 minutes,
-/// its default. It bounds each attempt ([`lease::LeaseKeeper`]) and how long an outcome write is
-/// retried while PostgreSQL is unreachable.
-pub(crate) const DEFAULT_SEND_LEASE: Duration = Duration::from_secs(600);
 
 /// Sends claimed messages and records their outcomes.
 pub struct MailProviderService {
@@ -118,29 +119,16 @@ impl MailProviderService {
         Self {
             sent: sent_batch::SentWriter::new(pool.clone(), Outbox::Off),
             outbox: Outbox::Off,
-            lease: lease::LeaseKeeper::new(pool.clone(), DEFAULT_SEND_LEASE),
+            lease: lease::LeaseKeeper::new(pool.clone(), settings.send_lease),
             pool,
             mailers,
             clock,
             settings,
             metrics: Arc::new(Metrics::new()),
             pauses: SenderPauses::default(),
-            outcome_write_deadline: DEFAULT_SEND_LEASE,
+            outcome_write_deadline: settings.send_lease,
             outcome_write_retries: std::sync::atomic::AtomicU64::new(0),
         }
-    }
-
-    /// `SEND_LEASE_MS`: each attempt renews its row's lease while it runs and stops when it
-    /// cannot ([`lease::LeaseKeeper`]); an outcome write that fails for PostgreSQL connectivity
-    /// is retried (backoff with jitter, 200 ms doubling to 5 s) until a lease after the send
-    /// started — past it, lease recovery takes the row and its next attempt checks Graph before
-    /// it resends (docs/delivery.md). Writes are fenced, so a late one changes
-    /// nothing.
-    #[must_use]
-    pub(crate) fn with_send_lease(mut self, lease: Duration) -> Self {
-        self.outcome_write_deadline = lease;
-        self.lease = lease::LeaseKeeper::new(self.pool.clone(), lease);
-        self
     }
 
     /// Writes each outcome's event (`sent`, `deferred`, `failed`) in its transaction when
@@ -167,7 +155,7 @@ impl MailProviderService {
 
     /// Ends the pause of every paused sender whose configuration changed since it was paused,
     /// and makes its paused messages due now. Returns how many senders resumed. The daemon
-    /// calls this every `SCHEDULER_INTERVAL_MS`, so a fixed secret takes effect within a tick
+    /// calls this every `SCHEDULER_INTERVAL`, so a fixed secret takes effect within a tick
     /// instead of at the next probe.
     ///
     /// # Errors

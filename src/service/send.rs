@@ -117,9 +117,9 @@ impl MailProviderService {
                             message.id = %message.id,
                             mailbox = %mailbox,
                             send_attempted,
-                            "attempt stopped at its lease deadline (SEND_LEASE_MS without a confirmed renewal)"
+                            "attempt stopped at its lease deadline (SEND_LEASE without a confirmed renewal)"
                         );
-                        let why = "the attempt was stopped at its lease deadline (SEND_LEASE_MS)";
+                        let why = "the attempt was stopped at its lease deadline (SEND_LEASE)";
                         Err(if send_attempted {
                             MailError::OutcomeUnknown(why.into())
                         } else {

@@ -1,6 +1,7 @@
 //! `ingest_requests`: the HTTP ingest's requests ([`crate::ingest`]). A request's row is
-//! written in the transaction of its lines; with an `Idempotency-Key` it keeps the answer, which
-//! a repeat of the key (same token) within [`KEY_TTL_HOURS`] gets again. Also the counts the
+//! written in the transaction of its lines; with an `Idempotency-Key` it keeps the answer (a
+//! `json` column: PostgreSQL keeps its text as given, where `jsonb` would reorder its keys), which
+//! a repeat of the key (same token) within [`KEY_TTL_HOURS`] gets again byte for byte. Also the counts the
 //! admin UI's queue page shows, and the clean-up of rows past the window.
 
 use chrono::{DateTime, Utc};
@@ -22,8 +23,8 @@ pub(crate) struct RequestRow<'a> {
     pub body_sha256: &'a [u8],
     /// The HTTP status answered.
     pub status: u16,
-    /// The answer (kept only with a key).
-    pub answer: Option<&'a serde_json::Value>,
+    /// The answer's JSON exactly as sent (kept only with a key).
+    pub answer: Option<&'a str>,
     /// Lines: all, stored now, stored before, refused.
     pub counts: [u32; 4],
 }
@@ -35,8 +36,10 @@ pub(crate) struct Remembered {
     pub body_sha256: Vec<u8>,
     /// Its HTTP status.
     pub status: u16,
-    /// Its answer.
-    pub answer: serde_json::Value,
+    /// Its answer's JSON, byte for byte as first sent.
+    pub answer: String,
+    /// Its lines: all, stored, duplicate, refused.
+    pub counts: [u32; 4],
 }
 
 /// The answer kept for `key` of `token` within the window, if any.
@@ -48,8 +51,10 @@ pub(crate) async fn remembered(
     token: &str,
     key: &str,
 ) -> Result<Option<Remembered>, StoreError> {
-    let row: Option<(Vec<u8>, i16, Option<serde_json::Value>)> = sqlx::query_as(
-        "SELECT body_sha256, status, answer FROM ingest_requests \
+    type Row = (Vec<u8>, i16, Option<String>, i32, i32, i32, i32);
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT body_sha256, status, answer::text, lines, stored, duplicate, refused \
+         FROM ingest_requests \
          WHERE token_name = $1 AND idempotency_key = $2 \
            AND created_at > now() - make_interval(hours => $3)",
     )
@@ -58,11 +63,14 @@ pub(crate) async fn remembered(
     .bind(KEY_TTL_HOURS)
     .fetch_optional(conn)
     .await?;
-    Ok(row.map(|(body_sha256, status, answer)| Remembered {
-        body_sha256,
-        status: u16::try_from(status).unwrap_or(500),
-        answer: answer.unwrap_or_default(),
-    }))
+    Ok(row.map(
+        |(body_sha256, status, answer, lines, stored, duplicate, refused)| Remembered {
+            body_sha256,
+            status: u16::try_from(status).unwrap_or(500),
+            answer: answer.unwrap_or_default(),
+            counts: [lines, stored, duplicate, refused].map(|n| u32::try_from(n).unwrap_or(0)),
+        },
+    ))
 }
 
 /// Records a request in the transaction `conn` is in. Returns `false` when its key was
@@ -91,7 +99,7 @@ pub(crate) async fn record(
     let inserted = sqlx::query(
         "INSERT INTO ingest_requests (token_name, idempotency_key, body_sha256, status, answer, \
              lines, stored, duplicate, refused) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         VALUES ($1, $2, $3, $4, $5::json, $6, $7, $8, $9) \
          ON CONFLICT (token_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
     )
     .bind(row.token)

@@ -2,7 +2,7 @@
 //! a small prefetch), straight to `SENDING` in one statement ([`messages::claim_due`]), and
 //! hands each to a worker slot in this process. While due work remains and slots are free it
 //! claims again at once; when a claim finds less than it had room for, it looks again after
-//! `SCHEDULER_INTERVAL_MS`. Replicas never wait on each other: `SKIP LOCKED` claims, no shared
+//! `SCHEDULER_INTERVAL`. Replicas never wait on each other: `SKIP LOCKED` claims, no shared
 //! cap, no Redis queue between the claim and the send.
 
 use std::{
@@ -87,7 +87,7 @@ impl Slots {
 /// A replica's round over the senders with due rows ([`messages::due_senders`], longest-waiting
 /// first): each claim takes the next senders in turn, an equal share of the claim each, so one
 /// mailbox's backlog never delays another's due mail. The list is read again when a round ends
-/// and it is older than `refresh` (`SCHEDULER_INTERVAL_MS`), or after [`Self::stale`]: the
+/// and it is older than `refresh` (`SCHEDULER_INTERVAL`), or after [`Self::stale`]: the
 /// aggregate over the due rows runs once per round, not once per claim.
 #[derive(Debug, Clone)]
 pub struct SenderRound {
@@ -229,7 +229,7 @@ async fn claim_into(
 /// Claims and sends until `stop` is cancelled, then lets sends in flight finish within `grace`
 /// (rows still waiting for a slot go back to `SCHEDULED`; sends cut off by the grace stay
 /// `SENDING` until lease recovery, and their in-flight leases are released as they are
-/// dropped). Failures are logged and retried after `SCHEDULER_INTERVAL_MS` (PostgreSQL may come
+/// dropped). Failures are logged and retried after `SCHEDULER_INTERVAL` (PostgreSQL may come
 /// back).
 pub(crate) async fn run_loop(
     pool: PgPool,
@@ -310,7 +310,7 @@ pub(crate) async fn run_loop(
         tracing::warn!(
             event = log_events::DAEMON_STOPPED,
             in_flight = sends.len(),
-            "shutdown grace elapsed with sends in flight; their rows will be recovered after SEND_LEASE_MS"
+            "shutdown grace elapsed with sends in flight; their rows will be recovered after SEND_LEASE"
         );
         sends.shutdown().await;
     }

@@ -33,7 +33,7 @@ use crate::{
 pub struct DaemonSettings {
     /// Worker, scheduler and lease settings.
     pub worker: WorkerConfig,
-    /// `SHUTDOWN_GRACE_MS`.
+    /// `SHUTDOWN_GRACE`.
     pub shutdown_grace: Duration,
     /// The metrics listener's address (`None`: off), for the `daemon.started` line.
     pub metrics_listen: Option<std::net::SocketAddr>,

@@ -1,4 +1,4 @@
-//! Lease recovery — no message is lost or stuck: `SENDING` rows older than `SEND_LEASE_MS` (a
+//! Lease recovery — no message is lost or stuck: `SENDING` rows older than `SEND_LEASE` (a
 //! replica died mid-send; `mail.send.outcomeUnknown`) go back to `SCHEDULED`.
 
 use std::time::Duration;

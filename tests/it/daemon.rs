@@ -429,7 +429,7 @@ async fn a_slow_campaign() -> (TestApp, Vec<Uuid>) {
 #[tokio::test]
 async fn sigterm_mid_campaign_exits_zero_with_nothing_left_sending() {
     let (world, _) = a_slow_campaign().await;
-    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE_MS", "10000")]);
+    let mut child = spawn_binary(&world, &[("SHUTDOWN_GRACE", "10s")]);
     // Wait until sends are in flight.
     wait_until(
         Duration::from_secs(30),
@@ -482,7 +482,7 @@ async fn in_flight_leases(prefix: &str) -> usize {
 
 /// A daemon whose shutdown grace cuts 3 sends off mid-request (graph-sim serves each for 4 s
 /// and, as Exchange, keeps serving it after the client went away), restarted at once: the cut-off
-/// sends' leases are kept until their requests time out (`HTTP_TIMEOUT_MS` = 6 s), so the
+/// sends' leases are kept until their requests time out (`HTTP_TIMEOUT` = 6 s), so the
 /// restarted daemon never puts a 4th–6th request on the mailbox while graph-sim still serves the
 /// first 3 (issue 46, point 4).
 #[tokio::test]
@@ -497,9 +497,9 @@ async fn a_restart_after_a_shutdown_cut_sends_off_keeps_exchanges_4_in_flight() 
     let ids = world.insert(0, 10, "SCHEDULED").await;
     let prefix = world.config.rate_limit.key_prefix.clone();
     let env = [
-        ("SHUTDOWN_GRACE_MS", "300"),
-        ("HTTP_TIMEOUT_MS", "6000"),
-        ("SEND_LEASE_MS", "12000"),
+        ("SHUTDOWN_GRACE", "300ms"),
+        ("HTTP_TIMEOUT", "6s"),
+        ("SEND_LEASE", "12s"),
         // One request per send; a cut-off one is found in Sent Items, not sent again.
         ("GRAPH_SEND_MODE", "sendmail"),
         ("GRAPH_SAVE_TO_SENT_ITEMS", "true"),
@@ -556,7 +556,7 @@ async fn a_restart_after_a_shutdown_cut_sends_off_keeps_exchanges_4_in_flight() 
 #[tokio::test]
 async fn after_a_crash_no_row_is_left_sending_once_the_lease_expires() {
     let (world, ids) = a_slow_campaign().await;
-    let leases = [("HTTP_TIMEOUT_MS", "2500"), ("SEND_LEASE_MS", "5000")];
+    let leases = [("HTTP_TIMEOUT", "2500ms"), ("SEND_LEASE", "5s")];
     let mut child = spawn_binary(&world, &leases);
     // Claimed rows: those sending and the prefetch waiting for a slot (8 + 2).
     wait_until(
@@ -646,7 +646,7 @@ async fn the_one_alert_of_two_replicas(
         let env = [
             budget,
             ("MAIL_BUDGET_ALERT_PERCENT", "70"),
-            ("METRICS_REFRESH_MS", "200"),
+            ("METRICS_REFRESH", "200ms"),
             ("METRICS_LISTEN", metrics),
         ];
         Logged::spawn(binary(world, &env))

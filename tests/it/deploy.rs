@@ -52,7 +52,11 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 fn known_vars() -> BTreeSet<&'static str> {
-    cli::ENV_VARS.iter().map(|var| var.name).collect()
+    // A deprecated `*_MS` name is still read (with a warning).
+    mail_worker::config::settings::all()
+        .flat_map(|s| [Some(s.name), s.alias_ms])
+        .flatten()
+        .collect()
 }
 
 /// The `env:` references of examples/senders.json.
@@ -123,7 +127,7 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(
         Duration::from_secs(grace_s) > config.shutdown_grace,
-        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE_MS {:?}",
+        "terminationGracePeriodSeconds {grace_s} must exceed SHUTDOWN_GRACE {:?}",
         config.shutdown_grace
     );
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -213,14 +217,33 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         pdb["spec"]["selector"]["matchLabels"],
         deployment["spec"]["selector"]["matchLabels"]
     );
-    // Every file is listed in the kustomization.
+    // Every file is listed in the kustomization but the examples: the Secrets (created once by
+    // the user, so `apply -k` never resets them) and the optional Ingress.
     let listed: BTreeSet<&str> = of_kind(&docs, "Kustomization")["resources"]
         .as_sequence()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(listed.len(), 8, "{listed:?}");
+    assert_eq!(listed.len(), 7, "{listed:?}");
+    for name in std::fs::read_dir(root().join("deploy/kubernetes")).unwrap() {
+        let name = name.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".yaml") && name != "kustomization.yaml" {
+            assert_eq!(
+                listed.contains(name.as_str()),
+                !name.ends_with(".example.yaml"),
+                "{name}"
+            );
+        }
+    }
+    for name in &listed {
+        let secrets = documents(&format!("deploy/kubernetes/{name}"))
+            .iter()
+            .filter(|d| d["kind"] == "Secret")
+            .count();
+        assert_eq!(secrets, 0, "{name} holds a Secret: apply -k would reset it");
+    }
+    ingest_is_wired_from_the_configmap_to_the_ingress(&docs, &config, deployment);
 
     // The admin UI: its own Deployment and Service, the token from the Secret, listening on
     // the port its container and Service name; the placeholder token is refused at start-up.
@@ -271,6 +294,104 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
     assert!(
         token.chars().count() < 16,
         "a placeholder that cannot start"
+    );
+}
+
+/// The element of the sequence `list` whose `name` is `name`.
+fn by_name<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_sequence()
+        .unwrap_or_else(|| panic!("{list:?} is no list"))
+        .iter()
+        .find(|item| item["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:?}"))
+}
+
+/// The HTTP ingest in deploy/kubernetes: INGEST_LISTEN's port is the container's `ingest` port,
+/// the Service's and the example Ingress's; each INGEST_TOKENS `file:` reference is a key of the
+/// token Secret mounted where it points (a placeholder short enough to stop start-up); the
+/// NetworkPolicy lets the port in; the ServiceMonitor selects the metrics Service only.
+fn ingest_is_wired_from_the_configmap_to_the_ingress(
+    docs: &[Value],
+    config: &Config,
+    deployment: &Value,
+) {
+    let listen = config.ingest.listen.expect("INGEST_LISTEN is on");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let port = by_name(&container["ports"], "ingest");
+    assert_eq!(port["containerPort"], u64::from(listen.port()));
+    let mount = by_name(&container["volumeMounts"], "ingest-tokens");
+    let volume = by_name(&pod["volumes"], "ingest-tokens");
+    let secret_name = volume["secret"]["secretName"].as_str().unwrap();
+    let secret = &named(docs, "Secret", secret_name)["stringData"];
+    assert!(!config.ingest.tokens.is_empty());
+    for (name, reference) in &config.ingest.tokens {
+        let described = reference.describe();
+        let path = described
+            .strip_prefix("file:")
+            .unwrap_or_else(|| panic!("{name}: {described} is not a file: reference"));
+        let path = Path::new(path);
+        assert_eq!(
+            path.parent().unwrap(),
+            Path::new(mount["mountPath"].as_str().unwrap())
+        );
+        let key = path.file_name().unwrap().to_str().unwrap();
+        let placeholder = secret[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} is not a key of Secret {secret_name}"));
+        assert!(
+            placeholder.len() < 16,
+            "a placeholder the token check refuses"
+        );
+    }
+    let service = named(docs, "Service", "mail-worker-ingest");
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "ingest");
+    assert_eq!(
+        service["spec"]["ports"][0]["port"],
+        u64::from(listen.port())
+    );
+    let ingress = named(docs, "Ingress", "mail-worker-ingest");
+    let backend = &ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"];
+    assert_eq!(backend["name"], "mail-worker-ingest");
+    assert_eq!(backend["port"]["name"], service["spec"]["ports"][0]["name"]);
+    assert!(
+        ingress["spec"]["tls"][0]["secretName"].is_string(),
+        "TLS at the ingress"
+    );
+    let body = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
+        .as_str()
+        .unwrap();
+    let mib: u32 = body.trim_end_matches('m').parse().unwrap();
+    assert_eq!(
+        mib << 20,
+        config.ingest.max_body_bytes.get(),
+        "the proxy's limit is the daemon's"
+    );
+    let policy = named(docs, "NetworkPolicy", "mail-worker");
+    let open: Vec<&Value> = policy["spec"]["ingress"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_sequence().unwrap())
+        .map(|p| &p["port"])
+        .collect();
+    assert!(open.contains(&&Value::from(listen.port())), "{open:?}");
+    let selector = named(docs, "ServiceMonitor", "mail-worker")["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap();
+    let selects = |svc: &Value| {
+        selector
+            .iter()
+            .all(|(k, v)| svc["metadata"]["labels"].get(k) == Some(v))
+    };
+    assert!(selects(named(docs, "Service", "mail-worker-metrics")));
+    assert!(
+        !selects(service),
+        "the ServiceMonitor scrapes the metrics Service only"
     );
 }
 
@@ -326,6 +447,23 @@ fn the_compose_file_runs_migrate_once_and_two_replicas_against_the_stand_in() {
         assert_eq!(admin_env.get(key), env.get(key), "{key:?}");
     }
     assert_eq!(admin_env["ADMIN_LISTEN"], "0.0.0.0:9185");
+    // The HTTP ingest: each replica's INGEST_LISTEN published on a host port of its own.
+    let ingest = config.ingest.listen.expect("INGEST_LISTEN in compose");
+    let mut published = BTreeSet::new();
+    for name in &replicas {
+        let ports: Vec<&str> = services[*name]["ports"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let host = ports
+            .iter()
+            .find_map(|p| p.strip_suffix(&format!(":{}", ingest.port())))
+            .unwrap_or_else(|| panic!("{name} does not publish {ingest}: {ports:?}"));
+        published.insert(host.to_owned());
+    }
+    assert_eq!(published.len(), replicas.len(), "{published:?}");
     assert!(admin_env["ADMIN_TOKEN"].as_str().unwrap().chars().count() >= 16);
     assert_eq!(admin["ports"][0], "9186:9185");
 }
@@ -373,10 +511,8 @@ fn the_dockerfile_exposes_the_metrics_port_and_checks_health_with_a_real_subcomm
     assert!(ignore.lines().any(|l| l.trim() == "target/"), "{ignore}");
 }
 
-#[test]
-fn the_dashboard_queries_only_metrics_the_daemon_exports() {
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
+/// Every metric name a daemon exports (each family touched once, so labelled ones appear).
+fn exported() -> BTreeSet<String> {
     let m = Metrics::new();
     m.send("graph", mail_worker::ops::metrics::OutcomeLabel::Sent);
     m.rate_limit_decision("allowed", Duration::from_millis(1));
@@ -391,30 +527,65 @@ fn the_dashboard_queries_only_metrics_the_daemon_exports() {
     m.set_tenant_budget_used("contoso.example", 0.3);
     m.ingest_request(200, Duration::from_millis(1));
     m.ingest_lines(mail_worker::ops::ingest::IngestOutcome::Stored, 1);
-    let exported: BTreeSet<String> = m
-        .encode()
+    m.failed_for("mb@example.org");
+    m.recipient_outcome("mb@example.org", "delivered");
+    m.set_waiting(&[("day", 1)]);
+    m.encode()
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| l.split(['{', ' ']).next().unwrap().to_owned())
-        .collect();
+        .collect()
+}
+
+/// The `mail_worker_*` names `expr` uses, each checked against `exported`.
+fn check_metric_names(expr: &str, exported: &BTreeSet<String>) -> usize {
+    let mut used = 0;
+    for (i, _) in expr.match_indices("mail_worker_") {
+        let name: String = expr[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        assert!(
+            exported.contains(&name),
+            "{name} (in {expr:?}) is not exported: {exported:?}"
+        );
+        used += 1;
+    }
+    used
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_the_daemon_exports() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/mail-worker.json")).unwrap();
+    let exported = exported();
     let panels = dashboard["panels"].as_array().unwrap();
     assert!(panels.len() >= 6);
     let mut used = 0;
     for panel in panels {
         for target in panel["targets"].as_array().unwrap() {
-            let expr = target["expr"].as_str().unwrap();
-            for (i, _) in expr.match_indices("mail_worker_") {
-                let name: String = expr[i..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                assert!(
-                    exported.contains(&name),
-                    "{name} (in {expr:?}) is not exported: {exported:?}"
-                );
-                used += 1;
-            }
+            used += check_metric_names(target["expr"].as_str().unwrap(), &exported);
         }
     }
     assert!(used >= 10, "{used}");
+}
+
+#[test]
+fn the_alerts_query_only_metrics_the_daemon_exports() {
+    let exported = exported();
+    let rules = &documents("deploy/prometheus/alerts.yaml")[0]["groups"][0]["rules"];
+    let mut alerts = BTreeSet::new();
+    for rule in rules.as_sequence().unwrap() {
+        let expr = rule["expr"].as_str().unwrap();
+        assert!(check_metric_names(expr, &exported) > 0, "{expr}");
+        alerts.insert(rule["alert"].as_str().unwrap().to_owned());
+    }
+    for alert in [
+        "MailWorkerNoReplicaUp",
+        "MailWorkerWebhookEventsDead",
+        "MailWorkerWebhookBatchesFailing",
+        "MailWorkerIngestUnavailable",
+    ] {
+        assert!(alerts.contains(alert), "{alert}: {alerts:?}");
+    }
 }

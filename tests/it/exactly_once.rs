@@ -19,7 +19,7 @@ use crate::support::{
     TestApp, app::Builder, claim_and_send, claim_and_send_all, redis_conn, wait_until,
 };
 
-/// `HTTP_TIMEOUT_MS` of these tests: the "late" fault answers after it.
+/// `HTTP_TIMEOUT` of these tests: the "late" fault answers after it.
 const TIMEOUT: Duration = Duration::from_millis(1_000);
 
 async fn app(mode: GraphSendMode, settle: Duration, visibility: Duration) -> TestApp {
@@ -97,7 +97,7 @@ fn faults() -> Vec<(&'static str, ScriptedAnswer)> {
         ),
         ("reset after accept", ScriptedAnswer::reset_after_delivery()),
         (
-            "accepted, answered after HTTP_TIMEOUT_MS",
+            "accepted, answered after HTTP_TIMEOUT",
             ScriptedAnswer::late_after_delivery(2_500),
         ),
         (
@@ -273,7 +273,7 @@ async fn campaign(app: &TestApp, ids: &[Uuid], limit: Duration) -> Vec<Vec<SendO
 
 /// Issue 22, one mode: 8 messages, the first send of 4 of them answered by one of the four
 /// faults after accept each, Sent Items showing a copy only 20 s after its send (a sent draft
-/// is `404` by id meanwhile), `GRAPH_SEND_SETTLE_MS` 30 s. Returns what it measured.
+/// is `404` by id meanwhile), `GRAPH_SEND_SETTLE` 30 s. Returns what it measured.
 async fn copy_visible_late(mode: GraphSendMode) -> String {
     let visibility = Duration::from_secs(20);
     let app = app(mode, Duration::from_secs(30), visibility).await;

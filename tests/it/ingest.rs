@@ -17,7 +17,12 @@ use mail_worker::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{TestApp, proxy::Gate, python, spawn_app};
+use crate::support::{
+    TestApp,
+    logs::{capture_logs, logs_containing},
+    proxy::Gate,
+    python, spawn_app,
+};
 
 const CRM: &str = "crm-0123456789abcdef";
 const NARROW: &str = "narrow-0123456789abcdef";
@@ -41,15 +46,26 @@ fn jsonl(lines: &[Value]) -> String {
 /// The listener on `pool` in this process, with tokens `crm` (every sender) and `narrow`
 /// (`mb0@contoso.example` only), at most `max_lines` lines and `max_bytes` bytes.
 async fn listener(pool: sqlx::PgPool, max_lines: usize, max_bytes: usize) -> SocketAddr {
+    let producers = Producers::from_secrets([
+        ("crm", CRM, None),
+        (
+            "narrow",
+            NARROW,
+            Some(vec!["mb0@contoso.example".to_owned()]),
+        ),
+    ]);
+    listener_for(pool, producers, max_lines, max_bytes).await
+}
+
+/// The listener on `pool` for `producers`.
+async fn listener_for(
+    pool: sqlx::PgPool,
+    producers: Producers,
+    max_lines: usize,
+    max_bytes: usize,
+) -> SocketAddr {
     let settings = IngestSettings {
-        producers: Arc::new(Producers::from_secrets([
-            ("crm", CRM, None),
-            (
-                "narrow",
-                NARROW,
-                Some(vec!["mb0@contoso.example".to_owned()]),
-            ),
-        ])),
+        producers: Arc::new(producers),
         max_body_bytes: max_bytes,
         max_lines,
         outbox: Outbox::Off,
@@ -443,7 +459,8 @@ async fn the_curl_example_posts_a_campaign_file_in_requests_of_500() {
     let mut lines: Vec<String> = ids.iter().map(|id| line(*id, &mb).to_string()).collect();
     lines[700] = "{\"id\": \"not a message\"}".to_owned();
     let dir = crate::support::temp_dir("ingest-curl");
-    let file = dir.path().join("campaign.jsonl");
+    // A name with a space and a comma: the example makes its keys of it, which take neither.
+    let file = dir.path().join("spring campaign, v2.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ingest/curl.sh");
     let run = || {
@@ -470,4 +487,174 @@ async fn the_curl_example_posts_a_campaign_file_in_requests_of_500() {
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(said.contains("stored 0 duplicate 500 refused 0"), "{said}");
     assert_eq!(app.db.rows_in("messages").await, 1_199);
+}
+
+/// POSTs `body` with `CRM`'s token and the raw `key` header; the status, whether replayed and
+/// the answer's bytes as sent.
+async fn post_raw(addr: SocketAddr, key: &[u8], body: String) -> (u16, bool, Vec<u8>) {
+    post_raw_as(addr, CRM, key, body).await
+}
+
+/// [`post_raw`] with `token`.
+async fn post_raw_as(
+    addr: SocketAddr,
+    token: &str,
+    key: &[u8],
+    body: String,
+) -> (u16, bool, Vec<u8>) {
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/messages"))
+        .bearer_auth(token)
+        .header(
+            "idempotency-key",
+            reqwest::header::HeaderValue::from_bytes(key).unwrap(),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let replayed = answer.headers().get(REPLAYED).is_some();
+    (status, replayed, answer.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn a_replay_is_the_first_answer_byte_for_byte_and_keys_follow_the_ietf_draft() {
+    let app = spawn_app().await;
+    let addr = listener(app.db.pool.clone(), 10, 1 << 20).await;
+    let mb = app.mailboxes[0].0.to_string();
+    let ids = [Uuid::new_v4(), Uuid::new_v4()];
+    // A refused line too, so the answer has every field (`reason` included).
+    let body = format!(
+        "{}{{\"id\": \"{}\"}}\n",
+        jsonl(&[line(ids[0], &mb)]),
+        ids[1]
+    );
+    let (status, replayed, first) = post_raw(addr, b"batch-7", body.clone()).await;
+    assert_eq!(
+        (status, replayed),
+        (207, false),
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    // The answer's fields in the order the daemon writes them (not jsonb's, which sorts keys).
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert!(
+        text.starts_with("{\"status\":\"partial\",\"producer\":\"crm\",\"lines\":2,"),
+        "{text}"
+    );
+    // The draft's quoted form names the same key: the first answer again, byte for byte.
+    let (status, replayed, again) = post_raw(addr, b"\"batch-7\"", body.clone()).await;
+    assert_eq!((status, replayed), (207, true));
+    assert_eq!(again, first);
+    assert_eq!(app.db.rows_in("ingest_requests").await, 1);
+
+    // A bare key with a space is refused naming it; quoted, as the draft writes it, it is a key.
+    let (status, _, answer) = post_raw(addr, b"batch 8", body.clone()).await;
+    assert_eq!(status, 400);
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(
+        answer["error"],
+        "Idempotency-Key: character 6 is a space; an unquoted key takes visible ASCII but `\"`, `\\` and `,`: \
+         quote a key holding spaces as the IETF draft's string (Idempotency-Key: \"batch 7\")"
+    );
+    let (status, replayed, answer) = post_raw(addr, b"\"batch 8\"", body.clone()).await;
+    assert_eq!((status, replayed), (207, false));
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["results"][0]["outcome"], "duplicate");
+    let (status, _, answer) = post_raw(addr, b"a,b", body).await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(app.db.rows_in("ingest_requests").await, 2);
+    assert_eq!(stored(&app, &ids).await, 1);
+}
+
+#[tokio::test]
+async fn every_request_logs_its_outcome_without_the_token_or_a_recipient() {
+    // The binary's global capture (a scoped one misses events whose call site another test's
+    // thread registered first): this test's lines are those of its own producer's name.
+    capture_logs();
+    let app = spawn_app().await;
+    let producer = format!("logs-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let secret = format!("{producer}-secret-0123456789");
+    let producers = Producers::from_secrets([(producer.as_str(), secret.as_str(), None)]);
+    let addr = listener_for(app.db.pool.clone(), producers, 2, 4_000).await;
+    let post = |key: &'static [u8], body: String| post_raw_as(addr, &secret, key, body);
+    let mb = app.mailboxes[0].0.to_string();
+    let one = jsonl(&[line(Uuid::new_v4(), &mb)]);
+    assert_eq!(post(b"k-1", one.clone()).await.0, 200);
+    assert_eq!(post(b"k-1", one.clone()).await.0, 200);
+    assert_eq!(post(b"k 2", one.clone()).await.0, 400);
+    let three = jsonl(
+        &(0..3)
+            .map(|_| line(Uuid::new_v4(), &mb))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(post(b"k-3", three).await.0, 413);
+    let mut big = line(Uuid::new_v4(), &mb);
+    big["subject"] = json!("x".repeat(5_000));
+    assert_eq!(post(b"k-4", jsonl(&[big])).await.0, 413);
+    let malformed = format!("[{{\"to\": \"{mb}\"}}, 7");
+    assert_eq!(post(b"k-5", malformed).await.0, 400);
+    assert_eq!(post(b"k-6", "\n\n".into()).await.0, 400);
+    let bad_token = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/messages"))
+        .bearer_auth(format!("{secret}X"))
+        .body(one)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_token.status().as_u16(), 401);
+
+    let field = |l: &Value, name: &str| match &l[name] {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let requests: Vec<Value> = logs_containing(&producer)
+        .into_iter()
+        .filter(|l| l["event"] == "ingest.request" && l["status"].is_number())
+        .collect();
+    let logged: Vec<[String; 4]> = requests
+        .iter()
+        .map(|l| ["status", "producer", "refusal", "replayed"].map(|n| field(l, n)))
+        .collect();
+    let row = |status: &str, refusal: &str, replayed: &str| {
+        [status, &producer, refusal, replayed].map(str::to_owned)
+    };
+    let expected = vec![
+        row("200", "", "false"),
+        row("200", "", "true"),
+        row("400", "idempotency_key", "false"),
+        row("413", "too_many_lines", "false"),
+        row("413", "body_too_large", "false"),
+        row("400", "malformed_body", "false"),
+        row("400", "empty_body", "false"),
+    ];
+    assert_eq!(logged, expected);
+    assert_eq!(
+        (field(&requests[1], "lines"), field(&requests[1], "stored")),
+        ("1".to_owned(), "1".to_owned()),
+        "the replay's counts"
+    );
+    // The 401's line names no producer (none is known): one at least, with its refusal.
+    let unauthorized = logs_containing("\"refusal\":\"token\"");
+    assert!(
+        unauthorized
+            .iter()
+            .any(|l| l["event"] == "ingest.request" && l["status"] == 401 && l["producer"] == ""),
+        "{unauthorized:?}"
+    );
+    // No ingest line of any test holds a token's secret or a recipient's address (a sender's,
+    // configuration, may be named: a narrowed token's refusals list its senders).
+    let ingest: Vec<String> = logs_containing("\"event\":\"ingest.")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(ingest.len() >= 9, "{ingest:#?}");
+    for secret in [CRM, NARROW, &secret, "guest@fabrikam.example"] {
+        assert!(
+            ingest.iter().all(|l| !l.contains(secret)),
+            "{secret} logged: {ingest:#?}"
+        );
+    }
 }

@@ -819,7 +819,7 @@ async fn a_replica_killed_with_jobs_in_flight_loses_none_another_consumes_them_o
     // Two replicas, apalis-redis's heartbeat at 2 s (dead after 3 missed: 6 s).
     let replica = |name: &str| {
         Logged::spawn(app.daemon_command(&[
-            ("INTAKE_HEARTBEAT_MS", "2000"),
+            ("INTAKE_HEARTBEAT", "2s"),
             ("INTAKE_WORKER_NAME", name),
             ("RUST_LOG", "info"),
         ]))

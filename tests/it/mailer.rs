@@ -69,7 +69,7 @@ fn config_for(server: &MockServer, extra: &[(&str, String)]) -> Config {
         ),
         ("GRAPH_LOGIN_BASE_URL".to_owned(), server.uri()),
         ("SENDGRID_API_BASE_URL".to_owned(), server.uri()),
-        ("HTTP_TIMEOUT_MS".to_owned(), "5000".to_owned()),
+        ("HTTP_TIMEOUT".to_owned(), "5s".to_owned()),
         // These tests pin sendMail's answer mapping; the draft flow is in `exactly_once.rs`.
         ("GRAPH_SEND_MODE".to_owned(), "sendmail".to_owned()),
     ]);
@@ -503,7 +503,7 @@ async fn other_server_errors_are_outcome_unknown_after_one_post() {
 
 #[tokio::test]
 async fn a_send_slower_than_http_timeout_ms_is_outcome_unknown() {
-    let rig = Rig::with(&[("HTTP_TIMEOUT_MS", "300".into())]).await;
+    let rig = Rig::with(&[("HTTP_TIMEOUT", "300ms".into())]).await;
     rig.token_endpoint(3599, Duration::ZERO).await;
     rig.send_answers(
         ResponseTemplate::new(202).set_delay(Duration::from_secs(3)),
@@ -1179,11 +1179,11 @@ async fn until_leases(prefix: &str, n: usize, within: Duration) -> Duration {
 
 #[tokio::test]
 async fn a_send_dropped_mid_flight_keeps_its_lease_until_its_request_times_out() {
-    // Graph answers after 10 s; HTTP_TIMEOUT_MS = 3 s: the request is in flight at most 3 s.
+    // Graph answers after 10 s; HTTP_TIMEOUT = 3 s: the request is in flight at most 3 s.
     let (server, _keys, prefix, mailer) = on_the_real_limiter_with(
         Duration::from_secs(15),
         Duration::from_secs(10),
-        &[("HTTP_TIMEOUT_MS", "3000".to_owned())],
+        &[("HTTP_TIMEOUT", "3s".to_owned())],
     )
     .await;
     let m = mail();
@@ -1220,7 +1220,7 @@ async fn a_send_dropped_mid_flight_keeps_its_lease_until_its_request_times_out()
     let expiry = leases[0].1;
     assert!(
         (before_send + 3_000..=now + 3_000).contains(&expiry),
-        "ends at the request's start + HTTP_TIMEOUT_MS: {} ms after the send began",
+        "ends at the request's start + HTTP_TIMEOUT: {} ms after the send began",
         expiry - before_send
     );
     assert!(

@@ -1,5 +1,5 @@
 //! Correct under overlap (issue 22): fenced claims (a stale attempt's write changes nothing),
-//! attempts that renew their lease (an attempt longer than `SEND_LEASE_MS` is not handed to a
+//! attempts that renew their lease (an attempt longer than `SEND_LEASE` is not handed to a
 //! second replica), replicas whose wall clocks are off, fair claims when the claim's limit cuts
 //! a sender off, and a throttle's backoff that counts throttles, not bookings.
 
@@ -109,8 +109,8 @@ async fn campaign(app: &TestApp, per_mailbox: usize, attachment: bool) -> Vec<Uu
 async fn an_attempt_longer_than_its_lease_is_delivered_once_by_two_replicas_in_both_modes() {
     for mode in [GraphSendMode::Draft, GraphSendMode::SendMail] {
         let draft = mode == GraphSendMode::Draft;
-        // Every Graph request takes 2.5 s (1.5 s under HTTP_TIMEOUT_MS 4 s, room for a loaded
-        // machine); SEND_LEASE_MS 8 s = 2 × HTTP_TIMEOUT_MS, the least the config accepts. A
+        // Every Graph request takes 2.5 s (1.5 s under HTTP_TIMEOUT 4 s, room for a loaded
+        // machine); SEND_LEASE 8 s = 2 × HTTP_TIMEOUT, the least the config accepts. A
         // draft attempt (create, two upload sessions, chunks, send) takes ≥ 10 s: longer than its
         // lease. A sent item shows only 30 s later, and the settle time is 2 s, so a second
         // attempt could not see the first one's send.

@@ -372,7 +372,7 @@ async fn the_limit_paused_gauge_shows_the_pauses_in_force_and_drops_an_ended_one
     .unwrap();
     let listen = format!("127.0.0.1:{}", crate::support::private_redis::free_port());
     let mut child = app
-        .daemon_command(&[("METRICS_LISTEN", &listen), ("METRICS_REFRESH_MS", "200")])
+        .daemon_command(&[("METRICS_LISTEN", &listen), ("METRICS_REFRESH", "200ms")])
         .spawn()
         .unwrap();
     let url = format!("http://{listen}/metrics");

@@ -240,13 +240,13 @@ async fn the_real_campaign_slice_through_two_daemons_is_sent_once_within_limits_
         ("DATABASE_URL", db.url.to_string()),
         ("MAIL_RATE_LIMIT_KEY_PREFIX", format!("{prefix}:rl")),
         ("MAIL_RATE_LIMIT_PER_MINUTE", FAST_PER_MINUTE.to_string()),
-        ("MAIL_DEFER_SPREAD_MAX_MS", "5000".into()),
+        ("MAIL_DEFER_SPREAD_MAX", "5s".into()),
         ("WORKER_CONCURRENCY", "8".into()),
-        ("SCHEDULER_INTERVAL_MS", "250".into()),
+        ("SCHEDULER_INTERVAL", "250ms".into()),
         ("GRAPH_API_BASE_URL", sim.graph_base_url().to_string()),
         ("GRAPH_LOGIN_BASE_URL", sim.login_base_url().to_string()),
         ("SENDGRID_API_BASE_URL", sendgrid.base_url().to_string()),
-        ("SHUTDOWN_GRACE_MS", "10000".into()),
+        ("SHUTDOWN_GRACE", "10s".into()),
     ]);
     let config = Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -10,7 +10,7 @@
 //! cargo test -p mail-worker-bench --bench backlog -- --smoke       # 50 messages, until each was tried once (~5 s)
 //! ```
 //!
-//! The daemon runs with the production defaults (`WORKER_CONCURRENCY` 16, `SCHEDULER_INTERVAL_MS` 250,
+//! The daemon runs with the production defaults (`WORKER_CONCURRENCY` 16, `SCHEDULER_INTERVAL` 250,
 //! spread 0–30 s) except the limit (`--limit`, default 25). The harness starts two private
 //! `redis-server`s — one at `REDIS_URL` (no job queue since issue 12: it stays idle), one for the limiter
 //! (`MAIL_RATE_LIMIT_REDIS_URL`) — so each one's `INFO commandstats` holds exactly its part,

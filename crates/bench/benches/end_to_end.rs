@@ -15,7 +15,7 @@
 //! 5. **latency**: 2,000 messages coming due at 100 a second: claim → `SENT` and due → `SENT`
 //!    p50 / p99;
 //! 6. **idle**: one daemon with nothing due for 20 s: its CPU and its PostgreSQL backends' per
-//!    second (the claim loop looks again every `SCHEDULER_INTERVAL_MS`, 250 ms).
+//!    second (the claim loop looks again every `SCHEDULER_INTERVAL`, 250 ms).
 //!
 //! Per run also: PostgreSQL CPU per sent message (the daemons' backends, `/proc`), row writes
 //! and HOT updates per sent message (`pg_stat_user_tables`), peak PostgreSQL connections per

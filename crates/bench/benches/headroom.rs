@@ -15,7 +15,7 @@
 //! Results: `bench-results/headroom.json` (`headroom-smoke.json`), each daemon's log beside it.
 //! A `high` message not sent within `--wait` seconds is reported with the slot PostgreSQL holds
 //! for it. Exit status 1 when `paced` missed its goal (every `high` within the pacing interval
-//! 60 s ÷ 25 + the claim interval, SCHEDULER_INTERVAL_MS), or graph-sim refused one of its
+//! 60 s ÷ 25 + the claim interval, SCHEDULER_INTERVAL), or graph-sim refused one of its
 //! requests, or a rolling 60 s held more than 25 of its sends (`fixed-window`'s are reported).
 
 use mail_worker_bench as support;
@@ -129,7 +129,7 @@ async fn arm(args: &Args, algorithm: &'static str, backlog: usize) -> Arm {
     env.set("MAIL_RATE_LIMIT_ALGORITHM", algorithm)
         .set("MAIL_RATE_LIMIT_RESERVED_PERCENT", reserved_percent)
         .set("MAIL_RATE_LIMIT_PER_MINUTE", PER_MINUTE)
-        .set("SCHEDULER_INTERVAL_MS", CLAIM_INTERVAL_MS);
+        .set("SCHEDULER_INTERVAL", format!("{CLAIM_INTERVAL_MS}ms"));
     let log = daemon::results_path(&format!(
         "headroom-{algorithm}-{backlog}{}-daemon.log",
         if args.run.smoke { "-smoke" } else { "" }

@@ -68,7 +68,7 @@ const MAX_IN_FLIGHT: u32 = 1_000_000;
 /// `paced`: the in-flight lease: 40 s, as before issue 22 (production now: 15 s, renewed; nothing
 /// renews or releases here, and the length does not change the work per call).
 const LEASE: Duration = Duration::from_secs(40);
-/// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`): 250 ms.
+/// The limiter's call deadline, as in production (`MAIL_RATE_LIMIT_REDIS_TIMEOUT`): 250 ms.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Benchmark 1: the limiter's round trip against `redis-benchmark`'s ceiling.

@@ -39,7 +39,7 @@ struct Args {
     /// `WORKER_CONCURRENCY`.
     #[arg(long, default_value_t = 64)]
     concurrency: u32,
-    /// `SCHEDULER_INTERVAL_MS` (default: the production default, 250 ms).
+    /// `SCHEDULER_INTERVAL` (default: the production default, 250 ms).
     #[arg(long, default_value_t = 250)]
     scheduler_interval_ms: u64,
     /// Unprofiled runs for the CPU split (medians).

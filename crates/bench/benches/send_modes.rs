@@ -13,7 +13,7 @@
 //! prefix and a fresh graph-sim (every request `--latency-ms` slower, limits far above the load:
 //! the figures are the cost of the requests, not of Exchange's limits). Messages are spread over
 //! `--mailboxes` and sent `--concurrency` at a time through `Handler::process` (no claim loop).
-//! Then for each fault (504, reset, late answer past `HTTP_TIMEOUT_MS`, 503 with Retry-After,
+//! Then for each fault (504, reset, late answer past `HTTP_TIMEOUT`, 503 with Retry-After,
 //! all after the message was accepted) `--fault-messages` messages are sent one by one, each
 //! retried until `SENT`; the extra requests are those beyond the fault-free cost per mail.
 //! Results: `bench-results/send_modes.json` (`send_modes-smoke.json`). Exit status 1 when a
@@ -250,7 +250,7 @@ async fn run_mode(args: &Args, mode: GraphSendMode) -> ModeResult {
         ),
         ("reset after accept", ScriptedAnswer::reset_after_delivery()),
         (
-            "answered after HTTP_TIMEOUT_MS",
+            "answered after HTTP_TIMEOUT",
             ScriptedAnswer::late_after_delivery(TIMEOUT.as_millis() as u64 + 500),
         ),
         (

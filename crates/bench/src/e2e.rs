@@ -105,7 +105,7 @@ pub struct Scenario {
     pub daemons: u32,
     /// `WORKER_CONCURRENCY` of each (`None`: the default).
     pub concurrency: Option<u32>,
-    /// `SCHEDULER_INTERVAL_MS` of each (`None`: the default).
+    /// `SCHEDULER_INTERVAL` of each (`None`: the default).
     pub scheduler_interval_ms: Option<u64>,
     /// Latency graph-sim adds to every sendMail, ms.
     pub latency_ms: u64,
@@ -322,7 +322,7 @@ pub async fn run_once(
         env.set("WORKER_CONCURRENCY", concurrency);
     }
     if let Some(ms) = scenario.scheduler_interval_ms {
-        env.set("SCHEDULER_INTERVAL_MS", ms);
+        env.set("SCHEDULER_INTERVAL", format!("{ms}ms"));
     }
 
     if extras.statements {
@@ -475,7 +475,7 @@ pub async fn run_once(
 
 /// What an idle daemon costs: CPU per second of the daemon and of its PostgreSQL backends,
 /// measured over `seconds` with nothing due (the claim loop looks again every
-/// `SCHEDULER_INTERVAL_MS`), after a 2 s start-up.
+/// `SCHEDULER_INTERVAL`), after a 2 s start-up.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct IdleCost {
     /// Seconds measured.

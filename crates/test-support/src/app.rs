@@ -418,6 +418,7 @@ impl Builder {
                 defer_spread_max: Duration::from_millis(30_000),
                 max_attempts: 3,
                 retry_for: Duration::from_secs(24 * 3600),
+                send_lease: config.worker.send_lease,
             },
         );
         let handler = Handler::new(Arc::new(service));
@@ -510,7 +511,7 @@ impl TestApp {
             .env("GRAPH_LOGIN_BASE_URL", config.graph.login_base_url.as_str())
             .env("METRICS_LISTEN", "off")
             .env("WORKER_CONCURRENCY", "8")
-            .env("SCHEDULER_INTERVAL_MS", "100")
+            .env("SCHEDULER_INTERVAL", "100ms")
             .env("RUST_LOG", "warn")
             .kill_on_drop(true);
         for (name, value) in extra {

@@ -141,6 +141,11 @@ impl Capture {
             .collect()
     }
 
+    /// Every line captured, parsed (to check what no line may hold: a secret, an address).
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        self.0.lines()
+    }
+
     /// Whether nothing at all was logged.
     pub fn is_empty(&self) -> bool {
         self.0.lines().is_empty()

@@ -139,24 +139,24 @@ fn every_variable_is_read() {
         ("MAIL_RATE_LIMIT_PER_MINUTE", "10"),
         ("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", "500"),
         ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
-        ("MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS", "100"),
+        ("MAIL_RATE_LIMIT_REDIS_TIMEOUT", "100ms"),
         ("MAIL_RATE_LIMIT_KEY_PREFIX", "t:rl"),
-        ("MAIL_DEFER_SPREAD_MAX_MS", "5000"),
+        ("MAIL_DEFER_SPREAD_MAX", "5s"),
         ("MAIL_MAX_ATTEMPTS", "3"),
         ("MAIL_RETRY_FOR", "1m"),
         ("METRICS_LISTEN", "off"),
-        ("METRICS_REFRESH_MS", "500"),
+        ("METRICS_REFRESH", "500ms"),
         ("WORKER_CONCURRENCY", "64"),
         ("DATABASE_MAX_CONNECTIONS", "7"),
-        ("SCHEDULER_INTERVAL_MS", "400"),
+        ("SCHEDULER_INTERVAL", "400ms"),
         ("SCHEDULER_BATCH_SIZE", "20"),
-        ("SEND_LEASE_MS", "60000"),
+        ("SEND_LEASE", "1m"),
         ("GRAPH_API_BASE_URL", "http://127.0.0.1:9/v1.0"),
         ("GRAPH_LOGIN_BASE_URL", "http://127.0.0.1:9"),
         ("GRAPH_SAVE_TO_SENT_ITEMS", "false"),
         ("SENDGRID_API_BASE_URL", "http://127.0.0.1:8"),
-        ("HTTP_TIMEOUT_MS", "5000"),
-        ("SHUTDOWN_GRACE_MS", "2000"),
+        ("HTTP_TIMEOUT", "5s"),
+        ("SHUTDOWN_GRACE", "2s"),
         ("LOG_FORMAT", "pretty"),
         ("RUST_LOG", "debug"),
     ])
@@ -219,8 +219,8 @@ fn bad_values_name_the_variable() {
         ),
         ("MAIL_RETRY_FOR", "a day", "unit"),
         ("MAIL_RETRY_FOR", "3600", "unit"),
-        ("SEND_LEASE_MS", "1000", "HTTP_TIMEOUT_MS"),
-        ("SEND_LEASE_MS", "50000", "twice HTTP_TIMEOUT_MS"),
+        ("SEND_LEASE", "1s", "HTTP_TIMEOUT"),
+        ("SEND_LEASE", "50s", "twice HTTP_TIMEOUT"),
     ] {
         let err = parse(&[(var, value)]).unwrap_err();
         assert_eq!(err.var, var);
@@ -252,25 +252,24 @@ fn save_to_sent_items_takes_only_true_or_false() {
 
 #[test]
 fn a_send_lease_under_twice_the_http_timeout_blames_the_variable_that_was_set() {
-    let err = parse(&[("SEND_LEASE_MS", "59999")]).unwrap_err();
-    assert_eq!(err.var, "SEND_LEASE_MS");
-    assert_eq!(err.value, "59999");
+    let err = parse(&[("SEND_LEASE", "59999ms")]).unwrap_err();
+    assert_eq!(err.var, "SEND_LEASE");
+    assert_eq!(err.value, "59999ms");
     assert!(
-        err.problem
-            .contains("at least twice HTTP_TIMEOUT_MS (30000 ms)"),
+        err.problem.contains("at least twice HTTP_TIMEOUT (30s)"),
         "{err}"
     );
-    assert!(parse(&[("SEND_LEASE_MS", "60000")]).is_ok());
-    // SEND_LEASE_MS left at its default, HTTP_TIMEOUT_MS raised past half of it.
-    let err = parse(&[("HTTP_TIMEOUT_MS", "300001")]).unwrap_err();
-    assert_eq!(err.var, "HTTP_TIMEOUT_MS");
-    assert_eq!(err.value, "300001");
-    assert!(err.problem.contains("SEND_LEASE_MS (600000 ms"), "{err}");
-    assert!(parse(&[("HTTP_TIMEOUT_MS", "300000")]).is_ok());
+    assert!(parse(&[("SEND_LEASE", "1m")]).is_ok());
+    // SEND_LEASE left at its default, HTTP_TIMEOUT raised past half of it.
+    let err = parse(&[("HTTP_TIMEOUT", "300001ms")]).unwrap_err();
+    assert_eq!(err.var, "HTTP_TIMEOUT");
+    assert_eq!(err.value, "300001ms");
+    assert!(err.problem.contains("SEND_LEASE (10m"), "{err}");
+    assert!(parse(&[("HTTP_TIMEOUT", "5m")]).is_ok());
     // Both set: the lease is the one to raise.
-    let err = parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1399999")]).unwrap_err();
-    assert_eq!(err.var, "SEND_LEASE_MS");
-    assert!(parse(&[("HTTP_TIMEOUT_MS", "700000"), ("SEND_LEASE_MS", "1400000")]).is_ok());
+    let err = parse(&[("HTTP_TIMEOUT", "700s"), ("SEND_LEASE", "1399999ms")]).unwrap_err();
+    assert_eq!(err.var, "SEND_LEASE");
+    assert!(parse(&[("HTTP_TIMEOUT", "700s"), ("SEND_LEASE", "1400s")]).is_ok());
 }
 
 #[test]

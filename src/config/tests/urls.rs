@@ -148,7 +148,10 @@ fn the_limiters_redis_may_be_a_list_of_cluster_seeds_each_checked_and_redacted()
     // REDIS_URL, when it is the limiter's, too; the intake queue on it needs a hash tag.
     let cluster = ("REDIS_URL", "redis://a:7000,redis://b:7001");
     let c = parse(&[cluster]).unwrap();
-    assert_eq!(c.intake.queue.as_deref(), Some(DEFAULT_INTAKE_QUEUE));
+    assert_eq!(
+        c.intake.queue.as_deref(),
+        Some("{mail-worker:campaign-sends}")
+    );
     for name in ["mail-worker:q", "q{}", "q}{", "{q"] {
         let e = parse(&[cluster, ("INTAKE_QUEUE", name)]).unwrap_err();
         assert_eq!(e.var, "INTAKE_QUEUE");

@@ -59,7 +59,7 @@ pub struct MailerFactory<L: RateLimiter> {
     tokens: Arc<GraphTokenCache>,
     mailers: moka::future::Cache<ConfigDigest, Arc<dyn Mailer>>,
     metrics: Arc<Metrics>,
-    /// `HTTP_TIMEOUT_MS`, the shared client's whole-request deadline.
+    /// `HTTP_TIMEOUT`, the shared client's whole-request deadline.
     request_timeout: Duration,
     secret_env: SecretEnv,
     secret_files: SecretFiles,
@@ -87,7 +87,7 @@ impl<L: RateLimiter> MailerFactory<L> {
     /// A factory for `config`'s endpoints (`GRAPH_API_BASE_URL`, `GRAPH_LOGIN_BASE_URL`,
     /// `GRAPH_SAVE_TO_SENT_ITEMS`, `SENDGRID_API_BASE_URL`), default limits
     /// (`MAIL_RATE_LIMIT_PER_MINUTE`, `MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY`) and one shared HTTP
-    /// client with `HTTP_TIMEOUT_MS` that never follows redirects (as `oauth2` requires).
+    /// client with `HTTP_TIMEOUT` that never follows redirects (as `oauth2` requires).
     /// The cache holds at most [`MAX_CACHED_MAILERS`] mailers, each dropped after
     /// [`MAILER_IDLE`] unused.
     ///

@@ -17,10 +17,10 @@
 //! | ------------------------------------- | --------------------------------------- | ---- |
 //! | draft id, no send attempt             | `GET` the draft                         | `isDraft: true` → send *that* draft (no second draft); gone → create anew |
 //! | draft id, send attempted              | `GET` the draft by its immutable id     | `isDraft: false` → it went: `SENT`, nothing resent |
-//! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE_MS` of the attempt → [`MailError::Unconfirmed`] (check again later) |
+//! |                                       |                                         | `isDraft: true` within `GRAPH_SEND_SETTLE` of the attempt → [`MailError::Unconfirmed`] (check again later) |
 //! |                                       |                                         | `isDraft: true` after it, and no Sent Items copy by `internetMessageId` → send the same draft |
-//! |                                       |                                         | gone (`404`) → a sent copy by `internetMessageId` (Sent Items, then every folder) → `SENT`; none within `GRAPH_SEND_SETTLE_MS` → [`MailError::Unconfirmed`]; none after it → `ERROR` "outcome unknown", never resent |
-//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft, or nothing, within `GRAPH_SEND_SETTLE_MS` of a possible send → [`MailError::Unconfirmed`]; after it, an unsent draft whose attachments were all in its create request → reuse it; one with attachments added after → delete it, create; none → create |
+//! |                                       |                                         | gone (`404`) → a sent copy by `internetMessageId` (Sent Items, then every folder) → `SENT`; none within `GRAPH_SEND_SETTLE` → [`MailError::Unconfirmed`]; none after it → `ERROR` "outcome unknown", never resent |
+//! | no draft id, earlier attempts         | look up by `internetMessageId`          | sent → `SENT`, nothing resent; an unsent draft, or nothing, within `GRAPH_SEND_SETTLE` of a possible send → [`MailError::Unconfirmed`]; after it, an unsent draft whose attachments were all in its create request → reuse it; one with attachments added after → delete it, create; none → create |
 //!
 //! A row with no draft id but a send attempt is what a crash leaves: the draft's id and the
 //! attempt are written with the attempt's outcome (one row write fewer per send), so a worker
@@ -32,7 +32,7 @@
 //! read `isDraft: true`, or be found nowhere (`404` by its immutable id: it left Drafts and its
 //! Sent Items copy is not created yet, <https://learn.microsoft.com/graph/outlook-immutable-id>),
 //! and Sent Items may not list it yet. Microsoft documents no bound, so the safe reading is
-//! taken: "still a draft" or "not found" is trusted only `GRAPH_SEND_SETTLE_MS` after the send
+//! taken: "still a draft" or "not found" is trusted only `GRAPH_SEND_SETTLE` after the send
 //! was written (default 2 minutes); until then the message is [`MailError::Unconfirmed`].
 //!
 //! Only the send step may deliver; a failed create, look-up or upload is
@@ -160,7 +160,7 @@ impl MicrosoftGraphMailer {
     /// sent (its Sent Items copy may not be visible yet: "retrieving the message from Sent
     /// Items might not succeed immediately after sending", <https://learn.microsoft.com/graph/outlook-immutable-id>)
     /// or deleted. A sent copy by our `internetMessageId` → `SENT`, not resent; none within
-    /// `GRAPH_SEND_SETTLE_MS` of the send → [`MailError::Unconfirmed`]; none after it → `ERROR`
+    /// `GRAPH_SEND_SETTLE` of the send → [`MailError::Unconfirmed`]; none after it → `ERROR`
     /// for a person, never resent: Graph may have delivered it and Microsoft documents no bound
     /// on the delay, so the safe reading is taken (docs/decisions/0001-unconfirmed-sends.md).
     async fn vanished(

@@ -113,7 +113,7 @@ impl MicrosoftGraphMailer {
     /// A mailer for `mailbox` posting to `{api_base_url}/users/{mailbox}/sendMail` (the mailbox
     /// path-encoded), with `saveToSentItems` = `save_to_sent_items` (`GRAPH_SAVE_TO_SENT_ITEMS`),
     /// in `sendmail` mode until [`Self::with_mode`].
-    /// `http` is the shared client (its timeout is `HTTP_TIMEOUT_MS`); `tokens` is the app's
+    /// `http` is the shared client (its timeout is `HTTP_TIMEOUT`); `tokens` is the app's
     /// shared token source; `clock` dates HTTP-date `Retry-After` values.
     ///
     /// # Errors
@@ -146,7 +146,7 @@ impl MicrosoftGraphMailer {
         })
     }
 
-    /// Sends in `mode`; `settle` is `GRAPH_SEND_SETTLE_MS` (how long after a send with an unknown
+    /// Sends in `mode`; `settle` is `GRAPH_SEND_SETTLE` (how long after a send with an unknown
     /// outcome a check that sees no sent copy is not trusted).
     #[must_use]
     pub(crate) fn with_mode(mut self, mode: GraphSendMode, settle: Duration) -> Self {

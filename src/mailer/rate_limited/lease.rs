@@ -15,7 +15,7 @@ use crate::{
 /// slot held until the lease expires (as tower's `ConcurrencyLimit` keeps its permit in the
 /// response future):
 /// - a send that made a provider request ([`RequestStarts`]) keeps its lease until that request
-///   can no longer be in flight at Graph, its start + `HTTP_TIMEOUT_MS`
+///   can no longer be in flight at Graph, its start + `HTTP_TIMEOUT`
 ///   ([`RateLimiter::hold_until`] at once, then [`RateLimiter::cut_off`]): Graph may still be
 ///   serving it, and a 5th request on the mailbox meanwhile is a 429 (issue 46, point 4);
 /// - a send that made none releases it as [`RequestEnd::Done`].

@@ -52,7 +52,7 @@ pub struct RateLimitedGraphMailer<M: Mailer, L: RateLimiter> {
     tenant: String,
     tenant_budget: Option<TenantBudget>,
     clock: Arc<dyn Clock>,
-    /// `HTTP_TIMEOUT_MS`: how long a request of a cut-off send may still be in flight.
+    /// `HTTP_TIMEOUT`: how long a request of a cut-off send may still be in flight.
     request_timeout: Option<Duration>,
 }
 
@@ -88,7 +88,7 @@ impl<M: Mailer, L: RateLimiter> RateLimitedGraphMailer<M, L> {
         }
     }
 
-    /// The inner mailer's whole-request deadline (`HTTP_TIMEOUT_MS`): a send cut off after it
+    /// The inner mailer's whole-request deadline (`HTTP_TIMEOUT`): a send cut off after it
     /// started a request keeps its in-flight lease until that request's start + `timeout`
     /// ([`LeaseGuard`]). Without it a cut-off send releases its lease at once.
     #[must_use]

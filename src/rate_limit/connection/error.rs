@@ -19,7 +19,7 @@ pub enum RateLimitSetupError {
 /// [`crate::rate_limit::MailRateLimiter::ping`] returns them.
 #[derive(Debug, thiserror::Error)]
 pub enum RedisCallError {
-    /// No answer within the deadline (`MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS`).
+    /// No answer within the deadline (`MAIL_RATE_LIMIT_REDIS_TIMEOUT`).
     #[error("no answer from Redis within {} ms", after.as_millis())]
     Deadline {
         /// The deadline that passed.

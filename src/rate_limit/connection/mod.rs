@@ -1,7 +1,7 @@
 //! The limiter's own Redis connection: standalone or Redis Cluster (`cluster.rs`), short
 //! connect timeouts, a deadline around every call, and a redial after repeated failures.
 //!
-//! Its own because a send must not wait longer than `MAIL_RATE_LIMIT_REDIS_TIMEOUT_MS` for a
+//! Its own because a send must not wait longer than `MAIL_RATE_LIMIT_REDIS_TIMEOUT` for a
 //! brake that fails open anyway, while the redis crate's default `ConnectionManager` takes
 //! seconds to fail against a stopped Redis; the job queue's connection wants the opposite
 //! (patient reconnects), so the two are never shared.

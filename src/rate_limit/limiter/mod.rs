@@ -162,7 +162,7 @@ impl MailRateLimiter {
     }
 
     /// How long this limiter has existed without its Redis ever answering (`None`: it
-    /// answered once): past `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER_MS`, `/readyz` says
+    /// answered once): past `MAIL_RATE_LIMIT_UNREACHABLE_NOT_READY_AFTER`, `/readyz` says
     /// not ready, a wrong `REDIS_URL` more likely than an outage.
     pub fn unreachable_since_start(&self) -> Option<std::time::Duration> {
         (!self.redis.ever_answered()).then(|| self.created.elapsed())
@@ -205,7 +205,7 @@ impl MailRateLimiter {
     /// Ends every lease this process still holds — the sends a shutdown cut off — before it
     /// exits: a send whose request may still be in flight at Graph
     /// ([`RateLimiter::hold_until`]) keeps its lease until that request's start +
-    /// `HTTP_TIMEOUT_MS` (so a restarted replica does not put a 5th request on the mailbox
+    /// `HTTP_TIMEOUT` (so a restarted replica does not put a 5th request on the mailbox
     /// while Graph still serves it: issue 46, point 4); a send that made no request is
     /// released (as [`RequestEnd::Done`]), so other replicas need not wait for it to expire.
     /// Returns (held, released). Call it once the workers have stopped.

@@ -55,7 +55,7 @@ pub(crate) const MAILBOX_USED_UP_LUA: &str = include_str!("../../../lua/paced/ma
 pub(crate) const RECORD_FAIL_OPEN_LUA: &str =
     include_str!("../../../lua/paced/record_fail_open.lua");
 
-/// How late a send may run after its slot (the claim's wait, `SCHEDULER_INTERVAL_MS`, and the
+/// How late a send may run after its slot (the claim's wait, `SCHEDULER_INTERVAL`, and the
 /// wait for a worker slot) without the rolling 60 s window ever holding more than L sends:
 /// slots are spaced (60 s + this) / L apart. 2 s: that lateness with margin, at a cost of 1/31
 /// of the minute budget (25 → 24.2).
@@ -231,7 +231,7 @@ impl Paced {
     }
 
     /// Sets the lease of a send cut off mid-request to expire at `until_ms` (the limiter's
-    /// clock: its latest request's start + `HTTP_TIMEOUT_MS`), sooner or later than now;
+    /// clock: its latest request's start + `HTTP_TIMEOUT`), sooner or later than now;
     /// returns whether the lease was still held.
     pub(crate) async fn hold(
         &self,

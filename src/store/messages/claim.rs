@@ -140,7 +140,7 @@ pub async fn claim_due(pool: &PgPool, limit: i64) -> Result<Vec<StoredMessage>, 
 /// slot) back to `SCHEDULED`, due as before, the claim's attempt given back. Returns how many.
 ///
 /// # Errors
-/// Database errors (lease recovery then takes them after `SEND_LEASE_MS`).
+/// Database errors (lease recovery then takes them after `SEND_LEASE`).
 pub(crate) async fn release_unstarted(pool: &PgPool, fences: &[Fence]) -> Result<u64, StoreError> {
     let ids: Vec<Uuid> = fences.iter().map(|f| f.id).collect();
     let tokens: Vec<Uuid> = fences.iter().map(|f| f.token).collect();

@@ -309,7 +309,7 @@ async fn a_renewed_lease_outlives_its_15_s_and_a_crashed_replicas_frees_within_i
         [lease_end; 3],
         "renewed at 60 s for 15 s"
     );
-    // The replica dies at 60 s: its leases free 15 s later, not HTTP_TIMEOUT_MS + 10 s.
+    // The replica dies at 60 s: its leases free 15 s later, not HTTP_TIMEOUT + 10 s.
     let after = t0 + chrono::Duration::milliseconds(75_001);
     assert_eq!(take_leases(&limiter, &events, after, 3).await.len(), 3);
 }
@@ -330,7 +330,7 @@ async fn a_shutdown_releases_the_leases_of_cut_off_sends_that_made_no_request() 
 async fn a_shutdown_keeps_the_lease_of_a_cut_off_send_until_its_request_times_out() {
     let (_test_keys, limiter, events, keys, mut conn) = paced_events().await;
     let held = take_leases(&limiter, &events, at(12, 0, 0), 2).await;
-    // The first send's latest request started at 12:00:01 with HTTP_TIMEOUT_MS = 30 s: Graph
+    // The first send's latest request started at 12:00:01 with HTTP_TIMEOUT = 30 s: Graph
     // may serve it until 12:00:31, past its lease (12:00:15); the second made no request.
     let until = at(12, 0, 31);
     limiter.hold_until(&held[0], until);

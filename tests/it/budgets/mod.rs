@@ -253,7 +253,7 @@ pub(crate) struct Drain {
     limits: RateLimits,
     /// Calls made at once at one virtual instant (the processes × their tasks).
     tasks: usize,
-    /// `MAIL_DEFER_SPREAD_MAX_MS` for denials that are not booked (as the service adds it).
+    /// `MAIL_DEFER_SPREAD_MAX` for denials that are not booked (as the service adds it).
     spread_max_ms: u64,
     /// Stop at this virtual time.
     until: DateTime<Utc>,

@@ -80,7 +80,7 @@ impl DaemonEnv {
         set("GRAPH_LOGIN_BASE_URL", sim.login_base_url().to_string());
         set("LOG_FORMAT", "json".into());
         set("RUST_LOG", "info".into());
-        set("SHUTDOWN_GRACE_MS", "5000".into());
+        set("SHUTDOWN_GRACE", "5s".into());
         // Several daemons run at once here: none of them serves metrics (the default port
         // would be taken by the first).
         set("METRICS_LISTEN", "off".into());
