@@ -9,14 +9,14 @@
 //! ([`crate::store::messages::bounce::mark`]), and moves the NDR to `GRAPH_BOUNCE_FOLDER` or
 //! marks it read. Each Graph request holds an in-flight lease of the mailbox, as a send does
 //! (Exchange's 4 concurrent requests count every request). An NDR that says a budget is used
-//! up pauses it (`limits.rs`, `pause.rs`): `5.1.90` / `5.2.2` submission quota the mailbox until
+//! up pauses it (the codes: [`crate::domain::action_of`], the table the message trace uses too;
+//! `pause.rs`): `5.1.90` / `5.2.2` submission quota the mailbox until
 //! its rolling 24 h frees (`mail.bounce.mailboxPaused`), `5.7.233` the tenant's external mail
 //! until its window frees, `5.7.705` / `5.7.708` / `5.7.501` for 24 h
 //! (`mail.bounce.tenantPaused`); kept in PostgreSQL across a limiter Redis flush
 //! (docs/decisions/0032-quota-ndrs-pause.md). Requests per mailbox per hour:
 //! docs/decisions/0018-bounce-reading.md.
 
-mod limits;
 mod ndr;
 mod pause;
 mod read;
@@ -35,6 +35,7 @@ use crate::{
     shutdown,
     store::{self, StoreError, events::Outbox},
 };
+pub(crate) use pause::{Found, Pauses, Told};
 pub use read::ReadOutcome;
 
 /// NDRs one listing page asks for (`$top`).

@@ -1,4 +1,5 @@
-//! The pauses an NDR starts (`limits.rs` says which): the budget is marked used up in the
+//! The pauses a failure starts — told by an NDR or by the message trace; which codes:
+//! [`crate::domain::action_of`], the one table of both: the budget is marked used up in the
 //! limiter's Redis (every replica's `check_and_reserve` denies on it) and kept in PostgreSQL
 //! (`limit_pauses`: a Redis that comes back empty re-applies it when it re-seeds).
 //! docs/decisions/0032-quota-ndrs-pause.md.
@@ -6,12 +7,13 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{BounceReader, limits::LimitFinding};
+use sqlx::PgPool;
+
 use crate::{
-    domain::MailboxAddress,
+    domain::{LimitFinding, MailboxAddress},
     log_events,
     mailer::factory::GraphMailbox,
-    rate_limit::{LimitPause, PauseScope, RedisCallError},
+    rate_limit::{LimitPause, MailRateLimiter, PauseScope, RedisCallError},
     store::limit_pauses::{self, NewPause},
 };
 
@@ -20,28 +22,45 @@ use crate::{
 /// with no state in Redis yet, a Redis failure).
 const LONGEST: chrono::Duration = chrono::Duration::minutes(24 * 60 + 1);
 
-/// What an NDR said, for its pause.
+/// Who told the failure (its log line names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Told {
+    /// A non-delivery report in the sender's Inbox.
+    Ndr,
+    /// The message trace's detail events.
+    Trace,
+}
+
+/// What a failure said, for its pause.
 #[derive(Debug)]
-pub(super) struct Found<'a> {
+pub(crate) struct Found<'a> {
     pub finding: LimitFinding,
+    pub told: Told,
     pub code: &'a str,
     /// The NDR's text, scrubbed.
     pub text: &'a str,
     pub message_id: Uuid,
 }
 
-impl BounceReader {
+/// Where pauses are kept and marked: PostgreSQL and the limiter, at `now`.
+pub(crate) struct Pauses<'a> {
+    pub pool: &'a PgPool,
+    pub limiter: &'a MailRateLimiter,
+    pub now: DateTime<Utc>,
+}
+
+impl Pauses<'_> {
     /// Pauses what `found` names: the mailbox's day budget (`5.1.90`, `5.2.2` submission
     /// quota), or the tenant's external budget (`5.7.233`: until its window frees; `5.7.705` /
     /// `5.7.708` / `5.7.501`: 24 h). A tenant with no external budget configured cannot have
     /// its external mail told apart: the mailbox is paused whole for 24 h instead.
-    pub(super) async fn pause(
+    pub(crate) async fn pause(
         &self,
         mailbox: &GraphMailbox,
         address: &MailboxAddress,
         found: &Found<'_>,
     ) {
-        let now = self.clock.now();
+        let now = self.now;
         match (found.finding, &mailbox.budget) {
             (LimitFinding::MailboxQuota, _) => {
                 let per_day = mailbox.limits.recipients_per_day.get();
@@ -115,7 +134,7 @@ impl BounceReader {
             whole_day,
         };
         let kept = limit_pauses::record(
-            &self.pool,
+            self.pool,
             &NewPause {
                 scope,
                 key,
@@ -130,7 +149,7 @@ impl BounceReader {
                 event = log_events::MAIL_BOUNCE_READ_FAILED,
                 mailbox = %key,
                 error = %e,
-                "the limiter's Redis did not take the pause of an NDR {}; kept in PostgreSQL, it holds once Redis re-seeds",
+                "the limiter's Redis did not take the pause of a failure {}; kept in PostgreSQL, it holds once Redis re-seeds",
                 found.code
             );
         }
@@ -139,7 +158,7 @@ impl BounceReader {
                 event = log_events::MAIL_BOUNCE_READ_FAILED,
                 mailbox = %key,
                 error = %e,
-                "PostgreSQL did not keep the pause of an NDR {}: a limiter Redis that comes back empty would lift it",
+                "PostgreSQL did not keep the pause of a failure {}: a limiter Redis that comes back empty would lift it",
                 found.code
             );
         }
@@ -167,7 +186,8 @@ impl BounceReader {
                 limiter = held,
                 message.id = %found.message_id,
                 reason = found.text,
-                "NDR {}: {what}",
+                "{} {}: {what}",
+                found.told.name(),
                 found.code
             );
         } else {
@@ -179,9 +199,19 @@ impl BounceReader {
                 limiter = held,
                 message.id = %found.message_id,
                 reason = found.text,
-                "NDR {}: {what}",
+                "{} {}: {what}",
+                found.told.name(),
                 found.code
             );
+        }
+    }
+}
+
+impl Told {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ndr => "NDR",
+            Self::Trace => "message trace",
         }
     }
 }

@@ -1,17 +1,16 @@
 //! One mailbox's read: list its NDRs (each request under an in-flight lease), read each one's
 //! MIME (`$value`), mark each of our messages `BOUNCED`, pause a budget an NDR says is used up
-//! (`limits.rs`, `pause.rs`), then move the NDR or mark it read.
+//! ([`crate::domain::action_of`], `pause.rs`), then move the NDR or mark it read.
 
 use std::time::Duration;
 
 use super::{
     BounceReader, MAX_PAGES, PAGE_SIZE,
-    limits::LimitFinding,
     ndr::{Report, code_class},
-    pause::Found,
+    pause::{Found, Pauses, Told},
 };
 use crate::{
-    domain::{MailboxAddress, Priority, Sender},
+    domain::{LimitFinding, MailboxAddress, Priority, Sender},
     log_events,
     mailer::{MailError, MailErrorKind, factory::GraphMailbox, redact},
     rate_limit::{Ask, RateLimiter, ReadLease, RedisCallError, RequestEnd},
@@ -197,6 +196,14 @@ impl BounceReader {
                     let Some(finding) = LimitFinding::of(&failure.code, &failure.text) else {
                         continue;
                     };
+                    // The message trace told this failure first and paused its budget.
+                    if bounced
+                        .traced
+                        .iter()
+                        .any(|told| LimitFinding::of(told, told) == Some(finding))
+                    {
+                        continue;
+                    }
                     let done = match finding {
                         LimitFinding::MailboxQuota => &mut out.mailbox_paused,
                         LimitFinding::TenantLimit | LimitFinding::TenantBlocked => {
@@ -208,11 +215,17 @@ impl BounceReader {
                         let text = redact::scrub_provider_text(&failure.text);
                         let found = Found {
                             finding,
+                            told: Told::Ndr,
                             code: &failure.code,
                             text: &text,
                             message_id,
                         };
-                        self.pause(mailbox, address, &found).await;
+                        let pauses = Pauses {
+                            pool: &self.pool,
+                            limiter: &self.limiter,
+                            now: self.clock.now(),
+                        };
+                        pauses.pause(mailbox, address, &found).await;
                     }
                 }
                 Ok(true)

@@ -139,13 +139,15 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
     out
 }
 
-/// `campaign status` as a table.
+/// `campaign status` as a table: the messages by status, then their recipients by fate (the
+/// message trace's, or an NDR's).
 pub(crate) fn status_table(r: &CampaignStatus) -> String {
     let mut out = format!(
-        "campaign {}\n{:<32} {:>6} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+        "campaign {}\n{:<32} {:>6} {:>9} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
         r.campaign,
         "mailbox",
         "sent",
+        "delivered",
         "bounced",
         "waiting",
         "failed",
@@ -156,9 +158,10 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
     );
     let row = |mailbox: &str, c: &store::campaigns::CampaignCounts, f: Option<DateTime<Utc>>| {
         format!(
-            "{:<32} {:>6} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
+            "{:<32} {:>6} {:>9} {:>7} {:>8} {:>7} {:>10} {:>7}  {:<19}  {:<19}\n",
             mailbox,
             c.sent,
+            c.delivered,
             c.bounced,
             c.waiting,
             c.failed,
@@ -172,6 +175,24 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
         out.push_str(&row(&s.mailbox, &s.counts, s.forecast_finish));
     }
     out.push_str(&row("all senders", &r.total, r.forecast_finish));
+    out.push_str(&format!(
+        "recipients\n{:<32} {:>9} {:>7} {:>8} {:>7}\n",
+        "mailbox", "delivered", "failed", "filtered", "pending"
+    ));
+    let fates = |mailbox: &str, c: &store::campaigns::CampaignCounts| {
+        format!(
+            "{:<32} {:>9} {:>7} {:>8} {:>7}\n",
+            mailbox,
+            c.recipients_delivered,
+            c.recipients_failed,
+            c.recipients_filtered,
+            c.recipients_pending
+        )
+    };
+    for s in &r.senders {
+        out.push_str(&fates(&s.mailbox, &s.counts));
+    }
+    out.push_str(&fates("all senders", &r.total));
     for s in &r.senders {
         for w in &s.warnings {
             out.push_str(&format!("warning: {}: {w}\n", s.mailbox));

@@ -126,7 +126,8 @@ pub(super) async fn list_messages(config: &Config, args: &ListArgs) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-/// `messages show ID`.
+/// `messages show ID`: the message, then each recipient's fate (the message trace's or an
+/// NDR's; addresses masked).
 pub(super) async fn show_message(
     config: &Config,
     id: uuid::Uuid,
@@ -140,10 +141,14 @@ pub(super) async fn show_message(
     let Some(line) = admin::list(&pool, &filter, 1).await?.pop() else {
         anyhow::bail!("no message {id}");
     };
+    let fates = store::outcomes::of_message(&pool, id).await?;
     if json {
-        out(&(serde_json::to_string_pretty(&line)? + "\n"));
+        let mut json = serde_json::to_value(&line)?;
+        json["recipients"] = serde_json::to_value(&fates)?;
+        out(&(serde_json::to_string_pretty(&json)? + "\n"));
     } else {
         out(&tables::message_text(&line));
+        out(&tables::fates_text(&fates));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,7 @@
 
 use crate::{
     reports::usage::{MailboxUsage, UsagePage},
-    store::{admin::MessageLine, report, suppressions::Suppression},
+    store::{admin::MessageLine, outcomes::RecipientFate, report, suppressions::Suppression},
 };
 
 /// One column of a fixed-width table: its title and width, values to its left (text) or
@@ -286,6 +286,30 @@ pub(crate) fn message_text(m: &MessageLine) -> String {
     }
     if let Some(e) = &m.last_error {
         out.push_str(&format!("last error  {e}\n"));
+    }
+    out
+}
+
+/// Each recipient's fate under `messages show`'s message: status, time, and a failure's code
+/// and text; nothing when none is known.
+pub(crate) fn fates_text(fates: &[RecipientFate]) -> String {
+    let mut out = String::new();
+    for (i, f) in fates.iter().enumerate() {
+        out.push_str(&format!(
+            "{:<12}{} {} ({}) {}",
+            if i == 0 { "recipients" } else { "" },
+            f.recipient,
+            f.outcome,
+            f.status,
+            f.at.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+        if let Some(code) = &f.code {
+            out.push_str(&format!(" {code}"));
+        }
+        if let Some(detail) = &f.detail {
+            out.push_str(&format!(" {detail}"));
+        }
+        out.push('\n');
     }
     out
 }

@@ -2,14 +2,15 @@
 //! it (each request counted in the tenant's Redis budget first), the details of failed
 //! recipients, and each recipient's fate written.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::DeliveryReconciler;
 use crate::{
-    domain::Sender,
+    bounces::{Found, Pauses, Told},
+    domain::{LimitFinding, Sender},
     log_events,
     mailer::{
         graph::trace::{TraceError, TraceRow, failure_of},
@@ -41,6 +42,8 @@ pub struct TraceOutcome {
     pub paused: Option<String>,
     /// The read stopped early: the budget was used up or cooling down, or an error.
     pub error: Option<String>,
+    /// The budgets a failure paused in this read: sender, whole day, mailbox quota.
+    pub paused_budgets: BTreeSet<(String, bool, bool)>,
 }
 
 /// Why a request was not made or failed.
@@ -143,11 +146,12 @@ impl DeliveryReconciler {
                 Err(stop) => stopped = Some(stop),
             }
             if batch.len() >= WRITE_BATCH {
-                self.write(first, &std::mem::take(&mut batch), out).await?;
+                self.write(senders, &std::mem::take(&mut batch), out)
+                    .await?;
             }
         }
         // What was asked before the budget ran out is written all the same.
-        self.write(first, &batch, out).await?;
+        self.write(senders, &batch, out).await?;
         stopped.map_or(Ok(()), Err)
     }
 
@@ -188,10 +192,12 @@ impl DeliveryReconciler {
         Ok(recipients)
     }
 
-    /// Writes `batch` in one transaction and counts what became final.
+    /// Writes `batch` in one transaction, counts what became final (by the message's sender)
+    /// and pauses the budgets a quota or reputation failure names, as an NDR would
+    /// ([`crate::domain::action_of`], [`crate::bounces::Pauses`]).
     async fn write(
         &self,
-        sender: &Sender,
+        senders: &[Sender],
         batch: &[(Uuid, Vec<RecipientOutcome>)],
         out: &mut TraceOutcome,
     ) -> Result<(), Stop> {
@@ -201,18 +207,69 @@ impl DeliveryReconciler {
         let applied = outcomes::apply_batch(&self.pool, batch, self.outbox)
             .await
             .map_err(|e| Stop::Trace(TraceError::Other(e.to_string())))?;
-        let sender = sender.mailbox().as_str();
-        for outcome in applied.into_iter().flat_map(|a| a.finals) {
-            let (count, label) = match outcome {
-                Outcome::Delivered => (&mut out.delivered, "delivered"),
-                Outcome::Failed => (&mut out.failed, "failed"),
-                Outcome::Filtered => (&mut out.filtered, "filtered"),
-                Outcome::Pending => continue,
-            };
-            *count += 1;
-            self.metrics.recipient_outcome(sender, label);
+        for (applied, (message, _)) in applied.into_iter().zip(batch) {
+            let sender = applied.sender.as_deref().unwrap_or_default();
+            for outcome in &applied.finals {
+                let (count, label) = match outcome {
+                    Outcome::Delivered => (&mut out.delivered, "delivered"),
+                    Outcome::Failed => (&mut out.failed, "failed"),
+                    Outcome::Filtered => (&mut out.filtered, "filtered"),
+                    Outcome::Pending => continue,
+                };
+                *count += 1;
+                self.metrics.recipient_outcome(sender, label);
+            }
+            for (code, text) in &applied.pauses {
+                self.pause(senders, sender, *message, (code, text), out)
+                    .await;
+            }
         }
         Ok(())
+    }
+
+    /// Pauses what a failed recipient's `code` names for `sender`'s budget, once per read and
+    /// budget (the NDR path's rule).
+    async fn pause(
+        &self,
+        senders: &[Sender],
+        sender: &str,
+        message_id: Uuid,
+        (code, text): (&str, &str),
+        out: &mut TraceOutcome,
+    ) {
+        let Some(finding) = LimitFinding::of(code, text) else {
+            return;
+        };
+        let Some(sender) = senders
+            .iter()
+            .find(|s| s.mailbox().as_str().eq_ignore_ascii_case(sender))
+        else {
+            return;
+        };
+        let key = (
+            sender.mailbox().as_str().to_owned(),
+            finding.whole_day(),
+            finding == LimitFinding::MailboxQuota,
+        );
+        if !out.paused_budgets.insert(key) {
+            return;
+        }
+        let Ok(Some(mailbox)) = self.factory.graph_mailbox(sender).await else {
+            return;
+        };
+        let found = Found {
+            finding,
+            told: Told::Trace,
+            code,
+            text,
+            message_id,
+        };
+        let pauses = Pauses {
+            pool: &self.pool,
+            limiter: &self.limiter,
+            now: self.clock.now(),
+        };
+        pauses.pause(&mailbox, sender.mailbox(), &found).await;
     }
 
     /// The rows of our `SENT` messages whose recipient is not final yet, by message.

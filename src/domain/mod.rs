@@ -6,6 +6,7 @@
 //! rules happens in [`crate::mailer::validate`].
 
 mod event;
+mod failure;
 pub(crate) mod keyword;
 mod mailbox;
 mod message;
@@ -18,6 +19,7 @@ mod status;
 mod suppression;
 
 pub use event::EventKind;
+pub use failure::{FailureAction, LimitFinding, action_of, classify};
 pub(crate) use mailbox::punycode_domain;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
@@ -30,7 +32,7 @@ pub use sender::{
 };
 pub(crate) use status::MessageStatus;
 pub(crate) use status::sql_status;
-pub use suppression::{ALL_SUPPRESSED, HardBounce, SuppressionSource, classify};
+pub use suppression::{ALL_SUPPRESSED, HardBounce, SuppressionSource};
 pub(crate) use suppression::{match_key, suppressed_address};
 
 /// For the checks' tests: `check` accepts every one of `good` and refuses every one of `bad`.

@@ -127,7 +127,9 @@ async fn waiting(
 pub struct CampaignCounts {
     /// `SENT`.
     pub sent: i64,
-    /// `BOUNCED`: sent, then a non-delivery report came back.
+    /// `DELIVERED`: the message trace says every recipient received it.
+    pub delivered: i64,
+    /// `BOUNCED`: sent, then a non-delivery report or the message trace told a failure.
     pub bounced: i64,
     /// `SCHEDULED` or `SENDING`.
     pub waiting: i64,
@@ -147,6 +149,16 @@ pub struct CampaignCounts {
     pub first_sent: Option<DateTime<Utc>>,
     /// The last `sent_at`.
     pub last_sent: Option<DateTime<Utc>>,
+    /// Recipients (To + Cc + Bcc) of its sent rows by fate (`recipient_outcomes`: the message
+    /// trace, or an NDR naming them): delivered.
+    pub recipients_delivered: i64,
+    /// … failed (bounced).
+    pub recipients_failed: i64,
+    /// … filtered (`FilteredAsSpam`, `Quarantined`).
+    pub recipients_filtered: i64,
+    /// … no fate known yet: of `SENT` rows, not final (a sender whose trace is off keeps its
+    /// recipients here).
+    pub recipients_pending: i64,
 }
 
 /// The columns of [`CampaignCounts`] over `messages m` (`$1`: the limiter books; `$2`: the
@@ -157,6 +169,8 @@ macro_rules! counts_sql {
             "count(*) FILTER (WHERE m.status = ",
             sql_status!(Sent),
             ") AS sent, count(*) FILTER (WHERE m.status = ",
+            sql_status!(Delivered),
+            ") AS delivered, count(*) FILTER (WHERE m.status = ",
             sql_status!(Bounced),
             ") AS bounced, count(*) FILTER (WHERE m.status IN (",
             sql_status!(Scheduled),
@@ -186,8 +200,26 @@ macro_rules! counts_sql {
             sql_status!(Scheduled),
             " AND ",
             booked_sql!(),
-            ") AS last_booked_slot, min(m.sent_at) AS first_sent, max(m.sent_at) AS last_sent"
+            ") AS last_booked_slot, min(m.sent_at) AS first_sent, max(m.sent_at) AS last_sent, \
+             coalesce(sum(o.delivered), 0)::bigint AS recipients_delivered, \
+             coalesce(sum(o.failed), 0)::bigint AS recipients_failed, \
+             coalesce(sum(o.filtered), 0)::bigint AS recipients_filtered, \
+             coalesce(sum(",
+            recipients_sql!(),
+            " - o.delivered - o.failed - o.filtered) FILTER (WHERE m.status = ",
+            sql_status!(Sent),
+            "), 0)::bigint AS recipients_pending"
         )
+    };
+}
+
+/// The recipients' fates of each `messages m` as `o` (for [`counts_sql`]).
+macro_rules! outcomes_join {
+    () => {
+        " LEFT JOIN LATERAL (SELECT count(*) FILTER (WHERE r.outcome = 'delivered') AS delivered, \
+              count(*) FILTER (WHERE r.outcome = 'failed') AS failed, \
+              count(*) FILTER (WHERE r.outcome = 'filtered') AS filtered \
+              FROM recipient_outcomes r WHERE r.message_id = m.id) o ON true"
     };
 }
 
@@ -219,8 +251,9 @@ pub(crate) async fn by_sender(
         counts_sql!(),
         " FROM messages m \
           LEFT JOIN tenants t ON t.id = m.tenant_id \
-          LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
-          WHERE m.campaign_id = $3 GROUP BY 1, 2 ORDER BY 2"
+          LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id",
+        outcomes_join!(),
+        " WHERE m.campaign_id = $3 GROUP BY 1, 2 ORDER BY 2"
     ))
     .bind(booking)
     .bind(CANCELLED_PREFIX)
@@ -258,7 +291,9 @@ pub(crate) async fn list(
                 count(DISTINCT coalesce(m.system_mailbox_id, m.tenant_id)) AS senders, \
                 min(m.created_at) AS created, ",
         counts_sql!(),
-        " FROM messages m WHERE m.campaign_id IS NOT NULL \
+        " FROM messages m",
+        outcomes_join!(),
+        " WHERE m.campaign_id IS NOT NULL \
           GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $3"
     ))
     .bind(booking)

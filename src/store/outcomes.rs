@@ -2,7 +2,8 @@
 //! [`apply`] writes a message's recipients in one transaction with what they make of the message
 //! (`SENT → DELIVERED` when every recipient was delivered, `SENT → BOUNCED` when one failed and
 //! none is pending), the outcome event of each recipient once (`delivered`, `bounced`,
-//! `filtered`, unique per message, kind and recipient) and a hard failure's suppression. A
+//! `filtered`, unique per message, kind and recipient), a hard failure's suppression and the
+//! quota or reputation failures to pause (the NDR path's table, [`action_of`]). A
 //! recipient's final outcome is never overwritten, so a trace read twice changes nothing.
 
 use chrono::{DateTime, Utc};
@@ -10,7 +11,7 @@ use sqlx::{PgPool, Row, postgres::PgConnection};
 use uuid::Uuid;
 
 use super::{SenderRef, StoreError, events::Outbox, suppressions};
-use crate::domain::{EventKind, SuppressionSource, classify, sql_status};
+use crate::domain::{EventKind, FailureAction, SuppressionSource, action_of, sql_status};
 
 /// What the trace says of one recipient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,8 +78,14 @@ pub struct Applied {
     pub finals: Vec<Outcome>,
     /// The message's status after it (`None`: not ours, or not sent).
     pub status: Option<String>,
-    /// Hard failures suppressed.
+    /// Hard failures suppressed (new entries only).
     pub suppressed: u32,
+    /// The sending mailbox (lower case).
+    pub sender: Option<String>,
+    /// Failures that became final now whose code pauses a budget
+    /// ([`crate::domain::action_of`]): code and text, for the caller to pause. Empty when an
+    /// NDR already bounced the message (it paused then).
+    pub pauses: Vec<(String, String)>,
 }
 
 /// Writes `rows` (recipients of `message`) and settles the message, in one transaction.
@@ -125,10 +132,14 @@ async fn apply_in(
 ) -> Result<Applied, StoreError> {
     let mut out = Applied::default();
     let Some(row) = sqlx::query(
-        "SELECT status, tenant_id, system_mailbox_id, \
+        "SELECT m.status, m.tenant_id, m.system_mailbox_id, \
+             lower(coalesce(t.sender_address, s.address)) AS sender, \
              ARRAY(SELECT DISTINCT lower(r->>'address') FROM jsonb_array_elements( \
-                 to_recipients || cc_recipients || bcc_recipients) r) AS recipients \
-         FROM messages WHERE id = $1 FOR UPDATE",
+                 m.to_recipients || m.cc_recipients || m.bcc_recipients) r) AS recipients \
+         FROM messages m \
+         LEFT JOIN tenants t ON t.id = m.tenant_id \
+         LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id \
+         WHERE m.id = $1 FOR UPDATE OF m",
     )
     .bind(message)
     .fetch_optional(&mut *conn)
@@ -142,6 +153,9 @@ async fn apply_in(
     }
     let sender = SenderRef::of_row(&row, "messages", || format!("message {message}"))?;
     let recipients: Vec<String> = row.try_get("recipients")?;
+    out.sender = row.try_get("sender")?;
+    // An NDR bounced it first: it wrote the `bounced` event and paused what it names.
+    let ndr_first = status == "BOUNCED";
     for r in rows {
         let recipient = r.recipient.to_lowercase();
         if !recipients.contains(&recipient) {
@@ -179,27 +193,34 @@ async fn apply_in(
                 .as_ref()
                 .map(|(code, text)| format!("{code} {text}"))
                 .unwrap_or_else(|| r.trace_status.clone());
-            // An NDR already made it BOUNCED and wrote its `bounced`: the trace does not
-            // count that recipient's bounce again.
-            if !(kind == EventKind::Bounced && status == "BOUNCED") {
+            if !(kind == EventKind::Bounced && ndr_first) {
                 super::events::record_recipient(&mut *conn, kind, message, &recipient, &reason)
                     .await?;
             }
         }
-        if let Some(hard) = code.as_deref().and_then(classify) {
-            match suppressions::add(
-                &mut *conn,
-                sender,
-                &recipient,
-                &hard.reason(),
-                SuppressionSource::Bounce,
-            )
-            .await
-            {
-                Ok(_) => out.suppressed += 1,
-                Err(StoreError::Invalid { .. }) => {}
-                Err(e) => return Err(e),
+        let Some((code, text)) = &r.failure else {
+            continue;
+        };
+        match action_of(code, text) {
+            FailureAction::Suppress(hard) => {
+                match suppressions::add(
+                    &mut *conn,
+                    sender,
+                    &recipient,
+                    &hard.reason(),
+                    SuppressionSource::Bounce,
+                )
+                .await
+                {
+                    Ok(added) => out.suppressed += u32::from(added),
+                    Err(StoreError::Invalid { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
+            FailureAction::Pause(_) if !ndr_first => {
+                out.pauses.push((code.clone(), text.clone()));
+            }
+            FailureAction::Pause(_) | FailureAction::Bounce => {}
         }
     }
     out.status = Some(settle(conn, message, &status, recipients.len()).await?);
@@ -284,31 +305,39 @@ pub(crate) async fn pending(
     ))
 }
 
-/// Each recipient's fate of `message`: recipient, trace status, outcome, time, code, text.
+/// One recipient's fate as `messages show` and the admin UI's message page list it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct RecipientFate {
+    /// The recipient, masked (`g***@example.org`).
+    pub recipient: String,
+    /// What told it: the trace's status (`Delivered`, `Failed`, `FilteredAsSpam`, …) or `NDR`.
+    pub status: String,
+    /// `delivered`, `failed`, `filtered` or `pending`.
+    pub outcome: String,
+    /// The trace's (or the NDR's) time.
+    pub at: DateTime<Utc>,
+    /// A failure's enhanced status code.
+    pub code: Option<String>,
+    /// A failure's text (scrubbed when it was read).
+    pub detail: Option<String>,
+}
+
+/// Each recipient's fate of `message` that is known, by recipient; addresses masked.
 ///
 /// # Errors
 /// Database errors.
-pub async fn of_message(
-    pool: &PgPool,
-    message: Uuid,
-) -> Result<
-    Vec<(
-        String,
-        String,
-        String,
-        DateTime<Utc>,
-        Option<String>,
-        Option<String>,
-    )>,
-    StoreError,
-> {
-    Ok(sqlx::query_as(
-        "SELECT recipient, trace_status, outcome, at, code, detail FROM recipient_outcomes \
-         WHERE message_id = $1 ORDER BY recipient",
+pub async fn of_message(pool: &PgPool, message: Uuid) -> Result<Vec<RecipientFate>, StoreError> {
+    let mut fates: Vec<RecipientFate> = sqlx::query_as(
+        "SELECT recipient, trace_status AS status, outcome, at, code, detail \
+         FROM recipient_outcomes WHERE message_id = $1 ORDER BY recipient",
     )
     .bind(message)
     .fetch_all(pool)
-    .await?)
+    .await?;
+    for fate in &mut fates {
+        fate.recipient = crate::domain::mask_address(&fate.recipient);
+    }
+    Ok(fates)
 }
 
 /// Of `messages`, the `SENT` ones as `(id, "sent")` and their recipients already final as

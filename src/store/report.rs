@@ -131,7 +131,7 @@ pub(crate) async fn count_unfinished(pool: &PgPool) -> Result<Vec<(String, i64)>
     .await?)
 }
 
-/// `SENT`, `ERROR` and `BOUNCED` rows, across every sender: one `GROUP BY` over the finished
+/// `SENT`, `ERROR`, `BOUNCED` and `DELIVERED` rows, across every sender: one `GROUP BY` over the finished
 /// rows, whose cost grows with the history kept (`MAIL_RETENTION`), so the gauge runs it
 /// rarely (`daemon::gauges`).
 ///
@@ -145,6 +145,8 @@ pub(crate) async fn count_finished(pool: &PgPool) -> Result<Vec<(String, i64)>, 
         sql_status!(Error),
         ", ",
         sql_status!(Bounced),
+        ", ",
+        sql_status!(Delivered),
         ") GROUP BY status"
     ))
     .fetch_all(pool)

@@ -969,11 +969,37 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         )
         .await;
 
+    // The message trace told fates: one message delivered, one recipient filtered, one still
+    // pending; the NDR's bounce named its recipient.
+    world
+        .execute(
+            "UPDATE messages SET status = 'DELIVERED', delivered_at = now() WHERE id = $1",
+            ids[0],
+        )
+        .await;
+    for (id, outcome, code) in [
+        (ids[0], "delivered", None),
+        (ids[1], "filtered", None),
+        (ids[2], "pending", None),
+        (bounced, "failed", Some("5.1.1")),
+    ] {
+        sqlx::query(
+            "INSERT INTO recipient_outcomes (message_id, recipient, trace_status, outcome, at, code, detail) \
+             VALUES ($1, 'lotte.jansen@example.org', initcap($2), $2, now(), $3, $3)",
+        )
+        .bind(id)
+        .bind(outcome)
+        .bind(code)
+        .execute(&world.db.pool)
+        .await
+        .unwrap();
+    }
+
     let list = ui.page("/campaigns", &login).await;
     assert_all_in(
         &list,
         &[
-            "<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">3</td><td class=\"bounced\">1</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>",
+            "<a href=\"/campaigns/spring%20%26%20summer\">spring &#38; summer</a></td><td>2</td><td class=\"sent\">2</td><td class=\"delivered\">1</td><td class=\"bounced\">1</td><td class=\"waiting\">3</td><td class=\"failed\">1</td><td>1</td>",
             "<a href=\"/campaigns\">Campaigns</a>",
         ],
     );
@@ -987,12 +1013,24 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
     assert_eq!(
         (
             status.total.sent,
+            status.total.delivered,
             status.total.bounced,
             status.total.waiting,
             status.total.failed,
             status.total.cancelled
         ),
-        (3, 1, 3, 1, 1)
+        (2, 1, 1, 3, 1, 1)
+    );
+    // Recipients: the two SENT messages' (one filtered, one pending), the delivered one's, the
+    // bounced one's.
+    assert_eq!(
+        (
+            status.total.recipients_delivered,
+            status.total.recipients_failed,
+            status.total.recipients_filtered,
+            status.total.recipients_pending
+        ),
+        (1, 1, 1, 1)
     );
     let by: Vec<(String, i64, Option<i64>)> = status
         .senders
@@ -1026,10 +1064,29 @@ async fn the_campaigns_pages_count_a_campaign_by_sender_with_its_forecast_finish
         &page,
         &[
             "<h1>Campaign spring &#38; summer</h1>",
-            "3 sent, 1 bounced, 3 waiting (0 booked), 1 failed, 1 cancelled",
-            "<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"bounced\">1</td><td class=\"waiting\">1</td>",
+            "2 sent, 1 delivered, 1 bounced, 3 waiting (0 booked), 1 failed, 1 cancelled",
+            "<a href=\"/mailboxes/mb1%40contoso.example\">mb1@contoso.example</a></td><td class=\"sent\">0</td><td class=\"delivered\">0</td><td class=\"bounced\">1</td><td class=\"waiting\">1</td>",
+            "1 delivered, 1 failed, 1 filtered, 1 pending",
+            "<td>mb0@contoso.example</td><td class=\"delivered\">1</td><td class=\"failed\">0</td><td class=\"filtered\">1</td><td class=\"pending\">1</td>",
         ],
     );
+
+    // The message's page: each recipient's fate, the address masked.
+    let message = ui.page(&format!("/messages/{bounced}"), &login).await;
+    assert_all_in(
+        &message,
+        &[
+            "<tr class=\"fate failed\"><td>l***@example.org</td><td class=\"outcome\">failed</td><td>Failed</td>",
+            "<td class=\"code\">5.1.1</td>",
+        ],
+    );
+    assert!(!message.contains("lotte.jansen"), "{message}");
+    let answer = ui
+        .get(&format!("/messages/{}", uuid::Uuid::new_v4()), Some(&login))
+        .await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    let answer = ui.get("/messages/not-an-id", Some(&login)).await;
+    assert_eq!(answer.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let answer = ui.get("/campaigns/none-such", Some(&login)).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
 }

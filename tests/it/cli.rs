@@ -874,6 +874,29 @@ async fn messages_list_and_show_say_why_a_scheduled_message_waits_and_until_when
             && shown.contains("bounced     5.1.1 RESOLVER.ADR.RecipNotFound; not found\n"),
         "{shown}"
     );
+    // Each recipient's fate (here the NDR's), the address masked.
+    sqlx::query(
+        "INSERT INTO recipient_outcomes (message_id, recipient, trace_status, outcome, at, code, detail) \
+         VALUES ($1, 'lotte.jansen@example.org', 'NDR', 'failed', '2027-02-01T08:00:00Z', '5.1.1', 'not found')",
+    )
+    .bind(bounced)
+    .execute(&world.db.pool)
+    .await
+    .unwrap();
+    let shown = text(&mail_worker(&["messages", "show", &bounced.to_string()], &env).stdout);
+    assert!(
+        shown.ends_with(
+            "recipients  l***@example.org failed (NDR) 2027-02-01 08:00:00 UTC 5.1.1 not found\n"
+        ) && !shown.contains("lotte.jansen"),
+        "{shown}"
+    );
+    let json = mail_worker(&["messages", "show", &bounced.to_string(), "--json"], &env);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        json["recipients"],
+        serde_json::json!([{"recipient": "l***@example.org", "status": "NDR", "outcome": "failed",
+            "at": "2027-02-01T08:00:00Z", "code": "5.1.1", "detail": "not found"}])
+    );
 }
 
 /// A mailbox that sent its whole day (D = 4) with a backlog booked into tomorrow: `mailbox usage`

@@ -259,7 +259,15 @@ async fn campaign_forecast_warns_of_the_deadline_the_day_and_the_tenant_budget_a
             .lines()
             .nth(1)
             .unwrap()
-            .contains(" sent bounced  waiting "),
+            .contains(" sent delivered bounced  waiting "),
+        "{table}"
+    );
+    // The recipients by fate: nothing sent yet, so none pending.
+    assert_eq!(status["total"]["recipients_pending"], 0);
+    assert!(
+        table.contains(
+            "recipients\nmailbox                          delivered  failed filtered pending\n"
+        ),
         "{table}"
     );
     let out = mail_worker(&["campaign", "status", "no-such-campaign"], &env);

@@ -40,6 +40,8 @@ mod support;
 mod suppressions;
 mod tenant_budget;
 mod trace;
+mod trace_and_ndr;
+mod trace_campaign;
 mod upgrade;
 mod verify;
 mod version;

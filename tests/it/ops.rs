@@ -59,6 +59,8 @@ async fn with_daemon<T>(
 async fn metrics_equal_the_rows_sent_and_health_answers() {
     let world = TestApp::builder().spawn().await;
     let ids = world.insert(0, 12, "SCHEDULED").await;
+    // Two the message trace told delivered: counted with the finished statuses.
+    world.insert(0, 2, "DELIVERED").await;
     let config = fast(world.config.clone());
     let text = with_daemon(config, Options::default(), async |d| {
         wait_until(Duration::from_secs(30), "all 12 SENT", async || {
@@ -110,6 +112,7 @@ async fn metrics_equal_the_rows_sent_and_health_answers() {
         ("mail_worker_in_flight", 0.0),
         ("mail_worker_messages{status=\"SCHEDULED\"}", 0.0),
         ("mail_worker_messages{status=\"ERROR\"}", 0.0),
+        ("mail_worker_messages{status=\"DELIVERED\"}", 2.0),
     ] {
         assert_eq!(sample(&text, line), Some(value), "{line} in\n{text}");
     }

@@ -17,9 +17,9 @@ use uuid::Uuid;
 use crate::support::{TestApp, app::noon, claim_and_send};
 
 /// The reads' interval (PostgreSQL's clock decides when a read is due).
-const INTERVAL: Duration = Duration::from_millis(200);
+pub(crate) const INTERVAL: Duration = Duration::from_millis(200);
 
-fn roles() -> Vec<String> {
+pub(crate) fn roles() -> Vec<String> {
     [
         "Mail.Send",
         "Mail.ReadWrite",
@@ -54,7 +54,7 @@ async fn traced_app(unprovisioned: bool) -> (TestApp, ManualClock) {
     (app, clock)
 }
 
-fn reconciler(app: &TestApp, clock: &ManualClock) -> (DeliveryReconciler, Arc<Metrics>) {
+pub(crate) fn reconciler(app: &TestApp, clock: &ManualClock) -> (DeliveryReconciler, Arc<Metrics>) {
     reconciler_by_default(app, clock, true)
 }
 
@@ -85,7 +85,7 @@ fn reconciler_by_default(
     (r, metrics)
 }
 
-async fn insert_to(app: &TestApp, to: &[&str]) -> Uuid {
+pub(crate) async fn insert_to(app: &TestApp, to: &[&str]) -> Uuid {
     let id = Uuid::new_v4();
     let to: Vec<_> = to
         .iter()
@@ -104,7 +104,7 @@ async fn insert_to(app: &TestApp, to: &[&str]) -> Uuid {
     id
 }
 
-async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
+pub(crate) async fn send(app: &TestApp, clock: &ManualClock, ids: &[Uuid]) {
     let handler = app.real_handler(Arc::new(clock.clone()));
     for id in ids {
         for _ in 0..3 {

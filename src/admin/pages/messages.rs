@@ -1,4 +1,5 @@
-//! The messages page: a filter, and retry or cancel of the selected rows, each logged.
+//! The messages page: a filter, and retry or cancel of the selected rows, each logged; a
+//! message's page with each recipient's fate.
 
 use super::*;
 
@@ -111,6 +112,39 @@ pub(super) async fn messages(
         messages: ops::list(&state.pool, &filter, MESSAGES_PAGE).await?,
         limit: MESSAGES_PAGE,
         select: true,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "admin/message.html")]
+struct MessagePage {
+    nav: bool,
+    csrf: String,
+    m: ops::MessageLine,
+    fates: Vec<crate::store::outcomes::RecipientFate>,
+}
+
+/// One message and each recipient's fate (what `messages show` prints).
+pub(super) async fn message_page(
+    State(state): State<AdminState>,
+    Authed(session): Authed,
+    Path(id): Path<String>,
+) -> Result<Html<String>, AdminError> {
+    let id = uuid::Uuid::parse_str(&id)
+        .map_err(|_| AdminError::BadInput(format!("{id:?} is not a message id")))?;
+    let filter = ops::MessageFilter {
+        ids: vec![id],
+        ..Default::default()
+    };
+    let m = ops::list(&state.pool, &filter, 1)
+        .await?
+        .pop()
+        .ok_or_else(|| AdminError::NotFound(format!("message {id}")))?;
+    render(&MessagePage {
+        nav: true,
+        csrf: session.csrf,
+        m,
+        fates: crate::store::outcomes::of_message(&state.pool, id).await?,
     })
 }
 

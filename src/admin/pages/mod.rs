@@ -1,5 +1,5 @@
 //! The admin UI's routes: login and logout, the mailboxes with their live use, a mailbox with
-//! its limits form and its Verify button (`senders verify`'s report), the messages with retry and cancel, the intake queue with its dead letters, the campaigns with their forecast, the suppression list with add and remove. HTML from `templates/admin/` (askama,
+//! its limits form and its Verify button (`senders verify`'s report), the messages with retry and cancel and a message with its recipients' fates, the intake queue with its dead letters, the campaigns with their forecast, the suppression list with add and remove. HTML from `templates/admin/` (askama,
 //! escaped); every page but the login form needs a session, every POST its CSRF token.
 //! Here the router, the security headers, the session extractor and form parsing; a file per
 //! page beside it (like zero2prod's `routes/admin/*`).
@@ -50,7 +50,7 @@ use form::{Fields, Posted};
 use login::{login, login_form, logout};
 use mailbox::{mailbox, set_limits};
 use mailboxes::{mailbox_rows, mailboxes};
-use messages::{act, messages};
+use messages::{act, message_page, messages};
 use queue::{queue, queue_act};
 use suppressions::{suppressions_change, suppressions_page};
 use verify::verify_sender;
@@ -93,6 +93,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/campaigns/{campaign}", get(campaign_page))
         .route("/messages/retry", bulk(ops::BulkAction::Retry))
         .route("/messages/cancel", bulk(ops::BulkAction::Cancel))
+        .route("/messages/{id}", get(message_page))
         .route("/queue", get(queue))
         .route("/queue/retry", dead(queue::Action::Retry))
         .route("/queue/discard", dead(queue::Action::Discard))

@@ -2,6 +2,7 @@
 //! read from its MIME: the values asserted were read from each file by hand.
 
 use super::Report;
+use crate::domain::LimitFinding;
 
 /// One fixture: the file, the failed recipient, its code, the original's `Message-ID`.
 struct Case {
@@ -139,4 +140,41 @@ fn the_diagnostic_code_gives_the_text_after_the_code() {
         report.failures[0].text,
         "RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup"
     );
+}
+
+/// Every real NDR of `tests/fixtures/ndr/` (unknown users, a full recipient mailbox, …):
+/// none is about a budget of ours.
+#[test]
+fn no_real_fixture_pauses_anything() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ndr");
+    let mut read = 0;
+    let mut codes = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "eml") {
+            continue;
+        }
+        let report = Report::from_mime(&std::fs::read(&path).unwrap());
+        for f in &report.failures {
+            codes.push(f.code.clone());
+            assert_eq!(LimitFinding::of(&f.code, &f.text), None, "{path:?}: {f:?}");
+        }
+        read += 1;
+    }
+    assert_eq!(read, 11);
+    assert!(codes.iter().any(|c| c == "5.2.2"), "{codes:?}");
+}
+
+#[test]
+fn the_full_recipient_mailbox_of_exchange_2007_02_is_not_a_quota() {
+    let raw = include_bytes!("../../../tests/fixtures/ndr/exchange-2007-02.eml");
+    let report = Report::from_mime(raw);
+    let f = &report.failures[0];
+    assert_eq!(f.code, "5.2.2");
+    assert!(
+        f.text.contains("MapiExceptionShutoffQuotaExceeded"),
+        "{}",
+        f.text
+    );
+    assert_eq!(LimitFinding::of(&f.code, &f.text), None);
 }

@@ -153,7 +153,12 @@ pub(crate) async fn status_with(
 /// Adds `c`'s counts to `total` (the times: the earliest first, the latest last).
 pub(crate) fn add(total: &mut CampaignCounts, c: &CampaignCounts) {
     total.sent += c.sent;
+    total.delivered += c.delivered;
     total.bounced += c.bounced;
+    total.recipients_delivered += c.recipients_delivered;
+    total.recipients_failed += c.recipients_failed;
+    total.recipients_filtered += c.recipients_filtered;
+    total.recipients_pending += c.recipients_pending;
     total.waiting += c.waiting;
     total.failed += c.failed;
     total.cancelled += c.cancelled;

@@ -44,6 +44,10 @@ pub struct Bounced {
     pub recipients: Vec<String>,
     /// Of them, those the NDR names as failed (as stored; empty when it names none of them).
     pub bounced: Vec<String>,
+    /// The codes and texts of the recipients the message trace already found failed (`recipient_outcomes`,
+    /// while others were pending): the trace wrote their `bounced` events and paused their
+    /// budgets, so the NDR adds neither (docs/decisions/0044-delivery-trace.md).
+    pub traced: Vec<String>,
 }
 
 /// What [`mark`] found.
@@ -74,7 +78,8 @@ pub async fn mark(
     let marked = mark_in(&mut tx, bounce).await?;
     if let Marked::Bounced(b) = &marked {
         suppress_hard(&mut tx, b).await?;
-        if outbox.is_on() {
+        // The trace told this message's failure first: its `bounced` events are written.
+        if outbox.is_on() && b.traced.is_empty() {
             events::record_one(&mut *tx, EventKind::Bounced, b.message_id).await?;
         }
     }
@@ -149,17 +154,40 @@ async fn mark_in(conn: &mut PgConnection, bounce: &Bounce<'_>) -> Result<Marked,
         format!("message {}", bounce.message_id)
     })?;
     let recipients: Vec<String> = row.try_get("recipients")?;
-    let bounced = recipients
+    let bounced: Vec<String> = recipients
         .iter()
         .filter(|r| bounce.failed.iter().any(|f| f.eq_ignore_ascii_case(r)))
         .cloned()
         .collect();
+    let traced: Vec<String> = sqlx::query_scalar(
+        "SELECT concat_ws(' ', code, detail) FROM recipient_outcomes \
+         WHERE message_id = $1 AND outcome = 'failed' ORDER BY recipient",
+    )
+    .bind(bounce.message_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    // Each recipient the NDR names keeps its fate where the trace keeps its own (one view of
+    // both sources; the trace never overwrites a final one).
+    sqlx::query(
+        "INSERT INTO recipient_outcomes (message_id, recipient, trace_status, outcome, at, code, detail) \
+         SELECT $1, lower(r), 'NDR', 'failed', now(), $3, $4 FROM unnest($2::text[]) r \
+         ON CONFLICT (message_id, recipient) DO UPDATE SET trace_status = 'NDR', \
+             outcome = 'failed', at = now(), code = $3, detail = $4, updated_at = now() \
+         WHERE recipient_outcomes.outcome = 'pending'",
+    )
+    .bind(bounce.message_id)
+    .bind(&bounced)
+    .bind(bounce.code)
+    .bind(bounce.text)
+    .execute(&mut *conn)
+    .await?;
     Ok(Marked::Bounced(Bounced {
         message_id: bounce.message_id,
         sender,
         campaign_id: row.try_get("campaign_id")?,
         recipients,
         bounced,
+        traced,
         code: bounce.code.to_owned(),
     }))
 }
