@@ -56,6 +56,7 @@ pub mod ops;
 pub mod outbox;
 mod plural;
 pub mod rate_limit;
+pub mod replica_reader;
 pub mod reports;
 pub mod service;
 pub mod shutdown;

@@ -21,19 +21,14 @@ mod ndr;
 mod pause;
 mod read;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    clock::Clock,
     log_events,
-    mailer::MailerFactory,
-    ops::Metrics,
-    rate_limit::MailRateLimiter,
-    shutdown,
-    store::{self, StoreError, events::Outbox},
+    replica_reader::ReplicaReader,
+    store::{self, StoreError},
 };
 pub(crate) use pause::{Found, Pauses, Told};
 pub use read::ReadOutcome;
@@ -72,61 +67,18 @@ impl Default for BounceSettings {
 }
 
 /// Reads the Graph senders' Inboxes for NDRs. One per replica.
-#[derive(Clone)]
-pub struct BounceReader {
-    pool: PgPool,
-    factory: Arc<MailerFactory<MailRateLimiter>>,
-    limiter: Arc<MailRateLimiter>,
-    metrics: Arc<Metrics>,
-    clock: Arc<dyn Clock>,
-    settings: BounceSettings,
-    /// This replica in `bounce_reads.reader`.
-    reader: String,
-    /// Whether a `BOUNCED` row writes its `bounced` event (`EVENTS_WEBHOOK_URL`).
-    outbox: Outbox,
-}
-
-crate::debug_showing::debug_showing!(BounceReader { settings, reader });
+pub type BounceReader = ReplicaReader<BounceSettings>;
 
 impl BounceReader {
-    /// A reader for this replica (a fresh reader id) on `factory`'s limiter, clock and metrics.
-    pub(crate) fn new(
-        pool: PgPool,
-        factory: Arc<MailerFactory<MailRateLimiter>>,
-        settings: BounceSettings,
-    ) -> Self {
-        let (limiter, clock, metrics) = factory.shared();
-        Self {
-            pool,
-            factory,
-            limiter,
-            metrics,
-            clock,
-            settings,
-            reader: uuid::Uuid::new_v4().to_string(),
-            outbox: Outbox::Off,
-        }
-    }
-
-    /// Writes a `bounced` event with each `BOUNCED` row when `outbox` is on.
-    #[must_use]
-    pub(crate) fn with_outbox(mut self, outbox: Outbox) -> Self {
-        self.outbox = outbox;
-        self
-    }
-
     /// Rounds every interval until `stop`.
     pub(crate) async fn run(self, stop: CancellationToken) {
-        let me = &self;
-        shutdown::every(self.settings.interval, stop, None, || async move {
-            if let Err(e) = me.round().await {
-                tracing::warn!(
-                    event = log_events::MAIL_BOUNCE_READ_FAILED,
-                    mailbox = "",
-                    error = %e,
-                    "could not list the senders to read for bounces; the next interval tries again"
-                );
-            }
+        self.rounds(self.settings.interval, stop, Self::round, |e| {
+            tracing::warn!(
+                event = log_events::MAIL_BOUNCE_READ_FAILED,
+                mailbox = "",
+                error = %e,
+                "could not list the senders to read for bounces; the next interval tries again"
+            );
         })
         .await;
     }

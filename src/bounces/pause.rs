@@ -61,56 +61,33 @@ impl Pauses<'_> {
         found: &Found<'_>,
     ) {
         let now = self.now;
-        match (found.finding, &mailbox.budget) {
-            (LimitFinding::MailboxQuota, _) => {
-                let per_day = mailbox.limits.recipients_per_day.get();
-                let marked = self
-                    .limiter
-                    .mailbox_used_up(&mailbox.tenant, address, (per_day, false), now)
-                    .await;
-                self.keep(
-                    PauseScope::Mailbox,
-                    address.as_str(),
-                    found,
-                    (now, false),
-                    marked,
-                )
-                .await;
-            }
-            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, Some(budget)) => {
-                let per_day = budget.external_recipients_per_day.get();
-                let whole_day = found.finding.whole_day();
-                let marked = self
-                    .limiter
-                    .tenant_used_up(&mailbox.tenant, address, (per_day, whole_day), now)
-                    .await;
-                self.keep(
-                    PauseScope::Tenant,
-                    &mailbox.tenant,
-                    found,
-                    (now, whole_day),
-                    marked,
-                )
-                .await;
-            }
-            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, None) => {
-                // Without accepted domains nothing tells external recipients from internal
-                // ones: the safe reading holds all of this mailbox's mail for 24 h.
-                let per_day = mailbox.limits.recipients_per_day.get();
-                let marked = self
-                    .limiter
-                    .mailbox_used_up(&mailbox.tenant, address, (per_day, true), now)
-                    .await;
-                self.keep(
-                    PauseScope::Mailbox,
-                    address.as_str(),
-                    found,
-                    (now, true),
-                    marked,
-                )
-                .await;
-            }
-        }
+        let (scope, key, per_day, whole_day) = match (found.finding, &mailbox.budget) {
+            (LimitFinding::MailboxQuota, _) => (
+                PauseScope::Mailbox,
+                address.as_str(),
+                mailbox.limits.recipients_per_day.get(),
+                false,
+            ),
+            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, Some(budget)) => (
+                PauseScope::Tenant,
+                mailbox.tenant.as_str(),
+                budget.external_recipients_per_day.get(),
+                found.finding.whole_day(),
+            ),
+            // Without accepted domains nothing tells external recipients from internal
+            // ones: the safe reading holds all of this mailbox's mail for 24 h.
+            (LimitFinding::TenantLimit | LimitFinding::TenantBlocked, None) => (
+                PauseScope::Mailbox,
+                address.as_str(),
+                mailbox.limits.recipients_per_day.get(),
+                true,
+            ),
+        };
+        let marked = self
+            .limiter
+            .used_up(scope, (&mailbox.tenant, address), (per_day, whole_day), now)
+            .await;
+        self.keep(scope, key, found, (now, whole_day), marked).await;
     }
 
     /// Keeps the pause in PostgreSQL and logs it: `marked` is what the limiter answered.
@@ -144,22 +121,30 @@ impl Pauses<'_> {
             },
         )
         .await;
-        if let Err(e) = &marked {
+        let unkept = |e: &dyn std::fmt::Display, what: String| {
             tracing::warn!(
                 event = log_events::MAIL_BOUNCE_READ_FAILED,
                 mailbox = %key,
                 error = %e,
-                "the limiter's Redis did not take the pause of a failure {}; kept in PostgreSQL, it holds once Redis re-seeds",
-                found.code
+                "{what}"
+            );
+        };
+        if let Err(e) = &marked {
+            unkept(
+                e,
+                format!(
+                    "the limiter's Redis did not take the pause of a failure {}; kept in PostgreSQL, it holds once Redis re-seeds",
+                    found.code
+                ),
             );
         }
         if let Err(e) = &kept {
-            tracing::warn!(
-                event = log_events::MAIL_BOUNCE_READ_FAILED,
-                mailbox = %key,
-                error = %e,
-                "PostgreSQL did not keep the pause of a failure {}: a limiter Redis that comes back empty would lift it",
-                found.code
+            unkept(
+                e,
+                format!(
+                    "PostgreSQL did not keep the pause of a failure {}: a limiter Redis that comes back empty would lift it",
+                    found.code
+                ),
             );
         }
         let until = until.to_rfc3339();
@@ -177,32 +162,26 @@ impl Pauses<'_> {
                 "the tenant's external mail is refused, but it has no external budget configured (externalRecipientsPerDay, acceptedDomains in the senders file) to tell external recipients apart: all of this mailbox's mail waits 24 h; configure one"
             }
         };
-        if scope == PauseScope::Mailbox {
-            tracing::warn!(
-                event = log_events::MAIL_BOUNCE_MAILBOX_PAUSED,
-                mailbox = %key,
-                code = found.code,
-                until = %until,
-                limiter = held,
-                message.id = %found.message_id,
-                reason = found.text,
-                "{} {}: {what}",
-                found.told.name(),
-                found.code
-            );
-        } else {
-            tracing::warn!(
-                event = log_events::MAIL_BOUNCE_TENANT_PAUSED,
-                tenant = %key,
-                code = found.code,
-                until = %until,
-                limiter = held,
-                message.id = %found.message_id,
-                reason = found.text,
-                "{} {}: {what}",
-                found.told.name(),
-                found.code
-            );
+        // The log line names the key by its scope's field, so each scope has its own.
+        macro_rules! paused {
+            ($event:expr, $field:ident) => {
+                tracing::warn!(
+                    event = $event,
+                    $field = %key,
+                    code = found.code,
+                    until = %until,
+                    limiter = held,
+                    message.id = %found.message_id,
+                    reason = found.text,
+                    "{} {}: {what}",
+                    found.told.name(),
+                    found.code
+                )
+            };
+        }
+        match scope {
+            PauseScope::Mailbox => paused!(log_events::MAIL_BOUNCE_MAILBOX_PAUSED, mailbox),
+            PauseScope::Tenant => paused!(log_events::MAIL_BOUNCE_TENANT_PAUSED, tenant),
         }
     }
 }

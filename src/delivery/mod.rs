@@ -16,20 +16,15 @@
 
 mod read;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    clock::Clock,
     domain::Sender,
     log_events,
-    mailer::MailerFactory,
-    ops::Metrics,
-    rate_limit::MailRateLimiter,
-    shutdown,
-    store::{self, StoreError, events::Outbox},
+    replica_reader::ReplicaReader,
+    store::{self, StoreError},
 };
 pub use read::TraceOutcome;
 
@@ -68,60 +63,18 @@ impl Default for TraceSettings {
 }
 
 /// Reads the message trace of the traced senders' tenants. One per replica.
-#[derive(Clone)]
-pub struct DeliveryReconciler {
-    pool: PgPool,
-    factory: Arc<MailerFactory<MailRateLimiter>>,
-    limiter: Arc<MailRateLimiter>,
-    metrics: Arc<Metrics>,
-    clock: Arc<dyn Clock>,
-    settings: TraceSettings,
-    /// This replica in `trace_reads.reader`.
-    reader: String,
-    outbox: Outbox,
-}
-
-crate::debug_showing::debug_showing!(DeliveryReconciler { settings, reader });
+pub type DeliveryReconciler = ReplicaReader<TraceSettings>;
 
 impl DeliveryReconciler {
-    /// A reconciler for this replica on `factory`'s limiter, clock and metrics.
-    pub(crate) fn new(
-        pool: PgPool,
-        factory: Arc<MailerFactory<MailRateLimiter>>,
-        settings: TraceSettings,
-    ) -> Self {
-        let (limiter, clock, metrics) = factory.shared();
-        Self {
-            pool,
-            factory,
-            limiter,
-            metrics,
-            clock,
-            settings,
-            reader: uuid::Uuid::new_v4().to_string(),
-            outbox: Outbox::Off,
-        }
-    }
-
-    /// Writes the outcome events when `outbox` is on.
-    #[must_use]
-    pub(crate) fn with_outbox(mut self, outbox: Outbox) -> Self {
-        self.outbox = outbox;
-        self
-    }
-
     /// Rounds every interval until `stop`.
     pub(crate) async fn run(self, stop: CancellationToken) {
-        let me = &self;
-        shutdown::every(self.settings.interval, stop, None, || async move {
-            if let Err(e) = me.round().await {
-                tracing::warn!(
-                    event = log_events::MAIL_TRACE_READ_FAILED,
-                    tenant = "",
-                    error = %e,
-                    "could not list the senders whose delivery is traced; the next interval tries again"
-                );
-            }
+        self.rounds(self.settings.interval, stop, Self::round, |e| {
+            tracing::warn!(
+                event = log_events::MAIL_TRACE_READ_FAILED,
+                tenant = "",
+                error = %e,
+                "could not list the senders whose delivery is traced; the next interval tries again"
+            );
         })
         .await;
     }

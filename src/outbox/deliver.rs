@@ -227,20 +227,9 @@ mod tests {
     use super::*;
 
     fn batch(seqs: std::ops::RangeInclusive<i64>) -> Vec<Event> {
-        seqs.map(|seq| Event {
-            id: Uuid::from_u128(u128::from(seq.unsigned_abs())),
-            kind: "sent".into(),
-            message_id: Uuid::nil(),
-            campaign_id: None,
-            sender: None,
-            sender_id: None,
-            recipients: 1,
-            reason: None,
-            next_attempt_at: None,
-            recipient: None,
-            occurred_at: Utc::now(),
-            xid: 9,
-            seq,
+        seqs.map(|seq| {
+            let id = Uuid::from_u128(u128::from(seq.unsigned_abs()));
+            super::super::test_events::sent(id, Uuid::nil(), (9, seq))
         })
         .collect()
     }

@@ -7,6 +7,8 @@
 
 mod deliver;
 pub mod sign;
+#[cfg(test)]
+mod test_events;
 
 use std::{sync::Arc, time::Duration};
 

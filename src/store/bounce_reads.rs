@@ -8,7 +8,15 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{StoreError, messages::interval};
+use super::{StoreError, messages::interval, read_turns};
+
+/// [`take`]'s statement (`$1` the mailbox, `$2` the reader, `$3` the lease).
+const TAKE: &str = "INSERT INTO bounce_reads (mailbox, next_read_at, reader) \
+     VALUES ($1, now() + $3, $2) \
+     ON CONFLICT (mailbox) DO UPDATE SET next_read_at = EXCLUDED.next_read_at, \
+         reader = EXCLUDED.reader \
+     WHERE bounce_reads.next_read_at <= now() \
+     RETURNING reader";
 
 /// Takes `mailbox`'s read for `reader` for `lease` if it is due; `true` when this replica
 /// reads it now.
@@ -21,19 +29,7 @@ pub(crate) async fn take(
     reader: &str,
     lease: Duration,
 ) -> Result<bool, StoreError> {
-    let taken: Option<String> = sqlx::query_scalar(
-        "INSERT INTO bounce_reads (mailbox, next_read_at, reader) VALUES ($1, now() + $3, $2) \
-         ON CONFLICT (mailbox) DO UPDATE SET next_read_at = EXCLUDED.next_read_at, \
-             reader = EXCLUDED.reader \
-         WHERE bounce_reads.next_read_at <= now() \
-         RETURNING reader",
-    )
-    .bind(mailbox)
-    .bind(reader)
-    .bind(interval(lease))
-    .fetch_optional(pool)
-    .await?;
-    Ok(taken.is_some())
+    read_turns::take(pool, TAKE, mailbox, reader, lease).await
 }
 
 /// `reader` has read `mailbox`: its next read is due `every` from now.

@@ -280,6 +280,7 @@ pub mod mailbox_order;
 pub mod messages;
 pub mod outcomes;
 pub mod pools;
+mod read_turns;
 pub mod replicas;
 pub mod report;
 pub mod retention;

@@ -6,7 +6,15 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{StoreError, messages::interval};
+use super::{StoreError, messages::interval, read_turns};
+
+/// [`take`]'s statement (`$1` the tenant, `$2` the reader, `$3` the lease).
+const TAKE: &str = "INSERT INTO trace_reads (tenant, next_read_at, reader) \
+     VALUES ($1, now() + $3, $2) \
+     ON CONFLICT (tenant) DO UPDATE SET next_read_at = EXCLUDED.next_read_at, \
+         reader = EXCLUDED.reader \
+     WHERE trace_reads.next_read_at <= now() \
+     RETURNING reader";
 
 /// Takes `tenant`'s read for `reader` for `lease` if it is due; `true` when this replica reads
 /// it now.
@@ -19,19 +27,7 @@ pub(crate) async fn take(
     reader: &str,
     lease: Duration,
 ) -> Result<bool, StoreError> {
-    let taken: Option<String> = sqlx::query_scalar(
-        "INSERT INTO trace_reads (tenant, next_read_at, reader) VALUES ($1, now() + $3, $2) \
-         ON CONFLICT (tenant) DO UPDATE SET next_read_at = EXCLUDED.next_read_at, \
-             reader = EXCLUDED.reader \
-         WHERE trace_reads.next_read_at <= now() \
-         RETURNING reader",
-    )
-    .bind(tenant)
-    .bind(reader)
-    .bind(interval(lease))
-    .fetch_optional(pool)
-    .await?;
-    Ok(taken.is_some())
+    read_turns::take(pool, TAKE, tenant, reader, lease).await
 }
 
 /// `reader` is done with `tenant`: next read `every` from now, paused for `reason` (or not).

@@ -12,21 +12,8 @@ const NEXT: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const BODY: &str = r#"{"events":[{"id":"00000000-0000-4000-8000-000000000001","type":"sent"}]}"#;
 
 fn event(id: u128) -> Event {
-    Event {
-        id: Uuid::from_u128(id),
-        kind: "sent".into(),
-        message_id: Uuid::from_u128(id + 1000),
-        campaign_id: None,
-        sender: None,
-        sender_id: None,
-        recipients: 1,
-        reason: None,
-        next_attempt_at: None,
-        recipient: None,
-        occurred_at: Utc::now(),
-        xid: 7,
-        seq: i64::try_from(id).unwrap(),
-    }
+    let seq = i64::try_from(id).unwrap();
+    super::super::test_events::sent(Uuid::from_u128(id), Uuid::from_u128(id + 1000), (7, seq))
 }
 
 fn header_map(headers: &[(&'static str, String)]) -> HeaderMap {

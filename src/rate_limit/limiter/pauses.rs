@@ -77,93 +77,45 @@ pub(crate) fn pause_fillers(
 }
 
 impl MailRateLimiter {
-    /// Marks `mailbox`'s (Graph tenant `tenant`) day budget of `per_day` recipients used up now
-    /// (`whole_day`: for 24 h) and cools it down until then; returns when it may send again.
-    /// `None` with `fixed-window` (it keeps no rolling window) or when the mailbox has no state
-    /// in Redis (its seed re-applies the pause from PostgreSQL).
+    /// Marks the budget `scope` names used up now (`whole_day`: for 24 h) and returns when it
+    /// frees: [`PauseScope::Mailbox`], `mailbox`'s (Graph tenant `tenant`) day budget of
+    /// `per_day` recipients, also cooled down until then; [`PauseScope::Tenant`], Graph tenant
+    /// `tenant`'s external budget (`per_day` recipients per rolling 24 h), until its first
+    /// external recipient fits again. `None` with `fixed-window` (it keeps no rolling window nor
+    /// tenant budget) or, for a mailbox, when it has no state in Redis (its seed re-applies the
+    /// pause from PostgreSQL).
     ///
     /// # Errors
     /// A Redis failure.
-    pub(crate) async fn mailbox_used_up(
+    pub(crate) async fn used_up(
         &self,
-        tenant: &str,
-        mailbox: &MailboxAddress,
-        (per_day, whole_day): (u32, bool),
+        scope: PauseScope,
+        (tenant, mailbox): (&str, &MailboxAddress),
+        budget: (u32, bool),
         now: DateTime<Utc>,
     ) -> Result<Option<DateTime<Utc>>, RedisCallError> {
         let Engine::Paced(paced) = &self.engine else {
             return Ok(None);
         };
         let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
-        let marked = paced
-            .mailbox_used_up(&self.redis, &keys, (per_day, whole_day), now)
-            .await?;
-        if let Some((_, free_at)) = marked {
-            self.local.cooldown(mailbox, free_at);
-        }
-        Ok(marked.and_then(|(_, free_at)| DateTime::from_timestamp_millis(free_at)))
-    }
-
-    /// Marks Graph tenant `tenant`'s external budget (`per_day` recipients per rolling 24 h)
-    /// used up now (`whole_day`: for 24 h); returns when its first external recipient fits
-    /// again. `None` with `fixed-window` (it keeps no tenant budget).
-    ///
-    /// # Errors
-    /// A Redis failure.
-    pub(crate) async fn tenant_used_up(
-        &self,
-        tenant: &str,
-        mailbox: &MailboxAddress,
-        (per_day, whole_day): (u32, bool),
-        now: DateTime<Utc>,
-    ) -> Result<Option<DateTime<Utc>>, RedisCallError> {
-        let Engine::Paced(paced) = &self.engine else {
-            return Ok(None);
+        let free_at = match scope {
+            PauseScope::Mailbox => {
+                let marked = paced
+                    .mailbox_used_up(&self.redis, &keys, budget, now)
+                    .await?;
+                let Some((_, free_at)) = marked else {
+                    return Ok(None);
+                };
+                self.local.cooldown(mailbox, free_at);
+                free_at
+            }
+            PauseScope::Tenant => {
+                let (_added, free_at) = paced
+                    .tenant_used_up(&self.redis, &keys, budget, now)
+                    .await?;
+                free_at
+            }
         };
-        let keys = PacedKeys::new(&self.key_prefix, tenant, mailbox);
-        let (_added, free_at) = paced
-            .tenant_used_up(&self.redis, &keys, (per_day, whole_day), now)
-            .await?;
         Ok(DateTime::from_timestamp_millis(free_at))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(minutes: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000, 0).unwrap() + chrono::Duration::minutes(minutes)
-    }
-
-    #[test]
-    fn a_window_pause_refills_what_our_history_did_not_count() {
-        let history = [(at(-2_000), 7), (at(-30), 3), (at(-10), 2), (at(5), 4)];
-        let pause = LimitPause {
-            at: at(0),
-            until: at(24 * 60),
-            whole_day: false,
-        };
-        // 3 + 2 before the pause in its 24 h (the first is older, the last after it).
-        assert_eq!(
-            pause_fillers(&[pause], 100, &history, at(60)),
-            [(at(0), 95)]
-        );
-        let whole = LimitPause {
-            whole_day: true,
-            ..pause
-        };
-        assert_eq!(
-            pause_fillers(&[whole], 100, &history, at(60)),
-            [(at(0), 100)]
-        );
-        // Ended, or older than the window: nothing.
-        assert!(pause_fillers(&[pause], 100, &history, at(24 * 60)).is_empty());
-        let old = LimitPause {
-            at: at(-25 * 60),
-            until: at(60),
-            whole_day: true,
-        };
-        assert!(pause_fillers(&[old], 100, &history, at(0)).is_empty());
     }
 }
