@@ -31,7 +31,7 @@ pub use sender::{
     GraphCredentials, MailProvider, Sender, SystemMailbox, Tenant, TenantBudget, TenantTransport,
 };
 pub(crate) use status::MessageStatus;
-pub(crate) use status::sql_status;
+pub(crate) use status::{sql_finished, sql_status};
 pub use suppression::{ALL_SUPPRESSED, HardBounce, SuppressionSource};
 pub(crate) use suppression::{match_key, suppressed_address};
 

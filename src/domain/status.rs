@@ -51,6 +51,23 @@ macro_rules! sql_status {
 }
 pub(crate) use sql_status;
 
+/// The terminal statuses (`SENT`, `ERROR`, `BOUNCED`, `DELIVERED`) as an SQL list, for
+/// `concat!` into `status IN (…)`: `'SENT', 'ERROR', 'BOUNCED', 'DELIVERED'`.
+macro_rules! sql_finished {
+    () => {
+        concat!(
+            $crate::domain::sql_status!(Sent),
+            ", ",
+            $crate::domain::sql_status!(Error),
+            ", ",
+            $crate::domain::sql_status!(Bounced),
+            ", ",
+            $crate::domain::sql_status!(Delivered)
+        )
+    };
+}
+pub(crate) use sql_finished;
+
 /// A status string that is not one of the five.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown message status {0:?}")]
@@ -128,5 +145,6 @@ mod tests {
         let names: Vec<&str> = MessageStatus::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(MessageStatus::NAMES, names.join(", "));
         assert_eq!(MessageStatus::ALL_NAMES.as_slice(), names.as_slice());
+        assert_eq!(sql_finished!(), "'SENT', 'ERROR', 'BOUNCED', 'DELIVERED'");
     }
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::StoreError;
-use crate::domain::sql_status;
+use crate::domain::{sql_finished, sql_status};
 
 /// One sender's line of the report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -140,13 +140,7 @@ pub(crate) async fn count_unfinished(pool: &PgPool) -> Result<Vec<(String, i64)>
 pub(crate) async fn count_finished(pool: &PgPool) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(sqlx::query_as(concat!(
         "SELECT status, count(*) FROM messages WHERE status IN (",
-        sql_status!(Sent),
-        ", ",
-        sql_status!(Error),
-        ", ",
-        sql_status!(Bounced),
-        ", ",
-        sql_status!(Delivered),
+        sql_finished!(),
         ") GROUP BY status"
     ))
     .fetch_all(pool)

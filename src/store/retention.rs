@@ -18,7 +18,7 @@ use super::{
     advisory_lock::{self, Hold},
     messages::interval,
 };
-use crate::domain::sql_status;
+use crate::domain::sql_finished;
 
 /// The shortest retention: whatever is asked, a row finished, created or sent in the last 24 h
 /// stays (the limiter rebuilds a mailbox's rolling 24 h budget from it).
@@ -44,13 +44,7 @@ macro_rules! expired {
     () => {
         concat!(
             "status IN (",
-            sql_status!(Sent),
-            ", ",
-            sql_status!(Error),
-            ", ",
-            sql_status!(Bounced),
-            ", ",
-            sql_status!(Delivered),
+            sql_finished!(),
             ") AND created_at < $1 AND updated_at < $1 AND (sent_at IS NULL OR sent_at < $1)"
         )
     };

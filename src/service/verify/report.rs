@@ -58,12 +58,7 @@ impl Check {
         found: impl Into<String>,
         fix: impl Into<String>,
     ) -> Self {
-        Self {
-            name,
-            outcome: Outcome::Warn,
-            found: found.into(),
-            fix: Some(fix.into()),
-        }
+        Self::with_fix(name, Outcome::Warn, found.into(), fix.into())
     }
 
     /// A `fail` line with its fix.
@@ -72,11 +67,15 @@ impl Check {
         found: impl Into<String>,
         fix: impl Into<String>,
     ) -> Self {
+        Self::with_fix(name, Outcome::Fail, found.into(), fix.into())
+    }
+
+    fn with_fix(name: &'static str, outcome: Outcome, found: String, fix: String) -> Self {
         Self {
             name,
-            outcome: Outcome::Fail,
-            found: found.into(),
-            fix: Some(fix.into()),
+            outcome,
+            found,
+            fix: Some(fix),
         }
     }
 
