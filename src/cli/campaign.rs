@@ -133,6 +133,21 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
             by.format("%Y-%m-%d %H:%M:%S UTC")
         ))
     ));
+    for p in &r.pools {
+        let members: Vec<String> = p.members.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        out.push_str(&format!(
+            "pool {}: {} messages over {} members ({}){}\n",
+            p.pool,
+            p.messages,
+            p.members.len(),
+            members.join(", "),
+            if p.paused.is_empty() {
+                String::new()
+            } else {
+                format!("; paused, skipped: {}", p.paused.join(", "))
+            }
+        ));
+    }
     for w in warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -193,10 +208,44 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
         out.push_str(&fates(&s.mailbox, &s.counts));
     }
     out.push_str(&fates("all senders", &r.total));
+    for p in &r.pools {
+        out.push_str(&pool_table(p));
+    }
     for s in &r.senders {
         for w in &s.warnings {
             out.push_str(&format!("warning: {}: {w}\n", s.mailbox));
         }
+    }
+    out
+}
+
+/// One sender pool's part of `campaign status`: each member's sent, waiting and failed
+/// messages, what waits unplaced, the overflow sender's and the overflowed count by reason.
+fn pool_table(p: &crate::reports::campaign::PoolStatus) -> String {
+    let mut out = format!(
+        "pool {}\n{:<32} {:>6} {:>8} {:>7}\n",
+        p.pool, "member", "sent", "waiting", "failed"
+    );
+    let row = |mailbox: &str, m: &crate::reports::campaign::MemberCounts| {
+        format!(
+            "{:<32} {:>6} {:>8} {:>7}\n",
+            mailbox, m.sent, m.waiting, m.failed
+        )
+    };
+    for m in &p.members {
+        out.push_str(&row(&m.mailbox, m));
+    }
+    if p.unplaced > 0 {
+        out.push_str(&format!(
+            "{:<32} {:>6} {:>8}\n",
+            "(not placed yet)", "", p.unplaced
+        ));
+    }
+    for m in &p.overflow {
+        out.push_str(&row(&format!("{} (overflow)", m.mailbox), m));
+    }
+    for (reason, n) in &p.overflowed {
+        out.push_str(&format!("overflowed: {n} ({reason})\n"));
     }
     out
 }
