@@ -269,4 +269,35 @@ mod tests {
         assert_eq!(super::duration(3725.0), "1h 02m 05s");
         assert_eq!(super::duration(-3.0), "0s");
     }
+
+    #[test]
+    fn a_pool_reads_as_its_members_the_unplaced_and_the_overflowed_by_reason() {
+        use crate::reports::campaign::{MemberCounts, PoolStatus};
+        let counts = |mailbox: &str, sent, waiting, failed| MemberCounts {
+            mailbox: mailbox.into(),
+            sent,
+            waiting,
+            failed,
+        };
+        let text = super::pool_table(&PoolStatus {
+            pool: "invites".into(),
+            members: vec![counts("a@x.org", 7, 2, 0), counts("b@x.org", 0, 0, 1)],
+            unplaced: 3,
+            overflow: vec![counts("sg@y.org", 4, 0, 0)],
+            overflowed: [("budgetsSpent".to_owned(), 4)].into(),
+        });
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(
+            lines,
+            [
+                "pool invites",
+                "member                             sent  waiting  failed",
+                "a@x.org                               7        2       0",
+                "b@x.org                               0        0       1",
+                "(not placed yet)                               3",
+                "sg@y.org (overflow)                   4        0       0",
+                "overflowed: 4 (budgetsSpent)",
+            ]
+        );
+    }
 }

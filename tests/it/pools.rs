@@ -189,6 +189,14 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
         assert!(page.contains(&row), "{row} not in {page}");
     }
 
+    let page = ui
+        .page(&format!("/mailboxes/{}", members[1].as_str()), &login)
+        .await;
+    assert!(
+        page.contains("<p id=\"pools\">Member of the sender pools: invites.</p>"),
+        "{page}"
+    );
+
     // The forecast spreads 20 more lines over the unpaused members: member 2 is paused by a
     // quota NDR, so members 0 and 1 take 10 each (both idle, their rate equal).
     sqlx::query(
