@@ -134,7 +134,11 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
         ))
     ));
     for p in &r.pools {
-        let members: Vec<String> = p.members.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        let members: Vec<String> = p
+            .members
+            .iter()
+            .map(|m| format!("{} {}", m.mailbox, m.messages))
+            .collect();
         out.push_str(&format!(
             "pool {}: {} messages over {} members ({}){}\n",
             p.pool,

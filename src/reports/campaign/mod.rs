@@ -32,7 +32,7 @@ use crate::{
 mod pooled;
 mod pools;
 mod status;
-pub use pooled::PoolForecast;
+pub use pooled::{MemberShare, PoolForecast};
 pub use pools::{MemberCounts, PoolStatus};
 pub use status::{CampaignStatus, SenderStatus, campaign_status};
 pub(crate) use status::{Readings, status_with};

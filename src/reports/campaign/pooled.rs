@@ -26,9 +26,18 @@ pub struct PoolForecast {
     /// Its file's messages.
     pub messages: u64,
     /// The members they are forecast on (unpaused), with how many each.
-    pub members: Vec<(String, u64)>,
+    pub members: Vec<MemberShare>,
     /// The members skipped: paused by a quota or reputation NDR (`limit_pauses` in force).
     pub paused: Vec<String>,
+}
+
+/// One unpaused member's share of a pool's lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberShare {
+    /// The member's mailbox (lower case).
+    pub mailbox: String,
+    /// The lines forecast on it.
+    pub messages: u64,
 }
 
 /// The sender each of `lines` (its pool, its send, its stand-in member) is forecast on, in
@@ -106,7 +115,10 @@ pub(super) async fn spread_pooled(
         report.members = slots
             .iter()
             .zip(counts)
-            .map(|((_, mailbox, _), n)| (mailbox.clone(), n))
+            .map(|((_, mailbox, _), messages)| MemberShare {
+                mailbox: mailbox.clone(),
+                messages,
+            })
             .collect();
         out.push(report);
     }
