@@ -171,7 +171,11 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
 /// when a set `ADMIN_TOKEN` or the webhooks' secret is bad (both named when both are).
 fn check_config(config: &Config) -> ExitCode {
     out(&(config.redacted_lines().join("\n") + "\n"));
-    for warning in config.warnings() {
+    for warning in config
+        .warnings()
+        .into_iter()
+        .chain(Config::environment_warnings())
+    {
         eprintln!("mail-worker: warning: {warning}");
     }
     // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only the admin

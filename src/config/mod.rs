@@ -21,6 +21,7 @@ mod exchange;
 mod ingest;
 mod rules;
 pub mod settings;
+mod unknown;
 pub use events::EventsConfig;
 pub use exchange::EXCHANGE_LIMITS_PAGE;
 pub(crate) use exchange::{
@@ -186,6 +187,12 @@ impl Config {
     /// The first variable that is set to an unusable value.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Warnings about the process environment itself: each variable that looks like a
+    /// misspelt setting (`MAIL_RATE_LIMIT_PERMINUTE`), named with the setting it is near.
+    pub(crate) fn environment_warnings() -> Vec<String> {
+        unknown::warnings(&std::env::vars().collect::<Vec<_>>())
     }
 
     /// Reads variables through `lookup` (tests pass a map). Empty values count as unset.

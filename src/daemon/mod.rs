@@ -106,7 +106,11 @@ pub async fn start(
     let ops_addr = listener.as_ref().and_then(ops::local_addr);
     let ingest = crate::ingest::prepare(&config).await?;
     let ingest_addr = ingest.as_ref().and_then(|(l, _)| ops::local_addr(l));
-    for warning in config.warnings() {
+    for warning in config
+        .warnings()
+        .into_iter()
+        .chain(Config::environment_warnings())
+    {
         tracing::warn!(event = log_events::CONFIG_WARNING, "{warning}");
     }
     // The webhook secret is read now: a missing file stops start-up, naming the variable.

@@ -75,6 +75,41 @@ fn check_config_takes_durations_with_units_and_warns_of_a_deprecated_ms_name() {
 }
 
 #[test]
+fn check_config_names_a_misspelt_setting_and_the_one_it_is_near() {
+    let out = mail_worker(
+        &["check-config"],
+        &[
+            ("MAIL_RATE_LIMIT_PERMINUTE", "5"),
+            ("INGEST_TOKEN_CRM", "0123456789abcdef0123"),
+            ("MAIL_WORKER_INGEST_SERVICE_HOST", "10.0.0.1"),
+        ],
+    );
+    let stdout = text(&out.stdout);
+    let stderr = stderr_of_exit(&out, 0, "a misspelt setting");
+    // The default applies (the misspelt variable is not read), and the warning says so.
+    assert!(
+        stdout.contains("MAIL_RATE_LIMIT_PER_MINUTE=25\n"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "warning: MAIL_RATE_LIMIT_PERMINUTE is not a setting and is ignored; did you mean MAIL_RATE_LIMIT_PER_MINUTE?"
+        ),
+        "{stderr}"
+    );
+    // Near INGEST_TOKENS but not referenced by it here: warned too; Kubernetes' service links
+    // are never warned.
+    assert!(
+        stderr.contains("warning: INGEST_TOKEN_CRM is not a setting"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("MAIL_WORKER_INGEST_SERVICE_HOST"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_config_prints_the_effective_config_without_secrets() {
     let out = mail_worker(
         &["check-config"],

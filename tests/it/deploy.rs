@@ -226,6 +226,22 @@ fn every_kubernetes_manifest_parses_and_the_deployment_follows_the_daemons_contr
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(listed.len(), 7, "{listed:?}");
+    // The image kustomize puts in every pod: this version's, from the placeholder registry the
+    // user replaces (docs/operations.md, step 1).
+    let images = &of_kind(&docs, "Kustomization")["images"][0];
+    assert_eq!(images["name"], "mail-worker");
+    assert_eq!(images["newTag"], version);
+    // No pod calls the Kubernetes API: none gets a service account token.
+    for doc in docs
+        .iter()
+        .filter(|d| d["kind"] == "Deployment" || d["kind"] == "Job")
+    {
+        assert_eq!(
+            doc["spec"]["template"]["spec"]["automountServiceAccountToken"], false,
+            "{:?}",
+            doc["metadata"]["name"]
+        );
+    }
     for name in std::fs::read_dir(root().join("deploy/kubernetes")).unwrap() {
         let name = name.unwrap().file_name().into_string().unwrap();
         if name.ends_with(".yaml") && name != "kustomization.yaml" {
