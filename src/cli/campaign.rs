@@ -133,6 +133,25 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
             by.format("%Y-%m-%d %H:%M:%S UTC")
         ))
     ));
+    for p in &r.pools {
+        let members: Vec<String> = p
+            .members
+            .iter()
+            .map(|m| format!("{} {}", m.mailbox, m.messages))
+            .collect();
+        out.push_str(&format!(
+            "pool {}: {} messages over {} members ({}){}\n",
+            p.pool,
+            p.messages,
+            p.members.len(),
+            members.join(", "),
+            if p.paused.is_empty() {
+                String::new()
+            } else {
+                format!("; paused, skipped: {}", p.paused.join(", "))
+            }
+        ));
+    }
     for w in warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -193,10 +212,44 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
         out.push_str(&fates(&s.mailbox, &s.counts));
     }
     out.push_str(&fates("all senders", &r.total));
+    for p in &r.pools {
+        out.push_str(&pool_table(p));
+    }
     for s in &r.senders {
         for w in &s.warnings {
             out.push_str(&format!("warning: {}: {w}\n", s.mailbox));
         }
+    }
+    out
+}
+
+/// One sender pool's part of `campaign status`: each member's sent, waiting and failed
+/// messages, what waits unplaced, the overflow sender's and the overflowed count by reason.
+fn pool_table(p: &crate::reports::campaign::PoolStatus) -> String {
+    let mut out = format!(
+        "pool {}\n{:<32} {:>6} {:>8} {:>7}\n",
+        p.pool, "member", "sent", "waiting", "failed"
+    );
+    let row = |mailbox: &str, m: &crate::reports::campaign::MemberCounts| {
+        format!(
+            "{:<32} {:>6} {:>8} {:>7}\n",
+            mailbox, m.sent, m.waiting, m.failed
+        )
+    };
+    for m in &p.members {
+        out.push_str(&row(&m.mailbox, m));
+    }
+    if p.unplaced > 0 {
+        out.push_str(&format!(
+            "{:<32} {:>6} {:>8}\n",
+            "(not placed yet)", "", p.unplaced
+        ));
+    }
+    for m in &p.overflow {
+        out.push_str(&row(&format!("{} (overflow)", m.mailbox), m));
+    }
+    for (reason, n) in &p.overflowed {
+        out.push_str(&format!("overflowed: {n} ({reason})\n"));
     }
     out
 }
@@ -219,5 +272,36 @@ mod tests {
         assert_eq!(super::duration(245.5), "4m 06s");
         assert_eq!(super::duration(3725.0), "1h 02m 05s");
         assert_eq!(super::duration(-3.0), "0s");
+    }
+
+    #[test]
+    fn a_pool_reads_as_its_members_the_unplaced_and_the_overflowed_by_reason() {
+        use crate::reports::campaign::{MemberCounts, PoolStatus};
+        let counts = |mailbox: &str, sent, waiting, failed| MemberCounts {
+            mailbox: mailbox.into(),
+            sent,
+            waiting,
+            failed,
+        };
+        let text = super::pool_table(&PoolStatus {
+            pool: "invites".into(),
+            members: vec![counts("a@x.org", 7, 2, 0), counts("b@x.org", 0, 0, 1)],
+            unplaced: 3,
+            overflow: vec![counts("sg@y.org", 4, 0, 0)],
+            overflowed: [("budgetsSpent".to_owned(), 4)].into(),
+        });
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(
+            lines,
+            [
+                "pool invites",
+                "member                             sent  waiting  failed",
+                "a@x.org                               7        2       0",
+                "b@x.org                               0        0       1",
+                "(not placed yet)                               3",
+                "sg@y.org (overflow)                   4        0       0",
+                "overflowed: 4 (budgetsSpent)",
+            ]
+        );
     }
 }

@@ -90,6 +90,9 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
         "mailbox",
         format!("{} ({}, {})", u.mailbox, u.sender, u.provider),
     );
+    if !u.pools.is_empty() {
+        row("pools", u.pools.join(", "));
+    }
     row(
         "limits",
         format!(
@@ -186,6 +189,11 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
             count("SCHEDULED").to_string(),
             count("SENT").to_string(),
         ]);
+        if !u.pools.is_empty() {
+            table
+                .out
+                .push_str(&format!("  pools: {}\n", u.pools.join(", ")));
+        }
         if let Some(e) = &u.limiter_error {
             table.out.push_str(&format!("  limiter unreadable: {e}\n"));
         }

@@ -18,9 +18,11 @@ use std::collections::VecDeque;
 
 use crate::{domain::Priority, rate_limit::Algorithm};
 
+mod pool;
 #[cfg(test)]
 mod tests;
 mod warnings;
+pub use pool::{MemberSlot, spread};
 pub use warnings::{Warning, tenant_warning, warnings};
 
 /// A mailbox's budgets: messages per minute and recipients per rolling 24 h, and the share of

@@ -12,7 +12,7 @@ use crate::{
     config::Config,
     domain::{MailboxAddress, Sender},
     rate_limit::usage::{LimiterUsage, UsageReader},
-    store::{SenderRef, admin, campaigns, mailbox_list, senders},
+    store::{SenderRef, admin, campaigns, mailbox_list, pool_views, senders},
 };
 
 /// `mailbox usage`'s report (its `--json` shape is stable).
@@ -30,6 +30,8 @@ pub struct MailboxUsage {
     pub limiter: Option<LimiterUsage>,
     /// Why the limiter's Redis could not be read, if it could not.
     pub limiter_error: Option<String>,
+    /// The sender pools it is a member of, by name (docs/decisions/0046-sender-pools.md).
+    pub pools: Vec<String>,
     /// Its messages.
     pub messages: admin::SenderMessages,
     /// When the messages waiting now will have been sent (a forecast: the limiter's bookings,
@@ -212,6 +214,7 @@ async fn usages(
     let described: Vec<_> = senders.iter().map(|s| limits_of(s, config)).collect();
     let ids: Vec<uuid::Uuid> = described.iter().map(|(_, id, _, _)| *id).collect();
     let mut messages = mailbox_list::messages_of(pool, &ids).await?;
+    let mut pools = pool_views::pools_of(pool, &ids).await?;
     let graph: Vec<(String, MailboxAddress)> = senders
         .iter()
         .zip(&described)
@@ -245,6 +248,7 @@ async fn usages(
             limits,
             limiter,
             limiter_error,
+            pools: pools.remove(&id).unwrap_or_default(),
             messages: messages
                 .remove(&id)
                 .unwrap_or_else(admin::SenderMessages::zeros),

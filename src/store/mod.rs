@@ -279,6 +279,7 @@ pub mod mailbox_list;
 pub mod mailbox_order;
 pub mod messages;
 pub mod outcomes;
+pub mod pool_views;
 pub mod pools;
 mod read_turns;
 pub mod replicas;

@@ -4,20 +4,30 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use mail_worker::{domain::MailboxAddress, store::events::Outbox};
+use mail_worker::{
+    domain::MailboxAddress,
+    reports::campaign::{campaign_status, forecast_file},
+    store::events::Outbox,
+};
 use uuid::Uuid;
 
 use crate::support::{TestApp, wait_until};
 
 /// `n` campaign lines of pool `pool`, one recipient each.
 fn pooled_lines(pool: &str, n: usize) -> (Vec<Uuid>, String) {
+    campaign_lines(pool, None, n)
+}
+
+/// `n` lines of pool `pool` in campaign `campaign` (`None`: none), one recipient each.
+fn campaign_lines(pool: &str, campaign: Option<&str>, n: usize) -> (Vec<Uuid>, String) {
+    let campaign = campaign.map_or(String::new(), |c| format!(r#""campaignId":"{c}","#));
     let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
     let text = ids
         .iter()
         .enumerate()
         .map(|(i, id)| {
             format!(
-                r#"{{"id":"{id}","senderPool":"{pool}","to":[{{"address":"guest{i}@example.org"}}],"subject":"s","body":{{"contentType":"text","content":"x"}}}}"#
+                r#"{{"id":"{id}",{campaign}"senderPool":"{pool}","to":[{{"address":"guest{i}@example.org"}}],"subject":"s","body":{{"contentType":"text","content":"x"}}}}"#
             )
         })
         .collect::<Vec<_>>()
@@ -92,4 +102,141 @@ async fn a_pool_spreads_its_campaign_over_its_members_each_message_sent_once_fro
             .map(|m| m.mailbox.clone());
         assert_eq!(received.as_deref(), Some(address.as_str()), "{id}");
     }
+}
+
+#[tokio::test]
+async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool() {
+    let world = TestApp::paced().mailboxes(3).per_minute(60).spawn().await;
+    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
+    mail_worker::store::pools::upsert(&world.db.pool, "invites", &members, None)
+        .await
+        .unwrap();
+    let (_, text) = campaign_lines("invites", Some("spring"), 12);
+    let enqueued = mail_worker::import::enqueue(&world.db.pool, text, Outbox::Off)
+        .await
+        .unwrap();
+    assert_eq!(enqueued.inserted, 12, "{:?}", enqueued.bad);
+
+    // Before any attempt: all 12 wait unplaced, every member at zero.
+    let status = campaign_status(&world.config, &world.db.pool, "spring")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.pools.len(), 1);
+    assert_eq!(
+        (status.pools[0].pool.as_str(), status.pools[0].unplaced),
+        ("invites", 12)
+    );
+    let zeros: Vec<(String, i64, i64)> = status.pools[0]
+        .members
+        .iter()
+        .map(|m| (m.mailbox.clone(), m.sent, m.waiting))
+        .collect();
+    let expected: Vec<(String, i64, i64)> = members
+        .iter()
+        .map(|m| (m.as_str().to_owned(), 0, 0))
+        .collect();
+    assert_eq!(zeros, expected);
+
+    let mut daemon = world
+        .daemon_command(&[("MAIL_RATE_LIMIT_PER_MINUTE", "60")])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(120), "12 SENT", async || {
+        world.count("SENT").await == 12
+    })
+    .await;
+    daemon.kill().await.unwrap();
+
+    // Each member's sent count is what graph-sim received from it.
+    let status = campaign_status(&world.config, &world.db.pool, "spring")
+        .await
+        .unwrap()
+        .unwrap();
+    let pool = &status.pools[0];
+    let received = world.sim.messages();
+    let shown: Vec<(String, i64, i64)> = pool
+        .members
+        .iter()
+        .map(|m| (m.mailbox.clone(), m.sent, m.waiting))
+        .collect();
+    let expected: Vec<(String, i64, i64)> = members
+        .iter()
+        .map(|m| {
+            let n = received.iter().filter(|r| r.mailbox == m.as_str()).count();
+            (m.as_str().to_owned(), n as i64, 0)
+        })
+        .collect();
+    assert_eq!(shown, expected);
+    assert_eq!(pool.members.iter().map(|m| m.sent).sum::<i64>(), 12);
+    assert_eq!((pool.unplaced, pool.overflowed.len()), (0, 0));
+
+    // `mailbox usage` names the member's pool.
+    let usage =
+        mail_worker::reports::usage::mailbox_usage(&world.config, &world.db.pool, &members[0])
+            .await
+            .unwrap();
+    assert_eq!(usage.pools, ["invites"]);
+
+    // The campaign page shows the pool's members with their counts.
+    let (ui, login) = crate::admin::logged_in_ui(&world).await;
+    let page = ui.page("/campaigns/spring", &login).await;
+    assert!(page.contains("<h2>Pool invites</h2>"), "{page}");
+    for (mailbox, sent, _) in &expected {
+        let row = format!(
+            "<tr class=\"member\"><td>{mailbox}</td><td class=\"sent\">{sent}</td><td class=\"waiting\">0</td>"
+        );
+        assert!(page.contains(&row), "{row} not in {page}");
+    }
+
+    let page = ui
+        .page(&format!("/mailboxes/{}", members[1].as_str()), &login)
+        .await;
+    assert!(
+        page.contains("<p id=\"pools\">Member of the sender pools: invites.</p>"),
+        "{page}"
+    );
+
+    // The forecast spreads 20 more lines over the unpaused members: member 2 is paused by a
+    // quota NDR, so members 0 and 1 take 10 each (both idle, their rate equal).
+    sqlx::query(
+        "INSERT INTO limit_pauses (scope, key, code, whole_day, paused_at, paused_until, reason) \
+         VALUES ('mailbox', $1, '5.2.2', false, now(), now() + interval '1 hour', 'test')",
+    )
+    .bind(members[2].as_str())
+    .execute(&world.db.pool)
+    .await
+    .unwrap();
+    let (_, more) = campaign_lines("invites", Some("summer"), 20);
+    let forecast = forecast_file(&world.config, &world.db.pool, more.as_bytes(), None)
+        .await
+        .unwrap();
+    assert_eq!(forecast.pools.len(), 1);
+    let p = &forecast.pools[0];
+    assert_eq!(p.messages, 20);
+    let shares: Vec<(String, u64)> = p
+        .members
+        .iter()
+        .map(|m| (m.mailbox.clone(), m.messages))
+        .collect();
+    assert_eq!(
+        shares,
+        [
+            (members[0].as_str().to_owned(), 10),
+            (members[1].as_str().to_owned(), 10)
+        ]
+    );
+    assert_eq!(p.paused, [members[2].as_str().to_owned()]);
+    let per_sender: Vec<(String, u64)> = forecast
+        .senders
+        .iter()
+        .map(|s| (s.mailbox.clone(), s.messages.messages))
+        .collect();
+    assert_eq!(
+        per_sender,
+        [
+            (members[0].as_str().to_owned(), 10),
+            (members[1].as_str().to_owned(), 10)
+        ]
+    );
 }

@@ -27,6 +27,8 @@ struct MailboxPage {
     messages: Vec<ops::MessageLine>,
     messages_href: String,
     select: bool,
+    /// The sender pools the mailbox is a member of, by name (empty: none).
+    pools: String,
     /// When what waits now will have been sent (forecast), UTC.
     backlog_ends: Option<String>,
 }
@@ -124,6 +126,7 @@ async fn mailbox_page(
         messages,
         messages_href: format!("/messages?sender={}", segment(address.as_str())),
         select: false,
+        pools: usage.pools.join(", "),
         backlog_ends: usage
             .backlog_ends
             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()),

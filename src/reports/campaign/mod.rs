@@ -29,7 +29,11 @@ use crate::{
     },
 };
 
+mod pooled;
+mod pools;
 mod status;
+pub use pooled::{MemberShare, PoolForecast};
+pub use pools::{MemberCounts, PoolStatus};
 pub use status::{CampaignStatus, SenderStatus, campaign_status};
 pub(crate) use status::{Readings, status_with};
 
@@ -87,6 +91,8 @@ pub struct CampaignForecast {
     /// The file's good lines whose id is stored already: `enqueue` does not insert them again,
     /// so they are not forecast.
     pub already_stored: u64,
+    /// The file's sender pools: how their lines were spread over the members.
+    pub pools: Vec<PoolForecast>,
 }
 
 /// What a sender sends, for [`forecast_for`].
@@ -119,21 +125,33 @@ pub async fn forecast_file(
     let senders = senders_by_id(pool).await?;
     // A line without a priority is stored with its sender's (as the insert does).
     let defaults = crate::store::sender_settings::priorities(pool).await?;
+    let send_of = |m: &crate::store::messages::NewMessage, id: Uuid| NewSend {
+        not_before: m.scheduled_on,
+        recipients: m.content.recipient_count(),
+        priority: m
+            .priority
+            .or_else(|| defaults.get(&id).copied())
+            .unwrap_or_default(),
+    };
+    // A pooled line goes to the member the placement would give it, not its stand-in.
+    let pooled: Vec<(Uuid, NewSend, Uuid)> = good
+        .iter()
+        .filter_map(|(_, m)| Some((m.sender_pool?, send_of(m, m.sender.id()), m.sender.id())))
+        .collect();
+    let now = Utc::now();
+    let (mut placed, pools) = pooled::spread_pooled(config, pool, &senders, &pooled, now).await?;
+    placed.reverse();
     let mut shares: BTreeMap<Uuid, Share> = BTreeMap::new();
     for (_, m) in &good {
-        let id = m.sender.id();
+        let mut id = m.sender.id();
+        if m.sender_pool.is_some() {
+            id = placed.pop().unwrap_or(id);
+        }
         let share = shares.entry(id).or_insert(Share {
             sends: Vec::new(),
             external: 0,
         });
-        share.sends.push(NewSend {
-            not_before: m.scheduled_on,
-            recipients: m.content.recipient_count(),
-            priority: m
-                .priority
-                .or_else(|| defaults.get(&id).copied())
-                .unwrap_or_default(),
-        });
+        share.sends.push(send_of(m, id));
         if let Some(budget) = senders.get(&id).and_then(tenant_budget) {
             let c = &m.content;
             let all = c.to.iter().chain(&c.cc).chain(&c.bcc);
@@ -143,6 +161,7 @@ pub async fn forecast_file(
     let mut result = forecast_for(config, pool, &senders, shares, by).await?;
     result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
     result.already_stored = already_stored;
+    result.pools = pools;
     Ok(result)
 }
 
@@ -214,6 +233,7 @@ async fn forecast_for(
         tenant_warnings,
         bad_lines: Vec::new(),
         already_stored: 0,
+        pools: Vec::new(),
     })
 }
 

@@ -7,14 +7,20 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{sender_forecast, senders_by_id};
+use super::{
+    pools::{PoolStatus, pool_statuses},
+    sender_forecast, senders_by_id,
+};
 use crate::reports::ReportError;
 use crate::{
     config::Config,
     domain::{Priority, Sender},
     forecast::{NewSend, Warning},
     rate_limit::{Algorithm, usage::UsageReader},
-    store::campaigns::{self, CampaignCounts, Waiting},
+    store::{
+        campaigns::{self, CampaignCounts, Waiting},
+        pool_views,
+    },
 };
 
 /// One sender's part of a running campaign, with the forecast finish of what still waits.
@@ -44,6 +50,8 @@ pub struct CampaignStatus {
     pub forecast_finish: Option<DateTime<Utc>>,
     /// Per sender, by mailbox.
     pub senders: Vec<SenderStatus>,
+    /// Per sender pool of the campaign's pooled messages (empty: none is pooled).
+    pub pools: Vec<PoolStatus>,
 }
 
 /// What every campaign's progress reads once (a page of many campaigns reads it once): the
@@ -141,7 +149,14 @@ pub(crate) async fn status_with(
             warnings,
         });
     }
+    let pooled = pool_views::campaign_rows(pool, campaign).await?;
+    let pools = if pooled.is_empty() {
+        Vec::new()
+    } else {
+        pool_statuses(&pooled, &pool_views::members(pool).await?)
+    };
     Ok(Some(CampaignStatus {
+        pools,
         campaign: campaign.to_owned(),
         now,
         forecast_finish: out.iter().filter_map(|s| s.forecast_finish).max(),

@@ -1,0 +1,127 @@
+//! A campaign file's pooled lines in the forecast (docs/decisions/0046-sender-pools.md): each
+//! given to a member as the placement would ([`forecast::spread`]: the earliest next slot among
+//! the unpaused members with day room), so a pool forecasts at its members' summed budgets,
+//! less what already waits or is booked on each.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{ReportError, limits_of, sender_state};
+use crate::{
+    config::Config,
+    domain::Sender,
+    forecast::{self, MemberSlot, NewSend},
+    rate_limit::{Algorithm, usage::UsageReader},
+    store::{campaigns, limit_pauses, pool_views},
+};
+
+/// One pool of a campaign file, as the forecast spread it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolForecast {
+    /// `senderPool`.
+    pub pool: String,
+    /// Its file's messages.
+    pub messages: u64,
+    /// The members they are forecast on (unpaused), with how many each.
+    pub members: Vec<MemberShare>,
+    /// The members skipped: paused by a quota or reputation NDR (`limit_pauses` in force).
+    pub paused: Vec<String>,
+}
+
+/// One unpaused member's share of a pool's lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberShare {
+    /// The member's mailbox (lower case).
+    pub mailbox: String,
+    /// The lines forecast on it.
+    pub messages: u64,
+}
+
+/// The sender each of `lines` (its pool, its send, its stand-in member) is forecast on, in
+/// their order, and each pool's [`PoolForecast`]. A pool with no unpaused member keeps its
+/// lines on their stand-ins (nothing sends them until one resumes; the forecast then says
+/// the members' finish).
+///
+/// # Errors
+/// Database errors; a limiter that cannot be read counts its member as idle.
+pub(super) async fn spread_pooled(
+    config: &Config,
+    pool: &sqlx::PgPool,
+    senders: &HashMap<Uuid, Sender>,
+    lines: &[(Uuid, NewSend, Uuid)],
+    now: DateTime<Utc>,
+) -> Result<(Vec<Uuid>, Vec<PoolForecast>), ReportError> {
+    let mut to: Vec<Uuid> = lines.iter().map(|(_, _, stand_in)| *stand_in).collect();
+    if lines.is_empty() {
+        return Ok((to, Vec::new()));
+    }
+    let members = pool_views::members(pool).await?;
+    let paused: HashSet<String> = limit_pauses::in_force(pool)
+        .await?
+        .into_iter()
+        .filter(|(scope, _, _)| scope == "mailbox")
+        .map(|(_, key, _)| key)
+        .collect();
+    let booking = config.rate_limit.algorithm == Algorithm::Paced;
+    let waiting = campaigns::waiting_by_sender(pool, booking).await?;
+    let mut reader = UsageReader::new(&config.rate_limit);
+    let mut pool_ids: Vec<Uuid> = lines.iter().map(|(p, _, _)| *p).collect();
+    pool_ids.sort_unstable();
+    pool_ids.dedup();
+    let mut out = Vec::new();
+    for pool_id in pool_ids {
+        let of_pool: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].0 == pool_id)
+            .collect();
+        let mut report = PoolForecast {
+            pool: String::new(),
+            messages: of_pool.len() as u64,
+            members: Vec::new(),
+            paused: Vec::new(),
+        };
+        let mut slots = Vec::new();
+        for m in members.iter().filter(|m| m.pool_id == pool_id) {
+            report.pool.clone_from(&m.pool);
+            let Some(sender) = senders.get(&m.sender_id) else {
+                continue;
+            };
+            if paused.contains(&m.mailbox) {
+                report.paused.push(m.mailbox.clone());
+                continue;
+            }
+            let (_, _, tenant, limits) = limits_of(sender, config);
+            let Some(tenant) = tenant else {
+                continue;
+            };
+            let usage = reader
+                .read(&tenant.to_lowercase(), sender.mailbox(), now)
+                .await
+                .ok();
+            let backlog = waiting.get(&m.sender_id).copied().unwrap_or_default();
+            let state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+            slots.push((m.sender_id, m.mailbox.clone(), MemberSlot::of(&state)));
+        }
+        let sends: Vec<NewSend> = of_pool.iter().map(|&i| lines[i].1).collect();
+        let member_slots: Vec<MemberSlot> = slots.iter().map(|(_, _, s)| *s).collect();
+        let given = forecast::spread(&member_slots, &sends);
+        let mut counts = vec![0_u64; slots.len()];
+        for (&i, &k) in of_pool.iter().zip(&given) {
+            to[i] = slots[k].0;
+            counts[k] += 1;
+        }
+        report.members = slots
+            .iter()
+            .zip(counts)
+            .map(|((_, mailbox, _), messages)| MemberShare {
+                mailbox: mailbox.clone(),
+                messages,
+            })
+            .collect();
+        out.push(report);
+    }
+    out.sort_by(|a, b| a.pool.cmp(&b.pool));
+    Ok((to, out))
+}
