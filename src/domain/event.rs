@@ -49,7 +49,7 @@ mod tests {
         let sql = concat!(
             include_str!("../../migrations/20261202144306_events.sql"),
             include_str!("../../migrations/20261206051500_delivery_trace.sql"),
-            include_str!("../../migrations/20261206192548_sender_pools.sql")
+            include_str!("../../migrations/20261206211854_sender_pools.sql")
         );
         for kind in EventKind::ALL {
             assert!(
