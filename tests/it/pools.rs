@@ -219,24 +219,26 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
         .iter()
         .map(|m| (m.mailbox.clone(), m.messages))
         .collect();
-    assert_eq!(
-        shares,
-        [
-            (members[0].as_str().to_owned(), 10),
-            (members[1].as_str().to_owned(), 10)
-        ]
-    );
+    // Equal shares but for the member whose last send is still within its pacing interval
+    // (one slot at 60 a minute): it may take one line fewer than the other.
+    let even = |shares: &[(String, u64)]| {
+        assert_eq!(
+            shares.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+            [members[0].as_str(), members[1].as_str()],
+            "{shares:?}"
+        );
+        assert_eq!(shares.iter().map(|(_, n)| n).sum::<u64>(), 20, "{shares:?}");
+        assert!(
+            shares.iter().all(|(_, n)| (9..=11).contains(n)),
+            "{shares:?}"
+        );
+    };
+    even(&shares);
     assert_eq!(p.paused, [members[2].as_str().to_owned()]);
     let per_sender: Vec<(String, u64)> = forecast
         .senders
         .iter()
         .map(|s| (s.mailbox.clone(), s.messages.messages))
         .collect();
-    assert_eq!(
-        per_sender,
-        [
-            (members[0].as_str().to_owned(), 10),
-            (members[1].as_str().to_owned(), 10)
-        ]
-    );
+    even(&per_sender);
 }
