@@ -5,7 +5,7 @@
 
 use chrono::TimeZone;
 use libfuzzer_sys::fuzz_target;
-use mail_worker::mailer::{MailError, graph::fuzz_graph_answer, sendgrid::fuzz_interpret};
+use mail_worker::mailer::{MailErrorKind, graph::fuzz_graph_answer, sendgrid::fuzz_interpret};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
@@ -30,8 +30,14 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(graph.is_ok(), two_xx, "graph {status}: {graph:?}");
     assert_eq!(sendgrid.is_ok(), two_xx, "sendgrid {status}: {sendgrid:?}");
     if status == 429 {
-        assert!(matches!(graph, Err(MailError::Throttled { .. })));
-        assert!(matches!(sendgrid, Err(MailError::Throttled { .. })));
+        assert!(matches!(
+            graph.as_ref().map_err(|e| &e.kind),
+            Err(MailErrorKind::Throttled { .. })
+        ));
+        assert!(matches!(
+            sendgrid.as_ref().map_err(|e| &e.kind),
+            Err(MailErrorKind::Throttled { .. })
+        ));
     }
     for e in [graph.err(), sendgrid.err()].into_iter().flatten() {
         let _ = e.to_string();

@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
             uuid::Uuid::from_u128(2),
         )]
         .into(),
+        pools: Default::default(),
     };
     // The whole-file splitter too: every line is either good or reported, never both.
     let (good, bad) = parse_bytes(data, &senders);
