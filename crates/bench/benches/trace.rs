@@ -278,15 +278,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             }
         }
         // The next interval: the clocks on, PostgreSQL's pending messages back by as much.
-        clock.advance(INTERVAL);
-        sim_clock.advance(INTERVAL);
-        sqlx::query(
-            "UPDATE messages SET sent_at = sent_at - $1 * interval '1 second' WHERE status = 'SENT'",
-        )
-        .bind(INTERVAL.as_secs_f64())
-        .execute(&db.pool)
-        .await
-        .unwrap_or_else(|e| support::fail(&format!("cannot move sent_at: {e}")));
+        next_interval(&clock, &sim_clock, &db).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let counts = db.status_counts().await;
@@ -430,15 +422,7 @@ async fn lag_phase(
         if lags.len() >= n {
             break;
         }
-        clock.advance(INTERVAL);
-        sim_clock.advance(INTERVAL);
-        sqlx::query(
-            "UPDATE messages SET sent_at = sent_at - $1 * interval '1 second' WHERE status = 'SENT'",
-        )
-        .bind(INTERVAL.as_secs_f64())
-        .execute(&db.pool)
-        .await
-        .unwrap_or_else(|e| support::fail(&format!("cannot move sent_at: {e}")));
+        next_interval(clock, sim_clock, db).await;
     }
     lags.sort_by(f64::total_cmp);
     Lag {
@@ -450,6 +434,24 @@ async fn lag_phase(
         max_s: lags.last().copied().unwrap_or(f64::NAN),
         goal_s: (trace_lag + INTERVAL).as_secs(),
     }
+}
+
+/// The next poll interval: both clocks on, and the `SENT` rows' `sent_at` back by as much, so
+/// PostgreSQL's `now()` agrees with the manual clocks.
+async fn next_interval(
+    clock: &ManualClock,
+    sim_clock: &graph_sim::clock::ManualClock,
+    db: &BenchDb,
+) {
+    clock.advance(INTERVAL);
+    sim_clock.advance(INTERVAL);
+    sqlx::query(
+        "UPDATE messages SET sent_at = sent_at - $1 * interval '1 second' WHERE status = 'SENT'",
+    )
+    .bind(INTERVAL.as_secs_f64())
+    .execute(&db.pool)
+    .await
+    .unwrap_or_else(|e| support::fail(&format!("cannot move sent_at: {e}")));
 }
 
 fn main() -> ExitCode {
