@@ -53,15 +53,7 @@ async fn a_pool_spreads_its_campaign_over_its_members_each_message_sent_once_fro
         "{:?}",
         enqueued.bad
     );
-    let mut daemon = world
-        .daemon_command(&[("MAIL_RATE_LIMIT_PER_MINUTE", "20")])
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(120), "30 SENT", async || {
-        world.count("SENT").await == 30
-    })
-    .await;
-    daemon.kill().await.unwrap();
+    send_all(&world, "20", 30).await;
     let sent = world.sim.messages();
     assert_eq!(sent.len(), 30, "each sent once");
     assert_eq!(world.sim.stats().refused_total(), 0, "no Graph 429");
@@ -138,15 +130,7 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
         .collect();
     assert_eq!(zeros, expected);
 
-    let mut daemon = world
-        .daemon_command(&[("MAIL_RATE_LIMIT_PER_MINUTE", "60")])
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(120), "12 SENT", async || {
-        world.count("SENT").await == 12
-    })
-    .await;
-    daemon.kill().await.unwrap();
+    send_all(&world, "60", 12).await;
 
     // Each member's sent count is what graph-sim received from it.
     let status = campaign_status(&world.config, &world.db.pool, "spring")
@@ -241,4 +225,17 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
         .map(|s| (s.mailbox.clone(), s.messages.messages))
         .collect();
     even(&per_sender);
+}
+
+/// Runs `mail-worker run` at `per_minute` until `n` messages are `SENT`, then stops it.
+async fn send_all(world: &TestApp, per_minute: &str, n: i64) {
+    let mut daemon = world
+        .daemon_command(&[("MAIL_RATE_LIMIT_PER_MINUTE", per_minute)])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(120), &format!("{n} SENT"), async || {
+        world.count("SENT").await == n
+    })
+    .await;
+    daemon.kill().await.unwrap();
 }
