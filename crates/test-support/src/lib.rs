@@ -102,12 +102,24 @@ pub fn sorted<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 
 /// Waits until `condition` holds, checking every 20 ms; panics naming `what` if it still does
 /// not hold after `within`. Instead of sleeping "long enough".
-pub async fn wait_until(within: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
+pub async fn wait_until(within: Duration, what: &str, condition: impl AsyncFnMut() -> bool) {
+    wait_until_showing(within, what, condition, String::new).await;
+}
+
+/// [`wait_until`], and when it panics it also prints `progress()`: where things stood (counts
+/// per party), so a timeout in CI says which part lagged.
+pub async fn wait_until_showing(
+    within: Duration,
+    what: &str,
+    mut condition: impl AsyncFnMut() -> bool,
+    progress: impl Fn() -> String,
+) {
     let deadline = std::time::Instant::now() + within;
     while !condition().await {
         assert!(
             std::time::Instant::now() < deadline,
-            "not within {within:?}: {what}"
+            "not within {within:?}: {what} ({})",
+            progress()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
