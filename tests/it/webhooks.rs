@@ -410,8 +410,9 @@ async fn a_rotation_with_two_secrets_loses_no_batch() {
         .collect();
     let daemon = start(config(&app, &urls, &format!("{RAW},{OURS}"))).await;
     enqueue(&app, 25).await;
-    // 180 s: six receivers, four of them Python and Node processes, beside every other test on
-    // 2 cores (60 s ran out once in CI); the counts say which lagged if it runs out again.
+    // 180 s: beside every other test, a cursor passes events only once every older
+    // transaction on the server — other tests' included — has ended (docs/events.md); 60 s ran
+    // out once in CI. The counts say which receiver lagged if it runs out again.
     wait_until_showing(
         Duration::from_secs(180),
         "50 events verified by each",
