@@ -307,6 +307,9 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             Outcome::Clean
         };
         let sent = if outcome == Outcome::Idle {
+            // Nothing waits that day: the message the last day left booked is gone too (its
+            // booking lapses after the limiter's grace), as when a campaign has ended.
+            pending = None;
             Vec::new()
         } else {
             send_day(&limiter, limits, at(date, 8, 0), &mut pending).await
