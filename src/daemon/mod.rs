@@ -243,7 +243,7 @@ fn spawn_parts(
     parts.spawn("warm-up", |done| {
         warmup::warmup_loop(
             pool.clone(),
-            warmup::gate(config),
+            (warmup::gate(config), Arc::clone(metrics)),
             stack.clock.clone(),
             done,
         )

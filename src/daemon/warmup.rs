@@ -12,7 +12,9 @@ use crate::{
     clock::Clock,
     config::Config,
     domain::{Verdict, WarmUpGate},
-    log_events, shutdown, store,
+    log_events,
+    ops::Metrics,
+    shutdown, store,
 };
 
 /// How often a replica looks for ramps to evaluate (the first at start-up).
@@ -26,25 +28,37 @@ pub(super) fn gate(config: &Config) -> WarmUpGate {
     }
 }
 
-/// Evaluates the due ramps every [`EVERY`] until `done`, logging what each did. The day is
-/// PostgreSQL's (a replica's wall clock never decides a row's day), a test's virtual clock's
-/// when it runs on one.
+/// Evaluates the due ramps every [`EVERY`] until `done`, logging what each did, and sets the
+/// `mail_worker_warmup_day_budget` gauge. The day is PostgreSQL's (a replica's wall clock
+/// never decides a row's day), a test's virtual clock's when it runs on one.
 pub(super) async fn warmup_loop(
     pool: PgPool,
-    gate: WarmUpGate,
+    (gate, metrics): (WarmUpGate, Arc<Metrics>),
     clock: Arc<dyn Clock>,
     done: CancellationToken,
 ) {
-    let (pool, clock) = (&pool, &clock);
+    let (pool, clock, metrics) = (&pool, &clock, &metrics);
     shutdown::every(EVERY, done.clone(), None, || async move {
         let now = clock.is_virtual().then(|| clock.now());
-        match store::warmups::evaluate_due(pool, now, gate).await {
-            Ok(evaluations) => evaluations.iter().for_each(log),
-            Err(e) => tracing::warn!(
+        let round = async {
+            store::warmups::evaluate_due(pool, now, gate)
+                .await?
+                .iter()
+                .for_each(log);
+            let budgets: Vec<(String, u32)> = store::warmups::all(pool)
+                .await?
+                .into_iter()
+                .map(|s| (s.mailbox, s.day_budget))
+                .collect();
+            metrics.set_warmup_day_budgets(&budgets);
+            Ok::<_, store::StoreError>(())
+        };
+        if let Err(e) = round.await {
+            tracing::warn!(
                 event = log_events::MAIL_WARMUP_EVALUATION_FAILED,
                 error = %e,
                 "evaluating the warm-up ramps failed; the next round tries again"
-            ),
+            );
         }
     })
     .await;

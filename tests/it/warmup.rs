@@ -298,10 +298,12 @@ async fn mail_worker_run_evaluates_the_ramp_and_the_limiter_books_against_its_bu
     let yesterday = world.db_now().await - chrono::Duration::hours(25);
     sent(&world, 1, yesterday, 0, "").await;
 
+    let listen = format!("127.0.0.1:{}", crate::support::private_redis::free_port());
     let mut daemon = world
         .daemon_command(&[
             ("MAIL_RATE_LIMIT_PER_MINUTE", "60"),
             ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
+            ("METRICS_LISTEN", &listen),
         ])
         .spawn()
         .unwrap();
@@ -312,6 +314,21 @@ async fn mail_worker_run_evaluates_the_ramp_and_the_limiter_books_against_its_bu
     .await;
     let s = warmups::all(pool).await.unwrap().pop().unwrap();
     assert_eq!((s.day_budget, s.sending_days), (3, 1));
+    // The gauge shows the step's budget.
+    let url = format!("http://{listen}/metrics");
+    wait_until(
+        Duration::from_secs(60),
+        "the gauge at 3",
+        async || match reqwest::get(&url).await {
+            Ok(answer) => answer
+                .text()
+                .await
+                .unwrap_or_default()
+                .contains("mail_worker_warmup_day_budget{mailbox=\"mb0@contoso.example\"} 3"),
+            Err(_) => false,
+        },
+    )
+    .await;
 
     // 5 messages of one recipient: 3 go today, 2 are booked for when the day frees.
     let enqueued = import::enqueue(pool, lines(5), Outbox::Off).await.unwrap();
