@@ -267,6 +267,18 @@ async fn a_ramp_on_a_virtual_clock_steps_on_clean_sending_days_holds_on_a_dirty_
         "step 2 of 4, 400 recipients a day (100 × 2^step up to 1000), 5 sending days; \
          last (2026-12-06): steppedDown: reputation NDR 5.7.708"
     );
+    // So does the admin UI's mailbox page.
+    let (ui, login) = crate::admin::logged_in_ui(&world).await;
+    let page = ui
+        .page(
+            &format!("/mailboxes/{}", world.mailboxes[0].0.as_str()),
+            &login,
+        )
+        .await;
+    assert!(
+        page.contains(&format!("<p id=\"warm-up\">Warm-up: {shown}.</p>")),
+        "{page}"
+    );
 }
 
 /// One line of `mb0@contoso.example` to `guest{i}@example.org`.
