@@ -168,7 +168,7 @@ pub async fn of_senders(
 /// # Errors
 /// Database errors.
 pub async fn all(pool: &PgPool) -> Result<Vec<WarmUpState>, StoreError> {
-    let sql = format!("SELECT {STATE} ORDER BY 13");
+    let sql = format!("SELECT {STATE} ORDER BY mailbox");
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(pool)
         .await?

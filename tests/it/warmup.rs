@@ -378,3 +378,68 @@ async fn deferred(world: &TestApp) -> i64 {
         .await
         .unwrap()
 }
+
+#[tokio::test]
+async fn a_filtered_share_over_the_threshold_holds_and_a_tenant_reputation_pause_steps_down() {
+    let world = TestApp::paced().spawn().await;
+    let pool = &world.db.pool;
+    let ramp = WarmUp {
+        start_per_day: NonZeroU32::new(10).unwrap(),
+        growth: 2.0,
+        max_per_day: NonZeroU32::new(1_000).unwrap(),
+    };
+    warmups::configure(
+        pool,
+        SenderRef::SystemMailbox(world.mailboxes[0].1),
+        Some(ramp),
+    )
+    .await
+    .unwrap();
+    let evaluate = async |now: DateTime<Utc>| {
+        warmups::evaluate_due(pool, Some(now), WarmUpGate::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.state.step, e.verdict.as_str(), e.state.held_reason))
+            .collect::<Vec<_>>()
+    };
+    sent(&world, 10, at(1, 9), 0, "").await;
+    assert_eq!(evaluate(at(2, 0)).await, [(1, "stepped", None)]);
+
+    // Day 2: the delivery trace found 2 of 10 recipients filtered (20 % > 10 %): held.
+    sent(&world, 10, at(2, 9), 0, "").await;
+    sqlx::query(
+        "INSERT INTO recipient_outcomes (message_id, recipient, trace_status, outcome, at) \
+         SELECT id, 'guest@example.org', 'x', \
+             CASE WHEN row_number() OVER (ORDER BY id) <= 2 THEN 'filtered' ELSE 'delivered' END, \
+             sent_at FROM messages WHERE sent_at >= $1",
+    )
+    .bind(at(2, 0))
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        evaluate(at(3, 0)).await,
+        [(
+            1,
+            "held",
+            Some("filtered 20.0% > 10% (2 of 10 traced)".into())
+        )]
+    );
+
+    // Day 3: clean sends, but the bounce reader paused the Graph tenant on a 5.7.705 (its
+    // limit_pauses row; the message itself may be of another mailbox): one step down.
+    sent(&world, 10, at(3, 9), 0, "").await;
+    sqlx::query(
+        "INSERT INTO limit_pauses (scope, key, code, whole_day, paused_at, paused_until, reason) \
+         VALUES ('tenant', 'contoso.example', '5.7.705', true, $1, $1 + interval '1 day', 'x')",
+    )
+    .bind(at(3, 11))
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        evaluate(at(4, 0)).await,
+        [(0, "steppedDown", Some("reputation NDR 5.7.705".into()))]
+    );
+}
