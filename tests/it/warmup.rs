@@ -443,3 +443,60 @@ async fn a_filtered_share_over_the_threshold_holds_and_a_tenant_reputation_pause
         [(0, "steppedDown", Some("reputation NDR 5.7.705".into()))]
     );
 }
+
+#[tokio::test]
+async fn a_pool_skips_a_member_whose_warm_up_day_is_spent() {
+    // Two members at 60 a minute; mb0 warms up at 2 a day. One worker: each placement sees the
+    // slots the previous send left.
+    let world = TestApp::paced().mailboxes(2).per_minute(60).spawn().await;
+    let pool = &world.db.pool;
+    let members: Vec<_> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
+    mail_worker::store::pools::upsert(pool, "invites", &members, None)
+        .await
+        .unwrap();
+    let ramp = WarmUp {
+        start_per_day: NonZeroU32::new(2).unwrap(),
+        growth: 2.0,
+        max_per_day: NonZeroU32::new(100).unwrap(),
+    };
+    warmups::configure(
+        pool,
+        SenderRef::SystemMailbox(world.mailboxes[0].1),
+        Some(ramp),
+    )
+    .await
+    .unwrap();
+    let text = (0..10)
+        .map(|i| {
+            format!(
+                r#"{{"id":"{}","senderPool":"invites","to":[{{"address":"guest{i}@example.org"}}],"subject":"s","body":{{"contentType":"text","content":"x"}}}}"#,
+                Uuid::new_v4()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let enqueued = import::enqueue(pool, text, Outbox::Off).await.unwrap();
+    assert_eq!(enqueued.inserted, 10, "{:?}", enqueued.bad);
+    let mut daemon = world
+        .daemon_command(&[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "60"),
+            ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
+            ("WORKER_CONCURRENCY", "1"),
+        ])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(120), "10 SENT", async || {
+        world.count("SENT").await == 10
+    })
+    .await;
+    daemon.kill().await.unwrap();
+    let received = world.sim.messages();
+    let from = |m: &mail_worker::domain::MailboxAddress| {
+        received.iter().filter(|r| r.mailbox == m.as_str()).count()
+    };
+    assert_eq!(
+        (from(&members[0]), from(&members[1]), received.len()),
+        (2, 8, 10),
+        "mb0 takes its warm-up day's 2, mb1 the rest"
+    );
+}
