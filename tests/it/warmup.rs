@@ -109,6 +109,19 @@ async fn the_senders_file_refuses_a_bad_warm_up_naming_the_entry_and_stores_a_go
     assert_eq!(db.rows_in("sender_warmups").await, 0);
 }
 
+/// Gives the test app's mailbox 0 the ramp `(startPerDay, growth, maxPerDay)`.
+async fn warm_up(world: &TestApp, (start, growth, max): (u32, f64, u32)) {
+    let ramp = WarmUp {
+        start_per_day: NonZeroU32::new(start).unwrap(),
+        growth,
+        max_per_day: NonZeroU32::new(max).unwrap(),
+    };
+    let mailbox = SenderRef::SystemMailbox(world.mailboxes[0].1);
+    warmups::configure(&world.db.pool, mailbox, Some(ramp))
+        .await
+        .unwrap();
+}
+
 fn day(d: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 12, d).unwrap()
 }
@@ -144,13 +157,7 @@ async fn a_ramp_on_a_virtual_clock_steps_on_clean_sending_days_holds_on_a_dirty_
  {
     let world = TestApp::paced().spawn().await;
     let pool = &world.db.pool;
-    let mailbox = SenderRef::SystemMailbox(world.mailboxes[0].1);
-    let ramp = WarmUp {
-        start_per_day: NonZeroU32::new(100).unwrap(),
-        growth: 2.0,
-        max_per_day: NonZeroU32::new(1_000).unwrap(),
-    };
-    warmups::configure(pool, mailbox, Some(ramp)).await.unwrap();
+    warm_up(&world, (100, 2.0, 1_000)).await;
     let gate = WarmUpGate::default();
     // (evaluated at, step, day budget, sending days, verdict, held reason)
     let state = async || {
@@ -298,14 +305,8 @@ fn lines(n: usize) -> String {
 async fn mail_worker_run_evaluates_the_ramp_and_the_limiter_books_against_its_budget() {
     let world = TestApp::paced().per_minute(60).spawn().await;
     let pool = &world.db.pool;
-    let mailbox = SenderRef::SystemMailbox(world.mailboxes[0].1);
     // 2 a day, growth 1.5: step 1 is 3 a day.
-    let ramp = WarmUp {
-        start_per_day: NonZeroU32::new(2).unwrap(),
-        growth: 1.5,
-        max_per_day: NonZeroU32::new(100).unwrap(),
-    };
-    warmups::configure(pool, mailbox, Some(ramp)).await.unwrap();
+    warm_up(&world, (2, 1.5, 100)).await;
     // An earlier UTC day (PostgreSQL's clock), out of the rolling 24 h, was a clean sending day.
     let yesterday = world.db_now().await - chrono::Duration::hours(25);
     sent(&world, 1, yesterday, 0, "").await;
@@ -383,18 +384,7 @@ async fn deferred(world: &TestApp) -> i64 {
 async fn a_filtered_share_over_the_threshold_holds_and_a_tenant_reputation_pause_steps_down() {
     let world = TestApp::paced().spawn().await;
     let pool = &world.db.pool;
-    let ramp = WarmUp {
-        start_per_day: NonZeroU32::new(10).unwrap(),
-        growth: 2.0,
-        max_per_day: NonZeroU32::new(1_000).unwrap(),
-    };
-    warmups::configure(
-        pool,
-        SenderRef::SystemMailbox(world.mailboxes[0].1),
-        Some(ramp),
-    )
-    .await
-    .unwrap();
+    warm_up(&world, (10, 2.0, 1_000)).await;
     let evaluate = async |now: DateTime<Utc>| {
         warmups::evaluate_due(pool, Some(now), WarmUpGate::default())
             .await
@@ -454,18 +444,7 @@ async fn a_pool_skips_a_member_whose_warm_up_day_is_spent() {
     mail_worker::store::pools::upsert(pool, "invites", &members, None)
         .await
         .unwrap();
-    let ramp = WarmUp {
-        start_per_day: NonZeroU32::new(2).unwrap(),
-        growth: 2.0,
-        max_per_day: NonZeroU32::new(100).unwrap(),
-    };
-    warmups::configure(
-        pool,
-        SenderRef::SystemMailbox(world.mailboxes[0].1),
-        Some(ramp),
-    )
-    .await
-    .unwrap();
+    warm_up(&world, (2, 2.0, 100)).await;
     let text = (0..10)
         .map(|i| {
             format!(
