@@ -230,3 +230,18 @@ pub const MAIL_TRACE_READ_FAILED: &str = "mail.trace.readFailed";
 /// A tenant's trace reads are paused: `401` (the message-trace app's service principal is
 /// missing) or `403` (`ExchangeMessageTrace.Read.All` missing); the reason names the fix.
 pub const MAIL_TRACE_PAUSED: &str = "mail.trace.paused";
+
+/// A sender's warm-up ramp counted a clean sending day and stepped up one step (info; ADR
+/// 0047). Fields: `mailbox`, `day` (the sending day counted), `step`, `day_budget`,
+/// `sending_days`, `sent`.
+pub const MAIL_WARMUP_STEPPED: &str = "mail.warmup.stepped";
+/// A sender's warm-up ramp held its step: the sending day counted was not clean, or the ramp
+/// is at its end (`reason` says which; warn when not clean). Fields: `mailbox`, `day`, `step`,
+/// `day_budget`, `sending_days`, `reason`.
+pub const MAIL_WARMUP_HELD: &str = "mail.warmup.held";
+/// A reputation NDR (5.7.705, 5.7.708, 5.7.501, 5.7.515) stepped a sender's warm-up ramp down
+/// one step (warn). Fields: `mailbox`, `day`, `step`, `day_budget`, `sending_days`, `reason`.
+pub const MAIL_WARMUP_STEPPED_DOWN: &str = "mail.warmup.steppedDown";
+/// Evaluating the warm-up ramps failed (PostgreSQL); the next round tries again (warn).
+/// Fields: `error`.
+pub const MAIL_WARMUP_EVALUATION_FAILED: &str = "mail.warmup.evaluationFailed";

@@ -93,6 +93,9 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
     if !u.pools.is_empty() {
         row("pools", u.pools.join(", "));
     }
+    if let Some(w) = &u.warm_up {
+        row("warm-up", w.describe());
+    }
     row(
         "limits",
         format!(
@@ -193,6 +196,11 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
             table
                 .out
                 .push_str(&format!("  pools: {}\n", u.pools.join(", ")));
+        }
+        if let Some(w) = &u.warm_up {
+            table
+                .out
+                .push_str(&format!("  warm-up: {}\n", w.describe()));
         }
         if let Some(e) = &u.limiter_error {
             table.out.push_str(&format!("  limiter unreadable: {e}\n"));

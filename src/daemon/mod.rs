@@ -33,6 +33,7 @@ mod retention;
 mod senders_file;
 mod stack;
 mod startup;
+mod warmup;
 
 pub(crate) use stack::{Stack, build_stack};
 pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
@@ -239,6 +240,14 @@ fn spawn_parts(
             retention::retention_loop(pool.clone(), Arc::clone(metrics), keep, done)
         });
     }
+    parts.spawn("warm-up", |done| {
+        warmup::warmup_loop(
+            pool.clone(),
+            (warmup::gate(config), Arc::clone(metrics)),
+            stack.clock.clone(),
+            done,
+        )
+    });
     if config.bounces.enabled {
         parts.spawn("bounces", |done| stack.bounces.clone().run(done));
     }

@@ -30,6 +30,8 @@ pub(crate) struct Stack {
     pub delivery: crate::delivery::DeliveryReconciler,
     /// The live replicas the heartbeat counts, which the limiter's fail-open shares among.
     pub live_replicas: crate::rate_limit::LiveReplicas,
+    /// The clock (a test's virtual time decides the warm-up's day).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Builds the service stack for `config` on `pool`: limiter, factory, service, counting in
@@ -74,7 +76,7 @@ pub(crate) fn build_stack(
     let service = MailProviderService::new(
         pool,
         factory,
-        clock,
+        Arc::clone(&clock),
         ServiceSettings {
             defer_spread_max: config.defer_spread_max,
             max_attempts: config.max_attempts.map_or(u32::MAX, |n| n.get()),
@@ -90,6 +92,7 @@ pub(crate) fn build_stack(
         bounces,
         delivery,
         live_replicas,
+        clock,
     })
 }
 

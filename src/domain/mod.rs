@@ -17,6 +17,7 @@ mod secret;
 mod sender;
 mod status;
 mod suppression;
+mod warm_up;
 
 pub use event::EventKind;
 pub use failure::{FailureAction, LimitFinding, action_of, classify};
@@ -34,6 +35,7 @@ pub(crate) use status::MessageStatus;
 pub(crate) use status::{sql_finished, sql_status};
 pub use suppression::{ALL_SUPPRESSED, HardBounce, SuppressionSource};
 pub(crate) use suppression::{match_key, suppressed_address};
+pub use warm_up::{DayOutcome, REPUTATION_CODES, Verdict, WarmUp, WarmUpGate, WarmUpStep};
 
 /// For the checks' tests: `check` accepts every one of `good` and refuses every one of `bad`.
 #[cfg(test)]

@@ -162,6 +162,8 @@ pub struct Tenant {
     pub sender_address: MailboxAddress,
     /// Provider and credentials.
     pub transport: TenantTransport,
+    /// Its warm-up ramp and current step (`sender_warmups`, ADR 0047); `None`: no warm-up.
+    pub warm_up: Option<super::WarmUpStep>,
 }
 
 impl Tenant {
@@ -189,6 +191,8 @@ pub struct SystemMailbox {
     pub rate_limit_recipients_per_day: Option<NonZeroU32>,
     /// Override of `MAIL_RATE_LIMIT_RESERVED_PERCENT` (0 to 90); `None` = default.
     pub rate_limit_reserved_percent: Option<u8>,
+    /// Its warm-up ramp and current step (`sender_warmups`, ADR 0047); `None`: no warm-up.
+    pub warm_up: Option<super::WarmUpStep>,
 }
 
 /// The sender of one message.
@@ -206,6 +210,14 @@ impl Sender {
         match self {
             Self::Tenant(t) => &t.sender_address,
             Self::SystemMailbox(m) => &m.address,
+        }
+    }
+
+    /// Its warm-up ramp and step, if any.
+    pub(crate) fn warm_up(&self) -> Option<super::WarmUpStep> {
+        match self {
+            Self::Tenant(t) => t.warm_up,
+            Self::SystemMailbox(m) => m.warm_up,
         }
     }
 

@@ -81,6 +81,44 @@ pub struct SenderState {
     /// Messages waiting in PostgreSQL that hold no booked slot (they need one, ahead of new
     /// messages), and their recipients.
     pub backlog: Load,
+    /// Its warm-up (`None`: none): from each next UTC day on, the day budget is the next
+    /// step's, every day taken as a clean sending day (ADR 0047).
+    pub warm_up: Option<Ramp>,
+}
+
+/// A sender's warm-up as the forecast replays it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ramp {
+    /// The ramp and its current step (today's budget).
+    pub step: crate::domain::WarmUpStep,
+    /// The sender's own day budget (its override or the default), which caps every step.
+    pub own_per_day: u32,
+}
+
+impl SenderState {
+    /// The recipients-per-day budget at `slot`: [`Self::limits`]' own, or under a warm-up the
+    /// step of `slot`'s UTC day (one step up per day after today's), capped by the sender's.
+    fn per_day_at(&self, slot: DateTime<Utc>) -> u32 {
+        match self.warm_up {
+            None => self.limits.recipients_per_day,
+            Some(r) => {
+                let days = (slot.date_naive() - self.now.date_naive()).num_days();
+                let days = u32::try_from(days.max(0)).unwrap_or(u32::MAX);
+                r.step.day_budget_after(days).get().min(r.own_per_day)
+            }
+        }
+    }
+
+    /// The next UTC midnight after `slot` when a warm-up's budget grows then.
+    fn grows_after(&self, slot: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let midnight = slot
+            .date_naive()
+            .succ_opt()?
+            .and_hms_opt(0, 0, 0)?
+            .and_utc();
+        (self.warm_up.is_some() && self.per_day_at(midnight) > self.per_day_at(slot))
+            .then_some(midnight)
+    }
 }
 
 /// A number of messages and their recipients.
@@ -197,8 +235,6 @@ impl<'a> Replay<'a> {
     /// One message of `recipients`, not before `not_before`.
     fn take(&mut self, not_before: Option<DateTime<Utc>>, recipients: u64, priority: Priority) {
         let limits = usable_budget(self.state.limits, priority);
-        // A message larger than its share may use the whole day (the limiter's `max(share, need)`).
-        let per_day = u64::from(limits.recipients_per_day).max(recipients);
         if recipients > u64::from(self.state.limits.recipients_per_day) {
             self.too_large += u64::from(self.new_ones);
             return;
@@ -214,12 +250,19 @@ impl<'a> Replay<'a> {
                 self.window.pop_front();
                 self.in_window -= n;
             }
+            // A message larger than its share may use the whole day (the limiter's
+            // `max(share, need)`).
+            let per_day = u64::from(self.usable_per_day(slot, priority)).max(recipients);
             if self.in_window + recipients <= per_day {
                 break;
             }
             day_full = true;
-            // Wait for the oldest recipients to leave the window.
-            slot = self.window.front().map_or(slot, |&(leaves, _)| leaves);
+            // Wait for the oldest recipients to leave the window, or a warm-up's next step.
+            let freed = self.window.front().map(|&(leaves, _)| leaves);
+            slot = match (freed, self.state.grows_after(slot)) {
+                (Some(f), Some(g)) => f.min(g),
+                (f, g) => f.or(g).unwrap_or(slot),
+            };
         }
         self.window
             .push_back((slot + Duration::hours(24), recipients));
@@ -242,6 +285,15 @@ impl<'a> Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// The day budget `priority` may use at `slot` ([`SenderState::per_day_at`], its share).
+    fn usable_per_day(&self, slot: DateTime<Utc>, priority: Priority) -> u32 {
+        let limits = Limits {
+            recipients_per_day: self.state.per_day_at(slot),
+            ..self.state.limits
+        };
+        usable_budget(limits, priority).recipients_per_day
+    }
+
     /// The messages waiting with no booked slot ([`SenderState::backlog`]), `normal`, their
     /// recipients spread evenly (only their sum is known).
     fn take_backlog(&mut self) {

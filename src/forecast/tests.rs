@@ -19,6 +19,7 @@ fn state(per_minute: u32, per_day: u32) -> SenderState {
         cooldown_until: None,
         recipients_last_day: 0,
         backlog: Load::default(),
+        warm_up: None,
     }
 }
 
@@ -281,5 +282,50 @@ fn a_backlog_end_is_the_booked_ones_end_without_unbooked_messages_and_none_when_
     assert_eq!(
         backlog_end(&s),
         Some(at(10, 30, 0) + spacing(Algorithm::Paced, 25) * 9)
+    );
+}
+
+#[test]
+fn a_sender_in_warm_up_forecasts_its_day_budgets_step_by_step() {
+    use crate::domain::{WarmUp, WarmUpStep};
+    use std::num::NonZeroU32;
+    // 600 a minute, ramp 100 × 2 up to 400, at step 0: 100 today (from 09:00), 200 on the
+    // next UTC day, 400 on the one after; 700 one-recipient messages.
+    let mut s = state(600, 100);
+    s.warm_up = Some(Ramp {
+        step: WarmUpStep {
+            ramp: WarmUp {
+                start_per_day: NonZeroU32::new(100).unwrap(),
+                growth: 2.0,
+                max_per_day: NonZeroU32::new(400).unwrap(),
+            },
+            step: 0,
+        },
+        own_per_day: 9_000,
+    });
+    let sends = vec![
+        NewSend {
+            not_before: None,
+            recipients: 1,
+            priority: Priority::Normal,
+        };
+        700
+    ];
+    let f = finish(&s, &sends);
+    // Day 1 (from 09:00): 100. Day 2: the budget is 200 from 00:00 while day 1's 100 are
+    // still in the window: 100 at 00:00, 100 more as day 1's leave at 09:00. Day 3: 400 from
+    // 00:00: 300 at 00:00 (day 2's first 100 leave then), the last 100 as day 2's 09:00 ones
+    // leave: 700 sent on day 3, 09:00.
+    assert_eq!(
+        f.finish.date_naive(),
+        (at(9, 0, 0) + Duration::days(2)).date_naive()
+    );
+    assert_eq!(f.finish.format("%H").to_string(), "09", "{f:?}");
+    // Without the ramp's growth (a flat 100 a day) the same 700 take 7 days.
+    s.warm_up = None;
+    let flat = finish(&s, &sends);
+    assert_eq!(
+        flat.finish.date_naive(),
+        (at(9, 0, 0) + Duration::days(6)).date_naive()
     );
 }

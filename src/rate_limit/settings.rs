@@ -85,12 +85,13 @@ pub struct RateLimits {
 impl RateLimits {
     /// The budget of `sender` when these are the defaults: a system mailbox's own
     /// `rate_limit_per_minute`, `rate_limit_recipients_per_day` and
-    /// `rate_limit_reserved_percent` where set (a tenant's sender has none) — the one place the
+    /// `rate_limit_reserved_percent` where set (a tenant's sender has none), the day budget
+    /// capped by its warm-up's current step where it has one (ADR 0047) — the one place the
     /// limits in force are decided (the mailer factory, `mailbox usage`, the forecast).
     pub fn for_sender(self, sender: &crate::domain::Sender) -> Self {
         match sender {
             crate::domain::Sender::SystemMailbox(m) => self.for_system_mailbox(m),
-            crate::domain::Sender::Tenant(_) => self,
+            crate::domain::Sender::Tenant(t) => self.warmed_up(t.warm_up),
         }
     }
 
@@ -104,6 +105,17 @@ impl RateLimits {
             reserved_percent: m
                 .rate_limit_reserved_percent
                 .unwrap_or(self.reserved_percent),
+        }
+        .warmed_up(m.warm_up)
+    }
+
+    /// The recipients-per-day budget in force: min(configured, the warm-up step's budget).
+    fn warmed_up(self, warm_up: Option<crate::domain::WarmUpStep>) -> Self {
+        Self {
+            recipients_per_day: warm_up.map_or(self.recipients_per_day, |w| {
+                w.day_budget().min(self.recipients_per_day)
+            }),
+            ..self
         }
     }
 }

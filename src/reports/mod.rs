@@ -7,12 +7,14 @@
 //! - [`limits`]: the limits in force for a sender and where each comes from;
 //! - [`campaign`]: a campaign's forecast and progress (`campaign forecast|status`, the
 //!   campaigns pages);
+//! - [`warm_up`]: a sender's warm-up step, sending days and why it held;
 //! - `bookings`: a cancelled, retried or re-limited mailbox's bookings dropped from the limiter.
 
 pub(crate) mod bookings;
 pub mod campaign;
 mod limits;
 pub mod usage;
+pub mod warm_up;
 
 use crate::store::StoreError;
 

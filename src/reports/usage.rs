@@ -32,6 +32,9 @@ pub struct MailboxUsage {
     pub limiter_error: Option<String>,
     /// The sender pools it is a member of, by name (docs/decisions/0046-sender-pools.md).
     pub pools: Vec<String>,
+    /// Its warm-up, if it has one (docs/decisions/0047-warm-up.md).
+    #[serde(rename = "warmUp", skip_serializing_if = "Option::is_none")]
+    pub warm_up: Option<super::warm_up::WarmUpUsage>,
     /// Its messages.
     pub messages: admin::SenderMessages,
     /// When the messages waiting now will have been sent (a forecast: the limiter's bookings,
@@ -215,6 +218,7 @@ async fn usages(
     let ids: Vec<uuid::Uuid> = described.iter().map(|(_, id, _, _)| *id).collect();
     let mut messages = mailbox_list::messages_of(pool, &ids).await?;
     let mut pools = pool_views::pools_of(pool, &ids).await?;
+    let mut warm_ups = crate::store::warmups::of_senders(pool, &ids).await?;
     let graph: Vec<(String, MailboxAddress)> = senders
         .iter()
         .zip(&described)
@@ -249,6 +253,7 @@ async fn usages(
             limiter,
             limiter_error,
             pools: pools.remove(&id).unwrap_or_default(),
+            warm_up: warm_ups.remove(&id).map(Into::into),
             messages: messages
                 .remove(&id)
                 .unwrap_or_else(admin::SenderMessages::zeros),

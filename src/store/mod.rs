@@ -290,6 +290,7 @@ pub mod senders;
 pub mod suppressions;
 pub mod trace_reads;
 pub mod waiting;
+pub mod warmups;
 
 /// Who sends a message: exactly one of `tenant_id` / `system_mailbox_id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

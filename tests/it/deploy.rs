@@ -546,6 +546,7 @@ fn exported() -> BTreeSet<String> {
     m.failed_for("mb@example.org");
     m.recipient_outcome("mb@example.org", "delivered");
     m.set_waiting(&[("day", 1)]);
+    m.set_warmup_day_budgets(&[("mb@example.org".into(), 500)]);
     m.encode()
         .lines()
         .filter(|l| !l.starts_with('#'))

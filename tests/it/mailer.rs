@@ -179,6 +179,7 @@ fn graph_tenant(secret: &str) -> Tenant {
         name: "northwind".into(),
         sender_address: MailboxAddress::parse("events@contoso.example").unwrap(),
         transport: TenantTransport::Graph(graph_credentials(secret)),
+        warm_up: None,
     }
 }
 
@@ -190,6 +191,7 @@ fn sendgrid_tenant(key: &str) -> Tenant {
         transport: TenantTransport::SendGrid {
             api_key: SecretRef::new(key),
         },
+        warm_up: None,
     }
 }
 
@@ -201,6 +203,7 @@ fn system_mailbox(address: &str, secret: &str, per_minute: Option<u32>) -> Syste
         rate_limit_per_minute: per_minute.and_then(NonZeroU32::new),
         rate_limit_recipients_per_day: None,
         rate_limit_reserved_percent: None,
+        warm_up: None,
     }
 }
 

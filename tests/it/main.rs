@@ -45,4 +45,5 @@ mod trace_campaign;
 mod upgrade;
 mod verify;
 mod version;
+mod warmup;
 mod webhooks;

@@ -20,6 +20,7 @@ pub fn demo_senders() -> SendersFile {
         priority: None,
         read_bounces: None,
         trace_delivery: None,
+        warm_up: None,
     };
     SendersFile {
         sender_pools: Vec::new(),

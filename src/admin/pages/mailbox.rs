@@ -29,6 +29,8 @@ struct MailboxPage {
     select: bool,
     /// The sender pools the mailbox is a member of, by name (empty: none).
     pools: String,
+    /// Its warm-up: step, day budget, sending days, why it held (ADR 0047).
+    warm_up: Option<String>,
     /// When what waits now will have been sent (forecast), UTC.
     backlog_ends: Option<String>,
 }
@@ -127,6 +129,10 @@ async fn mailbox_page(
         messages_href: format!("/messages?sender={}", segment(address.as_str())),
         select: false,
         pools: usage.pools.join(", "),
+        warm_up: usage
+            .warm_up
+            .as_ref()
+            .map(crate::reports::warm_up::WarmUpUsage::describe),
         backlog_ends: usage
             .backlog_ends
             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()),

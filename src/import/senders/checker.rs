@@ -371,6 +371,7 @@ pub(super) const MAILBOX_FIELDS: &[&str] = &[
     "priority",
     "readBounces",
     "traceDelivery",
+    "warmUp",
 ];
 pub(super) const TENANT_FIELDS: &[&str] = &[
     "name",
@@ -386,6 +387,7 @@ pub(super) const TENANT_FIELDS: &[&str] = &[
     "priority",
     "readBounces",
     "traceDelivery",
+    "warmUp",
 ];
 pub(super) const EXTERNAL_PER_DAY: &str = "externalRecipientsPerDay";
 pub(super) const ACCEPTED_DOMAINS: &str = "acceptedDomains";

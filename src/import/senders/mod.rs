@@ -46,6 +46,7 @@ use crate::{
 mod checker;
 mod pools;
 mod validate;
+mod warm_up;
 
 use checker::Checker;
 use validate::{Validated, validate, validate_value};
@@ -144,6 +145,22 @@ pub struct SystemMailboxEntry {
     /// `GRAPH_TRACE_DELIVERY`; needs `ExchangeMessageTrace.Read.All`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_delivery: Option<bool>,
+    /// Its warm-up ramp (`{"startPerDay", "growth", "maxPerDay"}`, ADR 0047): a day budget
+    /// that steps up per clean sending day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_up: Option<WarmUpEntry>,
+}
+
+/// A sender's `warmUp` (checked in `validate.rs`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WarmUpEntry {
+    /// Recipients per day on the first sending day.
+    pub start_per_day: u32,
+    /// The factor of each clean sending day (≥ 1).
+    pub growth: f64,
+    /// The budget the ramp ends at (≥ `startPerDay`).
+    pub max_per_day: u32,
 }
 
 /// One `tenants[]` entry: what every provider has, then Graph's fields, then SendGrid's.
@@ -181,6 +198,10 @@ pub struct TenantEntry {
     pub accepted_domains: Option<Vec<String>>,
     /// SendGrid: API key or reference.
     pub sendgrid_api_key: Option<String>,
+    /// Its warm-up ramp (`{"startPerDay", "growth", "maxPerDay"}`, ADR 0047): a day budget
+    /// that steps up per clean sending day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_up: Option<WarmUpEntry>,
 }
 
 /// What an import did.
@@ -272,7 +293,7 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 address,
                 graph,
                 (per_minute, per_day, reserved),
-                (priority, read_bounces, trace_delivery),
+                (priority, read_bounces, trace_delivery, ramp),
             ) => {
                 let before = senders::overrides_of(pool, &address).await?;
                 let budget_before = mailbox_budget(pool, &address).await?;
@@ -298,13 +319,14 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                 )
                 .await?;
                 sender_settings::set_reserved_percent(pool, id, reserved).await?;
+                crate::store::warmups::configure(pool, sender, ramp).await?;
                 report.system_mailboxes += 1;
             }
             Validated::Tenant(
                 name,
                 sender,
                 transport,
-                (priority, read_bounces, trace_delivery),
+                (priority, read_bounces, trace_delivery, ramp),
             ) => {
                 let before = senders::tenant_by_name(pool, &name).await?;
                 let id = senders::upsert_tenant(pool, &name, &sender, &transport).await?;
@@ -323,6 +345,7 @@ pub async fn import(pool: &PgPool, file: &SendersFile) -> Result<ImportReport, I
                     (read_bounces, trace_delivery),
                 )
                 .await?;
+                crate::store::warmups::configure(pool, sender, ramp).await?;
                 report.tenants += 1;
             }
             Validated::Pool(p) => {

@@ -4,11 +4,14 @@
 use super::{
     checker::{ACCEPTED_DOMAINS, EXTERNAL_PER_DAY, Entry, MAILBOX_FIELDS, TENANT_FIELDS, kind},
     pools::{Known, PoolEntry, pools},
+    warm_up::{not_for_sendgrid, warm_up},
     *,
 };
+use crate::domain::WarmUp;
 
-/// An entry's priority, `readBounces` and `traceDelivery` (`None`: `GRAPH_TRACE_DELIVERY`).
-pub(super) type Settings = (Priority, bool, Option<bool>);
+/// An entry's priority, `readBounces`, `traceDelivery` (`None`: `GRAPH_TRACE_DELIVERY`) and
+/// `warmUp`.
+pub(super) type Settings = (Priority, bool, Option<bool>, Option<WarmUp>);
 
 /// A validated entry, ready to write.
 pub(super) enum Validated {
@@ -75,10 +78,12 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let per_minute = check.limit(m, "rateLimitPerMinute");
         let per_day = check.limit(m, "rateLimitRecipientsPerDay");
         let reserved = reserved_percent(&mut check, m);
+        let ramp = warm_up(&mut check, m);
         let priority = (
             check.priority(m),
             check.read_bounces(m),
             check.trace_delivery(m),
+            ramp.unwrap_or_default(),
         );
         if let Some(graph) = &graph {
             budgets.push((at.clone(), graph.clone()));
@@ -104,7 +109,7 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
             once(&mut check, format!("tenant {n}"), format!("{at}.name"));
         }
         let sender = check.mailbox(t, "sender");
-        let priority = (
+        let (priority, read_bounces, trace_delivery) = (
             check.priority(t),
             check.read_bounces(t),
             check.trace_delivery(t),
@@ -112,6 +117,13 @@ pub(super) fn validate_value(root: &Value) -> Result<Vec<Validated>, Vec<BadEntr
         let provider = check
             .string(t, "provider", true)
             .and_then(|p| check.kept(format!("{at}.provider"), p.parse::<MailProvider>()));
+        let ramp = if provider == Some(MailProvider::SendGrid) {
+            not_for_sendgrid(&mut check, t);
+            None
+        } else {
+            warm_up(&mut check, t).unwrap_or_default()
+        };
+        let priority = (priority, read_bounces, trace_delivery, ramp);
         if let Some(s) = &sender {
             // A system mailbox with the address wins (as `senders::by_address` resolves it).
             known

@@ -24,6 +24,7 @@
 //! | `mail_worker_recipients_outcome_total` | counter | `mailbox` (the sender), `outcome` (`delivered`, `failed`, `filtered`): recipients whose fate the message trace told (`crate::delivery`), once each |
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
+//! | `mail_worker_warmup_day_budget` | gauge | `mailbox`: the recipients per day its warm-up step allows (the budget in force is the lower of this and its own; `sender_warmups`, all replicas, refreshed every minute) |
 //! | `mail_worker_mailbox_failed_total` | counter | `mailbox`: messages that ended `ERROR` at a send, by sending mailbox (configuration, bounded) |
 //! | `mail_worker_messages_overflowed_total` | counter | `pool`, `reason` (`budgetsSpent`): pooled messages given to their pool's overflow sender (configuration, bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
@@ -109,6 +110,7 @@ metric_table! {
         recipient_outcomes: Family<RecipientOutcomeLabels, Counter> = "mail_worker_recipients_outcome", "Recipients whose fate Exchange's message trace told, by sender and outcome (delivered, failed, filtered)";
         paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
         limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
+        warmup_day_budget: Family<MailboxLabels, Gauge> = "mail_worker_warmup_day_budget", "Recipients per day a sender's warm-up step allows, by sending mailbox (the budget in force is the lower of this and its own; all replicas; refreshed every minute)";
         mailbox_failed: Family<MailboxLabels, Counter> = "mail_worker_mailbox_failed", "Messages that ended ERROR at a send, by sending mailbox (configuration, bounded; never a recipient)";
         overflowed: Family<OverflowLabels, Counter> = "mail_worker_messages_overflowed", "Pooled messages given to their pool's overflow sender, by pool and reason (budgetsSpent)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";
@@ -332,6 +334,19 @@ impl Metrics {
                 mailbox: mailbox.to_owned(),
             })
             .set(i64::from(paused));
+    }
+
+    /// Sets `mail_worker_warmup_day_budget` to `budgets` (mailbox, recipients per day): every
+    /// sender with a ramp, and only those.
+    pub fn set_warmup_day_budgets(&self, budgets: &[(String, u32)]) {
+        self.warmup_day_budget.clear();
+        for (mailbox, budget) in budgets {
+            self.warmup_day_budget
+                .get_or_create(&MailboxLabels {
+                    mailbox: mailbox.clone(),
+                })
+                .set(i64::from(*budget));
+        }
     }
 
     /// The registry in Prometheus/OpenMetrics text format.

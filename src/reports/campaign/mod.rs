@@ -271,6 +271,7 @@ pub(super) fn sender_state(
             messages: backlog.unbooked,
             recipients: backlog.unbooked_recipients,
         },
+        warm_up: limits.warm_up,
     }
 }
 

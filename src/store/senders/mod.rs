@@ -18,10 +18,13 @@ use crate::domain::{
 
 const TENANT_COLUMNS: &str = "id, name, mail_provider, sender_address, graph_tenant_id, \
      graph_client_id, graph_client_secret, sendgrid_api_key, external_recipients_per_day, \
-     accepted_domains";
+     accepted_domains, (SELECT ARRAY[w.start_per_day, w.growth, w.max_per_day, w.step] \
+         FROM sender_warmups w WHERE w.tenant_id = tenants.id) AS warm_up";
 const MAILBOX_COLUMNS: &str = "id, address, graph_tenant_id, graph_client_id, \
      graph_client_secret, rate_limit_per_minute, rate_limit_recipients_per_day, \
-     rate_limit_reserved_percent, external_recipients_per_day, accepted_domains";
+     rate_limit_reserved_percent, external_recipients_per_day, accepted_domains, \
+     (SELECT ARRAY[w.start_per_day, w.growth, w.max_per_day, w.step] \
+         FROM sender_warmups w WHERE w.system_mailbox_id = system_mailboxes.id) AS warm_up";
 
 fn bad(table: &'static str, problem: impl Into<String>) -> StoreError {
     StoreError::BadRow {
@@ -50,6 +53,7 @@ fn tenant_from_row(row: &PgRow) -> Result<Tenant, StoreError> {
         name,
         sender_address,
         transport,
+        warm_up: warm_up(row)?,
     })
 }
 
@@ -91,6 +95,29 @@ fn positive(row: &PgRow, column: &str) -> Result<Option<NonZeroU32>, StoreError>
         .and_then(NonZeroU32::new))
 }
 
+/// The `warm_up` column: `[start_per_day, growth, max_per_day, step]` of its `sender_warmups`
+/// row (one array: the sender's columns are read from one table), `NULL` without a ramp.
+fn warm_up(row: &PgRow) -> Result<Option<crate::domain::WarmUpStep>, StoreError> {
+    let Some(values) = row.try_get::<Option<Vec<f64>>, _>("warm_up")? else {
+        return Ok(None);
+    };
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let whole = |v: f64| NonZeroU32::new(v as u32);
+    match values.as_slice() {
+        [start, growth, max, step] => Ok(Some(crate::domain::WarmUpStep {
+            ramp: crate::domain::WarmUp {
+                start_per_day: whole(*start)
+                    .ok_or_else(|| bad("sender_warmups", "start_per_day"))?,
+                growth: *growth,
+                max_per_day: whole(*max).ok_or_else(|| bad("sender_warmups", "max_per_day"))?,
+            },
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            step: *step as u32,
+        })),
+        _ => Err(bad("sender_warmups", "warm_up is not 4 numbers")),
+    }
+}
+
 fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
     let raw: String = row.try_get("address")?;
     Ok(SystemMailbox {
@@ -102,6 +129,7 @@ fn mailbox_from_row(row: &PgRow) -> Result<SystemMailbox, StoreError> {
         rate_limit_reserved_percent: row
             .try_get::<Option<i32>, _>("rate_limit_reserved_percent")?
             .and_then(|v| u8::try_from(v).ok()),
+        warm_up: warm_up(row)?,
     })
 }
 
