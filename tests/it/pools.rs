@@ -234,6 +234,14 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
     even(&per_sender);
 }
 
+/// A row as placed: id, overflow reason, member address (none: overflowed), `scheduled_on`.
+type PlacedRow = (
+    Uuid,
+    Option<String>,
+    Option<String>,
+    chrono::DateTime<chrono::Utc>,
+);
+
 /// The overflow tenant's SendGrid key (the stand-in accepts it).
 const SENDGRID_KEY: &str = "SG.pools-test";
 
@@ -322,12 +330,7 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
     assert_eq!(received, expected, "each message sent once");
     assert_eq!(world.sim.stats().refused_total(), 0, "no Graph 429");
     // The rows overflowed for `forecastMisses` are exactly SendGrid's.
-    let rows: Vec<(
-        Uuid,
-        Option<String>,
-        Option<String>,
-        chrono::DateTime<chrono::Utc>,
-    )> = sqlx::query_as(
+    let rows: Vec<PlacedRow> = sqlx::query_as(
         "SELECT m.id, m.overflow_reason, s.address, m.scheduled_on FROM messages m \
              LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id WHERE m.id = ANY($1)",
     )
