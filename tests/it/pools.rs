@@ -258,7 +258,7 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
         .iter()
         .map(|a| {
             format!(
-                r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}"}}"#
+                r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","rateLimitPerMinute":20}}"#
             )
         })
         .collect();
@@ -281,6 +281,30 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
     let text = text.replace(
         r#""senderPool""#,
         &format!(r#""by":"{}","senderPool""#, by.to_rfc3339()),
+    );
+    // The forecast gives the same split: 10 slots a member before `by`, the rest overflowed,
+    // none forecast after its own `by`.
+    let forecast = forecast_file(&world.config, &world.db.pool, text.as_bytes(), None)
+        .await
+        .unwrap();
+    let p = &forecast.pools[0];
+    let shares: Vec<u64> = p.members.iter().map(|m| m.messages).collect();
+    assert_eq!(
+        (p.overflow, p.overflowed, shares),
+        (Some("forecastMisses"), 20, vec![10, 10])
+    );
+    let per_sender: Vec<(&str, u64, u64)> = forecast
+        .senders
+        .iter()
+        .map(|s| (s.mailbox.as_str(), s.messages.messages, s.finish.missed_by))
+        .collect();
+    assert_eq!(
+        per_sender,
+        [
+            (members[0].as_str(), 10, 0),
+            (members[1].as_str(), 10, 0),
+            ("news@adatum.example", 20, 0)
+        ]
     );
     // One more line with a `by` that is not a time: refused, naming the field.
     let bad = format!(
