@@ -64,3 +64,24 @@ pub struct PoolOverflow {
     /// mail stays on Exchange).
     pub external_only: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MembersFree::*, OverflowWhen::*};
+
+    #[test]
+    fn the_rules_read_the_members_slot_the_by_and_the_day() {
+        let (by, now) = (Some(60_000), 0);
+        assert!(ForecastMisses.overflows(At(60_001), by, now));
+        assert!(!ForecastMisses.overflows(At(60_000), by, now));
+        assert!(!ForecastMisses.overflows(At(60_001), None, now));
+        assert!(!ForecastMisses.overflows(Unknown, by, now));
+        assert!(ForecastMisses.overflows(NoRoom, by, now));
+        assert!(!ForecastMisses.overflows(NoRoom, Some(super::DAY_MS), now));
+        assert!(!ForecastMisses.overflows(NoRoom, None, now));
+        for free in [At(60_001), Unknown] {
+            assert!(!BudgetsSpent.overflows(free, by, now));
+        }
+        assert!(BudgetsSpent.overflows(NoRoom, None, now));
+    }
+}
