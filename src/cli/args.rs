@@ -96,8 +96,9 @@ pub enum Command {
 pub enum CampaignCommand {
     /// Before enqueueing: per sender, the earliest finish of a campaign file given the senders'
     /// budgets, what the limiter has booked and used, and what already waits; warns when a
-    /// finish is after --by (exit 1 then), past a mailbox's day budget or a tenant's external
-    /// budget. Writes nothing.
+    /// finish is after --by or a line's slot after its own `by` (exit 1 then), past a
+    /// mailbox's day budget or a tenant's external budget; per sender pool, its lines on each
+    /// member and on its overflow sender. Writes nothing.
     Forecast {
         /// The campaign file (JSONL, as `enqueue` takes it).
         file: PathBuf,

@@ -43,7 +43,7 @@ pub(super) async fn campaign_command(
             let late = report.senders.iter().any(|s| {
                 s.warnings
                     .iter()
-                    .any(|w| matches!(w, Warning::AfterDeadline { .. }))
+                    .any(|w| matches!(w, Warning::AfterDeadline { .. } | Warning::MissesBy { .. }))
             });
             Ok(if late || !report.bad_lines.is_empty() {
                 ExitCode::FAILURE
@@ -140,7 +140,7 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
             .map(|m| format!("{} {}", m.mailbox, m.messages))
             .collect();
         out.push_str(&format!(
-            "pool {}: {} messages over {} members ({}){}\n",
+            "pool {}: {} messages over {} members ({}){}{}\n",
             p.pool,
             p.messages,
             p.members.len(),
@@ -149,7 +149,11 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
                 String::new()
             } else {
                 format!("; paused, skipped: {}", p.paused.join(", "))
-            }
+            },
+            p.overflow.map_or(String::new(), |rule| format!(
+                "; {} to the overflow sender ({rule})",
+                p.overflowed
+            ))
         ));
     }
     for w in warnings {

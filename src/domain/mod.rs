@@ -24,7 +24,7 @@ pub use failure::{FailureAction, LimitFinding, action_of, classify};
 pub(crate) use mailbox::punycode_domain;
 pub use mailbox::{InvalidMailbox, MailboxAddress, mask_address};
 pub use message::{Attachment, BodyContentType, Header, MessageContent, OutgoingMail, Recipient};
-pub use pool::{OverflowWhen, PoolOverflow};
+pub use pool::{MembersFree, OverflowWhen, PoolOverflow};
 pub use priority::Priority;
 pub(crate) use redact::{redact_raw, redact_url};
 pub use secret::{SECRET_FILE_TTL, SecretError, SecretFiles, SecretRef};

@@ -135,6 +135,8 @@ pub struct Load {
 pub struct NewSend {
     /// Its `scheduledOn` (`None`: now).
     pub not_before: Option<DateTime<Utc>>,
+    /// Its own `by` (the campaign line's), if any.
+    pub by: Option<DateTime<Utc>>,
     /// Its recipients.
     pub recipients: u32,
     /// Its priority.
@@ -153,6 +155,8 @@ pub struct Finish {
     pub spilled: u64,
     /// New messages with more recipients than the whole day budget: never sent (refused).
     pub too_large: u64,
+    /// New messages whose slot is after their own `by`.
+    pub missed_by: u64,
 }
 
 /// Replays the limiter's slots for `state`'s backlog and then `sends` (in `scheduledOn` order,
@@ -164,14 +168,17 @@ pub fn finish(state: &SenderState, sends: &[NewSend]) -> Finish {
     replay.new_ones = true;
     let mut ordered: Vec<NewSend> = sends.to_vec();
     ordered.sort_by_key(|s| s.not_before);
+    let mut missed_by = 0;
     for send in ordered {
-        replay.take(send.not_before, u64::from(send.recipients), send.priority);
+        let slot = replay.take(send.not_before, u64::from(send.recipients), send.priority);
+        missed_by += u64::from(slot.zip(send.by).is_some_and(|(slot, by)| slot > by));
     }
     Finish {
         first: replay.first,
         finish: replay.last_new.unwrap_or(state.now),
         spilled: replay.spilled,
         too_large: replay.too_large,
+        missed_by,
     }
 }
 
@@ -232,12 +239,17 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// One message of `recipients`, not before `not_before`.
-    fn take(&mut self, not_before: Option<DateTime<Utc>>, recipients: u64, priority: Priority) {
+    /// One message of `recipients`, not before `not_before`: its slot (`None`: never sent).
+    fn take(
+        &mut self,
+        not_before: Option<DateTime<Utc>>,
+        recipients: u64,
+        priority: Priority,
+    ) -> Option<DateTime<Utc>> {
         let limits = usable_budget(self.state.limits, priority);
         if recipients > u64::from(self.state.limits.recipients_per_day) {
             self.too_large += u64::from(self.new_ones);
-            return;
+            return None;
         }
         let ahead = self.ahead(priority);
         let mut slot = self.high_slot(not_before.map_or(ahead, |t| t.max(ahead)), priority);
@@ -281,6 +293,7 @@ impl<'a> Replay<'a> {
             self.spilling |= day_full;
             self.spilled += u64::from(self.spilling);
         }
+        Some(slot)
     }
 }
 
@@ -306,7 +319,7 @@ impl Replay<'_> {
         for _ in 0..backlog.messages {
             let extra = u64::from(left_over > 0);
             left_over = left_over.saturating_sub(1);
-            self.take(None, per_backlog + extra, Priority::Normal);
+            let _ = self.take(None, per_backlog + extra, Priority::Normal);
         }
     }
 

@@ -35,6 +35,7 @@ fn sends(n: usize, recipients: u32) -> Vec<NewSend> {
     vec![
         NewSend {
             not_before: None,
+            by: None,
             recipients,
             priority: Priority::Bulk,
         };
@@ -105,16 +106,36 @@ fn bookings_cooldown_and_backlog_come_first() {
 }
 
 #[test]
+fn lines_whose_slot_is_after_their_own_by_are_counted_and_warned() {
+    let s = state(60, 9_000);
+    // 60/min paced: slots 1,034 ms apart from 09:00:00; `by` 09:00:05 is met by slots 0 to 4.
+    let mut list = sends(8, 1);
+    for send in &mut list[..7] {
+        send.by = Some(at(9, 0, 5));
+    }
+    let f = finish(&s, &list);
+    assert_eq!(f.missed_by, 2, "slots 5 and 6 (the 8th has no by)");
+    let w = crate::forecast::warnings(&f, s.limits, None);
+    assert_eq!(w, [Warning::MissesBy { messages: 2 }]);
+    assert_eq!(
+        w[0].to_string(),
+        "2 messages are forecast after their own `by`"
+    );
+}
+
+#[test]
 fn a_later_scheduled_on_moves_the_slot_and_the_pacing_restarts_there() {
     let s = state(60, 9_000);
     let mut list = sends(2, 1);
     list.push(NewSend {
         not_before: Some(at(10, 0, 0)),
+        by: None,
         recipients: 1,
         priority: Priority::Normal,
     });
     list.push(NewSend {
         not_before: Some(at(10, 0, 0)),
+        by: None,
         recipients: 1,
         priority: Priority::Normal,
     });
@@ -211,6 +232,7 @@ fn high(n: usize) -> Vec<NewSend> {
     vec![
         NewSend {
             not_before: None,
+            by: None,
             recipients: 1,
             priority: Priority::High,
         };

@@ -24,6 +24,11 @@ pub enum Warning {
         /// The day budget (recipients).
         recipients_per_day: u32,
     },
+    /// Messages forecast after their own `by` (the campaign line's).
+    MissesBy {
+        /// How many.
+        messages: u64,
+    },
     /// Messages with more recipients than the whole day budget (never sent).
     TooLarge {
         /// How many.
@@ -58,6 +63,9 @@ impl std::fmt::Display for Warning {
                 f,
                 "{spilled} messages exceed the mailbox's day budget of {recipients_per_day} recipients and spill into the next day"
             ),
+            Self::MissesBy { messages } => {
+                write!(f, "{messages} messages are forecast after their own `by`")
+            }
             Self::TooLarge { messages } => write!(
                 f,
                 "{messages} messages have more recipients than the whole day budget and will fail"
@@ -79,6 +87,11 @@ pub fn warnings(finish: &Finish, limits: Limits, by: Option<DateTime<Utc>>) -> V
     let mut out = Vec::new();
     if let Some(by) = by.filter(|by| finish.finish > *by) {
         out.push(Warning::AfterDeadline { by });
+    }
+    if finish.missed_by > 0 {
+        out.push(Warning::MissesBy {
+            messages: finish.missed_by,
+        });
     }
     if finish.spilled > 0 {
         out.push(Warning::DayBudget {

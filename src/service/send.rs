@@ -101,12 +101,17 @@ impl MailProviderService {
             Err(MailErrorKind::RateLimitExceeded {
                 reason,
                 retry_after,
-                ..
+                booked,
             }),
         ) = (message.pool, result.as_ref().map_err(|e| &e.kind))
-            && pool::day_spent(*reason, *retry_after)
+            && let denial = (pool::Denial {
+                reason: *reason,
+                retry_after: *retry_after,
+                booked: *booked,
+            })
+            && denial.may_overflow(message.db_now(), message.send_by)
             && let Some(outcome) = self
-                .overflow_after_day_denial(message, pool_id, sender_id)
+                .overflow_after_denial(message, pool_id, sender_id, denial)
                 .await?
         {
             return Ok(outcome);

@@ -122,3 +122,31 @@ pub(crate) async fn pools_of(
     }
     Ok(out)
 }
+
+/// Every pool's overflow, by pool id: its sender's id (`system_mailboxes.id` or
+/// `tenants.id`), its rule and whether only for external recipients. Pools without one (or
+/// whose overflow sender is gone) are not in it.
+///
+/// # Errors
+/// Database errors; a stored rule that is not one of the words, as a bad row.
+pub(crate) async fn overflows(
+    pool: &PgPool,
+) -> Result<HashMap<Uuid, (Uuid, crate::domain::OverflowWhen, bool)>, StoreError> {
+    let rows: Vec<(Uuid, Uuid, String, bool)> = sqlx::query_as(
+        "SELECT id, coalesce(overflow_system_mailbox_id, overflow_tenant_id), overflow_when, \
+                overflow_external_only \
+         FROM sender_pools WHERE overflow_when IS NOT NULL \
+           AND coalesce(overflow_system_mailbox_id, overflow_tenant_id) IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(id, sender, when, external_only)| {
+            let when = when.parse().map_err(|problem| StoreError::BadRow {
+                table: "sender_pools",
+                problem: format!("pool {id}: overflow_when {problem}"),
+            })?;
+            Ok((id, (sender, when, external_only)))
+        })
+        .collect()
+}

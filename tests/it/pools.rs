@@ -2,7 +2,10 @@
 //! docs/decisions/0046-sender-pools.md): pooled lines enqueued by name, each message placed on
 //! the member with the earliest free slot before its Graph request and kept there.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::Duration,
+};
 
 use mail_worker::{
     domain::MailboxAddress,
@@ -11,7 +14,11 @@ use mail_worker::{
 };
 use uuid::Uuid;
 
-use crate::support::{TestApp, wait_until};
+use crate::support::{
+    TestApp,
+    app::{CLIENT, SECRET, TENANT},
+    wait_until,
+};
 
 /// `n` campaign lines of pool `pool`, one recipient each.
 fn pooled_lines(pool: &str, n: usize) -> (Vec<Uuid>, String) {
@@ -225,6 +232,217 @@ async fn campaign_status_usage_the_forecast_and_the_campaign_page_know_the_pool(
         .map(|s| (s.mailbox.clone(), s.messages.messages))
         .collect();
     even(&per_sender);
+}
+
+/// A row as placed: id, overflow reason, member address (none: overflowed), `scheduled_on`.
+type PlacedRow = (
+    Uuid,
+    Option<String>,
+    Option<String>,
+    chrono::DateTime<chrono::Utc>,
+);
+
+/// The overflow tenant's SendGrid key (the stand-in accepts it).
+const SENDGRID_KEY: &str = "SG.pools-test";
+
+#[tokio::test]
+async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_their_by() {
+    // Two members at 20 a minute (slots 3.1 s apart each, R = 0), a campaign of 40 lines whose
+    // `by` is 30 s ahead: about 2 × 10 slots fall before it; the rest go to SendGrid at once.
+    let world = TestApp::paced().mailboxes(2).per_minute(20).spawn().await;
+    let sendgrid = graph_sim::sendgrid::SendGridSim::start([SENDGRID_KEY.to_owned()])
+        .await
+        .unwrap();
+    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
+    let mailboxes: Vec<String> = members
+        .iter()
+        .map(|a| {
+            format!(
+                r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","rateLimitPerMinute":20}}"#
+            )
+        })
+        .collect();
+    let file = format!(
+        r#"{{"systemMailboxes":[{}],
+            "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
+            "senderPools":[{{"name":"invites","members":["{}","{}"],
+                "overflow":{{"sender":"news@adatum.example","when":"forecastMisses"}}}}]}}"#,
+        mailboxes.join(","),
+        members[0],
+        members[1]
+    );
+    let file = mail_worker::import::senders::check(&file).unwrap();
+    mail_worker::import::senders::import(&world.db.pool, &file)
+        .await
+        .unwrap();
+
+    let by = world.db_now().await + chrono::Duration::seconds(30);
+    let (ids, text) = pooled_lines("invites", 40);
+    let text = text.replace(
+        r#""senderPool""#,
+        &format!(r#""by":"{}","senderPool""#, by.to_rfc3339()),
+    );
+    // The forecast gives the same split: 10 slots a member before `by`, the rest overflowed,
+    // none forecast after its own `by`.
+    let forecast = forecast_file(&world.config, &world.db.pool, text.as_bytes(), None)
+        .await
+        .unwrap();
+    let p = &forecast.pools[0];
+    let shares: Vec<u64> = p.members.iter().map(|m| m.messages).collect();
+    assert_eq!(
+        (p.overflow, p.overflowed, shares),
+        (Some("forecastMisses"), 20, vec![10, 10])
+    );
+    let per_sender: Vec<(&str, u64, u64)> = forecast
+        .senders
+        .iter()
+        .map(|s| (s.mailbox.as_str(), s.messages.messages, s.finish.missed_by))
+        .collect();
+    assert_eq!(
+        per_sender,
+        [
+            (members[0].as_str(), 10, 0),
+            (members[1].as_str(), 10, 0),
+            ("news@adatum.example", 20, 0)
+        ]
+    );
+    // One more line with a `by` that is not a time: refused, naming the field.
+    let bad = format!(
+        r#"{{"id":"{}","senderPool":"invites","by":"soon","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}}}"#,
+        Uuid::new_v4()
+    );
+    let enqueued =
+        mail_worker::import::enqueue(&world.db.pool, format!("{text}\n{bad}"), Outbox::Off)
+            .await
+            .unwrap();
+    assert_eq!(enqueued.inserted, 40, "{:?}", enqueued.bad);
+    assert_eq!(enqueued.bad.len(), 1);
+    assert_eq!(enqueued.bad[0].location, "line 41");
+    assert!(
+        enqueued.bad[0]
+            .reason
+            .starts_with(r#"by "soon" is not an RFC 3339 time"#),
+        "{}",
+        enqueued.bad[0]
+    );
+
+    let mut daemon = world
+        .daemon_command(&[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "20"),
+            ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
+            ("SENDGRID_API_BASE_URL", sendgrid.base_url().as_str()),
+        ])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(120), "40 SENT", async || {
+        world.count("SENT").await == 40
+    })
+    .await;
+    daemon.kill().await.unwrap();
+
+    // Each message once: by a member or by SendGrid.
+    let graph = world.sim.messages();
+    let overflowed = sendgrid.messages();
+    let mut received: Vec<String> = graph
+        .iter()
+        .filter_map(|m| m.client_request_id.clone())
+        .chain(overflowed.iter().filter_map(|m| m.message_id.clone()))
+        .collect();
+    received.sort();
+    let mut expected: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    expected.sort();
+    assert_eq!(received, expected, "each message sent once");
+    assert_eq!(world.sim.stats().refused_total(), 0, "no Graph 429");
+    // The rows overflowed for `forecastMisses` are exactly SendGrid's.
+    let rows: Vec<PlacedRow> = sqlx::query_as(
+        "SELECT m.id, m.overflow_reason, s.address, m.scheduled_on FROM messages m \
+             LEFT JOIN system_mailboxes s ON s.id = m.system_mailbox_id WHERE m.id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(&world.db.pool)
+    .await
+    .unwrap();
+    let by_sendgrid: HashSet<String> = overflowed
+        .iter()
+        .filter_map(|m| m.message_id.clone())
+        .collect();
+    for (id, reason, _, _) in &rows {
+        assert_eq!(
+            reason.as_deref(),
+            by_sendgrid
+                .contains(&id.to_string())
+                .then_some("forecastMisses"),
+            "{id}"
+        );
+    }
+    // Overflowed at the placement (before any booking), or after a booking past `by` (placed
+    // from a read taken while the last slots before `by` were being booked: a deferral).
+    let after_booking: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE id = ANY($1) AND overflow_reason IS NOT NULL \
+         AND deferrals > 0",
+    )
+    .bind(&ids)
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
+    println!(
+        "forecastMisses: 40 lines, by = enqueue + 30 s, 2 members at 20 a minute: {} by Graph, \
+         {} overflowed (forecastMisses; {after_booking} after a booking past by), 0 sent twice",
+        graph.len(),
+        overflowed.len()
+    );
+    // Only the placements in flight when the last slots before `by` were taken (at most the
+    // daemon's 8 worker slots) were booked first; the rest overflowed at their placement.
+    assert!(
+        after_booking <= 8,
+        "{after_booking} overflowed after a booking"
+    );
+    // At most 2 × 10 slots fit in 30 s (the daemon starts after the enqueue); most did.
+    assert!(
+        (10..=20).contains(&graph.len()),
+        "{} by Graph, {} overflowed",
+        graph.len(),
+        overflowed.len()
+    );
+    // Each member's Graph sends went at slots up to `by` (a booked row's `scheduled_on` is its
+    // slot, written as PostgreSQL's now() + the wait a moment after the limiter's decision:
+    // within `tol`), and its next slot would have been after `by`: none overflowed that could
+    // make it. Slots are 3.1 s apart, so `tol` still tells one slot from the next.
+    let spacing = chrono::Duration::milliseconds(3_100);
+    let tol = chrono::Duration::milliseconds(500);
+    for member in &members {
+        let mut slots: Vec<_> = rows
+            .iter()
+            .filter(|(_, reason, address, _)| {
+                reason.is_none() && address.as_deref() == Some(member.as_str())
+            })
+            .map(|(_, _, _, at)| *at)
+            .collect();
+        slots.sort();
+        let last = *slots
+            .last()
+            .unwrap_or_else(|| panic!("{member} sent nothing"));
+        assert!(
+            last <= by + tol,
+            "{member}: a slot at {last}, after by {by}"
+        );
+        assert!(
+            last + spacing + tol > by,
+            "{member}: its next slot {} was before by {by}, yet lines overflowed",
+            last + spacing
+        );
+        // No slot of its own left unused before `by`: booked back to back (the first went
+        // at once, its `scheduled_on` the enqueue's).
+        for pair in slots[1..].windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                (gap - spacing).abs() < tol,
+                "{member}: slots {} and {} are {gap} apart",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
 }
 
 /// Runs `mail-worker run` at `per_minute` until `n` messages are `SENT`, then stops it.

@@ -9,13 +9,18 @@
 //! - **overflow**: a pool of 2 whose day budgets (D each) hold 2 × D recipients, a campaign of
 //!   3 × D, overflow to a SendGrid tenant (`budgetsSpent`): sent by Graph, overflowed, sent
 //!   twice, overflowed before the members' budgets were booked full. Goal: 2 × D, D, 0, 0.
+//! - **misses**: a pool of 2, a campaign whose lines give `by` = the enqueue + B s, twice the
+//!   lines the members' slots before `by` hold, overflow to the SendGrid tenant
+//!   (`forecastMisses`): sent by Graph against the slots that fit between each member's first
+//!   send and `by`, overflowed, sent twice, Graph sends after `by` (arrival over 1 s past it).
+//!   Goal: by Graph ≥ fit − 2, overflowed = the rest, 0, 0.
 //!
 //! Scaled: L defaults to 600 (not Exchange's 30) so that 5,000 messages through one mailbox take
 //! 8.3 min, not 2.8 h; the ratio is what the figure is about, and graph-sim enforces the same L.
 //!
 //! ```text
-//! cargo bench -p mail-worker-bench --bench pools                  # N 5,000, L 600, D 1,000 (~12 min)
-//! cargo test -p mail-worker-bench --bench pools -- --smoke       # N 60, D 10 (~1 min)
+//! cargo bench -p mail-worker-bench --bench pools                  # N 5,000, L 600, D 1,000, B 60 (~13 min)
+//! cargo test -p mail-worker-bench --bench pools -- --smoke       # N 60, D 10, B 10 (~1 min)
 //! ```
 //!
 //! Results: `bench-results/pools.json` (`pools-smoke.json`), each daemon's log beside it.
@@ -29,6 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use chrono::{DateTime, Utc};
 use clap::Parser;
 use graph_sim::{GraphSim, SimConfig, SimMailbox, sendgrid::SendGridSim};
 use serde::Serialize;
@@ -56,6 +62,9 @@ struct Args {
     /// Recipients per member per rolling 24 h in the overflow arm (the campaign is 3 × this).
     #[arg(long, default_value_t = 1_000)]
     day_budget: u32,
+    /// Seconds from the enqueue to the lines' `by` in the misses arm.
+    #[arg(long, default_value_t = 60)]
+    by_s: u64,
     /// Minutes to wait for an arm before reporting what it did.
     #[arg(long, default_value_t = 20)]
     wait_min: u64,
@@ -78,6 +87,10 @@ struct Arm {
     sent_twice: usize,
     /// Overflowed rows placed before the last row placed on a member.
     overflowed_early: i64,
+    /// The misses arm: Graph sends whose slots fit between each member's first send and `by`,
+    /// and Graph sends that arrived over 1 s after `by`.
+    fit_before_by: usize,
+    graph_after_by: usize,
     /// First to last graph-sim acceptance.
     seconds: f64,
     sends_per_s: f64,
@@ -88,8 +101,8 @@ struct Arm {
 }
 
 /// The senders file of an arm: `members` system mailboxes `<arm><i>@contoso.example` in pool
-/// `pool`, and a SendGrid tenant as the overflow sender when `overflow`.
-fn senders_file(arm: &str, members: usize, overflow: bool) -> (String, Vec<String>) {
+/// `pool`, and a SendGrid tenant as the overflow sender when `overflow` names its rule.
+fn senders_file(arm: &str, members: usize, overflow: Option<&str>) -> (String, Vec<String>) {
     let addresses: Vec<String> = (0..members).map(|i| format!("{arm}{i}@{TENANT}")).collect();
     let mailboxes: Vec<String> = addresses
         .iter()
@@ -99,11 +112,9 @@ fn senders_file(arm: &str, members: usize, overflow: bool) -> (String, Vec<Strin
             )
         })
         .collect();
-    let spill = if overflow {
-        r#","overflow":{"sender":"news@adatum.example","when":"budgetsSpent"}"#
-    } else {
-        ""
-    };
+    let spill = overflow.map_or(String::new(), |when| {
+        format!(r#","overflow":{{"sender":"news@adatum.example","when":"{when}"}}"#)
+    });
     let text = format!(
         r#"{{"systemMailboxes":[{}],
             "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
@@ -118,12 +129,13 @@ fn senders_file(arm: &str, members: usize, overflow: bool) -> (String, Vec<Strin
     (text, addresses)
 }
 
-/// `n` pooled lines of pool `pool`, one recipient each.
-fn campaign(pool: &str, n: usize) -> String {
+/// `n` pooled lines of pool `pool`, one recipient each, with `by` when given.
+fn campaign(pool: &str, n: usize, by: Option<DateTime<Utc>>) -> String {
+    let by = by.map_or(String::new(), |t| format!(r#""by":"{}","#, t.to_rfc3339()));
     (0..n)
         .map(|i| {
             format!(
-                r#"{{"id":"{}","senderPool":"{pool}","to":[{{"address":"guest{i}@example.org"}}],"subject":"Invitation {i}","body":{{"contentType":"html","content":"{}"}}}}"#,
+                r#"{{"id":"{}",{by}"senderPool":"{pool}","to":[{{"address":"guest{i}@example.org"}}],"subject":"Invitation {i}","body":{{"contentType":"html","content":"{}"}}}}"#,
                 Uuid::new_v4(),
                 daemon::BODY.replace('"', "'")
             )
@@ -139,12 +151,13 @@ async fn count(db: &BenchDb, sql: &'static str) -> i64 {
         .unwrap_or_else(|e| support::fail(&format!("{sql}: {e}")))
 }
 
+/// One arm: `members` in a pool, `messages` lines, the pool's overflow rule, and the lines'
+/// `by` this long after the enqueue.
 async fn arm(
     args: &Args,
-    name: &'static str,
-    members: usize,
-    messages: usize,
-    overflow: bool,
+    (name, members, messages): (&'static str, usize, usize),
+    overflow: Option<&'static str>,
+    by_after: Option<Duration>,
 ) -> Arm {
     let limiter = MeasuredRedis::start().await;
     let queue = MeasuredRedis::start().await;
@@ -156,9 +169,10 @@ async fn arm(
     mail_worker::import::senders::import(&setup, &file)
         .await
         .unwrap_or_else(|e| support::fail(&format!("senders import: {e}")));
+    let by = by_after.map(|d| Utc::now() + chrono::Duration::from_std(d).unwrap_or_default());
     let stored = mail_worker::import::enqueue(
         &setup,
-        campaign(name, messages),
+        campaign(name, messages, by),
         mail_worker::store::events::Outbox::Off,
     )
     .await
@@ -191,7 +205,7 @@ async fn arm(
         .set("MAIL_RATE_LIMIT_RESERVED_PERCENT", 0)
         .set("SENDGRID_API_BASE_URL", sendgrid.base_url())
         .set("WORKER_CONCURRENCY", 32);
-    if overflow {
+    if overflow == Some("budgetsSpent") {
         env.set("MAIL_RATE_LIMIT_RECIPIENTS_PER_DAY", args.day_budget);
     }
     let log = daemon::results_path(&format!(
@@ -224,8 +238,14 @@ async fn arm(
             .push(m.received_at_ms);
     }
     let mut max_member_in_60s = 0;
+    let (mut fit_before_by, mut graph_after_by) = (0, 0);
+    let spacing_ms = 62_000.0 / f64::from(args.per_minute);
     for times in per_member.values_mut() {
         times.sort_unstable();
+        if let (Some(by), Some(first)) = (by.map(|t| t.timestamp_millis()), times.first()) {
+            fit_before_by += (((by - first) as f64 / spacing_ms).floor() + 1.0).max(0.0) as usize;
+            graph_after_by += times.iter().filter(|t| **t > by + 1_000).count();
+        }
         let most = (0..times.len())
             .map(|i| times[i..].partition_point(|t| *t < times[i] + 60_000))
             .max()
@@ -256,6 +276,8 @@ async fn arm(
              (SELECT max(pool_placed_at) FROM messages WHERE overflow_reason IS NULL)",
         )
         .await,
+        fit_before_by,
+        graph_after_by,
         seconds,
         sends_per_s: if seconds > 0.0 {
             (graph.len() - 1) as f64 / seconds
@@ -272,15 +294,41 @@ async fn arm(
 
 async fn run(args: Args, machine: Machine) -> ExitCode {
     let mut arms = Vec::new();
-    for (name, members, messages, overflow) in [
-        ("one", 1, args.messages, false),
-        ("pool", 5, args.messages, false),
-        ("overflow", 2, 3 * args.day_budget as usize, true),
+    // The misses arm: twice the lines its 2 members' slots hold before `by`.
+    let misses = 2 * 2 * (args.by_s as f64 * f64::from(args.per_minute) / 62.0).ceil() as usize;
+    for (name, members, messages, overflow, by_after) in [
+        ("one", 1, args.messages, None, None),
+        ("pool", 5, args.messages, None, None),
+        (
+            "overflow",
+            2,
+            3 * args.day_budget as usize,
+            Some("budgetsSpent"),
+            None,
+        ),
+        (
+            "misses",
+            2,
+            misses,
+            Some("forecastMisses"),
+            Some(Duration::from_secs(args.by_s)),
+        ),
     ] {
-        let a = arm(&args, name, members, messages, overflow).await;
+        let a = arm(&args, (name, members, messages), overflow, by_after).await;
         println!(
-            "{name}: {} by Graph, {} overflowed, {:.2} sends/s, max {} a member in 60 s",
-            a.by_graph, a.overflowed, a.sends_per_s, a.max_member_in_60s
+            "{name}: {} by Graph, {} overflowed, {:.2} sends/s, max {} a member in 60 s{}",
+            a.by_graph,
+            a.overflowed,
+            a.sends_per_s,
+            a.max_member_in_60s,
+            if by_after.is_some() {
+                format!(
+                    "; {} fit before by, {} by Graph after by, {} sent twice",
+                    a.fit_before_by, a.graph_after_by, a.sent_twice
+                )
+            } else {
+                String::new()
+            }
         );
         arms.push(a);
     }
@@ -294,6 +342,8 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             "by SendGrid",
             "sent twice",
             "overflowed early",
+            "fit before by",
+            "Graph after by",
             "s",
             "sends/s",
             "max/member/60 s",
@@ -310,6 +360,8 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
                 a.by_sendgrid.to_string(),
                 a.sent_twice.to_string(),
                 a.overflowed_early.to_string(),
+                a.fit_before_by.to_string(),
+                a.graph_after_by.to_string(),
                 format!("{:.1}", a.seconds),
                 format!("{:.2}", a.sends_per_s),
                 a.max_member_in_60s.to_string(),
@@ -317,7 +369,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             ]
         },
     );
-    let (one, pool, spill) = (&arms[0], &arms[1], &arms[2]);
+    let (one, pool, spill, missed) = (&arms[0], &arms[1], &arms[2], &arms[3]);
     let ratio = if one.sends_per_s > 0.0 {
         pool.sends_per_s / one.sends_per_s
     } else {
@@ -334,7 +386,12 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         && spill.overflowed == d as i64
         && spill.by_sendgrid == d
         && arms.iter().all(|a| a.sent_twice == 0)
-        && spill.overflowed_early == 0;
+        && spill.overflowed_early == 0
+        && missed.by_graph + 2 >= missed.fit_before_by
+        && missed.by_graph <= missed.fit_before_by
+        && missed.overflowed == (missed.messages - missed.by_graph) as i64
+        && missed.by_sendgrid == missed.messages - missed.by_graph
+        && missed.graph_after_by == 0;
     println!("pool / one: {ratio:.2} × (goal ≥ 4.75)");
     #[derive(Serialize)]
     struct Report {
@@ -342,6 +399,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
         smoke: bool,
         per_minute: u32,
         day_budget: u32,
+        by_s: u64,
         pool_over_one: f64,
         arms: Vec<Arm>,
     }
@@ -352,6 +410,7 @@ async fn run(args: Args, machine: Machine) -> ExitCode {
             smoke: args.run.smoke,
             per_minute: args.per_minute,
             day_budget: args.day_budget,
+            by_s: args.by_s,
             pool_over_one: ratio,
             arms,
         },
@@ -365,12 +424,11 @@ fn main() -> ExitCode {
 }
 
 impl support::BenchArgs for Args {
-    const SMOKE: &str =
-        "A smoke run for CI: 60 messages, day budgets of 10 (30 overflowing to 10).";
+    const SMOKE: &str = "A smoke run for CI: 60 messages, day budgets of 10 (30 overflowing to 10), `by` 10 s ahead.";
 
     fn invalid(&self) -> Option<&'static str> {
-        if self.messages < 2 || self.per_minute == 0 || self.day_budget == 0 {
-            Some("--messages must be at least 2, --per-minute and --day-budget positive")
+        if self.messages < 2 || self.per_minute == 0 || self.day_budget == 0 || self.by_s == 0 {
+            Some("--messages must be at least 2, --per-minute, --day-budget and --by-s positive")
         } else {
             None
         }
@@ -379,6 +437,7 @@ impl support::BenchArgs for Args {
     fn smoke(&mut self) {
         self.messages = 60;
         self.day_budget = 10;
+        self.by_s = 10;
         self.wait_min = 3;
     }
 }

@@ -43,6 +43,8 @@ struct Line {
     #[serde(default)]
     scheduled_on: Option<String>,
     #[serde(default)]
+    by: Option<String>,
+    #[serde(default)]
     priority: Option<String>,
     #[serde(default)]
     campaign_id: Option<String>,
@@ -100,6 +102,9 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
     }
     if let Some(s) = &line.scheduled_on {
         fields.push(("scheduledOn".into(), s));
+    }
+    if let Some(b) = &line.by {
+        fields.push(("by".into(), b));
     }
     if let Some(p) = &line.priority {
         fields.push(("priority".into(), p));
@@ -293,14 +298,17 @@ pub(crate) fn parse_line(
             "attachments total {attachment_bytes} bytes; at most {MAX_INLINE_ATTACHMENT_BYTES} bytes (3 MB) can be sent inline (https://learn.microsoft.com/graph/outlook-large-attachments)"
         )));
     }
-    let scheduled_on = line
-        .scheduled_on
-        .map(|raw| {
-            DateTime::parse_from_rfc3339(raw.trim())
-                .map(|t| t.with_timezone(&Utc))
-                .map_err(|e| bad(format!("scheduledOn {raw:?} is not an RFC 3339 time: {e}")))
-        })
-        .transpose()?;
+    let scheduled_on = time_field("scheduledOn", line.scheduled_on).map_err(bad)?;
+    let send_by = time_field("by", line.by).map_err(bad)?;
+    if let (Some(at), Some(by)) = (scheduled_on, send_by)
+        && by < at
+    {
+        return Err(bad(format!(
+            "by {} is before scheduledOn {}: the message could never be sent by then",
+            by.to_rfc3339(),
+            at.to_rfc3339()
+        )));
+    }
     let priority = line
         .priority
         .map(|raw| {
@@ -333,9 +341,23 @@ pub(crate) fn parse_line(
             attachments,
         },
         scheduled_on,
+        send_by,
         priority,
         campaign_id,
     })
+}
+
+/// A time field's RFC 3339 text (`scheduledOn`, `by`) as UTC; `None` when not given.
+///
+/// # Errors
+/// A sentence naming the field.
+fn time_field(field: &str, raw: Option<String>) -> Result<Option<DateTime<Utc>>, String> {
+    raw.map(|raw| {
+        DateTime::parse_from_rfc3339(raw.trim())
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| format!("{field} {raw:?} is not an RFC 3339 time: {e}"))
+    })
+    .transpose()
 }
 
 /// The longest campaign id kept (a label, not a payload).

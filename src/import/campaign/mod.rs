@@ -25,6 +25,8 @@
 mod line;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_by;
 
 use crate::store::events::Outbox;
 use std::collections::{HashMap, HashSet};

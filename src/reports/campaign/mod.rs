@@ -127,6 +127,7 @@ pub async fn forecast_file(
     let defaults = crate::store::sender_settings::priorities(pool).await?;
     let send_of = |m: &crate::store::messages::NewMessage, id: Uuid| NewSend {
         not_before: m.scheduled_on,
+        by: m.send_by,
         recipients: m.content.recipient_count(),
         priority: m
             .priority
@@ -134,9 +135,23 @@ pub async fn forecast_file(
             .unwrap_or_default(),
     };
     // A pooled line goes to the member the placement would give it, not its stand-in.
-    let pooled: Vec<(Uuid, NewSend, Uuid)> = good
+    let pooled: Vec<pooled::Line> = good
         .iter()
-        .filter_map(|(_, m)| Some((m.sender_pool?, send_of(m, m.sender.id()), m.sender.id())))
+        .filter_map(|(_, m)| {
+            let c = &m.content;
+            Some(pooled::Line {
+                pool: m.sender_pool?,
+                send: send_of(m, m.sender.id()),
+                stand_in: m.sender.id(),
+                recipients: c
+                    .to
+                    .iter()
+                    .chain(&c.cc)
+                    .chain(&c.bcc)
+                    .map(|r| r.address.as_str())
+                    .collect(),
+            })
+        })
         .collect();
     let now = Utc::now();
     let (mut placed, pools) = pooled::spread_pooled(config, pool, &senders, &pooled, now).await?;
@@ -303,9 +318,13 @@ async fn sender_forecast(
         let due = sends.iter().map(|s| s.not_before.unwrap_or(now).max(now));
         Finish {
             first: due.clone().min(),
-            finish: due.max().unwrap_or(now),
+            finish: due.clone().max().unwrap_or(now),
             spilled: 0,
             too_large: 0,
+            missed_by: due
+                .zip(sends)
+                .filter(|(at, s)| s.by.is_some_and(|by| *at > by))
+                .count() as u64,
         }
     };
     let all_high = !sends.is_empty() && sends.iter().all(|s| s.priority == Priority::High);

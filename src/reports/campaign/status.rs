@@ -131,6 +131,7 @@ pub(crate) async fn status_with(
             let sends = vec![
                 NewSend {
                     not_before: None,
+                    by: None,
                     recipients: per,
                     priority: Priority::default(),
                 };

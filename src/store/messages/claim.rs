@@ -27,7 +27,7 @@ macro_rules! sending_columns {
              m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
              m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
              m.send_attempted_at, m.claim_token, m.priority, m.sender_pool_id, \
-             m.pool_placed_at IS NOT NULL AS pool_placed, now() AS claimed_at, \
+             m.pool_placed_at IS NOT NULL AS pool_placed, m.send_by, now() AS claimed_at, \
              ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
                    ORDER BY a.position) AS attachment_names, \
              ARRAY(SELECT a.content_type FROM message_attachments a WHERE a.message_id = m.id \
@@ -172,6 +172,9 @@ pub struct StoredMessage {
     /// `sender_pool_id`: the pool it was given to, and whether it is placed on its member
     /// (`pool_placed_at`); `None` for a message of one sender.
     pub pool: Option<(Uuid, bool)>,
+    /// `send_by`: the line's `by`, when it should have been sent by (a `forecastMisses`
+    /// pool's overflow judges it).
+    pub send_by: Option<DateTime<Utc>>,
     /// What it says and to whom, or a sentence naming the column that does not hold what it
     /// should (the attempt then ends the message with that error).
     pub content: Result<MessageContent, String>,
@@ -278,6 +281,7 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
             .try_get::<Option<Uuid>, _>("sender_pool_id")?
             .map(|id| row.try_get("pool_placed").map(|placed| (id, placed)))
             .transpose()?,
+        send_by: row.try_get("send_by")?,
         content: content(row, attachments)?,
         attempts: row.try_get("attempts")?,
         deferrals: row.try_get("deferrals")?,

@@ -26,6 +26,9 @@ pub struct NewMessage {
     pub content: MessageContent,
     /// When to send; `None` = now.
     pub scheduled_on: Option<DateTime<Utc>>,
+    /// The line's `by` (`messages.send_by`): when it should have been sent by; a pool whose
+    /// overflow rule is `forecastMisses` overflows it when no member can meet it.
+    pub send_by: Option<DateTime<Utc>>,
     /// Which of its sender's due rows a claim takes first; `None` = the sender's default
     /// (`tenants.priority` / `system_mailboxes.priority`).
     pub priority: Option<Priority>,
@@ -76,19 +79,19 @@ pub(crate) async fn insert(
     let new_ids: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, system_mailbox_id, to_recipients, cc_recipients, \
              bcc_recipients, subject, body_content_type, body, headers, scheduled_on, priority, campaign_id, \
-             status, last_error, sender_pool_id) \
+             status, last_error, sender_pool_id, send_by) \
          SELECT id, tenant_id, system_mailbox_id, to_r::jsonb, cc_r::jsonb, bcc_r::jsonb, \
              subject, content_type, body, headers::jsonb, coalesce(scheduled_on, now()), \
              coalesce(t.priority, \
                  (SELECT s.priority FROM system_mailboxes s WHERE s.id = t.system_mailbox_id), \
                  (SELECT x.priority FROM tenants x WHERE x.id = t.tenant_id), 'normal'), \
              campaign_id, CASE WHEN failed IS NULL THEN 'SCHEDULED' ELSE 'ERROR' END, failed, \
-             sender_pool_id \
+             sender_pool_id, send_by \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], \
-             $14::text[], $15::uuid[]) \
+             $14::text[], $15::uuid[], $16::timestamptz[]) \
              AS t(id, tenant_id, system_mailbox_id, to_r, cc_r, bcc_r, subject, content_type, \
-                  body, headers, scheduled_on, priority, campaign_id, failed, sender_pool_id) \
+                  body, headers, scheduled_on, priority, campaign_id, failed, sender_pool_id, send_by) \
          ON CONFLICT (id) DO NOTHING \
          RETURNING id",
     )
@@ -132,6 +135,7 @@ pub(crate) async fn insert(
     )
     .bind(failed)
     .bind(messages.iter().map(|m| m.sender_pool).collect::<Vec<_>>())
+    .bind(messages.iter().map(|m| m.send_by).collect::<Vec<_>>())
     .fetch_all(&mut *tx)
     .await?;
     // The attachments of the rows inserted now (an id repeated in `messages`: its first).

@@ -1,19 +1,25 @@
 //! A pooled message's placement (docs/decisions/0046-sender-pools.md): at its first attempt,
 //! before any Graph request, it is given to the member whose next free slot is earliest (one
 //! read of every member's slot from the limiter, not one decision per member), skipping
-//! paused members; with every member's day budget spent, to the pool's overflow sender when
-//! its rule is `budgetsSpent`. The choice is written on the row (fenced by the claim) before
-//! the send, so the message keeps that sender for good.
+//! paused members; to the pool's overflow sender when its rule says so: `budgetsSpent`, every
+//! member's day budget spent; `forecastMisses`, the message has a `by` and no member's next
+//! slot is before it (or every day budget is spent and `by` is within a day). The choice is
+//! written on the row (fenced by the claim) before the send, so the message keeps that sender
+//! for good.
 
-use std::{collections::HashSet, time::Duration};
+use std::collections::HashSet;
 
 use uuid::Uuid;
+
+mod choice;
+
+pub(crate) use choice::Denial;
+use choice::{Choice, choose};
 
 use super::{MailProviderService, SendOutcome};
 use crate::{
     domain::{EventKind, OverflowWhen, Sender},
     log_events,
-    mailer::MemberRoom,
     store::{
         StoreError, events,
         messages::{SenderRef, StoredMessage},
@@ -43,44 +49,6 @@ pub(super) fn to_place(message: &StoredMessage) -> Option<Uuid> {
         _ => None,
     }
 }
-
-/// The member to take, by index into `rooms`: the earliest free slot (to the second) among
-/// those with room for `recipients` in their day budget; ties go round by `start` (the
-/// message's id), so a pool with every member free, or the messages of one claim placed at
-/// once from the same read, spread over the members instead of all taking the one whose slot
-/// is a few milliseconds earlier. `Err(earliest)` when none has room:
-/// the earliest free slot regardless (its booking goes into the next day), `None` if there is
-/// no member.
-pub(crate) fn earliest(
-    rooms: &[Option<MemberRoom>],
-    recipients: i64,
-    start: usize,
-) -> Result<usize, Option<usize>> {
-    let n = rooms.len();
-    let key = |i: usize| {
-        let free = rooms[i].map_or(0, |r| r.free_at_ms.div_euclid(TIE_MS));
-        (free, (i + n - start % n.max(1)) % n.max(1))
-    };
-    let with_room = (0..n)
-        .filter(|&i| rooms[i].is_none_or(|r| r.day_left >= recipients))
-        .min_by_key(|&i| key(i));
-    with_room.ok_or_else(|| (0..n).min_by_key(|&i| key(i)))
-}
-
-/// Whether a denial says the member's day budget is spent: its reason is the day budget, or
-/// its booked slot is [`DAY_SPENT_AHEAD`] or more ahead (`paced` names the minute budget when it
-/// books a day-spent message into the next day's first free slot).
-pub(super) fn day_spent(reason: crate::rate_limit::DenyReason, retry_after: Duration) -> bool {
-    reason == crate::rate_limit::DenyReason::Day || retry_after >= DAY_SPENT_AHEAD
-}
-
-/// 23 h: a minute-budget backlog books at most D messages ahead (D ≤ 10,000 recipients a
-/// day, each message one at least), D ÷ L minutes: under 23 h for any L of 8 a minute or more,
-/// so a booking this far ahead is the rolling 24 h's.
-const DAY_SPENT_AHEAD: Duration = Duration::from_secs(23 * 3_600);
-
-/// Free slots within the same second tie.
-const TIE_MS: i64 = 1_000;
 
 impl MailProviderService {
     /// Places the pooled `message` of pool `pool_id` (see the module docs).
@@ -113,15 +81,17 @@ impl MailProviderService {
             .as_ref()
             .map_or(1, |c| i64::from(c.recipient_count()));
         let start = (message.id.as_u128() % owned.len() as u128) as usize;
-        let (chosen, reason) = match earliest(&rooms, recipients, start) {
-            Ok(i) => (owned[i].clone(), None),
-            Err(fallback) => match overflow_for(&pool, message) {
-                Some(sender) => (sender, Some(OverflowWhen::BudgetsSpent)),
-                None => match fallback {
-                    Some(i) => (owned[i].clone(), None),
-                    None => return Ok(Placement::Kept),
-                },
-            },
+        let overflow = overflow_for(&pool, message);
+        let choice = choose(
+            (&rooms, recipients, start),
+            overflow.as_ref().map(|(_, when)| *when),
+            message.send_by.map(|t| t.timestamp_millis()),
+            message.db_now().timestamp_millis(),
+        );
+        let (chosen, reason) = match (choice, overflow) {
+            (Choice::Overflow(reason), Some((sender, _))) => (sender, Some(reason)),
+            (Choice::Member(i), _) => (owned[i].clone(), None),
+            (Choice::Overflow(_) | Choice::Nowhere, _) => return Ok(Placement::Kept),
         };
         let mut tx = self.pool.begin().await?;
         if !pools::place(&mut *tx, message.fence, SenderRef::of(&chosen), reason).await? {
@@ -139,31 +109,34 @@ impl MailProviderService {
         Ok(Placement::On(chosen))
     }
 
-    /// A pooled message on member `on` that the member's limiter refused for its day budget
+    /// A pooled message on member `on` that the member's limiter refused: for its day budget
     /// (another message took the last room between the placement's read and its booking, or
-    /// the message waited on the member for its in-flight turn meanwhile): given to the pool's
-    /// overflow sender when its rule says so, due now. Never once a Graph request may have
-    /// been made for it (the write checks), nor when `on` is the overflow sender itself.
-    /// `None` when the pool does not overflow it.
+    /// the message waited on the member for its in-flight turn meanwhile), or with a booked
+    /// slot after the message's `by` (placements read at once booked one after another): given
+    /// to the pool's overflow sender when its rule says so ([`Denial::overflows`]), due now.
+    /// Never once a Graph request may have been made for it (the write checks), nor when `on`
+    /// is the overflow sender itself. `None` when the pool does not overflow it.
     ///
     /// # Errors
     /// PostgreSQL errors.
-    pub(super) async fn overflow_after_day_denial(
+    pub(super) async fn overflow_after_denial(
         &self,
         message: &StoredMessage,
         pool_id: Uuid,
         on: Uuid,
+        denial: Denial,
     ) -> Result<Option<SendOutcome>, StoreError> {
         let Some(pool) = pools::senders_of(&self.pool, pool_id).await? else {
             return Ok(None);
         };
-        let Some(sender) = overflow_for(&pool, message) else {
+        let Some((sender, reason)) = overflow_for(&pool, message) else {
             return Ok(None);
         };
-        if SenderRef::of(&sender).id() == on {
+        if SenderRef::of(&sender).id() == on
+            || !denial.overflows(reason, message.db_now(), message.send_by)
+        {
             return Ok(None);
         }
-        let reason = OverflowWhen::BudgetsSpent;
         let mut tx = self.pool.begin().await?;
         let Some(until) =
             pools::overflow_now(&mut *tx, message.fence, SenderRef::of(&sender), reason).await?
@@ -190,20 +163,20 @@ impl MailProviderService {
             pool,
             reason = reason.as_str(),
             mailbox = %to.mailbox(),
-            "pooled message overflowed: every member's day budget is spent"
+            "pooled message overflowed: {}",
+            match reason {
+                OverflowWhen::BudgetsSpent => "every member's day budget is spent",
+                OverflowWhen::ForecastMisses => "no member's next slot is before its `by` time",
+            }
         );
     }
 }
 
-/// The pool's overflow sender for `message` when its rule is `budgetsSpent` (the rule
-/// `forecastMisses` is not built yet: such a pool never overflows) and, with `externalOnly`,
-/// the message has a recipient outside the members' accepted domains (none known: internal,
-/// so it stays on Exchange).
-fn overflow_for(pool: &PoolSenders, message: &StoredMessage) -> Option<Sender> {
+/// The pool's overflow sender for `message` and its rule, when the pool has one and, with
+/// `externalOnly`, the message has a recipient outside the members' accepted domains (none
+/// known: internal, so it stays on Exchange).
+fn overflow_for(pool: &PoolSenders, message: &StoredMessage) -> Option<(Sender, OverflowWhen)> {
     let (sender, when, external_only) = pool.overflow.as_ref()?;
-    if *when != OverflowWhen::BudgetsSpent {
-        return None;
-    }
     if *external_only {
         let content = message.content.as_ref().ok()?;
         let addresses: Vec<&str> = content
@@ -222,43 +195,5 @@ fn overflow_for(pool: &PoolSenders, message: &StoredMessage) -> Option<Sender> {
             return None;
         }
     }
-    Some(sender.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn room(free_at_ms: i64, day_left: i64) -> Option<MemberRoom> {
-        Some(MemberRoom {
-            free_at_ms,
-            day_left,
-        })
-    }
-
-    #[test]
-    fn the_earliest_free_slot_with_day_room_wins() {
-        let rooms = [room(3_000, 10), room(1_000, 10), room(2_000, 10)];
-        assert_eq!(earliest(&rooms, 1, 0), Ok(1));
-        // The earliest has no day room left: the next one.
-        let rooms = [room(3_000, 10), room(1_000, 0), room(2_000, 10)];
-        assert_eq!(earliest(&rooms, 1, 0), Ok(2));
-        // None has room: the earliest regardless, as the fallback.
-        assert_eq!(
-            earliest(&[room(3_000, 0), room(1_000, 0)], 1, 0),
-            Err(Some(1))
-        );
-        assert_eq!(earliest(&[], 1, 0), Err(None));
-        // Within the same second: a tie, gone round by the message.
-        assert_eq!(earliest(&[room(1_100, 10), room(1_900, 10)], 1, 1), Ok(1));
-    }
-
-    #[test]
-    fn ties_go_round_by_the_message() {
-        let free = [room(0, 10), room(0, 10), room(0, 10)];
-        let picks: Vec<_> = (0..3).map(|s| earliest(&free, 1, s)).collect();
-        assert_eq!(picks, vec![Ok(0), Ok(1), Ok(2)]);
-        // Unknown rooms (fixed-window) count as free now.
-        assert_eq!(earliest(&[None, None], 1, 1), Ok(1));
-    }
+    Some((sender.clone(), *when))
 }
