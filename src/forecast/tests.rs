@@ -330,6 +330,7 @@ fn a_sender_in_warm_up_forecasts_its_day_budgets_step_by_step() {
             not_before: None,
             recipients: 1,
             priority: Priority::Normal,
+            by: None,
         };
         700
     ];
