@@ -127,7 +127,7 @@ impl MailRateLimiter {
     /// Fields: `operation`, `mailbox`, `error.kind` (see [`RedisCallError::kind`]),
     /// `error.message` (with its causes), `deadline_ms` (warn only) and `suppressed`: lines of
     /// the same event left unwritten since the previous one (at most one per second).
-    pub(super) fn log_failure(
+    pub(in crate::rate_limit) fn log_failure(
         &self,
         operation: &'static str,
         mailbox: &MailboxAddress,
