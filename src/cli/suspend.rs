@@ -110,6 +110,7 @@ pub(crate) async fn resume(config: &Config, scope: &SuspendScope) -> anyhow::Res
         .clear_adaptive(&scope)
         .await
         .context("the limiter's Redis")?;
+    suspensions::make_due(&pool).await?;
     tracing::info!(
         event = log_events::MAIL_ADAPTIVE_RESUMED,
         scope = scope.scope(),

@@ -77,3 +77,19 @@ pub async fn in_force(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<Suspensio
     .fetch_all(pool)
     .await?)
 }
+
+/// Makes every message a suspension deferred due in 2 s (`resume`): after every replica's 1 s
+/// cache of the action it lifted; those still held by another suspension are deferred again at
+/// their next claim. Returns how many.
+///
+/// # Errors
+/// Database errors.
+pub async fn make_due(pool: &PgPool) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE messages SET scheduled_on = now() + interval '2 seconds' \
+         WHERE status = 'SCHEDULED' AND wait_reason = 'suspended' AND scheduled_on > now()",
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,272 @@
+//! Adaptive rules with timed recovery (issue 43 point 4, docs/decisions/0048-adaptive-rules.md):
+//! the rules file's refusals (`check-config` and `run`), a rule that fires on its threshold and
+//! not before, a recovery that steps back up and ends at the whole budget (the limiter's own
+//! pacing on real Redis, on a virtual clock), and an operator's `suspend` / `resume` through the
+//! binary against a running daemon, also across a Redis that lost the key.
+
+use std::{path::Path, time::Duration};
+
+use chrono::{DateTime, Utc};
+use mail_worker::{
+    domain::{MailboxAddress, Priority, adaptive::Signal, adaptive::parse_rules},
+    rate_limit::{
+        Algorithm, Ask, Decision, MailRateLimiter, RateLimiter, RateLimits, ScopeKey, Signalled,
+    },
+};
+use redis::AsyncCommands;
+use uuid::Uuid;
+
+use crate::{
+    daemon::Logged,
+    support::{TestApp, app::noon, redis_conn, temp_dir, wait_until},
+};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_mail-worker");
+
+/// A 3-in-10-min MailboxConcurrency rule: a quarter of the per-minute budget for 10 min, then
+/// doubling every 5 min.
+const STORM_RULES: &str = r#"{"rules": [{"name": "storm", "signal": "429:MailboxConcurrency",
+    "threshold": 3, "window": "10m", "scope": "mailbox", "action": "shrink", "factor": 0.25,
+    "budgets": "perMinute", "duration": "10m", "recoverEvery": "5m"}]}"#;
+
+#[tokio::test]
+async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_field() {
+    let app = TestApp::paced().spawn().await;
+    let dir = temp_dir("adaptive-rules");
+    let path = dir.path().join("rules.json");
+    std::fs::write(&path, STORM_RULES.replace("0.25", "1.5")).unwrap();
+    let file = path.to_str().unwrap();
+    let expected = "rule \"storm\" (#1): field `factor`: must be a number above 0 and below 1";
+    for subcommand in ["check-config", "run"] {
+        let out = app
+            .binary_command(
+                Path::new(BINARY),
+                subcommand,
+                &[("ADAPTIVE_RULES_FILE", file)],
+            )
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{subcommand} accepted it: {stderr}");
+        assert!(
+            stderr.contains("ADAPTIVE_RULES_FILE"),
+            "{subcommand}: {stderr}"
+        );
+        assert!(stderr.contains(expected), "{subcommand}: {stderr}");
+    }
+    assert_eq!(
+        app.binary_command(
+            Path::new(BINARY),
+            "check-config",
+            &[("ADAPTIVE_RULES_FILE", file)]
+        )
+        .output()
+        .await
+        .unwrap()
+        .status
+        .code(),
+        Some(78)
+    );
+    // The good file passes.
+    std::fs::write(&path, STORM_RULES).unwrap();
+    let out = app
+        .binary_command(
+            Path::new(BINARY),
+            "check-config",
+            &[("ADAPTIVE_RULES_FILE", file)],
+        )
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How long a second message asked at `now` waits for the first's slot: the pacing's spacing,
+/// 60 s ÷ the per-minute budget in force.
+async fn spacing(limiter: &MailRateLimiter, mailbox: &MailboxAddress, now: DateTime<Utc>) -> u128 {
+    let ask = |id| Ask {
+        message_id: id,
+        mailbox,
+        tenant: "contoso.example",
+        recipients: 1,
+        limits: RateLimits {
+            per_minute: 20.try_into().unwrap(),
+            recipients_per_day: 9_000.try_into().unwrap(),
+            reserved_percent: 0,
+        },
+        tenant_budget: None,
+        priority: Priority::Normal,
+    };
+    let first = limiter
+        .check_and_reserve(&ask(Uuid::new_v4()), now)
+        .await
+        .unwrap();
+    let Decision::Allowed(reservation) = first else {
+        panic!("the first message of a free minute goes: {first:?}")
+    };
+    limiter
+        .release(&reservation, mail_worker::rate_limit::RequestEnd::Done)
+        .await;
+    match limiter
+        .check_and_reserve(&ask(Uuid::new_v4()), now)
+        .await
+        .unwrap()
+    {
+        Decision::Denied { retry_after, .. } => retry_after.as_millis(),
+        other => panic!("the second waits for its slot: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_rule_fires_on_its_threshold_not_before_and_recovers_step_by_step_to_the_whole_budget() {
+    let app = TestApp::paced().spawn().await;
+    let mut config = app.config.rate_limit.clone();
+    config.algorithm = Algorithm::Paced;
+    config.caller_clock = true;
+    let limiter = MailRateLimiter::new(&config)
+        .unwrap()
+        .with_adaptive_rules(parse_rules(STORM_RULES).unwrap());
+    let mailbox = MailboxAddress::parse("storm@contoso.example").unwrap();
+    let on = Signalled {
+        tenant: "contoso.example",
+        mailbox: &mailbox,
+    };
+    let scope = ScopeKey::Mailbox {
+        tenant: "contoso.example".into(),
+        mailbox: mailbox.clone(),
+    };
+    let t0 = noon();
+    let minutes = |m: i64| t0 + chrono::Duration::minutes(m);
+    // 20 a minute: the pacing's spacing at the whole budget; a budget of B spaces 20/B as far.
+    let base = spacing(&limiter, &mailbox, t0).await;
+    assert!(base >= 3_000, "{base}");
+    let per_minute = |spacing: u128| (20 * base + spacing / 2) / spacing;
+    // Two signals: below the threshold, nothing in force.
+    limiter
+        .adaptive_signal(Signal::MailboxConcurrency, on, minutes(1))
+        .await;
+    limiter
+        .adaptive_signal(Signal::MailboxConcurrency, on, minutes(2))
+        .await;
+    assert_eq!(limiter.adaptive_of(&scope).await.unwrap(), None);
+    assert_eq!(
+        per_minute(spacing(&limiter, &mailbox, minutes(3)).await),
+        20
+    );
+    // The third within 10 min fires: a quarter, 5 a minute, one every 12 s.
+    limiter
+        .adaptive_signal(Signal::MailboxConcurrency, on, minutes(4))
+        .await;
+    let action = limiter.adaptive_of(&scope).await.unwrap().expect("fired");
+    assert_eq!((action.rule.as_str(), action.held_permille), ("storm", 250));
+    let mut budget = Vec::new();
+    for m in [5, 13, 14, 18, 19, 20, 30] {
+        let spacing = spacing(&limiter, &mailbox, minutes(m)).await;
+        budget.push((m - 4, per_minute(spacing)));
+    }
+    // Per minute after the signal that fired it: a quarter for 10 min, a half for 5, then 20.
+    assert_eq!(
+        budget,
+        [
+            (1, 5),
+            (9, 5),
+            (10, 10),
+            (14, 10),
+            (15, 20),
+            (16, 20),
+            (26, 20)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_sends_it() {
+    let app = TestApp::paced().spawn().await;
+    let mailbox = app.mailboxes[0].0.to_string();
+    let cli = |args: &[&str]| {
+        let mut command = app.binary_command(Path::new(BINARY), args[0], &[]);
+        command.args(&args[1..]);
+        command
+    };
+    let out = cli(&[
+        "suspend",
+        "--mailbox",
+        &mailbox,
+        "--for",
+        "2h",
+        "--reason",
+        "checking",
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("suspended mailbox"));
+    let kept: (String, Option<String>) =
+        sqlx::query_as("SELECT key, reason FROM operator_suspensions WHERE scope = 'mailbox'")
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(kept, (mailbox.clone(), Some("checking".to_owned())));
+    let ids = app.insert(0, 2, "SCHEDULED").await;
+    let _daemon = Logged::spawn(app.daemon_command(&[]));
+    wait_until(Duration::from_secs(60), "both deferred as suspended", async || {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM messages WHERE status = 'SCHEDULED' AND wait_reason = 'suspended'",
+        )
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+        n == 2
+    })
+    .await;
+    assert_eq!(app.sim.messages().len(), 0, "nothing reached Graph");
+    // A Redis that lost the key gets it back from PostgreSQL within the daemon's tick.
+    let key = format!(
+        "{}:{{contoso.example}}:{mailbox}:adaptive",
+        app.config.rate_limit.key_prefix
+    );
+    let mut redis = redis_conn().await;
+    let held: Option<String> = redis.get(&key).await.unwrap();
+    assert!(
+        held.is_some_and(|h| h.contains("\"rule\":\"operator\"")),
+        "{key}"
+    );
+    let _: () = redis.del(&key).await.unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the suspension written back",
+        async || redis.exists::<_, bool>(&key).await.unwrap(),
+    )
+    .await;
+    let out = cli(&["resume", "--mailbox", &mailbox])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "both SENT after resume",
+        async || app.count("SENT").await == 2,
+    )
+    .await;
+    assert_eq!(app.sim.messages().len(), ids.len());
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM operator_suspensions")
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
