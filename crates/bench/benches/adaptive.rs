@@ -42,6 +42,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 const TENANT: &str = "contoso.example";
+const STORM_TENANT: &str = "fabrikam.example";
 
 /// Benchmark 27: adaptive rules.
 #[derive(Debug, Parser)]
@@ -220,12 +221,13 @@ async fn run(args: Args, machine: support::Machine) -> ExitCode {
         args.burst_at, args.ndr_delay
     );
 
-    // Storm: 3 MailboxConcurrency at minutes 1, 2, 3 (the rule fires at 3).
-    let storm = leak("events@contoso.example");
+    // Storm: 3 MailboxConcurrency at minutes 1, 2, 3 (the rule fires at 3), in another tenant
+    // (the first arm's is suspended).
+    let storm = leak("events@fabrikam.example");
     let storm_ask = move |id| Ask {
         message_id: id,
         mailbox: storm,
-        tenant: TENANT,
+        tenant: STORM_TENANT,
         recipients: 1,
         limits: limits(l),
         tenant_budget: None,
@@ -240,7 +242,7 @@ async fn run(args: Args, machine: support::Machine) -> ExitCode {
             while signals.last().is_some_and(|at| *at <= now) {
                 let at = signals.pop().unwrap_or(now);
                 let on = Signalled {
-                    tenant: TENANT,
+                    tenant: STORM_TENANT,
                     mailbox: storm,
                 };
                 limiter
@@ -274,9 +276,12 @@ async fn run(args: Args, machine: support::Machine) -> ExitCode {
         }
         println!("  minute {m:>3}: {n:>3} (budget in force {budget})");
     }
+    // Back to L: the first minute after the rule fired that sends as many as the minute before
+    // the storm (the pacing's whole budget: L, or L − 1 where its margin spills a slot over).
+    let whole = per_minute.get(&(fired - 1)).copied().unwrap_or(l as usize);
     let back = per_minute
         .iter()
-        .find(|(m, n)| **m > fired && **n >= l as usize)
+        .find(|(m, n)| **m > fired && **n >= whole)
         .map(|(m, _)| m - fired);
     println!(
         "storm: back to L {} min after the rule fired (its duration 10 min + recovery 5 min = 15)",
