@@ -111,9 +111,15 @@ impl MailRateLimiter {
     }
 
     /// What the actions in force on `ask`'s mailbox and tenant make of it at `now`: one `MGET`
-    /// (both keys share the tenant's hash tag), cached [`super::CACHE_FOR`]. A Redis failure
-    /// reads as nothing in force (logged): the limiter's own decision still holds.
-    pub(crate) async fn adaptive_verdict(&self, ask: &Ask<'_>, now: DateTime<Utc>) -> Verdict {
+    /// (both keys share the tenant's hash tag), cached [`super::CACHE_FOR`].
+    ///
+    /// # Errors
+    /// The Redis failure (the decision then fails open).
+    pub(crate) async fn adaptive_verdict(
+        &self,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verdict, RedisCallError> {
         let keys = [
             mailbox_key(&self.key_prefix, ask.tenant, ask.mailbox),
             tenant_key(&self.key_prefix, ask.tenant),
@@ -130,10 +136,7 @@ impl MailRateLimiter {
                     }
                     read
                 }
-                Err(error) => {
-                    self.log_failure("adaptive_read", ask.mailbox, &error);
-                    return Verdict::Free;
-                }
+                Err(error) => return Err(error),
             },
         };
         let now_ms = now.timestamp_millis();
@@ -143,20 +146,36 @@ impl MailRateLimiter {
                 metrics.adaptive_factor(&action.rule, super::scope_of(key), permille);
             }
         }
-        self.adaptive
-            .verdict(ask, (actions[0].as_ref(), actions[1].as_ref()), now)
+        Ok(self
+            .adaptive
+            .verdict(ask, (actions[0].as_ref(), actions[1].as_ref()), now))
     }
 
     /// `ask` as the actions in force leave it at `now`: the same, or with lower limits (a
-    /// shrink), or `Err` with the denial of a suspension (`suspended`, until it ends).
+    /// shrink), or `Err` with the decision already made: the denial of a suspension
+    /// (`suspended`, until it ends), or the fail-open of a Redis that did not answer the read
+    /// (counted in the decisions' metric since `started`).
     pub(crate) async fn adapted<'a>(
         &self,
         ask: &Ask<'a>,
         now: DateTime<Utc>,
+        started: std::time::Instant,
     ) -> Result<Ask<'a>, Decision> {
-        match self.adaptive_verdict(ask, now).await {
+        let verdict = match self.adaptive_verdict(ask, now).await {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                if let Some(metrics) = &self.metrics {
+                    metrics.rate_limit_decision("fail_open", started.elapsed());
+                }
+                return Err(self.fail_open(ask, now, &error).await);
+            }
+        };
+        match verdict {
             Verdict::Free => Ok(*ask),
             Verdict::Suspended { until, rule } => {
+                if let Some(metrics) = &self.metrics {
+                    metrics.rate_limit_decision("suspended", started.elapsed());
+                }
                 tracing::debug!(mailbox = %ask.mailbox, rule = %rule, "suspended by an adaptive action");
                 Err(Decision::Denied {
                     reason: DenyReason::Suspended,

@@ -216,15 +216,11 @@ impl RateLimiter for MailRateLimiter {
     ) -> Result<Decision, RateLimitError> {
         never_fits(ask)?;
         let started = Instant::now();
-        // An adaptive action in force: a suspension denies here, a shrink lowers the limits.
-        let ask = &match self.adapted(ask, now).await {
+        // An adaptive action in force: a suspension denies here, a shrink lowers the limits; a
+        // Redis that cannot answer its read fails open here (one deadline, not two).
+        let ask = &match self.adapted(ask, now, started).await {
             Ok(ask) => ask,
-            Err(denied) => {
-                if let Some(metrics) = &self.metrics {
-                    metrics.rate_limit_decision("suspended", started.elapsed());
-                }
-                return Ok(denied);
-            }
+            Err(decided) => return Ok(decided),
         };
         let result = match &self.engine {
             Engine::FixedWindow(fixed) => {
