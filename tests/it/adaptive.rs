@@ -270,3 +270,58 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
         .unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn through_the_daemon_a_new_tenants_5_7_705_suspends_its_external_mail_within_one_message() {
+    // graph-sim trusts the new tenant with 2 external recipients a day, then bounces 5.7.705.
+    let app = TestApp::paced()
+        .tenant_budget(1_000)
+        .sim_new_tenant((2, "5.7.705"))
+        .spawn()
+        .await;
+    let mailbox = app.mailboxes[0].0.to_string();
+    let ids = app.insert(0, 8, "SCHEDULED").await;
+    let _daemon = Logged::spawn(app.daemon_command(&[
+        ("GRAPH_READ_BOUNCES", "on"),
+        ("GRAPH_BOUNCE_INTERVAL", "1s"),
+    ]));
+    let key = format!(
+        "{}:{{contoso.example}}:tenant:adaptive",
+        app.config.rate_limit.key_prefix
+    );
+    let mut redis = redis_conn().await;
+    wait_until(
+        Duration::from_secs(90),
+        "the tenant suspended",
+        async || redis.exists::<_, bool>(&key).await.unwrap(),
+    )
+    .await;
+    let held: String = redis.get(&key).await.unwrap();
+    assert!(
+        held.contains("\"rule\":\"tenant-reputation-705\""),
+        "{held}"
+    );
+    // A window in which no more external mail may reach Graph.
+    let seen = |app: &TestApp| {
+        let stats = app.sim.mailbox_stats(&mailbox).unwrap();
+        (stats.accepted, stats.refused.tenant_reputation)
+    };
+    let at_suspension = seen(&app);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (accepted, bounced) = seen(&app);
+    assert_eq!((accepted, bounced), at_suspension, "nothing more went");
+    println!(
+        "new tenant, 5.7.705 after 2 trusted: {accepted} accepted, {bounced} bounced (the first bounce and {} further), {} of {} left waiting",
+        bounced.saturating_sub(1),
+        ids.len() as u64 - accepted - bounced,
+        ids.len()
+    );
+    assert_eq!(accepted, 2);
+    assert!(bounced <= 2, "within 1 further message: {bounced} bounced");
+    // The rest wait (deferred, never failed).
+    assert_eq!(
+        app.count("SCHEDULED").await as u64,
+        ids.len() as u64 - accepted - bounced
+    );
+    assert_eq!(app.count("ERROR").await, 0);
+}
