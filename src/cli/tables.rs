@@ -93,6 +93,9 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
     if !u.pools.is_empty() {
         row("pools", u.pools.join(", "));
     }
+    for action in &u.adaptive {
+        row("adaptive", action.clone());
+    }
     row(
         "limits",
         format!(

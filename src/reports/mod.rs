@@ -9,6 +9,7 @@
 //!   campaigns pages);
 //! - `bookings`: a cancelled, retried or re-limited mailbox's bookings dropped from the limiter.
 
+mod adaptive;
 pub(crate) mod bookings;
 pub mod campaign;
 mod limits;

@@ -32,6 +32,10 @@ pub struct MailboxUsage {
     pub limiter_error: Option<String>,
     /// The sender pools it is a member of, by name (docs/decisions/0046-sender-pools.md).
     pub pools: Vec<String>,
+    /// The adaptive actions in force on it and on its tenant (docs/adaptive-rules.md), each in
+    /// words: `mailbox usage` of one mailbox and the admin UI's mailbox page fill it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adaptive: Vec<String>,
     /// Its messages.
     pub messages: admin::SenderMessages,
     /// When the messages waiting now will have been sent (a forecast: the limiter's bookings,
@@ -77,6 +81,7 @@ pub(crate) async fn mailbox_usage_with(
         .await?
         .pop()
         .unwrap_or_else(|| unreachable!("one usage per sender"));
+    usage.adaptive = super::adaptive::actions_of(reader, &sender, address).await;
     // A paused sender sends nothing until it resumes: no forecast then.
     if let Some(limiter) = &usage.limiter
         && usage.messages.paused == 0
@@ -249,6 +254,7 @@ async fn usages(
             limiter,
             limiter_error,
             pools: pools.remove(&id).unwrap_or_default(),
+            adaptive: Vec::new(),
             messages: messages
                 .remove(&id)
                 .unwrap_or_else(admin::SenderMessages::zeros),

@@ -217,6 +217,13 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
             .await
             .unwrap();
     assert_eq!(kept, (mailbox.clone(), Some("checking".to_owned())));
+    // `mailbox usage` shows it.
+    let usage = cli(&["mailbox", "usage", &mailbox]).output().await.unwrap();
+    let usage = String::from_utf8_lossy(&usage.stdout);
+    assert!(
+        usage.contains("adaptive            mailbox: operator (checking) suspends it"),
+        "{usage}"
+    );
     let ids = app.insert(0, 2, "SCHEDULED").await;
     let _daemon = Logged::spawn(app.daemon_command(&[]));
     wait_until(Duration::from_secs(60), "both deferred as suspended", async || {

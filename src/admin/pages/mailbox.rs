@@ -31,6 +31,8 @@ struct MailboxPage {
     pools: String,
     /// When what waits now will have been sent (forecast), UTC.
     backlog_ends: Option<String>,
+    /// The adaptive actions in force, in words.
+    adaptive: Vec<String>,
 }
 
 /// Warnings for limits above Exchange Online's.
@@ -127,6 +129,7 @@ async fn mailbox_page(
         messages_href: format!("/messages?sender={}", segment(address.as_str())),
         select: false,
         pools: usage.pools.join(", "),
+        adaptive: usage.adaptive.clone(),
         backlog_ends: usage
             .backlog_ends
             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()),
