@@ -29,6 +29,39 @@ const STORM_RULES: &str = r#"{"rules": [{"name": "storm", "signal": "429:Mailbox
     "threshold": 3, "window": "10m", "scope": "mailbox", "action": "shrink", "factor": 0.25,
     "budgets": "perMinute", "duration": "10m", "recoverEvery": "5m"}]}"#;
 
+/// `mail-worker ARGS…` with `app`'s database, Redis and graph-sim.
+fn cli(app: &TestApp, args: &[&str]) -> tokio::process::Command {
+    let mut command = app.binary_command(Path::new(BINARY), args[0], &[]);
+    command.args(&args[1..]);
+    command
+}
+
+/// Runs `command`, asserts it succeeded (else shows its stderr) and returns its stdout.
+async fn succeeds(mut command: tokio::process::Command) -> String {
+    let out = command.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits up to 90 s until contoso.example's adaptive key of `scope` (`tenant`, or a mailbox
+/// address) holds an action; returns its JSON.
+async fn action_set(app: &TestApp, scope: &str, what: &str) -> String {
+    let key = format!(
+        "{}:{{contoso.example}}:{scope}:adaptive",
+        app.config.rate_limit.key_prefix
+    );
+    let mut redis = redis_conn().await;
+    wait_until(Duration::from_secs(90), what, async || {
+        redis.exists::<_, bool>(&key).await.unwrap()
+    })
+    .await;
+    redis.get(&key).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_field() {
     let app = TestApp::paced().spawn().await;
@@ -70,20 +103,12 @@ async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_fie
     );
     // The good file passes.
     std::fs::write(&path, STORM_RULES).unwrap();
-    let out = app
-        .binary_command(
-            Path::new(BINARY),
-            "check-config",
-            &[("ADAPTIVE_RULES_FILE", file)],
-        )
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(app.binary_command(
+        Path::new(BINARY),
+        "check-config",
+        &[("ADAPTIVE_RULES_FILE", file)],
+    ))
+    .await;
 }
 
 /// How long a second message asked at `now` waits for the first's slot: the pacing's spacing,
@@ -188,29 +213,20 @@ async fn a_rule_fires_on_its_threshold_not_before_and_recovers_step_by_step_to_t
 async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_sends_it() {
     let app = TestApp::paced().spawn().await;
     let mailbox = app.mailboxes[0].0.to_string();
-    let cli = |args: &[&str]| {
-        let mut command = app.binary_command(Path::new(BINARY), args[0], &[]);
-        command.args(&args[1..]);
-        command
-    };
-    let out = cli(&[
-        "suspend",
-        "--mailbox",
-        &mailbox,
-        "--for",
-        "2h",
-        "--reason",
-        "checking",
-    ])
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("suspended mailbox"));
+    let out = succeeds(cli(
+        &app,
+        &[
+            "suspend",
+            "--mailbox",
+            &mailbox,
+            "--for",
+            "2h",
+            "--reason",
+            "checking",
+        ],
+    ))
+    .await;
+    assert!(out.contains("suspended mailbox"), "{out}");
     let kept: (String, Option<String>) =
         sqlx::query_as("SELECT key, reason FROM operator_suspensions WHERE scope = 'mailbox'")
             .fetch_one(&app.db.pool)
@@ -218,7 +234,10 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
             .unwrap();
     assert_eq!(kept, (mailbox.clone(), Some("checking".to_owned())));
     // `mailbox usage` shows it.
-    let usage = cli(&["mailbox", "usage", &mailbox]).output().await.unwrap();
+    let usage = cli(&app, &["mailbox", "usage", &mailbox])
+        .output()
+        .await
+        .unwrap();
     let usage = String::from_utf8_lossy(&usage.stdout);
     assert!(
         usage.contains("adaptive            mailbox: operator (checking) suspends it"),
@@ -255,15 +274,7 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
         async || redis.exists::<_, bool>(&key).await.unwrap(),
     )
     .await;
-    let out = cli(&["resume", "--mailbox", &mailbox])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(cli(&app, &["resume", "--mailbox", &mailbox])).await;
     wait_until(
         Duration::from_secs(60),
         "both SENT after resume",
@@ -292,18 +303,7 @@ async fn through_the_daemon_a_new_tenants_5_7_705_suspends_its_external_mail_wit
         ("GRAPH_READ_BOUNCES", "on"),
         ("GRAPH_BOUNCE_INTERVAL", "1s"),
     ]));
-    let key = format!(
-        "{}:{{contoso.example}}:tenant:adaptive",
-        app.config.rate_limit.key_prefix
-    );
-    let mut redis = redis_conn().await;
-    wait_until(
-        Duration::from_secs(90),
-        "the tenant suspended",
-        async || redis.exists::<_, bool>(&key).await.unwrap(),
-    )
-    .await;
-    let held: String = redis.get(&key).await.unwrap();
+    let held = action_set(&app, "tenant", "the tenant suspended").await;
     assert!(
         held.contains("\"rule\":\"tenant-reputation-705\""),
         "{held}"
@@ -330,5 +330,65 @@ async fn through_the_daemon_a_new_tenants_5_7_705_suspends_its_external_mail_wit
         app.count("SCHEDULED").await as u64,
         ids.len() as u64 - accepted - bounced
     );
+    assert_eq!(app.count("ERROR").await, 0);
+}
+
+#[tokio::test]
+async fn through_the_daemon_a_mailbox_concurrency_storm_fires_the_built_in_rule_and_a_suspended_campaign_waits()
+ {
+    let app = TestApp::paced().sim_ignoring_retry_after().spawn().await;
+    let mailbox = app.mailboxes[0].0.clone();
+    // The campaign's two messages, suspended before the daemon starts.
+    let campaign = app.insert(0, 2, "SCHEDULED").await;
+    for id in &campaign {
+        app.execute(
+            "UPDATE messages SET campaign_id = 'spring' WHERE id = $1",
+            *id,
+        )
+        .await;
+    }
+    succeeds(cli(
+        &app,
+        &["suspend", "--campaign", "spring", "--for", "1h"],
+    ))
+    .await;
+    // Graph answers the next 3 sends 429 MailboxConcurrency.
+    app.sim
+        .mailbox_concurrency_storm(graph_sim::Target::mailbox(mailbox.as_str()), 3)
+        .unwrap();
+    // Four more messages whose sends meet the storm.
+    app.insert(0, 4, "SCHEDULED").await;
+    let _daemon = Logged::spawn(app.daemon_command(&[]));
+    let held = action_set(&app, mailbox.as_str(), "the storm's rule fired").await;
+    assert!(held.contains("\"rule\":\"mailbox-concurrency\""), "{held}");
+    assert!(held.contains("\"heldPermille\":250"), "{held}");
+    // The suspended campaign's messages wait, never fail, and made no Graph request.
+    wait_until(
+        Duration::from_secs(60),
+        "the campaign deferred as suspended",
+        async || {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM messages WHERE campaign_id = 'spring' \
+             AND status = 'SCHEDULED' AND wait_reason = 'suspended'",
+            )
+            .fetch_one(&app.db.pool)
+            .await
+            .unwrap();
+            n == 2
+        },
+    )
+    .await;
+    let sent_subjects: Vec<String> = app
+        .sim
+        .messages()
+        .into_iter()
+        .filter_map(|m| m.subject)
+        .collect();
+    for id in &campaign {
+        assert!(
+            !sent_subjects.contains(&id.to_string()),
+            "{id} reached Graph"
+        );
+    }
     assert_eq!(app.count("ERROR").await, 0);
 }
