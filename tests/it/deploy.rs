@@ -546,6 +546,8 @@ fn exported() -> BTreeSet<String> {
     m.failed_for("mb@example.org");
     m.recipient_outcome("mb@example.org", "delivered");
     m.set_waiting(&[("day", 1)]);
+    m.adaptive_fired("mailbox-concurrency", "mailbox");
+    m.set_adaptive_factor("mailbox-concurrency", "mailbox", 250);
     m.encode()
         .lines()
         .filter(|l| !l.starts_with('#'))

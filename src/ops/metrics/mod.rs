@@ -357,6 +357,17 @@ impl crate::rate_limit::DecisionMetrics for Metrics {
     }
 
     fn adaptive_fired(&self, rule: &str, scope: &'static str) {
+        Metrics::adaptive_fired(self, rule, scope);
+    }
+
+    fn adaptive_factor(&self, rule: &str, scope: &'static str, permille: u16) {
+        Metrics::set_adaptive_factor(self, rule, scope, permille);
+    }
+}
+
+impl Metrics {
+    /// Counts `mail_worker_adaptive_actions_total{rule,scope}`.
+    pub fn adaptive_fired(&self, rule: &str, scope: &'static str) {
         self.adaptive_actions
             .get_or_create(&AdaptiveLabels {
                 rule: rule.to_owned(),
@@ -365,7 +376,8 @@ impl crate::rate_limit::DecisionMetrics for Metrics {
             .inc();
     }
 
-    fn adaptive_factor(&self, rule: &str, scope: &'static str, permille: u16) {
+    /// Sets `mail_worker_adaptive_factor{rule,scope}` to `permille` ‰.
+    pub fn set_adaptive_factor(&self, rule: &str, scope: &'static str, permille: u16) {
         self.adaptive_factor
             .get_or_create(&AdaptiveLabels {
                 rule: rule.to_owned(),
