@@ -107,7 +107,7 @@ pub(crate) async fn resume(config: &Config, scope: &SuspendScope) -> anyhow::Res
     let kept = suspensions::remove(&pool, scope.scope(), scope.name()).await?;
     let limiter = MailRateLimiter::new(&config.rate_limit)?;
     limiter
-        .clear_adaptive(&scope)
+        .clear_adaptive(&scope, Utc::now())
         .await
         .context("the limiter's Redis")?;
     suspensions::make_due(&pool).await?;

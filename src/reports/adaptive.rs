@@ -21,7 +21,11 @@ pub(crate) async fn actions_of(
     ["mailbox", "tenant (external mail)"]
         .into_iter()
         .zip(actions)
-        .filter_map(|(scope, action)| Some(describe_action(scope, &action?, now)))
+        .filter_map(|(scope, action)| {
+            // A `resume` mark or a recovered action holds nothing.
+            let action = action.filter(|a| a.permille_at(now.timestamp_millis()) < 1000)?;
+            Some(describe_action(scope, &action, now))
+        })
         .collect()
 }
 

@@ -54,6 +54,12 @@ impl ScopeKey {
     }
 }
 
+/// The rule name of `resume`'s mark.
+pub const RESUMED: &str = "resumed";
+
+/// How long `resume`'s mark stays: 30 s, three of the daemon's write-back ticks.
+pub const RESUMED_MARK: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// An operator's suspension as PostgreSQL keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptSuspension {
@@ -92,14 +98,29 @@ impl MailRateLimiter {
         Ok(())
     }
 
-    /// Lifts whatever is in force on `scope` (a rule's action or an operator's suspension).
+    /// Lifts whatever is in force on `scope` (a rule's action or an operator's suspension):
+    /// leaves a `resumed` mark holding nothing for [`RESUMED_MARK`], so a daemon's write-back
+    /// that read the suspension from PostgreSQL just before `resume` deleted it (`SET NX`)
+    /// cannot put it back; a rule may replace the mark at once.
     ///
     /// # Errors
     /// A Redis failure.
-    pub async fn clear_adaptive(&self, scope: &ScopeKey) -> Result<(), RedisCallError> {
+    pub async fn clear_adaptive(
+        &self,
+        scope: &ScopeKey,
+        now: DateTime<Utc>,
+    ) -> Result<(), RedisCallError> {
         let key = scope.key(&self.key_prefix);
+        let now_ms = now.timestamp_millis();
+        let mut mark = ActionInForce::operator(now_ms, now_ms, None);
+        mark.rule = RESUMED.to_owned();
         let mut pipe = redis::pipe();
-        pipe.cmd("DEL").arg(&key).ignore();
+        pipe.cmd("SET")
+            .arg(&key)
+            .arg(serde_json::to_string(&mark).unwrap_or_default())
+            .arg("PX")
+            .arg(RESUMED_MARK.as_millis().to_string())
+            .ignore();
         self.redis.query::<()>(&pipe).await?;
         self.adaptive.remember(&key, None);
         Ok(())
