@@ -245,3 +245,17 @@ pub const MAIL_WARMUP_STEPPED_DOWN: &str = "mail.warmup.steppedDown";
 /// Evaluating the warm-up ramps failed (PostgreSQL); the next round tries again (warn).
 /// Fields: `error`.
 pub const MAIL_WARMUP_EVALUATION_FAILED: &str = "mail.warmup.evaluationFailed";
+/// An adaptive rule fired (warn; docs/adaptive-rules.md): its signal reached the rule's
+/// threshold within its window. Fields: `rule`, `signal`, `scope` (`mailbox`, `tenant`),
+/// `mailbox`, `tenant`, `count`, `action` (`shrink`, `suspend`), `factor` (of the budget left
+/// while it holds; 0 for a suspension), `until` (when its recovery starts).
+pub const MAIL_ADAPTIVE_FIRED: &str = "mail.adaptive.fired";
+/// An adaptive action ended: the whole budget is back (info; logged once by each replica that
+/// saw it in force). Fields: `rule`, `scope`.
+pub const MAIL_ADAPTIVE_RECOVERED: &str = "mail.adaptive.recovered";
+/// An operator suspended a mailbox, a tenant's external mail or a campaign (`mail-worker
+/// suspend`; info). Fields: `scope`, `key`, `until`, `reason`.
+pub const MAIL_ADAPTIVE_SUSPENDED: &str = "mail.adaptive.suspended";
+/// An operator lifted what held a mailbox, tenant or campaign (`mail-worker resume`; info).
+/// Fields: `scope`, `key`.
+pub const MAIL_ADAPTIVE_RESUMED: &str = "mail.adaptive.resumed";

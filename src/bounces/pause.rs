@@ -88,6 +88,15 @@ impl Pauses<'_> {
             .used_up(scope, (&mailbox.tenant, address), (per_day, whole_day), now)
             .await;
         self.keep(scope, key, found, (now, whole_day), marked).await;
+        // The adaptive rules count it too (docs/decisions/0048-adaptive-rules.md): the pause
+        // above holds the budget Exchange named; a rule may act beyond it.
+        if let Some(signal) = crate::domain::adaptive::Signal::of_ndr(found.code) {
+            let on = crate::rate_limit::Signalled {
+                tenant: &mailbox.tenant,
+                mailbox: address,
+            };
+            self.limiter.adaptive_signal(signal, on, now).await;
+        }
     }
 
     /// Keeps the pause in PostgreSQL and logs it: `marked` is what the limiter answered.

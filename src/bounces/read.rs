@@ -263,9 +263,11 @@ impl BounceReader {
         let result = request.await;
         self.limiter.release(&lease, RequestEnd::Done).await;
         if let Err(MailError {
-            kind: MailErrorKind::Throttled {
-                retry_after: Some(wait),
-            },
+            kind:
+                MailErrorKind::Throttled {
+                    retry_after: Some(wait),
+                    ..
+                },
             ..
         }) = &result
         {

@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use super::RunArgs;
 
 mod messages;
+mod suspend;
 pub use messages::{BulkArgs, ListArgs, MessagesCommand, PurgeArgs, Selection};
+pub use suspend::{SuspendArgs, SuspendScope};
 
 /// Delivers campaign and system mail through Microsoft Graph and SendGrid, with a
 /// distributed per-mailbox rate limiter in Redis. Configured by environment variables
@@ -73,6 +75,13 @@ pub enum Command {
     /// events, replay.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Suspend a mailbox, a Graph tenant's external mail or a campaign for a while (every
+    /// replica; kept in PostgreSQL too, so a Redis flush does not lift it): its messages wait
+    /// (SCHEDULED), never fail, and it ends by itself (docs/adaptive-rules.md).
+    Suspend(SuspendArgs),
+    /// Lift what holds a mailbox, a tenant or a campaign: an operator's suspension or an
+    /// adaptive rule's action.
+    Resume(SuspendScope),
     /// Ask a running daemon's `/healthz` (or `--path`): exit 0 on 200, 1 otherwise. For the
     /// image's `HEALTHCHECK` (it has no curl).
     Probe {

@@ -25,6 +25,7 @@ mod reports;
 mod run_args;
 mod sender_settings;
 mod suppressions;
+mod suspend;
 mod tables;
 
 pub use args::{
@@ -162,6 +163,8 @@ pub(crate) async fn execute(cli: Cli, config: Config) -> anyhow::Result<ExitCode
             MessagesCommand::Show { id, json } => messages::show_message(&config, id, json).await,
             MessagesCommand::Purge(args) => messages::purge_messages(&config, &args).await,
         },
+        Command::Suspend(args) => suspend::suspend(&config, &args).await,
+        Command::Resume(scope) => suspend::resume(&config, &scope).await,
         Command::Probe { addr, path } => probe(&config, addr, &path).await,
         Command::Status { json } => reports::status(&config, json).await,
     }
@@ -187,7 +190,17 @@ fn check_config(config: &Config) -> ExitCode {
         .as_ref()
         .and_then(|token| crate::admin::AdminToken::resolve(Some(token)).err());
     let outbox = crate::outbox::OutboxSettings::from_config(config).err();
-    let bad: Vec<_> = admin.into_iter().chain(outbox).collect();
+    let rules = crate::rate_limit::adaptive::load_rules(
+        config.settings.limiter.adaptive_rules_file.as_deref(),
+    )
+    .err()
+    .map(|e| e.to_string());
+    let bad: Vec<String> = admin
+        .into_iter()
+        .chain(outbox)
+        .map(|e| e.to_string())
+        .chain(rules)
+        .collect();
     for e in &bad {
         eprintln!("mail-worker: bad configuration: {e}");
     }

@@ -96,6 +96,9 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
     if let Some(w) = &u.warm_up {
         row("warm-up", w.describe());
     }
+    for action in &u.adaptive {
+        row("adaptive", action.clone());
+    }
     row(
         "limits",
         format!(

@@ -34,6 +34,7 @@ mod senders_file;
 mod stack;
 mod startup;
 mod warmup;
+mod suspensions;
 
 pub(crate) use stack::{Stack, build_stack};
 pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
@@ -222,6 +223,9 @@ fn spawn_parts(
     });
     parts.spawn("budget-gauges", |done| {
         gauges::budget_gauge_loop(config.clone(), pool.clone(), Arc::clone(metrics), done)
+    });
+    parts.spawn("suspensions", |done| {
+        suspensions::reapply_loop(pool.clone(), Arc::clone(&stack.limiter), done)
     });
     parts.spawn("mailbox-order", |done| {
         gauges::mailbox_order_loop(pool.clone(), done)

@@ -52,7 +52,10 @@ pub(crate) fn build_stack(
             .context("building the rate limiter")?
             .with_live_replicas(live_replicas.clone())
             .with_history(Arc::new(store::history::PgSendHistory::new(pool.clone())))
-            .with_metrics(Arc::clone(&metrics)),
+            .with_metrics(Arc::clone(&metrics))
+            .with_adaptive_rules(crate::rate_limit::adaptive::load_rules(
+                config.settings.limiter.adaptive_rules_file.as_deref(),
+            )?),
     );
     let mut factory = MailerFactory::new(config, Arc::clone(&limiter), clock.clone())
         .context("building the mailers")?

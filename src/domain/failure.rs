@@ -139,7 +139,7 @@ pub fn classify(dsn_code: &str) -> Option<HardBounce> {
 }
 
 /// The first `class.subject.detail` token of `text`.
-fn enhanced_code(text: &str) -> Option<&str> {
+pub(crate) fn enhanced_code(text: &str) -> Option<&str> {
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
         .map(|t| t.trim_matches('.'))
         .find(|t| is_enhanced_code(t))

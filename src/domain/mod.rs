@@ -5,6 +5,7 @@
 //! in: a bad one must end as `ERROR` with a reason, not be dropped). Validation against Graph's
 //! rules happens in [`crate::mailer::validate`].
 
+pub mod adaptive;
 mod event;
 mod failure;
 pub(crate) mod keyword;

@@ -41,6 +41,9 @@ pub enum MailErrorKind {
     Throttled {
         /// The provider's `Retry-After`, parsed.
         retry_after: Option<Duration>,
+        /// Which of Graph's limits, when its answer said (`429 MailboxConcurrency`,
+        /// `IncomingBytes`) or a `503`/`504`: what an adaptive rule counts.
+        signal: Option<crate::domain::adaptive::Signal>,
     },
     /// The request surely did not reach the provider (a connect error, 408, token trouble):
     /// retry with backoff, up to `MAIL_MAX_ATTEMPTS`.
@@ -120,7 +123,24 @@ impl MailError {
     /// [`MailErrorKind::Throttled`].
     #[must_use]
     pub fn throttled(retry_after: Option<Duration>) -> Self {
-        MailErrorKind::Throttled { retry_after }.into()
+        MailErrorKind::Throttled {
+            retry_after,
+            signal: None,
+        }
+        .into()
+    }
+
+    /// [`MailErrorKind::Throttled`] by the limit `signal` names.
+    #[must_use]
+    pub fn throttled_by(
+        retry_after: Option<Duration>,
+        signal: Option<crate::domain::adaptive::Signal>,
+    ) -> Self {
+        MailErrorKind::Throttled {
+            retry_after,
+            signal,
+        }
+        .into()
     }
 
     /// [`MailErrorKind::Unconfirmed`].

@@ -49,6 +49,17 @@ pub trait MailerSource: Send + Sync {
         vec![None; members.len()]
     }
 
+    /// When `campaign`'s messages may go again, if an operator suspended it (`mail-worker
+    /// suspend --campaign`) and it holds at `now`; `None` (the default: stubs) when it is free.
+    async fn campaign_suspended_until(
+        &self,
+        campaign: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        let _ = (campaign, now);
+        None
+    }
+
     /// The sender's mailer and its [`Self::fingerprint`] together, so a source can read the
     /// sender's configuration (and resolve its secrets) once per message, not twice.
     async fn mailer_and_fingerprint(

@@ -18,11 +18,14 @@ pub enum DenyReason {
     Cooldown,
     /// The mailbox already has its maximum of requests in flight.
     InFlight,
+    /// An adaptive rule or an operator suspended the mailbox, its tenant's external mail or
+    /// its campaign (docs/decisions/0048-adaptive-rules.md): deferred until it ends.
+    Suspended,
 }
 
 impl DenyReason {
-    /// `minute`, `day`, `tenant`, `cooldown` or `in_flight`, as in the Lua reply and the
-    /// `reason` log field.
+    /// `minute`, `day`, `tenant`, `cooldown`, `in_flight` or `suspended`, as in the Lua reply
+    /// and the `reason` log field.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Minute => "minute",
@@ -30,6 +33,7 @@ impl DenyReason {
             Self::Tenant => "tenant",
             Self::Cooldown => "cooldown",
             Self::InFlight => "in_flight",
+            Self::Suspended => "suspended",
         }
     }
 
@@ -40,6 +44,7 @@ impl DenyReason {
             "tenant" => Self::Tenant,
             "cooldown" => Self::Cooldown,
             "in_flight" => Self::InFlight,
+            "suspended" => Self::Suspended,
             _ => return None,
         })
     }
@@ -92,6 +97,7 @@ mod tests {
             DenyReason::Tenant,
             DenyReason::Cooldown,
             DenyReason::InFlight,
+            DenyReason::Suspended,
         ] {
             assert_eq!(DenyReason::parse(reason.as_str()), Some(reason));
         }

@@ -30,6 +30,7 @@
 //! only with the test-only [`RateLimitConfig::caller_clock`] (and by `fixed-window`, the
 //! design note's script).
 
+pub(crate) mod adaptive;
 mod ask;
 mod connection;
 mod decision;
@@ -47,6 +48,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub use adaptive::{KeptSuspension, ScopeKey, Signalled};
 pub(crate) use ask::never_fits;
 pub use ask::{Ask, RateLimitError};
 pub(crate) use connection::Link as RedisLink;
@@ -189,6 +191,29 @@ pub trait RateLimiter: Send + Sync + 'static {
     ) -> impl Future<Output = Vec<Option<MemberSlot>>> + Send {
         let n = mailboxes.len();
         async move { vec![None; n] }
+    }
+
+    /// When `campaign`'s messages may go again, if it is suspended at `now`
+    /// ([`MailRateLimiter::campaign_suspension`]). Default: never (fakes).
+    fn campaign_suspended_until(
+        &self,
+        campaign: &str,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Option<DateTime<Utc>>> + Send {
+        let _ = (campaign, now);
+        async { None }
+    }
+
+    /// Counts a provider's `signal` for `ask`'s mailbox and tenant by the adaptive rules
+    /// ([`MailRateLimiter::adaptive_signal`]). Default: nothing (fakes).
+    fn signal(
+        &self,
+        signal: crate::domain::adaptive::Signal,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (signal, ask, now);
+        async {}
     }
 
     /// Holds every message of `ask.mailbox` until `until` (a provider's `Retry-After`), for

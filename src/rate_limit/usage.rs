@@ -110,6 +110,32 @@ impl<'a> UsageReader<'a> {
 }
 
 impl UsageReader<'_> {
+    /// The adaptive actions in force on `mailbox` and on its Graph tenant `tenant` (in that
+    /// order; docs/adaptive-rules.md), one `MGET`.
+    ///
+    /// # Errors
+    /// The Redis error as text.
+    pub(crate) async fn adaptive(
+        &mut self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+    ) -> Result<[Option<crate::domain::adaptive::ActionInForce>; 2], String> {
+        use super::adaptive::{decode, mailbox_key, tenant_key};
+        let conn = self.conn.as_ref().map_err(String::clone)?;
+        let (raw,): (Vec<Option<String>>,) = conn
+            .query(
+                redis::pipe()
+                    .cmd("MGET")
+                    .arg(mailbox_key(&self.config.key_prefix, tenant, mailbox))
+                    .arg(tenant_key(&self.config.key_prefix, tenant)),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(std::array::from_fn(|i| {
+            decode(raw.get(i).and_then(Option::as_deref))
+        }))
+    }
+
     /// The external recipients the Graph tenant `tenant`'s budget counts in its rolling 24 h
     /// (`paced`; `fixed-window` keeps no tenant budget: 0).
     ///

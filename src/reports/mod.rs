@@ -10,6 +10,7 @@
 //! - [`warm_up`]: a sender's warm-up step, sending days and why it held;
 //! - `bookings`: a cancelled, retried or re-limited mailbox's bookings dropped from the limiter.
 
+mod adaptive;
 pub(crate) mod bookings;
 pub mod campaign;
 mod limits;

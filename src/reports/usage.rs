@@ -35,6 +35,10 @@ pub struct MailboxUsage {
     /// Its warm-up, if it has one (docs/decisions/0047-warm-up.md).
     #[serde(rename = "warmUp", skip_serializing_if = "Option::is_none")]
     pub warm_up: Option<super::warm_up::WarmUpUsage>,
+    /// The adaptive actions in force on it and on its tenant (docs/adaptive-rules.md), each in
+    /// words: `mailbox usage` of one mailbox and the admin UI's mailbox page fill it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adaptive: Vec<String>,
     /// Its messages.
     pub messages: admin::SenderMessages,
     /// When the messages waiting now will have been sent (a forecast: the limiter's bookings,
@@ -80,6 +84,7 @@ pub(crate) async fn mailbox_usage_with(
         .await?
         .pop()
         .unwrap_or_else(|| unreachable!("one usage per sender"));
+    usage.adaptive = super::adaptive::actions_of(reader, &sender, address).await;
     // A paused sender sends nothing until it resumes: no forecast then.
     if let Some(limiter) = &usage.limiter
         && usage.messages.paused == 0
@@ -254,6 +259,7 @@ async fn usages(
             limiter_error,
             pools: pools.remove(&id).unwrap_or_default(),
             warm_up: warm_ups.remove(&id).map(Into::into),
+            adaptive: Vec::new(),
             messages: messages
                 .remove(&id)
                 .unwrap_or_else(admin::SenderMessages::zeros),

@@ -54,7 +54,7 @@ impl MailProviderService {
                 let wait = (retry_after + spread, Reschedule::Deferral, reason.as_str());
                 (wait, (None, Some(spread)), OutcomeLabel::Deferred)
             }
-            &MailErrorKind::Throttled { retry_after } => {
+            &MailErrorKind::Throttled { retry_after, .. } => {
                 // The backoff counts throttles only: bookings are deferrals too, and must not
                 // make one 429 wait the last step.
                 let backoff_ms =
@@ -182,7 +182,7 @@ impl MailProviderService {
                     None,
                 )
             }
-            MailErrorKind::Throttled { retry_after } => {
+            MailErrorKind::Throttled { retry_after, .. } => {
                 let line = (
                     Level::WARN,
                     log_events::MAIL_GRAPH_THROTTLED,

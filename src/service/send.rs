@@ -88,12 +88,29 @@ impl MailProviderService {
         let journal = AttemptJournal {
             noted: std::sync::Mutex::new(None),
         };
-        let result = match mailer {
-            Ok(mailer) => match self.attempt(&sending, &*mailer, &mail, &journal).await {
+        let suspended = match &message.campaign {
+            Some(campaign) => {
+                let now = self.clock.now();
+                self.mailers
+                    .campaign_suspended_until(campaign, now)
+                    .await
+                    .map(|until| (until - now).to_std().unwrap_or_default())
+            }
+            None => None,
+        };
+        let result = match (mailer, suspended) {
+            // A suspended campaign's message waits (SCHEDULED) until the suspension ends.
+            (_, Some(retry_after)) => Err(MailErrorKind::RateLimitExceeded {
+                reason: crate::rate_limit::DenyReason::Suspended,
+                retry_after,
+                booked: false,
+            }
+            .into()),
+            (Ok(mailer), None) => match self.attempt(&sending, &*mailer, &mail, &journal).await {
                 Continue(result) => result,
                 Break(outcome) => return Ok(outcome),
             },
-            Err(e) => Err(e),
+            (Err(e), None) => Err(e),
         };
         self.probed(sender_id, &result).await?;
         if let (

@@ -288,6 +288,7 @@ pub mod retention;
 pub(crate) mod sender_settings;
 pub mod senders;
 pub mod suppressions;
+pub mod suspensions;
 pub mod trace_reads;
 pub mod waiting;
 pub mod warmups;

@@ -24,6 +24,8 @@ pub enum WaitReason {
     Cooldown,
     /// The mailbox's cap of requests in flight.
     InFlight,
+    /// An adaptive rule or an operator suspended its mailbox, tenant or campaign.
+    Suspended,
     /// Its sender is paused (credentials missing or refused).
     Paused,
     /// A transient failure's backoff.
@@ -42,6 +44,7 @@ keywords!(WaitReason {
     Tenant => "tenant",
     Cooldown => "cooldown",
     InFlight => "in_flight",
+    Suspended => "suspended",
     Paused => "paused",
     Retry => "retry",
     Unconfirmed => "unconfirmed",
@@ -85,6 +88,9 @@ impl WaitReason {
             }
             Self::InFlight => format!(
                 "waiting for one of {mailbox}'s requests in flight to finish; next try {at}"
+            ),
+            Self::Suspended => format!(
+                "suspended (an adaptive rule or an operator: mailbox usage shows which) for {mailbox}; next try {at}"
             ),
             Self::Paused => format!(
                 "waiting for its sender {mailbox} to resume (paused: credentials missing or refused); next probe {at}"

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per area, against the real PostgreSQL and
 //! Redis on 127.0.0.1 (start them with `scripts/services.sh`) and graph-sim in-process.
 
+mod adaptive;
 mod admin;
 mod attachments;
 mod bad_input;

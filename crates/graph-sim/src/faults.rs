@@ -173,6 +173,32 @@ impl ScriptedAnswer {
         Self::status(429).with_retry_after(retry_after)
     }
 
+    /// `429 ApplicationThrottled` "Application is over its MailboxConcurrency limit." with
+    /// `Retry-After: 1`: Outlook's limit of 4 concurrent requests per app and mailbox
+    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>), on
+    /// demand. `n` of them in a row ([`crate::SimServer::mailbox_concurrency_storm`]) are a
+    /// storm.
+    pub fn mailbox_concurrency() -> Self {
+        Self::throttled("1")
+            .with_code("ApplicationThrottled")
+            .with_message("Application is over its MailboxConcurrency limit.")
+    }
+
+    /// `429 ApplicationThrottled` "Application is over its IncomingBytes limit." with
+    /// `Retry-After: 1`: Outlook's 150 MB uploaded per 5 minutes per app and mailbox
+    /// (<https://learn.microsoft.com/graph/throttling-limits#outlook-service-limits>).
+    pub fn incoming_bytes() -> Self {
+        Self::throttled("1")
+            .with_code("ApplicationThrottled")
+            .with_message("Application is over its IncomingBytes limit.")
+    }
+
+    /// Sets the error body's `message`.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+
     /// `504` after recording the message as delivered.
     pub fn gateway_timeout_after_delivery() -> Self {
         Self::status(504).delivering()

@@ -74,8 +74,8 @@ use uuid::Uuid;
 pub use auth::GRAPH_DEFAULT_SCOPE;
 pub use config::{
     CONFIG_FILE_HELP, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_ROLES, DEFAULT_TOKEN_LIFETIME_S,
-    MailboxLimits, MinuteOverflow, NdrLayout, QuotaExceeded, SentInTransit, SimApp, SimBounces,
-    SimConfig, SimMailbox, SimTenant, SimTrace, TraceRule, UnknownRecipients,
+    MailboxLimits, MinuteOverflow, NdrLayout, NewTenant, QuotaExceeded, SentInTransit, SimApp,
+    SimBounces, SimConfig, SimMailbox, SimTenant, SimTrace, TraceRule, UnknownRecipients,
 };
 pub use faults::{Latency, ScriptedAnswer, Target, TokenFault};
 pub use records::{
@@ -367,6 +367,19 @@ impl GraphSim {
     ) -> Result<(), SimError> {
         self.state
             .push_script(&target, answers.into_iter().collect())
+    }
+
+    /// A MailboxConcurrency storm on demand: `target`'s next `n` sendMail requests are answered
+    /// `429 ApplicationThrottled` "Application is over its MailboxConcurrency limit."
+    /// ([`ScriptedAnswer::mailbox_concurrency`]).
+    ///
+    /// # Errors
+    /// As [`Self::push_script`].
+    pub fn mailbox_concurrency_storm(&self, target: Target, n: usize) -> Result<(), SimError> {
+        self.push_script(
+            target,
+            std::iter::repeat_n(ScriptedAnswer::mailbox_concurrency(), n),
+        )
     }
 
     /// Sets the latency added to `target`'s sendMail requests ([`Latency::None`] clears it; a

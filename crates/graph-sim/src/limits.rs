@@ -218,9 +218,9 @@ pub(crate) struct TenantWindow {
 }
 
 impl TenantWindow {
-    /// Counts `external` recipients at `now` when they fit under `limit` per rolling 24 h;
-    /// `false`, counting nothing, when they do not.
-    pub(crate) fn try_count(&mut self, now: i64, external: u32, limit: u64) -> bool {
+    /// Whether `external` recipients at `now` fit under `limit` per rolling 24 h (counting
+    /// nothing).
+    pub(crate) fn fits(&mut self, now: i64, external: u32, limit: u64) -> bool {
         while let Some(&(t, n)) = self.entries.front() {
             if t + DAY_MS > now {
                 break;
@@ -228,7 +228,13 @@ impl TenantWindow {
             self.entries.pop_front();
             self.sum -= u64::from(n);
         }
-        if self.sum + u64::from(external) > limit {
+        self.sum + u64::from(external) <= limit
+    }
+
+    /// Counts `external` recipients at `now` when they fit under `limit` per rolling 24 h;
+    /// `false`, counting nothing, when they do not.
+    pub(crate) fn try_count(&mut self, now: i64, external: u32, limit: u64) -> bool {
+        if !self.fits(now, external, limit) {
             return false;
         }
         self.entries.push_back((now, external));

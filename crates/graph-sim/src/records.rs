@@ -162,6 +162,9 @@ pub enum RefusalCause {
     /// Over the tenant's external recipients per rolling 24 h: answered 202, but the message
     /// bounces (Exchange blocks the tenant's external mail) and is not counted as accepted.
     TenantExternalLimit,
+    /// A new tenant past its `new_tenant.external_per_day`: answered 202, but the message's
+    /// external recipients bounce with a reputation NDR (`5.7.705`/`5.7.708`/`5.7.501`).
+    TenantReputation,
 }
 
 impl RefusalCause {
@@ -175,6 +178,7 @@ impl RefusalCause {
             Self::Minute => "minute",
             Self::RetryAfterIgnored => "retry_after_ignored",
             Self::TenantExternalLimit => "tenant_external_limit",
+            Self::TenantReputation => "tenant_reputation",
         }
     }
 }
@@ -225,9 +229,21 @@ pub struct RefusedCounts {
     /// a refused request, so not in [`RefusedCounts::total`]; a finding all the same).
     #[serde(default)]
     pub tenant_external_limit: u64,
+    /// Answered `202` but bounced with a reputation NDR: a new tenant past its trusted
+    /// external recipients (not in [`RefusedCounts::total`] either).
+    #[serde(default)]
+    pub tenant_reputation: u64,
 }
 
 impl RefusedCounts {
+    /// Counts an accepted message its tenant's checks bounced, by `cause`.
+    pub(crate) fn count_bounce(&mut self, cause: RefusalCause) {
+        match cause {
+            RefusalCause::TenantReputation => self.tenant_reputation += 1,
+            _ => self.tenant_external_limit += 1,
+        }
+    }
+
     /// All refused requests (every non-2xx answer; bounces are counted apart).
     pub fn total(&self) -> u64 {
         self.retry_after_ignored

@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     pub refusals: Vec<RecordedRefusal>,
     /// External recipients of the last 24 h per tenant with a budget (lower-case tenant id).
     pub tenant_windows: HashMap<String, TenantWindow>,
+    /// External recipients of the last 24 h per new tenant (its `new_tenant` reputation).
+    pub reputation_windows: HashMap<String, TenantWindow>,
     pub unknown_mailbox_requests: u64,
     /// Drafts by their creation id (made and sent by the `drafts` handlers).
     pub drafts: HashMap<String, DraftState>,
@@ -275,6 +277,7 @@ impl SimState {
         inner.messages.clear();
         inner.refusals.clear();
         inner.tenant_windows.clear();
+        inner.reputation_windows.clear();
         inner.unknown_mailbox_requests = 0;
         inner.requests.clear();
         inner.inbox.clear();

@@ -216,6 +216,7 @@ pub struct Builder {
     sim_bounces: graph_sim::SimBounces,
     sim_trace: graph_sim::SimTrace,
     sim_tenant_budget: Option<u64>,
+    sim_new_tenant: Option<(u64, &'static str)>,
     sim_max_request_bytes: Option<usize>,
     sim_roles: Option<Vec<String>>,
     sim_mailbox_scope: Option<Vec<String>>,
@@ -272,6 +273,9 @@ impl Builder {
         /// graph-sim's tenant external budget when it differs from ours (Exchange counting
         /// more than we do: other senders of the tenant).
         fn sim_tenant_budget(u64) as Some;
+        /// graph-sim's tenant as a new one (with [`Builder::tenant_budget`]): past this many
+        /// external recipients a rolling day its external mail bounces with this reputation code.
+        fn sim_new_tenant((u64, &'static str)) as Some;
         /// graph-sim's cap on one request's body (default Graph's 4 MB).
         fn sim_max_request_bytes(usize) as Some;
         /// The application permissions graph-sim grants the test app (default: all three).
@@ -342,12 +346,16 @@ impl Builder {
         }
         // graph-sim enforces the same tenant budget Exchange would.
         if let Some(budget) = &self.tenant_budget {
-            sim_config = sim_config.with_tenant(SimTenant::new(
+            let mut tenant = SimTenant::new(
                 TENANT,
                 self.sim_tenant_budget
                     .unwrap_or(u64::from(budget.external_recipients_per_day.get())),
                 budget.accepted_domains.clone(),
-            ));
+            );
+            if let Some((per_day, code)) = self.sim_new_tenant {
+                tenant = tenant.with_new_tenant(per_day, code);
+            }
+            sim_config = sim_config.with_tenant(tenant);
         }
         sim_config.bounces = self.sim_bounces;
         sim_config.trace = self.sim_trace;
@@ -465,6 +473,7 @@ impl TestApp {
             sim_bounces: graph_sim::SimBounces::default(),
             sim_trace: graph_sim::SimTrace::default(),
             sim_tenant_budget: None,
+            sim_new_tenant: None,
             sim_max_request_bytes: None,
             sim_roles: None,
             sim_mailbox_scope: None,

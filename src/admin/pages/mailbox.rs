@@ -33,6 +33,8 @@ struct MailboxPage {
     warm_up: Option<String>,
     /// When what waits now will have been sent (forecast), UTC.
     backlog_ends: Option<String>,
+    /// The adaptive actions in force, in words.
+    adaptive: Vec<String>,
 }
 
 /// Warnings for limits above Exchange Online's.
@@ -133,6 +135,7 @@ async fn mailbox_page(
             .warm_up
             .as_ref()
             .map(crate::reports::warm_up::WarmUpUsage::describe),
+        adaptive: usage.adaptive.clone(),
         backlog_ends: usage
             .backlog_ends
             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()),

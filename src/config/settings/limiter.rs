@@ -1,11 +1,11 @@
 //! The limiter's settings (docs/rate-limiting.md): algorithm, default budgets, in-flight cap,
 //! fail-open, its Redis deadline and key prefix.
 
-use std::{num::NonZeroU32, time::Duration};
+use std::{num::NonZeroU32, path::PathBuf, time::Duration};
 
-use super::Fallback::Value;
+use super::Fallback::{Unset, Value};
 use super::Setting;
-use super::kinds::{Custom, Positive, Span, Text, keyword};
+use super::kinds::{Custom, FilePath, Optional, Positive, Span, Text, keyword};
 use crate::rate_limit::Algorithm;
 
 /// `MAIL_RATE_LIMIT_RESERVED_PERCENT`: 0 to 90.
@@ -103,6 +103,19 @@ settings! {
             help: "the limiter's Redis key prefix (formats in docs/rate-limiting.md)",
             doc: "Prefix of the limiter's keys. fixed-window: <prefix>:{<mailbox>}:m:<YYYYMMDDHHMM> and\n\
                   :d:<YYYYMMDD>; paced: <prefix>:{<graph tenant>}:<mailbox>[:days|:booked|:sent|:inflight].",
+            ..Setting::NEW
+        };
+        adaptive_rules_file: Option<PathBuf> = Optional(FilePath, "(unset)"), Setting {
+            name: "ADAPTIVE_RULES_FILE",
+            flag: "adaptive-rules-file",
+            default: Unset,
+            help: "a JSON file of adaptive rules (docs/adaptive-rules.md) replacing the built-in table: a signal (429:MailboxConcurrency, 5.7.705, 5xx, …) seen N times in a window shrinks or suspends a mailbox or tenant for a while, then steps back up; a bad file stops start-up and fails check-config, naming the rule and field",
+            doc: "Adaptive rules (docs/adaptive-rules.md): a JSON file {\"rules\": [...]} replacing the built-in\n\
+                  table. Each rule: a signal (429:MailboxConcurrency, 429:IncomingBytes, 5.7.233, 5.7.705,\n\
+                  5.7.708, 5.7.501, 5.1.90, 5.2.2, 5xx), a threshold within a window, a scope (mailbox, tenant),\n\
+                  an action (shrink by a factor, or suspend) for a duration, then recovery (the factor doubles\n\
+                  every recoverEvery). Unset: the built-in rules. {\"rules\": []} turns them off.",
+            example: Some("/etc/mail-worker/adaptive-rules.json"),
             ..Setting::NEW
         };
     }

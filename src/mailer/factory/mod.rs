@@ -299,6 +299,14 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
         self.fingerprint_of(sender).await
     }
 
+    async fn campaign_suspended_until(
+        &self,
+        campaign: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.limiter.campaign_suspended_until(campaign, now).await
+    }
+
     async fn member_rooms(&self, members: &[Sender]) -> Vec<Option<crate::mailer::MemberRoom>> {
         let keys: Vec<(String, MailboxAddress)> = members
             .iter()

@@ -113,10 +113,17 @@ pub(crate) fn interpret(
         (code, message)
     };
     match status {
-        429 | 503 | 504 => Verdict::Failed(MailError::throttled(parse_retry_after(
-            answer.retry_after.as_deref(),
-            now,
-        ))),
+        429 | 503 | 504 => {
+            use crate::domain::adaptive::Signal;
+            let signal = match status {
+                429 => message.as_deref().and_then(Signal::of_throttle_message),
+                _ => Some(Signal::ServerErrors),
+            };
+            Verdict::Failed(MailError::throttled_by(
+                parse_retry_after(answer.retry_after.as_deref(), now),
+                signal,
+            ))
+        }
         401 => {
             let (code, message) = described("InvalidAuthenticationToken");
             Verdict::TokenRejected(MailError::unauthorized(format!(

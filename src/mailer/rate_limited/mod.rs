@@ -230,8 +230,14 @@ impl<M: Mailer, L: RateLimiter> Mailer for RateLimitedGraphMailer<M, L> {
             Ok(_) | Err(MailErrorKind::OutcomeUnknown(_)) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
             }
-            Err(MailErrorKind::Throttled { retry_after }) => {
+            Err(MailErrorKind::Throttled {
+                retry_after,
+                signal,
+            }) => {
                 self.limiter.release(&reservation, RequestEnd::Done).await;
+                if let Some(signal) = signal {
+                    self.limiter.signal(*signal, &ask, self.clock.now()).await;
+                }
                 if let Some(wait) = retry_after {
                     let now = self.clock.now();
                     let until = now + chrono::Duration::from_std(*wait).unwrap_or_default();

@@ -36,6 +36,7 @@ label_sets! {
     MailboxLabels { mailbox: String }
     OverflowLabels { pool: String, reason: &'static str }
     LimitPauseLabels { scope: String, key: String, code: String }
+    AdaptiveLabels { rule: String, scope: &'static str }
     RecipientOutcomeLabels { mailbox: String, outcome: &'static str }
 }
 

@@ -33,7 +33,7 @@ impl MailRateLimiter {
     /// slow and Redis, a moment later, found the day full — so the day share comes from what
     /// every replica is known to have sent. A history that cannot be read holds the message
     /// (the day budget cannot be checked).
-    pub(super) async fn fail_open(
+    pub(in crate::rate_limit) async fn fail_open(
         &self,
         ask: &Ask<'_>,
         now: DateTime<Utc>,
@@ -127,7 +127,7 @@ impl MailRateLimiter {
     /// Fields: `operation`, `mailbox`, `error.kind` (see [`RedisCallError::kind`]),
     /// `error.message` (with its causes), `deadline_ms` (warn only) and `suppressed`: lines of
     /// the same event left unwritten since the previous one (at most one per second).
-    pub(super) fn log_failure(
+    pub(in crate::rate_limit) fn log_failure(
         &self,
         operation: &'static str,
         mailbox: &MailboxAddress,

@@ -28,6 +28,7 @@ pub use self::slots::MemberSlot;
 use super::{
     Algorithm, Ask, Counted, Decision, LiveReplicas, RateLimitConfig, RateLimitError, RateLimiter,
     RequestEnd, Reservation,
+    adaptive::Adaptive,
     connection::{RateLimitSetupError, RedisCallError, RedisConn},
     fixed_window::FixedWindow,
     local::LocalPacer,
@@ -35,7 +36,10 @@ use super::{
     never_fits,
     paced::{Paced, keys::PacedKeys},
 };
-use crate::{domain::MailboxAddress, log_events};
+use crate::{
+    domain::{MailboxAddress, adaptive::RuleTable},
+    log_events,
+};
 
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
@@ -48,6 +52,12 @@ pub(crate) trait DecisionMetrics: Send + Sync {
     /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
     /// and how long it took.
     fn rate_limit_decision(&self, decision: &'static str, took: Duration);
+
+    /// An adaptive rule fired (`mail_worker_adaptive_actions_total{rule,scope}`).
+    fn adaptive_fired(&self, _rule: &str, _scope: &'static str) {}
+
+    /// The factor (‰) an action holds now (`mail_worker_adaptive_factor{rule,scope}`).
+    fn adaptive_factor(&self, _rule: &str, _scope: &'static str, _permille: u16) {}
 }
 
 /// The algorithm the limiter runs, with its scripts.
@@ -64,9 +74,9 @@ enum Engine {
 /// uncounted [`Reservation`] — `paced` pacing the mailbox in process at its limit ÷
 /// max(live replicas, `MAIL_RATE_LIMIT_FAIL_OPEN_REPLICAS`), `fixed-window` (the design note's) without a brake.
 pub struct MailRateLimiter {
-    redis: RedisConn,
+    pub(super) redis: RedisConn,
     engine: Engine,
-    key_prefix: String,
+    pub(super) key_prefix: String,
     history: Option<Arc<dyn SendHistory>>,
     local: LocalPacer,
     /// Redis's clock minus this process's (ms), as the last `paced` reply showed: fail-open
@@ -77,9 +87,11 @@ pub struct MailRateLimiter {
     live: Mutex<HashMap<(Uuid, i64), LiveLease>>,
     redis_error_log: LogThrottle,
     script_error_log: LogThrottle,
-    metrics: Option<Arc<dyn DecisionMetrics>>,
+    pub(super) metrics: Option<Arc<dyn DecisionMetrics>>,
     /// When it was built: how long its Redis has not answered since start-up.
     created: Instant,
+    /// The adaptive rules and this process's view of the actions in force.
+    pub(super) adaptive: Adaptive,
 }
 
 impl std::fmt::Debug for MailRateLimiter {
@@ -120,6 +132,7 @@ impl MailRateLimiter {
             script_error_log: LogThrottle::new(LOG_INTERVAL),
             metrics: None,
             created: Instant::now(),
+            adaptive: Adaptive::new(RuleTable { rules: Vec::new() }),
         })
     }
 
@@ -203,6 +216,12 @@ impl RateLimiter for MailRateLimiter {
     ) -> Result<Decision, RateLimitError> {
         never_fits(ask)?;
         let started = Instant::now();
+        // An adaptive action in force: a suspension denies here, a shrink lowers the limits; a
+        // Redis that cannot answer its read fails open here (one deadline, not two).
+        let ask = &match self.adapted(ask, now, started).await {
+            Ok(ask) => ask,
+            Err(decided) => return Ok(decided),
+        };
         let result = match &self.engine {
             Engine::FixedWindow(fixed) => {
                 fixed
@@ -331,6 +350,27 @@ impl RateLimiter for MailRateLimiter {
         {
             self.live_leases().remove(&(*message_id, *at_ms));
         }
+    }
+
+    async fn campaign_suspended_until(
+        &self,
+        campaign: &str,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        self.campaign_suspension(campaign, now).await
+    }
+
+    async fn signal(
+        &self,
+        signal: crate::domain::adaptive::Signal,
+        ask: &Ask<'_>,
+        now: DateTime<Utc>,
+    ) {
+        let on = super::Signalled {
+            tenant: ask.tenant,
+            mailbox: ask.mailbox,
+        };
+        self.adaptive_signal(signal, on, now).await;
     }
 
     async fn cooldown(&self, ask: &Ask<'_>, until: DateTime<Utc>, now: DateTime<Utc>) {

@@ -1,6 +1,7 @@
 //! What a sender pool asks of the limiter before it places a message
-//! (docs/decisions/0046-sender-pools.md): each member's next free slot and the recipients its
-//! rolling 24 h counts, read from the `paced` state hash without changing anything — one
+//! (docs/decisions/0046-sender-pools.md): each member's next free slot (an adaptive
+//! suspension's end included: a suspended member is placed last, ADR 0048) and the recipients
+//! its rolling 24 h counts, read from the `paced` state hash without changing anything — one
 //! `HMGET` per member, one pipelined round trip per Graph tenant (a Cluster slot), not one
 //! decision per member.
 
@@ -52,6 +53,13 @@ impl MailRateLimiter {
                     .arg("cool")
                     .arg("held")
                     .arg("total");
+                // An adaptive suspension (a rule's or an operator's) holds it like a pause.
+                pipe.cmd("GET")
+                    .arg(crate::rate_limit::adaptive::mailbox_key(
+                        &self.key_prefix,
+                        tenant,
+                        mailbox,
+                    ));
             }
             let answer = self.redis.query::<Vec<redis::Value>>(&pipe).await;
             (indexes, answer)
@@ -64,12 +72,19 @@ impl MailRateLimiter {
             // TIME: seconds and microseconds, as two strings.
             let now_ms = redis::from_redis_value_ref::<(i64, i64)>(time)
                 .map_or(0, |(s, us)| s * 1_000 + us / 1_000);
-            for (i, row) in indexes.into_iter().zip(rows) {
+            for (i, pair) in indexes.into_iter().zip(rows.chunks(2)) {
+                let [row, adaptive] = pair else { continue };
                 let Ok((tat, cool, held, total)) = redis::from_redis_value_ref::<State>(row) else {
                     continue;
                 };
+                let raw = redis::from_redis_value_ref::<Option<String>>(adaptive)
+                    .ok()
+                    .flatten();
+                let suspended = crate::rate_limit::adaptive::decode(raw.as_deref())
+                    .filter(|a| a.suspends_at(now_ms))
+                    .map(|a| a.held_until_ms);
                 slots[i] = Some(MemberSlot {
-                    free_at_ms: [tat, cool, held]
+                    free_at_ms: [tat, cool, held, suspended]
                         .into_iter()
                         .flatten()
                         .fold(now_ms, i64::max),

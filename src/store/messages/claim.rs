@@ -26,7 +26,7 @@ macro_rules! sending_columns {
         " RETURNING m.id, m.tenant_id, m.system_mailbox_id, m.to_recipients, m.cc_recipients, \
              m.bcc_recipients, m.subject, m.body_content_type, m.body, m.headers, m.attempts, \
              m.deferrals, m.throttles, m.first_attempt_at, m.graph_draft_id, \
-             m.send_attempted_at, m.claim_token, m.priority, m.sender_pool_id, \
+             m.send_attempted_at, m.claim_token, m.priority, m.sender_pool_id, m.campaign_id, \
              m.pool_placed_at IS NOT NULL AS pool_placed, m.send_by, now() AS claimed_at, \
              ARRAY(SELECT a.name FROM message_attachments a WHERE a.message_id = m.id \
                    ORDER BY a.position) AS attachment_names, \
@@ -186,6 +186,8 @@ pub struct StoredMessage {
     pub priority: Priority,
     /// `throttles` so far: provider throttling without `Retry-After` (its backoff's exponent).
     pub throttles: i32,
+    /// `campaign_id`: an operator's suspension of the campaign defers it (ADR 0048).
+    pub campaign: Option<String>,
     /// `first_attempt_at`: when it was first tried (`MAIL_RETRY_FOR` counts from it).
     pub first_attempt_at: DateTime<Utc>,
     /// `graph_draft_id`: the draft created by an earlier attempt, if any.
@@ -293,6 +295,7 @@ fn stored_message(row: &sqlx::postgres::PgRow) -> Result<StoredMessage, StoreErr
                 problem: format!("message {id}: priority {problem}"),
             })?,
         throttles: row.try_get("throttles")?,
+        campaign: row.try_get("campaign_id")?,
         first_attempt_at: row.try_get("first_attempt_at")?,
         graph_draft_id: row.try_get("graph_draft_id")?,
         send_attempted_at: row.try_get("send_attempted_at")?,

@@ -88,7 +88,9 @@ pub const CONFIG_FILE_HELP: &str = r#"CONFIG FILE (--config FILE), JSON:
     "tenants": [                         optional; a tenant's external recipient limit:
       { "tenant_id": "contoso.example",      over it the message gets 202 but bounces
         "external_recipients_per_day": 500,  (a tenant_external_limit finding, not accepted)
-        "accepted_domains": ["contoso.example"] }
+        "accepted_domains": ["contoso.example"],
+        "new_tenant": { "external_per_day": 20,   optional: a new tenant; past 20 external
+                        "code": "5.7.708" } }    recipients a day, 202 + NDR 5.7.708 (or 5.7.705)
     ],
     "bounces": {                         optional; non-delivery reports into the sender's Inbox:
       "delay_ms": 0,                       how long after the send the NDR appears
@@ -502,7 +504,38 @@ pub struct SimTenant {
     pub external_recipients_per_day: u64,
     /// The tenant's own domains.
     pub accepted_domains: Vec<String>,
+    /// A new tenant whose reputation Exchange does not know yet (`"new_tenant"`): unset for an
+    /// established tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tenant: Option<NewTenant>,
 }
+
+/// A new Microsoft 365 tenant's reputation: past `external_per_day` external recipients in a
+/// rolling 24 h its external mail is answered `202` and then bounced with an NDR `550 5.7.705`
+/// ("Access denied, tenant has exceeded threshold") or `550 5.7.708` ("Access denied, traffic
+/// not accepted from this IP"): Microsoft's page on NDRs 5.7.700 through 5.7.750 says these
+/// come when "the majority of traffic from your tenant has been detected as suspicious" (705)
+/// and for new tenants whose "reputation … isn't established yet" (708), lifted by a support
+/// case or as the tenant's sending history grows
+/// (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/fix-error-code-5-7-700-through-5-7-750>).
+/// Microsoft publishes no count: the threshold is a test's choice, not Microsoft's number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTenant {
+    /// External recipients (To+Cc+Bcc outside the accepted domains) per rolling 24 h that go
+    /// through before the rest bounce.
+    pub external_per_day: u64,
+    /// The enhanced status code of the bounce: `5.7.705`, `5.7.708` (default) or `5.7.501`.
+    #[serde(default = "default_reputation_code")]
+    pub code: String,
+}
+
+fn default_reputation_code() -> String {
+    "5.7.708".to_owned()
+}
+
+/// The reputation codes a [`NewTenant`] may bounce with.
+pub(crate) const REPUTATION_CODES: [&str; 3] = ["5.7.705", "5.7.708", "5.7.501"];
 
 impl SimTenant {
     /// A budget of `per_day` external recipients for `tenant_id`, whose own domains are
@@ -516,7 +549,19 @@ impl SimTenant {
             tenant_id: tenant_id.into(),
             external_recipients_per_day: per_day,
             accepted_domains: accepted_domains.into_iter().map(Into::into).collect(),
+            new_tenant: None,
         }
+    }
+
+    /// The same tenant as a new one: past `external_per_day` external recipients per rolling
+    /// 24 h its external mail bounces with `code` (`5.7.705`, `5.7.708` or `5.7.501`).
+    #[must_use]
+    pub fn with_new_tenant(mut self, external_per_day: u64, code: &str) -> Self {
+        self.new_tenant = Some(NewTenant {
+            external_per_day,
+            code: code.to_owned(),
+        });
+        self
     }
 
     /// How many of `addresses` are outside the accepted domains.

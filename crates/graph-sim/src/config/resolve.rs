@@ -24,6 +24,14 @@ impl SimConfig {
                     tenant.tenant_id
                 )));
             }
+            if let Some(new) = &tenant.new_tenant
+                && !super::REPUTATION_CODES.contains(&new.code.as_str())
+            {
+                return Err(SimError::Config(format!(
+                    "tenant {:?}: new_tenant.code {:?} must be one of 5.7.705, 5.7.708, 5.7.501",
+                    tenant.tenant_id, new.code
+                )));
+            }
         }
         if let Some(bad) = self
             .bounces

@@ -31,6 +31,9 @@ fn explanation(f: &Failure) -> &'static str {
         "5.1.90" => {
             "Your message can't be sent because you've reached your daily limit for message recipients."
         }
+        "5.7.705" | "5.7.708" | "5.7.501" => {
+            "Your message wasn't delivered because your organization's sending reputation does not allow it (a new tenant, or suspicious traffic from it)."
+        }
         "5.7.233" => {
             "Your organization has sent to more external recipients in 24 hours than it is allowed to. Try again later."
         }

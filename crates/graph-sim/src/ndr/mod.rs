@@ -67,6 +67,23 @@ impl Failure {
         }
     }
 
+    /// A new tenant's reputation (`5.7.705`, `5.7.708`, `5.7.501`), in the words of Microsoft's
+    /// page on NDRs 5.7.700 through 5.7.750
+    /// (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/fix-error-code-5-7-700-through-5-7-750>).
+    pub(crate) fn reputation(recipient: &str, code: &str) -> Self {
+        let text = match code {
+            "5.7.705" => "Access denied, tenant has exceeded threshold",
+            "5.7.501" => "Access denied, spam abuse detected",
+            _ => "Access denied, traffic not accepted from this IP",
+        };
+        Self {
+            recipient: recipient.to_owned(),
+            reply: "550",
+            code: code.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
     /// The mailbox's recipients per day used up: `550 5.1.90`, "Your message can't be sent
     /// because you've reached your daily limit for message recipients"
     /// (<https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online>).

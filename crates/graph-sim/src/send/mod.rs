@@ -30,7 +30,10 @@
 //!     `Retry-After` until the oldest message ages out, or in `accept_delayed` mode `202` counted
 //!     as delayed (9 and 10: Exchange Online sending limits,
 //!     <https://learn.microsoft.com/office365/servicedescriptions/exchange-online-service-description/exchange-online-limits#sending-limits>);
-//! 11. over the tenant's `external_recipients_per_day` (recipients outside its accepted domains
+//! 11. a new tenant (`tenants[].new_tenant`) past its `external_per_day` external recipients in
+//!     the rolling 24 h → `202`, then an NDR `550 5.7.708` (or its `code`: `5.7.705`,
+//!     `5.7.501`) for its external recipients, recorded as a `tenant_reputation` finding;
+//!     over the tenant's `external_recipients_per_day` (recipients outside its accepted domains
 //!     in the rolling 24 h, all its mailboxes together) → `202` as Exchange answers, but the
 //!     message bounces: recorded as a `tenant_external_limit` finding, not as accepted, and an
 //!     NDR with `550 5.7.233` for its external recipients goes to the mailbox's Inbox;
@@ -62,6 +65,7 @@ use super::{
 use crate::events;
 
 mod admit;
+mod tenant;
 use admit::refusal_record;
 pub(crate) use admit::{Admitted, admit, throttled};
 
@@ -409,44 +413,38 @@ fn record(
             return Err(e);
         }
     };
-    // The tenant's external recipient limit: over it Exchange still answers 202, then bounces.
-    if let Some(tenant) = state
-        .tenants
-        .iter()
-        .find(|t| t.tenant_id.eq_ignore_ascii_case(&mailbox.tenant_id))
-    {
-        let external = tenant.external(message.to.iter().chain(&message.cc).chain(&message.bcc));
-        let fits = external == 0
-            || inner
-                .tenant_windows
-                .entry(tenant.tenant_id.to_lowercase())
-                .or_default()
-                .try_count(now_ms, external, tenant.external_recipients_per_day);
-        if !fits {
-            inner.boxes[idx].refused.tenant_external_limit += 1;
-            let r = RecordedRefusal {
-                at: received_at,
-                at_ms: now_ms,
-                mailbox: mailbox.address.to_string(),
-                client_id: admitted.client_id.clone(),
-                cause: RefusalCause::TenantExternalLimit,
-                retry_after_s: None,
-                client_request_id: admitted.client_request_id.clone(),
-            };
-            inner.record_refusal(idx, r);
-            let failures: Vec<_> = message
-                .to
-                .iter()
-                .chain(&message.cc)
-                .chain(&message.bcc)
-                .filter(|a| !tenant.accepts(a))
-                .map(|a| ndr::Failure::tenant_limit(a))
-                .collect();
-            trace_feed(state, &mut inner, idx, &message, &failures, received_at);
-            ndr::bounce(state, &mut inner, idx, &message, &failures, received_at);
-            on_recorded(&mut inner, now_ms);
-            return Ok(());
-        }
+    // A new tenant's reputation, then its external recipient limit: over either Exchange
+    // still answers 202, then bounces the external recipients (tenant.rs).
+    if let Some(bounced) = tenant::over(state, &mut inner, idx, &message, now_ms) {
+        inner.boxes[idx].refused.count_bounce(bounced.cause);
+        let r = RecordedRefusal {
+            at: received_at,
+            at_ms: now_ms,
+            mailbox: mailbox.address.to_string(),
+            client_id: admitted.client_id.clone(),
+            cause: bounced.cause,
+            retry_after_s: None,
+            client_request_id: admitted.client_request_id.clone(),
+        };
+        inner.record_refusal(idx, r);
+        trace_feed(
+            state,
+            &mut inner,
+            idx,
+            &message,
+            &bounced.failures,
+            received_at,
+        );
+        ndr::bounce(
+            state,
+            &mut inner,
+            idx,
+            &message,
+            &bounced.failures,
+            received_at,
+        );
+        on_recorded(&mut inner, now_ms);
+        return Ok(());
     }
     let failures = ndr::unknown_failures(state, &message);
     trace_feed(state, &mut inner, idx, &message, &failures, received_at);

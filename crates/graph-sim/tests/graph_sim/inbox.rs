@@ -246,3 +246,92 @@ async fn a_filter_graph_sim_does_not_serve_is_refused() {
     let body: Value = answer.json().await.unwrap();
     assert_eq!(body["error"]["code"], "ErrorInvalidUrlQueryFilter");
 }
+
+#[tokio::test]
+async fn a_new_tenant_past_its_trusted_external_recipients_gets_550_5_7_705_for_external_mail_only()
+{
+    let clock = ManualClock::new(t0());
+    let sim = GraphSim::start(
+        config_with(refusing())
+            .with_tenant(SimTenant::new(TENANT, 100, [TENANT]).with_new_tenant(2, "5.7.705"))
+            .with_clock(clock.clone()),
+    )
+    .await
+    .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    // Trusted with 2 external recipients a day: t-0 and t-1 go, t-2 and t-3 bounce; the
+    // internal t-4 goes whatever the reputation.
+    for (i, rcpt) in [
+        "x@example.org",
+        "y@example.org",
+        "z@example.org",
+        "w@example.org",
+        "colleague@contoso.example",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let imid = format!("<t-{i}@contoso.example>");
+        let sent = send(&http, &sim, &token, &to(&[rcpt], &imid)).await;
+        assert_eq!(sent.status(), StatusCode::ACCEPTED);
+    }
+    let page = inbox(&http, &sim, &token, &[("$select", "body")]).await;
+    let bodies: Vec<&str> = page["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["body"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    for body in &bodies {
+        assert!(
+            body.contains("550 5.7.705 Access denied, tenant has exceeded threshold"),
+            "{body}"
+        );
+    }
+    let stats = sim.mailbox_stats(MAILBOX).unwrap();
+    assert_eq!(
+        (
+            stats.accepted,
+            stats.refused.tenant_reputation,
+            stats.refused.tenant_external_limit
+        ),
+        (3, 2, 0)
+    );
+    // A day later the window is empty again.
+    clock.advance(Duration::from_secs(24 * 3600));
+    let token = super::token(&http, &sim).await;
+    let sent = send(
+        &http,
+        &sim,
+        &token,
+        &to(&["v@example.org"], "<t-5@contoso.example>"),
+    )
+    .await;
+    assert_eq!(sent.status(), StatusCode::ACCEPTED);
+    assert_eq!(sim.mailbox_stats(MAILBOX).unwrap().accepted, 4);
+}
+
+#[tokio::test]
+async fn a_mailbox_concurrency_storm_answers_the_next_n_sends_429_mailbox_concurrency() {
+    let (sim, clock) = start_bouncing(Duration::ZERO).await;
+    sim.mailbox_concurrency_storm(Target::Mailbox(MAILBOX.into()), 3)
+        .unwrap();
+    let http = Client::new();
+    let token = token(&http, &sim).await;
+    let mut answers = Vec::new();
+    for i in 0..4 {
+        let imid = format!("<s-{i}@contoso.example>");
+        let sent = send(&http, &sim, &token, &to(&["a@contoso.example"], &imid)).await;
+        let status = sent.status().as_u16();
+        let body = sent.text().await.unwrap();
+        answers.push((status, body.contains("MailboxConcurrency")));
+        // Each 429 says Retry-After: 1; a client that waits gets the next scripted one.
+        clock.advance(Duration::from_secs(1));
+    }
+    assert_eq!(
+        answers,
+        [(429, true), (429, true), (429, true), (202, false)]
+    );
+}

@@ -41,21 +41,30 @@ fn accepted_answers_are_sent_even_with_retry_after() {
 
 #[test]
 fn throttling_statuses_carry_the_parsed_retry_after() {
+    use crate::domain::adaptive::Signal;
     for status in [429, 503, 504] {
+        // A 429 without Graph's text names no limit; a 503/504 is a server error (5xx).
+        let signal = (status != 429).then_some(Signal::ServerErrors);
+        let throttled = |wait| Verdict::Failed(MailError::throttled_by(wait, signal));
         assert_eq!(
             answer(status, Some("2.128"), ""),
-            Verdict::Failed(MailError::throttled(Some(Duration::from_secs(3)))),
+            throttled(Some(Duration::from_secs(3))),
             "{status}"
         );
         assert_eq!(
             answer(status, Some("Sat, 01 Mar 2025 12:01:00 GMT"), ""),
-            Verdict::Failed(MailError::throttled(Some(Duration::from_secs(60))))
+            throttled(Some(Duration::from_secs(60)))
         );
-        assert_eq!(
-            answer(status, None, ""),
-            Verdict::Failed(MailError::throttled(None))
-        );
+        assert_eq!(answer(status, None, ""), throttled(None));
     }
+    let body = r#"{"error":{"code":"ApplicationThrottled","message":"Application is over its MailboxConcurrency limit."}}"#;
+    assert_eq!(
+        answer(429, Some("1"), body),
+        Verdict::Failed(MailError::throttled_by(
+            Some(Duration::from_secs(1)),
+            Some(Signal::MailboxConcurrency)
+        ))
+    );
 }
 
 #[test]
