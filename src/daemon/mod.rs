@@ -33,8 +33,8 @@ mod retention;
 mod senders_file;
 mod stack;
 mod startup;
-mod warmup;
 mod suspensions;
+mod warmup;
 
 pub(crate) use stack::{Stack, build_stack};
 pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
