@@ -49,6 +49,12 @@ pub trait MailerSource: Send + Sync {
         vec![None; members.len()]
     }
 
+    /// Drops the limiter's booking of `message` on `sender` (a pooled message that goes to
+    /// another sender before its slot). The default (stubs) does nothing.
+    async fn drop_booking(&self, sender: &Sender, message: uuid::Uuid) {
+        let _ = (sender, message);
+    }
+
     /// When `campaign`'s messages may go again, if an operator suspended it (`mail-worker
     /// suspend --campaign`) and it holds at `now`; `None` (the default: stubs) when it is free.
     async fn campaign_suspended_until(

@@ -193,6 +193,21 @@ pub trait RateLimiter: Send + Sync + 'static {
         async move { vec![None; n] }
     }
 
+    /// Drops the bookings of `ids` on `mailbox` (Graph tenant `tenant`, lower case): their
+    /// messages went elsewhere before their slot (a pooled message placed again or
+    /// overflowed), so the slots free for the mailbox's next messages. Never fails: a booking
+    /// not dropped expires after the booking grace. Default: nothing (fakes, `fixed-window`).
+    fn drop_bookings(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        ids: &[uuid::Uuid],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (tenant, mailbox, ids, now);
+        async {}
+    }
+
     /// When `campaign`'s messages may go again, if it is suspended at `now`
     /// ([`MailRateLimiter::campaign_suspension`]). Default: never (fakes).
     fn campaign_suspended_until(

@@ -91,8 +91,13 @@ impl RateLimits {
     pub fn for_sender(self, sender: &crate::domain::Sender) -> Self {
         match sender {
             crate::domain::Sender::SystemMailbox(m) => self.for_system_mailbox(m),
-            crate::domain::Sender::Tenant(t) => self.warmed_up(t.warm_up),
+            crate::domain::Sender::Tenant(t) => self.for_tenant(t),
         }
+    }
+
+    /// [`Self::for_sender`] of a tenant's sender: the defaults, its warm-up's cap applied.
+    pub fn for_tenant(self, t: &crate::domain::Tenant) -> Self {
+        self.warmed_up(t.warm_up)
     }
 
     /// [`Self::for_sender`] of a system mailbox.

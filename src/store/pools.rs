@@ -255,6 +255,37 @@ where
     Ok(done.rows_affected() == 1)
 }
 
+/// Takes the placement back from the claimed pooled message of `fence`, placed on a member
+/// that then refused it (another placement took the room it had read) before any Graph
+/// request: due now, `SCHEDULED`, its attempt given back (as a deferral), so its next claim
+/// places it again. Returns when it is due, or `None` when the attempt no longer held the
+/// row or a Graph request may have been made.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn unplace_now<'e, E>(
+    executor: E,
+    fence: Fence,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    Ok(sqlx::query_scalar(concat!(
+        "UPDATE messages SET pool_placed_at = NULL, status = ",
+        sql_status!(Scheduled),
+        ", scheduled_on = now(), attempts = greatest(attempts - 1, 0), \
+             deferrals = deferrals + 1, updated_at = now() \
+         WHERE id = $1 AND claim_token = $2 AND status = ",
+        sql_status!(Sending),
+        " AND overflow_reason IS NULL AND graph_draft_id IS NULL AND send_attempted_at IS NULL \
+         RETURNING scheduled_on"
+    ))
+    .bind(fence.id)
+    .bind(fence.token)
+    .fetch_optional(executor)
+    .await?)
+}
+
 /// Gives the claimed pooled message of `fence`, placed on a member that then refused it for
 /// its day budget before any Graph request, to the overflow sender `to` for `reason`: due
 /// now, `SCHEDULED`, its attempt given back (as a deferral). Returns when it is due, or

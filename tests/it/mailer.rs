@@ -774,6 +774,50 @@ async fn a_changed_rate_limit_per_minute_yields_a_new_mailer_applying_it() {
     assert_eq!(rig.count(TOKEN_PATH).await, 1, "same app, same token");
 }
 
+/// A Graph tenant's sender in warm-up books against its step's day budget, as a system
+/// mailbox does (ADR 0047; a fresh user's trial found the tenant's ramp shown but not applied).
+#[tokio::test]
+async fn a_tenant_in_warm_up_books_against_its_steps_day_budget() {
+    use mail_worker::domain::{WarmUp, WarmUpStep};
+    let rig = Rig::new().await;
+    rig.token_endpoint(3600, Duration::ZERO).await;
+    rig.send_answers(ResponseTemplate::new(202), 2).await;
+    let plain = graph_tenant(SECRET);
+    rig.factory
+        .mailer_for_tenant(&plain)
+        .await
+        .unwrap()
+        .send(&mail())
+        .await
+        .unwrap();
+    let warming = Tenant {
+        warm_up: Some(WarmUpStep {
+            ramp: WarmUp {
+                start_per_day: NonZeroU32::new(200).unwrap(),
+                growth: 1.5,
+                max_per_day: NonZeroU32::new(5_000).unwrap(),
+            },
+            step: 2,
+        }),
+        ..plain
+    };
+    rig.factory
+        .mailer_for_tenant(&warming)
+        .await
+        .unwrap()
+        .send(&mail())
+        .await
+        .unwrap();
+    let days: Vec<u32> = rig
+        .limiter
+        .checks()
+        .iter()
+        .map(|(_, _, l)| l.recipients_per_day.get())
+        .collect();
+    // 200 × 1.5² = 450 at step 2.
+    assert_eq!(days, [9000, 450]);
+}
+
 #[tokio::test]
 async fn a_changed_reserved_percent_yields_a_new_mailer_applying_it() {
     let rig = Rig::new().await;

@@ -445,6 +445,81 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
     }
 }
 
+/// Placements read at once all see a member's last room; the ones its limiter then refuses
+/// are placed again on a member with room — not overflowed while one has room, not booked a
+/// day ahead on the spent one, and no booking left behind there (a fresh user's trial found
+/// 19 of 30 overflowed and 19 bookings days ahead on the spent member).
+#[tokio::test]
+async fn messages_refused_by_a_spent_member_are_placed_again_not_overflowed_nor_left_booked() {
+    let world = TestApp::paced().mailboxes(2).per_minute(30).spawn().await;
+    let sendgrid = graph_sim::sendgrid::SendGridSim::start([SENDGRID_KEY.to_owned()])
+        .await
+        .unwrap();
+    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
+    // The first member has room for 1 recipient a day; the second for 9,000.
+    let mailbox = |a: &MailboxAddress, day: u32| {
+        format!(
+            r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","rateLimitRecipientsPerDay":{day},"rateLimitReservedPercent":0}}"#
+        )
+    };
+    let file = format!(
+        r#"{{"systemMailboxes":[{},{}],
+            "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
+            "senderPools":[{{"name":"invites","members":["{}","{}"],
+                "overflow":{{"sender":"news@adatum.example","when":"budgetsSpent"}}}}]}}"#,
+        mailbox(&members[0], 1),
+        mailbox(&members[1], 9_000),
+        members[0],
+        members[1]
+    );
+    let file = mail_worker::import::senders::check(&file).unwrap();
+    mail_worker::import::senders::import(&world.db.pool, &file)
+        .await
+        .unwrap();
+    let (_ids, text) = pooled_lines("invites", 12);
+    let enqueued = mail_worker::import::enqueue(&world.db.pool, text, Outbox::Off)
+        .await
+        .unwrap();
+    assert_eq!(enqueued.inserted, 12, "{:?}", enqueued.bad);
+    let mut daemon = world
+        .daemon_command(&[
+            ("MAIL_RATE_LIMIT_PER_MINUTE", "30"),
+            ("SENDGRID_API_BASE_URL", sendgrid.base_url().as_str()),
+        ])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(120), "12 SENT", async || {
+        world.count("SENT").await == 12
+    })
+    .await;
+    daemon.kill().await.unwrap();
+    let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
+    for m in world.sim.messages() {
+        *per_member.entry(m.mailbox.clone()).or_default() += 1;
+    }
+    let expected: BTreeMap<String, usize> =
+        [(members[0].to_string(), 1), (members[1].to_string(), 11)].into();
+    assert_eq!(
+        per_member, expected,
+        "all 12 by Graph, 1 on the spent member"
+    );
+    assert_eq!(sendgrid.messages().len(), 0, "none overflowed");
+    let overflowed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE overflow_reason IS NOT NULL")
+            .fetch_one(&world.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(overflowed, 0);
+    for member in &members {
+        let usage =
+            mail_worker::reports::usage::mailbox_usage(&world.config, &world.db.pool, member)
+                .await
+                .unwrap();
+        let limiter = usage.limiter.expect("a Graph mailbox's limiter");
+        assert_eq!(limiter.booked, 0, "{member}: no booking left behind");
+    }
+}
+
 /// Runs `mail-worker run` at `per_minute` until `n` messages are `SENT`, then stops it.
 async fn send_all(world: &TestApp, per_minute: &str, n: i64) {
     let mut daemon = world

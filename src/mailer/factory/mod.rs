@@ -307,6 +307,16 @@ impl<L: RateLimiter> MailerSource for MailerFactory<L> {
         self.limiter.campaign_suspended_until(campaign, now).await
     }
 
+    async fn drop_booking(&self, sender: &Sender, message: uuid::Uuid) {
+        let Some(graph) = sender.graph() else {
+            return;
+        };
+        let tenant = graph.graph_tenant_id.to_lowercase();
+        self.limiter
+            .drop_bookings(&tenant, sender.mailbox(), &[message], self.clock.now())
+            .await;
+    }
+
     async fn member_rooms(&self, members: &[Sender]) -> Vec<Option<crate::mailer::MemberRoom>> {
         let keys: Vec<(String, MailboxAddress)> = members
             .iter()

@@ -61,7 +61,9 @@ impl<L: RateLimiter> MailerFactory<L> {
                         &format!("tenant {}'s Graph client secret", tenant.name),
                     )
                     .await?,
-                limits: self.defaults,
+                // The warm-up's cap included (ADR 0047): the limits in force are decided in
+                // one place, for a tenant's sender as for a system mailbox.
+                limits: self.defaults.for_tenant(tenant),
                 tenant_budget: credentials.tenant_budget.clone(),
             })),
             TenantTransport::SendGrid { api_key } => MailerSpec::SendGrid {

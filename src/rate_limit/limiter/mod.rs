@@ -195,6 +195,22 @@ impl MailRateLimiter {
 }
 
 impl RateLimiter for MailRateLimiter {
+    async fn drop_bookings(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        ids: &[uuid::Uuid],
+        now: DateTime<Utc>,
+    ) {
+        if let Err(error) = self.unbook(tenant, mailbox, ids, now).await {
+            tracing::warn!(
+                event = crate::log_events::MAIL_RATE_LIMIT_REDIS_ERROR,
+                %error,
+                "a booking could not be dropped: it expires after the booking grace"
+            );
+        }
+    }
+
     async fn member_slots(
         &self,
         mailboxes: &[(String, MailboxAddress)],

@@ -129,6 +129,25 @@ impl MailProviderService {
         let Some(pool) = pools::senders_of(&self.pool, pool_id).await? else {
             return Ok(None);
         };
+        let Some(member) = pool
+            .members
+            .iter()
+            .find(|m| SenderRef::of(m).id() == on)
+            .cloned()
+        else {
+            // On the overflow sender already: it waits there.
+            return Ok(None);
+        };
+        if self.another_member_sooner(message, &pool, on, denial).await {
+            let Some(until) = pools::unplace_now(&self.pool, message.fence).await? else {
+                return Ok(Some(SendOutcome::Superseded));
+            };
+            self.drop_booking(&member, message, denial).await;
+            return Ok(Some(SendOutcome::Deferred {
+                until,
+                reason: format!("placed again: {} refused it", member.mailbox()),
+            }));
+        }
         let Some((sender, reason)) = overflow_for(&pool, message) else {
             return Ok(None);
         };
@@ -147,11 +166,61 @@ impl MailProviderService {
             events::record_one(&mut *tx, EventKind::Overflowed, message.id).await?;
         }
         tx.commit().await?;
+        self.drop_booking(&member, message, denial).await;
         self.overflowed(message, &pool.name, &sender, reason);
         Ok(Some(SendOutcome::Deferred {
             until,
             reason: format!("overflowed ({})", reason.as_str()),
         }))
+    }
+
+    /// Whether another unpaused member than `on` has day room for `message` and a free slot
+    /// before the one `denial` offers on `on` (and before the message's `by`): placements read
+    /// at once all saw `on`'s last room; the losers are placed again, not overflowed nor
+    /// booked a day ahead (a fresh user's trial found 19 of 30 overflowed while two members
+    /// had 8,900 recipients of room each).
+    async fn another_member_sooner(
+        &self,
+        message: &StoredMessage,
+        pool: &PoolSenders,
+        on: Uuid,
+        denial: Denial,
+    ) -> bool {
+        let paused: HashSet<Uuid> = self.pauses.paused().into_iter().map(|(id, _)| id).collect();
+        let others: Vec<Sender> = pool
+            .members
+            .iter()
+            .filter(|m| {
+                let id = SenderRef::of(m).id();
+                id != on && !paused.contains(&id)
+            })
+            .cloned()
+            .collect();
+        if others.is_empty() {
+            return false;
+        }
+        let recipients = message
+            .content
+            .as_ref()
+            .map_or(1, |c| i64::from(c.recipient_count()));
+        let offered = message
+            .db_now()
+            .timestamp_millis()
+            .saturating_add(i64::try_from(denial.retry_after.as_millis()).unwrap_or(i64::MAX));
+        let by = message.send_by.map(|t| t.timestamp_millis());
+        let rooms = self.mailers.member_rooms(&others).await;
+        rooms.iter().flatten().any(|r| {
+            r.day_left >= recipients
+                && r.free_at_ms < offered
+                && by.is_none_or(|by| r.free_at_ms <= by)
+        })
+    }
+
+    /// Drops `message`'s booking on `member` when `denial` booked one: it goes elsewhere.
+    async fn drop_booking(&self, member: &Sender, message: &StoredMessage, denial: Denial) {
+        if denial.booked {
+            self.mailers.drop_booking(member, message.id).await;
+        }
     }
 
     /// Counts and logs one overflowed message.
