@@ -76,8 +76,15 @@ pub async fn main() -> ExitCode {
                 );
             }
             eprintln!("mail-worker: {shown}");
-            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
-                ExitCode::from(78) // EX_CONFIG, as for a bad variable read at start
+            if e.downcast_ref::<crate::config::ConfigError>().is_some()
+                || e.chain().any(|c| {
+                    c.downcast_ref::<crate::rate_limit::adaptive::AdaptiveRulesError>()
+                        .is_some()
+                })
+            {
+                // EX_CONFIG, as for a bad variable read at start (and `check-config`'s answer
+                // to the same rules file).
+                ExitCode::from(78)
             } else {
                 ExitCode::FAILURE
             }

@@ -37,7 +37,16 @@ async fn scope_key(pool: &PgPool, scope: &SuspendScope) -> anyhow::Result<ScopeK
                 })?;
             ScopeKey::Mailbox { tenant, mailbox }
         }
-        (None, Some(tenant), _) => ScopeKey::Tenant(tenant.trim().to_lowercase()),
+        (None, Some(tenant), _) => ScopeKey::Tenant(
+            suspensions::graph_tenant_named(pool, tenant)
+                .await?
+                .with_context(|| {
+                    format!(
+                        "--tenant {tenant}: no Graph sender has this Graph tenant id, nor is it \
+                         the name of a tenant whose sender is a Graph one"
+                    )
+                })?,
+        ),
         (None, None, Some(campaign)) => ScopeKey::Campaign(campaign.trim().to_owned()),
         (None, None, None) => anyhow::bail!("one of --mailbox, --tenant, --campaign"),
     })

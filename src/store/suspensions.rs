@@ -93,3 +93,23 @@ pub async fn make_due(pool: &PgPool) -> Result<u64, StoreError> {
     .await?;
     Ok(done.rows_affected())
 }
+
+/// The Graph tenant `given` names for `suspend --tenant`/`resume --tenant`: a Graph tenant id
+/// of a known Graph sender (tenants' or system mailboxes'), or the name of a tenant whose
+/// sender is a Graph one (its Graph tenant id then); lower case. `None` when no sender knows
+/// it (the CLI refuses it: a suspension of an unknown key would hold nothing).
+///
+/// # Errors
+/// Database errors.
+pub async fn graph_tenant_named(pool: &PgPool, given: &str) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT lower(graph_tenant_id) FROM ( \
+             SELECT graph_tenant_id, name FROM tenants WHERE graph_tenant_id IS NOT NULL \
+             UNION ALL SELECT graph_tenant_id, NULL FROM system_mailboxes) t \
+         WHERE lower(graph_tenant_id) = lower($1) OR lower(name) = lower($1) \
+         ORDER BY lower(graph_tenant_id) = lower($1) DESC LIMIT 1",
+    )
+    .bind(given.trim())
+    .fetch_optional(pool)
+    .await?)
+}

@@ -87,6 +87,7 @@ async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_fie
             "{subcommand}: {stderr}"
         );
         assert!(stderr.contains(expected), "{subcommand}: {stderr}");
+        assert_eq!(out.status.code(), Some(78), "{subcommand}: EX_CONFIG");
     }
     assert_eq!(
         app.binary_command(
@@ -109,6 +110,37 @@ async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_fie
         &[("ADAPTIVE_RULES_FILE", file)],
     ))
     .await;
+}
+
+/// `--tenant` takes a known Graph tenant id, or a tenant's name (its Graph tenant id then);
+/// anything else is refused, not recorded as a suspension that holds nothing.
+#[tokio::test]
+async fn suspend_tenant_refuses_an_unknown_tenant_and_takes_a_known_one() {
+    let app = TestApp::paced().spawn().await;
+    let out = cli(
+        &app,
+        &["suspend", "--tenant", "nonexistent.example", "--for", "1h"],
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--tenant nonexistent.example: no Graph sender has this Graph tenant id"),
+        "{stderr}"
+    );
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM operator_suspensions")
+        .fetch_one(&app.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0, "nothing recorded");
+    let out = succeeds(cli(
+        &app,
+        &["suspend", "--tenant", "CONTOSO.example", "--for", "1h"],
+    ))
+    .await;
+    assert!(out.contains("suspended tenant contoso.example"), "{out}");
 }
 
 /// How long a second message asked at `now` waits for the first's slot: the pacing's spacing,
