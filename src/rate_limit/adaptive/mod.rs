@@ -168,8 +168,16 @@ impl Adaptive {
     }
 
     /// Logs `mail.adaptive.recovered` once when the action under `key` is back at the whole
-    /// budget, as this process saw it; returns the factor in force (‰).
-    pub(crate) fn watch(&self, key: &str, action: Option<&ActionInForce>, now_ms: i64) -> u16 {
+    /// budget, as this process saw it; returns what the factor gauge should show: the rule
+    /// and its factor in force (‰) while one holds less than the whole budget, the ended rule
+    /// at the whole budget once, `None` otherwise (no action, or a whole-budget mark such as
+    /// `resume`'s: no series of its own).
+    pub(crate) fn watch(
+        &self,
+        key: &str,
+        action: Option<&ActionInForce>,
+        now_ms: i64,
+    ) -> Option<(String, u16)> {
         let permille = action.map_or(WHOLE, |a| a.permille_at(now_ms));
         let mut seen = self
             .seen
@@ -183,14 +191,16 @@ impl Adaptive {
                     scope = scope_of(key),
                     "an adaptive action ended: the whole budget is back"
                 );
+                let ended = rule.clone();
                 seen.remove(key);
+                Some((ended, WHOLE))
             }
             (_, Some(a)) if permille < WHOLE => {
                 seen.insert(key.to_owned(), (a.rule.clone(), permille));
+                Some((a.rule.clone(), permille))
             }
-            _ => {}
+            _ => None,
         }
-        permille
     }
 }
 
@@ -279,6 +289,24 @@ mod tests {
             tenant_budget: external.map(|e| (e, NonZeroU32::new(1_000).unwrap())),
             priority: Priority::Normal,
         }
+    }
+
+    #[test]
+    fn the_factor_shown_follows_the_action_back_to_the_whole_budget_once() {
+        let adaptive = Adaptive::new(RuleTable::defaults());
+        let key = "mw:rl:{contoso.example}:news@contoso.example:adaptive";
+        let held = ActionInForce::operator(0, 60_000, None);
+        assert_eq!(
+            adaptive.watch(key, Some(&held), 1_000),
+            Some(("operator".to_owned(), 0))
+        );
+        // Resumed (the key gone) or expired: the rule's series back at the whole budget, once.
+        assert_eq!(
+            adaptive.watch(key, None, 2_000),
+            Some(("operator".to_owned(), WHOLE))
+        );
+        assert_eq!(adaptive.watch(key, None, 3_000), None);
+        assert_eq!(adaptive.watch(key, Some(&held), 61_000), None, "expired");
     }
 
     #[test]

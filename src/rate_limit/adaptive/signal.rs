@@ -141,9 +141,11 @@ impl MailRateLimiter {
         };
         let now_ms = now.timestamp_millis();
         for (key, action) in keys.iter().zip(&actions) {
-            let permille = self.adaptive.watch(key, action.as_ref(), now_ms);
-            if let (Some(metrics), Some(action)) = (&self.metrics, action) {
-                metrics.adaptive_factor(&action.rule, super::scope_of(key), permille);
+            // The gauge follows the action: its factor while it holds, 1 once it ended (a
+            // trial found it left at 0 after a resume or an expiry).
+            let shown = self.adaptive.watch(key, action.as_ref(), now_ms);
+            if let (Some(metrics), Some((rule, permille))) = (&self.metrics, shown) {
+                metrics.adaptive_factor(&rule, super::scope_of(key), permille);
             }
         }
         Ok(self
