@@ -42,9 +42,15 @@ pub(super) async fn import_file(
     let (report, unbooked, due_now) = bookings::import_senders(config, &pool, &parsed)
         .await
         .with_context(|| file.display().to_string())?;
+    // Pools only when the file has some (a fresh user's trial: the pools went unmentioned).
+    let pools = match report.sender_pools {
+        0 => String::new(),
+        n => format!(" and {}", counted(n as u64, "sender pool", "sender pools")),
+    };
     out(&format!(
-        "imported {} and {} from {}\n",
+        "imported {}{} {}{pools} from {}\n",
         counted(report.tenants as u64, "tenant", "tenants"),
+        if pools.is_empty() { " and" } else { "," },
         counted(
             report.system_mailboxes as u64,
             "system mailbox",

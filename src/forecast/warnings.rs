@@ -64,7 +64,11 @@ impl std::fmt::Display for Warning {
                 "{spilled} messages exceed the mailbox's day budget of {recipients_per_day} recipients and spill into the next day"
             ),
             Self::MissesBy { messages } => {
-                write!(f, "{messages} messages are forecast after their own `by`")
+                write!(
+                    f,
+                    "{} forecast after their own `by`",
+                    crate::plural::counted(*messages, "message is", "messages are")
+                )
             }
             Self::TooLarge { messages } => write!(
                 f,
