@@ -250,31 +250,10 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
     // Two members at 20 a minute (slots 3.1 s apart each, R = 0), a campaign of 40 lines whose
     // `by` is 30 s ahead: about 2 × 10 slots fall before it; the rest go to SendGrid at once.
     let world = TestApp::paced().mailboxes(2).per_minute(20).spawn().await;
-    let sendgrid = graph_sim::sendgrid::SendGridSim::start([SENDGRID_KEY.to_owned()])
-        .await
-        .unwrap();
-    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
-    let mailboxes: Vec<String> = members
-        .iter()
-        .map(|a| {
-            format!(
-                r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","rateLimitPerMinute":20}}"#
-            )
-        })
-        .collect();
-    let file = format!(
-        r#"{{"systemMailboxes":[{}],
-            "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
-            "senderPools":[{{"name":"invites","members":["{}","{}"],
-                "overflow":{{"sender":"news@adatum.example","when":"forecastMisses"}}}}]}}"#,
-        mailboxes.join(","),
-        members[0],
-        members[1]
-    );
-    let file = mail_worker::import::senders::check(&file).unwrap();
-    mail_worker::import::senders::import(&world.db.pool, &file)
-        .await
-        .unwrap();
+    let (sendgrid, members) = pool_of_two_overflowing_to_sendgrid(&world, "forecastMisses", |_| {
+        r#""rateLimitPerMinute":20"#.to_owned()
+    })
+    .await;
 
     let by = world.db_now().await + chrono::Duration::seconds(30);
     let (ids, text) = pooled_lines("invites", 40);
@@ -326,19 +305,16 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
         enqueued.bad[0]
     );
 
-    let mut daemon = world
-        .daemon_command(&[
+    send_all_with(
+        &world,
+        &[
             ("MAIL_RATE_LIMIT_PER_MINUTE", "20"),
             ("MAIL_RATE_LIMIT_RESERVED_PERCENT", "0"),
             ("SENDGRID_API_BASE_URL", sendgrid.base_url().as_str()),
-        ])
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(120), "40 SENT", async || {
-        world.count("SENT").await == 40
-    })
+        ],
+        40,
+    )
     .await;
-    daemon.kill().await.unwrap();
 
     // Each message once: by a member or by SendGrid.
     let graph = world.sim.messages();
@@ -452,47 +428,28 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
 #[tokio::test]
 async fn messages_refused_by_a_spent_member_are_placed_again_not_overflowed_nor_left_booked() {
     let world = TestApp::paced().mailboxes(2).per_minute(30).spawn().await;
-    let sendgrid = graph_sim::sendgrid::SendGridSim::start([SENDGRID_KEY.to_owned()])
-        .await
-        .unwrap();
-    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
     // The first member has room for 1 recipient a day; the second for 9,000.
-    let mailbox = |a: &MailboxAddress, day: u32| {
+    let (sendgrid, members) = pool_of_two_overflowing_to_sendgrid(&world, "budgetsSpent", |i| {
         format!(
-            r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}","rateLimitRecipientsPerDay":{day},"rateLimitReservedPercent":0}}"#
+            r#""rateLimitRecipientsPerDay":{},"rateLimitReservedPercent":0"#,
+            [1, 9_000][i]
         )
-    };
-    let file = format!(
-        r#"{{"systemMailboxes":[{},{}],
-            "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
-            "senderPools":[{{"name":"invites","members":["{}","{}"],
-                "overflow":{{"sender":"news@adatum.example","when":"budgetsSpent"}}}}]}}"#,
-        mailbox(&members[0], 1),
-        mailbox(&members[1], 9_000),
-        members[0],
-        members[1]
-    );
-    let file = mail_worker::import::senders::check(&file).unwrap();
-    mail_worker::import::senders::import(&world.db.pool, &file)
-        .await
-        .unwrap();
+    })
+    .await;
     let (_ids, text) = pooled_lines("invites", 12);
     let enqueued = mail_worker::import::enqueue(&world.db.pool, text, Outbox::Off)
         .await
         .unwrap();
     assert_eq!(enqueued.inserted, 12, "{:?}", enqueued.bad);
-    let mut daemon = world
-        .daemon_command(&[
+    send_all_with(
+        &world,
+        &[
             ("MAIL_RATE_LIMIT_PER_MINUTE", "30"),
             ("SENDGRID_API_BASE_URL", sendgrid.base_url().as_str()),
-        ])
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(120), "12 SENT", async || {
-        world.count("SENT").await == 12
-    })
+        ],
+        12,
+    )
     .await;
-    daemon.kill().await.unwrap();
     let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
     for m in world.sim.messages() {
         *per_member.entry(m.mailbox.clone()).or_default() += 1;
@@ -520,12 +477,52 @@ async fn messages_refused_by_a_spent_member_are_placed_again_not_overflowed_nor_
     }
 }
 
+/// `world`'s two mailboxes imported as pool `invites` (each entry's further fields from
+/// `extra(i)`) overflowing to a SendGrid tenant under `when`; the SendGrid stand-in and the
+/// members.
+async fn pool_of_two_overflowing_to_sendgrid(
+    world: &TestApp,
+    when: &str,
+    extra: impl Fn(usize) -> String,
+) -> (graph_sim::sendgrid::SendGridSim, Vec<MailboxAddress>) {
+    let sendgrid = graph_sim::sendgrid::SendGridSim::start([SENDGRID_KEY.to_owned()])
+        .await
+        .unwrap();
+    let members: Vec<MailboxAddress> = world.mailboxes.iter().map(|(a, _)| a.clone()).collect();
+    let mailboxes: Vec<String> = members
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            format!(
+                r#"{{"address":"{a}","graphTenantId":"{TENANT}","clientId":"{CLIENT}","clientSecret":"{SECRET}",{}}}"#,
+                extra(i)
+            )
+        })
+        .collect();
+    let file = format!(
+        r#"{{"systemMailboxes":[{}],
+            "tenants":[{{"name":"adatum","provider":"sendgrid","sender":"news@adatum.example","sendgridApiKey":"{SENDGRID_KEY}"}}],
+            "senderPools":[{{"name":"invites","members":["{}","{}"],
+                "overflow":{{"sender":"news@adatum.example","when":"{when}"}}}}]}}"#,
+        mailboxes.join(","),
+        members[0],
+        members[1]
+    );
+    let file = mail_worker::import::senders::check(&file).unwrap();
+    mail_worker::import::senders::import(&world.db.pool, &file)
+        .await
+        .unwrap();
+    (sendgrid, members)
+}
+
 /// Runs `mail-worker run` at `per_minute` until `n` messages are `SENT`, then stops it.
 async fn send_all(world: &TestApp, per_minute: &str, n: i64) {
-    let mut daemon = world
-        .daemon_command(&[("MAIL_RATE_LIMIT_PER_MINUTE", per_minute)])
-        .spawn()
-        .unwrap();
+    send_all_with(world, &[("MAIL_RATE_LIMIT_PER_MINUTE", per_minute)], n).await;
+}
+
+/// Runs `mail-worker run` with `env` until `n` messages are `SENT`, then stops it.
+async fn send_all_with(world: &TestApp, env: &[(&str, &str)], n: i64) {
+    let mut daemon = world.daemon_command(env).spawn().unwrap();
     wait_until(Duration::from_secs(120), &format!("{n} SENT"), async || {
         world.count("SENT").await == n
     })
