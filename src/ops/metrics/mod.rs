@@ -39,6 +39,7 @@
 //! recipient address.
 
 mod labels;
+mod limiter;
 
 use std::{sync::atomic::AtomicU64, time::Duration};
 
@@ -365,42 +366,6 @@ impl Metrics {
 /// Decrements `mail_worker_in_flight` on drop.
 #[derive(Debug)]
 pub(crate) struct InFlightGuard(Gauge);
-
-impl crate::rate_limit::DecisionMetrics for Metrics {
-    fn rate_limit_decision(&self, decision: &'static str, took: Duration) {
-        Metrics::rate_limit_decision(self, decision, took);
-    }
-
-    fn adaptive_fired(&self, rule: &str, scope: &'static str) {
-        Metrics::adaptive_fired(self, rule, scope);
-    }
-
-    fn adaptive_factor(&self, rule: &str, scope: &'static str, permille: u16) {
-        Metrics::set_adaptive_factor(self, rule, scope, permille);
-    }
-}
-
-impl Metrics {
-    /// Counts `mail_worker_adaptive_actions_total{rule,scope}`.
-    pub fn adaptive_fired(&self, rule: &str, scope: &'static str) {
-        self.adaptive_actions
-            .get_or_create(&AdaptiveLabels {
-                rule: rule.to_owned(),
-                scope,
-            })
-            .inc();
-    }
-
-    /// Sets `mail_worker_adaptive_factor{rule,scope}` to `permille` ‰.
-    pub fn set_adaptive_factor(&self, rule: &str, scope: &'static str, permille: u16) {
-        self.adaptive_factor
-            .get_or_create(&AdaptiveLabels {
-                rule: rule.to_owned(),
-                scope,
-            })
-            .set(f64::from(permille) / 1000.0);
-    }
-}
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {

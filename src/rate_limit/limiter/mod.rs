@@ -5,6 +5,7 @@
 
 mod fail_open;
 mod live;
+mod metrics;
 mod pauses;
 mod reads;
 mod seeding;
@@ -21,6 +22,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 pub(super) use self::live::LiveLease;
+pub(crate) use self::metrics::DecisionMetrics;
 pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
 pub use self::seeding::{SendHistory, SentRecord};
@@ -44,21 +46,6 @@ use crate::{
 /// At most one `mail.rateLimit.redisError` and one `mail.rateLimit.scriptError` line per this
 /// interval per limiter (one limiter per process): 1 s.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Where the limiter reports each decision; `ops::Metrics` counts them
-/// (`mail_worker_rate_limit_decisions_total`, `mail_worker_rate_limit_seconds`). A trait so the
-/// limiter does not import the metrics registry that imports it for the health check.
-pub(crate) trait DecisionMetrics: Send + Sync {
-    /// One decision: `allowed`, a [`DenyReason`](super::DenyReason)'s name, or `fail_open`,
-    /// and how long it took.
-    fn rate_limit_decision(&self, decision: &'static str, took: Duration);
-
-    /// An adaptive rule fired (`mail_worker_adaptive_actions_total{rule,scope}`).
-    fn adaptive_fired(&self, _rule: &str, _scope: &'static str) {}
-
-    /// The factor (‰) an action holds now (`mail_worker_adaptive_factor{rule,scope}`).
-    fn adaptive_factor(&self, _rule: &str, _scope: &'static str, _permille: u16) {}
-}
 
 /// The algorithm the limiter runs, with its scripts.
 enum Engine {
@@ -202,13 +189,7 @@ impl RateLimiter for MailRateLimiter {
         ids: &[uuid::Uuid],
         now: DateTime<Utc>,
     ) {
-        if let Err(error) = self.unbook(tenant, mailbox, ids, now).await {
-            tracing::warn!(
-                event = crate::log_events::MAIL_RATE_LIMIT_REDIS_ERROR,
-                %error,
-                "a booking could not be dropped: it expires after the booking grace"
-            );
-        }
+        self.unbook_or_log(tenant, mailbox, ids, now).await;
     }
 
     async fn member_slots(

@@ -77,4 +77,22 @@ impl MailRateLimiter {
         let (dropped, _recipients) = paced.unbook(&self.redis, &keys, ids, now).await?;
         Ok(u64::try_from(dropped).unwrap_or(0))
     }
+
+    /// [`Self::unbook`], a Redis failure logged (the bookings expire after the grace): for
+    /// a pooled message that went to another sender before its slot.
+    pub(crate) async fn unbook_or_log(
+        &self,
+        tenant: &str,
+        mailbox: &MailboxAddress,
+        ids: &[Uuid],
+        now: DateTime<Utc>,
+    ) {
+        if let Err(error) = self.unbook(tenant, mailbox, ids, now).await {
+            tracing::warn!(
+                event = crate::log_events::MAIL_RATE_LIMIT_REDIS_ERROR,
+                %error,
+                "a booking could not be dropped: it expires after the booking grace"
+            );
+        }
+    }
 }
