@@ -115,6 +115,20 @@ fn string_fields(line: &Line) -> Vec<(String, &str)> {
     fields
 }
 
+/// A line's JSON read as a [`Line`]; a refusal comes with the path of the field it is in
+/// (`by`, `to[0].address`), `None` when it is not in one (a syntax error, trailing text).
+fn line_of(text: &str) -> Result<Line, (Option<String>, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let line: Line = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
+        let in_field = e.classify() == serde_json::error::Category::Data;
+        (Some(path).filter(|p| in_field && p != "." && p != "?"), e)
+    })?;
+    de.end().map_err(|e| (None, e))?;
+    Ok(line)
+}
+
 /// ` (id <uuid>)` when the line's id could be read, for the end of a reason.
 fn id_suffix(id: Option<Uuid>) -> String {
     id.map(|id| format!(" (id {id})")).unwrap_or_default()
@@ -173,9 +187,12 @@ pub(crate) fn parse_line(
         });
     }
     // serde quotes offending values, which may be addresses: mask them. Its "line 1" is of
-    // this line's text alone: say the column only.
-    let line: Line = serde_json::from_str(text).map_err(|e| {
-        let what = e.to_string();
+    // this line's text alone: say the column only. The field's path leads (`by: invalid type`).
+    let line: Line = line_of(text).map_err(|(path, e)| {
+        let what = match path {
+            Some(path) => format!("{path}: {e}"),
+            None => e.to_string(),
+        };
         let at = format!(" at line {} column {}", e.line(), e.column());
         let what = what
             .strip_suffix(&at)

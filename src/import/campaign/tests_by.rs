@@ -54,3 +54,35 @@ fn by_is_read_as_utc_absent_is_none_and_a_bad_one_is_refused_naming_it() {
     let refused = by(r#","by":"\u0000""#).unwrap_err();
     assert!(refused.reason.starts_with("by contains a NUL"), "{refused}");
 }
+
+#[test]
+fn a_field_of_the_wrong_type_is_named_by_its_path() {
+    let refused = |extra: &str| {
+        parse_line(4, &line(extra), &directory())
+            .unwrap_err()
+            .reason
+    };
+    assert_eq!(
+        refused(r#","by":12345"#),
+        "not a message: by: invalid type: integer `12345`, expected a string at column 155 \
+         (id 00000000-0000-0000-0000-000000000009)"
+    );
+    // Nested: the recipient's index is in the path; trailing text is not in a field.
+    let nested = parse_line(
+        2,
+        r#"{"id":"x","tenant":"northwind","to":[{"address":7}],"body":{"contentType":"text","content":"x"}}"#,
+        &directory(),
+    )
+    .unwrap_err();
+    assert!(
+        nested
+            .reason
+            .starts_with("not a message: to[0].address: invalid type: integer `7`"),
+        "{nested}"
+    );
+    let trailing = refused("} x");
+    assert!(
+        trailing.starts_with("not a message: trailing characters at column "),
+        "{trailing}"
+    );
+}
