@@ -189,8 +189,8 @@ fn check_config(config: &Config) -> ExitCode {
         eprintln!("mail-worker: warning: {warning}");
     }
     // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only the admin
-    // UI needs it), and the webhooks' secret as `run` reads it (its reference resolved, its
-    // length).
+    // UI needs it), the webhooks' secret as `run` reads it (its reference resolved, its
+    // length), the adaptive rules file and the senders file.
     let admin = config
         .admin
         .token
@@ -202,11 +202,18 @@ fn check_config(config: &Config) -> ExitCode {
     )
     .err()
     .map(|e| e.to_string());
+    // SENDERS_FILE as `run` reads it at start-up: every entry checked, nothing written.
+    let senders = config
+        .senders_file
+        .as_deref()
+        .and_then(|path| crate::daemon::check_senders_file(path).err())
+        .map(|e| format!("{e:#}"));
     let bad: Vec<String> = admin
         .into_iter()
         .chain(outbox)
         .map(|e| e.to_string())
         .chain(rules)
+        .chain(senders)
         .collect();
     for e in &bad {
         eprintln!("mail-worker: bad configuration: {e}");

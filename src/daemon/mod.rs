@@ -36,6 +36,7 @@ mod startup;
 mod suspensions;
 mod warmup;
 
+pub(crate) use senders_file::check as check_senders_file;
 pub(crate) use stack::{Stack, build_stack};
 pub use stack::{build_bounce_reader, build_delivery_reconciler, build_service};
 

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use crate::{config::Config, import::senders::SendersFile, log_events};
 
 /// The checked senders file of `SENDERS_FILE`, not yet written.
-pub(super) struct Checked {
+pub(crate) struct Checked {
     path: PathBuf,
     file: SendersFile,
 }
@@ -20,7 +20,7 @@ pub(super) struct Checked {
 ///
 /// # Errors
 /// An unreadable file or any bad entry, named with `SENDERS_FILE` and the path.
-pub(super) fn check(path: &Path) -> anyhow::Result<Checked> {
+pub(crate) fn check(path: &Path) -> anyhow::Result<Checked> {
     let context = || format!("SENDERS_FILE ({})", path.display());
     let text = std::fs::read_to_string(path).with_context(context)?;
     let file = crate::import::senders::check(&text).with_context(context)?;

@@ -1456,3 +1456,46 @@ async fn a_senders_import_that_changes_a_tenants_budget_names_its_sender_once() 
         "{changed}"
     );
 }
+
+#[test]
+fn check_config_reads_the_senders_file_as_run_does_and_names_a_bad_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("senders.json");
+    let good = r#"{"systemMailboxes": [{"address": "noreply@contoso.example",
+        "graphTenantId": "contoso.example", "clientId": "11111111-1111-4111-8111-111111111111",
+        "clientSecret": "env:X"}]}"#;
+    std::fs::write(&path, good).unwrap();
+    let file = path.to_str().unwrap();
+    stderr_of_exit(
+        &mail_worker(&["check-config"], &[("SENDERS_FILE", file)]),
+        0,
+        "a good senders file",
+    );
+    std::fs::write(
+        &path,
+        good.replace("noreply@contoso.example", "not an address"),
+    )
+    .unwrap();
+    let stderr = stderr_of_exit(
+        &mail_worker(&["check-config"], &[("SENDERS_FILE", file)]),
+        78,
+        "a bad entry",
+    );
+    assert!(
+        stderr.contains(&format!(
+            "mail-worker: bad configuration: SENDERS_FILE ({file}): "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("systemMailboxes[0]"), "{stderr}");
+    let missing = dir.path().join("absent.json");
+    let stderr = stderr_of_exit(
+        &mail_worker(
+            &["check-config"],
+            &[("SENDERS_FILE", missing.to_str().unwrap())],
+        ),
+        78,
+        "a file that is not there",
+    );
+    assert!(stderr.contains("absent.json): "), "{stderr}");
+}
