@@ -54,6 +54,7 @@ pub use ask::{Ask, RateLimitError};
 pub(crate) use connection::Link as RedisLink;
 pub use connection::{RateLimitSetupError, RedisCallError, RedisUrls};
 pub use decision::{Decision, DenyReason, RequestEnd};
+pub use limiter::AdaptiveOn;
 pub(crate) use limiter::DecisionMetrics;
 pub(crate) use limiter::ReadLease;
 pub use limiter::{LimitPause, MailRateLimiter, MemberSlot, PauseScope, SendHistory, SentRecord};

@@ -18,7 +18,11 @@ use uuid::Uuid;
 
 use crate::{
     daemon::Logged,
-    support::{TestApp, app::noon, redis_conn, temp_dir, wait_until},
+    support::{
+        TestApp,
+        app::{TENANT, noon},
+        redis_conn, temp_dir, wait_until, wait_until_showing,
+    },
 };
 
 const BINARY: &str = env!("CARGO_BIN_EXE_mail-worker");
@@ -390,10 +394,44 @@ async fn through_the_daemon_a_mailbox_concurrency_storm_fires_the_built_in_rule_
         .unwrap();
     // Four more messages whose sends meet the storm.
     app.insert(0, 4, "SCHEDULED").await;
-    let _daemon = Logged::spawn(app.daemon_command(&[]));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _daemon = Logged::spawn(app.daemon_command(&[("METRICS_LISTEN", listen.as_str())]));
     let held = action_set(&app, mailbox.as_str(), "the storm's rule fired").await;
     assert!(held.contains("\"rule\":\"mailbox-concurrency\""), "{held}");
     assert!(held.contains("\"heldPermille\":250"), "{held}");
+    // The metrics name the mailbox and its tenant: which sender is held back, not only which rule.
+    let labels = format!(
+        "{{rule=\"mailbox-concurrency\",scope=\"mailbox\",tenant=\"{TENANT}\",mailbox=\"{mailbox}\"}}"
+    );
+    let text = std::sync::Mutex::new(String::new());
+    wait_until_showing(
+        Duration::from_secs(30),
+        "the adaptive metrics with the mailbox's labels",
+        async || {
+            let body = match reqwest::get(format!("http://{listen}/metrics")).await {
+                Ok(answer) => answer.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let shown = body.contains(&format!("mail_worker_adaptive_actions_total{labels} 1\n"))
+                && body.contains(&format!("mail_worker_adaptive_factor{labels} 0.25\n"));
+            *text.lock().unwrap() = body;
+            shown
+        },
+        || {
+            text.lock()
+                .unwrap()
+                .lines()
+                .filter(|l| l.starts_with("mail_worker_adaptive"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+    )
+    .await;
     // The suspended campaign's messages wait, never fail, and made no Graph request.
     wait_until(
         Duration::from_secs(60),

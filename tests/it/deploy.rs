@@ -547,8 +547,12 @@ fn exported() -> BTreeSet<String> {
     m.recipient_outcome("mb@example.org", "delivered");
     m.set_waiting(&[("day", 1)]);
     m.set_warmup_day_budgets(&[("mb@example.org".into(), 500)]);
-    m.adaptive_fired("mailbox-concurrency", "mailbox");
-    m.set_adaptive_factor("mailbox-concurrency", "mailbox", 250);
+    let on = mail_worker::rate_limit::AdaptiveOn {
+        tenant: "contoso.example",
+        mailbox: "mb@example.org",
+    };
+    m.adaptive_fired("mailbox-concurrency", "mailbox", on);
+    m.set_adaptive_factor("mailbox-concurrency", "mailbox", on, 250);
     m.encode()
         .lines()
         .filter(|l| !l.starts_with('#'))

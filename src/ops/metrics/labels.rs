@@ -36,7 +36,7 @@ label_sets! {
     MailboxLabels { mailbox: String }
     OverflowLabels { pool: String, reason: &'static str }
     LimitPauseLabels { scope: String, key: String, code: String }
-    AdaptiveLabels { rule: String, scope: &'static str }
+    AdaptiveLabels { rule: String, scope: &'static str, tenant: String, mailbox: String }
     RecipientOutcomeLabels { mailbox: String, outcome: &'static str }
 }
 

@@ -25,8 +25,8 @@
 //! | `mail_worker_sender_paused` | gauge | `mailbox` (1 while paused; senders are configuration, so bounded) |
 //! | `mail_worker_limit_paused` | gauge | `scope` (`mailbox`, `tenant`), `key` (the sending mailbox or the Graph tenant: configuration, bounded), `code` (the NDR's DSN code): 1 while an NDR's pause is in force (`limit_pauses`, all replicas; refreshed periodically) |
 //! | `mail_worker_warmup_day_budget` | gauge | `mailbox`: the recipients per day its warm-up step allows (the budget in force is the lower of this and its own; `sender_warmups`, all replicas, refreshed every minute) |
-//! | `mail_worker_adaptive_actions_total` | counter | `rule` (the rules file's names: configuration, bounded), `scope` (`mailbox`, `tenant`): adaptive rules this process saw fire (docs/adaptive-rules.md) |
-//! | `mail_worker_adaptive_factor` | gauge | `rule`, `scope`: the lowest share of the budget (0 to 1; 0 = suspended) an action of the rule (or `operator`) held at this process's last decision |
+//! | `mail_worker_adaptive_actions_total` | counter | `rule` (the rules file's names: configuration, bounded), `scope` (`mailbox`, `tenant`), `tenant` (the Graph tenant), `mailbox` (the sender's address; empty on a tenant's action): adaptive rules this process saw fire (docs/adaptive-rules.md) |
+//! | `mail_worker_adaptive_factor` | gauge | `rule`, `scope`, `tenant`, `mailbox`: the lowest share of the budget (0 to 1; 0 = suspended) an action of the rule (or `operator`) held at this process's last decision |
 //! | `mail_worker_mailbox_failed_total` | counter | `mailbox`: messages that ended `ERROR` at a send, by sending mailbox (configuration, bounded) |
 //! | `mail_worker_messages_overflowed_total` | counter | `pool`, `reason` (`budgetsSpent`): pooled messages given to their pool's overflow sender (configuration, bounded) |
 //! | `mail_worker_recipients_suppressed_total` | counter | `stage` (`intake`, `send`): recipients dropped as on their sender's suppression list |
@@ -114,8 +114,8 @@ metric_table! {
         paused: Family<MailboxLabels, Gauge> = "mail_worker_sender_paused", "1 while a sender is paused (credentials missing or refused, a sender fault: 403 ErrorAccessDenied, 404 ErrorInvalidUser or MailboxNotEnabledForRESTAPI, a missing permission)";
         limit_paused: Family<LimitPauseLabels, Gauge> = "mail_worker_limit_paused", "1 while an NDR's pause of a mailbox's day budget (5.1.90, 5.2.2 submission quota) or a tenant's external mail (5.7.233, 5.7.705, 5.7.708, 5.7.501) is in force (all replicas; refreshed periodically)";
         warmup_day_budget: Family<MailboxLabels, Gauge> = "mail_worker_warmup_day_budget", "Recipients per day a sender's warm-up step allows, by sending mailbox (the budget in force is the lower of this and its own; all replicas; refreshed every minute)";
-        adaptive_actions: Family<AdaptiveLabels, Counter> = "mail_worker_adaptive_actions", "Adaptive rules that fired, by rule and scope (mailbox, tenant)";
-        adaptive_factor: Family<AdaptiveLabels, Gauge<f64, AtomicU64>> = "mail_worker_adaptive_factor", "The share of the budget (0 to 1; 0: suspended) an adaptive action holds, by rule (or operator) and scope, as this process last decided by it";
+        adaptive_actions: Family<AdaptiveLabels, Counter> = "mail_worker_adaptive_actions", "Adaptive rules that fired, by rule, scope (mailbox, tenant), tenant and mailbox";
+        adaptive_factor: Family<AdaptiveLabels, Gauge<f64, AtomicU64>> = "mail_worker_adaptive_factor", "The share of the budget (0 to 1; 0: suspended) an adaptive action holds, by rule (or operator), scope, tenant and mailbox, as this process last decided by it";
         mailbox_failed: Family<MailboxLabels, Counter> = "mail_worker_mailbox_failed", "Messages that ended ERROR at a send, by sending mailbox (configuration, bounded; never a recipient)";
         overflowed: Family<OverflowLabels, Counter> = "mail_worker_messages_overflowed", "Pooled messages given to their pool's overflow sender, by pool and reason (budgetsSpent)";
         suppressed: Family<StageLabels, Counter> = "mail_worker_recipients_suppressed", "Recipients dropped as on their sender's suppression list, by stage (intake, send)";

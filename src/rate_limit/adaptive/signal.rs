@@ -12,7 +12,9 @@ use crate::{
         adaptive::{ActionInForce, RuleTable, Scope, Signal},
     },
     log_events,
-    rate_limit::{Ask, Decision, DenyReason, MailRateLimiter, RedisCallError, connection::replies},
+    rate_limit::{
+        AdaptiveOn, Ask, Decision, DenyReason, MailRateLimiter, RedisCallError, connection::replies,
+    },
 };
 
 /// `lua/adaptive/signal.lua`.
@@ -79,7 +81,14 @@ impl MailRateLimiter {
                 Ok((1, count)) => {
                     self.adaptive.remember(&key, Some(action.clone()));
                     if let Some(metrics) = &self.metrics {
-                        metrics.adaptive_fired(&rule.name, rule.scope.as_str());
+                        let on = AdaptiveOn {
+                            tenant: on.tenant,
+                            mailbox: match rule.scope {
+                                Scope::Mailbox => on.mailbox.as_str(),
+                                _ => "",
+                            },
+                        };
+                        metrics.adaptive_fired(&rule.name, rule.scope.as_str(), on);
                     }
                     tracing::warn!(
                         event = log_events::MAIL_ADAPTIVE_FIRED,
@@ -145,7 +154,16 @@ impl MailRateLimiter {
             // trial found it left at 0 after a resume or an expiry).
             let shown = self.adaptive.watch(key, action.as_ref(), now_ms);
             if let (Some(metrics), Some((rule, permille))) = (&self.metrics, shown) {
-                metrics.adaptive_factor(&rule, super::scope_of(key), permille);
+                let scope = super::scope_of(key);
+                let on = AdaptiveOn {
+                    tenant: ask.tenant,
+                    mailbox: if scope == "mailbox" {
+                        ask.mailbox.as_str()
+                    } else {
+                        ""
+                    },
+                };
+                metrics.adaptive_factor(&rule, scope, on, permille);
             }
         }
         Ok(self

@@ -10,9 +10,28 @@ pub(crate) trait DecisionMetrics: Send + Sync {
     /// and how long it took.
     fn rate_limit_decision(&self, decision: &'static str, took: Duration);
 
-    /// An adaptive rule fired (`mail_worker_adaptive_actions_total{rule,scope}`).
-    fn adaptive_fired(&self, _rule: &str, _scope: &'static str) {}
+    /// An adaptive rule fired on `on` (`mail_worker_adaptive_actions_total{rule,scope,tenant,mailbox}`).
+    fn adaptive_fired(&self, _rule: &str, _scope: &'static str, _on: AdaptiveOn<'_>) {}
 
-    /// The factor (‰) an action holds now (`mail_worker_adaptive_factor{rule,scope}`).
-    fn adaptive_factor(&self, _rule: &str, _scope: &'static str, _permille: u16) {}
+    /// The factor (‰) an action on `on` holds now
+    /// (`mail_worker_adaptive_factor{rule,scope,tenant,mailbox}`).
+    fn adaptive_factor(
+        &self,
+        _rule: &str,
+        _scope: &'static str,
+        _on: AdaptiveOn<'_>,
+        _permille: u16,
+    ) {
+    }
+}
+
+/// What an adaptive action is on, for its metrics' labels: the Graph tenant, and the mailbox
+/// when the action is on one (empty for a tenant's). Both are configuration (bounded), never a
+/// recipient.
+#[derive(Debug, Clone, Copy)]
+pub struct AdaptiveOn<'a> {
+    /// The Graph tenant.
+    pub tenant: &'a str,
+    /// The mailbox's address, or `""` for an action on the tenant.
+    pub mailbox: &'a str,
 }

@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 pub(super) use self::live::LiveLease;
+pub use self::metrics::AdaptiveOn;
 pub(crate) use self::metrics::DecisionMetrics;
 pub use self::pauses::{LimitPause, PauseScope};
 pub(crate) use self::reads::ReadLease;
