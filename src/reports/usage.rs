@@ -33,7 +33,7 @@ pub struct MailboxUsage {
     /// The sender pools it is a member of, by name (docs/decisions/0046-sender-pools.md).
     pub pools: Vec<String>,
     /// Its warm-up, if it has one (docs/decisions/0047-warm-up.md).
-    #[serde(rename = "warmUp", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_up: Option<super::warm_up::WarmUpUsage>,
     /// The adaptive actions in force on it and on its tenant (docs/adaptive-rules.md), each in
     /// words: `mailbox usage` of one mailbox and the admin UI's mailbox page fill it.

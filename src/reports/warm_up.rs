@@ -6,8 +6,9 @@ use serde::Serialize;
 use crate::store::warmups::WarmUpState;
 
 /// A sender's warm-up in `mailbox usage` (its `--json` shape is stable: `warmUp`).
+/// In `mailbox usage --json` as `warm_up`, snake_case as the rest of that report (the senders
+/// file's `warmUp` names are camelCase; a trial found both casings in one report).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct WarmUpUsage {
     /// The ramp's `startPerDay`.
     pub start_per_day: u32,

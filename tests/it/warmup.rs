@@ -268,6 +268,21 @@ async fn a_ramp_on_a_virtual_clock_steps_on_clean_sending_days_holds_on_a_dirty_
         ),
         (400, "warm-up")
     );
+    // `--json`: snake_case as the rest of the report.
+    let json = serde_json::to_value(&usage).unwrap();
+    assert_eq!(
+        (
+            &json["warm_up"]["start_per_day"],
+            &json["warm_up"]["sending_days"],
+            &json["warm_up"]["day_budget"]
+        ),
+        (
+            &serde_json::json!(100),
+            &serde_json::json!(5),
+            &serde_json::json!(400)
+        ),
+        "{json}"
+    );
     let shown = usage.warm_up.expect("its warm-up").describe();
     assert_eq!(
         shown,
