@@ -198,6 +198,18 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
         out.push_str(&row(&s.mailbox, &s.counts, s.forecast_finish));
     }
     out.push_str(&row("all senders", &r.total, r.forecast_finish));
+    if let Some(s) = &r.suspended {
+        out.push_str(&format!(
+            "suspended until {} UTC{}: nothing of it goes until then (`resume --campaign {}`); \
+             the forecast finish counts from then\n",
+            s.until.format("%Y-%m-%d %H:%M:%S"),
+            s.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
+            r.campaign
+        ));
+    }
     out.push_str(&format!(
         "recipients\n{:<32} {:>9} {:>7} {:>8} {:>7}\n",
         "mailbox", "delivered", "failed", "filtered", "pending"

@@ -78,6 +78,28 @@ pub async fn in_force(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<Suspensio
     .await?)
 }
 
+/// The suspension of `scope` and `key` in force at `now`, if there is one (`campaign status`
+/// shows a campaign's).
+///
+/// # Errors
+/// Database errors.
+pub async fn of(
+    pool: &PgPool,
+    scope: &str,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Suspension>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT scope, key, tenant, suspended_at, suspended_until, reason \
+         FROM operator_suspensions WHERE scope = $1 AND key = $2 AND suspended_until > $3",
+    )
+    .bind(scope)
+    .bind(key)
+    .bind(now)
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Makes every message a suspension deferred due in 2 s (`resume`): after every replica's 1 s
 /// cache of the action it lifted; those still held by another suspension are deferred again at
 /// their next claim. Returns how many.

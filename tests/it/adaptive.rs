@@ -448,6 +448,38 @@ async fn through_the_daemon_a_mailbox_concurrency_storm_fires_the_built_in_rule_
         },
     )
     .await;
+    // `campaign status` says so, and its forecast counts from the suspension's end.
+    let status: serde_json::Value = serde_json::from_str(
+        &succeeds(cli(&app, &["campaign", "status", "spring", "--json"])).await,
+    )
+    .unwrap();
+    let until: DateTime<Utc> = serde_json::from_value(status["suspended"]["until"].clone())
+        .unwrap_or_else(|e| panic!("{e}: {status}"));
+    let ahead = until - Utc::now();
+    assert!(
+        ahead > chrono::Duration::minutes(58) && ahead <= chrono::Duration::hours(1),
+        "{status}"
+    );
+    let finish: DateTime<Utc> = serde_json::from_value(status["forecast_finish"].clone())
+        .unwrap_or_else(|e| panic!("{e}: {status}"));
+    assert!(finish >= until, "{status}");
+    let table = succeeds(cli(&app, &["campaign", "status", "spring"])).await;
+    assert!(
+        table.contains(&format!(
+            "suspended until {} UTC: nothing of it goes until then (`resume --campaign spring`)",
+            until.format("%Y-%m-%d %H:%M:%S")
+        )),
+        "{table}"
+    );
+    let (ui, login) = crate::admin::logged_in_ui(&app).await;
+    let page = ui.page("/campaigns/spring", &login).await;
+    assert!(
+        page.contains(&format!(
+            "<p id=\"suspended\" class=\"error-text\">Suspended until {} UTC: nothing of it goes",
+            until.format("%Y-%m-%d %H:%M:%S")
+        )),
+        "{page}"
+    );
     let sent_subjects: Vec<String> = app
         .sim
         .messages()

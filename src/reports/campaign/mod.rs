@@ -34,7 +34,7 @@ mod pools;
 mod status;
 pub use pooled::{MemberShare, PoolForecast};
 pub use pools::{MemberCounts, PoolStatus};
-pub use status::{CampaignStatus, SenderStatus, campaign_status};
+pub use status::{CampaignStatus, CampaignSuspension, SenderStatus, campaign_status};
 pub(crate) use status::{Readings, status_with};
 
 /// One sender's forecast.

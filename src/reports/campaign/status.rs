@@ -19,7 +19,7 @@ use crate::{
     rate_limit::{Algorithm, usage::UsageReader},
     store::{
         campaigns::{self, CampaignCounts, Waiting},
-        pool_views,
+        pool_views, suspensions,
     },
 };
 
@@ -52,6 +52,18 @@ pub struct CampaignStatus {
     pub senders: Vec<SenderStatus>,
     /// Per sender pool of the campaign's pooled messages (empty: none is pooled).
     pub pools: Vec<PoolStatus>,
+    /// An operator's `suspend --campaign` in force (`null`: none): nothing of the campaign
+    /// goes until it ends, so every forecast finish above counts from its end.
+    pub suspended: Option<CampaignSuspension>,
+}
+
+/// A campaign's operator suspension, as `campaign status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignSuspension {
+    /// When it ends by itself (`resume --campaign` ends it sooner).
+    pub until: DateTime<Utc>,
+    /// The operator's reason.
+    pub reason: Option<String>,
 }
 
 /// What every campaign's progress reads once (a page of many campaigns reads it once): the
@@ -108,6 +120,16 @@ pub(crate) async fn status_with(
         return Ok(None);
     }
     let now = Utc::now();
+    let suspended = suspensions::of(pool, "campaign", campaign, now)
+        .await?
+        .map(|s| CampaignSuspension {
+            until: s.suspended_until,
+            reason: s.reason,
+        });
+    // Its messages wait out the suspension, then go as forecast: each finish moves that late.
+    let held = suspended
+        .as_ref()
+        .map_or(chrono::TimeDelta::zero(), |s| s.until - now);
     let mut out = Vec::new();
     let mut total = CampaignCounts::default();
     for row in rows {
@@ -146,7 +168,7 @@ pub(crate) async fn status_with(
         out.push(SenderStatus {
             mailbox: row.mailbox,
             counts: row.counts,
-            forecast_finish,
+            forecast_finish: forecast_finish.map(|f| f + held),
             warnings,
         });
     }
@@ -157,6 +179,7 @@ pub(crate) async fn status_with(
         pool_statuses(&pooled, &pool_views::members(pool).await?)
     };
     Ok(Some(CampaignStatus {
+        suspended,
         pools,
         campaign: campaign.to_owned(),
         now,
