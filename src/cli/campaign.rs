@@ -88,8 +88,11 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
     let mut warnings = Vec::new();
     // The share of the budgets the file's messages may use, of the whole (the rest is reserved
     // for `high`).
-    let share = |usable: u32, whole: u32| {
-        if usable == whole {
+    let share = |provider: &str, usable: u32, whole: u32| {
+        if provider == "sendgrid" {
+            // Not rate-limited here: SendGrid's own plan limits apply.
+            "-".to_owned()
+        } else if usable == whole {
             whole.to_string()
         } else {
             format!("{usable} of {whole}")
@@ -103,8 +106,12 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
             s.messages.recipients,
             s.backlog.unbooked,
             s.backlog.booked,
-            share(s.usable.per_minute, s.limits.per_minute),
-            share(s.usable.recipients_per_day, s.limits.recipients_per_day),
+            share(s.provider, s.usable.per_minute, s.limits.per_minute),
+            share(
+                s.provider,
+                s.usable.recipients_per_day,
+                s.limits.recipients_per_day
+            ),
             time(Some(s.finish.finish)),
             duration(s.seconds)
         ));

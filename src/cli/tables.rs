@@ -99,8 +99,11 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
     for action in &u.adaptive {
         row("adaptive", action.clone());
     }
-    row(
-        "limits",
+    // SendGrid is not rate-limited here: Graph's defaults would be shown as if they applied
+    // (a trial found a pool's SendGrid overflow sender shown at 25 a minute).
+    let limits = if u.provider == "sendgrid" {
+        "none here (SendGrid: its own plan's limits apply)".to_owned()
+    } else {
         format!(
             "{} per minute ({}), {} recipients per day ({}), {} % reserved for high ({})",
             u.limits.per_minute,
@@ -109,8 +112,9 @@ pub(crate) fn usage_text(u: &MailboxUsage) -> String {
             u.limits.recipients_per_day_source,
             u.limits.reserved_percent,
             u.limits.reserved_percent_source
-        ),
-    );
+        )
+    };
+    row("limits", limits);
     match (&u.limiter, &u.limiter_error) {
         (Some(l), _) => {
             row(
@@ -185,10 +189,17 @@ pub(crate) fn usage_page_text(p: &UsagePage) -> String {
             },
         );
         let count = |s: &str| u.messages.by_status.get(s).copied().unwrap_or(0);
+        let limit = |n: u32| {
+            if u.provider == "sendgrid" {
+                "-".to_owned()
+            } else {
+                n.to_string()
+            }
+        };
         table.row([
             u.mailbox.clone(),
-            u.limits.per_minute.to_string(),
-            u.limits.recipients_per_day.to_string(),
+            limit(u.limits.per_minute),
+            limit(u.limits.recipients_per_day),
             minute,
             day,
             in_flight,

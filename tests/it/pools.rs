@@ -285,6 +285,37 @@ async fn a_forecast_misses_pool_overflows_exactly_the_lines_whose_slot_is_after_
             ("news@adatum.example", 20, 0)
         ]
     );
+    // The CLI's table and `mailbox usage` give the SendGrid overflow sender no Graph limits
+    // (a trial found it shown at 25 a minute): SendGrid is not rate-limited here.
+    let dir = crate::support::temp_dir("mw-pools-forecast-");
+    let path = dir.path().join("campaign.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    let env = crate::cli::paced_env(&world, "9000");
+    let table = crate::cli::text(
+        &crate::cli::mail_worker(&["campaign", "forecast", path.to_str().unwrap()], &env).stdout,
+    );
+    let overflow_row = table
+        .lines()
+        .find(|l| l.starts_with("news@adatum.example"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let columns: Vec<&str> = overflow_row.split_whitespace().collect();
+    assert_eq!(
+        &columns[..7],
+        ["news@adatum.example", "20", "20", "0", "0", "-", "-"],
+        "{table}"
+    );
+    let member_row = table
+        .lines()
+        .find(|l| l.starts_with(members[0].as_str()))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(member_row.split_whitespace().nth(5), Some("20"), "{table}");
+    let usage = crate::cli::text(
+        &crate::cli::mail_worker(&["mailbox", "usage", "news@adatum.example"], &env).stdout,
+    );
+    assert!(
+        usage.contains("limits              none here (SendGrid: its own plan's limits apply)\n"),
+        "{usage}"
+    );
     // One more line with a `by` that is not a time: refused, naming the field.
     let bad = format!(
         r#"{{"id":"{}","senderPool":"invites","by":"soon","to":[{{"address":"a@example.org"}}],"body":{{"contentType":"text","content":"x"}}}}"#,
