@@ -44,6 +44,17 @@ pub enum Warning {
         /// Its budget.
         external_recipients_per_day: u32,
     },
+    /// An operator's `suspend` or an adaptive rule's suspension holds the mailbox (`mailbox`:
+    /// nothing goes before `until`, and the forecast starts then) or its Graph tenant's
+    /// external mail (`tenant`: its external recipients wait until then).
+    Suspended {
+        /// `mailbox` or `tenant`.
+        scope: &'static str,
+        /// What holds it: the rule's name, or `operator`.
+        rule: String,
+        /// When it ends (the budget may then come back in steps).
+        until: DateTime<Utc>,
+    },
 }
 
 impl std::fmt::Display for Warning {
@@ -82,6 +93,20 @@ impl std::fmt::Display for Warning {
                 f,
                 "tenant {tenant}: {external} external recipients exceed its budget of {external_recipients_per_day} a day; its external mail spills into the next day"
             ),
+            Self::Suspended { scope, rule, until } => {
+                let until = until.format("%Y-%m-%d %H:%M:%S UTC");
+                if *scope == "mailbox" {
+                    write!(
+                        f,
+                        "suspended ({rule}) until {until}: nothing goes before then, and the forecast starts then"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "its Graph tenant's external mail is suspended ({rule}) until {until}: external recipients wait until then (not in this forecast)"
+                    )
+                }
+            }
         }
     }
 }

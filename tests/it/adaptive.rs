@@ -279,6 +279,40 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
         usage.contains("adaptive            mailbox: operator (checking) suspends it"),
         "{usage}"
     );
+    // `campaign forecast` starts the mailbox's sends at the suspension's end and says why.
+    let lines: String = (0..3)
+        .map(|k| {
+            serde_json::json!({
+                "id": Uuid::new_v4(),
+                "systemMailbox": mailbox,
+                "to": [{"address": format!("guest{k}@example.org")}],
+                "body": {"contentType": "text", "content": "hi"},
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let forecast = mail_worker::reports::campaign::forecast_file(
+        &app.config,
+        &app.db.pool,
+        lines.as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let sender = &forecast.senders[0];
+    let ahead = sender.finish.first.unwrap() - Utc::now();
+    assert!(
+        ahead > chrono::Duration::minutes(119) && ahead <= chrono::Duration::hours(2),
+        "the first send at the suspension's end: {sender:?}"
+    );
+    let warnings: Vec<String> = sender.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("suspended (operator) until ")
+            && warnings[0].ends_with(": nothing goes before then, and the forecast starts then"),
+        "{warnings:?}"
+    );
     let ids = app.insert(0, 2, "SCHEDULED").await;
     let _daemon = Logged::spawn(app.daemon_command(&[]));
     wait_until(Duration::from_secs(60), "both deferred as suspended", async || {

@@ -309,7 +309,14 @@ async fn sender_forecast(
         },
         None => (None, None),
     };
-    let state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+    let mut state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+    // A suspension in force is a cooldown to the forecast: nothing goes before its end (a
+    // trial found the forecast ignoring one).
+    let suspensions = match &tenant {
+        Some(t) => suspensions_of(reader, &t.to_lowercase(), mailbox, now).await,
+        None => Vec::new(),
+    };
+    held_by(&suspensions, &mut state);
     let limits = state.limits;
     let finish = if tenant.is_some() {
         forecast::finish(&state, sends)
@@ -349,8 +356,52 @@ async fn sender_forecast(
         recipients_last_day: state.recipients_last_day,
         next_free_slot: state.next_free_slot,
         seconds: (finish.finish - now).num_milliseconds() as f64 / 1000.0,
-        warnings: forecast::warnings(&finish, limits, by),
+        warnings: suspensions
+            .into_iter()
+            .chain(forecast::warnings(&finish, limits, by))
+            .collect(),
         finish,
         limiter_error,
     }
+}
+
+/// `state` held by the mailbox's suspension among `suspensions`: a cooldown to its end.
+pub(super) fn held_by(suspensions: &[forecast::Warning], state: &mut SenderState) {
+    for s in suspensions {
+        if let forecast::Warning::Suspended {
+            scope: "mailbox",
+            until,
+            ..
+        } = s
+        {
+            state.cooldown_until = state.cooldown_until.max(Some(*until));
+        }
+    }
+}
+
+/// The suspensions in force at `now` on `mailbox` and on its Graph `tenant`'s external mail
+/// (an operator's or an adaptive rule's), as warnings; none when the limiter cannot be read
+/// (the forecast says so apart).
+pub(super) async fn suspensions_of(
+    reader: &mut UsageReader<'_>,
+    tenant: &str,
+    mailbox: &crate::domain::MailboxAddress,
+    now: DateTime<Utc>,
+) -> Vec<forecast::Warning> {
+    let Ok(actions) = reader.adaptive(tenant, mailbox).await else {
+        return Vec::new();
+    };
+    let now_ms = now.timestamp_millis();
+    ["mailbox", "tenant"]
+        .into_iter()
+        .zip(actions)
+        .filter_map(|(scope, action)| {
+            let action = action.filter(|a| a.suspends_at(now_ms))?;
+            Some(forecast::Warning::Suspended {
+                scope,
+                rule: action.rule.clone(),
+                until: DateTime::from_timestamp_millis(action.held_until_ms)?,
+            })
+        })
+        .collect()
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{ReportError, limits_of, sender_state, tenant_budget};
+use super::{ReportError, held_by, limits_of, sender_state, suspensions_of, tenant_budget};
 use crate::{
     config::Config,
     domain::{OverflowWhen, Sender},
@@ -123,7 +123,11 @@ pub(super) async fn spread_pooled(
                 .await
                 .ok();
             let backlog = waiting.get(&m.sender_id).copied().unwrap_or_default();
-            let state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+            let mut state = sender_state(config, &limits, usage.as_ref(), backlog, now);
+            // A suspended member's next slot is its suspension's end, as the placement sees it.
+            let suspensions =
+                suspensions_of(&mut reader, &tenant.to_lowercase(), sender.mailbox(), now).await;
+            held_by(&suspensions, &mut state);
             slots.push((m.sender_id, m.mailbox.clone(), MemberSlot::of(&state)));
         }
         // The service's `externalOnly`: a recipient outside some member's accepted domains.
