@@ -153,7 +153,7 @@ async fn every_transition_writes_one_event_and_each_post_is_signed() {
     assert!(cancel.status.success(), "{cancel:?}");
 
     let daemon = start(config).await;
-    wait_until(Duration::from_secs(30), "10 events received", async || {
+    wait_until(Duration::from_secs(180), "10 events received", async || {
         receiver.accepted().len() >= 10
     })
     .await;
@@ -326,7 +326,7 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
     receiver.fail_next(u32::MAX);
     let daemon = start(with_events(&app, &[receiver.url()], Duration::from_secs(3))).await;
     enqueue(&app, 5).await;
-    wait_until(Duration::from_secs(30), "10 events dead", async || {
+    wait_until(Duration::from_secs(180), "10 events dead", async || {
         admin::dead_list(
             &app.db.pool,
             chrono::Utc::now() - chrono::Duration::hours(1),
@@ -421,9 +421,11 @@ async fn events_are_dead_after_events_retry_for_and_a_replay_delivers_them_again
         replayed,
         "10 events since 1h to be delivered again to 1 receiver (10 dead cleared)\n"
     );
-    wait_until(Duration::from_secs(30), "10 events delivered", async || {
-        receiver.accepted().len() == 10
-    })
+    wait_until(
+        Duration::from_secs(180),
+        "10 events delivered",
+        async || receiver.accepted().len() == 10,
+    )
     .await;
     // The dead total stays, none is left to replay (the cursor's update may trail the POSTs).
     let line = format!(
@@ -506,9 +508,11 @@ async fn the_lag_gauge_counts_only_the_receivers_this_replica_delivers_to() {
     config.metrics_refresh = Duration::from_millis(200);
     let daemon = start(config).await;
     enqueue(&app, 5).await;
-    wait_until(Duration::from_secs(30), "10 events delivered", async || {
-        receiver.accepted().len() >= 10
-    })
+    wait_until(
+        Duration::from_secs(180),
+        "10 events delivered",
+        async || receiver.accepted().len() >= 10,
+    )
     .await;
     // An hour old, every event: the removed receiver has none of them, the configured one all.
     sqlx::query("UPDATE events SET occurred_at = now() - interval '1 hour'")

@@ -465,22 +465,24 @@ async fn a_retry_resends_the_same_batch_under_the_same_webhook_id() {
     rs.shared.failing.store(1, Ordering::SeqCst);
     let daemon = start(config(&app, &[rs.url()], OURS)).await;
     enqueue(&app, 2).await;
-    wait_until(Duration::from_secs(30), "a first POST", async || {
+    // Bounds, not timings: the outbox passes an event once every transaction older than it
+    // on the whole server ended (docs/events.md), and other tests' transactions hold that back.
+    wait_until(Duration::from_secs(180), "a first POST", async || {
         !rs.posts().is_empty()
     })
     .await;
     // More events commit while the batch is refused: the retries must not take them in.
     enqueue(&app, 3).await;
-    wait_until(Duration::from_secs(30), "5 SENT", async || {
+    wait_until(Duration::from_secs(60), "5 SENT", async || {
         app.count("SENT").await == 5
     })
     .await;
-    wait_until(Duration::from_secs(30), "a retry", async || {
+    wait_until(Duration::from_secs(180), "a retry", async || {
         rs.posts().len() >= 2
     })
     .await;
     rs.shared.failing.store(0, Ordering::SeqCst);
-    wait_until(Duration::from_secs(60), "10 events taken", async || {
+    wait_until(Duration::from_secs(180), "10 events taken", async || {
         rs.accepted_ids().len() >= 10
     })
     .await;
