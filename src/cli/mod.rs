@@ -190,7 +190,7 @@ fn check_config(config: &Config) -> ExitCode {
     }
     // A set ADMIN_TOKEN is checked as `mail-worker admin` would (unset is fine: only the admin
     // UI needs it), the webhooks' secret as `run` reads it (its reference resolved, its
-    // length), the adaptive rules file and the senders file.
+    // length), the adaptive rules file, the senders file and the ingest listener's tokens.
     let admin = config
         .admin
         .token
@@ -208,12 +208,20 @@ fn check_config(config: &Config) -> ExitCode {
         .as_deref()
         .and_then(|path| crate::daemon::check_senders_file(path).err())
         .map(|e| format!("{e:#}"));
+    // The ingest listener's tokens as `run` resolves them when INGEST_LISTEN is set (their
+    // references, lengths, INGEST_TOKENS_FILE); nothing is bound.
+    let ingest = config.ingest.listen.and_then(|_| {
+        crate::ingest::IngestSettings::from_config(&config.ingest, config.events.outbox())
+            .err()
+            .map(|e| e.to_string())
+    });
     let bad: Vec<String> = admin
         .into_iter()
         .chain(outbox)
         .map(|e| e.to_string())
         .chain(rules)
         .chain(senders)
+        .chain(ingest)
         .collect();
     for e in &bad {
         eprintln!("mail-worker: bad configuration: {e}");

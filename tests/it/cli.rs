@@ -1499,3 +1499,37 @@ fn check_config_reads_the_senders_file_as_run_does_and_names_a_bad_entry() {
     );
     assert!(stderr.contains("absent.json): "), "{stderr}");
 }
+
+#[test]
+fn check_config_resolves_the_ingest_tokens_as_run_does_when_ingest_listen_is_set() {
+    let listen = ("INGEST_LISTEN", "127.0.0.1:0");
+    let good = mail_worker(
+        &["check-config"],
+        &[listen, ("INGEST_TOKENS", "crm=0123456789abcdef0123")],
+    );
+    stderr_of_exit(&good, 0, "a good token");
+    for (tokens, says) in [
+        (
+            ("INGEST_TOKENS", "crm=a"),
+            "INGEST_TOKENS: token crm: <literal> is 1 characters long; a token needs at least 16",
+        ),
+        (
+            ("INGEST_TOKENS", "crm=env:MW_CHECK_CONFIG_UNSET_TOKEN"),
+            "MW_CHECK_CONFIG_UNSET_TOKEN",
+        ),
+        (
+            ("INGEST_TOKENS_FILE", "/nonexistent/mw-tokens.json"),
+            "INGEST_TOKENS_FILE (/nonexistent/mw-tokens.json): ",
+        ),
+    ] {
+        let out = mail_worker(&["check-config"], &[listen, tokens]);
+        let stderr = stderr_of_exit(&out, 78, tokens.1);
+        assert!(
+            stderr.contains("mail-worker: bad configuration: ") && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+    // Without INGEST_LISTEN, `run` reads no token: neither does the check.
+    let off = mail_worker(&["check-config"], &[("INGEST_TOKENS", "crm=a")]);
+    stderr_of_exit(&off, 0, "ingest off");
+}
