@@ -93,13 +93,22 @@ pub(crate) async fn mailbox_usage_with(
         let sender_ref = SenderRef::of(&sender);
         let waiting = campaigns::waiting_of(pool, booking, sender_ref).await?;
         if waiting.booked + waiting.unbooked > 0 {
-            let state = super::campaign::sender_state(
-                config,
-                &usage.limits,
-                Some(limiter),
-                waiting,
-                chrono::Utc::now(),
-            );
+            let now = chrono::Utc::now();
+            let mut state =
+                super::campaign::sender_state(config, &usage.limits, Some(limiter), waiting, now);
+            // A suspended mailbox sends nothing before the suspension ends; then everything
+            // waiting goes at its budgets, the booked ones booked again (a trial found `waiting
+            // sent by` before the suspension's end).
+            if let Some(graph) = sender.graph() {
+                let tenant = graph.graph_tenant_id.to_lowercase();
+                let held = super::campaign::suspensions_of(reader, &tenant, address, now).await;
+                if super::campaign::held_by(&held, &mut state) {
+                    state.next_free_slot = None;
+                    state.backlog.messages += waiting.booked;
+                    // At least one recipient each (a booking does not say how many).
+                    state.backlog.recipients += waiting.booked;
+                }
+            }
             // Not before the latest booked slot or future `scheduledOn` either.
             usage.backlog_ends = crate::forecast::backlog_end(&state).max(waiting.latest);
         }

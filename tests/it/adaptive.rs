@@ -314,6 +314,16 @@ async fn an_operator_suspension_defers_a_mailbox_survives_a_lost_key_and_resume_
         "{warnings:?}"
     );
     let ids = app.insert(0, 2, "SCHEDULED").await;
+    // `mailbox usage`'s `waiting sent by` is after the suspension's end too.
+    let usage =
+        mail_worker::reports::usage::mailbox_usage(&app.config, &app.db.pool, &app.mailboxes[0].0)
+            .await
+            .unwrap();
+    let ends = usage.backlog_ends.expect("two wait") - Utc::now();
+    assert!(
+        ends > chrono::Duration::minutes(119) && ends <= chrono::Duration::minutes(121),
+        "two slots from the end of 2 h: {ends:?}"
+    );
     let _daemon = Logged::spawn(app.daemon_command(&[]));
     wait_until(Duration::from_secs(60), "both deferred as suspended", async || {
         let n: i64 = sqlx::query_scalar(

@@ -366,7 +366,9 @@ async fn sender_forecast(
 }
 
 /// `state` held by the mailbox's suspension among `suspensions`: a cooldown to its end.
-pub(super) fn held_by(suspensions: &[forecast::Warning], state: &mut SenderState) {
+/// Whether there was one.
+pub(super) fn held_by(suspensions: &[forecast::Warning], state: &mut SenderState) -> bool {
+    let mut held = false;
     for s in suspensions {
         if let forecast::Warning::Suspended {
             scope: "mailbox",
@@ -375,8 +377,10 @@ pub(super) fn held_by(suspensions: &[forecast::Warning], state: &mut SenderState
         } = s
         {
             state.cooldown_until = state.cooldown_until.max(Some(*until));
+            held = true;
         }
     }
+    held
 }
 
 /// The suspensions in force at `now` on `mailbox` and on its Graph `tenant`'s external mail
