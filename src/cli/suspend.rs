@@ -91,17 +91,25 @@ pub(crate) async fn suspend(config: &Config, args: &SuspendArgs) -> anyhow::Resu
         reason = args.reason.as_deref().unwrap_or_default(),
         "suspended by an operator"
     );
-    let note = match held {
+    let mut note = match held {
         Ok(()) => String::new(),
         Err(e) => format!(
             " (the limiter's Redis did not take it now: {e}; the daemon writes it from PostgreSQL within 10 s)"
         ),
     };
+    // A campaign may be suspended before its lines arrive; a typo should not pass unseen.
+    if let ScopeKey::Campaign(campaign) = &scope
+        && !store::suspensions::campaign_has_messages(&pool, campaign).await?
+    {
+        note.push_str(&format!(
+            "\nnote: no message of campaign {campaign:?} is stored yet: the suspension holds those that come (check the campaign id)"
+        ));
+    }
     println!(
         "suspended {} {} until {}{note}",
         scope.scope(),
         scope.name(),
-        until.to_rfc3339()
+        until.format("%Y-%m-%d %H:%M:%S UTC")
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -121,6 +121,10 @@ fn lines_whose_slot_is_after_their_own_by_are_counted_and_warned() {
         w[0].to_string(),
         "2 messages are forecast after their own `by`"
     );
+    assert_eq!(
+        Warning::MissesBy { messages: 1 }.to_string(),
+        "1 message is forecast after its own `by`"
+    );
 }
 
 #[test]

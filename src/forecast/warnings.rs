@@ -75,11 +75,11 @@ impl std::fmt::Display for Warning {
                 "{spilled} messages exceed the mailbox's day budget of {recipients_per_day} recipients and spill into the next day"
             ),
             Self::MissesBy { messages } => {
-                write!(
-                    f,
-                    "{} forecast after their own `by`",
-                    crate::plural::counted(*messages, "message is", "messages are")
-                )
+                if *messages == 1 {
+                    write!(f, "1 message is forecast after its own `by`")
+                } else {
+                    write!(f, "{messages} messages are forecast after their own `by`")
+                }
             }
             Self::TooLarge { messages } => write!(
                 f,

@@ -100,6 +100,20 @@ pub async fn of(
     .await?)
 }
 
+/// Whether any message of `campaign` is stored (`suspend --campaign` notes a campaign with
+/// none: a typo, or lines not yet sent).
+///
+/// # Errors
+/// Database errors.
+pub async fn campaign_has_messages(pool: &PgPool, campaign: &str) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM messages WHERE campaign_id = $1)")
+            .bind(campaign)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
 /// Makes every message a suspension deferred due in 2 s (`resume`): after every replica's 1 s
 /// cache of the action it lifted; those still held by another suspension are deferred again at
 /// their next claim. Returns how many.

@@ -145,6 +145,26 @@ async fn suspend_tenant_refuses_an_unknown_tenant_and_takes_a_known_one() {
     ))
     .await;
     assert!(out.contains("suspended tenant contoso.example"), "{out}");
+    // A campaign with no message stored is taken (its lines may come later) with a note; the
+    // time is to the second.
+    let out = succeeds(cli(
+        &app,
+        &["suspend", "--campaign", "sprnig", "--for", "1h"],
+    ))
+    .await;
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("suspended campaign sprnig until ") && first.ends_with(" UTC"),
+        "{out}"
+    );
+    assert_eq!(
+        first.len(),
+        "suspended campaign sprnig until 2026-12-07 10:00:00 UTC".len()
+    );
+    assert!(
+        out.contains("note: no message of campaign \"sprnig\" is stored yet"),
+        "{out}"
+    );
 }
 
 /// How long a second message asked at `now` waits for the first's slot: the pacing's spacing,
@@ -427,11 +447,12 @@ async fn through_the_daemon_a_mailbox_concurrency_storm_fires_the_built_in_rule_
         )
         .await;
     }
-    succeeds(cli(
+    let out = succeeds(cli(
         &app,
         &["suspend", "--campaign", "spring", "--for", "1h"],
     ))
     .await;
+    assert!(!out.contains("note:"), "its messages are stored: {out}");
     // Graph answers the next 3 sends 429 MailboxConcurrency.
     app.sim
         .mailbox_concurrency_storm(graph_sim::Target::mailbox(mailbox.as_str()), 3)
