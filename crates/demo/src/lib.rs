@@ -46,9 +46,9 @@ pub struct DemoArgs {
     /// that are not set are replaced by generated demo secrets.
     #[arg(long)]
     pub senders: Option<PathBuf>,
-    /// Messages per mailbox of the generated campaign.
-    #[arg(long, default_value_t = 60)]
-    pub messages_per_mailbox: usize,
+    /// Messages per mailbox of the generated campaign (at least 1).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub messages_per_mailbox: u32,
     /// Print the final report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -133,17 +133,17 @@ pub async fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<DemoRepor
         (Some(s), c) => {
             let text = std::fs::read_to_string(s)
                 .with_context(|| format!("cannot read {}", s.display()))?;
-            let file = import::senders::parse(&text)?;
+            let file = import::senders::parse(&text).with_context(|| s.display().to_string())?;
             let campaign = match c {
                 Some(c) => std::fs::read_to_string(c)
                     .with_context(|| format!("cannot read {}", c.display()))?,
-                None => campaign::generate(&file, args.messages_per_mailbox),
+                None => campaign::generate(&file, args.messages_per_mailbox as usize),
             };
             (file, campaign)
         }
         (None, _) => {
             let file = campaign::demo_senders();
-            let campaign = campaign::generate(&file, args.messages_per_mailbox);
+            let campaign = campaign::generate(&file, args.messages_per_mailbox as usize);
             (file, campaign)
         }
     };
