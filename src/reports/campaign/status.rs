@@ -126,10 +126,10 @@ pub(crate) async fn status_with(
             until: s.suspended_until,
             reason: s.reason,
         });
-    // Its messages wait out the suspension, then go as forecast: each finish moves that late.
-    let held = suspended
-        .as_ref()
-        .map_or(chrono::TimeDelta::zero(), |s| s.until - now);
+    // Its messages wait out the suspension: every waiting row (the booked ones are booked
+    // again) is replayed not before its end, behind whatever else holds the sender (a mailbox
+    // suspension too: the later end wins, never the sum).
+    let hold = suspended.as_ref().map(|s| s.until);
     let mut out = Vec::new();
     let mut total = CampaignCounts::default();
     for row in rows {
@@ -137,9 +137,16 @@ pub(crate) async fn status_with(
         add(&mut total, c);
         // The campaign's unbooked rows are taken to wait behind the sender's others (the
         // latest they can go); its booked rows go at their slots.
-        let mut forecast_finish = c.last_booked_slot.filter(|_| c.waiting > 0);
+        let mut forecast_finish = c
+            .last_booked_slot
+            .filter(|_| c.waiting > 0 && hold.is_none());
+        let replayed = if hold.is_some() {
+            c.booked + c.unbooked
+        } else {
+            c.unbooked
+        };
         let mut warnings = Vec::new();
-        if let (Some(sender), true) = (readings.senders.get(&row.sender_id), c.unbooked > 0) {
+        if let (Some(sender), true) = (readings.senders.get(&row.sender_id), replayed > 0) {
             let mut all = readings
                 .waiting
                 .get(&row.sender_id)
@@ -152,12 +159,12 @@ pub(crate) async fn status_with(
             let per = (c.unbooked_recipients / c.unbooked.max(1)).max(1) as u32;
             let sends = vec![
                 NewSend {
-                    not_before: None,
+                    not_before: hold,
                     by: None,
                     recipients: per,
                     priority: Priority::default(),
                 };
-                c.unbooked as usize
+                replayed as usize
             ];
             let config = readings.config;
             let f =
@@ -168,7 +175,7 @@ pub(crate) async fn status_with(
         out.push(SenderStatus {
             mailbox: row.mailbox,
             counts: row.counts,
-            forecast_finish: forecast_finish.map(|f| f + held),
+            forecast_finish,
             warnings,
         });
     }
