@@ -124,6 +124,17 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
         }
     }
     warnings.extend(r.tenant_warnings.iter().map(ToString::to_string));
+    warnings.extend(r.campaigns_suspended.iter().map(|s| {
+        format!(
+            "campaign {} is suspended until {} UTC{}: its lines are forecast from then",
+            s.campaign.as_deref().unwrap_or_default(),
+            s.until.format("%Y-%m-%d %H:%M:%S"),
+            s.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )
+    }));
     if r.already_stored > 0 {
         out.push_str(&format!(
             "{} already stored: `enqueue` skips them, not forecast\n",

@@ -100,6 +100,23 @@ pub async fn of(
     .await?)
 }
 
+/// The campaigns suspended at `now`, by id, with the end and reason of each (read only).
+///
+/// # Errors
+/// Database errors.
+pub async fn campaigns_held(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, DateTime<Utc>, Option<String>)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT key, suspended_until, reason FROM operator_suspensions \
+         WHERE scope = 'campaign' AND suspended_until > $1 ORDER BY key",
+    )
+    .bind(now)
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Whether any message of `campaign` is stored (`suspend --campaign` notes a campaign with
 /// none: a typo, or lines not yet sent).
 ///

@@ -513,6 +513,38 @@ async fn through_the_daemon_a_mailbox_concurrency_storm_fires_the_built_in_rule_
         },
     )
     .await;
+    // `campaign forecast` of more lines of the campaign starts them at its suspension's end.
+    let dir = temp_dir("mw-suspended-forecast-");
+    let file = dir.path().join("more.jsonl");
+    let more = serde_json::json!({
+        "id": Uuid::new_v4(),
+        "systemMailbox": mailbox.as_str(),
+        "campaignId": "spring",
+        "to": [{"address": "guest@example.org"}],
+        "body": {"contentType": "text", "content": "hi"},
+    });
+    std::fs::write(&file, more.to_string()).unwrap();
+    let forecast = mail_worker::reports::campaign::forecast_file(
+        &app.config,
+        &app.db.pool,
+        more.to_string().as_bytes(),
+        None,
+    )
+    .await
+    .unwrap();
+    let finish = forecast.senders[0].finish.finish - Utc::now();
+    assert!(
+        finish > chrono::Duration::minutes(58) && finish <= chrono::Duration::minutes(61),
+        "{:?}",
+        forecast.senders[0]
+    );
+    assert_eq!(forecast.campaigns_suspended.len(), 1);
+    let table = succeeds(cli(&app, &["campaign", "forecast", file.to_str().unwrap()])).await;
+    assert!(
+        table.contains("warning: campaign spring is suspended until ")
+            && table.contains(" UTC: its lines are forecast from then\n"),
+        "{table}"
+    );
     // `campaign status` says so, and its forecast counts from the suspension's end; the
     // mailbox suspended as long too holds it once, not twice (a trial found the two added).
     succeeds(cli(

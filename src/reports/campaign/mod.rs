@@ -93,6 +93,9 @@ pub struct CampaignForecast {
     pub already_stored: u64,
     /// The file's sender pools: how their lines were spread over the members.
     pub pools: Vec<PoolForecast>,
+    /// The file's campaigns suspended by `suspend --campaign`: their lines are forecast not
+    /// before each suspension's end.
+    pub campaigns_suspended: Vec<CampaignSuspension>,
 }
 
 /// What a sender sends, for [`forecast_for`].
@@ -125,8 +128,21 @@ pub async fn forecast_file(
     let senders = senders_by_id(pool).await?;
     // A line without a priority is stored with its sender's (as the insert does).
     let defaults = crate::store::sender_settings::priorities(pool).await?;
+    // A line of a suspended campaign goes not before the suspension's end.
+    let now = Utc::now();
+    let mut held = store::suspensions::campaigns_held(pool, now).await?;
+    held.retain(|(campaign, ..)| {
+        good.iter()
+            .any(|(_, m)| m.campaign_id.as_deref() == Some(campaign))
+    });
+    let held_until = |m: &crate::store::messages::NewMessage| {
+        let campaign = m.campaign_id.as_deref()?;
+        held.iter()
+            .find(|(c, ..)| c == campaign)
+            .map(|(_, until, _)| *until)
+    };
     let send_of = |m: &crate::store::messages::NewMessage, id: Uuid| NewSend {
-        not_before: m.scheduled_on,
+        not_before: m.scheduled_on.max(held_until(m)),
         by: m.send_by,
         recipients: m.content.recipient_count(),
         priority: m
@@ -153,7 +169,6 @@ pub async fn forecast_file(
             })
         })
         .collect();
-    let now = Utc::now();
     let (mut placed, pools) = pooled::spread_pooled(config, pool, &senders, &pooled, now).await?;
     placed.reverse();
     let mut shares: BTreeMap<Uuid, Share> = BTreeMap::new();
@@ -177,6 +192,14 @@ pub async fn forecast_file(
     result.bad_lines = bad.iter().map(BadEntry::to_string).collect();
     result.already_stored = already_stored;
     result.pools = pools;
+    result.campaigns_suspended = held
+        .into_iter()
+        .map(|(campaign, until, reason)| CampaignSuspension {
+            campaign: Some(campaign),
+            until,
+            reason,
+        })
+        .collect();
     Ok(result)
 }
 
@@ -249,6 +272,7 @@ async fn forecast_for(
         bad_lines: Vec::new(),
         already_stored: 0,
         pools: Vec::new(),
+        campaigns_suspended: Vec::new(),
     })
 }
 

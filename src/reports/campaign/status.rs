@@ -57,9 +57,13 @@ pub struct CampaignStatus {
     pub suspended: Option<CampaignSuspension>,
 }
 
-/// A campaign's operator suspension, as `campaign status` shows it.
+/// A campaign's operator suspension, as `campaign status` and `campaign forecast` show it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CampaignSuspension {
+    /// The campaign (`campaign forecast` lists each of its file's; `null` in `campaign
+    /// status`, which is of one campaign).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<String>,
     /// When it ends by itself (`resume --campaign` ends it sooner).
     pub until: DateTime<Utc>,
     /// The operator's reason.
@@ -123,6 +127,7 @@ pub(crate) async fn status_with(
     let suspended = suspensions::of(pool, "campaign", campaign, now)
         .await?
         .map(|s| CampaignSuspension {
+            campaign: None,
             until: s.suspended_until,
             reason: s.reason,
         });
