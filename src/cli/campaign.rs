@@ -53,7 +53,15 @@ pub(super) async fn campaign_command(
         }
         CampaignCommand::Status { campaign, json } => {
             let Some(report) = campaign::campaign_status(config, &pool, &campaign).await? else {
-                anyhow::bail!("no message has campaign {campaign:?}");
+                // Suspended before its lines came: say so, not only that none is stored.
+                let held = store::suspensions::of(&pool, "campaign", &campaign, Utc::now()).await?;
+                match held {
+                    Some(s) => anyhow::bail!(
+                        "no message has campaign {campaign:?} yet; it is suspended until {} UTC",
+                        s.suspended_until.format("%Y-%m-%d %H:%M:%S")
+                    ),
+                    None => anyhow::bail!("no message has campaign {campaign:?}"),
+                }
             };
             if json {
                 out(&(serde_json::to_string_pretty(&report)? + "\n"));

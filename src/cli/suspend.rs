@@ -47,7 +47,7 @@ async fn scope_key(pool: &PgPool, scope: &SuspendScope) -> anyhow::Result<ScopeK
                     )
                 })?,
         ),
-        (None, None, Some(campaign)) => ScopeKey::Campaign(campaign.trim().to_owned()),
+        (None, None, Some(campaign)) => ScopeKey::Campaign(campaign.clone()),
         (None, None, None) => anyhow::bail!("one of --mailbox, --tenant, --campaign"),
     })
 }

@@ -165,6 +165,44 @@ async fn suspend_tenant_refuses_an_unknown_tenant_and_takes_a_known_one() {
         out.contains("note: no message of campaign \"sprnig\" is stored yet"),
         "{out}"
     );
+    // `campaign status` of it says it is suspended; ids no message can have and a reason over
+    // lines are refused, naming the flag.
+    let refused = async |args: &[&str]| {
+        let out = cli(&app, args).output().await.unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let status = refused(&["campaign", "status", "sprnig"]).await;
+    assert!(
+        status.contains("no message has campaign \"sprnig\" yet; it is suspended until "),
+        "{status}"
+    );
+    let long = "c".repeat(201);
+    for (args, says) in [
+        (
+            vec!["suspend", "--campaign", " ", "--for", "1h"],
+            "--campaign",
+        ),
+        (
+            vec!["suspend", "--campaign", long.as_str(), "--for", "1h"],
+            "at most 200 characters, as a line's campaignId (this one has 201)",
+        ),
+        (
+            vec![
+                "suspend",
+                "--campaign",
+                "x",
+                "--for",
+                "1h",
+                "--reason",
+                "a\nb",
+            ],
+            "--reason",
+        ),
+    ] {
+        let stderr = refused(&args).await;
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 /// How long a second message asked at `now` waits for the first's slot: the pacing's spacing,

@@ -13,7 +13,7 @@ pub struct SuspendScope {
     #[arg(long)]
     pub tenant: Option<String>,
     /// A campaign id (`campaignId`): its messages, on every sender.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_campaign)]
     pub campaign: Option<String>,
 }
 
@@ -26,9 +26,37 @@ pub struct SuspendArgs {
     /// For how long, with a unit (`30m`, `2h`, `1d`); it ends by itself.
     #[arg(long = "for", value_parser = parse_for)]
     pub for_: std::time::Duration,
-    /// Why, shown by `mailbox usage` and in the log line.
-    #[arg(long)]
+    /// Why, shown by `mailbox usage` and in the log line (one line, at most 200 characters).
+    #[arg(long, value_parser = parse_reason)]
     pub reason: Option<String>,
+}
+
+/// A campaign id as a line's `campaignId` is stored: trimmed, not blank, at most 200
+/// characters (a trial suspended `""` and a 300-character id, which no message can have).
+fn parse_campaign(raw: &str) -> Result<String, String> {
+    let id = raw.trim();
+    let chars = id.chars().count();
+    if id.is_empty() {
+        return Err("a campaign id is not blank (a line's blank campaignId means none)".into());
+    }
+    if chars > 200 {
+        return Err(format!(
+            "a campaign id is at most 200 characters, as a line's campaignId (this one has {chars})"
+        ));
+    }
+    Ok(id.to_owned())
+}
+
+/// A reason on one line of at most 200 characters (it is shown in a table row and a log line).
+fn parse_reason(raw: &str) -> Result<String, String> {
+    let reason = raw.trim();
+    if reason.chars().any(char::is_control) {
+        return Err("one line without control characters (no newline or tab)".into());
+    }
+    if reason.chars().count() > 200 {
+        return Err("at most 200 characters".into());
+    }
+    Ok(reason.to_owned())
 }
 
 /// A duration from 1 s to 30 days.
