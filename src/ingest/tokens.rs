@@ -74,6 +74,14 @@ impl Producers {
                         t.name
                     )));
                 }
+                if t.senders.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(IngestError::Tokens(format!(
+                        "{var} ({}): token {}: `senders` lists no sender, so it could post \
+                         nothing (leave `senders` out to allow every sender)",
+                        path.display(),
+                        t.name
+                    )));
+                }
                 let secret = SecretRef::new(t.secret);
                 SecretRef::check(secret.raw()).map_err(|e| {
                     IngestError::Tokens(format!(
@@ -84,6 +92,15 @@ impl Producers {
                 })?;
                 producers.add(var, &t.name, &secret, t.senders)?;
             }
+        }
+        // An empty file and no INGEST_TOKENS: every request would be refused (a trial found
+        // `[]` accepted while no token at all is refused).
+        if producers.0.is_empty() {
+            return Err(IngestError::Tokens(
+                "INGEST_TOKENS and INGEST_TOKENS_FILE give no token: every request would be \
+                 refused (give at least one producer's token)"
+                    .into(),
+            ));
         }
         Ok(producers)
     }

@@ -1529,6 +1529,27 @@ fn check_config_resolves_the_ingest_tokens_as_run_does_when_ingest_listen_is_set
             "{stderr}"
         );
     }
+    // A tokens file that gives no token, or a token allowed no sender: refused too.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "[]").unwrap();
+    let none = dir.path().join("none.json");
+    std::fs::write(
+        &none,
+        r#"[{"name": "crm", "secret": "0123456789abcdef0123", "senders": []}]"#,
+    )
+    .unwrap();
+    for (file, says) in [
+        (&empty, "INGEST_TOKENS and INGEST_TOKENS_FILE give no token"),
+        (&none, "token crm: `senders` lists no sender"),
+    ] {
+        let out = mail_worker(
+            &["check-config"],
+            &[listen, ("INGEST_TOKENS_FILE", file.to_str().unwrap())],
+        );
+        let stderr = stderr_of_exit(&out, 78, says);
+        assert!(stderr.contains(says), "{stderr}");
+    }
     // Without INGEST_LISTEN, `run` reads no token: neither does the check.
     let off = mail_worker(&["check-config"], &[("INGEST_TOKENS", "crm=a")]);
     stderr_of_exit(&off, 0, "ingest off");
