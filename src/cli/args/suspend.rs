@@ -2,6 +2,8 @@
 
 use clap::Args;
 
+use crate::import::campaign::MAX_CAMPAIGN_ID_CHARS;
+
 /// Which mailbox, tenant or campaign: exactly one.
 #[derive(Debug, Clone, Args)]
 #[group(required = true, multiple = false)]
@@ -39,9 +41,9 @@ fn parse_campaign(raw: &str) -> Result<String, String> {
     if id.is_empty() {
         return Err("a campaign id is not blank (a line's blank campaignId means none)".into());
     }
-    if chars > 200 {
+    if chars > MAX_CAMPAIGN_ID_CHARS {
         return Err(format!(
-            "a campaign id is at most 200 characters, as a line's campaignId (this one has {chars})"
+            "a campaign id is at most {MAX_CAMPAIGN_ID_CHARS} characters, as a line's campaignId (this one has {chars})"
         ));
     }
     Ok(id.to_owned())

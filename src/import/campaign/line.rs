@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::SenderDirectory;
+use super::{SenderDirectory, campaign_id::campaign_of};
 use crate::{
     domain::{
         Attachment, BodyContentType, Header, MailboxAddress, MessageContent, Priority, Recipient,
@@ -375,33 +375,4 @@ fn time_field(field: &str, raw: Option<String>) -> Result<Option<DateTime<Utc>>,
             .map_err(|e| format!("{field} {raw:?} is not an RFC 3339 time: {e}"))
     })
     .transpose()
-}
-
-/// The longest campaign id kept (a label, not a payload).
-pub(crate) const MAX_CAMPAIGN_ID_CHARS: usize = 200;
-
-/// A line's campaign: its `campaignId` (trimmed), else the value of its `x-campaign-id` header
-/// (any case, the first one); `None` when neither is given or the one given is blank.
-///
-/// # Errors
-/// A `campaignId` over [`MAX_CAMPAIGN_ID_CHARS`] characters, naming the field.
-fn campaign_of(given: Option<&str>, headers: &[Header]) -> Result<Option<String>, String> {
-    let (field, raw) = match given {
-        Some(raw) => ("campaignId", raw),
-        None => match headers
-            .iter()
-            .find(|h| h.name.trim().eq_ignore_ascii_case("x-campaign-id"))
-        {
-            Some(h) => ("the x-campaign-id header", h.value.as_str()),
-            None => return Ok(None),
-        },
-    };
-    let id = raw.trim();
-    if id.chars().count() > MAX_CAMPAIGN_ID_CHARS {
-        return Err(format!(
-            "{field} has {} characters; a campaign id has at most {MAX_CAMPAIGN_ID_CHARS}",
-            id.chars().count()
-        ));
-    }
-    Ok((!id.is_empty()).then(|| id.to_owned()))
 }

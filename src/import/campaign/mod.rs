@@ -22,6 +22,7 @@
 //!
 //! Here the file and its insert; one line's parsing is `line.rs`.
 
+mod campaign_id;
 mod line;
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ use crate::store::{
     suppressions,
 };
 
+pub(crate) use campaign_id::MAX_CAMPAIGN_ID_CHARS;
 pub use line::parse_line_bytes;
 
 #[derive(Debug, Clone, Default)]

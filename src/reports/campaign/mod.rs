@@ -32,10 +32,12 @@ use crate::{
 mod pooled;
 mod pools;
 mod status;
+mod suspended;
 pub use pooled::{MemberShare, PoolForecast};
 pub use pools::{MemberCounts, PoolStatus};
 pub use status::{CampaignStatus, CampaignSuspension, SenderStatus, campaign_status};
 pub(crate) use status::{Readings, status_with};
+pub(super) use suspended::{held_by, suspensions_of};
 
 /// One sender's forecast.
 #[derive(Debug, Clone, Serialize)]
@@ -387,49 +389,4 @@ async fn sender_forecast(
         finish,
         limiter_error,
     }
-}
-
-/// `state` held by the mailbox's suspension among `suspensions`: a cooldown to its end.
-/// Whether there was one.
-pub(super) fn held_by(suspensions: &[forecast::Warning], state: &mut SenderState) -> bool {
-    let mut held = false;
-    for s in suspensions {
-        if let forecast::Warning::Suspended {
-            scope: "mailbox",
-            until,
-            ..
-        } = s
-        {
-            state.cooldown_until = state.cooldown_until.max(Some(*until));
-            held = true;
-        }
-    }
-    held
-}
-
-/// The suspensions in force at `now` on `mailbox` and on its Graph `tenant`'s external mail
-/// (an operator's or an adaptive rule's), as warnings; none when the limiter cannot be read
-/// (the forecast says so apart).
-pub(super) async fn suspensions_of(
-    reader: &mut UsageReader<'_>,
-    tenant: &str,
-    mailbox: &crate::domain::MailboxAddress,
-    now: DateTime<Utc>,
-) -> Vec<forecast::Warning> {
-    let Ok(actions) = reader.adaptive(tenant, mailbox).await else {
-        return Vec::new();
-    };
-    let now_ms = now.timestamp_millis();
-    ["mailbox", "tenant"]
-        .into_iter()
-        .zip(actions)
-        .filter_map(|(scope, action)| {
-            let action = action.filter(|a| a.suspends_at(now_ms))?;
-            Some(forecast::Warning::Suspended {
-                scope,
-                rule: action.rule.clone(),
-                until: DateTime::from_timestamp_millis(action.held_until_ms)?,
-            })
-        })
-        .collect()
 }
