@@ -1,30 +1,23 @@
 //! The adaptive actions in force on a mailbox and its tenant, in words, for `mailbox usage`
 //! and the admin UI's mailbox page (docs/adaptive-rules.md).
 
-use crate::{domain::MailboxAddress, domain::Sender, rate_limit::usage::UsageReader};
+use crate::domain::adaptive::ActionInForce;
 
-/// The actions in force on `sender`'s mailbox `address` and on its Graph tenant, in words;
-/// none for a SendGrid sender or a limiter Redis that cannot be read (the usage says so).
-pub(crate) async fn actions_of(
-    reader: &mut UsageReader<'_>,
-    sender: &Sender,
-    address: &MailboxAddress,
+/// The actions in force at `now` on a mailbox and on its Graph tenant (`actions`, as
+/// `UsageReader::adaptive` reads them), in words.
+pub(crate) fn actions_in_words(
+    actions: &[Option<ActionInForce>; 2],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<String> {
-    let Some(graph) = sender.graph() else {
-        return Vec::new();
-    };
-    let tenant = graph.graph_tenant_id.to_lowercase();
-    let Ok(actions) = reader.adaptive(&tenant, address).await else {
-        return Vec::new();
-    };
-    let now = chrono::Utc::now();
     ["mailbox", "tenant (external mail)"]
         .into_iter()
         .zip(actions)
         .filter_map(|(scope, action)| {
             // A `resume` mark or a recovered action holds nothing.
-            let action = action.filter(|a| a.permille_at(now.timestamp_millis()) < 1000)?;
-            Some(describe_action(scope, &action, now))
+            let action = action
+                .as_ref()
+                .filter(|a| a.permille_at(now.timestamp_millis()) < 1000)?;
+            Some(describe_action(scope, action, now))
         })
         .collect()
 }

@@ -84,7 +84,19 @@ pub(crate) async fn mailbox_usage_with(
         .await?
         .pop()
         .unwrap_or_else(|| unreachable!("one usage per sender"));
-    usage.adaptive = super::adaptive::actions_of(reader, &sender, address).await;
+    // The adaptive actions on it and its tenant, read once: in words, and a suspension among
+    // them holds the forecast below. None for SendGrid or a limiter that cannot be read.
+    let now = chrono::Utc::now();
+    let actions = match sender.graph() {
+        Some(graph) => reader
+            .adaptive(&graph.graph_tenant_id.to_lowercase(), address)
+            .await
+            .ok(),
+        None => None,
+    };
+    if let Some(actions) = &actions {
+        usage.adaptive = super::adaptive::actions_in_words(actions, now);
+    }
     // A paused sender sends nothing until it resumes: no forecast then.
     if let Some(limiter) = &usage.limiter
         && usage.messages.paused == 0
@@ -93,21 +105,20 @@ pub(crate) async fn mailbox_usage_with(
         let sender_ref = SenderRef::of(&sender);
         let waiting = campaigns::waiting_of(pool, booking, sender_ref).await?;
         if waiting.booked + waiting.unbooked > 0 {
-            let now = chrono::Utc::now();
             let mut state =
                 super::campaign::sender_state(config, &usage.limits, Some(limiter), waiting, now);
             // A suspended mailbox sends nothing before the suspension ends; then everything
             // waiting goes at its budgets, the booked ones booked again (a trial found `waiting
             // sent by` before the suspension's end).
-            if let Some(graph) = sender.graph() {
-                let tenant = graph.graph_tenant_id.to_lowercase();
-                let held = super::campaign::suspensions_of(reader, &tenant, address, now).await;
-                if super::campaign::held_by(&held, &mut state) {
-                    state.next_free_slot = None;
-                    state.backlog.messages += waiting.booked;
-                    // At least one recipient each (a booking does not say how many).
-                    state.backlog.recipients += waiting.booked;
-                }
+            let held = actions
+                .as_ref()
+                .map(|a| super::campaign::suspensions_in(a, now))
+                .unwrap_or_default();
+            if super::campaign::held_by(&held, &mut state) {
+                state.next_free_slot = None;
+                state.backlog.messages += waiting.booked;
+                // At least one recipient each (a booking does not say how many).
+                state.backlog.recipients += waiting.booked;
             }
             // Not before the latest booked slot or future `scheduledOn` either.
             usage.backlog_ends = crate::forecast::backlog_end(&state).max(waiting.latest);

@@ -37,7 +37,7 @@ pub use pooled::{MemberShare, PoolForecast};
 pub use pools::{MemberCounts, PoolStatus};
 pub use status::{CampaignStatus, CampaignSuspension, SenderStatus, campaign_status};
 pub(crate) use status::{Readings, status_with};
-pub(super) use suspended::{held_by, suspensions_of};
+pub(super) use suspended::{held_by, suspensions_in, suspensions_of};
 
 /// One sender's forecast.
 #[derive(Debug, Clone, Serialize)]

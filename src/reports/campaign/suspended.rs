@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::{
+    domain::adaptive::ActionInForce,
     forecast::{self, SenderState},
     rate_limit::usage::UsageReader,
 };
@@ -38,15 +39,24 @@ pub(in crate::reports) async fn suspensions_of(
     mailbox: &crate::domain::MailboxAddress,
     now: DateTime<Utc>,
 ) -> Vec<forecast::Warning> {
-    let Ok(actions) = reader.adaptive(tenant, mailbox).await else {
-        return Vec::new();
-    };
+    match reader.adaptive(tenant, mailbox).await {
+        Ok(actions) => suspensions_in(&actions, now),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The suspensions among `actions` (a mailbox's and its tenant's, as `UsageReader::adaptive`
+/// reads them) in force at `now`, as warnings.
+pub(in crate::reports) fn suspensions_in(
+    actions: &[Option<ActionInForce>; 2],
+    now: DateTime<Utc>,
+) -> Vec<forecast::Warning> {
     let now_ms = now.timestamp_millis();
     ["mailbox", "tenant"]
         .into_iter()
         .zip(actions)
         .filter_map(|(scope, action)| {
-            let action = action.filter(|a| a.suspends_at(now_ms))?;
+            let action = action.as_ref().filter(|a| a.suspends_at(now_ms))?;
             Some(forecast::Warning::Suspended {
                 scope,
                 rule: action.rule.clone(),
