@@ -51,6 +51,14 @@ async fn succeeds(mut command: tokio::process::Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs `command`, asserts it failed (`what` names it) and returns its exit code and stderr.
+async fn fails(mut command: tokio::process::Command, what: &str) -> (Option<i32>, String) {
+    let out = command.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{what} accepted it: {stderr}");
+    (out.status.code(), stderr)
+}
+
 /// Waits up to 90 s until contoso.example's adaptive key of `scope` (`tenant`, or a mailbox
 /// address) holds an action; returns its JSON.
 async fn action_set(app: &TestApp, scope: &str, what: &str) -> String {
@@ -75,37 +83,28 @@ async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_fie
     let file = path.to_str().unwrap();
     let expected = "rule \"storm\" (#1): field `factor`: must be a number above 0 and below 1";
     for subcommand in ["check-config", "run"] {
-        let out = app
-            .binary_command(
+        let (code, stderr) = fails(
+            app.binary_command(
                 Path::new(BINARY),
                 subcommand,
                 &[("ADAPTIVE_RULES_FILE", file)],
-            )
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{subcommand} accepted it: {stderr}");
+            ),
+            subcommand,
+        )
+        .await;
         assert!(
             stderr.contains("ADAPTIVE_RULES_FILE"),
             "{subcommand}: {stderr}"
         );
         assert!(stderr.contains(expected), "{subcommand}: {stderr}");
-        assert_eq!(out.status.code(), Some(78), "{subcommand}: EX_CONFIG");
+        assert_eq!(code, Some(78), "{subcommand}: EX_CONFIG");
     }
-    assert_eq!(
-        app.binary_command(
-            Path::new(BINARY),
-            "check-config",
-            &[("ADAPTIVE_RULES_FILE", file)]
-        )
-        .output()
-        .await
-        .unwrap()
-        .status
-        .code(),
-        Some(78)
+    let check = app.binary_command(
+        Path::new(BINARY),
+        "check-config",
+        &[("ADAPTIVE_RULES_FILE", file)],
     );
+    assert_eq!(fails(check, "check-config").await.0, Some(78));
     // The good file passes.
     std::fs::write(&path, STORM_RULES).unwrap();
     succeeds(app.binary_command(
@@ -121,15 +120,14 @@ async fn a_bad_rules_file_stops_check_config_and_run_naming_the_rule_and_the_fie
 #[tokio::test]
 async fn suspend_tenant_refuses_an_unknown_tenant_and_takes_a_known_one() {
     let app = TestApp::paced().spawn().await;
-    let out = cli(
-        &app,
-        &["suspend", "--tenant", "nonexistent.example", "--for", "1h"],
+    let (_, stderr) = fails(
+        cli(
+            &app,
+            &["suspend", "--tenant", "nonexistent.example", "--for", "1h"],
+        ),
+        "an unknown tenant",
     )
-    .output()
-    .await
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    .await;
     assert!(
         stderr.contains("--tenant nonexistent.example: no Graph sender has this Graph tenant id"),
         "{stderr}"
@@ -167,11 +165,7 @@ async fn suspend_tenant_refuses_an_unknown_tenant_and_takes_a_known_one() {
     );
     // `campaign status` of it says it is suspended; ids no message can have and a reason over
     // lines are refused, naming the flag.
-    let refused = async |args: &[&str]| {
-        let out = cli(&app, args).output().await.unwrap();
-        assert!(!out.status.success(), "{args:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let refused = async |args: &[&str]| fails(cli(&app, args), &format!("{args:?}")).await.1;
     let status = refused(&["campaign", "status", "sprnig"]).await;
     assert!(
         status.contains("no message has campaign \"sprnig\" yet; it is suspended until "),

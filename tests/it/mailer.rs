@@ -783,13 +783,6 @@ async fn a_tenant_in_warm_up_books_against_its_steps_day_budget() {
     rig.token_endpoint(3600, Duration::ZERO).await;
     rig.send_answers(ResponseTemplate::new(202), 2).await;
     let plain = graph_tenant(SECRET);
-    rig.factory
-        .mailer_for_tenant(&plain)
-        .await
-        .unwrap()
-        .send(&mail())
-        .await
-        .unwrap();
     let warming = Tenant {
         warm_up: Some(WarmUpStep {
             ramp: WarmUp {
@@ -799,15 +792,17 @@ async fn a_tenant_in_warm_up_books_against_its_steps_day_budget() {
             },
             step: 2,
         }),
-        ..plain
+        ..plain.clone()
     };
-    rig.factory
-        .mailer_for_tenant(&warming)
-        .await
-        .unwrap()
-        .send(&mail())
-        .await
-        .unwrap();
+    for tenant in [&plain, &warming] {
+        rig.factory
+            .mailer_for_tenant(tenant)
+            .await
+            .unwrap()
+            .send(&mail())
+            .await
+            .unwrap();
+    }
     let days: Vec<u32> = rig
         .limiter
         .checks()
