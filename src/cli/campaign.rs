@@ -134,13 +134,9 @@ pub(crate) fn forecast_table(r: &CampaignForecast) -> String {
     warnings.extend(r.tenant_warnings.iter().map(ToString::to_string));
     warnings.extend(r.campaigns_suspended.iter().map(|s| {
         format!(
-            "campaign {} is suspended until {} UTC{}: its lines are forecast from then",
+            "campaign {} is suspended {}: its lines are forecast from then",
             s.campaign.as_deref().unwrap_or_default(),
-            s.until.format("%Y-%m-%d %H:%M:%S"),
-            s.reason
-                .as_deref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default()
+            s.until_text()
         )
     }));
     if r.already_stored > 0 {
@@ -226,13 +222,9 @@ pub(crate) fn status_table(r: &CampaignStatus) -> String {
     out.push_str(&row("all senders", &r.total, r.forecast_finish));
     if let Some(s) = &r.suspended {
         out.push_str(&format!(
-            "suspended until {} UTC{}: nothing of it goes until then (`resume --campaign {}`); \
+            "suspended {}: nothing of it goes until then (`resume --campaign {}`); \
              the forecast finish counts from then\n",
-            s.until.format("%Y-%m-%d %H:%M:%S"),
-            s.reason
-                .as_deref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default(),
+            s.until_text(),
             r.campaign
         ));
     }

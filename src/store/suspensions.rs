@@ -100,18 +100,20 @@ pub async fn of(
     .await?)
 }
 
-/// The campaigns suspended at `now`, by id, with the end and reason of each (read only).
+/// The suspensions of `scope` in force at `now`, by key (read only, unlike [`in_force`]).
 ///
 /// # Errors
 /// Database errors.
-pub async fn campaigns_held(
+pub async fn of_scope(
     pool: &PgPool,
+    scope: &str,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, DateTime<Utc>, Option<String>)>, StoreError> {
+) -> Result<Vec<Suspension>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT key, suspended_until, reason FROM operator_suspensions \
-         WHERE scope = 'campaign' AND suspended_until > $1 ORDER BY key",
+        "SELECT scope, key, tenant, suspended_at, suspended_until, reason \
+         FROM operator_suspensions WHERE scope = $1 AND suspended_until > $2 ORDER BY key",
     )
+    .bind(scope)
     .bind(now)
     .fetch_all(pool)
     .await?)

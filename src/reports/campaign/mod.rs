@@ -132,16 +132,16 @@ pub async fn forecast_file(
     let defaults = crate::store::sender_settings::priorities(pool).await?;
     // A line of a suspended campaign goes not before the suspension's end.
     let now = Utc::now();
-    let mut held = store::suspensions::campaigns_held(pool, now).await?;
-    held.retain(|(campaign, ..)| {
+    let mut held = store::suspensions::of_scope(pool, "campaign", now).await?;
+    held.retain(|s| {
         good.iter()
-            .any(|(_, m)| m.campaign_id.as_deref() == Some(campaign))
+            .any(|(_, m)| m.campaign_id.as_deref() == Some(s.key.as_str()))
     });
     let held_until = |m: &crate::store::messages::NewMessage| {
         let campaign = m.campaign_id.as_deref()?;
         held.iter()
-            .find(|(c, ..)| c == campaign)
-            .map(|(_, until, _)| *until)
+            .find(|s| s.key == campaign)
+            .map(|s| s.suspended_until)
     };
     let send_of = |m: &crate::store::messages::NewMessage, id: Uuid| NewSend {
         not_before: m.scheduled_on.max(held_until(m)),
@@ -196,10 +196,10 @@ pub async fn forecast_file(
     result.pools = pools;
     result.campaigns_suspended = held
         .into_iter()
-        .map(|(campaign, until, reason)| CampaignSuspension {
-            campaign: Some(campaign),
-            until,
-            reason,
+        .map(|s| CampaignSuspension {
+            campaign: Some(s.key),
+            until: s.suspended_until,
+            reason: s.reason,
         })
         .collect();
     Ok(result)

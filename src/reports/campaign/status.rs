@@ -70,6 +70,21 @@ pub struct CampaignSuspension {
     pub reason: Option<String>,
 }
 
+impl CampaignSuspension {
+    /// `until 2026-12-07 10:00:00 UTC (checking)`: its end, and its reason when it has one.
+    pub fn until_text(&self) -> String {
+        let reason = self
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        format!(
+            "until {} UTC{reason}",
+            self.until.format("%Y-%m-%d %H:%M:%S")
+        )
+    }
+}
+
 /// What every campaign's progress reads once (a page of many campaigns reads it once): the
 /// senders, what waits per sender, the limiter's connection.
 pub(crate) struct Readings<'a> {
