@@ -81,14 +81,9 @@ impl MailRateLimiter {
                 Ok((1, count)) => {
                     self.adaptive.remember(&key, Some(action.clone()));
                     if let Some(metrics) = &self.metrics {
-                        let on = AdaptiveOn {
-                            tenant: on.tenant,
-                            mailbox: match rule.scope {
-                                Scope::Mailbox => on.mailbox.as_str(),
-                                _ => "",
-                            },
-                        };
-                        metrics.adaptive_fired(&rule.name, rule.scope.as_str(), on);
+                        let scope = rule.scope.as_str();
+                        let on = AdaptiveOn::of(scope, on.tenant, on.mailbox.as_str());
+                        metrics.adaptive_fired(&rule.name, scope, on);
                     }
                     tracing::warn!(
                         event = log_events::MAIL_ADAPTIVE_FIRED,
@@ -155,14 +150,7 @@ impl MailRateLimiter {
             let shown = self.adaptive.watch(key, action.as_ref(), now_ms);
             if let (Some(metrics), Some((rule, permille))) = (&self.metrics, shown) {
                 let scope = super::scope_of(key);
-                let on = AdaptiveOn {
-                    tenant: ask.tenant,
-                    mailbox: if scope == "mailbox" {
-                        ask.mailbox.as_str()
-                    } else {
-                        ""
-                    },
-                };
+                let on = AdaptiveOn::of(scope, ask.tenant, ask.mailbox.as_str());
                 metrics.adaptive_factor(&rule, scope, on, permille);
             }
         }

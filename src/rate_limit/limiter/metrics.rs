@@ -35,3 +35,14 @@ pub struct AdaptiveOn<'a> {
     /// The mailbox's address, or `""` for an action on the tenant.
     pub mailbox: &'a str,
 }
+
+impl<'a> AdaptiveOn<'a> {
+    /// An action of `scope` (`mailbox`, `tenant`) asked for `mailbox` of `tenant`: the mailbox
+    /// is named only when the action is on it.
+    pub(crate) fn of(scope: &str, tenant: &'a str, mailbox: &'a str) -> Self {
+        Self {
+            tenant,
+            mailbox: if scope == "mailbox" { mailbox } else { "" },
+        }
+    }
+}
