@@ -79,7 +79,7 @@ pub async fn in_force(pool: &PgPool, now: DateTime<Utc>) -> Result<Vec<Suspensio
 }
 
 /// The suspension of `scope` and `key` in force at `now`, if there is one (`campaign status`
-/// shows a campaign's).
+/// shows a campaign's): one of [`of_scope`]'s few rows.
 ///
 /// # Errors
 /// Database errors.
@@ -89,15 +89,10 @@ pub async fn of(
     key: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Suspension>, StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT scope, key, tenant, suspended_at, suspended_until, reason \
-         FROM operator_suspensions WHERE scope = $1 AND key = $2 AND suspended_until > $3",
-    )
-    .bind(scope)
-    .bind(key)
-    .bind(now)
-    .fetch_optional(pool)
-    .await?)
+    Ok(of_scope(pool, scope, now)
+        .await?
+        .into_iter()
+        .find(|s| s.key == key))
 }
 
 /// The suspensions of `scope` in force at `now`, by key (read only, unlike [`in_force`]).
